@@ -1,0 +1,94 @@
+package wire
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// FuzzParseSubject checks that no subject makes ParseSubject panic, that a parse is consistent
+// with the subject it came from, and that a failure is always a *ValidationError. Seeds, in
+// testdata/fuzz/FuzzParseSubject too: the SPEC §12 table, each rail at arity ±1, an empty subject
+// and a lone root (the shortest inputs), and a dotted-only subject (empty tokens everywhere).
+func FuzzParseSubject(f *testing.F) {
+	A := ownerA + ".alice"
+	for _, s := range []string{
+		"cotal.main.chat." + A + ".team.backend",
+		"cotal.main.inst." + ownerB + ".bob." + A,
+		"cotal.main.svc.reviewer." + A,
+		"cotal.main.ctl.manager." + A,
+		"cotal.main.chat." + A,
+		"cotal.main.chat." + nkey + ".team.backend",
+		"cotal.main.inst." + A + ".x",
+		"cotal.main.svc.r." + A + ".x",
+		"", "cotal", "cotal.", "....", "cotal.main.chat....",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, subject string) {
+		p, err := ParseSubject(subject)
+		if err != nil {
+			var v *ValidationError
+			if !errors.As(err, &v) || v.Field != "subject" {
+				t.Fatalf("ParseSubject(%q) error %v is not a subject *ValidationError", subject, err)
+			}
+			return
+		}
+		prefix := Root + "." + p.Space + "." + string(p.Kind) + "."
+		if !strings.HasPrefix(subject, prefix) {
+			t.Fatalf("ParseSubject(%q) = %+v, inconsistent prefix", subject, p)
+		}
+		var rebuilt string
+		switch p.Kind {
+		case KindChat:
+			rebuilt = prefix + p.Owner + "." + p.Actor + "." + p.Rest
+		case KindInst:
+			rebuilt = prefix + p.Rest + "." + p.Owner + "." + p.Actor
+		case KindSvc:
+			rebuilt = prefix + p.Rest + "." + p.Owner + "." + p.Actor
+		default:
+			t.Fatalf("ParseSubject(%q) returned kind %q", subject, p.Kind)
+		}
+		if rebuilt != subject {
+			t.Fatalf("ParseSubject(%q) = %+v, which rebuilds as %q", subject, p, rebuilt)
+		}
+	})
+}
+
+// FuzzGuard checks that no subject and payload make Guard panic, that every outcome is either a
+// delivery whose sender is the subject's and equals from.id, or a *RejectError with one of the
+// three reasons. Seeds, in testdata/fuzz/FuzzGuard too: a valid message of each kind, a forged
+// sender, an nkey owner, invalid UTF-8, deep nesting, and a bare unknown part kind.
+func FuzzGuard(f *testing.F) {
+	A := ownerA + ".alice"
+	valid := `{"id":"m","ts":1,"space":"main","from":{"id":"` + A + `","name":"a"},"channel":"x","parts":[{"kind":"text","text":"hi"},{"kind":"com.a.b","z":[1]}]}`
+	f.Add("cotal.main.chat."+A+".x", []byte(valid))
+	f.Add("cotal.main.inst."+ownerB+".bob."+A, []byte(valid))
+	f.Add("cotal.main.svc.r."+A, []byte(valid))
+	f.Add("cotal.main.chat."+ownerB+".bob.x", []byte(valid))
+	f.Add("cotal.main.chat."+nkey+".x.y", []byte(valid))
+	f.Add("cotal.main.chat."+A+".x", []byte("{\"id\":\"\xff\"}"))
+	f.Add("cotal.main.chat."+A+".x", []byte(strings.Repeat("[", 20000)))
+	f.Add("cotal.main.chat."+A+".x", []byte(`{"id":"m","ts":1e999,"space":"s","from":{"id":"`+A+`","name":"a"},"channel":"x","parts":[{"kind":"bogus"}]}`))
+	f.Fuzz(func(t *testing.T, subject string, payload []byte) {
+		d, err := Guard(subject, payload)
+		if err != nil {
+			var rej *RejectError
+			if !errors.As(err, &rej) {
+				t.Fatalf("Guard error %v is not a *RejectError", err)
+			}
+			switch rej.Reason {
+			case ReasonMalformedSubject, ReasonSenderMismatch, ReasonMalformedJSON:
+			default:
+				t.Fatalf("Guard reason %q is not one of the SPEC's", rej.Reason)
+			}
+			return
+		}
+		if d.Message.From.ID != d.Sender.String() || !d.Sender.HasPrincipalOwner() {
+			t.Fatalf("Guard accepted from.id %q on sender %q", d.Message.From.ID, d.Sender)
+		}
+		if d.Kind == "" {
+			t.Fatal("Guard accepted a delivery with no kind")
+		}
+	})
+}

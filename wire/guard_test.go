@@ -1,0 +1,72 @@
+package wire
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestGuard(t *testing.T) {
+	A, B := ownerA+".alice", ownerB+".bob"
+	msg := func(fromID, routing string) string {
+		return `{"id":"m1","ts":1,"space":"main","from":{"id":"` + fromID + `","name":"alice"},` + routing + `,"parts":[{"kind":"text","text":"hi"}],"unknown":{"x":1}}`
+	}
+	chat := "cotal.main.chat." + A + ".team.backend"
+	tests := []struct {
+		name    string
+		subject string
+		payload string
+		reason  Reason // "" = accepted
+		kind    DeliveryKind
+	}{
+		{"multicast", chat, msg(A, `"channel":"team.backend"`), "", DeliveryChannel},
+		{"dm", "cotal.main.inst." + B + "." + A, msg(A, `"to":"`+B+`"`), "", DeliveryDM},
+		{"anycast", "cotal.main.svc.reviewer." + A, msg(A, `"toService":"reviewer"`), "", DeliveryAnycast},
+		{"kind from subject, not payload", "cotal.main.inst." + B + "." + A, msg(A, `"channel":"team.backend"`), "", DeliveryDM},
+		{"local owner", "cotal.main.chat.local.dev1.general", msg("local.dev1", `"channel":"general"`), "", DeliveryChannel},
+		{"unparseable subject", "cotal.main.chat." + A, msg(A, `"channel":"x"`), ReasonMalformedSubject, ""},
+		{"retired ctl", "cotal.main.ctl.manager." + A, msg(A, `"channel":"x"`), ReasonMalformedSubject, ""},
+		{"old-shape nkey owner", "cotal.main.chat." + nkey + ".team.backend", msg(nkey+".team", `"channel":"backend"`), ReasonMalformedSubject, ""},
+		{"bad actor token", "cotal.main.svc.reviewer." + ownerA + ".al-ice", msg(ownerA+".al-ice", `"toService":"reviewer"`), ReasonMalformedSubject, ""},
+		{"forged from.id", chat, msg(B, `"channel":"team.backend"`), ReasonSenderMismatch, ""},
+		{"missing from", chat, `{"id":"m1","ts":1,"space":"main","channel":"x","parts":[]}`, ReasonSenderMismatch, ""},
+		{"from without id", chat, `{"id":"m1","ts":1,"space":"main","from":{"name":"a"},"channel":"x","parts":[]}`, ReasonSenderMismatch, ""},
+		{"not JSON", chat, `{"id":`, ReasonMalformedJSON, ""},
+		{"not UTF-8", chat, "{\"id\":\"\xff\"}", ReasonMalformedJSON, ""},
+		{"id not a string", chat, `{"id":5,"ts":1,"space":"main","from":{"id":"` + A + `","name":"a"},"channel":"x","parts":[]}`, ReasonMalformedJSON, ""},
+		{"missing id", chat, `{"ts":1,"space":"main","from":{"id":"` + A + `","name":"a"},"channel":"x","parts":[]}`, ReasonMalformedJSON, ""},
+		{"two routing fields", chat, msg(A, `"channel":"x","to":"`+B+`"`), ReasonMalformedJSON, ""},
+		{"bare unknown part kind", chat, `{"id":"m","ts":1,"space":"main","from":{"id":"` + A + `","name":"a"},"channel":"x","parts":[{"kind":"video"}]}`, ReasonMalformedJSON, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Guard(tt.subject, []byte(tt.payload))
+			if tt.reason == "" {
+				if err != nil {
+					t.Fatalf("Guard: %v", err)
+				}
+				if d.Kind != tt.kind || d.Sender.String() != d.Message.From.ID {
+					t.Errorf("Guard = %+v, want kind %s", d, tt.kind)
+				}
+				return
+			}
+			var rej *RejectError
+			if !errors.As(err, &rej) || rej.Reason != tt.reason || !errors.Is(err, ErrRejected) {
+				t.Fatalf("Guard = %v, %v; want reason %s", d, err, tt.reason)
+			}
+			if !strings.Contains(err.Error(), string(tt.reason)) {
+				t.Errorf("error %q does not name its reason", err)
+			}
+		})
+	}
+}
+
+func TestGuardEmptyIDsStayDistinct(t *testing.T) {
+	A := ownerA + ".alice"
+	payload := []byte(`{"id":"","ts":1,"space":"main","from":{"id":"` + A + `","name":"a"},"channel":"x","parts":[]}`)
+	d1, err1 := Guard("cotal.main.chat."+A+".x", payload)
+	d2, err2 := Guard("cotal.main.chat."+A+".x", payload)
+	if err1 != nil || err2 != nil || d1.Message.ID != "" || d1.Message == d2.Message {
+		t.Errorf("two id:\"\" messages must both surface: %v %v", err1, err2)
+	}
+}

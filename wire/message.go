@@ -1,0 +1,304 @@
+package wire
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// EpochMillis is a time as milliseconds since the Unix epoch, the unit of every time on the wire.
+// It decodes from any finite JSON number, since the schema types these fields as number, not
+// integer; a fractional value is truncated.
+type EpochMillis int64
+
+// MillisOf returns t as EpochMillis.
+func MillisOf(t time.Time) EpochMillis { return EpochMillis(t.UnixMilli()) }
+
+// Time returns m as a time.Time.
+func (m EpochMillis) Time() time.Time { return time.UnixMilli(int64(m)) }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (m *EpochMillis) UnmarshalJSON(b []byte) error {
+	if i, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		*m = EpochMillis(i)
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || math.IsInf(f, 0) || f >= math.MaxInt64 || f <= math.MinInt64 {
+		return invalid("time", shorten(string(b)), "must be a JSON number of epoch milliseconds")
+	}
+	*m = EpochMillis(f)
+	return nil
+}
+
+// EndpointRef names a message's sender (SPEC §5): ID is the principal dot-form, which must equal
+// the subject's sender.
+type EndpointRef struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Role string `json:"role,omitempty"`
+}
+
+// MaxNameLength bounds a display name (SPEC §6): names ride the CONNECT line and presence rows.
+const MaxNameLength = 128
+
+// Validate checks that ID is a principal dot-form and Name is non-empty and at most MaxNameLength
+// characters, returning a *ValidationError.
+func (r *EndpointRef) Validate() error {
+	if _, err := ParsePrincipal(r.ID); err != nil {
+		return within("id", asField(err, ""))
+	}
+	return validateName(r.Name)
+}
+
+func validateName(name string) error {
+	if name == "" {
+		return invalid("name", name, "is required")
+	}
+	if n := utf16Len(name); n > MaxNameLength {
+		return invalidf("name", name, "is %d characters long; the limit is %d", n, MaxNameLength)
+	}
+	return nil
+}
+
+// asField replaces the Field of a *ValidationError, for errors produced by a parser that names its
+// own subject ("principal") when the caller knows the real field.
+func asField(err error, field string) error {
+	if v, ok := err.(*ValidationError); ok {
+		out := *v
+		out.Field = field
+		return &out
+	}
+	return err
+}
+
+// CotalMessage is a delivery message (SPEC §5): a multicast (Channel), a direct message (To) or an
+// anycast (ToService). Exactly one routing field is set. The zero value is not a valid message.
+// Decoding ignores unknown fields, as receivers must.
+type CotalMessage struct {
+	ID        string      `json:"id"`
+	TS        EpochMillis `json:"ts"`
+	Space     string      `json:"space"`
+	From      EndpointRef `json:"from"`
+	Channel   string      `json:"channel,omitempty"`
+	To        string      `json:"to,omitempty"`
+	ToService string      `json:"toService,omitempty"`
+	Mentions  []string    `json:"mentions,omitempty"`
+	Parts     []Part      `json:"parts"`
+	ReplyTo   string      `json:"replyTo,omitempty"`
+	ContextID string      `json:"contextId,omitempty"`
+}
+
+// DefaultMaxPayload is NATS's default max_payload (1 MiB). A message must fit the broker's limit;
+// larger content belongs in an artifact.
+const DefaultMaxPayload = 1 << 20
+
+// Validate checks m as a publisher must before sending it: a non-empty id, a positive ts, a space,
+// a valid sender, exactly one routing field (a concrete channel, a principal, or a role), and
+// valid parts. It returns a *ValidationError naming the first bad field.
+func (m *CotalMessage) Validate() error {
+	switch {
+	case m.ID == "":
+		return invalid("id", "", "is required: publishers supply a unique id")
+	case m.TS <= 0:
+		return invalid("ts", "", "must be a positive epoch-millisecond time")
+	case m.Space == "":
+		return invalid("space", "", "is required")
+	}
+	if err := m.From.Validate(); err != nil {
+		return within("from", err)
+	}
+	if err := m.validateRouting(); err != nil {
+		return err
+	}
+	switch {
+	case m.Channel != "":
+		if err := ValidateChannel(m.Channel); err != nil {
+			return err
+		}
+	case m.To != "":
+		if _, err := ParsePrincipal(m.To); err != nil {
+			return asField(err, "to")
+		}
+	case trimSpaceES(m.ToService) == "":
+		return invalid("toService", m.ToService, "must not be blank")
+	}
+	for i := range m.Parts {
+		if err := m.Parts[i].Validate(); err != nil {
+			return within(fmt.Sprintf("parts[%d]", i), err)
+		}
+	}
+	return nil
+}
+
+func (m *CotalMessage) validateRouting() error {
+	n := 0
+	for _, f := range [...]string{m.Channel, m.To, m.ToService} {
+		if f != "" {
+			n++
+		}
+	}
+	if n != 1 {
+		return invalidf("routing", "", "exactly one of channel, to and toService must be set; %d are", n)
+	}
+	return nil
+}
+
+// EncodeMessage validates m and encodes it as JSON, refusing an encoding larger than maxPayload
+// bytes (DefaultMaxPayload when maxPayload ≤ 0) with a *ValidationError that says to move the
+// content into an artifact.
+func EncodeMessage(m *CotalMessage, maxPayload int) ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode message %s: %w", m.ID, err)
+	}
+	if maxPayload <= 0 {
+		maxPayload = DefaultMaxPayload
+	}
+	if len(b) > maxPayload {
+		return nil, invalidf("message", m.ID, "encodes to %d bytes, over the broker's max_payload of %d; move the content into an artifact part", len(b), maxPayload)
+	}
+	return b, nil
+}
+
+// envelope is a message as decoded, with pointers so that an absent required field can be told
+// from an empty one (an absent id is malformed; an empty id is legal on receive).
+type envelope struct {
+	ID        *string           `json:"id"`
+	TS        *EpochMillis      `json:"ts"`
+	Space     *string           `json:"space"`
+	From      *refEnvelope      `json:"from"`
+	Channel   *string           `json:"channel"`
+	To        *string           `json:"to"`
+	ToService *string           `json:"toService"`
+	Mentions  []string          `json:"mentions"`
+	Parts     []json.RawMessage `json:"parts"`
+	ReplyTo   string            `json:"replyTo"`
+	ContextID string            `json:"contextId"`
+}
+
+type refEnvelope struct {
+	ID   *string `json:"id"`
+	Name *string `json:"name"`
+	Role string  `json:"role"`
+}
+
+// decodeEnvelope decodes data as a JSON object, refusing invalid UTF-8 (which encoding/json would
+// silently replace) and type mismatches in known fields.
+func decodeEnvelope(data []byte) (*envelope, error) {
+	if !utf8.Valid(data) {
+		return nil, invalid("message", "", "is not valid UTF-8")
+	}
+	var e envelope
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, invalidf("message", "", "is not a JSON message object: %v", err)
+	}
+	return &e, nil
+}
+
+// message checks the envelope's shape against the schema and builds the message. Unknown fields
+// were already dropped; the from check is the caller's, since a missing from is a sender mismatch
+// rather than a malformed message.
+func (e *envelope) message() (*CotalMessage, error) {
+	switch {
+	case e.ID == nil:
+		return nil, invalid("id", "", "is required and must be a string")
+	case e.TS == nil:
+		return nil, invalid("ts", "", "is required and must be a number")
+	case e.Space == nil:
+		return nil, invalid("space", "", "is required and must be a string")
+	case e.From == nil || e.From.ID == nil || e.From.Name == nil:
+		return nil, invalid("from", "", "is required with string id and name")
+	case e.Parts == nil:
+		return nil, invalid("parts", "", "is required and must be an array")
+	}
+	m := &CotalMessage{
+		ID: *e.ID, TS: *e.TS, Space: *e.Space,
+		From:     EndpointRef{ID: *e.From.ID, Name: *e.From.Name, Role: e.From.Role},
+		Channel:  deref(e.Channel),
+		To:       deref(e.To),
+		Mentions: e.Mentions, ReplyTo: e.ReplyTo, ContextID: e.ContextID,
+		ToService: deref(e.ToService),
+		Parts:     make([]Part, len(e.Parts)),
+	}
+	n := 0
+	for _, f := range [...]*string{e.Channel, e.To, e.ToService} {
+		if f != nil {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, invalidf("routing", "", "exactly one of channel, to and toService must be present; %d are", n)
+	}
+	for i, raw := range e.Parts {
+		if err := m.Parts[i].UnmarshalJSON(raw); err != nil {
+			return nil, within(fmt.Sprintf("parts[%d]", i), err)
+		}
+	}
+	return m, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// UnmarshalJSON implements json.Unmarshaler with the schema's shape rules: the required fields
+// present with their types, exactly one routing field, and valid parts. Unknown fields are
+// ignored.
+func (m *CotalMessage) UnmarshalJSON(data []byte) error {
+	e, err := decodeEnvelope(data)
+	if err != nil {
+		return err
+	}
+	dec, err := e.message()
+	if err != nil {
+		return err
+	}
+	*m = *dec
+	return nil
+}
+
+// DecodeMessage decodes a delivery message payload, returning a *ValidationError naming the field
+// that breaks the schema. It does not compare the sender with a subject; Guard does.
+func DecodeMessage(data []byte) (*CotalMessage, error) {
+	var m CotalMessage
+	if err := m.UnmarshalJSON(data); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// NewMessageID returns a fresh message id: a UUID version 7 (RFC 9562), time-ordered, as the
+// SPEC's sample messages use.
+func NewMessageID() string {
+	var u [16]byte
+	_, _ = rand.Read(u[6:]) // crypto/rand.Read never returns an error since Go 1.24
+	ms := uint64(time.Now().UnixMilli())
+	for i := range 6 {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	u[6] = u[6]&0x0f | 0x70 // version 7
+	u[8] = u[8]&0x3f | 0x80 // variant 10
+	var s [36]byte
+	hex.Encode(s[0:8], u[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], u[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], u[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], u[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], u[10:])
+	return string(s[:])
+}

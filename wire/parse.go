@@ -1,0 +1,102 @@
+package wire
+
+import (
+	"strings"
+)
+
+// ParsedSubject is a delivery subject split into its routing parts. ParseSubject only splits:
+// Owner and Actor are the tokens found in the sender slots, not yet checked against the owner
+// grammar; Guard checks them before anything is surfaced.
+type ParsedSubject struct {
+	// Kind is KindChat, KindInst or KindSvc.
+	Kind SubjectKind
+	// Space is token 1, the space token.
+	Space string
+	// Owner and Actor are the sender's tokens.
+	Owner, Actor string
+	// Rest is the channel for chat (possibly dotted), the recipient's dot-form for inst, and the
+	// role for svc.
+	Rest string
+}
+
+// Sender returns the sender's dot-form "<owner>.<actor>", the value from.id must equal.
+func (p ParsedSubject) Sender() string { return p.Owner + "." + p.Actor }
+
+// Principal returns the sender as a Principal, or a *ValidationError when a sender token breaks
+// the owner and actor grammar.
+func (p ParsedSubject) Principal() (Principal, error) {
+	return NewPrincipal(p.Owner, p.Actor)
+}
+
+// ParseSubject splits a delivery subject (SPEC §3): chat subjects need at least six tokens, inst
+// exactly seven and svc exactly six. Anything else has no sender and is not a delivery: a wrong
+// root, another rail (the ctl rail is retired and MUST NOT be handled as a delivery; live, dinbox,
+// dlv, wfj and trace carry no sender), or a wrong arity. The error is a *ValidationError whose Rule
+// says which.
+func ParseSubject(subject string) (ParsedSubject, error) {
+	t := strings.Split(subject, ".")
+	if t[0] != Root || len(t) < 3 {
+		return ParsedSubject{}, invalidf("subject", subject, "must start with %q.<space>.<kind>", Root)
+	}
+	p := ParsedSubject{Kind: SubjectKind(t[2]), Space: t[1]}
+	switch p.Kind {
+	case KindChat:
+		if len(t) < 6 {
+			return ParsedSubject{}, invalid("subject", subject, "a chat subject is cotal.<space>.chat.<owner>.<actor>.<channel...> and needs a channel")
+		}
+		p.Owner, p.Actor, p.Rest = t[3], t[4], strings.Join(t[5:], ".")
+	case KindInst:
+		if len(t) != 7 {
+			return ParsedSubject{}, invalid("subject", subject, "an inst subject is exactly cotal.<space>.inst.<recipOwner>.<recipActor>.<owner>.<actor>")
+		}
+		p.Owner, p.Actor, p.Rest = t[5], t[6], t[3]+"."+t[4]
+	case KindSvc:
+		if len(t) != 6 {
+			return ParsedSubject{}, invalid("subject", subject, "an svc subject is exactly cotal.<space>.svc.<role>.<owner>.<actor>")
+		}
+		p.Owner, p.Actor, p.Rest = t[4], t[5], t[3]
+	case KindCtl:
+		return ParsedSubject{}, invalid("subject", subject, "the ctl rail carries control requests, never deliveries")
+	default:
+		return ParsedSubject{}, invalidf("subject", subject, "kind %q carries no delivery", t[2])
+	}
+	return p, nil
+}
+
+// RequestSubject is a request on the ctl or live rail, "cotal.<space>.<kind>.<service>.<owner>.<actor>",
+// with the caller's principal validated.
+type RequestSubject struct {
+	Kind    SubjectKind
+	Space   string
+	Service string // the ControlService or Plane token
+	Caller  Principal
+}
+
+// ParseRequestSubject parses a request subject on the ctl or live rail: exactly six tokens and a
+// caller whose tokens pass the owner and actor grammar. A responder uses it to learn who asks; the
+// caller slots were forge-locked by the broker. It returns a *ValidationError otherwise.
+func ParseRequestSubject(subject string) (RequestSubject, error) {
+	t := strings.Split(subject, ".")
+	if len(t) != 6 || t[0] != Root || (t[2] != string(KindCtl) && t[2] != string(KindLive)) {
+		return RequestSubject{}, invalid("subject", subject, "a request subject is exactly cotal.<space>.<ctl|live>.<service>.<owner>.<actor>")
+	}
+	caller, err := NewPrincipal(t[4], t[5])
+	if err != nil {
+		return RequestSubject{}, within("subject", err)
+	}
+	return RequestSubject{Kind: SubjectKind(t[2]), Space: t[1], Service: t[3], Caller: caller}, nil
+}
+
+// ParseLifecycleSubject parses "cotal.<space>.<kind>.<owner>.<actor>.<uid>" on the dinbox or dlv
+// rail, returning the kind and the lifecycle it addresses, or a *ValidationError.
+func ParseLifecycleSubject(subject string) (SubjectKind, Lifecycle, error) {
+	t := strings.Split(subject, ".")
+	if len(t) != 6 || t[0] != Root || (t[2] != string(KindDinbox) && t[2] != string(KindDlv)) {
+		return "", Lifecycle{}, invalid("subject", subject, "a lifecycle subject is exactly cotal.<space>.<dinbox|dlv>.<owner>.<actor>.<lifecycleUid>")
+	}
+	l, err := ParseLifecycle(strings.Join(t[3:], "."))
+	if err != nil {
+		return "", Lifecycle{}, within("subject", err)
+	}
+	return SubjectKind(t[2]), l, nil
+}

@@ -1,0 +1,321 @@
+package wire
+
+import (
+	"strings"
+)
+
+// Root is token 0 of every Cotal subject.
+const Root = "cotal"
+
+// SubjectKind is token 2 of a Cotal subject: the rail a subject belongs to.
+type SubjectKind string
+
+// The rails of SPEC §3 and of the reference daemons. Only chat, inst and svc carry deliveries.
+const (
+	KindChat   SubjectKind = "chat"   // multicast: chat.<owner>.<actor>.<channel...>
+	KindInst   SubjectKind = "inst"   // unicast: inst.<recipOwner>.<recipActor>.<owner>.<actor>
+	KindSvc    SubjectKind = "svc"    // anycast: svc.<role>.<owner>.<actor>
+	KindCtl    SubjectKind = "ctl"    // the delivery daemon's control rail: ctl.<service>.<owner>.<actor>
+	KindLive   SubjectKind = "live"   // liveness probes: live.<plane>.<owner>.<actor>
+	KindDinbox SubjectKind = "dinbox" // durable fan-out inbox: dinbox.<owner>.<actor>.<uid>
+	KindDlv    SubjectKind = "dlv"    // post-authorisation durable hand-off: dlv.<owner>.<actor>.<uid>
+	KindWfj    SubjectKind = "wfj"    // workflow journal: wfj.<runId>
+	KindTrace  SubjectKind = "trace"  // reserved: trace.<instance>
+)
+
+// replyToken separates a request subject from the reply leaf beneath it on the ctl and live rails.
+const replyToken = "reply"
+
+// MaxChannelLength bounds a channel name (SPEC §3): every channel a credential may use rides its
+// CONNECT line, so an unbounded channel is an unbounded connect. It counts UTF-16 code units, as
+// the reference does.
+const MaxChannelLength = 4096
+
+// MaxSpaceLength bounds a space name. Space names end up in stream and bucket names
+// ("KV_cotal_presence_<space>"), which JetStream limits in length.
+const MaxSpaceLength = 64
+
+// Space is the name of one Cotal space (one NATS account). Subjects and resource names use its
+// Token form; methods build every subject and name the contract defines for the space.
+type Space string
+
+// ParseSpace validates a space name given by a user: one token of [A-Za-z0-9_-], at most
+// MaxSpaceLength long. Peers sanitise space names instead (Token), but a name we create must not
+// be one that sanitising would rewrite, or two names would share one space.
+func ParseSpace(s string) (Space, error) {
+	if !isTokenSafe(s) {
+		return "", invalid("space", s, "must be one token of [A-Za-z0-9_-]")
+	}
+	if len(s) > MaxSpaceLength {
+		return "", invalidf("space", s, "must be at most %d characters", MaxSpaceLength)
+	}
+	return Space(s), nil
+}
+
+// Token returns the space as a subject token.
+func (s Space) Token() string { return Token(string(s)) }
+
+// Prefix returns "cotal.<space>", the root of every subject in the space.
+func (s Space) Prefix() string { return Root + "." + s.Token() }
+
+func (s Space) subject(kind SubjectKind, tokens ...string) string {
+	var b strings.Builder
+	b.WriteString(s.Prefix())
+	b.WriteByte('.')
+	b.WriteString(string(kind))
+	for _, t := range tokens {
+		b.WriteByte('.')
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
+// All returns "cotal.<space>.>", every subject of the space.
+func (s Space) All() string { return s.Prefix() + ".>" }
+
+// KindAll returns "cotal.<space>.<kind>.>", every subject of one rail (the subjects of the
+// CHAT, DM, TASK, INBOX and DLV streams, the observer and admin taps).
+func (s Space) KindAll(kind SubjectKind) string { return s.subject(kind, ">") }
+
+// ChatSubject returns the subject sender publishes a multicast on:
+// "cotal.<space>.chat.<owner>.<actor>.<channel>". The channel must be concrete (no '*' or '>'),
+// since a publish goes to one channel; each segment is sanitised. It returns a *ValidationError
+// for an empty, wildcard or over-long channel.
+func (s Space) ChatSubject(sender Principal, channel string) (string, error) {
+	path, err := channelPath(channel, false)
+	if err != nil {
+		return "", err
+	}
+	return s.subject(KindChat, sender.owner, sender.actor, path), nil
+}
+
+// ChatPattern returns "cotal.<space>.chat.<owner>.<actor>.<channel>" for a grant or a
+// subscription, where owner and actor may each be "*" and the channel may hold '*' segments and a
+// final '>'. It returns a *ValidationError for a bad identity token or channel.
+func (s Space) ChatPattern(owner, actor, channel string) (string, error) {
+	o, err := identityOrWildcard("owner", owner)
+	if err != nil {
+		return "", err
+	}
+	a, err := identityOrWildcard("actor", actor)
+	if err != nil {
+		return "", err
+	}
+	path, err := channelPath(channel, true)
+	if err != nil {
+		return "", err
+	}
+	return s.subject(KindChat, o, a, path), nil
+}
+
+// ChatFilter returns "cotal.<space>.chat.*.*.<channel>": a channel (or channel pattern) from any
+// sender, the live subscription and the read grant of SPEC §8.
+func (s Space) ChatFilter(channel string) (string, error) {
+	return s.ChatPattern("*", "*", channel)
+}
+
+func identityOrWildcard(field, v string) (string, error) {
+	if v == "*" {
+		return v, nil
+	}
+	if err := validateIdentity(field, v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+// DMSubject returns the subject sender publishes a direct message to recipient on:
+// "cotal.<space>.inst.<recipOwner>.<recipActor>.<owner>.<actor>".
+func (s Space) DMSubject(recipient, sender Principal) string {
+	return s.subject(KindInst, recipient.owner, recipient.actor, sender.owner, sender.actor)
+}
+
+// DMSendGrant returns "cotal.<space>.inst.*.*.<owner>.<actor>": a direct message to anyone, only
+// as sender. The broker's enforcement of this row is the forge lock of SPEC §3.
+func (s Space) DMSendGrant(sender Principal) string {
+	return s.subject(KindInst, "*", "*", sender.owner, sender.actor)
+}
+
+// DMFilter returns "cotal.<space>.inst.<owner>.<actor>.>": every direct message to recipient,
+// the filter of its dm_ durable.
+func (s Space) DMFilter(recipient Principal) string {
+	return s.subject(KindInst, recipient.owner, recipient.actor, ">")
+}
+
+// AnycastSubject returns the subject sender hands a task to role on:
+// "cotal.<space>.svc.<role>.<owner>.<actor>". It returns a *ValidationError for an empty role.
+func (s Space) AnycastSubject(role string, sender Principal) (string, error) {
+	r, err := roleToken(role)
+	if err != nil {
+		return "", err
+	}
+	return s.subject(KindSvc, r, sender.owner, sender.actor), nil
+}
+
+// AnycastSendGrant returns "cotal.<space>.svc.*.<owner>.<actor>": a task to any role, only as
+// sender.
+func (s Space) AnycastSendGrant(sender Principal) string {
+	return s.subject(KindSvc, "*", sender.owner, sender.actor)
+}
+
+// AnycastFilter returns "cotal.<space>.svc.<role>.>": every task for role, the filter of its svc_
+// durable. It returns a *ValidationError for an empty role.
+func (s Space) AnycastFilter(role string) (string, error) {
+	r, err := roleToken(role)
+	if err != nil {
+		return "", err
+	}
+	return s.subject(KindSvc, r, ">"), nil
+}
+
+// roleToken sanitises a role (SPEC §8: names and filters use token(role)), refusing a role that
+// is empty or blank, which would otherwise collapse into the shared role "_".
+func roleToken(role string) (string, error) {
+	if trimSpaceES(role) == "" {
+		return "", invalid("role", role, "must not be empty")
+	}
+	return Token(role), nil
+}
+
+// ControlService is a service on the ctl rail. Only the delivery daemon's two services remain
+// there; the rest of the v0 control rail is retired (SPEC §13.11).
+type ControlService string
+
+// The control services the delivery daemon serves.
+const (
+	ControlDelivery      ControlService = "delivery"       // durable join, leave and list, called by agents
+	ControlDeliveryAdmin ControlService = "delivery-admin" // privileged admin ops, called by the supervisor
+)
+
+// ParseControlService returns s as a ControlService, or a *ValidationError when it is not one of
+// the two the delivery daemon serves.
+func ParseControlService(s string) (ControlService, error) {
+	switch svc := ControlService(s); svc {
+	case ControlDelivery, ControlDeliveryAdmin:
+		return svc, nil
+	}
+	return "", invalidf("control service", s, "must be %q or %q", ControlDelivery, ControlDeliveryAdmin)
+}
+
+// ControlSubject returns "cotal.<space>.ctl.<service>.<owner>.<actor>", the subject caller sends a
+// control request on.
+func (s Space) ControlSubject(svc ControlService, caller Principal) string {
+	return s.subject(KindCtl, string(svc), caller.owner, caller.actor)
+}
+
+// ControlServeFilter returns "cotal.<space>.ctl.<service>.*.*", what the serving daemon
+// queue-subscribes.
+func (s Space) ControlServeFilter(svc ControlService) string {
+	return s.subject(KindCtl, string(svc), "*", "*")
+}
+
+// ControlReplyGrant returns "cotal.<space>.ctl.<service>.*.*.reply.>": the daemon may answer any
+// caller, but only on the reply leaf, so it can never forge a request.
+func (s Space) ControlReplyGrant(svc ControlService) string {
+	return s.subject(KindCtl, string(svc), "*", "*", replyToken, ">")
+}
+
+// Plane is a liveness plane: a daemon whose liveness any peer may probe. The set is closed.
+type Plane string
+
+// The liveness planes.
+const (
+	PlaneManager  Plane = "manager"
+	PlaneDelivery Plane = "delivery"
+)
+
+// Planes lists every liveness plane.
+var Planes = []Plane{PlaneManager, PlaneDelivery}
+
+// ParsePlane returns s as a Plane, or a *ValidationError for any plane outside the closed set, so
+// a probe of an unknown plane is refused before anything is published.
+func ParsePlane(s string) (Plane, error) {
+	switch p := Plane(s); p {
+	case PlaneManager, PlaneDelivery:
+		return p, nil
+	}
+	return "", invalidf("liveness plane", s, "must be %q or %q", PlaneManager, PlaneDelivery)
+}
+
+// LivenessSubject returns "cotal.<space>.live.<plane>.<owner>.<actor>", the request subject a peer
+// probes plane on. The plane rides the subject so a credential can be scoped to it.
+func (s Space) LivenessSubject(plane Plane, caller Principal) string {
+	return s.subject(KindLive, string(plane), caller.owner, caller.actor)
+}
+
+// LivenessServeFilter returns "cotal.<space>.live.<plane>.*.*", what the plane's responder
+// queue-subscribes.
+func (s Space) LivenessServeFilter(plane Plane) string {
+	return s.subject(KindLive, string(plane), "*", "*")
+}
+
+// LivenessReplyGrant returns "cotal.<space>.live.<plane>.*.*.reply.>", the responder's only
+// publish row on the rail.
+func (s Space) LivenessReplyGrant(plane Plane) string {
+	return s.subject(KindLive, string(plane), "*", "*", replyToken, ">")
+}
+
+// ReplySubject returns "<request>.reply.<nonce>", the reply subject of a request on the ctl and
+// live rails. The nonce is sanitised into one token.
+func ReplySubject(request, nonce string) string {
+	return request + "." + replyToken + "." + Token(nonce)
+}
+
+// IsBoundReply reports whether reply lies under request's reply leaf ("<request>.reply.<...>").
+// A responder answers only such replies; anything else would let a caller aim the answer at a
+// subject of its choosing.
+func IsBoundReply(request, reply string) bool {
+	rest, ok := strings.CutPrefix(reply, request+"."+replyToken+".")
+	return ok && rest != "" && !strings.HasPrefix(rest, ".") && !strings.HasSuffix(rest, ".") && !strings.Contains(rest, "..")
+}
+
+// Subtree returns "<subject>.>", everything beneath a subject: what a caller subscribes to receive
+// replies under its own request subject.
+func Subtree(subject string) string { return subject + ".>" }
+
+// DinboxSubject returns "cotal.<space>.dinbox.<owner>.<actor>.<uid>", the fan-out target of a
+// member's durable copies.
+func (s Space) DinboxSubject(member Lifecycle) string {
+	return s.subject(KindDinbox, member.Principal.owner, member.Principal.actor, string(member.UID))
+}
+
+// DlvSubject returns "cotal.<space>.dlv.<owner>.<actor>.<uid>", where the delivery daemon hands a
+// re-authorised durable copy to its member.
+func (s Space) DlvSubject(member Lifecycle) string {
+	return s.subject(KindDlv, member.Principal.owner, member.Principal.actor, string(member.UID))
+}
+
+// LifecycleWriteGrant returns "cotal.<space>.<kind>.*.*.*", a write to any lifecycle's subject on
+// the dinbox or dlv rail (the delivery daemon's rows).
+func (s Space) LifecycleWriteGrant(kind SubjectKind) string {
+	return s.subject(kind, "*", "*", "*")
+}
+
+// WFJSubject returns "cotal.<space>.wfj.<runId>", the journal subject of one workflow run.
+func (s Space) WFJSubject(runID string) string { return s.subject(KindWfj, Token(runID)) }
+
+// WFJFilter returns "cotal.<space>.wfj.*", the subjects of the WFJ stream.
+func (s Space) WFJFilter() string { return s.subject(KindWfj, "*") }
+
+// TraceSubject returns "cotal.<space>.trace.<instance>", reserved for lifecycle traces.
+func (s Space) TraceSubject(instance string) string { return s.subject(KindTrace, Token(instance)) }
+
+// SubjectMatches reports whether the NATS subject pattern (with '*' and a final '>') matches
+// subject. Channels are dotted tokens too, so the same rule answers "does an ACL entry cover this
+// channel". As in NATS, "a.>" does not match "a".
+func SubjectMatches(pattern, subject string) bool {
+	for {
+		pt, prest, pmore := strings.Cut(pattern, ".")
+		if pt == ">" {
+			return subject != ""
+		}
+		st, srest, smore := strings.Cut(subject, ".")
+		if subject == "" || (pt != "*" && pt != st) {
+			return false
+		}
+		if !pmore || !smore {
+			return pmore == smore
+		}
+		pattern, subject = prest, srest
+	}
+}

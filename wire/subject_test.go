@@ -1,0 +1,244 @@
+package wire
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestSubjectBuilders(t *testing.T) {
+	sp := Space("main")
+	alice := mustPrincipal(t, ownerA, "alice")
+	bob := mustPrincipal(t, ownerB, "bob")
+	life := mustLifecycle(t, ownerA, "alice", uidA)
+	must := func(s string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	A := ownerA + ".alice"
+	tests := []struct{ name, got, want string }{
+		{"prefix", sp.Prefix(), "cotal.main"},
+		{"all", sp.All(), "cotal.main.>"},
+		{"chat all", sp.KindAll(KindChat), "cotal.main.chat.>"},
+		{"chat", must(sp.ChatSubject(alice, "team.backend")), "cotal.main.chat." + A + ".team.backend"},
+		{"chat sanitised segments", must(sp.ChatSubject(alice, " team . back end ")), "cotal.main.chat." + A + ".team.back_end"},
+		{"chat empty segments dropped", must(sp.ChatSubject(alice, "team..backend.")), "cotal.main.chat." + A + ".team.backend"},
+		{"chat filter", must(sp.ChatFilter("team.backend")), "cotal.main.chat.*.*.team.backend"},
+		{"chat filter subtree", must(sp.ChatFilter("team.>")), "cotal.main.chat.*.*.team.>"},
+		{"chat filter star", must(sp.ChatFilter("*.alerts")), "cotal.main.chat.*.*.*.alerts"},
+		{"chat publish grant", must(sp.ChatPattern(ownerA, "alice", "team.>")), "cotal.main.chat." + A + ".team.>"},
+		{"dm", sp.DMSubject(bob, alice), "cotal.main.inst." + ownerB + ".bob." + A},
+		{"dm send grant", sp.DMSendGrant(alice), "cotal.main.inst.*.*." + A},
+		{"dm filter", sp.DMFilter(bob), "cotal.main.inst." + ownerB + ".bob.>"},
+		{"anycast", must(sp.AnycastSubject("reviewer", alice)), "cotal.main.svc.reviewer." + A},
+		{"anycast sanitised role", must(sp.AnycastSubject("code review", alice)), "cotal.main.svc.code_review." + A},
+		{"anycast send grant", sp.AnycastSendGrant(alice), "cotal.main.svc.*." + A},
+		{"anycast filter", must(sp.AnycastFilter("reviewer")), "cotal.main.svc.reviewer.>"},
+		{"ctl", sp.ControlSubject(ControlDelivery, alice), "cotal.main.ctl.delivery." + A},
+		{"ctl serve", sp.ControlServeFilter(ControlDeliveryAdmin), "cotal.main.ctl.delivery-admin.*.*"},
+		{"ctl reply grant", sp.ControlReplyGrant(ControlDelivery), "cotal.main.ctl.delivery.*.*.reply.>"},
+		{"live", sp.LivenessSubject(PlaneManager, alice), "cotal.main.live.manager." + A},
+		{"live serve", sp.LivenessServeFilter(PlaneDelivery), "cotal.main.live.delivery.*.*"},
+		{"live reply grant", sp.LivenessReplyGrant(PlaneManager), "cotal.main.live.manager.*.*.reply.>"},
+		{"live caller subtree", Subtree(sp.LivenessSubject(PlaneDelivery, alice)), "cotal.main.live.delivery." + A + ".>"},
+		{"reply", ReplySubject("cotal.main.live.manager."+A, "n1"), "cotal.main.live.manager." + A + ".reply.n1"},
+		{"dinbox", sp.DinboxSubject(life), "cotal.main.dinbox." + A + "." + uidA},
+		{"dlv", sp.DlvSubject(life), "cotal.main.dlv." + A + "." + uidA},
+		{"dinbox write grant", sp.LifecycleWriteGrant(KindDinbox), "cotal.main.dinbox.*.*.*"},
+		{"wfj", sp.WFJSubject("run-1"), "cotal.main.wfj.run-1"},
+		{"wfj filter", sp.WFJFilter(), "cotal.main.wfj.*"},
+		{"trace", sp.TraceSubject("x.y"), "cotal.main.trace.x_y"},
+		{"space sanitised", Space("my space").Prefix(), "cotal.my_space"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %q, want %q", tt.got, tt.want)
+			}
+		})
+	}
+}
+
+func TestChatSubjectErrors(t *testing.T) {
+	sp := Space("main")
+	alice := mustPrincipal(t, ownerA, "alice")
+	tests := []struct{ name, channel, rule string }{
+		{"empty", "", "at least one segment"},
+		{"only dots", "..", "at least one segment"},
+		{"star in publish", "team.*", "concrete"},
+		{"gt in publish", "team.>", "concrete"},
+		{"too long", strings.Repeat("a", MaxChannelLength+1), "limit is 4096"},
+		{"too long in UTF-16 units", strings.Repeat("🎉", MaxChannelLength/2+1), "limit is 4096"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := sp.ChatSubject(alice, tt.channel)
+			var v *ValidationError
+			if !errors.As(err, &v) || v.Field != "channel" || !strings.Contains(v.Rule, tt.rule) {
+				t.Errorf("ChatSubject(%q) = %v, want a channel error saying %q", shorten(tt.channel), err, tt.rule)
+			}
+		})
+	}
+	if _, err := sp.ChatSubject(alice, strings.Repeat("a", MaxChannelLength)); err != nil {
+		t.Errorf("a channel of exactly %d characters is allowed: %v", MaxChannelLength, err)
+	}
+	if _, err := sp.ChatPattern("*", "*", "a.>.b"); err == nil || !strings.Contains(err.Error(), "last segment") {
+		t.Errorf("'>' before the end must be refused, got %v", err)
+	}
+	if _, err := sp.ChatPattern("a-b", "*", "x"); err == nil || !strings.Contains(err.Error(), "owner") {
+		t.Errorf("a bad owner must be refused, got %v", err)
+	}
+	if _, err := sp.AnycastSubject("  ", alice); err == nil || !strings.Contains(err.Error(), "role") {
+		t.Errorf("a blank role must be refused, got %v", err)
+	}
+}
+
+func TestParseSpace(t *testing.T) {
+	for _, ok := range []string{"main", "team-1", "A_b", strings.Repeat("s", MaxSpaceLength)} {
+		if _, err := ParseSpace(ok); err != nil {
+			t.Errorf("ParseSpace(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "my space", "a.b", "*", strings.Repeat("s", MaxSpaceLength+1)} {
+		if _, err := ParseSpace(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseSpace(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func TestParsePlaneAndService(t *testing.T) {
+	for _, p := range Planes {
+		if got, err := ParsePlane(string(p)); err != nil || got != p {
+			t.Errorf("ParsePlane(%q) = %q, %v", p, got, err)
+		}
+	}
+	for _, bad := range []string{"", "auth", "Manager", "manager.x", "*"} {
+		if _, err := ParsePlane(bad); err == nil || !strings.Contains(err.Error(), "liveness plane") {
+			t.Errorf("ParsePlane(%q) = %v, want a liveness plane error", bad, err)
+		}
+	}
+	for _, ok := range []ControlService{ControlDelivery, ControlDeliveryAdmin} {
+		if _, err := ParseControlService(string(ok)); err != nil {
+			t.Errorf("ParseControlService(%q) = %v", ok, err)
+		}
+	}
+	if _, err := ParseControlService("manager"); err == nil {
+		t.Error("the manager's ctl service is retired and must be refused")
+	}
+}
+
+func TestIsBoundReply(t *testing.T) {
+	req := "cotal.main.live.manager." + ownerA + ".alice"
+	tests := []struct {
+		reply string
+		ok    bool
+	}{
+		{req + ".reply.n1", true},
+		{req + ".reply.a.b", true},
+		{req + ".reply.", false},
+		{req + ".reply", false},
+		{req, false},
+		{req + ".other.n1", false},
+		{"_INBOX.x", false},
+		{"cotal.main.live.manager." + ownerB + ".bob.reply.n1", false},
+		{req + "x.reply.n1", false},
+		{req + ".reply..n1", false},
+	}
+	for _, tt := range tests {
+		if got := IsBoundReply(req, tt.reply); got != tt.ok {
+			t.Errorf("IsBoundReply(%q) = %v, want %v", tt.reply, got, tt.ok)
+		}
+	}
+}
+
+func TestSubjectMatches(t *testing.T) {
+	tests := []struct {
+		pattern, subject string
+		want             bool
+	}{
+		{"a.b", "a.b", true},
+		{"a.b", "a.c", false},
+		{"a.*", "a.b", true},
+		{"a.*", "a.b.c", false},
+		{"a.>", "a.b.c", true},
+		{"a.>", "a", false},
+		{">", "a", true},
+		{"*", "a", true},
+		{"*", "a.b", false},
+		{"a.*.c", "a.b.c", true},
+		{"a.b.c", "a.b", false},
+		{"a", "a.b", false},
+		{"team.>", "team.backend", true},
+		{"team", "team.backend", false},
+	}
+	for _, tt := range tests {
+		if got := SubjectMatches(tt.pattern, tt.subject); got != tt.want {
+			t.Errorf("SubjectMatches(%q, %q) = %v, want %v", tt.pattern, tt.subject, got, tt.want)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	sp := Space("main")
+	life := mustLifecycle(t, ownerA, "alice", uidA)
+	lname := ownerA + "-alice-" + uidA
+	task, err := TaskDurable("code review")
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := MemberKey("team.backend", life)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, got, want string }{
+		{"chat stream", sp.ChatStream(), "CHAT_main"},
+		{"dm stream", sp.DMStream(), "DM_main"},
+		{"task stream", sp.TaskStream(), "TASK_main"},
+		{"inbox stream", sp.InboxStream(), "INBOX_main"},
+		{"dlv stream", sp.DLVStream(), "DLV_main"},
+		{"wfj stream", sp.WFJStream(), "WFJ_main"},
+		{"presence", string(sp.PresenceBucket()), "cotal_presence_main"},
+		{"channels", string(sp.ChannelsBucket()), "cotal_channels_main"},
+		{"members", string(sp.MembersBucket()), "cotal_members_main"},
+		{"acl", string(sp.ACLBucket()), "cotal_acl_main"},
+		{"membership", string(sp.MembershipBucket()), "cotal_membership_main"},
+		{"delivery", string(sp.DeliveryBucket()), "cotal_delivery_main"},
+		{"manager", string(sp.ManagerBucket()), "cotal_manager_main"},
+		{"records", string(sp.RecordsBucket()), "cotal_records_main"},
+		{"auth", string(sp.AuthBucket()), "cotal_auth_main"},
+		{"sessions", string(sp.SessionsBucket()), "cotal_sessions_main"},
+		{"artifacts", string(sp.ArtifactsBucket()), "cotal_artifacts_main"},
+		{"kv stream", sp.PresenceBucket().Stream(), "KV_cotal_presence_main"},
+		{"obj stream", sp.ArtifactsBucket().ObjectStream(), "OBJ_cotal_artifacts_main"},
+		{"presence put", sp.PresenceBucket().Subject(PresenceKey(life.Principal)), "$KV.cotal_presence_main." + ownerA + ".alice"},
+		{"lease grant", sp.DeliveryBucket().Subject(LeaseKeys()), "$KV.cotal_delivery_main.lease.*"},
+		{"lease key", LeaseKey(0), "lease.0"},
+		{"manager lease", ManagerLeaseKey(life.UID), "lease." + uidA},
+		{"acl key", ACLKey(life), ownerA + ".alice." + uidA},
+		{"member key", member, "team.backend/" + ownerA + ".alice." + uidA},
+		{"dm durable", DMDurable(life), "dm_" + lname},
+		{"dlv durable", DLVDurable(life), "dlv_" + lname},
+		{"chathist", ChatHistConsumer(life), "chathist_" + lname},
+		{"task durable", task, "svc_code_review"},
+		{"defaults key", ChannelDefaultsKey, "=defaults"},
+		{"feed key", MembershipFeedKey, "=feed"},
+		{"fanout", FanoutDurable, "fanout"},
+		{"reader", ReaderDurable, "reader"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %q, want %q", tt.got, tt.want)
+			}
+		})
+	}
+	if _, err := MemberKey("team.>", life); err == nil {
+		t.Error("a member key needs a concrete channel")
+	}
+	if _, err := TaskDurable(""); err == nil {
+		t.Error("an empty role has no durable")
+	}
+}
