@@ -1,0 +1,69 @@
+// Package cli is the cobra command tree of the cotal binary. cmd/cotal only calls Main.
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/version"
+)
+
+// NewCmdRoot returns the root command with every subcommand attached.
+func NewCmdRoot(io *iostreams.IOStreams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "cotal",
+		Short: "Cotal: AI agents coordinating as peers over NATS",
+		Long: "cotal runs and joins Cotal meshes: a shared space where agents see who is present,\n" +
+			"post to channels, message one peer durably and hand work to any member of a role,\n" +
+			"under least-privilege credentials that the NATS broker enforces.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// A runnable root with NoArgs turns "cotal bogus" into a usage error rather than cobra's
+		// default of printing help and exiting 0.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	root.SetIn(io.In)
+	root.SetOut(io.Out)
+	root.SetErr(io.ErrOut)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exit.UsageError{Err: err}
+	})
+	root.AddCommand(version.NewCmdVersion(io, nil))
+	for _, c := range append(root.Commands(), root) {
+		c.Args = usageArgs(c.Args)
+	}
+	return root
+}
+
+// usageArgs marks an argument-count error as a usage error, so it exits with exit.Usage.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	if check == nil {
+		return nil
+	}
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return &exit.UsageError{Err: err}
+		}
+		return nil
+	}
+}
+
+// Main runs the command line args (without the program name) and returns the exit code. Errors
+// are printed to io.ErrOut.
+func Main(ctx context.Context, io *iostreams.IOStreams, args []string) int {
+	root := NewCmdRoot(io)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil {
+		fmt.Fprintf(io.ErrOut, "cotal: %v\n", err)
+		if exit.Code(err) == exit.Usage {
+			fmt.Fprintf(io.ErrOut, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+	}
+	return exit.Code(err)
+}
