@@ -1,0 +1,173 @@
+package authority
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/wire"
+)
+
+// KeyFileError reports a key file that exists but cannot be used. The file is never overwritten:
+// it may be the only copy of a key that every credential in a space depends on.
+type KeyFileError struct {
+	Path string
+	Err  error
+}
+
+// Error implements error.
+func (e *KeyFileError) Error() string {
+	return fmt.Sprintf("key file %s: %v (it is left untouched; restore it or remove it to start over)", e.Path, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *KeyFileError) Unwrap() error { return e.Err }
+
+// Keyring holds the broker's keys: the operator that signs every account, and the system account.
+// Space accounts come from Space. A Keyring is safe for concurrent use once opened.
+type Keyring struct {
+	dir      string
+	operator nkeys.KeyPair
+	system   nkeys.KeyPair
+}
+
+// Key file names inside the keyring directory.
+const (
+	operatorFile = "operator.nk"
+	systemFile   = "system.nk"
+)
+
+// OpenKeyring loads the operator and system-account keys from dir, creating dir (0700) and any
+// missing key (0600) first. A key file that exists but does not hold a seed of the right kind is
+// a *KeyFileError and is not replaced.
+func OpenKeyring(dir string) (*Keyring, error) {
+	if err := atomicfile.MkdirPrivate(dir); err != nil {
+		return nil, err
+	}
+	op, err := loadOrCreate(filepath.Join(dir, operatorFile), nkeys.PrefixByteOperator)
+	if err != nil {
+		return nil, err
+	}
+	sys, err := loadOrCreate(filepath.Join(dir, systemFile), nkeys.PrefixByteAccount)
+	if err != nil {
+		return nil, err
+	}
+	return &Keyring{dir: dir, operator: op, system: sys}, nil
+}
+
+// OperatorPublicKey returns the operator's public key.
+func (k *Keyring) OperatorPublicKey() string { return mustPublic(k.operator) }
+
+// SystemAccountPublicKey returns the system account's public key.
+func (k *Keyring) SystemAccountPublicKey() string { return mustPublic(k.system) }
+
+// SpaceKeys are one space's account key and the signing key that mints its users. Whoever holds
+// them can mint any identity in the space.
+type SpaceKeys struct {
+	Space   wire.Space
+	account nkeys.KeyPair
+	signing nkeys.KeyPair
+}
+
+// Space loads the account and signing keys of space, creating them on first use. The space name
+// must pass wire.ParseSpace, since it names the key files.
+func (k *Keyring) Space(space wire.Space) (*SpaceKeys, error) {
+	if _, err := wire.ParseSpace(string(space)); err != nil {
+		return nil, err
+	}
+	acct, err := loadOrCreate(filepath.Join(k.dir, "space."+string(space)+".nk"), nkeys.PrefixByteAccount)
+	if err != nil {
+		return nil, err
+	}
+	signing, err := loadOrCreate(filepath.Join(k.dir, "space."+string(space)+".signing.nk"), nkeys.PrefixByteAccount)
+	if err != nil {
+		return nil, err
+	}
+	return &SpaceKeys{Space: space, account: acct, signing: signing}, nil
+}
+
+// AccountPublicKey returns the space account's public key, its NATS account name.
+func (s *SpaceKeys) AccountPublicKey() string { return mustPublic(s.account) }
+
+// mustPublic returns a key pair's public key. The pairs here all come from validated seeds, for
+// which PublicKey cannot fail.
+func mustPublic(kp nkeys.KeyPair) string {
+	pub, err := kp.PublicKey()
+	if err != nil {
+		panic(fmt.Sprintf("authority: public key of a validated seed: %v", err))
+	}
+	return pub
+}
+
+// loadOrCreate returns the key in path, creating it when the file does not exist.
+func loadOrCreate(path string, kind nkeys.PrefixByte) (nkeys.KeyPair, error) {
+	kp, err := loadKey(path, kind)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return kp, err
+	}
+	kp, err = createKey(kind)
+	if err != nil {
+		return nil, err
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("encode new %s key: %w", kindName(kind), err)
+	}
+	err = atomicfile.Create(path, append(seed, '\n'), 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return loadKey(path, kind) // another process created it first: use theirs
+	}
+	if err != nil {
+		return nil, err
+	}
+	return kp, nil
+}
+
+func loadKey(path string, kind nkeys.PrefixByte) (nkeys.KeyPair, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		return nil, &KeyFileError{Path: path, Err: err}
+	}
+	seed := bytes.TrimSpace(raw)
+	prefix, _, err := nkeys.DecodeSeed(seed)
+	if err != nil {
+		return nil, &KeyFileError{Path: path, Err: fmt.Errorf("not an nkey seed: %w", err)}
+	}
+	if prefix != kind {
+		return nil, &KeyFileError{Path: path, Err: fmt.Errorf("holds a %s seed, want an %s seed", kindName(prefix), kindName(kind))}
+	}
+	kp, err := nkeys.FromSeed(seed)
+	if err != nil {
+		return nil, &KeyFileError{Path: path, Err: err}
+	}
+	return kp, nil
+}
+
+func createKey(kind nkeys.PrefixByte) (nkeys.KeyPair, error) {
+	kp, err := nkeys.CreatePair(kind)
+	if err != nil {
+		return nil, fmt.Errorf("create %s key: %w", kindName(kind), err)
+	}
+	return kp, nil
+}
+
+func kindName(p nkeys.PrefixByte) string {
+	switch p {
+	case nkeys.PrefixByteOperator:
+		return "operator"
+	case nkeys.PrefixByteAccount:
+		return "account"
+	case nkeys.PrefixByteUser:
+		return "user"
+	}
+	return p.String()
+}

@@ -1,0 +1,224 @@
+package authority
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+func TestKeyringCreatesAndReloads(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "auth")
+	kr, err := OpenKeyring(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := kr.Space("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("key dir mode %v, %v; want 0700", fi.Mode(), err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 4 {
+		t.Errorf("want 4 key files (operator, system, space account, signing), got %v", entries)
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode %v, %v; want 0600", e.Name(), info.Mode(), err)
+		}
+	}
+	again, err := OpenKeyring(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk2, err := again.Space("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.OperatorPublicKey() != kr.OperatorPublicKey() || sk2.AccountPublicKey() != sk.AccountPublicKey() {
+		t.Error("reopening the keyring produced different keys")
+	}
+	if _, err := kr.Space("a.b"); !errors.Is(err, wire.ErrInvalid) {
+		t.Errorf("a bad space name must be refused: %v", err)
+	}
+}
+
+func TestKeyringRefusesCorruptFiles(t *testing.T) {
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	userSeed, err := user.Seed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		content string
+		want    string
+	}{
+		{"garbage", "not a seed\n", "not an nkey seed"},
+		{"truncated seed", string(userSeed[:20]), "not an nkey seed"},
+		{"wrong kind", string(userSeed), "holds a user seed, want an operator seed"},
+		{"empty", "", "not an nkey seed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, operatorFile)
+			if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := OpenKeyring(dir)
+			var kf *KeyFileError
+			if !errors.As(err, &kf) || kf.Path != path || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("OpenKeyring = %v, want a KeyFileError on %s saying %q", err, path, tt.want)
+			}
+			got, _ := os.ReadFile(path)
+			if string(got) != tt.content {
+				t.Error("the corrupt key file was overwritten")
+			}
+		})
+	}
+}
+
+func TestAccountJWTs(t *testing.T) {
+	kr, err := OpenKeyring(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := kr.Space("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := kr.AccountJWT(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := jwt.DecodeAccountClaims(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ac.Issuer != kr.OperatorPublicKey() || ac.Subject != sk.AccountPublicKey() || ac.Name != "main" {
+		t.Errorf("account claims %+v", ac.ClaimsData)
+	}
+	if js := ac.Limits.JetStreamLimits; js.DiskStorage != jwt.NoLimit || js.MemoryStorage != jwt.NoLimit {
+		t.Errorf("the space account must grant JetStream: %+v", js)
+	}
+	if !ac.SigningKeys.Contains(mustPublic(sk.signing)) {
+		t.Error("the signing key is not listed")
+	}
+	op, err := kr.OperatorJWT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, err := jwt.DecodeOperatorClaims(op)
+	if err != nil || oc.SystemAccount != kr.SystemAccountPublicKey() {
+		t.Errorf("operator claims %+v, %v", oc, err)
+	}
+}
+
+func TestMint(t *testing.T) {
+	kr, err := OpenKeyring(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := kr.Space("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := wire.NewPrincipal("local", "Alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	tests := []struct {
+		profile Profile
+		expires time.Duration
+		life    time.Duration
+	}{
+		{ProfileAgent, 0, 0},
+		{ProfileAgent, time.Hour, time.Hour},
+		{ProfileDelivery, 0, 24 * time.Hour},
+		{ProfileProvisioner, 0, 5 * time.Minute},
+		{ProfileObserver, -1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%s", tt.profile, tt.expires), func(t *testing.T) {
+			cred, err := sk.mintAt(MintRequest{Profile: tt.profile, Grant: Grant{Principal: p, LifecycleUID: wire.NewLifecycleUID()}, Expires: tt.expires}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			uc, err := jwt.DecodeUserClaims(cred.JWT)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if uc.Name != string(tt.profile) || uc.IssuerAccount != sk.AccountPublicKey() || uc.Subject != cred.PublicKey {
+				t.Errorf("claims name=%q issuer_account=%q sub=%q", uc.Name, uc.IssuerAccount, uc.Subject)
+			}
+			wantTags := []string{"owner:local", "actor:Alice", "principal:local.Alice"}
+			if fmt.Sprint(uc.Tags) != fmt.Sprint(wantTags) {
+				t.Errorf("tags %v, want %v (case kept)", uc.Tags, wantTags)
+			}
+			var wantExp int64
+			if tt.life > 0 {
+				wantExp = now.Add(tt.life).Unix()
+			}
+			if uc.Expires != wantExp {
+				t.Errorf("exp %d, want %d", uc.Expires, wantExp)
+			}
+			kp, err := jwt.ParseDecoratedUserNKey(cred.Creds)
+			if err != nil {
+				t.Fatalf("creds do not parse as a standard creds file: %v", err)
+			}
+			seed, err := kp.Seed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pub, _ := kp.PublicKey(); pub != cred.PublicKey || !strings.Contains(string(cred.Creds), cred.JWT) {
+				t.Error("creds file does not hold this credential's JWT and key")
+			}
+			if strings.Contains(fmt.Sprint(cred.LogValue()), string(seed)) {
+				t.Error("a credential logs its seed")
+			}
+		})
+	}
+}
+
+func TestMintRefusesOversizedJWT(t *testing.T) {
+	kr, err := OpenKeyring(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := kr.Space("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := wire.NewPrincipal("local", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var channels []string
+	for i := range 200 {
+		channels = append(channels, fmt.Sprintf("project-%03d.backend", i))
+	}
+	_, err = sk.Mint(MintRequest{Profile: ProfileAgent, Grant: Grant{Principal: p, LifecycleUID: wire.NewLifecycleUID(), AllowPublish: channels, AllowSubscribe: channels}})
+	if !errors.Is(err, ErrJWTTooLarge) || !strings.Contains(err.Error(), "bytes") {
+		t.Fatalf("Mint = %v, want ErrJWTTooLarge with the size", err)
+	}
+}

@@ -1,0 +1,126 @@
+package authority
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// MaxJWTSize is the largest user JWT the authority mints (SPEC §13.9 size gate). A JWT rides the
+// CONNECT line; one larger than the broker's control line is dropped without a word, so an
+// oversized grant is refused here, with a reason, instead.
+const MaxJWTSize = 16 << 10
+
+// ErrJWTTooLarge is returned by Mint for a grant whose JWT would exceed MaxJWTSize.
+var ErrJWTTooLarge = errors.New("user jwt exceeds the 16 KiB size gate")
+
+// Tag prefixes stamped into every user JWT: the principal tag lets a connection listing
+// (CONNZ) attribute a statically minted connection to its principal.
+const (
+	tagOwner     = "owner:"
+	tagActor     = "actor:"
+	tagPrincipal = "principal:"
+)
+
+// MintRequest is what to mint. Grant carries the profile's inputs; its ConnID is ignored, since a
+// static credential's inbox is keyed by its own user key. Expires is the lifetime: zero takes the
+// profile's DefaultLifetime, a negative value means no expiry.
+type MintRequest struct {
+	Profile Profile
+	Grant   Grant
+	Expires time.Duration
+}
+
+// Credential is a minted user credential. Creds is the standard NATS creds file (JWT and seed),
+// usable by the nats CLI and plain nats.go; it is secret, and Credential logs without it.
+type Credential struct {
+	Profile      Profile
+	Principal    wire.Principal
+	LifecycleUID wire.LifecycleUID
+	// PublicKey is the user nkey, which is also the connection id of its inbox grant.
+	PublicKey string
+	JWT       string
+	// Expires is when the credential stops working; zero means never.
+	Expires time.Time
+	Creds   []byte
+}
+
+// LogValue implements slog.LogValuer, leaving out the seed-bearing creds.
+func (c *Credential) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("profile", string(c.Profile)),
+		slog.String("principal", c.Principal.String()),
+		slog.String("lifecycleUid", string(c.LifecycleUID)),
+		slog.String("user", c.PublicKey),
+	)
+}
+
+// Mint creates a user key and a JWT for it, signed with the space's signing key, carrying the
+// profile's permissions, the principal tags and the lifetime. The JWT's name is the profile. It
+// returns a *wire.ValidationError for a bad grant and ErrJWTTooLarge for a grant too large to
+// connect with.
+func (s *SpaceKeys) Mint(req MintRequest) (*Credential, error) {
+	return s.mintAt(req, time.Now())
+}
+
+func (s *SpaceKeys) mintAt(req MintRequest, now time.Time) (*Credential, error) {
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("mint %s: create user key: %w", req.Profile, err)
+	}
+	pub := mustPublic(user)
+	g := req.Grant
+	g.Space = s.Space
+	g.ConnID = wire.ConnID(pub)
+	perms, err := PermissionsFor(req.Profile, g)
+	if err != nil {
+		return nil, err
+	}
+	uc := jwt.NewUserClaims(pub)
+	uc.Name = string(req.Profile)
+	uc.IssuerAccount = s.AccountPublicKey()
+	// Set directly rather than through TagList.Add, which lower-cases: a principal tag must
+	// round-trip an actor like "Alice" exactly.
+	uc.Tags = jwt.TagList{
+		tagOwner + g.Principal.Owner(),
+		tagActor + g.Principal.Actor(),
+		tagPrincipal + g.Principal.String(),
+	}
+	uc.Permissions = perms.jwt()
+	uc.IssuedAt = now.Unix()
+	life := req.Expires
+	if life == 0 {
+		life = req.Profile.DefaultLifetime()
+	}
+	var expires time.Time
+	if life > 0 {
+		expires = now.Add(life)
+		uc.Expires = expires.Unix()
+	}
+	token, err := uc.Encode(s.signing)
+	if err != nil {
+		return nil, fmt.Errorf("mint %s for %s: %w", req.Profile, g.Principal, err)
+	}
+	if len(token) > MaxJWTSize {
+		return nil, fmt.Errorf("mint %s for %s: %w: %d bytes for %d publish and %d subscribe rows; grant fewer or broader channels",
+			req.Profile, g.Principal, ErrJWTTooLarge, len(token), len(perms.PubAllow), len(perms.SubAllow))
+	}
+	seed, err := user.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("mint %s: encode user seed: %w", req.Profile, err)
+	}
+	creds, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		return nil, fmt.Errorf("mint %s: format creds: %w", req.Profile, err)
+	}
+	return &Credential{
+		Profile: req.Profile, Principal: g.Principal, LifecycleUID: g.LifecycleUID,
+		PublicKey: pub, JWT: token, Expires: expires, Creds: creds,
+	}, nil
+}

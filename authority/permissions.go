@@ -1,0 +1,436 @@
+package authority
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/jwt/v2"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// Grant is the input of a profile's permissions. Which fields matter depends on the profile:
+// every profile uses Space, Principal and ConnID (its inbox); agent also LifecycleUID,
+// AllowPublish, AllowSubscribe and Role; deprovisioner names its Target lifecycle and the
+// concrete Channels whose membership rows it may delete.
+type Grant struct {
+	Space        wire.Space
+	Principal    wire.Principal
+	ConnID       wire.ConnID
+	LifecycleUID wire.LifecycleUID
+	// AllowPublish lists the concrete channels the agent may post to. Default-deny.
+	AllowPublish []string
+	// AllowSubscribe lists the channels or channel patterns the agent may read, live and in
+	// history. Default-deny.
+	AllowSubscribe []string
+	// Role, when set, lets the agent bind its role's shared task durable.
+	Role string
+	// Target is the lifecycle a deprovisioner tears down.
+	Target wire.Lifecycle
+	// Channels are the concrete channels whose membership rows of Target a deprovisioner deletes.
+	Channels []string
+}
+
+// Permissions are the NATS permission rows of one credential. Everything not allowed is denied.
+type Permissions struct {
+	PubAllow []string
+	PubDeny  []string
+	SubAllow []string
+}
+
+// jwt converts p into the JWT claim form.
+func (p Permissions) jwt() jwt.Permissions {
+	var out jwt.Permissions
+	out.Pub.Allow = jwt.StringList(p.PubAllow)
+	out.Pub.Deny = jwt.StringList(p.PubDeny)
+	out.Sub.Allow = jwt.StringList(p.SubAllow)
+	return out
+}
+
+// PermissionsFor returns the permissions of profile for g: a pure function of its inputs, so the
+// credential the broker enforces can be read and tested row by row. The rows are those of the
+// reference implementation (provision.js 0.59, SPEC §9 and Appendix B), in its order. It returns a
+// *wire.ValidationError for an input that would widen a grant: a missing principal or
+// connection id, a channel outside the channel grammar, a wildcard in AllowPublish, a missing
+// lifecycle where the profile names one.
+func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
+	if err := g.validate(profile); err != nil {
+		return Permissions{}, err
+	}
+	r := rowsFor{Grant: g, s: g.Space, S: g.Space.Prefix()}
+	switch profile {
+	case ProfileAgent:
+		return r.agent(), nil
+	case ProfileObserver:
+		return r.observer(false), nil
+	case ProfileAdmin:
+		return r.observer(true), nil
+	case ProfileSupervisor:
+		return r.supervisor(), nil
+	case ProfileDelivery:
+		return r.delivery(), nil
+	case ProfileProvisioner:
+		return r.provisioner(), nil
+	case ProfileDeprovisioner:
+		return r.deprovisioner(), nil
+	case ProfileOperator:
+		return r.operator(), nil
+	case ProfileProbe:
+		return Permissions{PubDeny: []string{">"}, SubAllow: []string{r.inbox()}}, nil
+	case ProfileChannelWriter:
+		return r.channelWriter(), nil
+	case ProfilePurger:
+		return r.purger(), nil
+	case ProfileTeardown:
+		return r.teardown(), nil
+	}
+	_, err := ParseProfile(string(profile))
+	return Permissions{}, err
+}
+
+func (g *Grant) validate(profile Profile) error {
+	if _, err := wire.ParseSpace(string(g.Space)); err != nil {
+		return err
+	}
+	if g.Principal.IsZero() {
+		return &wire.ValidationError{Field: "principal", Rule: "is required"}
+	}
+	if _, err := wire.ParseConnID(string(g.ConnID)); err != nil {
+		return err
+	}
+	if profile.needsLifecycle() && profile != ProfileDeprovisioner {
+		if _, err := wire.ParseLifecycleUID(string(g.LifecycleUID)); err != nil {
+			return fmt.Errorf("the %s profile names its lifecycle: %w", profile, err)
+		}
+	}
+	for _, ch := range g.AllowPublish {
+		if err := wire.ValidateChannel(ch); err != nil {
+			return fmt.Errorf("allow-publish: %w", err)
+		}
+	}
+	for _, ch := range g.AllowSubscribe {
+		if err := wire.ValidateChannelPattern(ch); err != nil {
+			return fmt.Errorf("allow-subscribe: %w", err)
+		}
+	}
+	if g.Role != "" {
+		if _, err := wire.TaskDurable(g.Role); err != nil {
+			return err
+		}
+	}
+	if profile == ProfileDeprovisioner {
+		if g.Target.Principal.IsZero() {
+			return &wire.ValidationError{Field: "target", Rule: "a deprovisioner names the lifecycle it tears down"}
+		}
+		if _, err := wire.ParseLifecycleUID(string(g.Target.UID)); err != nil {
+			return fmt.Errorf("target: %w", err)
+		}
+		for _, ch := range g.Channels {
+			if err := wire.ValidateChannel(ch); err != nil {
+				return fmt.Errorf("deprovisioner channels: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// rowsFor builds one grant's rows. S is the space's subject prefix "cotal.<space>".
+type rowsFor struct {
+	Grant
+	s wire.Space
+	S string
+}
+
+// Verbs of the JetStream API, spelled once.
+const (
+	jsInfo         = "$JS.API.INFO"
+	jsFlowControl  = "$JS.FC.>"
+	jsStreamCreate = "$JS.API.STREAM.CREATE."
+	jsStreamUpdate = "$JS.API.STREAM.UPDATE."
+	jsStreamInfo   = "$JS.API.STREAM.INFO."
+	jsStreamDelete = "$JS.API.STREAM.DELETE."
+	jsStreamPurge  = "$JS.API.STREAM.PURGE."
+	jsMsgGet       = "$JS.API.STREAM.MSG.GET."
+	jsMsgDelete    = "$JS.API.STREAM.MSG.DELETE."
+	jsDirectGet    = "$JS.API.DIRECT.GET."
+	jsCreate       = "$JS.API.CONSUMER.CREATE."
+	jsDurable      = "$JS.API.CONSUMER.DURABLE.CREATE."
+	jsConsumerInfo = "$JS.API.CONSUMER.INFO."
+	jsNext         = "$JS.API.CONSUMER.MSG.NEXT."
+	jsDelete       = "$JS.API.CONSUMER.DELETE."
+	jsAck          = "$JS.ACK."
+)
+
+func (r rowsFor) inbox() string { return r.ConnID.InboxGrant() }
+
+// chat renders a chat subject or pattern; the channels were validated by Grant.validate.
+func (r rowsFor) chat(owner, actor, channel string) string {
+	s, err := r.s.ChatPattern(owner, actor, channel)
+	if err != nil {
+		panic(fmt.Sprintf("authority: validated channel %q: %v", channel, err))
+	}
+	return s
+}
+
+func (r rowsFor) lifecycle() wire.Lifecycle {
+	return wire.Lifecycle{Principal: r.Principal, UID: r.LifecycleUID}
+}
+
+// kvRead is the read set of a bucket: its info, point reads and watch consumers.
+func kvRead(b wire.Bucket) []string {
+	st := b.Stream()
+	return []string{jsStreamInfo + st, jsMsgGet + st, jsCreate + st + ".>", jsConsumerInfo + st + ".>", jsDelete + st + ".>"}
+}
+
+func (r rowsFor) agent() Permissions {
+	o, a := r.Principal.Owner(), r.Principal.Actor()
+	l := r.lifecycle()
+	chat, dm, task, dlv := r.s.ChatStream(), r.s.DMStream(), r.s.TaskStream(), r.s.DLVStream()
+	presence, channels := r.s.PresenceBucket(), r.s.ChannelsBucket()
+	hist, dmD, dlvD := wire.ChatHistConsumer(l), wire.DMDurable(l), wire.DLVDurable(l)
+
+	var pub []string
+	for _, ch := range r.AllowPublish {
+		pub = append(pub, r.chat(o, a, ch))
+	}
+	pub = append(pub,
+		r.s.DMSendGrant(r.Principal),
+		r.s.AnycastSendGrant(r.Principal),
+		r.s.ControlSubject(wire.ControlDelivery, r.Principal),
+	)
+	for _, plane := range wire.Planes {
+		pub = append(pub, r.s.LivenessSubject(plane, r.Principal))
+	}
+	pub = append(pub, jsInfo,
+		jsStreamInfo+chat, jsStreamInfo+presence.Stream(), jsStreamInfo+channels.Stream())
+	for _, ch := range r.AllowSubscribe {
+		pub = append(pub, jsCreate+chat+"."+hist+"."+r.chat("*", "*", ch))
+	}
+	pub = append(pub,
+		jsConsumerInfo+chat+"."+hist, jsNext+chat+"."+hist, jsDelete+chat+"."+hist,
+		jsConsumerInfo+dm+"."+dmD, jsNext+dm+"."+dmD, jsAck+dm+"."+dmD+".>",
+		jsConsumerInfo+dlv+"."+dlvD, jsNext+dlv+"."+dlvD, jsAck+dlv+"."+dlvD+".>",
+		jsCreate+presence.Stream()+".>", jsConsumerInfo+presence.Stream()+".>", jsDelete+presence.Stream()+".>",
+		jsFlowControl, presence.Subject(wire.PresenceKey(r.Principal)),
+		jsMsgGet+channels.Stream(),
+		jsCreate+channels.Stream()+".>", jsConsumerInfo+channels.Stream()+".>", jsDelete+channels.Stream()+".>",
+		jsStreamInfo+r.s.DeliveryBucket().Stream(), jsMsgGet+r.s.DeliveryBucket().Stream(),
+	)
+	if r.Role != "" {
+		svc, _ := wire.TaskDurable(r.Role) // validated by Grant.validate
+		pub = append(pub, jsStreamInfo+task, jsConsumerInfo+task+"."+svc, jsNext+task+"."+svc, jsAck+task+"."+svc+".>")
+	}
+	// Deny beats allow: no consumer of its own on the private streams, whatever else is granted.
+	// CHAT has no such row, since it would also kill the chathist create.
+	var deny []string
+	for _, st := range []string{dm, task, dlv} {
+		deny = append(deny, jsCreate+st, jsCreate+st+".>", jsDurable+st+".>")
+	}
+	sub := []string{r.inbox(), wire.Subtree(r.s.ControlSubject(wire.ControlDelivery, r.Principal))}
+	for _, plane := range wire.Planes {
+		sub = append(sub, wire.Subtree(r.s.LivenessSubject(plane, r.Principal)))
+	}
+	for _, ch := range r.AllowSubscribe {
+		sub = append(sub, r.chat("*", "*", ch))
+	}
+	return Permissions{PubAllow: pub, PubDeny: deny, SubAllow: sub}
+}
+
+// observer is the observer profile, and with admin the admin profile, which adds direct-message
+// history and the inst and svc taps but never the ep rails or the whole space.
+func (r rowsFor) observer(admin bool) Permissions {
+	chat, presence := r.s.ChatStream(), r.s.PresenceBucket().Stream()
+	pub := []string{
+		jsInfo, jsStreamInfo + chat, jsStreamInfo + presence,
+		jsCreate + chat, jsCreate + chat + ".>", jsConsumerInfo + chat + ".>", jsNext + chat + ".>", jsDelete + chat + ".>", jsAck + chat + ".>",
+		jsCreate + presence + ".>", jsConsumerInfo + presence + ".>", jsDelete + presence + ".>",
+	}
+	pub = append(pub, kvRead(r.s.ChannelsBucket())...)
+	pub = append(pub, kvRead(r.s.MembershipBucket())...)
+	// SPEC Appendix B also lets observers read the delivery lease (delivery health); the
+	// reference's code lacks the two rows. Read-only, so the SPEC wins.
+	pub = append(pub, jsStreamInfo+r.s.DeliveryBucket().Stream(), jsMsgGet+r.s.DeliveryBucket().Stream())
+	pub = append(pub, jsFlowControl)
+	sub := []string{r.s.KindAll(wire.KindChat)}
+	if admin {
+		dm := r.s.DMStream()
+		pub = append(pub, jsStreamInfo+dm, jsCreate+dm, jsCreate+dm+".>", jsConsumerInfo+dm+".>", jsNext+dm+".>", jsDelete+dm+".>", jsAck+dm+".>")
+		sub = append(sub, r.s.KindAll(wire.KindInst), r.s.KindAll(wire.KindSvc))
+	}
+	return Permissions{PubAllow: pub, SubAllow: append(sub, r.inbox())}
+}
+
+func (r rowsFor) supervisor() Permissions {
+	mgr, presence := r.s.ManagerBucket(), r.s.PresenceBucket()
+	return Permissions{
+		PubAllow: []string{
+			jsInfo, jsStreamInfo + mgr.Stream(), jsMsgGet + mgr.Stream(), mgr.Subject(wire.LeaseKeys()),
+			presence.Subject(wire.PresenceKey(r.Principal)), jsStreamInfo + presence.Stream(),
+			jsCreate + presence.Stream() + ".>", jsConsumerInfo + presence.Stream() + ".>",
+			jsFlowControl,
+			r.s.ControlSubject(wire.ControlDeliveryAdmin, r.Principal),
+			r.s.LivenessReplyGrant(wire.PlaneManager),
+		},
+		SubAllow: []string{
+			r.inbox(),
+			wire.Subtree(r.s.ControlSubject(wire.ControlDeliveryAdmin, r.Principal)),
+			r.s.LivenessServeFilter(wire.PlaneManager),
+		},
+	}
+}
+
+func (r rowsFor) delivery() Permissions {
+	chat, inbox, dlv := r.s.ChatStream(), r.s.InboxStream(), r.s.DLVStream()
+	reader := inbox + "." + wire.ReaderDurable
+	pub := []string{
+		jsInfo, jsStreamInfo + chat, jsStreamInfo + inbox, jsStreamInfo + dlv,
+		jsCreate + chat, jsCreate + chat + ".>", jsDurable + chat + ".>", jsConsumerInfo + chat + ".>", jsNext + chat + ".>", jsDelete + chat + ".>", jsAck + chat + ".>",
+		jsCreate + reader + ".>", jsDurable + reader, jsConsumerInfo + reader, jsNext + reader, jsDelete + reader, jsAck + reader + ".>",
+		jsMsgDelete + inbox,
+		jsFlowControl,
+	}
+	for _, b := range []wire.Bucket{r.s.PresenceBucket(), r.s.ChannelsBucket(), r.s.MembersBucket(), r.s.ACLBucket()} {
+		pub = append(pub, kvRead(b)...)
+	}
+	lease := r.s.DeliveryBucket()
+	pub = append(pub,
+		r.s.MembersBucket().Subject(">"),
+		jsStreamInfo+lease.Stream(), jsMsgGet+lease.Stream(), lease.Subject(wire.LeaseKeys()),
+		r.s.LifecycleWriteGrant(wire.KindDinbox), r.s.LifecycleWriteGrant(wire.KindDlv),
+		r.s.ControlReplyGrant(wire.ControlDelivery), r.s.ControlReplyGrant(wire.ControlDeliveryAdmin),
+		r.s.LivenessReplyGrant(wire.PlaneDelivery),
+	)
+	return Permissions{
+		PubAllow: pub,
+		SubAllow: []string{
+			r.inbox(), r.s.ControlServeFilter(wire.ControlDelivery), r.s.ControlServeFilter(wire.ControlDeliveryAdmin),
+			r.s.LivenessServeFilter(wire.PlaneDelivery),
+		},
+	}
+}
+
+// spaceStreams lists the streams of a space's messaging plane, in the reference's order: the
+// message streams, the artifact store, then the buckets.
+func spaceStreams(s wire.Space) []string {
+	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), s.InboxStream(), s.DLVStream(), s.ArtifactsBucket().ObjectStream()}
+	for _, b := range []wire.Bucket{
+		s.PresenceBucket(), s.ChannelsBucket(), s.MembersBucket(), s.ACLBucket(),
+		s.MembershipBucket(), s.DeliveryBucket(), s.ManagerBucket(),
+	} {
+		streams = append(streams, b.Stream())
+	}
+	return streams
+}
+
+// ttlBuckets are the buckets whose max_age is their TTL, reconciled at every provisioning.
+func ttlBuckets(s wire.Space) []wire.Bucket {
+	return []wire.Bucket{s.PresenceBucket(), s.DeliveryBucket(), s.ManagerBucket()}
+}
+
+func (r rowsFor) provisioner() Permissions {
+	pub := []string{jsInfo}
+	for _, st := range spaceStreams(r.s) {
+		pub = append(pub, jsStreamCreate+st, jsStreamInfo+st)
+	}
+	for _, b := range ttlBuckets(r.s) {
+		pub = append(pub, jsStreamUpdate+b.Stream())
+	}
+	for _, st := range []string{r.s.DMStream(), r.s.DLVStream(), r.s.TaskStream()} {
+		pub = append(pub, jsCreate+st+".>", jsDurable+st+".>", jsConsumerInfo+st+".>")
+	}
+	acl, channels := r.s.ACLBucket(), r.s.ChannelsBucket()
+	pub = append(pub,
+		acl.Subject(">"), channels.Subject(">"),
+		jsMsgGet+acl.Stream(), jsDirectGet+acl.Stream()+".>",
+		jsMsgGet+channels.Stream(), jsDirectGet+channels.Stream()+".>",
+	)
+	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
+}
+
+// deprovisioner is pinned by exact name to one lifecycle: a stale teardown credential can never
+// reach a same-name successor's durables or rows.
+func (r rowsFor) deprovisioner() Permissions {
+	t := r.Target
+	acl, members := r.s.ACLBucket(), r.s.MembersBucket()
+	pub := []string{
+		jsInfo,
+		jsDelete + r.s.DMStream() + "." + wire.DMDurable(t),
+		jsDelete + r.s.DLVStream() + "." + wire.DLVDurable(t),
+		jsStreamInfo + acl.Stream(),
+		acl.Subject(wire.ACLKey(t)),
+	}
+	if len(r.Channels) > 0 {
+		pub = append(pub, jsStreamInfo+members.Stream())
+		for _, ch := range r.Channels {
+			key, _ := wire.MemberKey(ch, t) // validated by Grant.validate
+			pub = append(pub, members.Subject(key))
+		}
+	}
+	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
+}
+
+// operator is the human CLI's one-shot send credential: it posts, messages and hands out tasks as
+// its own principal, reads presence to resolve names and the registry to resolve channels.
+func (r rowsFor) operator() Permissions {
+	presence, channels := r.s.PresenceBucket(), r.s.ChannelsBucket()
+	return Permissions{
+		PubAllow: []string{
+			r.chat(r.Principal.Owner(), r.Principal.Actor(), ">"),
+			r.s.DMSendGrant(r.Principal), r.s.AnycastSendGrant(r.Principal),
+			presence.Subject(wire.PresenceKey(r.Principal)),
+			jsInfo, jsStreamInfo + presence.Stream(), jsCreate + presence.Stream() + ".>", jsConsumerInfo + presence.Stream() + ".>",
+			jsStreamInfo + channels.Stream(), jsMsgGet + channels.Stream(), jsDirectGet + channels.Stream() + ".>",
+			jsCreate + channels.Stream() + ".>", jsConsumerInfo + channels.Stream() + ".>",
+			jsFlowControl,
+		},
+		SubAllow: []string{r.inbox()},
+	}
+}
+
+func (r rowsFor) channelWriter() Permissions {
+	ch := r.s.ChannelsBucket()
+	return Permissions{
+		PubAllow: []string{
+			jsInfo, ch.Subject(">"), jsStreamInfo + ch.Stream(), jsStreamCreate + ch.Stream(),
+			jsMsgGet + ch.Stream(), jsDirectGet + ch.Stream() + ".>",
+		},
+		SubAllow: []string{r.inbox()},
+	}
+}
+
+func (r rowsFor) purger() Permissions {
+	return Permissions{
+		PubAllow: []string{jsInfo, jsStreamPurge + r.s.ChatStream(), jsStreamPurge + r.s.DMStream()},
+		SubAllow: []string{r.inbox()},
+	}
+}
+
+// teardown is the only profile that deletes streams.
+func (r rowsFor) teardown() Permissions {
+	presence, channels := r.s.PresenceBucket().Stream(), r.s.ChannelsBucket()
+	pub := []string{
+		jsInfo, jsCreate + presence + ".>", jsConsumerInfo + presence + ".>",
+		jsMsgGet + channels.Stream(), jsDirectGet + channels.Stream() + ".>",
+		jsCreate + channels.Stream() + ".>", jsConsumerInfo + channels.Stream() + ".>",
+		jsFlowControl,
+	}
+	for _, st := range spaceStreams(r.s) {
+		pub = append(pub, jsStreamInfo+st, jsStreamDelete+st)
+	}
+	pub = append(pub, jsStreamPurge+r.s.ChatStream(), channels.Subject(">"))
+	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
+}
+
+// String renders p one row per line, for debugging and test failures.
+func (p Permissions) String() string {
+	var b strings.Builder
+	for _, sect := range []struct {
+		name string
+		rows []string
+	}{{"pub.allow", p.PubAllow}, {"pub.deny", p.PubDeny}, {"sub.allow", p.SubAllow}} {
+		for _, row := range sect.rows {
+			fmt.Fprintf(&b, "%s %s\n", sect.name, row)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,158 @@
+package authority
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+const (
+	testOwner = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa"
+	testUID   = "abcdefghijklmnopqrstuvwxyz"
+	testConn  = "UCONNECTIONNKEYAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+)
+
+func sampleGrant(t testing.TB) Grant {
+	t.Helper()
+	p, err := wire.NewPrincipal(testOwner, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := wire.ParseLifecycle("local.bob." + testUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Grant{
+		Space: "main", Principal: p, ConnID: testConn, LifecycleUID: testUID,
+		AllowPublish: []string{"team.backend", "general"}, AllowSubscribe: []string{"team.>", "general"},
+		Role: "reviewer", Target: target, Channels: []string{"team.backend"},
+	}
+}
+
+// TestPermissionsGolden pins every profile's rows, in order, to testdata/<profile>.golden. The
+// golden files are the reviewed record of what each credential may do; `go test -update`
+// rewrites them after a deliberate change.
+func TestPermissionsGolden(t *testing.T) {
+	for _, p := range Profiles {
+		t.Run(string(p), func(t *testing.T) {
+			perms, err := PermissionsFor(p, sampleGrant(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", string(p)+".golden")
+			got := perms.String()
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s rows differ from %s:\n--- got\n%s--- want\n%s", p, path, got, want)
+			}
+		})
+	}
+}
+
+func TestAgentRows(t *testing.T) {
+	g := sampleGrant(t)
+	perms, err := PermissionsFor(ProfileAgent, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	S := "cotal.main."
+	me := testOwner + ".alice"
+	must := []string{
+		S + "chat." + me + ".team.backend",
+		S + "inst.*.*." + me,
+		S + "svc.*." + me,
+		S + "live.manager." + me,
+		S + "live.delivery." + me,
+		"$JS.API.CONSUMER.CREATE.CHAT_main.chathist_" + testOwner + "-alice-" + testUID + "." + S + "chat.*.*.team.>",
+		"$JS.API.CONSUMER.MSG.NEXT.DM_main.dm_" + testOwner + "-alice-" + testUID,
+		"$KV.cotal_presence_main." + me,
+		"$JS.ACK.TASK_main.svc_reviewer.>",
+	}
+	for _, row := range must {
+		if !slices.Contains(perms.PubAllow, row) {
+			t.Errorf("agent pub.allow lacks %s", row)
+		}
+	}
+	if len(perms.PubDeny) != 9 {
+		t.Errorf("agent pub.deny has %d rows, want the nine consumer-create denies", len(perms.PubDeny))
+	}
+	for _, row := range perms.PubAllow {
+		if strings.Contains(row, "live.") && strings.Contains(row, "*") {
+			t.Errorf("agent may not serve or answer a liveness plane: %s", row)
+		}
+	}
+	wantSub := []string{"_INBOX_" + testConn + ".>", S + "ctl.delivery." + me + ".>", S + "live.manager." + me + ".>", S + "live.delivery." + me + ".>", S + "chat.*.*.team.>", S + "chat.*.*.general"}
+	if !slices.Equal(perms.SubAllow, wantSub) {
+		t.Errorf("agent sub.allow = %q, want %q", perms.SubAllow, wantSub)
+	}
+	g.Role = ""
+	perms, err = PermissionsFor(ProfileAgent, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range perms.PubAllow {
+		if strings.Contains(row, "TASK_") {
+			t.Errorf("an agent without a role holds %s", row)
+		}
+	}
+}
+
+func TestPermissionsRefuseBadGrants(t *testing.T) {
+	tests := []struct {
+		name    string
+		profile Profile
+		edit    func(g *Grant)
+		want    string
+	}{
+		{"wildcard allow-publish", ProfileAgent, func(g *Grant) { g.AllowPublish = []string{"team.>"} }, "allow-publish"},
+		{"rewritable channel", ProfileAgent, func(g *Grant) { g.AllowSubscribe = []string{"foo/bar"} }, "allow-subscribe"},
+		{"empty channel segment", ProfileAgent, func(g *Grant) { g.AllowSubscribe = []string{"a..b"} }, "allow-subscribe"},
+		{"no lifecycle", ProfileAgent, func(g *Grant) { g.LifecycleUID = "" }, "lifecycleUid"},
+		{"connId widening the inbox", ProfileObserver, func(g *Grant) { g.ConnID = "abcdefgh.>" }, "connId"},
+		{"no principal", ProfileOperator, func(g *Grant) { g.Principal = wire.Principal{} }, "principal"},
+		{"bad space", ProfileProbe, func(g *Grant) { g.Space = "a.b" }, "space"},
+		{"blank role", ProfileAgent, func(g *Grant) { g.Role = " " }, "role"},
+		{"deprovisioner without target", ProfileDeprovisioner, func(g *Grant) { g.Target = wire.Lifecycle{} }, "target"},
+		{"deprovisioner wildcard channel", ProfileDeprovisioner, func(g *Grant) { g.Channels = []string{"team.*"} }, "channel"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := sampleGrant(t)
+			tt.edit(&g)
+			_, err := PermissionsFor(tt.profile, g)
+			if !errors.Is(err, wire.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("PermissionsFor = %v, want an ErrInvalid naming %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := PermissionsFor("manager", sampleGrant(t)); err == nil || !strings.Contains(err.Error(), "profile") {
+		t.Errorf("an unknown profile must be refused, got %v", err)
+	}
+}
+
+func TestParseProfile(t *testing.T) {
+	for _, p := range Profiles {
+		if got, err := ParseProfile(string(p)); err != nil || got != p {
+			t.Errorf("ParseProfile(%q) = %q, %v", p, got, err)
+		}
+	}
+	if _, err := ParseProfile("root"); !errors.Is(err, wire.ErrInvalid) {
+		t.Errorf("ParseProfile(root) = %v", err)
+	}
+}

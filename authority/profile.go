@@ -1,0 +1,81 @@
+package authority
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// Profile names a credential profile: the closed set of permission shapes the authority mints.
+// A user JWT's name is its profile.
+type Profile string
+
+// The profiles. Every one is a default-deny allow-list of exactly what its holder does; there is
+// no allow-all profile.
+const (
+	// ProfileAgent is an agent: messaging as its own principal within its ACLs.
+	ProfileAgent Profile = "agent"
+	// ProfileObserver reads channels, history, presence and the registry; no direct messages.
+	ProfileObserver Profile = "observer"
+	// ProfileAdmin is an observer that also reads direct messages and tasks, never the ep rails.
+	ProfileAdmin Profile = "admin"
+	// ProfileSupervisor is the manager daemon: its lease, its presence, the manager liveness plane.
+	ProfileSupervisor Profile = "supervisor"
+	// ProfileDelivery is the delivery daemon: fan-out, re-authorisation, the delivery planes.
+	ProfileDelivery Profile = "delivery"
+	// ProfileProvisioner creates a space's streams, buckets and durables.
+	ProfileProvisioner Profile = "provisioner"
+	// ProfileDeprovisioner tears down one lifecycle's durables and rows, pinned to it by name.
+	ProfileDeprovisioner Profile = "deprovisioner"
+	// ProfileOperator is the human CLI's one-shot send credential.
+	ProfileOperator Profile = "operator"
+	// ProfileProbe only proves that a credential connects: it may do nothing.
+	ProfileProbe Profile = "probe"
+	// ProfileChannelWriter edits the channel registry.
+	ProfileChannelWriter Profile = "channel-writer"
+	// ProfilePurger purges channel and direct-message history.
+	ProfilePurger Profile = "purger"
+	// ProfileTeardown deletes a space's streams and buckets.
+	ProfileTeardown Profile = "teardown"
+)
+
+// Profiles lists every profile.
+var Profiles = []Profile{
+	ProfileAgent, ProfileObserver, ProfileAdmin, ProfileSupervisor, ProfileDelivery, ProfileProvisioner,
+	ProfileDeprovisioner, ProfileOperator, ProfileProbe, ProfileChannelWriter, ProfilePurger, ProfileTeardown,
+}
+
+// ParseProfile returns s as a Profile, or a *wire.ValidationError listing the profiles.
+func ParseProfile(s string) (Profile, error) {
+	if p := Profile(s); slices.Contains(Profiles, p) {
+		return p, nil
+	}
+	return "", &wire.ValidationError{Field: "profile", Value: s, Rule: fmt.Sprintf("must be one of %q", Profiles)}
+}
+
+// Credential lifetimes. A daemon credential lasts a day and is renewed; a one-shot CLI credential
+// lasts minutes, enough for its one command; an agent's lasts until its lifecycle is retired
+// (revocation, not expiry, ends it) unless asked otherwise.
+const (
+	DaemonLifetime  = 24 * time.Hour
+	OneShotLifetime = 5 * time.Minute
+)
+
+// DefaultLifetime returns how long a credential of p lives when no expiry is asked for; zero
+// means it does not expire.
+func (p Profile) DefaultLifetime() time.Duration {
+	switch p {
+	case ProfileAgent, ProfileObserver, ProfileAdmin:
+		return 0
+	case ProfileSupervisor, ProfileDelivery:
+		return DaemonLifetime
+	}
+	return OneShotLifetime
+}
+
+// needsLifecycle reports whether p's rows name the holder's lifecycle.
+func (p Profile) needsLifecycle() bool {
+	return p == ProfileAgent || p == ProfileDeprovisioner
+}

@@ -1,0 +1,177 @@
+package broker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/nats-io/jwt/v2"
+)
+
+// DefaultHost is where a broker listens unless told otherwise: loopback, so a mesh is private to
+// its machine until someone widens it on purpose.
+const DefaultHost = "127.0.0.1"
+
+// DefaultPort is the NATS client port.
+const DefaultPort = 4222
+
+// maxControlLine is the longest protocol line the broker accepts. A credential's grant rows ride
+// its CONNECT line, and an agent with many channels needs more than the default 4 KiB.
+const maxControlLine = 65536
+
+// Config is where and how a broker listens and stores. The zero value is not usable: StoreDir is
+// required.
+type Config struct {
+	// ServerName names the server in logs and monitoring; "cotal" when empty.
+	ServerName string
+	// Host is the listen address; DefaultHost when empty.
+	Host string
+	// Port is the client port; 0 picks a free port.
+	Port int
+	// StoreDir is the JetStream store directory.
+	StoreDir string
+	// TLS, when set, makes the broker require TLS from clients.
+	TLS *TLSConfig
+}
+
+// TLSConfig names a server certificate and its key.
+type TLSConfig struct {
+	CertFile string
+	KeyFile  string
+}
+
+// Trust is what an authenticated broker trusts: one operator, its system account, and the space
+// accounts it serves, each a JWT signed by the operator.
+type Trust struct {
+	OperatorJWT   string
+	SystemAccount string // the system account's JWT
+	Accounts      []string
+}
+
+// RenderAuth renders a nats-server configuration for an authenticated broker: operator mode with
+// the MEMORY resolver preloaded with the system and space accounts. It refuses an account JWT not
+// signed by the operator, which would either stop the broker from booting or advertise a space it
+// cannot authenticate. The result runs a stock `nats-server -c` as well as the embedded server.
+func RenderAuth(c Config, t Trust) ([]byte, error) {
+	op, err := jwt.DecodeOperatorClaims(t.OperatorJWT)
+	if err != nil {
+		return nil, fmt.Errorf("render broker config: operator jwt: %w", err)
+	}
+	sys, err := decodeAccount(op, t.SystemAccount)
+	if err != nil {
+		return nil, fmt.Errorf("render broker config: system account: %w", err)
+	}
+	if op.SystemAccount != sys.Subject {
+		return nil, fmt.Errorf("render broker config: the operator names system account %s, not %s", op.SystemAccount, sys.Subject)
+	}
+	if len(t.Accounts) == 0 {
+		return nil, errors.New("render broker config: at least one space account is required")
+	}
+	preload := make([][2]string, 0, len(t.Accounts)+1)
+	preload = append(preload, [2]string{sys.Subject, t.SystemAccount})
+	for i, a := range t.Accounts {
+		ac, err := decodeAccount(op, a)
+		if err != nil {
+			return nil, fmt.Errorf("render broker config: space account %d: %w", i, err)
+		}
+		preload = append(preload, [2]string{ac.Subject, a})
+	}
+	var b bytes.Buffer
+	if err := writeListen(&b, c); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(&b, "operator: %q\n", t.OperatorJWT)
+	fmt.Fprintf(&b, "system_account: %q\n", sys.Subject)
+	b.WriteString("resolver: MEMORY\n")
+	b.WriteString("resolver_preload: {\n")
+	for _, p := range preload {
+		fmt.Fprintf(&b, "  %s: %q\n", p[0], p[1])
+	}
+	b.WriteString("}\n")
+	return b.Bytes(), nil
+}
+
+// RenderOpen renders a nats-server configuration with no authentication. Anyone who can connect
+// can do anything, so it refuses any host that is not a loopback address.
+func RenderOpen(c Config) ([]byte, error) {
+	host := c.Host
+	if host == "" {
+		host = DefaultHost
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("render broker config: an open (no-auth) broker listens on loopback only, not %q", host)
+	}
+	var b bytes.Buffer
+	if err := writeListen(&b, c); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// decodeAccount decodes an account JWT and checks that op signed it.
+func decodeAccount(op *jwt.OperatorClaims, token string) (*jwt.AccountClaims, error) {
+	ac, err := jwt.DecodeAccountClaims(token)
+	if err != nil {
+		return nil, err
+	}
+	if ac.Issuer != op.Subject && !op.SigningKeys.Contains(ac.Issuer) {
+		return nil, fmt.Errorf("account %s (%q) is signed by %s, not by this broker's operator %s", ac.Subject, ac.Name, ac.Issuer, op.Subject)
+	}
+	return ac, nil
+}
+
+// writeListen writes the settings both modes share.
+func writeListen(b *bytes.Buffer, c Config) error {
+	name := c.ServerName
+	if name == "" {
+		name = "cotal"
+	}
+	host := c.Host
+	if host == "" {
+		host = DefaultHost
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("render broker config: port %d is outside 0-65535", c.Port)
+	}
+	port := c.Port
+	if port == 0 {
+		port = -1 // nats-server picks a free port
+	}
+	if c.StoreDir == "" {
+		return errors.New("render broker config: a JetStream store directory is required")
+	}
+	for _, v := range []struct{ what, s string }{{"server name", name}, {"host", host}, {"store dir", c.StoreDir}} {
+		if err := confString(v.what, v.s); err != nil {
+			return err
+		}
+	}
+	b.WriteString("# Written by cotal; `cotal up` rewrites it.\n")
+	fmt.Fprintf(b, "server_name: %q\n", name)
+	fmt.Fprintf(b, "host: %q\n", host)
+	fmt.Fprintf(b, "port: %d\n", port)
+	fmt.Fprintf(b, "max_control_line: %d\n", maxControlLine)
+	fmt.Fprintf(b, "jetstream {\n  store_dir: %q\n}\n", c.StoreDir)
+	if c.TLS != nil {
+		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
+			return errors.New("render broker config: TLS needs both a certificate and a key file")
+		}
+		for _, v := range []struct{ what, s string }{{"TLS certificate", c.TLS.CertFile}, {"TLS key", c.TLS.KeyFile}} {
+			if err := confString(v.what, v.s); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(b, "tls {\n  cert_file: %q\n  key_file: %q\n}\n", c.TLS.CertFile, c.TLS.KeyFile)
+	}
+	return nil
+}
+
+// confString refuses a value the configuration file cannot carry verbatim in double quotes: the
+// nats-server parser does not share Go's escape syntax, so such a value is refused, not escaped.
+func confString(what, s string) error {
+	if strings.ContainsAny(s, "\"\\\n\r\x00") || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 }) {
+		return fmt.Errorf("render broker config: %s %q contains a quote, backslash or control character", what, s)
+	}
+	return nil
+}

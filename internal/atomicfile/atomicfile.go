@@ -1,0 +1,100 @@
+// Package atomicfile writes files so that a reader or a crash never sees them half-written: the
+// bytes go to a temporary file in the same directory, are synced, and are renamed over the target.
+package atomicfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Write replaces path with data, created with perm. The parent directory must exist. On failure
+// the previous content of path, if any, is untouched and no temporary file is left behind.
+func Write(path string, data []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			_ = f.Close()      // already failed; the write error is the one to report
+			_ = os.Remove(tmp) // best effort: the file is ours and unreferenced
+		}
+	}()
+	if err = f.Chmod(perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+// Create writes data to path, created with perm, only if path does not exist yet: it returns an
+// error matching fs.ErrExist otherwise, and the existing file is untouched. Two racing creators
+// cannot both win, and a crash never leaves a partial file at path.
+func Create(path string, data []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		_ = f.Close()      // closed below on success; a second close only reports os.ErrClosed
+		_ = os.Remove(tmp) // the data lives on under path after the link, or is discarded
+	}()
+	if err = f.Chmod(perm); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	// link(2) fails with EEXIST when path exists, which is what makes the create exclusive.
+	if err = os.Link(tmp, path); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// MkdirPrivate creates dir and its missing parents with mode 0700, and tightens dir itself to
+// 0700 if it already exists with wider permissions: secrets live below it.
+func MkdirPrivate(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("restrict %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/broker"
+	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/space"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Authority is a project's minting authority: its keyring and the spaces' signing keys. Whoever
+// can open it can mint any identity in its spaces.
+type Authority struct {
+	dir     Dir
+	keyring *authority.Keyring
+}
+
+// OpenAuthority opens (creating on first use) the keys in d.
+func OpenAuthority(d Dir) (*Authority, error) {
+	if err := atomicfile.MkdirPrivate(d.Path); err != nil {
+		return nil, err
+	}
+	kr, err := authority.OpenKeyring(d.AuthDir())
+	if err != nil {
+		return nil, err
+	}
+	return &Authority{dir: d, keyring: kr}, nil
+}
+
+// Trust returns what a broker serving spaces must trust, creating missing space keys.
+func (a *Authority) Trust(spaces []wire.Space) (broker.Trust, error) {
+	op, err := a.keyring.OperatorJWT()
+	if err != nil {
+		return broker.Trust{}, err
+	}
+	sys, err := a.keyring.SystemAccountJWT()
+	if err != nil {
+		return broker.Trust{}, err
+	}
+	t := broker.Trust{OperatorJWT: op, SystemAccount: sys}
+	for _, s := range spaces {
+		sk, err := a.keyring.Space(s)
+		if err != nil {
+			return broker.Trust{}, err
+		}
+		acct, err := a.keyring.AccountJWT(sk)
+		if err != nil {
+			return broker.Trust{}, err
+		}
+		t.Accounts = append(t.Accounts, acct)
+	}
+	return t, nil
+}
+
+// MintRequest is a credential to mint for a principal local.<Name> in Space.
+type MintRequest struct {
+	Space   wire.Space
+	Profile authority.Profile
+	// Name is the actor token; the owner of static credentials is "local".
+	Name string
+	// Subscribe lists the channels the agent joins; it implies read access.
+	Subscribe []string
+	// AllowSubscribe is the agent's read ACL; it defaults to Subscribe and must cover it.
+	AllowSubscribe []string
+	// AllowPublish lists the concrete channels the agent may post to.
+	AllowPublish []string
+	Role         string
+	// Expires overrides the profile's default lifetime; negative means never.
+	Expires time.Duration
+}
+
+// Mint mints a credential. An agent gets a fresh lifecycle UID. It returns a *wire.ValidationError
+// for a bad name or ACL.
+func (a *Authority) Mint(req MintRequest) (*authority.Credential, error) {
+	sk, err := a.keyring.Space(req.Space)
+	if err != nil {
+		return nil, err
+	}
+	p, err := wire.NewPrincipal(wire.DevOwner, req.Name)
+	if err != nil {
+		return nil, fmt.Errorf("name: %w", err)
+	}
+	allowSub := req.AllowSubscribe
+	if len(allowSub) == 0 {
+		allowSub = req.Subscribe
+	}
+	for _, ch := range req.Subscribe {
+		if err := wire.ValidateChannelPattern(ch); err != nil {
+			return nil, fmt.Errorf("subscribe: %w", err)
+		}
+		if !wire.ChannelInAllow(allowSub, ch) {
+			return nil, &wire.ValidationError{Field: "subscribe", Value: ch, Rule: fmt.Sprintf("is not covered by allow-subscribe %q", allowSub)}
+		}
+	}
+	g := authority.Grant{
+		Principal: p, AllowPublish: req.AllowPublish, AllowSubscribe: slices.Clone(allowSub), Role: req.Role,
+	}
+	if req.Profile == authority.ProfileAgent {
+		g.LifecycleUID = wire.NewLifecycleUID()
+	}
+	return sk.Mint(authority.MintRequest{Profile: req.Profile, Grant: g, Expires: req.Expires})
+}
+
+// session connects to url as a one-shot credential of profile, for the CLI's own operations.
+func (a *Authority) session(ctx context.Context, url string, sp wire.Space, profile authority.Profile) (*nats.Conn, jetstream.JetStream, error) {
+	cred, err := a.Mint(MintRequest{Space: sp, Profile: profile, Name: "cotal_" + profileToken(profile)})
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := Connect(ctx, url, cred)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream on %s: %w", url, err)
+	}
+	return nc, js, nil
+}
+
+// profileToken turns a profile name into an actor token ("channel-writer" → "channel_writer").
+func profileToken(p authority.Profile) string { return strings.ReplaceAll(string(p), "-", "_") }
+
+// Provision provisions sp on the broker at url under a one-shot provisioner credential, so the
+// setup itself runs with least privilege.
+func (a *Authority) Provision(ctx context.Context, url string, sp wire.Space, defaults wire.ChannelDefaults) (*space.Report, error) {
+	nc, js, err := a.session(ctx, url, sp, authority.ProfileProvisioner)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	return space.Provision(ctx, js, sp, defaults)
+}
+
+// ProvisionAgent pre-creates the durables of an agent credential's lifecycle.
+func (a *Authority) ProvisionAgent(ctx context.Context, url string, sp wire.Space, cred *authority.Credential, role string) error {
+	nc, js, err := a.session(ctx, url, sp, authority.ProfileProvisioner)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	l := wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
+	return space.ProvisionAgent(ctx, js, sp, space.Agent{Lifecycle: l, Role: role})
+}
+
+// Connect connects to url with cred, with the inbox prefix its grant allows set before anything
+// else (SPEC §10), and checks the broker's version floor.
+func Connect(ctx context.Context, url string, cred *authority.Credential, opts ...nats.Option) (*nats.Conn, error) {
+	kp, err := jwt.ParseDecoratedUserNKey(cred.Creds)
+	if err != nil {
+		return nil, fmt.Errorf("read the seed of a %s credential: %w", cred.Profile, err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("read the seed of a %s credential: %w", cred.Profile, err)
+	}
+	base := []nats.Option{
+		nats.UserJWTAndSeed(cred.JWT, string(seed)),
+		nats.CustomInboxPrefix(wire.ConnID(cred.PublicKey).InboxPrefix()),
+		nats.Name(cred.Principal.String()),
+	}
+	return dial(ctx, url, append(base, opts...)...)
+}
+
+// dial connects and checks the broker's version.
+func dial(ctx context.Context, url string, opts ...nats.Option) (*nats.Conn, error) {
+	if d, ok := ctx.Deadline(); ok {
+		opts = append(opts, nats.Timeout(time.Until(d)))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", url, err)
+	}
+	if err := broker.CheckVersion(nc.ConnectedServerVersion()); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return nc, nil
+}

@@ -1,0 +1,167 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/gocotal/cotal/broker"
+	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/space"
+	"github.com/gocotal/cotal/wire"
+)
+
+// DefaultSpace is the space a mesh serves unless told otherwise.
+const DefaultSpace wire.Space = "main"
+
+// Options configure Up. The zero value runs an authenticated mesh of DefaultSpace on
+// 127.0.0.1:4222.
+type Options struct {
+	// Spaces lists the spaces to serve; DefaultSpace when empty.
+	Spaces []wire.Space
+	Host   string
+	// Port is the client port: 0 takes broker.DefaultPort, a negative value any free port.
+	Port int
+	// Open runs without authentication, loopback only: anyone local can do anything.
+	Open bool
+	TLS  *broker.TLSConfig
+	// Log receives the broker's log; nil discards it.
+	Log *slog.Logger
+}
+
+// AlreadyRunningError is returned by Up when the directory's mesh is already running.
+type AlreadyRunningError struct{ State *State }
+
+// Error implements error.
+func (e *AlreadyRunningError) Error() string {
+	return fmt.Sprintf("a mesh is already running at %s (pid %d)", e.State.URL, e.State.PID)
+}
+
+// Mesh is a running mesh: the embedded broker and its provisioned spaces.
+type Mesh struct {
+	dir    Dir
+	server *broker.Server
+	auth   *Authority
+	state  State
+	// Reports are the provisioning reports, by space.
+	Reports map[wire.Space]*space.Report
+}
+
+// Up starts the mesh of d: it loads or creates the keys (auth mode), renders and writes the broker
+// configuration, starts the embedded broker, provisions every space under a least-privilege
+// provisioner credential, and records the mesh as running. It returns *AlreadyRunningError when
+// d's mesh is up, and leaves nothing running when it fails.
+func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
+	spaces := o.Spaces
+	if len(spaces) == 0 {
+		spaces = []wire.Space{DefaultSpace}
+	}
+	for _, s := range spaces {
+		if _, err := wire.ParseSpace(string(s)); err != nil {
+			return nil, err
+		}
+	}
+	if err := atomicfile.MkdirPrivate(d.Path); err != nil {
+		return nil, err
+	}
+	if st, err := d.ReadState(); err == nil {
+		return nil, &AlreadyRunningError{State: st}
+	} else if !errors.Is(err, ErrNotRunning) {
+		return nil, err
+	}
+	port := o.Port
+	switch {
+	case port == 0:
+		port = broker.DefaultPort
+	case port < 0:
+		port = 0
+	}
+	cfg := broker.Config{Host: o.Host, Port: port, StoreDir: d.StoreDir(), TLS: o.TLS}
+	m := &Mesh{dir: d, Reports: map[wire.Space]*space.Report{}}
+	var conf []byte
+	var err error
+	if o.Open {
+		conf, err = broker.RenderOpen(cfg)
+	} else {
+		if m.auth, err = OpenAuthority(d); err != nil {
+			return nil, err
+		}
+		var trust broker.Trust
+		if trust, err = m.auth.Trust(spaces); err != nil {
+			return nil, err
+		}
+		conf, err = broker.RenderAuth(cfg, trust)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(d.ConfPath(), conf, 0o600); err != nil {
+		return nil, err
+	}
+	if m.server, err = broker.Start(ctx, d.ConfPath(), o.Log); err != nil {
+		return nil, err
+	}
+	url := m.server.ClientURL()
+	if o.TLS != nil {
+		url = "tls://" + m.server.Addr().String()
+	}
+	if err := m.provision(ctx, url, spaces, o.Open); err != nil {
+		m.stopServer()
+		return nil, err
+	}
+	m.state = State{PID: os.Getpid(), URL: url, Spaces: spaces, Open: o.Open, StartedAt: time.Now().UTC().Truncate(time.Second)}
+	if err := d.writeState(&m.state); err != nil {
+		m.stopServer()
+		return nil, err
+	}
+	return m, nil
+}
+
+// provision provisions every space with the defaults of the mesh's mode: an authenticated mesh
+// runs the delivery daemon, so channels default to durable; an open one has no daemon and
+// defaults to live.
+func (m *Mesh) provision(ctx context.Context, url string, spaces []wire.Space, open bool) error {
+	yes := true
+	defaults := wire.ChannelDefaults{Replay: &yes, DeliveryClass: wire.ClassDurable}
+	if open {
+		defaults = wire.ChannelDefaults{DeliveryClass: wire.ClassLive}
+	}
+	for _, s := range spaces {
+		var rep *space.Report
+		var err error
+		if open {
+			rep, err = provisionOpen(ctx, url, s, defaults)
+		} else {
+			rep, err = m.auth.Provision(ctx, url, s, defaults)
+		}
+		if err != nil {
+			return fmt.Errorf("provision space %s: %w", s, err)
+		}
+		m.Reports[s] = rep
+	}
+	return nil
+}
+
+// URL returns the URL clients connect to.
+func (m *Mesh) URL() string { return m.state.URL }
+
+// State returns the mesh's recorded state.
+func (m *Mesh) State() State { return m.state }
+
+// Authority returns the mesh's minting authority, nil for an open mesh.
+func (m *Mesh) Authority() *Authority { return m.auth }
+
+// Shutdown stops the broker (flushing JetStream) and clears the running record.
+func (m *Mesh) Shutdown(ctx context.Context) error {
+	m.dir.clearState(m.state.PID)
+	return m.server.Shutdown(ctx)
+}
+
+func (m *Mesh) stopServer() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = m.server.Shutdown(ctx) // already failing; the first error is the one to report
+}

@@ -1,0 +1,187 @@
+// Package meshtest is the integration-test harness: a real authenticated mesh (embedded
+// nats-server, operator mode, provisioned spaces) in a temporary directory on a free port, with
+// credentials for any profile and clients that report what the broker refused. NATS is never
+// mocked.
+package meshtest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Mesh is a running test mesh. Its Space is the first space it serves.
+type Mesh struct {
+	*mesh.Mesh
+	Dir   mesh.Dir
+	Space wire.Space
+}
+
+// Option configures Start.
+type Option func(*mesh.Options)
+
+// WithSpaces serves these spaces instead of "main".
+func WithSpaces(spaces ...wire.Space) Option {
+	return func(o *mesh.Options) { o.Spaces = spaces }
+}
+
+// Start runs an authenticated mesh for the test and stops it at cleanup.
+func Start(t testing.TB, opts ...Option) *Mesh {
+	t.Helper()
+	o := mesh.Options{Port: -1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	dir := mesh.Dir{Path: t.TempDir() + "/" + mesh.DirName}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := mesh.Up(ctx, dir, o)
+	if err != nil {
+		t.Fatalf("start mesh: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := m.Shutdown(ctx); err != nil {
+			t.Errorf("stop mesh: %v", err)
+		}
+	})
+	return &Mesh{Mesh: m, Dir: dir, Space: m.State().Spaces[0]}
+}
+
+// Mint mints a credential in the mesh's first space unless req names another.
+func (m *Mesh) Mint(t testing.TB, req mesh.MintRequest) *authority.Credential {
+	t.Helper()
+	if req.Space == "" {
+		req.Space = m.Space
+	}
+	cred, err := m.Authority().Mint(req)
+	if err != nil {
+		t.Fatalf("mint %s %s: %v", req.Profile, req.Name, err)
+	}
+	return cred
+}
+
+// Agent mints an agent credential for name, provisions its durables, and connects it.
+func (m *Mesh) Agent(t testing.TB, req mesh.MintRequest) (*authority.Credential, *Client) {
+	t.Helper()
+	req.Profile = authority.ProfileAgent
+	cred := m.Mint(t, req)
+	sp := req.Space
+	if sp == "" {
+		sp = m.Space
+	}
+	if err := m.Authority().ProvisionAgent(t.Context(), m.URL(), sp, cred, req.Role); err != nil {
+		t.Fatalf("provision agent %s: %v", req.Name, err)
+	}
+	return cred, m.Connect(t, cred)
+}
+
+// Client is a connection that records the asynchronous errors the broker sends it, so a test
+// can tell that the broker refused an operation (a permission violation) rather than our code.
+type Client struct {
+	*nats.Conn
+	JS jetstream.JetStream
+
+	mu     sync.Mutex
+	errs   []error
+	notify chan struct{}
+}
+
+// Connect connects cred to the mesh, closing the connection at cleanup.
+func (m *Mesh) Connect(t testing.TB, cred *authority.Credential, opts ...nats.Option) *Client {
+	t.Helper()
+	c := &Client{notify: make(chan struct{}, 1)}
+	opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.record(err) }))
+	nc, err := mesh.Connect(t.Context(), m.URL(), cred, opts...)
+	if err != nil {
+		t.Fatalf("connect %s: %v", cred.Principal, err)
+	}
+	t.Cleanup(nc.Close)
+	c.Conn = nc
+	if c.JS, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *Client) record(err error) {
+	c.mu.Lock()
+	c.errs = append(c.errs, err)
+	c.mu.Unlock()
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+// verdictWait bounds how long a test waits for the broker's verdict on a sentinel. It arrives
+// within a round trip; the bound only keeps a broken test from hanging.
+const verdictWait = 10 * time.Second
+
+// sentinelPrefix starts subjects that no profile may publish to.
+const sentinelPrefix = "_meshtest.sentinel."
+
+// Refused reports whether the broker refused op ("Publish" or "Subscription") on subject, as a
+// permission violation on this connection. It is deterministic: after what was sent, it publishes
+// to a sentinel subject no credential may use and waits for that refusal; the broker judges a
+// connection's messages in order and the client reports them in order, so every verdict on what
+// came before has been recorded by then.
+func (c *Client) Refused(op, subject string) (bool, error) {
+	sentinel := sentinelPrefix + nuid.Next()
+	if err := c.Publish(sentinel, nil); err != nil {
+		return false, fmt.Errorf("publish sentinel: %w", err)
+	}
+	if err := c.Flush(); err != nil {
+		return false, fmt.Errorf("flush: %w", err)
+	}
+	if err := c.waitFor(violation("Publish", sentinel)); err != nil {
+		return false, err
+	}
+	want := violation(op, subject)
+	for _, err := range c.Errors() {
+		if strings.Contains(err.Error(), want) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func violation(op, subject string) string {
+	return fmt.Sprintf("Permissions Violation for %s to %q", op, subject)
+}
+
+func (c *Client) waitFor(text string) error {
+	deadline := time.NewTimer(verdictWait)
+	defer deadline.Stop()
+	for {
+		for _, err := range c.Errors() {
+			if strings.Contains(err.Error(), text) {
+				return nil
+			}
+		}
+		select {
+		case <-c.notify:
+		case <-deadline.C:
+			return fmt.Errorf("no %q from the broker within %s (errors seen: %v)", text, verdictWait, c.Errors())
+		}
+	}
+}
+
+// Errors returns the asynchronous errors recorded so far.
+func (c *Client) Errors() []error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]error(nil), c.errs...)
+}

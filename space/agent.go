@@ -1,0 +1,110 @@
+package space
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// Agent names what ProvisionAgent creates durables for.
+type Agent struct {
+	Lifecycle wire.Lifecycle
+	// Role, when set, also gets its shared task durable.
+	Role string
+}
+
+// ProvisionAgent pre-creates an agent lifecycle's durables, which the agent's credential may bind
+// but never create (SPEC §8): dm_<o>-<a>-<uid> on DM starting after the activation frontier, so a
+// successor inherits none of a predecessor's messages; dlv_<o>-<a>-<uid> on DLV; and svc_<role> on
+// TASK when the agent has a role. An existing dm_ durable is kept as it is, so its frontier never
+// moves. The connection needs the provisioner profile's grants.
+func ProvisionAgent(ctx context.Context, js jetstream.JetStream, space wire.Space, a Agent) error {
+	if a.Lifecycle.Principal.IsZero() {
+		return &wire.ValidationError{Field: "lifecycle", Rule: "is required"}
+	}
+	if _, err := wire.ParseLifecycleUID(string(a.Lifecycle.UID)); err != nil {
+		return err
+	}
+	if err := ensureDM(ctx, js, space, a.Lifecycle); err != nil {
+		return err
+	}
+	dlv := jetstream.ConsumerConfig{
+		Durable:       wire.DLVDurable(a.Lifecycle),
+		FilterSubject: space.DlvSubject(a.Lifecycle),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       AckWait,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if err := createConsumer(ctx, js, space.DLVStream(), dlv); err != nil {
+		return err
+	}
+	if a.Role == "" {
+		return nil
+	}
+	return ProvisionRole(ctx, js, space, a.Role)
+}
+
+// ProvisionRole creates the task durable svc_<role> shared by every member of role. No deliver
+// policy is set, so the server's (all) applies, as in the reference.
+func ProvisionRole(ctx context.Context, js jetstream.JetStream, space wire.Space, role string) error {
+	name, err := wire.TaskDurable(role)
+	if err != nil {
+		return err
+	}
+	filter, err := space.AnycastFilter(role)
+	if err != nil {
+		return err
+	}
+	cfg := jetstream.ConsumerConfig{Durable: name, FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy, AckWait: AckWait}
+	return createConsumer(ctx, js, space.TaskStream(), cfg)
+}
+
+// ensureDM creates the dm_ durable at the activation frontier: the DM stream's last sequence when
+// the lifecycle is provisioned (deliver all on a stream never written, as the reference does).
+func ensureDM(ctx context.Context, js jetstream.JetStream, space wire.Space, l wire.Lifecycle) error {
+	stream, name := space.DMStream(), wire.DMDurable(l)
+	if _, err := js.Consumer(ctx, stream, name); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("inspect durable %s on %s: %w", name, stream, err)
+	}
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("read the activation frontier of %s: %w", stream, err)
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       name,
+		FilterSubject: space.DMFilter(l.Principal),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       AckWait,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if frontier := st.CachedInfo().State.LastSeq; frontier > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, frontier+1
+	}
+	_, err = js.CreateConsumer(ctx, stream, cfg)
+	if err == nil {
+		return nil
+	}
+	if _, perr := js.Consumer(ctx, stream, name); perr == nil {
+		return nil // a concurrent provisioner of the same lifecycle won
+	}
+	return fmt.Errorf("create durable %s on %s: %w", name, stream, err)
+}
+
+// createConsumer creates a durable, succeeding when an identical one exists. A different existing
+// one is an error naming it, never replaced.
+func createConsumer(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) error {
+	_, err := js.CreateConsumer(ctx, stream, cfg)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		return fmt.Errorf("create durable %s on %s: one with a different configuration exists (left untouched): %w", cfg.Durable, stream, err)
+	}
+	if err != nil {
+		return fmt.Errorf("create durable %s on %s: %w", cfg.Durable, stream, err)
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package space
+
+import (
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// Bucket TTLs and sizes (SPEC §6, §8).
+const (
+	// PresenceTTL expires a presence row once its writer stops heartbeating: the liveness window.
+	PresenceTTL = wire.LivenessWindow
+	// DeliveryLeaseTTL expires a crashed delivery daemon's lease.
+	DeliveryLeaseTTL = 30 * time.Second
+	// ManagerLeaseTTL expires a crashed manager's lease.
+	ManagerLeaseTTL = 10 * time.Second
+	// membershipMaxBytes caps the display-only membership feed.
+	membershipMaxBytes = 64 << 20
+	// chatHistoryPerSubject keeps the newest messages per chat subject, and per inbox subject.
+	chatHistoryPerSubject = 1000
+	// duplicateWindow is the message streams' de-duplication window for Nats-Msg-Id.
+	duplicateWindow = 2 * time.Minute
+	// inboxDuplicateWindow is longer on the durable backstop, where a copy may be retried later.
+	inboxDuplicateWindow = 2 * time.Hour
+	// AckWait is how long a delivered durable message stays unacknowledged before redelivery.
+	AckWait = 60 * time.Second
+)
+
+// messageStream is the shared base of the five message streams (the reference's backup-config):
+// every limit explicit, file storage, one replica, discard old.
+func messageStream(name, subject string) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:              name,
+		Subjects:          []string{subject},
+		Retention:         jetstream.LimitsPolicy,
+		Storage:           jetstream.FileStorage,
+		MaxConsumers:      -1,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxMsgsPerSubject: -1,
+		MaxMsgSize:        -1,
+		Discard:           jetstream.DiscardOld,
+		Replicas:          1,
+		Duplicates:        duplicateWindow,
+		Compression:       jetstream.NoCompression,
+	}
+}
+
+// kvStream is a bucket's backing stream as the reference's KV client makes it. It is created
+// directly rather than through jetstream.CreateKeyValue, which always sets deny_delete and would
+// make the bucket differ from (and refuse to be re-created against) one the reference made.
+func kvStream(b wire.Bucket, ttl time.Duration, storage jetstream.StorageType, maxBytes int64) jetstream.StreamConfig {
+	c := jetstream.StreamConfig{
+		Name:              b.Stream(),
+		Subjects:          []string{b.Subject(">")},
+		Retention:         jetstream.LimitsPolicy,
+		Storage:           storage,
+		MaxConsumers:      -1,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxMsgSize:        -1,
+		MaxMsgsPerSubject: 1,
+		MaxAge:            ttl,
+		Discard:           jetstream.DiscardNew,
+		Replicas:          1,
+		Duplicates:        duplicateWindow,
+		Compression:       jetstream.NoCompression,
+		AllowDirect:       true,
+		AllowRollup:       true,
+	}
+	if ttl > 0 && ttl < c.Duplicates {
+		c.Duplicates = ttl // the server caps the window at max_age
+	}
+	if maxBytes > 0 {
+		c.MaxBytes = maxBytes
+	}
+	return c
+}
+
+// resource is one stream of a space and how to treat an existing copy of it.
+type resource struct {
+	cfg jetstream.StreamConfig
+	// ttl marks a bucket whose max_age is its TTL: a different max_age is reconciled (updated)
+	// rather than reported, as TTLs change between releases.
+	ttl bool
+}
+
+// resources returns every stream of the space in creation order.
+func resources(s wire.Space) []resource {
+	chat := messageStream(s.ChatStream(), s.KindAll(wire.KindChat))
+	chat.MaxMsgsPerSubject = chatHistoryPerSubject
+	chat.AllowDirect = true
+	task := messageStream(s.TaskStream(), s.KindAll(wire.KindSvc))
+	task.Retention = jetstream.WorkQueuePolicy
+	inbox := messageStream(s.InboxStream(), s.KindAll(wire.KindDinbox))
+	inbox.MaxMsgsPerSubject, inbox.Duplicates = chatHistoryPerSubject, inboxDuplicateWindow
+	dlv := messageStream(s.DLVStream(), s.KindAll(wire.KindDlv))
+	dlv.MaxMsgsPerSubject, dlv.Duplicates = chatHistoryPerSubject, inboxDuplicateWindow
+	return []resource{
+		{cfg: chat},
+		{cfg: messageStream(s.DMStream(), s.KindAll(wire.KindInst))},
+		{cfg: task},
+		{cfg: inbox},
+		{cfg: dlv},
+		{cfg: kvStream(s.PresenceBucket(), PresenceTTL, jetstream.MemoryStorage, 0), ttl: true},
+		{cfg: kvStream(s.DeliveryBucket(), DeliveryLeaseTTL, jetstream.FileStorage, 0), ttl: true},
+		{cfg: kvStream(s.ManagerBucket(), ManagerLeaseTTL, jetstream.FileStorage, 0), ttl: true},
+		{cfg: kvStream(s.ChannelsBucket(), 0, jetstream.FileStorage, 0)},
+		{cfg: kvStream(s.MembersBucket(), 0, jetstream.FileStorage, 0)},
+		{cfg: kvStream(s.ACLBucket(), 0, jetstream.FileStorage, 0)},
+		{cfg: kvStream(s.MembershipBucket(), 0, jetstream.FileStorage, membershipMaxBytes)},
+	}
+}
+
+// Streams returns the names of every stream a provisioned space has, in creation order.
+func Streams(s wire.Space) []string {
+	rs := resources(s)
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		names[i] = r.cfg.Name
+	}
+	return names
+}

@@ -1,0 +1,288 @@
+package space_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/broker"
+	"github.com/gocotal/cotal/space"
+	"github.com/gocotal/cotal/wire"
+)
+
+// openJS starts an open embedded broker for the test and returns a JetStream context on it.
+func openJS(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	conf, err := broker.RenderOpen(broker.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "server.conf")
+	if err := os.WriteFile(path, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := broker.Start(t.Context(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx) // the test is over; a slow shutdown is not its failure
+	})
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+var durable = wire.ChannelDefaults{Replay: ptr(true), DeliveryClass: wire.ClassDurable}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestProvisionCreatesTheContract(t *testing.T) {
+	js := openJS(t)
+	ctx := t.Context()
+	rep, err := space.Provision(ctx, js, "main", durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Created, space.Streams("main")) || !rep.DefaultsWritten {
+		t.Errorf("report %+v", rep)
+	}
+	cfg := func(name string) jetstream.StreamConfig {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		return st.CachedInfo().Config
+	}
+	chat := cfg("CHAT_main")
+	if chat.MaxMsgsPerSubject != 1000 || !chat.AllowDirect || chat.Discard != jetstream.DiscardOld || chat.Duplicates != 2*time.Minute ||
+		chat.Storage != jetstream.FileStorage || chat.Subjects[0] != "cotal.main.chat.>" || chat.MaxMsgs != -1 {
+		t.Errorf("CHAT config %+v", chat)
+	}
+	if dm := cfg("DM_main"); dm.AllowDirect || dm.MaxMsgsPerSubject != -1 || dm.Subjects[0] != "cotal.main.inst.>" {
+		t.Errorf("DM config %+v", dm)
+	}
+	if task := cfg("TASK_main"); task.Retention != jetstream.WorkQueuePolicy || task.Subjects[0] != "cotal.main.svc.>" {
+		t.Errorf("TASK config %+v", task)
+	}
+	if in := cfg("INBOX_main"); in.Duplicates != 2*time.Hour || in.MaxMsgsPerSubject != 1000 || in.Subjects[0] != "cotal.main.dinbox.>" {
+		t.Errorf("INBOX config %+v", in)
+	}
+	if p := cfg("KV_cotal_presence_main"); p.MaxAge != 6*time.Second || p.Storage != jetstream.MemoryStorage || p.Duplicates != 6*time.Second ||
+		p.DenyDelete || !p.AllowRollup || p.Discard != jetstream.DiscardNew || p.MaxMsgsPerSubject != 1 {
+		t.Errorf("presence config %+v", p)
+	}
+	if d := cfg("KV_cotal_delivery_main"); d.MaxAge != 30*time.Second || d.Storage != jetstream.FileStorage {
+		t.Errorf("delivery config %+v", d)
+	}
+	if m := cfg("KV_cotal_manager_main"); m.MaxAge != 10*time.Second {
+		t.Errorf("manager config %+v", m)
+	}
+	if m := cfg("KV_cotal_membership_main"); m.MaxBytes != 64<<20 || m.MaxAge != 0 {
+		t.Errorf("membership config %+v", m)
+	}
+	kv, err := js.KeyValue(ctx, "cotal_channels_main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, wire.ChannelDefaultsKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(e.Value()) != `{"replay":true,"deliveryClass":"durable"}` {
+		t.Errorf("=defaults = %s", e.Value())
+	}
+
+	again, err := space.Provision(ctx, js, "main", durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Changed() {
+		t.Errorf("a second provisioning changed something: %+v", again)
+	}
+}
+
+func TestProvisionReportsDriftAndKeepsData(t *testing.T) {
+	js := openJS(t)
+	ctx := t.Context()
+	drifted := jetstream.StreamConfig{Name: "CHAT_main", Subjects: []string{"cotal.main.chat.>"}, MaxMsgsPerSubject: 500, Storage: jetstream.FileStorage}
+	if _, err := js.CreateStream(ctx, drifted); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "cotal.main.chat.local.a.general", []byte("keep me")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := space.Provision(ctx, js, "main", durable)
+	var de *space.DriftError
+	if !errors.As(err, &de) {
+		t.Fatalf("Provision = %v, want a DriftError", err)
+	}
+	fields := map[string]bool{}
+	for _, d := range de.Drifts {
+		if d.Resource != "CHAT_main" {
+			t.Errorf("drift reported on %s", d.Resource)
+		}
+		fields[d.Field] = true
+	}
+	for _, f := range []string{"max_msgs_per_subject", "allow_direct"} {
+		if !fields[f] {
+			t.Errorf("drift of %s not reported: %v", f, err)
+		}
+	}
+	st, err := js.Stream(ctx, "CHAT_main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := st.CachedInfo(); info.State.Msgs != 1 || info.Config.MaxMsgsPerSubject != 500 {
+		t.Errorf("the drifted stream was changed: %d msgs, max_msgs_per_subject %d", info.State.Msgs, info.Config.MaxMsgsPerSubject)
+	}
+	if _, err := js.Stream(ctx, "DM_main"); err != nil {
+		t.Errorf("the rest of the space was not provisioned: %v", err)
+	}
+}
+
+func TestProvisionReconcilesTTL(t *testing.T) {
+	js := openJS(t)
+	ctx := t.Context()
+	old := jetstream.StreamConfig{
+		Name: "KV_cotal_delivery_main", Subjects: []string{"$KV.cotal_delivery_main.>"}, Storage: jetstream.FileStorage,
+		MaxMsgsPerSubject: 1, MaxAge: time.Minute, Discard: jetstream.DiscardNew, AllowDirect: true, AllowRollup: true,
+		MaxMsgs: -1, MaxBytes: -1, MaxMsgSize: -1, MaxConsumers: -1, Replicas: 1,
+	}
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := space.Provision(ctx, js, "main", durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(rep.Reconciled, "KV_cotal_delivery_main") {
+		t.Errorf("report %+v", rep)
+	}
+	st, err := js.Stream(ctx, "KV_cotal_delivery_main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := st.CachedInfo().Config; c.MaxAge != 30*time.Second || c.Duplicates > 30*time.Second {
+		t.Errorf("TTL not reconciled: max_age %s, duplicate_window %s", c.MaxAge, c.Duplicates)
+	}
+}
+
+func TestProvisionKeepsExistingDefaults(t *testing.T) {
+	js := openJS(t)
+	ctx := t.Context()
+	if _, err := space.Provision(ctx, js, "main", wire.ChannelDefaults{DeliveryClass: wire.ClassLive}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := space.Provision(ctx, js, "main", durable)
+	if err != nil || rep.DefaultsWritten {
+		t.Fatalf("Provision = %+v, %v", rep, err)
+	}
+	kv, err := js.KeyValue(ctx, "cotal_channels_main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Defaults without a class (written by hand) get the class added, keeping the rest.
+	if _, err := kv.Put(ctx, wire.ChannelDefaultsKey, []byte(`{"replay":false}`)); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := space.Provision(ctx, js, "main", durable); err != nil || !rep.DefaultsWritten {
+		t.Fatalf("Provision = %+v, %v", rep, err)
+	}
+	e, err := kv.Get(ctx, wire.ChannelDefaultsKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d wire.ChannelDefaults
+	if err := json.Unmarshal(e.Value(), &d); err != nil || d.Replay == nil || *d.Replay || d.DeliveryClass != wire.ClassDurable {
+		t.Errorf("=defaults = %s (%v)", e.Value(), err)
+	}
+	if _, err := space.Provision(ctx, js, "main", wire.ChannelDefaults{DeliveryClass: "sometimes"}); err == nil {
+		t.Error("invalid defaults must be refused")
+	}
+}
+
+func TestProvisionAgentDurables(t *testing.T) {
+	js := openJS(t)
+	ctx := t.Context()
+	sp := wire.Space("main")
+	if _, err := space.Provision(ctx, js, sp, durable); err != nil {
+		t.Fatal(err)
+	}
+	alice, _ := wire.NewPrincipal("local", "alice")
+	bob, _ := wire.NewPrincipal("local", "bob")
+	for range 3 {
+		if _, err := js.Publish(ctx, sp.DMSubject(bob, alice), []byte("before")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	life := wire.Lifecycle{Principal: bob, UID: wire.NewLifecycleUID()}
+	agent := space.Agent{Lifecycle: life, Role: "reviewer"}
+	if err := space.ProvisionAgent(ctx, js, sp, agent); err != nil {
+		t.Fatal(err)
+	}
+	dm, err := js.Consumer(ctx, sp.DMStream(), wire.DMDurable(life))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dm.CachedInfo().Config
+	if c.DeliverPolicy != jetstream.DeliverByStartSequencePolicy || c.OptStartSeq != 4 || c.AckPolicy != jetstream.AckExplicitPolicy ||
+		c.AckWait != time.Minute || c.FilterSubject != "cotal.main.inst.local.bob.>" || c.InactiveThreshold != 0 {
+		t.Errorf("dm_ config %+v", c)
+	}
+	// A new message after activation is the first the lifecycle sees.
+	if _, err := js.Publish(ctx, sp.DMSubject(bob, alice), []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := dm.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil || string(msg.Data()) != "after" {
+		t.Fatalf("first dm = %v, %v; want the one after activation", msg, err)
+	}
+	// Re-provisioning keeps the durable and its frontier.
+	if err := space.ProvisionAgent(ctx, js, sp, agent); err != nil {
+		t.Fatal(err)
+	}
+	if dm2, err := js.Consumer(ctx, sp.DMStream(), wire.DMDurable(life)); err != nil || dm2.CachedInfo().Config.OptStartSeq != 4 {
+		t.Errorf("re-provisioning moved the frontier: %v", err)
+	}
+	dlv, err := js.Consumer(ctx, sp.DLVStream(), wire.DLVDurable(life))
+	if err != nil || dlv.CachedInfo().Config.FilterSubject != sp.DlvSubject(life) {
+		t.Errorf("dlv_ durable: %v", err)
+	}
+	svc, err := js.Consumer(ctx, sp.TaskStream(), "svc_reviewer")
+	if err != nil || svc.CachedInfo().Config.FilterSubject != "cotal.main.svc.reviewer.>" {
+		t.Errorf("svc_ durable: %v", err)
+	}
+	// A fresh lifecycle on an empty DM stream delivers from the start.
+	other := wire.Space("other")
+	if _, err := space.Provision(ctx, js, other, durable); err != nil {
+		t.Fatal(err)
+	}
+	fresh := wire.Lifecycle{Principal: bob, UID: wire.NewLifecycleUID()}
+	if err := space.ProvisionAgent(ctx, js, other, space.Agent{Lifecycle: fresh}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := js.Consumer(ctx, other.DMStream(), wire.DMDurable(fresh)); err != nil || c.CachedInfo().Config.DeliverPolicy != jetstream.DeliverAllPolicy {
+		t.Errorf("dm_ on an empty stream: %v", err)
+	}
+	if err := space.ProvisionAgent(ctx, js, sp, space.Agent{}); !errors.Is(err, wire.ErrInvalid) {
+		t.Errorf("an agent without a lifecycle must be refused: %v", err)
+	}
+}
