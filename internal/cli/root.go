@@ -9,6 +9,10 @@ import (
 
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/down"
+	"github.com/gocotal/cotal/internal/cli/mint"
+	"github.com/gocotal/cotal/internal/cli/status"
+	"github.com/gocotal/cotal/internal/cli/up"
 	"github.com/gocotal/cotal/internal/cli/version"
 )
 
@@ -33,7 +37,13 @@ func NewCmdRoot(io *iostreams.IOStreams) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exit.UsageError{Err: err}
 	})
-	root.AddCommand(version.NewCmdVersion(io, nil))
+	root.AddCommand(
+		up.NewCmdUp(io, nil),
+		down.NewCmdDown(io, nil),
+		status.NewCmdStatus(io, nil),
+		mint.NewCmdMint(io, nil),
+		version.NewCmdVersion(io, nil),
+	)
 	for _, c := range append(root.Commands(), root) {
 		c.Args = usageArgs(c.Args)
 	}

@@ -188,3 +188,29 @@ func dial(ctx context.Context, url string, opts ...nats.Option) (*nats.Conn, err
 	}
 	return nc, nil
 }
+
+// Inspector returns a JetStream context that can read the stream info of every stream of sp on
+// the running mesh st: a one-shot provisioner credential in auth mode (the only profile with
+// STREAM.INFO on all of them), the open connection otherwise. closeFn closes it.
+func Inspector(ctx context.Context, d Dir, st *State, sp wire.Space) (js jetstream.JetStream, closeFn func(), err error) {
+	var nc *nats.Conn
+	if st.Open {
+		if nc, err = dial(ctx, st.URL); err != nil {
+			return nil, nil, err
+		}
+		if js, err = jetstream.New(nc); err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+		return js, nc.Close, nil
+	}
+	a, err := OpenAuthority(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, js, err = a.session(ctx, st.URL, sp, authority.ProfileProvisioner)
+	if err != nil {
+		return nil, nil, err
+	}
+	return js, nc.Close, nil
+}

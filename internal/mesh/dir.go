@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -83,4 +84,16 @@ func (d Dir) CredsDir(space wire.Space) string {
 // CredsPath is where `cotal mint NAME` writes NAME's creds by default.
 func (d Dir) CredsPath(space wire.Space, name string) string {
 	return filepath.Join(d.CredsDir(space), name+".creds")
+}
+
+// WriteCreds writes a creds file (0600, atomically), creating its directory with mode 0700 when it
+// is inside d. A directory elsewhere must exist: a typo in --out should not create a tree.
+func (d Dir) WriteCreds(path string, creds []byte) error {
+	dir := filepath.Dir(path)
+	if rel, err := filepath.Rel(d.Path, dir); err == nil && filepath.IsLocal(rel) {
+		if err := atomicfile.MkdirPrivate(dir); err != nil {
+			return err
+		}
+	}
+	return atomicfile.Write(path, creds, 0o600)
 }

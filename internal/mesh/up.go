@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/gocotal/cotal/authority"
 	"github.com/gocotal/cotal/broker"
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/space"
@@ -112,6 +113,12 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 		m.stopServer()
 		return nil, err
 	}
+	if !o.Open {
+		if err := m.writeAdminCreds(spaces); err != nil {
+			m.stopServer()
+			return nil, err
+		}
+	}
 	m.state = State{PID: os.Getpid(), URL: url, Spaces: spaces, Open: o.Open, StartedAt: time.Now().UTC().Truncate(time.Second)}
 	if err := d.writeState(&m.state); err != nil {
 		m.stopServer()
@@ -141,6 +148,24 @@ func (m *Mesh) provision(ctx context.Context, url string, spaces []wire.Space, o
 			return fmt.Errorf("provision space %s: %w", s, err)
 		}
 		m.Reports[s] = rep
+	}
+	return nil
+}
+
+// AdminCredsName is the creds file Up writes in each space's creds directory: a read-only admin
+// credential for watching the mesh (with the nats CLI, say).
+const AdminCredsName = "admin"
+
+// writeAdminCreds mints and writes each space's admin credential.
+func (m *Mesh) writeAdminCreds(spaces []wire.Space) error {
+	for _, sp := range spaces {
+		cred, err := m.auth.Mint(MintRequest{Space: sp, Profile: authority.ProfileAdmin, Name: AdminCredsName})
+		if err != nil {
+			return err
+		}
+		if err := m.dir.WriteCreds(m.dir.CredsPath(sp, AdminCredsName), cred.Creds); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -1,0 +1,277 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
+)
+
+// envRunCLI makes the test binary act as the cotal binary, so `up --detach` can re-execute it.
+const envRunCLI = "COTAL_CLI_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunCLI) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Main(ctx, iostreams.System(), os.Args[1:])
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// run runs the CLI with args and returns the exit code and the captured output.
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	io, _, out, errOut := iostreams.Test()
+	code := Main(t.Context(), io, args)
+	return code, out.String(), errOut.String()
+}
+
+// waitUp polls until the mesh in dir records itself as running, reporting the last error.
+func waitUp(t *testing.T, dir string, done <-chan int) *mesh.State {
+	t.Helper()
+	d := mesh.Dir{Path: filepath.Join(dir, mesh.DirName)}
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		var st *mesh.State
+		if st, err = d.ReadState(); err == nil {
+			return st
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("cotal up exited with %d before the mesh came up", code)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("the mesh did not come up: %v", err)
+	return nil
+}
+
+func TestUpStatusMintDown(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan int, 1)
+	upIO, _, upOut, upErr := iostreams.Test()
+	go func() { done <- Main(ctx, upIO, []string{"up", "--dir", dir, "--port", "0"}) }()
+	st := waitUp(t, dir, done)
+
+	code, out, stderr := run(t, "status", "--dir", dir, "--json")
+	if code != exit.OK {
+		t.Fatalf("status exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Running bool
+		URL     string
+		Spaces  []struct {
+			Space       string
+			Provisioned bool
+			Streams     []struct{ Name string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("status --json %q: %v", out, err)
+	}
+	if !rep.Running || rep.URL != st.URL || len(rep.Spaces) != 1 || !rep.Spaces[0].Provisioned || len(rep.Spaces[0].Streams) != 12 {
+		t.Errorf("status = %+v", rep)
+	}
+
+	code, out, stderr = run(t, "mint", "alice", "--dir", dir, "--subscribe", "team.backend", "--role", "reviewer", "--provision", "--json")
+	if code != exit.OK {
+		t.Fatalf("mint exit %d: %s", code, stderr)
+	}
+	var res struct{ Principal, LifecycleUID, Creds string }
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("mint --json %q: %v", out, err)
+	}
+	if res.Principal != "local.alice" {
+		t.Errorf("principal %q", res.Principal)
+	}
+	uid, err := wire.ParseLifecycleUID(res.LifecycleUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(res.Creds); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("creds file %s: %v %v", res.Creds, fi, err)
+	}
+
+	// The creds file works with plain nats.go: bind the provisioned dm_ durable.
+	nc, err := nats.Connect(st.URL, nats.UserCredentials(res.Creds), nats.CustomInboxPrefix(inboxOf(t, res.Creds)))
+	if err != nil {
+		t.Fatalf("connect with the minted creds: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := wire.NewPrincipal("local", "alice")
+	if _, err := js.Consumer(t.Context(), "DM_main", wire.DMDurable(wire.Lifecycle{Principal: p, UID: uid})); err != nil {
+		t.Errorf("bind the provisioned dm durable: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, mesh.DirName, "creds", "main", "admin.creds")); err != nil {
+		t.Errorf("up wrote no admin creds: %v", err)
+	}
+
+	code, _, stderr = run(t, "up", "--dir", dir, "--port", "0")
+	if code != exit.OK || !strings.Contains(stderr, "already running") {
+		t.Errorf("a second up: exit %d, %q", code, stderr)
+	}
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != exit.OK {
+			t.Errorf("up exited %d: %s", code, upErr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("up did not stop")
+	}
+	if !strings.Contains(upOut.String(), st.URL) || !strings.Contains(upOut.String(), "space:  main") {
+		t.Errorf("up printed %q", upOut)
+	}
+	if code, _, _ := run(t, "status", "--dir", dir); code != exit.Failed {
+		t.Errorf("status of a stopped mesh exits %d, want %d", code, exit.Failed)
+	}
+}
+
+// inboxOf returns the inbox prefix a static credential's grant allows: "_INBOX_" and its user key,
+// the subject of its JWT.
+func inboxOf(t *testing.T, credsPath string) string {
+	t.Helper()
+	raw, err := os.ReadFile(credsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jwt.ParseDecoratedJWT(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := jwt.DecodeUserClaims(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "_INBOX_" + uc.Subject
+}
+
+func TestDetachAndDown(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(envRunCLI, "1")
+	code, out, stderr := run(t, "up", "--detach", "--dir", dir, "--port", "0")
+	if code != exit.OK {
+		t.Fatalf("up --detach exit %d: %s", code, stderr)
+	}
+	st := waitUp(t, dir, nil)
+	if st.PID == os.Getpid() || !strings.Contains(out, st.URL) {
+		t.Errorf("detached mesh pid %d, output %q", st.PID, out)
+	}
+	if code, _, stderr := run(t, "status", "--dir", dir); code != exit.OK {
+		t.Errorf("status of the detached mesh exit %d: %s", code, stderr)
+	}
+	code, _, stderr = run(t, "down", "--dir", dir)
+	if code != exit.OK || !strings.Contains(stderr, "stopped") {
+		t.Fatalf("down exit %d: %s", code, stderr)
+	}
+	if _, err := (mesh.Dir{Path: filepath.Join(dir, mesh.DirName)}).ReadState(); !errors.Is(err, mesh.ErrNotRunning) {
+		t.Errorf("after down the mesh still reads as running: %v", err)
+	}
+	if code, _, stderr := run(t, "down", "--dir", dir); code != exit.OK || !strings.Contains(stderr, "no mesh") {
+		t.Errorf("down with nothing running: exit %d, %q", code, stderr)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyPort := strconv.Itoa(busy.Addr().(*net.TCPAddr).Port)
+	corrupt := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(corrupt, mesh.DirName, "auth"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(corrupt, mesh.DirName, "auth", "operator.nk")
+	if err := os.WriteFile(keyFile, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	readOnly := filepath.Join(t.TempDir(), "ro")
+	if err := os.Mkdir(readOnly, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	aFile := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(aFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"dir under a file", []string{"up", "--dir", filepath.Join(aFile, "sub"), "--port", "0"}, exit.Failed, "not a directory"},
+		{"mint dir under a file", []string{"mint", "a", "--dir", filepath.Join(aFile, "sub")}, exit.Failed, "not a directory"},
+		{"bad name", []string{"mint", "bad.name", "--dir", dir}, exit.Usage, `invalid actor "bad.name"`},
+		{"dash in name", []string{"mint", "a-b", "--dir", dir}, exit.Usage, "invalid actor"},
+		{"wildcard allow-publish", []string{"mint", "a", "--dir", dir, "--allow-publish", "team.>"}, exit.Usage, "allow-publish"},
+		{"subscribe outside allow", []string{"mint", "a", "--dir", dir, "--subscribe", "x", "--allow-subscribe", "y"}, exit.Usage, "not covered"},
+		{"unknown profile", []string{"mint", "a", "--dir", dir, "--profile", "root"}, exit.Usage, "--profile"},
+		{"acl on a non-agent", []string{"mint", "a", "--dir", dir, "--profile", "observer", "--subscribe", "x"}, exit.Usage, "for --profile agent"},
+		{"negative lifetime", []string{"mint", "a", "--dir", dir, "--expires-in", "-1h"}, exit.Usage, "--expires-in"},
+		{"bad space", []string{"mint", "a", "--dir", dir, "--space", "a b"}, exit.Usage, "--space"},
+		{"provision without a mesh", []string{"mint", "a", "--dir", dir, "--provision"}, exit.Failed, "needs the mesh running"},
+		{"missing name", []string{"mint", "--dir", dir}, exit.Usage, "arg"},
+		{"port in use", []string{"up", "--dir", dir, "--port", busyPort}, exit.Failed, "port in use"},
+		{"port out of range", []string{"up", "--dir", dir, "--port", "70000"}, exit.Usage, "--port"},
+		{"bad up space", []string{"up", "--dir", dir, "--port", "0", "--space", "x.y"}, exit.Usage, "--space"},
+		{"open on a public host", []string{"up", "--dir", dir, "--port", "0", "--open", "--host", "0.0.0.0"}, exit.Failed, "loopback only"},
+		{"half TLS", []string{"up", "--dir", dir, "--tls-cert", "c.pem"}, exit.Usage, "--tls-key"},
+		{"corrupt key file", []string{"up", "--dir", corrupt, "--port", "0"}, exit.Failed, keyFile},
+		{"corrupt key file on mint", []string{"mint", "a", "--dir", corrupt}, exit.Failed, "left untouched"},
+	}
+	if os.Geteuid() != 0 { // root writes anywhere
+		tests = append(tests, struct {
+			name string
+			args []string
+			code int
+			want string
+		}{"unwritable dir", []string{"mint", "a", "--dir", readOnly}, exit.Failed, "permission denied"})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := run(t, tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", code, stderr, tt.code, tt.want)
+			}
+			if lines := strings.Count(strings.TrimSpace(stderr), "\n"); lines > 1 {
+				t.Errorf("error takes %d lines: %q", lines+1, stderr)
+			}
+		})
+	}
+	if got, _ := os.ReadFile(keyFile); string(got) != "garbage" {
+		t.Error("the corrupt key file was overwritten")
+	}
+	if _, err := os.Stat(filepath.Join(dir, mesh.DirName, "mesh.json")); err == nil {
+		t.Error("a failed up left a running record behind")
+	}
+}

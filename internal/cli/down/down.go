@@ -1,0 +1,97 @@
+// Package down implements `cotal down`: stop the project's running mesh.
+package down
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/mesh"
+)
+
+// Options are the inputs of `cotal down`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Dir     string
+	Timeout time.Duration
+}
+
+// NewCmdDown returns the `cotal down` command. runF runs it; nil means downRun.
+func NewCmdDown(io *iostreams.IOStreams, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{IO: io}
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Stop the running mesh",
+		Long: "Stop the mesh recorded in this project's .cotal directory: the broker flushes JetStream\n" +
+			"and exits. Messages, keys and credentials stay on disk for the next `cotal up`.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return downRun(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Second, "how long to wait for a clean stop before killing it")
+	return cmd
+}
+
+func downRun(ctx context.Context, o *Options) error {
+	d, err := mesh.FindDir(o.Dir, ".")
+	if err != nil {
+		return err
+	}
+	st, err := d.ReadState()
+	if errors.Is(err, mesh.ErrNotRunning) {
+		fmt.Fprintln(o.IO.ErrOut, "no mesh is running")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(st.PID, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stop the mesh (pid %d): %w", st.PID, err)
+	}
+	gone, err := waitGone(ctx, d, st.PID, o.Timeout)
+	if err != nil {
+		return err
+	}
+	if !gone {
+		if err := syscall.Kill(st.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("kill the mesh (pid %d): %w", st.PID, err)
+		}
+		fmt.Fprintf(o.IO.ErrOut, "the mesh (pid %d) did not stop within %s and was killed\n", st.PID, o.Timeout)
+		return nil
+	}
+	fmt.Fprintf(o.IO.ErrOut, "mesh at %s stopped\n", st.URL)
+	return nil
+}
+
+// waitGone waits until the mesh's process has exited (its state no longer names it as running).
+func waitGone(ctx context.Context, d mesh.Dir, pid int, timeout time.Duration) (bool, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		st, err := d.ReadState()
+		if errors.Is(err, mesh.ErrNotRunning) || (err == nil && st.PID != pid) {
+			if syscall.Kill(pid, 0) != nil {
+				return true, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-deadline.C:
+			return false, nil
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,172 @@
+// Package mint implements `cotal mint`: mint a credential for a name in a space.
+package mint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Options are the inputs of `cotal mint`.
+type Options struct {
+	IO             *iostreams.IOStreams
+	Dir            string
+	Space          string
+	Name           string
+	Profile        string
+	AllowPublish   []string
+	AllowSubscribe []string
+	Subscribe      []string
+	Role           string
+	Provision      bool
+	ExpiresIn      time.Duration
+	Out            string
+	JSON           bool
+}
+
+// Result is what `cotal mint --json` prints. The field names are a stable interface.
+type Result struct {
+	Principal    string `json:"principal"`
+	LifecycleUID string `json:"lifecycleUid,omitempty"`
+	Creds        string `json:"creds"`
+	Profile      string `json:"profile"`
+	Expires      string `json:"expires,omitempty"`
+}
+
+// NewCmdMint returns the `cotal mint` command. runF runs it; nil means mintRun.
+func NewCmdMint(io *iostreams.IOStreams, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{IO: io}
+	cmd := &cobra.Command{
+		Use:   "mint NAME",
+		Short: "Mint a credential for NAME (principal local.NAME)",
+		Long: "Mint a NATS credential for the principal local.NAME in a space, signed with the space's\n" +
+			"key, and write it as a standard creds file (0600) usable by Cotal clients, the nats CLI\n" +
+			"and plain nats.go. The broker enforces its permissions: an agent may post only to\n" +
+			"--allow-publish channels and read only --allow-subscribe ones (--subscribe implies read).",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return mintRun(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	f.StringVar(&o.Space, "space", string(mesh.DefaultSpace), "the space")
+	f.StringVar(&o.Profile, "profile", string(authority.ProfileAgent), fmt.Sprintf("credential profile, one of %q", authority.Profiles))
+	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "concrete channels the agent may post to")
+	f.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns (team.>) the agent may read; default: --subscribe")
+	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels the agent joins (implies read access)")
+	f.StringVar(&o.Role, "role", "", "the agent's role, for anycast tasks")
+	f.BoolVar(&o.Provision, "provision", false, "pre-create the agent's durables on the running mesh")
+	f.DurationVar(&o.ExpiresIn, "expires-in", 0, "lifetime, e.g. 1h (default: the profile's; agents never expire)")
+	f.StringVar(&o.Out, "out", "", "creds file to write (default: .cotal/creds/<space>/NAME.creds)")
+	f.BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func (o *Options) request() (mesh.MintRequest, error) {
+	usage := func(err error) (mesh.MintRequest, error) { return mesh.MintRequest{}, &exit.UsageError{Err: err} }
+	sp, err := wire.ParseSpace(o.Space)
+	if err != nil {
+		return usage(fmt.Errorf("--space: %w", err))
+	}
+	if err := wire.ValidateActor(o.Name); err != nil {
+		return usage(fmt.Errorf("NAME: %w", err))
+	}
+	p, err := authority.ParseProfile(o.Profile)
+	if err != nil {
+		return usage(fmt.Errorf("--profile: %w", err))
+	}
+	if o.ExpiresIn < 0 {
+		return usage(fmt.Errorf("--expires-in %s: must be positive", o.ExpiresIn))
+	}
+	agentOnly := len(o.AllowPublish) > 0 || len(o.AllowSubscribe) > 0 || len(o.Subscribe) > 0 || o.Role != "" || o.Provision
+	if p != authority.ProfileAgent && agentOnly {
+		return usage(fmt.Errorf("--allow-publish, --allow-subscribe, --subscribe, --role and --provision are for --profile agent, not %s", p))
+	}
+	return mesh.MintRequest{
+		Space: sp, Profile: p, Name: o.Name, Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe,
+		AllowPublish: o.AllowPublish, Role: o.Role, Expires: o.ExpiresIn,
+	}, nil
+}
+
+func mintRun(ctx context.Context, o *Options) error {
+	req, err := o.request()
+	if err != nil {
+		return err
+	}
+	d, err := mesh.FindDir(o.Dir, ".")
+	if err != nil {
+		return err
+	}
+	st, stateErr := d.ReadState()
+	if stateErr != nil && !errors.Is(stateErr, mesh.ErrNotRunning) {
+		return stateErr
+	}
+	if st != nil && st.Open {
+		return errors.New("this mesh runs open (no authentication): there are no credentials to mint")
+	}
+	if o.Provision && st == nil {
+		return errors.New("--provision needs the mesh running (`cotal up`)")
+	}
+	auth, err := mesh.OpenAuthority(d)
+	if err != nil {
+		return err
+	}
+	cred, err := auth.Mint(req)
+	var invalid *wire.ValidationError
+	if errors.As(err, &invalid) {
+		return &exit.UsageError{Err: err}
+	}
+	if err != nil {
+		return err
+	}
+	if o.Provision {
+		if err := auth.ProvisionAgent(ctx, st.URL, req.Space, cred, req.Role); err != nil {
+			return err
+		}
+	}
+	out := o.Out
+	if out == "" {
+		out = d.CredsPath(req.Space, o.Name)
+	}
+	if out, err = filepath.Abs(out); err != nil {
+		return err
+	}
+	if err := d.WriteCreds(out, cred.Creds); err != nil {
+		return err
+	}
+	res := Result{Principal: cred.Principal.String(), LifecycleUID: string(cred.LifecycleUID), Creds: out, Profile: string(cred.Profile)}
+	if !cred.Expires.IsZero() {
+		res.Expires = cred.Expires.UTC().Format(time.RFC3339)
+	}
+	if o.JSON {
+		return json.NewEncoder(o.IO.Out).Encode(res)
+	}
+	fmt.Fprintf(o.IO.Out, "minted %s credential for %s\n", res.Profile, res.Principal)
+	if res.LifecycleUID != "" {
+		fmt.Fprintf(o.IO.Out, "  lifecycle uid: %s\n", res.LifecycleUID)
+	}
+	if res.Expires != "" {
+		fmt.Fprintf(o.IO.Out, "  expires:       %s\n", res.Expires)
+	}
+	fmt.Fprintf(o.IO.Out, "  creds:         %s\n", res.Creds)
+	if o.Provision {
+		fmt.Fprintln(o.IO.Out, "  durables:      provisioned")
+	}
+	return nil
+}

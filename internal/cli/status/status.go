@@ -1,0 +1,166 @@
+// Package status implements `cotal status`: is the mesh up, and what do its spaces hold.
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/space"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Options are the inputs of `cotal status`.
+type Options struct {
+	IO   *iostreams.IOStreams
+	Dir  string
+	JSON bool
+}
+
+// Report is what `cotal status --json` prints. The field names are a stable interface.
+type Report struct {
+	Running bool          `json:"running"`
+	URL     string        `json:"url,omitempty"`
+	PID     int           `json:"pid,omitempty"`
+	Open    bool          `json:"open,omitempty"`
+	Spaces  []SpaceStatus `json:"spaces,omitempty"`
+}
+
+// SpaceStatus is one space of the report.
+type SpaceStatus struct {
+	Space       wire.Space     `json:"space"`
+	Provisioned bool           `json:"provisioned"`
+	Streams     []StreamStatus `json:"streams"`
+}
+
+// StreamStatus is one stream or bucket: Missing when the space lacks it.
+type StreamStatus struct {
+	Name     string `json:"name"`
+	Messages uint64 `json:"messages"`
+	Bytes    uint64 `json:"bytes"`
+	Missing  bool   `json:"missing,omitempty"`
+}
+
+// ErrNotHealthy is returned when the mesh is down or a space is not fully provisioned, so the
+// command exits non-zero for scripts.
+var ErrNotHealthy = errors.New("mesh not healthy")
+
+// NewCmdStatus returns the `cotal status` command. runF runs it; nil means statusRun.
+func NewCmdStatus(io *iostreams.IOStreams, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{IO: io}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show whether the mesh is up and what its spaces hold",
+		Long:  "Show the running mesh and each space's streams and buckets with their message counts.\nExits 0 when the broker answers and every space is provisioned, 1 otherwise.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return statusRun(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the status as JSON")
+	return cmd
+}
+
+func statusRun(ctx context.Context, o *Options) error {
+	d, err := mesh.FindDir(o.Dir, ".")
+	if err != nil {
+		return err
+	}
+	rep := &Report{}
+	st, err := d.ReadState()
+	switch {
+	case errors.Is(err, mesh.ErrNotRunning):
+	case err != nil:
+		return err
+	default:
+		rep.Running, rep.URL, rep.PID, rep.Open = true, st.URL, st.PID, st.Open
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := inspect(ctx, d, st, rep); err != nil {
+			return err
+		}
+	}
+	if err := render(o, rep); err != nil {
+		return err
+	}
+	if !rep.Running {
+		return fmt.Errorf("%w: no mesh is running", ErrNotHealthy)
+	}
+	for _, s := range rep.Spaces {
+		if !s.Provisioned {
+			return fmt.Errorf("%w: space %s is not fully provisioned (run `cotal up` again)", ErrNotHealthy, s.Space)
+		}
+	}
+	return nil
+}
+
+// inspect reads each space's streams on a short-lived credential.
+func inspect(ctx context.Context, d mesh.Dir, st *mesh.State, rep *Report) error {
+	for _, sp := range st.Spaces {
+		js, closeFn, err := mesh.Inspector(ctx, d, st, sp)
+		if err != nil {
+			return err
+		}
+		ss := SpaceStatus{Space: sp, Provisioned: true}
+		for _, name := range space.Streams(sp) {
+			s, err := js.Stream(ctx, name)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				ss.Provisioned = false
+				ss.Streams = append(ss.Streams, StreamStatus{Name: name, Missing: true})
+				continue
+			}
+			if err != nil {
+				closeFn()
+				return fmt.Errorf("inspect %s: %w", name, err)
+			}
+			state := s.CachedInfo().State
+			ss.Streams = append(ss.Streams, StreamStatus{Name: name, Messages: state.Msgs, Bytes: state.Bytes})
+		}
+		closeFn()
+		rep.Spaces = append(rep.Spaces, ss)
+	}
+	return nil
+}
+
+func render(o *Options, rep *Report) error {
+	if o.JSON {
+		return json.NewEncoder(o.IO.Out).Encode(rep)
+	}
+	if !rep.Running {
+		fmt.Fprintln(o.IO.Out, "no mesh is running (`cotal up` starts one)")
+		return nil
+	}
+	mode := "authenticated"
+	if rep.Open {
+		mode = "open"
+	}
+	fmt.Fprintf(o.IO.Out, "mesh up at %s (%s, pid %d)\n", rep.URL, mode, rep.PID)
+	for _, s := range rep.Spaces {
+		fmt.Fprintf(o.IO.Out, "\nspace %s\n", s.Space)
+		tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  STREAM\tMESSAGES\tBYTES")
+		for _, st := range s.Streams {
+			if st.Missing {
+				fmt.Fprintf(tw, "  %s\tmissing\t\n", st.Name)
+				continue
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%d\n", st.Name, st.Messages, st.Bytes)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+// Package up implements `cotal up`: run a mesh from the project's .cotal directory.
+package up
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal/broker"
+	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Options are the inputs of `cotal up`.
+type Options struct {
+	IO      *iostreams.IOStreams
+	Dir     string
+	Spaces  []string
+	Host    string
+	Port    int
+	Open    bool
+	Detach  bool
+	TLSCert string
+	TLSKey  string
+	Verbose bool
+}
+
+// detachWait bounds how long a detached start may take before `up` gives up on it.
+const detachWait = 60 * time.Second
+
+// NewCmdUp returns the `cotal up` command. runF runs it; nil means upRun.
+func NewCmdUp(io *iostreams.IOStreams, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{IO: io}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run a mesh: an embedded NATS broker with the space provisioned",
+		Long: "Run a mesh from this project's .cotal directory (found by walking up from the current\n" +
+			"directory; --dir or $COTAL_DIR override): an embedded nats-server with JetStream, one NATS\n" +
+			"account per space, and least-privilege credentials the broker enforces. It runs in the\n" +
+			"foreground until Ctrl-C, or in the background with --detach.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return upRun(cmd.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal, or ./.cotal)")
+	f.StringSliceVar(&o.Spaces, "space", []string{string(mesh.DefaultSpace)}, "spaces to serve (repeat or comma-separate)")
+	f.StringVar(&o.Host, "host", broker.DefaultHost, "address to listen on")
+	f.IntVar(&o.Port, "port", broker.DefaultPort, "client port (0 picks a free port)")
+	f.BoolVar(&o.Open, "open", false, "run without authentication (loopback only; no security)")
+	f.BoolVar(&o.Detach, "detach", false, "run in the background, logging to .cotal/cotal.log")
+	f.StringVar(&o.TLSCert, "tls-cert", "", "server certificate file: clients must then use TLS")
+	f.StringVar(&o.TLSKey, "tls-key", "", "server key file, with --tls-cert")
+	f.BoolVar(&o.Verbose, "verbose", false, "log the broker's notices, not only its warnings")
+	return cmd
+}
+
+func (o *Options) meshOptions() (mesh.Options, error) {
+	var mo mesh.Options
+	for _, s := range o.Spaces {
+		sp, err := wire.ParseSpace(s)
+		if err != nil {
+			return mo, &exit.UsageError{Err: fmt.Errorf("--space: %w", err)}
+		}
+		mo.Spaces = append(mo.Spaces, sp)
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		return mo, &exit.UsageError{Err: fmt.Errorf("--port %d is outside 0-65535", o.Port)}
+	}
+	mo.Host, mo.Port, mo.Open = o.Host, o.Port, o.Open
+	if o.Port == 0 {
+		mo.Port = -1 // any free port
+	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return mo, &exit.UsageError{Err: errors.New("--tls-cert and --tls-key go together")}
+	}
+	if o.TLSCert != "" {
+		cert, err := filepath.Abs(o.TLSCert)
+		if err != nil {
+			return mo, err
+		}
+		key, err := filepath.Abs(o.TLSKey)
+		if err != nil {
+			return mo, err
+		}
+		mo.TLS = &broker.TLSConfig{CertFile: cert, KeyFile: key}
+	}
+	return mo, nil
+}
+
+func upRun(ctx context.Context, o *Options) error {
+	mo, err := o.meshOptions()
+	if err != nil {
+		return err
+	}
+	d, err := mesh.FindDir(o.Dir, ".")
+	if err != nil {
+		return err
+	}
+	if st, err := d.ReadState(); err == nil {
+		fmt.Fprintf(o.IO.ErrOut, "a mesh is already running at %s (pid %d); `cotal down` stops it\n", st.URL, st.PID)
+		return nil
+	}
+	if o.Detach {
+		return detach(ctx, o, d)
+	}
+	level := slog.LevelWarn
+	if o.Verbose {
+		level = slog.LevelInfo
+	}
+	mo.Log = slog.New(slog.NewTextHandler(o.IO.ErrOut, &slog.HandlerOptions{Level: level}))
+	m, err := mesh.Up(ctx, d, mo)
+	var running *mesh.AlreadyRunningError
+	if errors.As(err, &running) {
+		fmt.Fprintf(o.IO.ErrOut, "%v; `cotal down` stops it\n", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	credsDir := ""
+	if !m.State().Open {
+		credsDir = d.CredsDir(m.State().Spaces[0])
+	}
+	printUp(o.IO.Out, m.State(), credsDir)
+	<-ctx.Done()
+	fmt.Fprintln(o.IO.ErrOut, "stopping the mesh")
+	return shutdown(m)
+}
+
+func printUp(w io.Writer, st mesh.State, credsDir string) {
+	mode := "authenticated"
+	if st.Open {
+		mode = "open (no authentication)"
+	}
+	fmt.Fprintf(w, "cotal mesh up (%s)\n", mode)
+	fmt.Fprintf(w, "  url:    %s\n", st.URL)
+	for _, sp := range st.Spaces {
+		fmt.Fprintf(w, "  space:  %s\n", sp)
+	}
+	if credsDir != "" {
+		fmt.Fprintf(w, "  creds:  %s (admin.creds reads everything; `cotal mint NAME` makes an agent)\n", credsDir)
+	}
+	fmt.Fprintf(w, "  stop:   Ctrl-C, or `cotal down`\n")
+}
+
+func shutdown(m *mesh.Mesh) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return m.Shutdown(ctx)
+}
+
+// detach starts `cotal up` again in the background, as its own session so a closed terminal does
+// not stop it, with its output in the log, and waits until it records itself as running.
+func detach(ctx context.Context, o *Options, d mesh.Dir) error {
+	if err := atomicfile.MkdirPrivate(d.Path); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the cotal binary to detach: %w", err)
+	}
+	log, err := os.OpenFile(d.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open the mesh log: %w", err)
+	}
+	defer log.Close()
+	args := []string{"up", "--dir", d.Path, "--host", o.Host, "--port", strconv.Itoa(o.Port)}
+	for _, s := range o.Spaces {
+		args = append(args, "--space", s)
+	}
+	if o.Open {
+		args = append(args, "--open")
+	}
+	if o.TLSCert != "" {
+		args = append(args, "--tls-cert", o.TLSCert, "--tls-key", o.TLSKey)
+	}
+	if o.Verbose {
+		args = append(args, "--verbose")
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the detached mesh: %w", err)
+	}
+	pid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }() // reaps the child if it fails early; ends with this process otherwise
+	deadline := time.NewTimer(detachWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if st, err := d.ReadState(); err == nil && st.PID == pid {
+			credsDir := ""
+			if !st.Open {
+				credsDir = d.CredsDir(st.Spaces[0])
+			}
+			printUp(o.IO.Out, *st, credsDir)
+			fmt.Fprintf(o.IO.Out, "  pid:    %d, logging to %s\n", pid, d.LogPath())
+			return nil
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the detached mesh exited (%v); see %s", err, d.LogPath())
+		case <-deadline.C:
+			return fmt.Errorf("the detached mesh (pid %d) did not come up within %s; see %s", pid, detachWait, d.LogPath())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
