@@ -61,6 +61,8 @@ func ParseProfile(s string) (Profile, error) {
 const (
 	DaemonLifetime  = 24 * time.Hour
 	OneShotLifetime = 5 * time.Minute
+	// ProbeLifetime is shorter still: a probe only proves a connect.
+	ProbeLifetime = time.Minute
 )
 
 // DefaultLifetime returns how long a credential of p lives when no expiry is asked for; zero
@@ -71,6 +73,8 @@ func (p Profile) DefaultLifetime() time.Duration {
 		return 0
 	case ProfileSupervisor, ProfileDelivery:
 		return DaemonLifetime
+	case ProfileProbe:
+		return ProbeLifetime
 	}
 	return OneShotLifetime
 }
