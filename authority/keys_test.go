@@ -98,14 +98,7 @@ func TestKeyringRefusesCorruptFiles(t *testing.T) {
 }
 
 func TestAccountJWTs(t *testing.T) {
-	kr, err := OpenKeyring(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sk, err := kr.Space("main")
-	if err != nil {
-		t.Fatal(err)
-	}
+	kr, sk := testKeys(t)
 	tok, err := kr.AccountJWT(sk)
 	if err != nil {
 		t.Fatal(err)
@@ -134,14 +127,7 @@ func TestAccountJWTs(t *testing.T) {
 }
 
 func TestMint(t *testing.T) {
-	kr, err := OpenKeyring(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sk, err := kr.Space("main")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sk := testKeys(t)
 	p, err := wire.NewPrincipal("local", "Alice")
 	if err != nil {
 		t.Fatal(err)
@@ -201,14 +187,7 @@ func TestMint(t *testing.T) {
 }
 
 func TestMintRefusesOversizedJWT(t *testing.T) {
-	kr, err := OpenKeyring(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	sk, err := kr.Space("main")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, sk := testKeys(t)
 	p, err := wire.NewPrincipal("local", "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -221,4 +200,18 @@ func TestMintRefusesOversizedJWT(t *testing.T) {
 	if !errors.Is(err, ErrJWTTooLarge) || !strings.Contains(err.Error(), "bytes") {
 		t.Fatalf("Mint = %v, want ErrJWTTooLarge with the size", err)
 	}
+}
+
+// testKeys opens a keyring in a temporary directory with the space "main".
+func testKeys(t *testing.T) (*Keyring, *SpaceKeys) {
+	t.Helper()
+	kr, err := OpenKeyring(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := kr.Space("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kr, sk
 }

@@ -1,11 +1,8 @@
 package space_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -13,32 +10,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/gocotal/cotal/broker"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/space"
 	"github.com/gocotal/cotal/wire"
 )
 
-// openJS starts an open embedded broker for the test and returns a JetStream context on it.
+// openJS returns a JetStream context on a bare open broker.
 func openJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	conf, err := broker.RenderOpen(broker.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "server.conf")
-	if err := os.WriteFile(path, conf, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := broker.Start(t.Context(), path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx) // the test is over; a slow shutdown is not its failure
-	})
-	nc, err := nats.Connect(s.ClientURL())
+	nc, err := nats.Connect(meshtest.StartBroker(t))
 	if err != nil {
 		t.Fatal(err)
 	}

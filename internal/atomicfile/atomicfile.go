@@ -1,5 +1,6 @@
 // Package atomicfile writes files so that a reader or a crash never sees them half-written: the
-// bytes go to a temporary file in the same directory, are synced, and are renamed over the target.
+// bytes go to a temporary file in the same directory, are synced, and are renamed (or linked)
+// into place.
 package atomicfile
 
 import (
@@ -10,68 +11,61 @@ import (
 
 // Write replaces path with data, created with perm. The parent directory must exist. On failure
 // the previous content of path, if any, is untouched and no temporary file is left behind.
-func Write(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+func Write(path string, data []byte, perm os.FileMode) error {
+	tmp, err := writeTemp(path, data, perm)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()      // already failed; the write error is the one to report
-			_ = os.Remove(tmp) // best effort: the file is ours and unreferenced
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp) // best effort: the file is ours and unreferenced
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return syncDir(dir)
+	return syncDir(filepath.Dir(path))
 }
 
 // Create writes data to path, created with perm, only if path does not exist yet: it returns an
 // error matching fs.ErrExist otherwise, and the existing file is untouched. Two racing creators
 // cannot both win, and a crash never leaves a partial file at path.
-func Create(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+func Create(path string, data []byte, perm os.FileMode) error {
+	tmp, err := writeTemp(path, data, perm)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	tmp := f.Name()
+	// link(2) fails with EEXIST when path exists, which is what makes the create exclusive.
+	err = os.Link(tmp, path)
+	_ = os.Remove(tmp) // the data lives on under path after the link, or is discarded
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// writeTemp writes data, synced, to a new temporary file beside path and returns its name. On
+// failure it leaves no file behind.
+func writeTemp(path string, data []byte, perm os.FileMode) (name string, err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", err
+	}
 	defer func() {
-		_ = f.Close()      // closed below on success; a second close only reports os.ErrClosed
-		_ = os.Remove(tmp) // the data lives on under path after the link, or is discarded
+		if err != nil {
+			_ = f.Close()           // already failing; the first error is the one to report
+			_ = os.Remove(f.Name()) // best effort: the file is ours and unreferenced
+		}
 	}()
 	if err = f.Chmod(perm); err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
+		return "", err
 	}
 	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
+		return "", err
 	}
 	if err = f.Sync(); err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
+		return "", err
 	}
 	if err = f.Close(); err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
+		return "", err
 	}
-	// link(2) fails with EEXIST when path exists, which is what makes the create exclusive.
-	if err = os.Link(tmp, path); err != nil {
-		return fmt.Errorf("create %s: %w", path, err)
-	}
-	return syncDir(dir)
+	return f.Name(), nil
 }
 
 // syncDir makes a rename in dir durable.

@@ -7,6 +7,8 @@ package meshtest
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/broker"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
@@ -184,4 +187,30 @@ func (c *Client) Errors() []error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]error(nil), c.errs...)
+}
+
+// StartBroker runs a bare open broker (no authentication, nothing provisioned) for tests of the
+// pieces below a mesh, and returns its URL. It stops at cleanup.
+func StartBroker(t testing.TB) string {
+	t.Helper()
+	conf, err := broker.RenderOpen(broker.Config{StoreDir: t.TempDir(), Port: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "server.conf")
+	if err := os.WriteFile(path, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := broker.Start(context.Background(), path, nil)
+	if err != nil {
+		t.Fatalf("start broker: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("stop broker: %v", err)
+		}
+	})
+	return s.ClientURL()
 }
