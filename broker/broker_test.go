@@ -143,7 +143,7 @@ func TestStartOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if err := broker.CheckVersion(nc.ConnectedServerVersion()); err != nil {
+	if err := wire.CheckServerVersion(nc.ConnectedServerVersion()); err != nil {
 		t.Error(err)
 	}
 	js, err := nc.JetStream()
@@ -185,16 +185,5 @@ func TestStartPortInUse(t *testing.T) {
 	}
 	if _, err := broker.Start(t.Context(), path, nil); !errors.Is(err, broker.ErrPortInUse) {
 		t.Fatalf("Start on a taken port = %v, want ErrPortInUse", err)
-	}
-}
-
-func TestCheckVersion(t *testing.T) {
-	for v, ok := range map[string]bool{
-		"2.12.0": true, "2.12.1": true, "2.15.2": true, "v2.13.0-beta.1": true, "3.0.0": true,
-		"2.11.9": false, "2.10.22": false, "1.99.99": false, "": false, "2.12": false, "x.y.z": false,
-	} {
-		if err := broker.CheckVersion(v); (err == nil) != ok {
-			t.Errorf("CheckVersion(%q) = %v, want ok=%v", v, err, ok)
-		}
 	}
 }

@@ -1,6 +1,6 @@
 // Package broker runs NATS for a mesh: it renders nats-server configuration (authenticated
-// operator mode with the MEMORY resolver, or open loopback mode), starts an embedded server from
-// that file, and checks that an external server is recent enough.
+// operator mode with the MEMORY resolver, or open loopback mode) and starts an embedded server
+// from that file. The version floor a client checks is wire.CheckServerVersion.
 //
 // The rendered file is the single description of the broker: the embedded server loads it with
 // the same parser a stock `nats-server -c` uses, so a mesh can move to an external server or a

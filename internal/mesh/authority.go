@@ -182,7 +182,7 @@ func dial(ctx context.Context, url string, opts ...nats.Option) (*nats.Conn, err
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", url, err)
 	}
-	if err := broker.CheckVersion(nc.ConnectedServerVersion()); err != nil {
+	if err := wire.CheckServerVersion(nc.ConnectedServerVersion()); err != nil {
 		nc.Close()
 		return nil, err
 	}

@@ -76,8 +76,8 @@ func (m *Mesh) Mint(t testing.TB, req mesh.MintRequest) *authority.Credential {
 	return cred
 }
 
-// Agent mints an agent credential for name, provisions its durables, and connects it.
-func (m *Mesh) Agent(t testing.TB, req mesh.MintRequest) (*authority.Credential, *Client) {
+// AgentCred mints an agent credential for req.Name and provisions its durables.
+func (m *Mesh) AgentCred(t testing.TB, req mesh.MintRequest) *authority.Credential {
 	t.Helper()
 	req.Profile = authority.ProfileAgent
 	cred := m.Mint(t, req)
@@ -88,6 +88,13 @@ func (m *Mesh) Agent(t testing.TB, req mesh.MintRequest) (*authority.Credential,
 	if err := m.Authority().ProvisionAgent(t.Context(), m.URL(), sp, cred, req.Role); err != nil {
 		t.Fatalf("provision agent %s: %v", req.Name, err)
 	}
+	return cred
+}
+
+// Agent mints and provisions an agent credential, and connects it.
+func (m *Mesh) Agent(t testing.TB, req mesh.MintRequest) (*authority.Credential, *Client) {
+	t.Helper()
+	cred := m.AgentCred(t, req)
 	return cred, m.Connect(t, cred)
 }
 

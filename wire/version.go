@@ -1,18 +1,19 @@
-package broker
+package wire
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 )
 
-// MinServerVersion is the oldest nats-server Cotal runs on (SPEC §13.10's broker floor): per-key
+// MinServerVersion is the oldest nats-server Cotal runs on (SPEC §13.12's broker floor): per-key
 // TTLs, the extended consumer-create subject and the permission semantics the grants rely on.
 const MinServerVersion = "2.12.0"
 
-// CheckVersion returns an error unless version (as a server reports it, e.g. "2.12.1" or
-// "v2.15.0-beta.1") is at least MinServerVersion.
-func CheckVersion(version string) error {
+// CheckServerVersion returns an error unless version (as a server reports it, e.g. "2.12.1" or
+// "v2.15.0-beta.1") is at least MinServerVersion. Clients call it right after connecting.
+func CheckServerVersion(version string) error {
 	got, err := parseVersion(version)
 	if err != nil {
 		return fmt.Errorf("broker version %q: %w", version, err)
@@ -37,12 +38,12 @@ func parseVersion(v string) ([3]int, error) {
 	}
 	parts := strings.Split(v, ".")
 	if len(parts) != 3 {
-		return out, fmt.Errorf("want major.minor.patch")
+		return out, errors.New("want major.minor.patch")
 	}
 	for i, p := range parts {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 0 {
-			return out, fmt.Errorf("want major.minor.patch")
+			return out, errors.New("want major.minor.patch")
 		}
 		out[i] = n
 	}

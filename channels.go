@@ -1,0 +1,315 @@
+package cotal
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// ErrJoinRefused is returned by Join when the broker refuses the subscription (the channel is
+// outside the credential's read ACL), and reported on Errors when it refuses it later.
+var ErrJoinRefused = errors.New("join refused by the broker")
+
+// JoinResult describes a confirmed join.
+type JoinResult struct {
+	Channel string
+	// Config is the channel's effective configuration, from the one resolution in wire.
+	Config wire.EffectiveChannel
+	// Watermark is the CHAT stream's last sequence when the join began: history up to it was
+	// backfilled, live messages after it flow.
+	Watermark uint64
+	// Backfilled counts the historical messages surfaced.
+	Backfilled int
+}
+
+// joined is one live channel subscription.
+type joined struct {
+	sub  *nats.Subscription
+	stop context.CancelFunc
+}
+
+// historyBatch is how many messages one history fetch asks for.
+const historyBatch = 256
+
+// Join subscribes to a channel (a concrete channel or a pattern such as team.>), with no
+// privileged mediation (SPEC §7): the join counts only once the broker accepted the
+// subscription, else ErrJoinRefused. Then, if the channel's effective config has replay on, it
+// backfills the channel's history up to the watermark captured before subscribing, surfacing
+// those messages as historical; live copies of them are dropped by id. A later refusal drops
+// the join and is reported on Errors.
+func (c *Client) Join(ctx context.Context, channel string) (*JoinResult, error) {
+	if err := wire.ValidateChannelPattern(channel); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	_, already := c.joined[channel]
+	c.mu.Unlock()
+	if already {
+		return nil, fmt.Errorf("already joined %q", channel)
+	}
+	res := &JoinResult{Channel: channel}
+	var err error
+	if res.Config, err = c.ChannelConfig(ctx, channel); err != nil {
+		return nil, err
+	}
+	chat, err := c.js.Stream(ctx, c.space.ChatStream())
+	if err != nil {
+		return nil, fmt.Errorf("join %s: read the CHAT watermark: %w", channel, err)
+	}
+	res.Watermark = chat.CachedInfo().State.LastSeq
+	filter, err := c.space.ChatFilter(channel)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := c.nc.SubscribeSync(filter)
+	if err != nil {
+		return nil, fmt.Errorf("join %s: %w", channel, err)
+	}
+	first, err := c.confirm(sub)
+	if err != nil {
+		_ = sub.Unsubscribe() // refused: the broker holds no such subscription anyway
+		return nil, fmt.Errorf("join %s: %w", channel, err)
+	}
+	if res.Config.Replay && wire.IsConcreteChannel(channel) && res.Watermark > 0 {
+		if res.Backfilled, err = c.backfill(ctx, filter, res.Config.ReplayWindow, res.Watermark); err != nil {
+			_ = sub.Unsubscribe() // the join failed as a whole
+			return nil, fmt.Errorf("join %s: backfill: %w", channel, err)
+		}
+	}
+	jctx, stop := context.WithCancel(c.ctx)
+	c.mu.Lock()
+	c.joined[channel] = &joined{sub: sub, stop: stop}
+	c.mu.Unlock()
+	c.goFn(func() { c.readLive(jctx, channel, sub, first) })
+	return res, nil
+}
+
+// confirm makes the broker's verdict on a new subscription known: a flush round trip, after
+// which a refusal has been recorded on the subscription. A message already waiting proves
+// acceptance and is returned to be delivered first.
+func (c *Client) confirm(sub *nats.Subscription) (*nats.Msg, error) {
+	if err := c.nc.Flush(); err != nil {
+		return nil, err
+	}
+	msg, err := sub.NextMsg(time.Millisecond)
+	switch {
+	case errors.Is(err, nats.ErrPermissionViolation):
+		return nil, fmt.Errorf("%w: %v", ErrJoinRefused, err)
+	case errors.Is(err, nats.ErrTimeout):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return msg, nil
+}
+
+// readLive surfaces a joined channel's live messages until the join ends.
+func (c *Client) readLive(ctx context.Context, channel string, sub *nats.Subscription, first *nats.Msg) {
+	if first != nil {
+		c.deliver.deliver(first.Subject, first.Data, false)
+	}
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				c.dropJoin(channel)
+				c.report(fmt.Errorf("channel %s: %w: %v", channel, ErrJoinRefused, err))
+			}
+			return
+		}
+		c.deliver.deliver(msg.Subject, msg.Data, false)
+	}
+}
+
+func (c *Client) dropJoin(channel string) {
+	c.mu.Lock()
+	j := c.joined[channel]
+	delete(c.joined, channel)
+	c.mu.Unlock()
+	if j != nil {
+		j.stop()
+	}
+}
+
+// Leave ends a channel's live subscription. Leaving the last channel is fine.
+func (c *Client) Leave(channel string) error {
+	c.mu.Lock()
+	j, ok := c.joined[channel]
+	delete(c.joined, channel)
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("not joined to %q", channel)
+	}
+	j.stop()
+	return j.sub.Unsubscribe()
+}
+
+// Channels returns the channels joined.
+func (c *Client) Channels() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.joined))
+	for ch := range c.joined {
+		out = append(out, ch)
+	}
+	return out
+}
+
+// backfill reads one channel's history up to the watermark through the lifecycle's chathist
+// consumer (created for the read and deleted after, as its name is fixed per lifecycle) and
+// surfaces it as historical. It returns how many messages it surfaced.
+func (c *Client) backfill(ctx context.Context, filter string, window time.Duration, watermark uint64) (int, error) {
+	if c.grant == nil || c.grant.Lifecycle == "" {
+		return 0, nil // no lifecycle, no history grant: live only
+	}
+	stream := c.space.ChatStream()
+	name := wire.ChatHistConsumer(wire.Lifecycle{Principal: c.me, UID: c.grant.Lifecycle})
+	cfg := jetstream.ConsumerConfig{
+		Name: name, FilterSubject: filter, AckPolicy: jetstream.AckNonePolicy,
+		MemoryStorage: true, InactiveThreshold: 30 * time.Second,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 1,
+	}
+	if window > 0 {
+		start := time.Now().Add(-window)
+		cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, 0, &start
+	}
+	_ = c.js.DeleteConsumer(ctx, stream, name) // a leftover from a crashed read; usually absent
+	cons, err := c.js.CreateConsumer(ctx, stream, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = c.js.DeleteConsumer(context.WithoutCancel(ctx), stream, name) }() // the inactive threshold reaps it otherwise
+	if cons.CachedInfo().NumPending == 0 {
+		return 0, nil
+	}
+	n := 0
+	for {
+		batch, err := cons.Fetch(historyBatch, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return n, err
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			meta, err := msg.Metadata()
+			if err != nil {
+				return n, err
+			}
+			if meta.Sequence.Stream > watermark {
+				return n, nil
+			}
+			if out, _ := c.deliver.deliver(msg.Subject(), msg.Data(), true); out == ack {
+				n++
+			}
+			if meta.Sequence.Stream == watermark || meta.NumPending == 0 {
+				return n, nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return n, err
+		}
+		if got == 0 {
+			return n, nil
+		}
+	}
+}
+
+// ChannelConfig returns a channel's effective configuration, read from the channels bucket with
+// leader-served point reads (the grant holds no Direct Get).
+func (c *Client) ChannelConfig(ctx context.Context, channel string) (wire.EffectiveChannel, error) {
+	var ch *wire.ChannelConfig
+	var defaults *wire.ChannelDefaults
+	if wire.IsConcreteChannel(channel) {
+		raw, err := c.getKey(ctx, c.space.ChannelsBucket(), channel)
+		if err != nil {
+			return wire.EffectiveChannel{}, err
+		}
+		if raw != nil {
+			if ch, err = wire.DecodeChannelConfig(raw); err != nil {
+				return wire.EffectiveChannel{}, fmt.Errorf("channel %s config: %w", channel, err)
+			}
+		}
+	}
+	raw, err := c.getKey(ctx, c.space.ChannelsBucket(), wire.ChannelDefaultsKey)
+	if err != nil {
+		return wire.EffectiveChannel{}, err
+	}
+	if raw != nil {
+		if defaults, err = wire.DecodeChannelDefaults(raw); err != nil {
+			return wire.EffectiveChannel{}, fmt.Errorf("channel defaults: %w", err)
+		}
+	}
+	return wire.ResolveChannel(ch, defaults), nil
+}
+
+// msgGetReply is the reply of $JS.API.STREAM.MSG.GET.
+type msgGetReply struct {
+	Message *struct {
+		Data string `json:"data"`
+		Hdrs string `json:"hdrs"`
+	} `json:"message"`
+	Error *struct {
+		Code    int    `json:"code"`
+		ErrCode int    `json:"err_code"`
+		Desc    string `json:"description"`
+	} `json:"error"`
+}
+
+// errCodeNoMessage is JetStream's error code for a missing message.
+const errCodeNoMessage = 10037
+
+// getKey reads a key's last value with a raw, leader-served STREAM.MSG.GET: nats.go's KV and
+// stream helpers switch to Direct Get when a stream allows it, which agents may not use. It
+// returns nil for a missing or deleted key.
+func (c *Client) getKey(ctx context.Context, b wire.Bucket, key string) ([]byte, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": b.Subject(key)})
+	if err != nil {
+		return nil, err
+	}
+	msg, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+b.Stream(), req)
+	if err != nil {
+		return nil, c.publishError("read "+key, "$JS.API.STREAM.MSG.GET."+b.Stream(), err)
+	}
+	var rep msgGetReply
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	if rep.Error != nil {
+		if rep.Error.ErrCode == errCodeNoMessage {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read %s in %s: %s (%d)", key, b, rep.Error.Desc, rep.Error.ErrCode)
+	}
+	if rep.Message == nil {
+		return nil, nil
+	}
+	if rep.Message.Hdrs != "" {
+		hdrs, err := base64.StdEncoding.DecodeString(rep.Message.Hdrs)
+		if err == nil && isDeleteMarker(hdrs) {
+			return nil, nil
+		}
+	}
+	return base64.StdEncoding.DecodeString(rep.Message.Data)
+}
+
+// isDeleteMarker reports whether raw NATS headers carry a KV delete or purge operation.
+func isDeleteMarker(hdrs []byte) bool {
+	h, err := nats.DecodeHeadersMsg(hdrs)
+	if err != nil {
+		return false
+	}
+	op := h.Get("KV-Operation")
+	return op == "DEL" || op == "PURGE"
+}

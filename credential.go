@@ -1,0 +1,138 @@
+package cotal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// Grant is what a client learns from its credential: the principal it must adopt, the space, and
+// the durables and channels its permissions name. The broker enforces the permissions; the client
+// reads them only to know what to bind and to refuse early what the broker would refuse.
+type Grant struct {
+	// Profile is the credential's profile, its JWT name ("agent", "operator", ...).
+	Profile string
+	// Principal is the identity the credential's tags name.
+	Principal wire.Principal
+	// Space is the space of the credential's subject rows.
+	Space wire.Space
+	// UserKey is the connection's user nkey: its reply inbox is "_INBOX_<UserKey>".
+	UserKey string
+	// Lifecycle is set when the credential names a lifecycle (its dm_ durable).
+	Lifecycle wire.LifecycleUID
+	// Role is set when the credential may bind a role's task durable.
+	Role string
+	// AllowSubscribe lists the channel patterns the credential may read.
+	AllowSubscribe []string
+	// AllowPublish lists the channel patterns the credential may post to.
+	AllowPublish []string
+	// Expires is when the credential stops working; zero means never.
+	Expires time.Time
+	jwt     string
+	seed    string
+}
+
+// ErrCredentialExpired is returned by Connect for a credential past its expiry.
+var ErrCredentialExpired = errors.New("credential expired")
+
+// ReadCreds reads a creds file and returns its grant.
+func ReadCreds(path string) (*Grant, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read creds: %w", err)
+	}
+	g, err := ParseCreds(raw)
+	if err != nil {
+		return nil, fmt.Errorf("creds %s: %w", path, err)
+	}
+	return g, nil
+}
+
+// ParseCreds parses the contents of a creds file (a user JWT and its seed).
+func ParseCreds(raw []byte) (*Grant, error) {
+	tok, err := jwt.ParseDecoratedJWT(raw)
+	if err != nil {
+		return nil, fmt.Errorf("not a creds file: %w", err)
+	}
+	kp, err := jwt.ParseDecoratedUserNKey(raw)
+	if err != nil {
+		return nil, fmt.Errorf("no user seed: %w", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("no user seed: %w", err)
+	}
+	uc, err := jwt.DecodeUserClaims(tok)
+	if err != nil {
+		return nil, fmt.Errorf("user jwt: %w", err)
+	}
+	if pub, err := kp.PublicKey(); err != nil || pub != uc.Subject {
+		return nil, fmt.Errorf("the seed does not belong to the jwt's user %s", uc.Subject)
+	}
+	g := &Grant{Profile: uc.Name, UserKey: uc.Subject, jwt: tok, seed: string(seed)}
+	if uc.Expires > 0 {
+		g.Expires = time.Unix(uc.Expires, 0)
+	}
+	for _, tag := range uc.Tags {
+		if v, ok := strings.CutPrefix(tag, "principal:"); ok {
+			if g.Principal, err = wire.ParsePrincipal(v); err != nil {
+				return nil, fmt.Errorf("principal tag: %w", err)
+			}
+		}
+	}
+	if g.Principal.IsZero() {
+		return nil, fmt.Errorf("the credential names no principal (no principal: tag); it was not minted for Cotal")
+	}
+	g.readRows(uc.Permissions.Pub.Allow, uc.Permissions.Sub.Allow)
+	if g.Space == "" {
+		return nil, fmt.Errorf("the credential grants no Cotal subject, so names no space")
+	}
+	return g, nil
+}
+
+// readRows learns the space, lifecycle, role and channel ACLs from the permission rows, in the
+// shapes authority.PermissionsFor writes them.
+func (g *Grant) readRows(pub, sub []string) {
+	me := g.Principal.Name()
+	for _, row := range append(append([]string(nil), pub...), sub...) {
+		if rest, ok := strings.CutPrefix(row, wire.Root+"."); ok && g.Space == "" {
+			if sp, _, ok := strings.Cut(rest, "."); ok {
+				g.Space = wire.Space(sp)
+			}
+		}
+	}
+	if g.Space == "" {
+		return
+	}
+	chatFrom := g.Space.Prefix() + ".chat.*.*."
+	chatAs := g.Space.Prefix() + ".chat." + g.Principal.String() + "."
+	for _, row := range pub {
+		switch {
+		case strings.HasPrefix(row, "$JS.API.CONSUMER.INFO."+g.Space.DMStream()+".dm_"+me+"-"):
+			g.Lifecycle = wire.LifecycleUID(strings.TrimPrefix(row, "$JS.API.CONSUMER.INFO."+g.Space.DMStream()+".dm_"+me+"-"))
+		case strings.HasPrefix(row, "$JS.API.CONSUMER.INFO."+g.Space.TaskStream()+".svc_"):
+			g.Role = strings.TrimPrefix(row, "$JS.API.CONSUMER.INFO."+g.Space.TaskStream()+".svc_")
+		case strings.HasPrefix(row, chatAs):
+			g.AllowPublish = append(g.AllowPublish, strings.TrimPrefix(row, chatAs))
+		}
+	}
+	for _, row := range sub {
+		if ch, ok := strings.CutPrefix(row, chatFrom); ok {
+			g.AllowSubscribe = append(g.AllowSubscribe, ch)
+		} else if row == g.Space.KindAll(wire.KindChat) {
+			g.AllowSubscribe = append(g.AllowSubscribe, ">")
+		}
+	}
+}
+
+// CanRead reports whether the grant may read channel (live and history).
+func (g *Grant) CanRead(channel string) bool { return wire.ChannelInAllow(g.AllowSubscribe, channel) }
+
+// CanPost reports whether the grant may post to channel.
+func (g *Grant) CanPost(channel string) bool { return wire.ChannelInAllow(g.AllowPublish, channel) }

@@ -1,0 +1,332 @@
+package cotal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// presenceWriteTimeout bounds one presence write.
+const presenceWriteTimeout = 5 * time.Second
+
+// card returns the card the client advertises.
+func (c *Client) card() wire.AgentCard {
+	card := wire.AgentCard{}
+	if c.opts.card != nil {
+		card = *c.opts.card
+	}
+	card.ID, card.Owner, card.Actor = c.me.String(), c.me.Owner(), c.me.Actor()
+	if c.opts.name != "" {
+		card.Name = c.opts.name
+	}
+	if card.Name == "" {
+		card.Name = c.me.Actor()
+	}
+	if card.Kind == "" {
+		card.Kind = wire.KindAgent
+	}
+	if card.Role == "" && c.grant != nil {
+		card.Role = c.grant.Role
+	}
+	card.ProtocolVersion = wire.ProtocolVersion
+	return card
+}
+
+// startPresence writes the first presence row (a credential that may not write its own presence
+// fails here, at Connect) and starts the heartbeat.
+func (c *Client) startPresence(ctx context.Context) error {
+	now := wire.MillisOf(time.Now())
+	c.presence = wire.Presence{Card: c.card(), Status: wire.StatusIdle, TS: now, StatusSince: now, Attention: wire.AttentionOpen}
+	if c.grant != nil {
+		c.presence.LifecycleUID = c.grant.Lifecycle
+	}
+	if err := c.presence.Validate(); err != nil {
+		return fmt.Errorf("presence: %w", err)
+	}
+	if err := c.writePresence(ctx); err != nil {
+		return err
+	}
+	c.goFn(func() {
+		t := time.NewTicker(c.opts.heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-t.C:
+				if err := c.writePresence(c.ctx); err != nil && c.ctx.Err() == nil {
+					c.log.Warn("presence heartbeat failed", "err", err)
+					c.report(err)
+				}
+			}
+		}
+	})
+	return nil
+}
+
+// writePresence writes the client's presence row, stamped now, under its own key only.
+func (c *Client) writePresence(ctx context.Context) error {
+	c.mu.Lock()
+	c.presence.TS = wire.MillisOf(time.Now())
+	p := c.presence
+	c.mu.Unlock()
+	return c.putPresence(ctx, &p)
+}
+
+func (c *Client) putPresence(ctx context.Context, p *wire.Presence) error {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode presence: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, presenceWriteTimeout)
+	defer cancel()
+	subject := c.space.PresenceBucket().Subject(wire.PresenceKey(c.me))
+	if _, err := c.js.Publish(ctx, subject, body); err != nil {
+		return c.publishError("write presence", subject, err)
+	}
+	return nil
+}
+
+// writeOffline writes the one final offline row a graceful close may write (SPEC §6).
+func (c *Client) writeOffline(ctx context.Context) error {
+	c.mu.Lock()
+	p := c.presence
+	c.mu.Unlock()
+	p.Status, p.TS, p.StatusSince, p.Activity, p.ActivitySince = wire.StatusOffline, wire.MillisOf(time.Now()), 0, "", 0
+	return c.putPresence(ctx, &p)
+}
+
+// update changes the presence row and writes it at once.
+func (c *Client) update(ctx context.Context, edit func(p *wire.Presence) error) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if !c.opts.presence {
+		c.mu.Unlock()
+		return errors.New("presence is off for this client (WithPresence(false))")
+	}
+	next := c.presence
+	next.ChannelModes = cloneModes(c.presence.ChannelModes)
+	if err := edit(&next); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	if err := next.Validate(); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	c.presence = next
+	c.mu.Unlock()
+	return c.writePresence(ctx)
+}
+
+func cloneModes(m map[string]wire.ChannelMode) map[string]wire.ChannelMode {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]wire.ChannelMode, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// SetStatus sets the status and activity. A live client never heartbeats offline: Close writes
+// that.
+func (c *Client) SetStatus(ctx context.Context, status wire.PresenceStatus, activity string) error {
+	if status == wire.StatusOffline {
+		return &wire.ValidationError{Field: "status", Value: string(status), Rule: "a live client never reports offline; Close does"}
+	}
+	return c.update(ctx, func(p *wire.Presence) error {
+		now := wire.MillisOf(time.Now())
+		if p.Status != status || p.Activity != activity {
+			p.StatusSince = now
+		}
+		if p.Activity != activity {
+			p.ActivitySince = now
+		}
+		p.Status, p.Activity = status, activity
+		return nil
+	})
+}
+
+// SetAttention sets the attention mode.
+func (c *Client) SetAttention(ctx context.Context, mode wire.AttentionMode) error {
+	return c.update(ctx, func(p *wire.Presence) error { p.Attention = mode; return nil })
+}
+
+// SetChannelMode sets a channel's attention override; an empty mode clears it.
+func (c *Client) SetChannelMode(ctx context.Context, channel string, mode wire.ChannelMode) error {
+	return c.update(ctx, func(p *wire.Presence) error {
+		if mode == "" {
+			delete(p.ChannelModes, channel)
+			return nil
+		}
+		if p.ChannelModes == nil {
+			p.ChannelModes = map[string]wire.ChannelMode{}
+		}
+		p.ChannelModes[channel] = mode
+		return nil
+	})
+}
+
+// SetCondition relays a condition the harness reported; nil clears it.
+func (c *Client) SetCondition(ctx context.Context, cond *wire.PresenceCondition) error {
+	return c.update(ctx, func(p *wire.Presence) error { p.Condition = cond; return nil })
+}
+
+// MarkActive records work progress (activeAt) in the next heartbeat.
+func (c *Client) MarkActive() {
+	c.mu.Lock()
+	c.presence.ActiveAt = wire.MillisOf(time.Now())
+	c.mu.Unlock()
+}
+
+// Peer is one row of the roster.
+type Peer struct {
+	// Key is the presence key, the peer's principal dot-form.
+	Key string
+	// Presence is the last row seen; nil once deleted.
+	Presence *wire.Presence
+	// Online is false for a row marked offline, stale past the liveness window, or deleted.
+	Online bool
+}
+
+// Roster is a live view of the space's presence. It is safe for concurrent use; Stop ends it.
+type Roster struct {
+	mu      sync.Mutex
+	rows    map[string]*wire.Presence // nil value: deleted
+	now     func() time.Time
+	watcher jetstream.KeyWatcher
+	ready   chan struct{}
+	changes chan Peer
+	done    chan struct{}
+}
+
+// Roster starts watching the space's presence and returns once the current rows are loaded. A
+// row whose key is not its card.id, or that fails validation, is dropped and reported on Errors
+// (SPEC §6).
+func (c *Client) Roster(ctx context.Context) (*Roster, error) {
+	kv, err := c.js.KeyValue(ctx, string(c.space.PresenceBucket()))
+	if err != nil {
+		return nil, fmt.Errorf("open presence: %w", err)
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watch presence: %w", err)
+	}
+	r := &Roster{rows: map[string]*wire.Presence{}, now: time.Now, watcher: w, ready: make(chan struct{}), changes: make(chan Peer, 256), done: make(chan struct{})}
+	c.goFn(func() { r.run(c) })
+	select {
+	case <-r.ready:
+		return r, nil
+	case <-ctx.Done():
+		r.Stop()
+		return nil, fmt.Errorf("load presence: %w", ctx.Err())
+	}
+}
+
+func (r *Roster) run(c *Client) {
+	defer close(r.done)
+	readyOnce := sync.OnceFunc(func() { close(r.ready) })
+	for {
+		select {
+		case <-c.ctx.Done():
+			r.watcher.Stop()
+			return
+		case e, ok := <-r.watcher.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				readyOnce()
+				continue
+			}
+			r.apply(c, e)
+		}
+	}
+}
+
+func (r *Roster) apply(c *Client, e jetstream.KeyValueEntry) {
+	key := e.Key()
+	if key == wire.TTLCanaryKey {
+		return
+	}
+	var row *wire.Presence
+	if e.Operation() == jetstream.KeyValuePut {
+		p, err := wire.DecodePresence(key, e.Value())
+		if err != nil {
+			c.log.Warn("presence row dropped", "key", key, "err", err)
+			c.report(fmt.Errorf("presence row %q dropped: %w", key, err))
+			return
+		}
+		row = p
+	}
+	r.mu.Lock()
+	r.rows[key] = row
+	peer := r.peer(key, row)
+	r.mu.Unlock()
+	select {
+	case r.changes <- peer:
+	default:
+	}
+}
+
+// peer builds a Peer; caller holds r.mu.
+func (r *Roster) peer(key string, p *wire.Presence) Peer {
+	online := p != nil && p.Status != wire.StatusOffline && !p.Stale(r.now())
+	return Peer{Key: key, Presence: p, Online: online}
+}
+
+// Peers returns every peer seen, online ones first, each group by name.
+func (r *Roster) Peers() []Peer {
+	r.mu.Lock()
+	out := make([]Peer, 0, len(r.rows))
+	for k, p := range r.rows {
+		out = append(out, r.peer(k, p))
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Online != out[j].Online {
+			return out[i].Online
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// Find returns the peers a name addresses: by principal dot-form, by actor, or by card name
+// without regard to case. More than one result is an ambiguous name.
+func (r *Roster) Find(name string) []Peer {
+	var out []Peer
+	for _, p := range r.Peers() {
+		if p.Presence == nil {
+			continue
+		}
+		card := p.Presence.Card
+		if p.Key == name || card.Actor == name || strings.EqualFold(card.Name, name) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Changes delivers each row as it changes. The channel is buffered; a reader that falls behind
+// misses changes but can always read Peers.
+func (r *Roster) Changes() <-chan Peer { return r.changes }
+
+// Stop ends the watch.
+func (r *Roster) Stop() {
+	r.watcher.Stop()
+}

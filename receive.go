@@ -1,0 +1,159 @@
+package cotal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// Delivery is a message surfaced to the handler, after the wire guard accepted it.
+type Delivery struct {
+	// Kind is how the message was addressed, from the subject: channel, dm or anycast.
+	Kind wire.DeliveryKind
+	// Historical marks a channel message backfilled at join rather than received live.
+	Historical bool
+	// Channel is the channel a channel message was published on.
+	Channel string
+	// Sender is the subject's sender, which from.id equals.
+	Sender wire.Principal
+	// Message is the message.
+	Message *wire.CotalMessage
+}
+
+// Handler surfaces a delivery. Returning nil acknowledges a durable delivery (ack-on-surface);
+// returning an error asks for redelivery later (a transient failure). Live channel messages have
+// nothing to acknowledge. The client calls the handler for one delivery at a time.
+type Handler func(ctx context.Context, d *Delivery) error
+
+// dedupSize bounds the ids remembered for de-duplication: enough to span a join's backfill and
+// the live tail that overlaps it.
+const dedupSize = 16384
+
+// deliverer runs deliveries through the guard, de-duplicates them by id and calls the handler one
+// at a time.
+type deliverer struct {
+	c *Client
+
+	mu    sync.Mutex // serialises handler calls; guards seen and order
+	seen  map[string]bool
+	order []string
+}
+
+func newDeliverer(c *Client) *deliverer {
+	return &deliverer{c: c, seen: make(map[string]bool, dedupSize)}
+}
+
+// outcome is what to do with a delivery's durable copy.
+type outcome int
+
+const (
+	ack  outcome = iota // surfaced, or a duplicate of one surfaced
+	nak                 // the handler failed: redeliver later
+	term                // a permanent anomaly: never redeliver
+)
+
+// deliver judges and surfaces one message. historical marks a backfilled channel message.
+func (d *deliverer) deliver(subject string, data []byte, historical bool) (outcome, *wire.RejectError) {
+	dl, err := wire.Guard(subject, data)
+	if err != nil {
+		var rej *wire.RejectError
+		if errors.As(err, &rej) {
+			d.c.log.Warn("delivery rejected", "subject", subject, "reason", rej.Reason, "err", rej.Err)
+			return term, rej
+		}
+		return term, &wire.RejectError{Reason: wire.ReasonMalformedJSON, Subject: subject, Err: err}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	id := dl.Message.ID
+	if id != "" && d.seen[id] { // SPEC §4: never de-duplicate on the empty id
+		return ack, nil
+	}
+	out := &Delivery{Kind: dl.Kind, Historical: historical, Sender: dl.Sender, Message: dl.Message}
+	if dl.Kind == wire.DeliveryChannel {
+		out.Channel = dl.Subject.Rest
+	}
+	if h := d.c.opts.handler; h != nil {
+		if err := h(d.c.ctx, out); err != nil {
+			d.c.log.Info("handler failed; asking for redelivery", "id", id, "err", err)
+			return nak, nil
+		}
+	}
+	if id != "" {
+		d.remember(id)
+	}
+	return ack, nil
+}
+
+// remember adds id to the bounded seen set; caller holds mu.
+func (d *deliverer) remember(id string) {
+	d.seen[id] = true
+	d.order = append(d.order, id)
+	if len(d.order) > dedupSize {
+		delete(d.seen, d.order[0])
+		d.order = d.order[1:]
+	}
+}
+
+// settle applies a delivery's outcome to its JetStream message.
+func (d *deliverer) settle(msg jetstream.Msg) {
+	out, rej := d.deliver(msg.Subject(), msg.Data(), false)
+	var err error
+	switch out {
+	case ack:
+		err = msg.Ack()
+	case nak:
+		err = msg.Nak()
+	case term:
+		err = msg.TermWithReason(string(rej.Reason))
+	}
+	if err != nil {
+		d.c.log.Warn("settle delivery", "subject", msg.Subject(), "err", err)
+	}
+}
+
+// bindDurables binds the pre-created durables the credential names, never creating them: the
+// lifecycle's dm_ durable, and its role's svc_ durable.
+func (c *Client) bindDurables(ctx context.Context) error {
+	g := c.grant
+	if g.Lifecycle != "" {
+		l := wire.Lifecycle{Principal: c.me, UID: g.Lifecycle}
+		if err := c.consumeDurable(ctx, c.space.DMStream(), wire.DMDurable(l)); err != nil {
+			return err
+		}
+	}
+	if g.Role != "" {
+		name, err := wire.TaskDurable(g.Role)
+		if err != nil {
+			return err
+		}
+		if err := c.consumeDurable(ctx, c.space.TaskStream(), name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Client) consumeDurable(ctx context.Context, stream, name string) error {
+	cons, err := c.js.Consumer(ctx, stream, name)
+	if err != nil {
+		return fmt.Errorf("bind durable %s on %s (it must be provisioned; agents never create it): %w", name, stream, err)
+	}
+	cc, err := cons.Consume(c.deliver.settle, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if c.ctx.Err() == nil {
+			c.log.Warn("consume", "durable", name, "err", err)
+		}
+	}))
+	if err != nil {
+		return fmt.Errorf("consume %s on %s: %w", name, stream, err)
+	}
+	c.mu.Lock()
+	c.consume = append(c.consume, cc)
+	c.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,115 @@
+package cotal
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// Target is where a client connects, parsed from a URL (SPEC §10).
+type Target struct {
+	// Server is the NATS URL to dial: nats:// or tls://.
+	Server string
+	// TLS reports whether TLS is required (cotals://, tls://).
+	TLS bool
+	// Space is the space named by a cotal:// URL; empty for a nats:// URL.
+	Space wire.Space
+	// Channels are the channels a cotal:// URL asks to join (?channel=a,b or ?channels=a,b).
+	Channels []string
+	// Token, User and Password come from the URL's user info: "token@" or "user:pass@".
+	Token, User, Password string
+}
+
+// Default ports and schemes.
+const (
+	defaultPort   = "4222"
+	schemeCotal   = "cotal"
+	schemeCotalS  = "cotals"
+	schemeNATS    = "nats"
+	schemeTLS     = "tls"
+	maxURLLength  = 8192
+	maxURLChannel = 256
+)
+
+// ParseURL parses a connection URL: cotal://[token@|user:pass@]host[:port]/space[?channel=a,b],
+// cotals://... (TLS required), or a plain nats:// or tls:// server URL. It returns a
+// *wire.ValidationError naming what is wrong.
+func ParseURL(raw string) (*Target, error) {
+	bad := func(rule string) (*Target, error) {
+		return nil, &wire.ValidationError{Field: "url", Value: raw, Rule: rule}
+	}
+	if len(raw) > maxURLLength {
+		return bad(fmt.Sprintf("is longer than %d bytes", maxURLLength))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return bad(err.Error())
+	}
+	t := &Target{}
+	switch u.Scheme {
+	case schemeNATS, schemeTLS:
+		if u.Host == "" {
+			return bad("names no host")
+		}
+		t.Server, t.TLS = raw, u.Scheme == schemeTLS
+		return t, nil
+	case schemeCotal, schemeCotalS:
+		t.TLS = u.Scheme == schemeCotalS
+	default:
+		return bad(`scheme must be cotal, cotals, nats or tls`)
+	}
+	host := u.Hostname()
+	if host == "" {
+		return bad("names no host")
+	}
+	port := u.Port()
+	if port == "" {
+		port = defaultPort
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return bad("port must be 1-65535")
+	}
+	space := strings.Trim(u.Path, "/")
+	if space == "" {
+		return bad("names no space (cotal://host:port/SPACE)")
+	}
+	sp, err := wire.ParseSpace(space)
+	if err != nil {
+		return nil, err
+	}
+	t.Space = sp
+	if u.User != nil {
+		if pass, ok := u.User.Password(); ok {
+			t.User, t.Password = u.User.Username(), pass
+		} else {
+			t.Token = u.User.Username()
+		}
+	}
+	q := u.Query()
+	for _, key := range []string{"channel", "channels"} {
+		for _, v := range q[key] {
+			for ch := range strings.SplitSeq(v, ",") {
+				if ch = strings.TrimSpace(ch); ch == "" {
+					continue
+				}
+				if err := wire.ValidateChannelPattern(ch); err != nil {
+					return nil, err
+				}
+				t.Channels = append(t.Channels, ch)
+			}
+		}
+	}
+	if len(t.Channels) > maxURLChannel {
+		return bad(fmt.Sprintf("names more than %d channels", maxURLChannel))
+	}
+	scheme := schemeNATS
+	if t.TLS {
+		scheme = schemeTLS
+	}
+	t.Server = scheme + "://" + net.JoinHostPort(host, port)
+	return t, nil
+}
