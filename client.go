@@ -267,6 +267,9 @@ func (c *Client) Close(ctx context.Context) error {
 		errs = append(errs, c.writeOffline(ctx))
 	}
 	c.cancel()
+	// Closing the connection first makes any request still in flight (a watch's consumer
+	// cleanup, say) fail at once rather than run to its timeout.
+	c.nc.Close()
 	done := make(chan struct{})
 	go func() { c.wg.Wait(); close(done) }()
 	select {
@@ -274,7 +277,6 @@ func (c *Client) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, ctx.Err())
 	}
-	c.nc.Close()
 	return errors.Join(errs...)
 }
 

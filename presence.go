@@ -205,13 +205,14 @@ type Peer struct {
 
 // Roster is a live view of the space's presence. It is safe for concurrent use; Stop ends it.
 type Roster struct {
+	c       *Client
 	mu      sync.Mutex
 	rows    map[string]*wire.Presence // nil value: deleted
 	now     func() time.Time
 	watcher jetstream.KeyWatcher
 	ready   chan struct{}
 	changes chan Peer
-	done    chan struct{}
+	stop    sync.Once
 }
 
 // Roster starts watching the space's presence and returns once the current rows are loaded. A
@@ -226,7 +227,7 @@ func (c *Client) Roster(ctx context.Context) (*Roster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch presence: %w", err)
 	}
-	r := &Roster{rows: map[string]*wire.Presence{}, now: time.Now, watcher: w, ready: make(chan struct{}), changes: make(chan Peer, 256), done: make(chan struct{})}
+	r := &Roster{c: c, rows: map[string]*wire.Presence{}, now: time.Now, watcher: w, ready: make(chan struct{}), changes: make(chan Peer, 256)}
 	c.goFn(func() { r.run(c) })
 	select {
 	case <-r.ready:
@@ -238,13 +239,11 @@ func (c *Client) Roster(ctx context.Context) (*Roster, error) {
 }
 
 func (r *Roster) run(c *Client) {
-	defer close(r.done)
 	readyOnce := sync.OnceFunc(func() { close(r.ready) })
 	for {
 		select {
 		case <-c.ctx.Done():
-			r.watcher.Stop()
-			return
+			return // Close closes the connection, which ends the watch
 		case e, ok := <-r.watcher.Updates():
 			if !ok {
 				return
@@ -326,7 +325,10 @@ func (r *Roster) Find(name string) []Peer {
 // misses changes but can always read Peers.
 func (r *Roster) Changes() <-chan Peer { return r.changes }
 
-// Stop ends the watch.
+// Stop ends the watch without waiting: removing the watch's consumer is a request a credential
+// may lack the grant for, and it must not hold the caller up. The client's Close waits for it.
 func (r *Roster) Stop() {
-	r.watcher.Stop()
+	r.stop.Do(func() {
+		r.c.goFn(func() { _ = r.watcher.Stop() }) // best effort; the consumer also expires when idle
+	})
 }

@@ -7,10 +7,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal/internal/cli/agent"
+	"github.com/gocotal/cotal/internal/cli/channels"
+	"github.com/gocotal/cotal/internal/cli/console"
+	"github.com/gocotal/cotal/internal/cli/demo"
 	"github.com/gocotal/cotal/internal/cli/down"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/mint"
+	"github.com/gocotal/cotal/internal/cli/ps"
+	"github.com/gocotal/cotal/internal/cli/send"
 	"github.com/gocotal/cotal/internal/cli/status"
 	"github.com/gocotal/cotal/internal/cli/up"
 	"github.com/gocotal/cotal/internal/cli/version"
@@ -42,6 +48,12 @@ func NewCmdRoot(io *iostreams.IOStreams) *cobra.Command {
 		down.NewCmdDown(io, nil),
 		status.NewCmdStatus(io, nil),
 		mint.NewCmdMint(io, nil),
+		send.NewCmdSend(io, nil),
+		channels.NewCmdChannels(io),
+		ps.NewCmdPs(io),
+		console.NewCmdConsole(io),
+		agent.NewCmdAgent(io),
+		demo.NewCmdDemo(io),
 		version.NewCmdVersion(io, nil),
 	)
 	for _, c := range append(root.Commands(), root) {

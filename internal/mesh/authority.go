@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -111,9 +110,9 @@ func (a *Authority) Mint(req MintRequest) (*authority.Credential, error) {
 	return sk.Mint(authority.MintRequest{Profile: req.Profile, Grant: g, Expires: req.Expires})
 }
 
-// session connects to url as a one-shot credential of profile, for the CLI's own operations.
-func (a *Authority) session(ctx context.Context, url string, sp wire.Space, profile authority.Profile) (*nats.Conn, jetstream.JetStream, error) {
-	cred, err := a.Mint(MintRequest{Space: sp, Profile: profile, Name: "cotal_" + profileToken(profile)})
+// session connects to url as a one-shot provisioner credential, for the mesh's own setup.
+func (a *Authority) session(ctx context.Context, url string, sp wire.Space) (*nats.Conn, jetstream.JetStream, error) {
+	cred, err := a.Mint(MintRequest{Space: sp, Profile: authority.ProfileProvisioner, Name: "cotal_provisioner"})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -129,13 +128,10 @@ func (a *Authority) session(ctx context.Context, url string, sp wire.Space, prof
 	return nc, js, nil
 }
 
-// profileToken turns a profile name into an actor token ("channel-writer" → "channel_writer").
-func profileToken(p authority.Profile) string { return strings.ReplaceAll(string(p), "-", "_") }
-
 // Provision provisions sp on the broker at url under a one-shot provisioner credential, so the
 // setup itself runs with least privilege.
 func (a *Authority) Provision(ctx context.Context, url string, sp wire.Space, defaults wire.ChannelDefaults) (*space.Report, error) {
-	nc, js, err := a.session(ctx, url, sp, authority.ProfileProvisioner)
+	nc, js, err := a.session(ctx, url, sp)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +141,7 @@ func (a *Authority) Provision(ctx context.Context, url string, sp wire.Space, de
 
 // ProvisionAgent pre-creates the durables of an agent credential's lifecycle.
 func (a *Authority) ProvisionAgent(ctx context.Context, url string, sp wire.Space, cred *authority.Credential, role string) error {
-	nc, js, err := a.session(ctx, url, sp, authority.ProfileProvisioner)
+	nc, js, err := a.session(ctx, url, sp)
 	if err != nil {
 		return err
 	}
@@ -166,6 +162,9 @@ func Connect(ctx context.Context, url string, cred *authority.Credential, opts .
 		return nil, fmt.Errorf("read the seed of a %s credential: %w", cred.Profile, err)
 	}
 	base := []nats.Option{
+		// One-shot CLI connections may trip refusals they do not care about (an ordered consumer
+		// cleaning itself up without the grant to); nats.go would print them to stderr.
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
 		nats.UserJWTAndSeed(cred.JWT, string(seed)),
 		nats.CustomInboxPrefix(wire.ConnID(cred.PublicKey).InboxPrefix()),
 		nats.Name(cred.Principal.String()),
@@ -189,28 +188,31 @@ func dial(ctx context.Context, url string, opts ...nats.Option) (*nats.Conn, err
 	return nc, nil
 }
 
-// Inspector returns a JetStream context that can read the stream info of every stream of sp on
-// the running mesh st: a one-shot provisioner credential in auth mode (the only profile with
-// STREAM.INFO on all of them), the open connection otherwise. closeFn closes it.
-func Inspector(ctx context.Context, d Dir, st *State, sp wire.Space) (js jetstream.JetStream, closeFn func(), err error) {
+// JetStream connects to the running mesh st as a freshly minted one-shot credential of profile
+// for local.<name> (or without credentials on an open mesh) and returns a JetStream context on it,
+// with closeFn to close the connection.
+func JetStream(ctx context.Context, d Dir, st *State, sp wire.Space, profile authority.Profile, name string) (js jetstream.JetStream, closeFn func(), err error) {
 	var nc *nats.Conn
 	if st.Open {
 		if nc, err = dial(ctx, st.URL); err != nil {
 			return nil, nil, err
 		}
-		if js, err = jetstream.New(nc); err != nil {
-			nc.Close()
+	} else {
+		a, err := OpenAuthority(d)
+		if err != nil {
 			return nil, nil, err
 		}
-		return js, nc.Close, nil
+		cred, err := a.Mint(MintRequest{Space: sp, Profile: profile, Name: name})
+		if err != nil {
+			return nil, nil, err
+		}
+		if nc, err = Connect(ctx, st.URL, cred); err != nil {
+			return nil, nil, err
+		}
 	}
-	a, err := OpenAuthority(d)
-	if err != nil {
-		return nil, nil, err
-	}
-	nc, js, err = a.session(ctx, st.URL, sp, authority.ProfileProvisioner)
-	if err != nil {
-		return nil, nil, err
+	if js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream on %s: %w", st.URL, err)
 	}
 	return js, nc.Close, nil
 }

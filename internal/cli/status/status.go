@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal/authority"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/space"
@@ -109,7 +110,8 @@ func statusRun(ctx context.Context, o *Options) error {
 // inspect reads each space's streams on a short-lived credential.
 func inspect(ctx context.Context, d mesh.Dir, st *mesh.State, rep *Report) error {
 	for _, sp := range st.Spaces {
-		js, closeFn, err := mesh.Inspector(ctx, d, st, sp)
+		// Only the provisioner holds STREAM.INFO on every stream of a space.
+		js, closeFn, err := mesh.JetStream(ctx, d, st, sp, authority.ProfileProvisioner, "cotal_status")
 		if err != nil {
 			return err
 		}

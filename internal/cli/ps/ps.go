@@ -1,0 +1,112 @@
+// Package ps implements `cotal ps` (alias roster): who is in the space.
+package ps
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/mesh"
+)
+
+// Options are the inputs of `cotal ps`.
+type Options struct {
+	IO    *iostreams.IOStreams
+	Dir   string
+	Space string
+	JSON  bool
+}
+
+// Row is one line of `cotal ps --json`; the field names are a stable interface.
+type Row struct {
+	Principal string    `json:"principal"`
+	Name      string    `json:"name"`
+	Status    string    `json:"status"`
+	Online    bool      `json:"online"`
+	Role      string    `json:"role,omitempty"`
+	Activity  string    `json:"activity,omitempty"`
+	LastSeen  time.Time `json:"lastSeen"`
+}
+
+// NewCmdPs returns the `cotal ps` command.
+func NewCmdPs(io *iostreams.IOStreams) *cobra.Command {
+	o := &Options{IO: io}
+	cmd := &cobra.Command{
+		Use:     "ps",
+		Aliases: []string{"roster"},
+		Short:   "List the space's participants: name, status, role, activity, last seen",
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return psRun(cmd.Context(), o) },
+	}
+	cmd.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	cmd.Flags().StringVar(&o.Space, "space", "", "the space (default: the mesh's first)")
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the roster as JSON")
+	return cmd
+}
+
+func psRun(ctx context.Context, o *Options) error {
+	d, st, err := mesh.Running(o.Dir)
+	if err != nil {
+		return err
+	}
+	sp, err := st.SpaceOf(o.Space)
+	if err != nil {
+		return &exit.UsageError{Err: err}
+	}
+	c, err := mesh.Client(ctx, d, st, sp, authority.ProfileObserver, "cotal_ps", cotal.WithPresence(false))
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	roster, err := c.Roster(ctx)
+	if err != nil {
+		return err
+	}
+	defer roster.Stop()
+	var rows []Row
+	for _, p := range roster.Peers() {
+		if p.Presence == nil {
+			continue
+		}
+		status := string(p.Presence.Status)
+		if !p.Online {
+			status = "offline"
+		}
+		rows = append(rows, Row{
+			Principal: p.Key, Name: p.Presence.Card.Name, Status: status, Online: p.Online,
+			Role: p.Presence.Card.Role, Activity: p.Presence.Activity, LastSeen: p.Presence.TS.Time().UTC(),
+		})
+	}
+	if o.JSON {
+		if rows == nil {
+			rows = []Row{}
+		}
+		return json.NewEncoder(o.IO.Out).Encode(rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(o.IO.Out, "nobody is present")
+		return nil
+	}
+	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tPRINCIPAL\tSTATUS\tROLE\tACTIVITY\tLAST SEEN")
+	now := time.Now()
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\n", r.Name, r.Principal, r.Status, dash(r.Role), dash(r.Activity), now.Sub(r.LastSeen).Round(time.Second))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
