@@ -38,7 +38,9 @@ func background(t *testing.T, args ...string) (*syncBuffer, *syncBuffer, func() 
 	out, errOut := &syncBuffer{}, &syncBuffer{}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan int, 1)
-	go func() { done <- Main(ctx, &iostreams.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut}, args) }()
+	go func() {
+		done <- Main(ctx, &iostreams.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut}, args)
+	}()
 	stop := sync.OnceValue(func() int {
 		cancel()
 		select {
