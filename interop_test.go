@@ -246,6 +246,9 @@ func TestForgedSenderIsTerminated(t *testing.T) {
 	if _, err := bob.JS.Publish(ctx, m.Space.DMSubject(carolP, bobCred.Principal), []byte(forged)); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := bob.JS.Publish(ctx, m.Space.DMSubject(carolP, bobCred.Principal), []byte(`{"id": "broken`)); err != nil {
+		t.Fatal(err)
+	}
 	honest := `{"id":"h1","ts":1,"space":"main","from":{"id":"local.bob","name":"bob"},"to":"local.carol","parts":[{"kind":"text","text":"honest"}],"future":{"field":true}}`
 	if _, err := bob.JS.Publish(ctx, m.Space.DMSubject(carolP, bobCred.Principal), []byte(honest)); err != nil {
 		t.Fatal(err)
@@ -256,13 +259,13 @@ func TestForgedSenderIsTerminated(t *testing.T) {
 	}
 	js := jetstreamOf(t, m)
 	durable := wire.DMDurable(wire.Lifecycle{Principal: carolCred.Principal, UID: carolCred.LifecycleUID})
-	waitFor(t, "both dms settled, none pending redelivery", func() bool {
+	waitFor(t, "all three dms settled, none pending redelivery", func() bool {
 		cons, err := js.Consumer(ctx, "DM_main", durable)
 		if err != nil {
 			return false
 		}
 		info := cons.CachedInfo()
-		return info.AckFloor.Stream == 2 && info.NumAckPending == 0 && info.NumRedelivered == 0
+		return info.AckFloor.Stream == 3 && info.NumAckPending == 0 && info.NumRedelivered == 0
 	})
 }
 
@@ -397,5 +400,45 @@ func TestConnectRefusals(t *testing.T) {
 	_, err = cotal.Connect(ctx, "cotal://127.0.0.1:1/main", cotal.WithCredsData([]byte("not creds")))
 	if err == nil || !strings.Contains(err.Error(), "creds") {
 		t.Errorf("garbage creds = %v", err)
+	}
+}
+
+// TestHandlerErrorRedelivers shows ack-on-surface: a handler that fails gets the durable message
+// again, and it is acknowledged once surfaced.
+func TestHandlerErrorRedelivers(t *testing.T) {
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	alice, _ := agent(t, m, mesh.MintRequest{Name: "alice"})
+	cred := m.AgentCred(t, mesh.MintRequest{Name: "bob"})
+	var mu sync.Mutex
+	attempts := 0
+	surfaced := make(chan struct{}, 1)
+	bob, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(cred.Creds), cotal.WithPresence(false),
+		cotal.WithHandler(func(_ context.Context, d *cotal.Delivery) error {
+			mu.Lock()
+			defer mu.Unlock()
+			attempts++
+			if attempts == 1 {
+				return errors.New("not ready yet")
+			}
+			surfaced <- struct{}{}
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bob.Close(context.Background()) })
+	if _, err := alice.DirectMessage(ctx, cred.Principal, say("again")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-surfaced:
+	case <-time.After(wait):
+		t.Fatal("the message was not redelivered after the handler failed")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if attempts != 2 {
+		t.Errorf("%d attempts, want 2", attempts)
 	}
 }
