@@ -121,11 +121,7 @@ func (c *Client) subjectFor(m *wire.CotalMessage) (string, error) {
 // publishError explains a failed JetStream publish: a permission violation the broker reported
 // for subject becomes ErrNotPermitted instead of the timeout it otherwise looks like.
 func (c *Client) publishError(op, subject string, err error) error {
-	c.mu.Lock()
-	refusal, refused := c.refusals[subject]
-	delete(c.refusals, subject)
-	c.mu.Unlock()
-	if refused {
+	if refusal := c.takeRefusal(subject); refusal != nil {
 		return fmt.Errorf("%s: %w: %v", op, ErrNotPermitted, refusal)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoStreamResponse) {
