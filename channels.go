@@ -28,12 +28,20 @@ type JoinResult struct {
 	Watermark uint64
 	// Backfilled counts the historical messages surfaced.
 	Backfilled int
+	// Durable reports that the delivery daemon established durable membership (a durable
+	// channel, a client with a lifecycle); its copies then arrive through the dlv_ durable.
+	Durable bool
+	// Generation is the durable membership's generation, which a leave names.
+	Generation int64
+	// Backstop explains, on a durable channel, why the join is live only.
+	Backstop string
 }
 
 // joined is one live channel subscription.
 type joined struct {
-	sub  *nats.Subscription
-	stop context.CancelFunc
+	sub        *nats.Subscription
+	stop       context.CancelFunc
+	generation int64 // of the durable membership, 0 when live only
 }
 
 // historyBatch is how many messages one history fetch asks for.
@@ -54,11 +62,26 @@ func (c *Client) Join(ctx context.Context, channel string) (*JoinResult, error) 
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
-	_, already := c.joined[channel]
-	c.mu.Unlock()
-	if already {
+	if _, already := c.joined[channel]; already {
+		c.mu.Unlock()
 		return nil, fmt.Errorf("already joined %q", channel)
 	}
+	c.joined[channel] = nil // reserved while the join is under way
+	c.mu.Unlock()
+	res, err := c.join(ctx, channel)
+	if err != nil {
+		c.mu.Lock()
+		if j, ok := c.joined[channel]; ok && j == nil {
+			delete(c.joined, channel)
+		}
+		c.mu.Unlock()
+		return nil, err
+	}
+	return res, nil
+}
+
+// join does the work of Join for a channel reserved in c.joined.
+func (c *Client) join(ctx context.Context, channel string) (*JoinResult, error) {
 	res := &JoinResult{Channel: channel}
 	var err error
 	if res.Config, err = c.ChannelConfig(ctx, channel); err != nil {
@@ -88,11 +111,20 @@ func (c *Client) Join(ctx context.Context, channel string) (*JoinResult, error) 
 			return nil, fmt.Errorf("join %s: backfill: %w", channel, err)
 		}
 	}
+	if res.Config.DeliveryClass == wire.ClassDurable && wire.IsConcreteChannel(channel) && c.grant != nil && c.grant.Lifecycle != "" {
+		c.durableJoin(ctx, res)
+	}
 	jctx, stop := context.WithCancel(c.ctx)
 	c.mu.Lock()
-	c.joined[channel] = &joined{sub: sub, stop: stop}
-	c.mu.Unlock()
+	if c.closed {
+		c.mu.Unlock()
+		stop()
+		_ = sub.Unsubscribe() // closing anyway
+		return nil, ErrClosed
+	}
+	c.joined[channel] = &joined{sub: sub, stop: stop, generation: res.Generation}
 	c.goFn(func() { c.readLive(jctx, channel, sub, first) })
+	c.mu.Unlock()
 	return res, nil
 }
 
@@ -122,10 +154,18 @@ func (c *Client) readLive(ctx context.Context, channel string, sub *nats.Subscri
 	}
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			if errors.Is(err, nats.ErrPermissionViolation) {
+		switch {
+		case errors.Is(err, nats.ErrSlowConsumer):
+			c.report(fmt.Errorf("channel %s: live messages were dropped: %w", channel, err))
+			continue
+		case errors.Is(err, nats.ErrPermissionViolation):
+			c.dropJoin(channel)
+			c.report(fmt.Errorf("channel %s: %w: %v", channel, ErrJoinRefused, err))
+			return
+		case err != nil:
+			if ctx.Err() == nil {
 				c.dropJoin(channel)
-				c.report(fmt.Errorf("channel %s: %w: %v", channel, ErrJoinRefused, err))
+				c.report(fmt.Errorf("channel %s: live subscription ended: %w", channel, err))
 			}
 			return
 		}
@@ -136,24 +176,36 @@ func (c *Client) readLive(ctx context.Context, channel string, sub *nats.Subscri
 func (c *Client) dropJoin(channel string) {
 	c.mu.Lock()
 	j := c.joined[channel]
-	delete(c.joined, channel)
+	if j != nil {
+		delete(c.joined, channel)
+	}
 	c.mu.Unlock()
 	if j != nil {
 		j.stop()
 	}
 }
 
-// Leave ends a channel's live subscription. Leaving the last channel is fine.
-func (c *Client) Leave(channel string) error {
+// Leave ends a channel's live subscription and, on a durable channel, its durable membership:
+// a hard boundary, after which the backstop hands over nothing posted later. Leaving the last
+// channel is fine.
+func (c *Client) Leave(ctx context.Context, channel string) error {
 	c.mu.Lock()
 	j, ok := c.joined[channel]
+	if ok && j == nil {
+		c.mu.Unlock()
+		return fmt.Errorf("the join of %q is still under way", channel)
+	}
 	delete(c.joined, channel)
 	c.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("not joined to %q", channel)
 	}
 	j.stop()
-	return j.sub.Unsubscribe()
+	err := j.sub.Unsubscribe()
+	if j.generation > 0 {
+		err = errors.Join(err, c.durableLeave(ctx, channel, j.generation))
+	}
+	return err
 }
 
 // Channels returns the channels joined.
@@ -161,8 +213,10 @@ func (c *Client) Channels() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]string, 0, len(c.joined))
-	for ch := range c.joined {
-		out = append(out, ch)
+	for ch, j := range c.joined {
+		if j != nil {
+			out = append(out, ch)
+		}
 	}
 	return out
 }
@@ -174,6 +228,8 @@ func (c *Client) backfill(ctx context.Context, filter string, window time.Durati
 	if c.grant == nil || c.grant.Lifecycle == "" {
 		return 0, nil // no lifecycle, no history grant: live only
 	}
+	c.histMu.Lock()
+	defer c.histMu.Unlock()
 	stream := c.space.ChatStream()
 	name := wire.ChatHistConsumer(wire.Lifecycle{Principal: c.me, UID: c.grant.Lifecycle})
 	cfg := jetstream.ConsumerConfig{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,7 +27,7 @@ var (
 )
 
 // Client is one participant's connection to a space. It is safe for concurrent use. Create one
-// with Connect and end it with Close.
+// with Connect and end it with Close; the zero value is not usable.
 type Client struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
@@ -42,6 +43,13 @@ type Client struct {
 
 	// asyncErrs delivers the broker's asynchronous errors to the caller; see Errors.
 	asyncErrs chan error
+
+	// presenceMu serialises presence writes; presenceDone is set, under it, by the final
+	// offline write, after which no write is made.
+	presenceMu   sync.Mutex
+	presenceDone bool
+	// histMu runs history reads one at a time: the lifecycle's chathist consumer has one name.
+	histMu sync.Mutex
 
 	mu       sync.Mutex // guards the fields below
 	closed   bool
@@ -105,6 +113,9 @@ func (c *Client) identify(t *Target) error {
 			return fmt.Errorf("%w at %s; mint a new one", ErrCredentialExpired, g.Expires.UTC().Format(time.RFC3339))
 		}
 		c.grant, c.me, c.space = g, g.Principal, g.Space
+		if !o.presenceSet {
+			o.presence = g.Presence
+		}
 	} else {
 		p, err := wire.NewPrincipal(wire.DevOwner, strings.ReplaceAll(string(wire.NewConnID()), "-", "_"))
 		if err != nil {
@@ -206,8 +217,8 @@ func (c *Client) onAsyncError(_ *nats.Conn, _ *nats.Subscription, err error) {
 	c.report(err)
 }
 
-// report offers err on Errors without blocking: a caller that does not read them loses the
-// oldest-unread ones, never the connection.
+// report offers err on Errors without blocking: when the buffer is full the newest error is
+// dropped (and was logged), never the connection.
 func (c *Client) report(err error) {
 	select {
 	case c.asyncErrs <- err:
@@ -226,8 +237,8 @@ func violatedPublish(err error) (string, bool) {
 }
 
 // Errors returns the asynchronous errors the broker reported (permission violations, slow
-// consumers) and late join refusals. The channel is buffered; unread errors beyond its capacity
-// are dropped, and logged.
+// consumers), late join refusals and failed consumes. The channel is buffered; errors beyond
+// its capacity are dropped (they were logged).
 func (c *Client) Errors() <-chan error { return c.asyncErrs }
 
 // Principal returns the client's principal.
@@ -236,15 +247,24 @@ func (c *Client) Principal() wire.Principal { return c.me }
 // Space returns the client's space.
 func (c *Client) Space() wire.Space { return c.space }
 
-// Grant returns what the client's credential grants; nil on an open mesh.
-func (c *Client) Grant() *Grant { return c.grant }
+// Grant returns a copy of what the client's credential grants; nil on an open mesh.
+func (c *Client) Grant() *Grant {
+	if c.grant == nil {
+		return nil
+	}
+	g := *c.grant
+	g.AllowPublish = slices.Clone(c.grant.AllowPublish)
+	g.AllowSubscribe = slices.Clone(c.grant.AllowSubscribe)
+	return &g
+}
 
 // Conn returns the underlying NATS connection, for what this package does not cover. Using it to
 // publish on Cotal subjects bypasses the message checks.
 func (c *Client) Conn() *nats.Conn { return c.nc }
 
-// Close ends the client: it stops receiving, writes one final offline presence row, and drains
-// the connection, returning ctx.Err() if ctx ends first.
+// Close ends the client: it stops receiving (letting a handler in flight finish), writes one final
+// offline presence row, and closes the connection, returning ctx.Err() if ctx ends first. A
+// handler must not call Close: Close waits for the handler.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
 	if c.closed {
@@ -259,8 +279,16 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, cc := range consumers {
 		cc.Stop()
 	}
+	for _, cc := range consumers {
+		select { // a handler in flight finishes, and acks, before the connection closes
+		case <-cc.Closed():
+		case <-ctx.Done():
+		}
+	}
 	for _, j := range joins {
-		j.stop()
+		if j != nil {
+			j.stop()
+		}
 	}
 	var errs []error
 	if c.opts.presence {

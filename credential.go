@@ -32,6 +32,8 @@ type Grant struct {
 	AllowSubscribe []string
 	// AllowPublish lists the channel patterns the credential may post to.
 	AllowPublish []string
+	// Presence reports whether the credential may write its own presence row.
+	Presence bool
 	// Expires is when the credential stops working; zero means never.
 	Expires time.Time
 	jwt     string
@@ -110,6 +112,7 @@ func (g *Grant) readRows(pub, sub []string) {
 	if g.Space == "" {
 		return
 	}
+	presenceRow := g.Space.PresenceBucket().Subject(wire.PresenceKey(g.Principal))
 	chatFrom := g.Space.Prefix() + ".chat.*.*."
 	chatAs := g.Space.Prefix() + ".chat." + g.Principal.String() + "."
 	for _, row := range pub {
@@ -118,6 +121,8 @@ func (g *Grant) readRows(pub, sub []string) {
 			g.Lifecycle = wire.LifecycleUID(strings.TrimPrefix(row, "$JS.API.CONSUMER.INFO."+g.Space.DMStream()+".dm_"+me+"-"))
 		case strings.HasPrefix(row, "$JS.API.CONSUMER.INFO."+g.Space.TaskStream()+".svc_"):
 			g.Role = strings.TrimPrefix(row, "$JS.API.CONSUMER.INFO."+g.Space.TaskStream()+".svc_")
+		case row == presenceRow:
+			g.Presence = true
 		case strings.HasPrefix(row, chatAs):
 			g.AllowPublish = append(g.AllowPublish, strings.TrimPrefix(row, chatAs))
 		}

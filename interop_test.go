@@ -442,3 +442,17 @@ func TestHandlerErrorRedelivers(t *testing.T) {
 		t.Errorf("%d attempts, want 2", attempts)
 	}
 }
+
+// TestDurableJoinWithoutDaemon: on a durable channel with no delivery daemon the join is live,
+// and says so; it never claims to be durable.
+func TestDurableJoinWithoutDaemon(t *testing.T) {
+	m := meshtest.Start(t)
+	alice, _ := agent(t, m, mesh.MintRequest{Name: "alice", Subscribe: []string{"general"}})
+	res, err := alice.Join(t.Context(), "general")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Config.DeliveryClass != wire.ClassDurable || res.Durable || res.Backstop != cotal.BackstopUnavailable {
+		t.Errorf("join = %+v", res)
+	}
+}

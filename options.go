@@ -25,6 +25,7 @@ type options struct {
 	card            *wire.AgentCard
 	name            string
 	presence        bool
+	presenceSet     bool // WithPresence was given: on means on, even if the grant lacks the row
 	heartbeat       time.Duration
 	handler         Handler
 	log             *slog.Logger
@@ -54,7 +55,7 @@ func WithCreds(path string) Option {
 	return func(o *options) error {
 		raw, err := os.ReadFile(path)
 		if err != nil {
-			return fmt.Errorf("%w: creds: %v", ErrInvalidOption, err)
+			return fmt.Errorf("%w: creds: %w", ErrInvalidOption, err)
 		}
 		o.creds, o.credsPath = raw, path
 		return nil
@@ -78,7 +79,7 @@ func WithSpace(space string) Option {
 	return func(o *options) error {
 		sp, err := wire.ParseSpace(space)
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidOption, err)
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 		o.space = sp
 		return nil
@@ -106,10 +107,11 @@ func WithName(name string) Option {
 	}
 }
 
-// WithPresence turns presence on or off. On (the default), the client writes its presence row
-// every heartbeat and a final offline row on Close; a one-shot sender turns it off.
+// WithPresence turns presence on or off. On, the client writes its presence row every heartbeat
+// and a final offline row on Close; a one-shot sender turns it off. The default is on when the
+// credential may write its presence row (an observer's may not).
 func WithPresence(on bool) Option {
-	return func(o *options) error { o.presence = on; return nil }
+	return func(o *options) error { o.presence, o.presenceSet = on, true; return nil }
 }
 
 // WithHeartbeat sets the presence refresh interval (default wire.HeartbeatInterval, 2 s).
@@ -140,7 +142,7 @@ func WithJoin(channels ...string) Option {
 	return func(o *options) error {
 		for _, ch := range channels {
 			if err := wire.ValidateChannelPattern(ch); err != nil {
-				return fmt.Errorf("%w: %v", ErrInvalidOption, err)
+				return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 			}
 		}
 		o.join = append(o.join, channels...)

@@ -73,8 +73,14 @@ func (c *Client) startPresence(ctx context.Context) error {
 	return nil
 }
 
-// writePresence writes the client's presence row, stamped now, under its own key only.
+// writePresence writes the client's presence row, stamped now, under its own key only. Writes
+// are serialised, and none follows the final offline row.
 func (c *Client) writePresence(ctx context.Context) error {
+	c.presenceMu.Lock()
+	defer c.presenceMu.Unlock()
+	if c.presenceDone {
+		return nil
+	}
 	c.mu.Lock()
 	c.presence.TS = wire.MillisOf(time.Now())
 	p := c.presence
@@ -96,8 +102,12 @@ func (c *Client) putPresence(ctx context.Context, p *wire.Presence) error {
 	return nil
 }
 
-// writeOffline writes the one final offline row a graceful close may write (SPEC §6).
+// writeOffline writes the one final offline row a graceful close may write (SPEC §6); no
+// heartbeat or status write comes after it.
 func (c *Client) writeOffline(ctx context.Context) error {
+	c.presenceMu.Lock()
+	defer c.presenceMu.Unlock()
+	c.presenceDone = true
 	c.mu.Lock()
 	p := c.presence
 	c.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -100,6 +101,16 @@ func (d *deliverer) remember(id string) {
 	}
 }
 
+// redeliveryDelay backs off a failing handler: a second after the first failure, doubling to
+// half a minute, so a broken handler does not spin.
+func redeliveryDelay(msg jetstream.Msg) time.Duration {
+	n := uint64(1)
+	if meta, err := msg.Metadata(); err == nil && meta.NumDelivered > 0 {
+		n = meta.NumDelivered
+	}
+	return min(time.Second<<min(n-1, 5), 30*time.Second)
+}
+
 // settle applies a delivery's outcome to its JetStream message.
 func (d *deliverer) settle(msg jetstream.Msg) {
 	out, rej := d.deliver(msg.Subject(), msg.Data(), false)
@@ -108,7 +119,7 @@ func (d *deliverer) settle(msg jetstream.Msg) {
 	case ack:
 		err = msg.Ack()
 	case nak:
-		err = msg.Nak()
+		err = msg.NakWithDelay(redeliveryDelay(msg))
 	case term:
 		err = msg.TermWithReason(string(rej.Reason))
 	}
@@ -118,12 +129,15 @@ func (d *deliverer) settle(msg jetstream.Msg) {
 }
 
 // bindDurables binds the pre-created durables the credential names, never creating them: the
-// lifecycle's dm_ durable, and its role's svc_ durable.
+// lifecycle's dm_ and dlv_ durables, and its role's svc_ durable.
 func (c *Client) bindDurables(ctx context.Context) error {
 	g := c.grant
 	if g.Lifecycle != "" {
 		l := wire.Lifecycle{Principal: c.me, UID: g.Lifecycle}
-		if err := c.consumeDurable(ctx, c.space.DMStream(), wire.DMDurable(l)); err != nil {
+		if err := c.consumeDurable(ctx, c.space.DMStream(), wire.DMDurable(l), c.deliver.settle); err != nil {
+			return err
+		}
+		if err := c.consumeDurable(ctx, c.space.DLVStream(), wire.DLVDurable(l), c.deliver.settleFrame); err != nil {
 			return err
 		}
 	}
@@ -132,21 +146,22 @@ func (c *Client) bindDurables(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := c.consumeDurable(ctx, c.space.TaskStream(), name); err != nil {
+		if err := c.consumeDurable(ctx, c.space.TaskStream(), name, c.deliver.settle); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *Client) consumeDurable(ctx context.Context, stream, name string) error {
+func (c *Client) consumeDurable(ctx context.Context, stream, name string, settle jetstream.MessageHandler) error {
 	cons, err := c.js.Consumer(ctx, stream, name)
 	if err != nil {
 		return fmt.Errorf("bind durable %s on %s (it must be provisioned; agents never create it): %w", name, stream, err)
 	}
-	cc, err := cons.Consume(c.deliver.settle, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	cc, err := cons.Consume(settle, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if c.ctx.Err() == nil {
 			c.log.Warn("consume", "durable", name, "err", err)
+			c.report(fmt.Errorf("consume %s: %w", name, err))
 		}
 	}))
 	if err != nil {

@@ -32,8 +32,8 @@ func Mentions(names ...string) SendOption {
 // ReplyTo marks the message as a reply to id.
 func ReplyTo(id string) SendOption { return func(m *wire.CotalMessage) { m.ReplyTo = id } }
 
-// Context sets the thread correlation id.
-func Context(id string) SendOption { return func(m *wire.CotalMessage) { m.ContextID = id } }
+// WithContextID sets the thread correlation id.
+func WithContextID(id string) SendOption { return func(m *wire.CotalMessage) { m.ContextID = id } }
 
 // Post multicasts parts to a channel.
 func (c *Client) Post(ctx context.Context, channel string, parts []wire.Part, opts ...SendOption) (*Sent, error) {
@@ -53,7 +53,8 @@ func (c *Client) Ask(ctx context.Context, role string, parts []wire.Part, opts .
 	return c.send(ctx, &wire.CotalMessage{ToService: role, Parts: parts}, opts)
 }
 
-// Send publishes a message it completes with a fresh id, the time, the space and the sender, on
+// Send publishes m, completing it in place with a fresh id (if it has none), the time, the space
+// and the sender, on
 // the subject its routing field names, through JetStream with Nats-Msg-Id = id (SPEC §8). It
 // refuses, before publishing, a message that fails validation or exceeds the broker's
 // max_payload (with both sizes), and a channel the credential may not post to.

@@ -2,8 +2,10 @@ package space
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -15,6 +17,10 @@ type Agent struct {
 	Lifecycle wire.Lifecycle
 	// Role, when set, also gets its shared task durable.
 	Role string
+	// AllowSubscribe is the read ACL minted into the agent's credential; ProvisionAgent records
+	// it as the lifecycle's ACL row, which the delivery daemon re-checks before every durable
+	// hand-off.
+	AllowSubscribe []string
 }
 
 // ProvisionAgent pre-creates an agent lifecycle's durables, which the agent's credential may bind
@@ -40,6 +46,9 @@ func ProvisionAgent(ctx context.Context, js jetstream.JetStream, space wire.Spac
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 	if err := createConsumer(ctx, js, space.DLVStream(), dlv); err != nil {
+		return err
+	}
+	if err := WriteACL(ctx, js, space, a.Lifecycle, a.AllowSubscribe, true); err != nil {
 		return err
 	}
 	if a.Role == "" {
@@ -107,4 +116,68 @@ func createConsumer(ctx context.Context, js jetstream.JetStream, stream string, 
 		return fmt.Errorf("create durable %s on %s: %w", cfg.Durable, stream, err)
 	}
 	return nil
+}
+
+// WriteACL records a lifecycle's read ACL in the ACL bucket with a revision-checked write. A
+// reissue (at mint) also sets the ceiling the credential carries; otherwise the ACL may only
+// narrow within that ceiling, and an empty list revokes every read (the daemon then hands the
+// lifecycle nothing more). The connection needs the provisioner profile's grants.
+func WriteACL(ctx context.Context, js jetstream.JetStream, space wire.Space, l wire.Lifecycle, allow []string, reissue bool) error {
+	for _, ch := range allow {
+		if err := wire.ValidateChannelPattern(ch); err != nil {
+			return err
+		}
+	}
+	bucket := space.ACLBucket()
+	kv, err := js.KeyValue(ctx, string(bucket))
+	if err != nil {
+		return fmt.Errorf("open %s: %w", bucket, err)
+	}
+	key := wire.ACLKey(l)
+	row := wire.ACLRow{AllowSubscribe: nonNil(allow), IssuedAllowSubscribe: nonNil(allow), Revision: 1, UpdatedAt: wire.MillisOf(time.Now())}
+	entry, err := kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		if !reissue {
+			return fmt.Errorf("no ACL row for %s to narrow", l)
+		}
+		if _, err := kv.Create(ctx, key, mustJSON(row)); err != nil {
+			return fmt.Errorf("write the ACL of %s: %w", l, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the ACL of %s: %w", l, err)
+	}
+	var old wire.ACLRow
+	if json.Unmarshal(entry.Value(), &old) == nil {
+		row.Revision = old.Revision + 1
+		if !reissue {
+			row.IssuedAllowSubscribe = nonNil(old.IssuedAllowSubscribe)
+			for _, ch := range allow {
+				if !wire.ChannelInAllow(old.IssuedAllowSubscribe, ch) {
+					return fmt.Errorf("ACL of %s: %q is above the minted ceiling %q; mint a new credential", l, ch, old.IssuedAllowSubscribe)
+				}
+			}
+		}
+	}
+	if _, err := kv.Update(ctx, key, mustJSON(row), entry.Revision()); err != nil {
+		return fmt.Errorf("write the ACL of %s: %w", l, err)
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// mustJSON encodes a row type of this package, which always encodes.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("space: encode %T: %v", v, err))
+	}
+	return b
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/agent"
 	"github.com/gocotal/cotal/internal/cli/channels"
 	"github.com/gocotal/cotal/internal/cli/console"
+	"github.com/gocotal/cotal/internal/cli/deliver"
 	"github.com/gocotal/cotal/internal/cli/demo"
 	"github.com/gocotal/cotal/internal/cli/down"
 	"github.com/gocotal/cotal/internal/cli/exit"
@@ -54,6 +55,7 @@ func NewCmdRoot(io *iostreams.IOStreams) *cobra.Command {
 		console.NewCmdConsole(io),
 		agent.NewCmdAgent(io),
 		demo.NewCmdDemo(io),
+		deliver.NewCmdDeliver(io),
 		version.NewCmdVersion(io, nil),
 	)
 	for _, c := range append(root.Commands(), root) {

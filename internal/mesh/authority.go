@@ -78,6 +78,14 @@ type MintRequest struct {
 	Expires time.Duration
 }
 
+// readACL is the agent's read ACL: AllowSubscribe, or Subscribe when none is given.
+func (r MintRequest) readACL() []string {
+	if len(r.AllowSubscribe) > 0 {
+		return r.AllowSubscribe
+	}
+	return r.Subscribe
+}
+
 // Mint mints a credential. An agent gets a fresh lifecycle UID. It returns a *wire.ValidationError
 // for a bad name or ACL.
 func (a *Authority) Mint(req MintRequest) (*authority.Credential, error) {
@@ -89,10 +97,7 @@ func (a *Authority) Mint(req MintRequest) (*authority.Credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("name: %w", err)
 	}
-	allowSub := req.AllowSubscribe
-	if len(allowSub) == 0 {
-		allowSub = req.Subscribe
-	}
+	allowSub := req.readACL()
 	for _, ch := range req.Subscribe {
 		if err := wire.ValidateChannelPattern(ch); err != nil {
 			return nil, fmt.Errorf("subscribe: %w", err)
@@ -139,15 +144,16 @@ func (a *Authority) Provision(ctx context.Context, url string, sp wire.Space, de
 	return space.Provision(ctx, js, sp, defaults)
 }
 
-// ProvisionAgent pre-creates the durables of an agent credential's lifecycle.
-func (a *Authority) ProvisionAgent(ctx context.Context, url string, sp wire.Space, cred *authority.Credential, role string) error {
-	nc, js, err := a.session(ctx, url, sp)
+// ProvisionAgent pre-creates the durables of an agent credential's lifecycle, minted from req,
+// and records its read ACL for the delivery daemon.
+func (a *Authority) ProvisionAgent(ctx context.Context, url string, cred *authority.Credential, req MintRequest) error {
+	nc, js, err := a.session(ctx, url, req.Space)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	l := wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
-	return space.ProvisionAgent(ctx, js, sp, space.Agent{Lifecycle: l, Role: role})
+	return space.ProvisionAgent(ctx, js, req.Space, space.Agent{Lifecycle: l, Role: req.Role, AllowSubscribe: req.readACL()})
 }
 
 // Connect connects to url with cred, with the inbox prefix its grant allows set before anything

@@ -65,8 +65,9 @@ func Client(ctx context.Context, d Dir, st *State, sp wire.Space, profile author
 }
 
 // Retire tears down an agent lifecycle under a deprovisioner credential pinned to it by name: its
-// dm_ and dlv_ durables. Missing ones are not an error. The lifecycle's UID is never reused, so
-// its credential binds nothing afterwards.
+// dm_ and dlv_ durables and its ACL row (after which the delivery daemon drops what is still
+// addressed to it). Missing pieces are not an error. The lifecycle's UID is never reused, so its
+// credential binds nothing afterwards.
 func (a *Authority) Retire(ctx context.Context, url string, sp wire.Space, l wire.Lifecycle) error {
 	sk, err := a.keyring.Space(sp)
 	if err != nil {
@@ -94,6 +95,13 @@ func (a *Authority) Retire(ctx context.Context, url string, sp wire.Space, l wir
 		if err := js.DeleteConsumer(ctx, c.stream, c.name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			errs = append(errs, fmt.Errorf("delete %s: %w", c.name, err))
 		}
+	}
+	kv, err := js.KeyValue(ctx, string(sp.ACLBucket()))
+	if err == nil {
+		err = kv.Purge(ctx, wire.ACLKey(l))
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("purge the ACL row of %s: %w", l, err))
 	}
 	return errors.Join(errs...)
 }

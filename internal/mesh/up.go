@@ -29,8 +29,11 @@ type Options struct {
 	// Open runs without authentication, loopback only: anyone local can do anything.
 	Open bool
 	TLS  *broker.TLSConfig
-	// Log receives the broker's log; nil discards it.
+	// Log receives the broker's and the daemons' logs; nil discards them.
 	Log *slog.Logger
+	// NoDaemons leaves out the in-process delivery daemon and manager responder of an
+	// authenticated mesh (tests start them when they need them).
+	NoDaemons bool
 }
 
 // AlreadyRunningError is returned by Up when the directory's mesh is already running.
@@ -43,10 +46,11 @@ func (e *AlreadyRunningError) Error() string {
 
 // Mesh is a running mesh: the embedded broker and its provisioned spaces.
 type Mesh struct {
-	dir    Dir
-	server *broker.Server
-	auth   *Authority
-	state  State
+	dir     Dir
+	server  *broker.Server
+	auth    *Authority
+	daemons *Daemons
+	state   State
 	// Reports are the provisioning reports, by space.
 	Reports map[wire.Space]*space.Report
 }
@@ -118,6 +122,12 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			m.stopServer()
 			return nil, err
 		}
+		if !o.NoDaemons {
+			if m.daemons, err = m.auth.StartDaemons(url, spaces, o.Log); err != nil {
+				m.stopServer()
+				return nil, err
+			}
+		}
 	}
 	m.state = State{PID: os.Getpid(), URL: url, Spaces: spaces, Open: o.Open, StartedAt: time.Now().UTC().Truncate(time.Second)}
 	if err := d.writeState(&m.state); err != nil {
@@ -179,13 +189,20 @@ func (m *Mesh) State() State { return m.state }
 // Authority returns the mesh's minting authority, nil for an open mesh.
 func (m *Mesh) Authority() *Authority { return m.auth }
 
-// Shutdown stops the broker (flushing JetStream) and clears the running record.
+// Shutdown stops the daemons, then the broker (flushing JetStream), and clears the running
+// record.
 func (m *Mesh) Shutdown(ctx context.Context) error {
 	m.dir.clearState(m.state.PID)
+	if m.daemons != nil {
+		m.daemons.Stop()
+	}
 	return m.server.Shutdown(ctx)
 }
 
 func (m *Mesh) stopServer() {
+	if m.daemons != nil {
+		m.daemons.Stop()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = m.server.Shutdown(ctx) // already failing; the first error is the one to report

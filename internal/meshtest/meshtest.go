@@ -34,6 +34,11 @@ type Mesh struct {
 // Option configures Start.
 type Option func(*mesh.Options)
 
+// WithDaemons runs the in-process delivery daemon and manager responder, as `cotal up` does.
+func WithDaemons() Option {
+	return func(o *mesh.Options) { o.NoDaemons = false }
+}
+
 // WithSpaces serves these spaces instead of "main".
 func WithSpaces(spaces ...wire.Space) Option {
 	return func(o *mesh.Options) { o.Spaces = spaces }
@@ -42,7 +47,7 @@ func WithSpaces(spaces ...wire.Space) Option {
 // Start runs an authenticated mesh for the test and stops it at cleanup.
 func Start(t testing.TB, opts ...Option) *Mesh {
 	t.Helper()
-	o := mesh.Options{Port: -1}
+	o := mesh.Options{Port: -1, NoDaemons: true}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -81,11 +86,10 @@ func (m *Mesh) AgentCred(t testing.TB, req mesh.MintRequest) *authority.Credenti
 	t.Helper()
 	req.Profile = authority.ProfileAgent
 	cred := m.Mint(t, req)
-	sp := req.Space
-	if sp == "" {
-		sp = m.Space
+	if req.Space == "" {
+		req.Space = m.Space
 	}
-	if err := m.Authority().ProvisionAgent(t.Context(), m.URL(), sp, cred, req.Role); err != nil {
+	if err := m.Authority().ProvisionAgent(t.Context(), m.URL(), cred, req); err != nil {
 		t.Fatalf("provision agent %s: %v", req.Name, err)
 	}
 	return cred

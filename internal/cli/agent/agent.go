@@ -84,10 +84,11 @@ func agentRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	cred, err := auth.Mint(mesh.MintRequest{
+	req := mesh.MintRequest{
 		Space: sp, Profile: authority.ProfileAgent, Name: o.Name, Subscribe: o.Subscribe,
 		AllowPublish: o.AllowPublish, Role: o.Role,
-	})
+	}
+	cred, err := auth.Mint(req)
 	var invalid *wire.ValidationError
 	if errors.As(err, &invalid) {
 		return &exit.UsageError{Err: err}
@@ -95,7 +96,7 @@ func agentRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	if err := auth.ProvisionAgent(ctx, st.URL, sp, cred, o.Role); err != nil {
+	if err := auth.ProvisionAgent(ctx, st.URL, cred, req); err != nil {
 		return err
 	}
 	life := wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
@@ -132,9 +133,18 @@ func agentRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	for _, ch := range o.Subscribe {
-		if _, err := c.Join(ctx, ch); err != nil {
+		res, err := c.Join(ctx, ch)
+		if err != nil {
 			_ = c.Close(context.WithoutCancel(ctx)) // the join error is the one to report
 			return err
+		}
+		switch {
+		case res.Durable:
+			fmt.Fprintf(o.IO.ErrOut, "joined %s durable (generation %d)\n", ch, res.Generation)
+		case res.Backstop != "":
+			fmt.Fprintf(o.IO.ErrOut, "%s: %s\n", ch, res.Backstop)
+		default:
+			fmt.Fprintf(o.IO.ErrOut, "joined %s (%s)\n", ch, res.Config.DeliveryClass)
 		}
 	}
 	fmt.Fprintf(o.IO.ErrOut, "agent %s (lifecycle %s) joined %q in space %s; Ctrl-C to stop\n", cred.Principal, cred.LifecycleUID, o.Subscribe, sp)

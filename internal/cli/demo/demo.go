@@ -128,7 +128,7 @@ func start(ctx context.Context, m *mesh.Mesh, req mesh.MintRequest) (*agent, err
 	if err != nil {
 		return nil, err
 	}
-	if err := m.Authority().ProvisionAgent(ctx, m.URL(), req.Space, cred, req.Role); err != nil {
+	if err := m.Authority().ProvisionAgent(ctx, m.URL(), cred, req); err != nil {
 		return nil, err
 	}
 	a := &agent{name: req.Name, got: make(chan *cotal.Delivery, 16)}

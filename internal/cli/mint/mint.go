@@ -136,7 +136,7 @@ func mintRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	if o.Provision {
-		if err := auth.ProvisionAgent(ctx, st.URL, req.Space, cred, req.Role); err != nil {
+		if err := auth.ProvisionAgent(ctx, st.URL, cred, req); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/authority"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/mesh"
@@ -40,6 +41,8 @@ type SpaceStatus struct {
 	Space       wire.Space     `json:"space"`
 	Provisioned bool           `json:"provisioned"`
 	Streams     []StreamStatus `json:"streams"`
+	// Planes are the liveness verdicts of the space's daemons, by plane, as a peer probes them.
+	Planes map[wire.Plane]wire.ResponderState `json:"planes,omitempty"`
 }
 
 // StreamStatus is one stream or bucket: Missing when the space lacks it.
@@ -131,9 +134,33 @@ func inspect(ctx context.Context, d mesh.Dir, st *mesh.State, rep *Report) error
 			ss.Streams = append(ss.Streams, StreamStatus{Name: name, Messages: state.Msgs, Bytes: state.Bytes})
 		}
 		closeFn()
+		if !st.Open {
+			if ss.Planes, err = probePlanes(ctx, d, st, sp); err != nil {
+				return err
+			}
+		}
 		rep.Spaces = append(rep.Spaces, ss)
 	}
 	return nil
+}
+
+// probePlanes probes each liveness plane as a peer would, on a one-shot agent credential (the
+// profile that holds the probe rows).
+func probePlanes(ctx context.Context, d mesh.Dir, st *mesh.State, sp wire.Space) (map[wire.Plane]wire.ResponderState, error) {
+	c, err := mesh.Client(ctx, d, st, sp, authority.ProfileAgent, "cotal_status", cotal.WithPresence(false))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	out := map[wire.Plane]wire.ResponderState{}
+	for _, plane := range wire.Planes {
+		res, err := c.Probe(ctx, plane)
+		if err != nil {
+			return nil, err
+		}
+		out[plane] = res.Verdict
+	}
+	return out, nil
 }
 
 func render(o *Options, rep *Report) error {
@@ -162,6 +189,11 @@ func render(o *Options, rep *Report) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		for _, plane := range wire.Planes {
+			if v, ok := s.Planes[plane]; ok {
+				fmt.Fprintf(o.IO.Out, "  %s plane: %s\n", plane, v)
+			}
 		}
 	}
 	return nil

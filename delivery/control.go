@@ -1,0 +1,280 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// controlTimeout bounds one control op, the join's catch-up included.
+const controlTimeout = 25 * time.Second
+
+// serveControl answers one request on the ctl.delivery rail. It answers only on the request's
+// own .reply. leaf, and only a caller whose from.id is the subject's sender.
+func (d *Daemon) serveControl(msg *nats.Msg) {
+	if !wire.IsBoundReply(msg.Subject, msg.Reply) {
+		d.log.Warn("control request with an unbound reply ignored", "subject", msg.Subject, "reply", msg.Reply)
+		return
+	}
+	data, err := d.control(msg)
+	rep := wire.ControlReply{OK: err == nil, Data: data}
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	body, _ := json.Marshal(rep) // raw JSON and strings always encode
+	if err := msg.Respond(body); err != nil {
+		d.log.Warn("control reply", "reply", msg.Reply, "err", err)
+	}
+}
+
+func (d *Daemon) control(msg *nats.Msg) (json.RawMessage, error) {
+	d.mu.Lock()
+	active := d.active
+	d.mu.Unlock()
+	if !active {
+		return nil, errors.New("delivery: this daemon is not serving (it is starting or re-checking its lease); retry")
+	}
+	rs, err := wire.ParseRequestSubject(msg.Subject)
+	if err != nil {
+		return nil, err
+	}
+	var req wire.ControlRequest
+	if err := json.Unmarshal(msg.Data, &req); err != nil {
+		return nil, fmt.Errorf("request is not valid JSON: %v", err)
+	}
+	if req.From.ID != rs.Caller.String() || !rs.Caller.HasPrincipalOwner() {
+		return nil, errors.New("sender mismatch - request rejected")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	var out any
+	switch req.Op {
+	case wire.OpDurableJoin:
+		var args wire.DurableJoinArgs
+		if err := json.Unmarshal(orEmpty(req.Args), &args); err != nil {
+			return nil, fmt.Errorf("durableJoin: %v", err)
+		}
+		out, err = d.durableJoin(ctx, rs.Caller, args.Channel)
+	case wire.OpDurableLeave:
+		var args wire.DurableLeaveArgs
+		if err := json.Unmarshal(orEmpty(req.Args), &args); err != nil {
+			return nil, fmt.Errorf("durableLeave: %v", err)
+		}
+		out, err = d.durableLeave(ctx, rs.Caller, args)
+	case wire.OpListMemberships:
+		var args wire.ListMembershipsArgs
+		if err := json.Unmarshal(orEmpty(req.Args), &args); err != nil {
+			return nil, fmt.Errorf("listMemberships: %v", err)
+		}
+		out, err = d.listMemberships(rs.Caller, args.LifecycleUID)
+	default:
+		return nil, fmt.Errorf("op %q not supported on the delivery control service", req.Op)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+func orEmpty(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("{}")
+	}
+	return raw
+}
+
+// aclFor finds the caller's one live ACL row: its lifecycle and read ACL. The lifecycle is never
+// taken from the caller.
+func (d *Daemon) aclFor(ctx context.Context, caller wire.Principal) (wire.Lifecycle, *wire.ACLRow, error) {
+	b := d.cfg.Space.ACLBucket()
+	kv, err := d.js.KeyValue(ctx, string(b))
+	if err != nil {
+		return wire.Lifecycle{}, nil, fmt.Errorf("open %s: %w", b, err)
+	}
+	keys, err := kv.ListKeysFiltered(ctx, caller.String()+".*")
+	if err != nil {
+		return wire.Lifecycle{}, nil, fmt.Errorf("list ACL rows of %s: %w", caller, err)
+	}
+	var found []wire.Lifecycle
+	var row *wire.ACLRow
+	for key := range keys.Keys() {
+		l, err := wire.ParseLifecycle(key)
+		if err != nil {
+			continue
+		}
+		var r wire.ACLRow
+		e, err := d.getJSON(ctx, b, key, &r)
+		if err != nil || e == nil {
+			continue
+		}
+		found, row = append(found, l), &r
+	}
+	switch len(found) {
+	case 0:
+		return wire.Lifecycle{}, nil, fmt.Errorf("no read ACL on record for %s (not provisioned for durable delivery)", caller)
+	case 1:
+		return found[0], row, nil
+	}
+	return wire.Lifecycle{}, nil, fmt.Errorf("%s has %d live ACL rows; refusing to guess which lifecycle joins", caller, len(found))
+}
+
+// durableJoin establishes durable membership of channel for the caller's lifecycle: a cursor at
+// the CHAT frontier, a catch-up copy of what the fan-out may have passed since, then activation.
+func (d *Daemon) durableJoin(ctx context.Context, caller wire.Principal, channel string) (*wire.DurableJoinResult, error) {
+	if err := wire.ValidateChannel(channel); err != nil {
+		return nil, fmt.Errorf("durableJoin: %w", err)
+	}
+	l, acl, err := d.aclFor(ctx, caller)
+	if err != nil {
+		return nil, fmt.Errorf("durableJoin: %w", err)
+	}
+	if !wire.ChannelInAllow(acl.AllowSubscribe, channel) {
+		return nil, fmt.Errorf("channel %q is not within your read ACL %q", channel, acl.AllowSubscribe)
+	}
+	row := d.member(channel, l)
+	if row != nil && row.Open() && row.Activated {
+		return &wire.DurableJoinResult{Durable: true, Generation: row.Generation}, nil
+	}
+	if row == nil || !row.Open() {
+		cursor, err := d.chatFrontier(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var gen int64 = 1
+		if row != nil {
+			gen = row.Generation + 1
+		}
+		row = &wire.MemberRow{Channel: channel, Owner: caller.String(), LifecycleUID: l.UID, State: wire.MemberDurableActive, JoinCursor: cursor, Generation: gen}
+		if err := d.writeMember(ctx, row); err != nil {
+			return nil, fmt.Errorf("durableJoin: %w", err)
+		}
+	}
+	if err := d.catchUp(ctx, l, row); err != nil {
+		return nil, fmt.Errorf("durableJoin: catch-up: %w", err)
+	}
+	row.Activated = true
+	if err := d.writeMember(ctx, row); err != nil {
+		return &wire.DurableJoinResult{Durable: false, Reason: "activation superseded by a concurrent leave or rejoin", Generation: row.Generation}, nil
+	}
+	return &wire.DurableJoinResult{Durable: true, Generation: row.Generation}, nil
+}
+
+// catchUp copies into the member's inbox what was posted on the channel after its join cursor
+// and up to what the fan-out had reached, so nothing between the cursor and the fan-out's next
+// message is missed. Duplicates with the fan-out's own copies collapse on the message id.
+func (d *Daemon) catchUp(ctx context.Context, l wire.Lifecycle, row *wire.MemberRow) error {
+	frontier, err := d.chatFrontier(ctx)
+	if err != nil {
+		return err
+	}
+	pos, err := d.fanoutPosition(ctx)
+	if err != nil {
+		return err
+	}
+	fence := max(frontier, pos)
+	if fence <= row.JoinCursor {
+		return nil
+	}
+	sp := d.cfg.Space
+	filter, err := sp.ChatFilter(row.Channel)
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("cu_%s_%d", l.Name(), row.Generation)
+	_ = d.js.DeleteConsumer(ctx, sp.ChatStream(), name) // a leftover from a crash; usually absent
+	cons, err := d.js.CreateConsumer(ctx, sp.ChatStream(), jetstream.ConsumerConfig{
+		Name: name, FilterSubject: filter, AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true,
+		InactiveThreshold: 30 * time.Second, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: row.JoinCursor + 1,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.js.DeleteConsumer(context.WithoutCancel(ctx), sp.ChatStream(), name) }() // else the idle threshold reaps it
+	if cons.CachedInfo().NumPending == 0 {
+		return nil
+	}
+	for {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return err
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			meta, err := msg.Metadata()
+			if err != nil {
+				return err
+			}
+			if meta.Sequence.Stream > fence {
+				return nil
+			}
+			dl, err := wire.Guard(msg.Subject(), msg.Data())
+			if err == nil && dl.Sender != l.Principal {
+				if err := d.toInbox(ctx, l, dl, meta.Sequence.Stream, wire.ReasonDurableChannel, row.Generation); err != nil {
+					return err
+				}
+			}
+			if meta.Sequence.Stream >= fence || meta.NumPending == 0 {
+				return nil
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return err
+		}
+		if got == 0 {
+			return nil
+		}
+	}
+}
+
+// durableLeave ends the caller's membership of a channel at the CHAT frontier: a hard boundary
+// for the backstop. The generation guards against a stale leave undoing a newer join.
+func (d *Daemon) durableLeave(ctx context.Context, caller wire.Principal, args wire.DurableLeaveArgs) (*wire.DurableLeaveResult, error) {
+	uid, err := wire.ParseLifecycleUID(string(args.LifecycleUID))
+	if err != nil {
+		return nil, fmt.Errorf("durableLeave: %w", err)
+	}
+	l := wire.Lifecycle{Principal: caller, UID: uid}
+	row := d.member(args.Channel, l)
+	if row == nil {
+		return &wire.DurableLeaveResult{Channel: args.Channel, AlreadyLeft: true}, nil
+	}
+	if row.Generation != args.Generation {
+		return nil, fmt.Errorf("stale membership write for %s/%s: generation %d, current %d", args.Channel, caller, args.Generation, row.Generation)
+	}
+	if row.LeaveCursor != nil {
+		return &wire.DurableLeaveResult{Channel: args.Channel, AlreadyLeft: true}, nil
+	}
+	cursor, err := d.chatFrontier(ctx)
+	if err != nil {
+		return nil, err
+	}
+	row.State, row.LeaveCursor = wire.MemberLiveConfirmed, &cursor
+	if err := d.writeMember(ctx, row); err != nil {
+		return nil, fmt.Errorf("durableLeave: %w", err)
+	}
+	return &wire.DurableLeaveResult{Channel: args.Channel}, nil
+}
+
+// listMemberships lists the caller lifecycle's open memberships.
+func (d *Daemon) listMemberships(caller wire.Principal, uid wire.LifecycleUID) (*wire.ListMembershipsResult, error) {
+	if _, err := wire.ParseLifecycleUID(string(uid)); err != nil {
+		return nil, fmt.Errorf("listMemberships: %w", err)
+	}
+	out := &wire.ListMembershipsResult{Memberships: []wire.Membership{}}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.members {
+		if r.Owner == caller.String() && r.LifecycleUID == uid && r.LeaveCursor == nil {
+			out.Memberships = append(out.Memberships, wire.Membership{Channel: r.Channel, Generation: r.Generation, Activated: r.Activated})
+		}
+	}
+	return out, nil
+}

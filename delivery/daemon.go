@@ -1,0 +1,268 @@
+// Package delivery is the delivery daemon (the reference's Plane 3): the durable backstop of
+// durable channels and of @mentions on live channels, durable channel membership over the
+// ctl.delivery rail, and the delivery liveness plane.
+//
+// One daemon per space is active, under the lease lease.0 in the space's delivery bucket; others
+// wait as standby and take over when the lease lapses. The active daemon copies each post on a
+// durable channel to every member's inbox (fan-out), then re-checks each copy against the
+// member's current read ACL and membership interval before handing it to the member (reader). A
+// member acknowledges a hand-off only after surfacing it, so a member that was offline or busy
+// gets every post within retention, once.
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/gocotal/cotal/liveness"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Config configures a daemon. The zero value of each duration takes its default.
+type Config struct {
+	Space wire.Space
+	// Holder is the daemon's principal dot-form, recorded in the lease.
+	Holder string
+	// Log receives the daemon's diagnostics; nil discards them.
+	Log *slog.Logger
+	// Renew is how often the active daemon renews its lease (default a third of the lease TTL).
+	Renew time.Duration
+	// Standby is how often a standby daemon tries to take the lease (default 1 s).
+	Standby time.Duration
+}
+
+// LeaseTTL is the delivery bucket's TTL: a lease not renewed for this long lapses.
+const LeaseTTL = 30 * time.Second
+
+// Daemon is a delivery daemon on one connection (with the delivery profile's grants).
+type Daemon struct {
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	cfg  Config
+	log  *slog.Logger
+	inst string // this incarnation
+
+	presence roster
+
+	mu      sync.Mutex // guards the fields below
+	members map[string]*wire.MemberRow
+	revs    map[string]uint64 // member key → revision
+	lease   uint64            // the lease row's revision while held
+	active  bool
+}
+
+// New returns a daemon for cfg on nc.
+func New(nc *nats.Conn, cfg Config) (*Daemon, error) {
+	if _, err := wire.ParseSpace(string(cfg.Space)); err != nil {
+		return nil, err
+	}
+	if _, err := wire.ParsePrincipal(cfg.Holder); err != nil {
+		return nil, fmt.Errorf("holder: %w", err)
+	}
+	if cfg.Renew <= 0 {
+		cfg.Renew = LeaseTTL / 3
+	}
+	if cfg.Standby <= 0 {
+		cfg.Standby = time.Second
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return &Daemon{nc: nc, js: js, cfg: cfg, log: log.With("space", cfg.Space), inst: nuid.Next(), presence: roster{rows: map[string]*wire.Presence{}}}, nil
+}
+
+// errLeaseLost ends an active term whose lease was taken or could not be renewed.
+var errLeaseLost = errors.New("delivery lease lost")
+
+// Run serves until ctx ends: it waits as standby until it holds the lease, serves while it
+// holds it, and goes back to standby if it loses it. On ctx's end it stops and releases the
+// lease.
+func (d *Daemon) Run(ctx context.Context) error {
+	for {
+		if err := d.acquire(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		err := d.serve(ctx)
+		if ctx.Err() != nil {
+			d.release()
+			return nil
+		}
+		if !errors.Is(err, errLeaseLost) {
+			d.release()
+			return err
+		}
+		d.log.Warn("lost the delivery lease; standing by", "err", err)
+	}
+}
+
+// acquire waits until this daemon creates the lease row (not ready yet).
+func (d *Daemon) acquire(ctx context.Context) error {
+	t := time.NewTicker(d.cfg.Standby)
+	defer t.Stop()
+	for {
+		rev, err := d.put(ctx, d.cfg.Space.DeliveryBucket(), wire.LeaseKey(0), d.leaseRow(false), 0)
+		if err == nil {
+			d.mu.Lock()
+			d.lease = rev
+			d.mu.Unlock()
+			d.log.Info("delivery lease acquired", "incarnation", d.inst)
+			return nil
+		}
+		if !errors.Is(err, errKeyExists) {
+			d.log.Warn("acquire the delivery lease", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Daemon) leaseRow(ready bool) []byte {
+	b, _ := json.Marshal(wire.DeliveryLease{Holder: d.cfg.Holder, Incarnation: d.inst, Since: wire.MillisOf(time.Now()), Ready: ready}) // a struct of strings and numbers always encodes
+	return b
+}
+
+// renew rewrites the lease at its revision; losing the race means the lease is gone.
+func (d *Daemon) renew(ctx context.Context, ready bool) error {
+	d.mu.Lock()
+	rev := d.lease
+	d.mu.Unlock()
+	next, err := d.put(ctx, d.cfg.Space.DeliveryBucket(), wire.LeaseKey(0), d.leaseRow(ready), rev)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errLeaseLost, err)
+	}
+	d.mu.Lock()
+	d.lease = next
+	d.mu.Unlock()
+	return nil
+}
+
+// release deletes the lease if it is still ours, so a standby takes over at once.
+func (d *Daemon) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d.mu.Lock()
+	rev := d.lease
+	d.mu.Unlock()
+	if err := d.remove(ctx, d.cfg.Space.DeliveryBucket(), wire.LeaseKey(0), rev); err != nil {
+		d.log.Warn("release the delivery lease", "err", err)
+	}
+}
+
+// serve runs one active term: the control rail, fan-out, reader and liveness, with the lease
+// renewed, until ctx ends or the lease is lost.
+func (d *Daemon) serve(ctx context.Context) (err error) {
+	if err := d.loadMembers(ctx); err != nil {
+		return err
+	}
+	sp := d.cfg.Space
+	var stops []func()
+	defer func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+		d.mu.Lock()
+		d.active = false
+		d.mu.Unlock()
+	}()
+	stopPresence, err := d.watchPresence(ctx)
+	if err != nil {
+		return fmt.Errorf("watch presence: %w", err)
+	}
+	stops = append(stops, stopPresence)
+	ctl, err := d.nc.QueueSubscribe(sp.ControlServeFilter(wire.ControlDelivery), string(wire.ControlDelivery), d.serveControl)
+	if err != nil {
+		return fmt.Errorf("serve %s: %w", wire.ControlDelivery, err)
+	}
+	stops = append(stops, func() { _ = ctl.Unsubscribe() })
+	live, err := liveness.Serve(d.nc, sp, wire.PlaneDelivery, d.grade, d.log)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, func() { _ = live.Unsubscribe() })
+	fanout, err := d.consume(ctx, sp.ChatStream(), jetstream.ConsumerConfig{
+		Durable: wire.FanoutDurable, FilterSubject: sp.KindAll(wire.KindChat), DeliverPolicy: jetstream.DeliverNewPolicy,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute,
+	}, d.fanout)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, fanout.Stop)
+	reader, err := d.consume(ctx, sp.InboxStream(), jetstream.ConsumerConfig{
+		Durable: wire.ReaderDurable, FilterSubject: sp.KindAll(wire.KindDinbox), DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxAckPending: 1000,
+	}, d.read)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, reader.Stop)
+	if err := d.renew(ctx, true); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.active = true
+	d.mu.Unlock()
+	d.log.Info("delivery daemon active", "incarnation", d.inst)
+	t := time.NewTicker(d.cfg.Renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := d.renew(ctx, true); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// consume creates (or binds an identical) durable and consumes it with handle.
+func (d *Daemon) consume(ctx context.Context, stream string, cfg jetstream.ConsumerConfig, handle jetstream.MessageHandler) (jetstream.ConsumeContext, error) {
+	cons, err := d.js.CreateConsumer(ctx, stream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create %s on %s: %w", cfg.Durable, stream, err)
+	}
+	cc, err := cons.Consume(handle, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		d.log.Debug("consume", "durable", cfg.Durable, "err", err)
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("consume %s on %s: %w", cfg.Durable, stream, err)
+	}
+	return cc, nil
+}
+
+// grade answers a delivery-plane probe from the lease row: absent or not ready is unbound,
+// another incarnation's is stale, this one's is bound, a failed read unknown.
+func (d *Daemon) grade(ctx context.Context) (wire.ResponderState, string) {
+	var row wire.DeliveryLease
+	e, err := d.getJSON(ctx, d.cfg.Space.DeliveryBucket(), wire.LeaseKey(0), &row)
+	switch {
+	case err != nil:
+		return wire.ResponderUnknown, d.inst
+	case e == nil || !row.Ready:
+		return wire.ResponderUnbound, d.inst
+	case row.Holder != d.cfg.Holder || row.Incarnation != d.inst:
+		return wire.ResponderStale, d.inst
+	}
+	return wire.ResponderBound, d.inst
+}

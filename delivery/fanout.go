@@ -1,0 +1,177 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// handleTimeout bounds the work on one fan-out or reader message.
+const handleTimeout = 20 * time.Second
+
+// fanout copies a CHAT message to the inboxes it is owed: every member of a durable channel
+// whose membership interval holds it, or, on a live channel, each @mentioned peer that resolves
+// to exactly one present instance whose read ACL covers the channel. Anything malformed or
+// forged is skipped: the fan-out is routing, and the reader and the member re-check everything.
+func (d *Daemon) fanout(msg jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), handleTimeout)
+	defer cancel()
+	if err := d.fanoutOne(ctx, msg); err != nil {
+		d.log.Warn("fan-out failed; will retry", "subject", msg.Subject(), "err", err)
+		_ = msg.Nak() // redelivered; inbox copies de-duplicate on their message ids
+		return
+	}
+	_ = msg.Ack() // a lost ack redelivers, and the copies de-duplicate
+}
+
+func (d *Daemon) fanoutOne(ctx context.Context, msg jetstream.Msg) error {
+	dl, err := wire.Guard(msg.Subject(), msg.Data())
+	if err != nil || dl.Kind != wire.DeliveryChannel {
+		return nil
+	}
+	meta, err := msg.Metadata()
+	if err != nil {
+		return err
+	}
+	seq, channel := meta.Sequence.Stream, dl.Subject.Rest
+	eff, err := d.channelConfig(ctx, channel)
+	if err != nil {
+		return err
+	}
+	if eff.DeliveryClass == wire.ClassDurable {
+		for _, row := range d.membersOf(channel) {
+			if row.Owner == dl.Sender.String() || !row.Eligible(seq) {
+				continue
+			}
+			p, err := wire.ParsePrincipal(row.Owner)
+			if err != nil {
+				continue
+			}
+			if err := d.toInbox(ctx, wire.Lifecycle{Principal: p, UID: row.LifecycleUID}, dl, seq, wire.ReasonDurableChannel, row.Generation); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, name := range dl.Message.Mentions {
+		target, ok := d.presence.resolve(name)
+		if !ok || target == dl.Sender {
+			continue
+		}
+		l, acl, err := d.aclFor(ctx, target)
+		if err != nil || !wire.ChannelInAllow(acl.AllowSubscribe, channel) {
+			continue // nothing ever leaves a target's read ACL
+		}
+		if err := d.toInbox(ctx, l, dl, seq, wire.ReasonLiveMention, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// toInbox writes one member's copy to its dinbox subject, de-duplicated per member lifecycle and
+// generation by the Plane-3 message id.
+func (d *Daemon) toInbox(ctx context.Context, member wire.Lifecycle, dl *wire.Delivery, seq uint64, reason string, gen int64) error {
+	m := *dl.Message
+	m.Channel, m.To, m.ToService = dl.Subject.Rest, "", "" // the channel the subject proves
+	body, err := json.Marshal(wire.InboxEntry{Msg: &m, Channel: m.Channel, Seq: seq, Reason: reason, Generation: gen})
+	if err != nil {
+		return err
+	}
+	var opts []jetstream.PublishOpt
+	if id := wire.PlaneMsgID(m.ID, member, gen); id != "" {
+		opts = append(opts, jetstream.WithMsgID(id))
+	}
+	_, err = d.js.Publish(ctx, d.cfg.Space.DinboxSubject(member), body, opts...)
+	return err
+}
+
+// channelConfig resolves a channel's effective config from the registry, fresh for every message
+// (SPEC §7: one resolution everywhere).
+func (d *Daemon) channelConfig(ctx context.Context, channel string) (wire.EffectiveChannel, error) {
+	b := d.cfg.Space.ChannelsBucket()
+	var ch wire.ChannelConfig
+	var def wire.ChannelDefaults
+	che, err := d.getJSON(ctx, b, channel, &ch)
+	if err != nil {
+		return wire.EffectiveChannel{}, err
+	}
+	defe, err := d.getJSON(ctx, b, wire.ChannelDefaultsKey, &def)
+	if err != nil {
+		return wire.EffectiveChannel{}, err
+	}
+	var chp *wire.ChannelConfig
+	var defp *wire.ChannelDefaults
+	if che != nil {
+		chp = &ch
+	}
+	if defe != nil {
+		defp = &def
+	}
+	return wire.ResolveChannel(chp, defp), nil
+}
+
+// roster is the daemon's view of presence, for resolving @mentions at publish time.
+type roster struct {
+	mu   sync.Mutex
+	rows map[string]*wire.Presence
+}
+
+// resolve returns the one present instance whose card name is name (without regard to case).
+// An unknown or ambiguous name resolves to nothing.
+func (r *roster) resolve(name string) (wire.Principal, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var found []string
+	now := time.Now()
+	for key, p := range r.rows {
+		if p != nil && p.Status != wire.StatusOffline && !p.Stale(now) && strings.EqualFold(p.Card.Name, name) {
+			found = append(found, key)
+		}
+	}
+	if len(found) != 1 {
+		return wire.Principal{}, false
+	}
+	p, err := wire.ParsePrincipal(found[0])
+	return p, err == nil
+}
+
+// watchPresence keeps the roster current until stop is called.
+func (d *Daemon) watchPresence(ctx context.Context) (stop func(), err error) {
+	kv, err := d.js.KeyValue(ctx, string(d.cfg.Space.PresenceBucket()))
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() { // owned: stop waits for it
+		defer close(done)
+		for e := range w.Updates() {
+			if e == nil {
+				continue
+			}
+			var row *wire.Presence
+			if e.Operation() == jetstream.KeyValuePut {
+				if p, err := wire.DecodePresence(e.Key(), e.Value()); err == nil {
+					row = p
+				}
+			}
+			d.presence.mu.Lock()
+			d.presence.rows[e.Key()] = row
+			d.presence.mu.Unlock()
+		}
+	}()
+	return func() {
+		_ = w.Stop() // ends Updates
+		<-done
+	}, nil
+}

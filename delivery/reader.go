@@ -1,0 +1,126 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// retiredAfter is how many deliveries an inbox entry for a lifecycle with no ACL row gets before
+// it is deleted: a row can be briefly absent while a lifecycle is provisioned, but an entry for a
+// retired lifecycle can never be delivered, and the store must not keep it forever.
+const retiredAfter = 5
+
+// read re-authorises one inbox entry and hands it to its member: the member's current read ACL
+// must cover the channel and, for a durable-channel copy, its membership interval must hold the
+// message's CHAT sequence. What fails either is dropped.
+func (d *Daemon) read(msg jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), handleTimeout)
+	defer cancel()
+	meta, err := msg.Metadata()
+	if err != nil {
+		_ = msg.Nak()
+		return
+	}
+	settle, err := d.readOne(ctx, msg, meta)
+	if err != nil {
+		d.log.Warn("inbox hand-off failed; will retry", "subject", msg.Subject(), "err", err)
+		_ = msg.NakWithDelay(2 * time.Second)
+		return
+	}
+	settle()
+}
+
+// readOne decides an entry's fate and returns how to settle it.
+func (d *Daemon) readOne(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) (func(), error) {
+	ack := func() { _ = msg.Ack() } // a lost ack redelivers; the hand-off de-duplicates
+	kind, member, err := wire.ParseLifecycleSubject(msg.Subject())
+	if err != nil || kind != wire.KindDinbox {
+		return ack, nil
+	}
+	var entry wire.InboxEntry
+	if err := json.Unmarshal(msg.Data(), &entry); err != nil || entry.Msg == nil {
+		return ack, nil
+	}
+	var acl wire.ACLRow
+	e, err := d.getJSON(ctx, d.cfg.Space.ACLBucket(), wire.ACLKey(member), &acl)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		if meta.NumDelivered < retiredAfter {
+			return func() { _ = msg.NakWithDelay(2 * time.Second) }, nil
+		}
+		return func() {
+			d.deleteEntry(ctx, msg, meta)
+			d.forget(ctx, member)
+		}, nil
+	}
+	if !wire.ChannelInAllow(acl.AllowSubscribe, entry.Channel) {
+		return ack, nil // outside the read ACL now: never handed over
+	}
+	if entry.Reason == wire.ReasonDurableChannel {
+		row := d.member(entry.Channel, member)
+		if row == nil || !row.Eligible(entry.Seq) {
+			return ack, nil // left, or not yet a member, at that message
+		}
+	}
+	frame, err := json.Marshal(wire.DeliveryFrame{Version: wire.DeliveryFrameVersion, Channel: entry.Channel, Msg: entry.Msg})
+	if err != nil {
+		return nil, err
+	}
+	out := nats.NewMsg(d.cfg.Space.DlvSubject(member))
+	out.Data = frame
+	out.Header.Set(wire.DeliveryFrameHeader, fmt.Sprint(wire.DeliveryFrameVersion))
+	var opts []jetstream.PublishOpt
+	if id := wire.PlaneMsgID(entry.Msg.ID, member, entry.Generation); id != "" {
+		opts = append(opts, jetstream.WithMsgID(id))
+	}
+	if _, err := d.js.PublishMsg(ctx, out, opts...); err != nil {
+		return nil, err
+	}
+	return ack, nil
+}
+
+// deleteEntry removes an entry addressed to a retired lifecycle from the inbox stream.
+func (d *Daemon) deleteEntry(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) {
+	req, _ := json.Marshal(map[string]uint64{"seq": meta.Sequence.Stream}) // a map of numbers always encodes
+	if _, err := d.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+d.cfg.Space.InboxStream(), req); err != nil {
+		d.log.Warn("delete an entry of a retired lifecycle", "subject", msg.Subject(), "err", err)
+		_ = msg.NakWithDelay(2 * time.Second)
+		return
+	}
+	_ = msg.Term() // the entry is gone; this only settles the delivery
+}
+
+// forget removes the membership rows of a retired lifecycle (its ACL row is gone), so the
+// fan-out stops addressing it.
+func (d *Daemon) forget(ctx context.Context, l wire.Lifecycle) {
+	d.mu.Lock()
+	var keys []string
+	for key, r := range d.members {
+		if r.Owner == l.Principal.String() && r.LifecycleUID == l.UID {
+			keys = append(keys, key)
+		}
+	}
+	d.mu.Unlock()
+	for _, key := range keys {
+		d.mu.Lock()
+		rev := d.revs[key]
+		d.mu.Unlock()
+		if err := d.remove(ctx, d.cfg.Space.MembersBucket(), key, rev); err != nil {
+			d.log.Warn("remove the membership of a retired lifecycle", "key", key, "err", err)
+			continue
+		}
+		d.mu.Lock()
+		delete(d.members, key)
+		delete(d.revs, key)
+		d.mu.Unlock()
+	}
+}

@@ -1,0 +1,198 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// The delivery daemon's records and frames (the reference's Plane 3). They are the daemon's own
+// state and its hand-off to members, shared with the TypeScript daemon and agents.
+
+// ControlRequest is a request on the ctl.delivery rail: an op, its arguments, and the caller,
+// whose id must equal the request subject's sender.
+type ControlRequest struct {
+	Op   string          `json:"op"`
+	Args json.RawMessage `json:"args,omitempty"`
+	From EndpointRef     `json:"from"`
+}
+
+// ControlReply answers a ControlRequest. Error is a sentence for people.
+type ControlReply struct {
+	OK    bool            `json:"ok"`
+	Data  json.RawMessage `json:"data,omitempty"`
+	Error string          `json:"error,omitempty"`
+}
+
+// The delivery control ops.
+const (
+	OpDurableJoin     = "durableJoin"
+	OpDurableLeave    = "durableLeave"
+	OpListMemberships = "listMemberships"
+)
+
+// DurableJoinArgs are the arguments of durableJoin. The daemon takes the caller's lifecycle from
+// its one live ACL row, never from the caller.
+type DurableJoinArgs struct {
+	Channel string `json:"channel"`
+}
+
+// DurableJoinResult is durableJoin's data: Durable is false, with a Reason, when the backstop could
+// not be established.
+type DurableJoinResult struct {
+	Durable    bool   `json:"durable"`
+	Reason     string `json:"reason,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
+}
+
+// DurableLeaveArgs are the arguments of durableLeave: the generation durableJoin returned guards
+// against a stale leave undoing a newer join.
+type DurableLeaveArgs struct {
+	Channel      string       `json:"channel"`
+	Generation   int64        `json:"generation"`
+	LifecycleUID LifecycleUID `json:"lifecycleUid"`
+}
+
+// DurableLeaveResult is durableLeave's data.
+type DurableLeaveResult struct {
+	Channel     string `json:"channel"`
+	AlreadyLeft bool   `json:"alreadyLeft,omitempty"`
+}
+
+// ListMembershipsArgs are the arguments of listMemberships.
+type ListMembershipsArgs struct {
+	LifecycleUID LifecycleUID `json:"lifecycleUid"`
+}
+
+// Membership is one entry of listMemberships' data.
+type Membership struct {
+	Channel    string `json:"channel"`
+	Generation int64  `json:"generation"`
+	Activated  bool   `json:"activated"`
+}
+
+// ListMembershipsResult is listMemberships' data.
+type ListMembershipsResult struct {
+	Memberships []Membership `json:"memberships"`
+}
+
+// Member row states.
+const (
+	MemberDurableActive = "durable-active"
+	MemberLiveConfirmed = "live-confirmed" // a left (tombstoned) membership
+)
+
+// MemberRow is a durable membership in the members bucket under MemberKey. A leave rewrites it
+// with a LeaveCursor (a tombstone); a rejoin starts a new generation with a new JoinCursor.
+type MemberRow struct {
+	Channel string `json:"channel"`
+	// Owner is the member's principal dot-form (the name is the reference's).
+	Owner          string       `json:"owner"`
+	LifecycleUID   LifecycleUID `json:"lifecycleUid"`
+	State          string       `json:"state"`
+	JoinCursor     uint64       `json:"joinCursor"`
+	LeaveCursor    *uint64      `json:"leaveCursor,omitempty"`
+	Generation     int64        `json:"generation"`
+	Activated      bool         `json:"activated"`
+	WriterIdentity string       `json:"writerIdentity"`
+	UpdatedAt      EpochMillis  `json:"updatedAt"`
+}
+
+// Eligible reports whether the CHAT message at seq falls in the membership's interval:
+// joinCursor < seq ≤ leaveCursor (SPEC §7: a leave is a hard boundary).
+func (r *MemberRow) Eligible(seq uint64) bool {
+	return seq > r.JoinCursor && (r.LeaveCursor == nil || seq <= *r.LeaveCursor)
+}
+
+// Open reports whether the membership is current (joined and not left).
+func (r *MemberRow) Open() bool { return r.State == MemberDurableActive && r.LeaveCursor == nil }
+
+// ACLRow is a lifecycle's read ACL in the ACL bucket under ACLKey, which the delivery daemon
+// re-checks before every durable hand-off. An empty AllowSubscribe reads nothing.
+type ACLRow struct {
+	AllowSubscribe []string `json:"allowSubscribe"`
+	// IssuedAllowSubscribe is the ceiling minted into the credential.
+	IssuedAllowSubscribe []string    `json:"issuedAllowSubscribe"`
+	Revision             int64       `json:"revision"`
+	UpdatedAt            EpochMillis `json:"updatedAt"`
+}
+
+// DeliveryLease is the delivery daemon's lease row under LeaseKey(0): one active daemon per
+// space. Holder is the daemon's principal; Incarnation tells a restarted daemon from its
+// predecessor with the same credential.
+type DeliveryLease struct {
+	Holder      string      `json:"holder"`
+	Incarnation string      `json:"incarnation"`
+	Since       EpochMillis `json:"since"`
+	Ready       bool        `json:"ready"`
+}
+
+// Why a copy entered a member's durable inbox.
+const (
+	ReasonDurableChannel = "durable-channel"
+	ReasonLiveMention    = "live-mention"
+)
+
+// InboxEntry is what the fan-out writes to a member's dinbox subject: the channel message and
+// the CHAT sequence the reader re-authorises it against.
+type InboxEntry struct {
+	Msg        *CotalMessage `json:"msg"`
+	Channel    string        `json:"channel"`
+	Seq        uint64        `json:"seq"`
+	Reason     string        `json:"reason"`
+	Generation int64         `json:"generation"`
+}
+
+// DeliveryFrameHeader marks a durable hand-off on the dlv rail; its value is the frame version.
+const DeliveryFrameHeader = "Cotal-Delivery-Frame"
+
+// DeliveryFrameVersion is the version of DeliveryFrame this implementation writes and reads.
+const DeliveryFrameVersion = 1
+
+// DeliveryFrame is the body of a durable hand-off to a member: exactly these three fields.
+type DeliveryFrame struct {
+	Version int           `json:"version"`
+	Channel string        `json:"channel"`
+	Msg     *CotalMessage `json:"msg"`
+}
+
+// DecodeDeliveryFrame decodes a dlv hand-off strictly: exactly version, channel and msg, version
+// 1, a concrete channel equal to the message's, and a valid message shape. Anything else is a
+// *ValidationError, and the message is terminated.
+func DecodeDeliveryFrame(data []byte) (*DeliveryFrame, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
+		return nil, invalid("delivery frame", "", "must be a JSON object")
+	}
+	if len(raw) != 3 || raw["version"] == nil || raw["channel"] == nil || raw["msg"] == nil {
+		return nil, invalid("delivery frame", "", "must have exactly version, channel and msg")
+	}
+	var f DeliveryFrame
+	if err := json.Unmarshal(raw["version"], &f.Version); err != nil || f.Version != DeliveryFrameVersion {
+		return nil, invalidf("delivery frame version", string(raw["version"]), "must be %d", DeliveryFrameVersion)
+	}
+	if err := json.Unmarshal(raw["channel"], &f.Channel); err != nil {
+		return nil, invalid("delivery frame channel", "", "must be a string")
+	}
+	if err := ValidateChannel(f.Channel); err != nil {
+		return nil, err
+	}
+	m, err := DecodeMessage(raw["msg"])
+	if err != nil {
+		return nil, within("msg", err)
+	}
+	if m.Channel != f.Channel {
+		return nil, invalidf("msg.channel", m.Channel, "must equal the frame's channel %q", f.Channel)
+	}
+	f.Msg = m
+	return &f, nil
+}
+
+// PlaneMsgID is the Nats-Msg-Id of a durable copy: "<id>:<owner>.<actor>:<uid>:<generation>",
+// so one message is stored once per member lifecycle and membership generation. An id-less
+// message gets none (SPEC §8): "" must never de-duplicate.
+func PlaneMsgID(msgID string, member Lifecycle, generation int64) string {
+	if msgID == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s:%s:%s:%d", msgID, member.Principal, member.UID, generation)
+}
