@@ -44,6 +44,9 @@ type joined struct {
 	generation int64 // of the durable membership, 0 when live only
 }
 
+// readTimeout bounds a registry read when the caller's context has no deadline.
+const readTimeout = 5 * time.Second
+
 // historyBatch is how many messages one history fetch asks for.
 const historyBatch = 256
 
@@ -330,6 +333,11 @@ const errCodeNoMessage = 10037
 // stream helpers switch to Direct Get when a stream allows it, which agents may not use. It
 // returns nil for a missing or deleted key.
 func (c *Client) getKey(ctx context.Context, b wire.Bucket, key string) ([]byte, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, readTimeout)
+		defer cancel()
+	}
 	req, err := json.Marshal(map[string]string{"last_by_subj": b.Subject(key)})
 	if err != nil {
 		return nil, err

@@ -221,6 +221,7 @@ type Roster struct {
 	now     func() time.Time
 	watcher jetstream.KeyWatcher
 	ready   chan struct{}
+	done    chan struct{} // closed when the watch ends
 	changes chan Peer
 	stop    sync.Once
 }
@@ -237,11 +238,13 @@ func (c *Client) Roster(ctx context.Context) (*Roster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch presence: %w", err)
 	}
-	r := &Roster{c: c, rows: map[string]*wire.Presence{}, now: time.Now, watcher: w, ready: make(chan struct{}), changes: make(chan Peer, 256)}
+	r := &Roster{c: c, rows: map[string]*wire.Presence{}, now: time.Now, watcher: w, ready: make(chan struct{}), done: make(chan struct{}), changes: make(chan Peer, 256)}
 	c.goFn(func() { r.run(c) })
 	select {
 	case <-r.ready:
 		return r, nil
+	case <-r.done:
+		return nil, fmt.Errorf("load presence: %w", ErrClosed)
 	case <-ctx.Done():
 		r.Stop()
 		return nil, fmt.Errorf("load presence: %w", ctx.Err())
@@ -249,6 +252,7 @@ func (c *Client) Roster(ctx context.Context) (*Roster, error) {
 }
 
 func (r *Roster) run(c *Client) {
+	defer close(r.done)
 	readyOnce := sync.OnceFunc(func() { close(r.ready) })
 	for {
 		select {
