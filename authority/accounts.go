@@ -2,6 +2,7 @@ package authority
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 )
@@ -43,6 +44,13 @@ func (k *Keyring) AccountJWT(s *SpaceKeys) (string, error) {
 	// mean unlimited to the server and stay out of the JWT.
 	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit}
 	ac.SigningKeys.Add(mustPublic(s.signing))
+	revoked, err := k.Revocations(s.Space)
+	if err != nil {
+		return "", err
+	}
+	for user, at := range revoked {
+		ac.RevokeAt(user, time.Unix(at, 0))
+	}
 	tok, err := ac.Encode(k.operator)
 	if err != nil {
 		return "", fmt.Errorf("encode account jwt for space %s: %w", s.Space, err)

@@ -74,6 +74,11 @@ func (s *SpaceKeys) mintAt(req MintRequest, now time.Time) (*Credential, error) 
 	if err != nil {
 		return nil, fmt.Errorf("mint %s: create user key: %w", req.Profile, err)
 	}
+	return s.mintWith(req, user, now)
+}
+
+// mintWith mints a credential for the given user key.
+func (s *SpaceKeys) mintWith(req MintRequest, user nkeys.KeyPair, now time.Time) (*Credential, error) {
 	pub := mustPublic(user)
 	g := req.Grant
 	g.Space = s.Space

@@ -83,6 +83,8 @@ func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
 		return r.purger(), nil
 	case ProfileTeardown:
 		return r.teardown(), nil
+	case ProfileLedger:
+		return r.ledger(), nil
 	}
 	_, err := ParseProfile(string(profile))
 	return Permissions{}, err
@@ -315,7 +317,7 @@ func spaceStreams(s wire.Space) []string {
 	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), s.InboxStream(), s.DLVStream(), s.ArtifactsBucket().ObjectStream()}
 	for _, b := range []wire.Bucket{
 		s.PresenceBucket(), s.ChannelsBucket(), s.MembersBucket(), s.ACLBucket(),
-		s.MembershipBucket(), s.DeliveryBucket(), s.ManagerBucket(),
+		s.MembershipBucket(), s.DeliveryBucket(), s.ManagerBucket(), s.AuthBucket(),
 	} {
 		streams = append(streams, b.Stream())
 	}
@@ -419,6 +421,19 @@ func (r rowsFor) teardown() Permissions {
 	}
 	pub = append(pub, jsStreamPurge+r.s.ChatStream(), channels.Subject(">"))
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
+}
+
+// ledger writes the auth store and reads it leader-served; the watch rows list its keys.
+func (r rowsFor) ledger() Permissions {
+	auth := r.s.AuthBucket()
+	st := auth.Stream()
+	return Permissions{
+		PubAllow: []string{
+			jsInfo, jsStreamInfo + st, jsMsgGet + st, auth.Subject(">"),
+			jsCreate + st + ".>", jsConsumerInfo + st + ".>", jsDelete + st + ".>", jsFlowControl,
+		},
+		SubAllow: []string{r.inbox()},
+	}
 }
 
 // String renders p one row per line, for debugging and test failures.

@@ -39,12 +39,16 @@ const (
 	ProfilePurger Profile = "purger"
 	// ProfileTeardown deletes a space's streams and buckets.
 	ProfileTeardown Profile = "teardown"
+	// ProfileLedger is the authority's own one-shot credential on the auth store: lifecycle
+	// heads, gates and credential rows. It is never handed out.
+	ProfileLedger Profile = "ledger"
 )
 
 // Profiles lists every profile.
 var Profiles = []Profile{
 	ProfileAgent, ProfileObserver, ProfileAdmin, ProfileSupervisor, ProfileDelivery, ProfileProvisioner,
 	ProfileDeprovisioner, ProfileOperator, ProfileProbe, ProfileChannelWriter, ProfilePurger, ProfileTeardown,
+	ProfileLedger,
 }
 
 // ParseProfile returns s as a Profile, or a *wire.ValidationError listing the profiles.

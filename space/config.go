@@ -111,7 +111,19 @@ func resources(s wire.Space) []resource {
 		{cfg: kvStream(s.MembersBucket(), 0, jetstream.FileStorage, 0)},
 		{cfg: kvStream(s.ACLBucket(), 0, jetstream.FileStorage, 0)},
 		{cfg: kvStream(s.MembershipBucket(), 0, jetstream.FileStorage, membershipMaxBytes)},
+		{cfg: AuthStoreConfig(s)},
 	}
+}
+
+// AuthStoreConfig is the backing stream of the auth store cotal_auth_<space> (SPEC §13.12): no
+// Direct Get, so every read is leader-served and can fence; no age or size limit, since gates and
+// heads are never deleted; per-message TTLs allowed, used only on credential rows.
+func AuthStoreConfig(s wire.Space) jetstream.StreamConfig {
+	c := kvStream(s.AuthBucket(), 0, jetstream.FileStorage, 0)
+	c.AllowDirect = false
+	c.AllowMsgTTL = true
+	c.SubjectDeleteMarkerTTL = time.Hour
+	return c
 }
 
 // Streams returns the names of every stream a provisioned space has, in creation order.

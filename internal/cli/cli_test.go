@@ -91,7 +91,7 @@ func TestUpStatusMintDown(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("status --json %q: %v", out, err)
 	}
-	if !rep.Running || rep.URL != st.URL || len(rep.Spaces) != 1 || !rep.Spaces[0].Provisioned || len(rep.Spaces[0].Streams) != 12 {
+	if !rep.Running || rep.URL != st.URL || len(rep.Spaces) != 1 || !rep.Spaces[0].Provisioned || len(rep.Spaces[0].Streams) != 13 {
 		t.Errorf("status = %+v", rep)
 	}
 
@@ -230,7 +230,7 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{"dir under a file", []string{"up", "--dir", filepath.Join(aFile, "sub"), "--port", "0"}, exit.Failed, "not a directory"},
-		{"mint dir under a file", []string{"mint", "a", "--dir", filepath.Join(aFile, "sub")}, exit.Failed, "not a directory"},
+		{"mint dir under a file", []string{"mint", "a", "--dir", filepath.Join(aFile, "sub"), "--profile", "observer"}, exit.Failed, "not a directory"},
 		{"bad name", []string{"mint", "bad.name", "--dir", dir}, exit.Usage, `invalid actor "bad.name"`},
 		{"dash in name", []string{"mint", "a-b", "--dir", dir}, exit.Usage, "invalid actor"},
 		{"wildcard allow-publish", []string{"mint", "a", "--dir", dir, "--allow-publish", "team.>"}, exit.Usage, "allow-publish"},
@@ -247,7 +247,8 @@ func TestBadInput(t *testing.T) {
 		{"open on a public host", []string{"up", "--dir", dir, "--port", "0", "--open", "--host", "0.0.0.0"}, exit.Failed, "loopback only"},
 		{"half TLS", []string{"up", "--dir", dir, "--tls-cert", "c.pem"}, exit.Usage, "--tls-key"},
 		{"corrupt key file", []string{"up", "--dir", corrupt, "--port", "0"}, exit.Failed, keyFile},
-		{"corrupt key file on mint", []string{"mint", "a", "--dir", corrupt}, exit.Failed, "left untouched"},
+		{"corrupt key file on mint", []string{"mint", "a", "--dir", corrupt, "--profile", "observer"}, exit.Failed, "left untouched"},
+		{"agent without a mesh", []string{"mint", "a", "--dir", dir}, exit.Failed, "needs the mesh running"},
 	}
 	if os.Geteuid() != 0 { // root writes anywhere
 		tests = append(tests, struct {
@@ -255,7 +256,7 @@ func TestBadInput(t *testing.T) {
 			args []string
 			code int
 			want string
-		}{"unwritable dir", []string{"mint", "a", "--dir", readOnly}, exit.Failed, "permission denied"})
+		}{"unwritable dir", []string{"mint", "a", "--dir", readOnly, "--profile", "observer"}, exit.Failed, "permission denied"})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

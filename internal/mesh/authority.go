@@ -86,38 +86,61 @@ func (r MintRequest) readACL() []string {
 	return r.Subscribe
 }
 
-// Mint mints a credential. An agent gets a fresh lifecycle UID. It returns a *wire.ValidationError
-// for a bad name or ACL.
+// Mint mints a credential of any profile but agent, whose credentials go through the ledger
+// (IssueAgent). It returns a *wire.ValidationError for a bad name or ACL.
 func (a *Authority) Mint(req MintRequest) (*authority.Credential, error) {
-	sk, err := a.keyring.Space(req.Space)
+	if req.Profile == authority.ProfileAgent {
+		return nil, ErrAgentNeedsLedger
+	}
+	return a.mint(req)
+}
+
+// mint signs a credential without the ledger: the profiles that are not agents.
+func (a *Authority) mint(req MintRequest) (*authority.Credential, error) {
+	g, sk, err := a.grant(req)
 	if err != nil {
 		return nil, err
-	}
-	p, err := wire.NewPrincipal(wire.DevOwner, req.Name)
-	if err != nil {
-		return nil, fmt.Errorf("name: %w", err)
-	}
-	allowSub := req.readACL()
-	for _, ch := range req.Subscribe {
-		if err := wire.ValidateChannelPattern(ch); err != nil {
-			return nil, fmt.Errorf("subscribe: %w", err)
-		}
-		if !wire.ChannelInAllow(allowSub, ch) {
-			return nil, &wire.ValidationError{Field: "subscribe", Value: ch, Rule: fmt.Sprintf("is not covered by allow-subscribe %q", allowSub)}
-		}
-	}
-	g := authority.Grant{
-		Principal: p, AllowPublish: req.AllowPublish, AllowSubscribe: slices.Clone(allowSub), Role: req.Role,
-	}
-	if req.Profile == authority.ProfileAgent {
-		g.LifecycleUID = wire.NewLifecycleUID()
 	}
 	return sk.Mint(authority.MintRequest{Profile: req.Profile, Grant: g, Expires: req.Expires})
 }
 
+// Validate checks the request's name and subscriptions before anything is minted: each
+// subscribed channel must be covered by the read ACL. The grant's own rows are checked when it is
+// built. It returns a *wire.ValidationError.
+func (r MintRequest) Validate() error {
+	if err := wire.ValidateActor(r.Name); err != nil {
+		return fmt.Errorf("name: %w", err)
+	}
+	for _, ch := range r.Subscribe {
+		if err := wire.ValidateChannelPattern(ch); err != nil {
+			return fmt.Errorf("subscribe: %w", err)
+		}
+		if !wire.ChannelInAllow(r.readACL(), ch) {
+			return &wire.ValidationError{Field: "subscribe", Value: ch, Rule: fmt.Sprintf("is not covered by allow-subscribe %q", r.readACL())}
+		}
+	}
+	return nil
+}
+
+// grant validates req and builds its grant, with the space's keys.
+func (a *Authority) grant(req MintRequest) (authority.Grant, *authority.SpaceKeys, error) {
+	if err := req.Validate(); err != nil {
+		return authority.Grant{}, nil, err
+	}
+	sk, err := a.keyring.Space(req.Space)
+	if err != nil {
+		return authority.Grant{}, nil, err
+	}
+	p, err := wire.NewPrincipal(wire.DevOwner, req.Name)
+	if err != nil {
+		return authority.Grant{}, nil, err
+	}
+	return authority.Grant{Principal: p, AllowPublish: req.AllowPublish, AllowSubscribe: slices.Clone(req.readACL()), Role: req.Role}, sk, nil
+}
+
 // session connects to url as a one-shot provisioner credential, for the mesh's own setup.
 func (a *Authority) session(ctx context.Context, url string, sp wire.Space) (*nats.Conn, jetstream.JetStream, error) {
-	cred, err := a.Mint(MintRequest{Space: sp, Profile: authority.ProfileProvisioner, Name: "cotal_provisioner"})
+	cred, err := a.mint(MintRequest{Space: sp, Profile: authority.ProfileProvisioner, Name: "cotal_provisioner"})
 	if err != nil {
 		return nil, nil, err
 	}

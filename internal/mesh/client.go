@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -46,6 +47,9 @@ func (st *State) SpaceOf(name string) (wire.Space, error) {
 	return "", fmt.Errorf("the mesh does not serve space %q (it serves %q)", sp, st.Spaces)
 }
 
+// oneShotAgent is the lifetime of an agent credential the CLI issues for one command.
+const oneShotAgent = time.Minute
+
 // Client connects an SDK client to the running mesh as a freshly minted credential of profile
 // for local.<name>: the CLI mints the short-lived credentials it needs itself. On an open mesh it
 // connects without credentials.
@@ -57,7 +61,13 @@ func Client(ctx context.Context, d Dir, st *State, sp wire.Space, profile author
 	if err != nil {
 		return nil, err
 	}
-	cred, err := a.Mint(MintRequest{Space: sp, Profile: profile, Name: name})
+	var cred *authority.Credential
+	if profile == authority.ProfileAgent {
+		// A one-shot agent (to probe liveness, say) lives a minute; its ledger row expires with it.
+		cred, err = a.IssueAgent(ctx, st.URL, MintRequest{Space: sp, Name: name, Expires: oneShotAgent})
+	} else {
+		cred, err = a.Mint(MintRequest{Space: sp, Profile: profile, Name: name})
+	}
 	if err != nil {
 		return nil, err
 	}

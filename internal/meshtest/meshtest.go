@@ -84,10 +84,12 @@ func (m *Mesh) Mint(t testing.TB, req mesh.MintRequest) *authority.Credential {
 // AgentCred mints an agent credential for req.Name and provisions its durables.
 func (m *Mesh) AgentCred(t testing.TB, req mesh.MintRequest) *authority.Credential {
 	t.Helper()
-	req.Profile = authority.ProfileAgent
-	cred := m.Mint(t, req)
 	if req.Space == "" {
 		req.Space = m.Space
+	}
+	cred, err := m.Authority().IssueAgent(t.Context(), m.URL(), req)
+	if err != nil {
+		t.Fatalf("issue agent %s: %v", req.Name, err)
 	}
 	if err := m.Authority().ProvisionAgent(t.Context(), m.URL(), cred, req); err != nil {
 		t.Fatalf("provision agent %s: %v", req.Name, err)

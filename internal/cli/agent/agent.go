@@ -88,7 +88,7 @@ func agentRun(ctx context.Context, o *Options) error {
 		Space: sp, Profile: authority.ProfileAgent, Name: o.Name, Subscribe: o.Subscribe,
 		AllowPublish: o.AllowPublish, Role: o.Role,
 	}
-	cred, err := auth.Mint(req)
+	cred, err := auth.IssueAgent(ctx, st.URL, req)
 	var invalid *wire.ValidationError
 	if errors.As(err, &invalid) {
 		return &exit.UsageError{Err: err}
@@ -103,7 +103,7 @@ func agentRun(ctx context.Context, o *Options) error {
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if err := auth.Retire(rctx, st.URL, sp, life); err != nil {
+		if err := errors.Join(auth.RetireLifecycle(rctx, st.URL, sp, life), auth.Retire(rctx, st.URL, sp, life)); err != nil {
 			fmt.Fprintf(o.IO.ErrOut, "retire lifecycle %s: %v\n", life, err)
 		}
 	}()

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal"
-	"github.com/gocotal/cotal/authority"
 	"github.com/gocotal/cotal/internal/cli/console"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/mesh"
@@ -123,8 +122,8 @@ func text(s string) []wire.Part { return []wire.Part{wire.TextPart(s)} }
 
 // start mints, provisions and connects one agent.
 func start(ctx context.Context, m *mesh.Mesh, req mesh.MintRequest) (*agent, error) {
-	req.Space, req.Profile = mesh.DefaultSpace, authority.ProfileAgent
-	cred, err := m.Authority().Mint(req)
+	req.Space = mesh.DefaultSpace
+	cred, err := m.Authority().IssueAgent(ctx, m.URL(), req)
 	if err != nil {
 		return nil, err
 	}

@@ -98,10 +98,19 @@ func (o *Options) request() (mesh.MintRequest, error) {
 	if p != authority.ProfileAgent && agentOnly {
 		return usage(fmt.Errorf("--allow-publish, --allow-subscribe, --subscribe, --role and --provision are for --profile agent, not %s", p))
 	}
-	return mesh.MintRequest{
+	req := mesh.MintRequest{
 		Space: sp, Profile: p, Name: o.Name, Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe,
 		AllowPublish: o.AllowPublish, Role: o.Role, Expires: o.ExpiresIn,
-	}, nil
+	}
+	if err := req.Validate(); err != nil {
+		return usage(err)
+	}
+	for _, ch := range o.AllowPublish {
+		if err := wire.ValidateChannel(ch); err != nil {
+			return usage(fmt.Errorf("allow-publish: %w", err))
+		}
+	}
+	return req, nil
 }
 
 func mintRun(ctx context.Context, o *Options) error {
@@ -123,11 +132,19 @@ func mintRun(ctx context.Context, o *Options) error {
 	if o.Provision && st == nil {
 		return errors.New("--provision needs the mesh running (`cotal up`)")
 	}
+	if req.Profile == authority.ProfileAgent && st == nil {
+		return errors.New("an agent credential needs the mesh running (`cotal up`): its ledger row, which can revoke it, lives there")
+	}
 	auth, err := mesh.OpenAuthority(d)
 	if err != nil {
 		return err
 	}
-	cred, err := auth.Mint(req)
+	var cred *authority.Credential
+	if req.Profile == authority.ProfileAgent {
+		cred, err = auth.IssueAgent(ctx, st.URL, req)
+	} else {
+		cred, err = auth.Mint(req)
+	}
 	var invalid *wire.ValidationError
 	if errors.As(err, &invalid) {
 		return &exit.UsageError{Err: err}

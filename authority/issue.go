@@ -1,0 +1,145 @@
+package authority
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// userKeyFor derives a credential's user key from the space's signing key and the credential id,
+// so a retried release returns the same creds without any secret being stored.
+func (s *SpaceKeys) userKeyFor(credentialID string) (nkeys.KeyPair, error) {
+	_, raw, err := nkeys.DecodeSeed(mustSeed(s.signing))
+	if err != nil {
+		return nil, err
+	}
+	mac := hmac.New(sha256.New, raw)
+	mac.Write([]byte("cotal user key v1:" + credentialID))
+	return nkeys.FromRawSeed(nkeys.PrefixByteUser, mac.Sum(nil))
+}
+
+func mustSeed(kp nkeys.KeyPair) []byte {
+	seed, err := kp.Seed()
+	if err != nil {
+		panic(fmt.Sprintf("authority: seed of a loaded key: %v", err))
+	}
+	return seed
+}
+
+// credTTL is how long a credential row is kept: until the credential expires (then it can act no
+// more), or forever.
+func credTTL(r *CredentialRow) time.Duration {
+	if r.ExpiresAt == 0 {
+		return 0
+	}
+	return max(time.Until(r.ExpiresAt.Time()), time.Second)
+}
+
+// Issue mints a credential for a lifecycle through its issuance gate (SPEC §13.1): it observes
+// the gate (which must be open), stages the credential's ledger row, commits by rewriting the
+// gate at the observed revision, and only then releases the creds. If the gate moved in between
+// the mint loses with ErrConflict, removes its staged row and releases nothing. credentialID is
+// the idempotency key: a retry after a crash anywhere returns byte-identical creds.
+func (s *AuthStore) Issue(ctx context.Context, keys *SpaceKeys, req MintRequest, credentialID string) (*Credential, error) {
+	if keys.Space != s.space {
+		return nil, fmt.Errorf("issue: keys of space %s for the auth store of %s", keys.Space, s.space)
+	}
+	if credentialID == "" || !isKeyToken(credentialID) {
+		return nil, &wire.ValidationError{Field: "credentialId", Value: credentialID, Rule: "must be one token of [A-Za-z0-9_-]"}
+	}
+	uid := req.Grant.LifecycleUID
+	if _, err := wire.ParseLifecycleUID(string(uid)); err != nil {
+		return nil, fmt.Errorf("issue: %w", err)
+	}
+	og, err := s.ObserveGate(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	if og == nil || og.Row.State != GateOpen {
+		return nil, fmt.Errorf("issue for lifecycle %s: %w: its gate is not open", uid, ErrConflict)
+	}
+	user, err := keys.userKeyFor(credentialID)
+	if err != nil {
+		return nil, err
+	}
+	row, rowRev, err := s.credential(ctx, uid, credentialID)
+	if err != nil {
+		return nil, err
+	}
+	staged := false
+	if row == nil {
+		cred, err := keys.mintWith(req, user, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		row = &CredentialRow{
+			V: credentialRowVersion, CredentialID: credentialID, LifecycleUID: uid, Principal: cred.Principal.String(),
+			Profile: cred.Profile, UserKey: cred.PublicKey, State: CredActive, IssuedAt: wire.MillisOf(time.Now()), JWT: cred.JWT,
+		}
+		if !cred.Expires.IsZero() {
+			row.ExpiresAt = wire.MillisOf(cred.Expires)
+		}
+		raw, _ := json.Marshal(row) // always encodes
+		if rowRev, err = s.write(ctx, keyCred+string(uid)+"."+credentialID, raw, 0, credTTL(row)); err != nil {
+			return nil, fmt.Errorf("stage credential %s: %w", credentialID, err)
+		}
+		staged = true
+	}
+	if row.State != CredActive {
+		return nil, fmt.Errorf("issue %s: the credential is %s", credentialID, row.State)
+	}
+	if err := s.touchGate(ctx, uid, og); err != nil {
+		if staged && errors.Is(err, ErrConflict) {
+			if rerr := s.remove(ctx, keyCred+string(uid)+"."+credentialID, rowRev); rerr != nil {
+				return nil, errors.Join(err, rerr)
+			}
+		}
+		return nil, fmt.Errorf("commit credential %s: %w", credentialID, err)
+	}
+	return release(row, user)
+}
+
+// release builds the creds of a committed row: its JWT and the derived seed.
+func release(row *CredentialRow, user nkeys.KeyPair) (*Credential, error) {
+	if mustPublic(user) != row.UserKey {
+		return nil, fmt.Errorf("%w: credential %s names user %s, not the key its id derives (was the signing key rotated?)", ErrCorrupt, row.CredentialID, row.UserKey)
+	}
+	seed, err := user.Seed()
+	if err != nil {
+		return nil, err
+	}
+	creds, err := jwt.FormatUserConfig(row.JWT, seed)
+	if err != nil {
+		return nil, err
+	}
+	p, err := wire.ParsePrincipal(row.Principal)
+	if err != nil {
+		return nil, err
+	}
+	c := &Credential{Profile: row.Profile, Principal: p, LifecycleUID: row.LifecycleUID, PublicKey: row.UserKey, JWT: row.JWT, Creds: creds}
+	if row.ExpiresAt != 0 {
+		c.Expires = row.ExpiresAt.Time()
+	}
+	return c, nil
+}
+
+func isKeyToken(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

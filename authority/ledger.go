@@ -1,0 +1,397 @@
+package authority
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// The lifecycle registry and the credential ledger in the auth store (SPEC §13.1). Keys:
+//
+//	uid.<lifecycleUid>                    reservation, create-only, never deleted
+//	lifecycle.<owner>.<actor>             the alias head, moved only by revision CAS
+//	gate.<lifecycleUid>                   the issuance gate, the mint fence
+//	cred.<lifecycleUid>.<credentialId>    a credential, active → revoked only
+
+// GateState is an issuance gate's state.
+type GateState string
+
+// The gate states. Only an open gate issues credentials; retired is terminal.
+const (
+	GateOpen    GateState = "open"
+	GateFrozen  GateState = "frozen"
+	GateRetired GateState = "retired"
+)
+
+// OpKind is the kind of operation that moved a gate.
+type OpKind string
+
+// The gate operations.
+const (
+	OpActivation   OpKind = "activation"
+	OpTakeover     OpKind = "takeover"
+	OpRegistration OpKind = "registration"
+	OpRetirement   OpKind = "retirement"
+)
+
+// gateTransitions lists, per operation kind, the moves it may make ("" is an absent gate).
+var gateTransitions = map[OpKind][][2]GateState{
+	OpActivation:   {{"", GateOpen}},
+	OpTakeover:     {{GateOpen, GateFrozen}, {GateFrozen, GateOpen}},
+	OpRegistration: {{GateOpen, GateOpen}},
+	OpRetirement:   {{GateOpen, GateRetired}, {GateFrozen, GateRetired}},
+}
+
+// ErrTransition is returned for a gate move its operation kind does not allow.
+var ErrTransition = errors.New("gate transition not allowed")
+
+// CheckGateTransition returns ErrTransition unless kind may move a gate from one state to
+// another ("" for an absent gate).
+func CheckGateTransition(kind OpKind, from, to GateState) error {
+	if slices.Contains(gateTransitions[kind], [2]GateState{from, to}) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s may not move a gate from %q to %q", ErrTransition, kind, from, to)
+}
+
+// GateOp names the operation that last moved a gate.
+type GateOp struct {
+	OpID string `json:"opId"`
+	Kind OpKind `json:"kind"`
+}
+
+// GateRow is gate.<lifecycleUid>.
+type GateRow struct {
+	State        GateState `json:"state"`
+	Generation   int64     `json:"generation"`
+	ProcessEpoch int64     `json:"processEpoch"`
+	Op           GateOp    `json:"op"`
+}
+
+// HeadState is an alias head's state.
+type HeadState string
+
+// The head states.
+const (
+	HeadActive   HeadState = "active"
+	HeadRetiring HeadState = "retiring"
+	HeadRetired  HeadState = "retired"
+)
+
+// LifecycleHead is lifecycle.<owner>.<actor>: which incarnation the alias currently maps to.
+type LifecycleHead struct {
+	Owner        string            `json:"owner"`
+	Actor        string            `json:"actor"`
+	LifecycleUID wire.LifecycleUID `json:"lifecycleUid"`
+	ProcessEpoch int64             `json:"processEpoch"`
+	State        HeadState         `json:"state"`
+}
+
+// uidReservation is uid.<lifecycleUid>.
+type uidReservation struct {
+	LifecycleUID wire.LifecycleUID `json:"lifecycleUid"`
+	Principal    string            `json:"principal"`
+	ReservedAt   wire.EpochMillis  `json:"reservedAt"`
+}
+
+// CredentialState is a ledger row's state: active, then possibly revoked, never back.
+type CredentialState string
+
+// The credential states.
+const (
+	CredActive  CredentialState = "active"
+	CredRevoked CredentialState = "revoked"
+)
+
+// CredentialRow is cred.<lifecycleUid>.<credentialId>. Its schema is closed: a row with a field
+// it does not name is refused as corrupt.
+type CredentialRow struct {
+	V            int               `json:"v"`
+	CredentialID string            `json:"credentialId"`
+	LifecycleUID wire.LifecycleUID `json:"lifecycleUid"`
+	Principal    string            `json:"principal"`
+	Profile      Profile           `json:"profile"`
+	UserKey      string            `json:"userKey"`
+	State        CredentialState   `json:"state"`
+	IssuedAt     wire.EpochMillis  `json:"issuedAt"`
+	ExpiresAt    wire.EpochMillis  `json:"expiresAt,omitempty"`
+	RevokedAt    wire.EpochMillis  `json:"revokedAt,omitempty"`
+	Reason       string            `json:"reason,omitempty"`
+	// JWT is the released user JWT, kept so a retried release returns the same bytes; the seed
+	// is derived again, never stored.
+	JWT string `json:"jwt"`
+}
+
+const credentialRowVersion = 1
+
+// Key prefixes of the auth store.
+const (
+	keyUID  = "uid."
+	keyHead = "lifecycle."
+	keyGate = "gate."
+	keyCred = "cred."
+)
+
+// decodeStrict decodes a row, refusing unknown fields and trailing data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// validate checks a decoded credential row against its key.
+func (r *CredentialRow) validate(key string) error {
+	switch {
+	case r.V != credentialRowVersion:
+		return fmt.Errorf("version %d, want %d", r.V, credentialRowVersion)
+	case key != keyCred+string(r.LifecycleUID)+"."+r.CredentialID:
+		return fmt.Errorf("names lifecycle %q and credential %q, not its key", r.LifecycleUID, r.CredentialID)
+	case r.State != CredActive && r.State != CredRevoked:
+		return fmt.Errorf("state %q is not active or revoked", r.State)
+	case r.JWT == "" || r.UserKey == "":
+		return errors.New("no jwt or user key")
+	}
+	if _, err := wire.ParsePrincipal(r.Principal); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ObservedGate is a gate read at one revision.
+type ObservedGate struct {
+	Row      GateRow
+	Revision uint64
+	raw      []byte
+}
+
+// ObserveGate reads gate.<uid> (leader-served); nil when the lifecycle has no gate.
+func (s *AuthStore) ObserveGate(ctx context.Context, uid wire.LifecycleUID) (*ObservedGate, error) {
+	key := keyGate + string(uid)
+	r, err := s.readNeverDeleted(ctx, key)
+	if err != nil || r == nil {
+		return nil, err
+	}
+	var g GateRow
+	if err := decodeStrict(r.value, &g); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+	}
+	return &ObservedGate{Row: g, Revision: r.revision, raw: r.value}, nil
+}
+
+// moveGate moves a gate observed at og (nil: absent) to next, by revision CAS.
+func (s *AuthStore) moveGate(ctx context.Context, uid wire.LifecycleUID, og *ObservedGate, next GateRow) (*ObservedGate, error) {
+	var from GateState
+	var rev uint64
+	if og != nil {
+		from, rev = og.Row.State, og.Revision
+	}
+	if err := CheckGateTransition(next.Op.Kind, from, next.State); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(next)
+	if err != nil {
+		return nil, err
+	}
+	nrev, err := s.write(ctx, keyGate+string(uid), raw, rev, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &ObservedGate{Row: next, Revision: nrev, raw: raw}, nil
+}
+
+// touchGate rewrites the gate's bytes at its observed revision: a commit that loses if anything
+// moved the gate since it was observed.
+func (s *AuthStore) touchGate(ctx context.Context, uid wire.LifecycleUID, og *ObservedGate) error {
+	_, err := s.write(ctx, keyGate+string(uid), og.raw, og.Revision, 0)
+	return err
+}
+
+// Head reads lifecycle.<owner>.<actor>; nil when the alias has none.
+func (s *AuthStore) Head(ctx context.Context, p wire.Principal) (*LifecycleHead, uint64, error) {
+	key := keyHead + p.String()
+	r, err := s.readNeverDeleted(ctx, key)
+	if err != nil || r == nil {
+		return nil, 0, err
+	}
+	var h LifecycleHead
+	if err := decodeStrict(r.value, &h); err != nil {
+		return nil, 0, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+	}
+	return &h, r.revision, nil
+}
+
+// CurrentEpoch returns the process epoch of the holder's lifecycle, read only from an active
+// alias head that names the holder's own UID; anything else is ErrConflict.
+func (s *AuthStore) CurrentEpoch(ctx context.Context, holder wire.Lifecycle) (int64, error) {
+	h, _, err := s.Head(ctx, holder.Principal)
+	if err != nil {
+		return 0, err
+	}
+	if h == nil || h.State != HeadActive || h.LifecycleUID != holder.UID {
+		return 0, fmt.Errorf("%w: the alias head of %s does not name lifecycle %s as active", ErrConflict, holder.Principal, holder.UID)
+	}
+	return h.ProcessEpoch, nil
+}
+
+// Activate registers a new lifecycle: its UID reserved (create-only), its gate created open, and
+// the alias head moved to it by revision CAS. An alias still held by another active lifecycle is
+// ErrConflict: that one must be retired or taken over first.
+func (s *AuthStore) Activate(ctx context.Context, l wire.Lifecycle, opID string) error {
+	res, _ := json.Marshal(uidReservation{LifecycleUID: l.UID, Principal: l.Principal.String(), ReservedAt: wire.MillisOf(time.Now())}) // always encodes
+	if _, err := s.write(ctx, keyUID+string(l.UID), res, 0, 0); err != nil {
+		return fmt.Errorf("reserve lifecycle %s: %w", l.UID, err)
+	}
+	h, rev, err := s.Head(ctx, l.Principal)
+	if err != nil {
+		return err
+	}
+	epoch := int64(1)
+	if h != nil {
+		if h.State == HeadActive {
+			return fmt.Errorf("activate %s: %w: %s is active as lifecycle %s", l, ErrConflict, l.Principal, h.LifecycleUID)
+		}
+		epoch = h.ProcessEpoch + 1
+	}
+	if _, err := s.moveGate(ctx, l.UID, nil, GateRow{State: GateOpen, Generation: 1, ProcessEpoch: epoch, Op: GateOp{OpID: opID, Kind: OpActivation}}); err != nil {
+		return fmt.Errorf("open the gate of %s: %w", l, err)
+	}
+	head, _ := json.Marshal(LifecycleHead{Owner: l.Principal.Owner(), Actor: l.Principal.Actor(), LifecycleUID: l.UID, ProcessEpoch: epoch, State: HeadActive}) // always encodes
+	if _, err := s.write(ctx, keyHead+l.Principal.String(), head, rev, 0); err != nil {
+		return fmt.Errorf("move the alias head of %s: %w", l.Principal, err)
+	}
+	return nil
+}
+
+// Retire ends a lifecycle: its gate retired (no credential is ever issued again), every active
+// credential revoked in the ledger, and the alias head, if it names this lifecycle, retired. It
+// returns the user keys of the credentials it revoked, for the broker to refuse.
+func (s *AuthStore) Retire(ctx context.Context, l wire.Lifecycle, opID string) ([]string, error) {
+	og, err := s.ObserveGate(ctx, l.UID)
+	if err != nil {
+		return nil, err
+	}
+	if og != nil && og.Row.State != GateRetired {
+		next := og.Row
+		next.State, next.Generation, next.Op = GateRetired, og.Row.Generation+1, GateOp{OpID: opID, Kind: OpRetirement}
+		if _, err := s.moveGate(ctx, l.UID, og, next); err != nil {
+			return nil, fmt.Errorf("retire the gate of %s: %w", l, err)
+		}
+	}
+	revoked, err := s.revokeAll(ctx, l.UID, "lifecycle retired")
+	if err != nil {
+		return revoked, err
+	}
+	h, rev, err := s.Head(ctx, l.Principal)
+	if err != nil || h == nil || h.LifecycleUID != l.UID || h.State == HeadRetired {
+		return revoked, err
+	}
+	h.State = HeadRetired
+	raw, _ := json.Marshal(h) // always encodes
+	if _, err := s.write(ctx, keyHead+l.Principal.String(), raw, rev, 0); err != nil {
+		return revoked, fmt.Errorf("retire the alias head of %s: %w", l.Principal, err)
+	}
+	return revoked, nil
+}
+
+// revokeAll revokes every active credential of a lifecycle.
+func (s *AuthStore) revokeAll(ctx context.Context, uid wire.LifecycleUID, reason string) ([]string, error) {
+	rows, err := s.Credentials(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, r := range rows {
+		if r.State != CredActive {
+			continue
+		}
+		if _, err := s.Revoke(ctx, uid, r.CredentialID, reason); err != nil {
+			return keys, err
+		}
+		keys = append(keys, r.UserKey)
+	}
+	return keys, nil
+}
+
+// credential reads cred.<uid>.<id>; nil when absent.
+func (s *AuthStore) credential(ctx context.Context, uid wire.LifecycleUID, id string) (*CredentialRow, uint64, error) {
+	key := keyCred + string(uid) + "." + id
+	r, err := s.read(ctx, key)
+	if err != nil || r == nil || r.deleted {
+		return nil, 0, err
+	}
+	var row CredentialRow
+	if err := decodeStrict(r.value, &row); err != nil {
+		return nil, 0, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+	}
+	if err := row.validate(key); err != nil {
+		return nil, 0, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+	}
+	return &row, r.revision, nil
+}
+
+// Credentials lists a lifecycle's credential rows ("" for every lifecycle). A malformed row is
+// an ErrCorrupt error listing it, after the others.
+func (s *AuthStore) Credentials(ctx context.Context, uid wire.LifecycleUID) ([]CredentialRow, error) {
+	filter := keyCred + ">"
+	if uid != "" {
+		filter = keyCred + string(uid) + ".*"
+	}
+	keys, err := s.keys(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("list credentials: %w", err)
+	}
+	slices.Sort(keys)
+	var rows []CredentialRow
+	var bad []error
+	for _, key := range keys {
+		rest := strings.TrimPrefix(key, keyCred)
+		u, id, ok := strings.Cut(rest, ".")
+		if !ok {
+			bad = append(bad, fmt.Errorf("%w: %s is not cred.<lifecycleUid>.<credentialId>", ErrCorrupt, key))
+			continue
+		}
+		row, _, err := s.credential(ctx, wire.LifecycleUID(u), id)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		if row != nil {
+			rows = append(rows, *row)
+		}
+	}
+	return rows, errors.Join(bad...)
+}
+
+// Revoke moves a credential row to revoked (idempotently) and returns it. It does not by itself
+// stop the credential at the broker: the caller pushes the revocation to it.
+func (s *AuthStore) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*CredentialRow, error) {
+	row, rev, err := s.credential(ctx, uid, credentialID)
+	if err != nil {
+		return nil, err
+	}
+	if row == nil {
+		return nil, fmt.Errorf("no credential %s in lifecycle %s", credentialID, uid)
+	}
+	if row.State == CredRevoked {
+		return row, nil
+	}
+	row.State, row.RevokedAt, row.Reason = CredRevoked, wire.MillisOf(time.Now()), reason
+	raw, _ := json.Marshal(row) // always encodes
+	if _, err := s.write(ctx, keyCred+string(uid)+"."+credentialID, raw, rev, credTTL(row)); err != nil {
+		return nil, fmt.Errorf("revoke %s: %w", credentialID, err)
+	}
+	return row, nil
+}

@@ -1,0 +1,96 @@
+package authority
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Revocations are kept beside a space's keys and written into its account JWT, which is how the
+// broker refuses a revoked credential: at connect, and by closing its live connections when the
+// updated account reaches it.
+
+func (k *Keyring) revocationsPath(space wire.Space) string {
+	return filepath.Join(k.dir, "space."+string(space)+".revocations.json")
+}
+
+// Revocations returns the space's revoked user keys with the time each was revoked.
+func (k *Keyring) Revocations(space wire.Space) (map[string]int64, error) {
+	raw, err := os.ReadFile(k.revocationsPath(space))
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]int64{}, nil
+	}
+	if err != nil {
+		return nil, &KeyFileError{Path: k.revocationsPath(space), Err: err}
+	}
+	out := map[string]int64{}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, &KeyFileError{Path: k.revocationsPath(space), Err: fmt.Errorf("not a revocation list: %w", err)}
+	}
+	return out, nil
+}
+
+// Revoke records that the user keys may no longer connect to the space (as of now). The account
+// JWT carries the list from then on; pushing it to a running broker is the caller's step.
+func (k *Keyring) Revoke(space wire.Space, userKeys ...string) error {
+	if _, err := wire.ParseSpace(string(space)); err != nil {
+		return err
+	}
+	list, err := k.Revocations(space)
+	if err != nil {
+		return err
+	}
+	now := time.Now().Unix()
+	for _, u := range userKeys {
+		if !nkeys.IsValidPublicUserKey(u) {
+			return &wire.ValidationError{Field: "user key", Value: u, Rule: "must be a user public nkey"}
+		}
+		if _, done := list[u]; !done {
+			list[u] = now
+		}
+	}
+	raw, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(k.revocationsPath(space), append(raw, '\n'), 0o600)
+}
+
+// MintSystemUser mints a user of the system account, for the $SYS requests only the authority
+// makes (pushing account updates, listing connections). It is signed by the system account key,
+// short-lived, and never handed to an agent.
+func (k *Keyring) MintSystemUser(name string, pubAllow []string, life time.Duration) (*Credential, error) {
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, err
+	}
+	pub := mustPublic(user)
+	uc := jwt.NewUserClaims(pub)
+	uc.Name = name
+	uc.Permissions.Pub.Allow = jwt.StringList(pubAllow)
+	uc.Permissions.Sub.Allow = jwt.StringList{wire.ConnID(pub).InboxGrant()}
+	uc.Expires = time.Now().Add(life).Unix()
+	token, err := uc.Encode(k.system)
+	if err != nil {
+		return nil, fmt.Errorf("mint system user %s: %w", name, err)
+	}
+	seed, err := user.Seed()
+	if err != nil {
+		return nil, err
+	}
+	creds, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		return nil, err
+	}
+	return &Credential{Profile: Profile(name), PublicKey: pub, JWT: token, Creds: creds, Expires: time.Unix(uc.Expires, 0)}, nil
+}

@@ -1,0 +1,199 @@
+package authority
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// Errors of the auth store, for errors.Is.
+var (
+	// ErrConflict: the row or gate moved since it was observed; the operation lost and changed
+	// nothing it could not undo.
+	ErrConflict = errors.New("conflict")
+	// ErrCorrupt: a row that must exist is deleted or malformed. It is reported, never treated
+	// as absence, and never overwritten.
+	ErrCorrupt = errors.New("corrupt auth store")
+	// ErrStoreShape: the auth bucket's stream is not shaped as the contract requires.
+	ErrStoreShape = errors.New("auth store has the wrong shape")
+)
+
+// AuthStore is a space's auth store, cotal_auth_<space>, opened by OpenAuthStore after proving
+// the bucket's shape. It is bonded to its space: there is no way to build one from a KV handle
+// and a space label, so no function of the ledger can be pointed at the wrong store. Every read is
+// leader-served (STREAM.MSG.GET), since the bucket allows no Direct Get and a read may fence.
+// It is safe for concurrent use.
+type AuthStore struct {
+	space  wire.Space
+	bucket wire.Bucket
+	nc     *nats.Conn
+	js     jetstream.JetStream
+}
+
+// OpenAuthStore binds the space's auth store on nc, proving its shape from the backing stream's
+// config first: no Direct Get, no age limit, no finite message or byte limit, neither a mirror nor
+// sourced. A drifted store is refused with ErrStoreShape naming the field.
+func OpenAuthStore(ctx context.Context, nc *nats.Conn, space wire.Space) (*AuthStore, error) {
+	if _, err := wire.ParseSpace(string(space)); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	b := space.AuthBucket()
+	st, err := js.Stream(ctx, b.Stream())
+	if err != nil {
+		return nil, fmt.Errorf("open the auth store %s: %w", b, err)
+	}
+	if err := proveShape(st.CachedInfo().Config); err != nil {
+		return nil, fmt.Errorf("open the auth store %s: %w", b, err)
+	}
+	return &AuthStore{space: space, bucket: b, nc: nc, js: js}, nil
+}
+
+func proveShape(c jetstream.StreamConfig) error {
+	switch {
+	case c.AllowDirect:
+		return fmt.Errorf("%w: allow_direct is on (reads could be served by a replica and miss a fence)", ErrStoreShape)
+	case c.MaxAge != 0:
+		return fmt.Errorf("%w: max_age is %s (gates and heads must never age out)", ErrStoreShape, c.MaxAge)
+	case c.MaxMsgs > 0:
+		return fmt.Errorf("%w: max_msgs is %d (rows must never be evicted)", ErrStoreShape, c.MaxMsgs)
+	case c.MaxBytes > 0:
+		return fmt.Errorf("%w: max_bytes is %d (rows must never be evicted)", ErrStoreShape, c.MaxBytes)
+	case c.Mirror != nil:
+		return fmt.Errorf("%w: it is a mirror", ErrStoreShape)
+	case len(c.Sources) > 0:
+		return fmt.Errorf("%w: it is sourced", ErrStoreShape)
+	}
+	return nil
+}
+
+// Space returns the store's space.
+func (s *AuthStore) Space() wire.Space { return s.space }
+
+// row is a key's last value and revision.
+type row struct {
+	value    []byte
+	revision uint64
+	deleted  bool
+}
+
+// read returns key's last message, or nil when the key never existed (or its TTL expired).
+func (s *AuthStore) read(ctx context.Context, key string) (*row, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": s.bucket.Subject(key)}) // a map of strings always encodes
+	msg, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.bucket.Stream(), req)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	var rep struct {
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Data string `json:"data"`
+			Hdrs string `json:"hdrs"`
+		} `json:"message"`
+		Error *struct {
+			ErrCode int    `json:"err_code"`
+			Desc    string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	if rep.Error != nil {
+		if rep.Error.ErrCode == 10037 { // no message found
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read %s: %s", key, rep.Error.Desc)
+	}
+	if rep.Message == nil {
+		return nil, nil
+	}
+	r := &row{revision: rep.Message.Seq}
+	if rep.Message.Hdrs != "" {
+		if raw, err := base64.StdEncoding.DecodeString(rep.Message.Hdrs); err == nil {
+			if h, err := nats.DecodeHeadersMsg(raw); err == nil {
+				op := h.Get("KV-Operation")
+				r.deleted = op == "DEL" || op == "PURGE"
+			}
+		}
+	}
+	if r.value, err = base64.StdEncoding.DecodeString(rep.Message.Data); err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	return r, nil
+}
+
+// readNeverDeleted reads a key that is never deleted (a gate, a head, a uid reservation): a
+// delete or purge marker there is corruption, not absence.
+func (s *AuthStore) readNeverDeleted(ctx context.Context, key string) (*row, error) {
+	r, err := s.read(ctx, key)
+	if err != nil || r == nil {
+		return r, err
+	}
+	if r.deleted {
+		return nil, fmt.Errorf("%w: %s carries a delete marker, but it is never deleted", ErrCorrupt, key)
+	}
+	return r, nil
+}
+
+// write stores value under key if its last revision is still rev (0: the key holds nothing). A
+// lost race is ErrConflict. ttl, when positive, expires the row (credential rows only).
+func (s *AuthStore) write(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
+	msg := nats.NewMsg(s.bucket.Subject(key))
+	msg.Data = value
+	if ttl > 0 {
+		msg.Header.Set(jetstream.MsgTTLHeader, strconv.FormatInt(int64(ttl.Seconds()), 10)+"s")
+	}
+	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev))
+	if err == nil {
+		return ack.Sequence, nil
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return 0, fmt.Errorf("write %s at revision %d: %w", key, rev, ErrConflict)
+	}
+	return 0, fmt.Errorf("write %s: %w", key, err)
+}
+
+// remove deletes key if its last revision is still rev.
+func (s *AuthStore) remove(ctx context.Context, key string, rev uint64) error {
+	msg := nats.NewMsg(s.bucket.Subject(key))
+	msg.Header.Set("KV-Operation", "PURGE")
+	msg.Header.Set("Nats-Rollup", "sub")
+	_, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev))
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", key, err)
+	}
+	return nil
+}
+
+// keys lists the store's keys under a filter such as "cred.<uid>.>".
+func (s *AuthStore) keys(ctx context.Context, filter string) ([]string, error) {
+	kv, err := s.js.KeyValue(ctx, string(s.bucket))
+	if err != nil {
+		return nil, err
+	}
+	lister, err := kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []string
+	for k := range lister.Keys() {
+		out = append(out, k)
+	}
+	return out, nil
+}

@@ -1,0 +1,213 @@
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/wire"
+)
+
+// The authority plane as the CLI and the mesh drive it: every agent credential is issued through
+// its lifecycle's gate with a ledger row, and a revocation is pushed to the running broker,
+// which refuses the credential and closes its connections.
+
+// ErrAgentNeedsLedger is returned by Mint for the agent profile: agent credentials are issued
+// through the ledger (IssueAgent), so that each has a row that can revoke it.
+var ErrAgentNeedsLedger = errors.New("agent credentials are issued through the ledger (IssueAgent) so that each can be revoked")
+
+// store connects the authority's one-shot ledger credential and opens the space's auth store.
+func (a *Authority) store(ctx context.Context, url string, sp wire.Space) (*authority.AuthStore, *nats.Conn, error) {
+	cred, err := a.mint(MintRequest{Space: sp, Profile: authority.ProfileLedger, Name: "cotal_ledger"})
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := Connect(ctx, url, cred)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := authority.OpenAuthStore(ctx, nc, sp)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return s, nc, nil
+}
+
+// IssueAgent issues an agent credential for a fresh lifecycle of local.<req.Name>: the lifecycle
+// is activated in the registry (an alias still held by a live lifecycle is taken over: that one
+// is retired, its credentials revoked at the broker), then the credential is issued through the
+// new lifecycle's gate with its ledger row.
+func (a *Authority) IssueAgent(ctx context.Context, url string, req MintRequest) (*authority.Credential, error) {
+	req.Profile = authority.ProfileAgent
+	g, sk, err := a.grant(req)
+	if err != nil {
+		return nil, err
+	}
+	g.LifecycleUID = wire.NewLifecycleUID()
+	s, nc, err := a.store(ctx, url, req.Space)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	l := wire.Lifecycle{Principal: g.Principal, UID: g.LifecycleUID}
+	err = s.Activate(ctx, l, "activate-"+string(l.UID))
+	if errors.Is(err, authority.ErrConflict) {
+		if err = a.takeOver(ctx, url, s, l.Principal); err == nil {
+			err = s.Activate(ctx, l, "activate-"+string(l.UID))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.Issue(ctx, sk, authority.MintRequest{Profile: authority.ProfileAgent, Grant: g, Expires: req.Expires}, nuid.Next())
+}
+
+// takeOver retires the lifecycle the alias head names: its gate closes, its credentials are
+// revoked and refused by the broker, whose live connections are closed, before the alias moves.
+func (a *Authority) takeOver(ctx context.Context, url string, s *authority.AuthStore, p wire.Principal) error {
+	h, _, err := s.Head(ctx, p)
+	if err != nil || h == nil {
+		return err
+	}
+	return a.retire(ctx, url, s, wire.Lifecycle{Principal: p, UID: h.LifecycleUID})
+}
+
+// RetireLifecycle retires a lifecycle in the ledger (gate, credentials, head) and makes the
+// broker refuse its credentials.
+func (a *Authority) RetireLifecycle(ctx context.Context, url string, sp wire.Space, l wire.Lifecycle) error {
+	s, nc, err := a.store(ctx, url, sp)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return a.retire(ctx, url, s, l)
+}
+
+func (a *Authority) retire(ctx context.Context, url string, s *authority.AuthStore, l wire.Lifecycle) error {
+	revoked, err := s.Retire(ctx, l, "retire-"+string(l.UID))
+	if len(revoked) > 0 {
+		err = errors.Join(err, a.PushRevocations(ctx, url, s.Space(), revoked...))
+	}
+	return err
+}
+
+// RevokeCredential revokes one credential: its ledger row, then the broker.
+func (a *Authority) RevokeCredential(ctx context.Context, url string, sp wire.Space, uid wire.LifecycleUID, credentialID string) (*authority.CredentialRow, error) {
+	s, nc, err := a.store(ctx, url, sp)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	row, err := s.Revoke(ctx, uid, credentialID, "revoked by the operator")
+	if err != nil {
+		return nil, err
+	}
+	return row, a.PushRevocations(ctx, url, sp, row.UserKey)
+}
+
+// Credentials lists the ledger's credential rows of a space.
+func (a *Authority) Credentials(ctx context.Context, url string, sp wire.Space) ([]authority.CredentialRow, error) {
+	s, nc, err := a.store(ctx, url, sp)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	return s.Credentials(ctx, "")
+}
+
+// evictionWait bounds how long PushRevocations waits for the broker to close a revoked
+// credential's connections.
+const evictionWait = 10 * time.Second
+
+// PushRevocations records revoked user keys with the space's account and pushes the updated
+// account JWT to the running broker (a $SYS claims update, which every server of a cluster
+// receives): from then on the broker refuses those credentials at connect and closes their live
+// connections. It returns once the broker's connection list (CONNZ) shows none of them.
+func (a *Authority) PushRevocations(ctx context.Context, url string, sp wire.Space, userKeys ...string) error {
+	if err := a.keyring.Revoke(sp, userKeys...); err != nil {
+		return err
+	}
+	sk, err := a.keyring.Space(sp)
+	if err != nil {
+		return err
+	}
+	acct := sk.AccountPublicKey()
+	token, err := a.keyring.AccountJWT(sk)
+	if err != nil {
+		return err
+	}
+	update, connz := "$SYS.REQ.ACCOUNT."+acct+".CLAIMS.UPDATE", "$SYS.REQ.ACCOUNT."+acct+".CONNZ"
+	sys, err := a.keyring.MintSystemUser("cotal-revoker", []string{update, connz}, time.Minute)
+	if err != nil {
+		return err
+	}
+	nc, err := Connect(ctx, url, sys)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, evictionWait)
+	defer cancel()
+	rep, err := nc.RequestWithContext(rctx, update, []byte(token))
+	if err != nil {
+		return fmt.Errorf("push the revocation to the broker: %w", err)
+	}
+	var res struct {
+		Data  *struct{ Message string } `json:"data"`
+		Error *struct{ Description string }
+	}
+	if json.Unmarshal(rep.Data, &res) != nil || res.Error != nil || res.Data == nil || !strings.Contains(res.Data.Message, "updated") {
+		return fmt.Errorf("push the revocation to the broker: it answered %s", rep.Data)
+	}
+	for {
+		live, err := liveConnections(rctx, nc, connz, userKeys)
+		if err != nil {
+			return fmt.Errorf("verify the eviction: %w", err)
+		}
+		if live == 0 {
+			return nil
+		}
+		select {
+		case <-rctx.Done():
+			return fmt.Errorf("verify the eviction: %d revoked connections still open after %s", live, evictionWait)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// liveConnections counts the connections CONNZ lists for any of the user keys.
+func liveConnections(ctx context.Context, nc *nats.Conn, connz string, userKeys []string) (int, error) {
+	req, _ := json.Marshal(map[string]any{"auth": true, "limit": 100000}) // always encodes
+	rep, err := nc.RequestWithContext(ctx, connz, req)
+	if err != nil {
+		return 0, err
+	}
+	var res struct {
+		Data *struct {
+			Connections []struct {
+				AuthorizedUser string `json:"authorized_user"`
+				NKey           string `json:"nkey"`
+			} `json:"connections"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(rep.Data, &res); err != nil || res.Data == nil {
+		return 0, fmt.Errorf("unexpected CONNZ reply %s", rep.Data)
+	}
+	n := 0
+	for _, c := range res.Data.Connections {
+		for _, k := range userKeys {
+			if c.AuthorizedUser == k || c.NKey == k {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
