@@ -50,52 +50,23 @@ func credTTL(r *CredentialRow) time.Duration {
 // the mint loses with ErrConflict, removes its staged row and releases nothing. credentialID is
 // the idempotency key: a retry after a crash anywhere returns byte-identical creds.
 func (s *AuthStore) Issue(ctx context.Context, keys *SpaceKeys, req MintRequest, credentialID string) (*Credential, error) {
-	if keys.Space != s.space {
-		return nil, fmt.Errorf("issue: keys of space %s for the auth store of %s", keys.Space, s.space)
-	}
-	if credentialID == "" || !isKeyToken(credentialID) {
-		return nil, &wire.ValidationError{Field: "credentialId", Value: credentialID, Rule: "must be one token of [A-Za-z0-9_-]"}
-	}
-	uid := req.Grant.LifecycleUID
-	if _, err := wire.ParseLifecycleUID(string(uid)); err != nil {
-		return nil, fmt.Errorf("issue: %w", err)
-	}
-	og, err := s.ObserveGate(ctx, uid)
+	og, err := s.ObserveGate(ctx, req.Grant.LifecycleUID)
 	if err != nil {
 		return nil, err
 	}
+	return s.IssueObserved(ctx, keys, og, req, credentialID)
+}
+
+// IssueObserved is Issue against a gate already observed: of several issues against one
+// observation, exactly one commits; the others lose with ErrConflict and leave no row.
+func (s *AuthStore) IssueObserved(ctx context.Context, keys *SpaceKeys, og *ObservedGate, req MintRequest, credentialID string) (*Credential, error) {
+	uid := req.Grant.LifecycleUID
 	if og == nil || og.Row.State != GateOpen {
 		return nil, fmt.Errorf("issue for lifecycle %s: %w: its gate is not open", uid, ErrConflict)
 	}
-	user, err := keys.userKeyFor(credentialID)
+	row, rowRev, staged, user, err := s.stage(ctx, keys, req, credentialID)
 	if err != nil {
 		return nil, err
-	}
-	row, rowRev, err := s.credential(ctx, uid, credentialID)
-	if err != nil {
-		return nil, err
-	}
-	staged := false
-	if row == nil {
-		cred, err := keys.mintWith(req, user, time.Now())
-		if err != nil {
-			return nil, err
-		}
-		row = &CredentialRow{
-			V: credentialRowVersion, CredentialID: credentialID, LifecycleUID: uid, Principal: cred.Principal.String(),
-			Profile: cred.Profile, UserKey: cred.PublicKey, State: CredActive, IssuedAt: wire.MillisOf(time.Now()), JWT: cred.JWT,
-		}
-		if !cred.Expires.IsZero() {
-			row.ExpiresAt = wire.MillisOf(cred.Expires)
-		}
-		raw, _ := json.Marshal(row) // always encodes
-		if rowRev, err = s.write(ctx, keyCred+string(uid)+"."+credentialID, raw, 0, credTTL(row)); err != nil {
-			return nil, fmt.Errorf("stage credential %s: %w", credentialID, err)
-		}
-		staged = true
-	}
-	if row.State != CredActive {
-		return nil, fmt.Errorf("issue %s: the credential is %s", credentialID, row.State)
 	}
 	if err := s.touchGate(ctx, uid, og); err != nil {
 		if staged && errors.Is(err, ErrConflict) {
@@ -106,6 +77,46 @@ func (s *AuthStore) Issue(ctx context.Context, keys *SpaceKeys, req MintRequest,
 		return nil, fmt.Errorf("commit credential %s: %w", credentialID, err)
 	}
 	return release(row, user)
+}
+
+// stage writes the credential's ledger row, or finds the one a previous attempt wrote. staged
+// reports that this call wrote it.
+func (s *AuthStore) stage(ctx context.Context, keys *SpaceKeys, req MintRequest, credentialID string) (row *CredentialRow, rev uint64, staged bool, user nkeys.KeyPair, err error) {
+	if keys.Space != s.space {
+		return nil, 0, false, nil, fmt.Errorf("issue: keys of space %s for the auth store of %s", keys.Space, s.space)
+	}
+	if credentialID == "" || !isKeyToken(credentialID) {
+		return nil, 0, false, nil, &wire.ValidationError{Field: "credentialId", Value: credentialID, Rule: "must be one token of [A-Za-z0-9_-]"}
+	}
+	uid := req.Grant.LifecycleUID
+	if _, err := wire.ParseLifecycleUID(string(uid)); err != nil {
+		return nil, 0, false, nil, fmt.Errorf("issue: %w", err)
+	}
+	if user, err = keys.userKeyFor(credentialID); err != nil {
+		return nil, 0, false, nil, err
+	}
+	if row, rev, err = s.credential(ctx, uid, credentialID); err != nil || row != nil {
+		if row != nil && row.State != CredActive {
+			err = fmt.Errorf("issue %s: the credential is %s", credentialID, row.State)
+		}
+		return row, rev, false, user, err
+	}
+	cred, err := keys.mintWith(req, user, time.Now())
+	if err != nil {
+		return nil, 0, false, nil, err
+	}
+	row = &CredentialRow{
+		V: credentialRowVersion, CredentialID: credentialID, LifecycleUID: uid, Principal: cred.Principal.String(),
+		Profile: cred.Profile, UserKey: cred.PublicKey, State: CredActive, IssuedAt: wire.MillisOf(time.Now()), JWT: cred.JWT,
+	}
+	if !cred.Expires.IsZero() {
+		row.ExpiresAt = wire.MillisOf(cred.Expires)
+	}
+	raw, _ := json.Marshal(row) // always encodes
+	if rev, err = s.write(ctx, keyCred+string(uid)+"."+credentialID, raw, 0, credTTL(row)); err != nil {
+		return nil, 0, false, nil, fmt.Errorf("stage credential %s: %w", credentialID, err)
+	}
+	return row, rev, true, user, nil
 }
 
 // release builds the creds of a committed row: its JWT and the derived seed.

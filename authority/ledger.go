@@ -250,9 +250,8 @@ func (s *AuthStore) CurrentEpoch(ctx context.Context, holder wire.Lifecycle) (in
 // the alias head moved to it by revision CAS. An alias still held by another active lifecycle is
 // ErrConflict: that one must be retired or taken over first.
 func (s *AuthStore) Activate(ctx context.Context, l wire.Lifecycle, opID string) error {
-	res, _ := json.Marshal(uidReservation{LifecycleUID: l.UID, Principal: l.Principal.String(), ReservedAt: wire.MillisOf(time.Now())}) // always encodes
-	if _, err := s.write(ctx, keyUID+string(l.UID), res, 0, 0); err != nil {
-		return fmt.Errorf("reserve lifecycle %s: %w", l.UID, err)
+	if err := s.reserve(ctx, l); err != nil {
+		return err
 	}
 	h, rev, err := s.Head(ctx, l.Principal)
 	if err != nil {
@@ -271,6 +270,29 @@ func (s *AuthStore) Activate(ctx context.Context, l wire.Lifecycle, opID string)
 	head, _ := json.Marshal(LifecycleHead{Owner: l.Principal.Owner(), Actor: l.Principal.Actor(), LifecycleUID: l.UID, ProcessEpoch: epoch, State: HeadActive}) // always encodes
 	if _, err := s.write(ctx, keyHead+l.Principal.String(), head, rev, 0); err != nil {
 		return fmt.Errorf("move the alias head of %s: %w", l.Principal, err)
+	}
+	return nil
+}
+
+// reserve writes uid.<uid> create-only. A reservation already there for the same principal (a
+// retried activation) is fine; one for another principal is ErrConflict.
+func (s *AuthStore) reserve(ctx context.Context, l wire.Lifecycle) error {
+	key := keyUID + string(l.UID)
+	res, _ := json.Marshal(uidReservation{LifecycleUID: l.UID, Principal: l.Principal.String(), ReservedAt: wire.MillisOf(time.Now())}) // always encodes
+	_, err := s.write(ctx, key, res, 0, 0)
+	if !errors.Is(err, ErrConflict) {
+		return err
+	}
+	r, rerr := s.readNeverDeleted(ctx, key)
+	if rerr != nil {
+		return rerr
+	}
+	var have uidReservation
+	if r == nil || decodeStrict(r.value, &have) != nil {
+		return fmt.Errorf("%w: %s is not a reservation", ErrCorrupt, key)
+	}
+	if have.Principal != l.Principal.String() {
+		return fmt.Errorf("reserve lifecycle %s: %w: reserved by %s", l.UID, ErrConflict, have.Principal)
 	}
 	return nil
 }

@@ -187,3 +187,48 @@ func TestDemo(t *testing.T) {
 		}
 	}
 }
+
+func TestCredsAndDoctor(t *testing.T) {
+	dir := t.TempDir()
+	_, _, stopUp := background(t, "up", "--dir", dir, "--port", "0")
+	waitUp(t, dir, nil)
+	for _, name := range []string{"alice", "bob"} {
+		if code, _, stderr := run(t, "mint", name, "--dir", dir); code != exit.OK {
+			t.Fatalf("mint %s: exit %d, %s", name, code, stderr)
+		}
+	}
+	list := func() map[string]string {
+		t.Helper()
+		code, out, stderr := run(t, "creds", "list", "--json", "--dir", dir)
+		if code != exit.OK {
+			t.Fatalf("creds list: exit %d, %s", code, stderr)
+		}
+		var rows []struct{ Principal, State string }
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+			t.Fatalf("creds list --json %q: %v", out, err)
+		}
+		states := map[string]string{}
+		for _, r := range rows {
+			states[r.Principal] = r.State
+		}
+		return states
+	}
+	if got := list(); got["local.alice"] != "active" || got["local.bob"] != "active" {
+		t.Errorf("ledger = %v", got)
+	}
+	if code, out, stderr := run(t, "creds", "revoke", "alice", "--dir", dir); code != exit.OK || !strings.Contains(out, "revoked") {
+		t.Fatalf("creds revoke: exit %d, %q %q", code, out, stderr)
+	}
+	if got := list(); got["local.alice"] != "revoked" || got["local.bob"] != "active" {
+		t.Errorf("after the revocation the ledger = %v", got)
+	}
+	if code, _, stderr := run(t, "creds", "revoke", "nobody", "--dir", dir); code != exit.Failed || !strings.Contains(stderr, "no active credential") {
+		t.Errorf("revoking an unknown actor: exit %d, %q", code, stderr)
+	}
+	if code, out, stderr := run(t, "doctor", "auth", "--dir", dir); code != exit.OK || !strings.Contains(out, "sound") {
+		t.Errorf("doctor auth: exit %d, %q %q", code, out, stderr)
+	}
+	if code := stopUp(); code != exit.OK {
+		t.Errorf("up exit %d", code)
+	}
+}

@@ -10,8 +10,10 @@ import (
 	"github.com/gocotal/cotal/internal/cli/agent"
 	"github.com/gocotal/cotal/internal/cli/channels"
 	"github.com/gocotal/cotal/internal/cli/console"
+	"github.com/gocotal/cotal/internal/cli/creds"
 	"github.com/gocotal/cotal/internal/cli/deliver"
 	"github.com/gocotal/cotal/internal/cli/demo"
+	"github.com/gocotal/cotal/internal/cli/doctor"
 	"github.com/gocotal/cotal/internal/cli/down"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
@@ -56,6 +58,8 @@ func NewCmdRoot(io *iostreams.IOStreams) *cobra.Command {
 		agent.NewCmdAgent(io),
 		demo.NewCmdDemo(io),
 		deliver.NewCmdDeliver(io),
+		creds.NewCmdCreds(io),
+		doctor.NewCmdDoctor(io),
 		version.NewCmdVersion(io, nil),
 	)
 	for _, c := range append(root.Commands(), root) {

@@ -211,3 +211,13 @@ func liveConnections(ctx context.Context, nc *nats.Conn, connz string, userKeys 
 	}
 	return n, nil
 }
+
+// CheckAuth proves the auth store's shape and checks every row.
+func (a *Authority) CheckAuth(ctx context.Context, url string, sp wire.Space) (*authority.Checkup, error) {
+	s, nc, err := a.store(ctx, url, sp)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	return s.Check(ctx)
+}

@@ -1,0 +1,116 @@
+package authority_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/wire"
+)
+
+// TestRevokedCredentialIsRefusedByTheBroker: revoking a credential closes its open connection and
+// refuses its reconnect, while other agents carry on.
+func TestRevokedCredentialIsRefusedByTheBroker(t *testing.T) {
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	aliceCred, alice := m.Agent(t, mesh.MintRequest{Name: "alice", AllowPublish: []string{"general"}})
+	_, bob := m.Agent(t, mesh.MintRequest{Name: "bob", AllowPublish: []string{"general"}})
+	closed := make(chan struct{})
+	alice.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	alice.SetReconnectHandler(func(*nats.Conn) {})
+
+	rows, err := m.Authority().Credentials(ctx, m.URL(), m.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var credID string
+	for _, r := range rows {
+		if r.UserKey == aliceCred.PublicKey {
+			credID = r.CredentialID
+		}
+	}
+	if credID == "" {
+		t.Fatalf("alice's credential has no ledger row: %+v", rows)
+	}
+	row, err := m.Authority().RevokeCredential(ctx, m.URL(), m.Space, aliceCred.LifecycleUID, credID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.State != "revoked" {
+		t.Errorf("row state %s", row.State)
+	}
+	// RevokeCredential returned only after CONNZ showed alice gone; her client sees the close.
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		if alice.Status() == nats.CONNECTED {
+			t.Fatal("alice is still connected after her revocation")
+		}
+	}
+	if _, err := mesh.Connect(ctx, m.URL(), aliceCred, nats.NoReconnect()); err == nil {
+		t.Fatal("a revoked credential reconnected")
+	} else if !errors.Is(err, nats.ErrAuthorization) && !errors.Is(err, nats.ErrAuthRevoked) {
+		t.Logf("reconnect refused with %v", err)
+	}
+	subj, _ := m.Space.ChatSubject(mustPrincipal(t, "local.bob"), "general")
+	if err := bob.Publish(subj, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if refused, err := bob.Refused("Publish", subj); err != nil || refused || bob.Status() != nats.CONNECTED {
+		t.Errorf("bob was disturbed by alice's revocation: refused=%v %v, %s", refused, err, bob.Status())
+	}
+	// The revocation survives into the account JWT the next up renders.
+	trust, err := m.Authority().Trust([]wire.Space{m.Space})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := jwt.DecodeAccountClaims(trust.Accounts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ac.Revocations[aliceCred.PublicKey]; !ok {
+		t.Error("the account JWT does not carry the revocation")
+	}
+}
+
+// TestTakeoverRevokesThePredecessor: issuing a new lifecycle for a name still held retires the
+// old one, whose credential the broker then refuses.
+func TestTakeoverRevokesThePredecessor(t *testing.T) {
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	old := m.AgentCred(t, mesh.MintRequest{Name: "alice"})
+	c := m.Connect(t, old)
+	closed := make(chan struct{})
+	c.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	successor := m.AgentCred(t, mesh.MintRequest{Name: "alice"})
+	if successor.LifecycleUID == old.LifecycleUID {
+		t.Fatal("the successor reused the lifecycle")
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the predecessor's connection survived the takeover")
+	}
+	if nc, err := mesh.Connect(ctx, m.URL(), successor); err != nil {
+		t.Errorf("the successor cannot connect: %v", err)
+	} else {
+		nc.Close()
+	}
+	if _, err := mesh.Connect(ctx, m.URL(), old, nats.NoReconnect()); err == nil {
+		t.Error("the predecessor's credential still connects")
+	}
+}
+
+func mustPrincipal(t *testing.T, s string) wire.Principal {
+	t.Helper()
+	p, err := wire.ParsePrincipal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

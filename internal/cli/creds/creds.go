@@ -1,0 +1,149 @@
+// Package creds implements `cotal creds list|revoke`: the credential ledger.
+package creds
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Options are the inputs of `cotal creds`.
+type Options struct {
+	IO     *iostreams.IOStreams
+	Dir    string
+	Space  string
+	Actor  string
+	JSON   bool
+	Target string
+}
+
+// Row is one line of `cotal creds list --json`; the field names are a stable interface.
+type Row struct {
+	Principal    string `json:"principal"`
+	LifecycleUID string `json:"lifecycleUid"`
+	CredentialID string `json:"credentialId"`
+	Profile      string `json:"profile"`
+	State        string `json:"state"`
+	UserKey      string `json:"userKey"`
+	IssuedAt     int64  `json:"issuedAt"`
+	ExpiresAt    int64  `json:"expiresAt,omitempty"`
+}
+
+// NewCmdCreds returns `cotal creds` with list and revoke.
+func NewCmdCreds(io *iostreams.IOStreams) *cobra.Command {
+	o := &Options{IO: io}
+	cmd := &cobra.Command{Use: "creds", Short: "List and revoke the credentials in the ledger"}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	pf.StringVar(&o.Space, "space", "", "the space (default: the mesh's first)")
+	list := &cobra.Command{
+		Use: "list", Short: "List every agent credential in the ledger", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return listRun(cmd.Context(), o) },
+	}
+	list.Flags().StringVar(&o.Actor, "actor", "", "only this actor's credentials")
+	list.Flags().BoolVar(&o.JSON, "json", false, "print the list as JSON")
+	revoke := &cobra.Command{
+		Use:   "revoke ACTOR|CREDENTIAL_ID",
+		Short: "Revoke a credential, or every active credential of an actor",
+		Long: "Revoke in the ledger and at the broker: the broker refuses the credential from then on and\n" +
+			"closes its open connections; the command returns once the broker lists none of them.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Target = args[0]
+			return revokeRun(cmd.Context(), o)
+		},
+	}
+	cmd.AddCommand(list, revoke)
+	return cmd
+}
+
+// ledgerRows reads the ledger of the running mesh's space; corrupt rows are reported on stderr
+// and left out.
+func ledgerRows(ctx context.Context, o *Options) ([]authority.CredentialRow, *mesh.Authority, *mesh.State, wire.Space, error) {
+	d, st, err := mesh.Running(o.Dir)
+	if err != nil {
+		return nil, nil, nil, "", err
+	}
+	if st.Open {
+		return nil, nil, nil, "", errors.New("an open mesh has no credentials")
+	}
+	sp, err := st.SpaceOf(o.Space)
+	if err != nil {
+		return nil, nil, nil, "", &exit.UsageError{Err: err}
+	}
+	a, err := mesh.OpenAuthority(d)
+	if err != nil {
+		return nil, nil, nil, "", err
+	}
+	list, err := a.Credentials(ctx, st.URL, sp)
+	if err != nil && !errors.Is(err, authority.ErrCorrupt) {
+		return nil, nil, nil, "", err
+	}
+	if err != nil {
+		fmt.Fprintf(o.IO.ErrOut, "some rows are corrupt (`cotal doctor auth` lists them): %v\n", err)
+	}
+	return list, a, st, sp, nil
+}
+
+func listRun(ctx context.Context, o *Options) error {
+	list, _, _, _, err := ledgerRows(ctx, o)
+	if err != nil {
+		return err
+	}
+	out := []Row{}
+	for _, r := range list {
+		if o.Actor != "" && r.Principal != wire.DevOwner+"."+o.Actor {
+			continue
+		}
+		out = append(out, Row{
+			Principal: r.Principal, LifecycleUID: string(r.LifecycleUID), CredentialID: r.CredentialID, Profile: string(r.Profile),
+			State: string(r.State), UserKey: r.UserKey, IssuedAt: int64(r.IssuedAt), ExpiresAt: int64(r.ExpiresAt),
+		})
+	}
+	if o.JSON {
+		return json.NewEncoder(o.IO.Out).Encode(out)
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(o.IO.Out, "no credentials in the ledger")
+		return nil
+	}
+	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PRINCIPAL\tCREDENTIAL\tSTATE\tPROFILE\tLIFECYCLE")
+	for _, r := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Principal, r.CredentialID, r.State, r.Profile, r.LifecycleUID)
+	}
+	return tw.Flush()
+}
+
+func revokeRun(ctx context.Context, o *Options) error {
+	list, a, st, sp, err := ledgerRows(ctx, o)
+	if err != nil {
+		return err
+	}
+	var targets []authority.CredentialRow
+	for _, r := range list {
+		if r.State == authority.CredActive && (r.CredentialID == o.Target || r.Principal == wire.DevOwner+"."+o.Target) {
+			targets = append(targets, r)
+		}
+	}
+	if len(targets) == 0 {
+		return fmt.Errorf("no active credential with id or actor %q (`cotal creds list` shows them)", o.Target)
+	}
+	for _, r := range targets {
+		if _, err := a.RevokeCredential(ctx, st.URL, sp, r.LifecycleUID, r.CredentialID); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.IO.Out, "revoked %s (%s): the broker refuses it and its connections are closed\n", r.CredentialID, r.Principal)
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+// Package doctor implements `cotal doctor auth`: prove the auth store sound.
+package doctor
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/mesh"
+)
+
+// Options are the inputs of `cotal doctor`.
+type Options struct {
+	IO    *iostreams.IOStreams
+	Dir   string
+	Space string
+}
+
+// NewCmdDoctor returns `cotal doctor` with its auth check.
+func NewCmdDoctor(io *iostreams.IOStreams) *cobra.Command {
+	o := &Options{IO: io}
+	cmd := &cobra.Command{Use: "doctor", Short: "Check a mesh's health"}
+	auth := &cobra.Command{
+		Use:   "auth",
+		Short: "Prove the auth store's shape and report corrupt rows (exit 0 when sound)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return authRun(cmd.Context(), o) },
+	}
+	auth.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	auth.Flags().StringVar(&o.Space, "space", "", "the space (default: the mesh's first)")
+	cmd.AddCommand(auth)
+	return cmd
+}
+
+func authRun(ctx context.Context, o *Options) error {
+	d, st, err := mesh.Running(o.Dir)
+	if err != nil {
+		return err
+	}
+	if st.Open {
+		return fmt.Errorf("an open mesh has no auth store")
+	}
+	sp, err := st.SpaceOf(o.Space)
+	if err != nil {
+		return &exit.UsageError{Err: err}
+	}
+	a, err := mesh.OpenAuthority(d)
+	if err != nil {
+		return err
+	}
+	c, err := a.CheckAuth(ctx, st.URL, sp)
+	if err != nil {
+		return err
+	}
+	for _, p := range c.Problems {
+		fmt.Fprintf(o.IO.Out, "corrupt: %v\n", p)
+	}
+	if len(c.Problems) > 0 {
+		return fmt.Errorf("the auth store of %s has %d corrupt rows out of %d", sp, len(c.Problems), c.Rows)
+	}
+	fmt.Fprintf(o.IO.Out, "auth store of %s is sound: shape proven, %d rows checked\n", sp, c.Rows)
+	return nil
+}
