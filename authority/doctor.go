@@ -64,6 +64,8 @@ func (s *AuthStore) checkRow(ctx context.Context, key string) error {
 		}
 		_, _, err := s.credential(ctx, wire.LifecycleUID(u), id)
 		return err
+	case strings.HasPrefix(key, keyEpGate), strings.HasPrefix(key, keyEpCred):
+		return s.checkEndpointRow(ctx, key)
 	}
-	return nil // rows of planes this implementation does not own yet (sessions, endpoints)
+	return nil // rows of planes this implementation does not own yet (sessions)
 }

@@ -37,6 +37,14 @@ func mustSeed(kp nkeys.KeyPair) []byte {
 
 // credTTL is how long a credential row is kept: until the credential expires (then it can act no
 // more), or forever.
+// checkCredentialID refuses a credential id that is not one key token.
+func checkCredentialID(id string) error {
+	if id == "" || !isKeyToken(id) {
+		return &wire.ValidationError{Field: "credentialId", Value: id, Rule: "must be one token of [A-Za-z0-9_-]"}
+	}
+	return nil
+}
+
 func credTTL(r *CredentialRow) time.Duration {
 	if r.ExpiresAt == 0 {
 		return 0
@@ -85,8 +93,8 @@ func (s *AuthStore) stage(ctx context.Context, keys *SpaceKeys, req MintRequest,
 	if keys.Space != s.space {
 		return nil, 0, false, nil, fmt.Errorf("issue: keys of space %s for the auth store of %s", keys.Space, s.space)
 	}
-	if credentialID == "" || !isKeyToken(credentialID) {
-		return nil, 0, false, nil, &wire.ValidationError{Field: "credentialId", Value: credentialID, Rule: "must be one token of [A-Za-z0-9_-]"}
+	if err := checkCredentialID(credentialID); err != nil {
+		return nil, 0, false, nil, err
 	}
 	uid := req.Grant.LifecycleUID
 	if _, err := wire.ParseLifecycleUID(string(uid)); err != nil {

@@ -124,6 +124,8 @@ type CredentialRow struct {
 	ExpiresAt    wire.EpochMillis  `json:"expiresAt,omitempty"`
 	RevokedAt    wire.EpochMillis  `json:"revokedAt,omitempty"`
 	Reason       string            `json:"reason,omitempty"`
+	// SourceChain names what the credential derives from, such as "session.<sessionId>".
+	SourceChain []string `json:"sourceChain,omitempty"`
 	// JWT is the released user JWT, kept so a retried release returns the same bytes; the seed
 	// is derived again, never stored.
 	JWT string `json:"jwt"`
