@@ -66,6 +66,19 @@ func (s *AuthStore) checkRow(ctx context.Context, key string) error {
 		return err
 	case strings.HasPrefix(key, keyEpGate), strings.HasPrefix(key, keyEpCred):
 		return s.checkEndpointRow(ctx, key)
+	case strings.HasPrefix(key, keySession):
+		_, err := s.readSession(ctx, key)
+		return err
+	case strings.HasPrefix(key, keyStageSession):
+		r, err := s.readNeverDeleted(ctx, key)
+		if err != nil || r == nil {
+			return err
+		}
+		var pin stagePin
+		if err := decodeStrict(r.value, &pin); err != nil || !strings.HasSuffix(key, "."+string(pin.Party)) {
+			return fmt.Errorf("%w: %s is not a stage pin of its half", ErrCorrupt, key)
+		}
+		return nil
 	}
-	return nil // rows of planes this implementation does not own yet (sessions)
+	return nil // rows of planes this implementation does not own
 }

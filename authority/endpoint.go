@@ -199,8 +199,8 @@ func (s *AuthStore) checkEndpointRow(ctx context.Context, key string) error {
 	switch {
 	case strings.HasPrefix(key, keyEpGate) && len(fields) == 3:
 		_, err = g.Observe(ctx)
-	case strings.HasPrefix(key, keyEpCred) && len(fields) == 4:
-		_, _, err = g.Credential(ctx, fields[3])
+	case strings.HasPrefix(key, keyEpCred) && len(fields) >= 4:
+		_, _, err = g.Credential(ctx, strings.Join(fields[3:], "."))
 	default:
 		err = bad()
 	}

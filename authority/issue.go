@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -35,16 +36,20 @@ func mustSeed(kp nkeys.KeyPair) []byte {
 	return seed
 }
 
-// credTTL is how long a credential row is kept: until the credential expires (then it can act no
-// more), or forever.
-// checkCredentialID refuses a credential id that is not one key token.
+// checkCredentialID refuses a credential id that is neither one key token nor a session half's
+// id, <sessionId>.<c|s>.
 func checkCredentialID(id string) error {
+	if session, party, ok := strings.Cut(id, "."); ok && (party == string(partyCaller) || party == string(partyServing)) && wire.ValidateSessionID(session) == nil {
+		return nil
+	}
 	if id == "" || !isKeyToken(id) {
-		return &wire.ValidationError{Field: "credentialId", Value: id, Rule: "must be one token of [A-Za-z0-9_-]"}
+		return &wire.ValidationError{Field: "credentialId", Value: id, Rule: "must be one token of [A-Za-z0-9_-], or <sessionId>.<c|s>"}
 	}
 	return nil
 }
 
+// credTTL is how long a credential row is kept: until the credential expires (then it can act no
+// more), or forever.
 func credTTL(r *CredentialRow) time.Duration {
 	if r.ExpiresAt == 0 {
 		return 0

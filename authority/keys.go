@@ -95,6 +95,9 @@ func (k *Keyring) Space(space wire.Space) (*SpaceKeys, error) {
 // AccountPublicKey returns the space account's public key, its NATS account name.
 func (s *SpaceKeys) AccountPublicKey() string { return mustPublic(s.account) }
 
+// SigningPublicKey returns the public key of the account signing key user JWTs are signed with.
+func (s *SpaceKeys) SigningPublicKey() string { return mustPublic(s.signing) }
+
 // mustPublic returns a key pair's public key. The pairs here all come from validated seeds, for
 // which PublicKey cannot fail.
 func mustPublic(kp nkeys.KeyPair) string {

@@ -345,6 +345,16 @@ func (s *AuthStore) revokeAll(ctx context.Context, uid wire.LifecycleUID, reason
 			return keys, err
 		}
 		keys = append(keys, r.UserKey)
+		// A session credential takes its session, and so the serving half, down with it.
+		for _, id := range sessionsOf(r) {
+			t, err := s.ReconcileSessionForTakeover(ctx, id)
+			if t != nil {
+				keys = append(keys, t.RevokedKeys...)
+			}
+			if err != nil {
+				return keys, err
+			}
+		}
 	}
 	return keys, nil
 }
@@ -371,7 +381,7 @@ func (s *AuthStore) credential(ctx context.Context, uid wire.LifecycleUID, id st
 func (s *AuthStore) Credentials(ctx context.Context, uid wire.LifecycleUID) ([]CredentialRow, error) {
 	filter := keyCred + ">"
 	if uid != "" {
-		filter = keyCred + string(uid) + ".*"
+		filter = keyCred + string(uid) + ".>"
 	}
 	keys, err := s.keys(ctx, filter)
 	if err != nil {

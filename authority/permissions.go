@@ -29,6 +29,15 @@ type Grant struct {
 	Target wire.Lifecycle
 	// Channels are the concrete channels whose membership rows of Target a deprovisioner deletes.
 	Channels []string
+	// Session names the session whose rails a session party's credential carries.
+	Session SessionRails
+}
+
+// SessionRails names one session's pair of epoch-pinned rails.
+type SessionRails struct {
+	Endpoint  string
+	SessionID string
+	Epoch     int64
 }
 
 // Permissions are the NATS permission rows of one credential. Everything not allowed is denied.
@@ -85,6 +94,10 @@ func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
 		return r.teardown(), nil
 	case ProfileLedger:
 		return r.ledger(), nil
+	case ProfileSessionCaller:
+		return r.session(wire.SessionIn, wire.SessionOut)
+	case ProfileSessionServing:
+		return r.session(wire.SessionOut, wire.SessionIn)
 	}
 	_, err := ParseProfile(string(profile))
 	return Permissions{}, err
@@ -134,6 +147,23 @@ func (g *Grant) validate(profile Profile) error {
 		}
 	}
 	return nil
+}
+
+// session is a session party's rows: publish on one rail, read the other, and its own inbox.
+// The rails are core-only, so no JetStream row is granted.
+func (r rowsFor) session(pub, sub wire.SessionDir) (Permissions, error) {
+	rail := func(dir wire.SessionDir) (string, error) {
+		return r.s.SessionRail(r.Session.Endpoint, r.Session.SessionID, r.Session.Epoch, dir)
+	}
+	p, err := rail(pub)
+	if err != nil {
+		return Permissions{}, err
+	}
+	sub1, err := rail(sub)
+	if err != nil {
+		return Permissions{}, err
+	}
+	return Permissions{PubAllow: []string{p}, SubAllow: []string{sub1, r.inbox()}}, nil
 }
 
 // rowsFor builds one grant's rows. S is the space's subject prefix "cotal.<space>".

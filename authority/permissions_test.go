@@ -34,6 +34,7 @@ func sampleGrant(t testing.TB) Grant {
 		Space: "main", Principal: p, ConnID: testConn, LifecycleUID: testUID,
 		AllowPublish: []string{"team.backend", "general"}, AllowSubscribe: []string{"team.>", "general"},
 		Role: "reviewer", Target: target, Channels: []string{"team.backend"},
+		Session: SessionRails{Endpoint: "search", SessionID: "sEsSiOn_iD-0123456789abcdef", Epoch: 3},
 	}
 }
 

@@ -42,13 +42,18 @@ const (
 	// ProfileLedger is the authority's own one-shot credential on the auth store: lifecycle
 	// heads, gates and credential rows. It is never handed out.
 	ProfileLedger Profile = "ledger"
+	// ProfileSessionCaller is the caller half of a session (SPEC §13.6): publish on the session's
+	// in rail, read its out rail, nothing else.
+	ProfileSessionCaller Profile = "session-caller"
+	// ProfileSessionServing is the serving half: read the in rail, publish on the out rail.
+	ProfileSessionServing Profile = "session-serving"
 )
 
 // Profiles lists every profile.
 var Profiles = []Profile{
 	ProfileAgent, ProfileObserver, ProfileAdmin, ProfileSupervisor, ProfileDelivery, ProfileProvisioner,
 	ProfileDeprovisioner, ProfileOperator, ProfileProbe, ProfileChannelWriter, ProfilePurger, ProfileTeardown,
-	ProfileLedger,
+	ProfileLedger, ProfileSessionCaller, ProfileSessionServing,
 }
 
 // ParseProfile returns s as a Profile, or a *wire.ValidationError listing the profiles.

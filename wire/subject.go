@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -21,6 +22,7 @@ const (
 	KindDlv    SubjectKind = "dlv"    // post-authorisation durable hand-off: dlv.<owner>.<actor>.<uid>
 	KindWfj    SubjectKind = "wfj"    // workflow journal: wfj.<runId>
 	KindTrace  SubjectKind = "trace"  // reserved: trace.<instance>
+	KindEps    SubjectKind = "eps"    // session rails: eps.<endpoint>.<sessionId>.<epoch>.<in|out>
 )
 
 // replyToken separates a request subject from the reply leaf beneath it on the ctl and live rails.
@@ -296,6 +298,47 @@ func (s Space) WFJSubject(runID string) string { return s.subject(KindWfj, Token
 
 // WFJFilter returns "cotal.<space>.wfj.*", the subjects of the WFJ stream.
 func (s Space) WFJFilter() string { return s.subject(KindWfj, "*") }
+
+// SessionDir is a session rail's direction: in carries caller to endpoint, out the reverse.
+type SessionDir string
+
+// The two session rails.
+const (
+	SessionIn  SessionDir = "in"
+	SessionOut SessionDir = "out"
+)
+
+// Session ids are [A-Za-z0-9_-] tokens of 22 to 64 characters: fresh, unguessable (at least 128
+// bits) and bounded.
+const (
+	SessionIDMinLen = 22
+	SessionIDMaxLen = 64
+)
+
+// ValidateSessionID checks a session id against the id grammar and the unguessability floor.
+func ValidateSessionID(id string) error {
+	if len(id) < SessionIDMinLen || len(id) > SessionIDMaxLen || strings.ContainsFunc(id, func(c rune) bool {
+		return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-')
+	}) {
+		return invalid("sessionId", id, "must be 22 to 64 characters of [A-Za-z0-9_-]")
+	}
+	return nil
+}
+
+// SessionRail returns "cotal.<space>.eps.<endpoint>.<sessionId>.<epoch>.<dir>", one epoch-pinned
+// rail of a session (SPEC §13.6). The rails are core-only: no stream captures them.
+func (s Space) SessionRail(endpoint, sessionID string, epoch int64, dir SessionDir) (string, error) {
+	if err := ValidateSessionID(sessionID); err != nil {
+		return "", err
+	}
+	if epoch < 0 {
+		return "", invalid("epoch", strconv.FormatInt(epoch, 10), "must not be negative")
+	}
+	if dir != SessionIn && dir != SessionOut {
+		return "", invalid("dir", string(dir), `must be "in" or "out"`)
+	}
+	return s.subject(KindEps, Token(endpoint), sessionID, strconv.FormatInt(epoch, 10), string(dir)), nil
+}
 
 // TraceSubject returns "cotal.<space>.trace.<instance>", reserved for lifecycle traces.
 func (s Space) TraceSubject(instance string) string { return s.subject(KindTrace, Token(instance)) }

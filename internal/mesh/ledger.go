@@ -41,6 +41,31 @@ func (a *Authority) store(ctx context.Context, url string, sp wire.Space) (*auth
 	return s, nc, nil
 }
 
+// Ledger runs fn on the space's auth store under the authority's one-shot ledger credential,
+// with the space's signing keys, then makes the broker refuse every user key fn reports revoked
+// (even when fn also failed: a revocation already in the ledger must reach the broker).
+func (a *Authority) Ledger(ctx context.Context, url string, sp wire.Space, fn func(s *authority.AuthStore, keys *authority.SpaceKeys) (revoked []string, err error)) error {
+	sk, err := a.keyring.Space(sp)
+	if err != nil {
+		return err
+	}
+	s, nc, err := a.store(ctx, url, sp)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	revoked, err := fn(s, sk)
+	return a.pushRevoked(ctx, url, sp, revoked, err)
+}
+
+// pushRevoked pushes the revoked user keys of a ledger operation that ended with err.
+func (a *Authority) pushRevoked(ctx context.Context, url string, sp wire.Space, revoked []string, err error) error {
+	if len(revoked) > 0 {
+		err = errors.Join(err, a.PushRevocations(ctx, url, sp, revoked...))
+	}
+	return err
+}
+
 // IssueAgent issues an agent credential for a fresh lifecycle of local.<req.Name>: the lifecycle
 // is activated in the registry (an alias still held by a live lifecycle is taken over: that one
 // is retired, its credentials revoked at the broker), then the credential is issued through the
@@ -83,21 +108,17 @@ func (a *Authority) takeOver(ctx context.Context, url string, s *authority.AuthS
 // RetireLifecycle retires a lifecycle in the ledger (gate, credentials, head) and makes the
 // broker refuse its credentials.
 func (a *Authority) RetireLifecycle(ctx context.Context, url string, sp wire.Space, l wire.Lifecycle) error {
-	s, nc, err := a.store(ctx, url, sp)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	return a.retire(ctx, url, s, l)
+	return a.Ledger(ctx, url, sp, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
+		return s.Retire(ctx, l, retireOp(l))
+	})
 }
 
 func (a *Authority) retire(ctx context.Context, url string, s *authority.AuthStore, l wire.Lifecycle) error {
-	revoked, err := s.Retire(ctx, l, "retire-"+string(l.UID))
-	if len(revoked) > 0 {
-		err = errors.Join(err, a.PushRevocations(ctx, url, s.Space(), revoked...))
-	}
-	return err
+	revoked, err := s.Retire(ctx, l, retireOp(l))
+	return a.pushRevoked(ctx, url, s.Space(), revoked, err)
 }
+
+func retireOp(l wire.Lifecycle) string { return "retire-" + string(l.UID) }
 
 // RevokeCredential revokes one credential: its ledger row, then the broker.
 func (a *Authority) RevokeCredential(ctx context.Context, url string, sp wire.Space, uid wire.LifecycleUID, credentialID string) (*authority.CredentialRow, error) {

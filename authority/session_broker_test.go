@@ -1,0 +1,111 @@
+package authority_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/wire"
+)
+
+// TestSessionRailsAtTheBroker: each half of a session may only speak on its own rail, and
+// closing the session makes the broker close both halves' connections and refuse them after.
+func TestSessionRailsAtTheBroker(t *testing.T) {
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	aliceCred := m.AgentCred(t, mesh.MintRequest{Name: "alice"})
+	holder := wire.Lifecycle{Principal: aliceCred.Principal, UID: aliceCred.LifecycleUID}
+	serving := authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
+	const sid = "sess_brokerbrokerbroker0"
+
+	var caller, server *authority.Credential
+	err := m.Authority().Ledger(ctx, m.URL(), m.Space, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+		g, err := s.ServeGate(serving)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := g.Move(ctx, nil, authority.EndpointGateRow{
+			State: authority.GateOpen, Generation: 1, ProcessEpoch: 1, Principal: "local.search1",
+			Op: &authority.EndpointGateOp{OpID: "op-ep", Kind: authority.OpActivation},
+		}); err != nil {
+			return nil, err
+		}
+		epoch, err := s.CurrentEpoch(ctx, holder)
+		if err != nil {
+			return nil, err
+		}
+		if caller, err = s.RedeemSession(ctx, keys, authority.SessionRequest{
+			SessionID: sid, Holder: holder, HolderEpoch: epoch, Serving: serving, ServingEpoch: 1,
+			Expires: time.Now().Add(time.Hour),
+		}); err != nil {
+			return nil, err
+		}
+		server, err = s.ServingCredential(ctx, keys, sid, serving, 1)
+		return nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := m.Space.SessionRail("search", sid, 1, wire.SessionIn)
+	out, _ := m.Space.SessionRail("search", sid, 1, wire.SessionOut)
+
+	c, sv := m.Connect(t, caller), m.Connect(t, server)
+	sub, err := sv.SubscribeSync(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sv.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Publish(in, []byte("frame")); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := sub.NextMsg(5 * time.Second); err != nil || string(msg.Data) != "frame" {
+		t.Fatalf("the serving half did not get the caller's frame: %v", err)
+	}
+	// The broker holds each half to its own direction.
+	if err := c.Publish(out, []byte("forged")); err != nil {
+		t.Fatal(err)
+	}
+	if refused, err := c.Refused("Publish", out); err != nil || !refused {
+		t.Errorf("the caller published on the out rail: refused=%v, %v", refused, err)
+	}
+	if err := sv.Publish(in, []byte("forged")); err != nil {
+		t.Fatal(err)
+	}
+	if refused, err := sv.Refused("Publish", in); err != nil || !refused {
+		t.Errorf("the serving half published on the in rail: refused=%v, %v", refused, err)
+	}
+
+	closed := make(chan struct{}, 2)
+	for _, cl := range []*meshtest.Client{c, sv} {
+		cl.SetClosedHandler(func(*nats.Conn) { closed <- struct{}{} })
+	}
+	err = m.Authority().Ledger(ctx, m.URL(), m.Space, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
+		td, err := s.CloseSession(ctx, sid, authority.SessionCloser{Holder: &holder}, "")
+		if td == nil {
+			return nil, err
+		}
+		return td.RevokedKeys, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a half of the closed session is still connected")
+		}
+	}
+	for _, cred := range []*authority.Credential{caller, server} {
+		if nc, err := mesh.Connect(ctx, m.URL(), cred, nats.NoReconnect()); err == nil {
+			nc.Close()
+			t.Errorf("the %s half of a closed session reconnected", cred.Profile)
+		}
+	}
+}
