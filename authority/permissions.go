@@ -31,6 +31,15 @@ type Grant struct {
 	Channels []string
 	// Session names the session whose rails a session party's credential carries.
 	Session SessionRails
+	// Run names the one run a run operator replays, and its replay's takeover id.
+	Run RunReplay
+}
+
+// RunReplay names one replay of a run's journal: the run (none for a credential that replays
+// nothing) and the takeover id its durable is named by.
+type RunReplay struct {
+	RunID      string
+	TakeoverID string
 }
 
 // SessionRails names one session's pair of epoch-pinned rails.
@@ -98,6 +107,8 @@ func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
 		return r.session(wire.SessionIn, wire.SessionOut)
 	case ProfileSessionServing:
 		return r.session(wire.SessionOut, wire.SessionIn)
+	case ProfileRunOperator:
+		return r.runOperator(), nil
 	}
 	_, err := ParseProfile(string(profile))
 	return Permissions{}, err
@@ -133,6 +144,16 @@ func (g *Grant) validate(profile Profile) error {
 			return err
 		}
 	}
+	if profile == ProfileRunOperator {
+		if err := wire.ValidateTakeoverID(g.Run.TakeoverID); err != nil {
+			return err
+		}
+		if g.Run.RunID != "" {
+			if err := wire.ValidateRunID(g.Run.RunID); err != nil {
+				return err
+			}
+		}
+	}
 	if profile == ProfileDeprovisioner {
 		if g.Target.Principal.IsZero() {
 			return &wire.ValidationError{Field: "target", Rule: "a deprovisioner names the lifecycle it tears down"}
@@ -164,6 +185,24 @@ func (r rowsFor) session(pub, sub wire.SessionDir) (Permissions, error) {
 		return Permissions{}, err
 	}
 	return Permissions{PubAllow: []string{p}, SubAllow: []string{sub1, r.inbox()}}, nil
+}
+
+// runOperator is the run operator's rows (SPEC §14.3): the leader-served point read of the run
+// records and, when it names a run, a read-only replay of that one run's journal through its own
+// durable. It may never append to a journal or write a record.
+func (r rowsFor) runOperator() Permissions {
+	pub := []string{jsMsgGet + r.s.RecordsBucket().Stream()}
+	if r.Run.RunID != "" {
+		wfj, durable := r.s.WFJStream(), wire.WFJReplayDurable(r.Run.RunID, r.Run.TakeoverID)
+		pub = append(pub,
+			jsCreate+wfj+"."+durable+"."+r.s.WFJSubject(r.Run.RunID),
+			jsConsumerInfo+wfj+"."+durable,
+			jsNext+wfj+"."+durable,
+			jsAck+wfj+"."+durable+".>",
+			jsDelete+wfj+"."+durable,
+		)
+	}
+	return Permissions{PubAllow: append(pub, jsInfo), SubAllow: []string{r.inbox()}}
 }
 
 // rowsFor builds one grant's rows. S is the space's subject prefix "cotal.<space>".
@@ -344,7 +383,7 @@ func (r rowsFor) delivery() Permissions {
 // spaceStreams lists the streams of a space's messaging plane, in the reference's order: the
 // message streams, the artifact store, then the buckets.
 func spaceStreams(s wire.Space) []string {
-	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), s.InboxStream(), s.DLVStream(), s.ArtifactsBucket().ObjectStream()}
+	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), s.InboxStream(), s.DLVStream(), s.WFJStream(), s.ArtifactsBucket().ObjectStream()}
 	for _, b := range []wire.Bucket{
 		s.PresenceBucket(), s.ChannelsBucket(), s.MembersBucket(), s.ACLBucket(),
 		s.MembershipBucket(), s.DeliveryBucket(), s.ManagerBucket(), s.AuthBucket(),

@@ -35,6 +35,7 @@ func sampleGrant(t testing.TB) Grant {
 		AllowPublish: []string{"team.backend", "general"}, AllowSubscribe: []string{"team.>", "general"},
 		Role: "reviewer", Target: target, Channels: []string{"team.backend"},
 		Session: SessionRails{Endpoint: "search", SessionID: "sEsSiOn_iD-0123456789abcdef", Epoch: 3},
+		Run:     RunReplay{RunID: "r-1", TakeoverID: "tk1"},
 	}
 }
 

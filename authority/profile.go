@@ -47,13 +47,16 @@ const (
 	ProfileSessionCaller Profile = "session-caller"
 	// ProfileSessionServing is the serving half: read the in rail, publish on the out rail.
 	ProfileSessionServing Profile = "session-serving"
+	// ProfileRunOperator serves one run-surface call: it reads the run records and replays one
+	// run's journal, read-only, for a minute.
+	ProfileRunOperator Profile = "run-operator"
 )
 
 // Profiles lists every profile.
 var Profiles = []Profile{
 	ProfileAgent, ProfileObserver, ProfileAdmin, ProfileSupervisor, ProfileDelivery, ProfileProvisioner,
 	ProfileDeprovisioner, ProfileOperator, ProfileProbe, ProfileChannelWriter, ProfilePurger, ProfileTeardown,
-	ProfileLedger, ProfileSessionCaller, ProfileSessionServing,
+	ProfileLedger, ProfileSessionCaller, ProfileSessionServing, ProfileRunOperator,
 }
 
 // ParseProfile returns s as a Profile, or a *wire.ValidationError listing the profiles.
@@ -72,6 +75,8 @@ const (
 	OneShotLifetime = 5 * time.Minute
 	// ProbeLifetime is shorter still: a probe only proves a connect.
 	ProbeLifetime = time.Minute
+	// RunOperatorLifetime covers the one call a run operator serves.
+	RunOperatorLifetime = time.Minute
 )
 
 // DefaultLifetime returns how long a credential of p lives when no expiry is asked for; zero
@@ -84,6 +89,8 @@ func (p Profile) DefaultLifetime() time.Duration {
 		return DaemonLifetime
 	case ProfileProbe:
 		return ProbeLifetime
+	case ProfileRunOperator:
+		return RunOperatorLifetime
 	}
 	return OneShotLifetime
 }

@@ -98,6 +98,9 @@ func resources(s wire.Space) []resource {
 	inbox.MaxMsgsPerSubject, inbox.Duplicates = chatHistoryPerSubject, inboxDuplicateWindow
 	dlv := messageStream(s.DLVStream(), s.KindAll(wire.KindDlv))
 	dlv.MaxMsgsPerSubject, dlv.Duplicates = chatHistoryPerSubject, inboxDuplicateWindow
+	// The run journals (SPEC §14.4): no age or size limit may evict a live run's prefix, and no
+	// Direct Get, so a replay reads from the leader.
+	wfj := messageStream(s.WFJStream(), s.WFJFilter())
 	return []resource{
 		{cfg: chat},
 		{cfg: messageStream(s.DMStream(), s.KindAll(wire.KindInst))},
@@ -112,6 +115,7 @@ func resources(s wire.Space) []resource {
 		{cfg: kvStream(s.ACLBucket(), 0, jetstream.FileStorage, 0)},
 		{cfg: kvStream(s.MembershipBucket(), 0, jetstream.FileStorage, membershipMaxBytes)},
 		{cfg: AuthStoreConfig(s)},
+		{cfg: wfj},
 	}
 }
 

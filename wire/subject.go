@@ -317,12 +317,17 @@ const (
 
 // ValidateSessionID checks a session id against the id grammar and the unguessability floor.
 func ValidateSessionID(id string) error {
-	if len(id) < SessionIDMinLen || len(id) > SessionIDMaxLen || strings.ContainsFunc(id, func(c rune) bool {
-		return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-')
-	}) {
+	if len(id) < SessionIDMinLen || !isIDToken(id) {
 		return invalid("sessionId", id, "must be 22 to 64 characters of [A-Za-z0-9_-]")
 	}
 	return nil
+}
+
+// isIDToken reports whether s is an id token (SPEC §13.2): 1 to 64 characters of [A-Za-z0-9_-].
+func isIDToken(s string) bool {
+	return len(s) >= 1 && len(s) <= 64 && !strings.ContainsFunc(s, func(c rune) bool {
+		return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-')
+	})
 }
 
 // SessionRail returns "cotal.<space>.eps.<endpoint>.<sessionId>.<epoch>.<dir>", one epoch-pinned

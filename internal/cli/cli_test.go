@@ -21,6 +21,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/space"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -91,7 +92,7 @@ func TestUpStatusMintDown(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("status --json %q: %v", out, err)
 	}
-	if !rep.Running || rep.URL != st.URL || len(rep.Spaces) != 1 || !rep.Spaces[0].Provisioned || len(rep.Spaces[0].Streams) != 13 {
+	if !rep.Running || rep.URL != st.URL || len(rep.Spaces) != 1 || !rep.Spaces[0].Provisioned || len(rep.Spaces[0].Streams) != len(space.Streams("main")) {
 		t.Errorf("status = %+v", rep)
 	}
 

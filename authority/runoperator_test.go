@@ -1,0 +1,37 @@
+package authority_test
+
+import (
+	"testing"
+
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/wire"
+)
+
+// TestRunOperatorAtTheBroker: a run operator replays its one run's journal and the broker
+// refuses it any other run's replay durable and any append to a journal.
+func TestRunOperatorAtTheBroker(t *testing.T) {
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	got, err := m.Authority().ReadJournal(ctx, m.URL(), m.Space, "r-1")
+	if err != nil {
+		t.Fatalf("a run operator could not replay its run: %v", err)
+	}
+	if len(got.Records) != 0 {
+		t.Errorf("a fresh journal replayed %d records", len(got.Records))
+	}
+
+	cred, err := m.Authority().RunOperator(m.Space, "r-1", "tk1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Connect(t, cred)
+	other := "$JS.API.CONSUMER.CREATE." + m.Space.WFJStream() + "." + wire.WFJReplayDurable("r-2", "tk1") + "." + m.Space.WFJSubject("r-2")
+	for _, subject := range []string{other, m.Space.WFJSubject("r-1"), "$JS.API.STREAM.INFO." + m.Space.WFJStream()} {
+		if err := c.Publish(subject, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		if refused, err := c.Refused("Publish", subject); err != nil || !refused {
+			t.Errorf("a run operator of r-1 published to %s: refused=%v, %v", subject, refused, err)
+		}
+	}
+}

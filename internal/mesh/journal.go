@@ -1,0 +1,59 @@
+package mesh
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/journal"
+	"github.com/gocotal/cotal/wire"
+)
+
+// ReadJournal replays one run's journal under a run-operator credential minted for that run
+// alone: a minute's lifetime, a fresh takeover id naming its replay durable, its own connection,
+// closed after. The credential can read nothing else and write nothing.
+func (a *Authority) ReadJournal(ctx context.Context, url string, sp wire.Space, runID string) (*journal.Replayed, error) {
+	takeover := newTakeoverID()
+	cred, err := a.RunOperator(sp, runID, takeover)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := Connect(ctx, url, cred, nats.NoReconnect())
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return journal.Replay(ctx, js, sp, runID, takeover)
+}
+
+// RunOperator mints a run-operator credential that replays run runID under takeoverID.
+func (a *Authority) RunOperator(sp wire.Space, runID, takeoverID string) (*authority.Credential, error) {
+	if err := wire.ValidateRunID(runID); err != nil {
+		return nil, err
+	}
+	sk, err := a.keyring.Space(sp)
+	if err != nil {
+		return nil, err
+	}
+	p, err := wire.NewPrincipal(wire.DevOwner, "cotal_run_operator")
+	if err != nil {
+		return nil, err
+	}
+	return sk.Mint(authority.MintRequest{Profile: authority.ProfileRunOperator,
+		Grant: authority.Grant{Principal: p, Run: authority.RunReplay{RunID: runID, TakeoverID: takeoverID}}})
+}
+
+// newTakeoverID returns 16 random hex characters: one replay's takeover id.
+func newTakeoverID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}

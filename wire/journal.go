@@ -1,0 +1,114 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// The workflow-run journal (SPEC §14.4): one subject per run, cotal.<space>.wfj.<runId>, in the
+// WFJ_<space> stream. Its records are ordinals from 0: an activation record first (a holder
+// taking the run with its fencing token), then steps; every later activation records how much of
+// the journal its holder replayed.
+
+// ValidateRunID checks a run id: an id token, 1 to 64 characters of [A-Za-z0-9_-].
+func ValidateRunID(id string) error {
+	if !isIDToken(id) {
+		return invalid("runId", id, "must be 1 to 64 characters of [A-Za-z0-9_-]")
+	}
+	return nil
+}
+
+// ValidateTakeoverID checks a takeover id, which names one replay's durable: an id token.
+func ValidateTakeoverID(id string) error {
+	if !isIDToken(id) {
+		return invalid("takeoverId", id, "must be 1 to 64 characters of [A-Za-z0-9_-]")
+	}
+	return nil
+}
+
+// WFJReplayDurable returns "wfj_<runId>_<takeoverId>", the durable one takeover replays a run's
+// journal through. The ids are checked by the caller.
+func WFJReplayDurable(runID, takeoverID string) string { return "wfj_" + runID + "_" + takeoverID }
+
+// JournalKind is a journal record's kind.
+type JournalKind string
+
+// The journal record kinds.
+const (
+	JournalActivation JournalKind = "activation"
+	JournalStep       JournalKind = "step"
+)
+
+// journalRecordVersion is the only record version.
+const journalRecordVersion = 1
+
+// JournalRecord is one record of a run's journal, as ParseJournalRecord reads it. Activation
+// fields are set on activations and Entry on steps; the JSON shape of each kind is closed.
+type JournalRecord struct {
+	V    int         `json:"v"`
+	Kind JournalKind `json:"kind"`
+	Run  string      `json:"run"`
+	N    int64       `json:"n"`
+	// Holder, FencingToken, Epoch and ReplayedTo describe an activation: who took the run,
+	// under which fencing token and epoch, after replaying how many records.
+	Holder       string `json:"holder,omitempty"`
+	FencingToken int64  `json:"fencingToken,omitempty"`
+	Epoch        int64  `json:"epoch"`
+	ReplayedTo   int64  `json:"replayedTo"`
+	At           int64  `json:"at"`
+	// Entry is a step's language journal entry, carried verbatim.
+	Entry json.RawMessage `json:"entry,omitempty"`
+}
+
+var journalFields = map[JournalKind][]string{
+	JournalActivation: {"v", "kind", "run", "n", "holder", "fencingToken", "epoch", "replayedTo", "at"},
+	JournalStep:       {"v", "kind", "run", "n", "at", "entry"},
+}
+
+// ParseJournalRecord decodes one journal record, refusing an unknown version, kind or field, a
+// missing field, and an activation without a holder or a fencing token of at least 1.
+func ParseJournalRecord(data []byte) (JournalRecord, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return JournalRecord{}, fmt.Errorf("journal record: %w", err)
+	}
+	var kind JournalKind
+	if err := json.Unmarshal(fields["kind"], &kind); err != nil {
+		return JournalRecord{}, invalid("kind", string(fields["kind"]), "must be a string")
+	}
+	want, ok := journalFields[kind]
+	if !ok {
+		return JournalRecord{}, invalid("kind", string(kind), `must be "activation" or "step"`)
+	}
+	for name := range fields {
+		if !slices.Contains(want, name) {
+			return JournalRecord{}, invalid(name, "", "is not a field of a journal "+string(kind))
+		}
+	}
+	for _, name := range want {
+		if _, ok := fields[name]; !ok {
+			return JournalRecord{}, invalid(name, "", "is required in a journal "+string(kind))
+		}
+	}
+	var r JournalRecord
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return JournalRecord{}, fmt.Errorf("journal record: %w", err)
+	}
+	switch {
+	case r.V != journalRecordVersion:
+		return JournalRecord{}, invalidf("v", fmt.Sprint(r.V), "must be %d", journalRecordVersion)
+	case r.Run == "":
+		return JournalRecord{}, invalid("run", "", "is required")
+	case r.N < 0:
+		return JournalRecord{}, invalid("n", fmt.Sprint(r.N), "must not be negative")
+	case kind == JournalActivation && r.Holder == "":
+		return JournalRecord{}, invalid("holder", "", "is required in an activation")
+	case kind == JournalActivation && r.FencingToken < 1:
+		return JournalRecord{}, invalid("fencingToken", fmt.Sprint(r.FencingToken), "must be at least 1")
+	}
+	return r, nil
+}
