@@ -429,3 +429,65 @@ func (s *AuthStore) Revoke(ctx context.Context, uid wire.LifecycleUID, credentia
 	}
 	return row, nil
 }
+
+// Evictor makes the broker refuse the given user keys and returns only once none of their
+// connections is left, or fails.
+type Evictor func(ctx context.Context, userKeys []string) error
+
+// Takeover runs the takeover barrier on a lifecycle whose process is being replaced (SPEC
+// §13.1), in this order: freeze the gate (no credential commits from here on); revoke every
+// active credential, taking their sessions down with them, and evict them, verified; move the
+// alias head to the next process epoch by CAS; reopen the gate at that epoch. It returns the new
+// epoch. A barrier that stopped part way resumes when run again with the same opID; a gate
+// frozen by another operation is ErrConflict.
+func (s *AuthStore) Takeover(ctx context.Context, l wire.Lifecycle, opID string, evict Evictor) (int64, error) {
+	og, err := s.ObserveGate(ctx, l.UID)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case og == nil:
+		return 0, fmt.Errorf("take over %s: %w: it has no gate", l, ErrConflict)
+	case og.Row.State == GateOpen:
+		frozen := og.Row
+		frozen.State, frozen.Generation, frozen.Op = GateFrozen, og.Row.Generation+1, GateOp{OpID: opID, Kind: OpTakeover}
+		if og, err = s.moveGate(ctx, l.UID, og, frozen); err != nil {
+			return 0, fmt.Errorf("freeze the gate of %s: %w", l, err)
+		}
+	case og.Row.State != GateFrozen || og.Row.Op.OpID != opID:
+		return 0, fmt.Errorf("take over %s: %w: its gate is %s by %s", l, ErrConflict, og.Row.State, og.Row.Op.OpID)
+	}
+	revoked, err := s.revokeAll(ctx, l.UID, "process taken over")
+	if err != nil {
+		return 0, err
+	}
+	if len(revoked) > 0 {
+		if err := evict(ctx, revoked); err != nil {
+			return 0, fmt.Errorf("take over %s: evict: %w", l, err)
+		}
+	}
+	h, rev, err := s.Head(ctx, l.Principal)
+	if err != nil {
+		return 0, err
+	}
+	if h == nil || h.State != HeadActive || h.LifecycleUID != l.UID {
+		return 0, fmt.Errorf("take over %s: %w: the alias head does not name it as active", l, ErrConflict)
+	}
+	switch h.ProcessEpoch {
+	case og.Row.ProcessEpoch: // not moved yet by an earlier run of this barrier
+		h.ProcessEpoch++
+		raw, _ := json.Marshal(h) // always encodes
+		if _, err := s.write(ctx, keyHead+l.Principal.String(), raw, rev, 0); err != nil {
+			return 0, fmt.Errorf("move the process epoch of %s: %w", l, err)
+		}
+	case og.Row.ProcessEpoch + 1: // moved by an earlier run
+	default:
+		return 0, fmt.Errorf("take over %s: %w: its head is at epoch %d, its gate at %d", l, ErrConflict, h.ProcessEpoch, og.Row.ProcessEpoch)
+	}
+	open := og.Row
+	open.State, open.Generation, open.ProcessEpoch = GateOpen, og.Row.Generation+1, h.ProcessEpoch
+	if _, err := s.moveGate(ctx, l.UID, og, open); err != nil {
+		return 0, fmt.Errorf("reopen the gate of %s: %w", l, err)
+	}
+	return h.ProcessEpoch, nil
+}

@@ -106,6 +106,28 @@ func TestTakeoverRevokesThePredecessor(t *testing.T) {
 	}
 }
 
+// TestProcessTakeoverEvicts: the takeover barrier closes the old process's connection and moves
+// the lifecycle to its next epoch.
+func TestProcessTakeoverEvicts(t *testing.T) {
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	cred, c := m.Agent(t, mesh.MintRequest{Name: "alice"})
+	closed := make(chan struct{})
+	c.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	epoch, err := m.Authority().TakeoverProcess(ctx, m.URL(), m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID})
+	if err != nil || epoch != 2 {
+		t.Fatalf("TakeoverProcess = %d, %v; want epoch 2", epoch, err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old process is still connected after the barrier")
+	}
+	if _, err := mesh.Connect(ctx, m.URL(), cred, nats.NoReconnect()); err == nil {
+		t.Error("the old process's credential still connects")
+	}
+}
+
 func mustPrincipal(t *testing.T, s string) wire.Principal {
 	t.Helper()
 	p, err := wire.ParsePrincipal(s)

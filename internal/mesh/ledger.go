@@ -105,6 +105,21 @@ func (a *Authority) takeOver(ctx context.Context, url string, s *authority.AuthS
 	return a.retire(ctx, url, s, wire.Lifecycle{Principal: p, UID: h.LifecycleUID})
 }
 
+// TakeoverProcess runs the takeover barrier on a lifecycle whose process is being replaced: its
+// gate freezes, its credentials are revoked and their connections closed (verified through
+// CONNZ), the alias head moves to the next process epoch and the gate reopens. It returns the
+// new epoch; the lifecycle's next credential is issued at it.
+func (a *Authority) TakeoverProcess(ctx context.Context, url string, sp wire.Space, l wire.Lifecycle) (int64, error) {
+	s, nc, err := a.store(ctx, url, sp)
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	return s.Takeover(ctx, l, "takeover-"+nuid.Next(), func(ctx context.Context, keys []string) error {
+		return a.PushRevocations(ctx, url, sp, keys...)
+	})
+}
+
 // RetireLifecycle retires a lifecycle in the ledger (gate, credentials, head) and makes the
 // broker refuse its credentials.
 func (a *Authority) RetireLifecycle(ctx context.Context, url string, sp wire.Space, l wire.Lifecycle) error {
