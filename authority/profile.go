@@ -59,6 +59,14 @@ var Profiles = []Profile{
 	ProfileLedger, ProfileSessionCaller, ProfileSessionServing, ProfileRunOperator,
 }
 
+// Handed lists the profiles an operator may mint for a process by name alone. The others are the
+// authority's own (ledger) or need coordinates a name cannot give: a deprovisioner's target, a
+// session's rails, a run operator's run.
+var Handed = []Profile{
+	ProfileAgent, ProfileObserver, ProfileAdmin, ProfileSupervisor, ProfileDelivery, ProfileProvisioner,
+	ProfileOperator, ProfileProbe, ProfileChannelWriter, ProfilePurger, ProfileTeardown,
+}
+
 // ParseProfile returns s as a Profile, or a *wire.ValidationError listing the profiles.
 func ParseProfile(s string) (Profile, error) {
 	if p := Profile(s); slices.Contains(Profiles, p) {

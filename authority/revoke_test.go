@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 
+	"github.com/gocotal/cotal/authority"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
@@ -125,6 +126,53 @@ func TestProcessTakeoverEvicts(t *testing.T) {
 	}
 	if _, err := mesh.Connect(ctx, m.URL(), cred, nats.NoReconnect()); err == nil {
 		t.Error("the old process's credential still connects")
+	}
+}
+
+// TestServiceCredentialsHaveRows: a credential of a profile other than agent is issued through
+// its principal's standing lifecycle, with a row that revokes it at the broker.
+func TestServiceCredentialsHaveRows(t *testing.T) {
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	var creds []*authority.Credential
+	for range 2 {
+		cred, err := m.Authority().Issue(ctx, m.URL(), mesh.MintRequest{Space: m.Space, Profile: authority.ProfileObserver, Name: "watcher"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		creds = append(creds, cred)
+	}
+	if creds[0].LifecycleUID == "" || creds[0].LifecycleUID != creds[1].LifecycleUID {
+		t.Errorf("two credentials of one service principal are under lifecycles %q and %q, want one standing lifecycle", creds[0].LifecycleUID, creds[1].LifecycleUID)
+	}
+	rows, err := m.Authority().Credentials(ctx, m.URL(), m.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	n := 0
+	for _, r := range rows {
+		if r.Principal == "local.watcher" && r.Profile == authority.ProfileObserver {
+			n++
+			if r.UserKey == creds[0].PublicKey {
+				id = r.CredentialID
+			}
+		}
+	}
+	if n != 2 || id == "" {
+		t.Fatalf("%d ledger rows for the watcher's 2 credentials", n)
+	}
+	if _, err := m.Authority().RevokeCredential(ctx, m.URL(), m.Space, creds[0].LifecycleUID, id); err != nil {
+		t.Fatal(err)
+	}
+	if nc, err := mesh.Connect(ctx, m.URL(), creds[0], nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Error("a revoked observer credential connected")
+	}
+	if nc, err := mesh.Connect(ctx, m.URL(), creds[1]); err != nil {
+		t.Errorf("the watcher's other credential was refused too: %v", err)
+	} else {
+		nc.Close()
 	}
 }
 

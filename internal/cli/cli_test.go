@@ -250,6 +250,7 @@ func TestBadInput(t *testing.T) {
 		{"corrupt key file", []string{"up", "--dir", corrupt, "--port", "0"}, exit.Failed, keyFile},
 		{"corrupt key file on mint", []string{"mint", "a", "--dir", corrupt, "--profile", "observer"}, exit.Failed, "left untouched"},
 		{"agent without a mesh", []string{"mint", "a", "--dir", dir}, exit.Failed, "needs the mesh running"},
+		{"the ledger's own profile", []string{"mint", "a", "--dir", dir, "--profile", "ledger"}, exit.Usage, "not minted by name"},
 	}
 	if os.Geteuid() != 0 { // root writes anywhere
 		tests = append(tests, struct {

@@ -231,7 +231,7 @@ func JetStream(ctx context.Context, d Dir, st *State, sp wire.Space, profile aut
 		if err != nil {
 			return nil, nil, err
 		}
-		cred, err := a.Mint(MintRequest{Space: sp, Profile: profile, Name: name})
+		cred, err := a.Issue(ctx, st.URL, MintRequest{Space: sp, Profile: profile, Name: name})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -61,13 +61,11 @@ func Client(ctx context.Context, d Dir, st *State, sp wire.Space, profile author
 	if err != nil {
 		return nil, err
 	}
-	var cred *authority.Credential
+	req := MintRequest{Space: sp, Profile: profile, Name: name}
 	if profile == authority.ProfileAgent {
-		// A one-shot agent (to probe liveness, say) lives a minute; its ledger row expires with it.
-		cred, err = a.IssueAgent(ctx, st.URL, MintRequest{Space: sp, Name: name, Expires: oneShotAgent})
-	} else {
-		cred, err = a.Mint(MintRequest{Space: sp, Profile: profile, Name: name})
+		req.Expires = oneShotAgent // a one-shot agent (to probe liveness, say) lives a minute, as does its row
 	}
+	cred, err := a.Issue(ctx, st.URL, req)
 	if err != nil {
 		return nil, err
 	}

@@ -50,9 +50,9 @@ func (a *Authority) StartDaemons(url string, spaces []wire.Space, log *slog.Logg
 	return ds, nil
 }
 
-// connect mints a credential of profile for local.<actor> and connects it.
+// connect issues a credential of profile for local.<actor> through the ledger and connects it.
 func (a *Authority) connect(ctx context.Context, ds *Daemons, url string, sp wire.Space, profile authority.Profile, actor string) (*nats.Conn, *authority.Credential, error) {
-	cred, err := a.Mint(MintRequest{Space: sp, Profile: profile, Name: actor})
+	cred, err := a.Issue(ctx, url, MintRequest{Space: sp, Profile: profile, Name: actor})
 	if err != nil {
 		return nil, nil, err
 	}

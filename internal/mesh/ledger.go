@@ -95,6 +95,53 @@ func (a *Authority) IssueAgent(ctx context.Context, url string, req MintRequest)
 	return s.Issue(ctx, sk, authority.MintRequest{Profile: authority.ProfileAgent, Grant: g, Expires: req.Expires}, nuid.Next())
 }
 
+// Issue issues a credential through the ledger, so that every credential handed to a process has
+// a row that can revoke it: an agent through a fresh lifecycle (IssueAgent); any other profile
+// through the standing lifecycle of its principal, activated on its first issue and shared by
+// every credential of that principal. Only the mesh's own bootstrap credentials (the ledger's,
+// the provisioner's before the store exists) and one-minute operators are minted without a row.
+func (a *Authority) Issue(ctx context.Context, url string, req MintRequest) (*authority.Credential, error) {
+	if req.Profile == authority.ProfileAgent {
+		return a.IssueAgent(ctx, url, req)
+	}
+	g, sk, err := a.grant(req)
+	if err != nil {
+		return nil, err
+	}
+	s, nc, err := a.store(ctx, url, req.Space)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	if g.LifecycleUID, err = standingLifecycle(ctx, s, g.Principal); err != nil {
+		return nil, err
+	}
+	return s.Issue(ctx, sk, authority.MintRequest{Profile: req.Profile, Grant: g, Expires: req.Expires}, nuid.Next())
+}
+
+// standingLifecycle returns the lifecycle the alias head of p names as active, activating one
+// when there is none. Of two first issues racing, the loser finds the winner's.
+func standingLifecycle(ctx context.Context, s *authority.AuthStore, p wire.Principal) (wire.LifecycleUID, error) {
+	var err error
+	for range 2 {
+		var h *authority.LifecycleHead
+		if h, _, err = s.Head(ctx, p); err != nil {
+			return "", err
+		}
+		if h != nil && h.State == authority.HeadActive {
+			return h.LifecycleUID, nil
+		}
+		l := wire.Lifecycle{Principal: p, UID: wire.NewLifecycleUID()}
+		if err = s.Activate(ctx, l, "activate-"+string(l.UID)); err == nil {
+			return l.UID, nil
+		}
+		if !errors.Is(err, authority.ErrConflict) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("activate a lifecycle for %s: %w", p, err)
+}
+
 // takeOver retires the lifecycle the alias head names: its gate closes, its credentials are
 // revoked and refused by the broker, whose live connections are closed, before the alias moves.
 func (a *Authority) takeOver(ctx context.Context, url string, s *authority.AuthStore, p wire.Principal) error {

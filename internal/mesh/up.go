@@ -118,7 +118,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 		return nil, err
 	}
 	if !o.Open {
-		if err := m.writeAdminCreds(spaces); err != nil {
+		if err := m.writeAdminCreds(ctx, url, spaces); err != nil {
 			m.stopServer()
 			return nil, err
 		}
@@ -166,10 +166,10 @@ func (m *Mesh) provision(ctx context.Context, url string, spaces []wire.Space, o
 // credential for watching the mesh (with the nats CLI, say).
 const AdminCredsName = "admin"
 
-// writeAdminCreds mints and writes each space's admin credential.
-func (m *Mesh) writeAdminCreds(spaces []wire.Space) error {
+// writeAdminCreds issues and writes each space's admin credential.
+func (m *Mesh) writeAdminCreds(ctx context.Context, url string, spaces []wire.Space) error {
 	for _, sp := range spaces {
-		cred, err := m.auth.Mint(MintRequest{Space: sp, Profile: authority.ProfileAdmin, Name: AdminCredsName})
+		cred, err := m.auth.Issue(ctx, url, MintRequest{Space: sp, Profile: authority.ProfileAdmin, Name: AdminCredsName})
 		if err != nil {
 			return err
 		}

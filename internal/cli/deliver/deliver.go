@@ -62,7 +62,7 @@ func deliverRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	cred, err := a.Mint(mesh.MintRequest{Space: sp, Profile: authority.ProfileDelivery, Name: o.Name})
+	cred, err := a.Issue(ctx, st.URL, mesh.MintRequest{Space: sp, Profile: authority.ProfileDelivery, Name: o.Name})
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,7 +67,7 @@ func NewCmdMint(io *iostreams.IOStreams, runF func(context.Context, *Options) er
 	f := cmd.Flags()
 	f.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
 	f.StringVar(&o.Space, "space", string(mesh.DefaultSpace), "the space")
-	f.StringVar(&o.Profile, "profile", string(authority.ProfileAgent), fmt.Sprintf("credential profile, one of %q", authority.Profiles))
+	f.StringVar(&o.Profile, "profile", string(authority.ProfileAgent), fmt.Sprintf("credential profile, one of %q", authority.Handed))
 	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "concrete channels the agent may post to")
 	f.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns (team.>) the agent may read; default: --subscribe")
 	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels the agent joins (implies read access)")
@@ -90,6 +91,9 @@ func (o *Options) request() (mesh.MintRequest, error) {
 	p, err := authority.ParseProfile(o.Profile)
 	if err != nil {
 		return usage(fmt.Errorf("--profile: %w", err))
+	}
+	if !slices.Contains(authority.Handed, p) {
+		return usage(fmt.Errorf("--profile %s: is not minted by name; one of %q", p, authority.Handed))
 	}
 	if o.ExpiresIn < 0 {
 		return usage(fmt.Errorf("--expires-in %s: must be positive", o.ExpiresIn))
@@ -132,19 +136,14 @@ func mintRun(ctx context.Context, o *Options) error {
 	if o.Provision && st == nil {
 		return errors.New("--provision needs the mesh running (`cotal up`)")
 	}
-	if req.Profile == authority.ProfileAgent && st == nil {
-		return errors.New("an agent credential needs the mesh running (`cotal up`): its ledger row, which can revoke it, lives there")
-	}
-	auth, err := mesh.OpenAuthority(d)
+	auth, err := mesh.OpenAuthority(d) // a damaged keyring is reported before anything else
 	if err != nil {
 		return err
 	}
-	var cred *authority.Credential
-	if req.Profile == authority.ProfileAgent {
-		cred, err = auth.IssueAgent(ctx, st.URL, req)
-	} else {
-		cred, err = auth.Mint(req)
+	if st == nil {
+		return errors.New("minting needs the mesh running (`cotal up`): every credential gets a ledger row there, which can revoke it")
 	}
+	cred, err := auth.Issue(ctx, st.URL, req)
 	var invalid *wire.ValidationError
 	if errors.As(err, &invalid) {
 		return &exit.UsageError{Err: err}
