@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -23,6 +25,7 @@ import (
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/space"
 	"github.com/gocotal/cotal/wire"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // envRunCLI makes the test binary act as the cotal binary, so `up --detach` can re-execute it.
@@ -276,5 +279,60 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, mesh.DirName, "mesh.json")); err == nil {
 		t.Error("a failed up left a running record behind")
+	}
+}
+
+// TestMCPCommand runs `cotal mcp` over pipes against a running mesh: an MCP client from the
+// official SDK lists its tools and posts, and when the client goes away the command retires the
+// agent's lifecycle.
+func TestMCPCommand(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	upDone := make(chan int, 1)
+	upIO, _, _, _ := iostreams.Test()
+	go func() { upDone <- Main(ctx, upIO, []string{"up", "--dir", dir, "--port", "0"}) }()
+	waitUp(t, dir, upDone)
+
+	toServer, serverIn := io.Pipe()
+	serverOut, fromServer := io.Pipe()
+	var stderr bytes.Buffer
+	mcpIO := &iostreams.IOStreams{In: toServer, Out: fromServer, ErrOut: &stderr}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, mcpIO, []string{"mcp", "--dir", dir, "--name", "claude", "--subscribe", "general"})
+		fromServer.Close()
+	}()
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(ctx, &mcpsdk.IOTransport{Reader: serverOut, Writer: serverIn}, nil)
+	if err != nil {
+		t.Fatalf("connect to cotal mcp: %v (stderr %s)", err, stderr.String())
+	}
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("ListTools = %v, %v", tools, err)
+	}
+	res, err := cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: "cotal_send", Arguments: map[string]any{"channel": "general", "text": "hi"}})
+	if err != nil || res.IsError {
+		t.Fatalf("cotal_send = %+v, %v", res, err)
+	}
+	code, out, _ := run(t, "creds", "list", "--dir", dir)
+	if code != exit.OK || !strings.Contains(out, "local.claude") {
+		t.Fatalf("creds list while serving (exit %d): %s", code, out)
+	}
+	cs.Close()
+	select {
+	case code := <-done:
+		if code != exit.OK {
+			t.Fatalf("cotal mcp exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("cotal mcp did not exit when its client went away")
+	}
+	code, out, _ = run(t, "creds", "list", "--dir", dir)
+	for _, line := range strings.Split(out, "\n") {
+		if code != exit.OK || strings.Contains(line, "local.claude") && strings.Contains(line, "active") {
+			t.Errorf("claude's credential outlived the server (exit %d): %s", code, line)
+		}
 	}
 }

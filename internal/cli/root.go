@@ -17,6 +17,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/down"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/mcp"
 	"github.com/gocotal/cotal/internal/cli/mint"
 	"github.com/gocotal/cotal/internal/cli/ps"
 	"github.com/gocotal/cotal/internal/cli/send"
@@ -56,6 +57,7 @@ func NewCmdRoot(io *iostreams.IOStreams) *cobra.Command {
 		ps.NewCmdPs(io),
 		console.NewCmdConsole(io),
 		agent.NewCmdAgent(io),
+		mcp.NewCmdMCP(io),
 		demo.NewCmdDemo(io),
 		deliver.NewCmdDeliver(io),
 		creds.NewCmdCreds(io),

@@ -95,6 +95,23 @@ func (a *Authority) IssueAgent(ctx context.Context, url string, req MintRequest)
 	return s.Issue(ctx, sk, authority.MintRequest{Profile: authority.ProfileAgent, Grant: g, Expires: req.Expires}, nuid.Next())
 }
 
+// StartAgent issues an agent credential for a fresh lifecycle, provisions its durables, and
+// returns it with retire, which ends the lifecycle when the agent is done: its credential revoked
+// at the broker, its durables and ACL row deleted.
+func (a *Authority) StartAgent(ctx context.Context, url string, req MintRequest) (cred *authority.Credential, retire func(context.Context) error, err error) {
+	if cred, err = a.IssueAgent(ctx, url, req); err != nil {
+		return nil, nil, err
+	}
+	l := wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
+	retire = func(ctx context.Context) error {
+		return errors.Join(a.RetireLifecycle(ctx, url, req.Space, l), a.Retire(ctx, url, req.Space, l))
+	}
+	if err := a.ProvisionAgent(ctx, url, cred, req); err != nil {
+		return nil, nil, errors.Join(err, retire(ctx))
+	}
+	return cred, retire, nil
+}
+
 // Issue issues a credential through the ledger, so that every credential handed to a process has
 // a row that can revoke it: an agent through a fresh lifecycle (IssueAgent); any other profile
 // through the standing lifecycle of its principal, activated on its first issue and shared by

@@ -88,7 +88,7 @@ func agentRun(ctx context.Context, o *Options) error {
 		Space: sp, Profile: authority.ProfileAgent, Name: o.Name, Subscribe: o.Subscribe,
 		AllowPublish: o.AllowPublish, Role: o.Role,
 	}
-	cred, err := auth.IssueAgent(ctx, st.URL, req)
+	cred, retire, err := auth.StartAgent(ctx, st.URL, req)
 	var invalid *wire.ValidationError
 	if errors.As(err, &invalid) {
 		return &exit.UsageError{Err: err}
@@ -96,15 +96,11 @@ func agentRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	if err := auth.ProvisionAgent(ctx, st.URL, cred, req); err != nil {
-		return err
-	}
-	life := wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if err := errors.Join(auth.RetireLifecycle(rctx, st.URL, sp, life), auth.Retire(rctx, st.URL, sp, life)); err != nil {
-			fmt.Fprintf(o.IO.ErrOut, "retire lifecycle %s: %v\n", life, err)
+		if err := retire(rctx); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "retire lifecycle %s.%s: %v\n", cred.Principal, cred.LifecycleUID, err)
 		}
 	}()
 	// Echoes are sent from the main loop, not the handler: the handler may run during Connect,

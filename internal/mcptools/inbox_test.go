@@ -1,0 +1,51 @@
+package mcptools
+
+import (
+	"testing"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/wire"
+)
+
+func delivery(kind wire.DeliveryKind, id string) *cotal.Delivery {
+	return &cotal.Delivery{Kind: kind, Message: &wire.CotalMessage{ID: id, Parts: []wire.Part{wire.TextPart(id)}}}
+}
+
+// TestInboxAcksOnlyWhatWasShown: a DM is refused (so redelivered) until a read showed it, then
+// its next delivery is acknowledged; a channel message that does not fit is dropped and counted.
+func TestInboxAcksOnlyWhatWasShown(t *testing.T) {
+	b := NewInbox(2)
+	arrivals := 0
+	b.onArrival = func() { arrivals++ }
+	dm := delivery(wire.DeliveryDM, "dm1")
+	if err := b.Offer(t.Context(), dm); err != errNotShown {
+		t.Fatalf("a new DM = %v, want errNotShown", err)
+	}
+	if err := b.Offer(t.Context(), dm); err != errNotShown || b.Unread() != 1 {
+		t.Fatalf("a redelivered, unshown DM = %v with %d unread; want errNotShown and no copy", err, b.Unread())
+	}
+	if err := b.Offer(t.Context(), delivery(wire.DeliveryChannel, "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Offer(t.Context(), delivery(wire.DeliveryChannel, "c2")); err != nil || b.Unread() != 2 {
+		t.Fatalf("an overflowing channel message = %v, %d unread", err, b.Unread())
+	}
+	if err := b.Offer(t.Context(), delivery(wire.DeliveryAnycast, "task1")); err != errNotShown {
+		t.Fatalf("an overflowing task = %v, want errNotShown so it comes back", err)
+	}
+	if got := b.Drain(true); len(got.Messages) != 2 || got.Dropped != 2 {
+		t.Fatalf("peek = %d messages, %d dropped", len(got.Messages), got.Dropped)
+	}
+	if err := b.Offer(t.Context(), dm); err != errNotShown {
+		t.Fatalf("a DM only peeked at = %v, want errNotShown", err)
+	}
+	if got := b.Drain(false); len(got.Messages) != 2 || b.Unread() != 0 {
+		t.Fatalf("read = %d messages, %d left", len(got.Messages), b.Unread())
+	}
+	if err := b.Offer(t.Context(), dm); err != nil || b.Unread() != 0 {
+		t.Fatalf("the shown DM's redelivery = %v with %d unread; want it acknowledged, not buffered", err, b.Unread())
+	}
+	if arrivals != 2 {
+		t.Errorf("%d arrivals announced, want 2", arrivals)
+	}
+}
