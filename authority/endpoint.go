@@ -134,6 +134,11 @@ func (g *ServeGate) Stage(ctx context.Context, row *CredentialRow) (uint64, erro
 	if _, err := wire.ParsePrincipal(row.Principal); err != nil {
 		return 0, fmt.Errorf("serving credential principal: %w", err)
 	}
+	return g.stage(ctx, row)
+}
+
+// stage writes a serving credential row whose id is already checked, create-only.
+func (g *ServeGate) stage(ctx context.Context, row *CredentialRow) (uint64, error) {
 	row.V, row.LifecycleUID = credentialRowVersion, g.endpoint.InstanceID
 	raw, _ := json.Marshal(row) // always encodes
 	return g.store.write(ctx, g.endpoint.credKey(row.CredentialID), raw, 0, credTTL(row))

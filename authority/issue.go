@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -36,14 +35,11 @@ func mustSeed(kp nkeys.KeyPair) []byte {
 	return seed
 }
 
-// checkCredentialID refuses a credential id that is neither one key token nor a session half's
-// id, <sessionId>.<c|s>.
+// checkCredentialID refuses a credential id that is not one key token. Session halves'
+// <sessionId>.<c|s> ids are written by the session ledger only, so no other issue can take one.
 func checkCredentialID(id string) error {
-	if session, party, ok := strings.Cut(id, "."); ok && (party == string(partyCaller) || party == string(partyServing)) && wire.ValidateSessionID(session) == nil {
-		return nil
-	}
 	if id == "" || !isKeyToken(id) {
-		return &wire.ValidationError{Field: "credentialId", Value: id, Rule: "must be one token of [A-Za-z0-9_-], or <sessionId>.<c|s>"}
+		return &wire.ValidationError{Field: "credentialId", Value: id, Rule: "must be one token of [A-Za-z0-9_-]"}
 	}
 	return nil
 }

@@ -301,7 +301,7 @@ func (s *AuthStore) reserve(ctx context.Context, l wire.Lifecycle) error {
 
 // Retire ends a lifecycle: its gate retired (no credential is ever issued again), every active
 // credential revoked in the ledger, and the alias head, if it names this lifecycle, retired. It
-// returns the user keys of the credentials it revoked, for the broker to refuse.
+// returns the user keys of all its revoked credentials and their sessions, for the broker to refuse.
 func (s *AuthStore) Retire(ctx context.Context, l wire.Lifecycle, opID string) ([]string, error) {
 	og, err := s.ObserveGate(ctx, l.UID)
 	if err != nil {
@@ -330,7 +330,11 @@ func (s *AuthStore) Retire(ctx context.Context, l wire.Lifecycle, opID string) (
 	return revoked, nil
 }
 
-// revokeAll revokes every active credential of a lifecycle.
+// revokeAll revokes every active credential of a lifecycle and takes down the sessions of every
+// revoked one. It returns the user keys of all the lifecycle's revoked credentials and of their
+// sessions' halves, not only the ones this call revoked: a barrier resumed after a failed
+// eviction must evict again what an earlier run revoked. On an error it returns the keys revoked
+// so far, for the broker to refuse all the same.
 func (s *AuthStore) revokeAll(ctx context.Context, uid wire.LifecycleUID, reason string) ([]string, error) {
 	rows, err := s.Credentials(ctx, uid)
 	if err != nil {
@@ -338,25 +342,40 @@ func (s *AuthStore) revokeAll(ctx context.Context, uid wire.LifecycleUID, reason
 	}
 	var keys []string
 	for _, r := range rows {
-		if r.State != CredActive {
-			continue
+		more, err := s.revokeWithSessions(ctx, &r, reason)
+		keys = append(keys, more...)
+		if err != nil {
+			return dedupe(keys), err
 		}
-		if _, err := s.Revoke(ctx, uid, r.CredentialID, reason); err != nil {
+	}
+	return dedupe(keys), nil
+}
+
+// revokeWithSessions revokes a credential row (if it is active) and supersedes its sessions, and
+// returns the user keys involved.
+func (s *AuthStore) revokeWithSessions(ctx context.Context, r *CredentialRow, reason string) ([]string, error) {
+	if r.State == CredActive {
+		if _, err := s.revokeRow(ctx, r.LifecycleUID, r.CredentialID, reason); err != nil {
+			return nil, err
+		}
+	}
+	keys := []string{r.UserKey}
+	for _, id := range sessionsOf(*r) {
+		t, err := s.ReconcileSessionForTakeover(ctx, id)
+		if t != nil {
+			keys = append(keys, t.RevokedKeys...)
+		}
+		if err != nil {
 			return keys, err
-		}
-		keys = append(keys, r.UserKey)
-		// A session credential takes its session, and so the serving half, down with it.
-		for _, id := range sessionsOf(r) {
-			t, err := s.ReconcileSessionForTakeover(ctx, id)
-			if t != nil {
-				keys = append(keys, t.RevokedKeys...)
-			}
-			if err != nil {
-				return keys, err
-			}
 		}
 	}
 	return keys, nil
+}
+
+// dedupe returns keys sorted, each once.
+func dedupe(keys []string) []string {
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }
 
 // credential reads cred.<uid>.<id>; nil when absent.
@@ -409,9 +428,27 @@ func (s *AuthStore) Credentials(ctx context.Context, uid wire.LifecycleUID) ([]C
 	return rows, errors.Join(bad...)
 }
 
-// Revoke moves a credential row to revoked (idempotently) and returns it. It does not by itself
-// stop the credential at the broker: the caller pushes the revocation to it.
-func (s *AuthStore) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*CredentialRow, error) {
+// Revoke revokes a credential: its row moves to revoked (idempotently) and, when it is a
+// session's caller half, the session is taken down with its serving half. It returns the row and
+// the user keys the broker must now refuse; it does not by itself stop anything at the broker.
+func (s *AuthStore) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*CredentialRow, []string, error) {
+	row, _, err := s.credential(ctx, uid, credentialID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if row == nil {
+		return nil, nil, fmt.Errorf("no credential %s in lifecycle %s", credentialID, uid)
+	}
+	keys, err := s.revokeWithSessions(ctx, row, reason)
+	if err != nil {
+		return nil, dedupe(keys), err
+	}
+	row, _, err = s.credential(ctx, uid, credentialID)
+	return row, dedupe(keys), err
+}
+
+// revokeRow moves a credential row to revoked, idempotently, and returns it.
+func (s *AuthStore) revokeRow(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*CredentialRow, error) {
 	row, rev, err := s.credential(ctx, uid, credentialID)
 	if err != nil {
 		return nil, err
@@ -448,6 +485,8 @@ func (s *AuthStore) Takeover(ctx context.Context, l wire.Lifecycle, opID string,
 	switch {
 	case og == nil:
 		return 0, fmt.Errorf("take over %s: %w: it has no gate", l, ErrConflict)
+	case og.Row.State == GateOpen && og.Row.Op.Kind == OpTakeover && og.Row.Op.OpID == opID:
+		return og.Row.ProcessEpoch, nil // this barrier already completed
 	case og.Row.State == GateOpen:
 		frozen := og.Row
 		frozen.State, frozen.Generation, frozen.Op = GateFrozen, og.Row.Generation+1, GateOp{OpID: opID, Kind: OpTakeover}
@@ -458,13 +497,13 @@ func (s *AuthStore) Takeover(ctx context.Context, l wire.Lifecycle, opID string,
 		return 0, fmt.Errorf("take over %s: %w: its gate is %s by %s", l, ErrConflict, og.Row.State, og.Row.Op.OpID)
 	}
 	revoked, err := s.revokeAll(ctx, l.UID, "process taken over")
+	if len(revoked) > 0 {
+		if eerr := evict(ctx, revoked); eerr != nil {
+			err = errors.Join(err, fmt.Errorf("take over %s: evict: %w", l, eerr))
+		}
+	}
 	if err != nil {
 		return 0, err
-	}
-	if len(revoked) > 0 {
-		if err := evict(ctx, revoked); err != nil {
-			return 0, fmt.Errorf("take over %s: evict: %w", l, err)
-		}
 	}
 	h, rev, err := s.Head(ctx, l.Principal)
 	if err != nil {

@@ -115,7 +115,7 @@ func TestProcessTakeoverEvicts(t *testing.T) {
 	cred, c := m.Agent(t, mesh.MintRequest{Name: "alice"})
 	closed := make(chan struct{})
 	c.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	epoch, err := m.Authority().TakeoverProcess(ctx, m.URL(), m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID})
+	epoch, err := m.Authority().TakeoverProcess(ctx, m.URL(), m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}, "restart-1")
 	if err != nil || epoch != 2 {
 		t.Fatalf("TakeoverProcess = %d, %v; want epoch 2", epoch, err)
 	}

@@ -295,6 +295,11 @@ func (s *AuthStore) RedeemSession(ctx context.Context, keys *SpaceKeys, req Sess
 	if err := s.stageSession(ctx, keys, req, serve, servingGate.Row.Principal); err != nil {
 		return refuse(SessionClosed, err)
 	}
+	// A close or sweep that ended the row before the halves were staged found nothing to
+	// revoke: the row has moved, so revoke what was just staged.
+	if cur, err := s.Session(ctx, req.SessionID); err != nil || cur.Revision != os.Revision {
+		return refuse(SessionClosed, errors.Join(fmt.Errorf("%w: the session ended during redemption", ErrConflict), err))
+	}
 	// The touches are the fence: a barrier that moved either gate since it was observed wins.
 	if err := s.touchGate(ctx, req.Holder.UID, holderGate); err != nil {
 		return refuse(SessionSuperseded, err)
@@ -314,8 +319,8 @@ func (s *AuthStore) RedeemSession(ctx context.Context, keys *SpaceKeys, req Sess
 	active := os.Row
 	active.State = SessionActive
 	if _, err := s.moveSession(ctx, os, active); err != nil {
-		// A close, sweep or barrier moved the row first: it owns the revocation.
-		return nil, fmt.Errorf("redeem session %s: finalize: %w", req.SessionID, err)
+		// A close, sweep or barrier moved the row first; revoking again is idempotent.
+		return refuse(SessionClosed, fmt.Errorf("finalize: %w", err))
 	}
 	return s.releaseSession(ctx, keys, &active, partyCaller)
 }
@@ -363,7 +368,7 @@ func (s *AuthStore) stageSession(ctx context.Context, keys *SpaceKeys, req Sessi
 			ExpiresAt: wire.MillisOf(cred.Expires), SourceChain: source, JWT: cred.JWT,
 		}
 		if half.party == partyServing {
-			_, err = serve.Stage(ctx, row)
+			_, err = serve.stage(ctx, row)
 		} else {
 			raw, _ := json.Marshal(row) // always encodes
 			_, err = s.write(ctx, keyCred+string(half.uid)+"."+id, raw, 0, credTTL(row))
@@ -463,8 +468,8 @@ func (c SessionCloser) isPartyOf(row *SessionRow) bool {
 }
 
 // SessionTeardown is what ending a session did: whether this call moved the row, the user keys
-// of the credentials revoked (for the broker to refuse) and the serving half's principal (for
-// its eviction to be verified).
+// of both halves (revoked now or earlier: a resumed barrier must still have the broker refuse
+// them) and the serving half's principal (for its eviction to be verified).
 type SessionTeardown struct {
 	Transitioned     bool
 	RevokedKeys      []string
@@ -514,6 +519,7 @@ func (s *AuthStore) ReconcileSessionForTakeover(ctx context.Context, sessionID s
 func (s *AuthStore) terminate(ctx context.Context, sessionID string, to SessionState) (*SessionTeardown, error) {
 	t := &SessionTeardown{}
 	for range 5 {
+		t = &SessionTeardown{}
 		os, err := s.Session(ctx, sessionID)
 		if err != nil {
 			return t, err
@@ -532,9 +538,8 @@ func (s *AuthStore) terminate(ctx context.Context, sessionID string, to SessionS
 			if p == partyServing {
 				done = &next.Revoked.Serving
 			}
-			if *done {
-				continue
-			}
+			// Each half is checked at its row, marked or not: a redemption racing this one can
+			// stage a half after an earlier pass found nothing to revoke.
 			key, principal, err := s.revokeSessionHalf(ctx, &next, p)
 			if err != nil {
 				errs = append(errs, err)
@@ -571,7 +576,7 @@ func (s *AuthStore) revokeSessionHalf(ctx context.Context, row *SessionRow, p se
 	}
 	reason := "session " + string(row.State)
 	if p == partyCaller {
-		cred, err = s.Revoke(ctx, row.Holder.LifecycleUID, row.CredCaller, reason)
+		cred, err = s.revokeRow(ctx, row.Holder.LifecycleUID, row.CredCaller, reason)
 	} else {
 		var serve *ServeGate
 		if serve, err = s.ServeGate(row.servingEndpoint()); err == nil {

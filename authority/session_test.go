@@ -190,8 +190,8 @@ func TestCloseSession(t *testing.T) {
 		t.Errorf("the close = %+v; want both halves revoked and the serving principal named", td)
 	}
 	again, err := e.store.CloseSession(ctx, sid, SessionCloser{Operator: true}, SessionRetired)
-	if err != nil || again.Transitioned || len(again.RevokedKeys) != 0 {
-		t.Errorf("a second close = %+v, %v; want an idempotent no-op", again, err)
+	if err != nil || again.Transitioned || len(again.RevokedKeys) != 2 {
+		t.Errorf("a second close = %+v, %v; want no move, and both keys named again for the broker", again, err)
 	}
 	os, _ := e.store.Session(ctx, sid)
 	if os.Row.State != SessionClosed {
@@ -199,6 +199,27 @@ func TestCloseSession(t *testing.T) {
 	}
 	if _, err := e.store.RedeemSession(ctx, e.keys, e.request(sid, time.Hour)); !errors.Is(err, ErrConflict) {
 		t.Errorf("redeeming a closed session = %v, want ErrConflict", err)
+	}
+}
+
+// TestRevokingTheCallerHalfEndsTheSession: revoking a session's caller credential by hand takes
+// the session and its serving half down too.
+func TestRevokingTheCallerHalfEndsTheSession(t *testing.T) {
+	e := newSessionEnv(t)
+	ctx := t.Context()
+	if _, err := e.store.RedeemSession(ctx, e.keys, e.request(sid, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	serving, err := e.store.ServingCredential(ctx, e.keys, sid, e.serving, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, keys, err := e.store.Revoke(ctx, e.holder.UID, sid+".c", "by hand")
+	if err != nil || row.State != CredRevoked || !slices.Contains(keys, serving.PublicKey) {
+		t.Fatalf("Revoke = %+v, %v, %v; want the serving half's key too", row, keys, err)
+	}
+	if _, err := e.store.ServingCredential(ctx, e.keys, sid, e.serving, 1); err == nil {
+		t.Error("the serving half is still released after its caller half was revoked")
 	}
 }
 

@@ -38,9 +38,21 @@ func TestTakeoverBarrier(t *testing.T) {
 	if _, err := e.store.Takeover(ctx, l, "op-other", noop); !errors.Is(err, ErrConflict) {
 		t.Errorf("a second barrier on a frozen gate = %v, want ErrConflict", err)
 	}
-	epoch, err := e.store.Takeover(ctx, l, "op-t", noop)
+	var evictedAgain []string
+	epoch, err := e.store.Takeover(ctx, l, "op-t", func(_ context.Context, keys []string) error {
+		evictedAgain = keys
+		return nil
+	})
 	if err != nil || epoch != 2 {
 		t.Fatalf("the resumed barrier = %d, %v; want epoch 2", epoch, err)
+	}
+	// What the failed run revoked is evicted again: its eviction was never confirmed.
+	if !slices.Contains(evictedAgain, cred.PublicKey) {
+		t.Errorf("the resumed barrier evicted %v, not the credential the failed run revoked", evictedAgain)
+	}
+	// Running the completed barrier again is a no-op, not a second takeover.
+	if again, err := e.store.Takeover(ctx, l, "op-t", noop); err != nil || again != 2 {
+		t.Errorf("a repeated barrier = %d, %v; want epoch 2 unchanged", again, err)
 	}
 	og, err := e.store.ObserveGate(ctx, l.UID)
 	if err != nil || og.Row.State != GateOpen || og.Row.ProcessEpoch != 2 {

@@ -66,20 +66,22 @@ func Replay(ctx context.Context, js jetstream.JetStream, space wire.Space, runID
 	if err != nil {
 		return nil, fmt.Errorf("create the replay durable of run %s: %w", runID, err)
 	}
+	info := cons.CachedInfo()
+	if info.Delivered.Consumer != 0 || info.NumAckPending != 0 {
+		return nil, fmt.Errorf("replay run %s: %w", runID, ErrRaced) // the durable is the other replay's to delete
+	}
 	defer func() {
 		derr := js.DeleteConsumer(context.WithoutCancel(ctx), space.WFJStream(), cfg.Durable)
 		if derr != nil && !errors.Is(derr, jetstream.ErrConsumerNotFound) {
 			err = errors.Join(err, fmt.Errorf("delete the replay durable %s: %w", cfg.Durable, derr))
 		}
 	}()
-	info := cons.CachedInfo()
-	if info.Delivered.Consumer != 0 || info.NumAckPending != 0 {
-		return nil, fmt.Errorf("replay run %s: %w", runID, ErrRaced)
-	}
 	out := &Replayed{}
 	for pending := info.NumPending; uint64(len(out.Records)) < pending; {
 		batch := min(pending-uint64(len(out.Records)), replayMaxPending)
-		msgs, err := cons.Fetch(int(batch), jetstream.FetchMaxWait(replayFetchExpiry))
+		fctx, cancel := context.WithTimeout(ctx, replayFetchExpiry)
+		msgs, err := cons.Fetch(int(batch), jetstream.FetchContext(fctx))
+		defer cancel()
 		if err != nil {
 			return nil, fmt.Errorf("replay run %s: %w", runID, err)
 		}

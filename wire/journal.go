@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // The workflow-run journal (SPEC §14.4): one subject per run, cotal.<space>.wfj.<runId>, in the
@@ -20,10 +21,13 @@ func ValidateRunID(id string) error {
 	return nil
 }
 
-// ValidateTakeoverID checks a takeover id, which names one replay's durable: an id token.
+// ValidateTakeoverID checks a takeover id, which names one replay's durable: an id token without
+// '_', so that wfj_<runId>_<takeoverId> names one run and takeover only (run a, takeover b_c and
+// run a_b, takeover c would otherwise share a durable, and a credential for one would reach the
+// other's).
 func ValidateTakeoverID(id string) error {
-	if !isIDToken(id) {
-		return invalid("takeoverId", id, "must be 1 to 64 characters of [A-Za-z0-9_-]")
+	if !isIDToken(id) || strings.Contains(id, "_") {
+		return invalid("takeoverId", id, "must be 1 to 64 characters of [A-Za-z0-9-]")
 	}
 	return nil
 }
@@ -44,8 +48,9 @@ const (
 // journalRecordVersion is the only record version.
 const journalRecordVersion = 1
 
-// JournalRecord is one record of a run's journal, as ParseJournalRecord reads it. Activation
-// fields are set on activations and Entry on steps; the JSON shape of each kind is closed.
+// JournalRecord is one record of a run's journal, as ParseJournalRecord reads it: a read-side
+// type (encoding it would write every field, which the closed shapes refuse). Activation fields
+// are set on activations and Entry on steps.
 type JournalRecord struct {
 	V    int         `json:"v"`
 	Kind JournalKind `json:"kind"`
@@ -105,6 +110,10 @@ func ParseJournalRecord(data []byte) (JournalRecord, error) {
 		return JournalRecord{}, invalid("run", "", "is required")
 	case r.N < 0:
 		return JournalRecord{}, invalid("n", fmt.Sprint(r.N), "must not be negative")
+	case kind == JournalActivation && r.Epoch < 0:
+		return JournalRecord{}, invalid("epoch", fmt.Sprint(r.Epoch), "must not be negative")
+	case kind == JournalActivation && (r.ReplayedTo < 0 || r.ReplayedTo > r.N):
+		return JournalRecord{}, invalid("replayedTo", fmt.Sprint(r.ReplayedTo), "must be within 0 and the record's ordinal")
 	case kind == JournalActivation && r.Holder == "":
 		return JournalRecord{}, invalid("holder", "", "is required in an activation")
 	case kind == JournalActivation && r.FencingToken < 1:

@@ -25,6 +25,7 @@ func TestParseJournalRecord(t *testing.T) {
 		"fencing token 0":         strings.Replace(act, `"fencingToken":1`, `"fencingToken":0`, 1),
 		"an activation no holder": strings.Replace(act, `"holder":"local.mgr"`, `"holder":""`, 1),
 		"not json":                `{"v":1,`,
+		"replayed past itself":    strings.Replace(act, `"replayedTo":0`, `"replayedTo":3`, 1),
 	} {
 		if _, err := ParseJournalRecord([]byte(bad)); err == nil {
 			t.Errorf("ParseJournalRecord accepted %s", name)
@@ -42,6 +43,9 @@ func TestRunIDs(t *testing.T) {
 		if err := ValidateRunID(bad); err == nil {
 			t.Errorf("ValidateRunID(%q) accepted", bad)
 		}
+	}
+	if err := ValidateTakeoverID("b_c"); err == nil {
+		t.Error("a takeover id with '_' was accepted; its durable name would be ambiguous")
 	}
 	if got := WFJReplayDurable("r-1", "tk1"); got != "wfj_r-1_tk1" {
 		t.Errorf("WFJReplayDurable = %q", got)

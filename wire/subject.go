@@ -324,11 +324,7 @@ func ValidateSessionID(id string) error {
 }
 
 // isIDToken reports whether s is an id token (SPEC §13.2): 1 to 64 characters of [A-Za-z0-9_-].
-func isIDToken(s string) bool {
-	return len(s) >= 1 && len(s) <= 64 && !strings.ContainsFunc(s, func(c rune) bool {
-		return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-')
-	})
-}
+func isIDToken(s string) bool { return len(s) <= 64 && isTokenSafe(s) }
 
 // SessionRail returns "cotal.<space>.eps.<endpoint>.<sessionId>.<epoch>.<dir>", one epoch-pinned
 // rail of a session (SPEC §13.6). The rails are core-only: no stream captures them.

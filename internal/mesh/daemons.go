@@ -18,8 +18,8 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// Daemons are the in-process daemons of an authenticated mesh: per space, the delivery daemon
-// and the interim manager-plane liveness responder (until the manager exists).
+// Daemons are the in-process daemons of an authenticated mesh: per space, the delivery daemon,
+// the interim manager-plane liveness responder (until the manager exists) and the session sweep.
 type Daemons struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -46,8 +46,40 @@ func (a *Authority) StartDaemons(url string, spaces []wire.Space, log *slog.Logg
 			ds.Stop()
 			return nil, err
 		}
+		ds.wg.Add(1)
+		go func() {
+			defer ds.wg.Done()
+			a.sweepSessions(ctx, url, sp, log)
+		}()
 	}
 	return ds, nil
+}
+
+// sessionSweepEvery is how often the mesh expires sessions and retries unfinished revocations.
+const sessionSweepEvery = 30 * time.Second
+
+// sweepSessions runs the session sweep of one space until ctx ends: expired sessions are
+// terminated and their halves refused by the broker; a malformed row is logged, never fatal.
+func (a *Authority) sweepSessions(ctx context.Context, url string, sp wire.Space, log *slog.Logger) {
+	t := time.NewTicker(sessionSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := a.Ledger(ctx, url, sp, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
+			res, err := s.SweepSessions(ctx, time.Now())
+			if err != nil {
+				return nil, err
+			}
+			return res.RevokedKeys, errors.Join(res.Failed...)
+		})
+		if err != nil && ctx.Err() == nil && log != nil {
+			log.Warn("sweep sessions", "space", sp, "err", err)
+		}
+	}
 }
 
 // connect issues a credential of profile for local.<actor> through the ledger and connects it.

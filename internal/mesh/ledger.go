@@ -173,13 +173,16 @@ func (a *Authority) takeOver(ctx context.Context, url string, s *authority.AuthS
 // gate freezes, its credentials are revoked and their connections closed (verified through
 // CONNZ), the alias head moves to the next process epoch and the gate reopens. It returns the
 // new epoch; the lifecycle's next credential is issued at it.
-func (a *Authority) TakeoverProcess(ctx context.Context, url string, sp wire.Space, l wire.Lifecycle) (int64, error) {
+//
+// opID names this takeover: running it again with the same opID resumes a barrier that stopped
+// part way, or returns the epoch of one that completed.
+func (a *Authority) TakeoverProcess(ctx context.Context, url string, sp wire.Space, l wire.Lifecycle, opID string) (int64, error) {
 	s, nc, err := a.store(ctx, url, sp)
 	if err != nil {
 		return 0, err
 	}
 	defer nc.Close()
-	return s.Takeover(ctx, l, "takeover-"+nuid.Next(), func(ctx context.Context, keys []string) error {
+	return s.Takeover(ctx, l, opID, func(ctx context.Context, keys []string) error {
 		return a.PushRevocations(ctx, url, sp, keys...)
 	})
 }
@@ -206,11 +209,8 @@ func (a *Authority) RevokeCredential(ctx context.Context, url string, sp wire.Sp
 		return nil, err
 	}
 	defer nc.Close()
-	row, err := s.Revoke(ctx, uid, credentialID, "revoked by the operator")
-	if err != nil {
-		return nil, err
-	}
-	return row, a.PushRevocations(ctx, url, sp, row.UserKey)
+	row, keys, err := s.Revoke(ctx, uid, credentialID, "revoked by the operator")
+	return row, a.pushRevoked(ctx, url, sp, keys, err)
 }
 
 // Credentials lists the ledger's credential rows of a space.

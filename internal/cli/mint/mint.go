@@ -133,9 +133,6 @@ func mintRun(ctx context.Context, o *Options) error {
 	if st != nil && st.Open {
 		return errors.New("this mesh runs open (no authentication): there are no credentials to mint")
 	}
-	if o.Provision && st == nil {
-		return errors.New("--provision needs the mesh running (`cotal up`)")
-	}
 	auth, err := mesh.OpenAuthority(d) // a damaged keyring is reported before anything else
 	if err != nil {
 		return err
