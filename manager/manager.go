@@ -1,0 +1,433 @@
+// Package manager is the local supervisor: it spawns agent processes, each on its own issued
+// credential handed over as launch material, restarts one that crashes with backoff until it
+// crashes too often (then it is escalated: no more restarts), and retires an agent's lifecycle
+// when its process is done, so nothing it held outlives it.
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/wire"
+)
+
+// LaunchMaterialEnv names the one environment variable a spawned process gets from the
+// supervisor: the path of its launch material. No secret travels in the environment.
+const LaunchMaterialEnv = "COTAL_LAUNCH_MATERIAL"
+
+// Spec is an agent to spawn.
+type Spec struct {
+	Name           string
+	Role           string
+	Subscribe      []string
+	AllowSubscribe []string
+	AllowPublish   []string
+	// Command is the process to run, argv[0] first.
+	Command []string
+	// Env adds variables to the process's environment.
+	Env []string
+}
+
+func (s Spec) validate() error {
+	if err := wire.ValidateActor(s.Name); err != nil {
+		return fmt.Errorf("name: %w", err)
+	}
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return &wire.ValidationError{Field: "command", Rule: "is required"}
+	}
+	return nil
+}
+
+// Launch is an issued agent: its principal, its creds, and how to retire its lifecycle.
+type Launch struct {
+	Principal wire.Principal
+	Creds     []byte
+	Retire    func(context.Context) error
+}
+
+// Issuer issues and provisions an agent's credential for a spec.
+type Issuer func(ctx context.Context, spec Spec) (*Launch, error)
+
+// Config configures a Supervisor.
+type Config struct {
+	Issue Issuer
+	Space wire.Space
+	// URL is the broker URL written into launch material.
+	URL string
+	// MaterialDir holds each agent's launch material, in a private directory of its own.
+	MaterialDir string
+	// MCPCommand runs `cotal mcp`; the launch material's MCP configuration appends
+	// --creds <path> to it.
+	MCPCommand []string
+	// MaxRestarts crashes within RestartWindow are restarted; the next one escalates.
+	MaxRestarts   int
+	RestartWindow time.Duration
+	// Backoff is the first restart's delay; it doubles per restart up to 30 s.
+	Backoff time.Duration
+	// StopGrace is how long Stop waits after SIGTERM before it kills.
+	StopGrace time.Duration
+	Log       *slog.Logger
+}
+
+// The restart policy's defaults: three restarts within a minute, then escalation.
+const (
+	DefaultMaxRestarts   = 3
+	DefaultRestartWindow = 60 * time.Second
+	DefaultBackoff       = 500 * time.Millisecond
+	DefaultStopGrace     = 5 * time.Second
+	maxBackoff           = 30 * time.Second
+)
+
+// State is a spawned agent's process state.
+type State string
+
+// The process states. Exited, escalated, stopped and failed are final: the lifecycle is retired.
+const (
+	StateRunning    State = "running"
+	StateRestarting State = "restarting"
+	StateExited     State = "exited"
+	StateEscalated  State = "escalated"
+	StateStopped    State = "stopped"
+	StateFailed     State = "failed"
+)
+
+// Status is a spawned agent as the supervisor sees it.
+type Status struct {
+	Name      string    `json:"name"`
+	Principal string    `json:"principal"`
+	State     State     `json:"state"`
+	PID       int       `json:"pid,omitempty"`
+	Restarts  int       `json:"restarts"`
+	ExitCode  int       `json:"exitCode"`
+	Since     time.Time `json:"since"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// Supervisor runs spawned agents. It is safe for concurrent use.
+type Supervisor struct {
+	cfg    Config
+	mu     sync.Mutex
+	agents map[string]*agent
+	wg     sync.WaitGroup
+}
+
+type agent struct {
+	spec     Spec
+	launch   *Launch
+	material string
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+
+	mu     sync.Mutex
+	status Status
+	proc   *os.Process
+}
+
+// New returns a supervisor for cfg, filling in the restart policy's defaults.
+func New(cfg Config) (*Supervisor, error) {
+	if cfg.Issue == nil || cfg.MaterialDir == "" || cfg.URL == "" {
+		return nil, errors.New("manager: a supervisor needs an issuer, a material directory and a URL")
+	}
+	if cfg.MaxRestarts == 0 {
+		cfg.MaxRestarts = DefaultMaxRestarts
+	}
+	if cfg.RestartWindow == 0 {
+		cfg.RestartWindow = DefaultRestartWindow
+	}
+	if cfg.Backoff == 0 {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.StopGrace == 0 {
+		cfg.StopGrace = DefaultStopGrace
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := atomicfile.MkdirPrivate(cfg.MaterialDir); err != nil {
+		return nil, err
+	}
+	return &Supervisor{cfg: cfg, agents: map[string]*agent{}}, nil
+}
+
+// Material is the launch material file a spawned process finds at $COTAL_LAUNCH_MATERIAL.
+type Material struct {
+	V         int    `json:"v"`
+	Space     string `json:"space"`
+	URL       string `json:"url"`
+	Principal string `json:"principal"`
+	// Creds is the path of the agent's creds file.
+	Creds string `json:"creds"`
+	// MCPServers is an MCP client configuration that runs `cotal mcp` on those creds.
+	MCPServers map[string]MCPServer `json:"mcpServers,omitempty"`
+}
+
+// MCPServer is one entry of an MCP client configuration.
+type MCPServer struct {
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+}
+
+// Spawn issues the agent's credential, writes its launch material and starts its process. A
+// name already running is refused; a finished one is replaced.
+func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (Status, error) {
+	if err := spec.validate(); err != nil {
+		return Status{}, err
+	}
+	s.mu.Lock()
+	if a, ok := s.agents[spec.Name]; ok && !a.final() {
+		s.mu.Unlock()
+		return Status{}, fmt.Errorf("agent %s is already %s", spec.Name, a.snapshot().State)
+	}
+	s.mu.Unlock()
+	launch, err := s.cfg.Issue(ctx, spec)
+	if err != nil {
+		return Status{}, fmt.Errorf("issue %s: %w", spec.Name, err)
+	}
+	a := &agent{spec: spec, launch: launch, stop: make(chan struct{}), done: make(chan struct{})}
+	a.status = Status{Name: spec.Name, Principal: launch.Principal.String(), Since: time.Now()}
+	if a.material, err = s.writeMaterial(spec, launch); err == nil {
+		err = s.start(a)
+	}
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return Status{}, errors.Join(err, launch.Retire(rctx), s.removeMaterial(a))
+	}
+	s.mu.Lock()
+	s.agents[spec.Name] = a
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.supervise(a)
+	}()
+	return a.snapshot(), nil
+}
+
+// writeMaterial writes the agent's creds and launch material into a fresh private directory.
+func (s *Supervisor) writeMaterial(spec Spec, launch *Launch) (string, error) {
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix) // crypto/rand.Read never fails
+	dir := filepath.Join(s.cfg.MaterialDir, spec.Name+"-"+hex.EncodeToString(suffix))
+	if err := atomicfile.MkdirPrivate(dir); err != nil {
+		return "", err
+	}
+	creds := filepath.Join(dir, "agent.creds")
+	if err := atomicfile.Write(creds, launch.Creds, 0o600); err != nil {
+		return "", err
+	}
+	m := Material{V: 1, Space: string(s.cfg.Space), URL: s.cfg.URL, Principal: launch.Principal.String(), Creds: creds}
+	if len(s.cfg.MCPCommand) > 0 {
+		args := append(slices.Clone(s.cfg.MCPCommand[1:]), "--creds", creds)
+		m.MCPServers = map[string]MCPServer{"cotal": {Command: s.cfg.MCPCommand[0], Args: args}}
+	}
+	raw, _ := json.MarshalIndent(m, "", "  ") // always encodes
+	path := filepath.Join(dir, "launch.json")
+	return path, atomicfile.Write(path, raw, 0o600)
+}
+
+func (s *Supervisor) removeMaterial(a *agent) error {
+	if a.material == "" {
+		return nil
+	}
+	return os.RemoveAll(filepath.Dir(a.material))
+}
+
+// start starts the agent's process.
+func (s *Supervisor) start(a *agent) error {
+	cmd := exec.Command(a.spec.Command[0], a.spec.Command[1:]...)
+	cmd.Env = append(append(os.Environ(), a.spec.Env...), LaunchMaterialEnv+"="+a.material)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Stop signals the agent's whole group
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", a.spec.Name, err)
+	}
+	a.mu.Lock()
+	a.proc = cmd.Process
+	a.status.State, a.status.PID, a.status.Since = StateRunning, cmd.Process.Pid, time.Now()
+	a.mu.Unlock()
+	return nil
+}
+
+// supervise waits for the agent's process, restarting a crashed one under the policy, and
+// retires the lifecycle when the agent is done.
+func (s *Supervisor) supervise(a *agent) {
+	defer close(a.done)
+	var crashes []time.Time
+	backoff := s.cfg.Backoff
+	for {
+		state, code := s.wait(a)
+		final := state
+		if state == StateRestarting {
+			now := time.Now()
+			crashes = append(slices.DeleteFunc(crashes, func(t time.Time) bool { return now.Sub(t) > s.cfg.RestartWindow }), now)
+			if len(crashes) > s.cfg.MaxRestarts {
+				final = StateEscalated
+			}
+		}
+		a.set(func(st *Status) { st.State, st.ExitCode, st.PID, st.Since = final, code, 0, time.Now() })
+		if final != StateRestarting {
+			break
+		}
+		s.cfg.Log.Warn("agent crashed; restarting", "agent", a.spec.Name, "exit", code, "in", backoff)
+		select {
+		case <-a.stop:
+			a.set(func(st *Status) { st.State = StateStopped })
+		case <-time.After(backoff):
+		}
+		if a.snapshot().State == StateStopped {
+			break
+		}
+		backoff = min(2*backoff, maxBackoff)
+		if err := s.start(a); err != nil {
+			a.set(func(st *Status) { st.State, st.Error = StateFailed, err.Error() })
+			break
+		}
+		a.set(func(st *Status) { st.Restarts++ })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := errors.Join(a.launch.Retire(ctx), s.removeMaterial(a)); err != nil {
+		s.cfg.Log.Error("retire a finished agent", "agent", a.spec.Name, "err", err)
+		a.set(func(st *Status) { st.Error = err.Error() })
+	}
+}
+
+// wait waits for the running process and classifies its end: stopped when Stop asked for it,
+// exited on status 0, restarting otherwise.
+func (s *Supervisor) wait(a *agent) (State, int) {
+	a.mu.Lock()
+	proc := a.proc
+	a.mu.Unlock()
+	ps, err := proc.Wait()
+	code := -1
+	if err == nil {
+		code = ps.ExitCode()
+	}
+	select {
+	case <-a.stop:
+		return StateStopped, code
+	default:
+	}
+	if code == 0 {
+		return StateExited, code
+	}
+	return StateRestarting, code
+}
+
+// Stop stops an agent: SIGTERM to its process group, SIGKILL after the grace period, and waits
+// until its lifecycle is retired.
+func (s *Supervisor) Stop(ctx context.Context, name string) error {
+	s.mu.Lock()
+	a, ok := s.agents[name]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no agent %s", name)
+	}
+	a.stopOnce.Do(func() { close(a.stop) })
+	a.signal(syscall.SIGTERM)
+	grace := time.NewTimer(s.cfg.StopGrace)
+	defer grace.Stop()
+	select {
+	case <-a.done:
+		return nil
+	case <-grace.C:
+		a.signal(syscall.SIGKILL)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-a.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// signal sends sig to the agent's process group, if a process runs.
+func (a *agent) signal(sig syscall.Signal) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.proc != nil && a.status.State == StateRunning {
+		_ = syscall.Kill(-a.proc.Pid, sig) // it may have just exited
+	}
+}
+
+// Wait blocks until the named agent is done (exited, escalated, stopped or failed).
+func (s *Supervisor) Wait(ctx context.Context, name string) (Status, error) {
+	s.mu.Lock()
+	a, ok := s.agents[name]
+	s.mu.Unlock()
+	if !ok {
+		return Status{}, fmt.Errorf("no agent %s", name)
+	}
+	select {
+	case <-a.done:
+		return a.snapshot(), nil
+	case <-ctx.Done():
+		return a.snapshot(), ctx.Err()
+	}
+}
+
+// List returns every agent the supervisor knows, by name.
+func (s *Supervisor) List() []Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Status, 0, len(s.agents))
+	for _, a := range s.agents {
+		out = append(out, a.snapshot())
+	}
+	slices.SortFunc(out, func(x, y Status) int { return strings.Compare(x.Name, y.Name) })
+	return out
+}
+
+// Close stops every agent and waits for their lifecycles to be retired.
+func (s *Supervisor) Close(ctx context.Context) error {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.agents))
+	for n := range s.agents {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, n := range names {
+		errs = append(errs, s.Stop(ctx, n))
+	}
+	s.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (a *agent) snapshot() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status
+}
+
+func (a *agent) set(edit func(*Status)) {
+	a.mu.Lock()
+	edit(&a.status)
+	a.mu.Unlock()
+}
+
+func (a *agent) final() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
+}
