@@ -31,15 +31,15 @@ const LaunchMaterialEnv = "COTAL_LAUNCH_MATERIAL"
 
 // Spec is an agent to spawn.
 type Spec struct {
-	Name           string
-	Role           string
-	Subscribe      []string
-	AllowSubscribe []string
-	AllowPublish   []string
+	Name           string   `json:"name"`
+	Role           string   `json:"role,omitempty"`
+	Subscribe      []string `json:"subscribe,omitempty"`
+	AllowSubscribe []string `json:"allowSubscribe,omitempty"`
+	AllowPublish   []string `json:"allowPublish,omitempty"`
 	// Command is the process to run, argv[0] first.
-	Command []string
+	Command []string `json:"command"`
 	// Env adds variables to the process's environment.
-	Env []string
+	Env []string `json:"env,omitempty"`
 }
 
 func (s Spec) validate() error {

@@ -73,18 +73,8 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	m := meshtest.Start(t)
-	issue := func(ctx context.Context, spec manager.Spec) (*manager.Launch, error) {
-		cred, retire, err := m.Authority().StartAgent(ctx, m.URL(), mesh.MintRequest{
-			Space: m.Space, Profile: authority.ProfileAgent, Name: spec.Name, Role: spec.Role,
-			Subscribe: spec.Subscribe, AllowSubscribe: spec.AllowSubscribe, AllowPublish: spec.AllowPublish,
-		})
-		if err != nil {
-			return nil, err
-		}
-		return &manager.Launch{Principal: cred.Principal, Creds: cred.Creds, Retire: retire}, nil
-	}
 	sup, err := manager.New(manager.Config{
-		Issue: issue, Space: m.Space, URL: m.URL(), MaterialDir: filepath.Join(t.TempDir(), "launch"),
+		Issue: m.Authority().AgentIssuer(m.URL(), m.Space), Space: m.Space, URL: m.URL(), MaterialDir: filepath.Join(t.TempDir(), "launch"),
 		MCPCommand: []string{"cotal", "mcp"}, Backoff: 10 * time.Millisecond, StopGrace: 2 * time.Second,
 	})
 	if err != nil {

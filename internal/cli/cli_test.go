@@ -23,6 +23,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/manager"
 	"github.com/gocotal/cotal/space"
 	"github.com/gocotal/cotal/wire"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -333,6 +334,54 @@ func TestMCPCommand(t *testing.T) {
 	for _, line := range strings.Split(out, "\n") {
 		if code != exit.OK || strings.Contains(line, "local.claude") && strings.Contains(line, "active") {
 			t.Errorf("claude's credential outlived the server (exit %d): %s", code, line)
+		}
+	}
+}
+
+// TestSpawnPsStop runs an agent process under the supervisor of `cotal up`: spawn starts it with
+// its own ledger credential, ps shows its process, stop ends it and retires its credential.
+func TestSpawnPsStop(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	upDone := make(chan int, 1)
+	upIO, _, _, _ := iostreams.Test()
+	go func() { upDone <- Main(ctx, upIO, []string{"up", "--dir", dir, "--port", "0"}) }()
+	waitUp(t, dir, upDone)
+
+	code, out, stderr := run(t, "spawn", "--dir", dir, "--name", "sleeper", "--subscribe", "general", "--detach", "--json", "--", "sleep", "60")
+	if code != exit.OK {
+		t.Fatalf("spawn exit %d: %s", code, stderr)
+	}
+	var st manager.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.State != manager.StateRunning || st.PID == 0 {
+		t.Fatalf("spawn = %s (%v)", out, err)
+	}
+	code, out, stderr = run(t, "ps", "--dir", dir, "--json")
+	if code != exit.OK || !strings.Contains(out, `"process":{"name":"sleeper"`) || !strings.Contains(out, `"state":"running"`) {
+		t.Fatalf("ps (exit %d): %s %s", code, out, stderr)
+	}
+	code, out, _ = run(t, "creds", "list", "--dir", dir)
+	if code != exit.OK || !strings.Contains(out, "local.sleeper") {
+		t.Fatalf("the spawned agent has no ledger row: %s", out)
+	}
+	code, out, stderr = run(t, "stop", "--dir", dir, "--name", "sleeper", "--json")
+	if code != exit.OK || !strings.Contains(out, `"state":"stopped"`) {
+		t.Fatalf("stop (exit %d): %s %s", code, out, stderr)
+	}
+	code, out, _ = run(t, "creds", "list", "--dir", dir)
+	for _, line := range strings.Split(out, "\n") {
+		if code != exit.OK || strings.Contains(line, "local.sleeper") && strings.Contains(line, "active") {
+			t.Errorf("the stopped agent's credential is still active: %s", line)
+		}
+	}
+	for _, bad := range [][]string{
+		{"spawn", "--dir", dir, "--name", "a.b", "--", "true"},
+		{"spawn", "--dir", dir, "--name", "x", "true"},
+		{"stop", "--dir", dir, "--name", "nobody"},
+	} {
+		if code, _, stderr := run(t, bad...); code == exit.OK {
+			t.Errorf("%v succeeded: %s", bad, stderr)
 		}
 	}
 }

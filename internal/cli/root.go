@@ -21,6 +21,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/mint"
 	"github.com/gocotal/cotal/internal/cli/ps"
 	"github.com/gocotal/cotal/internal/cli/send"
+	"github.com/gocotal/cotal/internal/cli/spawn"
 	"github.com/gocotal/cotal/internal/cli/status"
 	"github.com/gocotal/cotal/internal/cli/up"
 	"github.com/gocotal/cotal/internal/cli/version"
@@ -58,6 +59,8 @@ func NewCmdRoot(io *iostreams.IOStreams) *cobra.Command {
 		console.NewCmdConsole(io),
 		agent.NewCmdAgent(io),
 		mcp.NewCmdMCP(io),
+		spawn.NewCmdSpawn(io),
+		spawn.NewCmdStop(io),
 		demo.NewCmdDemo(io),
 		deliver.NewCmdDeliver(io),
 		creds.NewCmdCreds(io),

@@ -15,15 +15,18 @@ import (
 	"github.com/gocotal/cotal/authority"
 	"github.com/gocotal/cotal/delivery"
 	"github.com/gocotal/cotal/liveness"
+	"github.com/gocotal/cotal/manager"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Daemons are the in-process daemons of an authenticated mesh: per space, the delivery daemon,
 // the interim manager-plane liveness responder (until the manager exists) and the session sweep.
 type Daemons struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	conns  []*nats.Conn
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	conns      []*nats.Conn
+	supervisor *manager.Supervisor
 }
 
 // DaemonHolder is the actor the in-process delivery daemon and manager responder run as.
@@ -36,7 +39,7 @@ const (
 // each on its own least-privilege credential. Stop ends them.
 func (a *Authority) StartDaemons(url string, spaces []wire.Space, log *slog.Logger) (*Daemons, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	ds := &Daemons{cancel: cancel}
+	ds := &Daemons{ctx: ctx, cancel: cancel}
 	for _, sp := range spaces {
 		if err := a.startDelivery(ctx, ds, url, sp, log); err != nil {
 			ds.Stop()
@@ -175,8 +178,14 @@ func (a *Authority) startManagerResponder(ctx context.Context, ds *Daemons, url 
 	return nil
 }
 
-// Stop ends the daemons and waits for them.
+// Stop ends the daemons and waits for them. Spawned agents are stopped and retired first, while
+// the broker still runs.
 func (ds *Daemons) Stop() {
+	if ds.supervisor != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = ds.supervisor.Close(ctx) // each agent's own failure is logged by the supervisor
+		cancel()
+	}
 	ds.cancel()
 	ds.wg.Wait()
 	for _, nc := range ds.conns {

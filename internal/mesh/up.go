@@ -127,6 +127,11 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 				m.stopServer()
 				return nil, err
 			}
+			// The supervisor spawns into the first space.
+			if err := m.auth.startSupervisor(m.daemons.ctx, m.daemons, d, url, spaces[0], o.Log); err != nil {
+				m.stopServer()
+				return nil, err
+			}
 		}
 	}
 	m.state = State{PID: os.Getpid(), URL: url, Spaces: spaces, Open: o.Open, StartedAt: time.Now().UTC().Truncate(time.Second)}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/manager"
 )
 
 // Options are the inputs of `cotal ps`.
@@ -33,7 +35,10 @@ type Row struct {
 	Online    bool      `json:"online"`
 	Role      string    `json:"role,omitempty"`
 	Activity  string    `json:"activity,omitempty"`
-	LastSeen  time.Time `json:"lastSeen"`
+	LastSeen  time.Time `json:"lastSeen,omitzero"`
+	// Process is the supervisor's view of an agent it spawned: its process state, pid and
+	// restarts. Absent for agents it did not spawn.
+	Process *manager.Status `json:"process,omitempty"`
 }
 
 // NewCmdPs returns the `cotal ps` command.
@@ -85,6 +90,7 @@ func psRun(ctx context.Context, o *Options) error {
 			Role: p.Presence.Card.Role, Activity: p.Presence.Activity, LastSeen: p.Presence.TS.Time().UTC(),
 		})
 	}
+	rows = withProcesses(ctx, d, rows)
 	if o.JSON {
 		if rows == nil {
 			rows = []Row{}
@@ -96,12 +102,38 @@ func psRun(ctx context.Context, o *Options) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tPRINCIPAL\tSTATUS\tROLE\tACTIVITY\tLAST SEEN")
+	fmt.Fprintln(tw, "NAME\tPRINCIPAL\tSTATUS\tROLE\tACTIVITY\tLAST SEEN\tPROCESS")
 	now := time.Now()
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s ago\n", r.Name, r.Principal, r.Status, dash(r.Role), dash(r.Activity), now.Sub(r.LastSeen).Round(time.Second))
+		seen := "-"
+		if !r.LastSeen.IsZero() {
+			seen = now.Sub(r.LastSeen).Round(time.Second).String() + " ago"
+		}
+		proc := "-"
+		if p := r.Process; p != nil {
+			proc = fmt.Sprintf("%s pid %d, %d restarts", p.State, p.PID, p.Restarts)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Principal, r.Status, dash(r.Role), dash(r.Activity), seen, proc)
 	}
 	return tw.Flush()
+}
+
+// withProcesses adds the supervisor's process state to the rows of the agents it spawned, and a
+// row for each spawned agent not present. Without a supervisor the rows are unchanged.
+func withProcesses(ctx context.Context, d mesh.Dir, rows []Row) []Row {
+	resp, err := manager.Call(ctx, d.SupervisorSocket(), manager.Request{Op: "list"})
+	if err != nil {
+		return rows
+	}
+	for _, st := range resp.Agents {
+		i := slices.IndexFunc(rows, func(r Row) bool { return r.Principal == st.Principal })
+		if i < 0 {
+			rows = append(rows, Row{Principal: st.Principal, Name: st.Name, Status: "offline"})
+			i = len(rows) - 1
+		}
+		rows[i].Process = &st
+	}
+	return rows
 }
 
 func dash(s string) string {

@@ -1,0 +1,133 @@
+// Package spawn implements `cotal spawn` and `cotal stop`: starting and stopping agent processes
+// under the running mesh's supervisor.
+package spawn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/manager"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Options are the inputs of `cotal spawn`.
+type Options struct {
+	IO             *iostreams.IOStreams
+	Dir            string
+	Name           string
+	Role           string
+	Subscribe      []string
+	AllowSubscribe []string
+	AllowPublish   []string
+	Detach         bool
+	JSON           bool
+}
+
+// NewCmdSpawn returns the `cotal spawn` command.
+func NewCmdSpawn(io *iostreams.IOStreams) *cobra.Command {
+	o := &Options{IO: io}
+	cmd := &cobra.Command{
+		Use:   "spawn --name NAME [flags] -- COMMAND [ARGS...]",
+		Short: "Start an agent process under the mesh's supervisor",
+		Long: "Start COMMAND as agent local.NAME: the supervisor of the running mesh issues and\n" +
+			"provisions its credential, writes its launch material (creds and an MCP configuration\n" +
+			"for `cotal mcp`) to a private file whose path is in $COTAL_LAUNCH_MATERIAL, restarts it if\n" +
+			"it crashes (three times a minute at most), and retires its lifecycle when it is done.\n" +
+			"Without --detach, spawn waits for the agent and stops it on Ctrl-C.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 0 {
+				return &exit.UsageError{Err: fmt.Errorf("put the command after --: cotal spawn --name N -- %s", args[0])}
+			}
+			return spawnRun(cmd.Context(), o, args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	f.StringVar(&o.Name, "name", "", "the agent's name (required)")
+	f.StringVar(&o.Role, "role", "", "a role, to receive anycast tasks")
+	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels the agent joins")
+	f.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
+	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "channels the agent may post to")
+	f.BoolVar(&o.Detach, "detach", false, "return once the agent runs")
+	f.BoolVar(&o.JSON, "json", false, "print the agent's status as JSON")
+	return cmd
+}
+
+func spawnRun(ctx context.Context, o *Options, command []string) error {
+	if err := wire.ValidateActor(o.Name); err != nil {
+		return &exit.UsageError{Err: fmt.Errorf("--name: %w", err)}
+	}
+	d, _, err := mesh.Running(o.Dir)
+	if err != nil {
+		return err
+	}
+	spec := manager.Spec{Name: o.Name, Role: o.Role, Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish, Command: command}
+	resp, err := manager.Call(ctx, d.SupervisorSocket(), manager.Request{Op: "spawn", Spec: &spec})
+	if err != nil {
+		return err
+	}
+	if !o.Detach {
+		resp, err = manager.Call(ctx, d.SupervisorSocket(), manager.Request{Op: "wait", Name: o.Name})
+		if ctx.Err() != nil { // Ctrl-C: stop the agent rather than leave it behind
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			resp, err = manager.Call(sctx, d.SupervisorSocket(), manager.Request{Op: "stop", Name: o.Name})
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return printStatus(o.IO, o.JSON, resp.Status)
+}
+
+func printStatus(io *iostreams.IOStreams, asJSON bool, st *manager.Status) error {
+	if asJSON {
+		return json.NewEncoder(io.Out).Encode(st)
+	}
+	fmt.Fprintf(io.Out, "%s (%s): %s", st.Name, st.Principal, st.State)
+	if st.PID != 0 {
+		fmt.Fprintf(io.Out, ", pid %d", st.PID)
+	}
+	if st.State != manager.StateRunning {
+		fmt.Fprintf(io.Out, ", exit %d after %d restarts", st.ExitCode, st.Restarts)
+	}
+	fmt.Fprintln(io.Out)
+	return nil
+}
+
+// NewCmdStop returns the `cotal stop` command.
+func NewCmdStop(io *iostreams.IOStreams) *cobra.Command {
+	var dir, name string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stop --name NAME",
+		Short: "Stop a spawned agent: SIGTERM, then SIGKILL after a grace period; its lifecycle is retired",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := wire.ValidateActor(name); err != nil {
+				return &exit.UsageError{Err: fmt.Errorf("--name: %w", err)}
+			}
+			d, _, err := mesh.Running(dir)
+			if err != nil {
+				return err
+			}
+			resp, err := manager.Call(cmd.Context(), d.SupervisorSocket(), manager.Request{Op: "stop", Name: name})
+			if err != nil {
+				return err
+			}
+			return printStatus(io, asJSON, resp.Status)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	cmd.Flags().StringVar(&name, "name", "", "the agent to stop (required)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agent's final status as JSON")
+	return cmd
+}

@@ -1,0 +1,59 @@
+package mesh
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/manager"
+	"github.com/gocotal/cotal/wire"
+)
+
+// SupervisorSocket returns the control socket of the mesh's supervisor.
+func (d Dir) SupervisorSocket() string { return filepath.Join(d.Path, "manager.sock") }
+
+// launchDir holds spawned agents' launch material.
+func (d Dir) launchDir() string { return filepath.Join(d.Path, "launch") }
+
+// AgentIssuer returns the issuer the supervisor spawns agents with: a fresh lifecycle in space sp,
+// its ledger row and durables, retired when the agent is done.
+func (a *Authority) AgentIssuer(url string, sp wire.Space) manager.Issuer {
+	return func(ctx context.Context, spec manager.Spec) (*manager.Launch, error) {
+		cred, retire, err := a.StartAgent(ctx, url, MintRequest{
+			Space: sp, Profile: authority.ProfileAgent, Name: spec.Name, Role: spec.Role,
+			Subscribe: spec.Subscribe, AllowSubscribe: spec.AllowSubscribe, AllowPublish: spec.AllowPublish,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &manager.Launch{Principal: cred.Principal, Creds: cred.Creds, Retire: retire}, nil
+	}
+}
+
+// startSupervisor runs the mesh's supervisor for space sp and serves its control socket in d.
+func (a *Authority) startSupervisor(ctx context.Context, ds *Daemons, d Dir, url string, sp wire.Space, log *slog.Logger) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	sup, err := manager.New(manager.Config{
+		Issue: a.AgentIssuer(url, sp), Space: sp, URL: url, MaterialDir: d.launchDir(),
+		MCPCommand: []string{exe, "mcp", "--dir", d.Path}, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := manager.Listen(d.SupervisorSocket())
+	if err != nil {
+		return err
+	}
+	ds.supervisor = sup
+	ds.wg.Add(1)
+	go func() {
+		defer ds.wg.Done()
+		sup.Serve(ctx, ln)
+	}()
+	return nil
+}
