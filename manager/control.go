@@ -35,7 +35,12 @@ type Response struct {
 }
 
 // Listen opens the control socket at path, replacing a stale one, readable by its owner only.
+// A socket another supervisor still answers on is an error, never replaced.
 func Listen(path string) (net.Listener, error) {
+	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		conn.Close()
+		return nil, fmt.Errorf("a supervisor already listens on %s", path)
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}

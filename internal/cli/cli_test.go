@@ -385,3 +385,48 @@ func TestSpawnPsStop(t *testing.T) {
 		}
 	}
 }
+
+// TestSupervise runs the supervisor beside a mesh started without one: spawn needs it, and when
+// it stops it retires what it spawned.
+func TestSupervise(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	upDone := make(chan int, 1)
+	upIO, _, _, _ := iostreams.Test()
+	go func() { upDone <- Main(ctx, upIO, []string{"up", "--dir", dir, "--port", "0", "--no-manager"}) }()
+	waitUp(t, dir, upDone)
+	if code, _, stderr := run(t, "spawn", "--dir", dir, "--name", "early", "--detach", "--", "sleep", "60"); code == exit.OK || !strings.Contains(stderr, "no supervisor") {
+		t.Fatalf("spawn without a supervisor: exit %d, %s", code, stderr)
+	}
+	supCtx, stopSup := context.WithCancel(ctx)
+	supDone := make(chan int, 1)
+	supIO, _, _, supErr := iostreams.Test()
+	go func() { supDone <- Main(supCtx, supIO, []string{"supervise", "--dir", dir}) }()
+	var code int
+	var stderr string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, _, stderr = run(t, "spawn", "--dir", dir, "--name", "late", "--detach", "--", "sleep", "60")
+		if code == exit.OK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code != exit.OK {
+		t.Fatalf("spawn under cotal supervise: exit %d, %s (supervise: %s)", code, stderr, supErr.String())
+	}
+	if code, _, stderr := run(t, "supervise", "--dir", dir); code == exit.OK || !strings.Contains(stderr, "already listens") {
+		t.Errorf("a second supervisor: exit %d, %s", code, stderr)
+	}
+	stopSup()
+	if code := <-supDone; code != exit.OK {
+		t.Fatalf("supervise exit %d: %s", code, supErr.String())
+	}
+	_, out, _ := run(t, "creds", "list", "--dir", dir)
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "local.late") && strings.Contains(line, "active") {
+			t.Errorf("the supervisor left its agent's credential active: %s", line)
+		}
+	}
+}

@@ -61,6 +61,7 @@ func NewCmdRoot(io *iostreams.IOStreams) *cobra.Command {
 		mcp.NewCmdMCP(io),
 		spawn.NewCmdSpawn(io),
 		spawn.NewCmdStop(io),
+		spawn.NewCmdSupervise(io),
 		demo.NewCmdDemo(io),
 		deliver.NewCmdDeliver(io),
 		creds.NewCmdCreds(io),

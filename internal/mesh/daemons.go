@@ -2,25 +2,21 @@ package mesh
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/authority"
 	"github.com/gocotal/cotal/delivery"
-	"github.com/gocotal/cotal/liveness"
 	"github.com/gocotal/cotal/manager"
 	"github.com/gocotal/cotal/wire"
 )
 
-// Daemons are the in-process daemons of an authenticated mesh: per space, the delivery daemon,
-// the interim manager-plane liveness responder (until the manager exists) and the session sweep.
+// Daemons are the in-process daemons of an authenticated mesh: per space, the delivery daemon
+// and the session sweep; and the supervisor, with its manager lease.
 type Daemons struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
@@ -35,17 +31,13 @@ const (
 	managerActor  = "cotal_manager"
 )
 
-// StartDaemons starts, for every space, a delivery daemon and the manager liveness responder,
-// each on its own least-privilege credential. Stop ends them.
+// StartDaemons starts, for every space, a delivery daemon on its own least-privilege
+// credential, and the session sweep. Stop ends them.
 func (a *Authority) StartDaemons(url string, spaces []wire.Space, log *slog.Logger) (*Daemons, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ds := &Daemons{ctx: ctx, cancel: cancel}
 	for _, sp := range spaces {
 		if err := a.startDelivery(ctx, ds, url, sp, log); err != nil {
-			ds.Stop()
-			return nil, err
-		}
-		if err := a.startManagerResponder(ctx, ds, url, sp, log); err != nil {
 			ds.Stop()
 			return nil, err
 		}
@@ -113,66 +105,6 @@ func (a *Authority) startDelivery(ctx context.Context, ds *Daemons, url string, 
 		defer ds.wg.Done()
 		if err := d.Run(ctx); err != nil && log != nil {
 			log.Error("delivery daemon stopped", "space", sp, "err", err)
-		}
-	}()
-	return nil
-}
-
-// managerLeaseRenew renews the manager lease well within its 10 s TTL.
-const managerLeaseRenew = 3 * time.Second
-
-// startManagerResponder holds a manager lease in the manager bucket and answers manager-plane
-// probes from it: bound while its own lease row is there.
-func (a *Authority) startManagerResponder(ctx context.Context, ds *Daemons, url string, sp wire.Space, log *slog.Logger) error {
-	nc, cred, err := a.connect(ctx, ds, url, sp, authority.ProfileSupervisor, managerActor)
-	if err != nil {
-		return err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	instance := wire.NewLifecycleUID()
-	bucket, key := sp.ManagerBucket(), wire.ManagerLeaseKey(instance)
-	write := func(ctx context.Context) error {
-		row, _ := json.Marshal(wire.DeliveryLease{Holder: cred.Principal.String(), Incarnation: string(instance), Since: wire.MillisOf(time.Now()), Ready: true}) // strings and numbers always encode
-		_, err := js.Publish(ctx, bucket.Subject(key), row)
-		return err
-	}
-	if err := write(ctx); err != nil {
-		return fmt.Errorf("write the manager lease: %w", err)
-	}
-	grade := func(ctx context.Context) (wire.ResponderState, string) {
-		req, _ := json.Marshal(map[string]string{"last_by_subj": bucket.Subject(key)}) // strings always encode
-		msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+bucket.Stream(), req)
-		if err != nil {
-			return wire.ResponderUnknown, string(instance)
-		}
-		var rep struct {
-			Message *struct{} `json:"message"`
-		}
-		if json.Unmarshal(msg.Data, &rep) != nil || rep.Message == nil {
-			return wire.ResponderUnbound, string(instance)
-		}
-		return wire.ResponderBound, string(instance)
-	}
-	if _, err := liveness.Serve(nc, sp, wire.PlaneManager, grade, log); err != nil {
-		return err
-	}
-	ds.wg.Add(1)
-	go func() {
-		defer ds.wg.Done()
-		t := time.NewTicker(managerLeaseRenew)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := write(ctx); err != nil && !errors.Is(err, context.Canceled) && log != nil {
-					log.Warn("renew the manager lease", "space", sp, "err", err)
-				}
-			}
 		}
 	}()
 	return nil

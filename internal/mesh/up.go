@@ -34,6 +34,8 @@ type Options struct {
 	// NoDaemons leaves out the in-process delivery daemon and manager responder of an
 	// authenticated mesh (tests start them when they need them).
 	NoDaemons bool
+	// NoManager leaves out the supervisor (run `cotal supervise` beside the mesh instead).
+	NoManager bool
 }
 
 // AlreadyRunningError is returned by Up when the directory's mesh is already running.
@@ -128,9 +130,11 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 				return nil, err
 			}
 			// The supervisor spawns into the first space.
-			if err := m.auth.startSupervisor(m.daemons.ctx, m.daemons, d, url, spaces[0], o.Log); err != nil {
-				m.stopServer()
-				return nil, err
+			if !o.NoManager {
+				if err := m.auth.startSupervisor(m.daemons.ctx, m.daemons, d, url, spaces[0], o.Log); err != nil {
+					m.stopServer()
+					return nil, err
+				}
 			}
 		}
 	}

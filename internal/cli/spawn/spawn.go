@@ -1,11 +1,12 @@
-// Package spawn implements `cotal spawn` and `cotal stop`: starting and stopping agent processes
-// under the running mesh's supervisor.
+// Package spawn implements `cotal spawn`, `cotal stop` and `cotal supervise`: starting and
+// stopping agent processes under the running mesh's supervisor, and running one.
 package spawn
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -129,5 +130,36 @@ func NewCmdStop(io *iostreams.IOStreams) *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
 	cmd.Flags().StringVar(&name, "name", "", "the agent to stop (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agent's final status as JSON")
+	return cmd
+}
+
+// NewCmdSupervise returns the `cotal supervise` command.
+func NewCmdSupervise(io *iostreams.IOStreams) *cobra.Command {
+	var dir, space string
+	cmd := &cobra.Command{
+		Use:   "supervise",
+		Short: "Run the supervisor beside a mesh started with `cotal up --no-manager`, until Ctrl-C",
+		Long: "Run the supervisor for one space of the running mesh: it holds the manager lease, answers\n" +
+			"the manager liveness plane and serves `cotal spawn`, `stop` and `ps`. On Ctrl-C it stops and\n" +
+			"retires the agents it spawned.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, st, err := mesh.Running(dir)
+			if err != nil {
+				return err
+			}
+			if st.Open {
+				return fmt.Errorf("the supervisor needs an authenticated mesh: it issues each agent its own credential")
+			}
+			sp, err := st.SpaceOf(space)
+			if err != nil {
+				return &exit.UsageError{Err: err}
+			}
+			fmt.Fprintf(io.ErrOut, "supervising space %s of %s; Ctrl-C stops\n", sp, st.URL)
+			return mesh.Supervise(cmd.Context(), d, st, sp, slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	cmd.Flags().StringVar(&space, "space", "", "the space agents are spawned into (default: the mesh's first)")
 	return cmd
 }

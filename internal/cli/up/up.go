@@ -36,6 +36,8 @@ type Options struct {
 	TLSCert string
 	TLSKey  string
 	Verbose bool
+	// NoManager leaves the supervisor out, for `cotal supervise` to run beside the mesh.
+	NoManager bool
 }
 
 // detachWait bounds how long a detached start may take before `up` gives up on it.
@@ -69,6 +71,7 @@ func NewCmdUp(io *iostreams.IOStreams, runF func(context.Context, *Options) erro
 	f.StringVar(&o.TLSCert, "tls-cert", "", "server certificate file: clients must then use TLS")
 	f.StringVar(&o.TLSKey, "tls-key", "", "server key file, with --tls-cert")
 	f.BoolVar(&o.Verbose, "verbose", false, "log the broker's notices, not only its warnings")
+	f.BoolVar(&o.NoManager, "no-manager", false, "do not run the supervisor (`cotal supervise` runs one beside the mesh)")
 	return cmd
 }
 
@@ -84,7 +87,7 @@ func (o *Options) meshOptions() (mesh.Options, error) {
 	if o.Port < 0 || o.Port > 65535 {
 		return mo, &exit.UsageError{Err: fmt.Errorf("--port %d is outside 0-65535", o.Port)}
 	}
-	mo.Host, mo.Port, mo.Open = o.Host, o.Port, o.Open
+	mo.Host, mo.Port, mo.Open, mo.NoManager = o.Host, o.Port, o.Open, o.NoManager
 	if o.Port == 0 {
 		mo.Port = -1 // any free port
 	}
@@ -194,6 +197,9 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 	}
 	if o.Verbose {
 		args = append(args, "--verbose")
+	}
+	if o.NoManager {
+		args = append(args, "--no-manager")
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = log, log

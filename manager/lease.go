@@ -1,0 +1,86 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/liveness"
+	"github.com/gocotal/cotal/wire"
+)
+
+// LeaseRenew renews the manager lease well within its 10 s TTL.
+const LeaseRenew = 3 * time.Second
+
+// Lease is a manager instance's lease row in cotal_manager_<space>, and the manager liveness
+// plane it answers from: bound while its own row is there.
+type Lease struct {
+	js       jetstream.JetStream
+	space    wire.Space
+	holder   wire.Principal
+	instance wire.LifecycleUID
+	log      *slog.Logger
+}
+
+// HoldLease writes a fresh instance's lease row on nc (a supervisor credential) and starts
+// answering manager-plane probes. Renew keeps the row alive.
+func HoldLease(ctx context.Context, nc *nats.Conn, sp wire.Space, holder wire.Principal, log *slog.Logger) (*Lease, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l := &Lease{js: js, space: sp, holder: holder, instance: wire.NewLifecycleUID(), log: log}
+	if err := l.write(ctx); err != nil {
+		return nil, fmt.Errorf("write the manager lease: %w", err)
+	}
+	bucket, key := sp.ManagerBucket(), wire.ManagerLeaseKey(l.instance)
+	grade := func(ctx context.Context) (wire.ResponderState, string) {
+		req, _ := json.Marshal(map[string]string{"last_by_subj": bucket.Subject(key)}) // strings always encode
+		msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+bucket.Stream(), req)
+		if err != nil {
+			return wire.ResponderUnknown, string(l.instance)
+		}
+		var rep struct {
+			Message *struct{} `json:"message"`
+		}
+		if json.Unmarshal(msg.Data, &rep) != nil || rep.Message == nil {
+			return wire.ResponderUnbound, string(l.instance)
+		}
+		return wire.ResponderBound, string(l.instance)
+	}
+	if _, err := liveness.Serve(nc, sp, wire.PlaneManager, grade, log); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Lease) write(ctx context.Context) error {
+	row, _ := json.Marshal(wire.DeliveryLease{Holder: l.holder.String(), Incarnation: string(l.instance), Since: wire.MillisOf(time.Now()), Ready: true}) // strings and numbers always encode
+	_, err := l.js.Publish(ctx, l.space.ManagerBucket().Subject(wire.ManagerLeaseKey(l.instance)), row)
+	return err
+}
+
+// Renew rewrites the lease row every LeaseRenew until ctx ends.
+func (l *Lease) Renew(ctx context.Context) {
+	t := time.NewTicker(LeaseRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := l.write(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				l.log.Warn("renew the manager lease", "space", l.space, "err", err)
+			}
+		}
+	}
+}
