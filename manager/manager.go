@@ -36,8 +36,10 @@ type Spec struct {
 	Subscribe      []string `json:"subscribe,omitempty"`
 	AllowSubscribe []string `json:"allowSubscribe,omitempty"`
 	AllowPublish   []string `json:"allowPublish,omitempty"`
-	// Command is the process to run, argv[0] first.
-	Command []string `json:"command"`
+	// Command is the process to run, argv[0] first; with Agent, the harness's extra arguments.
+	Command []string `json:"command,omitempty"`
+	// Agent, when set, starts that harness with the cotal MCP server configured.
+	Agent Harness `json:"agent,omitempty"`
 	// Env adds variables to the process's environment.
 	Env []string `json:"env,omitempty"`
 }
@@ -46,8 +48,11 @@ func (s Spec) validate() error {
 	if err := wire.ValidateActor(s.Name); err != nil {
 		return fmt.Errorf("name: %w", err)
 	}
-	if len(s.Command) == 0 || s.Command[0] == "" {
-		return &wire.ValidationError{Field: "command", Rule: "is required"}
+	if err := s.Agent.validate(); err != nil {
+		return err
+	}
+	if s.Agent == "" && (len(s.Command) == 0 || s.Command[0] == "") {
+		return &wire.ValidationError{Field: "command", Rule: "is required without an agent preset"}
 	}
 	return nil
 }
@@ -129,9 +134,11 @@ type agent struct {
 	spec     Spec
 	launch   *Launch
 	material string
-	stop     chan struct{}
-	stopOnce sync.Once
-	done     chan struct{}
+	// argv and env start the process: the spec's command, or its harness preset's.
+	argv, env []string
+	stop      chan struct{}
+	stopOnce  sync.Once
+	done      chan struct{}
 
 	mu     sync.Mutex
 	status Status
@@ -200,7 +207,16 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (Status, error) {
 	}
 	a := &agent{spec: spec, launch: launch, stop: make(chan struct{}), done: make(chan struct{})}
 	a.status = Status{Name: spec.Name, Principal: launch.Principal.String(), Since: time.Now()}
-	if a.material, err = s.writeMaterial(spec, launch); err == nil {
+	var m Material
+	if a.material, m, err = s.writeMaterial(spec, launch); err == nil {
+		a.argv, a.env = spec.Command, spec.Env
+		if spec.Agent != "" {
+			var env []string
+			a.argv, env, err = spec.Agent.command(m, filepath.Dir(a.material), spec.Command)
+			a.env = append(slices.Clone(spec.Env), env...)
+		}
+	}
+	if err == nil {
 		err = s.start(a)
 	}
 	if err != nil {
@@ -220,16 +236,16 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (Status, error) {
 }
 
 // writeMaterial writes the agent's creds and launch material into a fresh private directory.
-func (s *Supervisor) writeMaterial(spec Spec, launch *Launch) (string, error) {
+func (s *Supervisor) writeMaterial(spec Spec, launch *Launch) (string, Material, error) {
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix) // crypto/rand.Read never fails
 	dir := filepath.Join(s.cfg.MaterialDir, spec.Name+"-"+hex.EncodeToString(suffix))
 	if err := atomicfile.MkdirPrivate(dir); err != nil {
-		return "", err
+		return "", Material{}, err
 	}
 	creds := filepath.Join(dir, "agent.creds")
 	if err := atomicfile.Write(creds, launch.Creds, 0o600); err != nil {
-		return "", err
+		return "", Material{}, err
 	}
 	m := Material{V: 1, Space: string(s.cfg.Space), URL: s.cfg.URL, Principal: launch.Principal.String(), Creds: creds}
 	if len(s.cfg.MCPCommand) > 0 {
@@ -238,7 +254,7 @@ func (s *Supervisor) writeMaterial(spec Spec, launch *Launch) (string, error) {
 	}
 	raw, _ := json.MarshalIndent(m, "", "  ") // always encodes
 	path := filepath.Join(dir, "launch.json")
-	return path, atomicfile.Write(path, raw, 0o600)
+	return path, m, atomicfile.Write(path, raw, 0o600)
 }
 
 func (s *Supervisor) removeMaterial(a *agent) error {
@@ -250,8 +266,8 @@ func (s *Supervisor) removeMaterial(a *agent) error {
 
 // start starts the agent's process.
 func (s *Supervisor) start(a *agent) error {
-	cmd := exec.Command(a.spec.Command[0], a.spec.Command[1:]...)
-	cmd.Env = append(append(os.Environ(), a.spec.Env...), LaunchMaterialEnv+"="+a.material)
+	cmd := exec.Command(a.argv[0], a.argv[1:]...)
+	cmd.Env = append(append(os.Environ(), a.env...), LaunchMaterialEnv+"="+a.material)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Stop signals the agent's whole group
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", a.spec.Name, err)

@@ -228,3 +228,44 @@ func TestStop(t *testing.T) {
 	}
 	f.retired(t, "ghost")
 }
+
+// TestHarnessPresets: each preset starts its harness with the cotal MCP server configured.
+// Stand-in harnesses on PATH record the arguments and configuration they were given.
+func TestHarnessPresets(t *testing.T) {
+	bin := t.TempDir()
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$OUT\"\nfor f in \"$@\"; do case \"$f\" in *.json) cat \"$f\" >> \"$OUT\";; esac; done\n" +
+		"if [ -n \"$OPENCODE_CONFIG\" ]; then cat \"$OPENCODE_CONFIG\" >> \"$OUT\"; fi\n"
+	for _, h := range manager.Harnesses {
+		if err := os.WriteFile(filepath.Join(bin, string(h)), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	f := newFixture(t)
+	for h, want := range map[manager.Harness][]string{
+		manager.HarnessClaude:   {"--mcp-config", `"mcpServers"`, `"--creds"`, "--extra"},
+		manager.HarnessCodex:    {`mcp_servers.cotal.command="cotal"`, `mcp_servers.cotal.args=["mcp","--creds",`, "--extra"},
+		manager.HarnessOpenCode: {`"type": "local"`, `"mcp",`, "--extra"},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		name := "h_" + string(h)
+		if _, err := f.sup.Spawn(t.Context(), manager.Spec{Name: name, Agent: h, Command: []string{"--extra"}, Env: []string{"OUT=" + out}}); err != nil {
+			t.Fatal(err)
+		}
+		if st := f.wait(t, name); st.State != manager.StateExited {
+			t.Fatalf("%s ended %+v", h, st)
+		}
+		got, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(got), w) {
+				t.Errorf("%s was started without %q:\n%s", h, w, got)
+			}
+		}
+	}
+	if _, err := f.sup.Spawn(t.Context(), manager.Spec{Name: "x", Agent: "cursor"}); err == nil {
+		t.Error("an unknown preset was accepted")
+	}
+}

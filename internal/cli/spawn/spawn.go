@@ -5,6 +5,7 @@ package spawn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -27,6 +28,7 @@ type Options struct {
 	Subscribe      []string
 	AllowSubscribe []string
 	AllowPublish   []string
+	Agent          string
 	Detach         bool
 	JSON           bool
 }
@@ -35,17 +37,20 @@ type Options struct {
 func NewCmdSpawn(io *iostreams.IOStreams) *cobra.Command {
 	o := &Options{IO: io}
 	cmd := &cobra.Command{
-		Use:   "spawn --name NAME [flags] -- COMMAND [ARGS...]",
+		Use:   "spawn --name NAME [flags] [--agent claude|codex|opencode] -- [COMMAND] [ARGS...]",
 		Short: "Start an agent process under the mesh's supervisor",
 		Long: "Start COMMAND as agent local.NAME: the supervisor of the running mesh issues and\n" +
 			"provisions its credential, writes its launch material (creds and an MCP configuration\n" +
 			"for `cotal mcp`) to a private file whose path is in $COTAL_LAUNCH_MATERIAL, restarts it if\n" +
 			"it crashes (three times a minute at most), and retires its lifecycle when it is done.\n" +
 			"Without --detach, spawn waits for the agent and stops it on Ctrl-C.",
-		Args: cobra.MinimumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 0 {
+			switch {
+			case len(args) > 0 && cmd.ArgsLenAtDash() != 0:
 				return &exit.UsageError{Err: fmt.Errorf("put the command after --: cotal spawn --name N -- %s", args[0])}
+			case len(args) == 0 && o.Agent == "":
+				return &exit.UsageError{Err: errors.New("name a command after --, or a harness with --agent")}
 			}
 			return spawnRun(cmd.Context(), o, args)
 		},
@@ -57,6 +62,7 @@ func NewCmdSpawn(io *iostreams.IOStreams) *cobra.Command {
 	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels the agent joins")
 	f.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
 	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "channels the agent may post to")
+	f.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
 	f.BoolVar(&o.Detach, "detach", false, "return once the agent runs")
 	f.BoolVar(&o.JSON, "json", false, "print the agent's status as JSON")
 	return cmd
@@ -70,7 +76,8 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 	if err != nil {
 		return err
 	}
-	spec := manager.Spec{Name: o.Name, Role: o.Role, Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish, Command: command}
+	spec := manager.Spec{Name: o.Name, Role: o.Role, Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish,
+		Command: command, Agent: manager.Harness(o.Agent)}
 	resp, err := manager.Call(ctx, d.SupervisorSocket(), manager.Request{Op: "spawn", Spec: &spec})
 	if err != nil {
 		return err

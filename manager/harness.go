@@ -1,0 +1,74 @@
+package manager
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Harness names an LLM agent harness the supervisor knows how to start with the cotal MCP
+// server configured.
+type Harness string
+
+// The harness presets.
+const (
+	HarnessClaude   Harness = "claude"   // Claude Code: --mcp-config <file>
+	HarnessCodex    Harness = "codex"    // Codex: -c mcp_servers.cotal.*
+	HarnessOpenCode Harness = "opencode" // OpenCode: OPENCODE_CONFIG=<file>
+)
+
+// Harnesses lists the presets.
+var Harnesses = []Harness{HarnessClaude, HarnessCodex, HarnessOpenCode}
+
+func (h Harness) validate() error {
+	if h == "" || slices.Contains(Harnesses, h) {
+		return nil
+	}
+	return &wire.ValidationError{Field: "agent", Value: string(h), Rule: fmt.Sprintf("must be one of %q", Harnesses)}
+}
+
+// command returns the argv and extra environment that start harness h on the cotal MCP server
+// of the launch material m in dir, followed by the spec's own arguments.
+func (h Harness) command(m Material, dir string, args []string) (argv, env []string, err error) {
+	srv, ok := m.MCPServers["cotal"]
+	if !ok {
+		return nil, nil, errors.New("the supervisor has no `cotal mcp` command to configure")
+	}
+	switch h {
+	case HarnessClaude:
+		path := filepath.Join(dir, "mcp.json")
+		raw, _ := json.MarshalIndent(map[string]any{"mcpServers": m.MCPServers}, "", "  ") // always encodes
+		if err := atomicfile.Write(path, raw, 0o600); err != nil {
+			return nil, nil, err
+		}
+		return append([]string{"claude", "--mcp-config", path}, args...), nil, nil
+	case HarnessCodex:
+		quoted := make([]string, len(srv.Args))
+		for i, a := range srv.Args {
+			quoted[i] = strconv.Quote(a)
+		}
+		return append([]string{"codex",
+			"-c", "mcp_servers.cotal.command=" + strconv.Quote(srv.Command),
+			"-c", "mcp_servers.cotal.args=[" + strings.Join(quoted, ",") + "]",
+		}, args...), nil, nil
+	case HarnessOpenCode:
+		path := filepath.Join(dir, "opencode.json")
+		cfg := map[string]any{
+			"$schema": "https://opencode.ai/config.json",
+			"mcp":     map[string]any{"cotal": map[string]any{"type": "local", "command": append([]string{srv.Command}, srv.Args...), "enabled": true}},
+		}
+		raw, _ := json.MarshalIndent(cfg, "", "  ") // always encodes
+		if err := atomicfile.Write(path, raw, 0o600); err != nil {
+			return nil, nil, err
+		}
+		return append([]string{"opencode"}, args...), []string{"OPENCODE_CONFIG=" + path}, nil
+	}
+	return nil, nil, h.validate()
+}
