@@ -2,15 +2,15 @@ package cotal
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -211,7 +211,7 @@ func (c *Client) Leave(ctx context.Context, channel string) error {
 	return err
 }
 
-// Channels returns the channels joined.
+// Channels returns the channels joined, sorted.
 func (c *Client) Channels() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -221,6 +221,7 @@ func (c *Client) Channels() []string {
 			out = append(out, ch)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -313,22 +314,6 @@ func (c *Client) ChannelConfig(ctx context.Context, channel string) (wire.Effect
 	return wire.ResolveChannel(ch, defaults), nil
 }
 
-// msgGetReply is the reply of $JS.API.STREAM.MSG.GET.
-type msgGetReply struct {
-	Message *struct {
-		Data string `json:"data"`
-		Hdrs string `json:"hdrs"`
-	} `json:"message"`
-	Error *struct {
-		Code    int    `json:"code"`
-		ErrCode int    `json:"err_code"`
-		Desc    string `json:"description"`
-	} `json:"error"`
-}
-
-// errCodeNoMessage is JetStream's error code for a missing message.
-const errCodeNoMessage = 10037
-
 // getKey reads a key's last value with a raw, leader-served STREAM.MSG.GET: nats.go's KV and
 // stream helpers switch to Direct Get when a stream allows it, which agents may not use. It
 // returns nil for a missing or deleted key.
@@ -338,42 +323,12 @@ func (c *Client) getKey(ctx context.Context, b wire.Bucket, key string) ([]byte,
 		ctx, cancel = context.WithTimeout(ctx, readTimeout)
 		defer cancel()
 	}
-	req, err := json.Marshal(map[string]string{"last_by_subj": b.Subject(key)})
-	if err != nil {
-		return nil, err
-	}
-	msg, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+b.Stream(), req)
+	e, err := kvget.Get(ctx, c.nc, b, key)
 	if err != nil {
 		return nil, c.publishError("read "+key, "$JS.API.STREAM.MSG.GET."+b.Stream(), err)
 	}
-	var rep msgGetReply
-	if err := json.Unmarshal(msg.Data, &rep); err != nil {
-		return nil, fmt.Errorf("read %s: %w", key, err)
-	}
-	if rep.Error != nil {
-		if rep.Error.ErrCode == errCodeNoMessage {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("read %s in %s: %s (%d)", key, b, rep.Error.Desc, rep.Error.ErrCode)
-	}
-	if rep.Message == nil {
+	if e == nil || e.Deleted {
 		return nil, nil
 	}
-	if rep.Message.Hdrs != "" {
-		hdrs, err := base64.StdEncoding.DecodeString(rep.Message.Hdrs)
-		if err == nil && isDeleteMarker(hdrs) {
-			return nil, nil
-		}
-	}
-	return base64.StdEncoding.DecodeString(rep.Message.Data)
-}
-
-// isDeleteMarker reports whether raw NATS headers carry a KV delete or purge operation.
-func isDeleteMarker(hdrs []byte) bool {
-	h, err := nats.DecodeHeadersMsg(hdrs)
-	if err != nil {
-		return false
-	}
-	op := h.Get("KV-Operation")
-	return op == "DEL" || op == "PURGE"
+	return e.Value, nil
 }

@@ -53,7 +53,7 @@ func (s *AuthStore) checkRow(ctx context.Context, key string) error {
 			return err
 		}
 		var res uidReservation
-		if err := decodeStrict(r.value, &res); err != nil || keyUID+string(res.LifecycleUID) != key {
+		if err := decodeStrict(r.Value, &res); err != nil || keyUID+string(res.LifecycleUID) != key {
 			return fmt.Errorf("%w: %s is not a reservation of its lifecycle", ErrCorrupt, key)
 		}
 		return nil
@@ -75,7 +75,7 @@ func (s *AuthStore) checkRow(ctx context.Context, key string) error {
 			return err
 		}
 		var pin stagePin
-		if err := decodeStrict(r.value, &pin); err != nil || !strings.HasSuffix(key, "."+string(pin.Party)) {
+		if err := decodeStrict(r.Value, &pin); err != nil || !strings.HasSuffix(key, "."+string(pin.Party)) {
 			return fmt.Errorf("%w: %s is not a stage pin of its half", ErrCorrupt, key)
 		}
 		return nil

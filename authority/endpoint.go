@@ -95,10 +95,10 @@ func (g *ServeGate) Observe(ctx context.Context) (*ObservedEndpointGate, error) 
 		return nil, err
 	}
 	var row EndpointGateRow
-	if err := decodeStrict(r.value, &row); err != nil {
+	if err := decodeStrict(r.Value, &row); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 	}
-	return &ObservedEndpointGate{Row: row, Revision: r.revision, raw: r.value}, nil
+	return &ObservedEndpointGate{Row: row, Revision: r.Revision, raw: r.Value}, nil
 }
 
 // Move moves the gate from its observation (nil: absent) to next, along next.Op's transitions,
@@ -158,14 +158,14 @@ func (g *ServeGate) Commit(ctx context.Context, og *ObservedEndpointGate) error 
 func (g *ServeGate) Credential(ctx context.Context, credentialID string) (*CredentialRow, uint64, error) {
 	key := g.endpoint.credKey(credentialID)
 	r, err := g.store.read(ctx, key)
-	if err != nil || r == nil || r.deleted {
+	if err != nil || r == nil || r.Deleted {
 		return nil, 0, err
 	}
 	var row CredentialRow
-	if err := decodeStrict(r.value, &row); err != nil {
+	if err := decodeStrict(r.Value, &row); err != nil {
 		return nil, 0, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 	}
-	return &row, r.revision, nil
+	return &row, r.Revision, nil
 }
 
 // Revoke moves a serving credential to revoked, idempotently.

@@ -187,10 +187,10 @@ func (s *AuthStore) ObserveGate(ctx context.Context, uid wire.LifecycleUID) (*Ob
 		return nil, err
 	}
 	var g GateRow
-	if err := decodeStrict(r.value, &g); err != nil {
+	if err := decodeStrict(r.Value, &g); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 	}
-	return &ObservedGate{Row: g, Revision: r.revision, raw: r.value}, nil
+	return &ObservedGate{Row: g, Revision: r.Revision, raw: r.Value}, nil
 }
 
 // moveGate moves a gate observed at og (nil: absent) to next, by revision CAS.
@@ -229,10 +229,10 @@ func (s *AuthStore) Head(ctx context.Context, p wire.Principal) (*LifecycleHead,
 		return nil, 0, err
 	}
 	var h LifecycleHead
-	if err := decodeStrict(r.value, &h); err != nil {
+	if err := decodeStrict(r.Value, &h); err != nil {
 		return nil, 0, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 	}
-	return &h, r.revision, nil
+	return &h, r.Revision, nil
 }
 
 // CurrentEpoch returns the process epoch of the holder's lifecycle, read only from an active
@@ -290,7 +290,7 @@ func (s *AuthStore) reserve(ctx context.Context, l wire.Lifecycle) error {
 		return rerr
 	}
 	var have uidReservation
-	if r == nil || decodeStrict(r.value, &have) != nil {
+	if r == nil || decodeStrict(r.Value, &have) != nil {
 		return fmt.Errorf("%w: %s is not a reservation", ErrCorrupt, key)
 	}
 	if have.Principal != l.Principal.String() {
@@ -382,17 +382,17 @@ func dedupe(keys []string) []string {
 func (s *AuthStore) credential(ctx context.Context, uid wire.LifecycleUID, id string) (*CredentialRow, uint64, error) {
 	key := keyCred + string(uid) + "." + id
 	r, err := s.read(ctx, key)
-	if err != nil || r == nil || r.deleted {
+	if err != nil || r == nil || r.Deleted {
 		return nil, 0, err
 	}
 	var row CredentialRow
-	if err := decodeStrict(r.value, &row); err != nil {
+	if err := decodeStrict(r.Value, &row); err != nil {
 		return nil, 0, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 	}
 	if err := row.validate(key); err != nil {
 		return nil, 0, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 	}
-	return &row, r.revision, nil
+	return &row, r.Revision, nil
 }
 
 // Credentials lists a lifecycle's credential rows ("" for every lifecycle). A malformed row is

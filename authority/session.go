@@ -209,13 +209,13 @@ func (s *AuthStore) readSession(ctx context.Context, key string) (*ObservedSessi
 		return nil, err
 	}
 	var row SessionRow
-	if err := decodeStrict(r.value, &row); err != nil {
+	if err := decodeStrict(r.Value, &row); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 	}
 	if err := row.validate(key); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 	}
-	return &ObservedSession{Row: row, Revision: r.revision}, nil
+	return &ObservedSession{Row: row, Revision: r.Revision}, nil
 }
 
 // moveSession rewrites a session row at its observed revision, along the state grammar.
@@ -405,7 +405,7 @@ func (s *AuthStore) releaseSession(ctx context.Context, keys *SpaceKeys, row *Se
 		return nil, err
 	}
 	var pin stagePin
-	if r == nil || decodeStrict(r.value, &pin) != nil || pin.Party != p {
+	if r == nil || decodeStrict(r.Value, &pin) != nil || pin.Party != p {
 		return nil, fmt.Errorf("%w: session %s has no stage pin for its %s half", ErrCorrupt, row.SessionID, p)
 	}
 	thumb, err := jwkThumbprint(keys.SigningPublicKey())

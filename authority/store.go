@@ -2,8 +2,6 @@ package authority
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -82,66 +81,20 @@ func proveShape(c jetstream.StreamConfig) error {
 // Space returns the store's space.
 func (s *AuthStore) Space() wire.Space { return s.space }
 
-// row is a key's last value and revision.
-type row struct {
-	value    []byte
-	revision uint64
-	deleted  bool
-}
-
-// read returns key's last message, or nil when the key never existed (or its TTL expired).
-func (s *AuthStore) read(ctx context.Context, key string) (*row, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": s.bucket.Subject(key)}) // a map of strings always encodes
-	msg, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+s.bucket.Stream(), req)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", key, err)
-	}
-	var rep struct {
-		Message *struct {
-			Seq  uint64 `json:"seq"`
-			Data string `json:"data"`
-			Hdrs string `json:"hdrs"`
-		} `json:"message"`
-		Error *struct {
-			ErrCode int    `json:"err_code"`
-			Desc    string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &rep); err != nil {
-		return nil, fmt.Errorf("read %s: %w", key, err)
-	}
-	if rep.Error != nil {
-		if rep.Error.ErrCode == 10037 { // no message found
-			return nil, nil
-		}
-		return nil, fmt.Errorf("read %s: %s", key, rep.Error.Desc)
-	}
-	if rep.Message == nil {
-		return nil, nil
-	}
-	r := &row{revision: rep.Message.Seq}
-	if rep.Message.Hdrs != "" {
-		if raw, err := base64.StdEncoding.DecodeString(rep.Message.Hdrs); err == nil {
-			if h, err := nats.DecodeHeadersMsg(raw); err == nil {
-				op := h.Get("KV-Operation")
-				r.deleted = op == "DEL" || op == "PURGE"
-			}
-		}
-	}
-	if r.value, err = base64.StdEncoding.DecodeString(rep.Message.Data); err != nil {
-		return nil, fmt.Errorf("read %s: %w", key, err)
-	}
-	return r, nil
+// read returns key's last message (leader-served), or nil when the key never existed (or its
+// TTL expired).
+func (s *AuthStore) read(ctx context.Context, key string) (*kvget.Entry, error) {
+	return kvget.Get(ctx, s.nc, s.bucket, key)
 }
 
 // readNeverDeleted reads a key that is never deleted (a gate, a head, a uid reservation): a
 // delete or purge marker there is corruption, not absence.
-func (s *AuthStore) readNeverDeleted(ctx context.Context, key string) (*row, error) {
+func (s *AuthStore) readNeverDeleted(ctx context.Context, key string) (*kvget.Entry, error) {
 	r, err := s.read(ctx, key)
 	if err != nil || r == nil {
 		return r, err
 	}
-	if r.deleted {
+	if r.Deleted {
 		return nil, fmt.Errorf("%w: %s carries a delete marker, but it is never deleted", ErrCorrupt, key)
 	}
 	return r, nil

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -18,71 +18,22 @@ import (
 // STREAM.MSG.GET point reads (nats.go's KV Get would switch to Direct Get, which the delivery
 // profile lacks) and publishes with an expected per-subject sequence for compare-and-set.
 
-// errCodeNoMessage is JetStream's "no message found".
-const errCodeNoMessage = 10037
-
 // errKeyExists is returned by create for a key that holds a value.
 var errKeyExists = errors.New("key exists")
 
-// entry is a key's last value and its revision (the stream sequence).
-type entry struct {
-	value    []byte
-	revision uint64
-	deleted  bool // a delete or purge marker is the last message
-}
-
-// get reads key's last message in bucket; nil when the key never existed or expired.
-func (d *Daemon) get(ctx context.Context, b wire.Bucket, key string) (*entry, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": b.Subject(key)}) // a map of strings always encodes
-	msg, err := d.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+b.Stream(), req)
-	if err != nil {
-		return nil, fmt.Errorf("read %s in %s: %w", key, b, err)
-	}
-	var rep struct {
-		Message *struct {
-			Seq  uint64 `json:"seq"`
-			Data string `json:"data"`
-			Hdrs string `json:"hdrs"`
-		} `json:"message"`
-		Error *struct {
-			ErrCode int    `json:"err_code"`
-			Desc    string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &rep); err != nil {
-		return nil, fmt.Errorf("read %s in %s: %w", key, b, err)
-	}
-	if rep.Error != nil {
-		if rep.Error.ErrCode == errCodeNoMessage {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("read %s in %s: %s", key, b, rep.Error.Desc)
-	}
-	if rep.Message == nil {
-		return nil, nil
-	}
-	e := &entry{revision: rep.Message.Seq}
-	if rep.Message.Hdrs != "" {
-		if raw, err := base64.StdEncoding.DecodeString(rep.Message.Hdrs); err == nil {
-			if h, err := nats.DecodeHeadersMsg(raw); err == nil {
-				op := h.Get("KV-Operation")
-				e.deleted = op == "DEL" || op == "PURGE"
-			}
-		}
-	}
-	if e.value, err = base64.StdEncoding.DecodeString(rep.Message.Data); err != nil {
-		return nil, fmt.Errorf("read %s in %s: %w", key, b, err)
-	}
-	return e, nil
+// get reads key's last message in bucket from the leader; nil when the key never existed or
+// expired.
+func (d *Daemon) get(ctx context.Context, b wire.Bucket, key string) (*kvget.Entry, error) {
+	return kvget.Get(ctx, d.nc, b, key)
 }
 
 // getJSON reads key into v, reporting whether a live value was there.
-func (d *Daemon) getJSON(ctx context.Context, b wire.Bucket, key string, v any) (*entry, error) {
+func (d *Daemon) getJSON(ctx context.Context, b wire.Bucket, key string, v any) (*kvget.Entry, error) {
 	e, err := d.get(ctx, b, key)
-	if err != nil || e == nil || e.deleted {
+	if err != nil || e == nil || e.Deleted {
 		return nil, err
 	}
-	if err := json.Unmarshal(e.value, v); err != nil {
+	if err := json.Unmarshal(e.Value, v); err != nil {
 		return nil, fmt.Errorf("%s in %s is not valid: %w", key, b, err)
 	}
 	return e, nil
@@ -101,8 +52,8 @@ func (d *Daemon) put(ctx context.Context, b wire.Bucket, key string, value []byt
 		if gerr != nil {
 			return 0, gerr
 		}
-		if last != nil && last.deleted {
-			return d.put(ctx, b, key, value, last.revision)
+		if last != nil && last.Deleted {
+			return d.put(ctx, b, key, value, last.Revision)
 		}
 		return 0, fmt.Errorf("create %s in %s: %w", key, b, errKeyExists)
 	}

@@ -32,7 +32,7 @@ func (d *Daemon) loadMembers(ctx context.Context) error {
 			continue
 		}
 		if e != nil {
-			members[key], revs[key] = &row, e.revision
+			members[key], revs[key] = &row, e.Revision
 		}
 	}
 	_ = keys.Stop() // the listing is complete; stopping only releases the watcher

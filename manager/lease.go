@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/liveness"
 	"github.com/gocotal/cotal/wire"
 )
@@ -44,15 +45,11 @@ func HoldLease(ctx context.Context, nc *nats.Conn, sp wire.Space, holder wire.Pr
 	}
 	bucket, key := sp.ManagerBucket(), wire.ManagerLeaseKey(l.instance)
 	grade := func(ctx context.Context) (wire.ResponderState, string) {
-		req, _ := json.Marshal(map[string]string{"last_by_subj": bucket.Subject(key)}) // strings always encode
-		msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+bucket.Stream(), req)
-		if err != nil {
+		e, err := kvget.Get(ctx, nc, bucket, key)
+		switch {
+		case err != nil:
 			return wire.ResponderUnknown, string(l.instance)
-		}
-		var rep struct {
-			Message *struct{} `json:"message"`
-		}
-		if json.Unmarshal(msg.Data, &rep) != nil || rep.Message == nil {
+		case e == nil || e.Deleted:
 			return wire.ResponderUnbound, string(l.instance)
 		}
 		return wire.ResponderBound, string(l.instance)

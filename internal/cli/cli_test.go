@@ -287,13 +287,8 @@ func TestBadInput(t *testing.T) {
 // official SDK lists its tools and posts, and when the client goes away the command retires the
 // agent's lifecycle.
 func TestMCPCommand(t *testing.T) {
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	upDone := make(chan int, 1)
-	upIO, _, _, _ := iostreams.Test()
-	go func() { upDone <- Main(ctx, upIO, []string{"up", "--dir", dir, "--port", "0"}) }()
-	waitUp(t, dir, upDone)
+	dir := upMesh(t)
+	ctx := t.Context()
 
 	toServer, serverIn := io.Pipe()
 	serverOut, fromServer := io.Pipe()
@@ -341,13 +336,7 @@ func TestMCPCommand(t *testing.T) {
 // TestSpawnPsStop runs an agent process under the supervisor of `cotal up`: spawn starts it with
 // its own ledger credential, ps shows its process, stop ends it and retires its credential.
 func TestSpawnPsStop(t *testing.T) {
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	upDone := make(chan int, 1)
-	upIO, _, _, _ := iostreams.Test()
-	go func() { upDone <- Main(ctx, upIO, []string{"up", "--dir", dir, "--port", "0"}) }()
-	waitUp(t, dir, upDone)
+	dir := upMesh(t)
 
 	code, out, stderr := run(t, "spawn", "--dir", dir, "--name", "sleeper", "--subscribe", "general", "--detach", "--json", "--", "sleep", "60")
 	if code != exit.OK {
@@ -389,13 +378,8 @@ func TestSpawnPsStop(t *testing.T) {
 // TestSupervise runs the supervisor beside a mesh started without one: spawn needs it, and when
 // it stops it retires what it spawned.
 func TestSupervise(t *testing.T) {
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	upDone := make(chan int, 1)
-	upIO, _, _, _ := iostreams.Test()
-	go func() { upDone <- Main(ctx, upIO, []string{"up", "--dir", dir, "--port", "0", "--no-manager"}) }()
-	waitUp(t, dir, upDone)
+	dir := upMesh(t, "--no-manager")
+	ctx := t.Context()
 	if code, _, stderr := run(t, "spawn", "--dir", dir, "--name", "early", "--detach", "--", "sleep", "60"); code == exit.OK || !strings.Contains(stderr, "no supervisor") {
 		t.Fatalf("spawn without a supervisor: exit %d, %s", code, stderr)
 	}
@@ -429,4 +413,25 @@ func TestSupervise(t *testing.T) {
 			t.Errorf("the supervisor left its agent's credential active: %s", line)
 		}
 	}
+}
+
+// upMesh runs `cotal up` with extra arguments in a fresh directory until the test ends, and
+// returns the directory once the mesh is up.
+func upMesh(t *testing.T, extra ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	upIO, _, _, _ := iostreams.Test()
+	go func() { done <- Main(ctx, upIO, append([]string{"up", "--dir", dir, "--port", "0"}, extra...)) }()
+	waitUp(t, dir, done)
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("cotal up did not stop")
+		}
+	})
+	return dir
 }
