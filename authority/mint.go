@@ -17,8 +17,27 @@ import (
 // oversized grant is refused here, with a reason, instead.
 const MaxJWTSize = 16 << 10
 
-// ErrJWTTooLarge is returned by Mint for a grant whose JWT would exceed MaxJWTSize.
+// ErrJWTTooLarge is matched by the *JWTTooLargeError Mint returns for a grant whose JWT would
+// exceed MaxJWTSize.
 var ErrJWTTooLarge = errors.New("user jwt exceeds the 16 KiB size gate")
+
+// JWTTooLargeError reports a grant too large to mint: the JWT's size and its rows.
+type JWTTooLargeError struct {
+	Profile   Profile
+	Principal wire.Principal
+	// Size is the encoded JWT's length in bytes.
+	Size     int
+	Pub, Sub int
+}
+
+// Error implements error.
+func (e *JWTTooLargeError) Error() string {
+	return fmt.Sprintf("mint %s for %s: %v: %d bytes for %d publish and %d subscribe rows; grant fewer or broader channels",
+		e.Profile, e.Principal, ErrJWTTooLarge, e.Size, e.Pub, e.Sub)
+}
+
+// Unwrap makes the error match ErrJWTTooLarge.
+func (e *JWTTooLargeError) Unwrap() error { return ErrJWTTooLarge }
 
 // Tag prefixes stamped into every user JWT: the principal tag lets a connection listing
 // (CONNZ) attribute a statically minted connection to its principal.
@@ -63,8 +82,8 @@ func (c *Credential) LogValue() slog.Value {
 
 // Mint creates a user key and a JWT for it, signed with the space's signing key, carrying the
 // profile's permissions, the principal tags and the lifetime. The JWT's name is the profile. It
-// returns a *wire.ValidationError for a bad grant and ErrJWTTooLarge for a grant too large to
-// connect with.
+// returns a *wire.ValidationError for a bad grant and a *JWTTooLargeError for a grant too large
+// to connect with.
 func (s *SpaceKeys) Mint(req MintRequest) (*Credential, error) {
 	return s.mintAt(req, time.Now())
 }
@@ -113,8 +132,7 @@ func (s *SpaceKeys) mintWith(req MintRequest, user nkeys.KeyPair, now time.Time)
 		return nil, fmt.Errorf("mint %s for %s: %w", req.Profile, g.Principal, err)
 	}
 	if len(token) > MaxJWTSize {
-		return nil, fmt.Errorf("mint %s for %s: %w: %d bytes for %d publish and %d subscribe rows; grant fewer or broader channels",
-			req.Profile, g.Principal, ErrJWTTooLarge, len(token), len(perms.PubAllow), len(perms.SubAllow))
+		return nil, &JWTTooLargeError{Profile: req.Profile, Principal: g.Principal, Size: len(token), Pub: len(perms.PubAllow), Sub: len(perms.SubAllow)}
 	}
 	seed, err := user.Seed()
 	if err != nil {

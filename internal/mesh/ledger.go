@@ -69,31 +69,67 @@ func (a *Authority) pushRevoked(ctx context.Context, url string, sp wire.Space, 
 // IssueAgent issues an agent credential for a fresh lifecycle of local.<req.Name>: the lifecycle
 // is activated in the registry (an alias still held by a live lifecycle is taken over: that one
 // is retired, its credentials revoked at the broker), then the credential is issued through the
-// new lifecycle's gate with its ledger row.
+// new lifecycle's gate with its ledger row. It connects to the ledger for this one issue; a caller
+// issuing many holds an Issuer instead.
 func (a *Authority) IssueAgent(ctx context.Context, url string, req MintRequest) (*authority.Credential, error) {
+	is, err := a.Issuer(ctx, url, req.Space)
+	if err != nil {
+		return nil, err
+	}
+	defer is.Close()
+	return is.IssueAgent(ctx, req)
+}
+
+// Issuer issues agent credentials in one space over one held ledger connection, for callers that
+// issue many: connecting and proving the auth store's shape cost more than the issue itself. It is
+// safe for concurrent use, and lives as long as its ledger credential (authority.OneShotLifetime).
+type Issuer struct {
+	a   *Authority
+	url string
+	sp  wire.Space
+	s   *authority.AuthStore
+	nc  *nats.Conn
+}
+
+// Issuer connects to the ledger of space sp at url. Close releases it.
+func (a *Authority) Issuer(ctx context.Context, url string, sp wire.Space) (*Issuer, error) {
+	s, nc, err := a.store(ctx, url, sp)
+	if err != nil {
+		return nil, err
+	}
+	return &Issuer{a: a, url: url, sp: sp, s: s, nc: nc}, nil
+}
+
+// IssueAgent issues an agent credential for a fresh lifecycle of local.<req.Name>, as
+// Authority.IssueAgent does. req.Space must be empty or the issuer's space.
+func (is *Issuer) IssueAgent(ctx context.Context, req MintRequest) (*authority.Credential, error) {
+	if req.Space == "" {
+		req.Space = is.sp
+	}
+	if req.Space != is.sp {
+		return nil, fmt.Errorf("issue agent %s in space %s: this issuer serves %s", req.Name, req.Space, is.sp)
+	}
 	req.Profile = authority.ProfileAgent
-	g, sk, err := a.grant(req)
+	g, sk, err := is.a.grant(req)
 	if err != nil {
 		return nil, err
 	}
 	g.LifecycleUID = wire.NewLifecycleUID()
-	s, nc, err := a.store(ctx, url, req.Space)
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
 	l := wire.Lifecycle{Principal: g.Principal, UID: g.LifecycleUID}
-	err = s.Activate(ctx, l, "activate-"+string(l.UID))
+	err = is.s.Activate(ctx, l, "activate-"+string(l.UID))
 	if errors.Is(err, authority.ErrConflict) {
-		if err = a.takeOver(ctx, url, s, l.Principal); err == nil {
-			err = s.Activate(ctx, l, "activate-"+string(l.UID))
+		if err = is.a.takeOver(ctx, is.url, is.s, l.Principal); err == nil {
+			err = is.s.Activate(ctx, l, "activate-"+string(l.UID))
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	return s.Issue(ctx, sk, authority.MintRequest{Profile: authority.ProfileAgent, Grant: g, Expires: req.Expires}, nuid.Next())
+	return is.s.Issue(ctx, sk, authority.MintRequest{Profile: authority.ProfileAgent, Grant: g, Expires: req.Expires}, nuid.Next())
 }
+
+// Close closes the issuer's ledger connection.
+func (is *Issuer) Close() { is.nc.Close() }
 
 // StartAgent issues an agent credential for a fresh lifecycle, provisions its durables, and
 // returns it with retire, which ends the lifecycle when the agent is done: its credential revoked

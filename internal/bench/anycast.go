@@ -1,0 +1,180 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Anycast case shape: one producer hands tasks to this many workers of one role.
+const (
+	anycastWorkers = 4
+	anycastRole    = "bench-worker"
+	// anycastRawRole is the raw side's role: a pull the closed Cotal workers left waiting on
+	// their svc_ durable would otherwise take raw tasks and hold them for the ack wait.
+	anycastRawRole = "bench-worker-raw"
+	anycastSize    = 128
+)
+
+// anycastCase measures tasks handed to any one of four workers through the role's shared svc_
+// durable, each checked to surface exactly once.
+func anycastCase(ctx context.Context, r *runner) ([]Result, error) {
+	f := r.fleet()
+	defer f.close()
+	a := &anycast{env: r.env}
+	var err error
+	if a.producer, err = f.agent(ctx, mesh.MintRequest{Name: "bench_any_producer"}); err != nil {
+		return nil, err
+	}
+	for i := range anycastWorkers {
+		cred, err := f.agent(ctx, mesh.MintRequest{Name: fmt.Sprintf("bench_any_worker_%d", i), Role: anycastRole})
+		if err != nil {
+			return nil, err
+		}
+		a.workers = append(a.workers, cred)
+		if cred, err = f.agent(ctx, mesh.MintRequest{Name: fmt.Sprintf("bench_any_raw_%d", i), Role: anycastRawRole}); err != nil {
+			return nil, err
+		}
+		a.rawWorkers = append(a.rawWorkers, cred)
+	}
+	res, err := r.pair(ctx, "anycast", "msgs/s", a.cotal, a.raw, targetAnycast)
+	if err != nil {
+		return nil, err
+	}
+	res.Note = fmt.Sprintf("1 producer to %d workers on svc_%s, every task surfaced exactly once; raw: JetStream publish, workers of another role Consume on its svc_ durable, ack", anycastWorkers, anycastRole)
+	return []Result{res}, nil
+}
+
+// anycast is an anycast case: a producer and the workers of one role.
+type anycast struct {
+	env      *Env
+	producer *authority.Credential
+	workers  []*authority.Credential
+	// rawWorkers are the raw side's workers, of anycastRawRole.
+	rawWorkers []*authority.Credential
+}
+
+func (a *anycast) cotal(ctx context.Context, f *fleet) (side, error) {
+	producer, err := f.client(ctx, a.producer, cotal.WithPresence(false))
+	if err != nil {
+		return nil, err
+	}
+	s := &cotalAnycast{producer: producer, parts: text(anycastSize), once: newOnce()}
+	surface := func(_ context.Context, d *cotal.Delivery) error {
+		s.once.arrive(d.Message.ID)
+		return nil
+	}
+	for _, w := range a.workers {
+		if _, err := f.client(ctx, w, cotal.WithPresence(false), cotal.WithHandler(surface)); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (a *anycast) raw(ctx context.Context, f *fleet) (side, error) {
+	_, js, err := f.conn(ctx, a.producer)
+	if err != nil {
+		return nil, err
+	}
+	subject, _ := a.env.Space.AnycastSubject(anycastRawRole, a.producer.Principal) // a valid role
+	s := &rawAnycast{js: js, subject: subject, body: rawBody(a.env.Space, a.producer.Principal, "", anycastSize), once: newOnce()}
+	durable, _ := wire.TaskDurable(anycastRawRole)
+	for _, w := range a.rawWorkers {
+		_, wjs, err := f.conn(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		if err := consume(ctx, f, wjs, a.env.Space.TaskStream(), durable, func(msg jetstream.Msg) {
+			s.once.arrive(msg.Headers().Get(jetstream.MsgIDHeader))
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// once counts the tasks of a round that surface, and those that surface more than once.
+type once struct {
+	got  *counter
+	mu   sync.Mutex
+	seen map[string]bool
+	dups int
+}
+
+func newOnce() *once { return &once{got: newCounter(), seen: map[string]bool{}} }
+
+func (o *once) expect(n int) {
+	o.mu.Lock()
+	clear(o.seen)
+	o.dups = 0
+	o.mu.Unlock()
+	o.got.expect(n)
+}
+
+func (o *once) arrive(id string) {
+	o.mu.Lock()
+	dup := o.seen[id]
+	if dup {
+		o.dups++
+	} else {
+		o.seen[id] = true
+	}
+	o.mu.Unlock()
+	if !dup {
+		o.got.add()
+	}
+}
+
+// wait returns once every task surfaced, failing if one surfaced twice.
+func (o *once) wait(ctx context.Context) error {
+	if err := o.got.wait(ctx); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dups > 0 {
+		return fmt.Errorf("%d tasks surfaced more than once", o.dups)
+	}
+	return nil
+}
+
+type cotalAnycast struct {
+	producer *cotal.Client
+	parts    []wire.Part
+	once     *once
+}
+
+func (s *cotalAnycast) round(ctx context.Context, n int) error {
+	s.once.expect(n)
+	for range n {
+		if _, err := s.producer.Ask(ctx, anycastRole, s.parts); err != nil {
+			return err
+		}
+	}
+	return s.once.wait(ctx)
+}
+
+type rawAnycast struct {
+	js      jetstream.JetStream
+	subject string
+	body    []byte
+	once    *once
+}
+
+func (s *rawAnycast) round(ctx context.Context, n int) error {
+	s.once.expect(n)
+	for range n {
+		if _, err := s.js.Publish(ctx, s.subject, s.body, jetstream.WithMsgID(wire.NewMessageID())); err != nil {
+			return err
+		}
+	}
+	return s.once.wait(ctx)
+}

@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
+)
+
+// dmSize is the text size of a benchmarked direct message.
+const dmSize = 128
+
+// dmCase measures direct messages stored in JetStream and consumed through the recipient's
+// bound dm_ durable with an ack, each timed from send to surface.
+func dmCase(ctx context.Context, r *runner) ([]Result, error) {
+	f := r.fleet()
+	defer f.close()
+	alice, err := f.agent(ctx, mesh.MintRequest{Name: "bench_dm_alice"})
+	if err != nil {
+		return nil, err
+	}
+	// Each side has its own recipient: a pull the closed Cotal client left waiting would
+	// otherwise take a raw message and hold it for the ack wait.
+	bob, err := f.agent(ctx, mesh.MintRequest{Name: "bench_dm_bob"})
+	if err != nil {
+		return nil, err
+	}
+	carol, err := f.agent(ctx, mesh.MintRequest{Name: "bench_dm_carol"})
+	if err != nil {
+		return nil, err
+	}
+	d := &dm{env: r.env, from: alice, to: bob, rawTo: carol}
+	res, err := r.pair(ctx, "dm", "msgs/s", d.cotal, d.raw, targetDM)
+	if err != nil {
+		return nil, err
+	}
+	res.Note = "sent, stored, surfaced and acked one at a time; raw: JetStream publish, Consume on a bound dm_ durable, ack"
+	lat := &Latency{Cotal: percentiles(d.cotalLat.take()), Raw: percentiles(d.rawLat.take())}
+	lat.RatioP99 = lat.Cotal.P99 / lat.Raw.P99
+	res.Latency = lat
+	latRes := Result{
+		Name: "dm/p99", Unit: "µs", Cotal: lat.Cotal.P99, Raw: lat.Raw.P99, Ratio: lat.RatioP99,
+		Target: fmt.Sprintf("ratio ≤ %.2f", targetDMP99), Met: met(lat.RatioP99 <= targetDMP99),
+		Note: "send to surface",
+	}
+	return []Result{res, latRes}, nil
+}
+
+// dm is a direct-message case: alice writes to bob.
+type dm struct {
+	env              *Env
+	from, to, rawTo  *authority.Credential
+	cotalLat, rawLat stamps
+}
+
+func (d *dm) cotal(ctx context.Context, f *fleet) (side, error) {
+	s := &cotalDM{to: d.to.Principal, parts: text(dmSize), got: newCounter(), lat: &d.cotalLat}
+	var err error
+	if s.from, err = f.client(ctx, d.from, cotal.WithPresence(false)); err != nil {
+		return nil, err
+	}
+	surface := func(context.Context, *cotal.Delivery) error {
+		s.lat.arrived(s.got.next())
+		s.got.add()
+		return nil
+	}
+	if _, err := f.client(ctx, d.to, cotal.WithPresence(false), cotal.WithHandler(surface)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (d *dm) raw(ctx context.Context, f *fleet) (side, error) {
+	_, js, err := f.conn(ctx, d.from)
+	if err != nil {
+		return nil, err
+	}
+	s := &rawDM{js: js, subject: d.env.Space.DMSubject(d.rawTo.Principal, d.from.Principal), body: rawBody(d.env.Space, d.from.Principal, "", dmSize), got: newCounter(), lat: &d.rawLat}
+	_, tjs, err := f.conn(ctx, d.rawTo)
+	if err != nil {
+		return nil, err
+	}
+	name := wire.DMDurable(wire.Lifecycle{Principal: d.rawTo.Principal, UID: d.rawTo.LifecycleUID})
+	if err := consume(ctx, f, tjs, d.env.Space.DMStream(), name, func(jetstream.Msg) {
+		s.lat.arrived(s.got.next())
+		s.got.add()
+	}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// consume binds a durable and acks everything it delivers after handing it to got. The
+// consumer stops when f closes.
+func consume(ctx context.Context, f *fleet, js jetstream.JetStream, stream, durable string, got func(jetstream.Msg)) error {
+	cons, err := js.Consumer(ctx, stream, durable)
+	if err != nil {
+		return fmt.Errorf("bind %s on %s: %w", durable, stream, err)
+	}
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		got(msg)
+		_ = msg.Ack() // a lost ack is redelivered, and a redelivery would stall the round
+	})
+	if err != nil {
+		return fmt.Errorf("consume %s on %s: %w", durable, stream, err)
+	}
+	f.onClose(cc.Stop)
+	return nil
+}
+
+type cotalDM struct {
+	from  *cotal.Client
+	to    wire.Principal
+	parts []wire.Part
+	got   *counter
+	lat   *stamps
+}
+
+func (s *cotalDM) stamps() *stamps { return s.lat }
+
+func (s *cotalDM) round(ctx context.Context, n int) error {
+	s.got.expect(n)
+	s.lat.reset(n)
+	for i := range n {
+		s.lat.send(i)
+		if _, err := s.from.DirectMessage(ctx, s.to, s.parts); err != nil {
+			return err
+		}
+	}
+	return s.got.wait(ctx)
+}
+
+type rawDM struct {
+	js      jetstream.JetStream
+	subject string
+	body    []byte
+	got     *counter
+	lat     *stamps
+}
+
+func (s *rawDM) stamps() *stamps { return s.lat }
+
+func (s *rawDM) round(ctx context.Context, n int) error {
+	s.got.expect(n)
+	s.lat.reset(n)
+	for i := range n {
+		s.lat.send(i)
+		if _, err := s.js.Publish(ctx, s.subject, s.body, jetstream.WithMsgID(wire.NewMessageID())); err != nil {
+			return err
+		}
+	}
+	return s.got.wait(ctx)
+}

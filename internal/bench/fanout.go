@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Durable channel case shape.
+const (
+	fanoutMembers = 10
+	fanoutChannel = "bench-durable"
+	fanoutSize    = 128
+	// fanoutPoll is how often the Cotal side reads the members' dlv_ durables.
+	fanoutPoll = 10 * time.Millisecond
+)
+
+// durableChannelCase measures a durable channel: every post handed by the delivery daemon into
+// each member's dlv_ durable and acknowledged there by the member's client.
+func durableChannelCase(ctx context.Context, r *runner) ([]Result, error) {
+	f := r.fleet()
+	defer f.close()
+	fo := &fanout{env: r.env}
+	if err := f.setClass(ctx, fanoutChannel, wire.ClassDurable); err != nil {
+		return nil, err
+	}
+	var err error
+	if fo.pub, err = f.agent(ctx, mesh.MintRequest{Name: "bench_dur_pub", AllowPublish: []string{fanoutChannel}}); err != nil {
+		return nil, err
+	}
+	for i := range fanoutMembers {
+		cred, err := f.agent(ctx, mesh.MintRequest{Name: fmt.Sprintf("bench_dur_member_%d", i), Subscribe: []string{fanoutChannel}})
+		if err != nil {
+			return nil, err
+		}
+		fo.members = append(fo.members, cred)
+	}
+	if fo.inspector, err = f.issue(ctx, authority.ProfileProvisioner, "bench_inspector"); err != nil {
+		return nil, err
+	}
+	for i := range fanoutMembers {
+		cred, err := f.issue(ctx, authority.ProfileObserver, fmt.Sprintf("bench_dur_raw_%d", i))
+		if err != nil {
+			return nil, err
+		}
+		fo.observers = append(fo.observers, cred)
+	}
+	res, err := r.pair(ctx, "channel/durable", "deliveries/s", fo.cotal, fo.raw, 0)
+	if err != nil {
+		return nil, err
+	}
+	res.Cotal, res.Raw = res.Cotal*fanoutMembers, res.Raw*fanoutMembers // posts/s to deliveries/s
+	res.Note = fmt.Sprintf("%d members; each post handed by the delivery daemon into every member's dlv_ durable and acked there; raw: one JetStream durable per member on CHAT", fanoutMembers)
+	return []Result{res}, nil
+}
+
+// fanout is a durable channel case: a publisher, the channel's members, and the credentials that
+// read the members' durables (cotal) and stand in for them (raw).
+type fanout struct {
+	env       *Env
+	pub       *authority.Credential
+	members   []*authority.Credential
+	inspector *authority.Credential
+	observers []*authority.Credential
+}
+
+func (fo *fanout) cotal(ctx context.Context, f *fleet) (side, error) {
+	pub, err := f.client(ctx, fo.pub, cotal.WithPresence(false))
+	if err != nil {
+		return nil, err
+	}
+	_, js, err := f.conn(ctx, fo.inspector)
+	if err != nil {
+		return nil, err
+	}
+	s := &cotalFanout{pub: pub, parts: text(fanoutSize)}
+	var clients []*cotal.Client
+	for _, m := range fo.members {
+		c, err := f.client(ctx, m, cotal.WithPresence(false), cotal.WithJoin(fanoutChannel), cotal.WithHandler(func(context.Context, *cotal.Delivery) error { return nil }))
+		if err != nil {
+			return nil, err
+		}
+		clients = append(clients, c)
+		l := wire.Lifecycle{Principal: m.Principal, UID: m.LifecycleUID}
+		cons, err := js.Consumer(ctx, fo.env.Space.DLVStream(), wire.DLVDurable(l))
+		if err != nil {
+			return nil, fmt.Errorf("read the dlv_ durable of %s: %w", m.Principal, err)
+		}
+		s.durables = append(s.durables, cons)
+	}
+	// Leave the channel before disconnecting, so the daemon hands the raw side's posts to no one.
+	f.onClose(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, c := range clients {
+			_ = c.Leave(ctx, fanoutChannel) // a member left behind only adds load to the raw side
+		}
+	})
+	return s, nil
+}
+
+func (fo *fanout) raw(ctx context.Context, f *fleet) (side, error) {
+	_, js, err := f.conn(ctx, fo.pub)
+	if err != nil {
+		return nil, err
+	}
+	subject, _ := fo.env.Space.ChatSubject(fo.pub.Principal, fanoutChannel) // a valid channel
+	filter, _ := fo.env.Space.ChatFilter(fanoutChannel)
+	s := &rawMulticast{js: js, subject: subject, body: rawBody(fo.env.Space, fo.pub.Principal, fanoutChannel, fanoutSize), subs: len(fo.observers), got: newCounter()}
+	stream := fo.env.Space.ChatStream()
+	for i, o := range fo.observers {
+		_, ojs, err := f.conn(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("bench_fanout_%d", i)
+		if _, err := ojs.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+			Name: name, FilterSubject: filter, DeliverPolicy: jetstream.DeliverNewPolicy,
+			AckPolicy: jetstream.AckExplicitPolicy, InactiveThreshold: time.Minute,
+		}); err != nil {
+			return nil, fmt.Errorf("create %s on %s: %w", name, stream, err)
+		}
+		f.onClose(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = ojs.DeleteConsumer(ctx, stream, name) // it goes away after InactiveThreshold anyway
+		})
+		if err := consume(ctx, f, ojs, stream, name, func(jetstream.Msg) { s.got.add() }); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// cotalFanout posts through the SDK and counts a round done when every member's dlv_ durable has
+// delivered every post so far and has nothing pending or unacknowledged.
+type cotalFanout struct {
+	pub      *cotal.Client
+	parts    []wire.Part
+	durables []jetstream.Consumer
+	posted   uint64
+}
+
+func (s *cotalFanout) round(ctx context.Context, n int) error {
+	for range n {
+		if _, err := s.pub.Post(ctx, fanoutChannel, s.parts); err != nil {
+			return err
+		}
+	}
+	s.posted += uint64(n)
+	// Read one durable at a time, moving on once it is done, so the reads add little load.
+	t := time.NewTicker(fanoutPoll)
+	defer t.Stop()
+	stall, next := time.Now(), 0
+	var last uint64
+	for next < len(s.durables) {
+		info, err := s.durables[next].Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.Delivered.Consumer >= s.posted && info.NumPending == 0 && info.NumAckPending == 0 {
+			next++
+			continue
+		}
+		if progress := info.Delivered.Consumer + uint64(next)*s.posted; progress != last {
+			last, stall = progress, time.Now()
+		} else if time.Since(stall) > stallTimeout {
+			return fmt.Errorf("stalled: %d of %d hand-offs delivered, none in %s", progress, s.posted*uint64(len(s.durables)), stallTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Targets: the least ratio to raw NATS each path must reach, and the most DM p99 latency may
+// cost over raw (issue 8).
+const (
+	targetMulticast = 0.90
+	targetDM        = 0.85
+	targetAnycast   = 0.85
+	targetDMP99     = 1.25
+)
+
+// text is a message body of one text part of size bytes.
+func text(size int) []wire.Part { return []wire.Part{wire.TextPart(strings.Repeat("x", size))} }
+
+// rawBody is the body a raw publisher sends: a valid Cotal message of the sender with a text
+// part of size bytes, so both sides move the same bytes. Raw receivers neither decode nor
+// de-duplicate, so one body serves every publish.
+func rawBody(sp wire.Space, from wire.Principal, channel string, size int) []byte {
+	msg := wire.CotalMessage{
+		ID: wire.NewMessageID(), TS: wire.MillisOf(time.Now()), Space: string(sp), Channel: channel,
+		From:  wire.EndpointRef{ID: from.String(), Name: from.Actor()},
+		Parts: text(size),
+	}
+	raw, _ := json.Marshal(msg) // always encodes
+	return raw
+}
+
+// multicastCase measures one publisher posting to subs subscribers of a live channel, through
+// the SDK and as raw nats.go under the same credentials.
+func multicastCase(subs, size int) func(context.Context, *runner) ([]Result, error) {
+	return func(ctx context.Context, r *runner) ([]Result, error) {
+		f := r.fleet()
+		defer f.close()
+		mc, err := newMulticast(ctx, r, f, subs, size)
+		if err != nil {
+			return nil, err
+		}
+		res, err := r.pair(ctx, fmt.Sprintf("multicast/1x%d/%s", subs, sizeName(size)), "msgs/s", mc.cotal, mc.raw, targetMulticast)
+		if err != nil {
+			return nil, err
+		}
+		res.Note = fmt.Sprintf("posts/s, each surfaced by all %d subscribers; raw: JetStream publish with Nats-Msg-Id to core subscriptions", subs)
+		return []Result{res}, nil
+	}
+}
+
+// multicast is a multicast case's live channel, publisher and subscribers.
+type multicast struct {
+	env     *Env
+	channel string
+	size    int
+	pub     *authority.Credential
+	subs    []*authority.Credential
+}
+
+// newMulticast configures a live channel and issues its publisher and subs subscribers on f.
+func newMulticast(ctx context.Context, r *runner, f *fleet, subs, size int) (*multicast, error) {
+	mc := &multicast{env: r.env, channel: fmt.Sprintf("bench-live-%d", subs), size: size}
+	if err := f.setClass(ctx, mc.channel, wire.ClassLive); err != nil {
+		return nil, err
+	}
+	var err error
+	if mc.pub, err = f.agent(ctx, mesh.MintRequest{Name: "bench_mc_pub", AllowPublish: []string{mc.channel}}); err != nil {
+		return nil, err
+	}
+	for i := range subs {
+		cred, err := f.agent(ctx, mesh.MintRequest{Name: fmt.Sprintf("bench_mc_sub_%d", i), Subscribe: []string{mc.channel}})
+		if err != nil {
+			return nil, err
+		}
+		mc.subs = append(mc.subs, cred)
+	}
+	return mc, nil
+}
+
+// cotal posts through the SDK; every subscriber's handler counts what it surfaces.
+func (mc *multicast) cotal(ctx context.Context, f *fleet) (side, error) {
+	pub, err := f.client(ctx, mc.pub, cotal.WithPresence(false))
+	if err != nil {
+		return nil, err
+	}
+	s := &cotalMulticast{pub: pub, channel: mc.channel, parts: text(mc.size), subs: len(mc.subs), got: newCounter()}
+	count := func(context.Context, *cotal.Delivery) error {
+		s.got.add()
+		return nil
+	}
+	for _, cred := range mc.subs {
+		if _, err := f.client(ctx, cred, cotal.WithPresence(false), cotal.WithJoin(mc.channel), cotal.WithHandler(count)); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// raw publishes the same bytes to the same subject through JetStream with a fresh Nats-Msg-Id,
+// as Post does, to core subscriptions on the channel's filter.
+func (mc *multicast) raw(ctx context.Context, f *fleet) (side, error) {
+	_, js, err := f.conn(ctx, mc.pub)
+	if err != nil {
+		return nil, err
+	}
+	subject, _ := mc.env.Space.ChatSubject(mc.pub.Principal, mc.channel) // validated at issue
+	filter, _ := mc.env.Space.ChatFilter(mc.channel)
+	s := &rawMulticast{js: js, subject: subject, body: rawBody(mc.env.Space, mc.pub.Principal, mc.channel, mc.size), subs: len(mc.subs), got: newCounter()}
+	for _, cred := range mc.subs {
+		nc, _, err := f.conn(ctx, cred)
+		if err != nil {
+			return nil, err
+		}
+		sub, err := nc.Subscribe(filter, func(*nats.Msg) { s.got.add() })
+		if err != nil {
+			return nil, err
+		}
+		if err := sub.SetPendingLimits(-1, -1); err != nil {
+			return nil, err
+		}
+		if err := nc.Flush(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+type cotalMulticast struct {
+	pub     *cotal.Client
+	channel string
+	parts   []wire.Part
+	subs    int
+	got     *counter
+}
+
+func (s *cotalMulticast) round(ctx context.Context, n int) error {
+	s.got.expect(n * s.subs)
+	for range n {
+		if _, err := s.pub.Post(ctx, s.channel, s.parts); err != nil {
+			return err
+		}
+	}
+	return s.got.wait(ctx)
+}
+
+type rawMulticast struct {
+	js      jetstream.JetStream
+	subject string
+	body    []byte
+	subs    int
+	got     *counter
+}
+
+func (s *rawMulticast) round(ctx context.Context, n int) error {
+	s.got.expect(n * s.subs)
+	for range n {
+		if _, err := s.js.Publish(ctx, s.subject, s.body, jetstream.WithMsgID(wire.NewMessageID())); err != nil {
+			return err
+		}
+	}
+	return s.got.wait(ctx)
+}

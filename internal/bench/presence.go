@@ -1,0 +1,177 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Presence case shape.
+const (
+	// presenceDial is how many agents connect at once.
+	presenceDial = 32
+	// presenceIssuers is how many credentials are issued at once.
+	presenceIssuers = 4
+	// presencePoll is how often the roster is counted.
+	presencePoll = 10 * time.Millisecond
+	// targetConverge is the longest a 5,000-agent roster may take to converge (issue 8).
+	targetConverge = 5 * time.Second
+	// cpuSamples is how many broker CPU readings the heartbeat figure averages, one a second.
+	cpuSamples = 5
+)
+
+// presenceCase measures n agents joining: how long until an observer's roster shows every one
+// online, how long a fresh roster takes to load them, and the broker's CPU under their
+// heartbeats.
+func presenceCase(n int) func(context.Context, *runner) ([]Result, error) {
+	return func(ctx context.Context, r *runner) ([]Result, error) {
+		f := r.fleet()
+		defer f.close()
+		prefix := fmt.Sprintf("bench_p%d_", n)
+		creds, err := issueMany(ctx, r.env, n, prefix)
+		if err != nil {
+			return nil, err
+		}
+		obsCred, err := f.issue(ctx, authority.ProfileObserver, "bench_roster")
+		if err != nil {
+			return nil, err
+		}
+		obs, err := f.client(ctx, obsCred, cotal.WithPresence(false))
+		if err != nil {
+			return nil, err
+		}
+		roster, err := obs.Roster(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer roster.Stop()
+
+		start := time.Now()
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(presenceDial)
+		for _, cred := range creds {
+			g.Go(func() error {
+				_, err := f.client(gctx, cred)
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		connected := time.Since(start)
+		if err := waitOnline(ctx, roster, prefix, n); err != nil {
+			return nil, err
+		}
+		converged := time.Since(start)
+
+		start = time.Now()
+		fresh, err := obs.Roster(ctx)
+		if err != nil {
+			return nil, err
+		}
+		loaded := time.Since(start)
+		fresh.Stop()
+
+		cpu, err := heartbeatCPU(ctx, r.env)
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("presence/%d", n)
+		conv := Result{
+			Name: name + "/converge", Unit: "s", Cotal: converged.Seconds(),
+			Note: fmt.Sprintf("%d agents connecting %d at a time, from the first connect until an observer's roster shows all online (all connected after %.2f s); a fresh roster loads them in %.3f s",
+				n, presenceDial, connected.Seconds(), loaded.Seconds()),
+		}
+		if n >= 5000 {
+			conv.Target = fmt.Sprintf("< %s", targetConverge)
+			conv.Met = met(converged < targetConverge)
+		}
+		where := "an external broker"
+		if r.env.Embedded {
+			where = "the embedded broker's process, which also runs these agents"
+		}
+		cpuRes := Result{
+			Name: name + "/cpu", Unit: "% core", Cotal: cpu,
+			Note: fmt.Sprintf("CPU of %s under %d heartbeats every %s, averaged over %d s", where, n, wire.HeartbeatInterval, cpuSamples),
+		}
+		return []Result{conv, cpuRes}, nil
+	}
+}
+
+// issueMany issues n agent credentials named prefix0, prefix1, ... over held ledger connections.
+// They are presence-only agents: no durables are provisioned, and they expire with the bench.
+func issueMany(ctx context.Context, env *Env, n int, prefix string) ([]*authority.Credential, error) {
+	creds := make([]*authority.Credential, n)
+	g, gctx := errgroup.WithContext(ctx)
+	for w := range presenceIssuers {
+		g.Go(func() error {
+			is, err := env.Auth.Issuer(gctx, env.URL, env.Space)
+			if err != nil {
+				return err
+			}
+			defer is.Close()
+			for i := w; i < n; i += presenceIssuers {
+				if creds[i], err = is.IssueAgent(gctx, mesh.MintRequest{Name: fmt.Sprintf("%s%d", prefix, i), Expires: benchLifetime}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	return creds, g.Wait()
+}
+
+// waitOnline returns once the roster shows n online peers whose actor starts with prefix.
+func waitOnline(ctx context.Context, r *cotal.Roster, prefix string, n int) error {
+	t := time.NewTicker(presencePoll)
+	defer t.Stop()
+	deadline := time.Now().Add(stallTimeout)
+	for {
+		online := 0
+		for _, p := range r.Peers() {
+			if p.Online && p.Presence != nil && strings.HasPrefix(p.Presence.Card.Actor, prefix) {
+				online++
+			}
+		}
+		if online == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the roster shows %d of %d agents online after %s", online, n, stallTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// heartbeatCPU averages the broker CPU (summed over a cluster's servers) over cpuSamples
+// seconds.
+func heartbeatCPU(ctx context.Context, env *Env) (float64, error) {
+	var sum float64
+	for range cpuSamples {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		cpu, err := env.Auth.BrokerCPU(ctx, env.URL)
+		if err != nil {
+			return 0, err
+		}
+		for _, c := range cpu {
+			sum += c
+		}
+	}
+	return sum / cpuSamples, nil
+}

@@ -1,0 +1,60 @@
+package mesh
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// varzPing asks every server of the cluster for its VARZ.
+const varzPing = "$SYS.REQ.SERVER.PING.VARZ"
+
+// varzGather is how long BrokerCPU waits for more servers after the last reply.
+const varzGather = 250 * time.Millisecond
+
+// BrokerCPU returns the CPU use of every broker serving url, in percent of one core, as each
+// server reports it in VARZ. An embedded broker reports its whole process.
+func (a *Authority) BrokerCPU(ctx context.Context, url string) ([]float64, error) {
+	sys, err := a.keyring.MintSystemUser("cotal-varz", []string{varzPing}, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := Connect(ctx, url, sys)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	if err := nc.PublishRequest(varzPing, inbox, nil); err != nil {
+		return nil, err
+	}
+	var cpu []float64
+	wait := evictionWait // the first reply may take a round trip through the cluster
+	for {
+		msg, err := sub.NextMsg(wait)
+		if errors.Is(err, nats.ErrTimeout) && len(cpu) > 0 {
+			return cpu, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read broker VARZ: %w", err)
+		}
+		var rep struct {
+			Data struct {
+				CPU float64 `json:"cpu"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(msg.Data, &rep); err != nil {
+			return nil, fmt.Errorf("decode broker VARZ: %w", err)
+		}
+		cpu = append(cpu, rep.Data.CPU)
+		wait = varzGather
+	}
+}
