@@ -40,13 +40,17 @@ const dedupSize = 16384
 type deliverer struct {
 	c *Client
 
-	mu    sync.Mutex // serialises handler calls; guards seen and order
-	seen  map[string]bool
-	order []string
+	mu   sync.Mutex // serialises handler calls; guards seen, order and oldest
+	seen map[string]bool
+	// order is a ring of the ids in seen; oldest indexes the next to forget once it is full.
+	order  []string
+	oldest int
 }
 
 func newDeliverer(c *Client) *deliverer {
-	return &deliverer{c: c, seen: make(map[string]bool, dedupSize)}
+	// The seen set grows with use: sizing it for dedupSize up front cost a quiet client (most of
+	// a large roster) half a megabyte and most of its connect time.
+	return &deliverer{c: c, seen: map[string]bool{}}
 }
 
 // outcome is what to do with a delivery's durable copy.
@@ -91,14 +95,17 @@ func (d *deliverer) deliver(subject string, data []byte, historical bool) (outco
 	return ack, nil
 }
 
-// remember adds id to the bounded seen set; caller holds mu.
+// remember adds id to the bounded seen set, forgetting the oldest once it holds dedupSize;
+// caller holds mu.
 func (d *deliverer) remember(id string) {
 	d.seen[id] = true
-	d.order = append(d.order, id)
-	if len(d.order) > dedupSize {
-		delete(d.seen, d.order[0])
-		d.order = d.order[1:]
+	if len(d.order) < dedupSize {
+		d.order = append(d.order, id)
+		return
 	}
+	delete(d.seen, d.order[d.oldest])
+	d.order[d.oldest] = id
+	d.oldest = (d.oldest + 1) % dedupSize
 }
 
 // redeliveryDelay backs off a failing handler: a second after the first failure, doubling to

@@ -104,13 +104,7 @@ func (s *AuthStore) stage(ctx context.Context, keys *SpaceKeys, req MintRequest,
 	if user, err = keys.userKeyFor(credentialID); err != nil {
 		return nil, 0, false, nil, err
 	}
-	if row, rev, err = s.credential(ctx, uid, credentialID); err != nil || row != nil {
-		if row != nil && row.State != CredActive {
-			err = fmt.Errorf("issue %s: the credential is %s", credentialID, row.State)
-		}
-		return row, rev, false, user, err
-	}
-	cred, err := keys.mintWith(req, user, time.Now())
+	cred, err := keys.sign(req, mustPublic(user), time.Now())
 	if err != nil {
 		return nil, 0, false, nil, err
 	}
@@ -121,8 +115,21 @@ func (s *AuthStore) stage(ctx context.Context, keys *SpaceKeys, req MintRequest,
 	if !cred.Expires.IsZero() {
 		row.ExpiresAt = wire.MillisOf(cred.Expires)
 	}
+	// Write first, create-only: a fresh id (the common case) costs no read. A row already there is
+	// a previous attempt's, which this one resumes.
 	raw, _ := json.Marshal(row) // always encodes
-	if rev, err = s.write(ctx, keyCred+string(uid)+"."+credentialID, raw, 0, credTTL(row)); err != nil {
+	rev, err = s.write(ctx, keyCred+string(uid)+"."+credentialID, raw, 0, credTTL(row))
+	if errors.Is(err, ErrConflict) {
+		var have *CredentialRow
+		if have, rev, err = s.credential(ctx, uid, credentialID); err != nil || have != nil {
+			if have != nil && have.State != CredActive {
+				err = fmt.Errorf("issue %s: the credential is %s", credentialID, have.State)
+			}
+			return have, rev, false, user, err
+		}
+		err = fmt.Errorf("stage credential %s: %w: the row was deleted", credentialID, ErrConflict)
+	}
+	if err != nil {
 		return nil, 0, false, nil, fmt.Errorf("stage credential %s: %w", credentialID, err)
 	}
 	return row, rev, true, user, nil

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/nats-io/nkeys"
 
@@ -35,6 +36,9 @@ type Keyring struct {
 	dir      string
 	operator nkeys.KeyPair
 	system   nkeys.KeyPair
+
+	mu     sync.Mutex
+	spaces map[wire.Space]*SpaceKeys // loaded once: reading two key files per mint was a tenth of an issue
 }
 
 // Key file names inside the keyring directory.
@@ -73,6 +77,9 @@ type SpaceKeys struct {
 	Space   wire.Space
 	account nkeys.KeyPair
 	signing nkeys.KeyPair
+	// accountPub is the account's public key, derived once: deriving it costs a scalar
+	// multiplication, and every mint names it.
+	accountPub string
 }
 
 // Space loads the account and signing keys of space, creating them on first use. The space name
@@ -80,6 +87,11 @@ type SpaceKeys struct {
 func (k *Keyring) Space(space wire.Space) (*SpaceKeys, error) {
 	if _, err := wire.ParseSpace(string(space)); err != nil {
 		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if sk, ok := k.spaces[space]; ok {
+		return sk, nil
 	}
 	acct, err := loadOrCreate(filepath.Join(k.dir, "space."+string(space)+".nk"), nkeys.PrefixByteAccount)
 	if err != nil {
@@ -89,11 +101,16 @@ func (k *Keyring) Space(space wire.Space) (*SpaceKeys, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SpaceKeys{Space: space, account: acct, signing: signing}, nil
+	sk := &SpaceKeys{Space: space, account: acct, signing: signing, accountPub: mustPublic(acct)}
+	if k.spaces == nil {
+		k.spaces = map[wire.Space]*SpaceKeys{}
+	}
+	k.spaces[space] = sk
+	return sk, nil
 }
 
 // AccountPublicKey returns the space account's public key, its NATS account name.
-func (s *SpaceKeys) AccountPublicKey() string { return mustPublic(s.account) }
+func (s *SpaceKeys) AccountPublicKey() string { return s.accountPub }
 
 // SigningPublicKey returns the public key of the account signing key user JWTs are signed with.
 func (s *SpaceKeys) SigningPublicKey() string { return mustPublic(s.signing) }

@@ -250,30 +250,32 @@ func (s *AuthStore) CurrentEpoch(ctx context.Context, holder wire.Lifecycle) (in
 
 // Activate registers a new lifecycle: its UID reserved (create-only), its gate created open, and
 // the alias head moved to it by revision CAS. An alias still held by another active lifecycle is
-// ErrConflict: that one must be retired or taken over first.
-func (s *AuthStore) Activate(ctx context.Context, l wire.Lifecycle, opID string) error {
+// ErrConflict: that one must be retired or taken over first. It returns the open gate as
+// written, for a first issue against it (IssueObserved) without reading it back.
+func (s *AuthStore) Activate(ctx context.Context, l wire.Lifecycle, opID string) (*ObservedGate, error) {
 	if err := s.reserve(ctx, l); err != nil {
-		return err
+		return nil, err
 	}
 	h, rev, err := s.Head(ctx, l.Principal)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	epoch := int64(1)
 	if h != nil {
 		if h.State == HeadActive {
-			return fmt.Errorf("activate %s: %w: %s is active as lifecycle %s", l, ErrConflict, l.Principal, h.LifecycleUID)
+			return nil, fmt.Errorf("activate %s: %w: %s is active as lifecycle %s", l, ErrConflict, l.Principal, h.LifecycleUID)
 		}
 		epoch = h.ProcessEpoch + 1
 	}
-	if _, err := s.moveGate(ctx, l.UID, nil, GateRow{State: GateOpen, Generation: 1, ProcessEpoch: epoch, Op: GateOp{OpID: opID, Kind: OpActivation}}); err != nil {
-		return fmt.Errorf("open the gate of %s: %w", l, err)
+	og, err := s.moveGate(ctx, l.UID, nil, GateRow{State: GateOpen, Generation: 1, ProcessEpoch: epoch, Op: GateOp{OpID: opID, Kind: OpActivation}})
+	if err != nil {
+		return nil, fmt.Errorf("open the gate of %s: %w", l, err)
 	}
 	head, _ := json.Marshal(LifecycleHead{Owner: l.Principal.Owner(), Actor: l.Principal.Actor(), LifecycleUID: l.UID, ProcessEpoch: epoch, State: HeadActive}) // always encodes
 	if _, err := s.write(ctx, keyHead+l.Principal.String(), head, rev, 0); err != nil {
-		return fmt.Errorf("move the alias head of %s: %w", l.Principal, err)
+		return nil, fmt.Errorf("move the alias head of %s: %w", l.Principal, err)
 	}
-	return nil
+	return og, nil
 }
 
 // reserve writes uid.<uid> create-only. A reservation already there for the same principal (a

@@ -74,7 +74,7 @@ func (e *ledgerEnv) activate(t *testing.T, actor string) (wire.Lifecycle, MintRe
 		t.Fatal(err)
 	}
 	l := wire.Lifecycle{Principal: p, UID: wire.NewLifecycleUID()}
-	if err := e.store.Activate(t.Context(), l, "op1"); err != nil {
+	if _, err := e.store.Activate(t.Context(), l, "op1"); err != nil {
 		t.Fatal(err)
 	}
 	return l, MintRequest{Profile: ProfileAgent, Grant: Grant{Principal: p, LifecycleUID: l.UID}}
@@ -191,14 +191,14 @@ func TestRetireClosesTheGate(t *testing.T) {
 	}
 	// A new lifecycle of the alias takes the next epoch.
 	next := wire.Lifecycle{Principal: l.Principal, UID: wire.NewLifecycleUID()}
-	if err := e.store.Activate(ctx, next, "op3"); err != nil {
+	if _, err := e.store.Activate(ctx, next, "op3"); err != nil {
 		t.Fatal(err)
 	}
 	if epoch, err := e.store.CurrentEpoch(ctx, next); err != nil || epoch != 2 {
 		t.Errorf("the successor's epoch = %d, %v; want 2", epoch, err)
 	}
 	// The alias is now held: activating another lifecycle of it conflicts.
-	if err := e.store.Activate(ctx, wire.Lifecycle{Principal: l.Principal, UID: wire.NewLifecycleUID()}, "op4"); !errors.Is(err, ErrConflict) {
+	if _, err := e.store.Activate(ctx, wire.Lifecycle{Principal: l.Principal, UID: wire.NewLifecycleUID()}, "op4"); !errors.Is(err, ErrConflict) {
 		t.Errorf("activating a held alias = %v, want ErrConflict", err)
 	}
 }

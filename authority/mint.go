@@ -96,9 +96,25 @@ func (s *SpaceKeys) mintAt(req MintRequest, now time.Time) (*Credential, error) 
 	return s.mintWith(req, user, now)
 }
 
-// mintWith mints a credential for the given user key.
+// mintWith mints a credential for the given user key, with its creds.
 func (s *SpaceKeys) mintWith(req MintRequest, user nkeys.KeyPair, now time.Time) (*Credential, error) {
-	pub := mustPublic(user)
+	cred, err := s.sign(req, mustPublic(user), now)
+	if err != nil {
+		return nil, err
+	}
+	seed, err := user.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("mint %s: encode user seed: %w", req.Profile, err)
+	}
+	if cred.Creds, err = jwt.FormatUserConfig(cred.JWT, seed); err != nil {
+		return nil, fmt.Errorf("mint %s: format creds: %w", req.Profile, err)
+	}
+	return cred, nil
+}
+
+// sign signs the user JWT of a credential for the user key pub, without its creds: the ledger
+// formats those only once the credential's row is committed.
+func (s *SpaceKeys) sign(req MintRequest, pub string, now time.Time) (*Credential, error) {
 	g := req.Grant
 	g.Space = s.Space
 	g.ConnID = wire.ConnID(pub)
@@ -134,16 +150,8 @@ func (s *SpaceKeys) mintWith(req MintRequest, user nkeys.KeyPair, now time.Time)
 	if len(token) > MaxJWTSize {
 		return nil, &JWTTooLargeError{Profile: req.Profile, Principal: g.Principal, Size: len(token), Pub: len(perms.PubAllow), Sub: len(perms.SubAllow)}
 	}
-	seed, err := user.Seed()
-	if err != nil {
-		return nil, fmt.Errorf("mint %s: encode user seed: %w", req.Profile, err)
-	}
-	creds, err := jwt.FormatUserConfig(token, seed)
-	if err != nil {
-		return nil, fmt.Errorf("mint %s: format creds: %w", req.Profile, err)
-	}
 	return &Credential{
 		Profile: req.Profile, Principal: g.Principal, LifecycleUID: g.LifecycleUID,
-		PublicKey: pub, JWT: token, Expires: expires, Creds: creds,
+		PublicKey: pub, JWT: token, Expires: expires,
 	}, nil
 }

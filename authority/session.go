@@ -358,7 +358,7 @@ func (s *AuthStore) stageSession(ctx context.Context, keys *SpaceKeys, req Sessi
 		}
 		mint := MintRequest{Profile: half.profile, Expires: time.Until(req.Expires),
 			Grant: Grant{Principal: half.principal, LifecycleUID: half.uid, Session: rails}}
-		cred, err := keys.mintWith(mint, user, time.Now())
+		cred, err := keys.sign(mint, mustPublic(user), time.Now())
 		if err != nil {
 			return err
 		}

@@ -200,12 +200,14 @@ func (d *Daemon) catchUp(ctx context.Context, l wire.Lifecycle, row *wire.Member
 	if cons.CachedInfo().NumPending == 0 {
 		return nil
 	}
+	// A batch's copies are published together; the backfill is done once all are stored.
 	for {
 		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return err
 		}
-		got := 0
+		var acks []jetstream.PubAckFuture
+		got, done := 0, false
 		for msg := range batch.Messages() {
 			got++
 			meta, err := msg.Metadata()
@@ -213,17 +215,27 @@ func (d *Daemon) catchUp(ctx context.Context, l wire.Lifecycle, row *wire.Member
 				return err
 			}
 			if meta.Sequence.Stream > fence {
-				return nil
+				done = true
+				break
 			}
 			dl, err := wire.Guard(msg.Subject(), msg.Data())
 			if err == nil && dl.Sender != l.Principal {
-				if err := d.toInbox(ctx, l, dl, meta.Sequence.Stream, wire.ReasonDurableChannel, row.Generation); err != nil {
+				ack, err := d.toInbox(l, dl, meta.Sequence.Stream, wire.ReasonDurableChannel, row.Generation)
+				if err != nil {
 					return err
 				}
+				acks = append(acks, ack)
 			}
 			if meta.Sequence.Stream >= fence || meta.NumPending == 0 {
-				return nil
+				done = true
+				break
 			}
+		}
+		if err := stored(ctx, acks); err != nil {
+			return err
+		}
+		if done {
+			return nil
 		}
 		if err := batch.Error(); err != nil {
 			return err

@@ -52,6 +52,7 @@ type Daemon struct {
 	inst string // this incarnation
 
 	presence roster
+	registry *registry
 
 	mu      sync.Mutex // guards the fields below
 	members map[string]*wire.MemberRow
@@ -82,7 +83,7 @@ func New(nc *nats.Conn, cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Daemon{nc: nc, js: js, cfg: cfg, log: log.With("space", cfg.Space), inst: nuid.Next(), presence: roster{rows: map[string]*wire.Presence{}}}, nil
+	return &Daemon{nc: nc, js: js, cfg: cfg, log: log.With("space", cfg.Space), inst: nuid.Next(), presence: roster{rows: map[string]*wire.Presence{}}, registry: newRegistry()}, nil
 }
 
 // errLeaseLost ends an active term whose lease was taken or could not be renewed.
@@ -189,6 +190,11 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 		return fmt.Errorf("watch presence: %w", err)
 	}
 	stops = append(stops, stopPresence)
+	stopRegistry, err := d.watch(ctx, sp.ChannelsBucket(), d.registry.apply)
+	if err != nil {
+		return fmt.Errorf("watch the channels bucket: %w", err)
+	}
+	stops = append(stops, stopRegistry)
 	ctl, err := d.nc.QueueSubscribe(sp.ControlServeFilter(wire.ControlDelivery), string(wire.ControlDelivery), d.serveControl)
 	if err != nil {
 		return fmt.Errorf("serve %s: %w", wire.ControlDelivery, err)
@@ -207,10 +213,14 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 		return err
 	}
 	stops = append(stops, fanout.Stop)
+	h := d.settleHandOffs()
+	stops = append(stops, h.close)
+	lanes := d.startLanes(h)
+	stops = append(stops, lanes.close)
 	reader, err := d.consume(ctx, sp.InboxStream(), jetstream.ConsumerConfig{
 		Durable: wire.ReaderDurable, FilterSubject: sp.KindAll(wire.KindDinbox), DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxAckPending: 1000,
-	}, d.read)
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxAckPending: readerWindow,
+	}, lanes.dispatch)
 	if err != nil {
 		return err
 	}

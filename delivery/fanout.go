@@ -40,10 +40,12 @@ func (d *Daemon) fanoutOne(ctx context.Context, msg jetstream.Msg) error {
 		return err
 	}
 	seq, channel := meta.Sequence.Stream, dl.Subject.Rest
-	eff, err := d.channelConfig(ctx, channel)
+	eff, err := d.registry.resolve(channel)
 	if err != nil {
 		return err
 	}
+	// The copies are published together and the post acknowledged once all are stored.
+	var acks []jetstream.PubAckFuture
 	if eff.DeliveryClass == wire.ClassDurable {
 		for _, row := range d.membersOf(channel) {
 			if row.Owner == dl.Sender.String() || !row.Eligible(seq) {
@@ -53,11 +55,13 @@ func (d *Daemon) fanoutOne(ctx context.Context, msg jetstream.Msg) error {
 			if err != nil {
 				continue
 			}
-			if err := d.toInbox(ctx, wire.Lifecycle{Principal: p, UID: row.LifecycleUID}, dl, seq, wire.ReasonDurableChannel, row.Generation); err != nil {
+			ack, err := d.toInbox(wire.Lifecycle{Principal: p, UID: row.LifecycleUID}, dl, seq, wire.ReasonDurableChannel, row.Generation)
+			if err != nil {
 				return err
 			}
+			acks = append(acks, ack)
 		}
-		return nil
+		return stored(ctx, acks)
 	}
 	for _, name := range dl.Message.Mentions {
 		target, ok := d.presence.resolve(name)
@@ -68,53 +72,43 @@ func (d *Daemon) fanoutOne(ctx context.Context, msg jetstream.Msg) error {
 		if err != nil || !wire.ChannelInAllow(acl.AllowSubscribe, channel) {
 			continue // nothing ever leaves a target's read ACL
 		}
-		if err := d.toInbox(ctx, l, dl, seq, wire.ReasonLiveMention, 0); err != nil {
+		ack, err := d.toInbox(l, dl, seq, wire.ReasonLiveMention, 0)
+		if err != nil {
 			return err
+		}
+		acks = append(acks, ack)
+	}
+	return stored(ctx, acks)
+}
+
+// stored waits until the broker has stored every publish of acks.
+func stored(ctx context.Context, acks []jetstream.PubAckFuture) error {
+	for _, ack := range acks {
+		select {
+		case <-ack.Ok():
+		case err := <-ack.Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	return nil
 }
 
-// toInbox writes one member's copy to its dinbox subject, de-duplicated per member lifecycle and
-// generation by the Plane-3 message id.
-func (d *Daemon) toInbox(ctx context.Context, member wire.Lifecycle, dl *wire.Delivery, seq uint64, reason string, gen int64) error {
+// toInbox publishes one member's copy to its dinbox subject, de-duplicated per member lifecycle
+// and generation by the Plane-3 message id, and returns the future of its store.
+func (d *Daemon) toInbox(member wire.Lifecycle, dl *wire.Delivery, seq uint64, reason string, gen int64) (jetstream.PubAckFuture, error) {
 	m := *dl.Message
 	m.Channel, m.To, m.ToService = dl.Subject.Rest, "", "" // the channel the subject proves
 	body, err := json.Marshal(wire.InboxEntry{Msg: &m, Channel: m.Channel, Seq: seq, Reason: reason, Generation: gen})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var opts []jetstream.PublishOpt
 	if id := wire.PlaneMsgID(m.ID, member, gen); id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
-	_, err = d.js.Publish(ctx, d.cfg.Space.DinboxSubject(member), body, opts...)
-	return err
-}
-
-// channelConfig resolves a channel's effective config from the registry, fresh for every message
-// (SPEC §7: one resolution everywhere).
-func (d *Daemon) channelConfig(ctx context.Context, channel string) (wire.EffectiveChannel, error) {
-	b := d.cfg.Space.ChannelsBucket()
-	var ch wire.ChannelConfig
-	var def wire.ChannelDefaults
-	che, err := d.getJSON(ctx, b, channel, &ch)
-	if err != nil {
-		return wire.EffectiveChannel{}, err
-	}
-	defe, err := d.getJSON(ctx, b, wire.ChannelDefaultsKey, &def)
-	if err != nil {
-		return wire.EffectiveChannel{}, err
-	}
-	var chp *wire.ChannelConfig
-	var defp *wire.ChannelDefaults
-	if che != nil {
-		chp = &ch
-	}
-	if defe != nil {
-		defp = &def
-	}
-	return wire.ResolveChannel(chp, defp), nil
+	return d.js.PublishAsync(d.cfg.Space.DinboxSubject(member), body, opts...)
 }
 
 // roster is the daemon's view of presence, for resolving @mentions at publish time.
@@ -144,34 +138,15 @@ func (r *roster) resolve(name string) (wire.Principal, bool) {
 
 // watchPresence keeps the roster current until stop is called.
 func (d *Daemon) watchPresence(ctx context.Context) (stop func(), err error) {
-	kv, err := d.js.KeyValue(ctx, string(d.cfg.Space.PresenceBucket()))
-	if err != nil {
-		return nil, err
-	}
-	w, err := kv.WatchAll(ctx)
-	if err != nil {
-		return nil, err
-	}
-	done := make(chan struct{})
-	go func() { // owned: stop waits for it
-		defer close(done)
-		for e := range w.Updates() {
-			if e == nil {
-				continue
+	return d.watch(ctx, d.cfg.Space.PresenceBucket(), func(key string, value []byte) {
+		var row *wire.Presence
+		if value != nil {
+			if p, err := wire.DecodePresence(key, value); err == nil {
+				row = p
 			}
-			var row *wire.Presence
-			if e.Operation() == jetstream.KeyValuePut {
-				if p, err := wire.DecodePresence(e.Key(), e.Value()); err == nil {
-					row = p
-				}
-			}
-			d.presence.mu.Lock()
-			d.presence.rows[e.Key()] = row
-			d.presence.mu.Unlock()
 		}
-	}()
-	return func() {
-		_ = w.Stop() // ends Updates
-		<-done
-	}, nil
+		d.presence.mu.Lock()
+		d.presence.rows[key] = row
+		d.presence.mu.Unlock()
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,10 +19,118 @@ import (
 // retired lifecycle can never be delivered, and the store must not keep it forever.
 const retiredAfter = 5
 
+// handOff is a hand-off published to a member's dlv_ subject and not yet stored, with the inbox
+// entry it settles once stored.
+type handOff struct {
+	stored jetstream.PubAckFuture
+	entry  jetstream.Msg
+}
+
+// handOffs settles published hand-offs in order, so that the reader publishes the next while
+// the broker stores the last: the entry is acknowledged once its hand-off is stored, and
+// retried if the store fails.
+type handOffs struct {
+	pending chan handOff
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// readerWindow bounds the hand-offs awaiting their store; the reader's MaxAckPending bounds the
+// entries in flight anyway.
+const readerWindow = 1000
+
+// settleHandOffs starts the settler of one active term; close stops it.
+func (d *Daemon) settleHandOffs() *handOffs {
+	h := &handOffs{pending: make(chan handOff, readerWindow), stop: make(chan struct{}), done: make(chan struct{})}
+	go func() { // owned: close waits for it
+		defer close(h.done)
+		for {
+			select {
+			case <-h.stop:
+				return // what is unsettled is redelivered after the ack wait, and de-duplicates
+			case p := <-h.pending:
+				select {
+				case <-p.stored.Ok():
+					_ = p.entry.Ack() // a lost ack redelivers; the hand-off de-duplicates
+				case err := <-p.stored.Err():
+					d.log.Warn("inbox hand-off not stored; will retry", "subject", p.entry.Subject(), "err", err)
+					_ = p.entry.NakWithDelay(2 * time.Second)
+				case <-h.stop:
+					return
+				}
+			}
+		}
+	}()
+	return h
+}
+
+// add queues a published hand-off for settling.
+func (h *handOffs) add(p handOff) {
+	select {
+	case h.pending <- p:
+	case <-h.stop:
+	}
+}
+
+// close stops the settler once the reader has stopped.
+func (h *handOffs) close() {
+	close(h.stop)
+	<-h.done
+}
+
+// readerLanes is how many inbox entries the reader re-authorises at once. Each lane serves a
+// fixed share of the members, so one member's hand-offs keep their order.
+const readerLanes = 8
+
+// lanes runs the reader's entries on readerLanes goroutines, each entry on its member's lane:
+// re-authorising an entry costs a leader read of the member's ACL row, and one at a time those
+// round trips bounded the whole durable-channel path.
+type lanes struct {
+	in   []chan jetstream.Msg
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// startLanes starts the reader's lanes of one active term, reading with h; close stops them.
+func (d *Daemon) startLanes(h *handOffs) *lanes {
+	l := &lanes{stop: make(chan struct{})}
+	for range readerLanes {
+		in := make(chan jetstream.Msg, readerWindow/readerLanes)
+		l.in = append(l.in, in)
+		l.wg.Go(func() { // owned: close waits for it
+			for {
+				select {
+				case <-l.stop:
+					return // what is unread is redelivered after the ack wait
+				case msg := <-in:
+					d.read(msg, h)
+				}
+			}
+		})
+	}
+	return l
+}
+
+// dispatch queues an inbox entry on its member's lane.
+func (l *lanes) dispatch(msg jetstream.Msg) {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(msg.Subject())) // the subject names the member; hashing never fails
+	select {
+	case l.in[h.Sum32()%readerLanes] <- msg:
+	case <-l.stop:
+	}
+}
+
+// close stops the lanes once the reader has stopped.
+func (l *lanes) close() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
 // read re-authorises one inbox entry and hands it to its member: the member's current read ACL
 // must cover the channel and, for a durable-channel copy, its membership interval must hold the
 // message's CHAT sequence. What fails either is dropped.
-func (d *Daemon) read(msg jetstream.Msg) {
+func (d *Daemon) read(msg jetstream.Msg, h *handOffs) {
 	ctx, cancel := context.WithTimeout(context.Background(), handleTimeout)
 	defer cancel()
 	meta, err := msg.Metadata()
@@ -28,7 +138,7 @@ func (d *Daemon) read(msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	settle, err := d.readOne(ctx, msg, meta)
+	settle, err := d.readOne(ctx, msg, meta, h)
 	if err != nil {
 		d.log.Warn("inbox hand-off failed; will retry", "subject", msg.Subject(), "err", err)
 		_ = msg.NakWithDelay(2 * time.Second)
@@ -38,7 +148,7 @@ func (d *Daemon) read(msg jetstream.Msg) {
 }
 
 // readOne decides an entry's fate and returns how to settle it.
-func (d *Daemon) readOne(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) (func(), error) {
+func (d *Daemon) readOne(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, h *handOffs) (func(), error) {
 	ack := func() { _ = msg.Ack() } // a lost ack redelivers; the hand-off de-duplicates
 	kind, member, err := wire.ParseLifecycleSubject(msg.Subject())
 	if err != nil || kind != wire.KindDinbox {
@@ -82,10 +192,11 @@ func (d *Daemon) readOne(ctx context.Context, msg jetstream.Msg, meta *jetstream
 	if id := wire.PlaneMsgID(entry.Msg.ID, member, entry.Generation); id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
-	if _, err := d.js.PublishMsg(ctx, out, opts...); err != nil {
+	stored, err := d.js.PublishMsgAsync(out, opts...)
+	if err != nil {
 		return nil, err
 	}
-	return ack, nil
+	return func() { h.add(handOff{stored: stored, entry: msg}) }, nil
 }
 
 // deleteEntry removes an entry addressed to a retired lifecycle from the inbox stream.

@@ -28,7 +28,21 @@ const (
 func anycastCase(ctx context.Context, r *runner) ([]Result, error) {
 	f := r.fleet()
 	defer f.close()
-	a := &anycast{env: r.env}
+	a, err := newAnycast(ctx, r.env, f)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.pair(ctx, "anycast", "msgs/s", a.cotal, a.raw, targetAnycast)
+	if err != nil {
+		return nil, err
+	}
+	res.Note = fmt.Sprintf("1 producer to %d workers on svc_%s, every task surfaced exactly once; raw: JetStream publish, %d workers of another role Consume on its svc_ durable, ack", anycastWorkers, anycastRole, anycastWorkers)
+	return []Result{res}, nil
+}
+
+// newAnycast issues an anycast case's producer and the workers of both sides on f.
+func newAnycast(ctx context.Context, env *Env, f *fleet) (*anycast, error) {
+	a := &anycast{env: env}
 	var err error
 	if a.producer, err = f.agent(ctx, mesh.MintRequest{Name: "bench_any_producer"}); err != nil {
 		return nil, err
@@ -44,12 +58,7 @@ func anycastCase(ctx context.Context, r *runner) ([]Result, error) {
 		}
 		a.rawWorkers = append(a.rawWorkers, cred)
 	}
-	res, err := r.pair(ctx, "anycast", "msgs/s", a.cotal, a.raw, targetAnycast)
-	if err != nil {
-		return nil, err
-	}
-	res.Note = fmt.Sprintf("1 producer to %d workers on svc_%s, every task surfaced exactly once; raw: JetStream publish, workers of another role Consume on its svc_ durable, ack", anycastWorkers, anycastRole)
-	return []Result{res}, nil
+	return a, nil
 }
 
 // anycast is an anycast case: a producer and the workers of one role.

@@ -16,7 +16,7 @@ import (
 // Credentials case shape and targets (issue 8).
 const (
 	// mintWorkers is how many issues run at once on the held ledger connection.
-	mintWorkers = 4
+	mintWorkers = 8
 	// oneShotMints is how many agents the one-shot figure issues, each on its own connection.
 	oneShotMints = 50
 	targetMints  = 1000
@@ -129,7 +129,7 @@ func jwtSizeCase(ctx context.Context, r *runner) ([]Result, error) {
 			return nil, err
 		}
 		res := Result{Name: fmt.Sprintf("credentials/jwt/%d", k), Unit: "bytes", Cotal: float64(n),
-			Note: fmt.Sprintf("agent JWT that posts to and reads %d concrete channels", k)}
+			Note: fmt.Sprintf("agent JWT that posts to and reads %d concrete channel(s)", k)}
 		if k == 100 {
 			res.Target = fmt.Sprintf("≤ %d", authority.MaxJWTSize)
 			res.Met = met(n <= authority.MaxJWTSize)

@@ -20,21 +20,10 @@ const dmSize = 128
 func dmCase(ctx context.Context, r *runner) ([]Result, error) {
 	f := r.fleet()
 	defer f.close()
-	alice, err := f.agent(ctx, mesh.MintRequest{Name: "bench_dm_alice"})
+	d, err := newDM(ctx, r.env, f)
 	if err != nil {
 		return nil, err
 	}
-	// Each side has its own recipient: a pull the closed Cotal client left waiting would
-	// otherwise take a raw message and hold it for the ack wait.
-	bob, err := f.agent(ctx, mesh.MintRequest{Name: "bench_dm_bob"})
-	if err != nil {
-		return nil, err
-	}
-	carol, err := f.agent(ctx, mesh.MintRequest{Name: "bench_dm_carol"})
-	if err != nil {
-		return nil, err
-	}
-	d := &dm{env: r.env, from: alice, to: bob, rawTo: carol}
 	res, err := r.pair(ctx, "dm", "msgs/s", d.cotal, d.raw, targetDM)
 	if err != nil {
 		return nil, err
@@ -49,6 +38,23 @@ func dmCase(ctx context.Context, r *runner) ([]Result, error) {
 		Note: "send to surface",
 	}
 	return []Result{res, latRes}, nil
+}
+
+// newDM issues a direct-message case's agents on f. Each side has its own recipient: a pull the
+// closed Cotal client left waiting would otherwise take a raw message and hold it for the ack
+// wait.
+func newDM(ctx context.Context, env *Env, f *fleet) (*dm, error) {
+	d := &dm{env: env}
+	var err error
+	for _, a := range []struct {
+		name string
+		dst  **authority.Credential
+	}{{"bench_dm_alice", &d.from}, {"bench_dm_bob", &d.to}, {"bench_dm_carol", &d.rawTo}} {
+		if *a.dst, err = f.agent(ctx, mesh.MintRequest{Name: a.name}); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 // dm is a direct-message case: alice writes to bob.

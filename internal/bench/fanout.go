@@ -27,7 +27,23 @@ const (
 func durableChannelCase(ctx context.Context, r *runner) ([]Result, error) {
 	f := r.fleet()
 	defer f.close()
-	fo := &fanout{env: r.env}
+	fo, err := newFanout(ctx, r.env, f)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.pair(ctx, "channel/durable", "deliveries/s", fo.cotal, fo.raw, 0)
+	if err != nil {
+		return nil, err
+	}
+	res.Cotal, res.Raw = res.Cotal*fanoutMembers, res.Raw*fanoutMembers // posts/s to deliveries/s
+	res.Note = fmt.Sprintf("%d members; each post handed by the delivery daemon into every member's dlv_ durable and acked there; raw: one JetStream durable per member on CHAT", fanoutMembers)
+	return []Result{res}, nil
+}
+
+// newFanout configures the durable channel and issues its publisher, members, the inspector of
+// their durables and the raw side's stand-ins on f.
+func newFanout(ctx context.Context, env *Env, f *fleet) (*fanout, error) {
+	fo := &fanout{env: env}
 	if err := f.setClass(ctx, fanoutChannel, wire.ClassDurable); err != nil {
 		return nil, err
 	}
@@ -41,24 +57,15 @@ func durableChannelCase(ctx context.Context, r *runner) ([]Result, error) {
 			return nil, err
 		}
 		fo.members = append(fo.members, cred)
-	}
-	if fo.inspector, err = f.issue(ctx, authority.ProfileProvisioner, "bench_inspector"); err != nil {
-		return nil, err
-	}
-	for i := range fanoutMembers {
-		cred, err := f.issue(ctx, authority.ProfileObserver, fmt.Sprintf("bench_dur_raw_%d", i))
-		if err != nil {
+		if cred, err = f.issue(ctx, authority.ProfileObserver, fmt.Sprintf("bench_dur_raw_%d", i)); err != nil {
 			return nil, err
 		}
 		fo.observers = append(fo.observers, cred)
 	}
-	res, err := r.pair(ctx, "channel/durable", "deliveries/s", fo.cotal, fo.raw, 0)
-	if err != nil {
+	if fo.inspector, err = f.issue(ctx, authority.ProfileProvisioner, "bench_inspector"); err != nil {
 		return nil, err
 	}
-	res.Cotal, res.Raw = res.Cotal*fanoutMembers, res.Raw*fanoutMembers // posts/s to deliveries/s
-	res.Note = fmt.Sprintf("%d members; each post handed by the delivery daemon into every member's dlv_ durable and acked there; raw: one JetStream durable per member on CHAT", fanoutMembers)
-	return []Result{res}, nil
+	return fo, nil
 }
 
 // fanout is a durable channel case: a publisher, the channel's members, and the credentials that

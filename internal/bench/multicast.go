@@ -47,7 +47,7 @@ func multicastCase(subs, size int) func(context.Context, *runner) ([]Result, err
 	return func(ctx context.Context, r *runner) ([]Result, error) {
 		f := r.fleet()
 		defer f.close()
-		mc, err := newMulticast(ctx, r, f, subs, size)
+		mc, err := newMulticast(ctx, r.env, f, subs, size)
 		if err != nil {
 			return nil, err
 		}
@@ -70,8 +70,8 @@ type multicast struct {
 }
 
 // newMulticast configures a live channel and issues its publisher and subs subscribers on f.
-func newMulticast(ctx context.Context, r *runner, f *fleet, subs, size int) (*multicast, error) {
-	mc := &multicast{env: r.env, channel: fmt.Sprintf("bench-live-%d", subs), size: size}
+func newMulticast(ctx context.Context, env *Env, f *fleet, subs, size int) (*multicast, error) {
+	mc := &multicast{env: env, channel: fmt.Sprintf("bench-live-%d", subs), size: size}
 	if err := f.setClass(ctx, mc.channel, wire.ClassLive); err != nil {
 		return nil, err
 	}

@@ -2,10 +2,12 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gocotal/cotal"
@@ -17,7 +19,7 @@ import (
 // Presence case shape.
 const (
 	// presenceDial is how many agents connect at once.
-	presenceDial = 32
+	presenceDial = 128
 	// presenceIssuers is how many credentials are issued at once.
 	presenceIssuers = 4
 	// presencePoll is how often the roster is counted.
@@ -54,25 +56,18 @@ func presenceCase(n int) func(context.Context, *runner) ([]Result, error) {
 		}
 		defer roster.Stop()
 
-		start := time.Now()
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(presenceDial)
-		for _, cred := range creds {
-			g.Go(func() error {
-				_, err := f.client(gctx, cred)
-				return err
-			})
-		}
-		if err := g.Wait(); err != nil {
+		// Cotal: every agent connects through the SDK, which writes its presence and heartbeats.
+		af := r.fleet()
+		defer af.close()
+		connected, converged, err := join(ctx, roster, prefix, creds, func(ctx context.Context, cred *authority.Credential) error {
+			_, err := af.client(ctx, cred)
+			return err
+		})
+		if err != nil {
 			return nil, err
 		}
-		connected := time.Since(start)
-		if err := waitOnline(ctx, roster, prefix, n); err != nil {
-			return nil, err
-		}
-		converged := time.Since(start)
 
-		start = time.Now()
+		start := time.Now()
 		fresh, err := obs.Roster(ctx)
 		if err != nil {
 			return nil, err
@@ -84,11 +79,26 @@ func presenceCase(n int) func(context.Context, *runner) ([]Result, error) {
 		if err != nil {
 			return nil, err
 		}
+		af.close() // the agents write their offline rows
+
+		// Raw: the same credentials connect as plain nats.go and each writes one presence row.
+		rf := r.fleet()
+		defer rf.close()
+		rawConnected, rawConverged, err := join(ctx, roster, prefix, creds, func(ctx context.Context, cred *authority.Credential) error {
+			_, js, err := rf.conn(ctx, cred)
+			if err != nil {
+				return err
+			}
+			return writePresence(ctx, js, r.env.Space, cred)
+		})
+		if err != nil {
+			return nil, err
+		}
 		name := fmt.Sprintf("presence/%d", n)
 		conv := Result{
-			Name: name + "/converge", Unit: "s", Cotal: converged.Seconds(),
-			Note: fmt.Sprintf("%d agents connecting %d at a time, from the first connect until an observer's roster shows all online (all connected after %.2f s); a fresh roster loads them in %.3f s",
-				n, presenceDial, connected.Seconds(), loaded.Seconds()),
+			Name: name + "/converge", Unit: "s", Cotal: converged.Seconds(), Raw: rawConverged.Seconds(), Ratio: converged.Seconds() / rawConverged.Seconds(),
+			Note: fmt.Sprintf("%d agents connecting %d at a time, from the first connect until an observer's roster shows all online (all connected after %.2f s; raw %.2f s); a fresh roster loads them in %.3f s; raw: nats.go connections under the same credentials, each writing one presence row",
+				n, presenceDial, connected.Seconds(), rawConnected.Seconds(), loaded.Seconds()),
 		}
 		if n >= 5000 {
 			conv.Target = fmt.Sprintf("< %s", targetConverge)
@@ -104,6 +114,43 @@ func presenceCase(n int) func(context.Context, *runner) ([]Result, error) {
 		}
 		return []Result{conv, cpuRes}, nil
 	}
+}
+
+// join connects every credential through connect, presenceDial at a time, and returns how long
+// until all were connected and until the roster showed them all online.
+func join(ctx context.Context, roster *cotal.Roster, prefix string, creds []*authority.Credential, connect func(context.Context, *authority.Credential) error) (connected, converged time.Duration, err error) {
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(presenceDial)
+	for _, cred := range creds {
+		g.Go(func() error { return connect(gctx, cred) })
+	}
+	if err := g.Wait(); err != nil {
+		return 0, 0, err
+	}
+	connected = time.Since(start)
+	if err := waitOnline(ctx, roster, prefix, len(creds)); err != nil {
+		return 0, 0, err
+	}
+	return connected, time.Since(start), nil
+}
+
+// writePresence writes the idle presence row a fresh client writes, as raw nats.go.
+func writePresence(ctx context.Context, js jetstream.JetStream, sp wire.Space, cred *authority.Credential) error {
+	now := wire.MillisOf(time.Now())
+	p := wire.Presence{
+		Card: wire.AgentCard{
+			ID: cred.Principal.String(), Owner: cred.Principal.Owner(), Actor: cred.Principal.Actor(),
+			Name: cred.Principal.Actor(), Kind: wire.KindAgent, ProtocolVersion: wire.ProtocolVersion,
+		},
+		Status: wire.StatusIdle, TS: now, StatusSince: now, Attention: wire.AttentionOpen, LifecycleUID: cred.LifecycleUID,
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	_, err = js.Publish(ctx, sp.PresenceBucket().Subject(wire.PresenceKey(cred.Principal)), body)
+	return err
 }
 
 // issueMany issues n agent credentials named prefix0, prefix1, ... over held ledger connections.

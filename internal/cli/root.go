@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal/internal/cli/agent"
+	"github.com/gocotal/cotal/internal/cli/bench"
 	"github.com/gocotal/cotal/internal/cli/channels"
 	"github.com/gocotal/cotal/internal/cli/console"
 	"github.com/gocotal/cotal/internal/cli/creds"
@@ -66,6 +67,7 @@ func NewCmdRoot(io *iostreams.IOStreams) *cobra.Command {
 		deliver.NewCmdDeliver(io),
 		creds.NewCmdCreds(io),
 		doctor.NewCmdDoctor(io),
+		bench.NewCmdBench(io),
 		version.NewCmdVersion(io, nil),
 	)
 	for _, c := range append(root.Commands(), root) {

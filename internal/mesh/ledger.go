@@ -116,16 +116,16 @@ func (is *Issuer) IssueAgent(ctx context.Context, req MintRequest) (*authority.C
 	}
 	g.LifecycleUID = wire.NewLifecycleUID()
 	l := wire.Lifecycle{Principal: g.Principal, UID: g.LifecycleUID}
-	err = is.s.Activate(ctx, l, "activate-"+string(l.UID))
+	og, err := is.s.Activate(ctx, l, "activate-"+string(l.UID))
 	if errors.Is(err, authority.ErrConflict) {
 		if err = is.a.takeOver(ctx, is.url, is.s, l.Principal); err == nil {
-			err = is.s.Activate(ctx, l, "activate-"+string(l.UID))
+			og, err = is.s.Activate(ctx, l, "activate-"+string(l.UID))
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	return is.s.Issue(ctx, sk, authority.MintRequest{Profile: authority.ProfileAgent, Grant: g, Expires: req.Expires}, nuid.Next())
+	return is.s.IssueObserved(ctx, sk, og, authority.MintRequest{Profile: authority.ProfileAgent, Grant: g, Expires: req.Expires}, nuid.Next())
 }
 
 // Close closes the issuer's ledger connection.
@@ -185,7 +185,7 @@ func standingLifecycle(ctx context.Context, s *authority.AuthStore, p wire.Princ
 			return h.LifecycleUID, nil
 		}
 		l := wire.Lifecycle{Principal: p, UID: wire.NewLifecycleUID()}
-		if err = s.Activate(ctx, l, "activate-"+string(l.UID)); err == nil {
+		if _, err = s.Activate(ctx, l, "activate-"+string(l.UID)); err == nil {
 			return l.UID, nil
 		}
 		if !errors.Is(err, authority.ErrConflict) {
