@@ -92,3 +92,24 @@ func FuzzGuard(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlainTextPart checks the text-part fast path against the general decoder: whatever it
+// accepts, the general decoder decodes to the same part.
+func FuzzPlainTextPart(f *testing.F) {
+	for _, s := range []string{`{"kind":"text","text":"hi"}`, `{"kind":"text","text":""}`, `{"kind":"text","text":"a\"b"}`, `{"kind":"text","text":"x","y":1}`, "{\"kind\":\"text\",\"text\":\"\x01\"}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		text, ok := plainTextPart(data)
+		if !ok {
+			return
+		}
+		var want Part
+		if err := want.decodeFields(data); err != nil {
+			t.Fatalf("fast path took %q, which the general decoder refuses: %v", data, err)
+		}
+		if want.Kind != PartText || want.Text != text {
+			t.Fatalf("fast path read %q as %q; the general decoder as %+v", data, text, want)
+		}
+	})
+}

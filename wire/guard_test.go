@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -68,5 +69,28 @@ func TestGuardEmptyIDsStayDistinct(t *testing.T) {
 	d2, err2 := Guard("cotal.main.chat."+A+".x", payload)
 	if err1 != nil || err2 != nil || d1.Message.ID != "" || d1.Message == d2.Message {
 		t.Errorf("two id:\"\" messages must both surface: %v %v", err1, err2)
+	}
+}
+
+// BenchmarkGuard is the receive guard on a channel message with one text part, as every member
+// runs it on every live message.
+func BenchmarkGuard(b *testing.B) {
+	for _, size := range []int{128, 4096} {
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
+			sender, _ := NewPrincipal("local", "alice")
+			subject, _ := Space("main").ChatSubject(sender, "general")
+			m := &CotalMessage{ID: NewMessageID(), TS: 1, Space: "main", Channel: "general",
+				From: EndpointRef{ID: sender.String(), Name: "alice"}, Parts: []Part{TextPart(strings.Repeat("x", size))}}
+			payload, err := EncodeMessage(m, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(payload)))
+			for b.Loop() {
+				if _, err := Guard(subject, payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

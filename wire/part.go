@@ -162,6 +162,15 @@ func (p Part) MarshalJSON() ([]byte, error) {
 // is an error; an extension kind keeps its other fields in Extra; unknown fields of a core kind
 // are ignored.
 func (p *Part) UnmarshalJSON(data []byte) error {
+	if text, ok := plainTextPart(data); ok {
+		*p = Part{Kind: PartText, Text: text}
+		return nil
+	}
+	return p.decodeFields(data)
+}
+
+// decodeFields is the general decoder of a part, field by field.
+func (p *Part) decodeFields(data []byte) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
 		return invalid("", "", "must be a JSON object")
@@ -210,6 +219,39 @@ func (p *Part) UnmarshalJSON(data []byte) error {
 	}
 	*p = out
 	return nil
+}
+
+// The exact bytes of a text part as MarshalJSON and the reference's JSON.stringify write it.
+const (
+	textPartHead = `{"kind":"text","text":"`
+	textPartTail = `"}`
+)
+
+// plainTextPart recognises the common encoding of a text part, {"kind":"text","text":"..."} with
+// no escape in the text, and returns its text without a pass of the JSON scanner: a large text
+// part was scanned five times on receive. Anything else takes the general decoder.
+func plainTextPart(data []byte) (string, bool) {
+	body, ok := bytes.CutPrefix(data, []byte(textPartHead))
+	if !ok {
+		return "", false
+	}
+	if body, ok = bytes.CutSuffix(body, []byte(textPartTail)); !ok {
+		return "", false
+	}
+	if bytes.IndexByte(body, '"') >= 0 || bytes.IndexByte(body, '\\') >= 0 || hasControl(body) || !utf8.Valid(body) {
+		return "", false
+	}
+	return string(body), true
+}
+
+// hasControl reports whether b holds a byte below 0x20, which a JSON string must escape.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 func requireString(fields map[string]json.RawMessage, name string, dst *string) error {

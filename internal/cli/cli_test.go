@@ -255,6 +255,11 @@ func TestBadInput(t *testing.T) {
 		{"corrupt key file on mint", []string{"mint", "a", "--dir", corrupt, "--profile", "observer"}, exit.Failed, "left untouched"},
 		{"agent without a mesh", []string{"mint", "a", "--dir", dir}, exit.Failed, "needs the mesh running"},
 		{"the ledger's own profile", []string{"mint", "a", "--dir", dir, "--profile", "ledger"}, exit.Usage, "not minted by name"},
+		{"bench for no time", []string{"bench", "--duration", "0s"}, exit.Usage, "--duration"},
+		{"bench an unknown case", []string{"bench", "--only", "multi"}, exit.Usage, `--only "multi": no such case`},
+		{"bench an empty roster", []string{"bench", "--agents", "0"}, exit.Usage, "--agents 0"},
+		{"bench dir without server", []string{"bench", "--dir", dir}, exit.Usage, "--server"},
+		{"bench a bad space", []string{"bench", "--server", "nats://127.0.0.1:1", "--space", "a b"}, exit.Usage, "--space"},
 	}
 	if os.Geteuid() != 0 { // root writes anywhere
 		tests = append(tests, struct {
@@ -434,4 +439,37 @@ func upMesh(t *testing.T, extra ...string) string {
 		}
 	})
 	return dir
+}
+
+// TestBenchJSON runs `cotal bench` on its throwaway mesh for the credential sizes and checks the
+// JSON report a tracker would read.
+func TestBenchJSON(t *testing.T) {
+	code, stdout, stderr := run(t, "bench", "--only", "credentials/jwt", "--json")
+	if code != exit.OK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Broker  string `json:"broker"`
+		Space   string `json:"space"`
+		Results []struct {
+			Name  string  `json:"name"`
+			Unit  string  `json:"unit"`
+			Cotal float64 `json:"cotal"`
+			Met   *bool   `json:"met"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout)
+	}
+	if rep.Broker != "embedded" || rep.Space != "main" || len(rep.Results) != 4 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, r := range rep.Results {
+		if !strings.HasPrefix(r.Name, "credentials/jwt/") || r.Unit != "bytes" || r.Cotal < 1000 {
+			t.Errorf("result %+v", r)
+		}
+	}
+	if !strings.Contains(stderr, "bench credentials/jwt") {
+		t.Errorf("no progress on stderr: %q", stderr)
+	}
 }
