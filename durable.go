@@ -125,12 +125,15 @@ func (d *deliverer) settleFrame(msg jetstream.Msg) {
 		reject(err.Error())
 		return
 	}
-	data, err := json.Marshal(frame.Msg)
-	if err != nil {
-		reject(err.Error())
-		return
+	// The frame's message is decoded and schema-checked already; guard it against the channel
+	// subject it would have arrived on without encoding it again.
+	var out outcome
+	var rej *wire.RejectError
+	if dl, gerr := wire.GuardDecoded(subject, frame.Msg); gerr != nil {
+		out, rej = d.rejected(subject, gerr)
+	} else {
+		out = d.surface(dl, false)
 	}
-	out, rej := d.deliver(subject, data, false)
 	switch out {
 	case ack:
 		err = msg.Ack()

@@ -66,18 +66,28 @@ const (
 func (d *deliverer) deliver(subject string, data []byte, historical bool) (outcome, *wire.RejectError) {
 	dl, err := wire.Guard(subject, data)
 	if err != nil {
-		var rej *wire.RejectError
-		if errors.As(err, &rej) {
-			d.c.log.Warn("delivery rejected", "subject", subject, "reason", rej.Reason, "err", rej.Err)
-			return term, rej
-		}
-		return term, &wire.RejectError{Reason: wire.ReasonMalformedJSON, Subject: subject, Err: err}
+		return d.rejected(subject, err)
 	}
+	return d.surface(dl, historical), nil
+}
+
+// rejected logs a delivery the guard refused and terminates it.
+func (d *deliverer) rejected(subject string, err error) (outcome, *wire.RejectError) {
+	var rej *wire.RejectError
+	if errors.As(err, &rej) {
+		d.c.log.Warn("delivery rejected", "subject", subject, "reason", rej.Reason, "err", rej.Err)
+		return term, rej
+	}
+	return term, &wire.RejectError{Reason: wire.ReasonMalformedJSON, Subject: subject, Err: err}
+}
+
+// surface hands a guarded delivery to the handler once, de-duplicating by message id.
+func (d *deliverer) surface(dl *wire.Delivery, historical bool) outcome {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	id := dl.Message.ID
 	if id != "" && d.seen[id] { // SPEC §4: never de-duplicate on the empty id
-		return ack, nil
+		return ack
 	}
 	out := &Delivery{Kind: dl.Kind, Historical: historical, Sender: dl.Sender, Message: dl.Message}
 	if dl.Kind == wire.DeliveryChannel {
@@ -86,13 +96,13 @@ func (d *deliverer) deliver(subject string, data []byte, historical bool) (outco
 	if h := d.c.opts.handler; h != nil {
 		if err := h(d.c.ctx, out); err != nil {
 			d.c.log.Info("handler failed; asking for redelivery", "id", id, "err", err)
-			return nak, nil
+			return nak
 		}
 	}
 	if id != "" {
 		d.remember(id)
 	}
-	return ack, nil
+	return ack
 }
 
 // remember adds id to the bounded seen set, forgetting the oldest once it holds dedupSize;

@@ -81,19 +81,12 @@ type Delivery struct {
 // valid message, and from.id must equal the subject's sender. It returns the delivery, or a
 // *RejectError whose Reason says why it must be terminated. Unknown fields are ignored.
 func Guard(subject string, payload []byte) (*Delivery, error) {
+	ps, sender, rej := guardSubject(subject)
+	if rej != nil {
+		return nil, rej
+	}
 	reject := func(r Reason, err error) (*Delivery, error) {
 		return nil, &RejectError{Reason: r, Subject: shorten(subject), Err: err}
-	}
-	ps, err := ParseSubject(subject)
-	if err != nil {
-		return reject(ReasonMalformedSubject, err)
-	}
-	if !IsPrincipalOwner(ps.Owner) {
-		return reject(ReasonMalformedSubject, invalid("subject owner", ps.Owner, `is not a principal owner token (u_ + 26 base32-lower, or "local")`))
-	}
-	sender, err := ps.Principal()
-	if err != nil {
-		return reject(ReasonMalformedSubject, within("subject", err))
 	}
 	env, err := decodeEnvelope(payload)
 	if err != nil {
@@ -110,4 +103,38 @@ func Guard(subject string, payload []byte) (*Delivery, error) {
 		return reject(ReasonMalformedJSON, err)
 	}
 	return &Delivery{Kind: deliveryKinds[ps.Kind], Sender: sender, Subject: ps, Message: msg}, nil
+}
+
+// GuardDecoded is Guard for a message already decoded by DecodeMessage (a durable hand-off's,
+// which carries it decoded): the subject's checks and the sender's, without encoding the message
+// again to decode it a second time.
+func GuardDecoded(subject string, m *CotalMessage) (*Delivery, error) {
+	ps, sender, rej := guardSubject(subject)
+	if rej != nil {
+		return nil, rej
+	}
+	if m.From.ID != ps.Sender() {
+		return nil, &RejectError{Reason: ReasonSenderMismatch, Subject: shorten(subject),
+			Err: invalidf("from.id", m.From.ID, "must equal the subject's sender %q", ps.Sender())}
+	}
+	return &Delivery{Kind: deliveryKinds[ps.Kind], Sender: sender, Subject: ps, Message: m}, nil
+}
+
+// guardSubject parses a delivery subject and its sender, which must carry a principal owner.
+func guardSubject(subject string) (ParsedSubject, Principal, *RejectError) {
+	reject := func(err error) (ParsedSubject, Principal, *RejectError) {
+		return ParsedSubject{}, Principal{}, &RejectError{Reason: ReasonMalformedSubject, Subject: shorten(subject), Err: err}
+	}
+	ps, err := ParseSubject(subject)
+	if err != nil {
+		return reject(err)
+	}
+	if !IsPrincipalOwner(ps.Owner) {
+		return reject(invalid("subject owner", ps.Owner, `is not a principal owner token (u_ + 26 base32-lower, or "local")`))
+	}
+	sender, err := ps.Principal()
+	if err != nil {
+		return reject(within("subject", err))
+	}
+	return ps, sender, nil
 }

@@ -94,3 +94,41 @@ func BenchmarkGuard(b *testing.B) {
 		})
 	}
 }
+
+// TestGuardDecoded holds the decoded guard to Guard's verdicts on the subject and the sender.
+func TestGuardDecoded(t *testing.T) {
+	alice, _ := NewPrincipal("local", "alice")
+	bob, _ := NewPrincipal("local", "bob")
+	subject, _ := Space("main").ChatSubject(alice, "general")
+	m := &CotalMessage{ID: "m1", TS: 1, Space: "main", Channel: "general", From: EndpointRef{ID: alice.String(), Name: "alice"}, Parts: []Part{TextPart("hi")}}
+	payload, err := EncodeMessage(m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := *m
+	forged.From = EndpointRef{ID: bob.String(), Name: "bob"}
+	for _, tt := range []struct {
+		name    string
+		subject string
+		msg     *CotalMessage
+		reason  Reason
+	}{
+		{"sound", subject, m, ""},
+		{"forged sender", subject, &forged, ReasonSenderMismatch},
+		{"not a delivery subject", "cotal.main.nope", m, ReasonMalformedSubject},
+	} {
+		dl, err := GuardDecoded(tt.subject, tt.msg)
+		var rej *RejectError
+		switch {
+		case tt.reason == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.reason != "" && (!errors.As(err, &rej) || rej.Reason != tt.reason):
+			t.Errorf("%s: %v, want %s", tt.name, err, tt.reason)
+		case tt.reason == "":
+			want, _ := Guard(tt.subject, payload)
+			if dl.Kind != want.Kind || dl.Sender != want.Sender || dl.Subject != want.Subject {
+				t.Errorf("%s: %+v, Guard gives %+v", tt.name, dl, want)
+			}
+		}
+	}
+}

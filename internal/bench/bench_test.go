@@ -118,7 +118,7 @@ func benchSide(b *testing.B, env *Env, s setup) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := sd.round(b.Context(), warmup); err != nil {
+	if err := warm(b.Context(), sd); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()

@@ -17,7 +17,9 @@ import (
 const (
 	fanoutMembers = 10
 	fanoutChannel = "bench-durable"
-	fanoutSize    = 128
+	// fanoutRawChannel carries the raw side's posts, which have no members for the daemon.
+	fanoutRawChannel = "bench-durable-raw"
+	fanoutSize       = 128
 	// fanoutPoll is how often the Cotal side reads the members' dlv_ durables.
 	fanoutPoll = 10 * time.Millisecond
 )
@@ -48,7 +50,7 @@ func newFanout(ctx context.Context, env *Env, f *fleet) (*fanout, error) {
 		return nil, err
 	}
 	var err error
-	if fo.pub, err = f.agent(ctx, mesh.MintRequest{Name: "bench_dur_pub", AllowPublish: []string{fanoutChannel}}); err != nil {
+	if fo.pub, err = f.agent(ctx, mesh.MintRequest{Name: "bench_dur_pub", AllowPublish: []string{fanoutChannel, fanoutRawChannel}}); err != nil {
 		return nil, err
 	}
 	for i := range fanoutMembers {
@@ -102,12 +104,12 @@ func (fo *fanout) cotal(ctx context.Context, f *fleet) (side, error) {
 		}
 		s.durables = append(s.durables, cons)
 	}
-	// Leave the channel before disconnecting, so the daemon hands the raw side's posts to no one.
+	// Leave the channel before disconnecting, so the mesh keeps no bench membership.
 	f.onClose(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for _, c := range clients {
-			_ = c.Leave(ctx, fanoutChannel) // a member left behind only adds load to the raw side
+			_ = c.Leave(ctx, fanoutChannel) // best effort: the member is retired at close anyway
 		}
 	})
 	return s, nil
@@ -118,9 +120,9 @@ func (fo *fanout) raw(ctx context.Context, f *fleet) (side, error) {
 	if err != nil {
 		return nil, err
 	}
-	subject, _ := fo.env.Space.ChatSubject(fo.pub.Principal, fanoutChannel) // a valid channel
-	filter, _ := fo.env.Space.ChatFilter(fanoutChannel)
-	s := &rawMulticast{js: js, subject: subject, body: rawBody(fo.env.Space, fo.pub.Principal, fanoutChannel, fanoutSize), subs: len(fo.observers), got: newCounter()}
+	subject, _ := fo.env.Space.ChatSubject(fo.pub.Principal, fanoutRawChannel) // a valid channel
+	filter, _ := fo.env.Space.ChatFilter(fanoutRawChannel)
+	s := &rawMulticast{js: js, subject: subject, body: rawBody(fo.env.Space, fo.pub.Principal, fanoutRawChannel, fanoutSize), subs: len(fo.observers), got: newCounter()}
 	stream := fo.env.Space.ChatStream()
 	for i, o := range fo.observers {
 		_, ojs, err := f.conn(ctx, o)

@@ -125,58 +125,61 @@ func percentiles(lat []time.Duration) Percentiles {
 // warmup is the round run before measuring, so connections, consumers and caches are hot.
 const warmup = 200
 
-// throughput runs rounds of s for about d after a warmup round and returns units per second. A
-// round grows until it takes a tenth of d, so that the pauses between rounds stay small.
-func throughput(ctx context.Context, s side, d time.Duration) (float64, error) {
+// warm runs a side's warmup round and forgets its latencies.
+func warm(ctx context.Context, s side) error {
 	if err := s.round(ctx, warmup); err != nil {
-		return 0, fmt.Errorf("warm up: %w", err)
+		return fmt.Errorf("warm up: %w", err)
 	}
 	if t, ok := s.(timed); ok {
 		t.stamps().take() // the warmup's latencies are not part of the figure
 	}
-	n, total, elapsed := 100, 0, time.Duration(0)
-	for elapsed < d {
-		start := time.Now()
-		if err := s.round(ctx, n); err != nil {
-			return 0, err
+	return nil
+}
+
+// setup connects one side of a case on f, which closes what it connected after the case. The
+// two sides of a case use apart channels, recipients or roles, so that neither receives the
+// other's traffic.
+type setup func(ctx context.Context, f *fleet) (side, error)
+
+// pair measures a throughput case: both sides set up and warmed up, then rounds of the same size
+// that alternate between them for about twice the run's duration in all, so that a drift in the
+// machine's speed falls on both alike, and never both at once. A round grows until a pair of
+// them takes a tenth of the duration, so the pauses between rounds stay small. It reports each
+// side's units per second of its own rounds, with their ratio against a target (zero: none).
+func (r *runner) pair(ctx context.Context, name, unit string, cotal, raw setup, target float64) (Result, error) {
+	f := r.fleet()
+	defer f.close()
+	sides := [2]side{}
+	for i, s := range []setup{cotal, raw} {
+		sd, err := s(ctx, f)
+		if err != nil {
+			return Result{}, fmt.Errorf("%s: %w", sideNames[i], err)
 		}
-		took := time.Since(start)
-		elapsed += took
-		total += n
-		if took < d/10 {
+		if err := warm(ctx, sd); err != nil {
+			return Result{}, fmt.Errorf("%s: %w", sideNames[i], err)
+		}
+		sides[i] = sd
+	}
+	d := r.opts.Duration
+	var took [2]time.Duration
+	n, units := 100, 0
+	for took[0]+took[1] < 2*d {
+		var pairTook time.Duration
+		for i, sd := range sides {
+			start := time.Now()
+			if err := sd.round(ctx, n); err != nil {
+				return Result{}, fmt.Errorf("%s: %w", sideNames[i], err)
+			}
+			t := time.Since(start)
+			took[i] += t
+			pairTook += t
+		}
+		units += n
+		if pairTook < d/10 {
 			n *= 2
 		}
 	}
-	return float64(total) / elapsed.Seconds(), nil
-}
-
-// setup connects one side of a case on f, which closes what it connected once the side is
-// measured.
-type setup func(ctx context.Context, f *fleet) (side, error)
-
-// measure sets up a side, runs it for the run's duration and tears it down, so that the two
-// sides of a case never load the broker at the same time.
-func (r *runner) measure(ctx context.Context, s setup) (float64, error) {
-	f := r.fleet()
-	defer f.close()
-	sd, err := s(ctx, f)
-	if err != nil {
-		return 0, err
-	}
-	return throughput(ctx, sd, r.opts.Duration)
-}
-
-// pair measures the Cotal side and then the raw side of a throughput case, and reports them
-// with their ratio against a target ratio (zero for none).
-func (r *runner) pair(ctx context.Context, name, unit string, cotal, raw setup, target float64) (Result, error) {
-	c, err := r.measure(ctx, cotal)
-	if err != nil {
-		return Result{}, fmt.Errorf("through cotal: %w", err)
-	}
-	rw, err := r.measure(ctx, raw)
-	if err != nil {
-		return Result{}, fmt.Errorf("raw: %w", err)
-	}
+	c, rw := float64(units)/took[0].Seconds(), float64(units)/took[1].Seconds()
 	res := Result{Name: name, Unit: unit, Cotal: c, Raw: rw, Ratio: c / rw}
 	if target > 0 {
 		res.Target = fmt.Sprintf("ratio ≥ %.2f", target)
@@ -184,5 +187,8 @@ func (r *runner) pair(ctx context.Context, name, unit string, cotal, raw setup, 
 	}
 	return res, nil
 }
+
+// sideNames name the sides of a pair in errors.
+var sideNames = [2]string{"through cotal", "raw"}
 
 func met(ok bool) *bool { return &ok }

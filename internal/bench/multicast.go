@@ -60,27 +60,30 @@ func multicastCase(subs, size int) func(context.Context, *runner) ([]Result, err
 	}
 }
 
-// multicast is a multicast case's live channel, publisher and subscribers.
+// multicast is a multicast case's live channels (one per side), publisher and subscribers.
 type multicast struct {
-	env     *Env
-	channel string
-	size    int
-	pub     *authority.Credential
-	subs    []*authority.Credential
+	env                 *Env
+	channel, rawChannel string
+	size                int
+	pub                 *authority.Credential
+	subs                []*authority.Credential
 }
 
 // newMulticast configures a live channel and issues its publisher and subs subscribers on f.
 func newMulticast(ctx context.Context, env *Env, f *fleet, subs, size int) (*multicast, error) {
-	mc := &multicast{env: env, channel: fmt.Sprintf("bench-live-%d", subs), size: size}
-	if err := f.setClass(ctx, mc.channel, wire.ClassLive); err != nil {
-		return nil, err
+	mc := &multicast{env: env, channel: fmt.Sprintf("bench-live-%d", subs), rawChannel: fmt.Sprintf("bench-live-%d-raw", subs), size: size}
+	both := []string{mc.channel, mc.rawChannel}
+	for _, ch := range both {
+		if err := f.setClass(ctx, ch, wire.ClassLive); err != nil {
+			return nil, err
+		}
 	}
 	var err error
-	if mc.pub, err = f.agent(ctx, mesh.MintRequest{Name: "bench_mc_pub", AllowPublish: []string{mc.channel}}); err != nil {
+	if mc.pub, err = f.agent(ctx, mesh.MintRequest{Name: "bench_mc_pub", AllowPublish: both}); err != nil {
 		return nil, err
 	}
 	for i := range subs {
-		cred, err := f.agent(ctx, mesh.MintRequest{Name: fmt.Sprintf("bench_mc_sub_%d", i), Subscribe: []string{mc.channel}})
+		cred, err := f.agent(ctx, mesh.MintRequest{Name: fmt.Sprintf("bench_mc_sub_%d", i), Subscribe: both})
 		if err != nil {
 			return nil, err
 		}
@@ -101,6 +104,7 @@ func (mc *multicast) cotal(ctx context.Context, f *fleet) (side, error) {
 		return nil
 	}
 	for _, cred := range mc.subs {
+		// Joined to the Cotal side's channel only; the raw side's posts go to its own.
 		if _, err := f.client(ctx, cred, cotal.WithPresence(false), cotal.WithJoin(mc.channel), cotal.WithHandler(count)); err != nil {
 			return nil, err
 		}
@@ -115,9 +119,9 @@ func (mc *multicast) raw(ctx context.Context, f *fleet) (side, error) {
 	if err != nil {
 		return nil, err
 	}
-	subject, _ := mc.env.Space.ChatSubject(mc.pub.Principal, mc.channel) // validated at issue
-	filter, _ := mc.env.Space.ChatFilter(mc.channel)
-	s := &rawMulticast{js: js, subject: subject, body: rawBody(mc.env.Space, mc.pub.Principal, mc.channel, mc.size), subs: len(mc.subs), got: newCounter()}
+	subject, _ := mc.env.Space.ChatSubject(mc.pub.Principal, mc.rawChannel) // validated at issue
+	filter, _ := mc.env.Space.ChatFilter(mc.rawChannel)
+	s := &rawMulticast{js: js, subject: subject, body: rawBody(mc.env.Space, mc.pub.Principal, mc.rawChannel, mc.size), subs: len(mc.subs), got: newCounter()}
 	for _, cred := range mc.subs {
 		nc, _, err := f.conn(ctx, cred)
 		if err != nil {
