@@ -75,9 +75,9 @@ func (a *anycast) cotal(ctx context.Context, f *fleet) (side, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &cotalAnycast{producer: producer, parts: text(anycastSize), once: newOnce()}
+	got, parts := newOnce(), text(anycastSize)
 	surface := func(_ context.Context, d *cotal.Delivery) error {
-		s.once.arrive(d.Message.ID)
+		got.arrive(d.Message.ID)
 		return nil
 	}
 	for _, w := range a.workers {
@@ -85,7 +85,10 @@ func (a *anycast) cotal(ctx context.Context, f *fleet) (side, error) {
 			return nil, err
 		}
 	}
-	return s, nil
+	return &sendSide{got: got, per: 1, send: func(ctx context.Context) error {
+		_, err := producer.Ask(ctx, anycastRole, parts)
+		return err
+	}}, nil
 }
 
 func (a *anycast) raw(ctx context.Context, f *fleet) (side, error) {
@@ -93,21 +96,21 @@ func (a *anycast) raw(ctx context.Context, f *fleet) (side, error) {
 	if err != nil {
 		return nil, err
 	}
-	subject, _ := a.env.Space.AnycastSubject(anycastRawRole, a.producer.Principal) // a valid role
-	s := &rawAnycast{js: js, subject: subject, body: rawBody(a.env.Space, a.producer.Principal, "", anycastSize), once: newOnce()}
-	durable, _ := wire.TaskDurable(anycastRawRole)
+	got := newOnce()
+	durable, _ := wire.TaskDurable(anycastRawRole) // a valid role
 	for _, w := range a.rawWorkers {
 		_, wjs, err := f.conn(ctx, w)
 		if err != nil {
 			return nil, err
 		}
 		if err := consume(ctx, f, wjs, a.env.Space.TaskStream(), durable, func(msg jetstream.Msg) {
-			s.once.arrive(msg.Headers().Get(jetstream.MsgIDHeader))
+			got.arrive(msg.Headers().Get(jetstream.MsgIDHeader))
 		}); err != nil {
 			return nil, err
 		}
 	}
-	return s, nil
+	subject, _ := a.env.Space.AnycastSubject(anycastRawRole, a.producer.Principal) // a valid role
+	return &sendSide{got: got, per: 1, send: rawPublish(js, subject, rawBody(a.env.Space, a.producer.Principal, "", anycastSize))}, nil
 }
 
 // once counts the tasks of a round that surface, and those that surface more than once.
@@ -153,37 +156,4 @@ func (o *once) wait(ctx context.Context) error {
 		return fmt.Errorf("%d tasks surfaced more than once", o.dups)
 	}
 	return nil
-}
-
-type cotalAnycast struct {
-	producer *cotal.Client
-	parts    []wire.Part
-	once     *once
-}
-
-func (s *cotalAnycast) round(ctx context.Context, n int) error {
-	s.once.expect(n)
-	for range n {
-		if _, err := s.producer.Ask(ctx, anycastRole, s.parts); err != nil {
-			return err
-		}
-	}
-	return s.once.wait(ctx)
-}
-
-type rawAnycast struct {
-	js      jetstream.JetStream
-	subject string
-	body    []byte
-	once    *once
-}
-
-func (s *rawAnycast) round(ctx context.Context, n int) error {
-	s.once.expect(n)
-	for range n {
-		if _, err := s.js.Publish(ctx, s.subject, s.body, jetstream.WithMsgID(wire.NewMessageID())); err != nil {
-			return err
-		}
-	}
-	return s.once.wait(ctx)
 }

@@ -65,20 +65,23 @@ type dm struct {
 }
 
 func (d *dm) cotal(ctx context.Context, f *fleet) (side, error) {
-	s := &cotalDM{to: d.to.Principal, parts: text(dmSize), got: newCounter(), lat: &d.cotalLat}
-	var err error
-	if s.from, err = f.client(ctx, d.from, cotal.WithPresence(false)); err != nil {
+	from, err := f.client(ctx, d.from, cotal.WithPresence(false))
+	if err != nil {
 		return nil, err
 	}
+	got, parts := newCounter(), text(dmSize)
 	surface := func(context.Context, *cotal.Delivery) error {
-		s.lat.arrived(s.got.next())
-		s.got.add()
+		d.cotalLat.arrived(got.next())
+		got.add()
 		return nil
 	}
 	if _, err := f.client(ctx, d.to, cotal.WithPresence(false), cotal.WithHandler(surface)); err != nil {
 		return nil, err
 	}
-	return s, nil
+	return &sendSide{got: got, per: 1, lat: &d.cotalLat, send: func(ctx context.Context) error {
+		_, err := from.DirectMessage(ctx, d.to.Principal, parts)
+		return err
+	}}, nil
 }
 
 func (d *dm) raw(ctx context.Context, f *fleet) (side, error) {
@@ -86,19 +89,20 @@ func (d *dm) raw(ctx context.Context, f *fleet) (side, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &rawDM{js: js, subject: d.env.Space.DMSubject(d.rawTo.Principal, d.from.Principal), body: rawBody(d.env.Space, d.from.Principal, "", dmSize), got: newCounter(), lat: &d.rawLat}
 	_, tjs, err := f.conn(ctx, d.rawTo)
 	if err != nil {
 		return nil, err
 	}
+	got := newCounter()
 	name := wire.DMDurable(wire.Lifecycle{Principal: d.rawTo.Principal, UID: d.rawTo.LifecycleUID})
 	if err := consume(ctx, f, tjs, d.env.Space.DMStream(), name, func(jetstream.Msg) {
-		s.lat.arrived(s.got.next())
-		s.got.add()
+		d.rawLat.arrived(got.next())
+		got.add()
 	}); err != nil {
 		return nil, err
 	}
-	return s, nil
+	subject := d.env.Space.DMSubject(d.rawTo.Principal, d.from.Principal)
+	return &sendSide{got: got, per: 1, lat: &d.rawLat, send: rawPublish(js, subject, rawBody(d.env.Space, d.from.Principal, "", dmSize))}, nil
 }
 
 // consume binds a durable and acks everything it delivers after handing it to got. The
@@ -117,48 +121,4 @@ func consume(ctx context.Context, f *fleet, js jetstream.JetStream, stream, dura
 	}
 	f.onClose(cc.Stop)
 	return nil
-}
-
-type cotalDM struct {
-	from  *cotal.Client
-	to    wire.Principal
-	parts []wire.Part
-	got   *counter
-	lat   *stamps
-}
-
-func (s *cotalDM) stamps() *stamps { return s.lat }
-
-func (s *cotalDM) round(ctx context.Context, n int) error {
-	s.got.expect(n)
-	s.lat.reset(n)
-	for i := range n {
-		s.lat.send(i)
-		if _, err := s.from.DirectMessage(ctx, s.to, s.parts); err != nil {
-			return err
-		}
-	}
-	return s.got.wait(ctx)
-}
-
-type rawDM struct {
-	js      jetstream.JetStream
-	subject string
-	body    []byte
-	got     *counter
-	lat     *stamps
-}
-
-func (s *rawDM) stamps() *stamps { return s.lat }
-
-func (s *rawDM) round(ctx context.Context, n int) error {
-	s.got.expect(n)
-	s.lat.reset(n)
-	for i := range n {
-		s.lat.send(i)
-		if _, err := s.js.Publish(ctx, s.subject, s.body, jetstream.WithMsgID(wire.NewMessageID())); err != nil {
-			return err
-		}
-	}
-	return s.got.wait(ctx)
 }

@@ -122,7 +122,7 @@ func (fo *fanout) raw(ctx context.Context, f *fleet) (side, error) {
 	}
 	subject, _ := fo.env.Space.ChatSubject(fo.pub.Principal, fanoutRawChannel) // a valid channel
 	filter, _ := fo.env.Space.ChatFilter(fanoutRawChannel)
-	s := &rawMulticast{js: js, subject: subject, body: rawBody(fo.env.Space, fo.pub.Principal, fanoutRawChannel, fanoutSize), subs: len(fo.observers), got: newCounter()}
+	got := newCounter()
 	stream := fo.env.Space.ChatStream()
 	for i, o := range fo.observers {
 		_, ojs, err := f.conn(ctx, o)
@@ -141,11 +141,11 @@ func (fo *fanout) raw(ctx context.Context, f *fleet) (side, error) {
 			defer cancel()
 			_ = ojs.DeleteConsumer(ctx, stream, name) // it goes away after InactiveThreshold anyway
 		})
-		if err := consume(ctx, f, ojs, stream, name, func(jetstream.Msg) { s.got.add() }); err != nil {
+		if err := consume(ctx, f, ojs, stream, name, func(jetstream.Msg) { got.add() }); err != nil {
 			return nil, err
 		}
 	}
-	return s, nil
+	return &sendSide{got: got, per: len(fo.observers), send: rawPublish(js, subject, rawBody(fo.env.Space, fo.pub.Principal, fanoutRawChannel, fanoutSize))}, nil
 }
 
 // cotalFanout posts through the SDK and counts a round done when every member's dlv_ durable has

@@ -8,12 +8,58 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/wire"
 )
 
 // side does a case's work one way: through Cotal or as raw nats.go.
 type side interface {
 	// round does n units of work and returns once every one of them has arrived.
 	round(ctx context.Context, n int) error
+}
+
+// arrivals counts what a round must see arrive: a counter, or once for exactly-once work.
+type arrivals interface {
+	expect(n int)
+	wait(ctx context.Context) error
+}
+
+// sendSide is a side that sends its messages one at a time and then waits for what they owe:
+// per arrivals each message (one per subscriber of a multicast), timing each if lat is set.
+type sendSide struct {
+	send func(ctx context.Context) error
+	got  arrivals
+	per  int
+	lat  *stamps
+}
+
+func (s *sendSide) round(ctx context.Context, n int) error {
+	s.got.expect(n * s.per)
+	if s.lat != nil {
+		s.lat.reset(n)
+	}
+	for i := range n {
+		if s.lat != nil {
+			s.lat.send(i)
+		}
+		if err := s.send(ctx); err != nil {
+			return err
+		}
+	}
+	return s.got.wait(ctx)
+}
+
+func (s *sendSide) stamps() *stamps { return s.lat }
+
+// rawPublish publishes body to subject through JetStream with a fresh Nats-Msg-Id, as the SDK
+// publishes a message with its id.
+func rawPublish(js jetstream.JetStream, subject string, body []byte) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := js.Publish(ctx, subject, body, jetstream.WithMsgID(wire.NewMessageID()))
+		return err
+	}
 }
 
 // stallTimeout fails a round in which nothing arrives for this long.
@@ -130,7 +176,7 @@ func warm(ctx context.Context, s side) error {
 	if err := s.round(ctx, warmup); err != nil {
 		return fmt.Errorf("warm up: %w", err)
 	}
-	if t, ok := s.(timed); ok {
+	if t, ok := s.(timed); ok && t.stamps() != nil {
 		t.stamps().take() // the warmup's latencies are not part of the figure
 	}
 	return nil

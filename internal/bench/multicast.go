@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/authority"
@@ -98,9 +97,9 @@ func (mc *multicast) cotal(ctx context.Context, f *fleet) (side, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &cotalMulticast{pub: pub, channel: mc.channel, parts: text(mc.size), subs: len(mc.subs), got: newCounter()}
+	got, parts := newCounter(), text(mc.size)
 	count := func(context.Context, *cotal.Delivery) error {
-		s.got.add()
+		got.add()
 		return nil
 	}
 	for _, cred := range mc.subs {
@@ -109,7 +108,10 @@ func (mc *multicast) cotal(ctx context.Context, f *fleet) (side, error) {
 			return nil, err
 		}
 	}
-	return s, nil
+	return &sendSide{got: got, per: len(mc.subs), send: func(ctx context.Context) error {
+		_, err := pub.Post(ctx, mc.channel, parts)
+		return err
+	}}, nil
 }
 
 // raw publishes the same bytes to the same subject through JetStream with a fresh Nats-Msg-Id,
@@ -121,13 +123,13 @@ func (mc *multicast) raw(ctx context.Context, f *fleet) (side, error) {
 	}
 	subject, _ := mc.env.Space.ChatSubject(mc.pub.Principal, mc.rawChannel) // validated at issue
 	filter, _ := mc.env.Space.ChatFilter(mc.rawChannel)
-	s := &rawMulticast{js: js, subject: subject, body: rawBody(mc.env.Space, mc.pub.Principal, mc.rawChannel, mc.size), subs: len(mc.subs), got: newCounter()}
+	got := newCounter()
 	for _, cred := range mc.subs {
 		nc, _, err := f.conn(ctx, cred)
 		if err != nil {
 			return nil, err
 		}
-		sub, err := nc.Subscribe(filter, func(*nats.Msg) { s.got.add() })
+		sub, err := nc.Subscribe(filter, func(*nats.Msg) { got.add() })
 		if err != nil {
 			return nil, err
 		}
@@ -138,41 +140,5 @@ func (mc *multicast) raw(ctx context.Context, f *fleet) (side, error) {
 			return nil, err
 		}
 	}
-	return s, nil
-}
-
-type cotalMulticast struct {
-	pub     *cotal.Client
-	channel string
-	parts   []wire.Part
-	subs    int
-	got     *counter
-}
-
-func (s *cotalMulticast) round(ctx context.Context, n int) error {
-	s.got.expect(n * s.subs)
-	for range n {
-		if _, err := s.pub.Post(ctx, s.channel, s.parts); err != nil {
-			return err
-		}
-	}
-	return s.got.wait(ctx)
-}
-
-type rawMulticast struct {
-	js      jetstream.JetStream
-	subject string
-	body    []byte
-	subs    int
-	got     *counter
-}
-
-func (s *rawMulticast) round(ctx context.Context, n int) error {
-	s.got.expect(n * s.subs)
-	for range n {
-		if _, err := s.js.Publish(ctx, s.subject, s.body, jetstream.WithMsgID(wire.NewMessageID())); err != nil {
-			return err
-		}
-	}
-	return s.got.wait(ctx)
+	return &sendSide{got: got, per: len(mc.subs), send: rawPublish(js, subject, rawBody(mc.env.Space, mc.pub.Principal, mc.rawChannel, mc.size))}, nil
 }
