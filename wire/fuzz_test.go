@@ -2,8 +2,10 @@ package wire
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzParseSubject checks that no subject makes ParseSubject panic, that a parse is consistent
@@ -110,6 +112,35 @@ func FuzzPlainTextPart(f *testing.F) {
 		}
 		if want.Kind != PartText || want.Text != text {
 			t.Fatalf("fast path read %q as %q; the general decoder as %+v", data, text, want)
+		}
+	})
+}
+
+// FuzzEnvelopeFast holds the one-pass envelope decoder to encoding/json: whatever it decodes,
+// the general decoder decodes too, to the same envelope.
+func FuzzEnvelopeFast(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"m1","ts":1700000000000,"space":"main","from":{"id":"local.alice","name":"alice"},"channel":"general","parts":[{"kind":"text","text":"hi"}]}`,
+		` { "parts" : [ { "kind" : "artifact" , "size" : 12 , "name" : "a" } , {} ] , "to" : "local.bob" , "from" : { "role" : "r" , "id" : "x" } , "mentions" : [ "a" , "b" ] , "ts" : -0 } `,
+		`{"id":"m1","ID":"m2"}`, `{"id":"m1","id":"m2"}`, `{"id":"a\"b"}`, `{"ts":1e3}`, `{"ts":01}`, `{"mentions":[]}`, `{"parts":[]}`,
+		`{"parts":[{"kind":"data","data":{"x":[1,2]}}]}`, `{"from":{}}`, `{"replyTo":null}`, `{}`, `[]`, `{"id":"m1"} x`, "{\"id\":\"\x01\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !utf8.Valid(data) {
+			return // decodeEnvelope refuses it before either decoder
+		}
+		fast, ok := decodeEnvelopeFast(data)
+		if !ok {
+			return
+		}
+		slow, err := decodeEnvelopeJSON(data)
+		if err != nil {
+			t.Fatalf("fast path took %q, which encoding/json refuses: %v", data, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q: fast path %+v, encoding/json %+v", data, fast, slow)
 		}
 	})
 }

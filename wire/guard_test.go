@@ -132,3 +132,25 @@ func TestGuardDecoded(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvelopeFastTakesWhatClientsWrite checks that the one-pass decoder takes the messages
+// EncodeMessage writes, so receiving them costs no reflection.
+func TestEnvelopeFastTakesWhatClientsWrite(t *testing.T) {
+	alice, _ := NewPrincipal("local", "alice")
+	from := EndpointRef{ID: alice.String(), Name: "alice", Role: "reviewer"}
+	digest := "sha256:" + strings.Repeat("a", 64)
+	for _, m := range []*CotalMessage{
+		{ID: "m1", TS: 1, Space: "main", Channel: "general", From: from, Parts: []Part{TextPart("hi")}},
+		{ID: "m2", TS: 2, Space: "main", To: "local.bob", From: from, Mentions: []string{"bob"}, ReplyTo: "m1", ContextID: "c",
+			Parts: []Part{TextPart("hi"), {Kind: PartArtifact, Name: "a.txt", MediaType: "text/plain", Digest: digest, Size: 3}}},
+		{ID: "m3", TS: 3, Space: "main", ToService: "reviewer", From: from, Parts: []Part{TextPart(strings.Repeat("x", 4096))}},
+	} {
+		payload, err := EncodeMessage(m, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := decodeEnvelopeFast(payload); !ok {
+			t.Errorf("the fast path refused %s", payload)
+		}
+	}
+}

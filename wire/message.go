@@ -197,6 +197,14 @@ func decodeEnvelope(data []byte) (*envelope, error) {
 	if !utf8.Valid(data) {
 		return nil, invalid("message", "", "is not valid UTF-8")
 	}
+	if e, ok := decodeEnvelopeFast(data); ok {
+		return e, nil
+	}
+	return decodeEnvelopeJSON(data)
+}
+
+// decodeEnvelopeJSON is the general decoder of an envelope, through encoding/json.
+func decodeEnvelopeJSON(data []byte) (*envelope, error) {
 	var e envelope
 	if err := json.Unmarshal(data, &e); err != nil {
 		return nil, invalidf("message", "", "is not a JSON message object: %v", err)

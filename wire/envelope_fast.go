@@ -1,0 +1,289 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// decodeEnvelopeFast decodes the common shape of a message in one pass without reflection. That
+// shape is a JSON object holding only the envelope's keys, each once and spelled exactly. Its
+// strings have no escape, ts and numbers in parts are plain integers, from holds only strings,
+// mentions only strings, and parts only objects of such strings and integers. This is what
+// Cotal clients write. ok is false for anything else, and the caller then decodes with
+// encoding/json, so the fast path never decides what the general decoder would decide
+// differently (FuzzEnvelopeFast holds it to that). data must be valid UTF-8.
+func decodeEnvelopeFast(data []byte) (e *envelope, ok bool) {
+	s := &scanner{b: data}
+	e = &envelope{}
+	var seen uint16
+	if !s.next('{') {
+		return nil, false
+	}
+	if s.next('}') {
+		return e, s.end()
+	}
+	for {
+		key, ok := s.str()
+		if !ok || !s.next(':') {
+			return nil, false
+		}
+		bit, ok := envelopeKeys[key]
+		if !ok || seen&bit != 0 {
+			return nil, false // an unknown, duplicate or differently spelled key: the general decoder's call
+		}
+		seen |= bit
+		if !s.field(e, key) {
+			return nil, false
+		}
+		if s.next('}') {
+			return e, s.end()
+		}
+		if !s.next(',') {
+			return nil, false
+		}
+	}
+}
+
+// envelopeKeys gives each envelope key a bit, to refuse duplicates.
+var envelopeKeys = map[string]uint16{
+	"id": 1 << 0, "ts": 1 << 1, "space": 1 << 2, "from": 1 << 3, "channel": 1 << 4, "to": 1 << 5,
+	"toService": 1 << 6, "mentions": 1 << 7, "parts": 1 << 8, "replyTo": 1 << 9, "contextId": 1 << 10,
+}
+
+// field reads key's value into e.
+func (s *scanner) field(e *envelope, key string) bool {
+	var ok bool
+	switch key {
+	case "ts":
+		raw, ok := s.integer()
+		if !ok {
+			return false
+		}
+		var ts EpochMillis
+		if ts.UnmarshalJSON(raw) != nil {
+			return false
+		}
+		e.TS = &ts
+		return true
+	case "from":
+		e.From, ok = s.ref()
+		return ok
+	case "mentions":
+		e.Mentions, ok = s.strings()
+		return ok
+	case "parts":
+		e.Parts, ok = s.parts()
+		return ok
+	}
+	v, ok := s.str()
+	if !ok {
+		return false
+	}
+	switch key {
+	case "id":
+		e.ID = &v
+	case "space":
+		e.Space = &v
+	case "channel":
+		e.Channel = &v
+	case "to":
+		e.To = &v
+	case "toService":
+		e.ToService = &v
+	case "replyTo":
+		e.ReplyTo = v
+	case "contextId":
+		e.ContextID = v
+	}
+	return true
+}
+
+// scanner reads the fast path's JSON subset.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// next consumes c after optional whitespace.
+func (s *scanner) next(c byte) bool {
+	s.space()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// end reports whether only whitespace is left.
+func (s *scanner) end() bool {
+	s.space()
+	return s.i == len(s.b)
+}
+
+// rawStr reads a string with no escape or control character and returns its content.
+func (s *scanner) rawStr() ([]byte, bool) {
+	if !s.next('"') {
+		return nil, false
+	}
+	j := bytes.IndexByte(s.b[s.i:], '"')
+	if j < 0 {
+		return nil, false
+	}
+	body := s.b[s.i : s.i+j]
+	if bytes.IndexByte(body, '\\') >= 0 || hasControl(body) {
+		return nil, false
+	}
+	s.i += j + 1
+	return body, true
+}
+
+func (s *scanner) str() (string, bool) {
+	b, ok := s.rawStr()
+	return string(b), ok
+}
+
+// integer reads -?(0|[1-9][0-9]*) not followed by a fraction or exponent.
+func (s *scanner) integer() ([]byte, bool) {
+	s.space()
+	start := s.i
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	digits := s.i
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+	}
+	n := s.i - digits
+	if n == 0 || (n > 1 && s.b[digits] == '0') {
+		return nil, false
+	}
+	if s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		return nil, false
+	}
+	return s.b[start:s.i], true
+}
+
+// ref reads a from object of the keys id, name and role, each once.
+func (s *scanner) ref() (*refEnvelope, bool) {
+	r := &refEnvelope{}
+	if !s.next('{') {
+		return nil, false
+	}
+	if s.next('}') {
+		return r, true
+	}
+	var seen [3]bool
+	for {
+		key, ok := s.str()
+		if !ok || !s.next(':') {
+			return nil, false
+		}
+		v, ok := s.str()
+		if !ok {
+			return nil, false
+		}
+		switch {
+		case key == "id" && !seen[0]:
+			seen[0], r.ID = true, &v
+		case key == "name" && !seen[1]:
+			seen[1], r.Name = true, &v
+		case key == "role" && !seen[2]:
+			seen[2], r.Role = true, v
+		default:
+			return nil, false
+		}
+		if s.next('}') {
+			return r, true
+		}
+		if !s.next(',') {
+			return nil, false
+		}
+	}
+}
+
+// strings reads an array of strings; empty, it is empty rather than nil, as encoding/json
+// decodes it.
+func (s *scanner) strings() ([]string, bool) {
+	out := []string{}
+	ok := s.array(func() bool {
+		v, ok := s.str()
+		out = append(out, v)
+		return ok
+	})
+	return out, ok
+}
+
+// parts reads an array of part objects as their raw bytes.
+func (s *scanner) parts() ([]json.RawMessage, bool) {
+	out := []json.RawMessage{}
+	ok := s.array(func() bool {
+		raw, ok := s.object()
+		out = append(out, raw)
+		return ok
+	})
+	return out, ok
+}
+
+// array reads [elem, ...] with each element read by elem.
+func (s *scanner) array(elem func() bool) bool {
+	if !s.next('[') {
+		return false
+	}
+	if s.next(']') {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if s.next(']') {
+			return true
+		}
+		if !s.next(',') {
+			return false
+		}
+	}
+}
+
+// object reads an object whose values are escape-free strings or plain integers, and returns its
+// bytes as they stand.
+func (s *scanner) object() (json.RawMessage, bool) {
+	s.space()
+	start := s.i
+	if !s.next('{') {
+		return nil, false
+	}
+	if s.next('}') {
+		return s.b[start:s.i], true
+	}
+	for {
+		if _, ok := s.rawStr(); !ok || !s.next(':') {
+			return nil, false
+		}
+		s.space()
+		if s.i < len(s.b) && s.b[s.i] == '"' {
+			if _, ok := s.rawStr(); !ok {
+				return nil, false
+			}
+		} else if _, ok := s.integer(); !ok {
+			return nil, false
+		}
+		if s.next('}') {
+			return s.b[start:s.i], true
+		}
+		if !s.next(',') {
+			return nil, false
+		}
+	}
+}
