@@ -24,6 +24,9 @@ var (
 	ErrNotPermitted = errors.New("not permitted by the broker")
 	// ErrUnreachable is returned by Connect when no attempt reached the broker.
 	ErrUnreachable = errors.New("broker unreachable")
+	// ErrRosterEnded is reported on Errors when the broker ends a roster's watch; the roster
+	// stops updating (its Done closes) and a new one must be started.
+	ErrRosterEnded = errors.New("roster ended")
 )
 
 // Client is one participant's connection to a space. It is safe for concurrent use. Create one

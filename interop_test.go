@@ -456,3 +456,30 @@ func TestDurableJoinWithoutDaemon(t *testing.T) {
 		t.Errorf("join = %+v", res)
 	}
 }
+
+// TestRosterStopEndsQuietly checks that a stopped roster's Done closes and that stopping it is
+// not reported as a watch the broker ended.
+func TestRosterStopEndsQuietly(t *testing.T) {
+	m := meshtest.Start(t)
+	alice, _ := agent(t, m, mesh.MintRequest{Name: "alice"})
+	roster, err := alice.Roster(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roster.Stop()
+	select {
+	case <-roster.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done did not close after Stop")
+	}
+	for {
+		select {
+		case err := <-alice.Errors():
+			if errors.Is(err, cotal.ErrRosterEnded) {
+				t.Fatalf("Stop reported as %v", err)
+			}
+		default:
+			return
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -224,6 +225,7 @@ type Roster struct {
 	done    chan struct{} // closed when the watch ends
 	changes chan Peer
 	stop    sync.Once
+	stopped atomic.Bool
 }
 
 // Roster starts watching the space's presence and returns once the current rows are loaded. A
@@ -260,6 +262,9 @@ func (r *Roster) run(c *Client) {
 			return // Close closes the connection, which ends the watch
 		case e, ok := <-r.watcher.Updates():
 			if !ok {
+				if !r.stopped.Load() && c.ctx.Err() == nil {
+					c.report(fmt.Errorf("%w: the presence watch ended", ErrRosterEnded))
+				}
 				return
 			}
 			if e == nil {
@@ -335,6 +340,10 @@ func (r *Roster) Find(name string) []Peer {
 	return out
 }
 
+// Done is closed once the roster no longer updates: after Stop or Close, or when the broker
+// ended its watch (reported on Errors as ErrRosterEnded); a new Roster starts a new watch.
+func (r *Roster) Done() <-chan struct{} { return r.done }
+
 // Changes delivers each row as it changes. The channel is buffered; a reader that falls behind
 // misses changes but can always read Peers.
 func (r *Roster) Changes() <-chan Peer { return r.changes }
@@ -342,6 +351,7 @@ func (r *Roster) Changes() <-chan Peer { return r.changes }
 // Stop ends the watch without waiting: removing the watch's consumer is a request a credential
 // may lack the grant for, and it must not hold the caller up. The client's Close waits for it.
 func (r *Roster) Stop() {
+	r.stopped.Store(true)
 	r.stop.Do(func() {
 		r.c.goFn(func() { _ = r.watcher.Stop() }) // best effort; the consumer also expires when idle
 	})

@@ -50,16 +50,10 @@ func presenceCase(n int) func(context.Context, *runner) ([]Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		roster, err := obs.Roster(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer roster.Stop()
-
 		// Cotal: every agent connects through the SDK, which writes its presence and heartbeats.
 		af := r.fleet()
 		defer af.close()
-		connected, converged, err := join(ctx, roster, prefix, creds, func(ctx context.Context, cred *authority.Credential) error {
+		connected, converged, err := join(ctx, obs, prefix, creds, func(ctx context.Context, cred *authority.Credential) error {
 			_, err := af.client(ctx, cred)
 			return err
 		})
@@ -84,7 +78,7 @@ func presenceCase(n int) func(context.Context, *runner) ([]Result, error) {
 		// Raw: the same credentials connect as plain nats.go and each writes one presence row.
 		rf := r.fleet()
 		defer rf.close()
-		rawConnected, rawConverged, err := join(ctx, roster, prefix, creds, func(ctx context.Context, cred *authority.Credential) error {
+		rawConnected, rawConverged, err := join(ctx, obs, prefix, creds, func(ctx context.Context, cred *authority.Credential) error {
 			_, js, err := rf.conn(ctx, cred)
 			if err != nil {
 				return err
@@ -116,9 +110,15 @@ func presenceCase(n int) func(context.Context, *runner) ([]Result, error) {
 	}
 }
 
-// join connects every credential through connect, presenceDial at a time, and returns how long
-// until all were connected and until the roster showed them all online.
-func join(ctx context.Context, roster *cotal.Roster, prefix string, creds []*authority.Credential, connect func(context.Context, *authority.Credential) error) (connected, converged time.Duration, err error) {
+// join starts a roster on obs, connects every credential through connect, presenceDial at a
+// time, and returns how long until all were connected and until the roster showed them all
+// online.
+func join(ctx context.Context, obs *cotal.Client, prefix string, creds []*authority.Credential, connect func(context.Context, *authority.Credential) error) (connected, converged time.Duration, err error) {
+	roster, err := obs.Roster(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer roster.Stop()
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(presenceDial)
@@ -182,19 +182,24 @@ func waitOnline(ctx context.Context, r *cotal.Roster, prefix string, n int) erro
 	defer t.Stop()
 	deadline := time.Now().Add(stallTimeout)
 	for {
-		online := 0
+		online, rows := 0, 0
 		for _, p := range r.Peers() {
-			if p.Online && p.Presence != nil && strings.HasPrefix(p.Presence.Card.Actor, prefix) {
-				online++
+			if p.Presence != nil && strings.HasPrefix(p.Presence.Card.Actor, prefix) {
+				rows++
+				if p.Online {
+					online++
+				}
 			}
 		}
 		if online == n {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the roster shows %d of %d agents online after %s", online, n, stallTimeout)
+			return fmt.Errorf("the roster shows %d of %d agents online after %s (%d rows of theirs in all)", online, n, stallTimeout, rows)
 		}
 		select {
+		case <-r.Done():
+			return fmt.Errorf("%w with %d of %d agents online", cotal.ErrRosterEnded, online, n)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
