@@ -79,7 +79,9 @@ func New(nc *nats.Conn, cfg Config) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	js, err := jetstream.New(nc)
+	// An asynchronous publish (a fan-out copy, a hand-off) the broker never acknowledges fails
+	// after handleTimeout instead of holding its inbox entry forever.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(handleTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -214,9 +216,10 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 	}
 	stops = append(stops, fanout.Stop)
 	h := d.settleHandOffs()
-	stops = append(stops, h.close)
 	lanes := d.startLanes(h)
-	stops = append(stops, lanes.close)
+	// Stopped in reverse: the settler first, so that a lane waiting to queue a hand-off is let go
+	// and the lanes can stop; what is unsettled comes back after the ack wait.
+	stops = append(stops, lanes.close, h.close)
 	reader, err := d.consume(ctx, sp.InboxStream(), jetstream.ConsumerConfig{
 		Durable: wire.ReaderDurable, FilterSubject: sp.KindAll(wire.KindDinbox), DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxAckPending: readerWindow,
