@@ -6,10 +6,11 @@ import (
 )
 
 // decodeEnvelopeFast decodes the common shape of a message in one pass without reflection. That
-// shape is a JSON object holding only the envelope's keys, each once and spelled exactly. Its
-// strings have no escape, ts and numbers in parts are plain integers, from holds only strings,
-// mentions only strings, and parts only objects of such strings and integers. This is what
-// Cotal clients write. ok is false for anything else, and the caller then decodes with
+// shape is a JSON object holding only the envelope's keys, each once and spelled exactly. ts
+// and numbers in parts are plain integers, from holds only strings, mentions only strings, and
+// parts only flat objects of strings and integers. Cotal clients write this shape for text and
+// artifact parts; a data part's nested value falls back. A string with escapes is decoded by
+// encoding/json itself. ok is false for anything else, and the caller then decodes with
 // encoding/json, so the fast path never decides what the general decoder would decide
 // differently (FuzzEnvelopeFast holds it to that). data must be valid UTF-8.
 func decodeEnvelopeFast(data []byte) (e *envelope, ok bool) {
@@ -131,26 +132,57 @@ func (s *scanner) end() bool {
 	return s.i == len(s.b)
 }
 
-// rawStr reads a string with no escape or control character and returns its content.
-func (s *scanner) rawStr() ([]byte, bool) {
+// token reads a JSON string token, quotes included, and reports whether it holds an escape. A
+// token without one is checked here (no control character, valid UTF-8 being the caller's); one
+// with escapes is left to encoding/json, which decides what the general decoder would.
+func (s *scanner) token() (tok []byte, escaped, ok bool) {
 	if !s.next('"') {
-		return nil, false
+		return nil, false, false
 	}
-	j := bytes.IndexByte(s.b[s.i:], '"')
-	if j < 0 {
-		return nil, false
+	start := s.i - 1
+	for {
+		j := bytes.IndexAny(s.b[s.i:], `"\`)
+		if j < 0 {
+			return nil, false, false
+		}
+		s.i += j
+		if s.b[s.i] == '"' {
+			s.i++
+			break
+		}
+		escaped = true
+		s.i += 2 // the backslash and the character it escapes; encoding/json judges the pair
+		if s.i > len(s.b) {
+			return nil, false, false
+		}
 	}
-	body := s.b[s.i : s.i+j]
-	if bytes.IndexByte(body, '\\') >= 0 || hasControl(body) {
-		return nil, false
+	tok = s.b[start:s.i]
+	if hasControl(tok) {
+		return nil, false, false
 	}
-	s.i += j + 1
-	return body, true
+	return tok, escaped, true
 }
 
+// str reads a string and returns its content.
 func (s *scanner) str() (string, bool) {
-	b, ok := s.rawStr()
-	return string(b), ok
+	tok, escaped, ok := s.token()
+	if !ok {
+		return "", false
+	}
+	if !escaped {
+		return string(tok[1 : len(tok)-1]), true
+	}
+	var v string
+	if json.Unmarshal(tok, &v) != nil {
+		return "", false
+	}
+	return v, true
+}
+
+// skipStr reads a string whose content is not needed, only that it is valid.
+func (s *scanner) skipStr() bool {
+	tok, escaped, ok := s.token()
+	return ok && (!escaped || json.Valid(tok))
 }
 
 // integer reads -?(0|[1-9][0-9]*) not followed by a fraction or exponent.
@@ -268,12 +300,12 @@ func (s *scanner) object() (json.RawMessage, bool) {
 		return s.b[start:s.i], true
 	}
 	for {
-		if _, ok := s.rawStr(); !ok || !s.next(':') {
+		if !s.skipStr() || !s.next(':') {
 			return nil, false
 		}
 		s.space()
 		if s.i < len(s.b) && s.b[s.i] == '"' {
-			if _, ok := s.rawStr(); !ok {
+			if !s.skipStr() {
 				return nil, false
 			}
 		} else if _, ok := s.integer(); !ok {

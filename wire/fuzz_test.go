@@ -98,7 +98,8 @@ func FuzzGuard(f *testing.F) {
 // FuzzPlainTextPart checks the text-part fast path against the general decoder: whatever it
 // accepts, the general decoder decodes to the same part.
 func FuzzPlainTextPart(f *testing.F) {
-	for _, s := range []string{`{"kind":"text","text":"hi"}`, `{"kind":"text","text":""}`, `{"kind":"text","text":"a\"b"}`, `{"kind":"text","text":"x","y":1}`, "{\"kind\":\"text\",\"text\":\"\x01\"}"} {
+	for _, s := range []string{`{"kind":"text","text":"hi"}`, `{"kind":"text","text":""}`, `{"kind":"text","text":"a\"b"}`, `{"kind":"text","text":"x","y":1}`, "{\"kind\":\"text\",\"text\":\"\x01\"}",
+		`{"kind":"text","text":"a\nb \u003c \"q\" \ud83d\ude80 \ud800"}`, `{"kind":"text","text":"\"}`, `{"kind":"text","text":"x\"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -123,7 +124,7 @@ func FuzzEnvelopeFast(f *testing.F) {
 		`{"id":"m1","ts":1700000000000,"space":"main","from":{"id":"local.alice","name":"alice"},"channel":"general","parts":[{"kind":"text","text":"hi"}]}`,
 		` { "parts" : [ { "kind" : "artifact" , "size" : 12 , "name" : "a" } , {} ] , "to" : "local.bob" , "from" : { "role" : "r" , "id" : "x" } , "mentions" : [ "a" , "b" ] , "ts" : -0 } `,
 		`{"id":"m1","ID":"m2"}`, `{"id":"m1","id":"m2"}`, `{"id":"a\"b"}`, `{"ts":1e3}`, `{"ts":01}`, `{"mentions":[]}`, `{"parts":[]}`,
-		`{"parts":[{"kind":"data","data":{"x":[1,2]}}]}`, `{"from":{}}`, `{"replyTo":null}`, `{}`, `[]`, `{"id":"m1"} x`, "{\"id\":\"\x01\"}",
+		`{"parts":[{"kind":"data","data":{"x":[1,2]}}]}`, `{"\u0069d":"a\nb","id":"c"}`, `{"id":"\ud800\u00e9"}`, `{"parts":[{"k\"":"v\\"}]}`, `{"from":{}}`, `{"replyTo":null}`, `{}`, `[]`, `{"id":"m1"} x`, "{\"id\":\"\x01\"}",
 	} {
 		f.Add([]byte(s))
 	}

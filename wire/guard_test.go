@@ -144,13 +144,25 @@ func TestEnvelopeFastTakesWhatClientsWrite(t *testing.T) {
 		{ID: "m2", TS: 2, Space: "main", To: "local.bob", From: from, Mentions: []string{"bob"}, ReplyTo: "m1", ContextID: "c",
 			Parts: []Part{TextPart("hi"), {Kind: PartArtifact, Name: "a.txt", MediaType: "text/plain", Digest: digest, Size: 3}}},
 		{ID: "m3", TS: 3, Space: "main", ToService: "reviewer", From: from, Parts: []Part{TextPart(strings.Repeat("x", 4096))}},
+		{ID: "m4", TS: 4, Space: "main", Channel: "general", From: from,
+			Parts: []Part{TextPart("line one\nsays \"a < b && c\"\ttabbed, été, \u2028 and 🚀")}},
 	} {
 		payload, err := EncodeMessage(m, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := decodeEnvelopeFast(payload); !ok {
+		e, ok := decodeEnvelopeFast(payload)
+		if !ok {
 			t.Errorf("the fast path refused %s", payload)
+			continue
+		}
+		for i, raw := range e.Parts {
+			if m.Parts[i].Kind != PartText {
+				continue
+			}
+			if text, ok := plainTextPart(raw); !ok || text != m.Parts[i].Text {
+				t.Errorf("the text fast path read %s as %q, %v", raw, text, ok)
+			}
 		}
 	}
 }
