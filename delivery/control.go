@@ -200,14 +200,12 @@ func (d *Daemon) catchUp(ctx context.Context, l wire.Lifecycle, row *wire.Member
 	if cons.CachedInfo().NumPending == 0 {
 		return nil
 	}
-	// A batch's copies are published together; the backfill is done once all are stored.
 	for {
 		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return err
 		}
-		var acks []jetstream.PubAckFuture
-		got, done := 0, false
+		got := 0
 		for msg := range batch.Messages() {
 			got++
 			meta, err := msg.Metadata()
@@ -215,27 +213,22 @@ func (d *Daemon) catchUp(ctx context.Context, l wire.Lifecycle, row *wire.Member
 				return err
 			}
 			if meta.Sequence.Stream > fence {
-				done = true
-				break
+				return nil
 			}
 			dl, err := wire.Guard(msg.Subject(), msg.Data())
 			if err == nil && dl.Sender != l.Principal {
+				// One copy stored before the next: all of them go to one member, in order.
 				ack, err := d.toInbox(l, dl, meta.Sequence.Stream, wire.ReasonDurableChannel, row.Generation)
+				if err == nil {
+					err = stored(ctx, []jetstream.PubAckFuture{ack})
+				}
 				if err != nil {
 					return err
 				}
-				acks = append(acks, ack)
 			}
 			if meta.Sequence.Stream >= fence || meta.NumPending == 0 {
-				done = true
-				break
+				return nil
 			}
-		}
-		if err := stored(ctx, acks); err != nil {
-			return err
-		}
-		if done {
-			return nil
 		}
 		if err := batch.Error(); err != nil {
 			return err

@@ -52,7 +52,6 @@ type Daemon struct {
 	inst string // this incarnation
 
 	presence roster
-	registry *registry
 
 	mu      sync.Mutex // guards the fields below
 	members map[string]*wire.MemberRow
@@ -79,13 +78,13 @@ func New(nc *nats.Conn, cfg Config) (*Daemon, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// An asynchronous publish (a fan-out copy, a hand-off) the broker never acknowledges fails
-	// after handleTimeout instead of holding its inbox entry forever.
+	// An asynchronous publish (a fan-out copy) the broker never acknowledges fails after
+	// handleTimeout instead of holding its post forever.
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(handleTimeout))
 	if err != nil {
 		return nil, err
 	}
-	return &Daemon{nc: nc, js: js, cfg: cfg, log: log.With("space", cfg.Space), inst: nuid.Next(), presence: roster{rows: map[string]*wire.Presence{}}, registry: newRegistry()}, nil
+	return &Daemon{nc: nc, js: js, cfg: cfg, log: log.With("space", cfg.Space), inst: nuid.Next(), presence: roster{rows: map[string]*wire.Presence{}}}, nil
 }
 
 // errLeaseLost ends an active term whose lease was taken or could not be renewed.
@@ -192,11 +191,6 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 		return fmt.Errorf("watch presence: %w", err)
 	}
 	stops = append(stops, stopPresence)
-	stopRegistry, err := d.watch(ctx, sp.ChannelsBucket(), d.registry.apply)
-	if err != nil {
-		return fmt.Errorf("watch the channels bucket: %w", err)
-	}
-	stops = append(stops, stopRegistry)
 	ctl, err := d.nc.QueueSubscribe(sp.ControlServeFilter(wire.ControlDelivery), string(wire.ControlDelivery), d.serveControl)
 	if err != nil {
 		return fmt.Errorf("serve %s: %w", wire.ControlDelivery, err)
@@ -215,11 +209,8 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 		return err
 	}
 	stops = append(stops, fanout.Stop)
-	h := d.settleHandOffs()
-	lanes := d.startLanes(h)
-	// Stopped in reverse: the settler first, so that a lane waiting to queue a hand-off is let go
-	// and the lanes can stop; what is unsettled comes back after the ack wait.
-	stops = append(stops, lanes.close, h.close)
+	lanes := d.startLanes()
+	stops = append(stops, lanes.close)
 	reader, err := d.consume(ctx, sp.InboxStream(), jetstream.ConsumerConfig{
 		Durable: wire.ReaderDurable, FilterSubject: sp.KindAll(wire.KindDinbox), DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxAckPending: readerWindow,

@@ -40,7 +40,7 @@ func (d *Daemon) fanoutOne(ctx context.Context, msg jetstream.Msg) error {
 		return err
 	}
 	seq, channel := meta.Sequence.Stream, dl.Subject.Rest
-	eff, err := d.registry.resolve(channel)
+	eff, err := d.channelConfig(ctx, channel)
 	if err != nil {
 		return err
 	}
@@ -109,6 +109,32 @@ func (d *Daemon) toInbox(member wire.Lifecycle, dl *wire.Delivery, seq uint64, r
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
 	return d.js.PublishAsync(d.cfg.Space.DinboxSubject(member), body, opts...)
+}
+
+// channelConfig resolves a channel's effective config from the registry, fresh for every message
+// (SPEC §7: one resolution everywhere). A read after the post was stored sees every change made
+// before the post; a watched copy would not, since its updates race the fan-out's.
+func (d *Daemon) channelConfig(ctx context.Context, channel string) (wire.EffectiveChannel, error) {
+	b := d.cfg.Space.ChannelsBucket()
+	var ch wire.ChannelConfig
+	var def wire.ChannelDefaults
+	che, err := d.getJSON(ctx, b, channel, &ch)
+	if err != nil {
+		return wire.EffectiveChannel{}, err
+	}
+	defe, err := d.getJSON(ctx, b, wire.ChannelDefaultsKey, &def)
+	if err != nil {
+		return wire.EffectiveChannel{}, err
+	}
+	var chp *wire.ChannelConfig
+	var defp *wire.ChannelDefaults
+	if che != nil {
+		chp = &ch
+	}
+	if defe != nil {
+		defp = &def
+	}
+	return wire.ResolveChannel(chp, defp), nil
 }
 
 // roster is the daemon's view of presence, for resolving @mentions at publish time.

@@ -19,67 +19,12 @@ import (
 // retired lifecycle can never be delivered, and the store must not keep it forever.
 const retiredAfter = 5
 
-// handOff is a hand-off published to a member's dlv_ subject and not yet stored, with the inbox
-// entry it settles once stored.
-type handOff struct {
-	stored jetstream.PubAckFuture
-	entry  jetstream.Msg
-}
-
-// handOffs settles published hand-offs in order, so that the reader publishes the next while
-// the broker stores the last: the entry is acknowledged once its hand-off is stored, and
-// retried if the store fails.
-type handOffs struct {
-	pending chan handOff
-	stop    chan struct{}
-	done    chan struct{}
-}
-
-// readerWindow bounds the hand-offs awaiting their store; the reader's MaxAckPending bounds the
-// entries in flight anyway.
+// readerWindow bounds the inbox entries the reader holds unacknowledged (its MaxAckPending).
 const readerWindow = 1000
 
-// settleHandOffs starts the settler of one active term; close stops it.
-func (d *Daemon) settleHandOffs() *handOffs {
-	h := &handOffs{pending: make(chan handOff, readerWindow), stop: make(chan struct{}), done: make(chan struct{})}
-	go func() { // owned: close waits for it
-		defer close(h.done)
-		for {
-			select {
-			case <-h.stop:
-				return // what is unsettled is redelivered after the ack wait, and de-duplicates
-			case p := <-h.pending:
-				select {
-				case <-p.stored.Ok():
-					_ = p.entry.Ack() // a lost ack redelivers; the hand-off de-duplicates
-				case err := <-p.stored.Err():
-					d.log.Warn("inbox hand-off not stored; will retry", "subject", p.entry.Subject(), "err", err)
-					_ = p.entry.NakWithDelay(2 * time.Second)
-				case <-h.stop:
-					return
-				}
-			}
-		}
-	}()
-	return h
-}
-
-// add queues a published hand-off for settling.
-func (h *handOffs) add(p handOff) {
-	select {
-	case h.pending <- p:
-	case <-h.stop:
-	}
-}
-
-// close stops the settler once the reader has stopped.
-func (h *handOffs) close() {
-	close(h.stop)
-	<-h.done
-}
-
 // readerLanes is how many inbox entries the reader re-authorises at once. Each lane serves a
-// fixed share of the members, so one member's hand-offs keep their order.
+// fixed share of the members and hands one entry off, stored, before the next, so one member's
+// hand-offs keep their order.
 const readerLanes = 8
 
 // lanes runs the reader's entries on readerLanes goroutines, each entry on its member's lane:
@@ -91,9 +36,15 @@ type lanes struct {
 	wg   sync.WaitGroup
 }
 
-// startLanes starts the reader's lanes of one active term, reading with h; close stops them.
-func (d *Daemon) startLanes(h *handOffs) *lanes {
+// startLanes starts the reader's lanes of one active term; close stops them, cutting short the
+// entry each is reading.
+func (d *Daemon) startLanes() *lanes {
 	l := &lanes{stop: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.wg.Go(func() { // owned: close waits for it
+		<-l.stop
+		cancel()
+	})
 	for range readerLanes {
 		in := make(chan jetstream.Msg, readerWindow/readerLanes)
 		l.in = append(l.in, in)
@@ -103,7 +54,7 @@ func (d *Daemon) startLanes(h *handOffs) *lanes {
 				case <-l.stop:
 					return // what is unread is redelivered after the ack wait
 				case msg := <-in:
-					d.read(msg, h)
+					d.read(ctx, msg)
 				}
 			}
 		})
@@ -130,15 +81,15 @@ func (l *lanes) close() {
 // read re-authorises one inbox entry and hands it to its member: the member's current read ACL
 // must cover the channel and, for a durable-channel copy, its membership interval must hold the
 // message's CHAT sequence. What fails either is dropped.
-func (d *Daemon) read(msg jetstream.Msg, h *handOffs) {
-	ctx, cancel := context.WithTimeout(context.Background(), handleTimeout)
+func (d *Daemon) read(ctx context.Context, msg jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(ctx, handleTimeout)
 	defer cancel()
 	meta, err := msg.Metadata()
 	if err != nil {
 		_ = msg.Nak()
 		return
 	}
-	settle, err := d.readOne(ctx, msg, meta, h)
+	settle, err := d.readOne(ctx, msg, meta)
 	if err != nil {
 		d.log.Warn("inbox hand-off failed; will retry", "subject", msg.Subject(), "err", err)
 		_ = msg.NakWithDelay(2 * time.Second)
@@ -148,7 +99,7 @@ func (d *Daemon) read(msg jetstream.Msg, h *handOffs) {
 }
 
 // readOne decides an entry's fate and returns how to settle it.
-func (d *Daemon) readOne(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata, h *handOffs) (func(), error) {
+func (d *Daemon) readOne(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) (func(), error) {
 	ack := func() { _ = msg.Ack() } // a lost ack redelivers; the hand-off de-duplicates
 	kind, member, err := wire.ParseLifecycleSubject(msg.Subject())
 	if err != nil || kind != wire.KindDinbox {
@@ -192,11 +143,10 @@ func (d *Daemon) readOne(ctx context.Context, msg jetstream.Msg, meta *jetstream
 	if id := wire.PlaneMsgID(entry.Msg.ID, member, entry.Generation); id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
-	stored, err := d.js.PublishMsgAsync(out, opts...)
-	if err != nil {
+	if _, err := d.js.PublishMsg(ctx, out, opts...); err != nil {
 		return nil, err
 	}
-	return func() { h.add(handOff{stored: stored, entry: msg}) }, nil
+	return ack, nil
 }
 
 // deleteEntry removes an entry addressed to a retired lifecycle from the inbox stream.
