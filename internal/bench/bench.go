@@ -6,10 +6,14 @@ package bench
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
@@ -94,6 +98,31 @@ type runner struct {
 	env  *Env
 	opts Options
 	log  *slog.Logger
+	// tag starts the name of everything the run issues: bench_<run id>_. A run against a mesh
+	// that outlives it leaves lifecycles behind, and the next run must not take them over.
+	tag string
+}
+
+func newRunner(env *Env, opts Options, log *slog.Logger) *runner {
+	if opts.Duration <= 0 {
+		opts.Duration = DefaultDuration
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &runner{env: env, opts: opts, log: log, tag: "bench_" + runID() + "_"}
+}
+
+// runID is a short id, unique to each run with overwhelming probability.
+func runID() string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(nuid.Next())) // hashing never fails
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+// name is the run's name for a principal it issues: the tag, then format.
+func (r *runner) name(format string, args ...any) string {
+	return r.tag + fmt.Sprintf(format, args...)
 }
 
 // cases returns every case of a run with these options, in the order they run.
@@ -152,17 +181,11 @@ func selected(opts Options) ([]kase, error) {
 // Run measures the selected cases on env, one after another, calling progress (if set) as each
 // case starts, and returns every result. It stops at the first case that fails.
 func Run(ctx context.Context, env *Env, opts Options, log *slog.Logger, progress func(name string)) ([]Result, error) {
-	if opts.Duration <= 0 {
-		opts.Duration = DefaultDuration
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	cs, err := selected(opts)
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{env: env, opts: opts, log: log}
+	r := newRunner(env, opts, log)
 	var out []Result
 	for _, c := range cs {
 		if progress != nil {

@@ -112,7 +112,7 @@ func benchSides(b *testing.B, env *Env, cotal, raw setup) {
 
 // benchSide sets a side up, warms it up, and times b.N units of its work in one round.
 func benchSide(b *testing.B, env *Env, s setup) {
-	f := (&runner{env: env, log: slog.New(slog.DiscardHandler)}).fleet()
+	f := newRunner(env, Options{}, nil).fleet()
 	defer f.close()
 	sd, err := s(b.Context(), f)
 	if err != nil {
@@ -129,7 +129,7 @@ func benchSide(b *testing.B, env *Env, s setup) {
 
 // caseFleet is a fleet for a benchmark's credentials, closed at cleanup.
 func caseFleet(b *testing.B, env *Env) *fleet {
-	f := (&runner{env: env, log: slog.New(slog.DiscardHandler)}).fleet()
+	f := newRunner(env, Options{}, nil).fleet()
 	b.Cleanup(f.close)
 	return f
 }
@@ -204,4 +204,16 @@ func BenchmarkIssueAgent(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestRunsNameApart checks that two runs name what they issue apart, so a run against a mesh
+// that outlives it never takes over the lifecycles an earlier run left.
+func TestRunsNameApart(t *testing.T) {
+	a, b := newRunner(nil, Options{}, nil), newRunner(nil, Options{}, nil)
+	if a.name("mint_%d", 1) == b.name("mint_%d", 1) {
+		t.Fatalf("both runs name it %s", a.name("mint_%d", 1))
+	}
+	if !strings.HasPrefix(a.name("x"), "bench_") {
+		t.Errorf("name %s", a.name("x"))
+	}
 }

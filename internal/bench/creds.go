@@ -32,7 +32,7 @@ func mintCase(ctx context.Context, r *runner) ([]Result, error) {
 	defer is.Close()
 	var next atomic.Int64
 	issue := func(ctx context.Context) error {
-		_, err := is.IssueAgent(ctx, mesh.MintRequest{Name: fmt.Sprintf("bench_mint_%d", next.Add(1)), Expires: benchLifetime})
+		_, err := is.IssueAgent(ctx, mesh.MintRequest{Name: r.name("mint_%d", next.Add(1)), Expires: benchLifetime})
 		return err
 	}
 	for range warmup {
@@ -62,7 +62,7 @@ func mintCase(ctx context.Context, r *runner) ([]Result, error) {
 
 	start = time.Now()
 	for i := range oneShotMints {
-		if _, err := r.env.Auth.IssueAgent(ctx, r.env.URL, mesh.MintRequest{Space: r.env.Space, Name: fmt.Sprintf("bench_once_%d", i), Expires: benchLifetime}); err != nil {
+		if _, err := r.env.Auth.IssueAgent(ctx, r.env.URL, mesh.MintRequest{Space: r.env.Space, Name: r.name("once_%d", i), Expires: benchLifetime}); err != nil {
 			return nil, err
 		}
 	}
@@ -86,7 +86,7 @@ func jwtSizeCase(ctx context.Context, r *runner) ([]Result, error) {
 	}
 	defer is.Close()
 	size := func(k int, pattern bool) (int, error) {
-		req := mesh.MintRequest{Name: fmt.Sprintf("bench_jwt_%d", k), Expires: benchLifetime}
+		req := mesh.MintRequest{Name: r.name("jwt_%d", k), Expires: benchLifetime}
 		for i := range k {
 			ch := fmt.Sprintf("team.c%03d", i)
 			req.AllowPublish = append(req.AllowPublish, ch)

@@ -49,7 +49,7 @@ func newDM(ctx context.Context, env *Env, f *fleet) (*dm, error) {
 	for _, a := range []struct {
 		name string
 		dst  **authority.Credential
-	}{{"bench_dm_alice", &d.from}, {"bench_dm_bob", &d.to}, {"bench_dm_carol", &d.rawTo}} {
+	}{{f.name("dm_alice"), &d.from}, {f.name("dm_bob"), &d.to}, {f.name("dm_carol"), &d.rawTo}} {
 		if *a.dst, err = f.agent(ctx, mesh.MintRequest{Name: a.name}); err != nil {
 			return nil, err
 		}

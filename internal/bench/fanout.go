@@ -50,21 +50,21 @@ func newFanout(ctx context.Context, env *Env, f *fleet) (*fanout, error) {
 		return nil, err
 	}
 	var err error
-	if fo.pub, err = f.agent(ctx, mesh.MintRequest{Name: "bench_dur_pub", AllowPublish: []string{fanoutChannel, fanoutRawChannel}}); err != nil {
+	if fo.pub, err = f.agent(ctx, mesh.MintRequest{Name: f.name("dur_pub"), AllowPublish: []string{fanoutChannel, fanoutRawChannel}}); err != nil {
 		return nil, err
 	}
 	for i := range fanoutMembers {
-		cred, err := f.agent(ctx, mesh.MintRequest{Name: fmt.Sprintf("bench_dur_member_%d", i), Subscribe: []string{fanoutChannel}})
+		cred, err := f.agent(ctx, mesh.MintRequest{Name: f.name("dur_member_%d", i), Subscribe: []string{fanoutChannel}})
 		if err != nil {
 			return nil, err
 		}
 		fo.members = append(fo.members, cred)
-		if cred, err = f.issue(ctx, authority.ProfileObserver, fmt.Sprintf("bench_dur_raw_%d", i)); err != nil {
+		if cred, err = f.issue(ctx, authority.ProfileObserver, f.name("dur_raw_%d", i)); err != nil {
 			return nil, err
 		}
 		fo.observers = append(fo.observers, cred)
 	}
-	if fo.inspector, err = f.issue(ctx, authority.ProfileProvisioner, "bench_inspector"); err != nil {
+	if fo.inspector, err = f.issue(ctx, authority.ProfileProvisioner, f.name("inspector")); err != nil {
 		return nil, err
 	}
 	return fo, nil
@@ -174,6 +174,8 @@ func (s *cotalFanout) round(ctx context.Context, n int) error {
 		if err != nil {
 			return err
 		}
+		// Delivered counts redeliveries too; a member's client redelivers only when its handler
+		// fails, which the bench's never does.
 		if info.Delivered.Consumer >= s.posted && info.NumPending == 0 && info.NumAckPending == 0 {
 			next++
 			continue

@@ -26,6 +26,7 @@ const benchLifetime = time.Hour
 type fleet struct {
 	env *Env
 	log *slog.Logger
+	tag string
 
 	mu      sync.Mutex
 	stop    []func()
@@ -34,7 +35,10 @@ type fleet struct {
 	retire  []func(context.Context) error
 }
 
-func (r *runner) fleet() *fleet { return &fleet{env: r.env, log: r.log} }
+func (r *runner) fleet() *fleet { return &fleet{env: r.env, log: r.log, tag: r.tag} }
+
+// name is the run's name for a principal the fleet issues.
+func (f *fleet) name(format string, args ...any) string { return f.tag + fmt.Sprintf(format, args...) }
 
 // agent issues an agent credential for local.<req.Name> with its durables and read ACL
 // provisioned; close retires it.
@@ -85,7 +89,7 @@ func (f *fleet) conn(ctx context.Context, cred *authority.Credential) (*nats.Con
 
 // setClass configures channel's delivery class.
 func (f *fleet) setClass(ctx context.Context, channel string, class wire.DeliveryClass) error {
-	cred, err := f.issue(ctx, authority.ProfileChannelWriter, "bench_channels")
+	cred, err := f.issue(ctx, authority.ProfileChannelWriter, f.name("channels"))
 	if err != nil {
 		return err
 	}

@@ -78,11 +78,11 @@ func newMulticast(ctx context.Context, env *Env, f *fleet, subs, size int) (*mul
 		}
 	}
 	var err error
-	if mc.pub, err = f.agent(ctx, mesh.MintRequest{Name: "bench_mc_pub", AllowPublish: both}); err != nil {
+	if mc.pub, err = f.agent(ctx, mesh.MintRequest{Name: f.name("mc_pub"), AllowPublish: both}); err != nil {
 		return nil, err
 	}
 	for i := range subs {
-		cred, err := f.agent(ctx, mesh.MintRequest{Name: fmt.Sprintf("bench_mc_sub_%d", i), Subscribe: both})
+		cred, err := f.agent(ctx, mesh.MintRequest{Name: f.name("mc_sub_%d", i), Subscribe: both})
 		if err != nil {
 			return nil, err
 		}

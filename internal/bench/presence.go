@@ -37,12 +37,12 @@ func presenceCase(n int) func(context.Context, *runner) ([]Result, error) {
 	return func(ctx context.Context, r *runner) ([]Result, error) {
 		f := r.fleet()
 		defer f.close()
-		prefix := fmt.Sprintf("bench_p%d_", n)
+		prefix := r.name("p%d_", n)
 		creds, err := issueMany(ctx, r.env, n, prefix)
 		if err != nil {
 			return nil, err
 		}
-		obsCred, err := f.issue(ctx, authority.ProfileObserver, "bench_roster")
+		obsCred, err := f.issue(ctx, authority.ProfileObserver, f.name("roster"))
 		if err != nil {
 			return nil, err
 		}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go"
 )
 
 // varzPing asks every server of the cluster for its VARZ.
@@ -39,8 +37,10 @@ func (a *Authority) BrokerCPU(ctx context.Context, url string) ([]float64, error
 	var cpu []float64
 	wait := evictionWait // the first reply may take a round trip through the cluster
 	for {
-		msg, err := sub.NextMsg(wait)
-		if errors.Is(err, nats.ErrTimeout) && len(cpu) > 0 {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		msg, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && len(cpu) > 0 && ctx.Err() == nil {
 			return cpu, nil
 		}
 		if err != nil {

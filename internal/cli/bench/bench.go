@@ -25,7 +25,9 @@ import (
 
 // Bounds of the flags.
 const (
-	maxDuration = 10 * time.Minute
+	// maxDuration keeps a case within the life of the ledger credential the issuance case holds
+	// (authority.OneShotLifetime).
+	maxDuration = 2 * time.Minute
 	// maxAgents bounds a presence case: each agent is a connection of this process.
 	maxAgents = 20000
 	// stopWait bounds the throwaway mesh's shutdown.
@@ -58,7 +60,8 @@ func NewCmdBench(io *iostreams.IOStreams) *cobra.Command {
 			"convergence, and credential issuance and size.\n\n" +
 			"By default it starts a throwaway authenticated mesh in a temporary directory. --server\n" +
 			"benches the broker at that URL instead, with the authority of the mesh directory (--dir):\n" +
-			"it issues thousands of bench_* agents there, each expiring within the hour.\n\n" +
+			"it issues thousands of agents there, named bench_<run id>_*: their credentials expire within\n" +
+			"the hour, their lifecycle rows stay in the ledger.\n\n" +
 			"Cases: " + strings.Join(bench.Names(bench.Options{}), ", ") + ".",
 		Example: "  cotal bench\n  cotal bench --only multicast,dm --duration 10s\n  cotal bench --json > bench.json",
 		Args:    cobra.NoArgs,
