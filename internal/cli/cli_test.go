@@ -473,3 +473,25 @@ func TestBenchJSON(t *testing.T) {
 		t.Errorf("no progress on stderr: %q", stderr)
 	}
 }
+
+// TestMeshTargetRefusals checks the shared --dir/--space resolution: a space the mesh does not
+// serve is a usage error, and commands that run on credentials refuse an open mesh.
+func TestMeshTargetRefusals(t *testing.T) {
+	dir := upMesh(t, "--open")
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"ps", "--space", "elsewhere"}, exit.Usage, `does not serve space "elsewhere"`},
+		{[]string{"agent", "--name", "bob"}, exit.Failed, "cotal agent needs an authenticated mesh"},
+		{[]string{"deliver"}, exit.Failed, "an open mesh has no delivery daemon"},
+		{[]string{"doctor", "auth"}, exit.Failed, "an open mesh has no auth store"},
+		{[]string{"creds", "list"}, exit.Failed, "an open mesh has no credentials"},
+	} {
+		code, _, stderr := run(t, append(tt.args, "--dir", dir)...)
+		if code != tt.code || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", tt.args, code, stderr, tt.code, tt.want)
+		}
+	}
+}

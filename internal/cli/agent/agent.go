@@ -16,15 +16,15 @@ import (
 	"github.com/gocotal/cotal/internal/cli/console"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/target"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal agent`.
 type Options struct {
-	IO           *iostreams.IOStreams
-	Dir          string
-	Space        string
+	IO *iostreams.IOStreams
+	target.Flags
 	Name         string
 	Role         string
 	Subscribe    []string
@@ -54,8 +54,7 @@ func NewCmdAgent(io *iostreams.IOStreams) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return agentRun(cmd.Context(), o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
-	f.StringVar(&o.Space, "space", "", "the space (default: the mesh's first)")
+	o.Register(f)
 	f.StringVar(&o.Name, "name", "", "the agent's name (its actor token); required")
 	f.StringVar(&o.Role, "role", "", "a role, to receive anycast tasks")
 	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels to join")
@@ -69,16 +68,9 @@ func agentRun(ctx context.Context, o *Options) error {
 	if err := wire.ValidateActor(o.Name); err != nil {
 		return &exit.UsageError{Err: fmt.Errorf("--name: %w", err)}
 	}
-	d, st, err := mesh.Running(o.Dir)
+	d, st, sp, err := o.Resolve("cotal agent needs an authenticated mesh: it runs on its own credential")
 	if err != nil {
 		return err
-	}
-	if st.Open {
-		return errors.New("cotal agent needs an authenticated mesh: it runs on its own credential")
-	}
-	sp, err := st.SpaceOf(o.Space)
-	if err != nil {
-		return &exit.UsageError{Err: err}
 	}
 	auth, err := mesh.OpenAuthority(d)
 	if err != nil {

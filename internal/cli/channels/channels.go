@@ -15,16 +15,16 @@ import (
 	"github.com/gocotal/cotal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/target"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal channels`.
 type Options struct {
-	IO    *iostreams.IOStreams
-	Dir   string
-	Space string
-	JSON  bool
+	IO *iostreams.IOStreams
+	target.Flags
+	JSON bool
 
 	// set and default: which fields the flags change.
 	Name         string
@@ -50,8 +50,7 @@ func NewCmdChannels(io *iostreams.IOStreams) *cobra.Command {
 	o := &Options{IO: io}
 	cmd := &cobra.Command{Use: "channels", Short: "List and configure channels (replay, window, delivery class)"}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
-	pf.StringVar(&o.Space, "space", "", "the space (default: the mesh's first)")
+	o.Register(pf)
 	list := &cobra.Command{
 		Use: "list", Short: "List configured channels and the space defaults", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return listRun(cmd.Context(), o) },
@@ -86,13 +85,9 @@ func NewCmdChannels(io *iostreams.IOStreams) *cobra.Command {
 
 // registry opens the channels bucket as a credential of profile.
 func registry(ctx context.Context, o *Options, profile authority.Profile) (jetstream.KeyValue, func(), error) {
-	d, st, err := mesh.Running(o.Dir)
+	d, st, sp, err := o.Resolve("")
 	if err != nil {
 		return nil, nil, err
-	}
-	sp, err := st.SpaceOf(o.Space)
-	if err != nil {
-		return nil, nil, &exit.UsageError{Err: err}
 	}
 	js, closeFn, err := mesh.JetStream(ctx, d, st, sp, profile, "cotal_channels")
 	if err != nil {

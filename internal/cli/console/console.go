@@ -13,17 +13,16 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/authority"
-	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/target"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal console`.
 type Options struct {
-	IO    *iostreams.IOStreams
-	Dir   string
-	Space string
+	IO *iostreams.IOStreams
+	target.Flags
 	Plain bool
 }
 
@@ -39,20 +38,15 @@ func NewCmdConsole(io *iostreams.IOStreams) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return consoleRun(cmd.Context(), o) },
 	}
-	cmd.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
-	cmd.Flags().StringVar(&o.Space, "space", "", "the space (default: the mesh's first)")
+	o.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&o.Plain, "plain", true, "plain lines (the only mode so far)")
 	return cmd
 }
 
 func consoleRun(ctx context.Context, o *Options) error {
-	d, st, err := mesh.Running(o.Dir)
+	d, st, sp, err := o.Resolve("")
 	if err != nil {
 		return err
-	}
-	sp, err := st.SpaceOf(o.Space)
-	if err != nil {
-		return &exit.UsageError{Err: err}
 	}
 	out := o.IO.Out
 	c, err := mesh.Client(ctx, d, st, sp, authority.ProfileObserver, "cotal_console", cotal.WithPresence(false),

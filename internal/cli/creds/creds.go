@@ -11,17 +11,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal/authority"
-	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/target"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal creds`.
 type Options struct {
-	IO     *iostreams.IOStreams
-	Dir    string
-	Space  string
+	IO *iostreams.IOStreams
+	target.Flags
 	Actor  string
 	JSON   bool
 	Target string
@@ -44,8 +43,7 @@ func NewCmdCreds(io *iostreams.IOStreams) *cobra.Command {
 	o := &Options{IO: io}
 	cmd := &cobra.Command{Use: "creds", Short: "List and revoke the credentials in the ledger"}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
-	pf.StringVar(&o.Space, "space", "", "the space (default: the mesh's first)")
+	o.Register(pf)
 	list := &cobra.Command{
 		Use: "list", Short: "List every agent credential in the ledger", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return listRun(cmd.Context(), o) },
@@ -70,16 +68,9 @@ func NewCmdCreds(io *iostreams.IOStreams) *cobra.Command {
 // ledgerRows reads the ledger of the running mesh's space; corrupt rows are reported on stderr
 // and left out.
 func ledgerRows(ctx context.Context, o *Options) ([]authority.CredentialRow, *mesh.Authority, *mesh.State, wire.Space, error) {
-	d, st, err := mesh.Running(o.Dir)
+	d, st, sp, err := o.Resolve("an open mesh has no credentials")
 	if err != nil {
 		return nil, nil, nil, "", err
-	}
-	if st.Open {
-		return nil, nil, nil, "", errors.New("an open mesh has no credentials")
-	}
-	sp, err := st.SpaceOf(o.Space)
-	if err != nil {
-		return nil, nil, nil, "", &exit.UsageError{Err: err}
 	}
 	a, err := mesh.OpenAuthority(d)
 	if err != nil {

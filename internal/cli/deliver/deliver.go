@@ -13,16 +13,16 @@ import (
 	"github.com/gocotal/cotal/delivery"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/target"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal deliver`.
 type Options struct {
-	IO    *iostreams.IOStreams
-	Dir   string
-	Space string
-	Name  string
+	IO *iostreams.IOStreams
+	target.Flags
+	Name string
 }
 
 // NewCmdDeliver returns the `cotal deliver` command.
@@ -37,8 +37,7 @@ func NewCmdDeliver(io *iostreams.IOStreams) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return deliverRun(cmd.Context(), o) },
 	}
-	cmd.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
-	cmd.Flags().StringVar(&o.Space, "space", "", "the space (default: the mesh's first)")
+	o.Register(cmd.Flags())
 	cmd.Flags().StringVar(&o.Name, "name", "delivery", "the daemon's actor name")
 	return cmd
 }
@@ -47,16 +46,9 @@ func deliverRun(ctx context.Context, o *Options) error {
 	if err := wire.ValidateActor(o.Name); err != nil {
 		return &exit.UsageError{Err: fmt.Errorf("--name: %w", err)}
 	}
-	d, st, err := mesh.Running(o.Dir)
+	d, st, sp, err := o.Resolve("an open mesh has no delivery daemon: durable delivery needs authentication")
 	if err != nil {
 		return err
-	}
-	if st.Open {
-		return fmt.Errorf("an open mesh has no delivery daemon: durable delivery needs authentication")
-	}
-	sp, err := st.SpaceOf(o.Space)
-	if err != nil {
-		return &exit.UsageError{Err: err}
 	}
 	a, err := mesh.OpenAuthority(d)
 	if err != nil {

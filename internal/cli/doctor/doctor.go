@@ -7,16 +7,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/target"
 	"github.com/gocotal/cotal/internal/mesh"
 )
 
 // Options are the inputs of `cotal doctor`.
 type Options struct {
-	IO    *iostreams.IOStreams
-	Dir   string
-	Space string
+	IO *iostreams.IOStreams
+	target.Flags
 }
 
 // NewCmdDoctor returns `cotal doctor` with its auth check.
@@ -29,23 +28,15 @@ func NewCmdDoctor(io *iostreams.IOStreams) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return authRun(cmd.Context(), o) },
 	}
-	auth.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
-	auth.Flags().StringVar(&o.Space, "space", "", "the space (default: the mesh's first)")
+	o.Register(auth.Flags())
 	cmd.AddCommand(auth)
 	return cmd
 }
 
 func authRun(ctx context.Context, o *Options) error {
-	d, st, err := mesh.Running(o.Dir)
+	d, st, sp, err := o.Resolve("an open mesh has no auth store")
 	if err != nil {
 		return err
-	}
-	if st.Open {
-		return fmt.Errorf("an open mesh has no auth store")
-	}
-	sp, err := st.SpaceOf(o.Space)
-	if err != nil {
-		return &exit.UsageError{Err: err}
 	}
 	a, err := mesh.OpenAuthority(d)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/gocotal/cotal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/target"
 	"github.com/gocotal/cotal/internal/cli/version"
 	"github.com/gocotal/cotal/internal/mcptools"
 	"github.com/gocotal/cotal/internal/mesh"
@@ -25,9 +26,8 @@ import (
 
 // Options are the inputs of `cotal mcp`.
 type Options struct {
-	IO           *iostreams.IOStreams
-	Dir          string
-	Space        string
+	IO *iostreams.IOStreams
+	target.Flags
 	Name         string
 	Role         string
 	Subscribe    []string
@@ -50,8 +50,7 @@ func NewCmdMCP(io *iostreams.IOStreams) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return mcpRun(cmd.Context(), o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
-	f.StringVar(&o.Space, "space", "", "the space (default: the mesh's first)")
+	o.Register(f)
 	f.StringVar(&o.Name, "name", "", "the agent's name (required without --creds)")
 	f.StringVar(&o.Role, "role", "", "a role, to receive anycast tasks")
 	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels to join")

@@ -13,18 +13,17 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/authority"
-	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/target"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/manager"
 )
 
 // Options are the inputs of `cotal ps`.
 type Options struct {
-	IO    *iostreams.IOStreams
-	Dir   string
-	Space string
-	JSON  bool
+	IO *iostreams.IOStreams
+	target.Flags
+	JSON bool
 }
 
 // Row is one line of `cotal ps --json`; the field names are a stable interface.
@@ -51,20 +50,15 @@ func NewCmdPs(io *iostreams.IOStreams) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return psRun(cmd.Context(), o) },
 	}
-	cmd.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
-	cmd.Flags().StringVar(&o.Space, "space", "", "the space (default: the mesh's first)")
+	o.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the roster as JSON")
 	return cmd
 }
 
 func psRun(ctx context.Context, o *Options) error {
-	d, st, err := mesh.Running(o.Dir)
+	d, st, sp, err := o.Resolve("")
 	if err != nil {
 		return err
-	}
-	sp, err := st.SpaceOf(o.Space)
-	if err != nil {
-		return &exit.UsageError{Err: err}
 	}
 	c, err := mesh.Client(ctx, d, st, sp, authority.ProfileObserver, "cotal_ps", cotal.WithPresence(false))
 	if err != nil {

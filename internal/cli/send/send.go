@@ -12,19 +12,19 @@ import (
 	"github.com/gocotal/cotal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/target"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal send`.
 type Options struct {
-	IO    *iostreams.IOStreams
-	Dir   string
-	Space string
-	As    string
-	Kind  string // msg, dm or ask
-	To    string // channel, name or role
-	Text  string
+	IO *iostreams.IOStreams
+	target.Flags
+	As   string
+	Kind string // msg, dm or ask
+	To   string // channel, name or role
+	Text string
 }
 
 // DefaultActor is the actor the CLI sends as unless --as names another.
@@ -40,8 +40,7 @@ func NewCmdSend(io *iostreams.IOStreams, runF func(context.Context, *Options) er
 			"It reports what the broker stored, never that anyone received it.",
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
-	pf.StringVar(&o.Space, "space", "", "the space (default: the mesh's first)")
+	o.Register(pf)
 	pf.StringVar(&o.As, "as", DefaultActor, "the actor to send as")
 	for _, sub := range []struct{ kind, use, short string }{
 		{"msg", "msg CHANNEL TEXT", "Post TEXT to a channel (multicast)"},
@@ -79,13 +78,9 @@ func sendRun(ctx context.Context, o *Options) error {
 			return &exit.UsageError{Err: fmt.Errorf("ROLE must not be empty")}
 		}
 	}
-	d, st, err := mesh.Running(o.Dir)
+	d, st, sp, err := o.Resolve("")
 	if err != nil {
 		return err
-	}
-	sp, err := st.SpaceOf(o.Space)
-	if err != nil {
-		return &exit.UsageError{Err: err}
 	}
 	c, err := mesh.Client(ctx, d, st, sp, authority.ProfileOperator, o.As, cotal.WithPresence(false))
 	if err != nil {
