@@ -109,12 +109,11 @@ func (d *Daemon) aclFor(ctx context.Context, caller wire.Principal) (wire.Lifecy
 		if err != nil {
 			continue
 		}
-		var r wire.ACLRow
-		e, err := d.getJSON(ctx, b, key, &r)
-		if err != nil || e == nil {
+		r, _, err := getRow(ctx, d, b, key, aclRow)
+		if err != nil || r == nil {
 			continue
 		}
-		found, row = append(found, l), &r
+		found, row = append(found, l), r
 	}
 	switch len(found) {
 	case 0:

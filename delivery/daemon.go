@@ -258,12 +258,11 @@ func (d *Daemon) consume(ctx context.Context, stream string, cfg jetstream.Consu
 // grade answers a delivery-plane probe from the lease row: absent or not ready is unbound,
 // another incarnation's is stale, this one's is bound, a failed read unknown.
 func (d *Daemon) grade(ctx context.Context) (wire.ResponderState, string) {
-	var row wire.DeliveryLease
-	e, err := d.getJSON(ctx, d.cfg.Space.DeliveryBucket(), wire.LeaseKey(0), &row)
+	row, _, err := getRow(ctx, d, d.cfg.Space.DeliveryBucket(), wire.LeaseKey(0), leaseRow)
 	switch {
 	case err != nil:
 		return wire.ResponderUnknown, d.inst
-	case e == nil || !row.Ready:
+	case row == nil || !row.Ready:
 		return wire.ResponderUnbound, d.inst
 	case row.Holder != d.cfg.Holder || row.Incarnation != d.inst:
 		return wire.ResponderStale, d.inst

@@ -116,23 +116,13 @@ func (d *Daemon) toInbox(member wire.Lifecycle, dl *wire.Delivery, seq uint64, r
 // before the post; a watched copy would not, since its updates race the fan-out's.
 func (d *Daemon) channelConfig(ctx context.Context, channel string) (wire.EffectiveChannel, error) {
 	b := d.cfg.Space.ChannelsBucket()
-	var ch wire.ChannelConfig
-	var def wire.ChannelDefaults
-	che, err := d.getJSON(ctx, b, channel, &ch)
+	chp, _, err := getRow(ctx, d, b, channel, channelRow)
 	if err != nil {
 		return wire.EffectiveChannel{}, err
 	}
-	defe, err := d.getJSON(ctx, b, wire.ChannelDefaultsKey, &def)
+	defp, _, err := getRow(ctx, d, b, wire.ChannelDefaultsKey, defaultsRow)
 	if err != nil {
 		return wire.EffectiveChannel{}, err
-	}
-	var chp *wire.ChannelConfig
-	var defp *wire.ChannelDefaults
-	if che != nil {
-		chp = &ch
-	}
-	if defe != nil {
-		defp = &def
 	}
 	return wire.ResolveChannel(chp, defp), nil
 }

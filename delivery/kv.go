@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -27,16 +26,31 @@ func (d *Daemon) get(ctx context.Context, b wire.Bucket, key string) (*kvget.Ent
 	return kvget.Get(ctx, d.nc, b, key)
 }
 
-// getJSON reads key into v, reporting whether a live value was there.
-func (d *Daemon) getJSON(ctx context.Context, b wire.Bucket, key string, v any) (*kvget.Entry, error) {
+// getRow reads key's row in b and decodes it with decode, which refuses a malformed row: a
+// bucket can be made to store bytes no writer meant for it (see wire.CheckForeignRow), and such a
+// row is never taken as the key's value. It returns nil, nil when no live value is there.
+func getRow[T any](ctx context.Context, d *Daemon, b wire.Bucket, key string, decode func(key string, data []byte) (*T, error)) (*T, *kvget.Entry, error) {
 	e, err := d.get(ctx, b, key)
 	if err != nil || e == nil || e.Deleted {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := json.Unmarshal(e.Value, v); err != nil {
-		return nil, fmt.Errorf("%s in %s is not valid: %w", key, b, err)
+	v, err := decode(key, e.Value)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s in %s is not valid: %w", key, b, err)
 	}
-	return e, nil
+	return v, e, nil
+}
+
+// Row decoders of the buckets the daemon reads, in getRow's form.
+func aclRow(_ string, data []byte) (*wire.ACLRow, error) { return wire.DecodeACLRow(data) }
+func leaseRow(_ string, data []byte) (*wire.DeliveryLease, error) {
+	return wire.DecodeDeliveryLease(data)
+}
+func channelRow(_ string, data []byte) (*wire.ChannelConfig, error) {
+	return wire.DecodeChannelConfig(data)
+}
+func defaultsRow(_ string, data []byte) (*wire.ChannelDefaults, error) {
+	return wire.DecodeChannelDefaults(data)
 }
 
 // put writes value under key if the key's last revision is still rev (0: the key has no value).

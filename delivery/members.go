@@ -25,14 +25,13 @@ func (d *Daemon) loadMembers(ctx context.Context) error {
 	}
 	members, revs := map[string]*wire.MemberRow{}, map[string]uint64{}
 	for key := range keys.Keys() {
-		var row wire.MemberRow
-		e, err := d.getJSON(ctx, b, key, &row)
+		row, e, err := getRow(ctx, d, b, key, wire.DecodeMemberRow)
 		if err != nil {
 			d.log.Warn("membership row skipped", "key", key, "err", err)
 			continue
 		}
 		if e != nil {
-			members[key], revs[key] = &row, e.Revision
+			members[key], revs[key] = row, e.Revision
 		}
 	}
 	_ = keys.Stop() // the listing is complete; stopping only releases the watcher

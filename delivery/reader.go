@@ -109,12 +109,11 @@ func (d *Daemon) readOne(ctx context.Context, msg jetstream.Msg, meta *jetstream
 	if err := json.Unmarshal(msg.Data(), &entry); err != nil || entry.Msg == nil {
 		return ack, nil
 	}
-	var acl wire.ACLRow
-	e, err := d.getJSON(ctx, d.cfg.Space.ACLBucket(), wire.ACLKey(member), &acl)
+	acl, _, err := getRow(ctx, d, d.cfg.Space.ACLBucket(), wire.ACLKey(member), aclRow)
 	if err != nil {
 		return nil, err
 	}
-	if e == nil {
+	if acl == nil {
 		if meta.NumDelivered < retiredAfter {
 			return func() { _ = msg.NakWithDelay(2 * time.Second) }, nil
 		}

@@ -179,8 +179,14 @@ func validateChannelOptions(window string, class DeliveryClass) error {
 	return invalidf("deliveryClass", string(class), "must be %q or %q", ClassLive, ClassDurable)
 }
 
-// DecodeChannelConfig decodes and validates a channels-bucket entry. Unknown fields are ignored.
+// DecodeChannelConfig decodes and validates a channels-bucket entry. Unknown fields are ignored,
+// but a row carrying a field of another stored shape is refused (CheckForeignRow): a JetStream
+// acknowledgement or a copied message stored under a channel's key must never read as a config
+// of all defaults.
 func DecodeChannelConfig(data []byte) (*ChannelConfig, error) {
+	if err := CheckForeignRow("channel config", data); err != nil {
+		return nil, err
+	}
 	var c ChannelConfig
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, fmt.Errorf("decode channel config: %w", err)
@@ -191,8 +197,12 @@ func DecodeChannelConfig(data []byte) (*ChannelConfig, error) {
 	return &c, nil
 }
 
-// DecodeChannelDefaults decodes and validates the ChannelDefaultsKey entry.
+// DecodeChannelDefaults decodes and validates the ChannelDefaultsKey entry, refusing a row that
+// carries a field of another stored shape as DecodeChannelConfig does.
 func DecodeChannelDefaults(data []byte) (*ChannelDefaults, error) {
+	if err := CheckForeignRow("channel defaults", data); err != nil {
+		return nil, err
+	}
 	var d ChannelDefaults
 	if err := json.Unmarshal(data, &d); err != nil {
 		return nil, fmt.Errorf("decode channel defaults: %w", err)

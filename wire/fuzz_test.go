@@ -71,6 +71,8 @@ func FuzzGuard(f *testing.F) {
 	f.Add("cotal.main.chat."+nkey+".x.y", []byte(valid))
 	f.Add("cotal.main.chat."+A+".x", []byte("{\"id\":\"\xff\"}"))
 	f.Add("cotal.main.chat."+A+".x", []byte(strings.Repeat("[", 20000)))
+	// A from.name one unit over MaxNameLength: refused on receive as on send.
+	f.Add("cotal.main.chat."+A+".x", []byte(`{"id":"m","ts":1,"space":"main","from":{"id":"`+A+`","name":"`+strings.Repeat("n", MaxNameLength+1)+`"},"channel":"x","parts":[]}`))
 	f.Add("cotal.main.chat."+A+".x", []byte(`{"id":"m","ts":1e999,"space":"s","from":{"id":"`+A+`","name":"a"},"channel":"x","parts":[{"kind":"bogus"}]}`))
 	f.Fuzz(func(t *testing.T, subject string, payload []byte) {
 		d, err := Guard(subject, payload)

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -164,5 +165,73 @@ func TestEnvelopeFastTakesWhatClientsWrite(t *testing.T) {
 				t.Errorf("the text fast path read %s as %q, %v", raw, text, ok)
 			}
 		}
+	}
+}
+
+// TestReceiveRefusesLongNames holds receivers to the name limit senders keep (SPEC §6,
+// MAX_NAME_LENGTH): a from.name or card.name over 128 UTF-16 units never surfaces, whichever
+// decoder reads it.
+func TestReceiveRefusesLongNames(t *testing.T) {
+	A := ownerA + ".alice"
+	chat := "cotal.main.chat." + A + ".general"
+	payload := func(name string) []byte {
+		return []byte(`{"id":"m1","ts":1,"space":"main","from":{"id":"` + A + `","name":"` + name + `"},"channel":"general","parts":[]}`)
+	}
+	for _, tt := range []struct {
+		name   string
+		sender string // as written in the JSON string
+		ok     bool
+	}{
+		{"128 ASCII", strings.Repeat("n", MaxNameLength), true},
+		{"empty, as the schema allows", "", true},
+		{"64 astral runes are 128 units", strings.Repeat("🎉", MaxNameLength/2), true},
+		{"129 ASCII", strings.Repeat("n", MaxNameLength+1), false},
+		{"200 ASCII", strings.Repeat("n", 200), false},
+		{"65 astral runes are 130 units", strings.Repeat("🎉", MaxNameLength/2+1), false},
+		{"200 escaped", strings.Repeat(`\u006e`, 200), false},                             // escapes: the fast decoder hands the token to encoding/json
+		{"200 beside an unknown from field", strings.Repeat("n", 200) + `","x":"`, false}, // only encoding/json decodes it
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			data := payload(tt.sender)
+			_, err := Guard(chat, data)
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("Guard: %v", err)
+				}
+				return
+			}
+			var rej *RejectError
+			var v *ValidationError
+			if !errors.As(err, &rej) || rej.Reason != ReasonMalformedJSON || !errors.As(err, &v) || v.Field != "from.name" {
+				t.Fatalf("Guard = %v, want %s on from.name", err, ReasonMalformedJSON)
+			}
+			if _, err := DecodeMessage(data); !errors.As(err, &v) || v.Field != "from.name" {
+				t.Errorf("DecodeMessage = %v, want an error on from.name", err)
+			}
+			// Both decoders must bring the same envelope to the same verdict.
+			slow, err := decodeEnvelopeJSON(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := slow.message(); err == nil {
+				t.Error("the encoding/json path accepts the name")
+			}
+			if fast, ok := decodeEnvelopeFast(data); ok {
+				if _, err := fast.message(); err == nil {
+					t.Error("the fast path accepts the name")
+				}
+			}
+		})
+	}
+
+	p := samplePresence()
+	p.Card.Name = strings.Repeat("n", 200)
+	row, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v *ValidationError
+	if _, err := DecodePresence(p.Card.ID, row); !errors.As(err, &v) || v.Field != "card.name" {
+		t.Errorf("DecodePresence of a 200-character card.name = %v, want an error on card.name", err)
 	}
 }

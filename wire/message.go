@@ -60,6 +60,12 @@ func validateName(name string) error {
 	if name == "" {
 		return invalid("name", name, "is required")
 	}
+	return checkNameLength(name)
+}
+
+// checkNameLength refuses a name over MaxNameLength UTF-16 units. A receiver checks only this
+// much of a sender's name: an empty from.name still decodes, as the schema allows.
+func checkNameLength(name string) error {
 	if n := utf16Len(name); n > MaxNameLength {
 		return invalidf("name", name, "is %d characters long; the limit is %d", n, MaxNameLength)
 	}
@@ -212,9 +218,9 @@ func decodeEnvelopeJSON(data []byte) (*envelope, error) {
 	return &e, nil
 }
 
-// message checks the envelope's shape against the schema and builds the message. Unknown fields
-// were already dropped; the from check is the caller's, since a missing from is a sender mismatch
-// rather than a malformed message.
+// message checks the envelope's shape against the schema, and from.name against MaxNameLength,
+// and builds the message. Unknown fields were already dropped; the from check is the caller's,
+// since a missing from is a sender mismatch rather than a malformed message.
 func (e *envelope) message() (*CotalMessage, error) {
 	switch {
 	case e.ID == nil:
@@ -227,6 +233,10 @@ func (e *envelope) message() (*CotalMessage, error) {
 		return nil, invalid("from", "", "is required with string id and name")
 	case e.Parts == nil:
 		return nil, invalid("parts", "", "is required and must be an array")
+	}
+	// A name longer than any sender may write is refused here too, so no receiver surfaces it.
+	if err := checkNameLength(*e.From.Name); err != nil {
+		return nil, within("from", err)
 	}
 	m := &CotalMessage{
 		ID: *e.ID, TS: *e.TS, Space: *e.Space,
@@ -262,8 +272,8 @@ func deref(s *string) string {
 }
 
 // UnmarshalJSON implements json.Unmarshaler with the schema's shape rules: the required fields
-// present with their types, exactly one routing field, and valid parts. Unknown fields are
-// ignored.
+// present with their types, exactly one routing field, and valid parts; and a from.name of at
+// most MaxNameLength. Unknown fields are ignored.
 func (m *CotalMessage) UnmarshalJSON(data []byte) error {
 	e, err := decodeEnvelope(data)
 	if err != nil {
@@ -278,7 +288,8 @@ func (m *CotalMessage) UnmarshalJSON(data []byte) error {
 }
 
 // DecodeMessage decodes a delivery message payload, returning a *ValidationError naming the field
-// that breaks the schema. It does not compare the sender with a subject; Guard does.
+// that breaks the schema or a from.name over MaxNameLength. It does not compare the sender with a
+// subject; Guard does.
 func DecodeMessage(data []byte) (*CotalMessage, error) {
 	var m CotalMessage
 	if err := m.UnmarshalJSON(data); err != nil {

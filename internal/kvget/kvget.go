@@ -1,4 +1,5 @@
-// Package kvget reads one key of a KV bucket from the stream leader, with a raw STREAM.MSG.GET.
+// Package kvget reads one key of a KV bucket, or one message of a stream, from the stream leader,
+// with a raw STREAM.MSG.GET.
 // nats.go's KV and stream helpers switch to Direct Get when a stream allows it, which is served
 // by any replica (possibly stale) and which least-privilege credentials may not use; a read that
 // decides or fences must come from the leader.
@@ -30,16 +31,48 @@ type Entry struct {
 // Get returns key's last message in bucket b, or nil when the key has none (it never existed,
 // or its message expired).
 func Get(ctx context.Context, nc *nats.Conn, b wire.Bucket, key string) (*Entry, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": b.Subject(key)}) // a map of strings always encodes
-	msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+b.Stream(), req)
+	m, err := ReadLast(ctx, nc, b.Stream(), b.Subject(key))
+	if err != nil || m == nil {
+		if err != nil {
+			err = fmt.Errorf("read %s in %s: %w", key, b, err)
+		}
+		return nil, err
+	}
+	op := m.Header.Get("KV-Operation")
+	return &Entry{Value: m.Data, Revision: m.Seq, Deleted: op == "DEL" || op == "PURGE"}, nil
+}
+
+// Stored is one message of a stream as its leader stores it.
+type Stored struct {
+	Subject string
+	Seq     uint64
+	Data    []byte
+	Header  nats.Header
+}
+
+// ReadLast returns the last message stored under subject in stream, or nil when there is none.
+func ReadLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*Stored, error) {
+	return read(ctx, nc, stream, map[string]any{"last_by_subj": subject})
+}
+
+// ReadSeq returns the message stored at seq in stream, or nil when there is none (it was never
+// stored, or was deleted or taken).
+func ReadSeq(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*Stored, error) {
+	return read(ctx, nc, stream, map[string]any{"seq": seq})
+}
+
+func read(ctx context.Context, nc *nats.Conn, stream string, req map[string]any) (*Stored, error) {
+	body, _ := json.Marshal(req) // strings and integers always encode
+	msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
 	if err != nil {
-		return nil, fmt.Errorf("read %s in %s: %w", key, b, err)
+		return nil, err
 	}
 	var rep struct {
 		Message *struct {
-			Seq  uint64 `json:"seq"`
-			Data string `json:"data"`
-			Hdrs string `json:"hdrs"`
+			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
+			Data    string `json:"data"`
+			Hdrs    string `json:"hdrs"`
 		} `json:"message"`
 		Error *struct {
 			ErrCode int    `json:"err_code"`
@@ -47,28 +80,27 @@ func Get(ctx context.Context, nc *nats.Conn, b wire.Bucket, key string) (*Entry,
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(msg.Data, &rep); err != nil {
-		return nil, fmt.Errorf("read %s in %s: %w", key, b, err)
+		return nil, err
 	}
 	if rep.Error != nil {
 		if rep.Error.ErrCode == errCodeNoMessage {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("read %s in %s: %s (%d)", key, b, rep.Error.Desc, rep.Error.ErrCode)
+		return nil, fmt.Errorf("%s (%d)", rep.Error.Desc, rep.Error.ErrCode)
 	}
 	if rep.Message == nil {
 		return nil, nil
 	}
-	e := &Entry{Revision: rep.Message.Seq}
+	m := &Stored{Subject: rep.Message.Subject, Seq: rep.Message.Seq, Header: nats.Header{}}
 	if rep.Message.Hdrs != "" {
 		if raw, err := base64.StdEncoding.DecodeString(rep.Message.Hdrs); err == nil {
 			if h, err := nats.DecodeHeadersMsg(raw); err == nil {
-				op := h.Get("KV-Operation")
-				e.Deleted = op == "DEL" || op == "PURGE"
+				m.Header = h
 			}
 		}
 	}
-	if e.Value, err = base64.StdEncoding.DecodeString(rep.Message.Data); err != nil {
-		return nil, fmt.Errorf("read %s in %s: %w", key, b, err)
+	if m.Data, err = base64.StdEncoding.DecodeString(rep.Message.Data); err != nil {
+		return nil, err
 	}
-	return e, nil
+	return m, nil
 }
