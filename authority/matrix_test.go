@@ -1,7 +1,13 @@
 package authority_test
 
 import (
+	"context"
+	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/authority"
 	"github.com/gocotal/cotal/internal/mesh"
@@ -67,6 +73,12 @@ func TestPermissionMatrix(t *testing.T) {
 	bobCred, _ := m.Agent(t, mesh.MintRequest{Name: "bob", Subscribe: []string{"team.backend"}})
 	aliceHist := "chathist_local-alice-" + string(aliceCred.LifecycleUID)
 	bobDM := "dm_local-bob-" + string(bobCred.LifecycleUID)
+	// A bucket watch creates its ordered consumer on the extended subject, named at random by the
+	// client and carrying the bucket's full filter (SPEC §13.9: filter tails are fully qualified).
+	watch := func(bucket string) string {
+		return "$JS.API.CONSUMER.CREATE.KV_" + bucket + ".w1.$KV." + bucket + ".>"
+	}
+	unfiltered := func(bucket string) string { return "$JS.API.CONSUMER.CREATE.KV_" + bucket + ".w1" }
 
 	t.Run("agent", func(t *testing.T) {
 		run(t, a, []check{
@@ -112,6 +124,19 @@ func TestPermissionMatrix(t *testing.T) {
 			pub("write the manager lease", "$KV.cotal_manager_main.lease.x", false),
 			pub("write the fan-out inbox", S+"dinbox."+alice+".x", false),
 			sub("tap the whole space", S+">", false),
+			pub("watch presence", watch("cotal_presence_main"), true),
+			pub("watch presence by one key", "$JS.API.CONSUMER.CREATE.KV_cotal_presence_main.w1.$KV.cotal_presence_main."+bob, true),
+			pub("watch presence with no filter in the subject", unfiltered("cotal_presence_main"), false),
+			pub("watch presence with a bare create", "$JS.API.CONSUMER.CREATE.KV_cotal_presence_main", false),
+			pub("watch presence with a durable create", "$JS.API.CONSUMER.DURABLE.CREATE.KV_cotal_presence_main.w1", false),
+			pub("watch presence filtered on everything", "$JS.API.CONSUMER.CREATE.KV_cotal_presence_main.w1.>", false),
+			pub("watch presence filtered outside the bucket", "$JS.API.CONSUMER.CREATE.KV_cotal_presence_main.w1.$KV.cotal_acl_main.>", false),
+			pub("watch presence filtered on a relative tail", "$JS.API.CONSUMER.CREATE.KV_cotal_presence_main.w1.local.bob", false),
+			pub("watch the channel registry", watch("cotal_channels_main"), true),
+			pub("watch the channel registry with no filter in the subject", unfiltered("cotal_channels_main"), false),
+			pub("watch the channel registry filtered outside the bucket", "$JS.API.CONSUMER.CREATE.KV_cotal_channels_main.w1."+S+"chat.>", false),
+			pub("watch the membership feed", watch("cotal_membership_main"), false),
+			pub("watch the ACL bucket", watch("cotal_acl_main"), false),
 		})
 	})
 
@@ -128,6 +153,11 @@ func TestPermissionMatrix(t *testing.T) {
 			pub("send a dm", S+"inst."+bob+".local.watcher", false),
 			pub("write presence", "$KV.cotal_presence_main.local.watcher", false),
 			pub("read DM history", "$JS.API.STREAM.INFO.DM_main", false),
+			pub("watch presence", watch("cotal_presence_main"), true),
+			pub("watch presence with no filter in the subject", unfiltered("cotal_presence_main"), false),
+			pub("watch the membership feed", watch("cotal_membership_main"), true),
+			pub("watch the membership feed with no filter in the subject", unfiltered("cotal_membership_main"), false),
+			pub("watch the membership feed filtered outside the bucket", "$JS.API.CONSUMER.CREATE.KV_cotal_membership_main.w1.$KV.cotal_presence_main.>", false),
 		})
 	})
 
@@ -154,6 +184,8 @@ func TestPermissionMatrix(t *testing.T) {
 			pub("forge a probe", S+"live.manager."+alice, false),
 			pub("write its lease", "$KV.cotal_manager_main.lease.x", true),
 			pub("post", S+"chat.local.manager.team", false),
+			pub("watch presence", watch("cotal_presence_main"), true),
+			pub("watch presence with no filter in the subject", unfiltered("cotal_presence_main"), false),
 		})
 	})
 
@@ -188,6 +220,66 @@ func TestPermissionMatrix(t *testing.T) {
 			pub("post as another", S+"chat."+alice+".team.backend", false),
 			pub("dm as itself", S+"inst."+bob+".local.me", true),
 			sub("read a channel", S+"chat.*.*.team", false),
+			pub("watch the channel registry", watch("cotal_channels_main"), true),
+			pub("watch the channel registry with no filter in the subject", unfiltered("cotal_channels_main"), false),
+			pub("watch presence filtered outside the bucket", "$JS.API.CONSUMER.CREATE.KV_cotal_presence_main.w1.$KV.cotal_channels_main.>", false),
 		})
+	})
+}
+
+// TestWatchCreatesWithClients runs nats.go's own bucket watches on an agent's pinned create rows:
+// a whole bucket, one key and a key listing send the extended create with the bucket's filter,
+// and work; a watch of several keys sends a create with no filter in its subject, which the
+// broker refuses. (The SDK's roster and the CLI's channel listing run the first and the last.)
+func TestWatchCreatesWithClients(t *testing.T) {
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	_, a := m.Agent(t, mesh.MintRequest{Name: "alice", Subscribe: []string{"general"}})
+	presence, channels := string(m.Space.PresenceBucket()), string(m.Space.ChannelsBucket())
+
+	initial := func(t *testing.T, w jetstream.KeyWatcher, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		for e := range w.Updates() {
+			if e == nil {
+				return // the initial values are in
+			}
+		}
+		t.Fatal("the watch ended before its initial values")
+	}
+	for _, bucket := range []string{presence, channels} {
+		t.Run(bucket, func(t *testing.T) {
+			kv, err := a.JS.KeyValue(ctx, bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := kv.WatchAll(ctx)
+			initial(t, w, err)
+			w, err = kv.Watch(ctx, "some.key")
+			initial(t, w, err)
+			if _, err := kv.ListKeys(ctx); err != nil {
+				t.Errorf("list keys: %v", err)
+			}
+		})
+	}
+
+	t.Run("a watch of several keys", func(t *testing.T) {
+		kv, err := a.JS.KeyValue(ctx, presence)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if w, err := kv.WatchFiltered(wctx, []string{"local.alice", "local.bob"}); err == nil {
+			w.Stop()
+			t.Fatal("a multi-key watch was created; its create carries no filter in the subject")
+		}
+		refused := "Permissions Violation for Publish to \"$JS.API.CONSUMER.CREATE.KV_" + presence + "."
+		if !slices.ContainsFunc(a.Errors(), func(err error) bool { return strings.Contains(err.Error(), refused) }) {
+			t.Errorf("the broker did not refuse the multi-key create (errors: %v)", a.Errors())
+		}
 	})
 }

@@ -109,6 +109,8 @@ func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
 		return r.session(wire.SessionOut, wire.SessionIn)
 	case ProfileRunOperator:
 		return r.runOperator(), nil
+	case ProfileWarden:
+		return r.warden(), nil
 	}
 	_, err := ParseProfile(string(profile))
 	return Permissions{}, err
@@ -229,8 +231,18 @@ const (
 	jsConsumerInfo = "$JS.API.CONSUMER.INFO."
 	jsNext         = "$JS.API.CONSUMER.MSG.NEXT."
 	jsDelete       = "$JS.API.CONSUMER.DELETE."
+	jsConsumerList = "$JS.API.CONSUMER.LIST."
 	jsAck          = "$JS.ACK."
 )
+
+// AuditAdvisorySubject is where the broker announces every JetStream API call of an account, with
+// the calling client and the request body.
+const AuditAdvisorySubject = "$JS.EVENT.ADVISORY.API"
+
+// ConsumerDeletedAdvisories matches the broker's announcement of every consumer of an account
+// that is deleted, by request or because its inactive threshold passed:
+// $JS.EVENT.ADVISORY.CONSUMER.DELETED.<stream>.<consumer>.
+const ConsumerDeletedAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.DELETED.>"
 
 func (r rowsFor) inbox() string { return r.ConnID.InboxGrant() }
 
@@ -253,6 +265,27 @@ func kvRead(b wire.Bucket) []string {
 	return []string{jsStreamInfo + st, jsMsgGet + st, jsCreate + st + ".>", jsConsumerInfo + st + ".>", jsDelete + st + ".>"}
 }
 
+// watchCreate is the create row of a bucket's watch consumers, pinned to the extended form
+// "$JS.API.CONSUMER.CREATE.KV_<bucket>.<name>.$KV.<bucket>.>". SPEC §13.9 ("Mediated reads",
+// subject convention): "JetStream API tails (extended-create filter tails and DIRECT.GET subject
+// tails) are always spelled in FULL (cotal.<space>.…/$KV.…/$O.…)", and its grep tests require
+// that "every filter or Direct-Get tail is fully qualified". So the broker refuses a create that
+// carries no filter in its subject (the bare, name-only and multi-filter forms) or one outside
+// the bucket, where a "KV_<bucket>.>" row admitted them all. Both clients send the pinned form for
+// a one-filter watch: nats.go's ordered consumer (jetstream KeyValue.Watch, ListKeys) and
+// nats.js's (@nats-io/kv watch, keys), whose multi-filter watches send a bare create that no
+// row of ours ever admitted. The name stays one wildcard token: both libraries name an ordered
+// consumer at random (nats.go a hash, nats.js "oc_<nuid>_<n>") and rename it on every reset.
+func watchCreate(b wire.Bucket) string {
+	return jsCreate + b.Stream() + ".*." + b.Subject(">")
+}
+
+// agent is the agent profile (SPEC §9, Appendix B). Every metadata row it holds is one the SPEC
+// lists, and each has a client that needs it: $JS.API.INFO (nats.js's JetStream manager checks it
+// at open), STREAM.INFO on CHAT (the join watermark), on the presence and channel buckets (opening
+// a KV handle, in nats.go and nats.js), on the delivery lease and on TASK with a role. What they
+// expose beyond content (per-subject counts, so channel names and who posts where) is a property
+// of the SPEC's grants, measured by TestAgentMetadataExposure.
 func (r rowsFor) agent() Permissions {
 	o, a := r.Principal.Owner(), r.Principal.Actor()
 	l := r.lifecycle()
@@ -281,10 +314,10 @@ func (r rowsFor) agent() Permissions {
 		jsConsumerInfo+chat+"."+hist, jsNext+chat+"."+hist, jsDelete+chat+"."+hist,
 		jsConsumerInfo+dm+"."+dmD, jsNext+dm+"."+dmD, jsAck+dm+"."+dmD+".>",
 		jsConsumerInfo+dlv+"."+dlvD, jsNext+dlv+"."+dlvD, jsAck+dlv+"."+dlvD+".>",
-		jsCreate+presence.Stream()+".>", jsConsumerInfo+presence.Stream()+".>", jsDelete+presence.Stream()+".>",
+		watchCreate(presence), jsConsumerInfo+presence.Stream()+".>", jsDelete+presence.Stream()+".>",
 		jsFlowControl, presence.Subject(wire.PresenceKey(r.Principal)),
 		jsMsgGet+channels.Stream(),
-		jsCreate+channels.Stream()+".>", jsConsumerInfo+channels.Stream()+".>", jsDelete+channels.Stream()+".>",
+		watchCreate(channels), jsConsumerInfo+channels.Stream()+".>", jsDelete+channels.Stream()+".>",
 		jsStreamInfo+r.s.DeliveryBucket().Stream(), jsMsgGet+r.s.DeliveryBucket().Stream(),
 	)
 	if r.Role != "" {
@@ -310,14 +343,16 @@ func (r rowsFor) agent() Permissions {
 // observer is the observer profile, and with admin the admin profile, which adds direct-message
 // history and the inst and svc taps but never the ep rails or the whole space.
 func (r rowsFor) observer(admin bool) Permissions {
-	chat, presence := r.s.ChatStream(), r.s.PresenceBucket().Stream()
+	chat, presence := r.s.ChatStream(), r.s.PresenceBucket()
 	pub := []string{
-		jsInfo, jsStreamInfo + chat, jsStreamInfo + presence,
+		jsInfo, jsStreamInfo + chat, jsStreamInfo + presence.Stream(),
 		jsCreate + chat, jsCreate + chat + ".>", jsConsumerInfo + chat + ".>", jsNext + chat + ".>", jsDelete + chat + ".>", jsAck + chat + ".>",
-		jsCreate + presence + ".>", jsConsumerInfo + presence + ".>", jsDelete + presence + ".>",
+		watchCreate(presence), jsConsumerInfo + presence.Stream() + ".>", jsDelete + presence.Stream() + ".>",
 	}
-	pub = append(pub, kvRead(r.s.ChannelsBucket())...)
-	pub = append(pub, kvRead(r.s.MembershipBucket())...)
+	for _, b := range []wire.Bucket{r.s.ChannelsBucket(), r.s.MembershipBucket()} {
+		st := b.Stream()
+		pub = append(pub, jsStreamInfo+st, jsMsgGet+st, watchCreate(b), jsConsumerInfo+st+".>", jsDelete+st+".>")
+	}
 	// SPEC Appendix B also lets observers read the delivery lease (delivery health); the
 	// reference's code lacks the two rows. Read-only, so the SPEC wins.
 	pub = append(pub, jsStreamInfo+r.s.DeliveryBucket().Stream(), jsMsgGet+r.s.DeliveryBucket().Stream())
@@ -337,7 +372,7 @@ func (r rowsFor) supervisor() Permissions {
 		PubAllow: []string{
 			jsInfo, jsStreamInfo + mgr.Stream(), jsMsgGet + mgr.Stream(), mgr.Subject(wire.LeaseKeys()),
 			presence.Subject(wire.PresenceKey(r.Principal)), jsStreamInfo + presence.Stream(),
-			jsCreate + presence.Stream() + ".>", jsConsumerInfo + presence.Stream() + ".>",
+			watchCreate(presence), jsConsumerInfo + presence.Stream() + ".>",
 			jsFlowControl,
 			r.s.ControlSubject(wire.ControlDeliveryAdmin, r.Principal),
 			r.s.LivenessReplyGrant(wire.PlaneManager),
@@ -449,9 +484,9 @@ func (r rowsFor) operator() Permissions {
 			r.chat(r.Principal.Owner(), r.Principal.Actor(), ">"),
 			r.s.DMSendGrant(r.Principal), r.s.AnycastSendGrant(r.Principal),
 			presence.Subject(wire.PresenceKey(r.Principal)),
-			jsInfo, jsStreamInfo + presence.Stream(), jsCreate + presence.Stream() + ".>", jsConsumerInfo + presence.Stream() + ".>",
+			jsInfo, jsStreamInfo + presence.Stream(), watchCreate(presence), jsConsumerInfo + presence.Stream() + ".>",
 			jsStreamInfo + channels.Stream(), jsMsgGet + channels.Stream(), jsDirectGet + channels.Stream() + ".>",
-			jsCreate + channels.Stream() + ".>", jsConsumerInfo + channels.Stream() + ".>",
+			watchCreate(channels), jsConsumerInfo + channels.Stream() + ".>",
 			jsFlowControl,
 		},
 		SubAllow: []string{r.inbox()},
@@ -478,11 +513,11 @@ func (r rowsFor) purger() Permissions {
 
 // teardown is the only profile that deletes streams.
 func (r rowsFor) teardown() Permissions {
-	presence, channels := r.s.PresenceBucket().Stream(), r.s.ChannelsBucket()
+	presence, channels := r.s.PresenceBucket(), r.s.ChannelsBucket()
 	pub := []string{
-		jsInfo, jsCreate + presence + ".>", jsConsumerInfo + presence + ".>",
+		jsInfo, watchCreate(presence), jsConsumerInfo + presence.Stream() + ".>",
 		jsMsgGet + channels.Stream(), jsDirectGet + channels.Stream() + ".>",
-		jsCreate + channels.Stream() + ".>", jsConsumerInfo + channels.Stream() + ".>",
+		watchCreate(channels), jsConsumerInfo + channels.Stream() + ".>",
 		jsFlowControl,
 	}
 	for _, st := range spaceStreams(r.s) {
@@ -503,6 +538,27 @@ func (r rowsFor) ledger() Permissions {
 		},
 		SubAllow: []string{r.inbox()},
 	}
+}
+
+// warden is the integrity warden's rows: it hears the account's JetStream API audit and consumer
+// deletions, lists and deletes consumers on every stream of the space, watches every stream and
+// bucket through its own consumers, deletes a stored message by sequence and writes a bucket row
+// back. It holds no messaging subject, so it can neither post nor read a live delivery.
+func (r rowsFor) warden() Permissions {
+	pub := []string{jsInfo, jsFlowControl}
+	for _, st := range spaceStreams(r.s) {
+		pub = append(pub,
+			jsStreamInfo+st, jsMsgGet+st, jsMsgDelete+st, jsConsumerList+st,
+			jsCreate+st+".>", jsConsumerInfo+st+".>", jsNext+st+".>", jsDelete+st+".>",
+		)
+	}
+	for _, b := range []wire.Bucket{
+		r.s.PresenceBucket(), r.s.ChannelsBucket(), r.s.MembersBucket(), r.s.ACLBucket(),
+		r.s.MembershipBucket(), r.s.DeliveryBucket(), r.s.ManagerBucket(), r.s.AuthBucket(),
+	} {
+		pub = append(pub, b.Subject(">"))
+	}
+	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox(), AuditAdvisorySubject, ConsumerDeletedAdvisories}}
 }
 
 // String renders p one row per line, for debugging and test failures.

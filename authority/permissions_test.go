@@ -85,6 +85,8 @@ func TestAgentRows(t *testing.T) {
 		"$JS.API.CONSUMER.MSG.NEXT.DM_main.dm_" + testOwner + "-alice-" + testUID,
 		"$KV.cotal_presence_main." + me,
 		"$JS.ACK.TASK_main.svc_reviewer.>",
+		"$JS.API.CONSUMER.CREATE.KV_cotal_presence_main.*.$KV.cotal_presence_main.>",
+		"$JS.API.CONSUMER.CREATE.KV_cotal_channels_main.*.$KV.cotal_channels_main.>",
 	}
 	for _, row := range must {
 		if !slices.Contains(perms.PubAllow, row) {
@@ -112,6 +114,47 @@ func TestAgentRows(t *testing.T) {
 		if strings.Contains(row, "TASK_") {
 			t.Errorf("an agent without a role holds %s", row)
 		}
+	}
+}
+
+// TestWatchCreatesArePinned is SPEC §13.9's grep test ("every filter or Direct-Get tail is fully
+// qualified") over the bucket watch creates of the profiles that watch a bucket for a client: each
+// names one consumer token and the bucket's own full filter tail, so no create without a filter in
+// its subject, or with a filter outside the bucket, is admitted.
+func TestWatchCreatesArePinned(t *testing.T) {
+	tests := []struct {
+		profile Profile
+		buckets []string // the buckets it watches
+	}{
+		{ProfileAgent, []string{"cotal_presence_main", "cotal_channels_main"}},
+		{ProfileObserver, []string{"cotal_presence_main", "cotal_channels_main", "cotal_membership_main"}},
+		{ProfileAdmin, []string{"cotal_presence_main", "cotal_channels_main", "cotal_membership_main"}},
+		{ProfileOperator, []string{"cotal_presence_main", "cotal_channels_main"}},
+		{ProfileSupervisor, []string{"cotal_presence_main"}},
+		{ProfileTeardown, []string{"cotal_presence_main", "cotal_channels_main"}},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.profile), func(t *testing.T) {
+			perms, err := PermissionsFor(tt.profile, sampleGrant(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, row := range perms.PubAllow {
+				if strings.HasPrefix(row, "$JS.API.CONSUMER.CREATE.KV_") {
+					got = append(got, row)
+				}
+			}
+			var want []string
+			for _, b := range tt.buckets {
+				want = append(want, "$JS.API.CONSUMER.CREATE.KV_"+b+".*.$KV."+b+".>")
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s watch creates = %q, want %q", tt.profile, got, want)
+			}
+		})
 	}
 }
 

@@ -50,13 +50,18 @@ const (
 	// ProfileRunOperator serves one run-surface call: it reads the run records and replays one
 	// run's journal, read-only, for a minute.
 	ProfileRunOperator Profile = "run-operator"
+	// ProfileWarden is the mesh's integrity warden: it audits every JetStream API call of the
+	// space, deletes consumers that break their grant's intent, and quarantines stored messages
+	// and bucket rows that no legitimate writer produced. The mesh mints it for itself; it is
+	// never handed out.
+	ProfileWarden Profile = "warden"
 )
 
 // Profiles lists every profile.
 var Profiles = []Profile{
 	ProfileAgent, ProfileObserver, ProfileAdmin, ProfileSupervisor, ProfileDelivery, ProfileProvisioner,
 	ProfileDeprovisioner, ProfileOperator, ProfileProbe, ProfileChannelWriter, ProfilePurger, ProfileTeardown,
-	ProfileLedger, ProfileSessionCaller, ProfileSessionServing, ProfileRunOperator,
+	ProfileLedger, ProfileSessionCaller, ProfileSessionServing, ProfileRunOperator, ProfileWarden,
 }
 
 // Handed lists the profiles an operator may mint for a process by name alone. The others are the
@@ -93,7 +98,7 @@ func (p Profile) DefaultLifetime() time.Duration {
 	switch p {
 	case ProfileAgent, ProfileObserver, ProfileAdmin:
 		return 0
-	case ProfileSupervisor, ProfileDelivery:
+	case ProfileSupervisor, ProfileDelivery, ProfileWarden:
 		return DaemonLifetime
 	case ProfileProbe:
 		return ProbeLifetime
