@@ -152,7 +152,10 @@ func writeListen(b *bytes.Buffer, c Config) error {
 	fmt.Fprintf(b, "host: %q\n", host)
 	fmt.Fprintf(b, "port: %d\n", port)
 	fmt.Fprintf(b, "max_control_line: %d\n", maxControlLine)
-	fmt.Fprintf(b, "jetstream {\n  store_dir: %q\n}\n", c.StoreDir)
+	// strict is the server's default; it is pinned because it is a security property here: were
+	// an acknowledgement a client aims at a $JS.API subject through its reply subject ever taken
+	// as a request, it carries fields no request has, and a strict server refuses to act on it.
+	fmt.Fprintf(b, "jetstream {\n  store_dir: %q\n  strict: true\n}\n", c.StoreDir)
 	if c.TLS != nil {
 		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
 			return errors.New("render broker config: TLS needs both a certificate and a key file")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gocotal/cotal/authority"
 	"github.com/gocotal/cotal/delivery"
+	"github.com/gocotal/cotal/internal/warden"
 	"github.com/gocotal/cotal/manager"
 	"github.com/gocotal/cotal/wire"
 )
@@ -23,21 +24,27 @@ type Daemons struct {
 	wg         sync.WaitGroup
 	conns      []*nats.Conn
 	supervisor *manager.Supervisor
+	wardens    []*warden.Warden
 }
 
 // DaemonHolder is the actor the in-process delivery daemon and manager responder run as.
 const (
 	deliveryActor = "cotal_delivery"
 	managerActor  = "cotal_manager"
+	wardenActor   = "cotal_warden"
 )
 
-// StartDaemons starts, for every space, a delivery daemon on its own least-privilege
-// credential, and the session sweep. Stop ends them.
+// StartDaemons starts, for every space, a delivery daemon and the integrity warden, each on its
+// own least-privilege credential, and the session sweep. Stop ends them.
 func (a *Authority) StartDaemons(url string, spaces []wire.Space, log *slog.Logger) (*Daemons, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ds := &Daemons{ctx: ctx, cancel: cancel}
 	for _, sp := range spaces {
 		if err := a.startDelivery(ctx, ds, url, sp, log); err != nil {
+			ds.Stop()
+			return nil, err
+		}
+		if err := a.startWarden(ctx, ds, url, sp, log); err != nil {
 			ds.Stop()
 			return nil, err
 		}
@@ -107,6 +114,44 @@ func (a *Authority) startDelivery(ctx context.Context, ds *Daemons, url string, 
 			log.Error("delivery daemon stopped", "space", sp, "err", err)
 		}
 	}()
+	return nil
+}
+
+func (a *Authority) startWarden(ctx context.Context, ds *Daemons, url string, sp wire.Space, log *slog.Logger) error {
+	nc, _, err := a.connect(ctx, ds, url, sp, authority.ProfileWarden, wardenActor)
+	if err != nil {
+		return err
+	}
+	w, err := warden.New(nc, warden.Config{
+		Space: sp,
+		Log:   log,
+		Revoke: func(ctx context.Context, userKey, reason string) (string, error) {
+			return a.RevokeUserKey(ctx, url, sp, userKey, reason)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	ds.wardens = append(ds.wardens, w)
+	ds.wg.Add(1)
+	go func() {
+		defer ds.wg.Done()
+		if err := w.Run(ctx); err != nil && log != nil {
+			log.Error("warden stopped", "space", sp, "err", err)
+		}
+	}()
+	return nil
+}
+
+// WardensReady waits until every space's warden is watching, or ctx ends.
+func (ds *Daemons) WardensReady(ctx context.Context) error {
+	for _, w := range ds.wardens {
+		select {
+		case <-w.Ready():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return nil
 }
 

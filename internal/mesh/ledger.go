@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -356,4 +357,40 @@ func (a *Authority) CheckAuth(ctx context.Context, url string, sp wire.Space) (*
 	}
 	defer nc.Close()
 	return s.Check(ctx)
+}
+
+// RevokeUserKey revokes the credential issued to userKey: its ledger row moves to revoked with
+// reason (taking down the sessions it called, as Revoke does), then the broker refuses it and
+// every key the revocation reached. It returns the principal the row names.
+//
+// The broker is told even when the ledger cannot be: a key with no ledger row (the mesh's own
+// bootstrap credentials, a one-minute operator) or a ledger that cannot be read or written still
+// has the key refused, and the ledger's error is returned beside it. The rows are scanned, one
+// read per row: it is meant for the rare revocation, not for a lookup per request.
+func (a *Authority) RevokeUserKey(ctx context.Context, url string, sp wire.Space, userKey, reason string) (string, error) {
+	s, nc, err := a.store(ctx, url, sp)
+	if err != nil {
+		return "", a.pushRevoked(ctx, url, sp, []string{userKey}, fmt.Errorf("revoke %s: %w", userKey, err))
+	}
+	defer nc.Close()
+	// A malformed row elsewhere in the ledger does not hide this one: Credentials returns the
+	// well-formed rows beside its error, which matters only if the key is not among them.
+	rows, listErr := s.Credentials(ctx, "")
+	for _, r := range rows {
+		if r.UserKey != userKey {
+			continue
+		}
+		_, keys, err := s.Revoke(ctx, r.LifecycleUID, r.CredentialID, reason)
+		if err != nil {
+			err = fmt.Errorf("revoke %s of %s: %w", r.CredentialID, r.Principal, err)
+		}
+		if !slices.Contains(keys, userKey) {
+			keys = append(keys, userKey)
+		}
+		return r.Principal, a.pushRevoked(ctx, url, sp, keys, err)
+	}
+	if listErr != nil {
+		listErr = fmt.Errorf("revoke %s: %w", userKey, listErr)
+	}
+	return "", a.pushRevoked(ctx, url, sp, []string{userKey}, listErr)
 }

@@ -5,10 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/netip"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/gocotal/cotal/broker"
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/wire"
 )
@@ -21,6 +27,76 @@ type State struct {
 	Spaces    []wire.Space `json:"spaces"`
 	Open      bool         `json:"open"`
 	StartedAt time.Time    `json:"startedAt"`
+	// Listen is the address the client port is bound to, such as 127.0.0.1:4222 or 0.0.0.0:4222.
+	// A record written before it was kept lacks it; Exposure then reads the URL.
+	Listen string `json:"listen,omitempty"`
+	// TLS reports whether clients must connect with TLS.
+	TLS bool `json:"tls,omitempty"`
+}
+
+// Exposure is who can reach a mesh's broker and whether what it carries is encrypted. The field
+// names are a stable interface (`cotal status --json` prints them).
+type Exposure struct {
+	// Listen is the host:port the broker listens on.
+	Listen string `json:"listen"`
+	// Loopback is true when only this machine can connect: the host is 127.0.0.0/8, ::1 or
+	// localhost. 0.0.0.0 and :: are every interface, and so not loopback.
+	Loopback bool `json:"loopback"`
+	// TLS is true when clients must connect with TLS.
+	TLS bool `json:"tls"`
+}
+
+// Exposure classifies where st's broker listens.
+func (st State) Exposure() Exposure {
+	e := Exposure{Listen: st.Listen, TLS: st.TLS}
+	if e.Listen == "" { // a record from before Listen and TLS were kept: the URL carries both
+		if u, err := url.Parse(st.URL); err == nil {
+			e.Listen, e.TLS = u.Host, u.Scheme == "tls"
+		}
+	}
+	if host, _, err := net.SplitHostPort(e.Listen); err == nil {
+		e.Loopback = loopbackHost(host)
+	}
+	return e
+}
+
+// String describes e in the words `cotal status` prints after "exposure: ".
+func (e Exposure) String() string {
+	switch {
+	case e.Loopback && e.TLS:
+		return "loopback only (" + e.Listen + "), with TLS"
+	case e.Loopback:
+		return "loopback only (" + e.Listen + ")"
+	case e.TLS:
+		return "listening on " + e.Listen + " with TLS (reachable from the network, traffic encrypted)"
+	default:
+		return "listening on " + e.Listen + " without TLS (reachable from the network, traffic in clear)"
+	}
+}
+
+// listenAddr is the host:port a broker asked to listen on host is bound to: the host as asked
+// (broker.DefaultHost when empty), since a listener on 0.0.0.0 reports itself as [::], and the
+// port as bound, which a request for any free port leaves to the kernel.
+func listenAddr(host string, bound net.Addr) string {
+	if host == "" {
+		host = broker.DefaultHost
+	}
+	tcp, ok := bound.(*net.TCPAddr)
+	if !ok {
+		return bound.String()
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
+
+// loopbackHost reports whether a listen host reaches this machine only: "localhost", or an
+// address in 127.0.0.0/8 or ::1 (an IPv4-mapped one too). The unspecified addresses listen on
+// every interface, and any other name may resolve to one that faces the network.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.WithZone("").IsLoopback()
 }
 
 // ErrNotRunning is returned by ReadState when no mesh is recorded as running.

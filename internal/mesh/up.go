@@ -138,7 +138,8 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			}
 		}
 	}
-	m.state = State{PID: os.Getpid(), URL: url, Spaces: spaces, Open: o.Open, StartedAt: time.Now().UTC().Truncate(time.Second)}
+	m.state = State{PID: os.Getpid(), URL: url, Spaces: spaces, Open: o.Open, StartedAt: time.Now().UTC().Truncate(time.Second),
+		Listen: listenAddr(o.Host, m.server.Addr()), TLS: o.TLS != nil}
 	if err := d.writeState(&m.state); err != nil {
 		m.stopServer()
 		return nil, err
@@ -194,6 +195,15 @@ func (m *Mesh) URL() string { return m.state.URL }
 
 // State returns the mesh's recorded state.
 func (m *Mesh) State() State { return m.state }
+
+// WardensReady waits until the warden of every space is watching; it returns at once for a mesh
+// run without daemons.
+func (m *Mesh) WardensReady(ctx context.Context) error {
+	if m.daemons == nil {
+		return nil
+	}
+	return m.daemons.WardensReady(ctx)
+}
 
 // Authority returns the mesh's minting authority, nil for an open mesh.
 func (m *Mesh) Authority() *Authority { return m.auth }

@@ -1,0 +1,243 @@
+package warden
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/kvget"
+	"github.com/gocotal/cotal/wire"
+)
+
+// judge returns why a message stored on one of the space's message streams is not what any
+// legitimate writer stores there, or nil.
+type judge func(subject string, body []byte) error
+
+// messageStreams returns the space's message streams and how each one's messages are judged:
+// channel posts, direct messages and tasks by the receive guard every reader applies, the
+// delivery daemon's inbox entries and hand-offs by their own decoders.
+func messageStreams(s wire.Space) map[string]judge {
+	guard := func(subject string, body []byte) error {
+		_, err := wire.Guard(subject, body)
+		return err
+	}
+	return map[string]judge{
+		s.ChatStream(): guard,
+		s.DMStream():   guard,
+		s.TaskStream(): guard,
+		s.InboxStream(): func(subject string, body []byte) error {
+			if err := lifecycleSubject(subject, wire.KindDinbox); err != nil {
+				return err
+			}
+			_, err := wire.DecodeInboxEntry(body)
+			return err
+		},
+		s.DLVStream(): func(subject string, body []byte) error {
+			if err := lifecycleSubject(subject, wire.KindDlv); err != nil {
+				return err
+			}
+			_, err := wire.DecodeDeliveryFrame(body)
+			return err
+		},
+	}
+}
+
+func lifecycleSubject(subject string, want wire.SubjectKind) error {
+	kind, _, err := wire.ParseLifecycleSubject(subject)
+	if err != nil {
+		return err
+	}
+	if kind != want {
+		return fmt.Errorf("a %s subject on the %s stream", kind, want)
+	}
+	return nil
+}
+
+// guardStreams reads every message stored on the space's message streams from now on and
+// quarantines each one its stream's judge refuses, with every copy of it.
+func (w *Warden) guardStreams(ctx context.Context) error {
+	var started []jetstream.ConsumeContext
+	var scans sync.WaitGroup
+	defer func() {
+		for _, cc := range started {
+			cc.Stop()
+		}
+		scans.Wait()
+	}()
+	for stream, judge := range messageStreams(w.cfg.Space) {
+		if stream == w.cfg.Space.TaskStream() {
+			// A work queue takes no consumer that overlaps the role durables, so its new
+			// messages are read by sequence instead.
+			scans.Go(func() { w.scanWorkQueue(ctx, stream, judge) })
+			continue
+		}
+		cons, err := w.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", stream, err)
+		}
+		cc, err := cons.Consume(func(msg jetstream.Msg) { w.judgeMessage(ctx, stream, judge, msg) })
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", stream, err)
+		}
+		started = append(started, cc)
+	}
+	w.watching()
+	<-ctx.Done()
+	return nil
+}
+
+// workQueueScan is how often a work-queue stream is scanned for messages stored since the last
+// scan.
+const workQueueScan = 200 * time.Millisecond
+
+// scanWorkQueue judges, until ctx ends, every message stored on a work-queue stream after the
+// scan started, reading each by sequence. A message its workers took before the scan reached it
+// is gone and skipped: its worker's receive guard judged it.
+func (w *Warden) scanWorkQueue(ctx context.Context, stream string, judge judge) {
+	var next uint64
+	t := time.NewTicker(workQueueScan)
+	defer t.Stop()
+	for {
+		st, err := w.stream(ctx, stream)
+		if err == nil {
+			var info *jetstream.StreamInfo
+			if info, err = st.Info(ctx); err == nil {
+				if next == 0 {
+					next = info.State.LastSeq + 1
+				}
+				for ; next <= info.State.LastSeq && ctx.Err() == nil; next++ {
+					raw, err := kvget.ReadSeq(ctx, w.nc, stream, next)
+					if err != nil || raw == nil {
+						continue // taken by a worker, or deleted
+					}
+					w.judgeStored(ctx, stream, judge, raw.Subject, raw.Data, next)
+				}
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("scan a work queue", "stream", stream, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// judgeMessage judges one stored message: a refused one is deleted.
+func (w *Warden) judgeMessage(ctx context.Context, stream string, judge judge, msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return
+	}
+	w.judgeStored(ctx, stream, judge, msg.Subject(), msg.Data(), meta.Sequence.Stream)
+}
+
+// judgeStored judges the message stored at seq on stream.
+func (w *Warden) judgeStored(ctx context.Context, stream string, judge judge, subject string, body []byte, seq uint64) {
+	here := location{stream: stream, seq: seq}
+	if err := w.ownSubject(ctx, stream, subject); err != nil {
+		// A consumer delivery keeps its message's own subject: a copy whose reply or deliver
+		// subject a stream captured is stored there under a subject the stream does not take.
+		w.quarantine(ctx, here, subject, err.Error(), "a JetStream consumer delivery aimed at this stream")
+		return
+	}
+	if err := judge(subject, body); err != nil {
+		w.quarantine(ctx, here, subject, err.Error(), w.cause(ctx, subject, body))
+	}
+}
+
+// location is one stored message: its stream and sequence.
+type location struct {
+	stream string
+	seq    uint64
+}
+
+// quarantine deletes one stored message by sequence and logs why and what caused it.
+func (w *Warden) quarantine(ctx context.Context, at location, subject, why, cause string) {
+	st, err := w.stream(ctx, at.stream)
+	if err == nil {
+		err = st.DeleteMsg(ctx, at.seq)
+	}
+	attrs := []any{"stream", at.stream, "seq", at.seq, "subject", subject, "reason", why, "cause", cause}
+	if err != nil {
+		w.log.Error("quarantine a stored message", append(attrs, "err", err)...)
+		return
+	}
+	w.quarantined.Add(1)
+	w.log.Warn("stored message quarantined", attrs...)
+}
+
+// ownSubject returns an error when subject is none of stream's configured subjects.
+func (w *Warden) ownSubject(ctx context.Context, stream, subject string) error {
+	st, err := w.stream(ctx, stream)
+	if err != nil {
+		return nil // judged on its body alone
+	}
+	for _, f := range st.CachedInfo().Config.Subjects {
+		if wire.SubjectMatches(f, subject) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s is not a subject of %s", subject, stream)
+}
+
+// stream returns a handle on a stream of the space, looked up once.
+func (w *Warden) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	w.streamsMu.Lock()
+	defer w.streamsMu.Unlock()
+	if st, ok := w.streams[name]; ok {
+		return st, nil
+	}
+	st, err := w.js.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	w.streams[name] = st
+	return st, nil
+}
+
+// cause names what made the broker store a refused body, as far as the body shows it. A JetStream
+// publish acknowledgement names the stream and sequence of the message whose reply subject
+// aimed it, and that message's subject names its sender, whom the broker authenticated. An API
+// response names no requester; anything else was either published by its subject's sender or
+// delivered there by a consumer.
+func (w *Warden) cause(ctx context.Context, subject string, body []byte) string {
+	var ack struct {
+		Stream string `json:"stream"`
+		Seq    uint64 `json:"seq"`
+		Type   string `json:"type"`
+	}
+	if json.Unmarshal(body, &ack) == nil {
+		switch {
+		case ack.Stream != "" && ack.Seq > 0:
+			if !strings.HasPrefix(ack.Stream, "$") {
+				if src, err := kvget.ReadSeq(ctx, w.nc, ack.Stream, ack.Seq); err == nil && src != nil {
+					if ps, err := wire.ParseSubject(src.Subject); err == nil {
+						return fmt.Sprintf("%s, through the reply subject of %s seq %d", ps.Sender(), ack.Stream, ack.Seq)
+					}
+					return fmt.Sprintf("the publisher of %s on %s seq %d", src.Subject, ack.Stream, ack.Seq)
+				}
+			}
+			return fmt.Sprintf("the reply subject of %s seq %d", ack.Stream, ack.Seq)
+		case strings.HasPrefix(ack.Type, "io.nats.jetstream."):
+			return "a JetStream API response aimed by its requester's reply subject"
+		}
+	}
+	if ps, err := wire.ParseSubject(subject); err == nil {
+		return fmt.Sprintf("%s, or a consumer delivery onto its subject", ps.Sender())
+	}
+	return "unknown"
+}
+
+// streamHandles caches stream handles; embedded in Warden.
+type streamHandles struct {
+	streamsMu sync.Mutex
+	streams   map[string]jetstream.Stream // guarded by streamsMu
+}

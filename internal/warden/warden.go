@@ -1,0 +1,125 @@
+// Package warden guards one space against what its credentials' grants cannot stop by subject
+// alone. NATS checks the subject a client publishes to, never the reply or deliver subject it
+// names: JetStream then publishes its acknowledgement, its API response or a consumer's stored
+// messages to that subject from its own internal client, and whatever stream or bucket of the
+// space captures it stores it. An acknowledgement or API response lands under the subject named;
+// a consumer delivery keeps its message's own subject, so it lands in the capturing stream under a
+// subject that stream does not take. The warden runs beside the delivery daemon on its own
+// credential (authority.ProfileWarden) and
+//
+//   - audits every JetStream API call of the space's account: a consumer created beyond its
+//     creator's quota, or delivering to a subject its creator may not publish to, is deleted and
+//     the creator's credential revoked (consumers.go);
+//   - reads every message the space's message streams store and deletes, by sequence, each one
+//     stored under a subject its stream does not take or refused by the receive guard, naming
+//     the principal that caused it where the message shows it (streams.go);
+//   - watches every bucket of the space, keeps each key's last valid row, and puts it back over a
+//     row no legitimate writer produces, or removes a row that never had a valid value
+//     (buckets.go).
+//
+// It never stops a legitimate write: only what fails the wire's own validation is touched.
+package warden
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// RevokeFunc revokes the credential whose user public key is userKey, at the broker and in the
+// ledger, recording reason. It returns the principal the credential was issued to.
+type RevokeFunc func(ctx context.Context, userKey, reason string) (principal string, err error)
+
+// Config configures a Warden. Space is required.
+type Config struct {
+	// Space is the space the warden guards.
+	Space wire.Space
+	// Log receives what the warden finds and repairs; discarded when nil.
+	Log *slog.Logger
+	// Revoke, when set, revokes an offender's credential; when nil offenders are only logged.
+	Revoke RevokeFunc
+	// ConsumerQuota is how many consumers one credential may hold on the space's streams at once;
+	// DefaultConsumerQuota when zero.
+	ConsumerQuota int
+}
+
+// Warden guards one space. It is created by New and runs until Run's context ends. It is safe
+// for concurrent use.
+type Warden struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	cfg Config
+	log *slog.Logger
+
+	pending atomic.Int32 // loops not yet watching
+	readyCh chan struct{}
+
+	rows        rows
+	quarantined atomic.Int64 // stored messages deleted and rows repaired
+	streamHandles
+}
+
+// parts is how many loops Run starts; each reports once when it is watching.
+const parts = 3
+
+// New returns a warden on nc, a connection holding a warden credential of cfg.Space. It returns
+// an error for a missing space or a connection whose JetStream context cannot be made.
+func New(nc *nats.Conn, cfg Config) (*Warden, error) {
+	if _, err := wire.ParseSpace(string(cfg.Space)); err != nil {
+		return nil, err
+	}
+	if nc == nil {
+		return nil, errors.New("warden: a connection is required")
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ConsumerQuota <= 0 {
+		cfg.ConsumerQuota = DefaultConsumerQuota
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Warden{
+		nc: nc, js: js, cfg: cfg, log: log.With("space", string(cfg.Space)), readyCh: make(chan struct{}),
+		streamHandles: streamHandles{streams: map[string]jetstream.Stream{}},
+	}
+	w.pending.Store(parts)
+	return w, nil
+}
+
+// Run guards the space until ctx ends or a loop fails; it returns nil when ctx ended.
+func (w *Warden) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return w.auditConsumers(gctx) })
+	g.Go(func() error { return w.guardStreams(gctx) })
+	g.Go(func() error { return w.guardBuckets(gctx) })
+	err := g.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Ready is closed once every loop of Run is watching: what is stored from then on is judged.
+func (w *Warden) Ready() <-chan struct{} { return w.readyCh }
+
+// Quarantined returns how many stored messages the warden has deleted and bucket rows it has
+// repaired since it started.
+func (w *Warden) Quarantined() int64 { return w.quarantined.Load() }
+
+// watching is called by each loop exactly once, when it is in place.
+func (w *Warden) watching() {
+	if w.pending.Add(-1) == 0 {
+		close(w.readyCh)
+	}
+}
