@@ -114,7 +114,9 @@ func TestMessagingCommands(t *testing.T) {
 	if kinds["hello bob"] != "channel" || kinds["ping"] != "dm" || kinds["review this"] != "anycast" {
 		t.Errorf("bob surfaced %v", kinds)
 	}
-	eventually(t, "the console line", func() bool { return strings.Contains(consoleOut.String(), `#general operator: hello bob`) })
+	eventually(t, "the console line", func() bool {
+		return strings.Contains(consoleOut.String(), `#general operator (local.operator): hello bob`)
+	})
 
 	code, _, stderr = run(t, "send", "dm", "nobody", "x", "--dir", dir)
 	if code != exit.Failed || !strings.Contains(stderr, `no peer named "nobody"`) {
@@ -181,7 +183,7 @@ func TestDemo(t *testing.T) {
 	if code != exit.OK {
 		t.Fatalf("demo exit %d: %s\n%s", code, stderr, out)
 	}
-	for _, want := range []string{"bob received", "#general alice: hello, everyone", "dm bob: on it", "carol received", "ask:reviewer", "6. done"} {
+	for _, want := range []string{"bob received", "#general alice (local.alice): hello, everyone", "dm bob (local.bob): on it", "carol received", "ask:reviewer", "6. done"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -164,7 +164,7 @@ func (t *Tools) rosterTool(context.Context, noArgs) (*mcp.CallToolResult, error)
 		if !p.Online {
 			state = "offline"
 		}
-		fmt.Fprintf(&b, "%s (%s)", p.Presence.Card.Name, p.Key)
+		fmt.Fprintf(&b, "%s (%s)", wire.SanitizeForTerminal(p.Presence.Card.Name), p.Key)
 		if p.Presence.Card.Role != "" {
 			fmt.Fprintf(&b, " role %s", p.Presence.Card.Role)
 		}
@@ -218,7 +218,7 @@ func (t *Tools) inboxTool(_ context.Context, in inboxArgs) (*mcp.CallToolResult,
 		case wire.DeliveryAnycast:
 			where = "task for " + d.Message.ToService
 		}
-		fmt.Fprintf(&b, "[%s] from %s (%s, id %s): %s\n", where, d.Message.From.Name, d.Sender, d.Message.ID, quote(d.Message))
+		fmt.Fprintf(&b, "[%s] from %s (%s, id %s): %s\n", where, wire.SanitizeForTerminal(d.Message.From.Name), d.Sender, d.Message.ID, quote(d.Message))
 	}
 	if got.Dropped > 0 {
 		fmt.Fprintf(&b, "%d messages did not fit the inbox; direct messages and tasks among them will arrive again.\n", got.Dropped)

@@ -47,7 +47,8 @@ func NewCmdAgent(io *iostreams.IOStreams) *cobra.Command {
 		Use:   "agent",
 		Short: "Run a small agent: join, show what arrives, optionally echo direct messages",
 		Long: "Run an agent local.NAME on the running mesh: it mints and provisions its own credential,\n" +
-			"writes presence, joins --subscribe channels, and prints every message it surfaces. With\n" +
+			"writes presence, joins --subscribe channels, and prints every message it surfaces, each\n" +
+			"sender as its display name (control and bidi characters stripped) and its principal. With\n" +
 			"--echo it answers each direct message. On Ctrl-C it writes offline and retires its\n" +
 			"lifecycle (its durables are deleted; its credential binds nothing again).",
 		Args: cobra.NoArgs,
@@ -143,7 +144,8 @@ func agentRun(ctx context.Context, o *Options) error {
 			defer cancel()
 			return c.Close(cctx)
 		case err := <-c.Errors():
-			fmt.Fprintf(o.IO.ErrOut, "broker: %v\n", err)
+			// An error can quote what a peer wrote (a rejected message's subject, say).
+			fmt.Fprintf(o.IO.ErrOut, "broker: %s\n", wire.SanitizeForTerminal(err.Error()))
 		case dl := <-echoes:
 			reply := []wire.Part{wire.TextPart("echo: " + console.Summary(dl.Message))}
 			if _, err := c.DirectMessage(ctx, dl.Sender, reply, cotal.ReplyTo(dl.Message.ID)); err != nil {

@@ -6,8 +6,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -33,8 +36,10 @@ func NewCmdConsole(io *iostreams.IOStreams) *cobra.Command {
 		Use:   "console",
 		Short: "Watch every channel message and presence change as an observer",
 		Long: "Watch the space as an observer: every channel message and every presence change, one line\n" +
-			"each, until Ctrl-C. Direct messages and tasks stay private. Message text is shown as data\n" +
-			"from a peer, with control characters escaped.",
+			"each, until Ctrl-C. Direct messages and tasks stay private. Each sender shows as its display\n" +
+			"name, stripped of control and bidi characters, then the principal its subject proves, as in\n" +
+			"`alice (local.alice)`. Message text is shown as data from a peer, with control characters\n" +
+			"and newlines escaped.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return consoleRun(cmd.Context(), o) },
 	}
@@ -74,31 +79,35 @@ func consoleRun(ctx context.Context, o *Options) error {
 		case p := <-roster.Changes():
 			presenceLine(out, time.Now(), p)
 		case err := <-c.Errors():
-			fmt.Fprintf(o.IO.ErrOut, "broker: %v\n", err)
+			// An error can quote what a peer wrote (a presence row it dropped, say).
+			fmt.Fprintf(o.IO.ErrOut, "broker: %s\n", wire.SanitizeForTerminal(err.Error()))
 		}
 	}
 }
 
-// Line writes one delivery as a line: time, where, who, and the text as escaped data.
+// Line writes one delivery as a line: time, where, who, and the text as escaped data. Who is the
+// sender as Who renders it, its principal taken from the subject, never from the body.
 func Line(w io.Writer, at time.Time, d *cotal.Delivery) {
-	where := "#" + d.Channel
+	where := "#" + word(d.Channel)
 	switch d.Kind {
 	case wire.DeliveryDM:
 		where = "dm"
 	case wire.DeliveryAnycast:
-		where = "ask:" + d.Message.ToService
+		where = "ask:" + word(d.Message.ToService)
 	}
 	hist := ""
 	if d.Historical {
 		hist = " (history)"
 	}
-	fmt.Fprintf(w, "%s %s %s%s: %s\n", at.Format("15:04:05"), where, d.Message.From.Name, hist, Summary(d.Message))
+	fmt.Fprintf(w, "%s %s %s%s: %s\n", at.Format("15:04:05"), where, Who(d.Message.From.Name, d.Sender.String()), hist, Summary(d.Message))
 }
 
+// presenceLine writes one presence change as a line; the principal is the row's key, which
+// DecodePresence has checked equals card.id.
 func presenceLine(w io.Writer, at time.Time, p cotal.Peer) {
 	switch {
 	case p.Presence == nil:
-		fmt.Fprintf(w, "%s * %s left\n", at.Format("15:04:05"), p.Key)
+		fmt.Fprintf(w, "%s * %s left\n", at.Format("15:04:05"), word(p.Key))
 	default:
 		status := string(p.Presence.Status)
 		if !p.Online {
@@ -108,8 +117,35 @@ func presenceLine(w io.Writer, at time.Time, p cotal.Peer) {
 		if p.Presence.Activity != "" {
 			activity = " — " + quote(p.Presence.Activity)
 		}
-		fmt.Fprintf(w, "%s * %s (%s) is %s%s\n", at.Format("15:04:05"), p.Presence.Card.Name, p.Key, status, activity)
+		fmt.Fprintf(w, "%s * %s is %s%s\n", at.Format("15:04:05"), Who(p.Presence.Card.Name, p.Key), status, activity)
 	}
+}
+
+// Who renders a peer as its display name followed by its principal in parentheses, as in
+// "alice (local.mallory)". The name is a peer's claim: it is stripped of control, bidi and other
+// invisible characters (wire.SanitizeForTerminal), and quoted when it holds a parenthesis, a
+// colon or a quote, with which it could pass for another sender's attribution. principal must
+// come from what the broker checked (a subject, a presence key). An empty name shows the
+// principal alone.
+func Who(name, principal string) string {
+	n := wire.SanitizeForTerminal(name)
+	switch {
+	case n == "":
+		return "(" + word(principal) + ")"
+	case strings.ContainsAny(n, `():"`):
+		n = strconv.Quote(n)
+	}
+	return n + " (" + word(principal) + ")"
+}
+
+// word renders a peer-supplied token that sits among a line's fields (a role, a channel, a key):
+// stripped like a name, and quoted unless it is one plain word, so it cannot pose as more fields.
+func word(s string) string {
+	s = wire.SanitizeForTerminal(s)
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(`():"`, r) }) {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // Summary renders a message's parts as one line of peer data: text quoted and escaped, other
@@ -134,11 +170,17 @@ func Summary(m *wire.CotalMessage) string {
 // maxShown bounds how much of a peer's text one line shows.
 const maxShown = 2000
 
-// quote escapes peer text so it cannot forge terminal output or further lines.
+// quote escapes peer text so it cannot forge terminal output or further lines: control, format
+// and bidi characters and newlines show as Go escapes (\x1b, \u202e, \n). Text over maxShown
+// bytes is cut on a rune boundary.
 func quote(s string) string {
 	if len(s) > maxShown {
-		s = s[:maxShown] + "…"
+		cut := maxShown
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
-	q := fmt.Sprintf("%q", s)
+	q := strconv.Quote(s)
 	return q[1 : len(q)-1]
 }

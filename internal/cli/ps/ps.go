@@ -17,6 +17,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/target"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/manager"
+	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal ps`.
@@ -107,7 +108,10 @@ func psRun(ctx context.Context, o *Options) error {
 		if p := r.Process; p != nil {
 			proc = fmt.Sprintf("%s pid %d, %d restarts", p.State, p.PID, p.Restarts)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Principal, r.Status, dash(r.Role), dash(r.Activity), seen, proc)
+		// Peer-written text is made safe for the terminal: no escapes, bidi or tabs that would
+		// recolour the screen or shift the columns.
+		safe := wire.SanitizeForTerminal
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safe(r.Name), r.Principal, r.Status, dash(safe(r.Role)), dash(safe(r.Activity)), seen, proc)
 	}
 	return tw.Flush()
 }

@@ -29,11 +29,13 @@ type Options struct {
 
 // Report is what `cotal status --json` prints. The field names are a stable interface.
 type Report struct {
-	Running bool          `json:"running"`
-	URL     string        `json:"url,omitempty"`
-	PID     int           `json:"pid,omitempty"`
-	Open    bool          `json:"open,omitempty"`
-	Spaces  []SpaceStatus `json:"spaces,omitempty"`
+	Running bool   `json:"running"`
+	URL     string `json:"url,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+	Open    bool   `json:"open,omitempty"`
+	// Exposure is where the broker listens and whether it needs TLS; nil when no mesh runs.
+	Exposure *mesh.Exposure `json:"exposure,omitempty"`
+	Spaces   []SpaceStatus  `json:"spaces,omitempty"`
 }
 
 // SpaceStatus is one space of the report.
@@ -63,8 +65,10 @@ func NewCmdStatus(io *iostreams.IOStreams, runF func(context.Context, *Options) 
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show whether the mesh is up and what its spaces hold",
-		Long:  "Show the running mesh and each space's streams and buckets with their message counts.\nExits 0 when the broker answers and every space is provisioned, 1 otherwise.",
-		Args:  cobra.NoArgs,
+		Long: "Show the running mesh, who can reach it (loopback only, or the network with or without\n" +
+			"TLS), and each space's streams and buckets with their message counts.\n" +
+			"Exits 0 when the broker answers and every space is provisioned, 1 otherwise.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(cmd.Context(), o)
@@ -90,6 +94,8 @@ func statusRun(ctx context.Context, o *Options) error {
 		return err
 	default:
 		rep.Running, rep.URL, rep.PID, rep.Open = true, st.URL, st.PID, st.Open
+		e := st.Exposure()
+		rep.Exposure = &e
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := inspect(ctx, d, st, rep); err != nil {
@@ -176,6 +182,9 @@ func render(o *Options, rep *Report) error {
 		mode = "open"
 	}
 	fmt.Fprintf(o.IO.Out, "mesh up at %s (%s, pid %d)\n", rep.URL, mode, rep.PID)
+	if rep.Exposure != nil {
+		fmt.Fprintf(o.IO.Out, "exposure: %s\n", rep.Exposure)
+	}
 	for _, s := range rep.Spaces {
 		fmt.Fprintf(o.IO.Out, "\nspace %s\n", s.Space)
 		tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)

@@ -64,7 +64,7 @@ func NewCmdUp(io *iostreams.IOStreams, runF func(context.Context, *Options) erro
 	f := cmd.Flags()
 	f.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal, or ./.cotal)")
 	f.StringSliceVar(&o.Spaces, "space", []string{string(mesh.DefaultSpace)}, "spaces to serve (repeat or comma-separate)")
-	f.StringVar(&o.Host, "host", broker.DefaultHost, "address to listen on")
+	f.StringVar(&o.Host, "host", broker.DefaultHost, "address to listen on (beyond loopback, use TLS: up warns without it)")
 	f.IntVar(&o.Port, "port", broker.DefaultPort, "client port (0 picks a free port)")
 	f.BoolVar(&o.Open, "open", false, "run without authentication (loopback only; no security)")
 	f.BoolVar(&o.Detach, "detach", false, "run in the background, logging to .cotal/cotal.log")
@@ -143,6 +143,7 @@ func upRun(ctx context.Context, o *Options) error {
 		credsDir = d.CredsDir(m.State().Spaces[0])
 	}
 	printUp(o.IO.Out, m.State(), credsDir)
+	warnExposure(o.IO.ErrOut, m.State().Exposure())
 	<-ctx.Done()
 	fmt.Fprintln(o.IO.ErrOut, "stopping the mesh")
 	return shutdown(m)
@@ -162,6 +163,20 @@ func printUp(w io.Writer, st mesh.State, credsDir string) {
 		fmt.Fprintf(w, "  creds:  %s (admin.creds reads everything; `cotal mint NAME` makes an agent)\n", credsDir)
 	}
 	fmt.Fprintf(w, "  stop:   Ctrl-C, or `cotal down`\n")
+}
+
+// warnExposure warns on w when the broker can be reached from the network without TLS. It only
+// warns: scripts that listen on a trusted network keep working. The broker still authenticates
+// every client; what is lost is confidentiality and integrity on the path.
+func warnExposure(w io.Writer, e mesh.Exposure) {
+	if e.Loopback || e.TLS {
+		return
+	}
+	fmt.Fprintf(w, "warning: the broker listens on %s without TLS, reachable from the network.\n", e.Listen)
+	fmt.Fprint(w, "  Its traffic is in clear: anyone on the network path can read and alter every message and\n"+
+		"  presence row, and read the credential JWTs clients present. Seeds never cross the wire (a\n"+
+		"  client signs the server's nonce), so a captured JWT alone does not connect. Use --tls-cert\n"+
+		"  and --tls-key, or --host 127.0.0.1 to stay on this machine.\n")
 }
 
 func shutdown(m *mesh.Mesh) error {
@@ -222,6 +237,7 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 			}
 			printUp(o.IO.Out, *st, credsDir)
 			fmt.Fprintf(o.IO.Out, "  pid:    %d, logging to %s\n", pid, d.LogPath())
+			warnExposure(o.IO.ErrOut, st.Exposure())
 			return nil
 		}
 		select {
