@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/mesh"
 )
 

@@ -22,9 +22,9 @@ import (
 
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
-	"github.com/gocotal/cotal/manager"
-	"github.com/gocotal/cotal/space"
+	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )

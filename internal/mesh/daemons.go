@@ -9,10 +9,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gocotal/cotal/authority"
-	"github.com/gocotal/cotal/delivery"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/delivery"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/warden"
-	"github.com/gocotal/cotal/manager"
 	"github.com/gocotal/cotal/wire"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/gocotal/cotal/authority"
-	"github.com/gocotal/cotal/journal"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/journal"
 	"github.com/gocotal/cotal/wire"
 )
 

@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gocotal/cotal/broker"
 	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/broker"
 	"github.com/gocotal/cotal/wire"
 )
 

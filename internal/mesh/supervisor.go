@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gocotal/cotal/authority"
-	"github.com/gocotal/cotal/manager"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
 )
 

@@ -8,10 +8,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/gocotal/cotal/authority"
-	"github.com/gocotal/cotal/broker"
 	"github.com/gocotal/cotal/internal/atomicfile"
-	"github.com/gocotal/cotal/space"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/broker"
+	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
 

@@ -18,8 +18,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/gocotal/cotal/authority"
-	"github.com/gocotal/cotal/broker"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/broker"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )

@@ -12,11 +12,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal"
-	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/target"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
-	"github.com/gocotal/cotal/manager"
 	"github.com/gocotal/cotal/wire"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
-	"github.com/gocotal/cotal/manager"
 	"github.com/gocotal/cotal/wire"
 )
 

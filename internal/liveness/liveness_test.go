@@ -8,10 +8,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal"
-	"github.com/gocotal/cotal/authority"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/liveness"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
-	"github.com/gocotal/cotal/liveness"
 	"github.com/gocotal/cotal/wire"
 )
 

@@ -23,7 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/gocotal/cotal/liveness"
+	"github.com/gocotal/cotal/internal/liveness"
 	"github.com/gocotal/cotal/wire"
 )
 

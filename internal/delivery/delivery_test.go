@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal"
-	"github.com/gocotal/cotal/authority"
-	"github.com/gocotal/cotal/delivery"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/delivery"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
-	"github.com/gocotal/cotal/space"
+	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/journal"
 	"github.com/gocotal/cotal/internal/meshtest"
-	"github.com/gocotal/cotal/journal"
-	"github.com/gocotal/cotal/space"
+	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gocotal/cotal/authority"
-	"github.com/gocotal/cotal/broker"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/broker"
 	"github.com/gocotal/cotal/wire"
 )
 

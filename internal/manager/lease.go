@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/kvget"
-	"github.com/gocotal/cotal/liveness"
+	"github.com/gocotal/cotal/internal/liveness"
 	"github.com/gocotal/cotal/wire"
 )
 
