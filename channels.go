@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"slices"
 	"time"
 
@@ -325,7 +326,7 @@ func (c *Client) getKey(ctx context.Context, b wire.Bucket, key string) ([]byte,
 	}
 	e, err := kvget.Get(ctx, c.nc, b, key)
 	if err != nil {
-		return nil, c.publishError("read "+key, "$JS.API.STREAM.MSG.GET."+b.Stream(), err)
+		return nil, c.publishError("read "+key, jsapi.MsgGet+b.Stream(), err)
 	}
 	if e == nil || e.Deleted {
 		return nil, nil

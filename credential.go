@@ -3,6 +3,7 @@ package cotal
 import (
 	"errors"
 	"fmt"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"os"
 	"strings"
 	"time"
@@ -117,10 +118,10 @@ func (g *Grant) readRows(pub, sub []string) {
 	chatAs := g.Space.Prefix() + ".chat." + g.Principal.String() + "."
 	for _, row := range pub {
 		switch {
-		case strings.HasPrefix(row, "$JS.API.CONSUMER.INFO."+g.Space.DMStream()+".dm_"+me+"-"):
-			g.Lifecycle = wire.LifecycleUID(strings.TrimPrefix(row, "$JS.API.CONSUMER.INFO."+g.Space.DMStream()+".dm_"+me+"-"))
-		case strings.HasPrefix(row, "$JS.API.CONSUMER.INFO."+g.Space.TaskStream()+".svc_"):
-			g.Role = strings.TrimPrefix(row, "$JS.API.CONSUMER.INFO."+g.Space.TaskStream()+".svc_")
+		case strings.HasPrefix(row, jsapi.ConsumerInfo+g.Space.DMStream()+".dm_"+me+"-"):
+			g.Lifecycle = wire.LifecycleUID(strings.TrimPrefix(row, jsapi.ConsumerInfo+g.Space.DMStream()+".dm_"+me+"-"))
+		case strings.HasPrefix(row, jsapi.ConsumerInfo+g.Space.TaskStream()+".svc_"):
+			g.Role = strings.TrimPrefix(row, jsapi.ConsumerInfo+g.Space.TaskStream()+".svc_")
 		case row == presenceRow:
 			g.Presence = true
 		case strings.HasPrefix(row, chatAs):

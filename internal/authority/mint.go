@@ -42,9 +42,11 @@ func (e *JWTTooLargeError) Unwrap() error { return ErrJWTTooLarge }
 // Tag prefixes stamped into every user JWT: the principal tag lets a connection listing
 // (CONNZ) attribute a statically minted connection to its principal.
 const (
-	tagOwner     = "owner:"
-	tagActor     = "actor:"
-	tagPrincipal = "principal:"
+	tagOwner = "owner:"
+	tagActor = "actor:"
+	// TagPrincipal starts the tag naming the credential's principal, which the broker reports
+	// with the client in its advisories.
+	TagPrincipal = "principal:"
 )
 
 // MintRequest is what to mint. Grant carries the profile's inputs; its ConnID is ignored, since a
@@ -130,7 +132,7 @@ func (s *SpaceKeys) sign(req MintRequest, pub string, now time.Time) (*Credentia
 	uc.Tags = jwt.TagList{
 		tagOwner + g.Principal.Owner(),
 		tagActor + g.Principal.Actor(),
-		tagPrincipal + g.Principal.String(),
+		TagPrincipal + g.Principal.String(),
 	}
 	uc.Permissions = perms.jwt()
 	uc.IssuedAt = now.Unix()

@@ -2,6 +2,7 @@ package authority
 
 import (
 	"fmt"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
@@ -193,18 +194,18 @@ func (r rowsFor) session(pub, sub wire.SessionDir) (Permissions, error) {
 // records and, when it names a run, a read-only replay of that one run's journal through its own
 // durable. It may never append to a journal or write a record.
 func (r rowsFor) runOperator() Permissions {
-	pub := []string{jsMsgGet + r.s.RecordsBucket().Stream()}
+	pub := []string{jsapi.MsgGet + r.s.RecordsBucket().Stream()}
 	if r.Run.RunID != "" {
 		wfj, durable := r.s.WFJStream(), wire.WFJReplayDurable(r.Run.RunID, r.Run.TakeoverID)
 		pub = append(pub,
-			jsCreate+wfj+"."+durable+"."+r.s.WFJSubject(r.Run.RunID),
-			jsConsumerInfo+wfj+"."+durable,
-			jsNext+wfj+"."+durable,
-			jsAck+wfj+"."+durable+".>",
-			jsDelete+wfj+"."+durable,
+			jsapi.ConsumerCreate+wfj+"."+durable+"."+r.s.WFJSubject(r.Run.RunID),
+			jsapi.ConsumerInfo+wfj+"."+durable,
+			jsapi.ConsumerNext+wfj+"."+durable,
+			jsapi.Ack+wfj+"."+durable+".>",
+			jsapi.ConsumerDelete+wfj+"."+durable,
 		)
 	}
-	return Permissions{PubAllow: append(pub, jsInfo), SubAllow: []string{r.inbox()}}
+	return Permissions{PubAllow: append(pub, jsapi.Info), SubAllow: []string{r.inbox()}}
 }
 
 // rowsFor builds one grant's rows. S is the space's subject prefix "cotal.<space>".
@@ -213,36 +214,6 @@ type rowsFor struct {
 	s wire.Space
 	S string
 }
-
-// Verbs of the JetStream API, spelled once.
-const (
-	jsInfo         = "$JS.API.INFO"
-	jsFlowControl  = "$JS.FC.>"
-	jsStreamCreate = "$JS.API.STREAM.CREATE."
-	jsStreamUpdate = "$JS.API.STREAM.UPDATE."
-	jsStreamInfo   = "$JS.API.STREAM.INFO."
-	jsStreamDelete = "$JS.API.STREAM.DELETE."
-	jsStreamPurge  = "$JS.API.STREAM.PURGE."
-	jsMsgGet       = "$JS.API.STREAM.MSG.GET."
-	jsMsgDelete    = "$JS.API.STREAM.MSG.DELETE."
-	jsDirectGet    = "$JS.API.DIRECT.GET."
-	jsCreate       = "$JS.API.CONSUMER.CREATE."
-	jsDurable      = "$JS.API.CONSUMER.DURABLE.CREATE."
-	jsConsumerInfo = "$JS.API.CONSUMER.INFO."
-	jsNext         = "$JS.API.CONSUMER.MSG.NEXT."
-	jsDelete       = "$JS.API.CONSUMER.DELETE."
-	jsConsumerList = "$JS.API.CONSUMER.LIST."
-	jsAck          = "$JS.ACK."
-)
-
-// AuditAdvisorySubject is where the broker announces every JetStream API call of an account, with
-// the calling client and the request body.
-const AuditAdvisorySubject = "$JS.EVENT.ADVISORY.API"
-
-// ConsumerDeletedAdvisories matches the broker's announcement of every consumer of an account
-// that is deleted, by request or because its inactive threshold passed:
-// $JS.EVENT.ADVISORY.CONSUMER.DELETED.<stream>.<consumer>.
-const ConsumerDeletedAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.DELETED.>"
 
 func (r rowsFor) inbox() string { return r.ConnID.InboxGrant() }
 
@@ -262,7 +233,7 @@ func (r rowsFor) lifecycle() wire.Lifecycle {
 // kvRead is the read set of a bucket: its info, point reads and watch consumers.
 func kvRead(b wire.Bucket) []string {
 	st := b.Stream()
-	return []string{jsStreamInfo + st, jsMsgGet + st, jsCreate + st + ".>", jsConsumerInfo + st + ".>", jsDelete + st + ".>"}
+	return []string{jsapi.StreamInfo + st, jsapi.MsgGet + st, jsapi.ConsumerCreate + st + ".>", jsapi.ConsumerInfo + st + ".>", jsapi.ConsumerDelete + st + ".>"}
 }
 
 // watchCreate is the create row of a bucket's watch consumers, pinned to the extended form
@@ -277,7 +248,7 @@ func kvRead(b wire.Bucket) []string {
 // row of ours ever admitted. The name stays one wildcard token: both libraries name an ordered
 // consumer at random (nats.go a hash, nats.js "oc_<nuid>_<n>") and rename it on every reset.
 func watchCreate(b wire.Bucket) string {
-	return jsCreate + b.Stream() + ".*." + b.Subject(">")
+	return jsapi.ConsumerCreate + b.Stream() + ".*." + b.Subject(">")
 }
 
 // agent is the agent profile (SPEC §9, Appendix B). Every metadata row it holds is one the SPEC
@@ -305,30 +276,30 @@ func (r rowsFor) agent() Permissions {
 	for _, plane := range wire.Planes {
 		pub = append(pub, r.s.LivenessSubject(plane, r.Principal))
 	}
-	pub = append(pub, jsInfo,
-		jsStreamInfo+chat, jsStreamInfo+presence.Stream(), jsStreamInfo+channels.Stream())
+	pub = append(pub, jsapi.Info,
+		jsapi.StreamInfo+chat, jsapi.StreamInfo+presence.Stream(), jsapi.StreamInfo+channels.Stream())
 	for _, ch := range r.AllowSubscribe {
-		pub = append(pub, jsCreate+chat+"."+hist+"."+r.chat("*", "*", ch))
+		pub = append(pub, jsapi.ConsumerCreate+chat+"."+hist+"."+r.chat("*", "*", ch))
 	}
 	pub = append(pub,
-		jsConsumerInfo+chat+"."+hist, jsNext+chat+"."+hist, jsDelete+chat+"."+hist,
-		jsConsumerInfo+dm+"."+dmD, jsNext+dm+"."+dmD, jsAck+dm+"."+dmD+".>",
-		jsConsumerInfo+dlv+"."+dlvD, jsNext+dlv+"."+dlvD, jsAck+dlv+"."+dlvD+".>",
-		watchCreate(presence), jsConsumerInfo+presence.Stream()+".>", jsDelete+presence.Stream()+".>",
-		jsFlowControl, presence.Subject(wire.PresenceKey(r.Principal)),
-		jsMsgGet+channels.Stream(),
-		watchCreate(channels), jsConsumerInfo+channels.Stream()+".>", jsDelete+channels.Stream()+".>",
-		jsStreamInfo+r.s.DeliveryBucket().Stream(), jsMsgGet+r.s.DeliveryBucket().Stream(),
+		jsapi.ConsumerInfo+chat+"."+hist, jsapi.ConsumerNext+chat+"."+hist, jsapi.ConsumerDelete+chat+"."+hist,
+		jsapi.ConsumerInfo+dm+"."+dmD, jsapi.ConsumerNext+dm+"."+dmD, jsapi.Ack+dm+"."+dmD+".>",
+		jsapi.ConsumerInfo+dlv+"."+dlvD, jsapi.ConsumerNext+dlv+"."+dlvD, jsapi.Ack+dlv+"."+dlvD+".>",
+		watchCreate(presence), jsapi.ConsumerInfo+presence.Stream()+".>", jsapi.ConsumerDelete+presence.Stream()+".>",
+		jsapi.FlowControl, presence.Subject(wire.PresenceKey(r.Principal)),
+		jsapi.MsgGet+channels.Stream(),
+		watchCreate(channels), jsapi.ConsumerInfo+channels.Stream()+".>", jsapi.ConsumerDelete+channels.Stream()+".>",
+		jsapi.StreamInfo+r.s.DeliveryBucket().Stream(), jsapi.MsgGet+r.s.DeliveryBucket().Stream(),
 	)
 	if r.Role != "" {
 		svc, _ := wire.TaskDurable(r.Role) // validated by Grant.validate
-		pub = append(pub, jsStreamInfo+task, jsConsumerInfo+task+"."+svc, jsNext+task+"."+svc, jsAck+task+"."+svc+".>")
+		pub = append(pub, jsapi.StreamInfo+task, jsapi.ConsumerInfo+task+"."+svc, jsapi.ConsumerNext+task+"."+svc, jsapi.Ack+task+"."+svc+".>")
 	}
 	// Deny beats allow: no consumer of its own on the private streams, whatever else is granted.
 	// CHAT has no such row, since it would also kill the chathist create.
 	var deny []string
 	for _, st := range []string{dm, task, dlv} {
-		deny = append(deny, jsCreate+st, jsCreate+st+".>", jsDurable+st+".>")
+		deny = append(deny, jsapi.ConsumerCreate+st, jsapi.ConsumerCreate+st+".>", jsapi.ConsumerDurable+st+".>")
 	}
 	sub := []string{r.inbox(), wire.Subtree(r.s.ControlSubject(wire.ControlDelivery, r.Principal))}
 	for _, plane := range wire.Planes {
@@ -345,22 +316,22 @@ func (r rowsFor) agent() Permissions {
 func (r rowsFor) observer(admin bool) Permissions {
 	chat, presence := r.s.ChatStream(), r.s.PresenceBucket()
 	pub := []string{
-		jsInfo, jsStreamInfo + chat, jsStreamInfo + presence.Stream(),
-		jsCreate + chat, jsCreate + chat + ".>", jsConsumerInfo + chat + ".>", jsNext + chat + ".>", jsDelete + chat + ".>", jsAck + chat + ".>",
-		watchCreate(presence), jsConsumerInfo + presence.Stream() + ".>", jsDelete + presence.Stream() + ".>",
+		jsapi.Info, jsapi.StreamInfo + chat, jsapi.StreamInfo + presence.Stream(),
+		jsapi.ConsumerCreate + chat, jsapi.ConsumerCreate + chat + ".>", jsapi.ConsumerInfo + chat + ".>", jsapi.ConsumerNext + chat + ".>", jsapi.ConsumerDelete + chat + ".>", jsapi.Ack + chat + ".>",
+		watchCreate(presence), jsapi.ConsumerInfo + presence.Stream() + ".>", jsapi.ConsumerDelete + presence.Stream() + ".>",
 	}
 	for _, b := range []wire.Bucket{r.s.ChannelsBucket(), r.s.MembershipBucket()} {
 		st := b.Stream()
-		pub = append(pub, jsStreamInfo+st, jsMsgGet+st, watchCreate(b), jsConsumerInfo+st+".>", jsDelete+st+".>")
+		pub = append(pub, jsapi.StreamInfo+st, jsapi.MsgGet+st, watchCreate(b), jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>")
 	}
 	// SPEC Appendix B also lets observers read the delivery lease (delivery health); the
 	// reference's code lacks the two rows. Read-only, so the SPEC wins.
-	pub = append(pub, jsStreamInfo+r.s.DeliveryBucket().Stream(), jsMsgGet+r.s.DeliveryBucket().Stream())
-	pub = append(pub, jsFlowControl)
+	pub = append(pub, jsapi.StreamInfo+r.s.DeliveryBucket().Stream(), jsapi.MsgGet+r.s.DeliveryBucket().Stream())
+	pub = append(pub, jsapi.FlowControl)
 	sub := []string{r.s.KindAll(wire.KindChat)}
 	if admin {
 		dm := r.s.DMStream()
-		pub = append(pub, jsStreamInfo+dm, jsCreate+dm, jsCreate+dm+".>", jsConsumerInfo+dm+".>", jsNext+dm+".>", jsDelete+dm+".>", jsAck+dm+".>")
+		pub = append(pub, jsapi.StreamInfo+dm, jsapi.ConsumerCreate+dm, jsapi.ConsumerCreate+dm+".>", jsapi.ConsumerInfo+dm+".>", jsapi.ConsumerNext+dm+".>", jsapi.ConsumerDelete+dm+".>", jsapi.Ack+dm+".>")
 		sub = append(sub, r.s.KindAll(wire.KindInst), r.s.KindAll(wire.KindSvc))
 	}
 	return Permissions{PubAllow: pub, SubAllow: append(sub, r.inbox())}
@@ -370,10 +341,10 @@ func (r rowsFor) supervisor() Permissions {
 	mgr, presence := r.s.ManagerBucket(), r.s.PresenceBucket()
 	return Permissions{
 		PubAllow: []string{
-			jsInfo, jsStreamInfo + mgr.Stream(), jsMsgGet + mgr.Stream(), mgr.Subject(wire.LeaseKeys()),
-			presence.Subject(wire.PresenceKey(r.Principal)), jsStreamInfo + presence.Stream(),
-			watchCreate(presence), jsConsumerInfo + presence.Stream() + ".>",
-			jsFlowControl,
+			jsapi.Info, jsapi.StreamInfo + mgr.Stream(), jsapi.MsgGet + mgr.Stream(), mgr.Subject(wire.LeaseKeys()),
+			presence.Subject(wire.PresenceKey(r.Principal)), jsapi.StreamInfo + presence.Stream(),
+			watchCreate(presence), jsapi.ConsumerInfo + presence.Stream() + ".>",
+			jsapi.FlowControl,
 			r.s.ControlSubject(wire.ControlDeliveryAdmin, r.Principal),
 			r.s.LivenessReplyGrant(wire.PlaneManager),
 		},
@@ -389,11 +360,11 @@ func (r rowsFor) delivery() Permissions {
 	chat, inbox, dlv := r.s.ChatStream(), r.s.InboxStream(), r.s.DLVStream()
 	reader := inbox + "." + wire.ReaderDurable
 	pub := []string{
-		jsInfo, jsStreamInfo + chat, jsStreamInfo + inbox, jsStreamInfo + dlv,
-		jsCreate + chat, jsCreate + chat + ".>", jsDurable + chat + ".>", jsConsumerInfo + chat + ".>", jsNext + chat + ".>", jsDelete + chat + ".>", jsAck + chat + ".>",
-		jsCreate + reader + ".>", jsDurable + reader, jsConsumerInfo + reader, jsNext + reader, jsDelete + reader, jsAck + reader + ".>",
-		jsMsgDelete + inbox,
-		jsFlowControl,
+		jsapi.Info, jsapi.StreamInfo + chat, jsapi.StreamInfo + inbox, jsapi.StreamInfo + dlv,
+		jsapi.ConsumerCreate + chat, jsapi.ConsumerCreate + chat + ".>", jsapi.ConsumerDurable + chat + ".>", jsapi.ConsumerInfo + chat + ".>", jsapi.ConsumerNext + chat + ".>", jsapi.ConsumerDelete + chat + ".>", jsapi.Ack + chat + ".>",
+		jsapi.ConsumerCreate + reader + ".>", jsapi.ConsumerDurable + reader, jsapi.ConsumerInfo + reader, jsapi.ConsumerNext + reader, jsapi.ConsumerDelete + reader, jsapi.Ack + reader + ".>",
+		jsapi.MsgDelete + inbox,
+		jsapi.FlowControl,
 	}
 	for _, b := range []wire.Bucket{r.s.PresenceBucket(), r.s.ChannelsBucket(), r.s.MembersBucket(), r.s.ACLBucket()} {
 		pub = append(pub, kvRead(b)...)
@@ -401,7 +372,7 @@ func (r rowsFor) delivery() Permissions {
 	lease := r.s.DeliveryBucket()
 	pub = append(pub,
 		r.s.MembersBucket().Subject(">"),
-		jsStreamInfo+lease.Stream(), jsMsgGet+lease.Stream(), lease.Subject(wire.LeaseKeys()),
+		jsapi.StreamInfo+lease.Stream(), jsapi.MsgGet+lease.Stream(), lease.Subject(wire.LeaseKeys()),
 		r.s.LifecycleWriteGrant(wire.KindDinbox), r.s.LifecycleWriteGrant(wire.KindDlv),
 		r.s.ControlReplyGrant(wire.ControlDelivery), r.s.ControlReplyGrant(wire.ControlDeliveryAdmin),
 		r.s.LivenessReplyGrant(wire.PlaneDelivery),
@@ -434,21 +405,21 @@ func ttlBuckets(s wire.Space) []wire.Bucket {
 }
 
 func (r rowsFor) provisioner() Permissions {
-	pub := []string{jsInfo}
+	pub := []string{jsapi.Info}
 	for _, st := range spaceStreams(r.s) {
-		pub = append(pub, jsStreamCreate+st, jsStreamInfo+st)
+		pub = append(pub, jsapi.StreamCreate+st, jsapi.StreamInfo+st)
 	}
 	for _, b := range ttlBuckets(r.s) {
-		pub = append(pub, jsStreamUpdate+b.Stream())
+		pub = append(pub, jsapi.StreamUpdate+b.Stream())
 	}
 	for _, st := range []string{r.s.DMStream(), r.s.DLVStream(), r.s.TaskStream()} {
-		pub = append(pub, jsCreate+st+".>", jsDurable+st+".>", jsConsumerInfo+st+".>")
+		pub = append(pub, jsapi.ConsumerCreate+st+".>", jsapi.ConsumerDurable+st+".>", jsapi.ConsumerInfo+st+".>")
 	}
 	acl, channels := r.s.ACLBucket(), r.s.ChannelsBucket()
 	pub = append(pub,
 		acl.Subject(">"), channels.Subject(">"),
-		jsMsgGet+acl.Stream(), jsDirectGet+acl.Stream()+".>",
-		jsMsgGet+channels.Stream(), jsDirectGet+channels.Stream()+".>",
+		jsapi.MsgGet+acl.Stream(), jsapi.DirectGet+acl.Stream()+".>",
+		jsapi.MsgGet+channels.Stream(), jsapi.DirectGet+channels.Stream()+".>",
 	)
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
 }
@@ -459,14 +430,14 @@ func (r rowsFor) deprovisioner() Permissions {
 	t := r.Target
 	acl, members := r.s.ACLBucket(), r.s.MembersBucket()
 	pub := []string{
-		jsInfo,
-		jsDelete + r.s.DMStream() + "." + wire.DMDurable(t),
-		jsDelete + r.s.DLVStream() + "." + wire.DLVDurable(t),
-		jsStreamInfo + acl.Stream(),
+		jsapi.Info,
+		jsapi.ConsumerDelete + r.s.DMStream() + "." + wire.DMDurable(t),
+		jsapi.ConsumerDelete + r.s.DLVStream() + "." + wire.DLVDurable(t),
+		jsapi.StreamInfo + acl.Stream(),
 		acl.Subject(wire.ACLKey(t)),
 	}
 	if len(r.Channels) > 0 {
-		pub = append(pub, jsStreamInfo+members.Stream())
+		pub = append(pub, jsapi.StreamInfo+members.Stream())
 		for _, ch := range r.Channels {
 			key, _ := wire.MemberKey(ch, t) // validated by Grant.validate
 			pub = append(pub, members.Subject(key))
@@ -484,10 +455,10 @@ func (r rowsFor) operator() Permissions {
 			r.chat(r.Principal.Owner(), r.Principal.Actor(), ">"),
 			r.s.DMSendGrant(r.Principal), r.s.AnycastSendGrant(r.Principal),
 			presence.Subject(wire.PresenceKey(r.Principal)),
-			jsInfo, jsStreamInfo + presence.Stream(), watchCreate(presence), jsConsumerInfo + presence.Stream() + ".>",
-			jsStreamInfo + channels.Stream(), jsMsgGet + channels.Stream(), jsDirectGet + channels.Stream() + ".>",
-			watchCreate(channels), jsConsumerInfo + channels.Stream() + ".>",
-			jsFlowControl,
+			jsapi.Info, jsapi.StreamInfo + presence.Stream(), watchCreate(presence), jsapi.ConsumerInfo + presence.Stream() + ".>",
+			jsapi.StreamInfo + channels.Stream(), jsapi.MsgGet + channels.Stream(), jsapi.DirectGet + channels.Stream() + ".>",
+			watchCreate(channels), jsapi.ConsumerInfo + channels.Stream() + ".>",
+			jsapi.FlowControl,
 		},
 		SubAllow: []string{r.inbox()},
 	}
@@ -497,8 +468,8 @@ func (r rowsFor) channelWriter() Permissions {
 	ch := r.s.ChannelsBucket()
 	return Permissions{
 		PubAllow: []string{
-			jsInfo, ch.Subject(">"), jsStreamInfo + ch.Stream(), jsStreamCreate + ch.Stream(),
-			jsMsgGet + ch.Stream(), jsDirectGet + ch.Stream() + ".>",
+			jsapi.Info, ch.Subject(">"), jsapi.StreamInfo + ch.Stream(), jsapi.StreamCreate + ch.Stream(),
+			jsapi.MsgGet + ch.Stream(), jsapi.DirectGet + ch.Stream() + ".>",
 		},
 		SubAllow: []string{r.inbox()},
 	}
@@ -506,7 +477,7 @@ func (r rowsFor) channelWriter() Permissions {
 
 func (r rowsFor) purger() Permissions {
 	return Permissions{
-		PubAllow: []string{jsInfo, jsStreamPurge + r.s.ChatStream(), jsStreamPurge + r.s.DMStream()},
+		PubAllow: []string{jsapi.Info, jsapi.StreamPurge + r.s.ChatStream(), jsapi.StreamPurge + r.s.DMStream()},
 		SubAllow: []string{r.inbox()},
 	}
 }
@@ -515,15 +486,15 @@ func (r rowsFor) purger() Permissions {
 func (r rowsFor) teardown() Permissions {
 	presence, channels := r.s.PresenceBucket(), r.s.ChannelsBucket()
 	pub := []string{
-		jsInfo, watchCreate(presence), jsConsumerInfo + presence.Stream() + ".>",
-		jsMsgGet + channels.Stream(), jsDirectGet + channels.Stream() + ".>",
-		watchCreate(channels), jsConsumerInfo + channels.Stream() + ".>",
-		jsFlowControl,
+		jsapi.Info, watchCreate(presence), jsapi.ConsumerInfo + presence.Stream() + ".>",
+		jsapi.MsgGet + channels.Stream(), jsapi.DirectGet + channels.Stream() + ".>",
+		watchCreate(channels), jsapi.ConsumerInfo + channels.Stream() + ".>",
+		jsapi.FlowControl,
 	}
 	for _, st := range spaceStreams(r.s) {
-		pub = append(pub, jsStreamInfo+st, jsStreamDelete+st)
+		pub = append(pub, jsapi.StreamInfo+st, jsapi.StreamDelete+st)
 	}
-	pub = append(pub, jsStreamPurge+r.s.ChatStream(), channels.Subject(">"))
+	pub = append(pub, jsapi.StreamPurge+r.s.ChatStream(), channels.Subject(">"))
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
 }
 
@@ -533,8 +504,8 @@ func (r rowsFor) ledger() Permissions {
 	st := auth.Stream()
 	return Permissions{
 		PubAllow: []string{
-			jsInfo, jsStreamInfo + st, jsMsgGet + st, auth.Subject(">"),
-			jsCreate + st + ".>", jsConsumerInfo + st + ".>", jsDelete + st + ".>", jsFlowControl,
+			jsapi.Info, jsapi.StreamInfo + st, jsapi.MsgGet + st, auth.Subject(">"),
+			jsapi.ConsumerCreate + st + ".>", jsapi.ConsumerInfo + st + ".>", jsapi.ConsumerDelete + st + ".>", jsapi.FlowControl,
 		},
 		SubAllow: []string{r.inbox()},
 	}
@@ -545,11 +516,11 @@ func (r rowsFor) ledger() Permissions {
 // bucket through its own consumers, deletes a stored message by sequence and writes a bucket row
 // back. It holds no messaging subject, so it can neither post nor read a live delivery.
 func (r rowsFor) warden() Permissions {
-	pub := []string{jsInfo, jsFlowControl}
+	pub := []string{jsapi.Info, jsapi.FlowControl}
 	for _, st := range spaceStreams(r.s) {
 		pub = append(pub,
-			jsStreamInfo+st, jsMsgGet+st, jsMsgDelete+st, jsConsumerList+st,
-			jsCreate+st+".>", jsConsumerInfo+st+".>", jsNext+st+".>", jsDelete+st+".>",
+			jsapi.StreamInfo+st, jsapi.MsgGet+st, jsapi.MsgDelete+st, jsapi.ConsumerList+st,
+			jsapi.ConsumerCreate+st+".>", jsapi.ConsumerInfo+st+".>", jsapi.ConsumerNext+st+".>", jsapi.ConsumerDelete+st+".>",
 		)
 	}
 	for _, b := range []wire.Bucket{
@@ -558,7 +529,7 @@ func (r rowsFor) warden() Permissions {
 	} {
 		pub = append(pub, b.Subject(">"))
 	}
-	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox(), AuditAdvisorySubject, ConsumerDeletedAdvisories}}
+	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox(), jsapi.AuditAdvisory, jsapi.ConsumerDeletedAdvs}}
 }
 
 // String renders p one row per line, for debugging and test failures.

@@ -10,14 +10,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/gocotal/cotal/internal/jsapi"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/wire"
 )
-
-// errCodeNoMessage is JetStream's "no message found".
-const errCodeNoMessage = 10037
 
 // Entry is a key's last message in its bucket's stream.
 type Entry struct {
@@ -63,7 +61,7 @@ func ReadSeq(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*St
 
 func read(ctx context.Context, nc *nats.Conn, stream string, req map[string]any) (*Stored, error) {
 	body, _ := json.Marshal(req) // strings and integers always encode
-	msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	msg, err := nc.RequestWithContext(ctx, jsapi.MsgGet+stream, body)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +81,7 @@ func read(ctx context.Context, nc *nats.Conn, stream string, req map[string]any)
 		return nil, err
 	}
 	if rep.Error != nil {
-		if rep.Error.ErrCode == errCodeNoMessage {
+		if rep.Error.ErrCode == jsapi.ErrCodeNoMessage {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("%s (%d)", rep.Error.Desc, rep.Error.ErrCode)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"slices"
 	"strings"
 	"time"
@@ -281,7 +282,7 @@ func (a *Authority) PushRevocations(ctx context.Context, url string, sp wire.Spa
 	if err != nil {
 		return err
 	}
-	update, connz := "$SYS.REQ.ACCOUNT."+acct+".CLAIMS.UPDATE", "$SYS.REQ.ACCOUNT."+acct+".CONNZ"
+	update, connz := jsapi.AccountClaimsUpdate(acct), jsapi.AccountConnz(acct)
 	sys, err := a.keyring.MintSystemUser("cotal-revoker", []string{update, connz}, time.Minute)
 	if err != nil {
 		return err

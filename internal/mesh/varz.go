@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"time"
 )
 
 // varzPing asks every server of the cluster for its VARZ.
-const varzPing = "$SYS.REQ.SERVER.PING.VARZ"
+const varzPing = jsapi.ServerVarz
 
 // varzGather is how long BrokerCPU waits for more servers after the last reply.
 const varzGather = 250 * time.Millisecond

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"slices"
 	"strings"
 	"time"
@@ -21,7 +22,7 @@ import (
 // The consumer audit.
 //
 // Attribution. The broker announces every JetStream API call of the space's account on
-// authority.AuditAdvisorySubject, with the calling client as the broker knows it: "user" is the
+// jsapi.AuditAdvisory, with the calling client as the broker knows it: "user" is the
 // credential's user public key, "name_tag" the user JWT's name and "tags" its tags. The authority
 // signs the profile as the JWT's name and the principal as its "principal:" tag, and the broker
 // copies both from the JWT it verified, never from what the client says (unlike "name", the
@@ -50,7 +51,7 @@ import (
 // slots for good.
 //
 // Counting. A consumer leaves the count when the broker announces its deletion
-// (authority.ConsumerDeletedAdvisories: by request, or when its inactive threshold passed).
+// (jsapi.ConsumerDeletedAdvs: by request, or when its inactive threshold passed).
 // Advisories are at-most-once and the two subjects are not ordered against each other, so a
 // count can only drift upwards; before judging a credential over quota the audit lists the
 // streams its consumers are on and forgets what is gone, and it reconciles every attribution the
@@ -71,14 +72,6 @@ var judged = []authority.Profile{
 	authority.ProfileAgent, authority.ProfileObserver, authority.ProfileAdmin, authority.ProfileOperator,
 	authority.ProfileRunOperator, authority.ProfileSessionCaller, authority.ProfileSessionServing,
 }
-
-// JetStream API prefixes of the consumer creates, and the tag authority stamps the principal
-// with (authority/mint.go). They are the broker's and authority's spelling, not Cotal's wire.
-const (
-	apiCreate        = "$JS.API.CONSUMER.CREATE."
-	apiDurableCreate = "$JS.API.CONSUMER.DURABLE.CREATE."
-	principalTag     = "principal:"
-)
 
 const (
 	// reconcileEvery is how often every attribution is checked against the streams' consumers.
@@ -153,7 +146,7 @@ func (w *Warden) auditConsumers(ctx context.Context) error {
 			_ = s.Unsubscribe() // the connection may be closing with the mesh; nothing to undo
 		}
 	}()
-	for _, subject := range []string{authority.AuditAdvisorySubject, authority.ConsumerDeletedAdvisories} {
+	for _, subject := range []string{jsapi.AuditAdvisory, jsapi.ConsumerDeletedAdvs} {
 		s, err := w.nc.Subscribe(subject, forward)
 		if err != nil {
 			return fmt.Errorf("warden: subscribe %s: %w", subject, err)
@@ -190,7 +183,7 @@ func (a *audit) loop(ctx context.Context, events <-chan *nats.Msg, subs []*nats.
 		case <-ctx.Done():
 			return
 		case m := <-events:
-			if m.Subject == authority.AuditAdvisorySubject {
+			if m.Subject == jsapi.AuditAdvisory {
 				a.onAPI(ctx, m.Data)
 			} else {
 				a.onDeleted(m.Data)
@@ -247,7 +240,7 @@ func (a *audit) onAPI(ctx context.Context, data []byte) {
 	if json.Unmarshal(data, &adv) != nil || adv.Client == nil || adv.Client.User == "" {
 		return
 	}
-	if !strings.HasPrefix(adv.Subject, apiCreate) && !strings.HasPrefix(adv.Subject, apiDurableCreate) {
+	if !strings.HasPrefix(adv.Subject, jsapi.ConsumerCreate) && !strings.HasPrefix(adv.Subject, jsapi.ConsumerDurable) {
 		return
 	}
 	profile := authority.Profile(adv.Client.NameTag)
@@ -486,7 +479,7 @@ func (a *audit) live(ctx context.Context, stream string) (map[string]bool, error
 // principalOf returns the principal a user JWT's tags name, "" when none does.
 func principalOf(tags []string) string {
 	for _, t := range tags {
-		if p, ok := strings.CutPrefix(t, principalTag); ok {
+		if p, ok := strings.CutPrefix(t, authority.TagPrincipal); ok {
 			return p
 		}
 	}

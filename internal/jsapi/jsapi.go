@@ -1,0 +1,45 @@
+// Package jsapi names the NATS server's own subjects that Cotal grants, requests and listens
+// to: the JetStream API verbs (each a prefix its stream or stream.consumer tail follows), its
+// flow-control, acknowledgement and advisory subjects, and the system account's requests. They
+// are the server's contract, not Cotal's, so they live here rather than in wire; each is spelled
+// once.
+package jsapi
+
+// JetStream API verbs. A verb ending in "." takes the stream name, and for consumer verbs
+// ".<consumer>", after it.
+const (
+	Info                = "$JS.API.INFO"
+	StreamCreate        = "$JS.API.STREAM.CREATE."
+	StreamUpdate        = "$JS.API.STREAM.UPDATE."
+	StreamInfo          = "$JS.API.STREAM.INFO."
+	StreamDelete        = "$JS.API.STREAM.DELETE."
+	StreamPurge         = "$JS.API.STREAM.PURGE."
+	MsgGet              = "$JS.API.STREAM.MSG.GET."
+	MsgDelete           = "$JS.API.STREAM.MSG.DELETE."
+	DirectGet           = "$JS.API.DIRECT.GET."
+	ConsumerCreate      = "$JS.API.CONSUMER.CREATE."
+	ConsumerDurable     = "$JS.API.CONSUMER.DURABLE.CREATE."
+	ConsumerInfo        = "$JS.API.CONSUMER.INFO."
+	ConsumerNext        = "$JS.API.CONSUMER.MSG.NEXT."
+	ConsumerDelete      = "$JS.API.CONSUMER.DELETE."
+	ConsumerList        = "$JS.API.CONSUMER.LIST."
+	FlowControl         = "$JS.FC.>"
+	Ack                 = "$JS.ACK."
+	AuditAdvisory       = "$JS.EVENT.ADVISORY.API"
+	ConsumerDeletedAdvs = "$JS.EVENT.ADVISORY.CONSUMER.DELETED.>"
+)
+
+// ErrCodeNoMessage is the JetStream API error code of a message get that found nothing.
+const ErrCodeNoMessage = 10037
+
+// System account requests.
+const (
+	// ServerVarz asks every server for its VARZ.
+	ServerVarz = "$SYS.REQ.SERVER.PING.VARZ"
+)
+
+// AccountClaimsUpdate returns the subject that pushes a new JWT for account.
+func AccountClaimsUpdate(account string) string { return "$SYS.REQ.ACCOUNT." + account + ".CLAIMS.UPDATE" }
+
+// AccountConnz returns the subject that lists account's connections.
+func AccountConnz(account string) string { return "$SYS.REQ.ACCOUNT." + account + ".CONNZ" }
