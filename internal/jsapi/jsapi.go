@@ -39,7 +39,9 @@ const (
 )
 
 // AccountClaimsUpdate returns the subject that pushes a new JWT for account.
-func AccountClaimsUpdate(account string) string { return "$SYS.REQ.ACCOUNT." + account + ".CLAIMS.UPDATE" }
+func AccountClaimsUpdate(account string) string {
+	return "$SYS.REQ.ACCOUNT." + account + ".CLAIMS.UPDATE"
+}
 
 // AccountConnz returns the subject that lists account's connections.
 func AccountConnz(account string) string { return "$SYS.REQ.ACCOUNT." + account + ".CONNZ" }

@@ -2,7 +2,13 @@
 // CLI's contract with scripts: new ones are added, existing ones never renumbered.
 package exit
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gocotal/cotal"
+)
 
 // The exit codes.
 const (
@@ -30,8 +36,24 @@ func (e *AuthError) Error() string { return e.Err.Error() }
 // Unwrap returns the underlying error.
 func (e *AuthError) Unwrap() error { return e.Err }
 
+// refusals are the sentinels of a refusal by the broker or by a credential. The SDK's come first:
+// a refused publish or request (cotal.ErrNotPermitted, which also wraps a connect the broker
+// refused), a refused subscription (cotal.ErrJoinRefused) and a credential past its expiry
+// (cotal.ErrCredentialExpired). nats.go's cover the commands that talk to the broker without
+// the SDK (the ledger, provisioning): a connect refused for a bad, expired or revoked
+// credential, and a refused publish or subscription.
+var refusals = []error{
+	cotal.ErrNotPermitted,
+	cotal.ErrJoinRefused,
+	cotal.ErrCredentialExpired,
+	nats.ErrAuthorization,
+	nats.ErrAuthExpired,
+	nats.ErrAuthRevoked,
+	nats.ErrPermissionViolation,
+}
+
 // Code returns the exit code for err: OK for nil, Usage for a *UsageError, NotAuthorized for an
-// *AuthError, and Failed otherwise.
+// *AuthError or a refusal by the broker or a credential (see refusals), and Failed otherwise.
 func Code(err error) int {
 	if err == nil {
 		return OK
@@ -41,6 +63,11 @@ func Code(err error) int {
 	}
 	if _, ok := errors.AsType[*AuthError](err); ok {
 		return NotAuthorized
+	}
+	for _, r := range refusals {
+		if errors.Is(err, r) {
+			return NotAuthorized
+		}
 	}
 	return Failed
 }

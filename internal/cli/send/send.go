@@ -1,8 +1,10 @@
-// Package send implements `cotal send msg|dm|ask`: one-shot sends as the operator.
+// Package send implements `cotal send msg|dm|ask`: one-shot sends, as the operator through the
+// mesh's ledger or as the principal of a creds file (--creds).
 package send
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -21,10 +23,12 @@ import (
 type Options struct {
 	IO *iostreams.IOStreams
 	target.Flags
-	As   string
-	Kind string // msg, dm or ask
-	To   string // channel, name or role
-	Text string
+	As     string
+	Creds  string // a creds file to send as, instead of a ledger-issued operator credential
+	Server string // the broker URL for --creds (default: the running mesh's)
+	Kind   string // msg, dm or ask
+	To     string // channel, name or role
+	Text   string
 }
 
 // DefaultActor is the actor the CLI sends as unless --as names another.
@@ -36,15 +40,20 @@ func NewCmdSend(io *iostreams.IOStreams, runF func(context.Context, *Options) er
 	cmd := &cobra.Command{
 		Use:   "send",
 		Short: "Send one message: to a channel, to a peer, or to a role",
-		Long: "Send one message as local.operator (or --as NAME) with a short-lived operator credential.\n" +
-			"It reports what the broker stored, never that anyone received it.",
+		Long: "Send one message, then exit. By default it sends as local.operator (or --as NAME) with a\n" +
+			"short-lived operator credential the running mesh's ledger issues. With --creds FILE it\n" +
+			"sends as that credential's principal instead, with no ledger: to --server URL, or to the\n" +
+			"running mesh of --dir. It reports what the broker stored, never that anyone received it.\n" +
+			"A refusal by the broker or the credential exits 4.",
 	}
 	pf := cmd.PersistentFlags()
 	o.Register(pf)
-	pf.StringVar(&o.As, "as", DefaultActor, "the actor to send as")
+	pf.StringVar(&o.As, "as", DefaultActor, "the actor to send as (not with --creds)")
+	pf.StringVar(&o.Creds, "creds", "", "send as the principal of this creds file, with no ledger")
+	pf.StringVar(&o.Server, "server", "", "the broker URL (nats://, tls://, cotal://) for --creds (default: the running mesh's)")
 	for _, sub := range []struct{ kind, use, short string }{
 		{"msg", "msg CHANNEL TEXT", "Post TEXT to a channel (multicast)"},
-		{"dm", "dm NAME TEXT", "Send TEXT to one peer, found by name in presence (unicast, durable)"},
+		{"dm", "dm NAME TEXT", "Send TEXT to one peer: a roster name, an actor or a principal (unicast, durable)"},
 		{"ask", "ask ROLE TEXT", "Hand TEXT to any one member of ROLE (anycast, durable)"},
 	} {
 		kind := sub.kind
@@ -64,9 +73,25 @@ func NewCmdSend(io *iostreams.IOStreams, runF func(context.Context, *Options) er
 	return cmd
 }
 
-func sendRun(ctx context.Context, o *Options) error {
-	if err := wire.ValidateActor(o.As); err != nil {
-		return &exit.UsageError{Err: fmt.Errorf("--as: %w", err)}
+// validate checks the flags and arguments that need no connection.
+func (o *Options) validate() error {
+	usage := func(format string, args ...any) error { return &exit.UsageError{Err: fmt.Errorf(format, args...)} }
+	if o.Creds == "" {
+		if o.Server != "" {
+			return usage("--server needs --creds: without it the mesh of --dir names the server")
+		}
+		if err := wire.ValidateActor(o.As); err != nil {
+			return usage("--as: %w", err)
+		}
+	} else {
+		if o.As != DefaultActor {
+			return usage("--creds carries its own principal: drop --as")
+		}
+		if o.Server != "" {
+			if _, err := cotal.ParseURL(o.Server); err != nil {
+				return usage("--server: %w", err)
+			}
+		}
 	}
 	switch o.Kind {
 	case "msg":
@@ -75,23 +100,21 @@ func sendRun(ctx context.Context, o *Options) error {
 		}
 	case "ask":
 		if strings.TrimSpace(o.To) == "" {
-			return &exit.UsageError{Err: fmt.Errorf("ROLE must not be empty")}
+			return usage("ROLE must not be empty")
 		}
 	}
-	d, st, sp, err := o.Resolve("")
-	if err != nil {
+	return nil
+}
+
+func sendRun(ctx context.Context, o *Options) error {
+	if err := o.validate(); err != nil {
 		return err
 	}
-	c, err := mesh.Client(ctx, d, st, sp, authority.ProfileOperator, o.As, cotal.WithPresence(false))
+	c, err := o.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
-	roster, err := c.Roster(ctx)
-	if err != nil {
-		return err
-	}
-	defer roster.Stop()
 	parts := []wire.Part{wire.TextPart(o.Text)}
 	var sent *cotal.Sent
 	var recipient string
@@ -102,24 +125,35 @@ func sendRun(ctx context.Context, o *Options) error {
 			return err
 		}
 		recipient = fmt.Sprintf("channel %s (%s)", o.To, cfg.DeliveryClass)
-		sent, err = c.Post(ctx, o.To, parts)
-		if err != nil {
+		if sent, err = c.Post(ctx, o.To, parts); err != nil {
 			return err
 		}
 	case "dm":
-		peer, err := resolve(roster, o.To)
+		roster, err := c.Roster(ctx)
 		if err != nil {
 			return err
 		}
-		to, err := wire.ParsePrincipal(peer.Key)
+		defer roster.Stop()
+		to, peer, err := resolve(roster, o.To)
 		if err != nil {
 			return err
 		}
-		recipient = fmt.Sprintf("%s %s", peer.Key, status(peer))
+		recipient = "had no roster row"
+		if peer != nil {
+			recipient = fmt.Sprintf("%s %s", peer.Key, status(*peer))
+		}
 		if sent, err = c.DirectMessage(ctx, to, parts); err != nil {
 			return err
 		}
+		if peer == nil {
+			fmt.Fprintf(o.IO.ErrOut, "no roster row for %s: the message is stored for that principal\n", to)
+		}
 	case "ask":
+		roster, err := c.Roster(ctx)
+		if err != nil {
+			return err
+		}
+		defer roster.Stop()
 		online := 0
 		for _, p := range roster.Peers() {
 			if p.Online && p.Presence.Card.Role == o.To {
@@ -135,20 +169,77 @@ func sendRun(ctx context.Context, o *Options) error {
 	return nil
 }
 
-// resolve finds the one peer a name addresses, refusing an unknown or ambiguous name.
-func resolve(r *cotal.Roster, name string) (cotal.Peer, error) {
+// connect connects as the --creds principal, or else as a ledger-issued operator credential.
+func (o *Options) connect(ctx context.Context) (*cotal.Client, error) {
+	if o.Creds == "" {
+		d, st, sp, err := o.Resolve("")
+		if err != nil {
+			return nil, err
+		}
+		return mesh.Client(ctx, d, st, sp, authority.ProfileOperator, o.As, cotal.WithPresence(false))
+	}
+	url := o.Server
+	if url == "" {
+		_, st, err := mesh.Running(o.Dir)
+		if errors.Is(err, mesh.ErrNoMesh) {
+			return nil, &exit.UsageError{Err: fmt.Errorf("--creds without --server needs a running mesh to name the server: %w", err)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		url = st.URL
+	}
+	opts := []cotal.Option{cotal.WithCreds(o.Creds), cotal.WithPresence(false)}
+	if o.Space != "" {
+		opts = append(opts, cotal.WithSpace(o.Space))
+	}
+	c, err := cotal.Connect(ctx, url, opts...)
+	if errors.Is(err, cotal.ErrInvalidOption) {
+		return nil, &exit.UsageError{Err: err} // an unreadable --creds, or a --space it disagrees with
+	}
+	return c, err
+}
+
+// resolve names the principal a dm NAME addresses and its roster row, nil when it has none. A
+// principal (local.bob, u_….bob) is taken as it is. Any other name is looked up in the roster by
+// actor or card name and, with no row, addresses local.NAME all the same: a durable DM to an
+// offline or not yet started agent is the point of the inbox. A malformed name is a usage error,
+// an ambiguous one an error listing the principals it names.
+func resolve(r *cotal.Roster, name string) (wire.Principal, *cotal.Peer, error) {
+	if to, err := wire.ParsePrincipal(name); err == nil {
+		for _, p := range r.Peers() {
+			if p.Key == to.String() && p.Presence != nil {
+				return to, &p, nil
+			}
+		}
+		return to, nil, nil
+	}
 	peers := r.Find(name)
 	switch len(peers) {
 	case 0:
-		return cotal.Peer{}, fmt.Errorf("no peer named %q in the roster (`cotal ps` lists them)", name)
+		var to wire.Principal
+		var err error
+		if strings.Contains(name, ".") {
+			_, err = wire.ParsePrincipal(name)
+		} else {
+			to, err = wire.NewPrincipal(wire.DevOwner, name)
+		}
+		if err != nil {
+			return wire.Principal{}, nil, &exit.UsageError{Err: fmt.Errorf("NAME: %w", err)}
+		}
+		return to, nil, nil
 	case 1:
-		return peers[0], nil
+		to, err := wire.ParsePrincipal(peers[0].Key)
+		if err != nil {
+			return wire.Principal{}, nil, fmt.Errorf("roster row %q: %w", peers[0].Key, err)
+		}
+		return to, &peers[0], nil
 	}
 	keys := make([]string, len(peers))
 	for i, p := range peers {
 		keys[i] = p.Key
 	}
-	return cotal.Peer{}, fmt.Errorf("%q names %d peers (%s); send to one of those keys", name, len(peers), strings.Join(keys, ", "))
+	return wire.Principal{}, nil, fmt.Errorf("%q names %d peers (%s); send to one of those keys", name, len(peers), strings.Join(keys, ", "))
 }
 
 // status renders a peer's presence status as a recipient sees it at send time.
