@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/cotaltest"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
@@ -87,7 +88,17 @@ func count(b *inbox, s string) int {
 	return n
 }
 
-// agent connects an SDK client for a freshly minted and provisioned agent credential.
+// join connects a with an inbox as its handler, through cotaltest: the client closes at
+// cleanup.
+func join(t *testing.T, a *cotaltest.Agent, opts ...cotal.Option) (*cotal.Client, *inbox) {
+	t.Helper()
+	box := newInbox()
+	opts = append([]cotal.Option{cotal.WithHandler(box.handle), cotal.WithHeartbeat(200 * time.Millisecond)}, opts...)
+	return a.Connect(t, opts...), box
+}
+
+// agent connects an SDK client for a freshly minted and provisioned agent credential, for the
+// tests that need meshtest's handles on the mesh (other profiles, raw connections).
 func agent(t *testing.T, m *meshtest.Mesh, req mesh.MintRequest, opts ...cotal.Option) (*cotal.Client, *inbox) {
 	t.Helper()
 	cred := m.AgentCred(t, req)
@@ -270,29 +281,29 @@ func TestForgedSenderIsTerminated(t *testing.T) {
 }
 
 func TestDMWaitsForOfflineAgent(t *testing.T) {
-	m := meshtest.Start(t)
+	m := cotaltest.StartMesh(t)
 	ctx := t.Context()
-	alice, _ := agent(t, m, mesh.MintRequest{Name: "alice"})
-	dave := m.AgentCred(t, mesh.MintRequest{Name: "dave"}) // provisioned, not connected
+	alice, _ := join(t, m.Agent(t, "alice"))
+	dave := m.Agent(t, "dave") // provisioned, not connected
 	if _, err := alice.DirectMessage(ctx, dave.Principal, say("while you were out")); err != nil {
 		t.Fatal(err)
 	}
-	_, daveBox := connect(t, m, dave.Creds)
+	_, daveBox := join(t, dave)
 	if d := daveBox.next(t, "the waiting dm", hasText("while you were out")); d.Kind != wire.DeliveryDM {
 		t.Errorf("surfaced as %s", d.Kind)
 	}
 }
 
+// TestEmptyIDsBothSurface runs without the delivery daemon: the live path alone de-duplicates by
+// id, and must not take two messages with no id for one.
 func TestEmptyIDsBothSurface(t *testing.T) {
-	m := meshtest.Start(t)
-	ch := []string{"general"}
-	cred := m.AgentCred(t, mesh.MintRequest{Name: "alice", AllowPublish: ch, Subscribe: ch})
-	_, box := connect(t, m, cred.Creds, cotal.WithJoin("general"))
-	raw := m.Connect(t, cred)
-	subject, _ := m.Space.ChatSubject(cred.Principal, "general")
+	m := cotaltest.StartMesh(t, cotaltest.WithoutDaemons())
+	a := m.Agent(t, "alice", cotaltest.Channels("general"))
+	alice, box := join(t, a, cotal.WithJoin("general"))
+	subject, _ := m.Space().ChatSubject(a.Principal, "general")
 	for range 2 {
 		msg := `{"id":"","ts":1,"space":"main","from":{"id":"local.alice","name":"alice"},"channel":"general","parts":[{"kind":"text","text":"anonymous"}]}`
-		if err := raw.Publish(subject, []byte(msg)); err != nil {
+		if err := alice.Conn().Publish(subject, []byte(msg)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -300,10 +311,10 @@ func TestEmptyIDsBothSurface(t *testing.T) {
 }
 
 func TestKilledAgentGoesOffline(t *testing.T) {
-	m := meshtest.Start(t)
+	m := cotaltest.StartMesh(t)
 	ctx := t.Context()
-	alice, _ := agent(t, m, mesh.MintRequest{Name: "alice"})
-	erin, _ := agent(t, m, mesh.MintRequest{Name: "erin"})
+	alice, _ := join(t, m.Agent(t, "alice"))
+	erin, _ := join(t, m.Agent(t, "erin"))
 	roster, err := alice.Roster(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -329,10 +340,10 @@ func TestKilledAgentGoesOffline(t *testing.T) {
 }
 
 func TestCloseWritesOffline(t *testing.T) {
-	m := meshtest.Start(t)
+	m := cotaltest.StartMesh(t)
 	ctx := t.Context()
-	alice, _ := agent(t, m, mesh.MintRequest{Name: "alice"})
-	bob, _ := agent(t, m, mesh.MintRequest{Name: "bob"})
+	alice, _ := join(t, m.Agent(t, "alice"))
+	bob, _ := join(t, m.Agent(t, "bob"))
 	roster, err := alice.Roster(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -348,8 +359,8 @@ func TestCloseWritesOffline(t *testing.T) {
 }
 
 func TestJoinOutsideACLIsRefusedByTheBroker(t *testing.T) {
-	m := meshtest.Start(t)
-	alice, _ := agent(t, m, mesh.MintRequest{Name: "alice", Subscribe: []string{"general"}})
+	m := cotaltest.StartMesh(t)
+	alice, _ := join(t, m.Agent(t, "alice", cotaltest.ReadOnly("general")))
 	if _, err := alice.Join(t.Context(), "secret"); !errors.Is(err, cotal.ErrJoinRefused) {
 		t.Fatalf("Join(secret) = %v, want ErrJoinRefused", err)
 	}
@@ -362,9 +373,9 @@ func TestJoinOutsideACLIsRefusedByTheBroker(t *testing.T) {
 }
 
 func TestSendRefusals(t *testing.T) {
-	m := meshtest.Start(t)
+	m := cotaltest.StartMesh(t)
 	ctx := t.Context()
-	alice, _ := agent(t, m, mesh.MintRequest{Name: "alice", AllowPublish: []string{"general"}})
+	alice, _ := join(t, m.Agent(t, "alice", cotaltest.Channels("general")))
 	big := strings.Repeat("x", int(alice.Conn().MaxPayload())+1)
 	_, err := alice.Post(ctx, "general", say(big))
 	if !errors.Is(err, wire.ErrInvalid) || !strings.Contains(err.Error(), "max_payload") {
@@ -382,18 +393,18 @@ func TestSendRefusals(t *testing.T) {
 }
 
 func TestConnectRefusals(t *testing.T) {
-	m := meshtest.Start(t)
-	cred := m.AgentCred(t, mesh.MintRequest{Name: "alice"})
+	m := cotaltest.StartMesh(t)
+	alice := m.Agent(t, "alice")
 	ctx := t.Context()
-	_, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(cred.Creds), cotal.WithCard(wire.AgentCard{ID: "local.mallory"}))
+	_, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(alice.Creds), cotal.WithCard(wire.AgentCard{ID: "local.mallory"}))
 	if !errors.Is(err, cotal.ErrInvalidOption) || !strings.Contains(err.Error(), "local.mallory") {
 		t.Errorf("a card naming another principal = %v", err)
 	}
-	_, err = cotal.Connect(ctx, "nats://127.0.0.1:1", cotal.WithCredsData(cred.Creds), cotal.WithConnectAttempts(2))
+	_, err = cotal.Connect(ctx, "nats://127.0.0.1:1", cotal.WithCredsData(alice.Creds), cotal.WithConnectAttempts(2))
 	if !errors.Is(err, cotal.ErrUnreachable) || !strings.Contains(err.Error(), "2 attempts") {
 		t.Errorf("an unreachable broker = %v", err)
 	}
-	_, err = cotal.Connect(ctx, m.URL(), cotal.WithCredsData(cred.Creds), cotal.WithSpace("other"))
+	_, err = cotal.Connect(ctx, m.URL(), cotal.WithCredsData(alice.Creds), cotal.WithSpace("other"))
 	if !errors.Is(err, cotal.ErrInvalidOption) {
 		t.Errorf("a space other than the credential's = %v", err)
 	}
@@ -406,14 +417,14 @@ func TestConnectRefusals(t *testing.T) {
 // TestHandlerErrorRedelivers shows ack-on-surface: a handler that fails gets the durable message
 // again, and it is acknowledged once surfaced.
 func TestHandlerErrorRedelivers(t *testing.T) {
-	m := meshtest.Start(t)
+	m := cotaltest.StartMesh(t)
 	ctx := t.Context()
-	alice, _ := agent(t, m, mesh.MintRequest{Name: "alice"})
-	cred := m.AgentCred(t, mesh.MintRequest{Name: "bob"})
+	alice, _ := join(t, m.Agent(t, "alice"))
+	bob := m.Agent(t, "bob")
 	var mu sync.Mutex
 	attempts := 0
 	surfaced := make(chan struct{}, 1)
-	bob, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(cred.Creds), cotal.WithPresence(false),
+	bob.Connect(t, cotal.WithPresence(false),
 		cotal.WithHandler(func(_ context.Context, d *cotal.Delivery) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -424,11 +435,7 @@ func TestHandlerErrorRedelivers(t *testing.T) {
 			surfaced <- struct{}{}
 			return nil
 		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bob.Close(context.Background()) })
-	if _, err := alice.DirectMessage(ctx, cred.Principal, say("again")); err != nil {
+	if _, err := alice.DirectMessage(ctx, bob.Principal, say("again")); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -446,8 +453,8 @@ func TestHandlerErrorRedelivers(t *testing.T) {
 // TestDurableJoinWithoutDaemon: on a durable channel with no delivery daemon the join is live,
 // and says so; it never claims to be durable.
 func TestDurableJoinWithoutDaemon(t *testing.T) {
-	m := meshtest.Start(t)
-	alice, _ := agent(t, m, mesh.MintRequest{Name: "alice", Subscribe: []string{"general"}})
+	m := cotaltest.StartMesh(t, cotaltest.WithoutDaemons())
+	alice, _ := join(t, m.Agent(t, "alice", cotaltest.ReadOnly("general")))
 	res, err := alice.Join(t.Context(), "general")
 	if err != nil {
 		t.Fatal(err)
@@ -460,8 +467,8 @@ func TestDurableJoinWithoutDaemon(t *testing.T) {
 // TestRosterStopEndsQuietly checks that a stopped roster's Done closes and that stopping it is
 // not reported as a watch the broker ended.
 func TestRosterStopEndsQuietly(t *testing.T) {
-	m := meshtest.Start(t)
-	alice, _ := agent(t, m, mesh.MintRequest{Name: "alice"})
+	m := cotaltest.StartMesh(t)
+	alice, _ := join(t, m.Agent(t, "alice"))
 	roster, err := alice.Roster(t.Context())
 	if err != nil {
 		t.Fatal(err)
