@@ -82,7 +82,6 @@ func TestMeshRowsAreStrict(t *testing.T) {
 		{"member: an API response", err2(wire.DecodeMemberRow("general/local.bob.abc123", []byte(apiResponse)))},
 		{"lease: a publish acknowledgement", err2(wire.DecodeDeliveryLease([]byte(pubAck)))},
 		{"lease: no holder", err2(wire.DecodeDeliveryLease([]byte(`{"holder":"","incarnation":"i","since":1,"ready":true}`)))},
-		{"inbox entry: a publish acknowledgement", err2(wire.DecodeInboxEntry([]byte(pubAck)))},
 	} {
 		if tc.err == nil {
 			t.Errorf("%s: accepted", tc.name)

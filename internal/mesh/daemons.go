@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,9 +23,10 @@ type Daemons struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
-	conns      []*nats.Conn
 	supervisor *manager.Supervisor
-	wardens    []*warden.Warden
+	mu         sync.Mutex
+	conns      []*nats.Conn     // guarded by mu
+	wardens    []*warden.Warden // guarded by mu; one per space, replaced on a restart
 }
 
 // DaemonHolder is the actor the in-process delivery daemon and manager responder run as.
@@ -94,7 +96,9 @@ func (a *Authority) connect(ctx context.Context, ds *Daemons, url string, sp wir
 	if err != nil {
 		return nil, nil, err
 	}
+	ds.mu.Lock()
 	ds.conns = append(ds.conns, nc)
+	ds.mu.Unlock()
 	return nc, cred, nil
 }
 
@@ -117,10 +121,59 @@ func (a *Authority) startDelivery(ctx context.Context, ds *Daemons, url string, 
 	return nil
 }
 
+// wardenBackoff bounds the wait before a stopped warden is started again.
+const (
+	wardenBackoffMin = time.Second
+	wardenBackoffMax = 30 * time.Second
+)
+
+// startWarden starts the warden of sp on its own credential, and keeps it running: a warden that
+// stops (its connection closed, its credential expired or a watch failed) is started again on a
+// freshly issued credential, with a backoff.
 func (a *Authority) startWarden(ctx context.Context, ds *Daemons, url string, sp wire.Space, log *slog.Logger) error {
-	nc, _, err := a.connect(ctx, ds, url, sp, authority.ProfileWarden, wardenActor)
+	w, nc, err := a.newWarden(ctx, ds, url, sp, log)
 	if err != nil {
 		return err
+	}
+	ds.mu.Lock()
+	slot := len(ds.wardens)
+	ds.wardens = append(ds.wardens, w)
+	ds.mu.Unlock()
+	ds.wg.Go(func() {
+		backoff := wardenBackoffMin
+		for {
+			err := w.Run(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if log != nil {
+				log.Error("warden stopped; starting it again", "space", sp, "err", err, "in", backoff)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, wardenBackoffMax)
+			next, nextNC, err := a.newWarden(ctx, ds, url, sp, log)
+			if err != nil {
+				continue // w runs again on its old connection; a closed one stops at once
+			}
+			nc.Close()
+			w, nc = next, nextNC
+			ds.mu.Lock()
+			ds.wardens[slot] = w
+			ds.mu.Unlock()
+		}
+	})
+	return nil
+}
+
+// newWarden issues a warden credential for sp, connects it and returns its warden and connection.
+func (a *Authority) newWarden(ctx context.Context, ds *Daemons, url string, sp wire.Space, log *slog.Logger) (*warden.Warden, *nats.Conn, error) {
+	nc, _, err := a.connect(ctx, ds, url, sp, authority.ProfileWarden, wardenActor)
+	if err != nil {
+		return nil, nil, err
 	}
 	w, err := warden.New(nc, warden.Config{
 		Space: sp,
@@ -129,23 +182,15 @@ func (a *Authority) startWarden(ctx context.Context, ds *Daemons, url string, sp
 			return a.RevokeUserKey(ctx, url, sp, userKey, reason)
 		},
 	})
-	if err != nil {
-		return err
-	}
-	ds.wardens = append(ds.wardens, w)
-	ds.wg.Add(1)
-	go func() {
-		defer ds.wg.Done()
-		if err := w.Run(ctx); err != nil && log != nil {
-			log.Error("warden stopped", "space", sp, "err", err)
-		}
-	}()
-	return nil
+	return w, nc, err
 }
 
 // WardensReady waits until every space's warden is watching, or ctx ends.
 func (ds *Daemons) WardensReady(ctx context.Context) error {
-	for _, w := range ds.wardens {
+	ds.mu.Lock()
+	wardens := slices.Clone(ds.wardens)
+	ds.mu.Unlock()
+	for _, w := range wardens {
 		select {
 		case <-w.Ready():
 		case <-ctx.Done():

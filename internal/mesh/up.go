@@ -129,6 +129,13 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 				m.stopServer()
 				return nil, err
 			}
+			// The mesh serves once its wardens judge what is stored: a capture made before would
+			// go unseen.
+			if err := m.daemons.WardensReady(ctx); err != nil {
+				m.daemons.Stop()
+				m.stopServer()
+				return nil, fmt.Errorf("the warden did not start: %w", err)
+			}
 			// The supervisor spawns into the first space.
 			if !o.NoManager {
 				if err := m.auth.startSupervisor(m.daemons.ctx, m.daemons, d, url, spaces[0], o.Log); err != nil {

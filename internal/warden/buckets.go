@@ -4,67 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/wire"
 )
 
-// rowJudge returns why a row stored under key is not one any legitimate writer of its bucket
-// writes, or nil.
-type rowJudge func(key string, value []byte) error
-
-// buckets returns the space's buckets and how each one's rows are judged. The mesh's own rows
-// (members, read ACLs, leases) must hold exactly their type's fields; rows that other
-// implementations' clients write (presence, the channel registry) are judged by the wire's
-// readers; the rest must at least not carry another stored shape's fields.
-func buckets(s wire.Space) map[wire.Bucket]rowJudge {
-	foreign := func(_ string, v []byte) error { return wire.CheckForeignRow("row", v) }
-	lease := func(key string, v []byte) error {
-		if !strings.HasPrefix(key, "lease.") {
-			return wire.CheckForeignRow("row", v)
-		}
-		_, err := wire.DecodeDeliveryLease(v)
-		return err
-	}
-	return map[wire.Bucket]rowJudge{
-		s.PresenceBucket(): func(key string, v []byte) error {
-			_, err := wire.DecodePresence(key, v)
-			return err
-		},
-		s.ChannelsBucket(): func(key string, v []byte) error {
-			if key == wire.ChannelDefaultsKey {
-				_, err := wire.DecodeChannelDefaults(v)
-				return err
-			}
-			_, err := wire.DecodeChannelConfig(v)
-			return err
-		},
-		s.MembersBucket(): func(key string, v []byte) error {
-			_, err := wire.DecodeMemberRow(key, v)
-			return err
-		},
-		s.ACLBucket(): func(key string, v []byte) error {
-			if _, err := wire.ParseLifecycle(key); err != nil {
-				return err
-			}
-			_, err := wire.DecodeACLRow(v)
-			return err
-		},
-		s.DeliveryBucket():   lease,
-		s.ManagerBucket():    lease,
-		s.MembershipBucket(): foreign,
-		s.AuthBucket():       foreign,
-	}
-}
-
-// row is a valid row the warden saw: its value and the stream sequence that stored it.
+// row is a valid row the warden saw: its value, the stream sequence and time that stored it,
+// and its own time to live (zero for none).
 type row struct {
 	value []byte
 	seq   uint64
+	at    time.Time
+	ttl   time.Duration
+}
+
+// expiresAt returns when the row expires by its own TTL or the bucket's max age, or the zero
+// time when it does not.
+func (r row) expiresAt(maxAge time.Duration) time.Time {
+	life := r.ttl
+	if maxAge > 0 && (life == 0 || maxAge < life) {
+		life = maxAge
+	}
+	if life == 0 {
+		return time.Time{}
+	}
+	return r.at.Add(life)
 }
 
 // rows keeps, per bucket and key, the last valid row seen. It is safe for concurrent use.
@@ -101,12 +72,27 @@ func (r *rows) before(b wire.Bucket, key string, seq uint64) *row {
 	return nil
 }
 
-// kvOperation is the header a bucket's delete and purge markers carry.
-const kvOperation = "KV-Operation"
+// Headers of a bucket's markers and rows: a delete or purge marker carries KV-Operation, a marker
+// the server writes when a row's time to live ran out carries Nats-Marker-Reason, and a row
+// written with its own time to live carries Nats-TTL.
+const (
+	kvOperation  = "KV-Operation"
+	markerReason = "Nats-Marker-Reason"
+	msgTTL       = "Nats-TTL"
+)
+
+// bucketNames lists the space's buckets.
+func bucketNames(s wire.Space) []wire.Bucket {
+	return []wire.Bucket{
+		s.PresenceBucket(), s.ChannelsBucket(), s.MembersBucket(), s.ACLBucket(),
+		s.MembershipBucket(), s.DeliveryBucket(), s.ManagerBucket(), s.AuthBucket(),
+	}
+}
 
 // guardBuckets watches every bucket of the space from each key's current row on, and repairs
-// every row its bucket's judge refuses: the key's last valid row is put back, or, when it never
-// had one, the row is deleted.
+// every row that has the shape only a JetStream reply has (jetStreamReply): the key's last valid
+// row is put back while it is still alive, or else the row is deleted. Readers hold the rows to
+// their own types; the warden judges only what no writer of any version stores.
 func (w *Warden) guardBuckets(ctx context.Context) error {
 	var started []jetstream.ConsumeContext
 	defer func() {
@@ -114,9 +100,9 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 			cc.Stop()
 		}
 	}()
-	judges := buckets(w.cfg.Space)
+	names := bucketNames(w.cfg.Space)
 	var loading atomic.Int32
-	loading.Store(int32(len(judges)))
+	loading.Store(int32(len(names)))
 	loaded := func(once *sync.Once) {
 		once.Do(func() {
 			if loading.Add(-1) == 0 {
@@ -124,7 +110,7 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 			}
 		})
 	}
-	for b, judge := range judges {
+	for _, b := range names {
 		once := new(sync.Once)
 		// No filter: a copy stored under a subject outside the bucket is seen too.
 		cons, err := w.js.OrderedConsumer(ctx, b.Stream(), jetstream.OrderedConsumerConfig{
@@ -134,7 +120,7 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 			return fmt.Errorf("watch %s: %w", b, err)
 		}
 		cc, err := cons.Consume(func(msg jetstream.Msg) {
-			meta := w.judgeRow(ctx, b, judge, msg)
+			meta := w.judgeRow(ctx, b, msg)
 			if meta != nil && meta.NumPending == 0 {
 				loaded(once)
 			}
@@ -156,7 +142,7 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 }
 
 // judgeRow judges one stored row and returns its metadata.
-func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, judge rowJudge, msg jetstream.Msg) *jetstream.MsgMetadata {
+func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, msg jetstream.Msg) *jetstream.MsgMetadata {
 	meta, err := msg.Metadata()
 	if err != nil {
 		return nil
@@ -169,15 +155,20 @@ func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, judge rowJudge, ms
 			fmt.Sprintf("%s is not a key of %s", msg.Subject(), b), "a JetStream consumer delivery aimed at this bucket")
 		return meta
 	}
-	if op := msg.Headers().Get(kvOperation); op != "" || key == wire.TTLCanaryKey {
+	h := msg.Headers()
+	if h.Get(kvOperation) != "" || h.Get(markerReason) != "" || key == wire.TTLCanaryKey {
 		w.rows.forget(b, key)
 		return meta
 	}
-	if err := judge(key, msg.Data()); err != nil {
+	if err := jetStreamReply(msg.Data()); err != nil {
 		w.repairRow(ctx, b, key, seq, err.Error(), w.cause(ctx, msg.Subject(), msg.Data()))
 		return meta
 	}
-	w.rows.keep(b, key, row{value: msg.Data(), seq: seq})
+	ttl, _ := time.ParseDuration(h.Get(msgTTL)) // absent or unreadable: no TTL of its own
+	if n, err := strconv.ParseInt(h.Get(msgTTL), 10, 64); err == nil {
+		ttl = time.Duration(n) * time.Second // the header's bare form counts seconds
+	}
+	w.rows.keep(b, key, row{value: msg.Data(), seq: seq, at: meta.Timestamp, ttl: ttl})
 	return meta
 }
 
@@ -187,9 +178,28 @@ func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, judge rowJudge, ms
 func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq uint64, why, cause string) {
 	attrs := []any{"bucket", string(b), "key", key, "seq", seq, "reason", why, "cause", cause}
 	prev := w.rows.before(b, key, seq)
+	var left time.Duration
+	if prev != nil {
+		// A row past its time to live or the bucket's max age is not brought back: it had
+		// expired, and a lease or presence row must stay gone.
+		var maxAge time.Duration
+		if st, err := w.stream(ctx, b.Stream()); err == nil {
+			maxAge = st.CachedInfo().Config.MaxAge
+		}
+		if end := prev.expiresAt(maxAge); !end.IsZero() {
+			if left = time.Until(end); left <= 0 {
+				prev = nil
+			}
+		}
+	}
 	var err error
 	if prev != nil {
-		_, err = w.js.Publish(ctx, b.Subject(key), prev.value, jetstream.WithExpectLastSequencePerSubject(seq))
+		msg := nats.NewMsg(b.Subject(key))
+		msg.Data = prev.value
+		if prev.ttl > 0 {
+			msg.Header.Set(msgTTL, strconv.FormatInt(int64((left+time.Second-1)/time.Second), 10))
+		}
+		_, err = w.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(seq))
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 			w.log.Info("bucket row changed before its repair", attrs...)

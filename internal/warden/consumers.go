@@ -183,10 +183,14 @@ func (a *audit) loop(ctx context.Context, events <-chan *nats.Msg, subs []*nats.
 		case <-ctx.Done():
 			return
 		case m := <-events:
-			if m.Subject == jsapi.AuditAdvisory {
+			// A consumer delivery keeps its own subject and carries a $JS.ACK reply, so an
+			// advisory is taken only from the broker: its exact subject and no reply.
+			switch {
+			case m.Reply != "":
+			case m.Subject == jsapi.AuditAdvisory:
 				a.onAPI(ctx, m.Data)
-			} else {
-				a.onDeleted(m.Data)
+			case strings.HasPrefix(m.Subject, consumerDeletedPrefix):
+				a.onDeleted(m.Subject, m.Data)
 			}
 		case <-t.C:
 			a.reconcile(ctx)
@@ -205,6 +209,7 @@ func (a *audit) loop(ctx context.Context, events <-chan *nats.Msg, subs []*nats.
 
 // apiAudit is what the audit reads of the broker's io.nats.jetstream.advisory.v1.api_audit.
 type apiAudit struct {
+	Type   string `json:"type"`
 	Client *struct {
 		User    string   `json:"user"`
 		NameTag string   `json:"name_tag"`
@@ -226,6 +231,7 @@ type createResponse struct {
 
 // consumerAction is what the audit reads of io.nats.jetstream.advisory.v1.consumer_action.
 type consumerAction struct {
+	Type     string `json:"type"`
 	Stream   string `json:"stream"`
 	Consumer string `json:"consumer"`
 }
@@ -237,7 +243,7 @@ func (a *audit) onAPI(ctx context.Context, data []byte) {
 		return
 	}
 	var adv apiAudit
-	if json.Unmarshal(data, &adv) != nil || adv.Client == nil || adv.Client.User == "" {
+	if json.Unmarshal(data, &adv) != nil || adv.Type != apiAuditType || adv.Client == nil || adv.Client.User == "" {
 		return
 	}
 	if !strings.HasPrefix(adv.Subject, jsapi.ConsumerCreate) && !strings.HasPrefix(adv.Subject, jsapi.ConsumerDurable) {
@@ -262,8 +268,9 @@ func (a *audit) onAPI(ctx context.Context, data []byte) {
 	if res.Config != nil && res.Config.DeliverSubject != "" {
 		inbox := wire.ConnID(key).InboxPrefix() + "."
 		if ds := res.Config.DeliverSubject; !strings.HasPrefix(ds, inbox) {
-			// Deleted here, before anything else, to cut short what JetStream delivers there.
-			a.delete(ctx, ref)
+			// Queued before anything else, to cut short what JetStream delivers there; the
+			// deleters retry, so a slow API does not stall the audit.
+			a.enqueue(ctx, ref)
 			if h.offender {
 				return // judged already; its credential is being revoked
 			}
@@ -303,10 +310,22 @@ func (a *audit) onAPI(ctx context.Context, data []byte) {
 	}
 }
 
-// onDeleted forgets a consumer the broker announces deleted.
-func (a *audit) onDeleted(data []byte) {
+// consumerDeletedPrefix starts the subject of a consumer-deleted advisory, which goes on
+// "<stream>.<consumer>".
+var consumerDeletedPrefix = strings.TrimSuffix(jsapi.ConsumerDeletedAdvs, ">")
+
+// apiAuditType is the type of the broker's API audit advisories.
+const apiAuditType = "io.nats.jetstream.advisory.v1.api_audit"
+
+// consumerActionType is the type of the broker's consumer action advisories.
+const consumerActionType = "io.nats.jetstream.advisory.v1.consumer_action"
+
+// onDeleted forgets a consumer the broker announces deleted on subject; an advisory whose body
+// does not name the consumer its subject names is not the broker's and is ignored.
+func (a *audit) onDeleted(subject string, data []byte) {
 	var adv consumerAction
-	if json.Unmarshal(data, &adv) != nil {
+	if json.Unmarshal(data, &adv) != nil || adv.Type != consumerActionType ||
+		subject != consumerDeletedPrefix+adv.Stream+"."+adv.Consumer {
 		return
 	}
 	a.forget(consumerRef{adv.Stream, adv.Consumer})

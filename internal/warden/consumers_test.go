@@ -17,8 +17,10 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/warden"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -540,4 +542,41 @@ func TestConsumerAuditSparesOrdinaryAgents(t *testing.T) {
 			t.Errorf("%s's credential is %s: %s", r.Principal, r.State, r.Reason)
 		}
 	}
+}
+
+// TestConsumerAuditIgnoresForgedAdvisories: a consumer delivery keeps its own subject but goes
+// wherever its pull names, so an agent can pull a direct message she sent herself onto the
+// broker's advisory subjects. A forged "consumer deleted" for each consumer she creates would
+// keep her count at zero; the audit takes an advisory only from the broker (no reply, its exact
+// subject and type), and she is judged over quota all the same.
+func TestConsumerAuditIgnoresForgedAdvisories(t *testing.T) {
+	cm := startConsumerMesh(t)
+	malCred := cm.AgentCred(t, mesh.MintRequest{Name: "mallory"})
+	mal := cm.Connect(t, malCred, nats.NoReconnect())
+	presence := cm.Space.PresenceBucket()
+	me := malCred.Principal
+	self := cm.Space.DMSubject(me, me)
+	next := jsapi.ConsumerNext + cm.Space.DMStream() + "." + wire.DMDurable(wire.Lifecycle{Principal: me, UID: malCred.LifecycleUID})
+	forged := 0
+	for i := 1; i <= 2*warden.DefaultConsumerQuota && !mal.IsClosed(); i++ {
+		name := fmt.Sprintf("flood-%d", i)
+		subject, body := createRequest(t, presence, name, "", "")
+		if _, err := mal.Request(subject, body, 5*time.Second); err != nil {
+			break // revoked: the broker closed her connection
+		}
+		// A valid direct message to herself (the warden keeps it) carrying the advisory's fields.
+		var dm map[string]any
+		if err := json.Unmarshal(message(t, cm.Space, me, "x", func(m *wire.CotalMessage) { m.To = me.String() }), &dm); err != nil {
+			t.Fatal(err)
+		}
+		dm["type"], dm["stream"], dm["consumer"], dm["action"] = "io.nats.jetstream.advisory.v1.consumer_action", presence.Stream(), name, "deleted"
+		raw, _ := json.Marshal(dm)
+		if mal.Publish(self, raw) != nil || mal.PublishRequest(next, strings.TrimSuffix(jsapi.ConsumerDeletedAdvs, ">")+presence.Stream()+"."+name, []byte(`{"batch":1,"no_wait":true}`)) != nil {
+			break
+		}
+		forged++
+	}
+	t.Logf("mallory forged %d deletion advisories", forged)
+	cm.waitRevoked(t, malCred, "over the quota")
+	cm.waitNoConsumers(t, presence.Stream(), "flood-")
 }

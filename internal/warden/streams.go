@@ -3,7 +3,9 @@ package warden
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,44 +20,56 @@ import (
 // legitimate writer stores there, or nil.
 type judge func(subject string, body []byte) error
 
-// messageStreams returns the space's message streams and how each one's messages are judged:
-// channel posts, direct messages and tasks by the receive guard every reader applies, the
-// delivery daemon's inbox entries and hand-offs by their own decoders.
+// messageStreams returns the space's message streams and how each one's messages are judged.
+// Channel posts, direct messages and tasks are judged by the receive guard every reader applies:
+// what it refuses no reader surfaces. The delivery daemon's inbox entries and hand-offs and the
+// run journals are judged only by their shape as a reply subject can make them: their writers are
+// the mesh's and a newer writer's fields must not be taken for an attack.
 func messageStreams(s wire.Space) map[string]judge {
 	guard := func(subject string, body []byte) error {
 		_, err := wire.Guard(subject, body)
 		return err
 	}
+	reply := func(_ string, body []byte) error { return jetStreamReply(body) }
 	return map[string]judge{
-		s.ChatStream(): guard,
-		s.DMStream():   guard,
-		s.TaskStream(): guard,
-		s.InboxStream(): func(subject string, body []byte) error {
-			if err := lifecycleSubject(subject, wire.KindDinbox); err != nil {
-				return err
-			}
-			_, err := wire.DecodeInboxEntry(body)
-			return err
-		},
-		s.DLVStream(): func(subject string, body []byte) error {
-			if err := lifecycleSubject(subject, wire.KindDlv); err != nil {
-				return err
-			}
-			_, err := wire.DecodeDeliveryFrame(body)
-			return err
-		},
+		s.ChatStream():  guard,
+		s.DMStream():    guard,
+		s.TaskStream():  guard,
+		s.InboxStream(): reply,
+		s.DLVStream():   reply,
+		s.WFJStream():   reply,
 	}
 }
 
-func lifecycleSubject(subject string, want wire.SubjectKind) error {
-	kind, _, err := wire.ParseLifecycleSubject(subject)
-	if err != nil {
-		return err
+// ackFields are the fields of a JetStream publish acknowledgement, its error form included.
+var ackFields = []string{"stream", "seq", "domain", "duplicate", "val", "batch", "count", "error"}
+
+// jetStreamReply returns an error when body has the shape only a JetStream reply aimed through a
+// reply subject has: empty (a status message), not a JSON object, a publish acknowledgement, or
+// an API response. Every row and record a space stores is a non-empty JSON object of its own.
+func jetStreamReply(body []byte) error {
+	var fields map[string]json.RawMessage
+	if len(body) == 0 {
+		return errors.New("an empty body: a JetStream status reply")
 	}
-	if kind != want {
-		return fmt.Errorf("a %s subject on the %s stream", kind, want)
+	if json.Unmarshal(body, &fields) != nil || fields == nil {
+		return errors.New("not a JSON object")
 	}
-	return nil
+	var typ string
+	if raw, ok := fields["type"]; ok && json.Unmarshal(raw, &typ) == nil && strings.HasPrefix(typ, "io.nats.jetstream.") {
+		return fmt.Errorf("a JetStream API response (%s)", typ)
+	}
+	_, stream := fields["stream"]
+	_, failed := fields["error"]
+	if !stream && !failed {
+		return nil
+	}
+	for f := range fields {
+		if !slices.Contains(ackFields, f) {
+			return nil
+		}
+	}
+	return errors.New("a JetStream publish acknowledgement")
 }
 
 // guardStreams reads every message stored on the space's message streams from now on and
@@ -63,17 +77,19 @@ func lifecycleSubject(subject string, want wire.SubjectKind) error {
 func (w *Warden) guardStreams(ctx context.Context) error {
 	var started []jetstream.ConsumeContext
 	var scans sync.WaitGroup
+	scanCtx, stopScans := context.WithCancel(ctx)
 	defer func() {
 		for _, cc := range started {
 			cc.Stop()
 		}
+		stopScans() // a failed start returns before ctx ends: the scans must not outlive it
 		scans.Wait()
 	}()
 	for stream, judge := range messageStreams(w.cfg.Space) {
 		if stream == w.cfg.Space.TaskStream() {
 			// A work queue takes no consumer that overlaps the role durables, so its new
 			// messages are read by sequence instead.
-			scans.Go(func() { w.scanWorkQueue(ctx, stream, judge) })
+			scans.Go(func() { w.scanWorkQueue(scanCtx, stream, judge) })
 			continue
 		}
 		cons, err := w.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy})
@@ -210,12 +226,17 @@ func (w *Warden) stream(ctx context.Context, name string) (jetstream.Stream, err
 // delivered there by a consumer.
 func (w *Warden) cause(ctx context.Context, subject string, body []byte) string {
 	var ack struct {
-		Stream string `json:"stream"`
-		Seq    uint64 `json:"seq"`
-		Type   string `json:"type"`
+		Stream    string `json:"stream"`
+		Seq       uint64 `json:"seq"`
+		Duplicate bool   `json:"duplicate"`
+		Type      string `json:"type"`
 	}
 	if json.Unmarshal(body, &ack) == nil {
 		switch {
+		case ack.Duplicate:
+			// A duplicate's acknowledgement names the original message, whose sender is not
+			// who re-sent its id.
+			return fmt.Sprintf("a duplicate publish to %s (its sender is not recorded)", ack.Stream)
 		case ack.Stream != "" && ack.Seq > 0:
 			if !strings.HasPrefix(ack.Stream, "$") {
 				if src, err := kvget.ReadSeq(ctx, w.nc, ack.Stream, ack.Seq); err == nil && src != nil {

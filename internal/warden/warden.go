@@ -11,13 +11,16 @@
 //     creator's quota, or delivering to a subject its creator may not publish to, is deleted and
 //     the creator's credential revoked (consumers.go);
 //   - reads every message the space's message streams store and deletes, by sequence, each one
-//     stored under a subject its stream does not take or refused by the receive guard, naming
-//     the principal that caused it where the message shows it (streams.go);
-//   - watches every bucket of the space, keeps each key's last valid row, and puts it back over a
-//     row no legitimate writer produces, or removes a row that never had a valid value
-//     (buckets.go).
+//     stored under a subject its stream does not take, and each channel post, direct message or
+//     task the receive guard refuses, naming the principal that caused it where the message
+//     shows it (streams.go);
+//   - watches every bucket of the space, keeps each key's last valid row, and puts it back (while
+//     it is still alive) over a row that has the shape only a JetStream reply has, or removes
+//     such a row when the key had none (buckets.go).
 //
-// It never stops a legitimate write: only what fails the wire's own validation is touched.
+// Rows, inbox entries, hand-offs and journal records are judged only by shapes no writer of any
+// version stores; readers hold them to their own types. Messages are judged by the receive
+// guard every reader applies, so what is deleted is what no reader would surface.
 package warden
 
 import (
@@ -25,6 +28,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -103,11 +107,35 @@ func (w *Warden) Run(ctx context.Context) error {
 	g.Go(func() error { return w.auditConsumers(gctx) })
 	g.Go(func() error { return w.guardStreams(gctx) })
 	g.Go(func() error { return w.guardBuckets(gctx) })
+	g.Go(func() error { return w.watchConnection(gctx) })
 	err := g.Wait()
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// ErrConnectionClosed is returned by Run when the warden's connection closed under it (its
+// credential expired or was revoked, or the broker went away): its owner reconnects.
+var ErrConnectionClosed = errors.New("warden: connection closed")
+
+// connectionCheck is how often Run checks that its connection is still open.
+const connectionCheck = time.Second
+
+// watchConnection returns ErrConnectionClosed once the connection closes, nil when ctx ends.
+func (w *Warden) watchConnection(ctx context.Context) error {
+	t := time.NewTicker(connectionCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if w.nc.IsClosed() {
+				return ErrConnectionClosed
+			}
+		}
+	}
 }
 
 // Ready is closed once every loop of Run is watching: what is stored from then on is judged.
