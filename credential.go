@@ -3,13 +3,13 @@ package cotal
 import (
 	"errors"
 	"fmt"
-	"github.com/gocotal/cotal/internal/jsapi"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
 )
 

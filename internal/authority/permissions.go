@@ -2,11 +2,11 @@ package authority
 
 import (
 	"fmt"
-	"github.com/gocotal/cotal/internal/jsapi"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
 )
 

@@ -10,10 +10,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/gocotal/cotal/internal/jsapi"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
 )
 

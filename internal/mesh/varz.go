@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gocotal/cotal/internal/jsapi"
 	"time"
+
+	"github.com/gocotal/cotal/internal/jsapi"
 )
 
 // varzPing asks every server of the cluster for its VARZ.
