@@ -135,8 +135,11 @@ func (is *Issuer) Close() { is.nc.Close() }
 
 // StartAgent issues an agent credential for a fresh lifecycle, provisions its durables, and
 // returns it with retire, which ends the lifecycle when the agent is done: its credential revoked
-// at the broker, its durables and ACL row deleted.
+// at the broker, its durables and ACL row deleted. It serves every command that runs an agent
+// (agent, mcp, spawn), with one policy: an agent may post to the concrete channels it subscribes
+// to unless req.AllowPublish names its channels.
 func (a *Authority) StartAgent(ctx context.Context, url string, req MintRequest) (cred *authority.Credential, retire func(context.Context) error, err error) {
+	req = req.withDefaultPublish()
 	if cred, err = a.IssueAgent(ctx, url, req); err != nil {
 		return nil, nil, err
 	}
@@ -148,6 +151,20 @@ func (a *Authority) StartAgent(ctx context.Context, url string, req MintRequest)
 		return nil, nil, errors.Join(err, retire(ctx))
 	}
 	return cred, retire, nil
+}
+
+// withDefaultPublish returns r with AllowPublish defaulted to the concrete channels of Subscribe
+// (a pattern names no channel to post to) when it names none.
+func (r MintRequest) withDefaultPublish() MintRequest {
+	if len(r.AllowPublish) > 0 {
+		return r
+	}
+	for _, ch := range r.Subscribe {
+		if wire.IsConcreteChannel(ch) {
+			r.AllowPublish = append(r.AllowPublish, ch)
+		}
+	}
+	return r
 }
 
 // Issue issues a credential through the ledger, so that every credential handed to a process has

@@ -59,7 +59,7 @@ func NewCmdAgent(io *iostreams.IOStreams) *cobra.Command {
 	f.StringVar(&o.Name, "name", "", "the agent's name (its actor token); required")
 	f.StringVar(&o.Role, "role", "", "a role, to receive anycast tasks")
 	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels to join")
-	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "channels the agent may post to")
+	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "channels the agent may post to (default: the concrete channels of --subscribe)")
 	f.BoolVar(&o.Echo, "echo", false, "answer each direct message")
 	f.BoolVar(&o.JSON, "json", false, "print one JSON object per surfaced message")
 	return cmd

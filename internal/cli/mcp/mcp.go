@@ -54,7 +54,7 @@ func NewCmdMCP(io *iostreams.IOStreams) *cobra.Command {
 	f.StringVar(&o.Name, "name", "", "the agent's name (required without --creds)")
 	f.StringVar(&o.Role, "role", "", "a role, to receive anycast tasks")
 	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels to join")
-	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "channels the agent may post to (default: --subscribe)")
+	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "channels the agent may post to (default: the concrete channels of --subscribe)")
 	f.StringVar(&o.Creds, "creds", "", "run on this creds file instead of issuing one")
 	f.IntVar(&o.InboxLimit, "inbox-limit", 500, "messages buffered between tool calls")
 	return cmd
@@ -131,11 +131,7 @@ func issue(ctx context.Context, o *Options, d mesh.Dir, st *mesh.State) (*author
 	if err != nil {
 		return nil, nil, err
 	}
-	allowPublish := o.AllowPublish
-	if len(allowPublish) == 0 {
-		allowPublish = o.Subscribe
-	}
-	req := mesh.MintRequest{Space: sp, Profile: authority.ProfileAgent, Name: o.Name, Subscribe: o.Subscribe, AllowPublish: allowPublish, Role: o.Role}
+	req := mesh.MintRequest{Space: sp, Profile: authority.ProfileAgent, Name: o.Name, Subscribe: o.Subscribe, AllowPublish: o.AllowPublish, Role: o.Role}
 	cred, retire, err := auth.StartAgent(ctx, st.URL, req)
 	var invalid *wire.ValidationError
 	if errors.As(err, &invalid) {

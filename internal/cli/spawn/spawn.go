@@ -61,7 +61,7 @@ func NewCmdSpawn(io *iostreams.IOStreams) *cobra.Command {
 	f.StringVar(&o.Role, "role", "", "a role, to receive anycast tasks")
 	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels the agent joins")
 	f.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
-	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "channels the agent may post to")
+	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "channels the agent may post to (default: the concrete channels of --subscribe)")
 	f.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
 	f.BoolVar(&o.Detach, "detach", false, "return once the agent runs")
 	f.BoolVar(&o.JSON, "json", false, "print the agent's status as JSON")

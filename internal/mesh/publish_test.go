@@ -1,0 +1,28 @@
+package mesh
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestDefaultPublishPolicy is the one policy of every command that runs an agent: it may post to
+// the concrete channels it subscribes to, unless AllowPublish names its channels.
+func TestDefaultPublishPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		subscribe, publish []string
+		want               []string
+	}{
+		{"subscribed channels", []string{"general", "team.backend"}, nil, []string{"general", "team.backend"}},
+		{"a pattern names no channel to post to", []string{"general", "team.*", "ops.>"}, nil, []string{"general"}},
+		{"allow-publish narrows", []string{"general", "random"}, []string{"general"}, []string{"general"}},
+		{"nothing subscribed", nil, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := MintRequest{Subscribe: tc.subscribe, AllowPublish: tc.publish}.withDefaultPublish().AllowPublish
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("AllowPublish = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
