@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,14 +17,85 @@ import (
 // controlTimeout bounds one control op, the join's catch-up included.
 const controlTimeout = 25 * time.Second
 
-// serveControl answers one request on the ctl.delivery rail. It answers only on the request's
-// own .reply. leaf, and only a caller whose from.id is the subject's sender.
-func (d *Daemon) serveControl(msg *nats.Msg) {
+// Control ops run on two worker pools, so that no op waits behind another kind: a durableJoin
+// may take seconds (its catch-up copies what the channel got since the join cursor), the others
+// are a read and at most one write. Each pool's queue is bounded, and a request finding it full
+// is answered at once with errBusy.
+const (
+	joinWorkers    = 8
+	controlWorkers = 4
+	controlQueue   = 64
+)
+
+// controlOp is a parsed control request, ready to run.
+type controlOp func(ctx context.Context) (any, error)
+
+// controller serves the ctl.delivery rail during one term.
+type controller struct {
+	d     *Daemon
+	t     *term
+	joins *pool // durableJoin
+	other *pool // durableLeave, listMemberships
+}
+
+func (d *Daemon) startControl(t *term) *controller {
+	return &controller{d: d, t: t, joins: newPool(joinWorkers, controlQueue), other: newPool(controlWorkers, controlQueue)}
+}
+
+// close waits for the requests already queued, which are answered errNotServing once the
+// term's context has ended.
+func (c *controller) close() {
+	c.joins.close()
+	c.other.close()
+}
+
+// serve takes one request on the ctl.delivery rail and queues it on its pool; it never waits
+// for an op. It answers only on the request's own .reply. leaf, and only a caller whose from.id
+// is the subject's sender.
+func (c *controller) serve(msg *nats.Msg) {
 	if !wire.IsBoundReply(msg.Subject, msg.Reply) {
-		d.log.Warn("control request with an unbound reply ignored", "subject", msg.Subject, "reply", msg.Reply)
+		c.d.log.Warn("control request with an unbound reply ignored", "subject", msg.Subject, "reply", msg.Reply)
 		return
 	}
-	data, err := d.control(msg)
+	if !c.t.enter() {
+		return // the term has ended: the requester's timeout tells it to retry
+	}
+	defer c.t.leave()
+	name, op, err := c.d.parseControl(msg)
+	if err == nil {
+		p := c.other
+		if name == wire.OpDurableJoin {
+			p = c.joins
+		}
+		err = p.submit(func() { c.run(msg, name, op) })
+	}
+	if err != nil {
+		c.d.reply(msg, nil, err)
+	}
+}
+
+// run runs one queued op within the term and answers it.
+func (c *controller) run(msg *nats.Msg, name string, op controlOp) {
+	if c.t.ctx.Err() != nil {
+		c.d.reply(msg, nil, errNotServing)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.t.ctx, controlTimeout)
+	defer cancel()
+	defer c.d.traced(ctx, name)()
+	out, err := op(ctx)
+	var data json.RawMessage
+	if err == nil {
+		data, err = json.Marshal(out)
+	}
+	if err != nil && c.t.ctx.Err() != nil {
+		err = errNotServing // cut short by the term's end, not refused
+	}
+	c.d.reply(msg, data, err)
+}
+
+// reply answers a control request.
+func (d *Daemon) reply(msg *nats.Msg, data json.RawMessage, err error) {
 	rep := wire.ControlReply{OK: err == nil, Data: data}
 	if err != nil {
 		rep.Error = err.Error()
@@ -34,53 +106,109 @@ func (d *Daemon) serveControl(msg *nats.Msg) {
 	}
 }
 
-func (d *Daemon) control(msg *nats.Msg) (json.RawMessage, error) {
+// parseControl checks a request and returns its op's name and the op, bound to its caller.
+func (d *Daemon) parseControl(msg *nats.Msg) (string, controlOp, error) {
 	d.mu.Lock()
 	active := d.active
 	d.mu.Unlock()
 	if !active {
-		return nil, errors.New("delivery: this daemon is not serving (it is starting or re-checking its lease); retry")
+		return "", nil, errNotServing
 	}
 	rs, err := wire.ParseRequestSubject(msg.Subject)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	var req wire.ControlRequest
 	if err := json.Unmarshal(msg.Data, &req); err != nil {
-		return nil, fmt.Errorf("request is not valid JSON: %v", err)
+		return "", nil, fmt.Errorf("request is not valid JSON: %v", err)
 	}
 	if req.From.ID != rs.Caller.String() || !rs.Caller.HasPrincipalOwner() {
-		return nil, errors.New("sender mismatch - request rejected")
+		return "", nil, errors.New("sender mismatch - request rejected")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
-	defer cancel()
-	var out any
+	caller := rs.Caller
 	switch req.Op {
 	case wire.OpDurableJoin:
 		var args wire.DurableJoinArgs
 		if err := json.Unmarshal(orEmpty(req.Args), &args); err != nil {
-			return nil, fmt.Errorf("durableJoin: %v", err)
+			return "", nil, fmt.Errorf("durableJoin: %v", err)
 		}
-		out, err = d.durableJoin(ctx, rs.Caller, args.Channel)
+		return req.Op, func(ctx context.Context) (any, error) {
+			unlock, err := d.memberOps.lock(ctx, membershipOf(args.Channel, caller))
+			if err != nil {
+				return nil, err
+			}
+			defer unlock()
+			return d.durableJoin(ctx, caller, args.Channel)
+		}, nil
 	case wire.OpDurableLeave:
 		var args wire.DurableLeaveArgs
 		if err := json.Unmarshal(orEmpty(req.Args), &args); err != nil {
-			return nil, fmt.Errorf("durableLeave: %v", err)
+			return "", nil, fmt.Errorf("durableLeave: %v", err)
 		}
-		out, err = d.durableLeave(ctx, rs.Caller, args)
+		return req.Op, func(ctx context.Context) (any, error) {
+			unlock, err := d.memberOps.lock(ctx, membershipOf(args.Channel, caller))
+			if err != nil {
+				return nil, err
+			}
+			defer unlock()
+			return d.durableLeave(ctx, caller, args)
+		}, nil
 	case wire.OpListMemberships:
 		var args wire.ListMembershipsArgs
 		if err := json.Unmarshal(orEmpty(req.Args), &args); err != nil {
-			return nil, fmt.Errorf("listMemberships: %v", err)
+			return "", nil, fmt.Errorf("listMemberships: %v", err)
 		}
-		out, err = d.listMemberships(rs.Caller, args.LifecycleUID)
-	default:
-		return nil, fmt.Errorf("op %q not supported on the delivery control service", req.Op)
+		return req.Op, func(context.Context) (any, error) { return d.listMemberships(caller, args.LifecycleUID) }, nil
 	}
-	if err != nil {
-		return nil, err
+	return "", nil, fmt.Errorf("op %q not supported on the delivery control service", req.Op)
+}
+
+// membershipOf keys the control ops on one caller's membership of channel.
+func membershipOf(channel string, caller wire.Principal) string {
+	return channel + " " + caller.String() // a space is in neither
+}
+
+// keyLocks serialises operations by key: the control ops on one membership (a join and a leave,
+// or two joins, of one channel by one caller) run one after the other, as they did when the rail
+// ran one op at a time, while ops on other memberships run beside them. The zero value is ready
+// to use.
+type keyLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyLock // mu guards locks and each lock's users
+}
+
+type keyLock struct {
+	held  chan struct{} // holds a token while the key is locked
+	users int           // holders and waiters; the lock is dropped at 0
+}
+
+// lock waits until key is free, or returns ctx.Err(); unlock frees it.
+func (k *keyLocks) lock(ctx context.Context, key string) (unlock func(), err error) {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyLock{}
 	}
-	return json.Marshal(out)
+	l := k.locks[key]
+	if l == nil {
+		l = &keyLock{held: make(chan struct{}, 1)}
+		k.locks[key] = l
+	}
+	l.users++
+	k.mu.Unlock()
+	leave := func() {
+		k.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+	select {
+	case l.held <- struct{}{}:
+		return func() { <-l.held; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
 }
 
 func orEmpty(raw json.RawMessage) json.RawMessage {

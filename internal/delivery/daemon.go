@@ -53,6 +53,14 @@ type Daemon struct {
 
 	presence roster
 
+	// memberOps serialises the control ops on each membership; ops run on worker pools.
+	memberOps keyLocks
+
+	// hook, when a test sets it before Run, is called as each handler body begins, with the
+	// body's context and the handler's name (fanout, reader, or the control op); what it
+	// returns is called as the body ends.
+	hook func(ctx context.Context, handler string) (end func())
+
 	mu      sync.Mutex // guards the fields below
 	members map[string]*wire.MemberRow
 	revs    map[string]uint64 // member key → revision
@@ -91,8 +99,8 @@ func New(nc *nats.Conn, cfg Config) (*Daemon, error) {
 var errLeaseLost = errors.New("delivery lease lost")
 
 // Run serves until ctx ends: it waits as standby until it holds the lease, serves while it
-// holds it, and goes back to standby if it loses it. On ctx's end it stops and releases the
-// lease.
+// holds it, and goes back to standby if it loses it. On ctx's end it drains the term it serves
+// (intake stopped, every handler returned) and releases the lease before it returns.
 func (d *Daemon) Run(ctx context.Context) error {
 	for {
 		if err := d.acquire(ctx); err != nil {
@@ -171,54 +179,62 @@ func (d *Daemon) release() {
 }
 
 // serve runs one active term: the control rail, fan-out, reader and liveness, with the lease
-// renewed, until ctx ends or the lease is lost.
+// renewed, until ctx ends or the lease is lost. Every handler runs with the term's context, and
+// serve returns only once the term has drained: intake stopped, consumers closed, handlers
+// returned.
 func (d *Daemon) serve(ctx context.Context) (err error) {
 	if err := d.loadMembers(ctx); err != nil {
 		return err
 	}
 	sp := d.cfg.Space
+	t := newTerm(ctx)
+	// stops undo the term's start in reverse order, each waiting for what it stops.
 	var stops []func()
 	defer func() {
+		d.mu.Lock()
+		d.active = false // control requests now get errNotServing
+		d.mu.Unlock()
+		t.cancel() // cut short what runs
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
-		d.mu.Lock()
-		d.active = false
-		d.mu.Unlock()
+		t.end() // the handlers of the subscriptions that do not wait for them
 	}()
-	stopPresence, err := d.watchPresence(ctx)
+	stopPresence, err := d.watchPresence(t.ctx)
 	if err != nil {
 		return fmt.Errorf("watch presence: %w", err)
 	}
 	stops = append(stops, stopPresence)
-	ctl, err := d.nc.QueueSubscribe(sp.ControlServeFilter(wire.ControlDelivery), string(wire.ControlDelivery), d.serveControl)
+	ctl := d.startControl(t)
+	stops = append(stops, ctl.close)
+	ctlSub, err := d.nc.QueueSubscribe(sp.ControlServeFilter(wire.ControlDelivery), string(wire.ControlDelivery), ctl.serve)
 	if err != nil {
 		return fmt.Errorf("serve %s: %w", wire.ControlDelivery, err)
 	}
-	stops = append(stops, func() { _ = ctl.Unsubscribe() })
-	live, err := liveness.Serve(d.nc, sp, wire.PlaneDelivery, d.grade, d.log)
+	stops = append(stops, func() { _ = ctlSub.Unsubscribe() }) // t.end waits for its handler
+	live, err := liveness.Serve(d.nc, sp, wire.PlaneDelivery, d.gradeIn(t), d.log)
 	if err != nil {
 		return err
 	}
-	stops = append(stops, func() { _ = live.Unsubscribe() })
+	stops = append(stops, func() { _ = live.Unsubscribe() }) // t.end waits for its grader
 	fanout, err := d.consume(ctx, sp.ChatStream(), jetstream.ConsumerConfig{
 		Durable: wire.FanoutDurable, FilterSubject: sp.KindAll(wire.KindChat), DeliverPolicy: jetstream.DeliverNewPolicy,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute,
-	}, d.fanout)
+	}, t.handler(d.fanout))
 	if err != nil {
 		return err
 	}
-	stops = append(stops, fanout.Stop)
-	lanes := d.startLanes()
+	stops = append(stops, func() { stopConsuming(fanout) })
+	lanes := d.startLanes(t.ctx)
 	stops = append(stops, lanes.close)
 	reader, err := d.consume(ctx, sp.InboxStream(), jetstream.ConsumerConfig{
 		Durable: wire.ReaderDurable, FilterSubject: sp.KindAll(wire.KindDinbox), DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxAckPending: readerWindow,
-	}, lanes.dispatch)
+	}, t.handler(lanes.dispatch))
 	if err != nil {
 		return err
 	}
-	stops = append(stops, reader.Stop)
+	stops = append(stops, func() { stopConsuming(reader) })
 	if err := d.renew(ctx, true); err != nil {
 		return err
 	}
@@ -226,18 +242,41 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 	d.active = true
 	d.mu.Unlock()
 	d.log.Info("delivery daemon active", "incarnation", d.inst)
-	t := time.NewTicker(d.cfg.Renew)
-	defer t.Stop()
+	tick := time.NewTicker(d.cfg.Renew)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-tick.C:
 			if err := d.renew(ctx, true); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// gradeIn returns the daemon's grader for the liveness plane during term t: graded within the
+// term, and unbound once it has ended.
+func (d *Daemon) gradeIn(t *term) liveness.Grader {
+	return func(ctx context.Context) (wire.ResponderState, string) {
+		if !t.enter() {
+			return wire.ResponderUnbound, d.inst
+		}
+		defer t.leave()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(t.ctx, cancel)()
+		return d.grade(ctx)
+	}
+}
+
+// traced calls the test hook, if a test set one, around a handler body: defer d.traced(ctx, name)().
+func (d *Daemon) traced(ctx context.Context, handler string) func() {
+	if d.hook == nil {
+		return func() {}
+	}
+	return d.hook(ctx, handler)
 }
 
 // consume creates (or binds an identical) durable and consumes it with handle.

@@ -3,9 +3,16 @@ package delivery_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
@@ -43,7 +50,13 @@ func (c *collector) texts() map[string]int {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(wait + delivery.LeaseTTL)
+	within(t, wait+delivery.LeaseTTL, what, cond)
+}
+
+// within polls cond until it holds, failing the test if it does not within d.
+func within(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -56,16 +69,30 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // the lease), kill closes its connection without a word (the lease then lapses).
 func runDaemon(t *testing.T, m *meshtest.Mesh, name string) (stop, kill func()) {
 	t.Helper()
+	return runDaemonWith(t, m, name, nil, nil)
+}
+
+// runDaemonWith is runDaemon with a handler hook (see delivery.SetHook), and returned, a call of
+// returned made as soon as Run has returned.
+func runDaemonWith(t *testing.T, m *meshtest.Mesh, name string, hook func(context.Context, string) func(), returned func()) (stop, kill func()) {
+	t.Helper()
 	c := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileDelivery, Name: name}))
 	d, err := delivery.New(c.Conn, delivery.Config{Space: m.Space, Holder: "local." + name, Standby: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if hook != nil {
+		delivery.SetHook(d, hook)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := d.Run(ctx); err != nil {
+		err := d.Run(ctx)
+		if returned != nil {
+			returned()
+		}
+		if err != nil {
 			t.Errorf("daemon %s: %v", name, err)
 		}
 	}()
@@ -341,5 +368,213 @@ func TestLivenessVerdicts(t *testing.T) {
 	}
 	if v := verdict(); v != wire.ResponderStale {
 		t.Errorf("lease held by another incarnation: %s", v)
+	}
+}
+
+// control sends one request on the ctl.delivery rail as me, over nc, and returns the reply.
+func control(ctx context.Context, nc *nats.Conn, sp wire.Space, me wire.Principal, op string, args any) (*wire.ControlReply, error) {
+	body, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	req, err := json.Marshal(wire.ControlRequest{Op: op, Args: body, From: wire.EndpointRef{ID: me.String()}})
+	if err != nil {
+		return nil, err
+	}
+	subject := sp.ControlSubject(wire.ControlDelivery, me)
+	reply := wire.ReplySubject(subject, nuid.Next())
+	sub, err := nc.SubscribeSync(reply)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }() // one reply per request
+	if err := nc.Flush(); err != nil {
+		return nil, err
+	}
+	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: reply, Data: req}); err != nil {
+		return nil, err
+	}
+	msg, err := sub.NextMsgWithContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var rep wire.ControlReply
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
+}
+
+// TestStopDrainsHandlers: stopping a daemon ends its handlers' contexts (they derive from the
+// active term) and returns only once every handler has returned. A fan-out, a reader hand-off
+// and a durableJoin each block until their context ends and then until the test lets them
+// go; Run must not return before that, and no handler may run once it has.
+func TestStopDrainsHandlers(t *testing.T) {
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	var running, atReturn atomic.Int32
+	var mu sync.Mutex
+	entered, ended := map[string]bool{}, map[string]bool{} // mu guards both
+	release := make(chan struct{})
+	hook := func(hctx context.Context, handler string) func() {
+		running.Add(1)
+		mu.Lock()
+		entered[handler] = true
+		mu.Unlock()
+		<-hctx.Done()
+		mu.Lock()
+		ended[handler] = true
+		mu.Unlock()
+		<-release
+		return func() { running.Add(-1) }
+	}
+	returned := make(chan struct{})
+	stop, _ := runDaemonWith(t, m, "delivery", hook, func() {
+		atReturn.Store(running.Load())
+		close(returned)
+	})
+	letGo := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(letGo) // before the daemon's own cleanup stops it, should the test fail early
+	seen := func(set map[string]bool, names ...string) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, n := range names {
+				if !set[n] {
+					return false
+				}
+			}
+			return true
+		}
+	}
+
+	// A durableJoin, retried until the daemon is active and the join blocks in the hook.
+	aliceCred := m.AgentCred(t, mesh.MintRequest{Name: "alice", AllowPublish: []string{"team"}, Subscribe: []string{"team"}})
+	alice := m.Connect(t, aliceCred)
+	joined := make(chan error, 1)
+	go func() { // owned: received from below
+		for {
+			rep, err := control(ctx, alice.Conn, m.Space, aliceCred.Principal, wire.OpDurableJoin, wire.DurableJoinArgs{Channel: "team"})
+			if err != nil || seen(entered, wire.OpDurableJoin)() {
+				joined <- err
+				return
+			}
+			if rep.OK {
+				joined <- errors.New("a join completed although the hook blocks every join")
+				return
+			}
+		}
+	}()
+	eventually(t, "a durableJoin in its handler", seen(entered, wire.OpDurableJoin))
+	// A post, for the fan-out.
+	poster := connect(t, m, aliceCred.Creds, nil)
+	if _, err := poster.Post(ctx, "team", say("held")); err != nil {
+		t.Fatal(err)
+	}
+	// An inbox entry, for the reader, written where the fan-out would.
+	inj := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileDelivery, Name: "injector"}))
+	entry, _ := json.Marshal(wire.InboxEntry{Msg: &wire.CotalMessage{ID: "m1"}, Channel: "team", Seq: 1, Reason: wire.ReasonDurableChannel, Generation: 1})
+	life := wire.Lifecycle{Principal: aliceCred.Principal, UID: aliceCred.LifecycleUID}
+	if _, err := inj.JS.Publish(ctx, m.Space.DinboxSubject(life), entry); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a fan-out and a reader hand-off in their handlers", seen(entered, "fanout", "reader"))
+
+	stopped := make(chan struct{})
+	go func() { // owned: received from below
+		defer close(stopped)
+		stop()
+	}()
+	// Well before any handler's own timeout (20 s): the contexts end with the term.
+	within(t, 5*time.Second, "every handler's context to end with the term", seen(ended, wire.OpDurableJoin, "fanout", "reader"))
+	select {
+	case <-returned:
+		t.Fatal("Run returned while handlers were still running")
+	default:
+	}
+	letGo()
+	<-stopped
+	if n := atReturn.Load(); n != 0 {
+		t.Errorf("%d handlers were running when Run returned", n)
+	}
+	if n := running.Load(); n != 0 {
+		t.Errorf("%d handlers are running after Run returned", n)
+	}
+	if err := <-joined; err != nil {
+		t.Errorf("the join: %v", err)
+	}
+}
+
+// TestSlowJoinsDoNotBlockControl: eight durableJoins stuck in their catch-up do not hold up a
+// listMemberships, and a request finding the join queue full is told at once to retry.
+func TestSlowJoinsDoNotBlockControl(t *testing.T) {
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	var joins atomic.Int32
+	release := make(chan struct{})
+	hook := func(hctx context.Context, handler string) func() {
+		if handler == wire.OpDurableJoin {
+			joins.Add(1)
+			select {
+			case <-release:
+			case <-hctx.Done():
+			}
+		}
+		return func() {}
+	}
+	runDaemonWith(t, m, "delivery", hook, nil)
+	cred := m.AgentCred(t, mesh.MintRequest{Name: "alice", AllowSubscribe: []string{"*"}})
+	nc := m.Connect(t, cred).Conn
+	list := func() (*wire.ControlReply, error) {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return control(lctx, nc, m.Space, cred.Principal, wire.OpListMemberships, wire.ListMembershipsArgs{LifecycleUID: cred.LifecycleUID})
+	}
+	eventually(t, "the daemon to serve", func() bool {
+		rep, err := list()
+		return err == nil && rep.OK
+	})
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(release) // runs before wg.Wait: the held joins finish
+	replies := make(chan *wire.ControlReply, 8+64+1)
+	var sent atomic.Int32
+	join := func() {
+		channel := fmt.Sprintf("team%d", sent.Add(1)) // each its own membership: none waits on another
+		wg.Go(func() {
+			rep, err := control(ctx, nc, m.Space, cred.Principal, wire.OpDurableJoin, wire.DurableJoinArgs{Channel: channel})
+			if err != nil {
+				t.Errorf("join: %v", err)
+				return
+			}
+			replies <- rep
+		})
+	}
+	for range 8 {
+		join()
+	}
+	eventually(t, "eight joins in their handlers", func() bool { return joins.Load() == 8 })
+	start := time.Now()
+	rep, err := list()
+	if err != nil || !rep.OK {
+		t.Fatalf("listMemberships behind eight slow joins = %+v, %v", rep, err)
+	}
+	t.Logf("listMemberships answered in %v behind eight held joins", time.Since(start))
+
+	// Sixty-four more joins fill the queue; one more is refused at once.
+	for range 64 + 1 {
+		join()
+	}
+	select {
+	case rep := <-replies:
+		if rep.OK || !strings.Contains(rep.Error, "retry") {
+			t.Errorf("a join beyond the queue got %+v, want a refusal to retry", rep)
+		}
+	case <-time.After(wait):
+		t.Fatal("a join beyond the full queue was not refused")
+	}
+	if n := joins.Load(); n != 8 {
+		t.Errorf("%d joins ran while eight workers were held, want 8", n)
 	}
 }

@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -19,11 +20,16 @@ const handleTimeout = 20 * time.Second
 // whose membership interval holds it, or, on a live channel, each @mentioned peer that resolves
 // to exactly one present instance whose read ACL covers the channel. Anything malformed or
 // forged is skipped: the fan-out is routing, and the reader and the member re-check everything.
-func (d *Daemon) fanout(msg jetstream.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), handleTimeout)
+//
+// ctx is the term's: its end cuts the message short, to be redelivered.
+func (d *Daemon) fanout(ctx context.Context, msg jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(ctx, handleTimeout)
 	defer cancel()
+	defer d.traced(ctx, "fanout")()
 	if err := d.fanoutOne(ctx, msg); err != nil {
-		d.log.Warn("fan-out failed; will retry", "subject", msg.Subject(), "err", err)
+		if !errors.Is(err, context.Canceled) {
+			d.log.Warn("fan-out failed; will retry", "subject", msg.Subject(), "err", err)
+		}
 		_ = msg.Nak() // redelivered; inbox copies de-duplicate on their message ids
 		return
 	}

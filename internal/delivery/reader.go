@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sync"
@@ -31,27 +32,22 @@ const readerLanes = 8
 // re-authorising an entry costs a leader read of the member's ACL row, and one at a time those
 // round trips bounded the whole durable-channel path.
 type lanes struct {
-	in   []chan jetstream.Msg
-	stop chan struct{}
-	wg   sync.WaitGroup
+	ctx context.Context // the term's: its end stops the lanes
+	in  []chan jetstream.Msg
+	wg  sync.WaitGroup
 }
 
-// startLanes starts the reader's lanes of one active term; close stops them, cutting short the
-// entry each is reading.
-func (d *Daemon) startLanes() *lanes {
-	l := &lanes{stop: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	l.wg.Go(func() { // owned: close waits for it
-		<-l.stop
-		cancel()
-	})
+// startLanes starts the reader's lanes of one active term. They stop when ctx ends, cutting
+// short the entry each is reading; close waits for them.
+func (d *Daemon) startLanes(ctx context.Context) *lanes {
+	l := &lanes{ctx: ctx}
 	for range readerLanes {
 		in := make(chan jetstream.Msg, readerWindow/readerLanes)
 		l.in = append(l.in, in)
 		l.wg.Go(func() { // owned: close waits for it
 			for {
 				select {
-				case <-l.stop:
+				case <-ctx.Done():
 					return // what is unread is redelivered after the ack wait
 				case msg := <-in:
 					d.read(ctx, msg)
@@ -62,21 +58,19 @@ func (d *Daemon) startLanes() *lanes {
 	return l
 }
 
-// dispatch queues an inbox entry on its member's lane.
-func (l *lanes) dispatch(msg jetstream.Msg) {
+// dispatch queues an inbox entry on its member's lane; once the term has ended it drops it,
+// to be redelivered after the ack wait.
+func (l *lanes) dispatch(_ context.Context, msg jetstream.Msg) {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(msg.Subject())) // the subject names the member; hashing never fails
 	select {
 	case l.in[h.Sum32()%readerLanes] <- msg:
-	case <-l.stop:
+	case <-l.ctx.Done():
 	}
 }
 
-// close stops the lanes once the reader has stopped.
-func (l *lanes) close() {
-	close(l.stop)
-	l.wg.Wait()
-}
+// close waits for the lanes, which stop when the term's context ends.
+func (l *lanes) close() { l.wg.Wait() }
 
 // read re-authorises one inbox entry and hands it to its member: the member's current read ACL
 // must cover the channel and, for a durable-channel copy, its membership interval must hold the
@@ -84,6 +78,7 @@ func (l *lanes) close() {
 func (d *Daemon) read(ctx context.Context, msg jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(ctx, handleTimeout)
 	defer cancel()
+	defer d.traced(ctx, "reader")()
 	meta, err := msg.Metadata()
 	if err != nil {
 		_ = msg.Nak()
@@ -91,7 +86,9 @@ func (d *Daemon) read(ctx context.Context, msg jetstream.Msg) {
 	}
 	settle, err := d.readOne(ctx, msg, meta)
 	if err != nil {
-		d.log.Warn("inbox hand-off failed; will retry", "subject", msg.Subject(), "err", err)
+		if !errors.Is(err, context.Canceled) {
+			d.log.Warn("inbox hand-off failed; will retry", "subject", msg.Subject(), "err", err)
+		}
 		_ = msg.NakWithDelay(2 * time.Second)
 		return
 	}

@@ -29,9 +29,46 @@ type Request struct {
 
 // Response answers a Request.
 type Response struct {
-	Error  string   `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Code, beside Error, names an error a caller branches on; empty for other errors.
+	Code   string   `json:"code,omitempty"`
 	Status *Status  `json:"status,omitempty"`
 	Agents []Status `json:"agents,omitempty"`
+}
+
+// The error codes of Response.Code. Requesters of older builds read only Error, so a code is
+// always added beside its text. Codes cross the socket: add to the list, never rename.
+const (
+	// CodeAlreadyExists answers a spawn of a name being spawned or still running.
+	CodeAlreadyExists = "already-exists"
+)
+
+// codes maps each code to the sentinel its errors wrap.
+var codes = map[string]error{CodeAlreadyExists: ErrAlreadyExists}
+
+// codeOf returns the code of err, or "".
+func codeOf(err error) string {
+	for code, sentinel := range codes {
+		if errors.Is(err, sentinel) {
+			return code
+		}
+	}
+	return ""
+}
+
+// ResponseError is an error the supervisor answered with. It matches, with errors.Is, the
+// sentinel of its Code.
+type ResponseError struct {
+	Code string
+	Msg  string
+}
+
+func (e *ResponseError) Error() string { return e.Msg }
+
+// Is reports whether target is the sentinel of e's code.
+func (e *ResponseError) Is(target error) bool {
+	sentinel, ok := codes[e.Code]
+	return ok && target == sentinel
 }
 
 // Listen opens the control socket at path, replacing a stale one, readable by its owner only.
@@ -55,18 +92,40 @@ func Listen(path string) (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve answers control requests on ln until ctx ends or ln is closed.
+// Serve answers control requests on ln until ctx ends, ln fails or Close is called, then closes
+// ln. It answers each connection on a goroutine of its own, which Close waits for.
 func (s *Supervisor) Serve(ctx context.Context, ln net.Listener) {
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
+	defer ln.Close()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() }) // ends Accept
+	defer stop()
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		go s.answer(ctx, conn)
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			conn.Close()
+			return
+		}
+		s.requests.Add(1)
+		s.conns[conn] = true
+		s.mu.Unlock()
+		go func() { // owned: Close waits for requests
+			defer s.requests.Done()
+			s.answer(ctx, conn)
+			s.mu.Lock()
+			delete(s.conns, conn)
+			s.mu.Unlock()
+		}()
 	}
 }
 
@@ -104,13 +163,13 @@ func (s *Supervisor) do(ctx context.Context, req Request) Response {
 		return Response{Error: fmt.Sprintf("unknown control op %q", req.Op)}
 	}
 	if err != nil {
-		return Response{Error: err.Error()}
+		return Response{Error: err.Error(), Code: codeOf(err)}
 	}
 	return Response{Status: &st}
 }
 
 // Call sends one request to the supervisor listening at path and returns its response; a
-// response carrying an error is returned as one.
+// response carrying an error is returned with it as a *ResponseError.
 func Call(ctx context.Context, path string, req Request) (*Response, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", path)
@@ -131,7 +190,7 @@ func Call(ctx context.Context, path string, req Request) (*Response, error) {
 		return nil, fmt.Errorf("control response: %w", err)
 	}
 	if resp.Error != "" {
-		return &resp, errors.New(resp.Error)
+		return &resp, &ResponseError{Code: resp.Code, Msg: resp.Error}
 	}
 	return &resp, nil
 }

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,13 +124,38 @@ type Status struct {
 	Error     string    `json:"error,omitempty"`
 }
 
-// Supervisor runs spawned agents. It is safe for concurrent use.
+// Supervisor runs spawned agents. It is safe for concurrent use; Close ends it.
 type Supervisor struct {
-	cfg    Config
-	mu     sync.Mutex
-	agents map[string]*agent
-	wg     sync.WaitGroup
+	cfg Config
+	// closing is cancelled when Close begins: it cuts short the spawns under way.
+	closing  context.Context
+	closeNow context.CancelFunc
+
+	mu sync.Mutex
+	// mu guards agents, reserved, listeners, conns and closed. A name is in reserved while a
+	// Spawn issues and starts it, and in agents once it has run: Spawn checks both and reserves
+	// the name under mu before it issues anything, so two spawns of one name never both issue.
+	agents    map[string]*agent
+	reserved  map[string]bool
+	listeners []net.Listener
+	conns     map[net.Conn]bool // control connections being answered
+	closed    bool
+
+	// spawns counts Spawns past their reservation, requests the control connections being
+	// answered, wg the supervise goroutines. spawns and requests are added to only under mu
+	// while !closed, wg only by a Spawn that spawns counts, so each Add happens before the Wait
+	// of Close that must see it.
+	spawns   sync.WaitGroup
+	requests sync.WaitGroup
+	wg       sync.WaitGroup
 }
+
+// ErrAlreadyExists is returned by Spawn, and by Call for a spawn request, when an agent of that
+// name is being spawned or has not finished. Its text is the control socket's error code.
+var ErrAlreadyExists = errors.New(CodeAlreadyExists)
+
+// ErrClosed is returned by Spawn once Close has begun.
+var ErrClosed = errors.New("the supervisor is closed")
 
 type agent struct {
 	spec     Spec
@@ -168,7 +195,8 @@ func New(cfg Config) (*Supervisor, error) {
 	if err := atomicfile.MkdirPrivate(cfg.MaterialDir); err != nil {
 		return nil, err
 	}
-	return &Supervisor{cfg: cfg, agents: map[string]*agent{}}, nil
+	closing, closeNow := context.WithCancel(context.Background())
+	return &Supervisor{cfg: cfg, closing: closing, closeNow: closeNow, agents: map[string]*agent{}, reserved: map[string]bool{}, conns: map[net.Conn]bool{}}, nil
 }
 
 // Material is the launch material file a spawned process finds at $COTAL_LAUNCH_MATERIAL.
@@ -189,21 +217,63 @@ type MCPServer struct {
 	Args    []string `json:"args"`
 }
 
-// Spawn issues the agent's credential, writes its launch material and starts its process. A
-// name already running is refused; a finished one is replaced.
+// Spawn issues the agent's credential, writes its launch material and starts its process. The
+// name is reserved before anything is issued: while another Spawn of it is under way, or its
+// agent has not finished, Spawn returns an error wrapping ErrAlreadyExists; a finished agent is
+// replaced. A failed issue or start retires what was issued and releases the name. Spawn returns
+// ErrClosed once Close has begun, and Close cuts short a Spawn under way.
 func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (Status, error) {
 	if err := spec.validate(); err != nil {
 		return Status{}, err
 	}
+	if err := s.reserve(spec.Name); err != nil {
+		return Status{}, err
+	}
+	defer s.spawns.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.closing, cancel)()
+	a, err := s.launch(ctx, spec)
 	s.mu.Lock()
-	if a, ok := s.agents[spec.Name]; ok && !a.final() {
-		s.mu.Unlock()
-		return Status{}, fmt.Errorf("agent %s is already %s", spec.Name, a.snapshot().State)
+	delete(s.reserved, spec.Name)
+	if err == nil {
+		s.agents[spec.Name] = a
+		s.wg.Add(1) // Close waits for this Spawn before it waits for wg
 	}
 	s.mu.Unlock()
+	if err != nil {
+		return Status{}, err
+	}
+	go func() { // owned: Close waits for it
+		defer s.wg.Done()
+		s.supervise(a)
+	}()
+	return a.snapshot(), nil
+}
+
+// reserve claims name for one Spawn, and counts that Spawn for Close.
+func (s *Supervisor) reserve(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch a, ok := s.agents[name]; {
+	case s.closed:
+		return fmt.Errorf("spawn %s: %w", name, ErrClosed)
+	case s.reserved[name]:
+		return fmt.Errorf("spawn %s: %w (it is being spawned)", name, ErrAlreadyExists)
+	case ok && !a.final():
+		return fmt.Errorf("spawn %s: %w (it is %s)", name, ErrAlreadyExists, a.snapshot().State)
+	}
+	s.reserved[name] = true
+	s.spawns.Add(1)
+	return nil
+}
+
+// launch issues the agent's credential, writes its launch material and starts its process. On
+// failure it retires the credential and removes the material before it returns.
+func (s *Supervisor) launch(ctx context.Context, spec Spec) (*agent, error) {
 	launch, err := s.cfg.Issue(ctx, spec)
 	if err != nil {
-		return Status{}, fmt.Errorf("issue %s: %w", spec.Name, err)
+		return nil, fmt.Errorf("issue %s: %w", spec.Name, err)
 	}
 	a := &agent{spec: spec, launch: launch, stop: make(chan struct{}), done: make(chan struct{})}
 	a.status = Status{Name: spec.Name, Principal: launch.Principal.String(), Since: time.Now()}
@@ -222,17 +292,9 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (Status, error) {
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		return Status{}, errors.Join(err, launch.Retire(rctx), s.removeMaterial(a))
+		return nil, errors.Join(err, launch.Retire(rctx), s.removeMaterial(a))
 	}
-	s.mu.Lock()
-	s.agents[spec.Name] = a
-	s.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.supervise(a)
-	}()
-	return a.snapshot(), nil
+	return a, nil
 }
 
 // writeMaterial writes the agent's creds and launch material into a fresh private directory.
@@ -411,20 +473,64 @@ func (s *Supervisor) List() []Status {
 	return out
 }
 
-// Close stops every agent and waits for their lifecycles to be retired.
+// Close ends the supervisor in the reverse order of its work: it stops accepting control
+// connections and spawns, cuts short and waits for the spawns under way, stops every agent
+// (SIGTERM, SIGKILL after the grace period) and waits until each lifecycle is retired, which
+// answers the requests waiting on them; then it cuts short the connections still sending no
+// request and waits for every request being answered. If ctx ends first, Close returns
+// ctx.Err() and what it waits for goes on. Calling Close again waits again.
 func (s *Supervisor) Close(ctx context.Context) error {
 	s.mu.Lock()
-	names := make([]string, 0, len(s.agents))
-	for n := range s.agents {
-		names = append(names, n)
+	s.closed = true
+	lns := s.listeners
+	s.listeners = nil
+	s.mu.Unlock()
+	s.closeNow()
+	for _, ln := range lns {
+		_ = ln.Close() // its Serve may have closed it already
+	}
+	if err := waitFor(ctx, &s.spawns); err != nil {
+		return err
+	}
+	// No Spawn is under way and none can begin: every agent is in s.agents.
+	s.mu.Lock()
+	agents := slices.Collect(maps.Keys(s.agents))
+	s.mu.Unlock()
+	errs := make([]error, len(agents))
+	var stops sync.WaitGroup
+	for i, name := range agents {
+		stops.Go(func() { errs[i] = s.Stop(ctx, name) }) // owned: waited just below
+	}
+	stops.Wait() // each Stop returns by ctx's end
+	if err := waitFor(ctx, &s.wg); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for conn := range s.conns {
+		// A request already read runs to its end (every agent has finished); one still being
+		// read is cut short.
+		_ = conn.SetReadDeadline(time.Now())
 	}
 	s.mu.Unlock()
-	var errs []error
-	for _, n := range names {
-		errs = append(errs, s.Stop(ctx, n))
+	if err := waitFor(ctx, &s.requests); err != nil {
+		return err
 	}
-	s.wg.Wait()
 	return errors.Join(errs...)
+}
+
+// waitFor waits for wg, or returns ctx.Err() if ctx ends first.
+func waitFor(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { // ends when wg does, even after waitFor has returned on ctx
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (a *agent) snapshot() Status {

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,7 +28,8 @@ import (
 )
 
 // harnessEnv switches the test binary into a fake agent harness: "post" connects with its launch
-// material, posts to general and exits 0; "crash" exits 1 at once; "sleep" waits for SIGTERM.
+// material, posts to general and exits 0; "crash" exits 1 at once; "sleep" waits for SIGTERM;
+// "stubborn" ignores SIGTERM and waits for SIGKILL.
 const harnessEnv = "COTAL_FAKE_HARNESS"
 
 func TestMain(m *testing.M) {
@@ -43,6 +48,9 @@ func harness(mode string) int {
 		signal.Notify(sig, syscall.SIGTERM)
 		<-sig
 		return 0
+	case "stubborn":
+		signal.Ignore(syscall.SIGTERM)
+		select {}
 	}
 	raw, err := os.ReadFile(os.Getenv(manager.LaunchMaterialEnv))
 	if err != nil {
@@ -70,13 +78,18 @@ type fixture struct {
 	sup *manager.Supervisor
 }
 
-func newFixture(t *testing.T) *fixture {
+// newFixture starts a mesh and a supervisor on it; each edit adjusts the supervisor's config.
+func newFixture(t *testing.T, edits ...func(*manager.Config)) *fixture {
 	t.Helper()
 	m := meshtest.Start(t)
-	sup, err := manager.New(manager.Config{
+	cfg := manager.Config{
 		Issue: m.Authority().AgentIssuer(m.URL(), m.Space), Space: m.Space, URL: m.URL(), MaterialDir: filepath.Join(t.TempDir(), "launch"),
 		MCPCommand: []string{"cotal", "mcp"}, Backoff: 10 * time.Millisecond, StopGrace: 2 * time.Second,
-	})
+	}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	sup, err := manager.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,4 +281,136 @@ func TestHarnessPresets(t *testing.T) {
 	if _, err := f.sup.Spawn(t.Context(), manager.Spec{Name: "x", Agent: "cursor"}); err == nil {
 		t.Error("an unknown preset was accepted")
 	}
+}
+
+// TestConcurrentSpawnOneWinner: two spawns of one name at once never both issue. In each of 100
+// tries exactly one wins and runs, and the other is refused with already-exists before anything
+// is issued for it. The winner is stopped and retired before the next try, which spawns the
+// name again: a finished agent's name is free.
+func TestConcurrentSpawnOneWinner(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep command to run as the agent")
+	}
+	var issued atomic.Int32
+	f := newFixture(t, func(c *manager.Config) {
+		issue := c.Issue
+		c.Issue = func(ctx context.Context, spec manager.Spec) (*manager.Launch, error) {
+			issued.Add(1)
+			return issue(ctx, spec)
+		}
+	})
+	ctx := t.Context()
+	spec := manager.Spec{Name: "twin", Command: []string{sleep, "30"}}
+	for try := range 100 {
+		issued.Store(0)
+		start := make(chan struct{})
+		var errs [2]error
+		var spawns sync.WaitGroup
+		for i := range errs {
+			spawns.Go(func() {
+				<-start
+				_, errs[i] = f.sup.Spawn(ctx, spec)
+			})
+		}
+		close(start)
+		spawns.Wait()
+		won, lost := 0, 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case errors.Is(err, manager.ErrAlreadyExists):
+				lost++
+			default:
+				t.Fatalf("try %d: spawn failed: %v", try, err)
+			}
+		}
+		if won != 1 || lost != 1 || issued.Load() != 1 {
+			t.Fatalf("try %d: %d won, %d refused, %d issued (%v); want 1, 1, 1", try, won, lost, issued.Load(), errs)
+		}
+		if err := f.sup.Stop(ctx, spec.Name); err != nil {
+			t.Fatalf("try %d: stop: %v", try, err)
+		}
+		if st, err := f.sup.Wait(ctx, spec.Name); err != nil || st.State != manager.StateStopped || st.Error != "" {
+			t.Fatalf("try %d: the winner ended %+v, %v; want stopped and retired", try, st, err)
+		}
+	}
+}
+
+// TestControlSocketAndClose: over the control socket a second spawn of a running name is
+// refused with the already-exists code; Close ends a request still being read, answers one
+// waiting on an agent once it has stopped that agent, stops accepting, and honours its ctx.
+func TestControlSocketAndClose(t *testing.T) {
+	f := newFixture(t, func(c *manager.Config) { c.StopGrace = 100 * time.Millisecond })
+	sock := filepath.Join(t.TempDir(), "m.sock")
+	ln, err := manager.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { // owned: waited below
+		defer close(served)
+		f.sup.Serve(context.Background(), ln)
+	}()
+	ctx := t.Context()
+	spec := &manager.Spec{Name: "mule", Command: []string{os.Args[0], "-test.run=^$"}, Env: []string{harnessEnv + "=stubborn"}}
+	if _, err := manager.Call(ctx, sock, manager.Request{Op: "spawn", Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := manager.Call(ctx, sock, manager.Request{Op: "spawn", Spec: spec})
+	if !errors.Is(err, manager.ErrAlreadyExists) || resp == nil || resp.Code != manager.CodeAlreadyExists || !strings.Contains(err.Error(), "already-exists") {
+		t.Fatalf("second spawn over the socket = %+v, %v; want the already-exists code", resp, err)
+	}
+
+	// A requester waiting on the agent, and one that connected and never asked. A request
+	// answered after theirs shows the supervisor has accepted both (it accepts in order).
+	waiter, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	if err := json.NewEncoder(waiter).Encode(manager.Request{Op: "wait", Name: "mule"}); err != nil {
+		t.Fatal(err)
+	}
+	idle, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	if _, err := manager.Call(ctx, sock, manager.Request{Op: "list"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The agent ignores SIGTERM, so it outlives a Close whose ctx has already ended.
+	expired, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := f.sup.Close(expired); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close with an ended ctx = %v, want context.Canceled", err)
+	}
+	if _, err := f.sup.Spawn(ctx, manager.Spec{Name: "late", Command: []string{"true"}}); !errors.Is(err, manager.ErrClosed) {
+		t.Errorf("Spawn after Close = %v, want ErrClosed", err)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+	defer ccancel()
+	if err := f.sup.Close(cctx); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	// Close has returned, so both connections are answered and closed: no read waits.
+	var waited manager.Response
+	if err := json.NewDecoder(waiter).Decode(&waited); err != nil || waited.Status == nil || waited.Status.State != manager.StateStopped {
+		t.Errorf("the waiting requester got %+v, %v; want the agent stopped", waited, err)
+	}
+	_ = idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if raw, err := io.ReadAll(idle); err != nil || !strings.Contains(string(raw), "bad control request") {
+		t.Errorf("the idle connection read %q, %v after Close; want a refusal, then EOF", raw, err)
+	}
+	<-served
+	if _, err := manager.Call(ctx, sock, manager.Request{Op: "list"}); err == nil {
+		t.Error("the socket still answers after Close")
+	}
+	if st := f.wait(t, "mule"); st.State != manager.StateStopped {
+		t.Errorf("the agent ended %+v, want stopped", st)
+	}
+	f.retired(t, "mule")
 }

@@ -1,0 +1,6 @@
+package delivery
+
+import "context"
+
+// SetHook sets d's handler hook (see Daemon.hook). Call it before Run.
+func SetHook(d *Daemon, hook func(ctx context.Context, handler string) (end func())) { d.hook = hook }
