@@ -156,7 +156,15 @@ func (d *Daemon) renew(ctx context.Context, ready bool) error {
 	d.mu.Lock()
 	rev := d.lease
 	d.mu.Unlock()
-	next, err := d.put(ctx, d.cfg.Space.DeliveryBucket(), wire.LeaseKey(0), d.leaseRow(ready), rev)
+	b := d.cfg.Space.DeliveryBucket()
+	next, err := d.put(ctx, b, wire.LeaseKey(0), d.leaseRow(ready), rev)
+	if err != nil && wrongRevision(err) {
+		// Still this incarnation's row at another revision: restored by a repair, not taken.
+		ours := func(l *wire.DeliveryLease) bool { return l.Holder == d.cfg.Holder && l.Incarnation == d.inst }
+		if cur := rewrittenAs(ctx, d, b, wire.LeaseKey(0), leaseRow, ours); cur != 0 {
+			next, err = d.put(ctx, b, wire.LeaseKey(0), d.leaseRow(ready), cur)
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", errLeaseLost, err)
 	}

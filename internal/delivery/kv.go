@@ -60,8 +60,7 @@ func (d *Daemon) put(ctx context.Context, b wire.Bucket, key string, value []byt
 	if err == nil {
 		return ack.Sequence, nil
 	}
-	var apiErr *jetstream.APIError
-	if rev == 0 && errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	if rev == 0 && wrongRevision(err) {
 		last, gerr := d.get(ctx, b, key)
 		if gerr != nil {
 			return 0, gerr
@@ -72,6 +71,23 @@ func (d *Daemon) put(ctx context.Context, b wire.Bucket, key string, value []byt
 		return 0, fmt.Errorf("create %s in %s: %w", key, b, errKeyExists)
 	}
 	return 0, fmt.Errorf("write %s in %s at revision %s: %w", key, b, strconv.FormatUint(rev, 10), err)
+}
+
+// wrongRevision reports whether err is a compare-and-set that found another last revision.
+func wrongRevision(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// rewrittenAs returns key's current revision when its current row decodes with decode to what
+// same accepts: the row this daemon wrote, stored again at a new revision (the mesh's warden
+// puts a key's last valid row back over a foreign one). It returns 0 when the row is another's.
+func rewrittenAs[T any](ctx context.Context, d *Daemon, b wire.Bucket, key string, decode func(string, []byte) (*T, error), same func(*T) bool) uint64 {
+	row, e, err := getRow(ctx, d, b, key, decode)
+	if err != nil || row == nil || !same(row) {
+		return 0
+	}
+	return e.Revision
 }
 
 // remove writes a delete marker for key if its last revision is still rev.

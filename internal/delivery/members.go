@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/gocotal/cotal/wire"
@@ -85,9 +86,17 @@ func (d *Daemon) writeMember(ctx context.Context, row *wire.MemberRow) error {
 		return err
 	}
 	d.mu.Lock()
-	rev := d.revs[key]
+	rev, cached := d.revs[key], d.members[key]
 	d.mu.Unlock()
-	next, err := d.put(ctx, d.cfg.Space.MembersBucket(), key, value, rev)
+	b := d.cfg.Space.MembersBucket()
+	next, err := d.put(ctx, b, key, value, rev)
+	if err != nil && rev != 0 && cached != nil && wrongRevision(err) {
+		// The row this daemon last wrote, stored again at a new revision by a repair.
+		same := func(r *wire.MemberRow) bool { return reflect.DeepEqual(r, cached) }
+		if cur := rewrittenAs(ctx, d, b, key, wire.DecodeMemberRow, same); cur != 0 {
+			next, err = d.put(ctx, b, key, value, cur)
+		}
+	}
 	if err != nil {
 		return err
 	}
