@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -169,6 +170,10 @@ func (a *Authority) Provision(ctx context.Context, url string, sp wire.Space, de
 
 // ProvisionAgent pre-creates the durables of an agent credential's lifecycle, minted from req,
 // and records its read ACL for the delivery daemon.
+//
+// Provisioning is idempotent, so a JetStream API that did not answer is asked again: while the
+// broker applies an account update (a revocation pushed for another lifecycle) the account's
+// JetStream API can briefly have no responders.
 func (a *Authority) ProvisionAgent(ctx context.Context, url string, cred *authority.Credential, req MintRequest) error {
 	nc, js, err := a.session(ctx, url, req.Space)
 	if err != nil {
@@ -176,8 +181,24 @@ func (a *Authority) ProvisionAgent(ctx context.Context, url string, cred *author
 	}
 	defer nc.Close()
 	l := wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
-	return space.ProvisionAgent(ctx, js, req.Space, space.Agent{Lifecycle: l, Role: req.Role, AllowSubscribe: req.readACL()})
+	agent := space.Agent{Lifecycle: l, Role: req.Role, AllowSubscribe: req.readACL()}
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err = space.ProvisionAgent(ctx, js, req.Space, agent)
+		if err == nil || attempt == provisionAttempts || !errors.Is(err, nats.ErrNoResponders) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
 }
+
+// provisionAttempts bounds how often ProvisionAgent asks a JetStream API that did not answer.
+const provisionAttempts = 4
 
 // Connect connects to url with cred, with the inbox prefix its grant allows set before anything
 // else (SPEC §10), and checks the broker's version floor.
