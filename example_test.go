@@ -32,31 +32,18 @@ func exampleMesh(ctx context.Context, names ...string) (*cotaltest.Mesh, map[str
 	return m, agents
 }
 
-// exampleInbox returns a handler that passes each delivery to the channel it returns.
-func exampleInbox() (cotal.Handler, <-chan *cotal.Delivery) {
-	got := make(chan *cotal.Delivery, 16)
-	return func(ctx context.Context, d *cotal.Delivery) error {
-		select {
-		case got <- d:
-			return nil // surfaced: a durable delivery is acknowledged now
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}, got
-}
-
 // nextLive waits for the next delivery that is not a join's backfill.
-func nextLive(ctx context.Context, got <-chan *cotal.Delivery) *cotal.Delivery {
-	for {
-		select {
-		case d := <-got:
+func nextLive(ctx context.Context, r *cotaltest.Recorder) *cotal.Delivery {
+	for ctx.Err() == nil {
+		for _, d := range r.Deliveries() {
 			if !d.Historical {
 				return d
 			}
-		case <-ctx.Done():
-			log.Fatal("no delivery: ", ctx.Err())
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
+	log.Fatal("no delivery: ", ctx.Err())
+	return nil
 }
 
 // Connect joins the mesh as the credential's principal; the space, lifecycle and role come from
@@ -84,8 +71,8 @@ func ExampleClient_Post() {
 	m, agents := exampleMesh(ctx, "alice", "bob")
 	defer m.Close()
 
-	handler, got := exampleInbox()
-	bob, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(agents["bob"].Creds), cotal.WithJoin("general"), cotal.WithHandler(handler))
+	rec := cotaltest.NewRecorder()
+	bob, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(agents["bob"].Creds), cotal.WithJoin("general"), cotal.WithHandler(rec.Handle))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -99,7 +86,7 @@ func ExampleClient_Post() {
 	if _, err := alice.Post(ctx, "general", []wire.Part{wire.TextPart("hello, team")}); err != nil {
 		log.Fatal(err)
 	}
-	d := nextLive(ctx, got)
+	d := nextLive(ctx, rec)
 	fmt.Printf("#%s %s: %s\n", d.Channel, d.Sender, d.Message.Parts[0].Text)
 	// Output: #general local.alice: hello, team
 }
@@ -121,13 +108,13 @@ func ExampleClient_DirectMessage() {
 		log.Fatal(err)
 	}
 
-	handler, got := exampleInbox()
-	bob, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(agents["bob"].Creds), cotal.WithHandler(handler))
+	rec := cotaltest.NewRecorder()
+	bob, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(agents["bob"].Creds), cotal.WithHandler(rec.Handle))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer bob.Close(ctx)
-	d := nextLive(ctx, got)
+	d := nextLive(ctx, rec)
 	fmt.Printf("%s from %s: %s\n", d.Kind, d.Sender, d.Message.Parts[0].Text)
 	// Output: dm from local.alice: psst
 }
@@ -139,8 +126,8 @@ func ExampleClient_Ask() {
 	m, agents := exampleMesh(ctx, "alice", "worker")
 	defer m.Close()
 
-	handler, got := exampleInbox()
-	worker, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(agents["worker"].Creds), cotal.WithHandler(handler))
+	rec := cotaltest.NewRecorder()
+	worker, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(agents["worker"].Creds), cotal.WithHandler(rec.Handle))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -154,7 +141,7 @@ func ExampleClient_Ask() {
 	if _, err := alice.Ask(ctx, "reviewer", []wire.Part{wire.TextPart("please review #12")}); err != nil {
 		log.Fatal(err)
 	}
-	d := nextLive(ctx, got)
+	d := nextLive(ctx, rec)
 	fmt.Printf("%s for %s from %s: %s\n", d.Kind, d.Message.ToService, d.Sender, d.Message.Parts[0].Text)
 	// Output: anycast for reviewer from local.alice: please review #12
 }

@@ -22,51 +22,6 @@ import (
 // two; it only keeps a broken test from hanging.
 const wait = 10 * time.Second
 
-// inbox collects what a client's handler surfaces.
-type inbox struct {
-	mu   sync.Mutex
-	got  []*cotal.Delivery
-	more chan struct{}
-}
-
-func newInbox() *inbox { return &inbox{more: make(chan struct{}, 1)} }
-
-func (b *inbox) handle(_ context.Context, d *cotal.Delivery) error {
-	b.mu.Lock()
-	b.got = append(b.got, d)
-	b.mu.Unlock()
-	select {
-	case b.more <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-func (b *inbox) all() []*cotal.Delivery {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]*cotal.Delivery(nil), b.got...)
-}
-
-// next waits for a delivery matching match and returns it.
-func (b *inbox) next(t *testing.T, what string, match func(*cotal.Delivery) bool) *cotal.Delivery {
-	t.Helper()
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		for _, d := range b.all() {
-			if match(d) {
-				return d
-			}
-		}
-		select {
-		case <-b.more:
-		case <-deadline.C:
-			t.Fatalf("no %s within %s; got %d deliveries", what, wait, len(b.all()))
-		}
-	}
-}
-
 func text(d *cotal.Delivery) string {
 	if len(d.Message.Parts) == 0 {
 		return ""
@@ -78,9 +33,9 @@ func hasText(s string) func(*cotal.Delivery) bool {
 	return func(d *cotal.Delivery) bool { return text(d) == s }
 }
 
-func count(b *inbox, s string) int {
+func count(b *cotaltest.Recorder, s string) int {
 	n := 0
-	for _, d := range b.all() {
+	for _, d := range b.Deliveries() {
 		if text(d) == s {
 			n++
 		}
@@ -90,25 +45,25 @@ func count(b *inbox, s string) int {
 
 // join connects a with an inbox as its handler, through cotaltest: the client closes at
 // cleanup.
-func join(t *testing.T, a *cotaltest.Agent, opts ...cotal.Option) (*cotal.Client, *inbox) {
+func join(t *testing.T, a *cotaltest.Agent, opts ...cotal.Option) (*cotal.Client, *cotaltest.Recorder) {
 	t.Helper()
-	box := newInbox()
-	opts = append([]cotal.Option{cotal.WithHandler(box.handle), cotal.WithHeartbeat(200 * time.Millisecond)}, opts...)
+	box := cotaltest.NewRecorder()
+	opts = append([]cotal.Option{cotal.WithHandler(box.Handle), cotal.WithHeartbeat(200 * time.Millisecond)}, opts...)
 	return a.Connect(t, opts...), box
 }
 
 // agent connects an SDK client for a freshly minted and provisioned agent credential, for the
 // tests that need meshtest's handles on the mesh (other profiles, raw connections).
-func agent(t *testing.T, m *meshtest.Mesh, req mesh.MintRequest, opts ...cotal.Option) (*cotal.Client, *inbox) {
+func agent(t *testing.T, m *meshtest.Mesh, req mesh.MintRequest, opts ...cotal.Option) (*cotal.Client, *cotaltest.Recorder) {
 	t.Helper()
 	cred := m.AgentCred(t, req)
 	return connect(t, m, cred.Creds, opts...)
 }
 
-func connect(t *testing.T, m *meshtest.Mesh, creds []byte, opts ...cotal.Option) (*cotal.Client, *inbox) {
+func connect(t *testing.T, m *meshtest.Mesh, creds []byte, opts ...cotal.Option) (*cotal.Client, *cotaltest.Recorder) {
 	t.Helper()
-	box := newInbox()
-	opts = append([]cotal.Option{cotal.WithCredsData(creds), cotal.WithHandler(box.handle), cotal.WithHeartbeat(200 * time.Millisecond)}, opts...)
+	box := cotaltest.NewRecorder()
+	opts = append([]cotal.Option{cotal.WithCredsData(creds), cotal.WithHandler(box.Handle), cotal.WithHeartbeat(200 * time.Millisecond)}, opts...)
 	c, err := cotal.Connect(t.Context(), m.URL(), opts...)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
@@ -150,7 +105,7 @@ func TestInteropScenario(t *testing.T) {
 	if _, err := alice.Post(ctx, "team.backend", say("hello team")); err != nil {
 		t.Fatal(err)
 	}
-	d := bobBox.next(t, "multicast", hasText("hello team"))
+	d := bobBox.Next(t, "multicast", hasText("hello team"))
 	if d.Kind != wire.DeliveryChannel || d.Historical || d.Channel != "team.backend" || d.Sender.String() != "local.alice" {
 		t.Errorf("multicast surfaced as %+v", d)
 	}
@@ -160,7 +115,7 @@ func TestInteropScenario(t *testing.T) {
 	if err != nil || sent.Stream != "DM_main" || sent.Seq == 0 {
 		t.Fatalf("DirectMessage = %+v, %v", sent, err)
 	}
-	if d := bobBox.next(t, "dm", hasText("psst")); d.Kind != wire.DeliveryDM {
+	if d := bobBox.Next(t, "dm", hasText("psst")); d.Kind != wire.DeliveryDM {
 		t.Errorf("dm surfaced as %s", d.Kind)
 	}
 
@@ -168,14 +123,7 @@ func TestInteropScenario(t *testing.T) {
 	if _, err := alice.Ask(ctx, "reviewer", say("please review")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(wait)
-	for count(r1, "please review")+count(r2, "please review") == 0 && time.Now().Before(deadline) {
-		select {
-		case <-r1.more:
-		case <-r2.more:
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	waitFor(t, "the task to surface", func() bool { return count(r1, "please review")+count(r2, "please review") > 0 })
 	js := jetstreamOf(t, m)
 	waitFor(t, "the task to be acknowledged and removed", func() bool {
 		st, err := js.Stream(ctx, "TASK_main")
@@ -184,8 +132,8 @@ func TestInteropScenario(t *testing.T) {
 	if n := count(r1, "please review") + count(r2, "please review"); n != 1 {
 		t.Errorf("the task surfaced %d times, want exactly once", n)
 	}
-	for _, b := range []*inbox{r1, r2} {
-		for _, d := range b.all() {
+	for _, b := range []*cotaltest.Recorder{r1, r2} {
+		for _, d := range b.Deliveries() {
 			if text(d) == "please review" && d.Kind != wire.DeliveryAnycast {
 				t.Errorf("anycast surfaced as %s", d.Kind)
 			}
@@ -201,11 +149,11 @@ func TestInteropScenario(t *testing.T) {
 	if res.Backfilled != 1 || res.Config.DeliveryClass != wire.ClassDurable || !res.Config.Replay {
 		t.Errorf("join = %+v", res)
 	}
-	if d := carolBox.next(t, "history", hasText("hello team")); !d.Historical || d.Kind != wire.DeliveryChannel {
+	if d := carolBox.Next(t, "history", hasText("hello team")); !d.Historical || d.Kind != wire.DeliveryChannel {
 		t.Errorf("history surfaced as %+v", d)
 	}
 	// Replay the stored message live (same id, same subject, as alice): carol drops it.
-	first := bobBox.next(t, "multicast", hasText("hello team"))
+	first := bobBox.Next(t, "multicast", hasText("hello team"))
 	raw, err := json.Marshal(first.Message)
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +165,7 @@ func TestInteropScenario(t *testing.T) {
 	if _, err := alice.Post(ctx, "team.backend", say("after the join")); err != nil {
 		t.Fatal(err)
 	}
-	if d := carolBox.next(t, "live message", hasText("after the join")); d.Historical {
+	if d := carolBox.Next(t, "live message", hasText("after the join")); d.Historical {
 		t.Error("a live message surfaced as historical")
 	}
 	if n := count(carolBox, "hello team"); n != 1 {
@@ -264,7 +212,7 @@ func TestForgedSenderIsTerminated(t *testing.T) {
 	if _, err := bob.JS.Publish(ctx, m.Space.DMSubject(carolP, bobCred.Principal), []byte(honest)); err != nil {
 		t.Fatal(err)
 	}
-	carolBox.next(t, "the honest dm (with an unknown field)", hasText("honest"))
+	carolBox.Next(t, "the honest dm (with an unknown field)", hasText("honest"))
 	if n := count(carolBox, "forged"); n != 0 {
 		t.Fatalf("a forged dm surfaced %d times", n)
 	}
@@ -289,7 +237,7 @@ func TestDMWaitsForOfflineAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, daveBox := join(t, dave)
-	if d := daveBox.next(t, "the waiting dm", hasText("while you were out")); d.Kind != wire.DeliveryDM {
+	if d := daveBox.Next(t, "the waiting dm", hasText("while you were out")); d.Kind != wire.DeliveryDM {
 		t.Errorf("surfaced as %s", d.Kind)
 	}
 }

@@ -2,13 +2,11 @@ package cotaltest_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,49 +21,6 @@ import (
 // two; it only keeps a broken test from hanging.
 const wait = 10 * time.Second
 
-// inbox records what a client's handler surfaces.
-type inbox struct {
-	mu   sync.Mutex
-	got  []*cotal.Delivery
-	more chan struct{}
-}
-
-func newInbox() *inbox { return &inbox{more: make(chan struct{}, 1)} }
-
-func (b *inbox) handle(_ context.Context, d *cotal.Delivery) error {
-	b.mu.Lock()
-	b.got = append(b.got, d)
-	b.mu.Unlock()
-	select {
-	case b.more <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-// next waits for a delivery of text and returns it.
-func (b *inbox) next(t *testing.T, text string) *cotal.Delivery {
-	t.Helper()
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		b.mu.Lock()
-		for _, d := range b.got {
-			if len(d.Message.Parts) > 0 && d.Message.Parts[0].Text == text {
-				b.mu.Unlock()
-				return d
-			}
-		}
-		n := len(b.got)
-		b.mu.Unlock()
-		select {
-		case <-b.more:
-		case <-deadline.C:
-			t.Fatalf("no delivery of %q within %s; got %d others", text, wait, n)
-		}
-	}
-}
-
 func say(s string) []wire.Part { return []wire.Part{wire.TextPart(s)} }
 
 // TestDirectMessage is the test form of the package example.
@@ -73,12 +28,12 @@ func TestDirectMessage(t *testing.T) {
 	m := cotaltest.StartMesh(t)
 	alice := m.Agent(t, "alice")
 	bob := m.Agent(t, "bob")
-	box := newInbox()
-	bob.Connect(t, cotal.WithHandler(box.handle))
+	box := cotaltest.NewRecorder()
+	bob.Connect(t, cotal.WithHandler(box.Handle))
 	if _, err := alice.Connect(t).DirectMessage(t.Context(), bob.Principal, say("hello bob")); err != nil {
 		t.Fatal(err)
 	}
-	if d := box.next(t, "hello bob"); d.Kind != wire.DeliveryDM || d.Sender != alice.Principal {
+	if d := box.Next(t, "hello bob", cotaltest.Text("hello bob")); d.Kind != wire.DeliveryDM || d.Sender != alice.Principal {
 		t.Errorf("surfaced as %s from %s", d.Kind, d.Sender)
 	}
 }
@@ -88,22 +43,22 @@ func TestChannelsReadAndPost(t *testing.T) {
 	ctx := t.Context()
 	alice := m.Agent(t, "alice", cotaltest.Channels("general"))
 	bob := m.Agent(t, "bob", cotaltest.Channels("general", "random"))
-	aliceBox, bobBox := newInbox(), newInbox()
-	ac := alice.Connect(t, cotal.WithHandler(aliceBox.handle), cotal.WithJoin("general"))
-	bc := bob.Connect(t, cotal.WithHandler(bobBox.handle), cotal.WithJoin("general"))
+	aliceBox, bobBox := cotaltest.NewRecorder(), cotaltest.NewRecorder()
+	ac := alice.Connect(t, cotal.WithHandler(aliceBox.Handle), cotal.WithJoin("general"))
+	bc := bob.Connect(t, cotal.WithHandler(bobBox.Handle), cotal.WithJoin("general"))
 	if g := bc.Grant(); !g.CanPost("general") || !g.CanRead("general") || !g.CanPost("random") || g.CanPost("secret") {
 		t.Errorf("bob's grant: publish %q, subscribe %q", g.AllowPublish, g.AllowSubscribe)
 	}
 	if _, err := ac.Post(ctx, "general", say("hi bob")); err != nil {
 		t.Fatal(err)
 	}
-	if d := bobBox.next(t, "hi bob"); d.Kind != wire.DeliveryChannel || d.Channel != "general" || d.Sender != alice.Principal {
+	if d := bobBox.Next(t, "hi bob", cotaltest.Text("hi bob")); d.Kind != wire.DeliveryChannel || d.Channel != "general" || d.Sender != alice.Principal {
 		t.Errorf("alice's post surfaced as %s on %q from %s", d.Kind, d.Channel, d.Sender)
 	}
 	if _, err := bc.Post(ctx, "general", say("hi alice")); err != nil {
 		t.Fatal(err)
 	}
-	aliceBox.next(t, "hi alice")
+	aliceBox.Next(t, "hi alice", cotaltest.Text("hi alice"))
 }
 
 // TestBrokerEnforcesGrants checks that the permissions are the broker's, not the client's: a
@@ -152,15 +107,15 @@ func TestRoleReceivesTasks(t *testing.T) {
 	m := cotaltest.StartMesh(t)
 	alice := m.Agent(t, "alice")
 	rev := m.Agent(t, "rev", cotaltest.Role("reviewer"))
-	box := newInbox()
-	rev.Connect(t, cotal.WithHandler(box.handle))
+	box := cotaltest.NewRecorder()
+	rev.Connect(t, cotal.WithHandler(box.Handle))
 	if g := rev.Connect(t, cotal.WithPresence(false)).Grant(); g.Role != "reviewer" {
 		t.Errorf("grant role %q", g.Role)
 	}
 	if _, err := alice.Connect(t).Ask(t.Context(), "reviewer", say("please review")); err != nil {
 		t.Fatal(err)
 	}
-	if d := box.next(t, "please review"); d.Kind != wire.DeliveryAnycast {
+	if d := box.Next(t, "please review", cotaltest.Text("please review")); d.Kind != wire.DeliveryAnycast {
 		t.Errorf("the task surfaced as %s", d.Kind)
 	}
 }
@@ -178,7 +133,7 @@ func TestDaemons(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := cotaltest.StartMesh(t, tt.opts...)
-			c := m.Agent(t, "alice", cotaltest.Channels("general")).Connect(t, cotal.WithHandler(newInbox().handle))
+			c := m.Agent(t, "alice", cotaltest.Channels("general")).Connect(t, cotal.WithHandler(cotaltest.NewRecorder().Handle))
 			res, err := c.Join(t.Context(), "general")
 			if err != nil {
 				t.Fatal(err)
@@ -282,7 +237,7 @@ func TestCloseStopsEverything(t *testing.T) {
 		m := cotaltest.StartMesh(t)
 		url = m.URL()
 		bob := m.Agent(t, "bob", cotaltest.Channels("general"))
-		bob.Connect(t, cotal.WithHandler(newInbox().handle), cotal.WithJoin("general"))
+		bob.Connect(t, cotal.WithHandler(cotaltest.NewRecorder().Handle), cotal.WithJoin("general"))
 	})
 	if nc, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
 		nc.Close()
