@@ -12,6 +12,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
@@ -72,19 +73,16 @@ func read(ctx context.Context, nc *nats.Conn, stream string, req map[string]any)
 			Data    string `json:"data"`
 			Hdrs    string `json:"hdrs"`
 		} `json:"message"`
-		Error *struct {
-			ErrCode int    `json:"err_code"`
-			Desc    string `json:"description"`
-		} `json:"error"`
+		Error *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(msg.Data, &rep); err != nil {
 		return nil, err
 	}
 	if rep.Error != nil {
-		if rep.Error.ErrCode == jsapi.ErrCodeNoMessage {
+		if rep.Error.ErrorCode == jsapi.ErrCodeNoMessage {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("%s (%d)", rep.Error.Desc, rep.Error.ErrCode)
+		return nil, rep.Error // callers branch on it with errors.As, as on nats.go's own
 	}
 	if rep.Message == nil {
 		return nil, nil
