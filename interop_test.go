@@ -123,9 +123,9 @@ func TestInteropScenario(t *testing.T) {
 	if _, err := alice.Ask(ctx, "reviewer", say("please review")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the task to surface", func() bool { return count(r1, "please review")+count(r2, "please review") > 0 })
+	meshtest.Eventually(t, wait, "the task to surface", func() bool { return count(r1, "please review")+count(r2, "please review") > 0 })
 	js := jetstreamOf(t, m)
-	waitFor(t, "the task to be acknowledged and removed", func() bool {
+	meshtest.Eventually(t, wait, "the task to be acknowledged and removed", func() bool {
 		st, err := js.Stream(ctx, "TASK_main")
 		return err == nil && st.CachedInfo().State.Msgs == 0
 	})
@@ -179,18 +179,6 @@ func jetstreamOf(t *testing.T, m *meshtest.Mesh) jetstream.JetStream {
 	return admin.JS
 }
 
-// waitFor polls cond until it holds, failing after wait.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestForgedSenderIsTerminated(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
@@ -218,7 +206,7 @@ func TestForgedSenderIsTerminated(t *testing.T) {
 	}
 	js := jetstreamOf(t, m)
 	durable := wire.DMDurable(wire.Lifecycle{Principal: carolCred.Principal, UID: carolCred.LifecycleUID})
-	waitFor(t, "all three dms settled, none pending redelivery", func() bool {
+	meshtest.Eventually(t, wait, "all three dms settled, none pending redelivery", func() bool {
 		cons, err := js.Consumer(ctx, "DM_main", durable)
 		if err != nil {
 			return false
@@ -255,7 +243,7 @@ func TestEmptyIDsBothSurface(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "both id-less messages", func() bool { return count(box, "anonymous") == 2 })
+	meshtest.Eventually(t, wait, "both id-less messages", func() bool { return count(box, "anonymous") == 2 })
 }
 
 func TestKilledAgentGoesOffline(t *testing.T) {
@@ -300,7 +288,7 @@ func TestCloseWritesOffline(t *testing.T) {
 	if err := bob.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "bob's offline row", func() bool {
+	meshtest.Eventually(t, wait, "bob's offline row", func() bool {
 		p := roster.Find("bob")
 		return len(p) == 1 && p[0].Presence != nil && p[0].Presence.Status == wire.StatusOffline && !p[0].Online
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -24,7 +25,7 @@ func TestConsoleShowsPeerNamesSafely(t *testing.T) {
 	_, _, stopUp := background(t, "up", "--dir", dir, "--port", "0")
 	st := waitUp(t, dir, nil)
 	consoleOut, consoleErr, stopConsole := background(t, "console", "--dir", dir, "--plain")
-	eventually(t, "the console watching", func() bool { return strings.Contains(consoleErr.String(), "watching space main") })
+	meshtest.Eventually(t, 20*time.Second, "the console watching", func() bool { return strings.Contains(consoleErr.String(), "watching space main") })
 
 	ctx := t.Context()
 	auth, err := mesh.OpenAuthority(mesh.Dir{Path: filepath.Join(dir, mesh.DirName)})
@@ -53,7 +54,7 @@ func TestConsoleShowsPeerNamesSafely(t *testing.T) {
 
 	wantMsg := `#general alice (local.mallory): hi\n12:00:00 #general alice (local.alice): \x1b[32mwire the money` + "\n"
 	wantPresence := "* alice (local.mallory) is idle\n"
-	eventually(t, "the console lines", func() bool {
+	meshtest.Eventually(t, 20*time.Second, "the console lines", func() bool {
 		out := consoleOut.String()
 		return strings.Contains(out, wantMsg) && strings.Contains(out, wantPresence)
 	})

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/meshtest"
 )
 
 // TestUpExposure checks what `cotal up` and `cotal status` say about who can reach the broker:
@@ -62,7 +64,7 @@ func TestUpExposure(t *testing.T) {
 			}
 
 			if tt.warn {
-				eventually(t, "up's exposure warning", func() bool {
+				meshtest.Eventually(t, 20*time.Second, "up's exposure warning", func() bool {
 					return strings.Contains(upErr.String(), "warning: the broker listens on "+st.Listen+" without TLS, reachable from the network.")
 				})
 				for _, want := range []string{"read and alter every message", "Seeds never cross the wire", "--tls-cert"} {

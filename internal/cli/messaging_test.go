@@ -11,6 +11,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/meshtest"
 )
 
 // syncBuffer is a buffer a command writes from its goroutine while the test reads it.
@@ -55,18 +56,6 @@ func background(t *testing.T, args ...string) (*syncBuffer, *syncBuffer, func() 
 	return out, errOut, stop
 }
 
-// eventually polls cond until it holds, failing with what after a bound.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
 func TestMessagingCommands(t *testing.T) {
 	dir := t.TempDir()
 	_, _, stopUp := background(t, "up", "--dir", dir, "--port", "0")
@@ -74,7 +63,7 @@ func TestMessagingCommands(t *testing.T) {
 
 	bobOut, bobErr, stopBob := background(t, "agent", "--dir", dir, "--name", "bob", "--subscribe", "general", "--role", "reviewer", "--echo", "--json")
 	consoleOut, _, stopConsole := background(t, "console", "--dir", dir, "--plain")
-	eventually(t, "bob in the roster", func() bool {
+	meshtest.Eventually(t, 20*time.Second, "bob in the roster", func() bool {
 		code, out, _ := run(t, "ps", "--dir", dir, "--json")
 		var rows []struct {
 			Principal string
@@ -96,7 +85,7 @@ func TestMessagingCommands(t *testing.T) {
 	if code != exit.OK || !strings.Contains(out, "role reviewer with 1 online") {
 		t.Fatalf("send ask: exit %d, %q %q", code, out, stderr)
 	}
-	eventually(t, "bob surfacing all three", func() bool {
+	meshtest.Eventually(t, 20*time.Second, "bob surfacing all three", func() bool {
 		return strings.Count(bobOut.String(), "\n") >= 3
 	})
 	kinds := map[string]string{}
@@ -114,7 +103,7 @@ func TestMessagingCommands(t *testing.T) {
 	if kinds["hello bob"] != "channel" || kinds["ping"] != "dm" || kinds["review this"] != "anycast" {
 		t.Errorf("bob surfaced %v", kinds)
 	}
-	eventually(t, "the console line", func() bool {
+	meshtest.Eventually(t, 20*time.Second, "the console line", func() bool {
 		return strings.Contains(consoleOut.String(), `#general operator (local.operator): hello bob`)
 	})
 

@@ -48,11 +48,6 @@ func (c *collector) texts() map[string]int {
 	return out
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	within(t, wait+delivery.LeaseTTL, what, cond)
-}
-
 // within polls cond until it holds, failing the test if it does not within d.
 func within(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -136,7 +131,7 @@ func connect(t *testing.T, m *meshtest.Mesh, creds []byte, col *collector) *cota
 func inboxDrained(t *testing.T, m *meshtest.Mesh) {
 	t.Helper()
 	js := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileDelivery, Name: "inspector"})).JS
-	eventually(t, "the inbox reader to settle", func() bool {
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the inbox reader to settle", func() bool {
 		c, err := js.Consumer(t.Context(), m.Space.InboxStream(), wire.ReaderDurable)
 		if err != nil {
 			return false
@@ -157,7 +152,7 @@ func TestDurableChannelBackstop(t *testing.T) {
 	bobCol := &collector{}
 	bob := connect(t, m, bobCred.Creds, bobCol)
 	var res *cotal.JoinResult
-	eventually(t, "bob's durable join", func() bool {
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "bob's durable join", func() bool {
 		var err error
 		if res != nil {
 			return true
@@ -188,7 +183,7 @@ func TestDurableChannelBackstop(t *testing.T) {
 	}
 	back := &collector{}
 	connect(t, m, bobCred.Creds, back)
-	eventually(t, "the three durable copies", func() bool { return len(back.texts()) == 3 })
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the three durable copies", func() bool { return len(back.texts()) == 3 })
 	inboxDrained(t, m)
 	for s, n := range back.texts() {
 		if n != 1 {
@@ -210,7 +205,7 @@ func TestLeaveAndRevocationStopTheBackstop(t *testing.T) {
 	team := []string{"team"}
 	alice := connect(t, m, m.AgentCred(t, mesh.MintRequest{Name: "alice", AllowPublish: team, Subscribe: team}).Creds, nil)
 	joinDurable := func(c *cotal.Client) {
-		eventually(t, "a durable join", func() bool {
+		meshtest.Eventually(t, wait+delivery.LeaseTTL, "a durable join", func() bool {
 			r, err := c.Join(ctx, "team")
 			if err != nil {
 				t.Fatal(err)
@@ -269,10 +264,10 @@ func TestMentionReachesOnlyAnAuthorisedTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Stop()
-	eventually(t, "carol and dave present", func() bool { return len(r.Find("carol")) == 1 && len(r.Find("dave")) == 1 })
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "carol and dave present", func() bool { return len(r.Find("carol")) == 1 && len(r.Find("dave")) == 1 })
 	// The daemon resolves names from its own view of presence, which catches up on its own: post
 	// until a copy reaches carol, then check none ever reached dave.
-	eventually(t, "a mention copy for carol", func() bool {
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "a mention copy for carol", func() bool {
 		if len(carolCol.texts()) > 0 {
 			return true
 		}
@@ -295,7 +290,7 @@ func TestDaemonKilledStandbyTakesOver(t *testing.T) {
 	alice := connect(t, m, m.AgentCred(t, mesh.MintRequest{Name: "alice", AllowPublish: team, Subscribe: team}).Creds, nil)
 	bobCred := m.AgentCred(t, mesh.MintRequest{Name: "bob", Subscribe: team})
 	bob := connect(t, m, bobCred.Creds, nil)
-	eventually(t, "bob's durable join", func() bool {
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "bob's durable join", func() bool {
 		r, err := bob.Join(ctx, "team")
 		if err != nil {
 			t.Fatal(err)
@@ -319,13 +314,13 @@ func TestDaemonKilledStandbyTakesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	probe := connect(t, m, m.AgentCred(t, mesh.MintRequest{Name: "prober"}).Creds, nil)
-	eventually(t, "the standby to take over", func() bool {
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the standby to take over", func() bool {
 		res, err := probe.Probe(ctx, wire.PlaneDelivery)
 		return err == nil && res.Verdict == wire.ResponderBound
 	})
 	back := &collector{}
 	connect(t, m, bobCred.Creds, back)
-	eventually(t, "both posts after the takeover", func() bool {
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "both posts after the takeover", func() bool {
 		got := back.texts()
 		return got["before the crash"] == 1 && got["during the outage"] == 1
 	})
@@ -359,7 +354,7 @@ func TestLivenessVerdicts(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(dctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	eventually(t, "bound", func() bool { return verdict() == wire.ResponderBound })
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "bound", func() bool { return verdict() == wire.ResponderBound })
 	// Another incarnation takes the lease row (the daemon renews only hourly here).
 	other := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileDelivery, Name: "usurper"}))
 	row, _ := json.Marshal(wire.DeliveryLease{Holder: "local.usurper", Incarnation: "x", Since: wire.MillisOf(time.Now()), Ready: true})
@@ -465,7 +460,7 @@ func TestStopDrainsHandlers(t *testing.T) {
 			}
 		}
 	}()
-	eventually(t, "a durableJoin in its handler", seen(entered, wire.OpDurableJoin))
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "a durableJoin in its handler", seen(entered, wire.OpDurableJoin))
 	// A post, for the fan-out.
 	poster := connect(t, m, aliceCred.Creds, nil)
 	if _, err := poster.Post(ctx, "team", say("held")); err != nil {
@@ -478,7 +473,7 @@ func TestStopDrainsHandlers(t *testing.T) {
 	if _, err := inj.JS.Publish(ctx, m.Space.DinboxSubject(life), entry); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a fan-out and a reader hand-off in their handlers", seen(entered, "fanout", "reader"))
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "a fan-out and a reader hand-off in their handlers", seen(entered, "fanout", "reader"))
 
 	stopped := make(chan struct{})
 	go func() { // owned: received from below
@@ -530,7 +525,7 @@ func TestSlowJoinsDoNotBlockControl(t *testing.T) {
 		defer cancel()
 		return control(lctx, nc, m.Space, cred.Principal, wire.OpListMemberships, wire.ListMembershipsArgs{LifecycleUID: cred.LifecycleUID})
 	}
-	eventually(t, "the daemon to serve", func() bool {
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the daemon to serve", func() bool {
 		rep, err := list()
 		return err == nil && rep.OK
 	})
@@ -554,7 +549,7 @@ func TestSlowJoinsDoNotBlockControl(t *testing.T) {
 	for range 8 {
 		join()
 	}
-	eventually(t, "eight joins in their handlers", func() bool { return joins.Load() == 8 })
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "eight joins in their handlers", func() bool { return joins.Load() == 8 })
 	start := time.Now()
 	rep, err := list()
 	if err != nil || !rep.OK {

@@ -227,3 +227,16 @@ func StartBroker(t testing.TB) string {
 	})
 	return s.ClientURL()
 }
+
+// Eventually polls cond until it holds, and fails t naming what when within passes first. The
+// bound only keeps a broken test from hanging; a passing test returns as soon as cond holds.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
