@@ -217,6 +217,5 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq u
 		w.log.Error("repair a bucket row", append(attrs, "err", err)...)
 		return
 	}
-	w.quarantined.Add(1)
 	w.log.Warn("bucket row repaired", attrs...)
 }

@@ -186,7 +186,6 @@ func (w *Warden) quarantine(ctx context.Context, at location, subject, why, caus
 		w.log.Error("quarantine a stored message", append(attrs, "err", err)...)
 		return
 	}
-	w.quarantined.Add(1)
 	w.log.Warn("stored message quarantined", attrs...)
 }
 

@@ -65,8 +65,7 @@ type Warden struct {
 	pending atomic.Int32 // loops not yet watching
 	readyCh chan struct{}
 
-	rows        rows
-	quarantined atomic.Int64 // stored messages deleted and rows repaired
+	rows rows
 	streamHandles
 }
 
@@ -140,10 +139,6 @@ func (w *Warden) watchConnection(ctx context.Context) error {
 
 // Ready is closed once every loop of Run is watching: what is stored from then on is judged.
 func (w *Warden) Ready() <-chan struct{} { return w.readyCh }
-
-// Quarantined returns how many stored messages the warden has deleted and bucket rows it has
-// repaired since it started.
-func (w *Warden) Quarantined() int64 { return w.quarantined.Load() }
 
 // watching is called by each loop exactly once, when it is in place.
 func (w *Warden) watching() {
