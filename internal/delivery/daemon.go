@@ -126,8 +126,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) acquire(ctx context.Context) error {
 	t := time.NewTicker(d.cfg.Standby)
 	defer t.Stop()
+	b := d.cfg.Space.DeliveryBucket()
 	for {
-		rev, err := d.put(ctx, d.cfg.Space.DeliveryBucket(), wire.LeaseKey(0), d.leaseRow(false), 0)
+		rev, err := d.put(ctx, b, wire.LeaseKey(0), d.leaseRow(false), 0)
+		if errors.Is(err, errKeyExists) {
+			// This incarnation's own row, put back by a repair after a renewal lost the race
+			// with the foreign row it replaced: take it up again rather than wait out its TTL.
+			if cur := rewrittenAs(ctx, d, b, wire.LeaseKey(0), leaseRow, d.ownLease); cur != 0 {
+				rev, err = d.put(ctx, b, wire.LeaseKey(0), d.leaseRow(false), cur)
+			}
+		}
 		if err == nil {
 			d.mu.Lock()
 			d.lease = rev
@@ -151,6 +159,11 @@ func (d *Daemon) leaseRow(ready bool) []byte {
 	return b
 }
 
+// ownLease reports whether l is this incarnation's lease row.
+func (d *Daemon) ownLease(l *wire.DeliveryLease) bool {
+	return l.Holder == d.cfg.Holder && l.Incarnation == d.inst
+}
+
 // renew rewrites the lease at its revision; losing the race means the lease is gone.
 func (d *Daemon) renew(ctx context.Context, ready bool) error {
 	d.mu.Lock()
@@ -160,8 +173,7 @@ func (d *Daemon) renew(ctx context.Context, ready bool) error {
 	next, err := d.put(ctx, b, wire.LeaseKey(0), d.leaseRow(ready), rev)
 	if err != nil && wrongRevision(err) {
 		// Still this incarnation's row at another revision: restored by a repair, not taken.
-		ours := func(l *wire.DeliveryLease) bool { return l.Holder == d.cfg.Holder && l.Incarnation == d.inst }
-		if cur := rewrittenAs(ctx, d, b, wire.LeaseKey(0), leaseRow, ours); cur != 0 {
+		if cur := rewrittenAs(ctx, d, b, wire.LeaseKey(0), leaseRow, d.ownLease); cur != 0 {
 			next, err = d.put(ctx, b, wire.LeaseKey(0), d.leaseRow(ready), cur)
 		}
 	}

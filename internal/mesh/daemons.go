@@ -25,8 +25,10 @@ type Daemons struct {
 	wg         sync.WaitGroup
 	supervisor *manager.Supervisor
 	mu         sync.Mutex
-	conns      []*nats.Conn     // guarded by mu
-	wardens    []*warden.Warden // guarded by mu; one per space, replaced on a restart
+	conns      []*nats.Conn // guarded by mu
+	// wardensReady has one channel per space, closed once its warden is first watching;
+	// guarded by mu.
+	wardensReady []chan struct{}
 }
 
 // DaemonHolder is the actor the in-process delivery daemon and manager responder run as.
@@ -129,20 +131,36 @@ const (
 
 // startWarden starts the warden of sp on its own credential, and keeps it running: a warden that
 // stops (its connection closed, its credential expired or a watch failed) is started again on a
-// freshly issued credential, with a backoff.
+// freshly issued credential, with a backoff that starts over after a run that got ready.
 func (a *Authority) startWarden(ctx context.Context, ds *Daemons, url string, sp wire.Space, log *slog.Logger) error {
 	w, nc, err := a.newWarden(ctx, ds, url, sp, log)
 	if err != nil {
 		return err
 	}
+	ready := make(chan struct{}) // closed when the first incarnation is watching
+	var readyOnce sync.Once
 	ds.mu.Lock()
-	slot := len(ds.wardens)
-	ds.wardens = append(ds.wardens, w)
+	ds.wardensReady = append(ds.wardensReady, ready)
 	ds.mu.Unlock()
 	ds.wg.Go(func() {
 		backoff := wardenBackoffMin
 		for {
+			ran := make(chan struct{})
+			got := make(chan bool, 1)
+			ds.wg.Go(func() {
+				select {
+				case <-w.Ready():
+					readyOnce.Do(func() { close(ready) })
+					got <- true
+				case <-ran:
+					got <- false
+				}
+			})
 			err := w.Run(ctx)
+			close(ran)
+			if <-got {
+				backoff = wardenBackoffMin
+			}
 			if ctx.Err() != nil {
 				return
 			}
@@ -159,11 +177,8 @@ func (a *Authority) startWarden(ctx context.Context, ds *Daemons, url string, sp
 			if err != nil {
 				continue // w runs again on its old connection; a closed one stops at once
 			}
-			nc.Close()
+			ds.drop(nc)
 			w, nc = next, nextNC
-			ds.mu.Lock()
-			ds.wardens[slot] = w
-			ds.mu.Unlock()
 		}
 	})
 	return nil
@@ -182,17 +197,30 @@ func (a *Authority) newWarden(ctx context.Context, ds *Daemons, url string, sp w
 			return a.RevokeUserKey(ctx, url, sp, userKey, reason)
 		},
 	})
-	return w, nc, err
+	if err != nil {
+		ds.drop(nc)
+		return nil, nil, err
+	}
+	return w, nc, nil
 }
 
-// WardensReady waits until every space's warden is watching, or ctx ends.
+// drop closes nc and forgets it.
+func (ds *Daemons) drop(nc *nats.Conn) {
+	nc.Close()
+	ds.mu.Lock()
+	ds.conns = slices.DeleteFunc(ds.conns, func(c *nats.Conn) bool { return c == nc })
+	ds.mu.Unlock()
+}
+
+// WardensReady waits until every space's warden is watching (any incarnation of it), or ctx
+// ends.
 func (ds *Daemons) WardensReady(ctx context.Context) error {
 	ds.mu.Lock()
-	wardens := slices.Clone(ds.wardens)
+	ready := slices.Clone(ds.wardensReady)
 	ds.mu.Unlock()
-	for _, w := range wardens {
+	for _, r := range ready {
 		select {
-		case <-w.Ready():
+		case <-r:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

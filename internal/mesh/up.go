@@ -131,7 +131,10 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			}
 			// The mesh serves once its wardens judge what is stored: a capture made before would
 			// go unseen.
-			if err := m.daemons.WardensReady(ctx); err != nil {
+			rctx, cancel := context.WithTimeout(ctx, wardenStart)
+			err := m.daemons.WardensReady(rctx)
+			cancel()
+			if err != nil {
 				m.daemons.Stop()
 				m.stopServer()
 				return nil, fmt.Errorf("the warden did not start: %w", err)
@@ -139,6 +142,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			// The supervisor spawns into the first space.
 			if !o.NoManager {
 				if err := m.auth.startSupervisor(m.daemons.ctx, m.daemons, d, url, spaces[0], o.Log); err != nil {
+					m.daemons.Stop()
 					m.stopServer()
 					return nil, err
 				}
@@ -202,6 +206,9 @@ func (m *Mesh) URL() string { return m.state.URL }
 
 // State returns the mesh's recorded state.
 func (m *Mesh) State() State { return m.state }
+
+// wardenStart bounds how long Up waits for the wardens to watch.
+const wardenStart = time.Minute
 
 // WardensReady waits until the warden of every space is watching; it returns at once for a mesh
 // run without daemons.

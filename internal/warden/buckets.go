@@ -16,26 +16,27 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// row is a valid row the warden saw: its value, the stream sequence and time that stored it,
-// and its own time to live (zero for none).
+// row is a valid row the warden saw: its value, the stream sequence that stored it, its own time
+// to live (zero for none) and when it expires by that TTL or the bucket's max age (zero for
+// never). A row the warden restored keeps the deadline of the row it restored.
 type row struct {
-	value []byte
-	seq   uint64
-	at    time.Time
-	ttl   time.Duration
+	value    []byte
+	seq      uint64
+	ttl      time.Duration
+	deadline time.Time
 }
 
-// expiresAt returns when the row expires by its own TTL or the bucket's max age, or the zero
-// time when it does not.
-func (r row) expiresAt(maxAge time.Duration) time.Time {
-	life := r.ttl
+// deadlineOf returns when a row stored at at expires by its own ttl or the bucket's maxAge,
+// whichever comes first, or the zero time when neither applies.
+func deadlineOf(at time.Time, ttl, maxAge time.Duration) time.Time {
+	life := ttl
 	if maxAge > 0 && (life == 0 || maxAge < life) {
 		life = maxAge
 	}
 	if life == 0 {
 		return time.Time{}
 	}
-	return r.at.Add(life)
+	return at.Add(life)
 }
 
 // rows keeps, per bucket and key, the last valid row seen. It is safe for concurrent use.
@@ -44,6 +45,8 @@ type rows struct {
 	good map[wire.Bucket]map[string]row // guarded by mu
 }
 
+// keep records v as key's last valid row, unless it is the row already kept at v's sequence: a
+// restore the warden recorded itself, with the deadline of the row it restored.
 func (r *rows) keep(b wire.Bucket, key string, v row) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -52,6 +55,9 @@ func (r *rows) keep(b wire.Bucket, key string, v row) {
 	}
 	if r.good[b] == nil {
 		r.good[b] = map[string]row{}
+	}
+	if cur, ok := r.good[b][key]; ok && cur.seq == v.seq {
+		return
 	}
 	r.good[b][key] = v
 }
@@ -95,10 +101,13 @@ func bucketNames(s wire.Space) []wire.Bucket {
 // their own types; the warden judges only what no writer of any version stores.
 func (w *Warden) guardBuckets(ctx context.Context) error {
 	var started []jetstream.ConsumeContext
+	ctx, stop := context.WithCancel(ctx)
 	defer func() {
 		for _, cc := range started {
 			cc.Stop()
 		}
+		stop() // a failed start returns before the caller's ctx ends: the expiries end with this one
+		w.expiries.Wait()
 	}()
 	names := bucketNames(w.cfg.Space)
 	var loading atomic.Int32
@@ -168,28 +177,33 @@ func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, msg jetstream.Msg)
 	if n, err := strconv.ParseInt(h.Get(msgTTL), 10, 64); err == nil {
 		ttl = time.Duration(n) * time.Second // the header's bare form counts seconds
 	}
-	w.rows.keep(b, key, row{value: msg.Data(), seq: seq, at: meta.Timestamp, ttl: ttl})
+	w.rows.keep(b, key, row{value: msg.Data(), seq: seq, ttl: ttl, deadline: deadlineOf(meta.Timestamp, ttl, w.maxAge(ctx, b))})
 	return meta
 }
 
+// maxAge returns the max age of b's stream, zero when it has none or it cannot be read.
+func (w *Warden) maxAge(ctx context.Context, b wire.Bucket) time.Duration {
+	st, err := w.stream(ctx, b.Stream())
+	if err != nil {
+		return 0
+	}
+	return st.CachedInfo().Config.MaxAge
+}
+
 // repairRow undoes the row stored at seq under key: the last valid row before it is written back
-// if seq is still the key's last revision, or the row is deleted when the key had none. A newer
-// write since then is left alone: it is judged on its own.
+// if seq is still the key's last revision and the row has at least a second left to live, or else
+// the row is deleted. A restored row keeps its original deadline: one with its own TTL is written
+// with what is left of it, one that expires by the bucket's max age is deleted at that deadline.
+// A newer write since then is left alone: it is judged on its own.
 func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq uint64, why, cause string) {
 	attrs := []any{"bucket", string(b), "key", key, "seq", seq, "reason", why, "cause", cause}
 	prev := w.rows.before(b, key, seq)
 	var left time.Duration
-	if prev != nil {
-		// A row past its time to live or the bucket's max age is not brought back: it had
-		// expired, and a lease or presence row must stay gone.
-		var maxAge time.Duration
-		if st, err := w.stream(ctx, b.Stream()); err == nil {
-			maxAge = st.CachedInfo().Config.MaxAge
-		}
-		if end := prev.expiresAt(maxAge); !end.IsZero() {
-			if left = time.Until(end); left <= 0 {
-				prev = nil
-			}
+	if prev != nil && !prev.deadline.IsZero() {
+		// Whole seconds only: the server takes no TTL under a second, and rounding up would let
+		// repeated captures keep a row alive.
+		if left = time.Until(prev.deadline).Truncate(time.Second); left < time.Second {
+			prev = nil
 		}
 	}
 	var err error
@@ -197,13 +211,20 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq u
 		msg := nats.NewMsg(b.Subject(key))
 		msg.Data = prev.value
 		if prev.ttl > 0 {
-			msg.Header.Set(msgTTL, strconv.FormatInt(int64((left+time.Second-1)/time.Second), 10))
+			msg.Header.Set(msgTTL, strconv.FormatInt(int64(left/time.Second), 10))
 		}
-		_, err = w.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(seq))
+		var ack *jetstream.PubAck
+		ack, err = w.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(seq))
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 			w.log.Info("bucket row changed before its repair", attrs...)
 			return
+		}
+		if err == nil {
+			w.rows.keep(b, key, row{value: prev.value, seq: ack.Sequence, ttl: prev.ttl, deadline: prev.deadline})
+			if prev.ttl == 0 && !prev.deadline.IsZero() {
+				w.expireAt(ctx, b, ack.Sequence, prev.deadline)
+			}
 		}
 		attrs = append(attrs, "restored", prev.seq)
 	} else {
@@ -218,4 +239,27 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq u
 		return
 	}
 	w.log.Warn("bucket row repaired", attrs...)
+}
+
+// expireAt deletes the message at seq of b's stream at deadline: a row restored in a bucket that
+// expires rows by its max age would otherwise start a new life, and a lease or presence row must
+// end when it would have. A newer write has already removed seq, and then the delete finds
+// nothing. The timers end with ctx.
+func (w *Warden) expireAt(ctx context.Context, b wire.Bucket, seq uint64, deadline time.Time) {
+	w.expiries.Go(func() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := w.stream(ctx, b.Stream())
+		if err == nil {
+			err = st.DeleteMsg(ctx, seq)
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && ctx.Err() == nil {
+			w.log.Warn("expire a restored row", "bucket", string(b), "seq", seq, "err", err)
+		}
+	})
 }

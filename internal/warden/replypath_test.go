@@ -375,3 +375,34 @@ func TestExpiredRowsStayGone(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedCapturesDoNotExtendARow: each capture of a row with its own time to live is
+// repaired with what is left of that TTL, never more, so an agent aiming acknowledgements at the
+// key over and over cannot keep the row alive past its deadline.
+func TestRepeatedCapturesDoNotExtendARow(t *testing.T) {
+	r := startReplyMesh(t)
+	ctx := t.Context()
+	auth := r.sp.AuthBucket()
+	subject := auth.Subject("cred.short.lived")
+	row := nats.NewMsg(subject)
+	row.Data = []byte(`{"v":1,"state":"active"}`)
+	row.Header.Set("Nats-TTL", "3s")
+	if _, err := r.js.PublishMsg(ctx, row); err != nil {
+		t.Fatalf("write a row with a time to live: %v", err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	alive := func() bool {
+		m, err := kvget.ReadLast(ctx, r.inspector, auth.Stream(), subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m != nil && len(m.Data) > 0
+	}
+	// Captures every 300 ms until well past the deadline; the row must be gone by then.
+	for end := deadline.Add(3 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		vectors[0].aim(t, r, target{subject: subject})
+	}
+	// The last capture came long after the deadline: it is removed, not answered with the row
+	// (which, brought back, would live at least another second).
+	meshtest.Eventually(t, 500*time.Millisecond, "the row to stay gone after its deadline", func() bool { return !alive() })
+}

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,7 +66,8 @@ type Warden struct {
 	pending atomic.Int32 // loops not yet watching
 	readyCh chan struct{}
 
-	rows rows
+	rows     rows
+	expiries sync.WaitGroup // restored rows' scheduled expiries (buckets.go expireAt)
 	streamHandles
 }
 
