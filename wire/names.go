@@ -82,6 +82,16 @@ func (s Space) RecordsBucket() Bucket { return s.bucket(bucketRecords) }
 // AuthBucket returns "cotal_auth_<space>", the authority plane's ledger (SPEC §13.1).
 func (s Space) AuthBucket() Bucket { return s.bucket(bucketAuth) }
 
+// Buckets returns the key-value buckets of a space's messaging and authority planes, in the
+// reference's order: presence, channels, members, ACL, membership, delivery lease, manager lease,
+// auth.
+func (s Space) Buckets() []Bucket {
+	return []Bucket{
+		s.PresenceBucket(), s.ChannelsBucket(), s.MembersBucket(), s.ACLBucket(),
+		s.MembershipBucket(), s.DeliveryBucket(), s.ManagerBucket(), s.AuthBucket(),
+	}
+}
+
 // SessionsBucket returns "cotal_sessions_<space>", the session ledger.
 func (s Space) SessionsBucket() Bucket { return s.bucket(bucketSessions) }
 

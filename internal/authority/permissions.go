@@ -390,10 +390,7 @@ func (r rowsFor) delivery() Permissions {
 // message streams, the artifact store, then the buckets.
 func spaceStreams(s wire.Space) []string {
 	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), s.InboxStream(), s.DLVStream(), s.WFJStream(), s.ArtifactsBucket().ObjectStream()}
-	for _, b := range []wire.Bucket{
-		s.PresenceBucket(), s.ChannelsBucket(), s.MembersBucket(), s.ACLBucket(),
-		s.MembershipBucket(), s.DeliveryBucket(), s.ManagerBucket(), s.AuthBucket(),
-	} {
+	for _, b := range s.Buckets() {
 		streams = append(streams, b.Stream())
 	}
 	return streams
@@ -523,10 +520,7 @@ func (r rowsFor) warden() Permissions {
 			jsapi.ConsumerCreate+st+".>", jsapi.ConsumerInfo+st+".>", jsapi.ConsumerNext+st+".>", jsapi.ConsumerDelete+st+".>",
 		)
 	}
-	for _, b := range []wire.Bucket{
-		r.s.PresenceBucket(), r.s.ChannelsBucket(), r.s.MembersBucket(), r.s.ACLBucket(),
-		r.s.MembershipBucket(), r.s.DeliveryBucket(), r.s.ManagerBucket(), r.s.AuthBucket(),
-	} {
+	for _, b := range r.s.Buckets() {
 		pub = append(pub, b.Subject(">"))
 	}
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox(), jsapi.AuditAdvisory, jsapi.ConsumerDeletedAdvs}}

@@ -87,14 +87,6 @@ const (
 	msgTTL       = "Nats-TTL"
 )
 
-// bucketNames lists the space's buckets.
-func bucketNames(s wire.Space) []wire.Bucket {
-	return []wire.Bucket{
-		s.PresenceBucket(), s.ChannelsBucket(), s.MembersBucket(), s.ACLBucket(),
-		s.MembershipBucket(), s.DeliveryBucket(), s.ManagerBucket(), s.AuthBucket(),
-	}
-}
-
 // guardBuckets watches every bucket of the space from each key's current row on, and repairs
 // every row that has the shape only a JetStream reply has (jetStreamReply): the key's last valid
 // row is put back while it is still alive, or else the row is deleted. Readers hold the rows to
@@ -109,7 +101,7 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 		stop() // a failed start returns before the caller's ctx ends: the expiries end with this one
 		w.expiries.Wait()
 	}()
-	names := bucketNames(w.cfg.Space)
+	names := w.cfg.Space.Buckets()
 	var loading atomic.Int32
 	loading.Store(int32(len(names)))
 	loaded := func(once *sync.Once) {
