@@ -36,6 +36,12 @@ type JoinResult struct {
 	Generation int64
 	// Backstop explains, on a durable channel, why the join is live only.
 	Backstop string
+	// BackstopErr is the error behind Backstop when the delivery daemon was asked and did not
+	// answer with a membership: a *wire.ControlError when it refused (errors.As; its Retry
+	// reports whether joining again may establish the backstop), nats.ErrNoResponders when no
+	// daemon serves, or the transport's error. It is nil when Durable, and when the daemon
+	// answered but could not establish the backstop (Backstop then carries its reason).
+	BackstopErr error
 }
 
 // joined is one live channel subscription.
@@ -191,7 +197,7 @@ func (c *Client) dropJoin(channel string) {
 
 // Leave ends a channel's live subscription and, on a durable channel, its durable membership:
 // a hard boundary, after which the backstop hands over nothing posted later. Leaving the last
-// channel is fine.
+// channel is fine. A delivery daemon's refusal of the durable leave is a *wire.ControlError.
 func (c *Client) Leave(ctx context.Context, channel string) error {
 	c.mu.Lock()
 	j, ok := c.joined[channel]
@@ -239,7 +245,7 @@ func (c *Client) backfill(ctx context.Context, filter string, window time.Durati
 	name := wire.ChatHistConsumer(wire.Lifecycle{Principal: c.me, UID: c.grant.Lifecycle})
 	cfg := jetstream.ConsumerConfig{
 		Name: name, FilterSubject: filter, AckPolicy: jetstream.AckNonePolicy,
-		MemoryStorage: true, InactiveThreshold: 30 * time.Second,
+		MemoryStorage: true, InactiveThreshold: wire.ChatHistInactiveThreshold,
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: 1,
 	}
 	if window > 0 {
@@ -325,10 +331,12 @@ func (c *Client) getKey(ctx context.Context, b wire.Bucket, key string) ([]byte,
 		defer cancel()
 	}
 	e, err := kvget.Get(ctx, c.nc, b, key)
-	if err != nil {
+	switch {
+	case errors.Is(err, kvget.ErrNotFound):
+		return nil, nil
+	case err != nil:
 		return nil, c.publishError("read "+key, jsapi.MsgGet+b.Stream(), err)
-	}
-	if e == nil || e.Deleted {
+	case e.Deleted:
 		return nil, nil
 	}
 	return e.Value, nil

@@ -10,13 +10,13 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/gocotal/cotal"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 )
 
 func TestReadGrantFromCreds(t *testing.T) {
 	m := meshtest.Start(t)
-	cred := m.AgentCred(t, mesh.MintRequest{Name: "alice", AllowPublish: []string{"general"}, Subscribe: []string{"team.>"}, Role: "reviewer"})
+	cred := m.AgentCred(t, ledger.Request{Name: "alice", AllowPublish: []string{"general"}, Subscribe: []string{"team.>"}, Role: "reviewer"})
 	g, err := cotal.ParseCreds(cred.Creds)
 	if err != nil {
 		t.Fatal(err)

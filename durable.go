@@ -18,14 +18,12 @@ import (
 // only (SPEC §12 item 13: never claim a durable join that is not).
 const BackstopUnavailable = "joined live, durable backstop unavailable"
 
-// durableJoinTimeout bounds the durable join, whose catch-up copy may take a while.
-const durableJoinTimeout = 30 * time.Second
-
 // controlTimeout bounds the other delivery control ops.
 const controlTimeout = 5 * time.Second
 
 // control sends one request on the ctl.delivery rail, with its reply under the request's own
-// .reply. leaf (never the shared inbox), and decodes the reply's data into out.
+// .reply. leaf (never the shared inbox), and decodes the reply's data into out. A refusal is a
+// *wire.ControlError, whose Retry tells a transient one from a permanent one.
 func (c *Client) control(ctx context.Context, op string, args, out any, timeout time.Duration) error {
 	body, err := json.Marshal(args)
 	if err != nil {
@@ -62,8 +60,8 @@ func (c *Client) control(ctx context.Context, op string, args, out any, timeout 
 	if err := json.Unmarshal(msg.Data, &rep); err != nil {
 		return fmt.Errorf("%s: malformed reply: %w", op, err)
 	}
-	if !rep.OK {
-		return fmt.Errorf("%s: the delivery daemon refused: %s", op, rep.Error)
+	if err := rep.Err(op); err != nil {
+		return err
 	}
 	if out != nil && len(rep.Data) > 0 {
 		if err := json.Unmarshal(rep.Data, out); err != nil {
@@ -77,7 +75,8 @@ func (c *Client) control(ctx context.Context, op string, args, out any, timeout 
 // outcome in res.
 func (c *Client) durableJoin(ctx context.Context, res *JoinResult) {
 	var out wire.DurableJoinResult
-	err := c.control(ctx, wire.OpDurableJoin, wire.DurableJoinArgs{Channel: res.Channel}, &out, durableJoinTimeout)
+	err := c.control(ctx, wire.OpDurableJoin, wire.DurableJoinArgs{Channel: res.Channel}, &out, wire.ControlJoinWait)
+	res.BackstopErr = err
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		res.Backstop = BackstopUnavailable
@@ -90,7 +89,8 @@ func (c *Client) durableJoin(ctx context.Context, res *JoinResult) {
 	}
 }
 
-// durableLeave ends durable membership; the live subscription is the caller's to end.
+// durableLeave ends durable membership; the live subscription is the caller's to end. A refusal
+// is a *wire.ControlError.
 func (c *Client) durableLeave(ctx context.Context, channel string, generation int64) error {
 	args := wire.DurableLeaveArgs{Channel: channel, Generation: generation, LifecycleUID: c.grant.Lifecycle}
 	return c.control(ctx, wire.OpDurableLeave, args, nil, controlTimeout)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/cotaltest"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -54,7 +54,7 @@ func join(t *testing.T, a *cotaltest.Agent, opts ...cotal.Option) (*cotal.Client
 
 // agent connects an SDK client for a freshly minted and provisioned agent credential, for the
 // tests that need meshtest's handles on the mesh (other profiles, raw connections).
-func agent(t *testing.T, m *meshtest.Mesh, req mesh.MintRequest, opts ...cotal.Option) (*cotal.Client, *cotaltest.Recorder) {
+func agent(t *testing.T, m *meshtest.Mesh, req ledger.Request, opts ...cotal.Option) (*cotal.Client, *cotaltest.Recorder) {
 	t.Helper()
 	cred := m.AgentCred(t, req)
 	return connect(t, m, cred.Creds, opts...)
@@ -83,10 +83,10 @@ func TestInteropScenario(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	team := []string{"team.backend"}
-	alice, _ := agent(t, m, mesh.MintRequest{Name: "alice", AllowPublish: team, Subscribe: team}, cotal.WithJoin("team.backend"))
-	bob, bobBox := agent(t, m, mesh.MintRequest{Name: "bob", Subscribe: team}, cotal.WithJoin("team.backend"))
-	_, r1 := agent(t, m, mesh.MintRequest{Name: "rev1", Subscribe: team, Role: "reviewer"}, cotal.WithJoin("team.backend"))
-	_, r2 := agent(t, m, mesh.MintRequest{Name: "rev2", Subscribe: team, Role: "reviewer"}, cotal.WithJoin("team.backend"))
+	alice, _ := agent(t, m, ledger.Request{Name: "alice", AllowPublish: team, Subscribe: team}, cotal.WithJoin("team.backend"))
+	bob, bobBox := agent(t, m, ledger.Request{Name: "bob", Subscribe: team}, cotal.WithJoin("team.backend"))
+	_, r1 := agent(t, m, ledger.Request{Name: "rev1", Subscribe: team, Role: "reviewer"}, cotal.WithJoin("team.backend"))
+	_, r2 := agent(t, m, ledger.Request{Name: "rev2", Subscribe: team, Role: "reviewer"}, cotal.WithJoin("team.backend"))
 
 	// Presence: alice sees the others online, each key its card's id.
 	roster, err := alice.Roster(ctx)
@@ -141,7 +141,7 @@ func TestInteropScenario(t *testing.T) {
 	}
 
 	// A late joiner gets the history, marked historical, and drops live duplicates by id.
-	carol, carolBox := agent(t, m, mesh.MintRequest{Name: "carol", Subscribe: team})
+	carol, carolBox := agent(t, m, ledger.Request{Name: "carol", Subscribe: team})
 	res, err := carol.Join(ctx, "team.backend")
 	if err != nil {
 		t.Fatal(err)
@@ -175,16 +175,16 @@ func TestInteropScenario(t *testing.T) {
 
 func jetstreamOf(t *testing.T, m *meshtest.Mesh) jetstream.JetStream {
 	t.Helper()
-	admin := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: "provisioner", Name: "inspector"}))
+	admin := m.Connect(t, m.Mint(t, ledger.Request{Profile: "provisioner", Name: "inspector"}))
 	return admin.JS
 }
 
 func TestForgedSenderIsTerminated(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	carolCred := m.AgentCred(t, mesh.MintRequest{Name: "carol"})
+	carolCred := m.AgentCred(t, ledger.Request{Name: "carol"})
 	_, carolBox := connect(t, m, carolCred.Creds)
-	bobCred := m.AgentCred(t, mesh.MintRequest{Name: "bob"})
+	bobCred := m.AgentCred(t, ledger.Request{Name: "bob"})
 	bob := m.Connect(t, bobCred)
 	carolP, _ := wire.NewPrincipal("local", "carol")
 

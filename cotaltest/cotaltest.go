@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal"
-	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
@@ -258,18 +258,18 @@ func (m *Mesh) Issue(ctx context.Context, name string, opts ...AgentOption) (*Ag
 			return nil, fmt.Errorf("issue agent %s: %w", name, err)
 		}
 	}
-	req := mesh.MintRequest{Space: m.space, Profile: authority.ProfileAgent, Name: name, Subscribe: o.read, AllowPublish: o.post, Role: o.role}
+	req := ledger.Request{Name: name, Subscribe: o.read, AllowPublish: o.post, Role: o.role}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, fmt.Errorf("issue agent %s: %w", name, ErrClosed)
 	}
-	auth := m.m.Authority()
-	cred, err := auth.IssueAgent(ctx, m.URL(), req)
+	l := m.m.Ledger(m.space)
+	cred, err := l.Issue(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("issue agent %s: %w", name, err)
 	}
-	if err := auth.ProvisionAgent(ctx, m.URL(), cred, req); err != nil {
+	if err := l.ProvisionAgent(ctx, cred, req); err != nil {
 		return nil, fmt.Errorf("provision agent %s: %w", name, err)
 	}
 	return &Agent{Principal: cred.Principal, Creds: cred.Creds, mesh: m}, nil

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // The delivery daemon's records and frames (the reference's Plane 3). They are the daemon's own
@@ -16,11 +17,61 @@ type ControlRequest struct {
 	From EndpointRef     `json:"from"`
 }
 
-// ControlReply answers a ControlRequest. Error is a sentence for people.
+// ControlReply answers a ControlRequest: {ok, data?, error?} as the reference daemon answers it,
+// and, on a refusal, a code. Error is a sentence for people.
+//
+// SPEC does not fix this shape: it deletes the whole ctl rail (§1, §13.11), which the reference
+// still uses for the delivery control ops. Code is this implementation's addition beside Error;
+// a reader that knows only {ok, data, error} ignores it, and a reply without one (the reference
+// daemon's, an older build's) reads as a refusal that is not to be retried.
 type ControlReply struct {
 	OK    bool            `json:"ok"`
 	Data  json.RawMessage `json:"data,omitempty"`
 	Error string          `json:"error,omitempty"`
+	// Code, beside Error, says whether the same request may succeed later: ControlCodeRetry or
+	// ControlCodeRefused. Empty when OK, or from a daemon that sends no code.
+	Code string `json:"code,omitempty"`
+}
+
+// The codes of ControlReply.Code. Codes cross the wire: add to the list, never rename.
+const (
+	// ControlCodeRetry: the daemon could not serve the request at the moment (it is starting,
+	// re-checking its lease or stopping, its queue is full, or the op ran out of time); the same
+	// request may succeed if sent again later.
+	ControlCodeRetry = "retry"
+	// ControlCodeRefused: the request failed for a reason of its own (malformed, not the
+	// sender's to make, outside its read ACL, a stale generation, ...); sent again unchanged it
+	// fails the same way.
+	ControlCodeRefused = "refused"
+)
+
+// ControlError is a control request the delivery daemon answered with ok false. Callers branch on
+// it with errors.As, and on Retry to tell a transient refusal from a permanent one.
+type ControlError struct {
+	// Op is the control op that was asked (OpDurableJoin, OpDurableLeave, OpListMemberships).
+	Op string
+	// Code is the reply's code: ControlCodeRetry, ControlCodeRefused, or "" when the daemon sent
+	// none.
+	Code string
+	// Message is the reply's error, the daemon's own words.
+	Message string
+}
+
+// Error implements error.
+func (e *ControlError) Error() string {
+	return fmt.Sprintf("%s: the delivery daemon refused: %s", e.Op, e.Message)
+}
+
+// Retry reports whether the same request may succeed if sent again later (Code is
+// ControlCodeRetry). A refusal without a code is not retried.
+func (e *ControlError) Retry() bool { return e.Code == ControlCodeRetry }
+
+// Err returns nil for an ok reply, else the refusal as a *ControlError of op.
+func (r *ControlReply) Err(op string) error {
+	if r.OK {
+		return nil
+	}
+	return &ControlError{Op: op, Code: r.Code, Message: r.Error}
 }
 
 // The delivery control ops.
@@ -196,3 +247,12 @@ func PlaneMsgID(msgID string, member Lifecycle, generation int64) string {
 	}
 	return fmt.Sprintf("%s:%s:%s:%d", msgID, member.Principal, member.UID, generation)
 }
+
+// The time budgets of a durable join on the control rail: the client waits ControlJoinWait for
+// the reply, and the delivery daemon serves one control request, the join's catch-up copy
+// included, within ControlServeBudget. The daemon's budget is the shorter, so that its reply (a
+// retry code included) reaches the client before the client gives up.
+const (
+	ControlJoinWait    = 30 * time.Second
+	ControlServeBudget = 25 * time.Second
+)

@@ -7,7 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -19,8 +19,8 @@ import (
 func TestAgentCredentialWorks(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	aliceCred, alice := m.Agent(t, mesh.MintRequest{Name: "alice", AllowPublish: []string{"team.backend"}, Subscribe: []string{"team.backend"}, Role: "reviewer"})
-	bobCred, bob := m.Agent(t, mesh.MintRequest{Name: "bob", Subscribe: []string{"team.>"}})
+	aliceCred, alice := m.Agent(t, ledger.Request{Name: "alice", AllowPublish: []string{"team.backend"}, Subscribe: []string{"team.backend"}, Role: "reviewer"})
+	bobCred, bob := m.Agent(t, ledger.Request{Name: "bob", Subscribe: []string{"team.>"}})
 	sp := m.Space
 
 	// Live multicast: bob reads the channel alice posts to.
@@ -121,10 +121,10 @@ func TestAgentCredentialWorks(t *testing.T) {
 // even to a credential reading the same channel name.
 func TestSpacesAreIsolated(t *testing.T) {
 	m := meshtest.Start(t, meshtest.WithSpaces("main", "other"))
-	aliceCred, alice := m.Agent(t, mesh.MintRequest{Name: "alice", AllowPublish: []string{"general"}})
-	_, here := m.Agent(t, mesh.MintRequest{Name: "bob", Subscribe: []string{"general"}})
-	_, there := m.Agent(t, mesh.MintRequest{Space: "other", Name: "bob", Subscribe: []string{"general"}})
-	watcher := m.Connect(t, m.Mint(t, mesh.MintRequest{Space: "other", Profile: authority.ProfileObserver, Name: "watcher"}))
+	aliceCred, alice := m.Agent(t, ledger.Request{Name: "alice", AllowPublish: []string{"general"}})
+	_, here := m.Agent(t, ledger.Request{Name: "bob", Subscribe: []string{"general"}})
+	_, there := m.Agent(t, ledger.Request{Space: "other", Name: "bob", Subscribe: []string{"general"}})
+	watcher := m.Connect(t, m.Mint(t, ledger.Request{Space: "other", Profile: authority.ProfileObserver, Name: "watcher"}))
 
 	subHere, err := here.SubscribeSync(must(wire.Space("main").ChatFilter("general")))
 	if err != nil {

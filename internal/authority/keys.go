@@ -15,21 +15,6 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// KeyFileError reports a key file that exists but cannot be used. The file is never overwritten:
-// it may be the only copy of a key that every credential in a space depends on.
-type KeyFileError struct {
-	Path string
-	Err  error
-}
-
-// Error implements error.
-func (e *KeyFileError) Error() string {
-	return fmt.Sprintf("key file %s: %v (it is left untouched; restore it or remove it to start over)", e.Path, e.Err)
-}
-
-// Unwrap returns the cause.
-func (e *KeyFileError) Unwrap() error { return e.Err }
-
 // Keyring holds the broker's keys: the operator that signs every account, and the system account.
 // Space accounts come from Space. A Keyring is safe for concurrent use once opened.
 type Keyring struct {

@@ -49,9 +49,6 @@ var gateTransitions = map[OpKind][][2]GateState{
 	OpRetirement:   {{GateOpen, GateRetired}, {GateFrozen, GateRetired}},
 }
 
-// ErrTransition is returned for a gate move its operation kind does not allow.
-var ErrTransition = errors.New("gate transition not allowed")
-
 // CheckGateTransition returns ErrTransition unless kind may move a gate from one state to
 // another ("" for an absent gate).
 func CheckGateTransition(kind OpKind, from, to GateState) error {

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 )
 
@@ -67,10 +67,10 @@ func TestPermissionMatrix(t *testing.T) {
 		bob    = "local.bob"
 		forged = "u_bbbbbbbbbbbbbbbbbbbbbbbbbb.alice"
 	)
-	aliceCred, a := m.Agent(t, mesh.MintRequest{
+	aliceCred, a := m.Agent(t, ledger.Request{
 		Name: "alice", AllowPublish: []string{"team.backend"}, AllowSubscribe: []string{"team.>"}, Role: "reviewer",
 	})
-	bobCred, _ := m.Agent(t, mesh.MintRequest{Name: "bob", Subscribe: []string{"team.backend"}})
+	bobCred, _ := m.Agent(t, ledger.Request{Name: "bob", Subscribe: []string{"team.backend"}})
 	aliceHist := "chathist_local-alice-" + string(aliceCred.LifecycleUID)
 	bobDM := "dm_local-bob-" + string(bobCred.LifecycleUID)
 	// A bucket watch creates its ordered consumer on the extended subject, named at random by the
@@ -141,7 +141,7 @@ func TestPermissionMatrix(t *testing.T) {
 	})
 
 	profile := func(p authority.Profile, name string) *meshtest.Client {
-		return m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: p, Name: name}))
+		return m.Connect(t, m.Mint(t, ledger.Request{Profile: p, Name: name}))
 	}
 
 	t.Run("observer", func(t *testing.T) {
@@ -234,7 +234,7 @@ func TestPermissionMatrix(t *testing.T) {
 func TestWatchCreatesWithClients(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	_, a := m.Agent(t, mesh.MintRequest{Name: "alice", Subscribe: []string{"general"}})
+	_, a := m.Agent(t, ledger.Request{Name: "alice", Subscribe: []string{"general"}})
 	presence, channels := string(m.Space.PresenceBucket()), string(m.Space.ChannelsBucket())
 
 	initial := func(t *testing.T, w jetstream.KeyWatcher, err error) {

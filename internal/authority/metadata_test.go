@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -84,11 +84,11 @@ func TestAgentMetadataExposure(t *testing.T) {
 	ctx := t.Context()
 	sp := m.Space
 	S := sp.Prefix() + "."
-	aliceCred, alice := m.Agent(t, mesh.MintRequest{Name: "alice", AllowPublish: []string{"secret"}, Subscribe: []string{"secret"}})
-	bobCred, bob := m.Agent(t, mesh.MintRequest{Name: "bob", AllowPublish: []string{"secret"}, Subscribe: []string{"secret"}, Role: "deployer"})
-	carolCred, carol := m.Agent(t, mesh.MintRequest{Name: "carol", AllowPublish: []string{"general"}, Subscribe: []string{"general"}, Role: "reviewer"})
-	_, dave := m.Agent(t, mesh.MintRequest{Name: "dave", Subscribe: []string{"general"}, Role: "reviewer"})
-	malCred, mallory := m.Agent(t, mesh.MintRequest{Name: "mallory", AllowPublish: []string{"general"}, Subscribe: []string{"general"}})
+	aliceCred, alice := m.Agent(t, ledger.Request{Name: "alice", AllowPublish: []string{"secret"}, Subscribe: []string{"secret"}})
+	bobCred, bob := m.Agent(t, ledger.Request{Name: "bob", AllowPublish: []string{"secret"}, Subscribe: []string{"secret"}, Role: "deployer"})
+	carolCred, carol := m.Agent(t, ledger.Request{Name: "carol", AllowPublish: []string{"general"}, Subscribe: []string{"general"}, Role: "reviewer"})
+	_, dave := m.Agent(t, ledger.Request{Name: "dave", Subscribe: []string{"general"}, Role: "reviewer"})
+	malCred, mallory := m.Agent(t, ledger.Request{Name: "mallory", AllowPublish: []string{"general"}, Subscribe: []string{"general"}})
 	malLife := wire.Lifecycle{Principal: malCred.Principal, UID: malCred.LifecycleUID}
 	aliceLife := wire.Lifecycle{Principal: aliceCred.Principal, UID: aliceCred.LifecycleUID}
 	bobLife := wire.Lifecycle{Principal: bobCred.Principal, UID: bobCred.LifecycleUID}
@@ -120,7 +120,7 @@ func TestAgentMetadataExposure(t *testing.T) {
 	publish(bob, must(sp.ChatSubject(bobCred.Principal, "secret")), msg(bobCred.Principal, to("secret")))
 	publish(carol, must(sp.ChatSubject(carolCred.Principal, "general")), msg(carolCred.Principal, to("general")))
 	publish(alice, must(sp.ChatSubject(aliceCred.Principal, "secret")), msg(aliceCred.Principal, to("secret")))
-	purger := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfilePurger, Name: "purger"}))
+	purger := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfilePurger, Name: "purger"}))
 	jsOK(t, purger, "$JS.API.STREAM.PURGE."+sp.ChatStream(), map[string]string{"filter": must(sp.ChatSubject(carolCred.Principal, "general"))}, nil)
 	// DM: three between alice and bob, then mallory's only one, fourth in the stream.
 	publish(alice, sp.DMSubject(bobCred.Principal, aliceCred.Principal), msg(aliceCred.Principal, dm(bobCred.Principal)))
@@ -130,7 +130,7 @@ func TestAgentMetadataExposure(t *testing.T) {
 	// TASK: alice hands the deployer role a task.
 	publish(alice, must(sp.AnycastSubject("deployer", aliceCred.Principal)), msg(aliceCred.Principal, func(m *wire.CotalMessage) { m.ToService = "deployer" }))
 	// The registry describes "secret".
-	registrar := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileChannelWriter, Name: "registrar"}))
+	registrar := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileChannelWriter, Name: "registrar"}))
 	publish(registrar, sp.ChannelsBucket().Subject("secret"), `{"description":"the Initech acquisition"}`)
 
 	t.Run("account info counts every stream, consumer and API call", func(t *testing.T) {

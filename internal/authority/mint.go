@@ -1,7 +1,6 @@
 package authority
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -16,28 +15,6 @@ import (
 // CONNECT line; one larger than the broker's control line is dropped without a word, so an
 // oversized grant is refused here, with a reason, instead.
 const MaxJWTSize = 16 << 10
-
-// ErrJWTTooLarge is matched by the *JWTTooLargeError Mint returns for a grant whose JWT would
-// exceed MaxJWTSize.
-var ErrJWTTooLarge = errors.New("user jwt exceeds the 16 KiB size gate")
-
-// JWTTooLargeError reports a grant too large to mint: the JWT's size and its rows.
-type JWTTooLargeError struct {
-	Profile   Profile
-	Principal wire.Principal
-	// Size is the encoded JWT's length in bytes.
-	Size     int
-	Pub, Sub int
-}
-
-// Error implements error.
-func (e *JWTTooLargeError) Error() string {
-	return fmt.Sprintf("mint %s for %s: %v: %d bytes for %d publish and %d subscribe rows; grant fewer or broader channels",
-		e.Profile, e.Principal, ErrJWTTooLarge, e.Size, e.Pub, e.Sub)
-}
-
-// Unwrap makes the error match ErrJWTTooLarge.
-func (e *JWTTooLargeError) Unwrap() error { return ErrJWTTooLarge }
 
 // Tag prefixes stamped into every user JWT: the principal tag lets a connection listing
 // (CONNZ) attribute a statically minted connection to its principal.

@@ -9,7 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -19,13 +20,13 @@ import (
 func TestRevokedCredentialIsRefusedByTheBroker(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	aliceCred, alice := m.Agent(t, mesh.MintRequest{Name: "alice", AllowPublish: []string{"general"}})
-	_, bob := m.Agent(t, mesh.MintRequest{Name: "bob", AllowPublish: []string{"general"}})
+	aliceCred, alice := m.Agent(t, ledger.Request{Name: "alice", AllowPublish: []string{"general"}})
+	_, bob := m.Agent(t, ledger.Request{Name: "bob", AllowPublish: []string{"general"}})
 	closed := make(chan struct{})
 	alice.SetClosedHandler(func(*nats.Conn) { close(closed) })
 	alice.SetReconnectHandler(func(*nats.Conn) {})
 
-	rows, err := m.Authority().Credentials(ctx, m.URL(), m.Space)
+	rows, err := m.Ledger("").Credentials(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestRevokedCredentialIsRefusedByTheBroker(t *testing.T) {
 	if credID == "" {
 		t.Fatalf("alice's credential has no ledger row: %+v", rows)
 	}
-	row, err := m.Authority().RevokeCredential(ctx, m.URL(), m.Space, aliceCred.LifecycleUID, credID)
+	row, err := m.Ledger("").Revoke(ctx, aliceCred.LifecycleUID, credID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestRevokedCredentialIsRefusedByTheBroker(t *testing.T) {
 			t.Fatal("alice is still connected after her revocation")
 		}
 	}
-	if _, err := mesh.Connect(ctx, m.URL(), aliceCred, nats.NoReconnect()); err == nil {
+	if _, err := dial.As(ctx, m.URL(), aliceCred, nats.NoReconnect()); err == nil {
 		t.Fatal("a revoked credential reconnected")
 	} else if !errors.Is(err, nats.ErrAuthorization) && !errors.Is(err, nats.ErrAuthRevoked) {
 		t.Logf("reconnect refused with %v", err)
@@ -66,11 +67,15 @@ func TestRevokedCredentialIsRefusedByTheBroker(t *testing.T) {
 		t.Errorf("bob was disturbed by alice's revocation: refused=%v %v, %s", refused, err, bob.Status())
 	}
 	// The revocation survives into the account JWT the next up renders.
-	trust, err := m.Authority().Trust([]wire.Space{m.Space})
+	sk, err := m.Keyring().Space(m.Space)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ac, err := jwt.DecodeAccountClaims(trust.Accounts[0])
+	token, err := m.Keyring().AccountJWT(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := jwt.DecodeAccountClaims(token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +89,11 @@ func TestRevokedCredentialIsRefusedByTheBroker(t *testing.T) {
 func TestTakeoverRevokesThePredecessor(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	old := m.AgentCred(t, mesh.MintRequest{Name: "alice"})
+	old := m.AgentCred(t, ledger.Request{Name: "alice"})
 	c := m.Connect(t, old)
 	closed := make(chan struct{})
 	c.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	successor := m.AgentCred(t, mesh.MintRequest{Name: "alice"})
+	successor := m.AgentCred(t, ledger.Request{Name: "alice"})
 	if successor.LifecycleUID == old.LifecycleUID {
 		t.Fatal("the successor reused the lifecycle")
 	}
@@ -97,12 +102,12 @@ func TestTakeoverRevokesThePredecessor(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the predecessor's connection survived the takeover")
 	}
-	if nc, err := mesh.Connect(ctx, m.URL(), successor); err != nil {
+	if nc, err := dial.As(ctx, m.URL(), successor); err != nil {
 		t.Errorf("the successor cannot connect: %v", err)
 	} else {
 		nc.Close()
 	}
-	if _, err := mesh.Connect(ctx, m.URL(), old, nats.NoReconnect()); err == nil {
+	if _, err := dial.As(ctx, m.URL(), old, nats.NoReconnect()); err == nil {
 		t.Error("the predecessor's credential still connects")
 	}
 }
@@ -112,10 +117,10 @@ func TestTakeoverRevokesThePredecessor(t *testing.T) {
 func TestProcessTakeoverEvicts(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	cred, c := m.Agent(t, mesh.MintRequest{Name: "alice"})
+	cred, c := m.Agent(t, ledger.Request{Name: "alice"})
 	closed := make(chan struct{})
 	c.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	epoch, err := m.Authority().TakeoverProcess(ctx, m.URL(), m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}, "restart-1")
+	epoch, err := m.Ledger("").Takeover(ctx, wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}, "restart-1")
 	if err != nil || epoch != 2 {
 		t.Fatalf("TakeoverProcess = %d, %v; want epoch 2", epoch, err)
 	}
@@ -124,7 +129,7 @@ func TestProcessTakeoverEvicts(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the old process is still connected after the barrier")
 	}
-	if _, err := mesh.Connect(ctx, m.URL(), cred, nats.NoReconnect()); err == nil {
+	if _, err := dial.As(ctx, m.URL(), cred, nats.NoReconnect()); err == nil {
 		t.Error("the old process's credential still connects")
 	}
 }
@@ -136,7 +141,7 @@ func TestServiceCredentialsHaveRows(t *testing.T) {
 	ctx := t.Context()
 	var creds []*authority.Credential
 	for range 2 {
-		cred, err := m.Authority().Issue(ctx, m.URL(), mesh.MintRequest{Space: m.Space, Profile: authority.ProfileObserver, Name: "watcher"})
+		cred, err := m.Ledger("").Issue(ctx, ledger.Request{Profile: authority.ProfileObserver, Name: "watcher"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +150,7 @@ func TestServiceCredentialsHaveRows(t *testing.T) {
 	if creds[0].LifecycleUID == "" || creds[0].LifecycleUID != creds[1].LifecycleUID {
 		t.Errorf("two credentials of one service principal are under lifecycles %q and %q, want one standing lifecycle", creds[0].LifecycleUID, creds[1].LifecycleUID)
 	}
-	rows, err := m.Authority().Credentials(ctx, m.URL(), m.Space)
+	rows, err := m.Ledger("").Credentials(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,14 +167,14 @@ func TestServiceCredentialsHaveRows(t *testing.T) {
 	if n != 2 || id == "" {
 		t.Fatalf("%d ledger rows for the watcher's 2 credentials", n)
 	}
-	if _, err := m.Authority().RevokeCredential(ctx, m.URL(), m.Space, creds[0].LifecycleUID, id); err != nil {
+	if _, err := m.Ledger("").Revoke(ctx, creds[0].LifecycleUID, id); err != nil {
 		t.Fatal(err)
 	}
-	if nc, err := mesh.Connect(ctx, m.URL(), creds[0], nats.NoReconnect()); err == nil {
+	if nc, err := dial.As(ctx, m.URL(), creds[0], nats.NoReconnect()); err == nil {
 		nc.Close()
 		t.Error("a revoked observer credential connected")
 	}
-	if nc, err := mesh.Connect(ctx, m.URL(), creds[1]); err != nil {
+	if nc, err := dial.As(ctx, m.URL(), creds[1]); err != nil {
 		t.Errorf("the watcher's other credential was refused too: %v", err)
 	} else {
 		nc.Close()

@@ -12,7 +12,7 @@ import (
 func TestRunOperatorAtTheBroker(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	got, err := m.Authority().ReadJournal(ctx, m.URL(), m.Space, "r-1")
+	got, err := m.Ledger("").ReadJournal(ctx, "r-1")
 	if err != nil {
 		t.Fatalf("a run operator could not replay its run: %v", err)
 	}
@@ -20,7 +20,7 @@ func TestRunOperatorAtTheBroker(t *testing.T) {
 		t.Errorf("a fresh journal replayed %d records", len(got.Records))
 	}
 
-	cred, err := m.Authority().RunOperator(m.Space, "r-1", "tk1")
+	cred, err := m.Ledger("").RunOperator("r-1", "tk1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,9 +53,6 @@ func (s SessionState) Terminal() bool {
 	return s == SessionClosed || s == SessionExpired || s == SessionSuperseded || s == SessionRetired
 }
 
-// ErrSessionState reports a session state move the grammar forbids.
-var ErrSessionState = errors.New("session state move not allowed")
-
 func checkSessionMove(from, to SessionState) error {
 	switch {
 	case from.Terminal():

@@ -7,7 +7,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -17,13 +18,13 @@ import (
 func TestSessionRailsAtTheBroker(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	aliceCred := m.AgentCred(t, mesh.MintRequest{Name: "alice"})
+	aliceCred := m.AgentCred(t, ledger.Request{Name: "alice"})
 	holder := wire.Lifecycle{Principal: aliceCred.Principal, UID: aliceCred.LifecycleUID}
 	serving := authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
 	const sid = "sess_brokerbrokerbroker0"
 
 	var caller, server *authority.Credential
-	err := m.Authority().Ledger(ctx, m.URL(), m.Space, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+	err := m.Ledger("").Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
 		g, err := s.ServeGate(serving)
 		if err != nil {
 			return nil, err
@@ -85,7 +86,7 @@ func TestSessionRailsAtTheBroker(t *testing.T) {
 	for _, cl := range []*meshtest.Client{c, sv} {
 		cl.SetClosedHandler(func(*nats.Conn) { closed <- struct{}{} })
 	}
-	err = m.Authority().Ledger(ctx, m.URL(), m.Space, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
+	err = m.Ledger("").Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
 		td, err := s.CloseSession(ctx, sid, authority.SessionCloser{Holder: &holder}, "")
 		if td == nil {
 			return nil, err
@@ -103,7 +104,7 @@ func TestSessionRailsAtTheBroker(t *testing.T) {
 		}
 	}
 	for _, cred := range []*authority.Credential{caller, server} {
-		if nc, err := mesh.Connect(ctx, m.URL(), cred, nats.NoReconnect()); err == nil {
+		if nc, err := dial.As(ctx, m.URL(), cred, nats.NoReconnect()); err == nil {
 			nc.Close()
 			t.Errorf("the %s half of a closed session reconnected", cred.Profile)
 		}

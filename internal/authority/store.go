@@ -10,20 +10,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/wire"
-)
-
-// Errors of the auth store, for errors.Is.
-var (
-	// ErrConflict: the row or gate moved since it was observed; the operation lost and changed
-	// nothing it could not undo.
-	ErrConflict = errors.New("conflict")
-	// ErrCorrupt: a row that must exist is deleted or malformed. It is reported, never treated
-	// as absence, and never overwritten.
-	ErrCorrupt = errors.New("corrupt auth store")
-	// ErrStoreShape: the auth bucket's stream is not shaped as the contract requires.
-	ErrStoreShape = errors.New("auth store has the wrong shape")
 )
 
 // AuthStore is a space's auth store, cotal_auth_<space>, opened by OpenAuthStore after proving
@@ -82,9 +71,14 @@ func proveShape(c jetstream.StreamConfig) error {
 func (s *AuthStore) Space() wire.Space { return s.space }
 
 // read returns key's last message (leader-served), or nil when the key never existed (or its
-// TTL expired).
+// TTL expired): kvget.ErrNotFound becomes the nil row the store's read methods return for an
+// absent key.
 func (s *AuthStore) read(ctx context.Context, key string) (*kvget.Entry, error) {
-	return kvget.Get(ctx, s.nc, s.bucket, key)
+	e, err := kvget.Get(ctx, s.nc, s.bucket, key)
+	if errors.Is(err, kvget.ErrNotFound) {
+		return nil, nil
+	}
+	return e, err
 }
 
 // readNeverDeleted reads a key that is never deleted (a gate, a head, a uid reservation): a
@@ -122,7 +116,7 @@ func (s *AuthStore) write(ctx context.Context, key string, value []byte, rev uin
 // remove deletes key if its last revision is still rev.
 func (s *AuthStore) remove(ctx context.Context, key string, rev uint64) error {
 	msg := nats.NewMsg(s.bucket.Subject(key))
-	msg.Header.Set("KV-Operation", "PURGE")
+	msg.Header.Set(jsapi.KVOperation, jsapi.KVPurge)
 	msg.Header.Set("Nats-Rollup", "sub")
 	_, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev))
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -44,16 +44,16 @@ func anycastCase(ctx context.Context, r *runner) ([]Result, error) {
 func newAnycast(ctx context.Context, env *Env, f *fleet) (*anycast, error) {
 	a := &anycast{env: env}
 	var err error
-	if a.producer, err = f.agent(ctx, mesh.MintRequest{Name: f.name("any_producer")}); err != nil {
+	if a.producer, err = f.agent(ctx, ledger.Request{Name: f.name("any_producer")}); err != nil {
 		return nil, err
 	}
 	for i := range anycastWorkers {
-		cred, err := f.agent(ctx, mesh.MintRequest{Name: f.name("any_worker_%d", i), Role: anycastRole})
+		cred, err := f.agent(ctx, ledger.Request{Name: f.name("any_worker_%d", i), Role: anycastRole})
 		if err != nil {
 			return nil, err
 		}
 		a.workers = append(a.workers, cred)
-		if cred, err = f.agent(ctx, mesh.MintRequest{Name: f.name("any_raw_%d", i), Role: anycastRawRole}); err != nil {
+		if cred, err = f.agent(ctx, ledger.Request{Name: f.name("any_raw_%d", i), Role: anycastRawRole}); err != nil {
 			return nil, err
 		}
 		a.rawWorkers = append(a.rawWorkers, cred)

@@ -15,16 +15,19 @@ import (
 
 	"github.com/nats-io/nuid"
 
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
 
-// Env is the mesh a run measures: its broker URL, the space, and the authority that issues the
-// bench's credentials.
+// Env is the mesh a run measures: its broker URL, the space, the ledger that issues the bench's
+// credentials and the keyring that reads the broker's CPU.
 type Env struct {
-	URL   string
-	Space wire.Space
-	Auth  *mesh.Authority
+	URL     string
+	Space   wire.Space
+	Ledger  *ledger.Ledger
+	Keyring *authority.Keyring
 	// Embedded says the broker runs in this process, so its CPU figure includes the bench's
 	// own clients.
 	Embedded bool
@@ -38,7 +41,7 @@ func Embedded(ctx context.Context, dir string, log *slog.Logger) (env *Env, stop
 		return nil, nil, err
 	}
 	st := m.State()
-	return &Env{URL: st.URL, Space: st.Spaces[0], Auth: m.Authority(), Embedded: true}, m.Shutdown, nil
+	return &Env{URL: st.URL, Space: st.Spaces[0], Ledger: m.Ledger(""), Keyring: m.Keyring(), Embedded: true}, m.Shutdown, nil
 }
 
 // Options tune a run.

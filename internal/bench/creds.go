@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 )
 
 // Credentials case shape and targets (issue 8).
@@ -25,14 +25,9 @@ const (
 // mintCase measures agent credentials issued per second, each a fresh lifecycle with its JWT,
 // creds and ledger row, over one held ledger connection.
 func mintCase(ctx context.Context, r *runner) ([]Result, error) {
-	is, err := r.env.Auth.Issuer(ctx, r.env.URL, r.env.Space)
-	if err != nil {
-		return nil, err
-	}
-	defer is.Close()
 	var next atomic.Int64
 	issue := func(ctx context.Context) error {
-		_, err := is.IssueAgent(ctx, mesh.MintRequest{Name: r.name("mint_%d", next.Add(1)), Expires: benchLifetime})
+		_, err := r.env.Ledger.Issue(ctx, ledger.Request{Name: r.name("mint_%d", next.Add(1)), Expires: benchLifetime})
 		return err
 	}
 	for range warmup {
@@ -62,7 +57,7 @@ func mintCase(ctx context.Context, r *runner) ([]Result, error) {
 
 	start = time.Now()
 	for i := range oneShotMints {
-		if _, err := r.env.Auth.IssueAgent(ctx, r.env.URL, mesh.MintRequest{Space: r.env.Space, Name: r.name("once_%d", i), Expires: benchLifetime}); err != nil {
+		if err := issueOnce(ctx, r.env, ledger.Request{Name: r.name("once_%d", i), Expires: benchLifetime}); err != nil {
 			return nil, err
 		}
 	}
@@ -74,19 +69,25 @@ func mintCase(ctx context.Context, r *runner) ([]Result, error) {
 	}}, nil
 }
 
+// issueOnce issues one agent credential as a command that opens the ledger for it alone does.
+func issueOnce(ctx context.Context, env *Env, req ledger.Request) error {
+	l, err := ledger.Open(ctx, env.URL, env.Keyring, env.Space)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	_, err = l.Issue(ctx, req)
+	return err
+}
+
 // jwtChannels are the channel counts whose agent JWT sizes are reported.
 var jwtChannels = []int{1, 10, 100}
 
 // jwtSizeCase reports the size of an agent JWT that may post to and read k concrete channels,
 // and how many concrete channels fit under the size gate.
 func jwtSizeCase(ctx context.Context, r *runner) ([]Result, error) {
-	is, err := r.env.Auth.Issuer(ctx, r.env.URL, r.env.Space)
-	if err != nil {
-		return nil, err
-	}
-	defer is.Close()
 	size := func(k int, pattern bool) (int, error) {
-		req := mesh.MintRequest{Name: r.name("jwt_%d", k), Expires: benchLifetime}
+		req := ledger.Request{Name: r.name("jwt_%d", k), Expires: benchLifetime}
 		for i := range k {
 			ch := fmt.Sprintf("team.c%03d", i)
 			req.AllowPublish = append(req.AllowPublish, ch)
@@ -98,7 +99,7 @@ func jwtSizeCase(ctx context.Context, r *runner) ([]Result, error) {
 			req.Name += "_pattern"
 			req.Subscribe = []string{"team.*"}
 		}
-		cred, err := is.IssueAgent(ctx, req)
+		cred, err := r.env.Ledger.Issue(ctx, req)
 		var tooLarge *authority.JWTTooLargeError
 		if errors.As(err, &tooLarge) {
 			return tooLarge.Size, nil

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -50,7 +50,7 @@ func newDM(ctx context.Context, env *Env, f *fleet) (*dm, error) {
 		name string
 		dst  **authority.Credential
 	}{{f.name("dm_alice"), &d.from}, {f.name("dm_bob"), &d.to}, {f.name("dm_carol"), &d.rawTo}} {
-		if *a.dst, err = f.agent(ctx, mesh.MintRequest{Name: a.name}); err != nil {
+		if *a.dst, err = f.agent(ctx, ledger.Request{Name: a.name}); err != nil {
 			return nil, err
 		}
 	}

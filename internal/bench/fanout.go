@@ -9,7 +9,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -50,11 +50,11 @@ func newFanout(ctx context.Context, env *Env, f *fleet) (*fanout, error) {
 		return nil, err
 	}
 	var err error
-	if fo.pub, err = f.agent(ctx, mesh.MintRequest{Name: f.name("dur_pub"), AllowPublish: []string{fanoutChannel, fanoutRawChannel}}); err != nil {
+	if fo.pub, err = f.agent(ctx, ledger.Request{Name: f.name("dur_pub"), AllowPublish: []string{fanoutChannel, fanoutRawChannel}}); err != nil {
 		return nil, err
 	}
 	for i := range fanoutMembers {
-		cred, err := f.agent(ctx, mesh.MintRequest{Name: f.name("dur_member_%d", i), Subscribe: []string{fanoutChannel}})
+		cred, err := f.agent(ctx, ledger.Request{Name: f.name("dur_member_%d", i), Subscribe: []string{fanoutChannel}})
 		if err != nil {
 			return nil, err
 		}

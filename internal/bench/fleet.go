@@ -13,7 +13,8 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -42,9 +43,9 @@ func (f *fleet) name(format string, args ...any) string { return f.tag + fmt.Spr
 
 // agent issues an agent credential for local.<req.Name> with its durables and read ACL
 // provisioned; close retires it.
-func (f *fleet) agent(ctx context.Context, req mesh.MintRequest) (*authority.Credential, error) {
+func (f *fleet) agent(ctx context.Context, req ledger.Request) (*authority.Credential, error) {
 	req.Space, req.Profile, req.Expires = f.env.Space, authority.ProfileAgent, benchLifetime
-	cred, retire, err := f.env.Auth.StartAgent(ctx, f.env.URL, req)
+	cred, retire, err := f.env.Ledger.StartAgent(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func (f *fleet) agent(ctx context.Context, req mesh.MintRequest) (*authority.Cre
 
 // issue issues a credential of a profile other than agent through the ledger.
 func (f *fleet) issue(ctx context.Context, profile authority.Profile, name string) (*authority.Credential, error) {
-	return f.env.Auth.Issue(ctx, f.env.URL, mesh.MintRequest{Space: f.env.Space, Profile: profile, Name: name, Expires: benchLifetime})
+	return f.env.Ledger.Issue(ctx, ledger.Request{Space: f.env.Space, Profile: profile, Name: name, Expires: benchLifetime})
 }
 
 // client connects cred through the SDK.
@@ -73,7 +74,7 @@ func (f *fleet) client(ctx context.Context, cred *authority.Credential, opts ...
 
 // conn connects cred as a plain nats.go connection, with a JetStream context on it.
 func (f *fleet) conn(ctx context.Context, cred *authority.Credential) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := mesh.Connect(ctx, f.env.URL, cred)
+	nc, err := dial.As(ctx, f.env.URL, cred)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -78,11 +78,11 @@ func newMulticast(ctx context.Context, env *Env, f *fleet, subs, size int) (*mul
 		}
 	}
 	var err error
-	if mc.pub, err = f.agent(ctx, mesh.MintRequest{Name: f.name("mc_pub"), AllowPublish: both}); err != nil {
+	if mc.pub, err = f.agent(ctx, ledger.Request{Name: f.name("mc_pub"), AllowPublish: both}); err != nil {
 		return nil, err
 	}
 	for i := range subs {
-		cred, err := f.agent(ctx, mesh.MintRequest{Name: f.name("mc_sub_%d", i), Subscribe: both})
+		cred, err := f.agent(ctx, ledger.Request{Name: f.name("mc_sub_%d", i), Subscribe: both})
 		if err != nil {
 			return nil, err
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -153,20 +153,16 @@ func writePresence(ctx context.Context, js jetstream.JetStream, sp wire.Space, c
 	return err
 }
 
-// issueMany issues n agent credentials named prefix0, prefix1, ... over held ledger connections.
+// issueMany issues n agent credentials named prefix0, prefix1, ... on the held ledger.
 // They are presence-only agents: no durables are provisioned, and they expire with the bench.
 func issueMany(ctx context.Context, env *Env, n int, prefix string) ([]*authority.Credential, error) {
 	creds := make([]*authority.Credential, n)
 	g, gctx := errgroup.WithContext(ctx)
 	for w := range presenceIssuers {
 		g.Go(func() error {
-			is, err := env.Auth.Issuer(gctx, env.URL, env.Space)
-			if err != nil {
-				return err
-			}
-			defer is.Close()
 			for i := w; i < n; i += presenceIssuers {
-				if creds[i], err = is.IssueAgent(gctx, mesh.MintRequest{Name: fmt.Sprintf("%s%d", prefix, i), Expires: benchLifetime}); err != nil {
+				var err error
+				if creds[i], err = env.Ledger.Issue(gctx, ledger.Request{Name: fmt.Sprintf("%s%d", prefix, i), Expires: benchLifetime}); err != nil {
 					return err
 				}
 			}
@@ -217,7 +213,7 @@ func heartbeatCPU(ctx context.Context, env *Env) (float64, error) {
 			return 0, ctx.Err()
 		case <-time.After(time.Second):
 		}
-		cpu, err := env.Auth.BrokerCPU(ctx, env.URL)
+		cpu, err := BrokerCPU(ctx, env.Keyring, env.URL)
 		if err != nil {
 			return 0, err
 		}

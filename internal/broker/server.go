@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,9 +18,6 @@ const readyTimeout = 15 * time.Second
 type Server struct {
 	ns *server.Server
 }
-
-// ErrPortInUse is returned by Start when the configured port is taken.
-var ErrPortInUse = errors.New("port in use")
 
 // Start runs an embedded nats-server from the configuration file at confPath (one rendered by
 // RenderAuth or RenderOpen) and waits until it accepts clients. Server logs go to log at the

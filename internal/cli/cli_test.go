@@ -20,13 +20,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
-	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // envRunCLI makes the test binary act as the cotal binary, so `up --detach` can re-execute it.

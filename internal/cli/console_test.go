@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal"
-	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
@@ -28,11 +28,16 @@ func TestConsoleShowsPeerNamesSafely(t *testing.T) {
 	meshtest.Eventually(t, 20*time.Second, "the console watching", func() bool { return strings.Contains(consoleErr.String(), "watching space main") })
 
 	ctx := t.Context()
-	auth, err := mesh.OpenAuthority(mesh.Dir{Path: filepath.Join(dir, mesh.DirName)})
+	kr, err := mesh.Dir{Path: filepath.Join(dir, mesh.DirName)}.OpenKeyring()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred, retire, err := auth.StartAgent(ctx, st.URL, mesh.MintRequest{Space: "main", Profile: authority.ProfileAgent, Name: "mallory", AllowPublish: []string{"general"}})
+	l, err := ledger.Open(ctx, st.URL, kr, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	cred, retire, err := l.StartAgent(ctx, ledger.Request{Name: "mallory", AllowPublish: []string{"general"}})
 	if err != nil {
 		t.Fatal(err)
 	}

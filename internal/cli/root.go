@@ -17,6 +17,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/doctor"
 	"github.com/gocotal/cotal/internal/cli/down"
 	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/mcp"
 	"github.com/gocotal/cotal/internal/cli/mint"
@@ -29,7 +30,8 @@ import (
 )
 
 // NewCmdRoot returns the root command with every subcommand attached.
-func NewCmdRoot(io *iostreams.IOStreams) *cobra.Command {
+func NewCmdRoot(f *factory.Factory) *cobra.Command {
+	io := f.IO
 	root := &cobra.Command{
 		Use:   "cotal",
 		Short: "Cotal: AI agents coordinating as peers over NATS",
@@ -50,25 +52,25 @@ func NewCmdRoot(io *iostreams.IOStreams) *cobra.Command {
 		return &exit.UsageError{Err: err}
 	})
 	root.AddCommand(
-		up.NewCmdUp(io, nil),
-		down.NewCmdDown(io, nil),
-		status.NewCmdStatus(io, nil),
-		mint.NewCmdMint(io, nil),
-		send.NewCmdSend(io, nil),
-		channels.NewCmdChannels(io),
-		ps.NewCmdPs(io),
-		console.NewCmdConsole(io),
-		agent.NewCmdAgent(io),
-		mcp.NewCmdMCP(io),
-		spawn.NewCmdSpawn(io),
-		spawn.NewCmdStop(io),
-		spawn.NewCmdSupervise(io),
-		demo.NewCmdDemo(io),
-		deliver.NewCmdDeliver(io),
-		creds.NewCmdCreds(io),
-		doctor.NewCmdDoctor(io),
-		bench.NewCmdBench(io),
-		version.NewCmdVersion(io, nil),
+		up.NewCmdUp(f, nil),
+		down.NewCmdDown(f, nil),
+		status.NewCmdStatus(f, nil),
+		mint.NewCmdMint(f, nil),
+		send.NewCmdSend(f, nil),
+		channels.NewCmdChannels(f),
+		ps.NewCmdPs(f),
+		console.NewCmdConsole(f),
+		agent.NewCmdAgent(f),
+		mcp.NewCmdMCP(f),
+		spawn.NewCmdSpawn(f),
+		spawn.NewCmdStop(f),
+		spawn.NewCmdSupervise(f),
+		demo.NewCmdDemo(f),
+		deliver.NewCmdDeliver(f),
+		creds.NewCmdCreds(f),
+		doctor.NewCmdDoctor(f),
+		bench.NewCmdBench(f),
+		version.NewCmdVersion(f, nil),
 	)
 	for _, c := range append(root.Commands(), root) {
 		c.Args = usageArgs(c.Args)
@@ -92,7 +94,9 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 // Main runs the command line args (without the program name) and returns the exit code. Errors
 // are printed to io.ErrOut.
 func Main(ctx context.Context, io *iostreams.IOStreams, args []string) int {
-	root := NewCmdRoot(io)
+	f := factory.New(io)
+	defer f.Close()
+	root := NewCmdRoot(f)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil {

@@ -14,9 +14,6 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// controlTimeout bounds one control op, the join's catch-up included.
-const controlTimeout = 25 * time.Second
-
 // Control ops run on two worker pools, so that no op waits behind another kind: a durableJoin
 // may take seconds (its catch-up copies what the channel got since the join cursor), the others
 // are a read and at most one write. Each pool's queue is bounded, and a request finding it full
@@ -80,7 +77,7 @@ func (c *controller) run(msg *nats.Msg, name string, op controlOp) {
 		c.d.reply(msg, nil, errNotServing)
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.t.ctx, controlTimeout)
+	ctx, cancel := context.WithTimeout(c.t.ctx, wire.ControlServeBudget)
 	defer cancel()
 	defer c.d.traced(ctx, name)()
 	out, err := op(ctx)
@@ -94,11 +91,11 @@ func (c *controller) run(msg *nats.Msg, name string, op controlOp) {
 	c.d.reply(msg, data, err)
 }
 
-// reply answers a control request.
+// reply answers a control request; a refusal carries its code (see controlCode).
 func (d *Daemon) reply(msg *nats.Msg, data json.RawMessage, err error) {
 	rep := wire.ControlReply{OK: err == nil, Data: data}
 	if err != nil {
-		rep.Error = err.Error()
+		rep.Error, rep.Code = err.Error(), controlCode(err)
 	}
 	body, _ := json.Marshal(rep) // raw JSON and strings always encode
 	if err := msg.Respond(body); err != nil {

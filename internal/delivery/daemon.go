@@ -40,8 +40,9 @@ type Config struct {
 	Standby time.Duration
 }
 
-// LeaseTTL is the delivery bucket's TTL: a lease not renewed for this long lapses.
-const LeaseTTL = 30 * time.Second
+// LeaseTTL is the delivery bucket's TTL, wire.DeliveryLeaseTTL: a lease not renewed for this
+// long lapses.
+const LeaseTTL = wire.DeliveryLeaseTTL
 
 // Daemon is a delivery daemon on one connection (with the delivery profile's grants).
 type Daemon struct {
@@ -94,9 +95,6 @@ func New(nc *nats.Conn, cfg Config) (*Daemon, error) {
 	}
 	return &Daemon{nc: nc, js: js, cfg: cfg, log: log.With("space", cfg.Space), inst: nuid.Next(), presence: roster{rows: map[string]*wire.Presence{}}}, nil
 }
-
-// errLeaseLost ends an active term whose lease was taken or could not be renewed.
-var errLeaseLost = errors.New("delivery lease lost")
 
 // Run serves until ctx ends: it waits as standby until it holds the lease, serves while it
 // holds it, and goes back to standby if it loses it. On ctx's end it drains the term it serves
@@ -239,7 +237,7 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 	stops = append(stops, func() { _ = live.Unsubscribe() }) // t.end waits for its grader
 	fanout, err := d.consume(ctx, sp.ChatStream(), jetstream.ConsumerConfig{
 		Durable: wire.FanoutDurable, FilterSubject: sp.KindAll(wire.KindChat), DeliverPolicy: jetstream.DeliverNewPolicy,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: wire.AckWait,
 	}, t.handler(d.fanout))
 	if err != nil {
 		return err
@@ -249,7 +247,7 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 	stops = append(stops, lanes.close)
 	reader, err := d.consume(ctx, sp.InboxStream(), jetstream.ConsumerConfig{
 		Durable: wire.ReaderDurable, FilterSubject: sp.KindAll(wire.KindDinbox), DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxAckPending: readerWindow,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: wire.AckWait, MaxAckPending: readerWindow,
 	}, t.handler(lanes.dispatch))
 	if err != nil {
 		return err

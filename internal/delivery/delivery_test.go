@@ -17,7 +17,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/delivery"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
@@ -71,7 +71,7 @@ func runDaemon(t *testing.T, m *meshtest.Mesh, name string) (stop, kill func()) 
 // returned made as soon as Run has returned.
 func runDaemonWith(t *testing.T, m *meshtest.Mesh, name string, hook func(context.Context, string) func(), returned func()) (stop, kill func()) {
 	t.Helper()
-	c := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileDelivery, Name: name}))
+	c := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileDelivery, Name: name}))
 	d, err := delivery.New(c.Conn, delivery.Config{Space: m.Space, Holder: "local." + name, Standby: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func say(s string) []wire.Part { return []wire.Part{wire.TextPart(s)} }
 // setChannel writes a channel's config as a channel-writer.
 func setChannel(t *testing.T, m *meshtest.Mesh, channel string, cfg wire.ChannelConfig) {
 	t.Helper()
-	w := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileChannelWriter, Name: "writer"}))
+	w := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileChannelWriter, Name: "writer"}))
 	kv, err := w.JS.KeyValue(t.Context(), string(m.Space.ChannelsBucket()))
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func connect(t *testing.T, m *meshtest.Mesh, creds []byte, col *collector) *cota
 // inboxDrained waits until the reader has settled every fan-out copy.
 func inboxDrained(t *testing.T, m *meshtest.Mesh) {
 	t.Helper()
-	js := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileDelivery, Name: "inspector"})).JS
+	js := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileDelivery, Name: "inspector"})).JS
 	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the inbox reader to settle", func() bool {
 		c, err := js.Consumer(t.Context(), m.Space.InboxStream(), wire.ReaderDurable)
 		if err != nil {
@@ -147,8 +147,8 @@ func TestDurableChannelBackstop(t *testing.T) {
 	ctx := t.Context()
 	setChannel(t, m, "team", wire.ChannelConfig{Replay: ptr(false)}) // no history replay: only the backstop catches up
 	team := []string{"team"}
-	alice := connect(t, m, m.AgentCred(t, mesh.MintRequest{Name: "alice", AllowPublish: team, Subscribe: team}).Creds, nil)
-	bobCred := m.AgentCred(t, mesh.MintRequest{Name: "bob", Subscribe: team})
+	alice := connect(t, m, m.AgentCred(t, ledger.Request{Name: "alice", AllowPublish: team, Subscribe: team}).Creds, nil)
+	bobCred := m.AgentCred(t, ledger.Request{Name: "bob", Subscribe: team})
 	bobCol := &collector{}
 	bob := connect(t, m, bobCred.Creds, bobCol)
 	var res *cotal.JoinResult
@@ -203,7 +203,7 @@ func TestLeaveAndRevocationStopTheBackstop(t *testing.T) {
 	ctx := t.Context()
 	setChannel(t, m, "team", wire.ChannelConfig{Replay: ptr(false)})
 	team := []string{"team"}
-	alice := connect(t, m, m.AgentCred(t, mesh.MintRequest{Name: "alice", AllowPublish: team, Subscribe: team}).Creds, nil)
+	alice := connect(t, m, m.AgentCred(t, ledger.Request{Name: "alice", AllowPublish: team, Subscribe: team}).Creds, nil)
 	joinDurable := func(c *cotal.Client) {
 		meshtest.Eventually(t, wait+delivery.LeaseTTL, "a durable join", func() bool {
 			r, err := c.Join(ctx, "team")
@@ -216,17 +216,17 @@ func TestLeaveAndRevocationStopTheBackstop(t *testing.T) {
 			return r.Durable
 		})
 	}
-	bobCred := m.AgentCred(t, mesh.MintRequest{Name: "bob", Subscribe: team})
+	bobCred := m.AgentCred(t, ledger.Request{Name: "bob", Subscribe: team})
 	bob := connect(t, m, bobCred.Creds, nil)
 	joinDurable(bob)
 	if err := bob.Leave(ctx, "team"); err != nil {
 		t.Fatal(err)
 	}
-	carolCred := m.AgentCred(t, mesh.MintRequest{Name: "carol", Subscribe: team})
+	carolCred := m.AgentCred(t, ledger.Request{Name: "carol", Subscribe: team})
 	carol := connect(t, m, carolCred.Creds, nil)
 	joinDurable(carol)
 	// Revoke carol's read ACL (a provisioner narrows it to nothing).
-	prov := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileProvisioner, Name: "prov"}))
+	prov := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileProvisioner, Name: "prov"}))
 	carolLife := wire.Lifecycle{Principal: carolCred.Principal, UID: carolCred.LifecycleUID}
 	if err := space.WriteACL(ctx, prov.JS, m.Space, carolLife, nil, false); err != nil {
 		t.Fatal(err)
@@ -240,7 +240,7 @@ func TestLeaveAndRevocationStopTheBackstop(t *testing.T) {
 		t.Fatal(err)
 	}
 	inboxDrained(t, m)
-	js := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileDelivery, Name: "check"})).JS
+	js := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileDelivery, Name: "check"})).JS
 	st, err := js.Stream(ctx, m.Space.DLVStream())
 	if err != nil {
 		t.Fatal(err)
@@ -255,10 +255,10 @@ func TestMentionReachesOnlyAnAuthorisedTarget(t *testing.T) {
 	runDaemon(t, m, "delivery")
 	ctx := t.Context()
 	setChannel(t, m, "ops", wire.ChannelConfig{DeliveryClass: wire.ClassLive})
-	alice := connect(t, m, m.AgentCred(t, mesh.MintRequest{Name: "alice", AllowPublish: []string{"ops"}}).Creds, nil)
+	alice := connect(t, m, m.AgentCred(t, ledger.Request{Name: "alice", AllowPublish: []string{"ops"}}).Creds, nil)
 	carolCol, daveCol := &collector{}, &collector{}
-	connect(t, m, m.AgentCred(t, mesh.MintRequest{Name: "carol", AllowSubscribe: []string{"ops"}}).Creds, carolCol)
-	connect(t, m, m.AgentCred(t, mesh.MintRequest{Name: "dave", AllowSubscribe: []string{"other"}}).Creds, daveCol)
+	connect(t, m, m.AgentCred(t, ledger.Request{Name: "carol", AllowSubscribe: []string{"ops"}}).Creds, carolCol)
+	connect(t, m, m.AgentCred(t, ledger.Request{Name: "dave", AllowSubscribe: []string{"other"}}).Creds, daveCol)
 	r, err := alice.Roster(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -287,8 +287,8 @@ func TestDaemonKilledStandbyTakesOver(t *testing.T) {
 	runDaemon(t, m, "second") // standby
 	setChannel(t, m, "team", wire.ChannelConfig{Replay: ptr(false)})
 	team := []string{"team"}
-	alice := connect(t, m, m.AgentCred(t, mesh.MintRequest{Name: "alice", AllowPublish: team, Subscribe: team}).Creds, nil)
-	bobCred := m.AgentCred(t, mesh.MintRequest{Name: "bob", Subscribe: team})
+	alice := connect(t, m, m.AgentCred(t, ledger.Request{Name: "alice", AllowPublish: team, Subscribe: team}).Creds, nil)
+	bobCred := m.AgentCred(t, ledger.Request{Name: "bob", Subscribe: team})
 	bob := connect(t, m, bobCred.Creds, nil)
 	meshtest.Eventually(t, wait+delivery.LeaseTTL, "bob's durable join", func() bool {
 		r, err := bob.Join(ctx, "team")
@@ -313,7 +313,7 @@ func TestDaemonKilledStandbyTakesOver(t *testing.T) {
 	if _, err := alice.Post(ctx, "team", say("during the outage")); err != nil {
 		t.Fatal(err)
 	}
-	probe := connect(t, m, m.AgentCred(t, mesh.MintRequest{Name: "prober"}).Creds, nil)
+	probe := connect(t, m, m.AgentCred(t, ledger.Request{Name: "prober"}).Creds, nil)
 	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the standby to take over", func() bool {
 		res, err := probe.Probe(ctx, wire.PlaneDelivery)
 		return err == nil && res.Verdict == wire.ResponderBound
@@ -334,7 +334,7 @@ func ptr[T any](v T) *T { return &v }
 func TestLivenessVerdicts(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	probe := connect(t, m, m.AgentCred(t, mesh.MintRequest{Name: "prober"}).Creds, nil)
+	probe := connect(t, m, m.AgentCred(t, ledger.Request{Name: "prober"}).Creds, nil)
 	verdict := func() wire.ResponderState {
 		res, err := probe.Probe(ctx, wire.PlaneDelivery)
 		if err != nil {
@@ -345,7 +345,7 @@ func TestLivenessVerdicts(t *testing.T) {
 	if v := verdict(); v != wire.ResponderUnbound {
 		t.Errorf("no daemon: %s", v)
 	}
-	c := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileDelivery, Name: "delivery"}))
+	c := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileDelivery, Name: "delivery"}))
 	d, err := delivery.New(c.Conn, delivery.Config{Space: m.Space, Holder: "local.delivery", Renew: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -356,7 +356,7 @@ func TestLivenessVerdicts(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	meshtest.Eventually(t, wait+delivery.LeaseTTL, "bound", func() bool { return verdict() == wire.ResponderBound })
 	// Another incarnation takes the lease row (the daemon renews only hourly here).
-	other := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileDelivery, Name: "usurper"}))
+	other := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileDelivery, Name: "usurper"}))
 	row, _ := json.Marshal(wire.DeliveryLease{Holder: "local.usurper", Incarnation: "x", Since: wire.MillisOf(time.Now()), Ready: true})
 	if _, err := other.JS.Publish(ctx, m.Space.DeliveryBucket().Subject(wire.LeaseKey(0)), row); err != nil {
 		t.Fatal(err)
@@ -444,7 +444,7 @@ func TestStopDrainsHandlers(t *testing.T) {
 	}
 
 	// A durableJoin, retried until the daemon is active and the join blocks in the hook.
-	aliceCred := m.AgentCred(t, mesh.MintRequest{Name: "alice", AllowPublish: []string{"team"}, Subscribe: []string{"team"}})
+	aliceCred := m.AgentCred(t, ledger.Request{Name: "alice", AllowPublish: []string{"team"}, Subscribe: []string{"team"}})
 	alice := m.Connect(t, aliceCred)
 	joined := make(chan error, 1)
 	go func() { // owned: received from below
@@ -467,7 +467,7 @@ func TestStopDrainsHandlers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An inbox entry, for the reader, written where the fan-out would.
-	inj := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileDelivery, Name: "injector"}))
+	inj := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileDelivery, Name: "injector"}))
 	entry, _ := json.Marshal(wire.InboxEntry{Msg: &wire.CotalMessage{ID: "m1"}, Channel: "team", Seq: 1, Reason: wire.ReasonDurableChannel, Generation: 1})
 	life := wire.Lifecycle{Principal: aliceCred.Principal, UID: aliceCred.LifecycleUID}
 	if _, err := inj.JS.Publish(ctx, m.Space.DinboxSubject(life), entry); err != nil {
@@ -518,7 +518,7 @@ func TestSlowJoinsDoNotBlockControl(t *testing.T) {
 		return func() {}
 	}
 	runDaemonWith(t, m, "delivery", hook, nil)
-	cred := m.AgentCred(t, mesh.MintRequest{Name: "alice", AllowSubscribe: []string{"*"}})
+	cred := m.AgentCred(t, ledger.Request{Name: "alice", AllowSubscribe: []string{"*"}})
 	nc := m.Connect(t, cred).Conn
 	list := func() (*wire.ControlReply, error) {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -563,7 +563,7 @@ func TestSlowJoinsDoNotBlockControl(t *testing.T) {
 	}
 	select {
 	case rep := <-replies:
-		if rep.OK || !strings.Contains(rep.Error, "retry") {
+		if rep.OK || !strings.Contains(rep.Error, "retry") || rep.Code != wire.ControlCodeRetry {
 			t.Errorf("a join beyond the queue got %+v, want a refusal to retry", rep)
 		}
 	case <-time.After(wait):

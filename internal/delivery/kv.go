@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/wire"
 )
@@ -17,11 +18,8 @@ import (
 // STREAM.MSG.GET point reads (nats.go's KV Get would switch to Direct Get, which the delivery
 // profile lacks) and publishes with an expected per-subject sequence for compare-and-set.
 
-// errKeyExists is returned by create for a key that holds a value.
-var errKeyExists = errors.New("key exists")
-
-// get reads key's last message in bucket from the leader; nil when the key never existed or
-// expired.
+// get reads key's last message in bucket from the leader; kvget.ErrNotFound when the key never
+// existed or expired.
 func (d *Daemon) get(ctx context.Context, b wire.Bucket, key string) (*kvget.Entry, error) {
 	return kvget.Get(ctx, d.nc, b, key)
 }
@@ -31,7 +29,10 @@ func (d *Daemon) get(ctx context.Context, b wire.Bucket, key string) (*kvget.Ent
 // row is never taken as the key's value. It returns nil, nil when no live value is there.
 func getRow[T any](ctx context.Context, d *Daemon, b wire.Bucket, key string, decode func(key string, data []byte) (*T, error)) (*T, *kvget.Entry, error) {
 	e, err := d.get(ctx, b, key)
-	if err != nil || e == nil || e.Deleted {
+	if errors.Is(err, kvget.ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil || e.Deleted {
 		return nil, nil, err
 	}
 	v, err := decode(key, e.Value)
@@ -62,10 +63,12 @@ func (d *Daemon) put(ctx context.Context, b wire.Bucket, key string, value []byt
 	}
 	if rev == 0 && wrongRevision(err) {
 		last, gerr := d.get(ctx, b, key)
-		if gerr != nil {
+		switch {
+		case errors.Is(gerr, kvget.ErrNotFound):
+			// Gone again (expired) since the write found it: still a lost create.
+		case gerr != nil:
 			return 0, gerr
-		}
-		if last != nil && last.Deleted {
+		case last.Deleted:
 			return d.put(ctx, b, key, value, last.Revision)
 		}
 		return 0, fmt.Errorf("create %s in %s: %w", key, b, errKeyExists)
@@ -93,7 +96,7 @@ func rewrittenAs[T any](ctx context.Context, d *Daemon, b wire.Bucket, key strin
 // remove writes a delete marker for key if its last revision is still rev.
 func (d *Daemon) remove(ctx context.Context, b wire.Bucket, key string, rev uint64) error {
 	msg := nats.NewMsg(b.Subject(key))
-	msg.Header.Set("KV-Operation", "DEL")
+	msg.Header.Set(jsapi.KVOperation, jsapi.KVDelete)
 	_, err := d.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev))
 	if err != nil {
 		return fmt.Errorf("delete %s in %s: %w", key, b, err)

@@ -10,7 +10,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/delivery"
 	"github.com/gocotal/cotal/internal/kvget"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -21,7 +21,7 @@ import (
 func TestLeaseSurvivesARepair(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	c := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileDelivery, Name: "keeper"}))
+	c := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileDelivery, Name: "keeper"}))
 	d, err := delivery.New(c.Conn, delivery.Config{Space: m.Space, Holder: "local.keeper", Renew: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -31,11 +31,11 @@ func TestLeaseSurvivesARepair(t *testing.T) {
 	go func() { defer close(done); _ = d.Run(rctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	inspector := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileWarden, Name: "inspector"})).Conn
+	inspector := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileWarden, Name: "inspector"})).Conn
 	b := m.Space.DeliveryBucket()
 	read := func() (*wire.DeliveryLease, uint64) {
 		e, err := kvget.Get(ctx, inspector, b, wire.LeaseKey(0))
-		if err != nil || e == nil || e.Deleted {
+		if err != nil || e.Deleted { // kvget.ErrNotFound when there is no lease
 			return nil, 0
 		}
 		l, err := wire.DecodeDeliveryLease(e.Value)
@@ -60,7 +60,7 @@ func TestLeaseSurvivesARepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, err := kvget.Get(ctx, inspector, b, wire.LeaseKey(0))
-	if err != nil || e == nil {
+	if err != nil {
 		t.Fatalf("read the lease: %v", err)
 	}
 	if _, err := js.Publish(ctx, b.Subject(wire.LeaseKey(0)), e.Value, jetstream.WithExpectLastSequencePerSubject(e.Revision)); err != nil {

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -68,13 +67,6 @@ func stopConsuming(cc jetstream.ConsumeContext) {
 	cc.Stop()
 	<-closed
 }
-
-// Errors a control request is refused with before it runs. Their text asks the caller to retry:
-// the refusal is about this daemon's state at the moment, never about the request.
-var (
-	errNotServing = errors.New("delivery: this daemon is not serving (it is starting, re-checking its lease or stopping); retry")
-	errBusy       = errors.New("delivery: too many control requests are waiting; retry")
-)
 
 // pool runs jobs on a fixed number of worker goroutines with a bounded queue. submit never
 // blocks: a full queue refuses the job, so a subscription handler can answer at once rather

@@ -23,13 +23,6 @@ const (
 	replayFetchExpiry = 15 * time.Second
 )
 
-// ErrRaced reports a replay durable that someone else had already read from: retry under a new
-// takeover id.
-var ErrRaced = errors.New("the replay durable was already in use")
-
-// ErrBroken reports a journal whose records do not form a chain from an activation at ordinal 0.
-var ErrBroken = errors.New("the run journal is broken")
-
 // Replayed is a run's journal as one replay read it.
 type Replayed struct {
 	Records []wire.JournalRecord

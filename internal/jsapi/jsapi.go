@@ -45,3 +45,15 @@ func AccountClaimsUpdate(account string) string {
 
 // AccountConnz returns the subject that lists account's connections.
 func AccountConnz(account string) string { return "$SYS.REQ.ACCOUNT." + account + ".CONNZ" }
+
+// Headers of a KV bucket's messages, as the server and nats.go write them: a delete or purge
+// marker carries KVOperation set to KVDelete or KVPurge, a marker the server writes when a row's
+// time to live ran out carries MarkerReason, and a row written with its own time to live carries
+// MsgTTL.
+const (
+	KVOperation  = "KV-Operation"
+	KVDelete     = "DEL"
+	KVPurge      = "PURGE"
+	MarkerReason = "Nats-Marker-Reason"
+	MsgTTL       = "Nats-TTL"
+)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -27,18 +28,15 @@ type Entry struct {
 	Deleted bool
 }
 
-// Get returns key's last message in bucket b, or nil when the key has none (it never existed,
-// or its message expired).
+// Get returns key's last message in bucket b. A key with none (it never existed, or its message
+// expired) is ErrNotFound; a delete or purge marker is an Entry with Deleted set.
 func Get(ctx context.Context, nc *nats.Conn, b wire.Bucket, key string) (*Entry, error) {
-	m, err := ReadLast(ctx, nc, b.Stream(), b.Subject(key))
-	if err != nil || m == nil {
-		if err != nil {
-			err = fmt.Errorf("read %s in %s: %w", key, b, err)
-		}
-		return nil, err
+	m, err := read(ctx, nc, b.Stream(), map[string]any{"last_by_subj": b.Subject(key)})
+	if err != nil {
+		return nil, fmt.Errorf("read %s in %s: %w", key, b, err)
 	}
-	op := m.Header.Get("KV-Operation")
-	return &Entry{Value: m.Data, Revision: m.Seq, Deleted: op == "DEL" || op == "PURGE"}, nil
+	op := m.Header.Get(jsapi.KVOperation)
+	return &Entry{Value: m.Data, Revision: m.Seq, Deleted: op == jsapi.KVDelete || op == jsapi.KVPurge}, nil
 }
 
 // Stored is one message of a stream as its leader stores it.
@@ -49,17 +47,27 @@ type Stored struct {
 	Header  nats.Header
 }
 
-// ReadLast returns the last message stored under subject in stream, or nil when there is none.
+// ReadLast returns the last message stored under subject in stream; ErrNotFound when there is
+// none.
 func ReadLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*Stored, error) {
-	return read(ctx, nc, stream, map[string]any{"last_by_subj": subject})
+	m, err := read(ctx, nc, stream, map[string]any{"last_by_subj": subject})
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w on %s in %s", err, subject, stream)
+	}
+	return m, err
 }
 
-// ReadSeq returns the message stored at seq in stream, or nil when there is none (it was never
-// stored, or was deleted or taken).
+// ReadSeq returns the message stored at seq in stream; ErrNotFound when there is none (it was
+// never stored, or was deleted or taken).
 func ReadSeq(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*Stored, error) {
-	return read(ctx, nc, stream, map[string]any{"seq": seq})
+	m, err := read(ctx, nc, stream, map[string]any{"seq": seq})
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w at seq %d in %s", err, seq, stream)
+	}
+	return m, err
 }
 
+// read sends one STREAM.MSG.GET; a reply that there is no such message is ErrNotFound, unwrapped.
 func read(ctx context.Context, nc *nats.Conn, stream string, req map[string]any) (*Stored, error) {
 	body, _ := json.Marshal(req) // strings and integers always encode
 	msg, err := nc.RequestWithContext(ctx, jsapi.MsgGet+stream, body)
@@ -80,12 +88,12 @@ func read(ctx context.Context, nc *nats.Conn, stream string, req map[string]any)
 	}
 	if rep.Error != nil {
 		if rep.Error.ErrorCode == jsapi.ErrCodeNoMessage {
-			return nil, nil
+			return nil, ErrNotFound
 		}
 		return nil, rep.Error // callers branch on it with errors.As, as on nats.go's own
 	}
 	if rep.Message == nil {
-		return nil, nil
+		return nil, ErrNotFound
 	}
 	m := &Stored{Subject: rep.Message.Subject, Seq: rep.Message.Seq, Header: nats.Header{}}
 	if rep.Message.Hdrs != "" {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/liveness"
-	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -18,7 +18,7 @@ import (
 func TestProbeVerdicts(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	agentCred := m.AgentCred(t, mesh.MintRequest{Name: "alice"})
+	agentCred := m.AgentCred(t, ledger.Request{Name: "alice"})
 	alice, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(agentCred.Creds), cotal.WithPresence(false))
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestProbeVerdicts(t *testing.T) {
 	}
 
 	verdict := wire.ResponderBound
-	supervisor := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileSupervisor, Name: "manager"}))
+	supervisor := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileSupervisor, Name: "manager"}))
 	sub, err := liveness.Serve(supervisor.Conn, m.Space, wire.PlaneManager, func(context.Context) (wire.ResponderState, string) {
 		return verdict, "inst1"
 	}, nil)
@@ -60,7 +60,7 @@ func TestProbeVerdicts(t *testing.T) {
 	}
 
 	// A credential without the probe rows (an observer) is refused by the broker: unknown.
-	obsCred := m.Mint(t, mesh.MintRequest{Profile: authority.ProfileObserver, Name: "watcher"})
+	obsCred := m.Mint(t, ledger.Request{Profile: authority.ProfileObserver, Name: "watcher"})
 	obs, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(obsCred.Creds), cotal.WithPresence(false))
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestProbeVerdicts(t *testing.T) {
 // request's .reply. leaf gets no answer: the responder will not be aimed elsewhere.
 func TestResponderAnswersOnlyTheBoundReply(t *testing.T) {
 	m := meshtest.Start(t)
-	supervisor := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileSupervisor, Name: "manager"}))
+	supervisor := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileSupervisor, Name: "manager"}))
 	answered := make(chan struct{}, 4)
 	if _, err := liveness.Serve(supervisor.Conn, m.Space, wire.PlaneManager, func(context.Context) (wire.ResponderState, string) {
 		answered <- struct{}{}
@@ -83,7 +83,7 @@ func TestResponderAnswersOnlyTheBoundReply(t *testing.T) {
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	cred, c := m.Agent(t, mesh.MintRequest{Name: "alice"})
+	cred, c := m.Agent(t, ledger.Request{Name: "alice"})
 	request := m.Space.LivenessSubject(wire.PlaneManager, cred.Principal)
 	inbox := wire.ConnID(cred.PublicKey).InboxPrefix() + ".x"
 	sub, err := c.SubscribeSync(inbox)

@@ -56,21 +56,6 @@ func codeOf(err error) string {
 	return ""
 }
 
-// ResponseError is an error the supervisor answered with. It matches, with errors.Is, the
-// sentinel of its Code.
-type ResponseError struct {
-	Code string
-	Msg  string
-}
-
-func (e *ResponseError) Error() string { return e.Msg }
-
-// Is reports whether target is the sentinel of e's code.
-func (e *ResponseError) Is(target error) bool {
-	sentinel, ok := codes[e.Code]
-	return ok && target == sentinel
-}
-
 // Listen opens the control socket at path, replacing a stale one, readable by its owner only.
 // A socket another supervisor still answers on is an error, never replaced.
 func Listen(path string) (net.Listener, error) {

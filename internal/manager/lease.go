@@ -16,7 +16,8 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// LeaseRenew renews the manager lease well within its 10 s TTL.
+// LeaseRenew renews the manager lease well within its TTL, wire.ManagerLeaseTTL (10 s): three
+// renewals fit in it.
 const LeaseRenew = 3 * time.Second
 
 // Lease is a manager instance's lease row in cotal_manager_<space>, and the manager liveness
@@ -47,9 +48,11 @@ func HoldLease(ctx context.Context, nc *nats.Conn, sp wire.Space, holder wire.Pr
 	grade := func(ctx context.Context) (wire.ResponderState, string) {
 		e, err := kvget.Get(ctx, nc, bucket, key)
 		switch {
+		case errors.Is(err, kvget.ErrNotFound):
+			return wire.ResponderUnbound, string(l.instance)
 		case err != nil:
 			return wire.ResponderUnknown, string(l.instance)
-		case e == nil || e.Deleted:
+		case e.Deleted:
 			return wire.ResponderUnbound, string(l.instance)
 		}
 		return wire.ResponderBound, string(l.instance)

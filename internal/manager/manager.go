@@ -150,13 +150,6 @@ type Supervisor struct {
 	wg       sync.WaitGroup
 }
 
-// ErrAlreadyExists is returned by Spawn, and by Call for a spawn request, when an agent of that
-// name is being spawned or has not finished. Its text is the control socket's error code.
-var ErrAlreadyExists = errors.New(CodeAlreadyExists)
-
-// ErrClosed is returned by Spawn once Close has begun.
-var ErrClosed = errors.New("the supervisor is closed")
-
 type agent struct {
 	spec     Spec
 	launch   *Launch

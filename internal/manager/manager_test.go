@@ -21,6 +21,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
@@ -83,7 +84,7 @@ func newFixture(t *testing.T, edits ...func(*manager.Config)) *fixture {
 	t.Helper()
 	m := meshtest.Start(t)
 	cfg := manager.Config{
-		Issue: m.Authority().AgentIssuer(m.URL(), m.Space), Space: m.Space, URL: m.URL(), MaterialDir: filepath.Join(t.TempDir(), "launch"),
+		Issue: mesh.AgentIssuer(m.Ledger("")), Space: m.Space, URL: m.URL(), MaterialDir: filepath.Join(t.TempDir(), "launch"),
 		MCPCommand: []string{"cotal", "mcp"}, Backoff: 10 * time.Millisecond, StopGrace: 2 * time.Second,
 	}
 	for _, edit := range edits {
@@ -127,11 +128,11 @@ func (f *fixture) wait(t *testing.T, name string) manager.Status {
 // retired checks that every credential of the agent is revoked and its dm_ durables are gone.
 func (f *fixture) retired(t *testing.T, name string) {
 	t.Helper()
-	rows, err := f.m.Authority().Credentials(t.Context(), f.m.URL(), f.m.Space)
+	rows, err := f.m.Ledger("").Credentials(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := f.m.Connect(t, f.m.Mint(t, mesh.MintRequest{Profile: authority.ProfileAdmin, Name: "inspector"}))
+	admin := f.m.Connect(t, f.m.Mint(t, ledger.Request{Profile: authority.ProfileAdmin, Name: "inspector"}))
 	found := 0
 	for _, r := range rows {
 		if r.Principal != "local."+name {
@@ -166,7 +167,7 @@ func TestSpawnedAgentJoinsAndIsRetired(t *testing.T) {
 	f := newFixture(t)
 	var mu sync.Mutex
 	var got []string
-	watcherCred := f.m.AgentCred(t, mesh.MintRequest{Name: "watcher", Subscribe: []string{"general"}})
+	watcherCred := f.m.AgentCred(t, ledger.Request{Name: "watcher", Subscribe: []string{"general"}})
 	w, err := cotal.Connect(t.Context(), f.m.URL(), cotal.WithCredsData(watcherCred.Creds), cotal.WithJoin("general"),
 		cotal.WithHandler(func(_ context.Context, d *cotal.Delivery) error {
 			mu.Lock()

@@ -10,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mcptools"
-	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -50,7 +50,7 @@ func (p *peer) waitFor(t *testing.T, kind wire.DeliveryKind, s string) {
 	t.Fatalf("no %s message containing %q arrived", kind, s)
 }
 
-func connect(t *testing.T, m *meshtest.Mesh, req mesh.MintRequest, handler cotal.Handler, join ...string) *cotal.Client {
+func connect(t *testing.T, m *meshtest.Mesh, req ledger.Request, handler cotal.Handler, join ...string) *cotal.Client {
 	t.Helper()
 	cred := m.AgentCred(t, req)
 	c, err := cotal.Connect(t.Context(), m.URL(), cotal.WithCredsData(cred.Creds), cotal.WithHandler(handler),
@@ -70,7 +70,7 @@ func connect(t *testing.T, m *meshtest.Mesh, req mesh.MintRequest, handler cotal
 func session(t *testing.T, m *meshtest.Mesh) (*mcp.ClientSession, *cotal.Client) {
 	t.Helper()
 	inbox := mcptools.NewInbox(100)
-	c := connect(t, m, mesh.MintRequest{Name: "claude", Subscribe: []string{"general"}, AllowSubscribe: []string{"general", "team"},
+	c := connect(t, m, ledger.Request{Name: "claude", Subscribe: []string{"general"}, AllowSubscribe: []string{"general", "team"},
 		AllowPublish: []string{"general", "team"}}, inbox.Offer, "general")
 	roster, err := c.Roster(t.Context())
 	if err != nil {
@@ -115,8 +115,8 @@ func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any,
 func TestMCPExchange(t *testing.T) {
 	m := meshtest.Start(t)
 	bob, carol := &peer{}, &peer{}
-	bob.c = connect(t, m, mesh.MintRequest{Name: "bob", Subscribe: []string{"general"}, AllowPublish: []string{"general"}, Role: "reviewer"}, bob.handle, "general")
-	carol.c = connect(t, m, mesh.MintRequest{Name: "carol", Subscribe: []string{"general"}}, carol.handle, "general")
+	bob.c = connect(t, m, ledger.Request{Name: "bob", Subscribe: []string{"general"}, AllowPublish: []string{"general"}, Role: "reviewer"}, bob.handle, "general")
+	carol.c = connect(t, m, ledger.Request{Name: "carol", Subscribe: []string{"general"}}, carol.handle, "general")
 	cs, _ := session(t, m)
 
 	tools, err := cs.ListTools(t.Context(), nil)

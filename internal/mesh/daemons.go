@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -12,9 +11,10 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/delivery"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/warden"
-	"github.com/gocotal/cotal/wire"
 )
 
 // Daemons are the in-process daemons of an authenticated mesh: per space, the delivery daemon
@@ -31,32 +31,29 @@ type Daemons struct {
 	wardensReady []chan struct{}
 }
 
-// DaemonHolder is the actor the in-process delivery daemon and manager responder run as.
+// The actors the in-process daemons run as.
 const (
 	deliveryActor = "cotal_delivery"
 	managerActor  = "cotal_manager"
 	wardenActor   = "cotal_warden"
 )
 
-// StartDaemons starts, for every space, a delivery daemon and the integrity warden, each on its
-// own least-privilege credential, and the session sweep. Stop ends them.
-func (a *Authority) StartDaemons(url string, spaces []wire.Space, log *slog.Logger) (*Daemons, error) {
+// StartDaemons starts, for every space whose ledger is given, a delivery daemon and the
+// integrity warden, each on its own least-privilege credential issued through that ledger, and
+// the session sweep on the ledger itself. Stop ends them; the ledgers stay their caller's.
+func StartDaemons(ledgers []*ledger.Ledger, log *slog.Logger) (*Daemons, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ds := &Daemons{ctx: ctx, cancel: cancel}
-	for _, sp := range spaces {
-		if err := a.startDelivery(ctx, ds, url, sp, log); err != nil {
+	for _, l := range ledgers {
+		if err := ds.startDelivery(ctx, l, log); err != nil {
 			ds.Stop()
 			return nil, err
 		}
-		if err := a.startWarden(ctx, ds, url, sp, log); err != nil {
+		if err := ds.startWarden(ctx, l, log); err != nil {
 			ds.Stop()
 			return nil, err
 		}
-		ds.wg.Add(1)
-		go func() {
-			defer ds.wg.Done()
-			a.sweepSessions(ctx, url, sp, log)
-		}()
+		ds.wg.Go(func() { sweepSessions(ctx, l, log) })
 	}
 	return ds, nil
 }
@@ -66,7 +63,7 @@ const sessionSweepEvery = 30 * time.Second
 
 // sweepSessions runs the session sweep of one space until ctx ends: expired sessions are
 // terminated and their halves refused by the broker; a malformed row is logged, never fatal.
-func (a *Authority) sweepSessions(ctx context.Context, url string, sp wire.Space, log *slog.Logger) {
+func sweepSessions(ctx context.Context, l *ledger.Ledger, log *slog.Logger) {
 	t := time.NewTicker(sessionSweepEvery)
 	defer t.Stop()
 	for {
@@ -75,26 +72,19 @@ func (a *Authority) sweepSessions(ctx context.Context, url string, sp wire.Space
 			return
 		case <-t.C:
 		}
-		err := a.Ledger(ctx, url, sp, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
-			res, err := s.SweepSessions(ctx, time.Now())
-			if err != nil {
-				return nil, err
-			}
-			return res.RevokedKeys, errors.Join(res.Failed...)
-		})
-		if err != nil && ctx.Err() == nil && log != nil {
-			log.Warn("sweep sessions", "space", sp, "err", err)
+		if err := l.Sweep(ctx, time.Now()); err != nil && ctx.Err() == nil && log != nil {
+			log.Warn("sweep sessions", "space", l.Space(), "err", err)
 		}
 	}
 }
 
-// connect issues a credential of profile for local.<actor> through the ledger and connects it.
-func (a *Authority) connect(ctx context.Context, ds *Daemons, url string, sp wire.Space, profile authority.Profile, actor string) (*nats.Conn, *authority.Credential, error) {
-	cred, err := a.Issue(ctx, url, MintRequest{Space: sp, Profile: profile, Name: actor})
+// connect issues a credential of profile for local.<actor> through l and connects it.
+func (ds *Daemons) connect(ctx context.Context, l *ledger.Ledger, profile authority.Profile, actor string) (*nats.Conn, *authority.Credential, error) {
+	cred, err := l.Issue(ctx, ledger.Request{Profile: profile, Name: actor})
 	if err != nil {
 		return nil, nil, err
 	}
-	nc, err := Connect(ctx, url, cred)
+	nc, err := dial.As(ctx, l.URL(), cred)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -104,22 +94,20 @@ func (a *Authority) connect(ctx context.Context, ds *Daemons, url string, sp wir
 	return nc, cred, nil
 }
 
-func (a *Authority) startDelivery(ctx context.Context, ds *Daemons, url string, sp wire.Space, log *slog.Logger) error {
-	nc, cred, err := a.connect(ctx, ds, url, sp, authority.ProfileDelivery, deliveryActor)
+func (ds *Daemons) startDelivery(ctx context.Context, l *ledger.Ledger, log *slog.Logger) error {
+	nc, cred, err := ds.connect(ctx, l, authority.ProfileDelivery, deliveryActor)
 	if err != nil {
 		return err
 	}
-	d, err := delivery.New(nc, delivery.Config{Space: sp, Holder: cred.Principal.String(), Log: log})
+	d, err := delivery.New(nc, delivery.Config{Space: l.Space(), Holder: cred.Principal.String(), Log: log})
 	if err != nil {
 		return err
 	}
-	ds.wg.Add(1)
-	go func() {
-		defer ds.wg.Done()
+	ds.wg.Go(func() {
 		if err := d.Run(ctx); err != nil && log != nil {
-			log.Error("delivery daemon stopped", "space", sp, "err", err)
+			log.Error("delivery daemon stopped", "space", l.Space(), "err", err)
 		}
-	}()
+	})
 	return nil
 }
 
@@ -129,11 +117,12 @@ const (
 	wardenBackoffMax = 30 * time.Second
 )
 
-// startWarden starts the warden of sp on its own credential, and keeps it running: a warden that
-// stops (its connection closed, its credential expired or a watch failed) is started again on a
-// freshly issued credential, with a backoff that starts over after a run that got ready.
-func (a *Authority) startWarden(ctx context.Context, ds *Daemons, url string, sp wire.Space, log *slog.Logger) error {
-	w, nc, err := a.newWarden(ctx, ds, url, sp, log)
+// startWarden starts the warden of l's space on its own credential, and keeps it running: a
+// warden that stops (its connection closed, its credential expired or a watch failed) is started
+// again on a freshly issued credential, with a backoff that starts over after a run that got
+// ready.
+func (ds *Daemons) startWarden(ctx context.Context, l *ledger.Ledger, log *slog.Logger) error {
+	w, nc, err := ds.newWarden(ctx, l, log)
 	if err != nil {
 		return err
 	}
@@ -165,7 +154,7 @@ func (a *Authority) startWarden(ctx context.Context, ds *Daemons, url string, sp
 				return
 			}
 			if log != nil {
-				log.Error("warden stopped; starting it again", "space", sp, "err", err, "in", backoff)
+				log.Error("warden stopped; starting it again", "space", l.Space(), "err", err, "in", backoff)
 			}
 			select {
 			case <-ctx.Done():
@@ -173,7 +162,7 @@ func (a *Authority) startWarden(ctx context.Context, ds *Daemons, url string, sp
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, wardenBackoffMax)
-			next, nextNC, err := a.newWarden(ctx, ds, url, sp, log)
+			next, nextNC, err := ds.newWarden(ctx, l, log)
 			if err != nil {
 				continue // w runs again on its old connection; a closed one stops at once
 			}
@@ -184,19 +173,14 @@ func (a *Authority) startWarden(ctx context.Context, ds *Daemons, url string, sp
 	return nil
 }
 
-// newWarden issues a warden credential for sp, connects it and returns its warden and connection.
-func (a *Authority) newWarden(ctx context.Context, ds *Daemons, url string, sp wire.Space, log *slog.Logger) (*warden.Warden, *nats.Conn, error) {
-	nc, _, err := a.connect(ctx, ds, url, sp, authority.ProfileWarden, wardenActor)
+// newWarden issues a warden credential through l, connects it and returns its warden and
+// connection. The warden revokes through l.
+func (ds *Daemons) newWarden(ctx context.Context, l *ledger.Ledger, log *slog.Logger) (*warden.Warden, *nats.Conn, error) {
+	nc, _, err := ds.connect(ctx, l, authority.ProfileWarden, wardenActor)
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := warden.New(nc, warden.Config{
-		Space: sp,
-		Log:   log,
-		Revoke: func(ctx context.Context, userKey, reason string) (string, error) {
-			return a.RevokeUserKey(ctx, url, sp, userKey, reason)
-		},
-	})
+	w, err := warden.New(nc, warden.Config{Space: l.Space(), Log: log, Revoke: l.RevokeUserKey})
 	if err != nil {
 		ds.drop(nc)
 		return nil, nil, err

@@ -8,9 +8,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/broker"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -50,7 +55,9 @@ func (e *AlreadyRunningError) Error() string {
 type Mesh struct {
 	dir     Dir
 	server  *broker.Server
-	auth    *Authority
+	keyring *authority.Keyring
+	// ledgers holds one connected ledger per space, in the order of the state's spaces.
+	ledgers []*ledger.Ledger
 	daemons *Daemons
 	state   State
 	// Reports are the provisioning reports, by space.
@@ -93,14 +100,14 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 	if o.Open {
 		conf, err = broker.RenderOpen(cfg)
 	} else {
-		if m.auth, err = OpenAuthority(d); err != nil {
+		if m.keyring, err = d.OpenKeyring(); err != nil {
 			return nil, err
 		}
-		var trust broker.Trust
-		if trust, err = m.auth.Trust(spaces); err != nil {
+		var t broker.Trust
+		if t, err = trust(m.keyring, spaces); err != nil {
 			return nil, err
 		}
-		conf, err = broker.RenderAuth(cfg, trust)
+		conf, err = broker.RenderAuth(cfg, t)
 	}
 	if err != nil {
 		return nil, err
@@ -120,12 +127,20 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 		return nil, err
 	}
 	if !o.Open {
-		if err := m.writeAdminCreds(ctx, url, spaces); err != nil {
+		for _, sp := range spaces {
+			l, err := ledger.Open(ctx, url, m.keyring, sp)
+			if err != nil {
+				m.stopServer()
+				return nil, err
+			}
+			m.ledgers = append(m.ledgers, l)
+		}
+		if err := m.writeAdminCreds(ctx); err != nil {
 			m.stopServer()
 			return nil, err
 		}
 		if !o.NoDaemons {
-			if m.daemons, err = m.auth.StartDaemons(url, spaces, o.Log); err != nil {
+			if m.daemons, err = StartDaemons(m.ledgers, o.Log); err != nil {
 				m.stopServer()
 				return nil, err
 			}
@@ -141,7 +156,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			}
 			// The supervisor spawns into the first space.
 			if !o.NoManager {
-				if err := m.auth.startSupervisor(m.daemons.ctx, m.daemons, d, url, spaces[0], o.Log); err != nil {
+				if err := m.daemons.startSupervisor(m.daemons.ctx, d, m.ledgers[0], o.Log); err != nil {
 					m.daemons.Stop()
 					m.stopServer()
 					return nil, err
@@ -168,13 +183,7 @@ func (m *Mesh) provision(ctx context.Context, url string, spaces []wire.Space, o
 		defaults = wire.ChannelDefaults{DeliveryClass: wire.ClassLive}
 	}
 	for _, s := range spaces {
-		var rep *space.Report
-		var err error
-		if open {
-			rep, err = provisionOpen(ctx, url, s, defaults)
-		} else {
-			rep, err = m.auth.Provision(ctx, url, s, defaults)
-		}
+		rep, err := m.provisionSpace(ctx, url, s, defaults)
 		if err != nil {
 			return fmt.Errorf("provision space %s: %w", s, err)
 		}
@@ -183,18 +192,44 @@ func (m *Mesh) provision(ctx context.Context, url string, spaces []wire.Space, o
 	return nil
 }
 
+// provisionSpace provisions sp: on an authenticated mesh under a provisioner credential minted
+// for the setup alone (the auth store it would be issued through does not exist yet), so the
+// setup itself runs with least privilege.
+func (m *Mesh) provisionSpace(ctx context.Context, url string, sp wire.Space, defaults wire.ChannelDefaults) (*space.Report, error) {
+	var nc *nats.Conn
+	var err error
+	if m.keyring == nil {
+		nc, err = dial.Anonymous(ctx, url)
+	} else {
+		var cred *authority.Credential
+		if cred, err = ledger.MintProvisioner(m.keyring, sp); err != nil {
+			return nil, err
+		}
+		nc, err = dial.As(ctx, url, cred)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream on %s: %w", url, err)
+	}
+	return space.Provision(ctx, js, sp, defaults)
+}
+
 // AdminCredsName is the creds file Up writes in each space's creds directory: a read-only admin
 // credential for watching the mesh (with the nats CLI, say).
 const AdminCredsName = "admin"
 
 // writeAdminCreds issues and writes each space's admin credential.
-func (m *Mesh) writeAdminCreds(ctx context.Context, url string, spaces []wire.Space) error {
-	for _, sp := range spaces {
-		cred, err := m.auth.Issue(ctx, url, MintRequest{Space: sp, Profile: authority.ProfileAdmin, Name: AdminCredsName})
+func (m *Mesh) writeAdminCreds(ctx context.Context) error {
+	for _, l := range m.ledgers {
+		cred, err := l.Issue(ctx, ledger.Request{Profile: authority.ProfileAdmin, Name: AdminCredsName})
 		if err != nil {
 			return err
 		}
-		if err := m.dir.WriteCreds(m.dir.CredsPath(sp, AdminCredsName), cred.Creds); err != nil {
+		if err := m.dir.WriteCreds(m.dir.CredsPath(l.Space(), AdminCredsName), cred.Creds); err != nil {
 			return err
 		}
 	}
@@ -219,8 +254,19 @@ func (m *Mesh) WardensReady(ctx context.Context) error {
 	return m.daemons.WardensReady(ctx)
 }
 
-// Authority returns the mesh's minting authority, nil for an open mesh.
-func (m *Mesh) Authority() *Authority { return m.auth }
+// Keyring returns the mesh's minting authority, nil for an open mesh.
+func (m *Mesh) Keyring() *authority.Keyring { return m.keyring }
+
+// Ledger returns the mesh's connected ledger of space sp (the first space when sp is empty), nil
+// for an open mesh or a space it does not serve. It stays the mesh's: Shutdown closes it.
+func (m *Mesh) Ledger(sp wire.Space) *ledger.Ledger {
+	for _, l := range m.ledgers {
+		if sp == "" || l.Space() == sp {
+			return l
+		}
+	}
+	return nil
+}
 
 // Shutdown stops the daemons, then the broker (flushing JetStream), and clears the running
 // record.
@@ -229,13 +275,21 @@ func (m *Mesh) Shutdown(ctx context.Context) error {
 	if m.daemons != nil {
 		m.daemons.Stop()
 	}
+	m.closeLedgers()
 	return m.server.Shutdown(ctx)
+}
+
+func (m *Mesh) closeLedgers() {
+	for _, l := range m.ledgers {
+		l.Close()
+	}
 }
 
 func (m *Mesh) stopServer() {
 	if m.daemons != nil {
 		m.daemons.Stop()
 	}
+	m.closeLedgers()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = m.server.Shutdown(ctx) // already failing; the first error is the one to report

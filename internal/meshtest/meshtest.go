@@ -20,6 +20,8 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/broker"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
@@ -69,36 +71,39 @@ func Start(t testing.TB, opts ...Option) *Mesh {
 }
 
 // Mint mints a credential in the mesh's first space unless req names another.
-func (m *Mesh) Mint(t testing.TB, req mesh.MintRequest) *authority.Credential {
+func (m *Mesh) Mint(t testing.TB, req ledger.Request) *authority.Credential {
 	t.Helper()
 	if req.Space == "" {
 		req.Space = m.Space
 	}
-	cred, err := m.Authority().Mint(req)
+	cred, err := ledger.Mint(m.Keyring(), req)
 	if err != nil {
 		t.Fatalf("mint %s %s: %v", req.Profile, req.Name, err)
 	}
 	return cred
 }
 
-// AgentCred mints an agent credential for req.Name and provisions its durables.
-func (m *Mesh) AgentCred(t testing.TB, req mesh.MintRequest) *authority.Credential {
+// AgentCred issues an agent credential for req.Name through the mesh's ledger and provisions its
+// durables.
+func (m *Mesh) AgentCred(t testing.TB, req ledger.Request) *authority.Credential {
 	t.Helper()
 	if req.Space == "" {
 		req.Space = m.Space
 	}
-	cred, err := m.Authority().IssueAgent(t.Context(), m.URL(), req)
+	req.Profile = authority.ProfileAgent
+	l := m.Ledger(req.Space)
+	cred, err := l.Issue(t.Context(), req)
 	if err != nil {
 		t.Fatalf("issue agent %s: %v", req.Name, err)
 	}
-	if err := m.Authority().ProvisionAgent(t.Context(), m.URL(), cred, req); err != nil {
+	if err := l.ProvisionAgent(t.Context(), cred, req); err != nil {
 		t.Fatalf("provision agent %s: %v", req.Name, err)
 	}
 	return cred
 }
 
 // Agent mints and provisions an agent credential, and connects it.
-func (m *Mesh) Agent(t testing.TB, req mesh.MintRequest) (*authority.Credential, *Client) {
+func (m *Mesh) Agent(t testing.TB, req ledger.Request) (*authority.Credential, *Client) {
 	t.Helper()
 	cred := m.AgentCred(t, req)
 	return cred, m.Connect(t, cred)
@@ -120,7 +125,7 @@ func (m *Mesh) Connect(t testing.TB, cred *authority.Credential, opts ...nats.Op
 	t.Helper()
 	c := &Client{notify: make(chan struct{}, 1)}
 	opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.record(err) }))
-	nc, err := mesh.Connect(t.Context(), m.URL(), cred, opts...)
+	nc, err := dial.As(t.Context(), m.URL(), cred, opts...)
 	if err != nil {
 		t.Fatalf("connect %s: %v", cred.Principal, err)
 	}

@@ -42,7 +42,7 @@ func ProvisionAgent(ctx context.Context, js jetstream.JetStream, space wire.Spac
 		Durable:       wire.DLVDurable(a.Lifecycle),
 		FilterSubject: space.DlvSubject(a.Lifecycle),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       AckWait,
+		AckWait:       wire.AckWait,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 	if err := createConsumer(ctx, js, space.DLVStream(), dlv); err != nil {
@@ -68,7 +68,7 @@ func ProvisionRole(ctx context.Context, js jetstream.JetStream, space wire.Space
 	if err != nil {
 		return err
 	}
-	cfg := jetstream.ConsumerConfig{Durable: name, FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy, AckWait: AckWait}
+	cfg := jetstream.ConsumerConfig{Durable: name, FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy, AckWait: wire.AckWait}
 	return createConsumer(ctx, js, space.TaskStream(), cfg)
 }
 
@@ -89,7 +89,7 @@ func ensureDM(ctx context.Context, js jetstream.JetStream, space wire.Space, l w
 		Durable:       name,
 		FilterSubject: space.DMFilter(l.Principal),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       AckWait,
+		AckWait:       wire.AckWait,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 	if frontier := st.CachedInfo().State.LastSeq; frontier > 0 {

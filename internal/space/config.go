@@ -8,24 +8,23 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// Bucket TTLs and sizes (SPEC §6, §8).
+// Bucket TTLs and stream sizes (SPEC §6, §8). The lease TTLs and the consumers' ack wait are the
+// wire contract's own constants (wire.DeliveryLeaseTTL, wire.ManagerLeaseTTL, wire.AckWait).
 const (
-	// PresenceTTL expires a presence row once its writer stops heartbeating: the liveness window.
+	// PresenceTTL expires a presence row once its writer stops heartbeating: the liveness window
+	// (SPEC §6, §8: 6000 ms).
 	PresenceTTL = wire.LivenessWindow
-	// DeliveryLeaseTTL expires a crashed delivery daemon's lease.
-	DeliveryLeaseTTL = 30 * time.Second
-	// ManagerLeaseTTL expires a crashed manager's lease.
-	ManagerLeaseTTL = 10 * time.Second
-	// membershipMaxBytes caps the display-only membership feed.
+	// membershipMaxBytes caps the display-only membership feed (the reference's 64 MiB).
 	membershipMaxBytes = 64 << 20
-	// chatHistoryPerSubject keeps the newest messages per chat subject, and per inbox subject.
+	// chatHistoryPerSubject keeps the newest messages per chat subject (SPEC §8:
+	// max_msgs_per_subject=1000 on CHAT), and per inbox subject (the reference's INBOX and DLV).
 	chatHistoryPerSubject = 1000
-	// duplicateWindow is the message streams' de-duplication window for Nats-Msg-Id.
+	// duplicateWindow is the message streams' de-duplication window for Nats-Msg-Id (the
+	// reference's backup-config, 2 min).
 	duplicateWindow = 2 * time.Minute
-	// inboxDuplicateWindow is longer on the durable backstop, where a copy may be retried later.
+	// inboxDuplicateWindow is longer on the durable backstop, where a copy may be retried later
+	// (the reference's INBOX and DLV, 2 h).
 	inboxDuplicateWindow = 2 * time.Hour
-	// AckWait is how long a delivered durable message stays unacknowledged before redelivery.
-	AckWait = 60 * time.Second
 )
 
 // messageStream is the shared base of the five message streams (the reference's backup-config):
@@ -108,8 +107,8 @@ func resources(s wire.Space) []resource {
 		{cfg: inbox},
 		{cfg: dlv},
 		{cfg: kvStream(s.PresenceBucket(), PresenceTTL, jetstream.MemoryStorage, 0), ttl: true},
-		{cfg: kvStream(s.DeliveryBucket(), DeliveryLeaseTTL, jetstream.FileStorage, 0), ttl: true},
-		{cfg: kvStream(s.ManagerBucket(), ManagerLeaseTTL, jetstream.FileStorage, 0), ttl: true},
+		{cfg: kvStream(s.DeliveryBucket(), wire.DeliveryLeaseTTL, jetstream.FileStorage, 0), ttl: true},
+		{cfg: kvStream(s.ManagerBucket(), wire.ManagerLeaseTTL, jetstream.FileStorage, 0), ttl: true},
 		{cfg: kvStream(s.ChannelsBucket(), 0, jetstream.FileStorage, 0)},
 		{cfg: kvStream(s.MembersBucket(), 0, jetstream.FileStorage, 0)},
 		{cfg: kvStream(s.ACLBucket(), 0, jetstream.FileStorage, 0)},

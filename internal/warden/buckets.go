@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -77,15 +78,6 @@ func (r *rows) before(b wire.Bucket, key string, seq uint64) *row {
 	}
 	return nil
 }
-
-// Headers of a bucket's markers and rows: a delete or purge marker carries KV-Operation, a marker
-// the server writes when a row's time to live ran out carries Nats-Marker-Reason, and a row
-// written with its own time to live carries Nats-TTL.
-const (
-	kvOperation  = "KV-Operation"
-	markerReason = "Nats-Marker-Reason"
-	msgTTL       = "Nats-TTL"
-)
 
 // guardBuckets watches every bucket of the space from each key's current row on, and repairs
 // every row that has the shape only a JetStream reply has (jetStreamReply): the key's last valid
@@ -157,7 +149,7 @@ func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, msg jetstream.Msg)
 		return meta
 	}
 	h := msg.Headers()
-	if h.Get(kvOperation) != "" || h.Get(markerReason) != "" || key == wire.TTLCanaryKey {
+	if h.Get(jsapi.KVOperation) != "" || h.Get(jsapi.MarkerReason) != "" || key == wire.TTLCanaryKey {
 		w.rows.forget(b, key)
 		return meta
 	}
@@ -165,8 +157,8 @@ func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, msg jetstream.Msg)
 		w.repairRow(ctx, b, key, seq, err.Error(), w.cause(ctx, msg.Subject(), msg.Data()))
 		return meta
 	}
-	ttl, _ := time.ParseDuration(h.Get(msgTTL)) // absent or unreadable: no TTL of its own
-	if n, err := strconv.ParseInt(h.Get(msgTTL), 10, 64); err == nil {
+	ttl, _ := time.ParseDuration(h.Get(jsapi.MsgTTL)) // absent or unreadable: no TTL of its own
+	if n, err := strconv.ParseInt(h.Get(jsapi.MsgTTL), 10, 64); err == nil {
 		ttl = time.Duration(n) * time.Second // the header's bare form counts seconds
 	}
 	w.rows.keep(b, key, row{value: msg.Data(), seq: seq, ttl: ttl, deadline: deadlineOf(meta.Timestamp, ttl, w.maxAge(ctx, b))})
@@ -203,7 +195,7 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq u
 		msg := nats.NewMsg(b.Subject(key))
 		msg.Data = prev.value
 		if prev.ttl > 0 {
-			msg.Header.Set(msgTTL, strconv.FormatInt(int64(left/time.Second), 10))
+			msg.Header.Set(jsapi.MsgTTL, strconv.FormatInt(int64(left/time.Second), 10))
 		}
 		var ack *jetstream.PubAck
 		ack, err = w.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(seq))

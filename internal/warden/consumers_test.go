@@ -17,7 +17,9 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/warden"
@@ -113,7 +115,7 @@ func startConsumerMesh(t *testing.T) *consumerMesh {
 	if err := m.WardensReady(ctx); err != nil {
 		t.Fatalf("warden not ready: %v; warnings: %v", err, w)
 	}
-	nc := m.Connect(t, m.Mint(t, mesh.MintRequest{Profile: authority.ProfileWarden, Name: "consumer_inspector"})).Conn
+	nc := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileWarden, Name: "consumer_inspector"})).Conn
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +148,7 @@ func until(t *testing.T, what string, cond func() (bool, string)) {
 func (cm *consumerMesh) waitRevoked(t *testing.T, cred *authority.Credential, why string) {
 	t.Helper()
 	until(t, "ledger revokes "+cred.Principal.String(), func() (bool, string) {
-		rows, err := cm.Authority().Credentials(t.Context(), cm.URL(), cm.Space)
+		rows, err := cm.Ledger("").Credentials(t.Context())
 		if err != nil {
 			return false, err.Error()
 		}
@@ -161,7 +163,7 @@ func (cm *consumerMesh) waitRevoked(t *testing.T, cred *authority.Credential, wh
 	until(t, "the broker refuses "+cred.Principal.String(), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(t.Context(), consumerWait)
 		defer cancel()
-		nc, err := mesh.Connect(ctx, cm.URL(), cred)
+		nc, err := dial.As(ctx, cm.URL(), cred)
 		if err != nil {
 			return true, ""
 		}
@@ -280,9 +282,9 @@ func TestConsumerFloodIsCutOff(t *testing.T) {
 	cm := startConsumerMesh(t)
 	ctx := t.Context()
 	team := []string{"team.backend"}
-	alice := cm.AgentCred(t, mesh.MintRequest{Name: "alice", Subscribe: team})
-	bobCred := cm.AgentCred(t, mesh.MintRequest{Name: "bob", Subscribe: team, AllowPublish: team})
-	malCred := cm.AgentCred(t, mesh.MintRequest{Name: "mallory"})
+	alice := cm.AgentCred(t, ledger.Request{Name: "alice", Subscribe: team})
+	bobCred := cm.AgentCred(t, ledger.Request{Name: "bob", Subscribe: team, AllowPublish: team})
+	malCred := cm.AgentCred(t, ledger.Request{Name: "mallory"})
 	mal := cm.Connect(t, malCred, nats.NoReconnect())
 	presence := cm.Space.PresenceBucket()
 
@@ -343,7 +345,7 @@ func TestConsumerDeliverSubjectOutsideInbox(t *testing.T) {
 	channels, presence := cm.Space.ChannelsBucket(), cm.Space.PresenceBucket()
 
 	// The registry row the first attack aims at, written by its legitimate writer.
-	writer := cm.Connect(t, cm.Mint(t, mesh.MintRequest{Profile: authority.ProfileChannelWriter, Name: "writer"}))
+	writer := cm.Connect(t, cm.Mint(t, ledger.Request{Profile: authority.ProfileChannelWriter, Name: "writer"}))
 	kv, err := writer.JS.KeyValue(ctx, string(channels))
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +356,7 @@ func TestConsumerDeliverSubjectOutsideInbox(t *testing.T) {
 	}
 	// Alice online: her presence row is what the consumer delivers.
 	general := []string{"general"}
-	aliceCred := cm.AgentCred(t, mesh.MintRequest{Name: "alice", Subscribe: general, AllowPublish: general})
+	aliceCred := cm.AgentCred(t, ledger.Request{Name: "alice", Subscribe: general, AllowPublish: general})
 	alice, err := cotal.Connect(ctx, cm.URL(), cotal.WithCredsData(aliceCred.Creds))
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +376,7 @@ func TestConsumerDeliverSubjectOutsideInbox(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mname := tc.mallory
-			malCred, mal := cm.Agent(t, mesh.MintRequest{Name: mname, Subscribe: general})
+			malCred, mal := cm.Agent(t, ledger.Request{Name: mname, Subscribe: general})
 			if tc.literal {
 				if _, err := mal.SubscribeSync(tc.target); err != nil {
 					t.Fatal(err)
@@ -457,7 +459,7 @@ func TestConsumerAuditSparesOrdinaryAgents(t *testing.T) {
 	cm := startConsumerMesh(t)
 	ctx := t.Context()
 	chans := []string{"team.a", "team.b", "team.c"}
-	writer := cm.Connect(t, cm.Mint(t, mesh.MintRequest{Profile: authority.ProfileChannelWriter, Name: "writer"}))
+	writer := cm.Connect(t, cm.Mint(t, ledger.Request{Profile: authority.ProfileChannelWriter, Name: "writer"}))
 	kv, err := writer.JS.KeyValue(ctx, string(cm.Space.ChannelsBucket()))
 	if err != nil {
 		t.Fatal(err)
@@ -469,7 +471,7 @@ func TestConsumerAuditSparesOrdinaryAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	carolCred := cm.AgentCred(t, mesh.MintRequest{Name: "carol", Subscribe: chans, AllowPublish: chans})
+	carolCred := cm.AgentCred(t, ledger.Request{Name: "carol", Subscribe: chans, AllowPublish: chans})
 	carol, err := cotal.Connect(ctx, cm.URL(), cotal.WithCredsData(carolCred.Creds))
 	if err != nil {
 		t.Fatal(err)
@@ -481,7 +483,7 @@ func TestConsumerAuditSparesOrdinaryAgents(t *testing.T) {
 		}
 	}
 
-	aliceCred := cm.AgentCred(t, mesh.MintRequest{Name: "alice", Subscribe: chans, AllowPublish: chans})
+	aliceCred := cm.AgentCred(t, ledger.Request{Name: "alice", Subscribe: chans, AllowPublish: chans})
 	const quota, reconnects = 128, 3 // warden.DefaultConsumerQuota
 	created := 0
 	for range reconnects {
@@ -520,7 +522,7 @@ func TestConsumerAuditSparesOrdinaryAgents(t *testing.T) {
 	// A barrier: the warden judges the audit's advisories in order, so once it has judged a
 	// consumer created after all of alice's, it has judged hers. The barrier's push consumer
 	// delivers outside its inbox, onto a subject nothing captures.
-	barrierCred, barrier := cm.Agent(t, mesh.MintRequest{Name: "barrier"})
+	barrierCred, barrier := cm.Agent(t, ledger.Request{Name: "barrier"})
 	subject, body := createRequest(t, cm.Space.PresenceBucket(), "barrier", "", "nowhere.barrier")
 	rep, err := barrier.Request(subject, body, 5*time.Second)
 	if err != nil || apiError(rep.Data) != "" {
@@ -533,7 +535,7 @@ func TestConsumerAuditSparesOrdinaryAgents(t *testing.T) {
 			t.Errorf("the warden warned about an ordinary agent: %s %v", r.Message, r)
 		}
 	}
-	rows, err := cm.Authority().Credentials(ctx, cm.URL(), cm.Space)
+	rows, err := cm.Ledger("").Credentials(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +553,7 @@ func TestConsumerAuditSparesOrdinaryAgents(t *testing.T) {
 // subject and type), and she is judged over quota all the same.
 func TestConsumerAuditIgnoresForgedAdvisories(t *testing.T) {
 	cm := startConsumerMesh(t)
-	malCred := cm.AgentCred(t, mesh.MintRequest{Name: "mallory"})
+	malCred := cm.AgentCred(t, ledger.Request{Name: "mallory"})
 	mal := cm.Connect(t, malCred, nats.NoReconnect())
 	presence := cm.Space.PresenceBucket()
 	me := malCred.Principal

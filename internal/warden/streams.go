@@ -128,8 +128,8 @@ func (w *Warden) scanWorkQueue(ctx context.Context, stream string, judge judge) 
 				}
 				for ; next <= info.State.LastSeq && ctx.Err() == nil; next++ {
 					raw, err := kvget.ReadSeq(ctx, w.nc, stream, next)
-					if err != nil || raw == nil {
-						continue // taken by a worker, or deleted
+					if err != nil {
+						continue // kvget.ErrNotFound: taken by a worker, or deleted
 					}
 					w.judgeStored(ctx, stream, judge, raw.Subject, raw.Data, next)
 				}
@@ -238,7 +238,7 @@ func (w *Warden) cause(ctx context.Context, subject string, body []byte) string 
 			return fmt.Sprintf("a duplicate publish to %s (its sender is not recorded)", ack.Stream)
 		case ack.Stream != "" && ack.Seq > 0:
 			if !strings.HasPrefix(ack.Stream, "$") {
-				if src, err := kvget.ReadSeq(ctx, w.nc, ack.Stream, ack.Seq); err == nil && src != nil {
+				if src, err := kvget.ReadSeq(ctx, w.nc, ack.Stream, ack.Seq); err == nil {
 					if ps, err := wire.ParseSubject(src.Subject); err == nil {
 						return fmt.Sprintf("%s, through the reply subject of %s seq %d", ps.Sender(), ack.Stream, ack.Seq)
 					}

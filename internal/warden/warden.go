@@ -116,10 +116,6 @@ func (w *Warden) Run(ctx context.Context) error {
 	return err
 }
 
-// ErrConnectionClosed is returned by Run when the warden's connection closed under it (its
-// credential expired or was revoked, or the broker went away): its owner reconnects.
-var ErrConnectionClosed = errors.New("warden: connection closed")
-
 // connectionCheck is how often Run checks that its connection is still open.
 const connectionCheck = time.Second
 

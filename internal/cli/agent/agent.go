@@ -5,32 +5,24 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal"
-	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/console"
-	"github.com/gocotal/cotal/internal/cli/exit"
-	"github.com/gocotal/cotal/internal/cli/iostreams"
-	"github.com/gocotal/cotal/internal/cli/target"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal agent`.
 type Options struct {
-	IO *iostreams.IOStreams
-	target.Flags
-	Name         string
-	Role         string
-	Subscribe    []string
-	AllowPublish []string
-	Echo         bool
-	JSON         bool
+	*factory.Factory
+	agentflags.Flags
+	Echo bool
+	JSON bool
 }
 
 // Surfaced is one line of `cotal agent --json`; the field names are a stable interface.
@@ -41,8 +33,8 @@ type Surfaced struct {
 }
 
 // NewCmdAgent returns the `cotal agent` command.
-func NewCmdAgent(io *iostreams.IOStreams) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdAgent(f *factory.Factory) *cobra.Command {
+	o := &Options{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run a small agent: join, show what arrives, optionally echo direct messages",
@@ -54,48 +46,27 @@ func NewCmdAgent(io *iostreams.IOStreams) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return agentRun(cmd.Context(), o) },
 	}
-	f := cmd.Flags()
-	o.Register(f)
-	f.StringVar(&o.Name, "name", "", "the agent's name (its actor token); required")
-	f.StringVar(&o.Role, "role", "", "a role, to receive anycast tasks")
-	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels to join")
-	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "channels the agent may post to (default: the concrete channels of --subscribe)")
-	f.BoolVar(&o.Echo, "echo", false, "answer each direct message")
-	f.BoolVar(&o.JSON, "json", false, "print one JSON object per surfaced message")
+	fs := cmd.Flags()
+	o.Target.Register(fs)
+	o.Flags.Register(fs, "the agent's name (its actor token); required")
+	fs.BoolVar(&o.Echo, "echo", false, "answer each direct message")
+	fs.BoolVar(&o.JSON, "json", false, "print one JSON object per surfaced message")
 	return cmd
 }
 
 func agentRun(ctx context.Context, o *Options) error {
-	if err := wire.ValidateActor(o.Name); err != nil {
-		return &exit.UsageError{Err: fmt.Errorf("--name: %w", err)}
+	if err := agentflags.ValidName("--name", o.Name); err != nil {
+		return err
 	}
-	d, st, sp, err := o.Resolve("cotal agent needs an authenticated mesh: it runs on its own credential")
+	_, st, sp, err := o.Mesh("cotal agent needs an authenticated mesh: it runs on its own credential")
 	if err != nil {
 		return err
 	}
-	auth, err := mesh.OpenAuthority(d)
+	cred, stop, err := o.StartAgent(ctx, o.Request())
 	if err != nil {
 		return err
 	}
-	req := mesh.MintRequest{
-		Space: sp, Profile: authority.ProfileAgent, Name: o.Name, Subscribe: o.Subscribe,
-		AllowPublish: o.AllowPublish, Role: o.Role,
-	}
-	cred, retire, err := auth.StartAgent(ctx, st.URL, req)
-	var invalid *wire.ValidationError
-	if errors.As(err, &invalid) {
-		return &exit.UsageError{Err: err}
-	}
-	if err != nil {
-		return err
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := retire(rctx); err != nil {
-			fmt.Fprintf(o.IO.ErrOut, "retire lifecycle %s.%s: %v\n", cred.Principal, cred.LifecycleUID, err)
-		}
-	}()
+	defer stop()
 	// Echoes are sent from the main loop, not the handler: the handler may run during Connect,
 	// before there is a client to send with.
 	echoes := make(chan *cotal.Delivery, 64)

@@ -18,7 +18,9 @@ import (
 
 	"github.com/gocotal/cotal/internal/bench"
 	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
@@ -49,8 +51,8 @@ type Options struct {
 }
 
 // NewCmdBench returns `cotal bench`.
-func NewCmdBench(io *iostreams.IOStreams) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdBench(f *factory.Factory) *cobra.Command {
+	o := &Options{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure what Cotal costs over raw NATS, side by side",
@@ -72,15 +74,15 @@ func NewCmdBench(io *iostreams.IOStreams) *cobra.Command {
 			return run(cmd.Context(), o)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.Server, "server", "", "bench the broker at this URL, with the mesh directory's authority (default: a throwaway embedded mesh)")
-	f.StringVar(&o.Dir, "dir", "", "with --server: the mesh directory holding the keys (default: the nearest .cotal)")
-	f.StringVar(&o.Space, "space", "", "with --server: the space (default: the mesh's first, or main)")
-	f.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "how long each side of a throughput case runs")
-	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
-	f.StringSliceVar(&o.Only, "only", nil, "run only these cases, by name or name prefix (repeatable, comma-separated)")
-	f.IntSliceVar(&o.Agents, "agents", []int{1000, 5000}, "the presence cases' roster sizes")
-	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run (the embedded broker included) to this file")
+	fs := cmd.Flags()
+	fs.StringVar(&o.Server, "server", "", "bench the broker at this URL, with the mesh directory's authority (default: a throwaway embedded mesh)")
+	fs.StringVar(&o.Dir, "dir", "", "with --server: the mesh directory holding the keys (default: the nearest .cotal)")
+	fs.StringVar(&o.Space, "space", "", "with --server: the space (default: the mesh's first, or main)")
+	fs.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "how long each side of a throughput case runs")
+	fs.BoolVar(&o.JSON, "json", false, "print the results as JSON")
+	fs.StringSliceVar(&o.Only, "only", nil, "run only these cases, by name or name prefix (repeatable, comma-separated)")
+	fs.IntSliceVar(&o.Agents, "agents", []int{1000, 5000}, "the presence cases' roster sizes")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run (the embedded broker included) to this file")
 	return cmd
 }
 
@@ -195,11 +197,15 @@ func (o *Options) env(ctx context.Context) (*bench.Env, func(context.Context) er
 	} else if o.Space != "" {
 		sp = wire.Space(o.Space)
 	}
-	a, err := mesh.OpenAuthority(d)
+	kr, err := d.OpenKeyring()
 	if err != nil {
 		return nil, nil, err
 	}
-	return &bench.Env{URL: o.Server, Space: sp, Auth: a}, func(context.Context) error { return nil }, nil
+	l, err := ledger.Open(ctx, o.Server, kr, sp)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &bench.Env{URL: o.Server, Space: sp, Ledger: l, Keyring: kr}, func(context.Context) error { l.Close(); return nil }, nil
 }
 
 // report is the JSON output: what was measured, where, and the results.

@@ -14,16 +14,13 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
-	"github.com/gocotal/cotal/internal/cli/iostreams"
-	"github.com/gocotal/cotal/internal/cli/target"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal channels`.
 type Options struct {
-	IO *iostreams.IOStreams
-	target.Flags
+	*factory.Factory
 	JSON bool
 
 	// set and default: which fields the flags change.
@@ -46,11 +43,11 @@ type Entry struct {
 }
 
 // NewCmdChannels returns `cotal channels` with list, set and default.
-func NewCmdChannels(io *iostreams.IOStreams) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdChannels(f *factory.Factory) *cobra.Command {
+	o := &Options{Factory: f}
 	cmd := &cobra.Command{Use: "channels", Short: "List and configure channels (replay, window, delivery class)"}
 	pf := cmd.PersistentFlags()
-	o.Register(pf)
+	o.Target.Register(pf)
 	list := &cobra.Command{
 		Use: "list", Short: "List configured channels and the space defaults", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return listRun(cmd.Context(), o) },
@@ -85,11 +82,11 @@ func NewCmdChannels(io *iostreams.IOStreams) *cobra.Command {
 
 // registry opens the channels bucket as a credential of profile.
 func registry(ctx context.Context, o *Options, profile authority.Profile) (jetstream.KeyValue, func(), error) {
-	d, st, sp, err := o.Resolve("")
+	_, _, sp, err := o.Mesh("")
 	if err != nil {
 		return nil, nil, err
 	}
-	js, closeFn, err := mesh.JetStream(ctx, d, st, sp, profile, "cotal_channels")
+	js, closeFn, err := o.JetStream(ctx, sp, profile, "cotal_channels")
 	if err != nil {
 		return nil, nil, err
 	}

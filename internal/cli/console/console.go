@@ -16,22 +16,19 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/cli/iostreams"
-	"github.com/gocotal/cotal/internal/cli/target"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal console`.
 type Options struct {
-	IO *iostreams.IOStreams
-	target.Flags
+	*factory.Factory
 	Plain bool
 }
 
 // NewCmdConsole returns the `cotal console` command.
-func NewCmdConsole(io *iostreams.IOStreams) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdConsole(f *factory.Factory) *cobra.Command {
+	o := &Options{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "console",
 		Short: "Watch every channel message and presence change as an observer",
@@ -43,20 +40,20 @@ func NewCmdConsole(io *iostreams.IOStreams) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return consoleRun(cmd.Context(), o) },
 	}
-	o.Register(cmd.Flags())
+	o.Target.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&o.Plain, "plain", true, "plain lines (the only mode so far)")
 	return cmd
 }
 
 func consoleRun(ctx context.Context, o *Options) error {
-	d, st, sp, err := o.Resolve("")
+	_, st, sp, err := o.Mesh("")
 	if err != nil {
 		return err
 	}
 	out := o.IO.Out
-	c, err := mesh.Client(ctx, d, st, sp, authority.ProfileObserver, "cotal_console", cotal.WithPresence(false),
+	c, err := o.Client(ctx, sp, authority.ProfileObserver, "cotal_console", cotal.WithPresence(false),
 		cotal.WithHandler(func(_ context.Context, dl *cotal.Delivery) error {
-			Line(out, time.Now(), dl)
+			Line(out, o.Now(), dl)
 			return nil
 		}), cotal.WithJoin(">"))
 	if err != nil {
@@ -70,14 +67,14 @@ func consoleRun(ctx context.Context, o *Options) error {
 	defer roster.Stop()
 	fmt.Fprintf(o.IO.ErrOut, "watching space %s at %s (Ctrl-C to stop)\n", sp, st.URL)
 	for _, p := range roster.Peers() {
-		presenceLine(out, time.Now(), p)
+		presenceLine(out, o.Now(), p)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case p := <-roster.Changes():
-			presenceLine(out, time.Now(), p)
+			presenceLine(out, o.Now(), p)
 		case err := <-c.Errors():
 			// An error can quote what a peer wrote (a presence row it dropped, say).
 			fmt.Fprintf(o.IO.ErrOut, "broker: %s\n", wire.SanitizeForTerminal(err.Error()))

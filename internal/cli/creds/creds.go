@@ -11,19 +11,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/cli/iostreams"
-	"github.com/gocotal/cotal/internal/cli/target"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal creds`.
 type Options struct {
-	IO *iostreams.IOStreams
-	target.Flags
-	Actor  string
-	JSON   bool
-	Target string
+	*factory.Factory
+	Actor string
+	JSON  bool
+	// Which is the actor or credential id revoke takes.
+	Which string
 }
 
 // Row is one line of `cotal creds list --json`; the field names are a stable interface.
@@ -39,11 +38,11 @@ type Row struct {
 }
 
 // NewCmdCreds returns `cotal creds` with list and revoke.
-func NewCmdCreds(io *iostreams.IOStreams) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdCreds(f *factory.Factory) *cobra.Command {
+	o := &Options{Factory: f}
 	cmd := &cobra.Command{Use: "creds", Short: "List and revoke the credentials in the ledger"}
 	pf := cmd.PersistentFlags()
-	o.Register(pf)
+	o.Target.Register(pf)
 	list := &cobra.Command{
 		Use: "list", Short: "List every agent credential in the ledger", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return listRun(cmd.Context(), o) },
@@ -57,7 +56,7 @@ func NewCmdCreds(io *iostreams.IOStreams) *cobra.Command {
 			"closes its open connections; the command returns once the broker lists none of them.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Target = args[0]
+			o.Which = args[0]
 			return revokeRun(cmd.Context(), o)
 		},
 	}
@@ -67,27 +66,26 @@ func NewCmdCreds(io *iostreams.IOStreams) *cobra.Command {
 
 // ledgerRows reads the ledger of the running mesh's space; corrupt rows are reported on stderr
 // and left out.
-func ledgerRows(ctx context.Context, o *Options) ([]authority.CredentialRow, *mesh.Authority, *mesh.State, wire.Space, error) {
-	d, st, sp, err := o.Resolve("an open mesh has no credentials")
-	if err != nil {
-		return nil, nil, nil, "", err
+func ledgerRows(ctx context.Context, o *Options) ([]authority.CredentialRow, *ledger.Ledger, error) {
+	if _, _, _, err := o.Mesh("an open mesh has no credentials"); err != nil {
+		return nil, nil, err
 	}
-	a, err := mesh.OpenAuthority(d)
+	l, err := o.Ledger(ctx, "")
 	if err != nil {
-		return nil, nil, nil, "", err
+		return nil, nil, err
 	}
-	list, err := a.Credentials(ctx, st.URL, sp)
+	list, err := l.Credentials(ctx)
 	if err != nil && !errors.Is(err, authority.ErrCorrupt) {
-		return nil, nil, nil, "", err
+		return nil, nil, err
 	}
 	if err != nil {
 		fmt.Fprintf(o.IO.ErrOut, "some rows are corrupt (`cotal doctor auth` lists them): %v\n", err)
 	}
-	return list, a, st, sp, nil
+	return list, l, nil
 }
 
 func listRun(ctx context.Context, o *Options) error {
-	list, _, _, _, err := ledgerRows(ctx, o)
+	list, _, err := ledgerRows(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -117,21 +115,21 @@ func listRun(ctx context.Context, o *Options) error {
 }
 
 func revokeRun(ctx context.Context, o *Options) error {
-	list, a, st, sp, err := ledgerRows(ctx, o)
+	list, l, err := ledgerRows(ctx, o)
 	if err != nil {
 		return err
 	}
 	var targets []authority.CredentialRow
 	for _, r := range list {
-		if r.State == authority.CredActive && (r.CredentialID == o.Target || r.Principal == wire.DevOwner+"."+o.Target) {
+		if r.State == authority.CredActive && (r.CredentialID == o.Which || r.Principal == wire.DevOwner+"."+o.Which) {
 			targets = append(targets, r)
 		}
 	}
 	if len(targets) == 0 {
-		return fmt.Errorf("no active credential with id or actor %q (`cotal creds list` shows them)", o.Target)
+		return fmt.Errorf("no active credential with id or actor %q (`cotal creds list` shows them)", o.Which)
 	}
 	for _, r := range targets {
-		if _, err := a.RevokeCredential(ctx, st.URL, sp, r.LifecycleUID, r.CredentialID); err != nil {
+		if _, err := l.Revoke(ctx, r.LifecycleUID, r.CredentialID); err != nil {
 			return err
 		}
 		fmt.Fprintf(o.IO.Out, "revoked %s (%s): the broker refuses it and its connections are closed\n", r.CredentialID, r.Principal)

@@ -10,24 +10,22 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/cli/exit"
-	"github.com/gocotal/cotal/internal/cli/iostreams"
-	"github.com/gocotal/cotal/internal/cli/target"
+	"github.com/gocotal/cotal/internal/cli/agentflags"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/delivery"
-	"github.com/gocotal/cotal/internal/mesh"
-	"github.com/gocotal/cotal/wire"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
 )
 
 // Options are the inputs of `cotal deliver`.
 type Options struct {
-	IO *iostreams.IOStreams
-	target.Flags
+	*factory.Factory
 	Name string
 }
 
 // NewCmdDeliver returns the `cotal deliver` command.
-func NewCmdDeliver(io *iostreams.IOStreams) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdDeliver(f *factory.Factory) *cobra.Command {
+	o := &Options{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "deliver",
 		Short: "Run a delivery daemon: active if it gets the space's lease, standby otherwise",
@@ -37,28 +35,28 @@ func NewCmdDeliver(io *iostreams.IOStreams) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return deliverRun(cmd.Context(), o) },
 	}
-	o.Register(cmd.Flags())
+	o.Target.Register(cmd.Flags())
 	cmd.Flags().StringVar(&o.Name, "name", "delivery", "the daemon's actor name")
 	return cmd
 }
 
 func deliverRun(ctx context.Context, o *Options) error {
-	if err := wire.ValidateActor(o.Name); err != nil {
-		return &exit.UsageError{Err: fmt.Errorf("--name: %w", err)}
+	if err := agentflags.ValidName("--name", o.Name); err != nil {
+		return err
 	}
-	d, st, sp, err := o.Resolve("an open mesh has no delivery daemon: durable delivery needs authentication")
+	_, st, sp, err := o.Mesh("an open mesh has no delivery daemon: durable delivery needs authentication")
 	if err != nil {
 		return err
 	}
-	a, err := mesh.OpenAuthority(d)
+	l, err := o.Ledger(ctx, sp)
 	if err != nil {
 		return err
 	}
-	cred, err := a.Issue(ctx, st.URL, mesh.MintRequest{Space: sp, Profile: authority.ProfileDelivery, Name: o.Name})
+	cred, err := l.Issue(ctx, ledger.Request{Profile: authority.ProfileDelivery, Name: o.Name})
 	if err != nil {
 		return err
 	}
-	nc, err := mesh.Connect(ctx, st.URL, cred)
+	nc, err := dial.As(ctx, st.URL, cred)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,8 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/cli/console"
-	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
@@ -23,12 +24,12 @@ import (
 const stepTimeout = 30 * time.Second
 
 // NewCmdDemo returns the `cotal demo` command.
-func NewCmdDemo(io *iostreams.IOStreams) *cobra.Command {
+func NewCmdDemo(f *factory.Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:   "demo",
 		Short: "See Cotal work: a throwaway mesh, three agents, multicast, DM and anycast",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return demoRun(cmd.Context(), io.Out) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return demoRun(cmd.Context(), f.IO.Out) },
 	}
 }
 
@@ -59,15 +60,15 @@ func demoRun(ctx context.Context, out io.Writer) error {
 	fmt.Fprintf(out, "   broker at %s, space %s\n", m.URL(), mesh.DefaultSpace)
 
 	general := []string{"general"}
-	alice, err := start(ctx, m, mesh.MintRequest{Name: "alice", AllowPublish: general, Subscribe: general})
+	alice, err := start(ctx, m, ledger.Request{Name: "alice", AllowPublish: general, Subscribe: general})
 	if err != nil {
 		return err
 	}
-	bob, err := start(ctx, m, mesh.MintRequest{Name: "bob", Subscribe: general})
+	bob, err := start(ctx, m, ledger.Request{Name: "bob", Subscribe: general})
 	if err != nil {
 		return err
 	}
-	carol, err := start(ctx, m, mesh.MintRequest{Name: "carol", Role: "reviewer"})
+	carol, err := start(ctx, m, ledger.Request{Name: "carol", Role: "reviewer"})
 	if err != nil {
 		return err
 	}
@@ -121,13 +122,13 @@ func demoRun(ctx context.Context, out io.Writer) error {
 func text(s string) []wire.Part { return []wire.Part{wire.TextPart(s)} }
 
 // start mints, provisions and connects one agent.
-func start(ctx context.Context, m *mesh.Mesh, req mesh.MintRequest) (*agent, error) {
-	req.Space = mesh.DefaultSpace
-	cred, err := m.Authority().IssueAgent(ctx, m.URL(), req)
+func start(ctx context.Context, m *mesh.Mesh, req ledger.Request) (*agent, error) {
+	l := m.Ledger(mesh.DefaultSpace)
+	cred, err := l.Issue(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.Authority().ProvisionAgent(ctx, m.URL(), cred, req); err != nil {
+	if err := l.ProvisionAgent(ctx, cred, req); err != nil {
 		return nil, err
 	}
 	a := &agent{name: req.Name, got: make(chan *cotal.Delivery, 16)}

@@ -7,20 +7,17 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gocotal/cotal/internal/cli/iostreams"
-	"github.com/gocotal/cotal/internal/cli/target"
-	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/cli/factory"
 )
 
 // Options are the inputs of `cotal doctor`.
 type Options struct {
-	IO *iostreams.IOStreams
-	target.Flags
+	*factory.Factory
 }
 
 // NewCmdDoctor returns `cotal doctor` with its auth check.
-func NewCmdDoctor(io *iostreams.IOStreams) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdDoctor(f *factory.Factory) *cobra.Command {
+	o := &Options{Factory: f}
 	cmd := &cobra.Command{Use: "doctor", Short: "Check a mesh's health"}
 	auth := &cobra.Command{
 		Use:   "auth",
@@ -28,21 +25,21 @@ func NewCmdDoctor(io *iostreams.IOStreams) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return authRun(cmd.Context(), o) },
 	}
-	o.Register(auth.Flags())
+	o.Target.Register(auth.Flags())
 	cmd.AddCommand(auth)
 	return cmd
 }
 
 func authRun(ctx context.Context, o *Options) error {
-	d, st, sp, err := o.Resolve("an open mesh has no auth store")
+	_, _, sp, err := o.Mesh("an open mesh has no auth store")
 	if err != nil {
 		return err
 	}
-	a, err := mesh.OpenAuthority(d)
+	l, err := o.Ledger(ctx, sp)
 	if err != nil {
 		return err
 	}
-	c, err := a.CheckAuth(ctx, st.URL, sp)
+	c, err := l.Check(ctx)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/mesh"
 )
@@ -22,8 +23,8 @@ type Options struct {
 }
 
 // NewCmdDown returns the `cotal down` command. runF runs it; nil means downRun.
-func NewCmdDown(io *iostreams.IOStreams, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdDown(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "Stop the running mesh",

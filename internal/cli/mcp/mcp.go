@@ -14,31 +14,25 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal"
-	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/exit"
-	"github.com/gocotal/cotal/internal/cli/iostreams"
-	"github.com/gocotal/cotal/internal/cli/target"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/version"
 	"github.com/gocotal/cotal/internal/mcptools"
 	"github.com/gocotal/cotal/internal/mesh"
-	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal mcp`.
 type Options struct {
-	IO *iostreams.IOStreams
-	target.Flags
-	Name         string
-	Role         string
-	Subscribe    []string
-	AllowPublish []string
-	Creds        string
-	InboxLimit   int
+	*factory.Factory
+	agentflags.Flags
+	Creds      string
+	InboxLimit int
 }
 
 // NewCmdMCP returns the `cotal mcp` command.
-func NewCmdMCP(io *iostreams.IOStreams) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdMCP(f *factory.Factory) *cobra.Command {
+	o := &Options{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the mesh to an LLM agent as MCP tools over stdio",
@@ -49,14 +43,11 @@ func NewCmdMCP(io *iostreams.IOStreams) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return mcpRun(cmd.Context(), o) },
 	}
-	f := cmd.Flags()
-	o.Register(f)
-	f.StringVar(&o.Name, "name", "", "the agent's name (required without --creds)")
-	f.StringVar(&o.Role, "role", "", "a role, to receive anycast tasks")
-	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels to join")
-	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "channels the agent may post to (default: the concrete channels of --subscribe)")
-	f.StringVar(&o.Creds, "creds", "", "run on this creds file instead of issuing one")
-	f.IntVar(&o.InboxLimit, "inbox-limit", 500, "messages buffered between tool calls")
+	fs := cmd.Flags()
+	o.Target.Register(fs)
+	o.Flags.Register(fs, "the agent's name (required without --creds)")
+	fs.StringVar(&o.Creds, "creds", "", "run on this creds file instead of issuing one")
+	fs.IntVar(&o.InboxLimit, "inbox-limit", 500, "messages buffered between tool calls")
 	return cmd
 }
 
@@ -65,13 +56,13 @@ func mcpRun(ctx context.Context, o *Options) error {
 		return &exit.UsageError{Err: fmt.Errorf("--inbox-limit %d: must be at least 1", o.InboxLimit)}
 	}
 	if o.Creds == "" {
-		if err := wire.ValidateActor(o.Name); err != nil {
-			return &exit.UsageError{Err: fmt.Errorf("--name: %w", err)}
+		if err := agentflags.ValidName("--name", o.Name); err != nil {
+			return err
 		}
 	} else if o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 {
 		return &exit.UsageError{Err: errors.New("--creds carries its own name, role and access: drop --name, --role and --allow-publish")}
 	}
-	d, st, err := mesh.Running(o.Dir)
+	_, st, err := mesh.Running(o.Target.Dir)
 	if err != nil {
 		return err
 	}
@@ -80,17 +71,11 @@ func mcpRun(ctx context.Context, o *Options) error {
 	if o.Creds != "" {
 		opts = append(opts, cotal.WithCreds(o.Creds))
 	} else {
-		cred, retire, err := issue(ctx, o, d, st)
+		cred, stop, err := o.StartAgent(ctx, o.Request())
 		if err != nil {
 			return err
 		}
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			if err := retire(rctx); err != nil {
-				fmt.Fprintf(o.IO.ErrOut, "retire lifecycle of %s: %v\n", cred.Principal, err)
-			}
-		}()
+		defer stop()
 		opts = append(opts, cotal.WithCredsData(cred.Creds))
 	}
 	c, err := cotal.Connect(ctx, st.URL, opts...)
@@ -120,22 +105,3 @@ func mcpRun(ctx context.Context, o *Options) error {
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
-
-// issue issues and provisions the agent's own credential.
-func issue(ctx context.Context, o *Options, d mesh.Dir, st *mesh.State) (*authority.Credential, func(context.Context) error, error) {
-	sp, err := st.SpaceOf(o.Space)
-	if err != nil {
-		return nil, nil, &exit.UsageError{Err: err}
-	}
-	auth, err := mesh.OpenAuthority(d)
-	if err != nil {
-		return nil, nil, err
-	}
-	req := mesh.MintRequest{Space: sp, Profile: authority.ProfileAgent, Name: o.Name, Subscribe: o.Subscribe, AllowPublish: o.AllowPublish, Role: o.Role}
-	cred, retire, err := auth.StartAgent(ctx, st.URL, req)
-	var invalid *wire.ValidationError
-	if errors.As(err, &invalid) {
-		return nil, nil, &exit.UsageError{Err: err}
-	}
-	return cred, retire, err
-}

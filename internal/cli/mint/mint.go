@@ -14,15 +14,17 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
-	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal mint`.
 type Options struct {
-	IO             *iostreams.IOStreams
-	Dir            string
+	*factory.Factory
+	// Space is the space to mint in; unlike other commands, main by default rather than the
+	// mesh's first, so it is not the factory's Target.Space.
 	Space          string
 	Name           string
 	Profile        string
@@ -46,8 +48,8 @@ type Result struct {
 }
 
 // NewCmdMint returns the `cotal mint` command. runF runs it; nil means mintRun.
-func NewCmdMint(io *iostreams.IOStreams, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdMint(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "mint NAME",
 		Short: "Mint a credential for NAME (principal local.NAME)",
@@ -64,23 +66,23 @@ func NewCmdMint(io *iostreams.IOStreams, runF func(context.Context, *Options) er
 			return mintRun(cmd.Context(), o)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
-	f.StringVar(&o.Space, "space", string(mesh.DefaultSpace), "the space")
-	f.StringVar(&o.Profile, "profile", string(authority.ProfileAgent), fmt.Sprintf("credential profile, one of %q", authority.Handed))
-	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "concrete channels the agent may post to")
-	f.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns (team.>) the agent may read; default: --subscribe")
-	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels the agent joins (implies read access)")
-	f.StringVar(&o.Role, "role", "", "the agent's role, for anycast tasks")
-	f.BoolVar(&o.Provision, "provision", false, "pre-create the agent's durables on the running mesh")
-	f.DurationVar(&o.ExpiresIn, "expires-in", 0, "lifetime, e.g. 1h (default: the profile's; agents never expire)")
-	f.StringVar(&o.Out, "out", "", "creds file to write (default: .cotal/creds/<space>/NAME.creds)")
-	f.BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	fs := cmd.Flags()
+	fs.StringVar(&o.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	fs.StringVar(&o.Space, "space", string(mesh.DefaultSpace), "the space")
+	fs.StringVar(&o.Profile, "profile", string(authority.ProfileAgent), fmt.Sprintf("credential profile, one of %q", authority.Handed))
+	fs.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "concrete channels the agent may post to")
+	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns (team.>) the agent may read; default: --subscribe")
+	fs.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels the agent joins (implies read access)")
+	fs.StringVar(&o.Role, "role", "", "the agent's role, for anycast tasks")
+	fs.BoolVar(&o.Provision, "provision", false, "pre-create the agent's durables on the running mesh")
+	fs.DurationVar(&o.ExpiresIn, "expires-in", 0, "lifetime, e.g. 1h (default: the profile's; agents never expire)")
+	fs.StringVar(&o.Out, "out", "", "creds file to write (default: .cotal/creds/<space>/NAME.creds)")
+	fs.BoolVar(&o.JSON, "json", false, "print the result as JSON")
 	return cmd
 }
 
-func (o *Options) request() (mesh.MintRequest, error) {
-	usage := func(err error) (mesh.MintRequest, error) { return mesh.MintRequest{}, &exit.UsageError{Err: err} }
+func (o *Options) request() (ledger.Request, error) {
+	usage := func(err error) (ledger.Request, error) { return ledger.Request{}, &exit.UsageError{Err: err} }
 	sp, err := wire.ParseSpace(o.Space)
 	if err != nil {
 		return usage(fmt.Errorf("--space: %w", err))
@@ -102,7 +104,7 @@ func (o *Options) request() (mesh.MintRequest, error) {
 	if p != authority.ProfileAgent && agentOnly {
 		return usage(fmt.Errorf("--allow-publish, --allow-subscribe, --subscribe, --role and --provision are for --profile agent, not %s", p))
 	}
-	req := mesh.MintRequest{
+	req := ledger.Request{
 		Space: sp, Profile: p, Name: o.Name, Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe,
 		AllowPublish: o.AllowPublish, Role: o.Role, Expires: o.ExpiresIn,
 	}
@@ -122,7 +124,7 @@ func mintRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	d, err := mesh.FindDir(o.Dir, ".")
+	d, err := mesh.FindDir(o.Target.Dir, ".")
 	if err != nil {
 		return err
 	}
@@ -133,14 +135,17 @@ func mintRun(ctx context.Context, o *Options) error {
 	if st != nil && st.Open {
 		return errors.New("this mesh runs open (no authentication): there are no credentials to mint")
 	}
-	auth, err := mesh.OpenAuthority(d) // a damaged keyring is reported before anything else
-	if err != nil {
+	if _, err := d.OpenKeyring(); err != nil { // a damaged keyring is reported before anything else
 		return err
 	}
 	if st == nil {
 		return errors.New("minting needs the mesh running (`cotal up`): every credential gets a ledger row there, which can revoke it")
 	}
-	cred, err := auth.Issue(ctx, st.URL, req)
+	l, err := o.Ledger(ctx, req.Space)
+	if err != nil {
+		return err
+	}
+	cred, err := l.Issue(ctx, req)
 	var invalid *wire.ValidationError
 	if errors.As(err, &invalid) {
 		return &exit.UsageError{Err: err}
@@ -149,7 +154,7 @@ func mintRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	if o.Provision {
-		if err := auth.ProvisionAgent(ctx, st.URL, cred, req); err != nil {
+		if err := l.ProvisionAgent(ctx, cred, req); err != nil {
 			return err
 		}
 	}

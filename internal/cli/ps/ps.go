@@ -13,8 +13,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/cli/iostreams"
-	"github.com/gocotal/cotal/internal/cli/target"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
@@ -22,8 +21,7 @@ import (
 
 // Options are the inputs of `cotal ps`.
 type Options struct {
-	IO *iostreams.IOStreams
-	target.Flags
+	*factory.Factory
 	JSON bool
 }
 
@@ -42,8 +40,8 @@ type Row struct {
 }
 
 // NewCmdPs returns the `cotal ps` command.
-func NewCmdPs(io *iostreams.IOStreams) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdPs(f *factory.Factory) *cobra.Command {
+	o := &Options{Factory: f}
 	cmd := &cobra.Command{
 		Use:     "ps",
 		Aliases: []string{"roster"},
@@ -51,17 +49,17 @@ func NewCmdPs(io *iostreams.IOStreams) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return psRun(cmd.Context(), o) },
 	}
-	o.Register(cmd.Flags())
+	o.Target.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the roster as JSON")
 	return cmd
 }
 
 func psRun(ctx context.Context, o *Options) error {
-	d, st, sp, err := o.Resolve("")
+	d, _, _, err := o.Mesh("")
 	if err != nil {
 		return err
 	}
-	c, err := mesh.Client(ctx, d, st, sp, authority.ProfileObserver, "cotal_ps", cotal.WithPresence(false))
+	c, err := o.Client(ctx, "", authority.ProfileObserver, "cotal_ps", cotal.WithPresence(false))
 	if err != nil {
 		return err
 	}

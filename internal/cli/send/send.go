@@ -13,16 +13,14 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
-	"github.com/gocotal/cotal/internal/cli/iostreams"
-	"github.com/gocotal/cotal/internal/cli/target"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal send`.
 type Options struct {
-	IO *iostreams.IOStreams
-	target.Flags
+	*factory.Factory
 	As     string
 	Creds  string // a creds file to send as, instead of a ledger-issued operator credential
 	Server string // the broker URL for --creds (default: the running mesh's)
@@ -35,8 +33,8 @@ type Options struct {
 const DefaultActor = "operator"
 
 // NewCmdSend returns `cotal send` and its three subcommands. runF runs them; nil means sendRun.
-func NewCmdSend(io *iostreams.IOStreams, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdSend(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "send",
 		Short: "Send one message: to a channel, to a peer, or to a role",
@@ -47,7 +45,7 @@ func NewCmdSend(io *iostreams.IOStreams, runF func(context.Context, *Options) er
 			"A refusal by the broker or the credential exits 4.",
 	}
 	pf := cmd.PersistentFlags()
-	o.Register(pf)
+	o.Target.Register(pf)
 	pf.StringVar(&o.As, "as", DefaultActor, "the actor to send as (not with --creds)")
 	pf.StringVar(&o.Creds, "creds", "", "send as the principal of this creds file, with no ledger")
 	pf.StringVar(&o.Server, "server", "", "the broker URL (nats://, tls://, cotal://) for --creds (default: the running mesh's)")
@@ -172,15 +170,11 @@ func sendRun(ctx context.Context, o *Options) error {
 // connect connects as the --creds principal, or else as a ledger-issued operator credential.
 func (o *Options) connect(ctx context.Context) (*cotal.Client, error) {
 	if o.Creds == "" {
-		d, st, sp, err := o.Resolve("")
-		if err != nil {
-			return nil, err
-		}
-		return mesh.Client(ctx, d, st, sp, authority.ProfileOperator, o.As, cotal.WithPresence(false))
+		return o.Client(ctx, "", authority.ProfileOperator, o.As, cotal.WithPresence(false))
 	}
 	url := o.Server
 	if url == "" {
-		_, st, err := mesh.Running(o.Dir)
+		_, st, err := mesh.Running(o.Target.Dir)
 		if errors.Is(err, mesh.ErrNoMesh) {
 			return nil, &exit.UsageError{Err: fmt.Errorf("--creds without --server needs a running mesh to name the server: %w", err)}
 		}
@@ -190,8 +184,8 @@ func (o *Options) connect(ctx context.Context) (*cotal.Client, error) {
 		url = st.URL
 	}
 	opts := []cotal.Option{cotal.WithCreds(o.Creds), cotal.WithPresence(false)}
-	if o.Space != "" {
-		opts = append(opts, cotal.WithSpace(o.Space))
+	if o.Target.Space != "" {
+		opts = append(opts, cotal.WithSpace(o.Target.Space))
 	}
 	c, err := cotal.Connect(ctx, url, opts...)
 	if errors.Is(err, cotal.ErrInvalidOption) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 )
 
@@ -33,7 +34,7 @@ func TestNewCmdSend(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			io, _, _, _ := iostreams.Test()
 			var got *Options
-			cmd := NewCmdSend(io, func(_ context.Context, o *Options) error {
+			cmd := NewCmdSend(factory.New(io), func(_ context.Context, o *Options) error {
 				got = o
 				return o.validate()
 			})
@@ -49,7 +50,7 @@ func TestNewCmdSend(t *testing.T) {
 				t.Fatalf("err = %v", err)
 			}
 			o := *got
-			o.IO, o.Flags = nil, tt.want.Flags
+			o.Factory = nil
 			if o != tt.want {
 				t.Errorf("options = %+v, want %+v", o, tt.want)
 			}

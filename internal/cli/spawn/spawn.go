@@ -12,30 +12,27 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
-	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal spawn`.
 type Options struct {
-	IO             *iostreams.IOStreams
-	Dir            string
-	Name           string
-	Role           string
-	Subscribe      []string
+	*factory.Factory
+	agentflags.Flags
 	AllowSubscribe []string
-	AllowPublish   []string
 	Agent          string
 	Detach         bool
 	JSON           bool
 }
 
 // NewCmdSpawn returns the `cotal spawn` command.
-func NewCmdSpawn(io *iostreams.IOStreams) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdSpawn(f *factory.Factory) *cobra.Command {
+	o := &Options{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "spawn --name NAME [flags] [--agent claude|codex|opencode] -- [COMMAND] [ARGS...]",
 		Short: "Start an agent process under the mesh's supervisor",
@@ -55,24 +52,21 @@ func NewCmdSpawn(io *iostreams.IOStreams) *cobra.Command {
 			return spawnRun(cmd.Context(), o, args)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
-	f.StringVar(&o.Name, "name", "", "the agent's name (required)")
-	f.StringVar(&o.Role, "role", "", "a role, to receive anycast tasks")
-	f.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels the agent joins")
-	f.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
-	f.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "channels the agent may post to (default: the concrete channels of --subscribe)")
-	f.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
-	f.BoolVar(&o.Detach, "detach", false, "return once the agent runs")
-	f.BoolVar(&o.JSON, "json", false, "print the agent's status as JSON")
+	fs := cmd.Flags()
+	fs.StringVar(&o.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	o.Flags.Register(fs, "the agent's name (required)")
+	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
+	fs.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
+	fs.BoolVar(&o.Detach, "detach", false, "return once the agent runs")
+	fs.BoolVar(&o.JSON, "json", false, "print the agent's status as JSON")
 	return cmd
 }
 
 func spawnRun(ctx context.Context, o *Options, command []string) error {
-	if err := wire.ValidateActor(o.Name); err != nil {
-		return &exit.UsageError{Err: fmt.Errorf("--name: %w", err)}
+	if err := agentflags.ValidName("--name", o.Name); err != nil {
+		return err
 	}
-	d, _, err := mesh.Running(o.Dir)
+	d, _, err := mesh.Running(o.Target.Dir)
 	if err != nil {
 		return err
 	}
@@ -112,18 +106,18 @@ func printStatus(io *iostreams.IOStreams, asJSON bool, st *manager.Status) error
 }
 
 // NewCmdStop returns the `cotal stop` command.
-func NewCmdStop(io *iostreams.IOStreams) *cobra.Command {
-	var dir, name string
+func NewCmdStop(f *factory.Factory) *cobra.Command {
+	var name string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "stop --name NAME",
 		Short: "Stop a spawned agent: SIGTERM, then SIGKILL after a grace period; its lifecycle is retired",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := wire.ValidateActor(name); err != nil {
-				return &exit.UsageError{Err: fmt.Errorf("--name: %w", err)}
+			if err := agentflags.ValidName("--name", name); err != nil {
+				return err
 			}
-			d, _, err := mesh.Running(dir)
+			d, _, err := mesh.Running(f.Target.Dir)
 			if err != nil {
 				return err
 			}
@@ -131,18 +125,17 @@ func NewCmdStop(io *iostreams.IOStreams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printStatus(io, asJSON, resp.Status)
+			return printStatus(f.IO, asJSON, resp.Status)
 		},
 	}
-	cmd.Flags().StringVar(&dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	cmd.Flags().StringVar(&f.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
 	cmd.Flags().StringVar(&name, "name", "", "the agent to stop (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agent's final status as JSON")
 	return cmd
 }
 
 // NewCmdSupervise returns the `cotal supervise` command.
-func NewCmdSupervise(io *iostreams.IOStreams) *cobra.Command {
-	var dir, space string
+func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "supervise",
 		Short: "Run the supervisor beside a mesh started with `cotal up --no-manager`, until Ctrl-C",
@@ -151,22 +144,19 @@ func NewCmdSupervise(io *iostreams.IOStreams) *cobra.Command {
 			"retires the agents it spawned.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, st, err := mesh.Running(dir)
+			d, st, sp, err := f.Mesh("the supervisor needs an authenticated mesh: it issues each agent its own credential")
 			if err != nil {
 				return err
 			}
-			if st.Open {
-				return fmt.Errorf("the supervisor needs an authenticated mesh: it issues each agent its own credential")
-			}
-			sp, err := st.SpaceOf(space)
+			l, err := f.Ledger(cmd.Context(), sp)
 			if err != nil {
-				return &exit.UsageError{Err: err}
+				return err
 			}
-			fmt.Fprintf(io.ErrOut, "supervising space %s of %s; Ctrl-C stops\n", sp, st.URL)
-			return mesh.Supervise(cmd.Context(), d, st, sp, slog.New(slog.NewTextHandler(io.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
+			fmt.Fprintf(f.IO.ErrOut, "supervising space %s of %s; Ctrl-C stops\n", sp, st.URL)
+			return mesh.Supervise(cmd.Context(), d, l, slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		},
 	}
-	cmd.Flags().StringVar(&dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
-	cmd.Flags().StringVar(&space, "space", "", "the space agents are spawned into (default: the mesh's first)")
+	cmd.Flags().StringVar(&f.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	cmd.Flags().StringVar(&f.Target.Space, "space", "", "the space agents are spawned into (default: the mesh's first)")
 	return cmd
 }

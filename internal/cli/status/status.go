@@ -14,7 +14,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
@@ -22,8 +22,7 @@ import (
 
 // Options are the inputs of `cotal status`.
 type Options struct {
-	IO   *iostreams.IOStreams
-	Dir  string
+	*factory.Factory
 	JSON bool
 }
 
@@ -60,8 +59,8 @@ type StreamStatus struct {
 var ErrNotHealthy = errors.New("mesh not healthy")
 
 // NewCmdStatus returns the `cotal status` command. runF runs it; nil means statusRun.
-func NewCmdStatus(io *iostreams.IOStreams, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdStatus(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show whether the mesh is up and what its spaces hold",
@@ -76,13 +75,13 @@ func NewCmdStatus(io *iostreams.IOStreams, runF func(context.Context, *Options) 
 			return statusRun(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	cmd.Flags().StringVar(&o.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the status as JSON")
 	return cmd
 }
 
 func statusRun(ctx context.Context, o *Options) error {
-	d, err := mesh.FindDir(o.Dir, ".")
+	d, err := mesh.FindDir(o.Target.Dir, ".")
 	if err != nil {
 		return err
 	}
@@ -98,7 +97,7 @@ func statusRun(ctx context.Context, o *Options) error {
 		rep.Exposure = &e
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if err := inspect(ctx, d, st, rep); err != nil {
+		if err := inspect(ctx, o, st, rep); err != nil {
 			return err
 		}
 	}
@@ -117,10 +116,10 @@ func statusRun(ctx context.Context, o *Options) error {
 }
 
 // inspect reads each space's streams on a short-lived credential.
-func inspect(ctx context.Context, d mesh.Dir, st *mesh.State, rep *Report) error {
+func inspect(ctx context.Context, o *Options, st *mesh.State, rep *Report) error {
 	for _, sp := range st.Spaces {
 		// Only the provisioner holds STREAM.INFO on every stream of a space.
-		js, closeFn, err := mesh.JetStream(ctx, d, st, sp, authority.ProfileProvisioner, "cotal_status")
+		js, closeFn, err := o.JetStream(ctx, sp, authority.ProfileProvisioner, "cotal_status")
 		if err != nil {
 			return err
 		}
@@ -141,7 +140,7 @@ func inspect(ctx context.Context, d mesh.Dir, st *mesh.State, rep *Report) error
 		}
 		closeFn()
 		if !st.Open {
-			if ss.Planes, err = probePlanes(ctx, d, st, sp); err != nil {
+			if ss.Planes, err = probePlanes(ctx, o, sp); err != nil {
 				return err
 			}
 		}
@@ -152,8 +151,8 @@ func inspect(ctx context.Context, d mesh.Dir, st *mesh.State, rep *Report) error
 
 // probePlanes probes each liveness plane as a peer would, on a one-shot agent credential (the
 // profile that holds the probe rows).
-func probePlanes(ctx context.Context, d mesh.Dir, st *mesh.State, sp wire.Space) (map[wire.Plane]wire.ResponderState, error) {
-	c, err := mesh.Client(ctx, d, st, sp, authority.ProfileAgent, "cotal_status", cotal.WithPresence(false))
+func probePlanes(ctx context.Context, o *Options, sp wire.Space) (map[wire.Plane]wire.ResponderState, error) {
+	c, err := o.Client(ctx, sp, authority.ProfileAgent, "cotal_status", cotal.WithPresence(false))
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/mesh"
 )
@@ -56,7 +57,7 @@ func TestRenderShowsExposure(t *testing.T) {
 	io, _, out, _ := iostreams.Test()
 	e := (mesh.State{Listen: "0.0.0.0:4222"}).Exposure()
 	rep := &Report{Running: true, URL: "nats://0.0.0.0:4222", PID: 7, Exposure: &e}
-	if err := render(&Options{IO: io}, rep); err != nil {
+	if err := render(&Options{Factory: factory.New(io)}, rep); err != nil {
 		t.Fatal(err)
 	}
 	want := "mesh up at nats://0.0.0.0:4222 (authenticated, pid 7)\n" +
@@ -66,7 +67,7 @@ func TestRenderShowsExposure(t *testing.T) {
 	}
 
 	io, _, out, _ = iostreams.Test()
-	if err := render(&Options{IO: io, JSON: true}, rep); err != nil {
+	if err := render(&Options{Factory: factory.New(io), JSON: true}, rep); err != nil {
 		t.Fatal(err)
 	}
 	if want := `"exposure":{"listen":"0.0.0.0:4222","loopback":false,"tls":false}`; !strings.Contains(out.String(), want) {

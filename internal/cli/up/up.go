@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/broker"
 	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
@@ -44,8 +45,8 @@ type Options struct {
 const detachWait = 60 * time.Second
 
 // NewCmdUp returns the `cotal up` command. runF runs it; nil means upRun.
-func NewCmdUp(io *iostreams.IOStreams, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{IO: io}
+func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	o := &Options{IO: f.IO}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run a mesh: an embedded NATS broker with the space provisioned",
@@ -61,17 +62,17 @@ func NewCmdUp(io *iostreams.IOStreams, runF func(context.Context, *Options) erro
 			return upRun(cmd.Context(), o)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal, or ./.cotal)")
-	f.StringSliceVar(&o.Spaces, "space", []string{string(mesh.DefaultSpace)}, "spaces to serve (repeat or comma-separate)")
-	f.StringVar(&o.Host, "host", broker.DefaultHost, "address to listen on (beyond loopback, use TLS: up warns without it)")
-	f.IntVar(&o.Port, "port", broker.DefaultPort, "client port (0 picks a free port)")
-	f.BoolVar(&o.Open, "open", false, "run without authentication (loopback only; no security)")
-	f.BoolVar(&o.Detach, "detach", false, "run in the background, logging to .cotal/cotal.log")
-	f.StringVar(&o.TLSCert, "tls-cert", "", "server certificate file: clients must then use TLS")
-	f.StringVar(&o.TLSKey, "tls-key", "", "server key file, with --tls-cert")
-	f.BoolVar(&o.Verbose, "verbose", false, "log the broker's notices, not only its warnings")
-	f.BoolVar(&o.NoManager, "no-manager", false, "do not run the supervisor (`cotal supervise` runs one beside the mesh)")
+	fs := cmd.Flags()
+	fs.StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal, or ./.cotal)")
+	fs.StringSliceVar(&o.Spaces, "space", []string{string(mesh.DefaultSpace)}, "spaces to serve (repeat or comma-separate)")
+	fs.StringVar(&o.Host, "host", broker.DefaultHost, "address to listen on (beyond loopback, use TLS: up warns without it)")
+	fs.IntVar(&o.Port, "port", broker.DefaultPort, "client port (0 picks a free port)")
+	fs.BoolVar(&o.Open, "open", false, "run without authentication (loopback only; no security)")
+	fs.BoolVar(&o.Detach, "detach", false, "run in the background, logging to .cotal/cotal.log")
+	fs.StringVar(&o.TLSCert, "tls-cert", "", "server certificate file: clients must then use TLS")
+	fs.StringVar(&o.TLSKey, "tls-key", "", "server key file, with --tls-cert")
+	fs.BoolVar(&o.Verbose, "verbose", false, "log the broker's notices, not only its warnings")
+	fs.BoolVar(&o.NoManager, "no-manager", false, "do not run the supervisor (`cotal supervise` runs one beside the mesh)")
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/wire"
 )
@@ -30,8 +31,8 @@ type Options struct {
 }
 
 // NewCmdVersion returns the `cotal version` command. runF runs it; nil means versionRun.
-func NewCmdVersion(io *iostreams.IOStreams, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: io, Build: debug.ReadBuildInfo}
+func NewCmdVersion(f *factory.Factory, runF func(*Options) error) *cobra.Command {
+	opts := &Options{IO: f.IO, Build: debug.ReadBuildInfo}
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of cotal and of the wire protocol it speaks",

@@ -1,4 +1,4 @@
-package mesh
+package bench
 
 import (
 	"context"
@@ -7,23 +7,28 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/jsapi"
 )
 
 // varzPing asks every server of the cluster for its VARZ.
 const varzPing = jsapi.ServerVarz
 
+// varzFirst is how long BrokerCPU waits for the first server's reply.
+const varzFirst = 10 * time.Second
+
 // varzGather is how long BrokerCPU waits for more servers after the last reply.
 const varzGather = 250 * time.Millisecond
 
 // BrokerCPU returns the CPU use of every broker serving url, in percent of one core, as each
 // server reports it in VARZ. An embedded broker reports its whole process.
-func (a *Authority) BrokerCPU(ctx context.Context, url string) ([]float64, error) {
-	sys, err := a.keyring.MintSystemUser("cotal-varz", []string{varzPing}, time.Minute)
+func BrokerCPU(ctx context.Context, kr *authority.Keyring, url string) ([]float64, error) {
+	sys, err := kr.MintSystemUser("cotal-varz", []string{varzPing}, time.Minute)
 	if err != nil {
 		return nil, err
 	}
-	nc, err := Connect(ctx, url, sys)
+	nc, err := dial.As(ctx, url, sys)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +42,7 @@ func (a *Authority) BrokerCPU(ctx context.Context, url string) ([]float64, error
 		return nil, err
 	}
 	var cpu []float64
-	wait := evictionWait // the first reply may take a round trip through the cluster
+	wait := varzFirst // the first reply may take a round trip through the cluster
 	for {
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		msg, err := sub.NextMsgWithContext(wctx)

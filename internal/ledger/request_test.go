@@ -1,4 +1,4 @@
-package mesh
+package ledger
 
 import (
 	"slices"
@@ -19,7 +19,7 @@ func TestDefaultPublishPolicy(t *testing.T) {
 		{"nothing subscribed", nil, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := MintRequest{Subscribe: tc.subscribe, AllowPublish: tc.publish}.withDefaultPublish().AllowPublish
+			got := Request{Subscribe: tc.subscribe, AllowPublish: tc.publish}.WithDefaultPublish().AllowPublish
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("AllowPublish = %q, want %q", got, tc.want)
 			}

@@ -1,4 +1,4 @@
-package mesh
+package ledger
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/journal"
 	"github.com/gocotal/cotal/wire"
 )
@@ -16,13 +17,13 @@ import (
 // ReadJournal replays one run's journal under a run-operator credential minted for that run
 // alone: a minute's lifetime, a fresh takeover id naming its replay durable, its own connection,
 // closed after. The credential can read nothing else and write nothing.
-func (a *Authority) ReadJournal(ctx context.Context, url string, sp wire.Space, runID string) (*journal.Replayed, error) {
+func (l *Ledger) ReadJournal(ctx context.Context, runID string) (*journal.Replayed, error) {
 	takeover := newTakeoverID()
-	cred, err := a.RunOperator(sp, runID, takeover)
+	cred, err := l.RunOperator(runID, takeover)
 	if err != nil {
 		return nil, err
 	}
-	nc, err := Connect(ctx, url, cred, nats.NoReconnect())
+	nc, err := dial.As(ctx, l.url, cred, nats.NoReconnect())
 	if err != nil {
 		return nil, err
 	}
@@ -31,23 +32,19 @@ func (a *Authority) ReadJournal(ctx context.Context, url string, sp wire.Space, 
 	if err != nil {
 		return nil, err
 	}
-	return journal.Replay(ctx, js, sp, runID, takeover)
+	return journal.Replay(ctx, js, l.sp, runID, takeover)
 }
 
 // RunOperator mints a run-operator credential that replays run runID under takeoverID.
-func (a *Authority) RunOperator(sp wire.Space, runID, takeoverID string) (*authority.Credential, error) {
+func (l *Ledger) RunOperator(runID, takeoverID string) (*authority.Credential, error) {
 	if err := wire.ValidateRunID(runID); err != nil {
 		return nil, err
 	}
-	sk, err := a.keyring.Space(sp)
+	p, err := wire.NewPrincipal(wire.DevOwner, runOperatorActor)
 	if err != nil {
 		return nil, err
 	}
-	p, err := wire.NewPrincipal(wire.DevOwner, "cotal_run_operator")
-	if err != nil {
-		return nil, err
-	}
-	return sk.Mint(authority.MintRequest{Profile: authority.ProfileRunOperator,
+	return l.keys.Mint(authority.MintRequest{Profile: authority.ProfileRunOperator,
 		Grant: authority.Grant{Principal: p, Run: authority.RunReplay{RunID: runID, TakeoverID: takeoverID}}})
 }
 

@@ -1,0 +1,61 @@
+package authority
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// Errors of the auth store and the ledger, for errors.Is.
+var (
+	// ErrConflict: the row or gate moved since it was observed; the operation lost and changed
+	// nothing it could not undo.
+	ErrConflict = errors.New("authority: conflict")
+	// ErrCorrupt: a row that must exist is deleted or malformed. It is reported, never treated
+	// as absence, and never overwritten.
+	ErrCorrupt = errors.New("authority: corrupt auth store")
+	// ErrStoreShape: the auth bucket's stream is not shaped as the contract requires.
+	ErrStoreShape = errors.New("authority: auth store has the wrong shape")
+	// ErrTransition is returned for a gate move its operation kind does not allow.
+	ErrTransition = errors.New("authority: gate transition not allowed")
+	// ErrSessionState reports a session state move the grammar forbids.
+	ErrSessionState = errors.New("authority: session state move not allowed")
+	// ErrJWTTooLarge is matched by the *JWTTooLargeError Mint returns for a grant whose JWT would
+	// exceed MaxJWTSize.
+	ErrJWTTooLarge = errors.New("authority: user jwt exceeds the 16 KiB size gate")
+)
+
+// JWTTooLargeError reports a grant too large to mint: the JWT's size and its rows. It matches
+// ErrJWTTooLarge.
+type JWTTooLargeError struct {
+	Profile   Profile
+	Principal wire.Principal
+	// Size is the encoded JWT's length in bytes.
+	Size     int
+	Pub, Sub int
+}
+
+// Error implements error.
+func (e *JWTTooLargeError) Error() string {
+	return fmt.Sprintf("mint %s for %s: %v: %d bytes for %d publish and %d subscribe rows; grant fewer or broader channels",
+		e.Profile, e.Principal, ErrJWTTooLarge, e.Size, e.Pub, e.Sub)
+}
+
+// Unwrap makes the error match ErrJWTTooLarge.
+func (e *JWTTooLargeError) Unwrap() error { return ErrJWTTooLarge }
+
+// KeyFileError reports a key file that exists but cannot be used. The file is never overwritten:
+// it may be the only copy of a key that every credential in a space depends on.
+type KeyFileError struct {
+	Path string
+	Err  error
+}
+
+// Error implements error.
+func (e *KeyFileError) Error() string {
+	return fmt.Sprintf("key file %s: %v (it is left untouched; restore it or remove it to start over)", e.Path, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *KeyFileError) Unwrap() error { return e.Err }

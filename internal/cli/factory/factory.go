@@ -1,0 +1,197 @@
+// Package factory is what every command of the cotal binary takes what it needs from, in the
+// style of gh's cmdutil.Factory: the IO streams and a clock, the --dir and --space pair that
+// names the running mesh and space, and, opened lazily and at most once per run, that mesh's
+// ledger, one-shot clients on freshly issued credentials, and agents that are retired when the
+// command ends. Main closes what it opened.
+package factory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/target"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Factory builds what commands need. One Factory serves one run of the binary.
+type Factory struct {
+	IO *iostreams.IOStreams
+	// Now is the clock commands read.
+	Now func() time.Time
+	// Target holds --dir and --space for the commands that register them. Every command binds
+	// its flags to this one pair, so each binding defaults to empty: a binding's default is
+	// written when it is registered, over the defaults of the commands registered before.
+	Target target.Flags
+
+	mu      sync.Mutex
+	ledgers map[wire.Space]*ledger.Ledger // guarded by mu; opened by Ledger, closed by Close
+}
+
+// New returns a factory on io with the system clock.
+func New(io *iostreams.IOStreams) *Factory {
+	return &Factory{IO: io, Now: time.Now}
+}
+
+// Mesh finds the running mesh and the space Target names; a space the mesh does not serve is a
+// usage error. openRefusal, when set, is the error an open (unauthenticated) mesh gets from a
+// command that needs credentials.
+func (f *Factory) Mesh(openRefusal string) (mesh.Dir, *mesh.State, wire.Space, error) {
+	return f.Target.Resolve(openRefusal)
+}
+
+// ErrOpenMesh is returned by Ledger for a mesh that runs without authentication.
+var ErrOpenMesh = errors.New("cli: an open mesh has no ledger: it runs without credentials")
+
+// Ledger returns the connected ledger of space sp of the running mesh (the space Target names
+// when sp is empty), opening it on first use. It stays open until Close, renewing its own
+// credentials, so a command that runs for days holds it as the mesh's daemons do.
+func (f *Factory) Ledger(ctx context.Context, sp wire.Space) (*ledger.Ledger, error) {
+	d, st, tsp, err := f.Mesh("")
+	if err != nil {
+		return nil, err
+	}
+	if sp == "" {
+		sp = tsp
+	}
+	if st.Open {
+		return nil, ErrOpenMesh
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l := f.ledgers[sp]; l != nil {
+		return l, nil
+	}
+	kr, err := d.OpenKeyring()
+	if err != nil {
+		return nil, err
+	}
+	l, err := ledger.Open(ctx, st.URL, kr, sp)
+	if err != nil {
+		return nil, err
+	}
+	if f.ledgers == nil {
+		f.ledgers = map[wire.Space]*ledger.Ledger{}
+	}
+	f.ledgers[sp] = l
+	return l, nil
+}
+
+// Close closes what the factory opened.
+func (f *Factory) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.ledgers {
+		l.Close()
+	}
+	f.ledgers = nil
+}
+
+// oneShotAgent is the lifetime of an agent credential the CLI issues for one command.
+const oneShotAgent = time.Minute
+
+// issueOneShot issues the credential of profile for local.<name> in space sp (the space Target
+// names when empty) that one command runs as; nil on an open mesh, which takes no credentials.
+func (f *Factory) issueOneShot(ctx context.Context, sp wire.Space, profile authority.Profile, name string) (*authority.Credential, *mesh.State, wire.Space, error) {
+	_, st, tsp, err := f.Mesh("")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if sp == "" {
+		sp = tsp
+	}
+	if st.Open {
+		return nil, st, sp, nil
+	}
+	l, err := f.Ledger(ctx, sp)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	req := ledger.Request{Profile: profile, Name: name}
+	if profile == authority.ProfileAgent {
+		req.Expires = oneShotAgent // a one-shot agent (to probe liveness, say) lives a minute, as does its row
+	}
+	cred, err := l.Issue(ctx, req)
+	return cred, st, sp, err
+}
+
+// Client connects an SDK client to space sp of the running mesh (the space Target names when
+// empty) as a freshly issued credential of profile for local.<name>: the CLI issues the
+// short-lived credentials it needs itself. On an open mesh it connects without credentials.
+func (f *Factory) Client(ctx context.Context, sp wire.Space, profile authority.Profile, name string, opts ...cotal.Option) (*cotal.Client, error) {
+	cred, st, sp, err := f.issueOneShot(ctx, sp, profile, name)
+	if err != nil {
+		return nil, err
+	}
+	base := []cotal.Option{cotal.WithSpace(string(sp))}
+	if cred != nil {
+		base = append(base, cotal.WithCredsData(cred.Creds))
+	}
+	return cotal.Connect(ctx, st.URL, append(base, opts...)...)
+}
+
+// JetStream connects to space sp of the running mesh (the space Target names when empty) as a
+// freshly issued credential of profile for local.<name> (without credentials on an open mesh)
+// and returns a JetStream context on it, with closeFn to close the connection.
+func (f *Factory) JetStream(ctx context.Context, sp wire.Space, profile authority.Profile, name string) (js jetstream.JetStream, closeFn func(), err error) {
+	cred, st, _, err := f.issueOneShot(ctx, sp, profile, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	var nc *nats.Conn
+	if cred == nil {
+		nc, err = dial.Anonymous(ctx, st.URL)
+	} else {
+		nc, err = dial.As(ctx, st.URL, cred)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream on %s: %w", st.URL, err)
+	}
+	return js, nc.Close, nil
+}
+
+// retireWait bounds how long a command that ran an agent waits for its lifecycle to retire.
+const retireWait = 10 * time.Second
+
+// StartAgent issues an agent credential for a fresh lifecycle through the ledger of req.Space
+// (the space Target names when empty) and provisions its durables, with the one publish policy
+// of every command that runs an agent (ledger.Request.WithDefaultPublish). stop retires the
+// lifecycle, reporting a failure on ErrOut; the caller defers it. A malformed request is a usage
+// error.
+func (f *Factory) StartAgent(ctx context.Context, req ledger.Request) (cred *authority.Credential, stop func(), err error) {
+	l, err := f.Ledger(ctx, req.Space)
+	if err != nil {
+		return nil, nil, err
+	}
+	cred, retire, err := l.StartAgent(ctx, req)
+	if _, ok := errors.AsType[*wire.ValidationError](err); ok {
+		return nil, nil, &exit.UsageError{Err: err}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	stop = func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retireWait)
+		defer cancel()
+		if err := retire(rctx); err != nil {
+			fmt.Fprintf(f.IO.ErrOut, "retire lifecycle %s.%s: %v\n", cred.Principal, cred.LifecycleUID, err)
+		}
+	}
+	return cred, stop, nil
+}

@@ -1,0 +1,49 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/wire"
+)
+
+// deprovision tears down an agent lifecycle's durables and ACL row under a deprovisioner
+// credential pinned to it by name. Missing pieces are not an error.
+func (l *Ledger) deprovision(ctx context.Context, lc wire.Lifecycle) error {
+	p, err := wire.NewPrincipal(wire.DevOwner, deprovisionerActor)
+	if err != nil {
+		return err
+	}
+	cred, err := l.keys.Mint(authority.MintRequest{Profile: authority.ProfileDeprovisioner, Grant: authority.Grant{Principal: p, Target: lc}})
+	if err != nil {
+		return err
+	}
+	nc, err := dial.As(ctx, l.url, cred)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range []struct{ stream, name string }{{l.sp.DMStream(), wire.DMDurable(lc)}, {l.sp.DLVStream(), wire.DLVDurable(lc)}} {
+		if err := js.DeleteConsumer(ctx, c.stream, c.name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			errs = append(errs, fmt.Errorf("delete %s: %w", c.name, err))
+		}
+	}
+	kv, err := js.KeyValue(ctx, string(l.sp.ACLBucket()))
+	if err == nil {
+		err = kv.Purge(ctx, wire.ACLKey(lc))
+	}
+	if err != nil {
+		errs = append(errs, fmt.Errorf("purge the ACL row of %s: %w", lc, err))
+	}
+	return errors.Join(errs...)
+}

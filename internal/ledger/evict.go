@@ -1,0 +1,127 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/wire"
+)
+
+// An Evictor makes the broker refuse revoked user keys of a space and close their live
+// connections. A Ledger calls it after every ledger operation that revoked credentials, even one
+// that also failed: a revocation already in the ledger must reach the broker.
+type Evictor interface {
+	Evict(ctx context.Context, sp wire.Space, userKeys ...string) error
+}
+
+// EvictFunc adapts a function to an Evictor.
+type EvictFunc func(ctx context.Context, sp wire.Space, userKeys ...string) error
+
+// Evict calls f.
+func (f EvictFunc) Evict(ctx context.Context, sp wire.Space, userKeys ...string) error {
+	return f(ctx, sp, userKeys...)
+}
+
+// evictionWait bounds how long the broker evictor waits for the broker to close a revoked
+// credential's connections.
+const evictionWait = 10 * time.Second
+
+// BrokerEvictor returns the evictor of the broker at url: it records the revoked keys with the
+// space's account in kr and pushes the updated account JWT to the broker (a $SYS claims update,
+// which every server of a cluster receives), on a system credential minted for the one push.
+// From then on the broker refuses those credentials at connect and closes their live
+// connections; Evict returns once the broker's connection list (CONNZ) shows none of them.
+func BrokerEvictor(kr *authority.Keyring, url string) Evictor {
+	return EvictFunc(func(ctx context.Context, sp wire.Space, userKeys ...string) error {
+		return pushRevocations(ctx, kr, url, sp, userKeys)
+	})
+}
+
+func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp wire.Space, userKeys []string) error {
+	if err := kr.Revoke(sp, userKeys...); err != nil {
+		return err
+	}
+	sk, err := kr.Space(sp)
+	if err != nil {
+		return err
+	}
+	acct := sk.AccountPublicKey()
+	token, err := kr.AccountJWT(sk)
+	if err != nil {
+		return err
+	}
+	update, connz := jsapi.AccountClaimsUpdate(acct), jsapi.AccountConnz(acct)
+	sys, err := kr.MintSystemUser("cotal-revoker", []string{update, connz}, time.Minute)
+	if err != nil {
+		return err
+	}
+	nc, err := dial.As(ctx, url, sys)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, evictionWait)
+	defer cancel()
+	rep, err := nc.RequestWithContext(rctx, update, []byte(token))
+	if err != nil {
+		return fmt.Errorf("push the revocation to the broker: %w", err)
+	}
+	var res struct {
+		Data  *struct{ Message string } `json:"data"`
+		Error *struct{ Description string }
+	}
+	if json.Unmarshal(rep.Data, &res) != nil || res.Error != nil || res.Data == nil || !strings.Contains(res.Data.Message, "updated") {
+		return fmt.Errorf("push the revocation to the broker: it answered %s", rep.Data)
+	}
+	for {
+		live, err := liveConnections(rctx, nc, connz, userKeys)
+		if err != nil {
+			return fmt.Errorf("verify the eviction: %w", err)
+		}
+		if live == 0 {
+			return nil
+		}
+		select {
+		case <-rctx.Done():
+			return fmt.Errorf("verify the eviction: %d revoked connections still open after %s", live, evictionWait)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// liveConnections counts the connections CONNZ lists for any of the user keys.
+func liveConnections(ctx context.Context, nc *nats.Conn, connz string, userKeys []string) (int, error) {
+	req, _ := json.Marshal(map[string]any{"auth": true, "limit": 100000}) // always encodes
+	rep, err := nc.RequestWithContext(ctx, connz, req)
+	if err != nil {
+		return 0, err
+	}
+	var res struct {
+		Data *struct {
+			Connections []struct {
+				AuthorizedUser string `json:"authorized_user"`
+				NKey           string `json:"nkey"`
+			} `json:"connections"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(rep.Data, &res); err != nil || res.Data == nil {
+		return 0, fmt.Errorf("unexpected CONNZ reply %s", rep.Data)
+	}
+	n := 0
+	for _, c := range res.Data.Connections {
+		for _, k := range userKeys {
+			if c.AuthorizedUser == k || c.NKey == k {
+				n++
+			}
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,371 @@
+// Package ledger is the authority plane's connected handle. A Ledger, opened once per broker and
+// space and held by whatever needs it (the mesh's daemons, the supervisor, `cotal mcp`, the CLI),
+// issues every credential handed to a process through a lifecycle's gate with a ledger row,
+// retires and revokes them, runs the takeover barrier and the session sweep, and has an Evictor
+// make the broker refuse what it revoked.
+//
+// A Ledger keeps its connections, each on a short-lived credential of the least-privileged
+// profile for its work (the ledger's for the auth store, a provisioner's for an agent's durables),
+// and renews them before they expire. Only retiring an agent dials a connection of its own: its
+// deprovisioner credential is pinned to the one lifecycle it tears down.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/space"
+	"github.com/gocotal/cotal/wire"
+)
+
+// The actors of the ledger's own credentials.
+const (
+	ledgerActor        = "cotal_ledger"
+	provisionerActor   = "cotal_provisioner"
+	deprovisionerActor = "cotal_deprovisioner"
+	runOperatorActor   = "cotal_run_operator"
+)
+
+// Ledger is a connected handle on one space's authority plane. It is safe for concurrent use.
+type Ledger struct {
+	url   string
+	sp    wire.Space
+	kr    *authority.Keyring
+	keys  *authority.SpaceKeys
+	evict Evictor
+	store *held[*authority.AuthStore]
+	prov  *held[jetstream.JetStream]
+}
+
+// Option configures Open.
+type Option func(*Ledger)
+
+// WithEvictor sets how revocations reach the broker; BrokerEvictor(kr, url) by default.
+func WithEvictor(ev Evictor) Option { return func(l *Ledger) { l.evict = ev } }
+
+// Open connects to the auth store of space sp on the broker at url, with the keys in kr, and
+// proves the store's shape. Close releases it.
+func Open(ctx context.Context, url string, kr *authority.Keyring, sp wire.Space, opts ...Option) (*Ledger, error) {
+	keys, err := kr.Space(sp)
+	if err != nil {
+		return nil, err
+	}
+	l := &Ledger{url: url, sp: sp, kr: kr, keys: keys, evict: BrokerEvictor(kr, url)}
+	for _, o := range opts {
+		o(l)
+	}
+	l.store = &held[*authority.AuthStore]{
+		url:  url,
+		mint: l.own(authority.ProfileLedger, ledgerActor),
+		open: func(ctx context.Context, nc *nats.Conn) (*authority.AuthStore, error) {
+			return authority.OpenAuthStore(ctx, nc, sp)
+		},
+	}
+	l.prov = &held[jetstream.JetStream]{
+		url:  url,
+		mint: func() (*authority.Credential, error) { return MintProvisioner(kr, sp) },
+		open: func(_ context.Context, nc *nats.Conn) (jetstream.JetStream, error) {
+			return jetstream.New(nc)
+		},
+	}
+	if _, err := l.store.get(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// own returns the minter of one of the ledger's own credentials, which have no row.
+func (l *Ledger) own(p authority.Profile, actor string) func() (*authority.Credential, error) {
+	return func() (*authority.Credential, error) {
+		return Mint(l.kr, Request{Space: l.sp, Profile: p, Name: actor})
+	}
+}
+
+// MintProvisioner mints a provisioner credential for space sp without a ledger row: the one the
+// mesh provisions its spaces with, before their auth stores exist.
+func MintProvisioner(kr *authority.Keyring, sp wire.Space) (*authority.Credential, error) {
+	return Mint(kr, Request{Space: sp, Profile: authority.ProfileProvisioner, Name: provisionerActor})
+}
+
+// Space returns the space the ledger serves.
+func (l *Ledger) Space() wire.Space { return l.sp }
+
+// URL returns the broker the ledger is connected to.
+func (l *Ledger) URL() string { return l.url }
+
+// Close closes the ledger's connections.
+func (l *Ledger) Close() {
+	l.store.close()
+	l.prov.close()
+}
+
+// run runs fn on the auth store, then has the broker refuse every user key fn reports revoked
+// (even when fn also failed).
+func (l *Ledger) run(ctx context.Context, fn func(s *authority.AuthStore) (revoked []string, err error)) error {
+	return l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) { return fn(s) })
+}
+
+// Do runs fn on the auth store with the space's signing keys, then has the broker refuse every
+// user key fn reports revoked (even when fn also failed: a revocation already in the ledger must
+// reach the broker). It serves the ledger operations that have no method of their own yet, such
+// as the session rows' redeem and close.
+func (l *Ledger) Do(ctx context.Context, fn func(s *authority.AuthStore, keys *authority.SpaceKeys) (revoked []string, err error)) error {
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return err
+	}
+	revoked, err := fn(s, l.keys)
+	return l.evicted(ctx, revoked, err)
+}
+
+// evicted has the broker refuse the revoked keys of an operation that ended with err.
+func (l *Ledger) evicted(ctx context.Context, revoked []string, err error) error {
+	if len(revoked) > 0 {
+		err = errors.Join(err, l.evict.Evict(ctx, l.sp, revoked...))
+	}
+	return err
+}
+
+// Issue issues a credential through the ledger, so that every credential handed to a process
+// has a row that can revoke it. An agent gets a fresh lifecycle of local.<req.Name>, activated in
+// the registry (an alias still held by a live lifecycle is taken over: that one is retired, its
+// credentials refused by the broker); any other profile gets the standing lifecycle of its
+// principal, activated on its first issue and shared by every credential of that principal.
+// An empty req.Profile is the agent profile; req.Space must be empty or the ledger's space.
+func (l *Ledger) Issue(ctx context.Context, req Request) (*authority.Credential, error) {
+	if req.Space == "" {
+		req.Space = l.sp
+	}
+	if req.Profile == "" {
+		req.Profile = authority.ProfileAgent
+	}
+	if req.Space != l.sp {
+		return nil, fmt.Errorf("issue %s in space %s: this ledger serves %s", req.Name, req.Space, l.sp)
+	}
+	g, err := req.grant()
+	if err != nil {
+		return nil, err
+	}
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mr := authority.MintRequest{Profile: req.Profile, Grant: g, Expires: req.Expires}
+	if req.Profile != authority.ProfileAgent {
+		if mr.Grant.LifecycleUID, err = standingLifecycle(ctx, s, g.Principal); err != nil {
+			return nil, err
+		}
+		return s.Issue(ctx, l.keys, mr, nuid.Next())
+	}
+	mr.Grant.LifecycleUID = wire.NewLifecycleUID()
+	lc := wire.Lifecycle{Principal: g.Principal, UID: mr.Grant.LifecycleUID}
+	og, err := s.Activate(ctx, lc, activateOp(lc))
+	if errors.Is(err, authority.ErrConflict) {
+		if err = l.takeOver(ctx, s, lc.Principal); err == nil {
+			og, err = s.Activate(ctx, lc, activateOp(lc))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.IssueObserved(ctx, l.keys, og, mr, nuid.Next())
+}
+
+func activateOp(l wire.Lifecycle) string { return "activate-" + string(l.UID) }
+func retireOp(l wire.Lifecycle) string   { return "retire-" + string(l.UID) }
+
+// standingLifecycle returns the lifecycle the alias head of p names as active, activating one
+// when there is none. Of two first issues racing, the loser finds the winner's.
+func standingLifecycle(ctx context.Context, s *authority.AuthStore, p wire.Principal) (wire.LifecycleUID, error) {
+	var err error
+	for range 2 {
+		var h *authority.LifecycleHead
+		if h, _, err = s.Head(ctx, p); err != nil {
+			return "", err
+		}
+		if h != nil && h.State == authority.HeadActive {
+			return h.LifecycleUID, nil
+		}
+		l := wire.Lifecycle{Principal: p, UID: wire.NewLifecycleUID()}
+		if _, err = s.Activate(ctx, l, activateOp(l)); err == nil {
+			return l.UID, nil
+		}
+		if !errors.Is(err, authority.ErrConflict) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("activate a lifecycle for %s: %w", p, err)
+}
+
+// takeOver retires the lifecycle the alias head of p names: its gate closes, its credentials are
+// revoked and refused by the broker, whose live connections are closed, before the alias moves.
+func (l *Ledger) takeOver(ctx context.Context, s *authority.AuthStore, p wire.Principal) error {
+	h, _, err := s.Head(ctx, p)
+	if err != nil || h == nil {
+		return err
+	}
+	lc := wire.Lifecycle{Principal: p, UID: h.LifecycleUID}
+	revoked, err := s.Retire(ctx, lc, retireOp(lc))
+	return l.evicted(ctx, revoked, err)
+}
+
+// StartAgent issues an agent credential for a fresh lifecycle, provisions its durables, and
+// returns it with retire, which ends the lifecycle when the agent is done (Retire). It serves
+// every command that runs an agent (agent, mcp, spawn), with one policy: an agent may post to
+// the concrete channels it subscribes to unless req.AllowPublish names its channels.
+func (l *Ledger) StartAgent(ctx context.Context, req Request) (cred *authority.Credential, retire func(context.Context) error, err error) {
+	req = req.WithDefaultPublish()
+	req.Profile = authority.ProfileAgent
+	if cred, err = l.Issue(ctx, req); err != nil {
+		return nil, nil, err
+	}
+	lc := wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
+	retire = func(ctx context.Context) error { return l.Retire(ctx, lc) }
+	if err := l.ProvisionAgent(ctx, cred, req); err != nil {
+		return nil, nil, errors.Join(err, retire(ctx))
+	}
+	return cred, retire, nil
+}
+
+// provisionAttempts bounds how often ProvisionAgent asks a JetStream API that did not answer.
+const provisionAttempts = 4
+
+// ProvisionAgent pre-creates the durables of an agent credential's lifecycle, issued for req, and
+// records its read ACL for the delivery daemon.
+//
+// Provisioning is idempotent, so a JetStream API that did not answer is asked again: while the
+// broker applies an account update (a revocation pushed for another lifecycle) the account's
+// JetStream API can briefly have no responders.
+func (l *Ledger) ProvisionAgent(ctx context.Context, cred *authority.Credential, req Request) error {
+	js, err := l.prov.get(ctx)
+	if err != nil {
+		return err
+	}
+	agent := space.Agent{Lifecycle: wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}, Role: req.Role, AllowSubscribe: req.readACL()}
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err = space.ProvisionAgent(ctx, js, l.sp, agent)
+		if err == nil || attempt == provisionAttempts || !errors.Is(err, nats.ErrNoResponders) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+// Retire ends a lifecycle: in the ledger its gate closes, its credentials are revoked and the
+// alias head released, and the broker refuses them; then its dm_ and dlv_ durables and its ACL
+// row are deleted (after which the delivery daemon drops what is still addressed to it). Pieces
+// already gone are not an error. A lifecycle's UID is never reused, so its credentials bind
+// nothing afterwards.
+func (l *Ledger) Retire(ctx context.Context, lc wire.Lifecycle) error {
+	err := l.run(ctx, func(s *authority.AuthStore) ([]string, error) {
+		return s.Retire(ctx, lc, retireOp(lc))
+	})
+	return errors.Join(err, l.deprovision(ctx, lc))
+}
+
+// Revoke revokes one credential of a lifecycle: its ledger row, then the broker.
+func (l *Ledger) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID string) (*authority.CredentialRow, error) {
+	var row *authority.CredentialRow
+	err := l.run(ctx, func(s *authority.AuthStore) (keys []string, err error) {
+		row, keys, err = s.Revoke(ctx, uid, credentialID, "revoked by the operator")
+		return keys, err
+	})
+	return row, err
+}
+
+// RevokeUserKey revokes the credential issued to userKey: its ledger row moves to revoked with
+// reason (taking down the sessions it called, as Revoke does), then the broker refuses it and
+// every key the revocation reached. It returns the principal the row names.
+//
+// The broker is told even when the ledger cannot be: a key with no ledger row (the mesh's own
+// bootstrap credentials, a one-minute operator) or a ledger that cannot be read or written still
+// has the key refused, and the ledger's error is returned beside it. The rows are scanned, one
+// read per row: it is meant for the rare revocation, not for a lookup per request.
+func (l *Ledger) RevokeUserKey(ctx context.Context, userKey, reason string) (string, error) {
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return "", l.evicted(ctx, []string{userKey}, fmt.Errorf("revoke %s: %w", userKey, err))
+	}
+	// A malformed row elsewhere in the ledger does not hide this one: Credentials returns the
+	// well-formed rows beside its error, which matters only if the key is not among them.
+	rows, listErr := s.Credentials(ctx, "")
+	for _, r := range rows {
+		if r.UserKey != userKey {
+			continue
+		}
+		_, keys, err := s.Revoke(ctx, r.LifecycleUID, r.CredentialID, reason)
+		if err != nil {
+			err = fmt.Errorf("revoke %s of %s: %w", r.CredentialID, r.Principal, err)
+		}
+		if !slices.Contains(keys, userKey) {
+			keys = append(keys, userKey)
+		}
+		return r.Principal, l.evicted(ctx, keys, err)
+	}
+	if listErr != nil {
+		listErr = fmt.Errorf("revoke %s: %w", userKey, listErr)
+	}
+	return "", l.evicted(ctx, []string{userKey}, listErr)
+}
+
+// Takeover runs the takeover barrier on a lifecycle whose process is being replaced: its gate
+// freezes, its credentials are revoked and their connections closed (verified through the
+// evictor), the alias head moves to the next process epoch and the gate reopens. It returns the
+// new epoch; the lifecycle's next credential is issued at it.
+//
+// opID names this takeover: running it again with the same opID resumes a barrier that stopped
+// part way, or returns the epoch of one that completed.
+func (l *Ledger) Takeover(ctx context.Context, lc wire.Lifecycle, opID string) (int64, error) {
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return s.Takeover(ctx, lc, opID, func(ctx context.Context, keys []string) error {
+		return l.evict.Evict(ctx, l.sp, keys...)
+	})
+}
+
+// Sweep runs one session sweep: sessions past their exp are terminated and their halves refused
+// by the broker, and unfinished revocations are retried. A malformed row fails only itself; the
+// errors of every row that failed are joined.
+func (l *Ledger) Sweep(ctx context.Context, now time.Time) error {
+	return l.run(ctx, func(s *authority.AuthStore) ([]string, error) {
+		res, err := s.SweepSessions(ctx, now)
+		if err != nil {
+			return nil, err
+		}
+		return res.RevokedKeys, errors.Join(res.Failed...)
+	})
+}
+
+// Credentials lists the ledger's credential rows.
+func (l *Ledger) Credentials(ctx context.Context) ([]authority.CredentialRow, error) {
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Credentials(ctx, "")
+}
+
+// Check proves the auth store's shape and checks every row.
+func (l *Ledger) Check(ctx context.Context) (*authority.Checkup, error) {
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Check(ctx)
+}

@@ -1,0 +1,161 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/wire"
+)
+
+// TestLedgerHoldsItsConnection shows that a held ledger does its operations on one connection:
+// issues, a sweep, a listing and a retirement dial nothing new for the auth store.
+func TestLedgerHoldsItsConnection(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	l, err := ledger.Open(ctx, m.URL(), m.Keyring(), m.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	first := l.StoreConn()
+	for i := range 5 {
+		if _, err := l.Issue(ctx, ledger.Request{Name: "held_" + string(rune('a'+i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cred, retire, err := l.StartAgent(ctx, ledger.Request{Name: "worker", Subscribe: []string{"general"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sweep(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Credentials(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := retire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.StoreConn(); got != first || got.IsClosed() {
+		t.Errorf("the ledger dialled its store again (same connection: %v, closed: %v)", got == first, got.IsClosed())
+	}
+	if _, err := dial.As(ctx, m.URL(), cred, nats.NoReconnect()); err == nil {
+		t.Error("a retired agent's credential still connects")
+	}
+}
+
+// TestLedgerRenewsItsConnection shows the held connection replaced before its credential
+// expires, and after it closed, with the ledger working throughout; the replaced connection
+// stays open for operations still running on it.
+func TestLedgerRenewsItsConnection(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	l, err := ledger.Open(ctx, m.URL(), m.Keyring(), m.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	first := l.StoreConn()
+	l.AgeStoreCredential(time.Now().Add(time.Minute)) // inside the renewal window
+	if _, err := l.Issue(ctx, ledger.Request{Name: "after_renewal"}); err != nil {
+		t.Fatal(err)
+	}
+	second := l.StoreConn()
+	if second == first {
+		t.Fatal("a credential about to expire was not renewed")
+	}
+	if first.IsClosed() {
+		t.Error("the replaced connection was closed at once, under operations still running on it")
+	}
+	second.Close()
+	if _, err := l.Issue(ctx, ledger.Request{Name: "after_close"}); err != nil {
+		t.Fatalf("issue after the held connection closed: %v", err)
+	}
+	if third := l.StoreConn(); third == second || third.IsClosed() {
+		t.Error("a closed connection was not dialled again")
+	}
+	if !first.IsClosed() {
+		t.Error("the connection two renewals back is still open")
+	}
+	l.Close()
+	if _, err := l.Issue(ctx, ledger.Request{Name: "after_close"}); !errors.Is(err, ledger.ErrClosed) {
+		t.Errorf("issue on a closed ledger = %v, want ErrClosed", err)
+	}
+}
+
+// TestLedgerEvictsThroughItsEvictor shows a retirement and a takeover handing the revoked keys
+// to the injected evictor, which the broker then enforces: the credentials no longer connect.
+func TestLedgerEvictsThroughItsEvictor(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	var mu sync.Mutex
+	var evicted []string
+	broker := ledger.BrokerEvictor(m.Keyring(), m.URL())
+	l, err := ledger.Open(ctx, m.URL(), m.Keyring(), m.Space, ledger.WithEvictor(ledger.EvictFunc(func(ctx context.Context, sp wire.Space, keys ...string) error {
+		mu.Lock()
+		evicted = append(evicted, keys...)
+		mu.Unlock()
+		return broker.Evict(ctx, sp, keys...)
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	old, err := l.Issue(ctx, ledger.Request{Name: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second lifecycle of the same name takes the alias over: the first is retired.
+	next, err := l.Issue(ctx, ledger.Request{Name: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Retire(ctx, wire.Lifecycle{Principal: next.Principal, UID: next.LifecycleUID}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := slices.Clone(evicted)
+	mu.Unlock()
+	for _, c := range []*authority.Credential{old, next} {
+		if !slices.Contains(got, c.PublicKey) {
+			t.Errorf("the evictor was not given %s's key of lifecycle %s", c.Principal, c.LifecycleUID)
+		}
+		if nc, err := dial.As(ctx, m.URL(), c, nats.NoReconnect()); err == nil {
+			nc.Close()
+			t.Errorf("the broker still accepts the retired credential of lifecycle %s", c.LifecycleUID)
+		}
+	}
+}
+
+// TestLedgerRefusesAnotherSpace shows a request for a space the ledger does not serve refused
+// before anything is written.
+func TestLedgerRefusesAnotherSpace(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t, meshtest.WithSpaces("main", "other"))
+	l := m.Ledger("main")
+	if _, err := l.Issue(t.Context(), ledger.Request{Space: "other", Name: "alice"}); err == nil {
+		t.Fatal("a ledger of main issued a credential in other")
+	}
+	rows, err := m.Ledger("other").Credentials(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Principal == "local.alice" {
+			t.Errorf("other's ledger holds a row for alice: %+v", r)
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package mesh
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// ErrNoMesh is returned by Running when no mesh is running for the directory.
+var ErrNoMesh = errors.New("no mesh is running here (`cotal up` starts one; --dir or COTAL_DIR point elsewhere)")
+
+// Running finds the mesh directory (as FindDir) and its running mesh.
+func Running(explicit string) (Dir, *State, error) {
+	d, err := FindDir(explicit, ".")
+	if err != nil {
+		return Dir{}, nil, err
+	}
+	st, err := d.ReadState()
+	if errors.Is(err, ErrNotRunning) {
+		return d, nil, ErrNoMesh
+	}
+	return d, st, err
+}
+
+// SpaceOf returns the space a command addresses: the one named, which the mesh must serve, or
+// the mesh's first.
+func (st *State) SpaceOf(name string) (wire.Space, error) {
+	if name == "" {
+		return st.Spaces[0], nil
+	}
+	sp, err := wire.ParseSpace(name)
+	if err != nil {
+		return "", err
+	}
+	for _, s := range st.Spaces {
+		if s == sp {
+			return sp, nil
+		}
+	}
+	return "", fmt.Errorf("the mesh does not serve space %q (it serves %q)", sp, st.Spaces)
+}

@@ -1,0 +1,11 @@
+package wire
+
+import "testing"
+
+// TestControlBudgets holds the order of the join budgets: the daemon answers before the client
+// stops waiting.
+func TestControlBudgets(t *testing.T) {
+	if ControlServeBudget >= ControlJoinWait {
+		t.Errorf("ControlServeBudget %s must be shorter than ControlJoinWait %s", ControlServeBudget, ControlJoinWait)
+	}
+}
