@@ -15,6 +15,7 @@ import (
 )
 
 func TestReadGrantFromCreds(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	cred := m.AgentCred(t, ledger.Request{Name: "alice", AllowPublish: []string{"general"}, Subscribe: []string{"team.>"}, Role: "reviewer"})
 	g, err := cotal.ParseCreds(cred.Creds)

@@ -80,6 +80,7 @@ func say(s string) []wire.Part { return []wire.Part{wire.TextPart(s)} }
 
 // TestInteropScenario is SPEC §12's interop scenario against a real broker.
 func TestInteropScenario(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	team := []string{"team.backend"}
@@ -180,6 +181,7 @@ func jetstreamOf(t *testing.T, m *meshtest.Mesh) jetstream.JetStream {
 }
 
 func TestForgedSenderIsTerminated(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	carolCred := m.AgentCred(t, ledger.Request{Name: "carol"})
@@ -217,6 +219,7 @@ func TestForgedSenderIsTerminated(t *testing.T) {
 }
 
 func TestDMWaitsForOfflineAgent(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	ctx := t.Context()
 	alice, _ := join(t, m.Agent(t, "alice"))
@@ -233,6 +236,7 @@ func TestDMWaitsForOfflineAgent(t *testing.T) {
 // TestEmptyIDsBothSurface runs without the delivery daemon: the live path alone de-duplicates by
 // id, and must not take two messages with no id for one.
 func TestEmptyIDsBothSurface(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t, cotaltest.WithoutDaemons())
 	a := m.Agent(t, "alice", cotaltest.Channels("general"))
 	alice, box := join(t, a, cotal.WithJoin("general"))
@@ -247,6 +251,7 @@ func TestEmptyIDsBothSurface(t *testing.T) {
 }
 
 func TestKilledAgentGoesOffline(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	ctx := t.Context()
 	alice, _ := join(t, m.Agent(t, "alice"))
@@ -276,6 +281,7 @@ func TestKilledAgentGoesOffline(t *testing.T) {
 }
 
 func TestCloseWritesOffline(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	ctx := t.Context()
 	alice, _ := join(t, m.Agent(t, "alice"))
@@ -295,6 +301,7 @@ func TestCloseWritesOffline(t *testing.T) {
 }
 
 func TestJoinOutsideACLIsRefusedByTheBroker(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	alice, _ := join(t, m.Agent(t, "alice", cotaltest.ReadOnly("general")))
 	if _, err := alice.Join(t.Context(), "secret"); !errors.Is(err, cotal.ErrJoinRefused) {
@@ -309,6 +316,7 @@ func TestJoinOutsideACLIsRefusedByTheBroker(t *testing.T) {
 }
 
 func TestSendRefusals(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	ctx := t.Context()
 	alice, _ := join(t, m.Agent(t, "alice", cotaltest.Channels("general")))
@@ -329,6 +337,7 @@ func TestSendRefusals(t *testing.T) {
 }
 
 func TestConnectRefusals(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	alice := m.Agent(t, "alice")
 	ctx := t.Context()
@@ -353,6 +362,7 @@ func TestConnectRefusals(t *testing.T) {
 // TestHandlerErrorRedelivers shows ack-on-surface: a handler that fails gets the durable message
 // again, and it is acknowledged once surfaced.
 func TestHandlerErrorRedelivers(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	ctx := t.Context()
 	alice, _ := join(t, m.Agent(t, "alice"))
@@ -389,6 +399,7 @@ func TestHandlerErrorRedelivers(t *testing.T) {
 // TestDurableJoinWithoutDaemon: on a durable channel with no delivery daemon the join is live,
 // and says so; it never claims to be durable.
 func TestDurableJoinWithoutDaemon(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t, cotaltest.WithoutDaemons())
 	alice, _ := join(t, m.Agent(t, "alice", cotaltest.ReadOnly("general")))
 	res, err := alice.Join(t.Context(), "general")
@@ -403,6 +414,7 @@ func TestDurableJoinWithoutDaemon(t *testing.T) {
 // TestRosterStopEndsQuietly checks that a stopped roster's Done closes and that stopping it is
 // not reported as a watch the broker ended.
 func TestRosterStopEndsQuietly(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	alice, _ := join(t, m.Agent(t, "alice"))
 	roster, err := alice.Roster(t.Context())

@@ -25,6 +25,7 @@ func say(s string) []wire.Part { return []wire.Part{wire.TextPart(s)} }
 
 // TestDirectMessage is the test form of the package example.
 func TestDirectMessage(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	alice := m.Agent(t, "alice")
 	bob := m.Agent(t, "bob")
@@ -39,6 +40,7 @@ func TestDirectMessage(t *testing.T) {
 }
 
 func TestChannelsReadAndPost(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	ctx := t.Context()
 	alice := m.Agent(t, "alice", cotaltest.Channels("general"))
@@ -64,6 +66,7 @@ func TestChannelsReadAndPost(t *testing.T) {
 // TestBrokerEnforcesGrants checks that the permissions are the broker's, not the client's: a
 // raw publish that skips the SDK's own check is refused by the broker.
 func TestBrokerEnforcesGrants(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	ctx := t.Context()
 	carol := m.Agent(t, "carol") // no channel
@@ -104,6 +107,7 @@ func TestBrokerEnforcesGrants(t *testing.T) {
 }
 
 func TestRoleReceivesTasks(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	alice := m.Agent(t, "alice")
 	rev := m.Agent(t, "rev", cotaltest.Role("reviewer"))
@@ -123,6 +127,7 @@ func TestRoleReceivesTasks(t *testing.T) {
 // TestDaemons checks that the delivery daemon runs by default, and that WithoutDaemons leaves it
 // out.
 func TestDaemons(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name    string
 		opts    []cotaltest.Option
@@ -146,6 +151,7 @@ func TestDaemons(t *testing.T) {
 }
 
 func TestWithSpace(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t, cotaltest.WithSpace("lab"))
 	c := m.Agent(t, "alice").Connect(t)
 	if m.Space() != "lab" || c.Space() != "lab" {
@@ -155,6 +161,7 @@ func TestWithSpace(t *testing.T) {
 
 // TestReissueRevokes: issuing a name again is a restart; the earlier credential stops working.
 func TestReissueRevokes(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t)
 	first := m.Agent(t, "alice")
 	second := m.Agent(t, "alice")
@@ -169,6 +176,7 @@ func TestReissueRevokes(t *testing.T) {
 }
 
 func TestInvalidInput(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t, cotaltest.WithoutDaemons())
 	for _, tt := range []struct {
 		name  string
@@ -208,6 +216,7 @@ func TestInvalidInput(t *testing.T) {
 }
 
 func TestAgentKeepsCredsOutOfLogs(t *testing.T) {
+	t.Parallel()
 	m := cotaltest.StartMesh(t, cotaltest.WithoutDaemons())
 	a := m.Agent(t, "alice")
 	var buf bytes.Buffer
@@ -231,6 +240,7 @@ func TestAgentKeepsCredsOutOfLogs(t *testing.T) {
 // TestCloseStopsEverything: once a test's mesh is cleaned up its URL refuses connections and the
 // goroutines it started (broker, daemons, clients) are gone.
 func TestCloseStopsEverything(t *testing.T) {
+	t.Parallel()
 	before := runtime.NumGoroutine()
 	var url string
 	t.Run("mesh", func(t *testing.T) {

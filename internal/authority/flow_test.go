@@ -17,6 +17,7 @@ import (
 // key, a history read, and its role's task durable; and that the durable it may only bind it
 // cannot create.
 func TestAgentCredentialWorks(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	aliceCred, alice := m.Agent(t, ledger.Request{Name: "alice", AllowPublish: []string{"team.backend"}, Subscribe: []string{"team.backend"}, Role: "reviewer"})
@@ -120,6 +121,7 @@ func TestAgentCredentialWorks(t *testing.T) {
 // TestSpacesAreIsolated runs two spaces on one broker: a post in one never reaches the other,
 // even to a credential reading the same channel name.
 func TestSpacesAreIsolated(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t, meshtest.WithSpaces("main", "other"))
 	aliceCred, alice := m.Agent(t, ledger.Request{Name: "alice", AllowPublish: []string{"general"}})
 	_, here := m.Agent(t, ledger.Request{Name: "bob", Subscribe: []string{"general"}})

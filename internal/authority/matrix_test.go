@@ -60,6 +60,7 @@ func sub(name, subject string, allowed bool) check {
 // TestPermissionMatrix runs each profile's credential against a real broker: what the profile
 // must do succeeds, and what it must not do the broker refuses as a permission violation.
 func TestPermissionMatrix(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	const (
 		S      = "cotal.main."
@@ -232,6 +233,7 @@ func TestPermissionMatrix(t *testing.T) {
 // and work; a watch of several keys sends a create with no filter in its subject, which the
 // broker refuses. (The SDK's roster and the CLI's channel listing run the first and the last.)
 func TestWatchCreatesWithClients(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	_, a := m.Agent(t, ledger.Request{Name: "alice", Subscribe: []string{"general"}})

@@ -80,6 +80,7 @@ type storedMsg struct {
 // measured is a row of the SPEC's agent profile (§9, Appendix B); the README's security section
 // states the residual.
 func TestAgentMetadataExposure(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t, meshtest.WithDaemons())
 	ctx := t.Context()
 	sp := m.Space

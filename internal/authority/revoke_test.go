@@ -18,6 +18,7 @@ import (
 // TestRevokedCredentialIsRefusedByTheBroker: revoking a credential closes its open connection and
 // refuses its reconnect, while other agents carry on.
 func TestRevokedCredentialIsRefusedByTheBroker(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	aliceCred, alice := m.Agent(t, ledger.Request{Name: "alice", AllowPublish: []string{"general"}})
@@ -87,6 +88,7 @@ func TestRevokedCredentialIsRefusedByTheBroker(t *testing.T) {
 // TestTakeoverRevokesThePredecessor: issuing a new lifecycle for a name still held retires the
 // old one, whose credential the broker then refuses.
 func TestTakeoverRevokesThePredecessor(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	old := m.AgentCred(t, ledger.Request{Name: "alice"})
@@ -115,6 +117,7 @@ func TestTakeoverRevokesThePredecessor(t *testing.T) {
 // TestProcessTakeoverEvicts: the takeover barrier closes the old process's connection and moves
 // the lifecycle to its next epoch.
 func TestProcessTakeoverEvicts(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	cred, c := m.Agent(t, ledger.Request{Name: "alice"})
@@ -137,6 +140,7 @@ func TestProcessTakeoverEvicts(t *testing.T) {
 // TestServiceCredentialsHaveRows: a credential of a profile other than agent is issued through
 // its principal's standing lifecycle, with a row that revokes it at the broker.
 func TestServiceCredentialsHaveRows(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	var creds []*authority.Credential

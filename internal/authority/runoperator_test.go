@@ -10,6 +10,7 @@ import (
 // TestRunOperatorAtTheBroker: a run operator replays its one run's journal and the broker
 // refuses it any other run's replay durable and any append to a journal.
 func TestRunOperatorAtTheBroker(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	got, err := m.Ledger("").ReadJournal(ctx, "r-1")

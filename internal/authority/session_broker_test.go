@@ -16,6 +16,7 @@ import (
 // TestSessionRailsAtTheBroker: each half of a session may only speak on its own rail, and
 // closing the session makes the broker close both halves' connections and refuse them after.
 func TestSessionRailsAtTheBroker(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	aliceCred := m.AgentCred(t, ledger.Request{Name: "alice"})

@@ -67,9 +67,6 @@ func proveShape(c jetstream.StreamConfig) error {
 	return nil
 }
 
-// Space returns the store's space.
-func (s *AuthStore) Space() wire.Space { return s.space }
-
 // read returns key's last message (leader-served), or nil when the key never existed (or its
 // TTL expired): kvget.ErrNotFound becomes the nil row the store's read methods return for an
 // absent key.

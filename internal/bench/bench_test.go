@@ -34,6 +34,7 @@ func startEnv(tb testing.TB) *Env {
 // TestRunEveryCase runs every case briefly on a real mesh and checks that each reports the
 // figures it promises: rates with their raw baseline and ratio, latency percentiles, sizes.
 func TestRunEveryCase(t *testing.T) {
+	t.Parallel()
 	env := startEnv(t)
 	var log *slog.Logger
 	if testing.Verbose() {
@@ -80,6 +81,7 @@ func TestRunEveryCase(t *testing.T) {
 }
 
 func TestOnlySelectsCases(t *testing.T) {
+	t.Parallel()
 	cs, err := selected(Options{Only: []string{"multicast/1x10", "dm"}})
 	if err != nil {
 		t.Fatal(err)

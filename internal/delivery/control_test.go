@@ -20,6 +20,7 @@ import (
 // is refused for good; a join cut short by the daemon stopping is to be retried, and the SDK's
 // Join hands that refusal over in JoinResult.BackstopErr.
 func TestControlRefusalsCarryTheirCode(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	var hold atomic.Bool

@@ -142,6 +142,7 @@ func inboxDrained(t *testing.T, m *meshtest.Mesh) {
 }
 
 func TestDurableChannelBackstop(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	runDaemon(t, m, "delivery")
 	ctx := t.Context()
@@ -198,6 +199,7 @@ func TestDurableChannelBackstop(t *testing.T) {
 }
 
 func TestLeaveAndRevocationStopTheBackstop(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	runDaemon(t, m, "delivery")
 	ctx := t.Context()
@@ -251,6 +253,7 @@ func TestLeaveAndRevocationStopTheBackstop(t *testing.T) {
 }
 
 func TestMentionReachesOnlyAnAuthorisedTarget(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	runDaemon(t, m, "delivery")
 	ctx := t.Context()
@@ -281,6 +284,7 @@ func TestMentionReachesOnlyAnAuthorisedTarget(t *testing.T) {
 }
 
 func TestDaemonKilledStandbyTakesOver(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	_, kill := runDaemon(t, m, "first")
@@ -332,6 +336,7 @@ func ptr[T any](v T) *T { return &v }
 // TestLivenessVerdicts: the delivery plane answers bound while the daemon holds a ready lease,
 // stale once the lease names another incarnation, and nobody answers (unbound) without a daemon.
 func TestLivenessVerdicts(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	probe := connect(t, m, m.AgentCred(t, ledger.Request{Name: "prober"}).Creds, nil)
@@ -405,6 +410,7 @@ func control(ctx context.Context, nc *nats.Conn, sp wire.Space, me wire.Principa
 // and a durableJoin each block until their context ends and then until the test lets them
 // go; Run must not return before that, and no handler may run once it has.
 func TestStopDrainsHandlers(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	var running, atReturn atomic.Int32
@@ -503,6 +509,7 @@ func TestStopDrainsHandlers(t *testing.T) {
 // TestSlowJoinsDoNotBlockControl: eight durableJoins stuck in their catch-up do not hold up a
 // listMemberships, and a request finding the join queue full is told at once to retry.
 func TestSlowJoinsDoNotBlockControl(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	var joins atomic.Int32

@@ -19,6 +19,7 @@ import (
 // valid row back, at a new revision. The daemon's next renewal finds its own row there and keeps
 // the lease, instead of standing by until the lease lapses.
 func TestLeaseSurvivesARepair(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	c := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileDelivery, Name: "keeper"}))

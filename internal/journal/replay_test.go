@@ -58,6 +58,7 @@ func step(run string, n int) string {
 }
 
 func TestReplay(t *testing.T) {
+	t.Parallel()
 	js := openJS(t)
 	ctx := t.Context()
 	seq := appendRecord(t, js, "r-1", 0, activation("r-1", 0))
@@ -85,6 +86,7 @@ func TestReplay(t *testing.T) {
 }
 
 func TestReplayRefusesABrokenJournal(t *testing.T) {
+	t.Parallel()
 	js := openJS(t)
 	i := 0
 	for name, records := range map[string][]string{

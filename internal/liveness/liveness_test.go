@@ -16,6 +16,7 @@ import (
 )
 
 func TestProbeVerdicts(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	agentCred := m.AgentCred(t, ledger.Request{Name: "alice"})
@@ -74,6 +75,7 @@ func TestProbeVerdicts(t *testing.T) {
 // TestResponderAnswersOnlyTheBoundReply shows a probe whose reply subject is not under the
 // request's .reply. leaf gets no answer: the responder will not be aimed elsewhere.
 func TestResponderAnswersOnlyTheBoundReply(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	supervisor := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileSupervisor, Name: "manager"}))
 	answered := make(chan struct{}, 4)

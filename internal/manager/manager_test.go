@@ -164,6 +164,7 @@ func mustPrincipal(t *testing.T, s string) wire.Principal {
 // TestSpawnedAgentJoinsAndIsRetired: a spawned harness appears on the mesh and posts, and once it
 // exits its credential and durables are gone.
 func TestSpawnedAgentJoinsAndIsRetired(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var mu sync.Mutex
 	var got []string
@@ -204,6 +205,7 @@ func TestSpawnedAgentJoinsAndIsRetired(t *testing.T) {
 // TestRestartEscalation: a harness that keeps crashing is restarted three times, then escalated
 // and retired.
 func TestRestartEscalation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.spawn(t, "crasher", "crash")
 	st := f.wait(t, "crasher")
@@ -216,6 +218,7 @@ func TestRestartEscalation(t *testing.T) {
 // TestStop: Stop ends a running agent gracefully and retires it; a name still running cannot be
 // spawned twice.
 func TestStop(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.spawn(t, "sleeper", "sleep")
 	if _, err := f.sup.Spawn(t.Context(), manager.Spec{Name: "sleeper", Command: []string{os.Args[0]}}); err == nil {
@@ -289,6 +292,7 @@ func TestHarnessPresets(t *testing.T) {
 // is issued for it. The winner is stopped and retired before the next try, which spawns the
 // name again: a finished agent's name is free.
 func TestConcurrentSpawnOneWinner(t *testing.T) {
+	t.Parallel()
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Skip("no sleep command to run as the agent")
@@ -343,6 +347,7 @@ func TestConcurrentSpawnOneWinner(t *testing.T) {
 // refused with the already-exists code; Close ends a request still being read, answers one
 // waiting on an agent once it has stopped that agent, stops accepting, and honours its ctx.
 func TestControlSocketAndClose(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *manager.Config) { c.StopGrace = 100 * time.Millisecond })
 	sock := filepath.Join(t.TempDir(), "m.sock")
 	ln, err := manager.Listen(sock)

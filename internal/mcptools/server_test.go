@@ -113,6 +113,7 @@ func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any,
 
 // TestMCPExchange drives the tools through a whole exchange with two SDK agents.
 func TestMCPExchange(t *testing.T) {
+	t.Parallel()
 	m := meshtest.Start(t)
 	bob, carol := &peer{}, &peer{}
 	bob.c = connect(t, m, ledger.Request{Name: "bob", Subscribe: []string{"general"}, AllowPublish: []string{"general"}, Role: "reviewer"}, bob.handle, "general")

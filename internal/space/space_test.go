@@ -35,6 +35,7 @@ var durable = wire.ChannelDefaults{Replay: ptr(true), DeliveryClass: wire.ClassD
 func ptr[T any](v T) *T { return &v }
 
 func TestProvisionCreatesTheContract(t *testing.T) {
+	t.Parallel()
 	js := openJS(t)
 	ctx := t.Context()
 	rep, err := space.Provision(ctx, js, "main", durable)
@@ -100,6 +101,7 @@ func TestProvisionCreatesTheContract(t *testing.T) {
 }
 
 func TestProvisionReportsDriftAndKeepsData(t *testing.T) {
+	t.Parallel()
 	js := openJS(t)
 	ctx := t.Context()
 	drifted := jetstream.StreamConfig{Name: "CHAT_main", Subjects: []string{"cotal.main.chat.>"}, MaxMsgsPerSubject: 500, Storage: jetstream.FileStorage}
@@ -139,6 +141,7 @@ func TestProvisionReportsDriftAndKeepsData(t *testing.T) {
 }
 
 func TestProvisionReconcilesTTL(t *testing.T) {
+	t.Parallel()
 	js := openJS(t)
 	ctx := t.Context()
 	old := jetstream.StreamConfig{
@@ -166,6 +169,7 @@ func TestProvisionReconcilesTTL(t *testing.T) {
 }
 
 func TestProvisionKeepsExistingDefaults(t *testing.T) {
+	t.Parallel()
 	js := openJS(t)
 	ctx := t.Context()
 	if _, err := space.Provision(ctx, js, "main", wire.ChannelDefaults{DeliveryClass: wire.ClassLive}); err != nil {
@@ -200,6 +204,7 @@ func TestProvisionKeepsExistingDefaults(t *testing.T) {
 }
 
 func TestProvisionAgentDurables(t *testing.T) {
+	t.Parallel()
 	js := openJS(t)
 	ctx := t.Context()
 	sp := wire.Space("main")
