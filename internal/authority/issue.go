@@ -135,6 +135,57 @@ func (s *AuthStore) stage(ctx context.Context, keys *SpaceKeys, req MintRequest,
 	return row, rev, true, user, nil
 }
 
+// Renew renews an active credential in place: its row gets a fresh JWT for the same user key,
+// with the same permissions, issued now and living life, so a holder renews without changing
+// its key, its inbox or its connection's subscriptions. Like an issue it goes through the
+// lifecycle's gate, which must be open, and commits by rewriting the gate; a revocation or a
+// retirement that lands first wins (ErrConflict, or the row is no longer active). The JWT it
+// replaces is not revoked: it carries the same key, and expires on its own.
+func (s *AuthStore) Renew(ctx context.Context, keys *SpaceKeys, uid wire.LifecycleUID, credentialID string, life time.Duration) (*Credential, error) {
+	if keys.Space != s.space {
+		return nil, fmt.Errorf("renew: keys of space %s for the auth store of %s", keys.Space, s.space)
+	}
+	if life <= 0 {
+		return nil, fmt.Errorf("renew %s: the lifetime must be positive, not %s", credentialID, life)
+	}
+	og, err := s.ObserveGate(ctx, uid)
+	if err != nil {
+		return nil, err
+	}
+	if og == nil || og.Row.State != GateOpen {
+		return nil, fmt.Errorf("renew %s of lifecycle %s: %w: its gate is not open", credentialID, uid, ErrConflict)
+	}
+	row, rev, err := s.credential(ctx, uid, credentialID)
+	if err != nil {
+		return nil, err
+	}
+	if row == nil || row.State != CredActive {
+		return nil, fmt.Errorf("renew %s of lifecycle %s: %w: it is not an active credential", credentialID, uid, ErrConflict)
+	}
+	user, err := keys.userKeyFor(credentialID)
+	if err != nil {
+		return nil, err
+	}
+	claims, err := jwt.DecodeUserClaims(row.JWT)
+	if err != nil {
+		return nil, fmt.Errorf("%w: credential %s: %v", ErrCorrupt, credentialID, err)
+	}
+	now := time.Now()
+	claims.IssuedAt, claims.Expires = now.Unix(), now.Add(life).Unix()
+	if row.JWT, err = claims.Encode(keys.signing); err != nil {
+		return nil, fmt.Errorf("renew %s: sign: %w", credentialID, err)
+	}
+	row.IssuedAt, row.ExpiresAt = wire.MillisOf(now), wire.MillisOf(time.Unix(claims.Expires, 0))
+	raw, _ := json.Marshal(row) // always encodes
+	if _, err := s.write(ctx, keyCred+string(uid)+"."+credentialID, raw, rev, credTTL(row)); err != nil {
+		return nil, fmt.Errorf("renew %s: %w", credentialID, err)
+	}
+	if err := s.touchGate(ctx, uid, og); err != nil {
+		return nil, fmt.Errorf("commit the renewal of %s: %w", credentialID, err)
+	}
+	return release(row, user)
+}
+
 // release builds the creds of a committed row: its JWT and the derived seed.
 func release(row *CredentialRow, user nkeys.KeyPair) (*Credential, error) {
 	if mustPublic(user) != row.UserKey {
@@ -152,7 +203,7 @@ func release(row *CredentialRow, user nkeys.KeyPair) (*Credential, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Credential{Profile: row.Profile, Principal: p, LifecycleUID: row.LifecycleUID, PublicKey: row.UserKey, JWT: row.JWT, Creds: creds}
+	c := &Credential{Profile: row.Profile, Principal: p, LifecycleUID: row.LifecycleUID, CredentialID: row.CredentialID, PublicKey: row.UserKey, JWT: row.JWT, Creds: creds}
 	if row.ExpiresAt != 0 {
 		c.Expires = row.ExpiresAt.Time()
 	}

@@ -466,9 +466,9 @@ func (s *AuthStore) revokeRow(ctx context.Context, uid wire.LifecycleUID, creden
 	return row, nil
 }
 
-// Evictor makes the broker refuse the given user keys and returns only once none of their
+// EvictKeys makes the broker refuse the given user keys and returns only once none of their
 // connections is left, or fails.
-type Evictor func(ctx context.Context, userKeys []string) error
+type EvictKeys func(ctx context.Context, userKeys []string) error
 
 // Takeover runs the takeover barrier on a lifecycle whose process is being replaced (SPEC
 // §13.1), in this order: freeze the gate (no credential commits from here on); revoke every
@@ -476,7 +476,7 @@ type Evictor func(ctx context.Context, userKeys []string) error
 // alias head to the next process epoch by CAS; reopen the gate at that epoch. It returns the new
 // epoch. A barrier that stopped part way resumes when run again with the same opID; a gate
 // frozen by another operation is ErrConflict.
-func (s *AuthStore) Takeover(ctx context.Context, l wire.Lifecycle, opID string, evict Evictor) (int64, error) {
+func (s *AuthStore) Takeover(ctx context.Context, l wire.Lifecycle, opID string, evict EvictKeys) (int64, error) {
 	og, err := s.ObserveGate(ctx, l.UID)
 	if err != nil {
 		return 0, err

@@ -41,6 +41,8 @@ type Credential struct {
 	Profile      Profile
 	Principal    wire.Principal
 	LifecycleUID wire.LifecycleUID
+	// CredentialID names the credential's ledger row; empty for a credential minted without one.
+	CredentialID string
 	// PublicKey is the user nkey, which is also the connection id of its inbox grant.
 	PublicKey string
 	JWT       string

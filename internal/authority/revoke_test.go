@@ -40,7 +40,7 @@ func TestRevokedCredentialIsRefusedByTheBroker(t *testing.T) {
 	if credID == "" {
 		t.Fatalf("alice's credential has no ledger row: %+v", rows)
 	}
-	row, err := m.Ledger("").Revoke(ctx, aliceCred.LifecycleUID, credID)
+	row, err := m.Ledger("").Revoke(ctx, aliceCred.LifecycleUID, credID, "revoked by the operator")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestServiceCredentialsHaveRows(t *testing.T) {
 	if n != 2 || id == "" {
 		t.Fatalf("%d ledger rows for the watcher's 2 credentials", n)
 	}
-	if _, err := m.Ledger("").Revoke(ctx, creds[0].LifecycleUID, id); err != nil {
+	if _, err := m.Ledger("").Revoke(ctx, creds[0].LifecycleUID, id, "revoked by the operator"); err != nil {
 		t.Fatal(err)
 	}
 	if nc, err := dial.As(ctx, m.URL(), creds[0], nats.NoReconnect()); err == nil {

@@ -20,21 +20,25 @@ import (
 // short-lived connection may trip refusals it does not care about (an ordered consumer cleaning
 // itself up without the grant to).
 func As(ctx context.Context, url string, cred *authority.Credential, opts ...nats.Option) (*nats.Conn, error) {
+	base, err := credOptions(cred, func() (string, error) { return cred.JWT, nil })
+	if err != nil {
+		return nil, err
+	}
+	return Anonymous(ctx, url, append(base, opts...)...)
+}
+
+// credOptions are the options of a connection as cred, presenting the JWT jwtFn returns.
+func credOptions(cred *authority.Credential, jwtFn nats.UserJWTHandler) ([]nats.Option, error) {
 	kp, err := jwt.ParseDecoratedUserNKey(cred.Creds)
 	if err != nil {
 		return nil, fmt.Errorf("read the seed of a %s credential: %w", cred.Profile, err)
 	}
-	seed, err := kp.Seed()
-	if err != nil {
-		return nil, fmt.Errorf("read the seed of a %s credential: %w", cred.Profile, err)
-	}
-	base := []nats.Option{
+	return []nats.Option{
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
-		nats.UserJWTAndSeed(cred.JWT, string(seed)),
+		nats.UserJWT(jwtFn, kp.Sign),
 		nats.CustomInboxPrefix(wire.ConnID(cred.PublicKey).InboxPrefix()),
 		nats.Name(cred.Principal.String()),
-	}
-	return Anonymous(ctx, url, append(base, opts...)...)
+	}, nil
 }
 
 // Anonymous connects to url with opts alone: without credentials on an open mesh, or with the

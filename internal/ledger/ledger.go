@@ -277,14 +277,28 @@ func (l *Ledger) Retire(ctx context.Context, lc wire.Lifecycle) error {
 	return errors.Join(err, l.deprovision(ctx, lc))
 }
 
-// Revoke revokes one credential of a lifecycle: its ledger row, then the broker.
-func (l *Ledger) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID string) (*authority.CredentialRow, error) {
+// Revoke revokes one credential of a lifecycle, recording reason: its ledger row, then the
+// broker.
+func (l *Ledger) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*authority.CredentialRow, error) {
 	var row *authority.CredentialRow
 	err := l.run(ctx, func(s *authority.AuthStore) (keys []string, err error) {
-		row, keys, err = s.Revoke(ctx, uid, credentialID, "revoked by the operator")
+		row, keys, err = s.Revoke(ctx, uid, credentialID, reason)
 		return keys, err
 	})
 	return row, err
+}
+
+// Renew renews cred in place for life: the same key and permissions, a fresh JWT (see
+// authority.AuthStore.Renew). The holder swaps the JWT on its connection (dial.Renewing).
+func (l *Ledger) Renew(ctx context.Context, cred *authority.Credential, life time.Duration) (*authority.Credential, error) {
+	if cred.CredentialID == "" {
+		return nil, fmt.Errorf("renew a %s credential of %s: it has no ledger row", cred.Profile, cred.Principal)
+	}
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Renew(ctx, l.keys, cred.LifecycleUID, cred.CredentialID, life)
 }
 
 // RevokeUserKey revokes the credential issued to userKey: its ledger row moves to revoked with

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/delivery"
 	"github.com/gocotal/cotal/internal/dial"
@@ -24,8 +22,11 @@ type Daemons struct {
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
 	supervisor *manager.Supervisor
-	mu         sync.Mutex
-	conns      []*nats.Conn // guarded by mu
+	// life is the lifetime of the daemons' credentials, renewed before two thirds of it.
+	life  time.Duration
+	log   *slog.Logger
+	mu    sync.Mutex
+	conns []*daemonConn // guarded by mu
 	// wardensReady has one channel per space, closed once its warden is first watching;
 	// guarded by mu.
 	wardensReady []chan struct{}
@@ -39,11 +40,13 @@ const (
 )
 
 // StartDaemons starts, for every space whose ledger is given, a delivery daemon and the
-// integrity warden, each on its own least-privilege credential issued through that ledger, and
-// the session sweep on the ledger itself. Stop ends them; the ledgers stay their caller's.
-func StartDaemons(ledgers []*ledger.Ledger, log *slog.Logger) (*Daemons, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ds := &Daemons{ctx: ctx, cancel: cancel}
+// integrity warden, each on its own least-privilege credential issued through that ledger for
+// life (authority.DaemonLifetime when zero) and renewed before two thirds of it, and the session
+// sweep on the ledger itself. Stop ends them and revokes their credentials; the ledgers stay
+// their caller's.
+func StartDaemons(ledgers []*ledger.Ledger, life time.Duration, log *slog.Logger) (*Daemons, error) {
+	ds := newDaemons(life, log)
+	ctx := ds.ctx
 	for _, l := range ledgers {
 		if err := ds.startDelivery(ctx, l, log); err != nil {
 			ds.Stop()
@@ -78,28 +81,41 @@ func sweepSessions(ctx context.Context, l *ledger.Ledger, log *slog.Logger) {
 	}
 }
 
-// connect issues a credential of profile for local.<actor> through l and connects it.
-func (ds *Daemons) connect(ctx context.Context, l *ledger.Ledger, profile authority.Profile, actor string) (*nats.Conn, *authority.Credential, error) {
-	cred, err := l.Issue(ctx, ledger.Request{Profile: profile, Name: actor})
-	if err != nil {
-		return nil, nil, err
+// newDaemons returns an empty set of daemons whose credentials live life.
+func newDaemons(life time.Duration, log *slog.Logger) *Daemons {
+	if life <= 0 {
+		life = authority.DaemonLifetime
 	}
-	nc, err := dial.As(ctx, l.URL(), cred)
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Daemons{ctx: ctx, cancel: cancel, life: life, log: log}
+}
+
+// connect issues a credential of profile for local.<actor> through l, connects it and keeps it
+// renewed until the connection is dropped or the daemons stop.
+func (ds *Daemons) connect(ctx context.Context, l *ledger.Ledger, profile authority.Profile, actor string) (*daemonConn, error) {
+	cred, err := l.Issue(ctx, ledger.Request{Profile: profile, Name: actor, Expires: ds.life})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	rc, err := dial.AsRenewing(ctx, l.URL(), cred)
+	if err != nil {
+		return nil, err
+	}
+	rctx, stop := context.WithCancel(ctx)
+	dc := &daemonConn{Renewing: rc, l: l, life: ds.life, stop: stop, log: ds.log, cred: cred}
 	ds.mu.Lock()
-	ds.conns = append(ds.conns, nc)
+	ds.conns = append(ds.conns, dc)
 	ds.mu.Unlock()
-	return nc, cred, nil
+	ds.wg.Go(func() { dc.keepRenewed(rctx) })
+	return dc, nil
 }
 
 func (ds *Daemons) startDelivery(ctx context.Context, l *ledger.Ledger, log *slog.Logger) error {
-	nc, cred, err := ds.connect(ctx, l, authority.ProfileDelivery, deliveryActor)
+	dc, err := ds.connect(ctx, l, authority.ProfileDelivery, deliveryActor)
 	if err != nil {
 		return err
 	}
-	d, err := delivery.New(nc, delivery.Config{Space: l.Space(), Holder: cred.Principal.String(), Log: log})
+	d, err := delivery.New(dc.Conn, delivery.Config{Space: l.Space(), Holder: dc.current().Principal.String(), Log: log})
 	if err != nil {
 		return err
 	}
@@ -122,7 +138,7 @@ const (
 // again on a freshly issued credential, with a backoff that starts over after a run that got
 // ready.
 func (ds *Daemons) startWarden(ctx context.Context, l *ledger.Ledger, log *slog.Logger) error {
-	w, nc, err := ds.newWarden(ctx, l, log)
+	w, dc, err := ds.newWarden(ctx, l, log)
 	if err != nil {
 		return err
 	}
@@ -162,12 +178,12 @@ func (ds *Daemons) startWarden(ctx context.Context, l *ledger.Ledger, log *slog.
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, wardenBackoffMax)
-			next, nextNC, err := ds.newWarden(ctx, l, log)
+			next, nextDC, err := ds.newWarden(ctx, l, log)
 			if err != nil {
 				continue // w runs again on its old connection; a closed one stops at once
 			}
-			ds.drop(nc)
-			w, nc = next, nextNC
+			ds.drop(dc)
+			w, dc = next, nextDC
 		}
 	})
 	return nil
@@ -175,24 +191,24 @@ func (ds *Daemons) startWarden(ctx context.Context, l *ledger.Ledger, log *slog.
 
 // newWarden issues a warden credential through l, connects it and returns its warden and
 // connection. The warden revokes through l.
-func (ds *Daemons) newWarden(ctx context.Context, l *ledger.Ledger, log *slog.Logger) (*warden.Warden, *nats.Conn, error) {
-	nc, _, err := ds.connect(ctx, l, authority.ProfileWarden, wardenActor)
+func (ds *Daemons) newWarden(ctx context.Context, l *ledger.Ledger, log *slog.Logger) (*warden.Warden, *daemonConn, error) {
+	dc, err := ds.connect(ctx, l, authority.ProfileWarden, wardenActor)
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := warden.New(nc, warden.Config{Space: l.Space(), Log: log, Revoke: l.RevokeUserKey})
+	w, err := warden.New(dc.Conn, warden.Config{Space: l.Space(), Log: log, Revoke: l.RevokeUserKey})
 	if err != nil {
-		ds.drop(nc)
+		ds.drop(dc)
 		return nil, nil, err
 	}
-	return w, nc, nil
+	return w, dc, nil
 }
 
-// drop closes nc and forgets it.
-func (ds *Daemons) drop(nc *nats.Conn) {
-	nc.Close()
+// drop lets dc go: its connection closed, its credential revoked, forgotten.
+func (ds *Daemons) drop(dc *daemonConn) {
+	dc.release()
 	ds.mu.Lock()
-	ds.conns = slices.DeleteFunc(ds.conns, func(c *nats.Conn) bool { return c == nc })
+	ds.conns = slices.DeleteFunc(ds.conns, func(c *daemonConn) bool { return c == dc })
 	ds.mu.Unlock()
 }
 
@@ -222,7 +238,11 @@ func (ds *Daemons) Stop() {
 	}
 	ds.cancel()
 	ds.wg.Wait()
-	for _, nc := range ds.conns {
-		nc.Close()
+	ds.mu.Lock()
+	conns := ds.conns
+	ds.conns = nil
+	ds.mu.Unlock()
+	for _, dc := range conns {
+		dc.release()
 	}
 }

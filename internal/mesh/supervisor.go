@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
@@ -52,12 +53,12 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	if err != nil {
 		return err
 	}
-	nc, cred, err := ds.connect(ctx, l, authority.ProfileSupervisor, managerActor)
+	dc, err := ds.connect(ctx, l, authority.ProfileSupervisor, managerActor)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	lease, err := manager.HoldLease(ctx, nc, l.Space(), cred.Principal, log)
+	lease, err := manager.HoldLease(ctx, dc.Conn, l.Space(), dc.current().Principal, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -69,11 +70,11 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 }
 
 // Supervise runs a supervisor for l's space until ctx ends, then stops and retires the agents
-// it spawned: `cotal supervise`, beside a mesh started without one.
-func Supervise(ctx context.Context, d Dir, l *ledger.Ledger, log *slog.Logger) error {
-	dctx, cancel := context.WithCancel(context.Background())
-	ds := &Daemons{ctx: dctx, cancel: cancel}
-	if err := ds.startSupervisor(dctx, d, l, log); err != nil {
+// it spawned: `cotal supervise`, beside a mesh started without one. Its credential lives life
+// (authority.DaemonLifetime when zero) and is renewed before two thirds of it.
+func Supervise(ctx context.Context, d Dir, l *ledger.Ledger, life time.Duration, log *slog.Logger) error {
+	ds := newDaemons(life, log)
+	if err := ds.startSupervisor(ds.ctx, d, l, log); err != nil {
 		ds.Stop()
 		return err
 	}

@@ -41,6 +41,9 @@ type Options struct {
 	NoDaemons bool
 	// NoManager leaves out the supervisor (run `cotal supervise` beside the mesh instead).
 	NoManager bool
+	// DaemonCredentialLifetime is how long the daemons' credentials live before they are
+	// renewed (at two thirds of it); authority.DaemonLifetime when zero.
+	DaemonCredentialLifetime time.Duration
 }
 
 // AlreadyRunningError is returned by Up when the directory's mesh is already running.
@@ -77,6 +80,9 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 		if _, err := wire.ParseSpace(string(s)); err != nil {
 			return nil, err
 		}
+	}
+	if l := o.DaemonCredentialLifetime; l != 0 && l < MinDaemonLifetime {
+		return nil, fmt.Errorf("daemon credential lifetime %s: must be at least %s", l, MinDaemonLifetime)
 	}
 	if err := atomicfile.MkdirPrivate(d.Path); err != nil {
 		return nil, err
@@ -140,7 +146,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			return nil, err
 		}
 		if !o.NoDaemons {
-			if m.daemons, err = StartDaemons(m.ledgers, o.Log); err != nil {
+			if m.daemons, err = StartDaemons(m.ledgers, o.DaemonCredentialLifetime, o.Log); err != nil {
 				m.stopServer()
 				return nil, err
 			}

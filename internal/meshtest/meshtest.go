@@ -41,6 +41,11 @@ func WithDaemons() Option {
 	return func(o *mesh.Options) { o.NoDaemons = false }
 }
 
+// WithDaemonLifetime runs the daemons on credentials that live life, renewed at two thirds of it.
+func WithDaemonLifetime(life time.Duration) Option {
+	return func(o *mesh.Options) { o.DaemonCredentialLifetime = life }
+}
+
 // WithSpaces serves these spaces instead of "main".
 func WithSpaces(spaces ...wire.Space) Option {
 	return func(o *mesh.Options) { o.Spaces = spaces }

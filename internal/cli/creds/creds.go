@@ -129,7 +129,7 @@ func revokeRun(ctx context.Context, o *Options) error {
 		return fmt.Errorf("no active credential with id or actor %q (`cotal creds list` shows them)", o.Which)
 	}
 	for _, r := range targets {
-		if _, err := l.Revoke(ctx, r.LifecycleUID, r.CredentialID); err != nil {
+		if _, err := l.Revoke(ctx, r.LifecycleUID, r.CredentialID, "revoked by the operator"); err != nil {
 			return err
 		}
 		fmt.Fprintf(o.IO.Out, "revoked %s (%s): the broker refuses it and its connections are closed\n", r.CredentialID, r.Principal)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
@@ -136,6 +137,7 @@ func NewCmdStop(f *factory.Factory) *cobra.Command {
 
 // NewCmdSupervise returns the `cotal supervise` command.
 func NewCmdSupervise(f *factory.Factory) *cobra.Command {
+	var life time.Duration
 	cmd := &cobra.Command{
 		Use:   "supervise",
 		Short: "Run the supervisor beside a mesh started with `cotal up --no-manager`, until Ctrl-C",
@@ -144,6 +146,9 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 			"retires the agents it spawned.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if life < mesh.MinDaemonLifetime {
+				return &exit.UsageError{Err: fmt.Errorf("--credential-lifetime %s: must be at least %s", life, mesh.MinDaemonLifetime)}
+			}
 			d, st, sp, err := f.Mesh("the supervisor needs an authenticated mesh: it issues each agent its own credential")
 			if err != nil {
 				return err
@@ -153,10 +158,11 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(f.IO.ErrOut, "supervising space %s of %s; Ctrl-C stops\n", sp, st.URL)
-			return mesh.Supervise(cmd.Context(), d, l, slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
+			return mesh.Supervise(cmd.Context(), d, l, life, slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		},
 	}
 	cmd.Flags().StringVar(&f.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
 	cmd.Flags().StringVar(&f.Target.Space, "space", "", "the space agents are spawned into (default: the mesh's first)")
+	cmd.Flags().DurationVar(&life, "credential-lifetime", authority.DaemonLifetime, "lifetime of the supervisor's credential, renewed at two thirds of it")
 	return cmd
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/broker"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
@@ -39,6 +40,8 @@ type Options struct {
 	Verbose bool
 	// NoManager leaves the supervisor out, for `cotal supervise` to run beside the mesh.
 	NoManager bool
+	// DaemonLifetime is the lifetime of the daemons' credentials.
+	DaemonLifetime time.Duration
 }
 
 // detachWait bounds how long a detached start may take before `up` gives up on it.
@@ -73,6 +76,7 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.StringVar(&o.TLSKey, "tls-key", "", "server key file, with --tls-cert")
 	fs.BoolVar(&o.Verbose, "verbose", false, "log the broker's notices, not only its warnings")
 	fs.BoolVar(&o.NoManager, "no-manager", false, "do not run the supervisor (`cotal supervise` runs one beside the mesh)")
+	fs.DurationVar(&o.DaemonLifetime, "daemon-credential-lifetime", authority.DaemonLifetime, "lifetime of the daemons' credentials, each renewed at two thirds of it")
 	return cmd
 }
 
@@ -88,7 +92,10 @@ func (o *Options) meshOptions() (mesh.Options, error) {
 	if o.Port < 0 || o.Port > 65535 {
 		return mo, &exit.UsageError{Err: fmt.Errorf("--port %d is outside 0-65535", o.Port)}
 	}
-	mo.Host, mo.Port, mo.Open, mo.NoManager = o.Host, o.Port, o.Open, o.NoManager
+	if o.DaemonLifetime < mesh.MinDaemonLifetime {
+		return mo, &exit.UsageError{Err: fmt.Errorf("--daemon-credential-lifetime %s: must be at least %s", o.DaemonLifetime, mesh.MinDaemonLifetime)}
+	}
+	mo.Host, mo.Port, mo.Open, mo.NoManager, mo.DaemonCredentialLifetime = o.Host, o.Port, o.Open, o.NoManager, o.DaemonLifetime
 	if o.Port == 0 {
 		mo.Port = -1 // any free port
 	}
@@ -217,6 +224,7 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 	if o.NoManager {
 		args = append(args, "--no-manager")
 	}
+	args = append(args, "--daemon-credential-lifetime", o.DaemonLifetime.String())
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
