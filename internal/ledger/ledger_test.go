@@ -159,3 +159,52 @@ func TestLedgerRefusesAnotherSpace(t *testing.T) {
 		}
 	}
 }
+
+// TestRenewKeepsTheKeyAndStopsAtRevocation shows a renewal in place: the same key and row, a
+// later expiry, a JWT the broker accepts; and no renewal once the credential is revoked.
+func TestRenewKeepsTheKeyAndStopsAtRevocation(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	l := m.Ledger("")
+	cred, err := l.Issue(ctx, ledger.Request{Profile: authority.ProfileObserver, Name: "watcher", Expires: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // JWT times are whole seconds
+	next, err := l.Renew(ctx, cred, 2*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.PublicKey != cred.PublicKey || next.CredentialID != cred.CredentialID || next.JWT == cred.JWT {
+		t.Fatalf("renewal changed the key (%v) or the row (%v), or kept the JWT (%v)", next.PublicKey != cred.PublicKey, next.CredentialID != cred.CredentialID, next.JWT == cred.JWT)
+	}
+	if !next.Expires.After(cred.Expires.Add(30 * time.Minute)) {
+		t.Errorf("renewed expiry %s, first %s: not moved by the renewal", next.Expires, cred.Expires)
+	}
+	nc, err := dial.As(ctx, m.URL(), next, nats.NoReconnect())
+	if err != nil {
+		t.Fatalf("the broker refuses the renewed JWT: %v", err)
+	}
+	nc.Close()
+	if _, err := l.Revoke(ctx, cred.LifecycleUID, cred.CredentialID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Renew(ctx, next, time.Hour); !errors.Is(err, authority.ErrConflict) {
+		t.Errorf("renew a revoked credential = %v, want ErrConflict", err)
+	}
+	if nc, err := dial.As(ctx, m.URL(), next, nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Error("the broker accepts a renewed JWT of a revoked credential")
+	}
+}
+
+// TestHoldRefusesAShortLifetime shows Hold refusing a lifetime under MinHeldLifetime before
+// anything is issued.
+func TestHoldRefusesAShortLifetime(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	if _, err := m.Ledger("").Hold(t.Context(), ledger.Request{Profile: authority.ProfileDelivery, Name: "d", Expires: time.Second}, nil); err == nil {
+		t.Fatal("Hold took a one-second lifetime")
+	}
+}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/delivery"
-	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/warden"
@@ -26,7 +25,7 @@ type Daemons struct {
 	life  time.Duration
 	log   *slog.Logger
 	mu    sync.Mutex
-	conns []*daemonConn // guarded by mu
+	conns []*ledger.Held // guarded by mu
 	// wardensReady has one channel per space, closed once its warden is first watching;
 	// guarded by mu.
 	wardensReady []chan struct{}
@@ -90,24 +89,17 @@ func newDaemons(life time.Duration, log *slog.Logger) *Daemons {
 	return &Daemons{ctx: ctx, cancel: cancel, life: life, log: log}
 }
 
-// connect issues a credential of profile for local.<actor> through l, connects it and keeps it
+// connect issues a credential of profile for local.<actor> through l, connected and kept
 // renewed until the connection is dropped or the daemons stop.
-func (ds *Daemons) connect(ctx context.Context, l *ledger.Ledger, profile authority.Profile, actor string) (*daemonConn, error) {
-	cred, err := l.Issue(ctx, ledger.Request{Profile: profile, Name: actor, Expires: ds.life})
+func (ds *Daemons) connect(ctx context.Context, l *ledger.Ledger, profile authority.Profile, actor string) (*ledger.Held, error) {
+	h, err := l.Hold(ctx, ledger.Request{Profile: profile, Name: actor, Expires: ds.life}, ds.log)
 	if err != nil {
 		return nil, err
 	}
-	rc, err := dial.AsRenewing(ctx, l.URL(), cred)
-	if err != nil {
-		return nil, err
-	}
-	rctx, stop := context.WithCancel(ctx)
-	dc := &daemonConn{Renewing: rc, l: l, life: ds.life, stop: stop, log: ds.log, cred: cred}
 	ds.mu.Lock()
-	ds.conns = append(ds.conns, dc)
+	ds.conns = append(ds.conns, h)
 	ds.mu.Unlock()
-	ds.wg.Go(func() { dc.keepRenewed(rctx) })
-	return dc, nil
+	return h, nil
 }
 
 func (ds *Daemons) startDelivery(ctx context.Context, l *ledger.Ledger, log *slog.Logger) error {
@@ -115,7 +107,7 @@ func (ds *Daemons) startDelivery(ctx context.Context, l *ledger.Ledger, log *slo
 	if err != nil {
 		return err
 	}
-	d, err := delivery.New(dc.Conn, delivery.Config{Space: l.Space(), Holder: dc.current().Principal.String(), Log: log})
+	d, err := delivery.New(dc.Conn, delivery.Config{Space: l.Space(), Holder: dc.Credential().Principal.String(), Log: log})
 	if err != nil {
 		return err
 	}
@@ -191,7 +183,7 @@ func (ds *Daemons) startWarden(ctx context.Context, l *ledger.Ledger, log *slog.
 
 // newWarden issues a warden credential through l, connects it and returns its warden and
 // connection. The warden revokes through l.
-func (ds *Daemons) newWarden(ctx context.Context, l *ledger.Ledger, log *slog.Logger) (*warden.Warden, *daemonConn, error) {
+func (ds *Daemons) newWarden(ctx context.Context, l *ledger.Ledger, log *slog.Logger) (*warden.Warden, *ledger.Held, error) {
 	dc, err := ds.connect(ctx, l, authority.ProfileWarden, wardenActor)
 	if err != nil {
 		return nil, nil, err
@@ -204,12 +196,20 @@ func (ds *Daemons) newWarden(ctx context.Context, l *ledger.Ledger, log *slog.Lo
 	return w, dc, nil
 }
 
-// drop lets dc go: its connection closed, its credential revoked, forgotten.
-func (ds *Daemons) drop(dc *daemonConn) {
-	dc.release()
+// drop lets h go: its connection closed, its credential revoked, forgotten.
+func (ds *Daemons) drop(h *ledger.Held) {
+	ds.release(h)
 	ds.mu.Lock()
-	ds.conns = slices.DeleteFunc(ds.conns, func(c *daemonConn) bool { return c == dc })
+	ds.conns = slices.DeleteFunc(ds.conns, func(c *ledger.Held) bool { return c == h })
 	ds.mu.Unlock()
+}
+
+// release releases h, logging a credential it could not revoke.
+func (ds *Daemons) release(h *ledger.Held) {
+	if err := h.Release(); err != nil && ds.log != nil {
+		cred := h.Credential()
+		ds.log.Warn("revoke a stopped daemon's credential", "principal", cred.Principal, "profile", cred.Profile, "err", err)
+	}
 }
 
 // WardensReady waits until every space's warden is watching (any incarnation of it), or ctx
@@ -242,7 +242,7 @@ func (ds *Daemons) Stop() {
 	conns := ds.conns
 	ds.conns = nil
 	ds.mu.Unlock()
-	for _, dc := range conns {
-		dc.release()
+	for _, h := range conns {
+		ds.release(h)
 	}
 }

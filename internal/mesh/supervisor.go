@@ -58,7 +58,7 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 		ln.Close()
 		return err
 	}
-	lease, err := manager.HoldLease(ctx, dc.Conn, l.Space(), dc.current().Principal, log)
+	lease, err := manager.HoldLease(ctx, dc.Conn, l.Space(), dc.Credential().Principal, log)
 	if err != nil {
 		ln.Close()
 		return err

@@ -81,8 +81,8 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			return nil, err
 		}
 	}
-	if l := o.DaemonCredentialLifetime; l != 0 && l < MinDaemonLifetime {
-		return nil, fmt.Errorf("daemon credential lifetime %s: must be at least %s", l, MinDaemonLifetime)
+	if l := o.DaemonCredentialLifetime; l != 0 && l < ledger.MinHeldLifetime {
+		return nil, fmt.Errorf("daemon credential lifetime %s: must be at least %s", l, ledger.MinHeldLifetime)
 	}
 	if err := atomicfile.MkdirPrivate(d.Path); err != nil {
 		return nil, err

@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/wire"
@@ -20,6 +23,8 @@ import (
 type Options struct {
 	*factory.Factory
 	Actor string
+	// State keeps only the rows in this state: active, revoked or expired.
+	State string
 	JSON  bool
 	// Which is the actor or credential id revoke takes.
 	Which string
@@ -44,10 +49,11 @@ func NewCmdCreds(f *factory.Factory) *cobra.Command {
 	pf := cmd.PersistentFlags()
 	o.Target.Register(pf)
 	list := &cobra.Command{
-		Use: "list", Short: "List every agent credential in the ledger", Args: cobra.NoArgs,
+		Use: "list", Short: "List the credentials in the ledger, of every profile", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return listRun(cmd.Context(), o) },
 	}
 	list.Flags().StringVar(&o.Actor, "actor", "", "only this actor's credentials")
+	list.Flags().StringVar(&o.State, "state", "", fmt.Sprintf("only credentials in this state, one of %q", states))
 	list.Flags().BoolVar(&o.JSON, "json", false, "print the list as JSON")
 	revoke := &cobra.Command{
 		Use:   "revoke ACTOR|CREDENTIAL_ID",
@@ -84,19 +90,42 @@ func ledgerRows(ctx context.Context, o *Options) ([]authority.CredentialRow, *le
 	return list, l, nil
 }
 
+// expired is the state shown for an active row past its expiry, which the bucket has not yet
+// dropped: the broker refuses the credential already.
+const expired = "expired"
+
+// states are the states `creds list --state` takes.
+var states = []string{string(authority.CredActive), string(authority.CredRevoked), expired}
+
+// stateOf returns the state a row is shown in at now.
+func stateOf(r authority.CredentialRow, now time.Time) string {
+	if r.State == authority.CredActive && r.ExpiresAt != 0 && !r.ExpiresAt.Time().After(now) {
+		return expired
+	}
+	return string(r.State)
+}
+
 func listRun(ctx context.Context, o *Options) error {
+	if o.State != "" && !slices.Contains(states, o.State) {
+		return &exit.UsageError{Err: fmt.Errorf("--state %q: must be one of %q", o.State, states)}
+	}
 	list, _, err := ledgerRows(ctx, o)
 	if err != nil {
 		return err
 	}
+	now := o.Now()
 	out := []Row{}
 	for _, r := range list {
 		if o.Actor != "" && r.Principal != wire.DevOwner+"."+o.Actor {
 			continue
 		}
+		state := stateOf(r, now)
+		if o.State != "" && state != o.State {
+			continue
+		}
 		out = append(out, Row{
 			Principal: r.Principal, LifecycleUID: string(r.LifecycleUID), CredentialID: r.CredentialID, Profile: string(r.Profile),
-			State: string(r.State), UserKey: r.UserKey, IssuedAt: int64(r.IssuedAt), ExpiresAt: int64(r.ExpiresAt),
+			State: state, UserKey: r.UserKey, IssuedAt: int64(r.IssuedAt), ExpiresAt: int64(r.ExpiresAt),
 		})
 	}
 	if o.JSON {

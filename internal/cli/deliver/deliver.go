@@ -6,14 +6,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/agentflags"
+	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/delivery"
-	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 )
 
@@ -21,6 +22,8 @@ import (
 type Options struct {
 	*factory.Factory
 	Name string
+	// Lifetime is the lifetime of the daemon's credential, renewed at two thirds of it.
+	Lifetime time.Duration
 }
 
 // NewCmdDeliver returns the `cotal deliver` command.
@@ -37,6 +40,7 @@ func NewCmdDeliver(f *factory.Factory) *cobra.Command {
 	}
 	o.Target.Register(cmd.Flags())
 	cmd.Flags().StringVar(&o.Name, "name", "delivery", "the daemon's actor name")
+	cmd.Flags().DurationVar(&o.Lifetime, "credential-lifetime", authority.DaemonLifetime, "lifetime of the daemon's credential, renewed at two thirds of it")
 	return cmd
 }
 
@@ -44,7 +48,10 @@ func deliverRun(ctx context.Context, o *Options) error {
 	if err := agentflags.ValidName("--name", o.Name); err != nil {
 		return err
 	}
-	_, st, sp, err := o.Mesh("an open mesh has no delivery daemon: durable delivery needs authentication")
+	if o.Lifetime < ledger.MinHeldLifetime {
+		return &exit.UsageError{Err: fmt.Errorf("--credential-lifetime %s: must be at least %s", o.Lifetime, ledger.MinHeldLifetime)}
+	}
+	_, _, sp, err := o.Mesh("an open mesh has no delivery daemon: durable delivery needs authentication")
 	if err != nil {
 		return err
 	}
@@ -52,17 +59,18 @@ func deliverRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	cred, err := l.Issue(ctx, ledger.Request{Profile: authority.ProfileDelivery, Name: o.Name})
-	if err != nil {
-		return err
-	}
-	nc, err := dial.As(ctx, st.URL, cred)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	log := slog.New(slog.NewTextHandler(o.IO.ErrOut, nil))
-	daemon, err := delivery.New(nc, delivery.Config{Space: sp, Holder: cred.Principal.String(), Log: log})
+	h, err := l.Hold(ctx, ledger.Request{Profile: authority.ProfileDelivery, Name: o.Name, Expires: o.Lifetime}, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := h.Release(); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "revoke the daemon's credential: %v\n", err)
+		}
+	}()
+	cred := h.Credential()
+	daemon, err := delivery.New(h.Conn, delivery.Config{Space: sp, Holder: cred.Principal.String(), Log: log})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,14 @@ type Factory struct {
 
 	mu      sync.Mutex
 	ledgers map[wire.Space]*ledger.Ledger // guarded by mu; opened by Ledger, closed by Close
+	// oneShots are the credentials the run issued for itself, let go by Close; guarded by mu.
+	oneShots []oneShot
+}
+
+// oneShot is a credential a command issued for itself, with the ledger that issued it.
+type oneShot struct {
+	l    *ledger.Ledger
+	cred *authority.Credential
 }
 
 // New returns a factory on io with the system clock.
@@ -89,14 +97,37 @@ func (f *Factory) Ledger(ctx context.Context, sp wire.Space) (*ledger.Ledger, er
 	return l, nil
 }
 
-// Close closes what the factory opened.
+// releaseWait bounds how long Close takes to let the run's own credentials go.
+const releaseWait = 15 * time.Second
+
+// Close lets go of the credentials the run issued for itself, so a command leaves no active
+// row behind (an agent's lifecycle is retired, any other credential revoked, and the broker
+// refuses both from then on), then closes the ledgers. The command's connections must be closed
+// by then. A failure is reported on ErrOut: the credential still expires on its own.
 func (f *Factory) Close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+	defer cancel()
+	for _, o := range f.oneShots {
+		if err := o.release(ctx); err != nil {
+			fmt.Fprintf(f.IO.ErrOut, "let go of the command's %s credential: %v\n", o.cred.Profile, err)
+		}
+	}
+	f.oneShots = nil
 	for _, l := range f.ledgers {
 		l.Close()
 	}
 	f.ledgers = nil
+}
+
+// release retires a one-shot agent's lifecycle, or revokes any other one-shot credential.
+func (o oneShot) release(ctx context.Context) error {
+	if o.cred.Profile == authority.ProfileAgent {
+		return o.l.Retire(ctx, wire.Lifecycle{Principal: o.cred.Principal, UID: o.cred.LifecycleUID})
+	}
+	_, err := o.l.Revoke(ctx, o.cred.LifecycleUID, o.cred.CredentialID, "the command that issued it ended")
+	return err
 }
 
 // oneShotAgent is the lifetime of an agent credential the CLI issues for one command.
@@ -124,7 +155,13 @@ func (f *Factory) issueOneShot(ctx context.Context, sp wire.Space, profile autho
 		req.Expires = oneShotAgent // a one-shot agent (to probe liveness, say) lives a minute, as does its row
 	}
 	cred, err := l.Issue(ctx, req)
-	return cred, st, sp, err
+	if err != nil {
+		return nil, nil, "", err
+	}
+	f.mu.Lock()
+	f.oneShots = append(f.oneShots, oneShot{l: l, cred: cred})
+	f.mu.Unlock()
+	return cred, st, sp, nil
 }
 
 // Client connects an SDK client to space sp of the running mesh (the space Target names when

@@ -17,6 +17,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 )
@@ -146,8 +147,8 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 			"retires the agents it spawned.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if life < mesh.MinDaemonLifetime {
-				return &exit.UsageError{Err: fmt.Errorf("--credential-lifetime %s: must be at least %s", life, mesh.MinDaemonLifetime)}
+			if life < ledger.MinHeldLifetime {
+				return &exit.UsageError{Err: fmt.Errorf("--credential-lifetime %s: must be at least %s", life, ledger.MinHeldLifetime)}
 			}
 			d, st, sp, err := f.Mesh("the supervisor needs an authenticated mesh: it issues each agent its own credential")
 			if err != nil {

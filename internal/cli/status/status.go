@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -44,6 +46,39 @@ type SpaceStatus struct {
 	Streams     []StreamStatus `json:"streams"`
 	// Planes are the liveness verdicts of the space's daemons, by plane, as a peer probes them.
 	Planes map[wire.Plane]wire.ResponderState `json:"planes,omitempty"`
+	// Daemons are the active credentials of the space's daemons (delivery, warden, supervisor),
+	// each renewed before two thirds of its lifetime; one expiring soon means renewals fail.
+	Daemons []DaemonCredential `json:"daemonCredentials,omitempty"`
+}
+
+// DaemonCredential is one daemon's credential in the report.
+type DaemonCredential struct {
+	Principal string    `json:"principal"`
+	Profile   string    `json:"profile"`
+	Expires   time.Time `json:"expires"`
+}
+
+// daemonProfiles are the profiles whose credentials the report lists.
+var daemonProfiles = []authority.Profile{authority.ProfileDelivery, authority.ProfileWarden, authority.ProfileSupervisor}
+
+// daemonCredentials lists the active, expiring credentials of the daemon profiles in sp's ledger.
+func daemonCredentials(ctx context.Context, o *Options, sp wire.Space) ([]DaemonCredential, error) {
+	l, err := o.Ledger(ctx, sp)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := l.Credentials(ctx)
+	if err != nil && !errors.Is(err, authority.ErrCorrupt) { // corrupt rows are `cotal doctor auth`'s
+		return nil, err
+	}
+	var out []DaemonCredential
+	for _, r := range rows {
+		if r.State == authority.CredActive && r.ExpiresAt != 0 && slices.Contains(daemonProfiles, r.Profile) {
+			out = append(out, DaemonCredential{Principal: r.Principal, Profile: string(r.Profile), Expires: r.ExpiresAt.Time().UTC()})
+		}
+	}
+	slices.SortFunc(out, func(a, b DaemonCredential) int { return strings.Compare(a.Profile+a.Principal, b.Profile+b.Principal) })
+	return out, nil
 }
 
 // StreamStatus is one stream or bucket: Missing when the space lacks it.
@@ -143,6 +178,9 @@ func inspect(ctx context.Context, o *Options, st *mesh.State, rep *Report) error
 			if ss.Planes, err = probePlanes(ctx, o, sp); err != nil {
 				return err
 			}
+			if ss.Daemons, err = daemonCredentials(ctx, o, sp); err != nil {
+				return err
+			}
 		}
 		rep.Spaces = append(rep.Spaces, ss)
 	}
@@ -202,6 +240,9 @@ func render(o *Options, rep *Report) error {
 			if v, ok := s.Planes[plane]; ok {
 				fmt.Fprintf(o.IO.Out, "  %s plane: %s\n", plane, v)
 			}
+		}
+		for _, d := range s.Daemons {
+			fmt.Fprintf(o.IO.Out, "  %s credential of %s expires %s (in %s)\n", d.Profile, d.Principal, d.Expires.Format(time.RFC3339), d.Expires.Sub(o.Now()).Round(time.Second))
 		}
 	}
 	return nil

@@ -22,6 +22,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
@@ -92,8 +93,8 @@ func (o *Options) meshOptions() (mesh.Options, error) {
 	if o.Port < 0 || o.Port > 65535 {
 		return mo, &exit.UsageError{Err: fmt.Errorf("--port %d is outside 0-65535", o.Port)}
 	}
-	if o.DaemonLifetime < mesh.MinDaemonLifetime {
-		return mo, &exit.UsageError{Err: fmt.Errorf("--daemon-credential-lifetime %s: must be at least %s", o.DaemonLifetime, mesh.MinDaemonLifetime)}
+	if o.DaemonLifetime < ledger.MinHeldLifetime {
+		return mo, &exit.UsageError{Err: fmt.Errorf("--daemon-credential-lifetime %s: must be at least %s", o.DaemonLifetime, ledger.MinHeldLifetime)}
 	}
 	mo.Host, mo.Port, mo.Open, mo.NoManager, mo.DaemonCredentialLifetime = o.Host, o.Port, o.Open, o.NoManager, o.DaemonLifetime
 	if o.Port == 0 {

@@ -1,0 +1,117 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+)
+
+// MinHeldLifetime is the shortest credential lifetime Hold accepts: the credential is renewed at
+// two thirds of it, and a renewal takes a reconnect.
+const MinHeldLifetime = 10 * time.Second
+
+// renewRetry bounds the wait before a failed renewal is tried again.
+const renewRetry = 10 * time.Second
+
+// releaseWait bounds how long Release takes to revoke the credential.
+const releaseWait = 15 * time.Second
+
+// Held is a connection on a credential the ledger issued for a long-running holder (a daemon,
+// the supervisor): the credential is renewed in place before two thirds of its lifetime, so the
+// connection's subscriptions and consumers outlive any one JWT, and it is revoked on Release.
+type Held struct {
+	*dial.Renewing
+	l    *Ledger
+	life time.Duration
+	log  *slog.Logger
+	stop context.CancelFunc
+	done chan struct{}
+
+	mu   sync.Mutex
+	cred *authority.Credential // guarded by mu: the last renewal
+}
+
+// Hold issues a credential for req, whose Expires is its lifetime (at least MinHeldLifetime),
+// connects it and keeps it renewed until Release. A renewal that fails is logged on log (which
+// may be nil) and tried again until the credential expires; the broker then closes the
+// connection, and its holder stops as it would on any lost connection.
+func (l *Ledger) Hold(ctx context.Context, req Request, log *slog.Logger) (*Held, error) {
+	if req.Expires < MinHeldLifetime {
+		return nil, fmt.Errorf("hold a %s credential for %s: its lifetime %s must be at least %s", req.Profile, req.Name, req.Expires, MinHeldLifetime)
+	}
+	cred, err := l.Issue(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := dial.AsRenewing(ctx, l.URL(), cred)
+	if err != nil {
+		return nil, err
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	h := &Held{Renewing: rc, l: l, life: req.Expires, log: log, stop: stop, done: make(chan struct{}), cred: cred}
+	go h.keepRenewed(rctx)
+	return h, nil
+}
+
+// Credential returns the credential as last renewed.
+func (h *Held) Credential() *authority.Credential {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cred
+}
+
+// renewAt returns when a credential of lifetime life that expires at exp is renewed: once two
+// thirds of its lifetime have passed.
+func renewAt(exp time.Time, life time.Duration) time.Time { return exp.Add(-life / 3) }
+
+// keepRenewed renews the credential until ctx ends.
+func (h *Held) keepRenewed(ctx context.Context) {
+	defer close(h.done)
+	retry := min(renewRetry, h.life/10)
+	for {
+		cred := h.Credential()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(renewAt(cred.Expires, h.life))):
+		}
+		for {
+			next, err := h.l.Renew(ctx, cred, h.life)
+			if err == nil {
+				h.mu.Lock()
+				h.cred = next // the row holds the new JWT whether or not the reconnect finishes
+				h.mu.Unlock()
+				err = h.Renew(ctx, next)
+			}
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			if h.log != nil {
+				h.log.Warn("renew a held credential", "principal", cred.Principal, "profile", cred.Profile, "expires", cred.Expires, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(retry):
+			}
+		}
+	}
+}
+
+// Release stops the renewals, closes the connection and revokes the credential, which no process
+// holds any more. A failed revocation is returned; the credential still expires on its own.
+func (h *Held) Release() error {
+	h.stop()
+	<-h.done
+	h.Close()
+	cred := h.Credential()
+	ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+	defer cancel()
+	_, err := h.l.Revoke(ctx, cred.LifecycleUID, cred.CredentialID, "its holder stopped")
+	return err
+}
