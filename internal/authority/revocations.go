@@ -66,6 +66,31 @@ func (k *Keyring) Revoke(space wire.Space, userKeys ...string) error {
 	return atomicfile.Write(k.revocationsPath(space), append(raw, '\n'), 0o600)
 }
 
+// PruneRevocations drops the revocations drop names, given each user key and when it was
+// revoked, and returns how many it dropped. The account JWT rendered from then on carries the
+// shorter list; pushing it to a running broker is the caller's step.
+func (k *Keyring) PruneRevocations(space wire.Space, drop func(userKey string, revokedAt time.Time) bool) (int, error) {
+	list, err := k.Revocations(space)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for u, at := range list {
+		if drop(u, time.Unix(at, 0)) {
+			delete(list, u)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	raw, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return 0, err
+	}
+	return n, atomicfile.Write(k.revocationsPath(space), append(raw, '\n'), 0o600)
+}
+
 // MintSystemUser mints a user of the system account, for the $SYS requests only the authority
 // makes (pushing account updates, listing connections). It is signed by the system account key,
 // short-lived, and never handed to an agent.

@@ -190,6 +190,8 @@ func (r SessionRequest) validate(now time.Time) error {
 type ObservedSession struct {
 	Row      SessionRow
 	Revision uint64
+	// Written is when the row was last written: for a terminal row, when the session ended.
+	Written time.Time
 }
 
 // Session reads session.<sessionId>; nil when there is none.
@@ -212,7 +214,7 @@ func (s *AuthStore) readSession(ctx context.Context, key string) (*ObservedSessi
 	if err := row.validate(key); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 	}
-	return &ObservedSession{Row: row, Revision: r.Revision}, nil
+	return &ObservedSession{Row: row, Revision: r.Revision, Written: r.Written}, nil
 }
 
 // moveSession rewrites a session row at its observed revision, along the state grammar.
@@ -628,6 +630,61 @@ func (s *AuthStore) SweepSessions(ctx context.Context, now time.Time) (*SweepRes
 		res.Acted++
 	}
 	return res, nil
+}
+
+// PruneSessions removes the rows of sessions that ended at least retention ago and whose halves'
+// revocations both completed, with their stage pins: what SPEC §13.8 keeps for the idempotency
+// horizon (retention) and no longer. It returns how many sessions it removed; a row it cannot
+// read or remove is reported in the joined error and left for the next pass.
+func (s *AuthStore) PruneSessions(ctx context.Context, now time.Time, retention time.Duration) (int, error) {
+	keys, err := s.keys(ctx, keySession+"*")
+	if err != nil {
+		return 0, fmt.Errorf("list sessions: %w", err)
+	}
+	var errs []error
+	pruned := 0
+	for _, key := range keys {
+		os, err := s.readSession(ctx, key)
+		if err != nil || os == nil {
+			if err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		row := os.Row
+		if !row.State.Terminal() || !row.Revoked.Caller || !row.Revoked.Serving || now.Sub(os.Written) < retention {
+			continue
+		}
+		if err := s.removeStagePins(ctx, row.SessionID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := s.prune(ctx, key, os.Revision); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		pruned++
+	}
+	return pruned, errors.Join(errs...)
+}
+
+// removeStagePins removes the stage pins of a session's two halves; a pin already gone is not an
+// error.
+func (s *AuthStore) removeStagePins(ctx context.Context, sessionID string) error {
+	for _, p := range []sessionParty{partyCaller, partyServing} {
+		key := keyStageSession + sessionID + "." + string(p)
+		r, err := s.readNeverDeleted(ctx, key)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			continue
+		}
+		if err := s.prune(ctx, key, r.Revision); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sessionsOf returns the session ids a credential row's source chain names.

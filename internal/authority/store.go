@@ -112,11 +112,29 @@ func (s *AuthStore) write(ctx context.Context, key string, value []byte, rev uin
 
 // remove deletes key if its last revision is still rev.
 func (s *AuthStore) remove(ctx context.Context, key string, rev uint64) error {
+	return s.purge(ctx, key, rev, 0)
+}
+
+// prunedMarkerTTL is how long the marker of a pruned row stays: until then a read of the key
+// finds a delete marker on a row that is otherwise never deleted, and reports it corrupt.
+const prunedMarkerTTL = 5 * time.Second
+
+// prune removes key (at revision rev) for good: its purge marker itself expires after
+// prunedMarkerTTL, so the key is gone from the bucket.
+func (s *AuthStore) prune(ctx context.Context, key string, rev uint64) error {
+	return s.purge(ctx, key, rev, prunedMarkerTTL)
+}
+
+// purge rolls key's history up into a purge marker if its last revision is still rev; a
+// positive markerTTL expires the marker too.
+func (s *AuthStore) purge(ctx context.Context, key string, rev uint64, markerTTL time.Duration) error {
 	msg := nats.NewMsg(s.bucket.Subject(key))
 	msg.Header.Set(jsapi.KVOperation, jsapi.KVPurge)
-	msg.Header.Set("Nats-Rollup", "sub")
-	_, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev))
-	if err != nil {
+	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	if markerTTL > 0 {
+		msg.Header.Set(jetstream.MsgTTLHeader, strconv.Itoa(int(markerTTL.Seconds()))+"s")
+	}
+	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev)); err != nil {
 		return fmt.Errorf("remove %s: %w", key, err)
 	}
 	return nil

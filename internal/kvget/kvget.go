@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,6 +27,8 @@ type Entry struct {
 	Revision uint64
 	// Deleted reports that the last message is a delete or purge marker.
 	Deleted bool
+	// Written is when the server stored the message.
+	Written time.Time
 }
 
 // Get returns key's last message in bucket b. A key with none (it never existed, or its message
@@ -36,7 +39,7 @@ func Get(ctx context.Context, nc *nats.Conn, b wire.Bucket, key string) (*Entry,
 		return nil, fmt.Errorf("read %s in %s: %w", key, b, err)
 	}
 	op := m.Header.Get(jsapi.KVOperation)
-	return &Entry{Value: m.Data, Revision: m.Seq, Deleted: op == jsapi.KVDelete || op == jsapi.KVPurge}, nil
+	return &Entry{Value: m.Data, Revision: m.Seq, Deleted: op == jsapi.KVDelete || op == jsapi.KVPurge, Written: m.Time}, nil
 }
 
 // Stored is one message of a stream as its leader stores it.
@@ -45,6 +48,8 @@ type Stored struct {
 	Seq     uint64
 	Data    []byte
 	Header  nats.Header
+	// Time is when the server stored the message.
+	Time time.Time
 }
 
 // ReadLast returns the last message stored under subject in stream; ErrNotFound when there is
@@ -76,10 +81,11 @@ func read(ctx context.Context, nc *nats.Conn, stream string, req map[string]any)
 	}
 	var rep struct {
 		Message *struct {
-			Subject string `json:"subject"`
-			Seq     uint64 `json:"seq"`
-			Data    string `json:"data"`
-			Hdrs    string `json:"hdrs"`
+			Subject string    `json:"subject"`
+			Seq     uint64    `json:"seq"`
+			Data    string    `json:"data"`
+			Hdrs    string    `json:"hdrs"`
+			Time    time.Time `json:"time"`
 		} `json:"message"`
 		Error *jetstream.APIError `json:"error"`
 	}
@@ -95,7 +101,7 @@ func read(ctx context.Context, nc *nats.Conn, stream string, req map[string]any)
 	if rep.Message == nil {
 		return nil, ErrNotFound
 	}
-	m := &Stored{Subject: rep.Message.Subject, Seq: rep.Message.Seq, Header: nats.Header{}}
+	m := &Stored{Subject: rep.Message.Subject, Seq: rep.Message.Seq, Header: nats.Header{}, Time: rep.Message.Time}
 	if rep.Message.Hdrs != "" {
 		if raw, err := base64.StdEncoding.DecodeString(rep.Message.Hdrs); err == nil {
 			if h, err := nats.DecodeHeadersMsg(raw); err == nil {

@@ -366,6 +366,51 @@ func (l *Ledger) Sweep(ctx context.Context, now time.Time) error {
 	})
 }
 
+// Retention is how long the ledger keeps what has ended: closed sessions with their stage pins,
+// and revocations of credentials whose rows are gone. It is SPEC §13.8's default idempotency
+// horizon.
+const Retention = 24 * time.Hour
+
+// Pruned is what one Prune pass removed.
+type Pruned struct {
+	Sessions    int
+	Revocations int
+}
+
+// Prune removes what ended at least retention before now: the rows of ended sessions whose
+// halves were revoked, with their stage pins; and the revocations of user keys that no
+// credential row names any more. A credential row lives as long as its credential (the bucket
+// drops it at expiry; one that never expires is never dropped), so a revocation without a row
+// guards a credential that can no longer connect. The broker gets the shorter list at once.
+// With a ledger row it cannot read, revocations are kept.
+func (l *Ledger) Prune(ctx context.Context, now time.Time, retention time.Duration) (*Pruned, error) {
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pruned{}
+	var errs []error
+	if p.Sessions, err = s.PruneSessions(ctx, now, retention); err != nil {
+		errs = append(errs, err)
+	}
+	rows, err := s.Credentials(ctx, "")
+	if err != nil {
+		return p, errors.Join(append(errs, fmt.Errorf("keep every revocation: %w", err))...)
+	}
+	named := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		named[r.UserKey] = true
+	}
+	if p.Revocations, err = l.kr.PruneRevocations(l.sp, func(key string, at time.Time) bool {
+		return !named[key] && now.Sub(at) >= retention
+	}); err != nil {
+		errs = append(errs, err)
+	} else if p.Revocations > 0 {
+		errs = append(errs, l.evict.Evict(ctx, l.sp))
+	}
+	return p, errors.Join(errs...)
+}
+
 // Credentials lists the ledger's credential rows.
 func (l *Ledger) Credentials(ctx context.Context) ([]authority.CredentialRow, error) {
 	s, err := l.store.get(ctx)

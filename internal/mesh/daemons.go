@@ -56,6 +56,7 @@ func StartDaemons(ledgers []*ledger.Ledger, life time.Duration, log *slog.Logger
 			return nil, err
 		}
 		ds.wg.Go(func() { sweepSessions(ctx, l, log) })
+		ds.wg.Go(func() { prune(ctx, l, log) })
 	}
 	return ds, nil
 }
@@ -87,6 +88,29 @@ func newDaemons(life time.Duration, log *slog.Logger) *Daemons {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Daemons{ctx: ctx, cancel: cancel, life: life, log: log}
+}
+
+// pruneEvery is how often the mesh prunes what its ledger keeps past retention.
+const pruneEvery = time.Hour
+
+// prune prunes l every pruneEvery until ctx ends.
+func prune(ctx context.Context, l *ledger.Ledger, log *slog.Logger) {
+	t := time.NewTicker(pruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p, err := l.Prune(ctx, time.Now(), ledger.Retention)
+		if err != nil && ctx.Err() == nil && log != nil {
+			log.Warn("prune the ledger", "space", l.Space(), "err", err)
+		}
+		if p != nil && log != nil && p.Sessions+p.Revocations > 0 {
+			log.Info("pruned the ledger", "space", l.Space(), "sessions", p.Sessions, "revocations", p.Revocations)
+		}
+	}
 }
 
 // connect issues a credential of profile for local.<actor> through l, connected and kept
