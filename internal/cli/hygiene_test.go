@@ -95,3 +95,40 @@ func TestStatusShowsDaemonCredentials(t *testing.T) {
 		t.Errorf("status text lacks the delivery credential's expiry:\n%s", out)
 	}
 }
+
+// TestSupervisorPerSpace runs a mesh of two spaces: each has its own supervisor, so an agent is
+// spawned into the second space, listed by `ps --space`, and stopped there, and the manager
+// plane of both spaces is bound.
+func TestSupervisorPerSpace(t *testing.T) {
+	t.Parallel()
+	dir := upMesh(t, "--space", "main,ops")
+	code, out, stderr := run(t, "spawn", "--dir", dir, "--space", "ops", "--name", "sleeper", "--detach", "--json", "--", "sleep", "60")
+	if code != exit.OK {
+		t.Fatalf("spawn into ops: exit %d, %s", code, stderr)
+	}
+	if !strings.Contains(out, `"state":"running"`) {
+		t.Fatalf("spawn into ops = %s", out)
+	}
+	if _, out, _ = run(t, "ps", "--dir", dir, "--space", "ops", "--json"); !strings.Contains(out, `"process":{"name":"sleeper"`) {
+		t.Errorf("ps --space ops does not list the spawned agent: %s", out)
+	}
+	if _, out, _ = run(t, "ps", "--dir", dir, "--json"); strings.Contains(out, `"process":{"name":"sleeper"`) {
+		t.Errorf("ps of main lists the agent spawned into ops: %s", out)
+	}
+	code, out, stderr = run(t, "status", "--json", "--dir", dir)
+	if code != exit.OK {
+		t.Fatalf("status: exit %d, %s", code, stderr)
+	}
+	var rep status.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Spaces {
+		if got := s.Planes["manager"]; got != "bound" {
+			t.Errorf("the manager plane of %s is %q, want bound", s.Space, got)
+		}
+	}
+	if code, out, stderr = run(t, "stop", "--dir", dir, "--space", "ops", "--name", "sleeper", "--json"); code != exit.OK || !strings.Contains(out, `"state":"stopped"`) {
+		t.Errorf("stop in ops: exit %d, %s %s", code, out, stderr)
+	}
+}

@@ -17,10 +17,10 @@ import (
 // Daemons are the in-process daemons of an authenticated mesh: per space, the delivery daemon
 // and the session sweep; and the supervisor, with its manager lease.
 type Daemons struct {
-	ctx        context.Context
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
-	supervisor *manager.Supervisor
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	supervisors []*manager.Supervisor // guarded by mu
 	// life is the lifetime of the daemons' credentials, renewed before two thirds of it.
 	life  time.Duration
 	log   *slog.Logger
@@ -255,9 +255,16 @@ func (ds *Daemons) WardensReady(ctx context.Context) error {
 // Stop ends the daemons and waits for them. Spawned agents are stopped and retired first, while
 // the broker still runs.
 func (ds *Daemons) Stop() {
-	if ds.supervisor != nil {
+	ds.mu.Lock()
+	sups := ds.supervisors
+	ds.mu.Unlock()
+	if len(sups) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = ds.supervisor.Close(ctx) // each agent's own failure is logged by the supervisor
+		var wg sync.WaitGroup
+		for _, sup := range sups {
+			wg.Go(func() { _ = sup.Close(ctx) }) // each agent's own failure is logged by the supervisor
+		}
+		wg.Wait()
 		cancel()
 	}
 	ds.cancel()

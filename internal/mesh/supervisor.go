@@ -10,13 +10,16 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/wire"
 )
 
-// SupervisorSocket returns the control socket of the mesh's supervisor.
-func (d Dir) SupervisorSocket() string { return filepath.Join(d.Path, "manager.sock") }
+// SupervisorSocket returns the control socket of the supervisor of space sp.
+func (d Dir) SupervisorSocket(sp wire.Space) string {
+	return filepath.Join(d.Path, "manager."+string(sp)+".sock")
+}
 
-// launchDir holds spawned agents' launch material.
-func (d Dir) launchDir() string { return filepath.Join(d.Path, "launch") }
+// launchDir holds the launch material of the agents spawned into space sp.
+func (d Dir) launchDir(sp wire.Space) string { return filepath.Join(d.Path, "launch", string(sp)) }
 
 // AgentIssuer returns the issuer the supervisor spawns agents with: a fresh lifecycle in l's
 // space, its ledger row and durables, retired when the agent is done.
@@ -42,14 +45,14 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 		return err
 	}
 	sup, err := manager.New(manager.Config{
-		Issue: AgentIssuer(l), Space: l.Space(), URL: l.URL(), MaterialDir: d.launchDir(),
-		MCPCommand: []string{exe, "mcp", "--dir", d.Path}, Log: log,
+		Issue: AgentIssuer(l), Space: l.Space(), URL: l.URL(), MaterialDir: d.launchDir(l.Space()),
+		MCPCommand: []string{exe, "mcp", "--dir", d.Path, "--space", string(l.Space())}, Log: log,
 	})
 	if err != nil {
 		return err
 	}
 	// The socket first: a second supervisor fails here, before it writes a lease of its own.
-	ln, err := manager.Listen(d.SupervisorSocket())
+	ln, err := manager.Listen(d.SupervisorSocket(l.Space()))
 	if err != nil {
 		return err
 	}
@@ -63,7 +66,9 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 		ln.Close()
 		return err
 	}
-	ds.supervisor = sup
+	ds.mu.Lock()
+	ds.supervisors = append(ds.supervisors, sup)
+	ds.mu.Unlock()
 	ds.wg.Go(func() { sup.Serve(ctx, ln) })
 	ds.wg.Go(func() { lease.Renew(ctx) })
 	return nil

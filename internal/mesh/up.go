@@ -160,9 +160,12 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 				m.stopServer()
 				return nil, fmt.Errorf("the warden did not start: %w", err)
 			}
-			// The supervisor spawns into the first space.
-			if !o.NoManager {
-				if err := m.daemons.startSupervisor(m.daemons.ctx, d, m.ledgers[0], o.Log); err != nil {
+			// A supervisor per space, each holding its space's manager lease.
+			for _, l := range m.ledgers {
+				if o.NoManager {
+					break
+				}
+				if err := m.daemons.startSupervisor(m.daemons.ctx, d, l, o.Log); err != nil {
 					m.daemons.Stop()
 					m.stopServer()
 					return nil, err

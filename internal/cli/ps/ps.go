@@ -15,7 +15,6 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/manager"
-	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -55,7 +54,7 @@ func NewCmdPs(f *factory.Factory) *cobra.Command {
 }
 
 func psRun(ctx context.Context, o *Options) error {
-	d, _, _, err := o.Mesh("")
+	d, _, sp, err := o.Mesh("")
 	if err != nil {
 		return err
 	}
@@ -83,7 +82,7 @@ func psRun(ctx context.Context, o *Options) error {
 			Role: p.Presence.Card.Role, Activity: p.Presence.Activity, LastSeen: p.Presence.TS.Time().UTC(),
 		})
 	}
-	rows = withProcesses(ctx, d, rows)
+	rows = withProcesses(ctx, d.SupervisorSocket(sp), rows)
 	if o.JSON {
 		if rows == nil {
 			rows = []Row{}
@@ -114,10 +113,11 @@ func psRun(ctx context.Context, o *Options) error {
 	return tw.Flush()
 }
 
-// withProcesses adds the supervisor's process state to the rows of the agents it spawned, and a
-// row for each spawned agent not present. Without a supervisor the rows are unchanged.
-func withProcesses(ctx context.Context, d mesh.Dir, rows []Row) []Row {
-	resp, err := manager.Call(ctx, d.SupervisorSocket(), manager.Request{Op: "list"})
+// withProcesses adds the process state from the supervisor at socket to the rows of the agents
+// it spawned, and a row for each spawned agent not present. Without a supervisor the rows are
+// unchanged.
+func withProcesses(ctx context.Context, socket string, rows []Row) []Row {
+	resp, err := manager.Call(ctx, socket, manager.Request{Op: "list"})
 	if err != nil {
 		return rows
 	}

@@ -55,7 +55,7 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	o.Target.Register(fs)
 	o.Flags.Register(fs, "the agent's name (required)")
 	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
 	fs.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
@@ -68,22 +68,23 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 	if err := agentflags.ValidName("--name", o.Name); err != nil {
 		return err
 	}
-	d, _, err := mesh.Running(o.Target.Dir)
+	d, _, sp, err := o.Mesh("")
 	if err != nil {
 		return err
 	}
+	sock := d.SupervisorSocket(sp)
 	spec := manager.Spec{Name: o.Name, Role: o.Role, Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish,
 		Command: command, Agent: manager.Harness(o.Agent)}
-	resp, err := manager.Call(ctx, d.SupervisorSocket(), manager.Request{Op: "spawn", Spec: &spec})
+	resp, err := manager.Call(ctx, sock, manager.Request{Op: "spawn", Spec: &spec})
 	if err != nil {
 		return err
 	}
 	if !o.Detach {
-		resp, err = manager.Call(ctx, d.SupervisorSocket(), manager.Request{Op: "wait", Name: o.Name})
+		resp, err = manager.Call(ctx, sock, manager.Request{Op: "wait", Name: o.Name})
 		if ctx.Err() != nil { // Ctrl-C: stop the agent rather than leave it behind
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
-			resp, err = manager.Call(sctx, d.SupervisorSocket(), manager.Request{Op: "stop", Name: o.Name})
+			resp, err = manager.Call(sctx, sock, manager.Request{Op: "stop", Name: o.Name})
 		}
 		if err != nil {
 			return err
@@ -119,18 +120,18 @@ func NewCmdStop(f *factory.Factory) *cobra.Command {
 			if err := agentflags.ValidName("--name", name); err != nil {
 				return err
 			}
-			d, _, err := mesh.Running(f.Target.Dir)
+			d, _, sp, err := f.Mesh("")
 			if err != nil {
 				return err
 			}
-			resp, err := manager.Call(cmd.Context(), d.SupervisorSocket(), manager.Request{Op: "stop", Name: name})
+			resp, err := manager.Call(cmd.Context(), d.SupervisorSocket(sp), manager.Request{Op: "stop", Name: name})
 			if err != nil {
 				return err
 			}
 			return printStatus(f.IO, asJSON, resp.Status)
 		},
 	}
-	cmd.Flags().StringVar(&f.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
+	f.Target.Register(cmd.Flags())
 	cmd.Flags().StringVar(&name, "name", "", "the agent to stop (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agent's final status as JSON")
 	return cmd
