@@ -108,6 +108,12 @@ func (p Profile) DefaultLifetime() time.Duration {
 	return OneShotLifetime
 }
 
+// Daemon reports whether p is a daemon's profile: its credential is held by a long-running
+// process and renewed before it expires.
+func (p Profile) Daemon() bool {
+	return p == ProfileSupervisor || p == ProfileDelivery || p == ProfileWarden
+}
+
 // needsLifecycle reports whether p's rows name the holder's lifecycle.
 func (p Profile) needsLifecycle() bool {
 	return p == ProfileAgent || p == ProfileDeprovisioner

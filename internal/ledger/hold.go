@@ -69,6 +69,19 @@ func (h *Held) Credential() *authority.Credential {
 // thirds of its lifetime have passed.
 func renewAt(exp time.Time, life time.Duration) time.Time { return exp.Add(-life / 3) }
 
+// renewalSlack is how late a renewal may be before RenewalOverdue reports it: a retry's wait.
+const renewalSlack = renewRetry
+
+// RenewalOverdue reports whether the credential of row, held and renewed at two thirds of its
+// lifetime, has missed its renewal at now: its holder stopped, or renewals fail.
+func RenewalOverdue(row authority.CredentialRow, now time.Time) bool {
+	if row.State != authority.CredActive || row.ExpiresAt == 0 {
+		return false
+	}
+	exp, issued := row.ExpiresAt.Time(), row.IssuedAt.Time()
+	return now.After(renewAt(exp, exp.Sub(issued)).Add(renewalSlack))
+}
+
 // keepRenewed renews the credential until ctx ends.
 func (h *Held) keepRenewed(ctx context.Context) {
 	defer close(h.done)

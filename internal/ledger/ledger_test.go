@@ -208,3 +208,28 @@ func TestHoldRefusesAShortLifetime(t *testing.T) {
 		t.Fatal("Hold took a one-second lifetime")
 	}
 }
+
+// TestRenewalOverdue: a held credential is overdue once two thirds of its lifetime and a retry's
+// wait have passed without a renewal; revoked and never-expiring ones never are.
+func TestRenewalOverdue(t *testing.T) {
+	t.Parallel()
+	issued := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	row := authority.CredentialRow{State: authority.CredActive, IssuedAt: wire.MillisOf(issued), ExpiresAt: wire.MillisOf(issued.Add(30 * time.Minute))}
+	for _, tc := range []struct {
+		name string
+		row  authority.CredentialRow
+		at   time.Duration
+		want bool
+	}{
+		{"fresh", row, time.Minute, false},
+		{"at its renewal", row, 20 * time.Minute, false},
+		{"a retry late", row, 20*time.Minute + 5*time.Second, false},
+		{"missed", row, 21 * time.Minute, true},
+		{"revoked", func() authority.CredentialRow { r := row; r.State = authority.CredRevoked; return r }(), 29 * time.Minute, false},
+		{"never expires", func() authority.CredentialRow { r := row; r.ExpiresAt = 0; return r }(), 29 * time.Minute, false},
+	} {
+		if got := ledger.RenewalOverdue(tc.row, issued.Add(tc.at)); got != tc.want {
+			t.Errorf("%s: RenewalOverdue = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -3,11 +3,16 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/ledger"
 )
 
 // Options are the inputs of `cotal doctor`.
@@ -21,7 +26,7 @@ func NewCmdDoctor(f *factory.Factory) *cobra.Command {
 	cmd := &cobra.Command{Use: "doctor", Short: "Check a mesh's health"}
 	auth := &cobra.Command{
 		Use:   "auth",
-		Short: "Prove the auth store's shape and report corrupt rows (exit 0 when sound)",
+		Short: "Prove the auth store's shape, report corrupt rows and overdue daemon renewals (exit 0 when sound)",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return authRun(cmd.Context(), o) },
 	}
@@ -46,9 +51,29 @@ func authRun(ctx context.Context, o *Options) error {
 	for _, p := range c.Problems {
 		fmt.Fprintf(o.IO.Out, "corrupt: %v\n", p)
 	}
-	if len(c.Problems) > 0 {
-		return fmt.Errorf("the auth store of %s has %d corrupt rows out of %d", sp, len(c.Problems), c.Rows)
+	rows, err := l.Credentials(ctx)
+	if err != nil && !errors.Is(err, authority.ErrCorrupt) { // the corrupt ones are listed above
+		return err
 	}
-	fmt.Fprintf(o.IO.Out, "auth store of %s is sound: shape proven, %d rows checked\n", sp, c.Rows)
+	now := o.Now()
+	overdue := 0
+	for _, r := range rows {
+		if r.Profile.Daemon() && ledger.RenewalOverdue(r, now) {
+			overdue++
+			fmt.Fprintf(o.IO.Out, "overdue: the %s credential of %s was not renewed and expires %s (in %s): is its daemon running?\n",
+				r.Profile, r.Principal, r.ExpiresAt.Time().UTC().Format(time.RFC3339), r.ExpiresAt.Time().Sub(now).Round(time.Second))
+		}
+	}
+	var problems []string
+	if len(c.Problems) > 0 {
+		problems = append(problems, fmt.Sprintf("%d corrupt rows out of %d", len(c.Problems), c.Rows))
+	}
+	if overdue > 0 {
+		problems = append(problems, fmt.Sprintf("%d daemon credentials overdue for renewal", overdue))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("the auth store of %s has %s", sp, strings.Join(problems, " and "))
+	}
+	fmt.Fprintf(o.IO.Out, "auth store of %s is sound: shape proven, %d rows checked, every daemon credential renewed on time\n", sp, c.Rows)
 	return nil
 }

@@ -58,9 +58,6 @@ type DaemonCredential struct {
 	Expires   time.Time `json:"expires"`
 }
 
-// daemonProfiles are the profiles whose credentials the report lists.
-var daemonProfiles = []authority.Profile{authority.ProfileDelivery, authority.ProfileWarden, authority.ProfileSupervisor}
-
 // daemonCredentials lists the active, expiring credentials of the daemon profiles in sp's ledger.
 func daemonCredentials(ctx context.Context, o *Options, sp wire.Space) ([]DaemonCredential, error) {
 	l, err := o.Ledger(ctx, sp)
@@ -73,7 +70,7 @@ func daemonCredentials(ctx context.Context, o *Options, sp wire.Space) ([]Daemon
 	}
 	var out []DaemonCredential
 	for _, r := range rows {
-		if r.State == authority.CredActive && r.ExpiresAt != 0 && slices.Contains(daemonProfiles, r.Profile) {
+		if r.State == authority.CredActive && r.ExpiresAt != 0 && r.Profile.Daemon() {
 			out = append(out, DaemonCredential{Principal: r.Principal, Profile: string(r.Profile), Expires: r.ExpiresAt.Time().UTC()})
 		}
 	}
