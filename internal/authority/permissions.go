@@ -55,6 +55,8 @@ type Permissions struct {
 	PubAllow []string
 	PubDeny  []string
 	SubAllow []string
+	// SubDeny narrows a serve filter to its own depth (see serveDeny).
+	SubDeny []string
 }
 
 // jwt converts p into the JWT claim form.
@@ -63,6 +65,7 @@ func (p Permissions) jwt() jwt.Permissions {
 	out.Pub.Allow = jwt.StringList(p.PubAllow)
 	out.Pub.Deny = jwt.StringList(p.PubDeny)
 	out.Sub.Allow = jwt.StringList(p.SubAllow)
+	out.Sub.Deny = jwt.StringList(p.SubDeny)
 	return out
 }
 
@@ -353,7 +356,22 @@ func (r rowsFor) supervisor() Permissions {
 			wire.Subtree(r.s.ControlSubject(wire.ControlDeliveryAdmin, r.Principal)),
 			r.s.LivenessServeFilter(wire.PlaneManager),
 		},
+		SubDeny: serveDeny(r.s.LivenessServeFilter(wire.PlaneManager)),
 	}
+}
+
+// serveDeny returns the sub.deny rows that hold each serve filter (<rail>.*.*) to its own
+// depth. The broker checks a wildcard subscription token by token against the allow rows, so
+// under <rail>.*.* it would also take <rail>.*.>, which receives every answer on the rail's
+// reply leaves (<rail>.*.*.reply.<nonce>), meant for the callers alone (SPEC §13.9). The deny
+// row <rail>.*.*.> makes the broker drop those deliveries. The reference grants no such row; it
+// only narrows.
+func serveDeny(filters ...string) []string {
+	deny := make([]string, len(filters))
+	for i, f := range filters {
+		deny[i] = f + ".>"
+	}
+	return deny
 }
 
 func (r rowsFor) delivery() Permissions {
@@ -383,6 +401,8 @@ func (r rowsFor) delivery() Permissions {
 			r.inbox(), r.s.ControlServeFilter(wire.ControlDelivery), r.s.ControlServeFilter(wire.ControlDeliveryAdmin),
 			r.s.LivenessServeFilter(wire.PlaneDelivery),
 		},
+		SubDeny: serveDeny(r.s.ControlServeFilter(wire.ControlDelivery), r.s.ControlServeFilter(wire.ControlDeliveryAdmin),
+			r.s.LivenessServeFilter(wire.PlaneDelivery)),
 	}
 }
 
@@ -532,7 +552,7 @@ func (p Permissions) String() string {
 	for _, sect := range []struct {
 		name string
 		rows []string
-	}{{"pub.allow", p.PubAllow}, {"pub.deny", p.PubDeny}, {"sub.allow", p.SubAllow}} {
+	}{{"pub.allow", p.PubAllow}, {"pub.deny", p.PubDeny}, {"sub.allow", p.SubAllow}, {"sub.deny", p.SubDeny}} {
 		for _, row := range sect.rows {
 			fmt.Fprintf(&b, "%s %s\n", sect.name, row)
 		}
