@@ -420,6 +420,17 @@ func (l *Ledger) Credentials(ctx context.Context) ([]authority.CredentialRow, er
 	return s.Credentials(ctx, "")
 }
 
+// RepairCredentials replaces each corrupt credential row with a revoked one and has the broker
+// refuse the key the row's credential id derives (authority.AuthStore.RepairCredentials).
+func (l *Ledger) RepairCredentials(ctx context.Context) ([]authority.Repair, error) {
+	var repairs []authority.Repair
+	err := l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) (revoked []string, err error) {
+		repairs, revoked, err = s.RepairCredentials(ctx, keys)
+		return revoked, err
+	})
+	return repairs, err
+}
+
 // Check proves the auth store's shape and checks every row.
 func (l *Ledger) Check(ctx context.Context) (*authority.Checkup, error) {
 	s, err := l.store.get(ctx)

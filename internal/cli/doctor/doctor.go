@@ -18,6 +18,8 @@ import (
 // Options are the inputs of `cotal doctor`.
 type Options struct {
 	*factory.Factory
+	// Fix replaces corrupt credential rows before the check.
+	Fix bool
 }
 
 // NewCmdDoctor returns `cotal doctor` with its auth check.
@@ -31,6 +33,7 @@ func NewCmdDoctor(f *factory.Factory) *cobra.Command {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return authRun(cmd.Context(), o) },
 	}
 	o.Target.Register(auth.Flags())
+	auth.Flags().BoolVar(&o.Fix, "fix", false, "replace each corrupt credential row with a revoked one, its key refused by the broker, then check")
 	cmd.AddCommand(auth)
 	return cmd
 }
@@ -43,6 +46,19 @@ func authRun(ctx context.Context, o *Options) error {
 	l, err := o.Ledger(ctx, sp)
 	if err != nil {
 		return err
+	}
+	if o.Fix {
+		repairs, err := l.RepairCredentials(ctx)
+		for _, r := range repairs {
+			if r.Err != nil {
+				fmt.Fprintf(o.IO.Out, "left: %s: %v\n", r.Key, r.Err)
+				continue
+			}
+			fmt.Fprintf(o.IO.Out, "fixed: %s replaced by a revoked row; the broker refuses %s\n", r.Key, r.UserKey)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	c, err := l.Check(ctx)
 	if err != nil {
