@@ -24,9 +24,14 @@ var (
 	ErrNotPermitted = errors.New("not permitted by the broker")
 	// ErrUnreachable is returned by Connect when no attempt reached the broker.
 	ErrUnreachable = errors.New("broker unreachable")
-	// ErrRosterEnded is reported on Errors when the broker ends a roster's watch; the roster
-	// stops updating (its Done closes) and a new one must be started.
+	// ErrRosterEnded is reported on Errors when a roster ends because its client's connection
+	// closed (Close, or a connection the broker closed for good); its Done closes. A roster
+	// ended by its Stop is not reported.
 	ErrRosterEnded = errors.New("roster ended")
+	// ErrRosterRestarted is reported on Errors when the broker ended a roster's watch: the
+	// roster watches again, with backoff, and goes on updating without losing or repeating a
+	// peer (see Roster).
+	ErrRosterRestarted = errors.New("roster watch restarted")
 )
 
 // Client is one participant's connection to a space. It is safe for concurrent use. Create one

@@ -1,6 +1,7 @@
 package cotal
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -215,33 +215,51 @@ type Peer struct {
 }
 
 // Roster is a live view of the space's presence. It is safe for concurrent use; Stop ends it.
+//
+// When the broker ends the roster's watch (its consumer or the presence stream went away), the
+// roster reports ErrRosterRestarted on its client's Errors and starts a new watch, with backoff,
+// until one starts. The new watch delivers every current row again: the roster reports on Changes
+// only the rows that differ from what it had, and a row it had that is gone now as deleted, so no
+// peer is lost or reported twice.
 type Roster struct {
 	c       *Client
 	mu      sync.Mutex
 	rows    map[string]*wire.Presence // nil value: deleted
+	last    map[string]rosterEntry    // the last entry applied per key
 	now     func() time.Time
-	watcher jetstream.KeyWatcher
 	ready   chan struct{}
-	done    chan struct{} // closed when the watch ends
+	done    chan struct{} // closed when the roster ends
 	changes chan Peer
+	quit    chan struct{} // closed by Stop
 	stop    sync.Once
-	stopped atomic.Bool
 }
+
+// rosterEntry is what a watch delivered for a key: a row, or a delete.
+type rosterEntry struct {
+	put   bool
+	value []byte
+}
+
+// A watch the broker ended is started again after rosterBackoffMin, and a failed start is tried
+// again after twice the previous wait, at most rosterBackoffMax.
+const (
+	rosterBackoffMin = 250 * time.Millisecond
+	rosterBackoffMax = 10 * time.Second
+)
 
 // Roster starts watching the space's presence and returns once the current rows are loaded. A
 // row whose key is not its card.id, or that fails validation, is dropped and reported on Errors
 // (SPEC §6).
 func (c *Client) Roster(ctx context.Context) (*Roster, error) {
-	kv, err := c.js.KeyValue(ctx, string(c.space.PresenceBucket()))
+	w, err := c.watchPresence(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("open presence: %w", err)
+		return nil, err
 	}
-	w, err := kv.WatchAll(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("watch presence: %w", err)
+	r := &Roster{
+		c: c, rows: map[string]*wire.Presence{}, last: map[string]rosterEntry{}, now: time.Now,
+		ready: make(chan struct{}), done: make(chan struct{}), changes: make(chan Peer, 256), quit: make(chan struct{}),
 	}
-	r := &Roster{c: c, rows: map[string]*wire.Presence{}, now: time.Now, watcher: w, ready: make(chan struct{}), done: make(chan struct{}), changes: make(chan Peer, 256)}
-	c.goFn(func() { r.run(c) })
+	c.goFn(func() { r.run(w) })
 	select {
 	case <-r.ready:
 		return r, nil
@@ -253,44 +271,157 @@ func (c *Client) Roster(ctx context.Context) (*Roster, error) {
 	}
 }
 
-func (r *Roster) run(c *Client) {
+// watchPresence starts a watch of every row of the space's presence bucket.
+func (c *Client) watchPresence(ctx context.Context) (jetstream.KeyWatcher, error) {
+	kv, err := c.js.KeyValue(ctx, string(c.space.PresenceBucket()))
+	if err != nil {
+		return nil, fmt.Errorf("open presence: %w", err)
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watch presence: %w", err)
+	}
+	return w, nil
+}
+
+// run follows the watch w, and each watch started after the broker ended the one before, until
+// the roster ends.
+func (r *Roster) run(w jetstream.KeyWatcher) {
 	defer close(r.done)
 	readyOnce := sync.OnceFunc(func() { close(r.ready) })
+	for first := true; w != nil; first = false {
+		if !r.follow(w, first, readyOnce) {
+			return
+		}
+		r.c.log.Warn("the broker ended the presence watch; watching again")
+		r.c.report(fmt.Errorf("%w: the broker ended the presence watch", ErrRosterRestarted))
+		w = r.rewatch()
+	}
+}
+
+// follow applies w's entries until the watch ends: it returns true when the broker ended it, and
+// false when the roster ended. A watch after the first one resynchronises the roster: once it has
+// delivered the current rows, a row the roster had that it did not deliver is gone.
+func (r *Roster) follow(w jetstream.KeyWatcher, first bool, ready func()) bool {
+	var current map[string]bool // the keys a restarted watch delivered while loading
+	if !first {
+		current = map[string]bool{}
+	}
 	for {
 		select {
-		case <-c.ctx.Done():
-			return // Close closes the connection, which ends the watch
-		case e, ok := <-r.watcher.Updates():
-			if !ok {
-				if !r.stopped.Load() && c.ctx.Err() == nil {
-					c.report(fmt.Errorf("%w: the presence watch ended", ErrRosterEnded))
+		case <-r.quit:
+			r.c.goFn(func() { _ = w.Stop() }) // best effort; the consumer also expires when idle
+			return false
+		case <-r.c.ctx.Done():
+			r.ended()
+			return false
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok && (r.c.ctx.Err() != nil || r.c.nc.IsClosed()):
+				r.ended()
+				return false
+			case !ok:
+				return true
+			case e == nil: // the current rows are all delivered
+				if current != nil {
+					r.prune(current)
+					current = nil
 				}
-				return
+				ready()
+			default:
+				if current != nil {
+					current[e.Key()] = true
+				}
+				r.apply(e)
 			}
-			if e == nil {
-				readyOnce()
-				continue
-			}
-			r.apply(c, e)
 		}
 	}
 }
 
-func (r *Roster) apply(c *Client, e jetstream.KeyValueEntry) {
+// ended reports the end of a roster whose client closed, unless the roster was stopped first.
+func (r *Roster) ended() {
+	select {
+	case <-r.quit:
+	default:
+		r.c.report(fmt.Errorf("%w: the client closed", ErrRosterEnded))
+	}
+}
+
+// rewatch starts a new watch, waiting rosterBackoffMin first and doubling the wait after each
+// failed start; it returns nil if the roster ends first.
+func (r *Roster) rewatch() jetstream.KeyWatcher {
+	wait := rosterBackoffMin
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-r.quit:
+			t.Stop()
+			return nil
+		case <-r.c.ctx.Done():
+			t.Stop()
+			r.ended()
+			return nil
+		case <-t.C:
+		}
+		w, err := r.c.watchPresence(r.c.ctx)
+		if err == nil {
+			r.c.log.Info("presence watch started again")
+			return w
+		}
+		wait = min(2*wait, rosterBackoffMax)
+		r.c.log.Warn("start the presence watch again", "err", err, "retry in", wait)
+	}
+}
+
+// apply applies one entry: a row, or a delete. An entry that repeats the last one applied for
+// its key (a restarted watch delivers every current row again) changes nothing.
+func (r *Roster) apply(e jetstream.KeyValueEntry) {
 	key := e.Key()
 	if key == wire.TTLCanaryKey {
 		return
 	}
+	entry := rosterEntry{put: e.Operation() == jetstream.KeyValuePut}
+	if entry.put {
+		entry.value = e.Value()
+	}
+	r.mu.Lock()
+	prev, seen := r.last[key]
+	r.last[key] = entry
+	r.mu.Unlock()
+	if seen && prev.put == entry.put && bytes.Equal(prev.value, entry.value) {
+		return
+	}
 	var row *wire.Presence
-	if e.Operation() == jetstream.KeyValuePut {
-		p, err := wire.DecodePresence(key, e.Value())
+	if entry.put {
+		p, err := wire.DecodePresence(key, entry.value)
 		if err != nil {
-			c.log.Warn("presence row dropped", "key", key, "err", err)
-			c.report(fmt.Errorf("presence row %q dropped: %w", key, err))
+			r.c.log.Warn("presence row dropped", "key", key, "err", err)
+			r.c.report(fmt.Errorf("presence row %q dropped: %w", key, err))
 			return
 		}
 		row = p
 	}
+	r.set(key, row)
+}
+
+// prune deletes every row the roster has whose key is not in current.
+func (r *Roster) prune(current map[string]bool) {
+	r.mu.Lock()
+	var gone []string
+	for key, row := range r.rows {
+		if row != nil && !current[key] {
+			gone = append(gone, key)
+			r.last[key] = rosterEntry{}
+		}
+	}
+	r.mu.Unlock()
+	for _, key := range gone {
+		r.set(key, nil)
+	}
+}
+
+// set stores key's row (nil: deleted) and reports the change on Changes.
+func (r *Roster) set(key string, row *wire.Presence) {
 	r.mu.Lock()
 	r.rows[key] = row
 	peer := r.peer(key, row)
@@ -340,19 +471,18 @@ func (r *Roster) Find(name string) []Peer {
 	return out
 }
 
-// Done is closed once the roster no longer updates: after Stop or Close, or when the broker
-// ended its watch (reported on Errors as ErrRosterEnded); a new Roster starts a new watch.
+// Done is closed once the roster no longer updates: after Stop, or once its client's connection
+// has closed (reported on Errors as ErrRosterEnded). A watch the broker ends does not end the
+// roster, which watches again (see Roster).
 func (r *Roster) Done() <-chan struct{} { return r.done }
 
 // Changes delivers each row as it changes. The channel is buffered; a reader that falls behind
 // misses changes but can always read Peers.
 func (r *Roster) Changes() <-chan Peer { return r.changes }
 
-// Stop ends the watch without waiting: removing the watch's consumer is a request a credential
+// Stop ends the roster without waiting: removing the watch's consumer is a request a credential
 // may lack the grant for, and it must not hold the caller up. The client's Close waits for it.
+// Stopping a roster is not reported on Errors.
 func (r *Roster) Stop() {
-	r.stopped.Store(true)
-	r.stop.Do(func() {
-		r.c.goFn(func() { _ = r.watcher.Stop() }) // best effort; the consumer also expires when idle
-	})
+	r.stop.Do(func() { close(r.quit) })
 }

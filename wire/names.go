@@ -76,7 +76,8 @@ func (s Space) DeliveryBucket() Bucket { return s.bucket(bucketDelivery) }
 // plus ManagerRenewalKey.
 func (s Space) ManagerBucket() Bucket { return s.bucket(bucketManager) }
 
-// RecordsBucket returns "cotal_records_<space>", the endpoint plane's records.
+// RecordsBucket returns "cotal_records_<space>", the endpoint plane's records store (SPEC
+// §13.12): per-key CAS rows of the §13.7 and §14 record kinds.
 func (s Space) RecordsBucket() Bucket { return s.bucket(bucketRecords) }
 
 // AuthBucket returns "cotal_auth_<space>", the authority plane's ledger (SPEC §13.1).
@@ -84,11 +85,11 @@ func (s Space) AuthBucket() Bucket { return s.bucket(bucketAuth) }
 
 // Buckets returns the key-value buckets of a space's messaging and authority planes, in the
 // reference's order: presence, channels, members, ACL, membership, delivery lease, manager lease,
-// auth.
+// records, auth.
 func (s Space) Buckets() []Bucket {
 	return []Bucket{
 		s.PresenceBucket(), s.ChannelsBucket(), s.MembersBucket(), s.ACLBucket(),
-		s.MembershipBucket(), s.DeliveryBucket(), s.ManagerBucket(), s.AuthBucket(),
+		s.MembershipBucket(), s.DeliveryBucket(), s.ManagerBucket(), s.RecordsBucket(), s.AuthBucket(),
 	}
 }
 

@@ -508,8 +508,12 @@ func (r rowsFor) teardown() Permissions {
 		watchCreate(channels), jsapi.ConsumerInfo + channels.Stream() + ".>",
 		jsapi.FlowControl,
 	}
+	records := r.s.RecordsBucket().Stream()
 	for _, st := range spaceStreams(r.s) {
-		pub = append(pub, jsapi.StreamInfo+st, jsapi.StreamDelete+st)
+		pub = append(pub, jsapi.StreamInfo+st)
+		if st != records { // the records store is never deleted (SPEC §13.12's retention floor)
+			pub = append(pub, jsapi.StreamDelete+st)
+		}
 	}
 	pub = append(pub, jsapi.StreamPurge+r.s.ChatStream(), channels.Subject(">"))
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
@@ -532,16 +536,25 @@ func (r rowsFor) ledger() Permissions {
 // deletions, lists and deletes consumers on every stream of the space, watches every stream and
 // bucket through its own consumers, deletes a stored message by sequence and writes a bucket row
 // back. It holds no messaging subject, so it can neither post nor read a live delivery.
+//
+// The records store it only reads: SPEC §13.9 lets only each record kind's writer write it, and
+// §13.12 deletes nothing there.
 func (r rowsFor) warden() Permissions {
+	records := r.s.RecordsBucket()
 	pub := []string{jsapi.Info, jsapi.FlowControl}
 	for _, st := range spaceStreams(r.s) {
-		pub = append(pub,
-			jsapi.StreamInfo+st, jsapi.MsgGet+st, jsapi.MsgDelete+st, jsapi.ConsumerList+st,
+		pub = append(pub, jsapi.StreamInfo+st, jsapi.MsgGet+st)
+		if st != records.Stream() {
+			pub = append(pub, jsapi.MsgDelete+st)
+		}
+		pub = append(pub, jsapi.ConsumerList+st,
 			jsapi.ConsumerCreate+st+".>", jsapi.ConsumerInfo+st+".>", jsapi.ConsumerNext+st+".>", jsapi.ConsumerDelete+st+".>",
 		)
 	}
 	for _, b := range r.s.Buckets() {
-		pub = append(pub, b.Subject(">"))
+		if b != records {
+			pub = append(pub, b.Subject(">"))
+		}
 	}
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox(), jsapi.AuditAdvisory, jsapi.ConsumerDeletedAdvs}}
 }

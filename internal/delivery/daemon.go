@@ -1,6 +1,7 @@
 // Package delivery is the delivery daemon (the reference's Plane 3): the durable backstop of
 // durable channels and of @mentions on live channels, durable channel membership over the
-// ctl.delivery rail, and the delivery liveness plane.
+// ctl.delivery rail, the display-only membership feed (when configured, see FeedConfig), and the
+// delivery liveness plane.
 //
 // One daemon per space is active, under the lease lease.0 in the space's delivery bucket; others
 // wait as standby and take over when the lease lapses. The active daemon copies each post on a
@@ -38,6 +39,9 @@ type Config struct {
 	Renew time.Duration
 	// Standby is how often a standby daemon tries to take the lease (default 1 s).
 	Standby time.Duration
+	// Feed, when set, has the active daemon write the space's membership feed (SPEC §8); see
+	// FeedConfig. Without it the feed is not written.
+	Feed *FeedConfig
 }
 
 // LeaseTTL is the delivery bucket's TTL, wire.DeliveryLeaseTTL: a lease not renewed for this
@@ -67,6 +71,7 @@ type Daemon struct {
 	revs    map[string]uint64 // member key → revision
 	lease   uint64            // the lease row's revision while held
 	active  bool
+	feed    *feed // the active term's membership feed, if any
 }
 
 // New returns a daemon for cfg on nc.
@@ -82,6 +87,9 @@ func New(nc *nats.Conn, cfg Config) (*Daemon, error) {
 	}
 	if cfg.Standby <= 0 {
 		cfg.Standby = time.Second
+	}
+	if f := cfg.Feed; f != nil && (f.Observer == nil || f.Writer == nil || f.Account == "") {
+		return nil, errors.New("delivery: the membership feed needs an observer connection, a writer connection and the space's account")
 	}
 	log := cfg.Log
 	if log == nil {
@@ -223,6 +231,11 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 		return fmt.Errorf("watch presence: %w", err)
 	}
 	stops = append(stops, stopPresence)
+	stopFeed, err := d.startFeed(t.ctx)
+	if err != nil {
+		return err
+	}
+	stops = append(stops, stopFeed)
 	ctl := d.startControl(t)
 	stops = append(stops, ctl.close)
 	ctlSub, err := d.nc.QueueSubscribe(sp.ControlServeFilter(wire.ControlDelivery), string(wire.ControlDelivery), ctl.serve)

@@ -158,7 +158,9 @@ func (r *roster) resolve(name string) (wire.Principal, bool) {
 	return p, err == nil
 }
 
-// watchPresence keeps the roster current until stop is called.
+// watchPresence keeps the roster current until stop is called. An instance appearing or going
+// away (offline, or its row deleted) is a connection opening or closing, which the membership
+// feed follows.
 func (d *Daemon) watchPresence(ctx context.Context) (stop func(), err error) {
 	return d.watch(ctx, d.cfg.Space.PresenceBucket(), func(key string, value []byte) {
 		var row *wire.Presence
@@ -168,7 +170,14 @@ func (d *Daemon) watchPresence(ctx context.Context) (stop func(), err error) {
 			}
 		}
 		d.presence.mu.Lock()
+		was := present(d.presence.rows[key])
 		d.presence.rows[key] = row
 		d.presence.mu.Unlock()
+		if was != present(row) {
+			d.membershipChanged()
+		}
 	})
 }
+
+// present reports whether a presence row is an instance that is there: a row, not offline.
+func present(p *wire.Presence) bool { return p != nil && p.Status != wire.StatusOffline }

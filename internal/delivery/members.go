@@ -104,6 +104,7 @@ func (d *Daemon) writeMember(ctx context.Context, row *wire.MemberRow) error {
 	d.mu.Lock()
 	d.members[key], d.revs[key] = &c, next
 	d.mu.Unlock()
+	d.membershipChanged()
 	return nil
 }
 

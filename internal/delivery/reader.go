@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -145,15 +146,103 @@ func (d *Daemon) readOne(ctx context.Context, msg jetstream.Msg, meta *jetstream
 	return ack, nil
 }
 
-// deleteEntry removes an entry addressed to a retired lifecycle from the inbox stream.
+// deleteEntry removes an entry addressed to a retired lifecycle from the inbox stream, then
+// settles its delivery. A delete the broker went on refusing is a permanent failure: it is
+// logged, naming the entry, which stays in the stream, and the delivery is terminated, so that
+// the entry does not hold a place in the reader's window for good. A delete that got no answer,
+// or was cut short, is tried again on redelivery.
 func (d *Daemon) deleteEntry(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) {
-	req, _ := json.Marshal(map[string]uint64{"seq": meta.Sequence.Stream}) // a map of numbers always encodes
-	if _, err := d.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+d.cfg.Space.InboxStream(), req); err != nil {
-		d.log.Warn("delete an entry of a retired lifecycle", "subject", msg.Subject(), "err", err)
+	stream, seq := d.cfg.Space.InboxStream(), meta.Sequence.Stream
+	err := d.deleteMsg(ctx, stream, seq)
+	var refused *jetstream.APIError
+	switch {
+	case err == nil:
+		_ = msg.Term() // the entry is gone; this only settles the delivery
+	case errors.As(err, &refused):
+		d.log.Error("an inbox entry of a retired lifecycle cannot be deleted; it stays in the stream",
+			"stream", stream, "seq", seq, "subject", msg.Subject(), "attempts", deleteAttempts, "err", err)
+		_ = msg.Term()
+	default:
+		if !errors.Is(err, context.Canceled) {
+			d.log.Warn("delete an inbox entry of a retired lifecycle; will retry", "stream", stream, "seq", seq, "subject", msg.Subject(), "err", err)
+		}
 		_ = msg.NakWithDelay(2 * time.Second)
-		return
 	}
-	_ = msg.Term() // the entry is gone; this only settles the delivery
+}
+
+// Deleting a message is tried deleteAttempts times at most: after the first try, a failed one is
+// tried again after deleteBackoff, and then after twice the previous wait. Each try waits at most
+// deleteTimeout for the broker's answer.
+const (
+	deleteAttempts = 5
+	deleteBackoff  = 250 * time.Millisecond
+	deleteTimeout  = 2 * time.Second
+)
+
+// deleteMsg deletes the message at seq of stream, retrying a failed delete with a bounded
+// backoff. It returns nil once the message is gone, deleted now or before; otherwise the last
+// try's error, which wraps the broker's refusal as a *jetstream.APIError when the broker
+// answered one, or ctx's error when ctx ended first.
+func (d *Daemon) deleteMsg(ctx context.Context, stream string, seq uint64) error {
+	wait := deleteBackoff
+	for attempt := 1; ; attempt++ {
+		err := d.deleteMsgOnce(ctx, stream, seq)
+		if err == nil || attempt == deleteAttempts {
+			return err
+		}
+		d.log.Debug("delete a message; will retry", "stream", stream, "seq", seq, "attempt", attempt, "in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("delete message %d of %s: %w (the last try: %v)", seq, stream, ctx.Err(), err)
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
+
+// msgDeleteReply is the JetStream API's answer to a message delete.
+type msgDeleteReply struct {
+	Success bool                `json:"success"`
+	Error   *jetstream.APIError `json:"error"`
+}
+
+// deleteMsgOnce asks the JetStream API once to delete the message at seq of stream, and checks
+// its answer: a message the stream does not hold (any more) counts as deleted.
+func (d *Daemon) deleteMsgOnce(ctx context.Context, stream string, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
+	defer cancel()
+	req, _ := json.Marshal(map[string]uint64{"seq": seq}) // a map of numbers always encodes
+	msg, err := d.nc.RequestWithContext(ctx, jsapi.MsgDelete+stream, req)
+	if err != nil {
+		return fmt.Errorf("delete message %d of %s: %w", seq, stream, err)
+	}
+	var rep msgDeleteReply
+	switch err := json.Unmarshal(msg.Data, &rep); {
+	case err != nil:
+		return fmt.Errorf("delete message %d of %s: the broker's answer %q is not a JetStream API reply: %w", seq, stream, msg.Data, err)
+	case rep.Error != nil && msgGone(rep.Error):
+		return nil
+	case rep.Error != nil:
+		return fmt.Errorf("delete message %d of %s: %w", seq, stream, rep.Error)
+	case !rep.Success:
+		return fmt.Errorf("delete message %d of %s: the broker answered %s without success", seq, stream, msg.Data)
+	}
+	return nil
+}
+
+// msgGone reports whether a message delete was refused because the stream does not hold the
+// message: a memory stream says the sequence is not found, a file stream that its store has no
+// such message.
+func msgGone(e *jetstream.APIError) bool {
+	switch int(e.ErrorCode) {
+	case jsapi.ErrCodeNoMessage, jsapi.ErrCodeSequenceNotFound:
+		return true
+	case jsapi.ErrCodeMsgDeleteFailed:
+		return e.Description == jsapi.StoreNoMessage || e.Description == jsapi.StoreEOF
+	}
+	return false
 }
 
 // forget removes the membership rows of a retired lifecycle (its ACL row is gone), so the
@@ -179,5 +268,6 @@ func (d *Daemon) forget(ctx context.Context, l wire.Lifecycle) {
 		delete(d.members, key)
 		delete(d.revs, key)
 		d.mu.Unlock()
+		d.membershipChanged()
 	}
 }

@@ -29,8 +29,25 @@ const (
 	ConsumerDeletedAdvs = "$JS.EVENT.ADVISORY.CONSUMER.DELETED.>"
 )
 
-// ErrCodeNoMessage is the JetStream API error code of a message get that found nothing.
-const ErrCodeNoMessage = 10037
+// JetStream API error codes (the err_code of an API reply's error).
+const (
+	// ErrCodeNoMessage is the error code of a message get that found nothing.
+	ErrCodeNoMessage = 10037
+	// ErrCodeSequenceNotFound answers a message delete of a sequence a memory stream does not
+	// hold.
+	ErrCodeSequenceNotFound = 10043
+	// ErrCodeMsgDeleteFailed answers a message delete the stream refused or its store failed;
+	// the description says which. A file stream that does not hold the sequence answers it with
+	// StoreNoMessage, or StoreEOF past its last sequence.
+	ErrCodeMsgDeleteFailed = 10057
+)
+
+// Descriptions a stream's store gives the errors of ErrCodeMsgDeleteFailed that mean the message
+// is not there.
+const (
+	StoreNoMessage = "no message found"
+	StoreEOF       = "stream store EOF"
+)
 
 // System account requests.
 const (
@@ -45,6 +62,14 @@ func AccountClaimsUpdate(account string) string {
 
 // AccountConnz returns the subject that lists account's connections.
 func AccountConnz(account string) string { return "$SYS.REQ.ACCOUNT." + account + ".CONNZ" }
+
+// AccountConnect returns the subject of the system account's event for each connection of
+// account that opens.
+func AccountConnect(account string) string { return "$SYS.ACCOUNT." + account + ".CONNECT" }
+
+// AccountDisconnect returns the subject of the system account's event for each connection of
+// account that closes.
+func AccountDisconnect(account string) string { return "$SYS.ACCOUNT." + account + ".DISCONNECT" }
 
 // Headers of a KV bucket's messages, as the server and nats.go write them: a delete or purge
 // marker carries KVOperation set to KVDelete or KVPurge, a marker the server writes when a row's

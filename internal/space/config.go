@@ -113,9 +113,22 @@ func resources(s wire.Space) []resource {
 		{cfg: kvStream(s.MembersBucket(), 0, jetstream.FileStorage, 0)},
 		{cfg: kvStream(s.ACLBucket(), 0, jetstream.FileStorage, 0)},
 		{cfg: kvStream(s.MembershipBucket(), 0, jetstream.FileStorage, membershipMaxBytes)},
+		{cfg: recordsStore(s)},
 		{cfg: AuthStoreConfig(s)},
 		{cfg: wfj},
 	}
+}
+
+// recordsStore is the backing stream of the records store cotal_records_<space> (SPEC §13.12),
+// as the reference makes it: a file bucket of one row per key with Direct Get on (the heads and
+// every fencing read still go to the leader), no age, count or byte limit that could evict an
+// authority key's row, and neither rollups, message deletes nor purges, since lifecycle, govern,
+// uid, policy and oblig rows are never deleted.
+func recordsStore(s wire.Space) jetstream.StreamConfig {
+	c := kvStream(s.RecordsBucket(), 0, jetstream.FileStorage, 0)
+	c.AllowRollup = false
+	c.DenyDelete, c.DenyPurge = true, true
+	return c
 }
 
 // AuthStoreConfig is the backing stream of the auth store cotal_auth_<space> (SPEC §13.12): no

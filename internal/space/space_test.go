@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
@@ -269,5 +271,147 @@ func TestProvisionAgentDurables(t *testing.T) {
 	}
 	if err := space.ProvisionAgent(ctx, js, sp, space.Agent{}); !errors.Is(err, wire.ErrInvalid) {
 		t.Errorf("an agent without a lifecycle must be refused: %v", err)
+	}
+}
+
+// checkRecordsStore checks c against the records store's configuration (SPEC §13.12, as the
+// reference makes it): one file-backed row per key, Direct Get on, no limit that evicts, and no
+// rollup, delete or purge.
+func checkRecordsStore(t *testing.T, c jetstream.StreamConfig) {
+	t.Helper()
+	switch {
+	case c.Name != "KV_cotal_records_main" || !slices.Equal(c.Subjects, []string{"$KV.cotal_records_main.>"}):
+		t.Errorf("records store named %s capturing %v", c.Name, c.Subjects)
+	case c.Retention != jetstream.LimitsPolicy || c.Storage != jetstream.FileStorage || c.Replicas != 1:
+		t.Errorf("records store retention %v, storage %v, replicas %d", c.Retention, c.Storage, c.Replicas)
+	case c.MaxAge != 0 || c.MaxMsgs != -1 || c.MaxBytes != -1 || c.MaxMsgSize != -1 || c.MaxConsumers != -1:
+		t.Errorf("records store has a limit: max_age %s, max_msgs %d, max_bytes %d, max_msg_size %d, max_consumers %d",
+			c.MaxAge, c.MaxMsgs, c.MaxBytes, c.MaxMsgSize, c.MaxConsumers)
+	case c.MaxMsgsPerSubject != 1 || c.Discard != jetstream.DiscardNew || c.Duplicates != 2*time.Minute:
+		t.Errorf("records store history %d, discard %v, duplicate window %s", c.MaxMsgsPerSubject, c.Discard, c.Duplicates)
+	case !c.AllowDirect || c.AllowRollup || !c.DenyDelete || !c.DenyPurge || c.AllowMsgTTL:
+		t.Errorf("records store allow_direct %t, allow_rollup_hdrs %t, deny_delete %t, deny_purge %t, allow_msg_ttl %t",
+			c.AllowDirect, c.AllowRollup, c.DenyDelete, c.DenyPurge, c.AllowMsgTTL)
+	case c.Mirror != nil || len(c.Sources) > 0:
+		t.Errorf("records store is a copy: mirror %v, sources %v", c.Mirror, c.Sources)
+	}
+}
+
+// TestProvisionCreatesTheRecordsStore: provisioning creates the records store cotal_records_<space>
+// with the SPEC §13.12 configuration, the broker then refuses to delete or purge its rows, and
+// provisioning again leaves it as it is.
+func TestProvisionCreatesTheRecordsStore(t *testing.T) {
+	t.Parallel()
+	js := openJS(t)
+	ctx := t.Context()
+	rep, err := space.Provision(ctx, js, "main", durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(rep.Created, "KV_cotal_records_main") {
+		t.Errorf("report %+v does not list the records store", rep)
+	}
+	st, err := js.Stream(ctx, "KV_cotal_records_main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecordsStore(t, st.CachedInfo().Config)
+
+	kv, err := js.KeyValue(ctx, "cotal_records_main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := kv.Create(ctx, "lifecycle.local.alice", []byte(`{"v":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteMsg(ctx, rev); err == nil {
+		t.Error("the broker deleted a row of the records store")
+	}
+	if err := st.Purge(ctx); err == nil {
+		t.Error("the broker purged the records store")
+	}
+	if e, err := kv.Get(ctx, "lifecycle.local.alice"); err != nil || e.Revision() != rev {
+		t.Errorf("the row did not survive: %v, %v", e, err)
+	}
+
+	again, err := space.Provision(ctx, js, "main", durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Changed() {
+		t.Errorf("provisioning again changed something: %+v", again)
+	}
+	st, err = js.Stream(ctx, "KV_cotal_records_main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecordsStore(t, st.CachedInfo().Config)
+	if n := st.CachedInfo().State.Msgs; n != 1 {
+		t.Errorf("the records store holds %d rows after provisioning again, want 1", n)
+	}
+}
+
+// TestProvisionReportsADriftedRecordsStore: a records store that could evict an authority row (an
+// age limit, rollups on) is reported by field and left as it is, rows included.
+func TestProvisionReportsADriftedRecordsStore(t *testing.T) {
+	t.Parallel()
+	js := openJS(t)
+	ctx := t.Context()
+	aged := jetstream.StreamConfig{
+		Name: "KV_cotal_records_main", Subjects: []string{"$KV.cotal_records_main.>"}, Storage: jetstream.FileStorage,
+		MaxMsgsPerSubject: 1, MaxAge: time.Hour, Discard: jetstream.DiscardNew, AllowDirect: true, AllowRollup: true,
+		MaxMsgs: -1, MaxBytes: -1, MaxMsgSize: -1, MaxConsumers: -1, Replicas: 1,
+	}
+	if _, err := js.CreateStream(ctx, aged); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "$KV.cotal_records_main.govern.alpha", []byte(`{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := space.Provision(ctx, js, "main", durable)
+	var de *space.DriftError
+	if !errors.As(err, &de) {
+		t.Fatalf("Provision = %v, want a DriftError", err)
+	}
+	fields := map[string]bool{}
+	for _, d := range de.Drifts {
+		if d.Resource == "KV_cotal_records_main" {
+			fields[d.Field] = true
+		}
+	}
+	for _, f := range []string{"max_age", "allow_rollup_hdrs", "deny_delete", "deny_purge"} {
+		if !fields[f] {
+			t.Errorf("drift of the records store's %s not reported: %v", f, err)
+		}
+	}
+	st, err := js.Stream(ctx, "KV_cotal_records_main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := st.CachedInfo(); info.State.Msgs != 1 || info.Config.MaxAge != time.Hour {
+		t.Errorf("the drifted records store was changed: %d rows, max_age %s", info.State.Msgs, info.Config.MaxAge)
+	}
+}
+
+// TestMeshProvisionsTheRecordsStore: on an authenticated mesh the provisioner's grants cover the
+// records store, which the mesh's setup therefore creates, and a provisioner credential
+// provisions the space again without a change.
+func TestMeshProvisionsTheRecordsStore(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	c := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileProvisioner, Name: "setup"}))
+	st, err := c.JS.Stream(ctx, m.Space.RecordsBucket().Stream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecordsStore(t, st.CachedInfo().Config)
+	rep, err := space.Provision(ctx, c.JS, m.Space, durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Changed() {
+		t.Errorf("provisioning the mesh's space again changed something: %+v", rep)
 	}
 }

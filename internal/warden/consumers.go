@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/connz"
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
 )
@@ -497,10 +498,8 @@ func (a *audit) live(ctx context.Context, stream string) (map[string]bool, error
 
 // principalOf returns the principal a user JWT's tags name, "" when none does.
 func principalOf(tags []string) string {
-	for _, t := range tags {
-		if p, ok := strings.CutPrefix(t, authority.TagPrincipal); ok {
-			return p
-		}
+	if p, ok := connz.PrincipalOfTags(tags); ok {
+		return p.String()
 	}
 	return ""
 }
