@@ -671,6 +671,13 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 			g.pub = append(g.pub, "$KV."+string(b)+".>")
 		}
 		g.sub = append(g.sub, jsapi.AuditAdvisory, jsapi.ConsumerDeletedAdvs)
+	case authority.ProfileMembership:
+		// The membership feed's writer (SPEC §8): it writes the feed and reads the durable
+		// memberships it reports, nothing else.
+		g.pub = []string{jsapi.Info, jsapi.FlowControl, "$KV." + string(membership) + ".>"}
+		for _, b := range []wire.Bucket{membership, members} {
+			g.pub = append(g.pub, consume(b.Stream())...)
+		}
 	default:
 		return fbGrant{}, false
 	}
@@ -924,7 +931,7 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 	}
 
 	// The broker's own inventory of both accounts, before and after: a system user asks JSZ.
-	sys, err := kr.MintSystemUser("fb-jsz", []string{"$SYS.REQ.ACCOUNT.*.JSZ"}, 5*time.Minute)
+	sys, err := kr.MintSystemUser("fb-jsz", []string{"$SYS.REQ.ACCOUNT.*.JSZ"}, nil, 5*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1119,6 +1126,8 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 		out = append(out, pub(jsapi.Info), pub(jsapi.MsgGet+h.RecordsBucket().Stream()))
 	case authority.ProfileWarden:
 		out = append(out, sub(jsapi.AuditAdvisory), pub(jsapi.StreamInfo+h.ChatStream()))
+	case authority.ProfileMembership:
+		out = append(out, pub(jsapi.Info), pub(jsapi.StreamInfo+h.MembershipBucket().Stream()))
 	}
 	return out
 }

@@ -115,6 +115,8 @@ func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
 		return r.runOperator(), nil
 	case ProfileWarden:
 		return r.warden(), nil
+	case ProfileMembership:
+		return r.membership(), nil
 	}
 	_, err := ParseProfile(string(profile))
 	return Permissions{}, err
@@ -557,6 +559,19 @@ func (r rowsFor) warden() Permissions {
 		}
 	}
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox(), jsapi.AuditAdvisory, jsapi.ConsumerDeletedAdvs}}
+}
+
+// membership writes the membership feed and reads the durable memberships it reports: the
+// reference's membership-rw rows.
+func (r rowsFor) membership() Permissions {
+	feed, members := r.s.MembershipBucket(), r.s.MembersBucket()
+	pub := []string{jsapi.Info}
+	for _, b := range []wire.Bucket{feed, members} {
+		st := b.Stream()
+		pub = append(pub, jsapi.StreamInfo+st, jsapi.MsgGet+st, jsapi.ConsumerCreate+st+".>", jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>")
+	}
+	pub = append(pub, feed.Subject(">"), jsapi.FlowControl)
+	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
 }
 
 // String renders p one row per line, for debugging and test failures.

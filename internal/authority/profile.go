@@ -55,6 +55,10 @@ const (
 	// and bucket rows that no legitimate writer produced. The mesh mints it for itself; it is
 	// never handed out.
 	ProfileWarden Profile = "warden"
+	// ProfileMembership writes the membership feed (SPEC §8, cotal_membership_<space>) for the
+	// dashboards, reading the durable memberships it reports. The active delivery daemon holds
+	// it; it is never handed out.
+	ProfileMembership Profile = "membership-rw"
 )
 
 // Profiles lists every profile.
@@ -62,6 +66,7 @@ var Profiles = []Profile{
 	ProfileAgent, ProfileObserver, ProfileAdmin, ProfileSupervisor, ProfileDelivery, ProfileProvisioner,
 	ProfileDeprovisioner, ProfileOperator, ProfileProbe, ProfileChannelWriter, ProfilePurger, ProfileTeardown,
 	ProfileLedger, ProfileSessionCaller, ProfileSessionServing, ProfileRunOperator, ProfileWarden,
+	ProfileMembership,
 }
 
 // Handed lists the profiles an operator may mint for a process by name alone. The others are the
@@ -98,7 +103,7 @@ func (p Profile) DefaultLifetime() time.Duration {
 	switch p {
 	case ProfileAgent, ProfileObserver, ProfileAdmin:
 		return 0
-	case ProfileSupervisor, ProfileDelivery, ProfileWarden:
+	case ProfileSupervisor, ProfileDelivery, ProfileWarden, ProfileMembership:
 		return DaemonLifetime
 	case ProfileProbe:
 		return ProbeLifetime
@@ -111,7 +116,7 @@ func (p Profile) DefaultLifetime() time.Duration {
 // Daemon reports whether p is a daemon's profile: its credential is held by a long-running
 // process and renewed before it expires.
 func (p Profile) Daemon() bool {
-	return p == ProfileSupervisor || p == ProfileDelivery || p == ProfileWarden
+	return p == ProfileSupervisor || p == ProfileDelivery || p == ProfileWarden || p == ProfileMembership
 }
 
 // needsLifecycle reports whether p's rows name the holder's lifecycle.

@@ -92,9 +92,10 @@ func (k *Keyring) PruneRevocations(space wire.Space, drop func(userKey string, r
 }
 
 // MintSystemUser mints a user of the system account, for the $SYS requests only the authority
-// makes (pushing account updates, listing connections). It is signed by the system account key,
+// makes (pushing account updates, listing connections) and the account events it hears: it may
+// publish pubAllow and subscribe its inbox and subAllow. It is signed by the system account key,
 // short-lived, and never handed to an agent.
-func (k *Keyring) MintSystemUser(name string, pubAllow []string, life time.Duration) (*Credential, error) {
+func (k *Keyring) MintSystemUser(name string, pubAllow, subAllow []string, life time.Duration) (*Credential, error) {
 	user, err := nkeys.CreateUser()
 	if err != nil {
 		return nil, err
@@ -103,19 +104,47 @@ func (k *Keyring) MintSystemUser(name string, pubAllow []string, life time.Durat
 	uc := jwt.NewUserClaims(pub)
 	uc.Name = name
 	uc.Permissions.Pub.Allow = jwt.StringList(pubAllow)
-	uc.Permissions.Sub.Allow = jwt.StringList{wire.ConnID(pub).InboxGrant()}
-	uc.Expires = time.Now().Add(life).Unix()
-	token, err := uc.Encode(k.system)
-	if err != nil {
-		return nil, fmt.Errorf("mint system user %s: %w", name, err)
-	}
+	uc.Permissions.Sub.Allow = append(jwt.StringList{wire.ConnID(pub).InboxGrant()}, subAllow...)
 	seed, err := user.Seed()
 	if err != nil {
 		return nil, err
+	}
+	return k.signSystemUser(uc, seed, life)
+}
+
+// RenewSystemUser re-signs a system user minted by MintSystemUser for life from now: the same key
+// and permissions, a fresh JWT.
+func (k *Keyring) RenewSystemUser(c *Credential, life time.Duration) (*Credential, error) {
+	uc, err := jwt.DecodeUserClaims(c.JWT)
+	if err != nil {
+		return nil, fmt.Errorf("renew system user %s: %w", c.Profile, err)
+	}
+	if uc.Issuer != k.SystemAccountPublicKey() {
+		return nil, fmt.Errorf("renew system user %s: it was not signed by this system account", c.Profile)
+	}
+	kp, err := jwt.ParseDecoratedUserNKey(c.Creds)
+	if err != nil {
+		return nil, fmt.Errorf("renew system user %s: %w", c.Profile, err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, err
+	}
+	return k.signSystemUser(uc, seed, life)
+}
+
+// signSystemUser signs uc, issued now and living life, with the system account key, and returns
+// it as a credential with seed.
+func (k *Keyring) signSystemUser(uc *jwt.UserClaims, seed []byte, life time.Duration) (*Credential, error) {
+	now := time.Now()
+	uc.IssuedAt, uc.Expires = now.Unix(), now.Add(life).Unix()
+	token, err := uc.Encode(k.system)
+	if err != nil {
+		return nil, fmt.Errorf("sign system user %s: %w", uc.Name, err)
 	}
 	creds, err := jwt.FormatUserConfig(token, seed)
 	if err != nil {
 		return nil, err
 	}
-	return &Credential{Profile: Profile(name), PublicKey: pub, JWT: token, Creds: creds, Expires: time.Unix(uc.Expires, 0)}, nil
+	return &Credential{Profile: Profile(uc.Name), PublicKey: uc.Subject, JWT: token, Creds: creds, Expires: time.Unix(uc.Expires, 0)}, nil
 }

@@ -24,7 +24,7 @@ const varzGather = 250 * time.Millisecond
 // BrokerCPU returns the CPU use of every broker serving url, in percent of one core, as each
 // server reports it in VARZ. An embedded broker reports its whole process.
 func BrokerCPU(ctx context.Context, kr *authority.Keyring, url string) ([]float64, error) {
-	sys, err := kr.MintSystemUser("cotal-varz", []string{varzPing}, time.Minute)
+	sys, err := kr.MintSystemUser("cotal-varz", []string{varzPing}, nil, time.Minute)
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func feedConfig(t *testing.T, m *meshtest.Mesh, interval time.Duration) *deliver
 		t.Fatal(err)
 	}
 	account := keys.AccountPublicKey()
-	observer, err := m.Keyring().MintSystemUser("membership-observer", []string{jsapi.AccountConnz(account)}, time.Hour)
+	observer, err := m.Keyring().MintSystemUser("membership-observer", []string{jsapi.AccountConnz(account)}, nil, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,8 +41,7 @@ func feedConfig(t *testing.T, m *meshtest.Mesh, interval time.Duration) *deliver
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	// No profile holds the membership-rw grants yet; the warden's cover the membership bucket.
-	writer := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileWarden, Name: "membership"}))
+	writer := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileMembership, Name: "membership"}))
 	return &delivery.FeedConfig{Observer: nc, Account: account, Writer: writer.Conn, Interval: interval}
 }
 

@@ -59,7 +59,7 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 		return err
 	}
 	update, connz := jsapi.AccountClaimsUpdate(acct), jsapi.AccountConnz(acct)
-	sys, err := kr.MintSystemUser("cotal-revoker", []string{update, connz}, time.Minute)
+	sys, err := kr.MintSystemUser("cotal-revoker", []string{update, connz}, nil, time.Minute)
 	if err != nil {
 		return err
 	}

@@ -21,16 +21,18 @@ const renewRetry = 10 * time.Second
 // releaseWait bounds how long Release takes to revoke the credential.
 const releaseWait = 15 * time.Second
 
-// Held is a connection on a credential the ledger issued for a long-running holder (a daemon,
-// the supervisor): the credential is renewed in place before two thirds of its lifetime, so the
-// connection's subscriptions and consumers outlive any one JWT, and it is revoked on Release.
+// Held is a connection on a credential for a long-running holder (a daemon, the supervisor):
+// the credential is renewed in place before two thirds of its lifetime, so the connection's
+// subscriptions and consumers outlive any one JWT, and on Release it is let go (a ledger-issued
+// one revoked).
 type Held struct {
 	*dial.Renewing
-	l    *Ledger
-	life time.Duration
-	log  *slog.Logger
-	stop context.CancelFunc
-	done chan struct{}
+	life    time.Duration
+	log     *slog.Logger
+	renew   func(context.Context, *authority.Credential) (*authority.Credential, error)
+	release func(context.Context, *authority.Credential) error
+	stop    context.CancelFunc
+	done    chan struct{}
 
 	mu   sync.Mutex
 	cred *authority.Credential // guarded by mu: the last renewal
@@ -48,12 +50,46 @@ func (l *Ledger) Hold(ctx context.Context, req Request, log *slog.Logger) (*Held
 	if err != nil {
 		return nil, err
 	}
-	rc, err := dial.AsRenewing(ctx, l.URL(), cred)
+	return hold(ctx, l.URL(), cred, req.Expires, log,
+		func(ctx context.Context, c *authority.Credential) (*authority.Credential, error) {
+			return l.Renew(ctx, c, req.Expires)
+		},
+		func(ctx context.Context, c *authority.Credential) error {
+			_, err := l.Revoke(ctx, c.LifecycleUID, c.CredentialID, "its holder stopped")
+			return err
+		})
+}
+
+// HoldSystem mints a system-account user that may publish pubAllow and subscribe subAllow
+// (beside its inbox), connects it to the ledger's broker and keeps it renewed for life (at least
+// MinHeldLifetime) until Release, which only closes it: a system user has no ledger row, and
+// expires on its own.
+func (l *Ledger) HoldSystem(ctx context.Context, name string, pubAllow, subAllow []string, life time.Duration, log *slog.Logger) (*Held, error) {
+	if life < MinHeldLifetime {
+		return nil, fmt.Errorf("hold system user %s: its lifetime %s must be at least %s", name, life, MinHeldLifetime)
+	}
+	cred, err := l.kr.MintSystemUser(name, pubAllow, subAllow, life)
+	if err != nil {
+		return nil, err
+	}
+	return hold(ctx, l.url, cred, life, log,
+		func(_ context.Context, c *authority.Credential) (*authority.Credential, error) {
+			return l.kr.RenewSystemUser(c, life)
+		},
+		nil)
+}
+
+// hold connects cred and keeps it renewed with renew until Release, which lets it go with
+// release (when set).
+func hold(ctx context.Context, url string, cred *authority.Credential, life time.Duration, log *slog.Logger,
+	renew func(context.Context, *authority.Credential) (*authority.Credential, error),
+	release func(context.Context, *authority.Credential) error) (*Held, error) {
+	rc, err := dial.AsRenewing(ctx, url, cred)
 	if err != nil {
 		return nil, err
 	}
 	rctx, stop := context.WithCancel(context.Background())
-	h := &Held{Renewing: rc, l: l, life: req.Expires, log: log, stop: stop, done: make(chan struct{}), cred: cred}
+	h := &Held{Renewing: rc, life: life, log: log, renew: renew, release: release, stop: stop, done: make(chan struct{}), cred: cred}
 	go h.keepRenewed(rctx)
 	return h, nil
 }
@@ -94,7 +130,7 @@ func (h *Held) keepRenewed(ctx context.Context) {
 		case <-time.After(time.Until(renewAt(cred.Expires, h.life))):
 		}
 		for {
-			next, err := h.l.Renew(ctx, cred, h.life)
+			next, err := h.renew(ctx, cred)
 			if err == nil {
 				h.mu.Lock()
 				h.cred = next // the row holds the new JWT whether or not the reconnect finishes
@@ -116,15 +152,17 @@ func (h *Held) keepRenewed(ctx context.Context) {
 	}
 }
 
-// Release stops the renewals, closes the connection and revokes the credential, which no process
-// holds any more. A failed revocation is returned; the credential still expires on its own.
+// Release stops the renewals, closes the connection and lets the credential go: a ledger-issued
+// one is revoked, as no process holds it any more. A failed revocation is returned; the
+// credential still expires on its own.
 func (h *Held) Release() error {
 	h.stop()
 	<-h.done
 	h.Close()
-	cred := h.Credential()
+	if h.release == nil {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
 	defer cancel()
-	_, err := h.l.Revoke(ctx, cred.LifecycleUID, cred.CredentialID, "its holder stopped")
-	return err
+	return h.release(ctx, h.Credential())
 }

@@ -98,6 +98,9 @@ func MintProvisioner(kr *authority.Keyring, sp wire.Space) (*authority.Credentia
 // Space returns the space the ledger serves.
 func (l *Ledger) Space() wire.Space { return l.sp }
 
+// Account returns the public key of the space's account.
+func (l *Ledger) Account() string { return l.keys.AccountPublicKey() }
+
 // URL returns the broker the ledger is connected to.
 func (l *Ledger) URL() string { return l.url }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/delivery"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/warden"
@@ -41,15 +40,18 @@ const (
 // StartDaemons starts, for every space whose ledger is given, a delivery daemon and the
 // integrity warden, each on its own least-privilege credential issued through that ledger for
 // life (authority.DaemonLifetime when zero) and renewed before two thirds of it, and the session
-// sweep on the ledger itself. Stop ends them and revokes their credentials; the ledgers stay
-// their caller's.
-func StartDaemons(ledgers []*ledger.Ledger, life time.Duration, log *slog.Logger) (*Daemons, error) {
+// sweep on the ledger itself. noDelivery leaves the delivery daemons out (`cotal deliver` runs
+// them beside the mesh). Stop ends them and revokes their credentials; the ledgers stay their
+// caller's.
+func StartDaemons(ledgers []*ledger.Ledger, life time.Duration, noDelivery bool, log *slog.Logger) (*Daemons, error) {
 	ds := newDaemons(life, log)
 	ctx := ds.ctx
 	for _, l := range ledgers {
-		if err := ds.startDelivery(ctx, l, log); err != nil {
-			ds.Stop()
-			return nil, err
+		if !noDelivery {
+			if err := ds.startDelivery(ctx, l, log); err != nil {
+				ds.Stop()
+				return nil, err
+			}
 		}
 		if err := ds.startWarden(ctx, l, log); err != nil {
 			ds.Stop()
@@ -127,14 +129,13 @@ func (ds *Daemons) connect(ctx context.Context, l *ledger.Ledger, profile author
 }
 
 func (ds *Daemons) startDelivery(ctx context.Context, l *ledger.Ledger, log *slog.Logger) error {
-	dc, err := ds.connect(ctx, l, authority.ProfileDelivery, deliveryActor)
+	d, err := NewDelivery(ctx, l, deliveryActor, ds.life, log)
 	if err != nil {
 		return err
 	}
-	d, err := delivery.New(dc.Conn, delivery.Config{Space: l.Space(), Holder: dc.Credential().Principal.String(), Log: log})
-	if err != nil {
-		return err
-	}
+	ds.mu.Lock()
+	ds.conns = append(ds.conns, d.held...) // released by Stop
+	ds.mu.Unlock()
 	ds.wg.Go(func() {
 		if err := d.Run(ctx); err != nil && log != nil {
 			log.Error("delivery daemon stopped", "space", l.Space(), "err", err)

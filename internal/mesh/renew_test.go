@@ -86,9 +86,7 @@ func daemonRows(t *testing.T, m *meshtest.Mesh) map[authority.Profile]authority.
 	}
 	out := map[authority.Profile]authority.CredentialRow{}
 	for _, r := range rows {
-		switch r.Profile {
-		case authority.ProfileDelivery, authority.ProfileWarden, authority.ProfileSupervisor:
-		default:
+		if !r.Profile.Daemon() {
 			continue
 		}
 		if r.State != authority.CredActive {
@@ -99,12 +97,12 @@ func daemonRows(t *testing.T, m *meshtest.Mesh) map[authority.Profile]authority.
 		}
 		out[r.Profile] = r
 	}
-	if len(out) != 3 {
+	if len(out) != 4 {
 		var have []authority.Profile
 		for p := range out {
 			have = append(have, p)
 		}
-		t.Fatalf("active daemon credentials of %q, want one each of delivery, warden and supervisor", have)
+		t.Fatalf("active daemon credentials of %q, want one each of delivery, membership-rw, warden and supervisor", have)
 	}
 	return out
 }

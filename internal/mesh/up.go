@@ -41,6 +41,9 @@ type Options struct {
 	NoDaemons bool
 	// NoManager leaves out the supervisor (run `cotal supervise` beside the mesh instead).
 	NoManager bool
+	// NoDelivery leaves out the in-process delivery daemon (run `cotal deliver` beside the mesh
+	// instead).
+	NoDelivery bool
 	// DaemonCredentialLifetime is how long the daemons' credentials live before they are
 	// renewed (at two thirds of it); authority.DaemonLifetime when zero.
 	DaemonCredentialLifetime time.Duration
@@ -146,7 +149,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			return nil, err
 		}
 		if !o.NoDaemons {
-			if m.daemons, err = StartDaemons(m.ledgers, o.DaemonCredentialLifetime, o.Log); err != nil {
+			if m.daemons, err = StartDaemons(m.ledgers, o.DaemonCredentialLifetime, o.NoDelivery, o.Log); err != nil {
 				m.stopServer()
 				return nil, err
 			}

@@ -14,8 +14,9 @@ import (
 	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
-	"github.com/gocotal/cotal/internal/delivery"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal deliver`.
@@ -60,20 +61,15 @@ func deliverRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(o.IO.ErrOut, nil))
-	h, err := l.Hold(ctx, ledger.Request{Profile: authority.ProfileDelivery, Name: o.Name, Expires: o.Lifetime}, log)
+	daemon, err := mesh.NewDelivery(ctx, l, o.Name, o.Lifetime, log)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := h.Release(); err != nil {
-			fmt.Fprintf(o.IO.ErrOut, "revoke the daemon's credential: %v\n", err)
+		if err := daemon.Release(); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "revoke the daemon's credentials: %v\n", err)
 		}
 	}()
-	cred := h.Credential()
-	daemon, err := delivery.New(h.Conn, delivery.Config{Space: sp, Holder: cred.Principal.String(), Log: log})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(o.IO.ErrOut, "delivery daemon %s for space %s: standby until it holds the lease (Ctrl-C stops)\n", cred.Principal, sp)
+	fmt.Fprintf(o.IO.ErrOut, "delivery daemon %s for space %s: standby until it holds the lease (Ctrl-C stops)\n", wire.DevOwner+"."+o.Name, sp)
 	return daemon.Run(ctx)
 }

@@ -41,6 +41,8 @@ type Options struct {
 	Verbose bool
 	// NoManager leaves the supervisor out, for `cotal supervise` to run beside the mesh.
 	NoManager bool
+	// NoDelivery leaves the delivery daemon out, for `cotal deliver` to run beside the mesh.
+	NoDelivery bool
 	// DaemonLifetime is the lifetime of the daemons' credentials.
 	DaemonLifetime time.Duration
 }
@@ -77,6 +79,7 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.StringVar(&o.TLSKey, "tls-key", "", "server key file, with --tls-cert")
 	fs.BoolVar(&o.Verbose, "verbose", false, "log the broker's notices, not only its warnings")
 	fs.BoolVar(&o.NoManager, "no-manager", false, "do not run the supervisor (`cotal supervise` runs one beside the mesh)")
+	fs.BoolVar(&o.NoDelivery, "no-delivery", false, "do not run the delivery daemon (`cotal deliver` runs one beside the mesh)")
 	fs.DurationVar(&o.DaemonLifetime, "daemon-credential-lifetime", authority.DaemonLifetime, "lifetime of the daemons' credentials, each renewed at two thirds of it")
 	return cmd
 }
@@ -97,6 +100,7 @@ func (o *Options) meshOptions() (mesh.Options, error) {
 		return mo, &exit.UsageError{Err: fmt.Errorf("--daemon-credential-lifetime %s: must be at least %s", o.DaemonLifetime, ledger.MinHeldLifetime)}
 	}
 	mo.Host, mo.Port, mo.Open, mo.NoManager, mo.DaemonCredentialLifetime = o.Host, o.Port, o.Open, o.NoManager, o.DaemonLifetime
+	mo.NoDelivery = o.NoDelivery
 	if o.Port == 0 {
 		mo.Port = -1 // any free port
 	}
@@ -224,6 +228,9 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 	}
 	if o.NoManager {
 		args = append(args, "--no-manager")
+	}
+	if o.NoDelivery {
+		args = append(args, "--no-delivery")
 	}
 	args = append(args, "--daemon-credential-lifetime", o.DaemonLifetime.String())
 	cmd := exec.Command(exe, args...)
