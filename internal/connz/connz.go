@@ -21,6 +21,8 @@ type Conn struct {
 	// AuthorizedUser is the user the connection authenticated as: a statically minted
 	// credential's user key, or the name a callout-minted credential carries.
 	AuthorizedUser string `json:"authorized_user"`
+	// NKey is the user key a connection authenticated with by nkey alone.
+	NKey string `json:"nkey"`
 	// Tags are the tags of the connection's user JWT.
 	Tags []string `json:"tags"`
 	// Subscriptions are the subjects the connection subscribes, wildcards kept.

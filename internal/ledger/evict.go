@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/connz"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
@@ -58,8 +60,8 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 	if err != nil {
 		return err
 	}
-	update, connz := jsapi.AccountClaimsUpdate(acct), jsapi.AccountConnz(acct)
-	sys, err := kr.MintSystemUser("cotal-revoker", []string{update, connz}, nil, time.Minute)
+	update := jsapi.AccountClaimsUpdate(acct)
+	sys, err := kr.MintSystemUser("cotal-revoker", []string{update, jsapi.AccountConnz(acct)}, nil, time.Minute)
 	if err != nil {
 		return err
 	}
@@ -82,7 +84,7 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 		return fmt.Errorf("push the revocation to the broker: it answered %s", rep.Data)
 	}
 	for {
-		live, err := liveConnections(rctx, nc, connz, userKeys)
+		live, err := liveConnections(rctx, nc, acct, userKeys)
 		if err != nil {
 			return fmt.Errorf("verify the eviction: %w", err)
 		}
@@ -97,30 +99,17 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 	}
 }
 
-// liveConnections counts the connections CONNZ lists for any of the user keys.
-func liveConnections(ctx context.Context, nc *nats.Conn, connz string, userKeys []string) (int, error) {
-	req, _ := json.Marshal(map[string]any{"auth": true, "limit": 100000}) // always encodes
-	rep, err := nc.RequestWithContext(ctx, connz, req)
+// liveConnections counts the account's connections, as the broker lists them, that authenticated
+// as any of the user keys.
+func liveConnections(ctx context.Context, nc *nats.Conn, account string, userKeys []string) (int, error) {
+	conns, err := connz.List(ctx, nc, account)
 	if err != nil {
 		return 0, err
 	}
-	var res struct {
-		Data *struct {
-			Connections []struct {
-				AuthorizedUser string `json:"authorized_user"`
-				NKey           string `json:"nkey"`
-			} `json:"connections"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(rep.Data, &res); err != nil || res.Data == nil {
-		return 0, fmt.Errorf("unexpected CONNZ reply %s", rep.Data)
-	}
 	n := 0
-	for _, c := range res.Data.Connections {
-		for _, k := range userKeys {
-			if c.AuthorizedUser == k || c.NKey == k {
-				n++
-			}
+	for _, c := range conns {
+		if slices.Contains(userKeys, c.AuthorizedUser) || slices.Contains(userKeys, c.NKey) {
+			n++
 		}
 	}
 	return n, nil
