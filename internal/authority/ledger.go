@@ -218,7 +218,9 @@ func (s *AuthStore) touchGate(ctx context.Context, uid wire.LifecycleUID, og *Ob
 	return err
 }
 
-// Head reads lifecycle.<owner>.<actor>; nil when the alias has none.
+// Head reads lifecycle.<owner>.<actor>; nil when the alias has none. A row that names another
+// principal than its key is ErrCorrupt: it never authorizes anything (SPEC §13.1), least of all
+// retiring the lifecycle it names.
 func (s *AuthStore) Head(ctx context.Context, p wire.Principal) (*LifecycleHead, uint64, error) {
 	key := keyHead + p.String()
 	r, err := s.readNeverDeleted(ctx, key)
@@ -228,6 +230,9 @@ func (s *AuthStore) Head(ctx context.Context, p wire.Principal) (*LifecycleHead,
 	var h LifecycleHead
 	if err := decodeStrict(r.Value, &h); err != nil {
 		return nil, 0, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+	}
+	if h.Owner != p.Owner() || h.Actor != p.Actor() {
+		return nil, 0, fmt.Errorf("%w: %s names %s.%s", ErrCorrupt, key, h.Owner, h.Actor)
 	}
 	return &h, r.Revision, nil
 }
@@ -270,7 +275,15 @@ func (s *AuthStore) Activate(ctx context.Context, l wire.Lifecycle, opID string)
 	}
 	head, _ := json.Marshal(LifecycleHead{Owner: l.Principal.Owner(), Actor: l.Principal.Actor(), LifecycleUID: l.UID, ProcessEpoch: epoch, State: HeadActive}) // always encodes
 	if _, err := s.write(ctx, keyHead+l.Principal.String(), head, rev, 0); err != nil {
-		return nil, fmt.Errorf("move the alias head of %s: %w", l.Principal, err)
+		err = fmt.Errorf("move the alias head of %s: %w", l.Principal, err)
+		// The loser of the head's race terminalizes its own orphan gate (SPEC §13.1): no
+		// credential is ever issued through a gate the alias never named.
+		next := og.Row
+		next.State, next.Generation, next.Op = GateRetired, og.Row.Generation+1, GateOp{OpID: opID + "-orphan", Kind: OpRetirement}
+		if _, gerr := s.moveGate(ctx, l.UID, og, next); gerr != nil {
+			err = errors.Join(err, fmt.Errorf("retire the orphan gate of %s: %w", l, gerr))
+		}
+		return nil, err
 	}
 	return og, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -40,9 +41,61 @@ func (k *Keyring) Revocations(space wire.Space) (map[string]int64, error) {
 	return out, nil
 }
 
+// lockRevocations takes the space's revocation lock: an exclusive lock on a file beside the list,
+// held by one process and one caller at a time, so that read-modify-writes of the list and the
+// pushes of the account JWT rendered from it happen one after another and the last push carries
+// every revocation. unlock releases it.
+func (k *Keyring) lockRevocations(space wire.Space) (unlock func(), err error) {
+	path := filepath.Join(k.dir, "space."+string(space)+".revocations.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, &KeyFileError{Path: path, Err: err}
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, &KeyFileError{Path: path, Err: err}
+	}
+	return func() { f.Close() }, nil // closing the file releases the lock
+}
+
+// RevokeAndPush records that the user keys may no longer connect to the space (as of now) and
+// calls push with the account JWT rendered from the whole list, under the space's revocation
+// lock: revocations made at once, by this process or another on the same keyring, are never
+// lost to a push that did not carry them.
+func (k *Keyring) RevokeAndPush(space wire.Space, userKeys []string, push func(accountJWT string) error) error {
+	unlock, err := k.lockRevocations(space)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := k.revoke(space, userKeys); err != nil {
+		return err
+	}
+	sk, err := k.Space(space)
+	if err != nil {
+		return err
+	}
+	token, err := k.AccountJWT(sk)
+	if err != nil {
+		return err
+	}
+	return push(token)
+}
+
 // Revoke records that the user keys may no longer connect to the space (as of now). The account
-// JWT carries the list from then on; pushing it to a running broker is the caller's step.
+// JWT carries the list from then on; pushing it to a running broker is the caller's step
+// (RevokeAndPush does both).
 func (k *Keyring) Revoke(space wire.Space, userKeys ...string) error {
+	unlock, err := k.lockRevocations(space)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return k.revoke(space, userKeys)
+}
+
+// revoke is Revoke under the lock.
+func (k *Keyring) revoke(space wire.Space, userKeys []string) error {
 	if _, err := wire.ParseSpace(string(space)); err != nil {
 		return err
 	}
@@ -70,6 +123,11 @@ func (k *Keyring) Revoke(space wire.Space, userKeys ...string) error {
 // revoked, and returns how many it dropped. The account JWT rendered from then on carries the
 // shorter list; pushing it to a running broker is the caller's step.
 func (k *Keyring) PruneRevocations(space wire.Space, drop func(userKey string, revokedAt time.Time) bool) (int, error) {
+	unlock, err := k.lockRevocations(space)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	list, err := k.Revocations(space)
 	if err != nil {
 		return 0, err

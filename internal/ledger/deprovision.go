@@ -13,8 +13,13 @@ import (
 )
 
 // deprovision tears down an agent lifecycle's durables and ACL row under a deprovisioner
-// credential pinned to it by name. Missing pieces are not an error.
+// credential pinned to it by name. Missing pieces are not an error; a JetStream API that did not
+// answer is asked again.
 func (l *Ledger) deprovision(ctx context.Context, lc wire.Lifecycle) error {
+	return retryUnanswered(ctx, func() error { return l.deprovisionOnce(ctx, lc) })
+}
+
+func (l *Ledger) deprovisionOnce(ctx context.Context, lc wire.Lifecycle) error {
 	p, err := wire.NewPrincipal(wire.DevOwner, deprovisionerActor)
 	if err != nil {
 		return err

@@ -48,18 +48,11 @@ func BrokerEvictor(kr *authority.Keyring, url string) Evictor {
 }
 
 func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp wire.Space, userKeys []string) error {
-	if err := kr.Revoke(sp, userKeys...); err != nil {
-		return err
-	}
 	sk, err := kr.Space(sp)
 	if err != nil {
 		return err
 	}
 	acct := sk.AccountPublicKey()
-	token, err := kr.AccountJWT(sk)
-	if err != nil {
-		return err
-	}
 	update := jsapi.AccountClaimsUpdate(acct)
 	sys, err := kr.MintSystemUser("cotal-revoker", []string{update, jsapi.AccountConnz(acct)}, nil, time.Minute)
 	if err != nil {
@@ -72,16 +65,22 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, evictionWait)
 	defer cancel()
-	rep, err := nc.RequestWithContext(rctx, update, []byte(token))
+	err = kr.RevokeAndPush(sp, userKeys, func(token string) error {
+		rep, err := nc.RequestWithContext(rctx, update, []byte(token))
+		if err != nil {
+			return fmt.Errorf("push the revocation to the broker: %w", err)
+		}
+		var res struct {
+			Data  *struct{ Message string } `json:"data"`
+			Error *struct{ Description string }
+		}
+		if json.Unmarshal(rep.Data, &res) != nil || res.Error != nil || res.Data == nil || !strings.Contains(res.Data.Message, "updated") {
+			return fmt.Errorf("push the revocation to the broker: it answered %s", rep.Data)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("push the revocation to the broker: %w", err)
-	}
-	var res struct {
-		Data  *struct{ Message string } `json:"data"`
-		Error *struct{ Description string }
-	}
-	if json.Unmarshal(rep.Data, &res) != nil || res.Error != nil || res.Data == nil || !strings.Contains(res.Data.Message, "updated") {
-		return fmt.Errorf("push the revocation to the broker: it answered %s", rep.Data)
+		return err
 	}
 	for {
 		live, err := liveConnections(rctx, nc, acct, userKeys)

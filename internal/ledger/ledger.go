@@ -112,8 +112,34 @@ func (l *Ledger) Close() {
 
 // run runs fn on the auth store, then has the broker refuse every user key fn reports revoked
 // (even when fn also failed).
+// It serves the idempotent operations (retire, revoke, sweep), so a JetStream API that did not
+// answer is asked again (retryUnanswered).
 func (l *Ledger) run(ctx context.Context, fn func(s *authority.AuthStore) (revoked []string, err error)) error {
-	return l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) { return fn(s) })
+	return retryUnanswered(ctx, func() error {
+		return l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) { return fn(s) })
+	})
+}
+
+// unansweredAttempts bounds how often retryUnanswered runs an operation.
+const unansweredAttempts = 4
+
+// retryUnanswered runs op, idempotent, again while it fails only because the JetStream API had no
+// responders, with a doubling wait: while the broker applies an account update (a revocation
+// pushed for another lifecycle) the account's JetStream API can briefly not answer.
+func retryUnanswered(ctx context.Context, op func() error) error {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if err == nil || attempt == unansweredAttempts || !errors.Is(err, nats.ErrNoResponders) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
 }
 
 // Do runs fn on the auth store with the space's signing keys, then has the broker refuse every
@@ -168,19 +194,27 @@ func (l *Ledger) Issue(ctx context.Context, req Request) (*authority.Credential,
 		}
 		return s.Issue(ctx, l.keys, mr, nuid.Next())
 	}
-	mr.Grant.LifecycleUID = wire.NewLifecycleUID()
-	lc := wire.Lifecycle{Principal: g.Principal, UID: mr.Grant.LifecycleUID}
-	og, err := s.Activate(ctx, lc, activateOp(lc))
-	if errors.Is(err, authority.ErrConflict) {
-		if err = l.takeOver(ctx, s, lc.Principal); err == nil {
-			og, err = s.Activate(ctx, lc, activateOp(lc))
+	// A live lifecycle of the name is taken over once; an activation that loses the alias to a
+	// racing one has retired its own gate, so the next try is a fresh lifecycle.
+	for attempt := 1; ; attempt++ {
+		mr.Grant.LifecycleUID = wire.NewLifecycleUID()
+		lc := wire.Lifecycle{Principal: g.Principal, UID: mr.Grant.LifecycleUID}
+		og, err := s.Activate(ctx, lc, activateOp(lc))
+		if err == nil {
+			return s.IssueObserved(ctx, l.keys, og, mr, nuid.Next())
+		}
+		if !errors.Is(err, authority.ErrConflict) || attempt == activateAttempts {
+			return nil, err
+		}
+		if err := l.takeOver(ctx, s, lc.Principal); err != nil {
+			return nil, err
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return s.IssueObserved(ctx, l.keys, og, mr, nuid.Next())
 }
+
+// activateAttempts bounds the activations of one agent issue: the first, and one after taking
+// over the lifecycle that held the name.
+const activateAttempts = 2
 
 func activateOp(l wire.Lifecycle) string { return "activate-" + string(l.UID) }
 func retireOp(l wire.Lifecycle) string   { return "retire-" + string(l.UID) }
@@ -217,7 +251,12 @@ func (l *Ledger) takeOver(ctx context.Context, s *authority.AuthStore, p wire.Pr
 	}
 	lc := wire.Lifecycle{Principal: p, UID: h.LifecycleUID}
 	revoked, err := s.Retire(ctx, lc, retireOp(lc))
-	return l.evicted(ctx, revoked, err)
+	if err = l.evicted(ctx, revoked, err); err != nil {
+		return err
+	}
+	// Its durables go with it: nothing can read them any more, and its DM durable would keep
+	// collecting what is sent to the name.
+	return l.deprovision(ctx, lc)
 }
 
 // StartAgent issues an agent credential for a fresh lifecycle, provisions its durables, and
@@ -238,34 +277,18 @@ func (l *Ledger) StartAgent(ctx context.Context, req Request) (cred *authority.C
 	return cred, retire, nil
 }
 
-// provisionAttempts bounds how often ProvisionAgent asks a JetStream API that did not answer.
-const provisionAttempts = 4
-
 // ProvisionAgent pre-creates the durables of an agent credential's lifecycle, issued for req, and
 // records its read ACL for the delivery daemon.
 //
-// Provisioning is idempotent, so a JetStream API that did not answer is asked again: while the
-// broker applies an account update (a revocation pushed for another lifecycle) the account's
-// JetStream API can briefly have no responders.
+// Provisioning is idempotent, so a JetStream API that did not answer is asked again
+// (retryUnanswered).
 func (l *Ledger) ProvisionAgent(ctx context.Context, cred *authority.Credential, req Request) error {
 	js, err := l.prov.get(ctx)
 	if err != nil {
 		return err
 	}
 	agent := space.Agent{Lifecycle: wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}, Role: req.Role, AllowSubscribe: req.readACL()}
-	backoff := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err = space.ProvisionAgent(ctx, js, l.sp, agent)
-		if err == nil || attempt == provisionAttempts || !errors.Is(err, nats.ErrNoResponders) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(backoff):
-		}
-		backoff *= 2
-	}
+	return retryUnanswered(ctx, func() error { return space.ProvisionAgent(ctx, js, l.sp, agent) })
 }
 
 // Retire ends a lifecycle: in the ledger its gate closes, its credentials are revoked and the

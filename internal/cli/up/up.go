@@ -78,8 +78,8 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.StringVar(&o.TLSCert, "tls-cert", "", "server certificate file: clients must then use TLS")
 	fs.StringVar(&o.TLSKey, "tls-key", "", "server key file, with --tls-cert")
 	fs.BoolVar(&o.Verbose, "verbose", false, "log the broker's notices, not only its warnings")
-	fs.BoolVar(&o.NoManager, "no-manager", false, "do not run the supervisor (`cotal supervise` runs one beside the mesh)")
-	fs.BoolVar(&o.NoDelivery, "no-delivery", false, "do not run the delivery daemon (`cotal deliver` runs one beside the mesh)")
+	fs.BoolVar(&o.NoManager, "no-manager", false, "do not run the supervisors (run cotal supervise beside the mesh)")
+	fs.BoolVar(&o.NoDelivery, "no-delivery", false, "do not run the delivery daemon (run cotal deliver beside the mesh)")
 	fs.DurationVar(&o.DaemonLifetime, "daemon-credential-lifetime", authority.DaemonLifetime, "lifetime of the daemons' credentials, each renewed at two thirds of it")
 	return cmd
 }
