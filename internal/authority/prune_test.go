@@ -46,30 +46,8 @@ func TestPruneKeepsOnlyWhatStillGuards(t *testing.T) {
 	holder := wire.Lifecycle{Principal: bob.Principal, UID: bob.LifecycleUID}
 	serving := authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
 	const sid = "sess_prunepruneprune0000"
-	err = l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
-		g, err := s.ServeGate(serving)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := g.Move(ctx, nil, authority.EndpointGateRow{
-			State: authority.GateOpen, Generation: 1, ProcessEpoch: 1, Principal: "local.search1",
-			Op: &authority.EndpointGateOp{OpID: "op-ep", Kind: authority.OpActivation},
-		}); err != nil {
-			return nil, err
-		}
-		epoch, err := s.CurrentEpoch(ctx, holder)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := s.RedeemSession(ctx, keys, authority.SessionRequest{
-			SessionID: sid, Holder: holder, HolderEpoch: epoch, Serving: serving, ServingEpoch: 1,
-			Expires: time.Now().Add(time.Hour),
-		}); err != nil {
-			return nil, err
-		}
-		if _, err := s.ServingCredential(ctx, keys, sid, serving, 1); err != nil {
-			return nil, err
-		}
+	openSession(t, l, holder, serving, sid)
+	err = l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
 		td, err := s.CloseSession(ctx, sid, authority.SessionCloser{Holder: &holder}, "")
 		if td == nil {
 			return nil, err

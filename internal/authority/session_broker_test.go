@@ -13,19 +13,12 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// TestSessionRailsAtTheBroker: each half of a session may only speak on its own rail, and
-// closing the session makes the broker close both halves' connections and refuse them after.
-func TestSessionRailsAtTheBroker(t *testing.T) {
-	t.Parallel()
-	m := meshtest.Start(t)
+// openSession opens the serve gate of serving and redeems session sid for holder, returning its
+// caller and serving halves.
+func openSession(t *testing.T, l *ledger.Ledger, holder wire.Lifecycle, serving authority.Endpoint, sid string) (caller, server *authority.Credential) {
+	t.Helper()
 	ctx := t.Context()
-	aliceCred := m.AgentCred(t, ledger.Request{Name: "alice"})
-	holder := wire.Lifecycle{Principal: aliceCred.Principal, UID: aliceCred.LifecycleUID}
-	serving := authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
-	const sid = "sess_brokerbrokerbroker0"
-
-	var caller, server *authority.Credential
-	err := m.Ledger("").Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+	err := l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
 		g, err := s.ServeGate(serving)
 		if err != nil {
 			return nil, err
@@ -52,6 +45,21 @@ func TestSessionRailsAtTheBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return caller, server
+}
+
+// TestSessionRailsAtTheBroker: each half of a session may only speak on its own rail, and
+// closing the session makes the broker close both halves' connections and refuse them after.
+func TestSessionRailsAtTheBroker(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	aliceCred := m.AgentCred(t, ledger.Request{Name: "alice"})
+	holder := wire.Lifecycle{Principal: aliceCred.Principal, UID: aliceCred.LifecycleUID}
+	serving := authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
+	const sid = "sess_brokerbrokerbroker0"
+
+	caller, server := openSession(t, m.Ledger(""), holder, serving, sid)
 	in, _ := m.Space.SessionRail("search", sid, 1, wire.SessionIn)
 	out, _ := m.Space.SessionRail("search", sid, 1, wire.SessionOut)
 

@@ -69,16 +69,23 @@ const sessionSweepEvery = 30 * time.Second
 // sweepSessions runs the session sweep of one space until ctx ends: expired sessions are
 // terminated and their halves refused by the broker; a malformed row is logged, never fatal.
 func sweepSessions(ctx context.Context, l *ledger.Ledger, log *slog.Logger) {
-	t := time.NewTicker(sessionSweepEvery)
+	every(ctx, sessionSweepEvery, func() {
+		if err := l.Sweep(ctx, time.Now()); err != nil && ctx.Err() == nil && log != nil {
+			log.Warn("sweep sessions", "space", l.Space(), "err", err)
+		}
+	})
+}
+
+// every runs fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		if err := l.Sweep(ctx, time.Now()); err != nil && ctx.Err() == nil && log != nil {
-			log.Warn("sweep sessions", "space", l.Space(), "err", err)
+			fn()
 		}
 	}
 }
@@ -97,14 +104,7 @@ const pruneEvery = time.Hour
 
 // prune prunes l every pruneEvery until ctx ends.
 func prune(ctx context.Context, l *ledger.Ledger, log *slog.Logger) {
-	t := time.NewTicker(pruneEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, pruneEvery, func() {
 		p, err := l.Prune(ctx, time.Now(), ledger.Retention)
 		if err != nil && ctx.Err() == nil && log != nil {
 			log.Warn("prune the ledger", "space", l.Space(), "err", err)
@@ -112,7 +112,7 @@ func prune(ctx context.Context, l *ledger.Ledger, log *slog.Logger) {
 		if p != nil && log != nil && p.Sessions+p.Revocations > 0 {
 			log.Info("pruned the ledger", "space", l.Space(), "sessions", p.Sessions, "revocations", p.Revocations)
 		}
-	}
+	})
 }
 
 // connect issues a credential of profile for local.<actor> through l, connected and kept
