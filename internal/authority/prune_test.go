@@ -126,3 +126,46 @@ func TestPruneKeepsOnlyWhatStillGuards(t *testing.T) {
 		t.Errorf("the doctor finds problems after a prune: %v", c.Problems)
 	}
 }
+
+// TestRepairAllRefusesACorruptSession: a session row an admin corrupted is removed with its stage
+// pins by the repair, and the broker refuses both of its halves, whose keys the repair derives
+// without reading the row.
+func TestRepairAllRefusesACorruptSession(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	l := m.Ledger("")
+	bob, err := l.Issue(ctx, ledger.Request{Name: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := wire.Lifecycle{Principal: bob.Principal, UID: bob.LifecycleUID}
+	const sid = "sess_repairrepairrepair0"
+	caller, server := openSession(t, l, holder, authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}, sid)
+
+	admin := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileLedger, Name: "admin_hand"}))
+	kv, err := admin.JS.KeyValue(ctx, string(m.Space.AuthBucket()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "session."+sid, []byte(`{"sessionId":"`+sid+`","oops":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	repairs, err := l.Repair(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(repairs) != 1 || repairs[0].Err != nil || repairs[0].Key != "session."+sid {
+		t.Fatalf("repairs = %+v, want the session row repaired", repairs)
+	}
+	for _, half := range []*authority.Credential{caller, server} {
+		if nc, err := dial.As(ctx, m.URL(), half, nats.NoReconnect()); err == nil {
+			nc.Close()
+			t.Errorf("the broker still accepts the %s half of a corrupt session", half.Profile)
+		}
+	}
+	meshtest.Eventually(t, 15*time.Second, "the auth store sound again", func() bool {
+		c, err := l.Check(ctx)
+		return err == nil && len(c.Problems) == 0
+	})
+}

@@ -17,15 +17,16 @@ import (
 	"github.com/gocotal/cotal/internal/mesh"
 )
 
-// TestDoctorFixReplacesCorruptCredentialRows corrupts an agent's credential row as an admin
-// could: `doctor auth` names it and fails; `doctor auth --fix` replaces it with a revoked row,
-// after which the broker refuses that agent, the doctor passes, and another agent is untouched.
+// TestDoctorFixReplacesCorruptCredentialRows corrupts, as an admin could, an agent's credential
+// row, another's gate and a third's alias head: `doctor auth` names each and fails; `doctor auth
+// --fix` repairs each failing safe, after which the doctor passes, the broker refuses all three
+// agents, their names can be minted again, and a fourth agent is untouched.
 func TestDoctorFixReplacesCorruptCredentialRows(t *testing.T) {
 	t.Parallel()
 	dir := upMesh(t)
 	ctx := t.Context()
-	alice, bob := filepath.Join(dir, "alice.creds"), filepath.Join(dir, "bob.creds")
-	for name, out := range map[string]string{"alice": alice, "bob": bob} {
+	alice, bob, carol, dave := filepath.Join(dir, "alice.creds"), filepath.Join(dir, "bob.creds"), filepath.Join(dir, "carol.creds"), filepath.Join(dir, "dave.creds")
+	for name, out := range map[string]string{"alice": alice, "bob": bob, "carol": carol, "dave": dave} {
 		if code, _, stderr := run(t, "mint", name, "--out", out, "--dir", dir); code != exit.OK {
 			t.Fatalf("mint %s: exit %d, %s", name, code, stderr)
 		}
@@ -36,15 +37,22 @@ func TestDoctorFixReplacesCorruptCredentialRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr := run(t, "creds", "list", "--json", "--actor", "alice", "--dir", dir)
-	if code != exit.OK {
-		t.Fatalf("creds list: exit %d, %s", code, stderr)
+	rowOf := func(actor string) (uid, id string) {
+		t.Helper()
+		code, out, stderr := run(t, "creds", "list", "--json", "--actor", actor, "--dir", dir)
+		if code != exit.OK {
+			t.Fatalf("creds list: exit %d, %s", code, stderr)
+		}
+		var rows []struct{ LifecycleUID, CredentialID string }
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("%s's rows %q (%v)", actor, out, err)
+		}
+		return rows[0].LifecycleUID, rows[0].CredentialID
 	}
-	var rows []struct{ LifecycleUID, CredentialID string }
-	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 1 {
-		t.Fatalf("alice's rows %q (%v)", out, err)
-	}
-	key := "cred." + rows[0].LifecycleUID + "." + rows[0].CredentialID
+	aliceUID, aliceID := rowOf("alice")
+	carolUID, _ := rowOf("carol")
+	key, gate, head := "cred."+aliceUID+"."+aliceID, "gate."+carolUID, "lifecycle.local.dave"
+	rows := []struct{ LifecycleUID, CredentialID string }{{aliceUID, aliceID}}
 
 	// An admin with the ledger's rights writes garbage over alice's row.
 	kr, err := d.OpenKeyring()
@@ -65,17 +73,30 @@ func TestDoctorFixReplacesCorruptCredentialRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Put(ctx, key, []byte(`{"v":1,"profile":"agent","state":"active","oops":true}`)); err != nil {
-		t.Fatal(err)
+	for k, v := range map[string]string{
+		key:  `{"v":1,"profile":"agent","state":"active","oops":true}`,
+		gate: `{"state":"open","oops":true}`,
+		head: `{"owner":"local","actor":"dave","state":"active","oops":true}`,
+	} {
+		if _, err := kv.Put(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
 	}
 
-	code, out, _ = run(t, "doctor", "auth", "--dir", dir)
-	if code == exit.OK || !strings.Contains(out, key) {
-		t.Fatalf("doctor auth on a corrupt row: exit %d, %q; want a failure naming %s", code, out, key)
+	code, out, _ := run(t, "doctor", "auth", "--dir", dir)
+	for _, k := range []string{key, gate, head} {
+		if code == exit.OK || !strings.Contains(out, k) {
+			t.Errorf("doctor auth on corrupt rows: exit %d, %q; want a failure naming %s", code, out, k)
+		}
 	}
-	code, out, stderr = run(t, "doctor", "auth", "--fix", "--dir", dir)
-	if code != exit.OK || !strings.Contains(out, "fixed: "+key) {
+	code, out, stderr := run(t, "doctor", "auth", "--fix", "--dir", dir)
+	if code != exit.OK {
 		t.Fatalf("doctor auth --fix: exit %d, %q %q", code, out, stderr)
+	}
+	for _, k := range []string{key, gate, head} {
+		if !strings.Contains(out, "fixed: "+k) {
+			t.Errorf("doctor auth --fix did not fix %s:\n%s", k, out)
+		}
 	}
 	if _, out, _ = run(t, "creds", "list", "--dir", dir, "--actor", "alice", "--state", "revoked"); !strings.Contains(out, rows[0].CredentialID) {
 		t.Errorf("alice's replaced row is not listed revoked:\n%s", out)
@@ -84,9 +105,20 @@ func TestDoctorFixReplacesCorruptCredentialRows(t *testing.T) {
 		c.Close(ctx)
 		t.Error("the broker still accepts the credential of the corrupt row")
 	}
+	for name, creds := range map[string]string{"carol (corrupt gate)": carol, "dave (corrupt head)": dave} {
+		if c, err := cotal.Connect(ctx, st.URL, cotal.WithCreds(creds), cotal.WithPresence(false), cotal.WithNATSOptions(nats.NoReconnect())); err == nil {
+			c.Close(ctx)
+			t.Errorf("the broker still accepts %s after the fix", name)
+		}
+	}
 	c, err := cotal.Connect(ctx, st.URL, cotal.WithCreds(bob), cotal.WithPresence(false))
 	if err != nil {
 		t.Fatalf("bob, whose row was sound, no longer connects: %v", err)
 	}
 	c.Close(ctx)
+	for _, name := range []string{"carol", "dave"} {
+		if code, _, stderr := run(t, "mint", name, "--out", filepath.Join(dir, name+"2.creds"), "--dir", dir); code != exit.OK {
+			t.Errorf("mint %s after the fix: exit %d, %s", name, code, stderr)
+		}
+	}
 }

@@ -446,12 +446,12 @@ func (l *Ledger) Credentials(ctx context.Context) ([]authority.CredentialRow, er
 	return s.Credentials(ctx, "")
 }
 
-// RepairCredentials replaces each corrupt credential row with a revoked one and has the broker
-// refuse the key the row's credential id derives (authority.AuthStore.RepairCredentials).
-func (l *Ledger) RepairCredentials(ctx context.Context) ([]authority.Repair, error) {
+// Repair repairs every corrupt row of the auth store it knows how to, failing safe, and has the
+// broker refuse every key the repairs revoked (authority.AuthStore.RepairAll).
+func (l *Ledger) Repair(ctx context.Context) ([]authority.Repair, error) {
 	var repairs []authority.Repair
 	err := l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) (revoked []string, err error) {
-		repairs, revoked, err = s.RepairCredentials(ctx, keys)
+		repairs, revoked, err = s.RepairAll(ctx, keys)
 		return revoked, err
 	})
 	return repairs, err

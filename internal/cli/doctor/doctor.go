@@ -18,7 +18,7 @@ import (
 // Options are the inputs of `cotal doctor`.
 type Options struct {
 	*factory.Factory
-	// Fix replaces corrupt credential rows before the check.
+	// Fix repairs the corrupt rows before the check.
 	Fix bool
 }
 
@@ -33,7 +33,7 @@ func NewCmdDoctor(f *factory.Factory) *cobra.Command {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return authRun(cmd.Context(), o) },
 	}
 	o.Target.Register(auth.Flags())
-	auth.Flags().BoolVar(&o.Fix, "fix", false, "replace each corrupt credential row with a revoked one, its key refused by the broker, then check")
+	auth.Flags().BoolVar(&o.Fix, "fix", false, "repair each corrupt row, failing safe (revoke, retire, remove), then check")
 	cmd.AddCommand(auth)
 	return cmd
 }
@@ -48,13 +48,13 @@ func authRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	if o.Fix {
-		repairs, err := l.RepairCredentials(ctx)
+		repairs, err := l.Repair(ctx)
 		for _, r := range repairs {
 			if r.Err != nil {
 				fmt.Fprintf(o.IO.Out, "left: %s: %v\n", r.Key, r.Err)
 				continue
 			}
-			fmt.Fprintf(o.IO.Out, "fixed: %s replaced by a revoked row; the broker refuses %s\n", r.Key, r.UserKey)
+			fmt.Fprintf(o.IO.Out, "fixed: %s %s\n", r.Key, r.Did)
 		}
 		if err != nil {
 			return err
