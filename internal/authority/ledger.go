@@ -315,18 +315,7 @@ func (s *AuthStore) reserve(ctx context.Context, l wire.Lifecycle) error {
 // credential revoked in the ledger, and the alias head, if it names this lifecycle, retired. It
 // returns the user keys of all its revoked credentials and their sessions, for the broker to refuse.
 func (s *AuthStore) Retire(ctx context.Context, l wire.Lifecycle, opID string) ([]string, error) {
-	og, err := s.ObserveGate(ctx, l.UID)
-	if err != nil {
-		return nil, err
-	}
-	if og != nil && og.Row.State != GateRetired {
-		next := og.Row
-		next.State, next.Generation, next.Op = GateRetired, og.Row.Generation+1, GateOp{OpID: opID, Kind: OpRetirement}
-		if _, err := s.moveGate(ctx, l.UID, og, next); err != nil {
-			return nil, fmt.Errorf("retire the gate of %s: %w", l, err)
-		}
-	}
-	revoked, err := s.revokeAll(ctx, l.UID, "lifecycle retired")
+	revoked, err := s.retireGate(ctx, l, opID)
 	if err != nil {
 		return revoked, err
 	}
@@ -342,25 +331,44 @@ func (s *AuthStore) Retire(ctx context.Context, l wire.Lifecycle, opID string) (
 	return revoked, nil
 }
 
+// retireGate is Retire but for the alias head: the gate retired and every credential revoked.
+func (s *AuthStore) retireGate(ctx context.Context, l wire.Lifecycle, opID string) ([]string, error) {
+	og, err := s.ObserveGate(ctx, l.UID)
+	if err != nil {
+		return nil, err
+	}
+	if og != nil && og.Row.State != GateRetired {
+		next := og.Row
+		next.State, next.Generation, next.Op = GateRetired, og.Row.Generation+1, GateOp{OpID: opID, Kind: OpRetirement}
+		if _, err := s.moveGate(ctx, l.UID, og, next); err != nil {
+			return nil, fmt.Errorf("retire the gate of %s: %w", l, err)
+		}
+	}
+	return s.revokeAll(ctx, l.UID, "lifecycle retired")
+}
+
 // revokeAll revokes every active credential of a lifecycle and takes down the sessions of every
 // revoked one. It returns the user keys of all the lifecycle's revoked credentials and of their
 // sessions' halves, not only the ones this call revoked: a barrier resumed after a failed
 // eviction must evict again what an earlier run revoked. On an error it returns the keys revoked
 // so far, for the broker to refuse all the same.
+//
+// A row that cannot be read does not shield the others: the well-formed rows are revoked, and the
+// corrupt one is reported in the error.
 func (s *AuthStore) revokeAll(ctx context.Context, uid wire.LifecycleUID, reason string) ([]string, error) {
-	rows, err := s.Credentials(ctx, uid)
-	if err != nil {
-		return nil, err
+	rows, listErr := s.Credentials(ctx, uid)
+	if listErr != nil && !errors.Is(listErr, ErrCorrupt) {
+		return nil, listErr
 	}
 	var keys []string
 	for _, r := range rows {
 		more, err := s.revokeWithSessions(ctx, &r, reason)
 		keys = append(keys, more...)
 		if err != nil {
-			return dedupe(keys), err
+			return dedupe(keys), errors.Join(err, listErr)
 		}
 	}
-	return dedupe(keys), nil
+	return dedupe(keys), listErr
 }
 
 // revokeWithSessions revokes a credential row (if it is active) and supersedes its sessions, and

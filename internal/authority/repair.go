@@ -240,9 +240,10 @@ func (s *AuthStore) repairHead(ctx context.Context, key string) (string, []strin
 		if err != nil || og == nil || og.Row.State == GateRetired {
 			continue
 		}
-		keys, err := s.Retire(ctx, wire.Lifecycle{Principal: p, UID: rsv.LifecycleUID}, repairOp+"-"+string(rsv.LifecycleUID))
+		// The head is the corrupt row, so the lifecycle is retired without it.
+		keys, err := s.retireGate(ctx, wire.Lifecycle{Principal: p, UID: rsv.LifecycleUID}, repairOp+"-"+string(rsv.LifecycleUID))
 		revoked = append(revoked, keys...)
-		if err != nil && !errors.Is(err, ErrCorrupt) { // Retire reads the head last, which is the corrupt row
+		if err != nil {
 			return "", revoked, err
 		}
 	}

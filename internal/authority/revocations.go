@@ -108,9 +108,9 @@ func (k *Keyring) revoke(space wire.Space, userKeys []string) error {
 		if !nkeys.IsValidPublicUserKey(u) {
 			return &wire.ValidationError{Field: "user key", Value: u, Rule: "must be a user public nkey"}
 		}
-		if _, done := list[u]; !done {
-			list[u] = now
-		}
+		// The latest time: the broker refuses every JWT of the key issued at or before it, so a
+		// later time refuses more (a JWT renewed in between included), never less.
+		list[u] = max(list[u], now)
 	}
 	raw, err := json.MarshalIndent(list, "", "  ")
 	if err != nil {

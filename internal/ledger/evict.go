@@ -48,6 +48,15 @@ func BrokerEvictor(kr *authority.Keyring, url string) Evictor {
 }
 
 func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp wire.Space, userKeys []string) error {
+	// The keys are recorded before anything can fail: a push that does not happen now is made by
+	// the next one, or by the next start of the broker, which loads the list.
+	if err := kr.Revoke(sp, userKeys...); err != nil {
+		return err
+	}
+	// A revocation already in the ledger must reach the broker even when the caller's context
+	// is nearly spent.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*evictionWait)
+	defer cancel()
 	sk, err := kr.Space(sp)
 	if err != nil {
 		return err
@@ -63,10 +72,12 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 		return err
 	}
 	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, evictionWait)
-	defer cancel()
-	err = kr.RevokeAndPush(sp, userKeys, func(token string) error {
-		rep, err := nc.RequestWithContext(rctx, update, []byte(token))
+	// Under the keyring's lock, so the last push carries every revocation; the wait for the
+	// broker's answer starts once the lock is held.
+	err = kr.RevokeAndPush(sp, nil, func(token string) error {
+		pctx, cancel := context.WithTimeout(ctx, evictionWait)
+		defer cancel()
+		rep, err := nc.RequestWithContext(pctx, update, []byte(token))
 		if err != nil {
 			return fmt.Errorf("push the revocation to the broker: %w", err)
 		}
@@ -82,8 +93,10 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 	if err != nil {
 		return err
 	}
+	vctx, cancelWait := context.WithTimeout(ctx, evictionWait)
+	defer cancelWait()
 	for {
-		live, err := liveConnections(rctx, nc, acct, userKeys)
+		live, err := liveConnections(vctx, nc, acct, userKeys)
 		if err != nil {
 			return fmt.Errorf("verify the eviction: %w", err)
 		}
@@ -91,7 +104,7 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 			return nil
 		}
 		select {
-		case <-rctx.Done():
+		case <-vctx.Done():
 			return fmt.Errorf("verify the eviction: %d revoked connections still open after %s", live, evictionWait)
 		case <-time.After(100 * time.Millisecond):
 		}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -41,7 +42,8 @@ type Held struct {
 // Hold issues a credential for req, whose Expires is its lifetime (at least MinHeldLifetime),
 // connects it and keeps it renewed until Release. A renewal that fails is logged on log (which
 // may be nil) and tried again until the credential expires; the broker then closes the
-// connection, and its holder stops as it would on any lost connection.
+// connection, and its holder stops as it would on any lost connection. Renewals stop for good
+// once the connection is closed or the credential is revoked or retired.
 func (l *Ledger) Hold(ctx context.Context, req Request, log *slog.Logger) (*Held, error) {
 	if req.Expires < MinHeldLifetime {
 		return nil, fmt.Errorf("hold a %s credential for %s: its lifetime %s must be at least %s", req.Profile, req.Name, req.Expires, MinHeldLifetime)
@@ -50,14 +52,19 @@ func (l *Ledger) Hold(ctx context.Context, req Request, log *slog.Logger) (*Held
 	if err != nil {
 		return nil, err
 	}
-	return hold(ctx, l.URL(), cred, req.Expires, log,
+	revoke := func(ctx context.Context, c *authority.Credential) error {
+		_, err := l.Revoke(ctx, c.LifecycleUID, c.CredentialID, "its holder stopped")
+		return err
+	}
+	h, err := hold(ctx, l.URL(), cred, req.Expires, log,
 		func(ctx context.Context, c *authority.Credential) (*authority.Credential, error) {
 			return l.Renew(ctx, c, req.Expires)
 		},
-		func(ctx context.Context, c *authority.Credential) error {
-			_, err := l.Revoke(ctx, c.LifecycleUID, c.CredentialID, "its holder stopped")
-			return err
-		})
+		revoke)
+	if err != nil {
+		return nil, errors.Join(err, revoke(context.WithoutCancel(ctx), cred)) // nobody holds it
+	}
+	return h, nil
 }
 
 // HoldSystem mints a system-account user that may publish pubAllow and subscribe subAllow
@@ -118,7 +125,8 @@ func RenewalOverdue(row authority.CredentialRow, now time.Time) bool {
 	return now.After(renewAt(exp, exp.Sub(issued)).Add(renewalSlack))
 }
 
-// keepRenewed renews the credential until ctx ends.
+// keepRenewed renews the credential until ctx ends, or for good once the connection is closed,
+// the credential is revoked or retired (ErrConflict), or it has expired.
 func (h *Held) keepRenewed(ctx context.Context) {
 	defer close(h.done)
 	retry := min(renewRetry, h.life/10)
@@ -130,7 +138,15 @@ func (h *Held) keepRenewed(ctx context.Context) {
 		case <-time.After(time.Until(renewAt(cred.Expires, h.life))):
 		}
 		for {
+			if h.IsClosed() || !time.Now().Before(cred.Expires) {
+				h.warn("stop renewing a held credential: its connection is closed or it expired", cred, nil)
+				return
+			}
 			next, err := h.renew(ctx, cred)
+			if errors.Is(err, authority.ErrConflict) {
+				h.warn("stop renewing a held credential: it was revoked or its lifecycle retired", cred, err)
+				return
+			}
 			if err == nil {
 				h.mu.Lock()
 				h.cred = next // the row holds the new JWT whether or not the reconnect finishes
@@ -140,15 +156,20 @@ func (h *Held) keepRenewed(ctx context.Context) {
 			if err == nil || ctx.Err() != nil {
 				break
 			}
-			if h.log != nil {
-				h.log.Warn("renew a held credential", "principal", cred.Principal, "profile", cred.Profile, "expires", cred.Expires, "err", err)
-			}
+			h.warn("renew a held credential", cred, err)
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(retry):
 			}
 		}
+	}
+}
+
+// warn logs msg about cred, when the holder gave a log.
+func (h *Held) warn(msg string, cred *authority.Credential, err error) {
+	if h.log != nil {
+		h.log.Warn(msg, "principal", cred.Principal, "profile", cred.Profile, "expires", cred.Expires, "err", err)
 	}
 }
 

@@ -51,7 +51,7 @@ func consoleRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	out := o.IO.Out
-	c, err := o.Client(ctx, sp, authority.ProfileObserver, "cotal_console", cotal.WithPresence(false),
+	c, err := o.WatchClient(ctx, sp, authority.ProfileObserver, "cotal_console", cotal.WithPresence(false),
 		cotal.WithHandler(func(_ context.Context, dl *cotal.Delivery) error {
 			Line(out, o.Now(), dl)
 			return nil

@@ -157,11 +157,14 @@ func revokeRun(ctx context.Context, o *Options) error {
 	if len(targets) == 0 {
 		return fmt.Errorf("no active credential with id or actor %q (`cotal creds list` shows them)", o.Which)
 	}
+	// Every target is tried: one that fails does not keep the others active.
+	var errs []error
 	for _, r := range targets {
 		if _, err := l.Revoke(ctx, r.LifecycleUID, r.CredentialID, "revoked by the operator"); err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("revoke %s (%s): %w", r.CredentialID, r.Principal, err))
+			continue
 		}
 		fmt.Fprintf(o.IO.Out, "revoked %s (%s): the broker refuses it and its connections are closed\n", r.CredentialID, r.Principal)
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -135,7 +135,9 @@ const oneShotAgent = time.Minute
 
 // issueOneShot issues the credential of profile for local.<name> in space sp (the space Target
 // names when empty) that one command runs as; nil on an open mesh, which takes no credentials.
-func (f *Factory) issueOneShot(ctx context.Context, sp wire.Space, profile authority.Profile, name string) (*authority.Credential, *mesh.State, wire.Space, error) {
+//
+// The credential lives life (the profile's default when zero); a one-shot agent lives a minute.
+func (f *Factory) issueOneShot(ctx context.Context, sp wire.Space, profile authority.Profile, name string, life time.Duration) (*authority.Credential, *mesh.State, wire.Space, error) {
 	_, st, tsp, err := f.Mesh("")
 	if err != nil {
 		return nil, nil, "", err
@@ -150,9 +152,9 @@ func (f *Factory) issueOneShot(ctx context.Context, sp wire.Space, profile autho
 	if err != nil {
 		return nil, nil, "", err
 	}
-	req := ledger.Request{Profile: profile, Name: name}
+	req := ledger.Request{Profile: profile, Name: name, Expires: life}
 	if profile == authority.ProfileAgent {
-		req.Expires = oneShotAgent // a one-shot agent (to probe liveness, say) lives a minute, as does its row
+		req.Expires = oneShotAgent
 	}
 	cred, err := l.Issue(ctx, req)
 	if err != nil {
@@ -167,8 +169,21 @@ func (f *Factory) issueOneShot(ctx context.Context, sp wire.Space, profile autho
 // Client connects an SDK client to space sp of the running mesh (the space Target names when
 // empty) as a freshly issued credential of profile for local.<name>: the CLI issues the
 // short-lived credentials it needs itself. On an open mesh it connects without credentials.
+//
+// The credential expires within a command's few minutes (authority.OneShotLifetime) even if the
+// command is killed before it lets it go; a command that runs until stopped takes WatchClient.
 func (f *Factory) Client(ctx context.Context, sp wire.Space, profile authority.Profile, name string, opts ...cotal.Option) (*cotal.Client, error) {
-	cred, st, sp, err := f.issueOneShot(ctx, sp, profile, name)
+	return f.client(ctx, sp, profile, name, authority.OneShotLifetime, opts...)
+}
+
+// WatchClient is Client for a command that runs until it is stopped (`cotal console`): its
+// credential does not expire, and is let go when the command ends.
+func (f *Factory) WatchClient(ctx context.Context, sp wire.Space, profile authority.Profile, name string, opts ...cotal.Option) (*cotal.Client, error) {
+	return f.client(ctx, sp, profile, name, -1, opts...)
+}
+
+func (f *Factory) client(ctx context.Context, sp wire.Space, profile authority.Profile, name string, life time.Duration, opts ...cotal.Option) (*cotal.Client, error) {
+	cred, st, sp, err := f.issueOneShot(ctx, sp, profile, name, life)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +198,7 @@ func (f *Factory) Client(ctx context.Context, sp wire.Space, profile authority.P
 // freshly issued credential of profile for local.<name> (without credentials on an open mesh)
 // and returns a JetStream context on it, with closeFn to close the connection.
 func (f *Factory) JetStream(ctx context.Context, sp wire.Space, profile authority.Profile, name string) (js jetstream.JetStream, closeFn func(), err error) {
-	cred, st, _, err := f.issueOneShot(ctx, sp, profile, name)
+	cred, st, _, err := f.issueOneShot(ctx, sp, profile, name, authority.OneShotLifetime)
 	if err != nil {
 		return nil, nil, err
 	}
