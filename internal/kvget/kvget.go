@@ -25,7 +25,8 @@ type Entry struct {
 	Value []byte
 	// Revision is the message's stream sequence, the revision a CAS write expects.
 	Revision uint64
-	// Deleted reports that the last message is a delete or purge marker.
+	// Deleted reports that the last message is a delete or purge marker, or the server's marker
+	// of a row whose time to live ran out.
 	Deleted bool
 	// Written is when the server stored the message.
 	Written time.Time
@@ -38,8 +39,11 @@ func Get(ctx context.Context, nc *nats.Conn, b wire.Bucket, key string) (*Entry,
 	if err != nil {
 		return nil, fmt.Errorf("read %s in %s: %w", key, b, err)
 	}
+	// A delete or purge marker, or the marker the server writes when a row's time to live ran
+	// out (it carries only the reason).
 	op := m.Header.Get(jsapi.KVOperation)
-	return &Entry{Value: m.Data, Revision: m.Seq, Deleted: op == jsapi.KVDelete || op == jsapi.KVPurge, Written: m.Time}, nil
+	deleted := op == jsapi.KVDelete || op == jsapi.KVPurge || m.Header.Get(jsapi.MarkerReason) != ""
+	return &Entry{Value: m.Data, Revision: m.Seq, Deleted: deleted, Written: m.Time}, nil
 }
 
 // Stored is one message of a stream as its leader stores it.
