@@ -23,49 +23,6 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// logRecorder is a slog handler that keeps every record.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
-
-func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	r.records = append(r.records, rec.Clone())
-	r.mu.Unlock()
-	return nil
-}
-
-// at returns the records of level or above whose message contains text.
-func (r *logRecorder) at(level slog.Level, text string) []slog.Record {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []slog.Record
-	for _, rec := range r.records {
-		if rec.Level >= level && strings.Contains(rec.Message, text) {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
-// attr returns the value of a record's attribute key, rendered.
-func attr(rec slog.Record, key string) string {
-	var v string
-	rec.Attrs(func(a slog.Attr) bool {
-		if a.Key == key {
-			v = a.Value.String()
-			return false
-		}
-		return true
-	})
-	return v
-}
-
 // apiAudit is the part of a JetStream API audit advisory the tests read.
 type apiAudit struct {
 	Subject  string `json:"subject"`
@@ -230,7 +187,7 @@ func TestDeleteOfAGoneEntrySucceeds(t *testing.T) {
 		}
 		return func() {}
 	}
-	logs := &logRecorder{}
+	logs := &meshtest.Logs{Min: slog.LevelDebug}
 	runOpenDaemon(t, nc.ConnectedUrl(), slog.New(logs), hook)
 	seq.Store(publishRetired(t, js, sp))
 
@@ -255,8 +212,8 @@ func TestDeleteOfAGoneEntrySucceeds(t *testing.T) {
 	if gone != 1 {
 		t.Errorf("the deletes were answered %s and %s, want one refusal saying %q", got[0].Response, got[1].Response, jsapi.StoreNoMessage)
 	}
-	if recs := logs.at(slog.LevelWarn, "inbox entry"); len(recs) > 0 {
-		t.Errorf("a delete of a gone entry was reported as a failure: %s: %s", recs[0].Message, attr(recs[0], "err"))
+	if recs := logs.At(slog.LevelWarn, "inbox entry"); len(recs) > 0 {
+		t.Errorf("a delete of a gone entry was reported as a failure: %s: %s", recs[0].Message, meshtest.Attr(recs[0], "err"))
 	}
 }
 
@@ -278,17 +235,17 @@ func TestRefusedDeleteIsRetriedThenReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	deletes := audits(t, nc, jsapi.MsgDelete+sp.InboxStream())
-	logs := &logRecorder{}
+	logs := &meshtest.Logs{Min: slog.LevelDebug}
 	runOpenDaemon(t, nc.ConnectedUrl(), slog.New(logs), nil)
 	seq := publishRetired(t, js, sp)
 
 	const failure = "cannot be deleted"
-	meshtest.Eventually(t, retiredWait, "the permanent failure to be reported", func() bool { return len(logs.at(slog.LevelError, failure)) > 0 })
-	rec := logs.at(slog.LevelError, failure)[0]
-	if got := attr(rec, "seq"); got != fmt.Sprint(seq) {
+	meshtest.Eventually(t, retiredWait, "the permanent failure to be reported", func() bool { return len(logs.At(slog.LevelError, failure)) > 0 })
+	rec := logs.At(slog.LevelError, failure)[0]
+	if got := meshtest.Attr(rec, "seq"); got != fmt.Sprint(seq) {
 		t.Errorf("the failure names sequence %s, want %d", got, seq)
 	}
-	if got := attr(rec, "err"); !strings.Contains(got, "message delete not permitted") {
+	if got := meshtest.Attr(rec, "err"); !strings.Contains(got, "message delete not permitted") {
 		t.Errorf("the failure does not carry the broker's refusal: %s", got)
 	}
 	tries := deletes()

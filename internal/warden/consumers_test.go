@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,58 +38,10 @@ const (
 	floodBudget = 2000
 )
 
-// warnings is a slog.Handler that keeps the records at Warn and above.
-type warnings struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-
-func (w *warnings) Handle(_ context.Context, r slog.Record) error {
-	w.mu.Lock()
-	w.recs = append(w.recs, r.Clone())
-	w.mu.Unlock()
-	return nil
-}
-
-func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
-func (w *warnings) WithGroup(string) slog.Handler      { return w }
-
-// String renders the records kept so far, one a line, for test failures.
-func (w *warnings) String() string {
-	var b strings.Builder
-	for _, r := range w.records() {
-		fmt.Fprintf(&b, "\n%s %s", r.Level, r.Message)
-		r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
-	}
-	return b.String()
-}
-
-// records returns the records kept so far.
-func (w *warnings) records() []slog.Record {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.recs)
-}
-
-// attr returns the value of a record's attribute key as text, "" when it has none.
-func attr(r slog.Record, key string) string {
-	var v string
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == key {
-			v = a.Value.String()
-			return false
-		}
-		return true
-	})
-	return v
-}
-
-// find returns the first record with message msg about userKey.
-func (w *warnings) find(msg, userKey string) (slog.Record, bool) {
-	for _, r := range w.records() {
-		if r.Message == msg && attr(r, "user_key") == userKey {
+// find returns the first record in logs with message msg about userKey.
+func find(logs *meshtest.Logs, msg, userKey string) (slog.Record, bool) {
+	for _, r := range logs.Records() {
+		if r.Message == msg && meshtest.Attr(r, "user_key") == userKey {
 			return r, true
 		}
 	}
@@ -101,14 +52,14 @@ func (w *warnings) find(msg, userKey string) (slog.Record, bool) {
 // trusted view of every stream (a warden credential of the test's own).
 type consumerMesh struct {
 	*meshtest.Mesh
-	warn *warnings
+	warn *meshtest.Logs
 	nc   *nats.Conn
 	js   jetstream.JetStream
 }
 
 func startConsumerMesh(t *testing.T) *consumerMesh {
 	t.Helper()
-	w := &warnings{}
+	w := &meshtest.Logs{Min: slog.LevelWarn}
 	m := meshtest.Start(t, meshtest.WithDaemons(), func(o *mesh.Options) { o.Log = slog.New(w) })
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -297,14 +248,14 @@ func TestConsumerFloodIsCutOff(t *testing.T) {
 		return mal.IsClosed(), mal.Status().String()
 	})
 	cm.waitNoConsumers(t, presence.Stream(), "flood-")
-	r, found := cm.warn.find(msgQuota, malCred.PublicKey)
+	r, found := find(cm.warn, msgQuota, malCred.PublicKey)
 	if !found {
 		t.Fatalf("no %q warning for mallory's key; warnings: %v", msgQuota, cm.warn)
 	}
-	if p := attr(r, "principal"); p != malCred.Principal.String() {
+	if p := meshtest.Attr(r, "principal"); p != malCred.Principal.String() {
 		t.Errorf("the quota warning names principal %q, want %q", p, malCred.Principal)
 	}
-	t.Logf("warden: %s at %s consumers", r.Message, attr(r, "consumers"))
+	t.Logf("warden: %s at %s consumers", r.Message, meshtest.Attr(r, "consumers"))
 
 	bob, err := cotal.Connect(ctx, cm.URL(), cotal.WithCredsData(bobCred.Creds), cotal.WithJoin("team.backend"))
 	if err != nil {
@@ -323,7 +274,7 @@ func TestConsumerFloodIsCutOff(t *testing.T) {
 	if _, err := bob.DirectMessage(ctx, alice.Principal, []wire.Part{wire.TextPart("psst")}); err != nil {
 		t.Fatalf("bob sends a direct message after the flood: %v", err)
 	}
-	if _, found := cm.warn.find(msgQuota, bobCred.PublicKey); found {
+	if _, found := find(cm.warn, msgQuota, bobCred.PublicKey); found {
 		t.Error("the warden judged bob over quota")
 	}
 }
@@ -408,11 +359,11 @@ func TestConsumerDeliverSubjectOutsideInbox(t *testing.T) {
 
 			cm.waitRevoked(t, malCred, "delivered to "+tc.target)
 			cm.waitNoConsumers(t, presence.Stream(), "evil")
-			r, found := cm.warn.find(msgDeliver, malCred.PublicKey)
+			r, found := find(cm.warn, msgDeliver, malCred.PublicKey)
 			if !found {
 				t.Fatalf("no %q warning for %s's key; warnings: %v", msgDeliver, mname, cm.warn)
 			}
-			if ds := attr(r, "deliver_subject"); ds != tc.target {
+			if ds := meshtest.Attr(r, "deliver_subject"); ds != tc.target {
 				t.Errorf("the warning names deliver subject %q, want %q", ds, tc.target)
 			}
 
@@ -530,8 +481,8 @@ func TestConsumerAuditSparesOrdinaryAgents(t *testing.T) {
 	}
 	cm.waitRevoked(t, barrierCred, "delivered to")
 
-	for _, r := range cm.warn.records() {
-		if k := attr(r, "user_key"); k == aliceCred.PublicKey || k == carolCred.PublicKey {
+	for _, r := range cm.warn.Records() {
+		if k := meshtest.Attr(r, "user_key"); k == aliceCred.PublicKey || k == carolCred.PublicKey {
 			t.Errorf("the warden warned about an ordinary agent: %s %v", r.Message, r)
 		}
 	}
