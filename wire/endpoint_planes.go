@@ -1,0 +1,167 @@
+package wire
+
+import (
+	"strconv"
+)
+
+// The planes an endpoint publishes on besides its replies (SPEC §13.2): events, canonical facts,
+// journal submissions, timers, record-writer ingress and work items. The publishing instance's
+// identity (and epoch, where the plane carries it) rides the subject, pinned by the serve grant.
+
+// TimerPhase is the last token of a timer subject.
+type TimerPhase string
+
+// The three timer subjects of one timer.
+const (
+	TimerSchedule TimerPhase = "schedule" // the instance's schedule request
+	TimerArmed    TimerPhase = "armed"    // the timer writer's authoritative schedule
+	TimerFire     TimerPhase = "fire"     // written by the broker's scheduler alone
+)
+
+// Reserved topic heads on the event and fact planes.
+const (
+	topicGoal   = "goal"
+	topicEvent  = "ev"
+	goalProgess = "progress"
+	goalResult  = "result"
+	goalBind    = "bind"
+)
+
+// validateTopic checks each topic token is a non-empty token of [A-Za-z0-9_-] within the bound.
+func validateTopic(topic []string) error {
+	if len(topic) == 0 {
+		return invalid("topic", "", "must have at least one token")
+	}
+	for _, t := range topic {
+		if !isIDToken(t) {
+			return invalid("topic", t, "each token must be 1 to 64 characters of [A-Za-z0-9_-]")
+		}
+	}
+	return nil
+}
+
+func validateInstanceEpoch(endpoint EndpointName, instance LifecycleUID, epoch int64) error {
+	if _, err := ParseEndpointName(string(endpoint)); err != nil {
+		return err
+	}
+	if _, err := ParseLifecycleUID(string(instance)); err != nil {
+		return within("instanceId", err)
+	}
+	if epoch < 0 {
+		return invalid("epoch", strconv.FormatInt(epoch, 10), "must not be negative")
+	}
+	return nil
+}
+
+// EventSubject returns "cotal.<space>.epe.<endpoint>.<instanceId>.<epoch>.<topic...>", an event
+// of one incarnation of an endpoint.
+func (s Space) EventSubject(endpoint EndpointName, instance LifecycleUID, epoch int64, topic ...string) (string, error) {
+	if err := validateInstanceEpoch(endpoint, instance, epoch); err != nil {
+		return "", err
+	}
+	if err := validateTopic(topic); err != nil {
+		return "", err
+	}
+	t := append([]string{endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10)}, topic...)
+	return s.subject(KindEpe, t...), nil
+}
+
+// EventPublishGrant returns "cotal.<space>.epe.<endpoint>.<instanceId>.<epoch>.>", the events an
+// incarnation may publish.
+func (s Space) EventPublishGrant(endpoint EndpointName, instance LifecycleUID, epoch int64) string {
+	return s.subject(KindEpe, endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), ">")
+}
+
+// FactSubject returns "cotal.<space>.epf.<endpoint>.<topic...>", a canonical fact.
+func (s Space) FactSubject(endpoint EndpointName, topic ...string) (string, error) {
+	if _, err := ParseEndpointName(string(endpoint)); err != nil {
+		return "", err
+	}
+	if err := validateTopic(topic); err != nil {
+		return "", err
+	}
+	return s.subject(KindEpf, append([]string{endpoint.Token()}, topic...)...), nil
+}
+
+// GoalTopic returns "goal.<cOwner>.<cActor>.<cUid>.<goalId>.<leaf>", the topic of one goal of a
+// caller: leaf is "progress" on the event plane, "result" or "bind" on the fact plane.
+func GoalTopic(caller Lifecycle, goalID, leaf string) []string {
+	return []string{topicGoal, caller.Principal.owner, caller.Principal.actor, string(caller.UID), goalID, leaf}
+}
+
+// GoalProgressTopic returns the event topic of a goal's progress.
+func GoalProgressTopic(caller Lifecycle, goalID string) []string {
+	return GoalTopic(caller, goalID, goalProgess)
+}
+
+// GoalResultTopic returns the fact topic of a goal's terminal result.
+func GoalResultTopic(caller Lifecycle, goalID string) []string {
+	return GoalTopic(caller, goalID, goalResult)
+}
+
+// GoalBindTopic returns the fact topic that binds a goal id to its accepted fingerprint.
+func GoalBindTopic(caller Lifecycle, goalID string) []string {
+	return GoalTopic(caller, goalID, goalBind)
+}
+
+// ClusterEventTopic returns "ev.<cluster>.<event>", a cluster event's topic.
+func ClusterEventTopic(cluster, event string) []string { return []string{topicEvent, cluster, event} }
+
+// GoalProgressFilter returns "cotal.<space>.epe.<endpoint>.*.*.goal.<cOwner>.<cActor>.<cUid>.>":
+// the progress of every goal of one caller, from any incarnation of endpoint.
+func (s Space) GoalProgressFilter(endpoint EndpointName, caller Lifecycle) string {
+	return s.subject(KindEpe, endpoint.Token(), "*", "*", topicGoal, caller.Principal.owner, caller.Principal.actor, string(caller.UID), ">")
+}
+
+// SubmissionSubject returns the journal submission subject of route (its nonce and generation are
+// not part of it): "cotal.<space>.epj.<endpoint>.<command>[.<authz>[.<targets>]].<owner>.<actor>.<uid>".
+func (s Space) SubmissionSubject(r EndpointRoute) (string, error) {
+	if err := r.validateRoute(); err != nil {
+		return "", err
+	}
+	t := append([]string{r.Endpoint.Token(), r.Command}, r.modeBlock()...)
+	t = append(t, r.Caller.Principal.owner, r.Caller.Principal.actor, string(r.Caller.UID))
+	return s.subject(KindEpj, t...), nil
+}
+
+// TimerSubject returns "cotal.<space>.ept.<endpoint>.<instanceId>.<epoch>.<timerId>.<phase>".
+func (s Space) TimerSubject(endpoint EndpointName, instance LifecycleUID, epoch int64, timerID string, phase TimerPhase) (string, error) {
+	if err := validateInstanceEpoch(endpoint, instance, epoch); err != nil {
+		return "", err
+	}
+	if err := ValidateIDToken("timerId", timerID); err != nil {
+		return "", err
+	}
+	if phase != TimerSchedule && phase != TimerArmed && phase != TimerFire {
+		return "", invalidf("timer phase", string(phase), "must be %q, %q or %q", TimerSchedule, TimerArmed, TimerFire)
+	}
+	return s.subject(KindEpt, endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), timerID, string(phase)), nil
+}
+
+// RecordWriteSubject returns "cotal.<space>.epr.<endpoint>.<instanceId>.<epoch>.<kind>.<qualifier...>",
+// an incarnation's epoch-pinned write request to the record writer.
+func (s Space) RecordWriteSubject(endpoint EndpointName, instance LifecycleUID, epoch int64, kind string, qualifier ...string) (string, error) {
+	if err := validateInstanceEpoch(endpoint, instance, epoch); err != nil {
+		return "", err
+	}
+	if err := validateTopic(append([]string{kind}, qualifier...)); err != nil {
+		return "", err
+	}
+	t := append([]string{endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), kind}, qualifier...)
+	return s.subject(KindEpr, t...), nil
+}
+
+// WorkSubject returns "cotal.<space>.epw.<endpoint>.<pool>.<cOwner>.<cActor>.<cUid>.<id>", one
+// work item keyed by its acceptance identity.
+func (s Space) WorkSubject(endpoint EndpointName, pool string, caller Lifecycle, id string) (string, error) {
+	if _, err := ParseEndpointName(string(endpoint)); err != nil {
+		return "", err
+	}
+	if err := ValidateCommand(pool); err != nil {
+		return "", within("pool", err)
+	}
+	if err := ValidateIDToken("id", id); err != nil {
+		return "", err
+	}
+	return s.subject(KindEpw, endpoint.Token(), pool, caller.Principal.owner, caller.Principal.actor, string(caller.UID), id), nil
+}
