@@ -272,6 +272,97 @@ func (m *meshProc) provisioner(ctx context.Context) jetstream.JetStream {
 	return js
 }
 
+// chatReadBatch is how many stored posts storedPosts fetches at a time.
+const chatReadBatch = 256
+
+// storedPosts returns the ids of the posts on channel that the space's CHAT stream still stores,
+// in stream order, and CHAT's max_msgs_per_subject: how many posts it keeps per sender and
+// channel (SPEC §8, discard old). It reads them through an ordered consumer on an observer
+// credential, the least a CHAT read needs: consumers on CHAT, none on the private streams.
+func (m *meshProc) storedPosts(ctx context.Context, channel string) (stored []string, perSubject int64) {
+	m.t.Helper()
+	cred, err := ledger.Mint(m.keyring(), ledger.Request{Space: space, Profile: authority.ProfileObserver, Name: "faulttest_observer"})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	nc, err := dial.As(ctx, m.url, cred)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	filter, err := space.ChatFilter(channel)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, space.ChatStream())
+	if err != nil {
+		m.t.Fatalf("read CHAT's config: %v", err)
+	}
+	cons, err := js.OrderedConsumer(ctx, space.ChatStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		m.t.Fatalf("an ordered consumer on CHAT: %v", err)
+	}
+	defer func() { _ = js.DeleteConsumer(context.WithoutCancel(ctx), space.ChatStream(), cons.CachedInfo().Name) }()
+	for left := cons.CachedInfo().NumPending; left > 0; {
+		batch, err := cons.Fetch(int(min(left, chatReadBatch)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			m.t.Fatalf("read CHAT: %v", err)
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			cm, err := wire.DecodeMessage(msg.Data())
+			if err != nil {
+				m.t.Fatalf("CHAT stores a post on %s that does not parse: %v", msg.Subject(), err)
+			}
+			stored = append(stored, cm.ID)
+		}
+		if err := batch.Error(); err != nil {
+			m.t.Fatalf("read CHAT: %v", err)
+		}
+		if got == 0 {
+			m.t.Fatalf("CHAT handed over %d of the posts it stores on %s", len(stored), filter)
+		}
+		left -= uint64(got)
+	}
+	return stored, st.CachedInfo().Config.MaxMsgsPerSubject
+}
+
+// retainedPosts returns the posts of sent (the ids of one sender's posts on channel, in send
+// order) that CHAT still stores, in send order: what the delivery contract still owes each
+// member. One sender on one channel is one subject, of which CHAT keeps the newest perSubject;
+// the posts it evicted are counted and logged, and the test fails if it evicted any though no
+// more than perSubject were sent.
+func (m *meshProc) retainedPosts(ctx context.Context, channel string, sent []string) (kept []string) {
+	m.t.Helper()
+	stored, perSubject := m.storedPosts(ctx, channel)
+	in := make(map[string]bool, len(stored))
+	for _, id := range stored {
+		in[id] = true
+	}
+	var evicted []string
+	for _, id := range sent {
+		if in[id] {
+			kept = append(kept, id)
+		} else {
+			evicted = append(evicted, id)
+		}
+	}
+	switch {
+	case len(evicted) > 0 && int64(len(sent)) <= perSubject:
+		m.t.Errorf("CHAT lost %d of %d posts though it keeps %d per subject (%s): %q", len(evicted), len(sent), perSubject, positions(sent, evicted), sample(evicted, 10))
+	case len(evicted) > 0:
+		m.t.Logf("%d of %d posts evicted by CHAT's %d-per-subject retention (%s); %d stored", len(evicted), len(sent), perSubject, positions(sent, evicted), len(kept))
+	default:
+		m.t.Logf("all %d posts stored in CHAT (it keeps %d per subject)", len(sent), perSubject)
+	}
+	return kept
+}
+
 // startAgent issues and provisions an agent credential for a fresh lifecycle of local.<name>, as
 // `cotal mint --provision` and `cotal agent` do.
 func startAgent(ctx context.Context, t *testing.T, l *ledger.Ledger, req ledger.Request) *authority.Credential {
