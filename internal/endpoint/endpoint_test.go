@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
@@ -46,12 +47,13 @@ type fixture struct {
 	srv      *Server
 	instance wire.LifecycleUID
 	runs     atomic.Int64
-	block    chan struct{} // when not nil, echo waits on it
+	blocking atomic.Bool   // when set, echo waits for release
+	release  chan struct{} // closed at cleanup
 }
 
 func startFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{url: meshtest.StartBroker(t), instance: wire.NewLifecycleUID()}
+	f := &fixture{url: meshtest.StartBroker(t), instance: wire.NewLifecycleUID(), release: make(chan struct{})}
 	nc, err := nats.Connect(f.url)
 	if err != nil {
 		t.Fatal(err)
@@ -68,11 +70,8 @@ func startFixture(t *testing.T) *fixture {
 		Space: space, Endpoint: "com.acme.echo", Owner: "local", Instance: f.instance, Epoch: 3,
 		Commands: []Command{
 			cmd("echo", nil, func(ctx context.Context, r *Request) (any, error) {
-				if f.block != nil {
-					select {
-					case <-f.block:
-					case <-ctx.Done():
-					}
+				if f.blocking.Load() {
+					<-f.release // past the call's deadline: the caller hears nothing
 				}
 				return r.Args(), nil
 			}),
@@ -89,6 +88,7 @@ func startFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.srv.Stop(context.Background()) })
+	t.Cleanup(func() { close(f.release) }) // runs before the Stop above
 	return f
 }
 
@@ -183,8 +183,7 @@ func TestCallerClassifiesWhatItObserved(t *testing.T) {
 	wantCode(t, err, wire.CodeBadRequest, wire.OutcomeNotExecuted)
 
 	// Received and never answered: unknown.
-	f.block = make(chan struct{})
-	defer close(f.block)
+	f.blocking.Store(true)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	_, err = c.Call(ctx, echo(map[string]string{}))
@@ -298,7 +297,9 @@ func TestRefusalsNeverRunTheHandler(t *testing.T) {
 		{name: "not json", raw: `{"v":1,`, code: wire.CodeBadRequest},
 		{name: "op endpoint", mutate: func(_ *wire.EndpointRoute, b map[string]any) { b["op"].(map[string]any)["endpoint"] = "com.acme.other" }, code: wire.CodeOpMismatch},
 		{name: "op command", mutate: func(_ *wire.EndpointRoute, b map[string]any) { b["op"].(map[string]any)["command"] = "poke" }, code: wire.CodeOpMismatch},
-		{name: "sender", mutate: func(_ *wire.EndpointRoute, b map[string]any) { b["from"] = map[string]any{"id": "local.alice", "name": "alice"} }, code: wire.CodeSenderMismatch},
+		{name: "sender", mutate: func(_ *wire.EndpointRoute, b map[string]any) {
+			b["from"] = map[string]any{"id": "local.alice", "name": "alice"}
+		}, code: wire.CodeSenderMismatch},
 		{name: "self with a target", mutate: func(r *wire.EndpointRoute, b map[string]any) {
 			r.Command, r.Mode = "whoami", wire.ModeSelf
 			b["op"].(map[string]any)["command"] = "whoami"
@@ -321,7 +322,9 @@ func TestRefusalsNeverRunTheHandler(t *testing.T) {
 		}, code: wire.CodePermissionDenied},
 		{name: "mode on an untargeted command", mutate: func(r *wire.EndpointRoute, _ map[string]any) { r.Mode = wire.ModeSelf }, code: wire.CodePermissionDenied},
 		{name: "journal class", mutate: func(_ *wire.EndpointRoute, b map[string]any) { b["class"] = "journal" }, code: wire.CodeClassMismatch},
-		{name: "no digests", mutate: func(_ *wire.EndpointRoute, b map[string]any) { b["op"] = map[string]any{"endpoint": "com.acme.echo", "command": "echo"} }, code: wire.CodeContractMismatch},
+		{name: "no digests", mutate: func(_ *wire.EndpointRoute, b map[string]any) {
+			b["op"] = map[string]any{"endpoint": "com.acme.echo", "command": "echo"}
+		}, code: wire.CodeContractMismatch},
 		{name: "another contract", mutate: func(_ *wire.EndpointRoute, b map[string]any) { b["op"].(map[string]any)["inputDigest"] = ouDig }, code: wire.CodeContractMismatch},
 		{name: "describe with digests", mutate: func(r *wire.EndpointRoute, b map[string]any) {
 			r.Command = wire.CommandDescribe
@@ -394,4 +397,90 @@ func TestRefusalsNeverRunTheHandler(t *testing.T) {
 	if f.runs.Load() != before {
 		t.Error("a refused cast ran")
 	}
+}
+
+// serveEcho serves com.acme.echo's echo as instance at epoch on its own connection.
+func serveEcho(t *testing.T, url string, instance wire.LifecycleUID, epoch int64) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	srv, err := Serve(nc, Config{Space: space, Endpoint: "com.acme.echo", Owner: "local", Instance: instance, Epoch: epoch,
+		Commands: []Command{{Name: "echo", Class: wire.ClassEphemeral, InputDigest: inDig, OutputDigest: ouDig, Input: objectSchema{}, Output: objectSchema{},
+			Handle: func(_ context.Context, r *Request) (any, error) { return map[string]string{"i": string(instance)}, nil }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+}
+
+func TestScatterClassifiesEveryReply(t *testing.T) {
+	url := meshtest.StartBroker(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: string(space.RecordsBucket())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	spec := ServiceSpec{Endpoint: "com.acme.echo", Owner: "local", ClusterDigests: []string{ouDig}, Protocol: protocol{V: 1}}
+
+	wantCode(t, func() error { _, err := Instances(ctx, kv, "com.acme.echo"); return err }(), wire.CodeFailedPrecondition, wire.OutcomeNotExecuted)
+
+	live, silent, restarted, stray, gone := wire.NewLifecycleUID(), wire.NewLifecycleUID(), wire.NewLifecycleUID(), wire.NewLifecycleUID(), wire.NewLifecycleUID()
+	for _, in := range []wire.LifecycleUID{live, silent, restarted, gone} {
+		if _, err := Register(ctx, kv, in, 1, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// gone stops cleanly: it leaves the expected set. Registering it again advances nothing
+	// here (the epoch is the caller's), but its CAS must see the delete marker.
+	reg, err := Register(ctx, kv, gone, 1, spec)
+	if err == nil {
+		err = reg.Deregister(ctx, 1)
+	}
+	if err != nil {
+		t.Fatalf("re-register and deregister: %v", err)
+	}
+	expected, err := Instances(ctx, kv, "com.acme.echo")
+	if err != nil || len(expected) != 3 {
+		t.Fatalf("expected set %+v, %v", expected, err)
+	}
+
+	serveEcho(t, url, live, 1)
+	serveEcho(t, url, restarted, 2) // registered at epoch 1, answering at 2: churn
+	serveEcho(t, url, stray, 1)     // answering, never registered: unexpected
+	c, _ := newCaller(t, url, "alice")
+	sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	g, err := c.Scatter(sctx, echo(map[string]string{}), expected, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Replies) != 1 || g.Replies[live] == nil {
+		t.Errorf("replies %v, want live's alone", g.Replies)
+	}
+	if len(g.Missing) != 1 || g.Missing[0].ID != silent {
+		t.Errorf("missing %+v, want silent", g.Missing)
+	}
+	if len(g.Churn) != 1 || g.Churn[0].From.Instance != restarted || len(g.Unexpected) != 1 || g.Unexpected[0].From.Instance != stray {
+		t.Errorf("churn %v, unexpected %v", g.Churn, g.Unexpected)
+	}
+	if g.Complete() {
+		t.Error("a partial gather reports complete")
+	}
+
+	// A bound scatter is refused before it leaves; so is an empty expected set.
+	call := echo(map[string]string{})
+	call.Bind = &wire.Bind{InstanceID: string(live), Epoch: 1}
+	_, err = c.Scatter(ctx, call, expected, 0)
+	wantCode(t, err, wire.CodeBadRequest, wire.OutcomeNotExecuted)
+	_, err = c.Scatter(ctx, echo(map[string]string{}), nil, 0)
+	wantCode(t, err, wire.CodeFailedPrecondition, wire.OutcomeNotExecuted)
 }

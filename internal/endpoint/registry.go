@@ -1,0 +1,207 @@
+package endpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// The service registry (SPEC §13.7): one svc record per serving instance in the space's records
+// bucket, its spec and its status under keys of their own, each written by revision CAS.
+//
+//	svc.<endpoint>.<instanceId>.spec     {endpoint, owner, endpointType?, clusterDigests, protocol}
+//	svc.<endpoint>.<instanceId>.status   {state, epoch, observedSpecRevision}
+//
+// The spec's store revision is the instance's registrationRevision, which a scatter freezes.
+// Rows are read through a watch (an ordered consumer pinned to the endpoint's subtree), never by
+// Direct Get, which the records bucket serves but no caller's grant holds.
+
+// ServiceSpec is an instance's svc spec record.
+type ServiceSpec struct {
+	Endpoint       string   `json:"endpoint"`
+	Owner          string   `json:"owner"`
+	EndpointType   string   `json:"endpointType,omitempty"`
+	ClusterDigests []string `json:"clusterDigests"`
+	Protocol       protocol `json:"protocol"`
+}
+
+// ServiceStatus is an instance's svc status record.
+type ServiceStatus struct {
+	State                string `json:"state"`
+	Epoch                int64  `json:"epoch"`
+	ObservedSpecRevision uint64 `json:"observedSpecRevision"`
+}
+
+// The status states a registry reader distinguishes.
+const (
+	StateReady  = "ready"
+	StateExited = "exited"
+)
+
+// Instance is one slot of a frozen expected set: the instance, the revision of its registration
+// and the epoch its status reports.
+type Instance struct {
+	ID                   wire.LifecycleUID
+	RegistrationRevision uint64
+	Epoch                int64
+}
+
+const (
+	svcKind    = "svc"
+	specLeaf   = "spec"
+	statusLeaf = "status"
+)
+
+func svcKey(endpoint wire.EndpointName, instance wire.LifecycleUID, leaf string) string {
+	return svcKind + "." + endpoint.Token() + "." + string(instance) + "." + leaf
+}
+
+// Registration is one instance's place in the registry, as its server holds it.
+type Registration struct {
+	kv       jetstream.KeyValue
+	endpoint wire.EndpointName
+	instance wire.LifecycleUID
+	spec     uint64 // the spec key's revision
+	status   uint64 // the status key's revision
+}
+
+// Register writes the instance's spec, then its status at epoch (state ready, observing the
+// spec's revision), each by revision CAS against what the registry held: a lost race is an
+// error wrapping jetstream.ErrKeyExists.
+func Register(ctx context.Context, kv jetstream.KeyValue, instance wire.LifecycleUID, epoch int64, spec ServiceSpec) (*Registration, error) {
+	endpoint, err := wire.ParseEndpointName(spec.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if len(spec.ClusterDigests) == 0 || spec.Protocol.V != 1 {
+		return nil, errors.New("a service spec names at least one cluster digest and protocol v1")
+	}
+	held, err := readSubtree(ctx, kv, svcKey(endpoint, instance, ">"))
+	if err != nil {
+		return nil, err
+	}
+	r := &Registration{kv: kv, endpoint: endpoint, instance: instance}
+	raw, _ := json.Marshal(spec) // strings and numbers always encode
+	if r.spec, err = kv.Update(ctx, svcKey(endpoint, instance, specLeaf), raw, held[specLeaf]); err != nil {
+		return nil, fmt.Errorf("register %s %s: %w", endpoint, instance, err)
+	}
+	r.status = held[statusLeaf]
+	if err := r.SetStatus(ctx, StateReady, epoch); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// SetStatus writes the instance's status at the revision it last wrote.
+func (r *Registration) SetStatus(ctx context.Context, state string, epoch int64) error {
+	raw, _ := json.Marshal(ServiceStatus{State: state, Epoch: epoch, ObservedSpecRevision: r.spec}) // always encodes
+	rev, err := r.kv.Update(ctx, svcKey(r.endpoint, r.instance, statusLeaf), raw, r.status)
+	if err != nil {
+		return fmt.Errorf("write the status of %s %s: %w", r.endpoint, r.instance, err)
+	}
+	r.status = rev
+	return nil
+}
+
+// Deregister marks the instance exited and deletes its spec at the revision it wrote, so a
+// scatter no longer expects it; the next registration of the instance advances its epoch.
+func (r *Registration) Deregister(ctx context.Context, epoch int64) error {
+	err := r.SetStatus(ctx, StateExited, epoch)
+	return errors.Join(err, r.kv.Delete(ctx, svcKey(r.endpoint, r.instance, specLeaf), jetstream.LastRevision(r.spec)))
+}
+
+// readSubtree returns the revision of each leaf under filter (the last token after the
+// instance), deleted rows included: the revision a CAS write must name.
+func readSubtree(ctx context.Context, kv jetstream.KeyValue, filter string) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	err := watchAll(ctx, kv, filter, func(e jetstream.KeyValueEntry) error {
+		out[e.Key()[strings.LastIndexByte(e.Key(), '.')+1:]] = e.Revision()
+		return nil
+	})
+	return out, err
+}
+
+// watchAll feeds each current row under filter to fn, then stops.
+func watchAll(ctx context.Context, kv jetstream.KeyValue, filter string, fn func(jetstream.KeyValueEntry) error) error {
+	w, err := kv.Watch(ctx, filter)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", filter, err)
+	}
+	defer func() { _ = w.Stop() }() // the watch is done either way
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("read %s: %w", filter, ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("read %s: the watch ended", filter)
+			}
+			if e == nil { // every current row has been delivered
+				return nil
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Instances freezes the expected set of endpoint: every instance whose spec is present and whose
+// status is present, not exited, and observes the current spec revision. An empty registry is
+// failed-precondition, an unreadable one too.
+func Instances(ctx context.Context, kv jetstream.KeyValue, endpoint wire.EndpointName) ([]Instance, error) {
+	type slot struct {
+		spec   uint64
+		status *ServiceStatus
+	}
+	slots := map[wire.LifecycleUID]*slot{}
+	prefix := svcKind + "." + endpoint.Token() + "."
+	err := watchAll(ctx, kv, prefix+">", func(e jetstream.KeyValueEntry) error {
+		rest := strings.TrimPrefix(e.Key(), prefix)
+		id, leaf, ok := strings.Cut(rest, ".")
+		if !ok || e.Operation() != jetstream.KeyValuePut {
+			return nil
+		}
+		uid, err := wire.ParseLifecycleUID(id)
+		if err != nil {
+			return nil // not an instance row
+		}
+		s := slots[uid]
+		if s == nil {
+			s = &slot{}
+			slots[uid] = s
+		}
+		switch leaf {
+		case specLeaf:
+			s.spec = e.Revision()
+		case statusLeaf:
+			var st ServiceStatus
+			if json.Unmarshal(e.Value(), &st) == nil {
+				s.status = &st
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wire.NewEndpointError(wire.CodeFailedPrecondition, wire.OutcomeNotExecuted, "the %s registry is unreadable: %v", endpoint, err)
+	}
+	var out []Instance
+	for id, s := range slots {
+		if s.spec == 0 || s.status == nil || s.status.State == StateExited || s.status.ObservedSpecRevision != s.spec {
+			continue
+		}
+		out = append(out, Instance{ID: id, RegistrationRevision: s.spec, Epoch: s.status.Epoch})
+	}
+	if len(out) == 0 {
+		return nil, wire.NewEndpointError(wire.CodeFailedPrecondition, wire.OutcomeNotExecuted, "no instance of %s is registered", endpoint)
+	}
+	slices.SortFunc(out, func(a, b Instance) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return out, nil
+}
