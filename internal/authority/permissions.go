@@ -425,7 +425,10 @@ func ttlBuckets(s wire.Space) []wire.Bucket {
 
 func (r rowsFor) provisioner() Permissions {
 	pub := []string{jsapi.Info}
-	for _, st := range spaceStreams(r.s) {
+	// The contract stream is not among spaceStreams, whose rows in other profiles (the warden's
+	// message deletes, teardown's stream deletes) must never reach it: no profile holds a delete,
+	// purge, update or message delete on EPC_<space> (SPEC §13.9, §13.12).
+	for _, st := range append(spaceStreams(r.s), r.s.ContractStream()) {
 		pub = append(pub, jsapi.StreamCreate+st, jsapi.StreamInfo+st)
 	}
 	for _, b := range ttlBuckets(r.s) {
@@ -517,6 +520,8 @@ func (r rowsFor) teardown() Permissions {
 			pub = append(pub, jsapi.StreamDelete+st)
 		}
 	}
+	// The contract stream is read, never deleted: its artifacts are permanent (SPEC §13.12).
+	pub = append(pub, jsapi.StreamInfo+r.s.ContractStream())
 	pub = append(pub, jsapi.StreamPurge+r.s.ChatStream(), channels.Subject(">"))
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
 }

@@ -116,7 +116,23 @@ func resources(s wire.Space) []resource {
 		{cfg: recordsStore(s)},
 		{cfg: AuthStoreConfig(s)},
 		{cfg: wfj},
+		{cfg: contractStore(s)},
 	}
+}
+
+// contractStore is the contract stream EPC_<space> (SPEC §13.7, §13.12): content-addressed
+// artifacts, each one message on its own digest subject, kept forever. No age or size limit;
+// Direct Get on, as the last-by-subject read is the fetch path; deletes and purges refused by the
+// broker. The reference also makes a digest subject hold at most one message whatever the
+// publisher's headers (one message per subject, discard new per subject), so no later append can
+// shadow a published artifact.
+func contractStore(s wire.Space) jetstream.StreamConfig {
+	c := messageStream(s.ContractStream(), s.KindAll(wire.KindEpc))
+	c.MaxMsgsPerSubject = 1
+	c.Discard, c.DiscardNewPerSubject = jetstream.DiscardNew, true
+	c.AllowDirect = true
+	c.DenyDelete, c.DenyPurge = true, true
+	return c
 }
 
 // recordsStore is the backing stream of the records store cotal_records_<space> (SPEC §13.12),

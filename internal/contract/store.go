@@ -1,0 +1,103 @@
+package contract
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Publish stores each artifact, in the order given, at its digest subject in space's contract
+// stream (SPEC §13.7 "Contract stream"), create-only: the publish expects the subject to hold no
+// message (Nats-Expected-Last-Subject-Sequence: 0). A subject that already holds the same artifact
+// is success, so publishing twice is idempotent; one that holds anything else is an error matching
+// ErrCorrupt. Each artifact must be the strict canonical JSON its digest names, within
+// MaxDocumentBytes; otherwise nothing more is published and the error matches ErrInvalid.
+func Publish(ctx context.Context, js jetstream.JetStream, space wire.Space, artifacts []Artifact) error {
+	for _, a := range artifacts {
+		subject, err := artifactSubject(space, a.Digest)
+		if err != nil {
+			return err
+		}
+		if err := verify(a.Bytes, a.Digest); err != nil {
+			return invalidf("artifact %s: %v", a.Digest, err)
+		}
+		_, err = js.Publish(ctx, subject, a.Bytes, jetstream.WithExpectLastSequencePerSubject(0))
+		if err == nil {
+			continue
+		}
+		// A taken subject fails the expectation: wrong last sequence, or, with a concurrent
+		// publish to the subject still in flight on a cluster, its constant form.
+		var apiErr *jetstream.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence &&
+			apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant {
+			return fmt.Errorf("publish %s: %w", subject, err)
+		}
+		// The subject is taken. Fetch verifies that it holds canonical bytes whose digest is
+		// a.Digest: a.Bytes themselves.
+		if _, err := Fetch(ctx, js, space, a.Digest); err != nil {
+			return fmt.Errorf("publish %s: the subject is taken: %w", subject, err)
+		}
+	}
+	return nil
+}
+
+// Fetch reads the artifact at digest ("sha256:<hex>") from space's contract stream, with a
+// last-by-subject Direct Get on its digest subject (SPEC §13.7), and verifies it: the stored bytes
+// must be strict canonical JSON, within MaxDocumentBytes, whose digest is digest. It returns an
+// error matching ErrNotFound when nothing is published there, and one matching ErrCorrupt when the
+// stored message fails verification.
+func Fetch(ctx context.Context, js jetstream.JetStream, space wire.Space, digest string) ([]byte, error) {
+	subject, err := artifactSubject(space, digest)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := js.Conn().RequestWithContext(ctx, jsapi.DirectGet+space.ContractStream()+"."+subject, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", subject, err)
+	}
+	// A Direct Get that finds nothing answers with an empty message and a status header.
+	if status := msg.Header.Get("Status"); len(msg.Data) == 0 && status != "" {
+		if status == "404" {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, digest)
+		}
+		return nil, fmt.Errorf("read %s: status %s: %s", subject, status, msg.Header.Get("Description"))
+	}
+	if err := verify(msg.Data, digest); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, subject, err)
+	}
+	return msg.Data, nil
+}
+
+// artifactSubject returns the digest subject of digest in space.
+func artifactSubject(space wire.Space, digest string) (string, error) {
+	if !wire.IsDigest(digest) {
+		return "", invalidf("%q is not a sha256:<hex> digest", digest)
+	}
+	return space.ContractSubject(strings.TrimPrefix(digest, "sha256:"))
+}
+
+// verify checks that b is the strict canonical JSON whose digest is digest, within the document
+// bound.
+func verify(b []byte, digest string) error {
+	if len(b) > MaxDocumentBytes {
+		return fmt.Errorf("%d bytes, over the bound of %d", len(b), MaxDocumentBytes)
+	}
+	c, err := wire.Canonicalize(b)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(c, b) {
+		return errors.New("not in RFC 8785 canonical form")
+	}
+	if got := wire.ArtifactDigest(c); got != digest {
+		return fmt.Errorf("its digest is %s", got)
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package manager
+
+import (
+	"encoding/json"
+	"sync"
+
+	"github.com/gocotal/cotal/internal/contract"
+	"github.com/gocotal/cotal/wire"
+)
+
+// The manager endpoint's contract: the commands this supervisor serves, declared as the
+// reference's ai.cotal.manager cluster declares them (class, targeting, modes, capability and
+// the exact input and output schemas), so a caller of either implementation pins the same digests
+// and a TypeScript caller drives a Go manager. The Go manager serves a subset of the reference's
+// commands; its cluster document lists exactly the ones it serves.
+
+// Endpoint is the manager's endpoint name.
+const Endpoint wire.EndpointName = "manager"
+
+// The cluster's URN and the reference revision its schemas are taken from.
+const (
+	ClusterURN      = "ai.cotal.manager"
+	ClusterRevision = 17
+)
+
+// The commands the manager serves.
+const (
+	CommandStatus  = "status"
+	CommandPs      = "ps"
+	CommandInspect = "inspect"
+	CommandSpawn   = "spawn"
+	CommandDespawn = "despawn"
+	CommandStop    = "stop"
+)
+
+// The capabilities the commands require (SPEC §13.9), as the reference names them.
+const (
+	capRead      = "manager.read"
+	capSpawn     = "manager.spawn"
+	capLifecycle = "manager.lifecycle"
+	capSelf      = "manager.self"
+)
+
+// The schemas, byte for byte the reference's (rev 17): their canonical forms fix the digests.
+const (
+	statusOutput = `{"type":"object","additionalProperties":false,"required":["instanceId","runtime","custody","agentCount","uptimeMs","connectors","classSpawn","staticReconciliation"],"properties":{"instanceId":{"type":"string"},"runtime":{"type":"string"},"custody":{"enum":["legacy","custodied"]},"agentCount":{"type":"integer","minimum":0},"uptimeMs":{"type":"integer","minimum":0},"classSpawn":{"type":"boolean"},"connectors":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["agent","state","binaries"],"properties":{"agent":{"type":"string"},"state":{"enum":["available","unavailable"]},"binaries":{"type":"object","additionalProperties":{"type":"string"}},"reason":{"type":"string"}}}},"staticReconciliation":{"type":"object","additionalProperties":false,"required":["state","failures"],"properties":{"state":{"enum":["idle","running","retry-wait","retrying","recovered","failed"]},"lastSweep":{"type":"object","additionalProperties":false,"required":["kind","startedAt","attempted","succeeded","failed"],"properties":{"kind":{"enum":["startup","post-adoption"]},"startedAt":{"type":"string"},"completedAt":{"type":"string"},"attempted":{"type":"integer","minimum":0},"succeeded":{"type":"integer","minimum":0},"failed":{"type":"integer","minimum":0}}},"failures":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["alias","actor","lifecycleUid","phase","attempts","maxAttempts","disposition"],"properties":{"alias":{"type":"string"},"actor":{"type":"string"},"lifecycleUid":{"type":"string"},"phase":{"enum":["provisioning","active","terminalizing","retired"]},"attempts":{"type":"integer","minimum":0},"maxAttempts":{"type":"integer","minimum":1},"disposition":{"enum":["retry-scheduled","retrying","recovered","refused","refused-foreign","retry-exhausted"]},"lastError":{"type":"string"},"nextRetryAt":{"type":"string"},"recoveredAt":{"type":"string"},"remedy":{"type":"string"}}}}}}}}`
+	agentRow     = `{"type":"object","additionalProperties":false,"required":["name","id","agent","space","mode","status","uptimeMs","mesh","lifecycleUid"],"properties":{"name":{"type":"string"},"id":{"type":"string"},"role":{"type":"string"},"agent":{"type":"string"},"space":{"type":"string"},"mode":{"type":"string"},"status":{"type":"string"},"uptimeMs":{"type":"integer","minimum":0},"mesh":{"type":"string"},"meshView":{"type":"string","enum":["current","stale","unpopulated"]},"lifecycleUid":{"type":"string"},"authHealth":{"type":"string"},"authReason":{"type":"string"},"model":{"type":"string"},"variant":{"type":"string"},"cwd":{"type":"string"},"pid":{"type":"integer","minimum":1},"spawner":{"type":"string"},"instanceId":{"type":"string"},"host":{"type":"string"}}}`
+	psOutput     = `{"type":"array","items":` + agentRow + `}`
+	inspectInput = `{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","minLength":1}}}`
+	spawnInput   = `{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","minLength":1},"agent":{"type":"string"},"defaultAgent":{"type":"string"},"role":{"type":"string"},"config":{"type":"string"},"identity":{"type":"string"},"model":{"type":"string"},"variant":{"type":"string"},"launchOptions":{"type":"object"},"resume":{"type":"string"},"continueSession":{"type":"string"},"events":{"type":"boolean"},"cwd":{"type":"string"},"prompt":{"type":"string"},"subscribe":{"type":"array","items":{"type":"string"}},"allowSubscribe":{"type":"array","items":{"type":"string"}},"allowPublish":{"type":"array","items":{"type":"string"}},"shareTools":{"type":"string"},"supervise":{"type":"object","additionalProperties":false,"required":["restarts","windowMs"],"properties":{"restarts":{"type":"integer","minimum":1},"windowMs":{"type":"integer","minimum":1}}}}}`
+	spawnOutput  = `{"type":"object","additionalProperties":false,"required":["name","owner","actor","uid","goalId","fingerprint","executor"],"properties":{"name":{"type":"string"},"owner":{"type":"string"},"actor":{"type":"string"},"uid":{"type":"string"},"goalId":{"type":"string"},"fingerprint":{"type":"string"},"readinessDeadlineMs":{"type":"integer","minimum":1},"executor":{"type":"object","additionalProperties":false,"required":["lifecycleUid","epoch"],"properties":{"lifecycleUid":{"type":"string"},"epoch":{"type":"integer","minimum":0}}}}}`
+	gracefulIn   = `{"type":"object","additionalProperties":false,"properties":{"graceful":{"type":"boolean"}}}`
+	stopOutput   = `{"type":"object","additionalProperties":false,"required":["name","stopped","graceful"],"properties":{"name":{"type":"string"},"stopped":{"type":"boolean"},"graceful":{"type":"boolean"}}}`
+)
+
+// declarations are the served commands in the reference's order.
+func declarations() []contract.Declaration {
+	cmd := func(name, capability string, modes []wire.AuthzMode, in, out string) contract.Declaration {
+		return contract.Declaration{
+			Command: contract.Command{Name: name, Class: wire.ClassEphemeral, Targeted: len(modes) > 0, Modes: modes, Capability: capability},
+			Input:   json.RawMessage(in), Output: json.RawMessage(out),
+		}
+	}
+	return []contract.Declaration{
+		cmd(CommandStatus, capRead, nil, contract.VoidSchema, statusOutput),
+		cmd(CommandPs, capRead, nil, contract.VoidSchema, psOutput),
+		cmd(CommandInspect, capRead, nil, inspectInput, agentRow),
+		cmd(CommandSpawn, capSpawn, nil, spawnInput, spawnOutput),
+		cmd(CommandDespawn, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, gracefulIn, stopOutput),
+		cmd(CommandStop, capSelf, []wire.AuthzMode{wire.ModeSelf}, gracefulIn, stopOutput),
+	}
+}
+
+// Contract returns the manager's cluster, built once: its document, closure, compiled schemas and
+// artifacts.
+var Contract = sync.OnceValues(func() (*contract.Cluster, error) {
+	return contract.NewCluster(ClusterURN, ClusterRevision, declarations()...)
+})
