@@ -8,6 +8,20 @@ import (
 // journal submissions, timers, record-writer ingress and work items. The publishing instance's
 // identity (and epoch, where the plane carries it) rides the subject, pinned by the serve grant.
 
+// The streams that capture the event and fact planes (SPEC §13.12).
+const (
+	epeStreamPrefix = "EPE_"
+	epfStreamPrefix = "EPF_"
+)
+
+// EventStream returns "EPE_<space>", the stream of the space's endpoint events
+// (cotal.<space>.epe.>): ordered and replayable, kept a day.
+func (s Space) EventStream() string { return epeStreamPrefix + s.Token() }
+
+// FactStream returns "EPF_<space>", the stream of the space's canonical facts
+// (cotal.<space>.epf.>), written create-only by their mediated writers.
+func (s Space) FactStream() string { return epfStreamPrefix + s.Token() }
+
 // TimerPhase is the last token of a timer subject.
 type TimerPhase string
 

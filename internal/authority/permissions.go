@@ -428,7 +428,7 @@ func (r rowsFor) provisioner() Permissions {
 	// The contract stream is not among spaceStreams, whose rows in other profiles (the warden's
 	// message deletes, teardown's stream deletes) must never reach it: no profile holds a delete,
 	// purge, update or message delete on EPC_<space> (SPEC §13.9, §13.12).
-	for _, st := range append(spaceStreams(r.s), r.s.ContractStream()) {
+	for _, st := range append(spaceStreams(r.s), r.s.ContractStream(), r.s.EventStream(), r.s.FactStream()) {
 		pub = append(pub, jsapi.StreamCreate+st, jsapi.StreamInfo+st)
 	}
 	for _, b := range ttlBuckets(r.s) {
@@ -522,6 +522,8 @@ func (r rowsFor) teardown() Permissions {
 	}
 	// The contract stream is read, never deleted: its artifacts are permanent (SPEC §13.12).
 	pub = append(pub, jsapi.StreamInfo+r.s.ContractStream())
+	// Events are a day's notifications and go with the space; facts outlive it (SPEC §13.12).
+	pub = append(pub, jsapi.StreamInfo+r.s.EventStream(), jsapi.StreamDelete+r.s.EventStream(), jsapi.StreamInfo+r.s.FactStream())
 	pub = append(pub, jsapi.StreamPurge+r.s.ChatStream(), channels.Subject(">"))
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
 }

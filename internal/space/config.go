@@ -117,7 +117,29 @@ func resources(s wire.Space) []resource {
 		{cfg: AuthStoreConfig(s)},
 		{cfg: wfj},
 		{cfg: contractStore(s)},
+		{cfg: eventStream(s)},
+		{cfg: factStream(s)},
 	}
+}
+
+// eventRetention is how long EPE_<space> keeps endpoint events (goal progress, cluster events):
+// the reference's day.
+const eventRetention = 24 * time.Hour
+
+// eventStream is EPE_<space> (SPEC §13.12), as the reference makes it: every limit open but age.
+func eventStream(s wire.Space) jetstream.StreamConfig {
+	c := messageStream(s.EventStream(), s.KindAll(wire.KindEpe))
+	c.MaxAge = eventRetention
+	return c
+}
+
+// factStream is EPF_<space> (SPEC §13.12): canonical facts, each written create-only on its own
+// subject, with no age limit (a fact outlives the idempotency horizon) and Direct Get on for the
+// last-by-subject read of a goal's result.
+func factStream(s wire.Space) jetstream.StreamConfig {
+	c := messageStream(s.FactStream(), s.KindAll(wire.KindEpf))
+	c.AllowDirect = true
+	return c
 }
 
 // contractStore is the contract stream EPC_<space> (SPEC §13.7, §13.12): content-addressed
