@@ -25,14 +25,21 @@ type Grant struct {
 	Space wire.Space
 	// UserKey is the connection's user nkey: its reply inbox is "_INBOX_<UserKey>".
 	UserKey string
-	// Lifecycle is set when the credential names a lifecycle (its dm_ durable).
+	// Lifecycle is set when the credential names a lifecycle: an agent's (its dm_ durable), or
+	// the caller lifecycle of its endpoint reply rail (a control instrument's, fresh per mint).
 	Lifecycle wire.LifecycleUID
+	// Generation is the issued generation an agent credential's ep.v1 caller rows pin (SPEC
+	// §13.15); empty for a credential without them.
+	Generation string
 	// Role is set when the credential may bind a role's task durable.
 	Role string
 	// AllowSubscribe lists the channel patterns the credential may read.
 	AllowSubscribe []string
 	// AllowPublish lists the channel patterns the credential may post to.
 	AllowPublish []string
+	// Capabilities are what an agent credential may do beyond its baseline, as its
+	// "capability:<name>" tags name them ("spawn": spawn agents through the manager).
+	Capabilities []string
 	// Presence reports whether the credential may write its own presence row.
 	Presence bool
 	// Expires is when the credential stops working; zero means never.
@@ -88,6 +95,9 @@ func ParseCreds(raw []byte) (*Grant, error) {
 				return nil, fmt.Errorf("principal tag: %w", err)
 			}
 		}
+		if v, ok := strings.CutPrefix(tag, "capability:"); ok {
+			g.Capabilities = append(g.Capabilities, v)
+		}
 	}
 	if g.Principal.IsZero() {
 		return nil, fmt.Errorf("the credential names no principal (no principal: tag); it was not minted for Cotal")
@@ -128,7 +138,22 @@ func (g *Grant) readRows(pub, sub []string) {
 			g.AllowPublish = append(g.AllowPublish, strings.TrimPrefix(row, chatAs))
 		}
 	}
+	// The reply rail "…ep.reply.*.*.*.<owner>.<actor>.<uid>.*" names the caller lifecycle of a
+	// credential that has no dm_ durable.
+	replyRail := strings.TrimSuffix(g.Space.ReplyReadGrant(wire.Lifecycle{Principal: g.Principal}, ""), ".*")
+	// "…ep.v1.reply.*.*.*.<owner>.<actor>.<uid>.<generation>.*" names its issued generation.
+	v1Rail := strings.TrimSuffix(g.Space.ReplyReadGrant(wire.Lifecycle{Principal: g.Principal, UID: "u"}, "g"), "u.g.*")
 	for _, row := range sub {
+		if uid, ok := strings.CutPrefix(row, replyRail); ok && g.Lifecycle == "" {
+			if u, err := wire.ParseLifecycleUID(strings.TrimSuffix(uid, ".*")); err == nil {
+				g.Lifecycle = u
+			}
+		}
+		if tail, ok := strings.CutPrefix(row, v1Rail); ok {
+			if _, gen, ok := strings.Cut(strings.TrimSuffix(tail, ".*"), "."); ok && wire.ValidateGeneration(gen) == nil {
+				g.Generation = gen
+			}
+		}
 		if ch, ok := strings.CutPrefix(row, chatFrom); ok {
 			g.AllowSubscribe = append(g.AllowSubscribe, ch)
 		} else if row == g.Space.KindAll(wire.KindChat) {

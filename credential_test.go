@@ -2,6 +2,7 @@ package cotal_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/wire"
 )
 
 func TestReadGrantFromCreds(t *testing.T) {
@@ -28,6 +30,33 @@ func TestReadGrantFromCreds(t *testing.T) {
 	}
 	if !g.CanPost("general") || g.CanPost("team.x") || !g.CanRead("team.backend") || g.CanRead("general") {
 		t.Errorf("ACLs read as publish %q subscribe %q", g.AllowPublish, g.AllowSubscribe)
+	}
+}
+
+// TestReadEndpointFactsFromCreds: an agent's capabilities come back from their tags, and a
+// control instrument's caller lifecycle from its reply rail.
+func TestReadEndpointFactsFromCreds(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	cred := m.AgentCred(t, ledger.Request{Name: "carol", Capabilities: []string{"spawn"}})
+	g, err := cotal.ParseCreds(cred.Creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(g.Capabilities, []string{"spawn"}) || g.Lifecycle != cred.LifecycleUID {
+		t.Errorf("capabilities %q, lifecycle %s", g.Capabilities, g.Lifecycle)
+	}
+	plain, err := cotal.ParseCreds(m.AgentCred(t, ledger.Request{Name: "alice"}).Creds)
+	if err != nil || len(plain.Capabilities) != 0 {
+		t.Errorf("an agent without capabilities reads %q, %v", plain.Capabilities, err)
+	}
+	ctl := m.Mint(t, ledger.Request{Profile: "control-caller-admin", Name: "operator"})
+	cg, err := cotal.ParseCreds(ctl.Creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wire.ParseLifecycleUID(string(cg.Lifecycle)); err != nil || cg.Profile != "control-caller-admin" || cg.Space != "main" {
+		t.Errorf("control grant %+v: %v", cg, err)
 	}
 }
 

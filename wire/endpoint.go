@@ -3,6 +3,7 @@ package wire
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"strconv"
 	"strings"
 )
@@ -186,6 +187,14 @@ func NewNonce() string {
 	var b [24]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error since Go 1.24
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// NewGeneration returns a fresh issued generation (SPEC §13.15): 32 lowercase hex characters
+// carrying 128 random bits, chosen by the issuer and never reused.
+func NewGeneration() string {
+	var b [GenerationLength / 2]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error since Go 1.24
+	return hex.EncodeToString(b[:])
 }
 
 // ValidateNonce checks a nonce against [A-Za-z0-9_-]{22,64}.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/jsapi"
@@ -100,6 +101,10 @@ type fbWorld struct {
 	sessions           []fbSession
 	accounts           []string // the spaces' account keys
 	foreignInbox       string   // some other connection's inbox
+	// instance is the serving manager instance of the matrix, other another instance; epoch is
+	// the epoch the serving credential is minted at.
+	instance, other wire.LifecycleUID
+	epoch           int64
 }
 
 type fbSession struct {
@@ -120,9 +125,10 @@ func fbBuckets(s wire.Space) []wire.Bucket {
 	return append(s.Buckets(), s.RecordsBucket(), s.SessionsBucket())
 }
 
-// fbStreams are every stream of a space: the message streams, the artifact store and the buckets.
+// fbStreams are every stream of a space: the message streams, the artifact store, the contract
+// stream and the buckets.
 func fbStreams(s wire.Space) []string {
-	st := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), s.InboxStream(), s.DLVStream(), s.WFJStream(), s.ArtifactsBucket().ObjectStream()}
+	st := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), s.InboxStream(), s.DLVStream(), s.WFJStream(), s.ArtifactsBucket().ObjectStream(), s.ContractStream()}
 	for _, b := range fbBuckets(s) {
 		st = append(st, b.Stream())
 	}
@@ -144,11 +150,12 @@ func fbPrincipal(s string) wire.Principal {
 	return p
 }
 
-// universe generates every operation of the matrix for a credential whose principal is me.
-func (w *fbWorld) universe(me wire.Principal) []fbOp {
+// universe generates every operation of the matrix for a credential whose principal is me and
+// whose own lifecycle (an agent's, a control instrument's; zero for none) is own.
+func (w *fbWorld) universe(me wire.Principal, own wire.Lifecycle) []fbOp {
 	var ops []fbOp
 	for _, s := range w.spaces {
-		ops = append(ops, w.spaceOps(s, me)...)
+		ops = append(ops, w.spaceOps(s, me, own)...)
 	}
 	ops = append(ops, w.globalOps()...)
 	seen := map[string]bool{}
@@ -163,7 +170,7 @@ func (w *fbWorld) universe(me wire.Principal) []fbOp {
 	return out
 }
 
-func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal) []fbOp {
+func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) []fbOp {
 	sp := string(s)
 	var ops []fbOp
 	add := func(op, kind, subject string, data []byte) {
@@ -254,11 +261,19 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal) []fbOp {
 	for _, b := range fbBuckets(s) {
 		subscribe(b.Subject(">"))
 	}
+	callers := lcs
+	if own.UID != "" && !slices.Contains(lcs, own) {
+		callers = append(slices.Clone(lcs), own)
+	}
+	ops = append(ops, w.endpointOps(s, callers)...)
 	subscribe("$O." + string(s.ArtifactsBucket()) + ".>")
 
 	// Bucket writes: a put and a delete marker on every bucket, for the keys of the contract.
 	keys := []string{wire.LeaseKey(0), wire.ManagerLeaseKey(w.aliceL.UID), wire.ManagerRenewalKey, wire.MembershipFeedKey,
 		wire.TTLCanaryKey, "team.backend"}
+	for _, iid := range []wire.LifecycleUID{w.instance, w.other} {
+		keys = append(keys, wire.ServiceKey(wire.ManagerEndpoint, iid, wire.ServiceSpecLeaf), wire.ServiceKey(wire.ManagerEndpoint, iid, wire.ServiceStatusLeaf))
+	}
 	for _, p := range principals {
 		keys = append(keys, wire.PresenceKey(p))
 	}
@@ -344,6 +359,9 @@ func (w *fbWorld) filters(s wire.Space, st string) (filters []string, sample str
 	case s.ArtifactsBucket().ObjectStream():
 		o := "$O." + string(s.ArtifactsBucket())
 		return []string{o + ".>", o + ".C.>"}, o + ".M.x"
+	case s.ContractStream():
+		artifact := fbMust(s.ContractSubject(fbDigest))
+		return []string{s.KindAll(wire.KindEpc), artifact}, artifact
 	}
 	for _, b := range fbBuckets(s) {
 		if b.Stream() == st {
@@ -351,10 +369,93 @@ func (w *fbWorld) filters(s wire.Space, st string) (filters []string, sample str
 			if b == outside {
 				outside = s.PresenceBucket()
 			}
-			return []string{b.Subject(">"), b.Subject(wire.PresenceKey(w.bob)), outside.Subject(">"), wire.PresenceKey(w.bob)}, b.Subject(wire.PresenceKey(w.bob))
+			return []string{b.Subject(">"), b.Subject(wire.PresenceKey(w.bob)), b.Subject(wire.ServiceRegistryKeys()), outside.Subject(">"), wire.PresenceKey(w.bob)}, b.Subject(wire.PresenceKey(w.bob))
 		}
 	}
 	panic("no filters for stream " + st)
+}
+
+// fbDigest is the hex digest of the matrix's contract artifact.
+var fbDigest = strings.Repeat("ab", 32)
+
+// endpointOps are the operations on the endpoint rails (SPEC §13): requests of each caller
+// lifecycle in the shapes the grants tell apart (class, scatter and instance rails; untargeted,
+// self, owner, any and handle; the versioned rail), the replies to each from the serving
+// instance and another at two epochs, each caller's reply rail and goal progress, the event,
+// fact and contract planes, and the serve filters. The callers are the world's lifecycles and
+// the credential's own, whose forbidden shapes (a spawn without the capability, another owner's
+// despawn, the versioned rail of a legacy instrument) are the ones its grant tells apart.
+func (w *fbWorld) endpointOps(s wire.Space, lcs []wire.Lifecycle) []fbOp {
+	sp := string(s)
+	var ops []fbOp
+	pub := func(subject string) {
+		ops = append(ops, fbOp{op: "Publish", subject: subject, kind: fbPublish, space: sp, data: []byte(`{"forbidden":true}`)})
+	}
+	subscribe := func(subject string) {
+		ops = append(ops, fbOp{op: "Subscription", subject: subject, kind: fbSubscribe, space: sp})
+	}
+	mgr, search := wire.ManagerEndpoint, wire.EndpointName("com.acme.search")
+	one, all, inst := wire.AddressOne, wire.AddressAll, wire.AddressInst
+	instances := []wire.LifecycleUID{w.instance, w.other}
+	for _, l := range lcs {
+		owner := func(mode wire.AuthzMode, o string) (wire.AuthzMode, wire.EndpointTarget) {
+			return mode, wire.EndpointTarget{Owner: o}
+		}
+		ownMode, own := owner(wire.ModeOwner, l.Principal.Owner())
+		_, foreign := owner(wire.ModeOwner, w.forged.Owner())
+		for _, r := range []wire.EndpointRoute{
+			{Address: one, Endpoint: mgr, Command: wire.CommandDescribe},
+			{Address: all, Endpoint: mgr, Command: wire.CommandDescribe},
+			{Address: inst, Endpoint: mgr, Instance: w.instance, Command: wire.CommandDescribe},
+			{Address: one, Endpoint: search, Command: wire.CommandDescribe},
+			{Address: one, Endpoint: mgr, Command: "stop", Mode: wire.ModeSelf},
+			{Address: one, Endpoint: mgr, Command: "spawn"},
+			{Address: all, Endpoint: mgr, Command: "ps"},
+			{Address: one, Endpoint: mgr, Command: "despawn", Mode: ownMode, Target: own},
+			{Address: one, Endpoint: mgr, Command: "despawn", Mode: ownMode, Target: foreign},
+			{Address: one, Endpoint: mgr, Command: "despawn", Mode: wire.ModeAny, Target: own},
+			{Address: one, Endpoint: mgr, Command: "attach", Mode: ownMode, Target: own},
+			{Address: one, Endpoint: mgr, Command: "purge"},
+			{Address: inst, Endpoint: search, Instance: w.instance, Command: "turn", Mode: wire.ModeHandle, Target: wire.EndpointTarget{Owner: w.bob.Owner(), Actor: w.bob.Actor(), UID: w.bobL.UID}},
+			{Generation: strings.Repeat("a", wire.GenerationLength), Address: one, Endpoint: mgr, Command: "spawn"},
+		} {
+			r.Caller, r.Nonce = l, "fbnonce_forbidden_00000"
+			pub(fbMust(s.RequestSubject(r)))
+			subscribe(s.ReplyFilter(r))
+			for _, iid := range instances {
+				for _, e := range []int64{w.epoch, w.epoch + 1} {
+					pub(fbMust(s.ReplySubject(r, iid, e)))
+				}
+			}
+		}
+		subscribe(s.ReplyReadGrant(l, ""))
+		subscribe(s.GoalProgressFilter(mgr, l))
+		for _, iid := range instances {
+			for _, e := range []int64{w.epoch, w.epoch + 1} {
+				pub(fbMust(s.EventSubject(mgr, iid, e, wire.GoalProgressTopic(l, "g1")...)))
+			}
+		}
+		pub(fbMust(s.FactSubject(mgr, wire.GoalResultTopic(l, "g1")...)))
+		pub(fbMust(s.FactSubject(mgr, wire.GoalBindTopic(l, "g1")...)))
+		pub(fbMust(s.FactSubject(search, wire.GoalResultTopic(l, "g1")...)))
+	}
+	pub(fbMust(s.ContractSubject(fbDigest)))
+	for _, ep := range []wire.EndpointName{mgr, search} {
+		for _, cmd := range []string{wire.CommandDescribe, "spawn", "purge"} {
+			for _, versioned := range []bool{false, true} {
+				for _, iid := range instances {
+					oneF, allF, instF := s.ServeFilters(ep, iid, cmd, versioned)
+					subscribe(oneF)
+					subscribe(allF)
+					subscribe(instF)
+				}
+			}
+		}
+	}
+	subscribe(s.Prefix() + ".ep.one.manager.>")
+	subscribe(s.Prefix() + ".ep.reply.>")
+	subscribe(s.Prefix() + ".epe.manager.>")
+	return ops
 }
 
 // globalOps name no space: the whole broker, the system account, account-wide JetStream verbs.
@@ -478,6 +579,9 @@ type fbCoords struct {
 	targetChannels []string
 	session        fbSession // a session party's
 	run            string    // a run operator's
+	capabilities   []string  // an agent's
+	// serve is a supervisor's serve rows; a control instrument's lifecycle is its instrument.
+	serve *authority.ServeRows
 }
 
 // fbOracle spells each profile's grant in home from the SPEC. Subjects below are written with
@@ -507,6 +611,8 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 			jsapi.Ack + st + ".>", jsapi.ConsumerList + st, fbConsumerNames + st,
 		}
 	}
+	// The Direct Get of the contract artifacts, its subject tail fully qualified.
+	epc := jsapi.DirectGet + home.ContractStream() + "." + P + "epc.>"
 	// The contract's streams of the home space: host verbs never reach a stream outside them.
 	var contract []string
 	contract = append(contract, fbStreams(home)...)
@@ -548,6 +654,31 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 			g.deny = append(g.deny, jsapi.ConsumerCreate+x, jsapi.ConsumerCreate+x+".>", jsapi.ConsumerDurable+x+".>")
 		}
 		g.sub = append(g.sub, P+"ctl.delivery."+o+"."+a+".>", P+"live.manager."+o+"."+a+".>", P+"live.delivery."+o+"."+a+".>")
+		// SPEC §13.9 caller grants, as the reference's baseline spells them: describe any
+		// endpoint on the class rail, the contract artifacts, stop itself, its own reply rail.
+		// The spawn capability adds the manager's spawn family and its goals' progress.
+		cu := o + "." + a + "." + string(l.UID)
+		g.pub = append(g.pub, P+"ep.one.*.describe."+cu+".*", epc, P+"ep.one.manager.stop.self."+cu+".*")
+		g.sub = append(g.sub, P+"ep.reply.*.*.*."+cu+".*")
+		if slices.Contains(c.capabilities, authority.CapabilitySpawn) {
+			for _, cmd := range []string{"spawn", "define-persona", "inspect", "list-personas", "show-persona"} {
+				g.pub = append(g.pub, P+"ep.one.manager."+cmd+"."+cu+".*")
+			}
+			g.pub = append(g.pub, P+"ep.one.manager.despawn.owner."+o+"."+cu+".*", P+"ep.one.manager.attach.owner."+o+"."+cu+".*")
+			g.sub = append(g.sub, P+"epe.manager.*.*.goal."+cu+".>")
+		}
+	case authority.ProfileControlAdmin:
+		// The operator's control instrument: every request form of the legacy rail on any
+		// endpoint, pinned to its own instrument lifecycle; its reply rail and goals' progress;
+		// the contract artifacts and the service registry (a watch pinned to svc.>).
+		cu := o + "." + a + "." + string(c.lifecycle.UID)
+		for _, form := range []string{"one.*.*", "one.*.*.*", "one.*.*.*.*", "one.*.*.*.*.*.*", "all.*.*", "all.*.*.*", "all.*.*.*.*", "all.*.*.*.*.*.*",
+			"inst.*.*.*", "inst.*.*.*.*", "inst.*.*.*.*.*", "inst.*.*.*.*.*.*.*"} {
+			g.pub = append(g.pub, P+"ep."+form+"."+cu+".*")
+		}
+		g.pub = append(g.pub, jsapi.Info, jsapi.FlowControl, epc, jsapi.StreamInfo+records.Stream(), jsapi.MsgGet+records.Stream(),
+			jsapi.ConsumerCreate+records.Stream()+".*.$KV."+string(records)+".svc.>", jsapi.ConsumerInfo+records.Stream()+".>", jsapi.ConsumerDelete+records.Stream()+".>")
+		g.sub = append(g.sub, P+"ep.reply.*.*.*."+cu+".*", P+"epe.*.*.*.goal."+cu+".>")
 	case authority.ProfileObserver, authority.ProfileAdmin:
 		// Appendix B: the observer's exact list; the admin adds DM history and the inst and svc
 		// taps, never the ep rails.
@@ -575,6 +706,25 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 			P + "ctl.delivery-admin." + o + "." + a, P + "live.manager.*.*.reply.>"},
 			append(consume(manager.Stream()), consume(presence.Stream())...)...)
 		g.sub = append(g.sub, P+"ctl.delivery-admin."+o+"."+a+".>", P+"live.manager.*.*")
+		if sv := c.serve; sv != nil {
+			// SPEC §13.9 serve grants of one instance at one epoch: the scatter and instance
+			// rails per command (the class rail takes a queue subscription only, so a plain one
+			// is forbidden), replies and events at its epoch, and, held directly rather than
+			// through their mediated writers, goal results, contract artifacts and its svc
+			// records.
+			E, I, e := sv.Endpoint.Token(), string(sv.Instance), fmt.Sprint(sv.Epoch)
+			for _, cmd := range append([]string{"describe"}, sv.Commands...) {
+				for _, rail := range []string{"ep.", "ep.v1."} {
+					g.sub = append(g.sub, P+rail+"all."+E+"."+cmd+".>", P+rail+"inst."+E+"."+I+"."+cmd+".>")
+				}
+			}
+			g.pub = append(g.pub, P+"ep.reply."+E+"."+I+"."+e+".*.*.*.*", P+"ep.v1.reply."+E+"."+I+"."+e+".*.*.*.*.*",
+				P+"epe."+E+"."+I+"."+e+".>", P+"epf."+E+".goal.*.*.*.*.result", P+"epc.*", epc,
+				"$KV."+string(records)+".svc."+E+"."+I+".spec", "$KV."+string(records)+".svc."+E+"."+I+".status",
+				jsapi.StreamInfo+records.Stream(), jsapi.MsgGet+records.Stream(),
+				jsapi.ConsumerCreate+records.Stream()+".*.$KV."+string(records)+".svc."+E+"."+I+".>",
+				jsapi.ConsumerInfo+records.Stream()+".>", jsapi.ConsumerDelete+records.Stream()+".>")
+		}
 	case authority.ProfileDelivery:
 		// Function scope: fan-out from CHAT through INBOX to DLV, re-authorisation against the
 		// presence, registry, membership and ACL rows, its lease, serving its control services
@@ -835,6 +985,9 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 			{"search", "sess_forbiddenforbidden1", 1},
 		},
 		foreignInbox: wire.NewConnID().InboxGrant(),
+		instance:     wire.NewLifecycleUID(),
+		other:        wire.NewLifecycleUID(),
+		epoch:        3,
 	}
 	for _, s := range w.spaces {
 		sk, err := kr.Space(s)
@@ -859,6 +1012,14 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 				allowPublish: req.AllowPublish, allowSubscribe: req.AllowSubscribe, role: req.Role}
 		case g.Principal.IsZero():
 			cred = m.Mint(t, ledger.Request{Space: home, Profile: p, Name: name})
+			if p == authority.ProfileControlAdmin {
+				// Its instrument lifecycle is fresh at the mint; the SDK reads it off the creds.
+				parsed, err := cotal.ParseCreds(cred.Creds)
+				if err != nil {
+					t.Fatal(err)
+				}
+				coords.lifecycle = wire.Lifecycle{Principal: cred.Principal, UID: parsed.Lifecycle}
+			}
 		default:
 			sk, err := kr.Space(home)
 			if err != nil {
@@ -898,6 +1059,15 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 	for _, p := range authority.Handed {
 		mint("other", p, "fb_"+strings.ReplaceAll(string(p), "-", "_"), authority.Grant{}, fbCoords{})
 	}
+	// The endpoint variants: an agent with the spawn capability, and a supervisor serving the
+	// manager endpoint at the matrix's instance and epoch.
+	carolReq := ledger.Request{Space: "main", Name: "carol", Capabilities: []string{authority.CapabilitySpawn}}
+	carol := m.AgentCred(t, carolReq)
+	creds = append(creds, &fbCred{name: "agent+spawn@main", profile: authority.ProfileAgent, home: "main", cred: carol,
+		coords: fbCoords{lifecycle: wire.Lifecycle{Principal: carol.Principal, UID: carol.LifecycleUID}, capabilities: carolReq.Capabilities}})
+	serve := &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: w.instance, Epoch: w.epoch, Commands: []string{"spawn", "ps", "stop"}}
+	mint("main", authority.ProfileSupervisor, "", authority.Grant{Principal: fbPrincipal("local.fb_manager"), Serve: serve}, fbCoords{serve: serve})
+	creds[len(creds)-1].name = "supervisor+serve@main"
 
 	// Generate: each credential's forbidden set is the universe less what its grant allows.
 	var gaps []string
@@ -908,7 +1078,7 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 		}
 		g.compile()
 		c.grant = g
-		for _, o := range w.universe(c.cred.Principal) {
+		for _, o := range w.universe(c.cred.Principal, c.coords.lifecycle) {
 			s := strings.Split(o.subject, ".")
 			switch {
 			case g.may(o, s):
@@ -929,6 +1099,7 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 		}
 		c.client = m.Connect(t, c.cred)
 	}
+	fbRequireEndpointRows(t, creds, w)
 
 	// The broker's own inventory of both accounts, before and after: a system user asks JSZ.
 	sys, err := kr.MintSystemUser("fb-jsz", []string{"$SYS.REQ.ACCOUNT.*.JSZ"}, nil, 5*time.Minute)
@@ -1081,6 +1252,55 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 	}
 }
 
+// fbRequireEndpointRows checks that the generated sets hold the forbidden operations the endpoint
+// grants exist to refuse, so the matrix attempts each on the broker: an agent without the spawn
+// capability spawning, an agent with it despawning another owner's agent or in any mode, a control
+// instrument reading an agent's reply rail or calling on the versioned rail, a serving manager
+// subscribing its class rail without the queue or answering at another epoch or as another
+// instance.
+func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
+	t.Helper()
+	s := wire.Space("main")
+	mgr := wire.ManagerEndpoint
+	request := func(caller wire.Lifecycle, r wire.EndpointRoute) fbOp {
+		r.Caller, r.Nonce = caller, "fbnonce_forbidden_00000"
+		return fbOp{op: "Publish", subject: fbMust(s.RequestSubject(r))}
+	}
+	byName := map[string]*fbCred{}
+	for _, c := range creds {
+		byName[c.name] = c
+	}
+	carol := byName["agent+spawn@main"].coords.lifecycle
+	ctl := byName["control-caller-admin@main"].coords.lifecycle
+	answered := wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn", Caller: w.aliceL, Nonce: "fbnonce_forbidden_00000"}
+	oneRail, _, _ := s.ServeFilters(mgr, w.instance, "spawn", false)
+	for name, want := range map[string][]fbOp{
+		"agent@main": {request(w.aliceL, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"})},
+		"agent+spawn@main": {
+			request(carol, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "despawn", Mode: wire.ModeOwner, Target: wire.EndpointTarget{Owner: w.forged.Owner()}}),
+			request(carol, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "despawn", Mode: wire.ModeAny, Target: wire.EndpointTarget{Owner: carol.Principal.Owner()}}),
+			request(carol, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "purge"}),
+		},
+		"control-caller-admin@main": {
+			{op: "Subscription", subject: s.ReplyReadGrant(w.aliceL, "")},
+			request(ctl, wire.EndpointRoute{Generation: strings.Repeat("a", wire.GenerationLength), Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"}),
+			request(w.aliceL, wire.EndpointRoute{Address: wire.AddressAll, Endpoint: mgr, Command: "ps"}),
+		},
+		"supervisor+serve@main": {
+			{op: "Subscription", subject: oneRail},
+			{op: "Publish", subject: fbMust(s.ReplySubject(answered, w.instance, w.epoch+1))},
+			{op: "Publish", subject: fbMust(s.ReplySubject(answered, w.other, w.epoch))},
+		},
+	} {
+		c := byName[name]
+		for _, o := range want {
+			if !slices.ContainsFunc(c.ops, func(g fbOp) bool { return g.key() == o.key() }) {
+				t.Errorf("the forbidden set of %s lacks %s %s", name, o.op, o.subject)
+			}
+		}
+	}
+}
+
 // fbControls are a credential's positive controls: operations its grant allows, which the
 // broker must not refuse. They run after the inventory, so a control may store a message.
 func fbControls(c *fbCred, w *fbWorld) []fbOp {
@@ -1089,12 +1309,39 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 	pub := func(s string) fbOp { return fbOp{op: "Publish", subject: s, data: []byte(`{}`)} }
 	sub := func(s string) fbOp { return fbOp{op: "Subscription", subject: s} }
 	out := []fbOp{sub(wire.ConnID(c.cred.PublicKey).InboxPrefix() + ".x")}
+	request := func(r wire.EndpointRoute) string {
+		r.Caller, r.Nonce = c.coords.lifecycle, wire.NewNonce()
+		return fbMust(h.RequestSubject(r))
+	}
+	mgr := wire.ManagerEndpoint
+	switch {
+	case c.profile == authority.ProfileAgent && len(c.coords.capabilities) > 0:
+		out = append(out, pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"})),
+			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "despawn", Mode: wire.ModeOwner, Target: wire.EndpointTarget{Owner: me.Owner()}})),
+			sub(h.GoalProgressFilter(mgr, c.coords.lifecycle)), sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
+		return out
+	case c.profile == authority.ProfileSupervisor && c.coords.serve != nil:
+		sv := c.coords.serve
+		_, all, inst := h.ServeFilters(sv.Endpoint, sv.Instance, "spawn", true)
+		answered := wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn", Caller: w.aliceL, Nonce: wire.NewNonce()}
+		out = append(out, sub(all), sub(inst), pub(fbMust(h.ReplySubject(answered, sv.Instance, sv.Epoch))),
+			pub(fbMust(h.EventSubject(mgr, sv.Instance, sv.Epoch, wire.GoalProgressTopic(w.aliceL, "g1")...))))
+		return out
+	case c.profile == authority.ProfileControlAdmin:
+		out = append(out, pub(request(wire.EndpointRoute{Address: wire.AddressAll, Endpoint: mgr, Command: "ps"})),
+			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "despawn", Mode: wire.ModeAny, Target: wire.EndpointTarget{Owner: "local"}})),
+			sub(h.ReplyReadGrant(c.coords.lifecycle, "")), pub(jsapi.MsgGet+h.RecordsBucket().Stream()))
+		return out
+	}
 	switch c.profile {
 	case authority.ProfileAgent:
 		out = append(out, pub(fbMust(h.ChatSubject(me, "team.backend"))), pub(h.DMSubject(w.bob, me)),
 			pub(fbMust(h.AnycastSubject("builder", me))), sub(fbMust(h.ChatFilter("general"))), sub(fbMust(h.ChatFilter("team.backend"))),
 			pub(jsapi.Info), pub(jsapi.StreamInfo+h.ChatStream()), pub(h.PresenceBucket().Subject(wire.PresenceKey(me))),
-			pub(jsapi.ConsumerCreate+h.ChatStream()+"."+wire.ChatHistConsumer(c.coords.lifecycle)+"."+fbMust(h.ChatFilter("general"))))
+			pub(jsapi.ConsumerCreate+h.ChatStream()+"."+wire.ChatHistConsumer(c.coords.lifecycle)+"."+fbMust(h.ChatFilter("general"))),
+			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: "com.acme.search", Command: wire.CommandDescribe})),
+			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "stop", Mode: wire.ModeSelf})),
+			sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
 	case authority.ProfileObserver:
 		out = append(out, sub(h.KindAll(wire.KindChat)), pub(jsapi.StreamInfo+h.ChatStream()), pub(jsapi.MsgGet+h.ChannelsBucket().Stream()))
 	case authority.ProfileAdmin:

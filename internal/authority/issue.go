@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -115,6 +116,12 @@ func (s *AuthStore) stage(ctx context.Context, keys *SpaceKeys, req MintRequest,
 	if !cred.Expires.IsZero() {
 		row.ExpiresAt = wire.MillisOf(cred.Expires)
 	}
+	if cred.Instrument != "" {
+		row.SourceChain = append(row.SourceChain, instrumentSource+string(cred.Instrument))
+	}
+	if cred.Generation != "" {
+		row.SourceChain = append(row.SourceChain, generationSource+cred.Generation)
+	}
 	// Write first, create-only: a fresh id (the common case) costs no read. A row already there is
 	// a previous attempt's, which this one resumes.
 	raw, _ := json.Marshal(row) // always encodes
@@ -186,6 +193,33 @@ func (s *AuthStore) Renew(ctx context.Context, keys *SpaceKeys, uid wire.Lifecyc
 	return release(row, user)
 }
 
+// The source-chain entries naming what a credential's rows pin beyond its lifecycle, so a
+// retried issue releases the same credential: a control instrument's instrument lifecycle, an
+// agent's issued generation.
+const (
+	instrumentSource = "instrument."
+	generationSource = "generation."
+)
+
+// source returns the value of the row's source-chain entry starting with prefix, or "".
+func (r CredentialRow) source(prefix string) string {
+	for _, src := range r.SourceChain {
+		if v, ok := strings.CutPrefix(src, prefix); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Instrument returns the instrument lifecycle a control instrument's row names; empty for every
+// other row.
+func (r CredentialRow) Instrument() wire.LifecycleUID {
+	return wire.LifecycleUID(r.source(instrumentSource))
+}
+
+// Generation returns the issued generation an agent's row names; empty for every other row.
+func (r CredentialRow) Generation() string { return r.source(generationSource) }
+
 // release builds the creds of a committed row: its JWT and the derived seed.
 func release(row *CredentialRow, user nkeys.KeyPair) (*Credential, error) {
 	if mustPublic(user) != row.UserKey {
@@ -203,7 +237,8 @@ func release(row *CredentialRow, user nkeys.KeyPair) (*Credential, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Credential{Profile: row.Profile, Principal: p, LifecycleUID: row.LifecycleUID, CredentialID: row.CredentialID, PublicKey: row.UserKey, JWT: row.JWT, Creds: creds}
+	c := &Credential{Profile: row.Profile, Principal: p, LifecycleUID: row.LifecycleUID, Instrument: row.Instrument(),
+		Generation: row.Generation(), CredentialID: row.CredentialID, PublicKey: row.UserKey, JWT: row.JWT, Creds: creds}
 	if row.ExpiresAt != 0 {
 		c.Expires = row.ExpiresAt.Time()
 	}

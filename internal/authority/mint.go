@@ -3,6 +3,7 @@ package authority
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -41,6 +42,12 @@ type Credential struct {
 	Profile      Profile
 	Principal    wire.Principal
 	LifecycleUID wire.LifecycleUID
+	// Instrument is the one-shot caller lifecycle a control instrument's rows pin
+	// (Grant.Instrument); empty for every other profile.
+	Instrument wire.LifecycleUID
+	// Generation is the issued generation an agent's ep.v1 rows pin (Grant.Generation); empty for
+	// every other profile.
+	Generation string
 	// CredentialID names the credential's ledger row; empty for a credential minted without one.
 	CredentialID string
 	// PublicKey is the user nkey, which is also the connection id of its inbox grant.
@@ -99,6 +106,14 @@ func (s *SpaceKeys) sign(req MintRequest, pub string, now time.Time) (*Credentia
 	g := req.Grant
 	g.Space = s.Space
 	g.ConnID = wire.ConnID(pub)
+	if req.Profile.instrument() && g.Instrument == "" {
+		// A fresh caller lifecycle for this one credential: no lifecycle head, gate or row names
+		// it, so its rows reach no other credential's reply rail.
+		g.Instrument = wire.NewLifecycleUID()
+	}
+	if req.Profile == ProfileAgent && g.Generation == "" {
+		g.Generation = wire.NewGeneration()
+	}
 	perms, err := PermissionsFor(req.Profile, g)
 	if err != nil {
 		return nil, err
@@ -112,6 +127,11 @@ func (s *SpaceKeys) sign(req MintRequest, pub string, now time.Time) (*Credentia
 		tagOwner + g.Principal.Owner(),
 		tagActor + g.Principal.Actor(),
 		TagPrincipal + g.Principal.String(),
+	}
+	caps := slices.Clone(g.Capabilities)
+	slices.Sort(caps)
+	for _, c := range slices.Compact(caps) {
+		uc.Tags = append(uc.Tags, TagCapability+c)
 	}
 	uc.Permissions = perms.jwt()
 	uc.IssuedAt = now.Unix()
@@ -132,7 +152,7 @@ func (s *SpaceKeys) sign(req MintRequest, pub string, now time.Time) (*Credentia
 		return nil, &JWTTooLargeError{Profile: req.Profile, Principal: g.Principal, Size: len(token), Pub: len(perms.PubAllow), Sub: len(perms.SubAllow)}
 	}
 	return &Credential{
-		Profile: req.Profile, Principal: g.Principal, LifecycleUID: g.LifecycleUID,
-		PublicKey: pub, JWT: token, Expires: expires,
+		Profile: req.Profile, Principal: g.Principal, LifecycleUID: g.LifecycleUID, Instrument: g.Instrument,
+		Generation: g.Generation, PublicKey: pub, JWT: token, Expires: expires,
 	}, nil
 }

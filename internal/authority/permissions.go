@@ -12,8 +12,9 @@ import (
 
 // Grant is the input of a profile's permissions. Which fields matter depends on the profile:
 // every profile uses Space, Principal and ConnID (its inbox); agent also LifecycleUID,
-// AllowPublish, AllowSubscribe and Role; deprovisioner names its Target lifecycle and the
-// concrete Channels whose membership rows it may delete.
+// AllowPublish, AllowSubscribe, Role and Capabilities; deprovisioner names its Target lifecycle
+// and the concrete Channels whose membership rows it may delete; a control instrument names its
+// Instrument; a supervisor that serves an endpoint names its Serve rows.
 type Grant struct {
 	Space        wire.Space
 	Principal    wire.Principal
@@ -34,6 +35,18 @@ type Grant struct {
 	Session SessionRails
 	// Run names the one run a run operator replays, and its replay's takeover id.
 	Run RunReplay
+	// Capabilities are what an agent may do beyond its baseline, from the closed set
+	// KnownCapabilities. Each is also stamped into the JWT as a "capability:<name>" tag.
+	Capabilities []string
+	// Instrument is the caller lifecycle UID a control instrument's rows pin (ProfileControlAdmin):
+	// fresh at every mint (minting fills it when empty), named by no lifecycle head, gate or
+	// credential row, so its reply rail is its own and no agent's.
+	Instrument wire.LifecycleUID
+	// Generation is the issued generation an agent's ep.v1 caller rows pin beside its lifecycle
+	// (SPEC §13.15): minting fills a fresh one for an agent when empty, and a renewal keeps it.
+	Generation string
+	// Serve, on a supervisor, adds the serving rows of one endpoint instance at one epoch.
+	Serve *ServeRows
 }
 
 // RunReplay names one replay of a run's journal: the run (none for a credential that replays
@@ -117,6 +130,8 @@ func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
 		return r.warden(), nil
 	case ProfileMembership:
 		return r.membership(), nil
+	case ProfileControlAdmin:
+		return r.controlAdmin(), nil
 	}
 	_, err := ParseProfile(string(profile))
 	return Permissions{}, err
@@ -161,6 +176,9 @@ func (g *Grant) validate(profile Profile) error {
 				return err
 			}
 		}
+	}
+	if err := g.validateEndpoint(profile); err != nil {
+		return err
 	}
 	if profile == ProfileDeprovisioner {
 		if g.Target.Principal.IsZero() {
@@ -300,6 +318,8 @@ func (r rowsFor) agent() Permissions {
 		svc, _ := wire.TaskDurable(r.Role) // validated by Grant.validate
 		pub = append(pub, jsapi.StreamInfo+task, jsapi.ConsumerInfo+task+"."+svc, jsapi.ConsumerNext+task+"."+svc, jsapi.Ack+task+"."+svc+".>")
 	}
+	epPub, epSub := r.agentEndpoint()
+	pub = append(pub, epPub...)
 	// Deny beats allow: no consumer of its own on the private streams, whatever else is granted.
 	// CHAT has no such row, since it would also kill the chathist create.
 	var deny []string
@@ -313,6 +333,7 @@ func (r rowsFor) agent() Permissions {
 	for _, ch := range r.AllowSubscribe {
 		sub = append(sub, r.chat("*", "*", ch))
 	}
+	sub = append(sub, epSub...)
 	return Permissions{PubAllow: pub, PubDeny: deny, SubAllow: sub}
 }
 
@@ -344,7 +365,7 @@ func (r rowsFor) observer(admin bool) Permissions {
 
 func (r rowsFor) supervisor() Permissions {
 	mgr, presence := r.s.ManagerBucket(), r.s.PresenceBucket()
-	return Permissions{
+	p := Permissions{
 		PubAllow: []string{
 			jsapi.Info, jsapi.StreamInfo + mgr.Stream(), jsapi.MsgGet + mgr.Stream(), mgr.Subject(wire.LeaseKeys()),
 			presence.Subject(wire.PresenceKey(r.Principal)), jsapi.StreamInfo + presence.Stream(),
@@ -360,6 +381,10 @@ func (r rowsFor) supervisor() Permissions {
 		},
 		SubDeny: serveDeny(r.s.LivenessServeFilter(wire.PlaneManager)),
 	}
+	if r.Serve != nil {
+		r.serve(&p)
+	}
+	return p
 }
 
 // serveDeny returns the sub.deny rows that hold each serve filter (<rail>.*.*) to its own

@@ -15,9 +15,11 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 const (
-	testOwner = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa"
-	testUID   = "abcdefghijklmnopqrstuvwxyz"
-	testConn  = "UCONNECTIONNKEYAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	testOwner      = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa"
+	testUID        = "abcdefghijklmnopqrstuvwxyz"
+	testInstrument = "instrument0000000000000000"
+	testGeneration = "0123456789abcdef0123456789abcdef"
+	testConn       = "UCONNECTIONNKEYAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 )
 
 func sampleGrant(t testing.TB) Grant {
@@ -34,8 +36,9 @@ func sampleGrant(t testing.TB) Grant {
 		Space: "main", Principal: p, ConnID: testConn, LifecycleUID: testUID,
 		AllowPublish: []string{"team.backend", "general"}, AllowSubscribe: []string{"team.>", "general"},
 		Role: "reviewer", Target: target, Channels: []string{"team.backend"},
-		Session: SessionRails{Endpoint: "search", SessionID: "sEsSiOn_iD-0123456789abcdef", Epoch: 3},
-		Run:     RunReplay{RunID: "r-1", TakeoverID: "tk1"},
+		Session:    SessionRails{Endpoint: "search", SessionID: "sEsSiOn_iD-0123456789abcdef", Epoch: 3},
+		Run:        RunReplay{RunID: "r-1", TakeoverID: "tk1"},
+		Instrument: testInstrument,
 	}
 }
 
@@ -45,7 +48,11 @@ func sampleGrant(t testing.TB) Grant {
 func TestPermissionsGolden(t *testing.T) {
 	for _, p := range Profiles {
 		t.Run(string(p), func(t *testing.T) {
-			perms, err := PermissionsFor(p, sampleGrant(t))
+			g := sampleGrant(t)
+			if p == ProfileAgent {
+				g.Generation = testGeneration
+			}
+			perms, err := PermissionsFor(p, g)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +108,8 @@ func TestAgentRows(t *testing.T) {
 			t.Errorf("agent may not serve or answer a liveness plane: %s", row)
 		}
 	}
-	wantSub := []string{"_INBOX_" + testConn + ".>", S + "ctl.delivery." + me + ".>", S + "live.manager." + me + ".>", S + "live.delivery." + me + ".>", S + "chat.*.*.team.>", S + "chat.*.*.general"}
+	wantSub := []string{"_INBOX_" + testConn + ".>", S + "ctl.delivery." + me + ".>", S + "live.manager." + me + ".>", S + "live.delivery." + me + ".>", S + "chat.*.*.team.>", S + "chat.*.*.general",
+		S + "ep.reply.*.*.*." + me + "." + testUID + ".*"}
 	if !slices.Equal(perms.SubAllow, wantSub) {
 		t.Errorf("agent sub.allow = %q, want %q", perms.SubAllow, wantSub)
 	}
@@ -175,6 +183,15 @@ func TestPermissionsRefuseBadGrants(t *testing.T) {
 		{"blank role", ProfileAgent, func(g *Grant) { g.Role = " " }, "role"},
 		{"deprovisioner without target", ProfileDeprovisioner, func(g *Grant) { g.Target = wire.Lifecycle{} }, "target"},
 		{"deprovisioner wildcard channel", ProfileDeprovisioner, func(g *Grant) { g.Channels = []string{"team.*"} }, "channel"},
+		{"unknown capability", ProfileAgent, func(g *Grant) { g.Capabilities = []string{"spawn", "root"} }, "capability"},
+		{"capability on an operator", ProfileOperator, func(g *Grant) { g.Capabilities = []string{"spawn"} }, "capabilities"},
+		{"control without instrument", ProfileControlAdmin, func(g *Grant) { g.Instrument = "" }, "lifecycleUid"},
+		{"control with a wildcard instrument", ProfileControlAdmin, func(g *Grant) { g.Instrument = "*" }, "lifecycleUid"},
+		{"serve on an agent", ProfileAgent, func(g *Grant) { g.Serve = sampleServe() }, "serve"},
+		{"serve a wildcard command", ProfileSupervisor, func(g *Grant) { g.Serve = sampleServe(); g.Serve.Commands = []string{">"} }, "command"},
+		{"serve a wildcard instance", ProfileSupervisor, func(g *Grant) { g.Serve = sampleServe(); g.Serve.Instance = "*" }, "lifecycleUid"},
+		{"serve a negative epoch", ProfileSupervisor, func(g *Grant) { g.Serve = sampleServe(); g.Serve.Epoch = -1 }, "epoch"},
+		{"serve a dotted endpoint token", ProfileSupervisor, func(g *Grant) { g.Serve = sampleServe(); g.Serve.Endpoint = "a_b" }, "endpoint"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,6 +59,11 @@ const (
 	// dashboards, reading the durable memberships it reports. The active delivery daemon holds
 	// it; it is never handed out.
 	ProfileMembership Profile = "membership-rw"
+	// ProfileControlAdmin is the operator's control instrument, the CLI's one-shot credential for
+	// the endpoint commands (`cotal ps` and the others): it calls any endpoint of the space in
+	// every mode as its own principal and a fresh instrument lifecycle (Grant.Instrument), and
+	// reads the contract artifacts and the service registry.
+	ProfileControlAdmin Profile = "control-caller-admin"
 )
 
 // Profiles lists every profile.
@@ -66,7 +71,7 @@ var Profiles = []Profile{
 	ProfileAgent, ProfileObserver, ProfileAdmin, ProfileSupervisor, ProfileDelivery, ProfileProvisioner,
 	ProfileDeprovisioner, ProfileOperator, ProfileProbe, ProfileChannelWriter, ProfilePurger, ProfileTeardown,
 	ProfileLedger, ProfileSessionCaller, ProfileSessionServing, ProfileRunOperator, ProfileWarden,
-	ProfileMembership,
+	ProfileMembership, ProfileControlAdmin,
 }
 
 // Handed lists the profiles an operator may mint for a process by name alone. The others are the
@@ -75,6 +80,7 @@ var Profiles = []Profile{
 var Handed = []Profile{
 	ProfileAgent, ProfileObserver, ProfileAdmin, ProfileSupervisor, ProfileDelivery, ProfileProvisioner,
 	ProfileOperator, ProfileProbe, ProfileChannelWriter, ProfilePurger, ProfileTeardown,
+	ProfileControlAdmin,
 }
 
 // ParseProfile returns s as a Profile, or a *wire.ValidationError listing the profiles.
@@ -118,6 +124,10 @@ func (p Profile) DefaultLifetime() time.Duration {
 func (p Profile) Daemon() bool {
 	return p == ProfileSupervisor || p == ProfileDelivery || p == ProfileWarden || p == ProfileMembership
 }
+
+// instrument reports whether p's rows pin a one-shot instrument lifecycle of their own
+// (Grant.Instrument), fresh at every mint.
+func (p Profile) instrument() bool { return p == ProfileControlAdmin }
 
 // needsLifecycle reports whether p's rows name the holder's lifecycle.
 func (p Profile) needsLifecycle() bool {

@@ -178,6 +178,13 @@ func (s *AuthStore) pruneRow(ctx context.Context, key string) error {
 	return s.prune(ctx, key, r.Revision)
 }
 
+// Reserved reports whether uid is a lifecycle of the store: one ever activated holds a uid
+// reservation, which is never deleted. A control instrument's caller uid is none.
+func (s *AuthStore) Reserved(ctx context.Context, uid wire.LifecycleUID) (bool, error) {
+	r, err := s.read(ctx, keyUID+string(uid))
+	return r != nil, err
+}
+
 // reservation reads the uid reservation of a lifecycle.
 func (s *AuthStore) reservation(ctx context.Context, uid wire.LifecycleUID) (*uidReservation, error) {
 	r, err := s.readNeverDeleted(ctx, keyUID+string(uid))

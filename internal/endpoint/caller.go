@@ -31,6 +31,14 @@ func NewCaller(nc *nats.Conn, space wire.Space, me wire.Lifecycle, name string) 
 	return &Caller{nc: nc, space: space, me: me, name: name}
 }
 
+// OnRail returns a caller like c on the versioned ep.v1 rail, pinning generation, the issued
+// generation of its credential (SPEC §13.15); an empty generation is the legacy ep rail.
+func (c *Caller) OnRail(generation string) *Caller {
+	cc := *c
+	cc.generation = generation
+	return &cc
+}
+
 // Call is one request: where it goes, what it asks and how it binds.
 type Call struct {
 	Endpoint wire.EndpointName

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/broker/brokertest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -53,7 +53,7 @@ type fixture struct {
 
 func startFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{url: meshtest.StartBroker(t), instance: wire.NewLifecycleUID(), release: make(chan struct{})}
+	f := &fixture{url: brokertest.Start(t), instance: wire.NewLifecycleUID(), release: make(chan struct{})}
 	nc, err := nats.Connect(f.url)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestCallCastAndDescribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d describeAnswer
+	var d DescribeAnswer
 	if err := json.Unmarshal(r.Data, &d); err != nil || !d.Public || d.Descriptor.Endpoint != "com.acme.echo" || d.Descriptor.Protocol.V != 1 || len(d.Descriptor.Clusters) != 1 {
 		t.Errorf("describe: %s, %v", r.Data, err)
 	}
@@ -167,7 +167,11 @@ func TestCallCastAndDescribe(t *testing.T) {
 	if err := c.Cast(ctx, echo(map[string]string{})); err != nil {
 		t.Fatal(err)
 	}
-	meshtest.Eventually(t, 5*time.Second, "the cast to run", func() bool { return f.runs.Load() == before+1 })
+	for deadline := time.Now().Add(5 * time.Second); f.runs.Load() != before+1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the cast did not run")
+		}
+	}
 }
 
 func TestCallerClassifiesWhatItObserved(t *testing.T) {
@@ -417,7 +421,7 @@ func serveEcho(t *testing.T, url string, instance wire.LifecycleUID, epoch int64
 }
 
 func TestScatterClassifiesEveryReply(t *testing.T) {
-	url := meshtest.StartBroker(t)
+	url := brokertest.Start(t)
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -429,7 +433,7 @@ func TestScatterClassifiesEveryReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	spec := ServiceSpec{Endpoint: "com.acme.echo", Owner: "local", ClusterDigests: []string{ouDig}, Protocol: protocol{V: 1}}
+	spec := ServiceSpec{Endpoint: "com.acme.echo", Owner: "local", ClusterDigests: []string{ouDig}, Protocol: Protocol{V: 1}}
 
 	wantCode(t, func() error { _, err := Instances(ctx, kv, "com.acme.echo"); return err }(), wire.CodeFailedPrecondition, wire.OutcomeNotExecuted)
 

@@ -29,7 +29,7 @@ type ServiceSpec struct {
 	Owner          string   `json:"owner"`
 	EndpointType   string   `json:"endpointType,omitempty"`
 	ClusterDigests []string `json:"clusterDigests"`
-	Protocol       protocol `json:"protocol"`
+	Protocol       Protocol `json:"protocol"`
 }
 
 // ServiceStatus is an instance's svc status record.
@@ -53,16 +53,6 @@ type Instance struct {
 	Epoch                int64
 }
 
-const (
-	svcKind    = "svc"
-	specLeaf   = "spec"
-	statusLeaf = "status"
-)
-
-func svcKey(endpoint wire.EndpointName, instance wire.LifecycleUID, leaf string) string {
-	return svcKind + "." + endpoint.Token() + "." + string(instance) + "." + leaf
-}
-
 // Registration is one instance's place in the registry, as its server holds it.
 type Registration struct {
 	kv       jetstream.KeyValue
@@ -83,16 +73,16 @@ func Register(ctx context.Context, kv jetstream.KeyValue, instance wire.Lifecycl
 	if len(spec.ClusterDigests) == 0 || spec.Protocol.V != 1 {
 		return nil, errors.New("a service spec names at least one cluster digest and protocol v1")
 	}
-	held, err := readSubtree(ctx, kv, svcKey(endpoint, instance, ">"))
+	held, err := readSubtree(ctx, kv, wire.ServiceKey(endpoint, instance, ">"))
 	if err != nil {
 		return nil, err
 	}
 	r := &Registration{kv: kv, endpoint: endpoint, instance: instance}
 	raw, _ := json.Marshal(spec) // strings and numbers always encode
-	if r.spec, err = kv.Update(ctx, svcKey(endpoint, instance, specLeaf), raw, held[specLeaf]); err != nil {
+	if r.spec, err = kv.Update(ctx, wire.ServiceKey(endpoint, instance, wire.ServiceSpecLeaf), raw, held[wire.ServiceSpecLeaf]); err != nil {
 		return nil, fmt.Errorf("register %s %s: %w", endpoint, instance, err)
 	}
-	r.status = held[statusLeaf]
+	r.status = held[wire.ServiceStatusLeaf]
 	if err := r.SetStatus(ctx, StateReady, epoch); err != nil {
 		return nil, err
 	}
@@ -102,7 +92,7 @@ func Register(ctx context.Context, kv jetstream.KeyValue, instance wire.Lifecycl
 // SetStatus writes the instance's status at the revision it last wrote.
 func (r *Registration) SetStatus(ctx context.Context, state string, epoch int64) error {
 	raw, _ := json.Marshal(ServiceStatus{State: state, Epoch: epoch, ObservedSpecRevision: r.spec}) // always encodes
-	rev, err := r.kv.Update(ctx, svcKey(r.endpoint, r.instance, statusLeaf), raw, r.status)
+	rev, err := r.kv.Update(ctx, wire.ServiceKey(r.endpoint, r.instance, wire.ServiceStatusLeaf), raw, r.status)
 	if err != nil {
 		return fmt.Errorf("write the status of %s %s: %w", r.endpoint, r.instance, err)
 	}
@@ -114,7 +104,7 @@ func (r *Registration) SetStatus(ctx context.Context, state string, epoch int64)
 // scatter no longer expects it; the next registration of the instance advances its epoch.
 func (r *Registration) Deregister(ctx context.Context, epoch int64) error {
 	err := r.SetStatus(ctx, StateExited, epoch)
-	return errors.Join(err, r.kv.Delete(ctx, svcKey(r.endpoint, r.instance, specLeaf), jetstream.LastRevision(r.spec)))
+	return errors.Join(err, r.kv.Delete(ctx, wire.ServiceKey(r.endpoint, r.instance, wire.ServiceSpecLeaf), jetstream.LastRevision(r.spec)))
 }
 
 // readSubtree returns the revision of each leaf under filter (the last token after the
@@ -162,8 +152,9 @@ func Instances(ctx context.Context, kv jetstream.KeyValue, endpoint wire.Endpoin
 		status *ServiceStatus
 	}
 	slots := map[wire.LifecycleUID]*slot{}
-	prefix := svcKind + "." + endpoint.Token() + "."
-	err := watchAll(ctx, kv, prefix+">", func(e jetstream.KeyValueEntry) error {
+	filter := wire.ServiceEndpointKeys(endpoint)
+	prefix := strings.TrimSuffix(filter, ">")
+	err := watchAll(ctx, kv, filter, func(e jetstream.KeyValueEntry) error {
 		rest := strings.TrimPrefix(e.Key(), prefix)
 		id, leaf, ok := strings.Cut(rest, ".")
 		if !ok || e.Operation() != jetstream.KeyValuePut {
@@ -179,9 +170,9 @@ func Instances(ctx context.Context, kv jetstream.KeyValue, endpoint wire.Endpoin
 			slots[uid] = s
 		}
 		switch leaf {
-		case specLeaf:
+		case wire.ServiceSpecLeaf:
 			s.spec = e.Revision()
-		case statusLeaf:
+		case wire.ServiceStatusLeaf:
 			var st ServiceStatus
 			if json.Unmarshal(e.Value(), &st) == nil {
 				s.status = &st

@@ -112,20 +112,8 @@ type Server struct {
 	subs   []*nats.Subscription
 }
 
-// describeAnswer is describe's reply data.
-type describeAnswer struct {
-	Public     bool       `json:"public"`
-	Descriptor descriptor `json:"descriptor"`
-}
-
-type descriptor struct {
-	Endpoint string    `json:"endpoint"`
-	Owner    string    `json:"owner"`
-	Protocol protocol  `json:"protocol"`
-	Clusters []Cluster `json:"clusters"`
-}
-
-type protocol struct {
+// Protocol is a descriptor's discovery protocol; v is 1 (SPEC §13.7).
+type Protocol struct {
 	V int `json:"v"`
 }
 
@@ -174,8 +162,8 @@ func Serve(nc *nats.Conn, cfg Config) (*Server, error) {
 		}
 		s.commands[c.Name] = c
 	}
-	answer, err := json.Marshal(describeAnswer{Public: true, Descriptor: descriptor{
-		Endpoint: string(cfg.Endpoint), Owner: cfg.Owner, Protocol: protocol{V: 1}, Clusters: cfg.Clusters,
+	answer, err := json.Marshal(DescribeAnswer{Public: true, Descriptor: Descriptor{
+		Endpoint: string(cfg.Endpoint), Owner: cfg.Owner, Protocol: Protocol{V: 1}, Clusters: cfg.Clusters,
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("encode the descriptor: %w", err)

@@ -407,7 +407,8 @@ type Pruned struct {
 // halves were revoked, with their stage pins; and the revocations of user keys that no
 // credential row names any more. A credential row lives as long as its credential (the bucket
 // drops it at expiry; one that never expires is never dropped), so a revocation without a row
-// guards a credential that can no longer connect. The broker gets the shorter list at once.
+// guards a credential that can no longer connect (serving credentials' epcred rows count as
+// rows). The broker gets the shorter list at once.
 // With a ledger row it cannot read, revocations are kept.
 func (l *Ledger) Prune(ctx context.Context, now time.Time, retention time.Duration) (*Pruned, error) {
 	s, err := l.store.get(ctx)
@@ -419,7 +420,7 @@ func (l *Ledger) Prune(ctx context.Context, now time.Time, retention time.Durati
 	if p.Sessions, err = s.PruneSessions(ctx, now, retention); err != nil {
 		errs = append(errs, err)
 	}
-	rows, err := s.Credentials(ctx, "")
+	rows, err := l.Credentials(ctx)
 	if err != nil {
 		return p, errors.Join(append(errs, fmt.Errorf("keep every revocation: %w", err))...)
 	}
@@ -437,13 +438,16 @@ func (l *Ledger) Prune(ctx context.Context, now time.Time, retention time.Durati
 	return p, errors.Join(errs...)
 }
 
-// Credentials lists the ledger's credential rows.
+// Credentials lists the ledger's credential rows: the lifecycles' credentials, then the
+// serving credentials of the endpoint instances (a manager's).
 func (l *Ledger) Credentials(ctx context.Context) ([]authority.CredentialRow, error) {
 	s, err := l.store.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.Credentials(ctx, "")
+	rows, err := s.Credentials(ctx, "")
+	serving, serr := s.ServingCredentials(ctx)
+	return append(rows, serving...), errors.Join(err, serr)
 }
 
 // Repair repairs every corrupt row of the auth store it knows how to, failing safe, and has the

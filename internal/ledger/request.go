@@ -23,6 +23,9 @@ type Request struct {
 	// AllowPublish lists the concrete channels the agent may post to.
 	AllowPublish []string
 	Role         string
+	// Capabilities are what an agent may do beyond its baseline (authority.KnownCapabilities:
+	// "spawn" lets it spawn agents through the manager).
+	Capabilities []string
 	// Expires overrides the profile's default lifetime; negative means never.
 	Expires time.Duration
 }
@@ -41,6 +44,11 @@ func (r Request) readACL() []string {
 func (r Request) Validate() error {
 	if err := wire.ValidateActor(r.Name); err != nil {
 		return fmt.Errorf("name: %w", err)
+	}
+	for _, c := range r.Capabilities {
+		if err := authority.ValidateCapability(c); err != nil {
+			return err
+		}
 	}
 	for _, ch := range r.Subscribe {
 		if err := wire.ValidateChannelPattern(ch); err != nil {
@@ -77,7 +85,10 @@ func (r Request) grant() (authority.Grant, error) {
 	if err != nil {
 		return authority.Grant{}, err
 	}
-	return authority.Grant{Principal: p, AllowPublish: r.AllowPublish, AllowSubscribe: slices.Clone(r.readACL()), Role: r.Role}, nil
+	return authority.Grant{
+		Principal: p, AllowPublish: r.AllowPublish, AllowSubscribe: slices.Clone(r.readACL()), Role: r.Role,
+		Capabilities: slices.Clone(r.Capabilities),
+	}, nil
 }
 
 // Mint mints a credential of any profile but agent without a ledger row: the mesh's own

@@ -1,8 +1,12 @@
 package ledger
 
 import (
+	"errors"
 	"slices"
 	"testing"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/wire"
 )
 
 // TestDefaultPublishPolicy is the one policy of every command that runs an agent: it may post to
@@ -24,5 +28,18 @@ func TestDefaultPublishPolicy(t *testing.T) {
 				t.Errorf("AllowPublish = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRequestCapabilities: a known capability reaches the grant; an unknown one is a
+// *wire.ValidationError before anything is minted.
+func TestRequestCapabilities(t *testing.T) {
+	g, err := Request{Name: "carol", Capabilities: []string{authority.CapabilitySpawn}}.grant()
+	if err != nil || !slices.Equal(g.Capabilities, []string{authority.CapabilitySpawn}) {
+		t.Errorf("grant = %+v, %v", g.Capabilities, err)
+	}
+	var verr *wire.ValidationError
+	if err := (Request{Name: "carol", Capabilities: []string{"root"}}).Validate(); !errors.As(err, &verr) || verr.Field != "capability" {
+		t.Errorf("an unknown capability = %v, want a ValidationError on capability", err)
 	}
 }

@@ -7,8 +7,6 @@ package meshtest
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +17,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/broker"
+	"github.com/gocotal/cotal/internal/broker/brokertest"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
@@ -216,26 +214,7 @@ func (c *Client) Errors() []error {
 // pieces below a mesh, and returns its URL. It stops at cleanup.
 func StartBroker(t testing.TB) string {
 	t.Helper()
-	conf, err := broker.RenderOpen(broker.Config{StoreDir: t.TempDir(), Port: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "server.conf")
-	if err := os.WriteFile(path, conf, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := broker.Start(context.Background(), path, nil)
-	if err != nil {
-		t.Fatalf("start broker: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("stop broker: %v", err)
-		}
-	})
-	return s.ClientURL()
+	return brokertest.Start(t)
 }
 
 // Eventually polls cond until it holds, and fails t naming what when within passes first. The

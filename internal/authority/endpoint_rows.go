@@ -1,0 +1,250 @@
+package authority
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/wire"
+)
+
+// The rows of the endpoint surface (SPEC §13.9): the agent's baseline caller rows and its
+// capabilities, the operator's control instrument, and a serving instance's rows.
+
+// The manager commands the agent rows name, as the reference's manager contract (rev 17) spells
+// them.
+const (
+	cmdStop          = "stop"
+	cmdSpawn         = "spawn"
+	cmdDespawn       = "despawn"
+	cmdAttach        = "attach"
+	cmdDefinePersona = "define-persona"
+	cmdInspect       = "inspect"
+	cmdListPersonas  = "list-personas"
+	cmdShowPersona   = "show-persona"
+)
+
+// CapabilitySpawn lets an agent spawn agents through the manager and follow their goals: the
+// reference's spawn capability.
+const CapabilitySpawn = "spawn"
+
+// KnownCapabilities is the closed set of agent capabilities.
+var KnownCapabilities = []string{CapabilitySpawn}
+
+// TagCapability starts the JWT tag naming each capability an agent credential carries.
+const TagCapability = "capability:"
+
+// ValidateCapability returns a *wire.ValidationError unless c is one of KnownCapabilities.
+func ValidateCapability(c string) error {
+	if !slices.Contains(KnownCapabilities, c) {
+		return &wire.ValidationError{Field: "capability", Value: c, Rule: fmt.Sprintf("must be one of %q", KnownCapabilities)}
+	}
+	return nil
+}
+
+// ServeRows names what one serving instance of an endpoint holds: the request rails of each of
+// its Commands (describe is always added), and its reply, event, fact, contract and registry
+// rows, with the epoch pinned on the reply and event rails.
+type ServeRows struct {
+	// Endpoint is the served endpoint; its token is the class rail's queue group.
+	Endpoint wire.EndpointName
+	// Instance is the serving instance's id, pinned on its instance rail, replies and events.
+	Instance wire.LifecycleUID
+	// Epoch is the instance's serve epoch, from its gate: replies and events carry it.
+	Epoch int64
+	// Commands are the served commands, each subscribed on its own rows (never a cross-command
+	// '>'); describe is served whether listed or not.
+	Commands []string
+}
+
+// Validate checks the endpoint name, the instance id, the epoch and every command's grammar; it
+// returns a *wire.ValidationError.
+func (s *ServeRows) Validate() error {
+	if _, err := wire.ParseEndpointName(string(s.Endpoint)); err != nil {
+		return err
+	}
+	if _, err := wire.ParseLifecycleUID(string(s.Instance)); err != nil {
+		return fmt.Errorf("serve instance: %w", err)
+	}
+	if s.Epoch < 0 {
+		return &wire.ValidationError{Field: "epoch", Value: strconv.FormatInt(s.Epoch, 10), Rule: "must not be negative"}
+	}
+	for _, c := range s.Commands {
+		if err := wire.ValidateCommand(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commands returns describe and the served commands, each once, describe first.
+func (s *ServeRows) commands() []string {
+	out := []string{wire.CommandDescribe}
+	for _, c := range s.Commands {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// validateEndpoint checks the endpoint fields of g: capabilities only on an agent and each known,
+// an instrument UID on a control instrument, serve rows only on a supervisor.
+func (g *Grant) validateEndpoint(profile Profile) error {
+	if len(g.Capabilities) > 0 && profile != ProfileAgent {
+		return &wire.ValidationError{Field: "capabilities", Value: fmt.Sprint(g.Capabilities), Rule: "only an agent carries capabilities"}
+	}
+	for _, c := range g.Capabilities {
+		if err := ValidateCapability(c); err != nil {
+			return err
+		}
+	}
+	if g.Generation != "" {
+		if profile != ProfileAgent {
+			return &wire.ValidationError{Field: "generation", Value: string(profile), Rule: "only an agent carries an issued generation"}
+		}
+		if err := wire.ValidateGeneration(g.Generation); err != nil {
+			return err
+		}
+	}
+	if profile == ProfileControlAdmin {
+		if _, err := wire.ParseLifecycleUID(string(g.Instrument)); err != nil {
+			return fmt.Errorf("the %s profile names its instrument uid: %w", profile, err)
+		}
+	}
+	if g.Serve != nil {
+		if profile != ProfileSupervisor {
+			return &wire.ValidationError{Field: "serve", Value: string(profile), Rule: "only a supervisor serves an endpoint"}
+		}
+		return g.Serve.Validate()
+	}
+	return nil
+}
+
+// contractRead is the Direct Get of the contract stream, its subject tail fully qualified (SPEC
+// §13.9): every artifact, content-addressed and public within the space.
+func (r rowsFor) contractRead() string {
+	return jsapi.DirectGet + r.s.ContractStream() + "." + r.s.KindAll(wire.KindEpc)
+}
+
+// agentEndpoint is an agent's caller rows on the endpoint rails, as the reference grants them
+// (endpoint-grants.ts): describe any endpoint on the class rail, fetch the contract artifacts,
+// stop itself through the manager, hear the replies to its own requests; and the rows of each
+// capability it carries. The reference's baseline also calls the delivery endpoint's join,
+// leave and list; here the delivery daemon still serves them on the ctl.delivery rail, which the
+// agent holds, so those three rows are not granted.
+func (r rowsFor) agentEndpoint() (pub, sub []string) {
+	l, mgr := r.lifecycle(), wire.ManagerEndpoint.Token()
+	one := func(route ...string) string { return r.s.RequestGrant(l, "", wire.AddressOne, route...) }
+	pub = []string{
+		one("*", wire.CommandDescribe),
+		r.contractRead(),
+		one(mgr, cmdStop, string(wire.ModeSelf)),
+	}
+	sub = []string{r.s.ReplyReadGrant(l, "")}
+	if g := r.Generation; g != "" {
+		// The versioned rail: the baseline's describe and self-stop, and the replies to them.
+		v1 := func(route ...string) string { return r.s.RequestGrant(l, g, wire.AddressOne, route...) }
+		pub = append(pub, v1("*", wire.CommandDescribe), v1(mgr, cmdStop, string(wire.ModeSelf)))
+		sub = append(sub, r.s.ReplyReadGrant(l, g))
+	}
+	if slices.Contains(r.Capabilities, CapabilitySpawn) {
+		o := r.Principal.Owner()
+		pub = append(pub,
+			one(mgr, cmdSpawn),
+			one(mgr, cmdDespawn, string(wire.ModeOwner), o),
+			one(mgr, cmdAttach, string(wire.ModeOwner), o),
+		)
+		for _, c := range []string{cmdDefinePersona, cmdInspect, cmdListPersonas, cmdShowPersona} {
+			pub = append(pub, one(mgr, c))
+		}
+		sub = append(sub, r.s.GoalProgressFilter(wire.ManagerEndpoint, l))
+	}
+	return pub, sub
+}
+
+// controlShapes are the request forms of the control instrument: per addressing, how many route
+// tokens it may fill. On the class and scatter rails, <endpoint>.<command> then nothing (an
+// untargeted command), the mode alone (self), the mode and one target (owner, any, child,
+// ledger) or the mode and three (handle, exact); the inst rail adds the instance token.
+var controlShapes = []struct {
+	address wire.Addressing
+	tokens  []int
+}{
+	{wire.AddressOne, []int{2, 3, 4, 6}},
+	{wire.AddressAll, []int{2, 3, 4, 6}},
+	{wire.AddressInst, []int{3, 4, 5, 7}},
+}
+
+// stars returns n "*" tokens.
+func stars(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "*"
+	}
+	return out
+}
+
+// controlAdmin is the operator's control instrument (`cotal ps` and the other endpoint commands
+// of the CLI): it calls any command of any endpoint of the space, in every mode, as its own
+// principal and instrument lifecycle, on the legacy ep rail only (it is a legacy credential, with
+// no generation); it hears its own replies and its own goals' progress; and it reads the contract
+// artifacts and the service registry (an ordered watch pinned to svc.>, the point reads of the
+// records bucket), so it can resolve an endpoint and freeze a scatter's expected set.
+func (r rowsFor) controlAdmin() Permissions {
+	c := wire.Lifecycle{Principal: r.Principal, UID: r.Instrument}
+	var pub []string
+	for _, sh := range controlShapes {
+		for _, n := range sh.tokens {
+			pub = append(pub, r.s.RequestGrant(c, "", sh.address, stars(n)...))
+		}
+	}
+	records := r.s.RecordsBucket()
+	st := records.Stream()
+	pub = append(pub,
+		r.contractRead(),
+		jsapi.Info, jsapi.StreamInfo+st, jsapi.MsgGet+st,
+		jsapi.ConsumerCreate+st+".*."+records.Subject(wire.ServiceRegistryKeys()), jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>",
+		jsapi.FlowControl,
+	)
+	// "*" as the endpoint token: the progress of its own goals, from any endpoint's incarnation.
+	sub := []string{r.inbox(), r.s.ReplyReadGrant(c, ""), r.s.GoalProgressFilter("*", c)}
+	return Permissions{PubAllow: pub, SubAllow: sub}
+}
+
+// serve adds a serving instance's rows to a supervisor's p: for describe and each command, the
+// class rail in the endpoint's queue group only (a "subject queue" row, which admits a queue
+// subscription in that group and refuses a plain one, so no subscriber of the class rail sees a
+// request another member answers), the scatter rail and its own instance rail, on both the ep and
+// ep.v1 rails; its replies and events at its own instance and epoch; the goals' terminal facts;
+// the contract artifacts it publishes; and its own svc records.
+//
+// SPEC §13.9 puts mediated writers between a serving instance and three of these: the
+// provisioner registers the svc spec, the record writer writes the status (through epr, fenced
+// by the epoch) and the goal writer commits results. The mesh's in-process manager holds those
+// rows directly instead, a named simplification: its svc keys are pinned to its own instance, and
+// a result fact is create-only.
+func (r rowsFor) serve(p *Permissions) {
+	sv := r.Serve
+	for _, cmd := range sv.commands() {
+		for _, versioned := range []bool{false, true} {
+			one, all, inst := r.s.ServeFilters(sv.Endpoint, sv.Instance, cmd, versioned)
+			p.SubAllow = append(p.SubAllow, one+" "+sv.Endpoint.QueueGroup(), all, inst)
+		}
+	}
+	records := r.s.RecordsBucket()
+	st := records.Stream()
+	p.PubAllow = append(p.PubAllow,
+		r.s.ReplyPublishGrant(sv.Endpoint, sv.Instance, sv.Epoch, false),
+		r.s.ReplyPublishGrant(sv.Endpoint, sv.Instance, sv.Epoch, true),
+		r.s.EventPublishGrant(sv.Endpoint, sv.Instance, sv.Epoch),
+		r.s.GoalResultGrant(sv.Endpoint),
+		r.s.ContractPublishGrant(), r.contractRead(),
+		records.Subject(wire.ServiceKey(sv.Endpoint, sv.Instance, wire.ServiceSpecLeaf)),
+		records.Subject(wire.ServiceKey(sv.Endpoint, sv.Instance, wire.ServiceStatusLeaf)),
+		jsapi.StreamInfo+st, jsapi.MsgGet+st,
+		jsapi.ConsumerCreate+st+".*."+records.Subject(wire.ServiceKey(sv.Endpoint, sv.Instance, ">")),
+		jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>",
+	)
+}

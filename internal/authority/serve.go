@@ -1,0 +1,202 @@
+package authority
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// Serve issuance (SPEC §13.1): a serving credential is minted through its instance's gate at the
+// gate's process epoch, and its epcred row records that epoch in its source chain, so a renewal
+// or a fence can tell which incarnation it serves.
+
+// servedEpochSource starts the source-chain entry naming a serving credential's epoch.
+const servedEpochSource = "epoch."
+
+// ServedEpoch returns the serve epoch a serving credential row was issued at, from its source
+// chain; false for a row that names none.
+func (r CredentialRow) ServedEpoch() (int64, bool) {
+	e, err := strconv.ParseInt(r.source(servedEpochSource), 10, 64)
+	return e, err == nil
+}
+
+// Issue mints a serving credential through the gate observed at og, which must be open: the
+// credential's serve rows must name this gate's endpoint and instance at its process epoch. It
+// stages the epcred row create-only, commits by rewriting the gate at og's revision and only then
+// releases the creds; a gate moved in between loses with ErrConflict, and its staged row is
+// revoked (its creds were never released). credentialID is the idempotency key: a retry finds
+// the row a previous attempt staged and returns the same creds.
+func (g *ServeGate) Issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndpointGate, req MintRequest, credentialID string) (*Credential, error) {
+	if keys.Space != g.store.space {
+		return nil, fmt.Errorf("serve issue: keys of space %s for the auth store of %s", keys.Space, g.store.space)
+	}
+	if err := checkCredentialID(credentialID); err != nil {
+		return nil, err
+	}
+	if og == nil || og.Row.State != GateOpen {
+		return nil, fmt.Errorf("serve issue for %s: %w: its gate is not open", g.endpoint.Name, ErrConflict)
+	}
+	sv := req.Grant.Serve
+	if sv == nil || sv.Endpoint.Token() != g.endpoint.Name || sv.Instance != g.endpoint.InstanceID || sv.Epoch != og.Row.ProcessEpoch {
+		return nil, fmt.Errorf("serve issue for %s %s: the credential must serve this instance at the gate's epoch %d", g.endpoint.Name, g.endpoint.InstanceID, og.Row.ProcessEpoch)
+	}
+	user, err := keys.userKeyFor(credentialID)
+	if err != nil {
+		return nil, err
+	}
+	cred, err := keys.sign(req, mustPublic(user), time.Now())
+	if err != nil {
+		return nil, err
+	}
+	row := &CredentialRow{
+		CredentialID: credentialID, Principal: cred.Principal.String(), Profile: cred.Profile, UserKey: cred.PublicKey,
+		State: CredActive, IssuedAt: wire.MillisOf(time.Now()), JWT: cred.JWT,
+		SourceChain: []string{g.endpoint.gateKey(), servedEpochSource + strconv.FormatInt(sv.Epoch, 10)},
+	}
+	if !cred.Expires.IsZero() {
+		row.ExpiresAt = wire.MillisOf(cred.Expires)
+	}
+	staged := true
+	if _, err := g.stage(ctx, row); errors.Is(err, ErrConflict) {
+		// A previous attempt's row: resume it, if it is still the active credential it staged.
+		have, _, rerr := g.Credential(ctx, credentialID)
+		if rerr != nil {
+			return nil, rerr
+		}
+		if have == nil || have.State != CredActive {
+			return nil, fmt.Errorf("serve issue %s: %w: the row is gone or revoked", credentialID, ErrConflict)
+		}
+		row, staged = have, false
+	} else if err != nil {
+		return nil, fmt.Errorf("stage serving credential %s: %w", credentialID, err)
+	}
+	if err := g.Commit(ctx, og); err != nil {
+		if staged && errors.Is(err, ErrConflict) {
+			if _, rerr := g.Revoke(ctx, credentialID, "its issue lost the gate race"); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+		return nil, fmt.Errorf("commit serving credential %s: %w", credentialID, err)
+	}
+	return release(row, user)
+}
+
+// Renew renews an active serving credential in place, as AuthStore.Renew does an agent's: the
+// same user key and permissions with a fresh JWT living life, so its holder keeps its connection
+// and subscriptions. It commits through the gate, which must be open at the epoch the credential
+// serves: once a newer incarnation has moved the gate, a renewal is ErrConflict, and a fenced
+// credential stays fenced.
+func (g *ServeGate) Renew(ctx context.Context, keys *SpaceKeys, credentialID string, life time.Duration) (*Credential, error) {
+	if keys.Space != g.store.space {
+		return nil, fmt.Errorf("serve renew: keys of space %s for the auth store of %s", keys.Space, g.store.space)
+	}
+	if life <= 0 {
+		return nil, fmt.Errorf("renew %s: the lifetime must be positive, not %s", credentialID, life)
+	}
+	og, err := g.Observe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if og == nil || og.Row.State != GateOpen {
+		return nil, fmt.Errorf("renew %s of %s: %w: its gate is not open", credentialID, g.endpoint.Name, ErrConflict)
+	}
+	key := g.endpoint.credKey(credentialID)
+	row, rev, err := g.Credential(ctx, credentialID)
+	if err != nil {
+		return nil, err
+	}
+	if row == nil || row.State != CredActive {
+		return nil, fmt.Errorf("renew %s: %w: it is not an active serving credential", key, ErrConflict)
+	}
+	if e, ok := row.ServedEpoch(); !ok || e != og.Row.ProcessEpoch {
+		return nil, fmt.Errorf("renew %s: %w: it serves epoch %d, the gate is at %d", key, ErrConflict, e, og.Row.ProcessEpoch)
+	}
+	user, err := keys.userKeyFor(credentialID)
+	if err != nil {
+		return nil, err
+	}
+	claims, err := jwt.DecodeUserClaims(row.JWT)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+	}
+	now := time.Now()
+	claims.IssuedAt, claims.Expires = now.Unix(), now.Add(life).Unix()
+	if row.JWT, err = claims.Encode(keys.signing); err != nil {
+		return nil, fmt.Errorf("renew %s: sign: %w", key, err)
+	}
+	row.IssuedAt, row.ExpiresAt = wire.MillisOf(now), wire.MillisOf(time.Unix(claims.Expires, 0))
+	raw, _ := json.Marshal(row) // always encodes
+	if _, err := g.store.write(ctx, key, raw, rev, credTTL(row)); err != nil {
+		return nil, fmt.Errorf("renew %s: %w", key, err)
+	}
+	if err := g.Commit(ctx, og); err != nil {
+		return nil, fmt.Errorf("commit the renewal of %s: %w", key, err)
+	}
+	return release(row, user)
+}
+
+// Credentials lists the instance's serving credential rows, by credential id. A malformed row is
+// an ErrCorrupt error naming it, after the others.
+func (g *ServeGate) Credentials(ctx context.Context) ([]CredentialRow, error) {
+	prefix := g.endpoint.credKey("")
+	keys, err := g.store.keys(ctx, prefix+">")
+	if err != nil {
+		return nil, fmt.Errorf("list the serving credentials of %s: %w", g.endpoint.Name, err)
+	}
+	slices.Sort(keys)
+	var rows []CredentialRow
+	var bad []error
+	for _, key := range keys {
+		row, _, err := g.Credential(ctx, strings.TrimPrefix(key, prefix))
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		if row != nil {
+			rows = append(rows, *row)
+		}
+	}
+	return rows, errors.Join(bad...)
+}
+
+// ServingCredentials lists every serving credential row of the store, of every endpoint
+// instance; a malformed row is an ErrCorrupt error naming it, after the others.
+func (s *AuthStore) ServingCredentials(ctx context.Context) ([]CredentialRow, error) {
+	keys, err := s.keys(ctx, keyEpCred+">")
+	if err != nil {
+		return nil, fmt.Errorf("list serving credentials: %w", err)
+	}
+	slices.Sort(keys)
+	var rows []CredentialRow
+	var bad []error
+	for _, key := range keys {
+		fields := strings.SplitN(key, ".", 4)
+		if len(fields) != 4 {
+			bad = append(bad, fmt.Errorf("%w: %s is not epcred.<endpoint>.<instanceId>.<credentialId>", ErrCorrupt, key))
+			continue
+		}
+		g, err := s.ServeGate(Endpoint{Name: fields[1], InstanceID: wire.LifecycleUID(fields[2])})
+		if err != nil {
+			bad = append(bad, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err))
+			continue
+		}
+		row, _, err := g.Credential(ctx, fields[3])
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		if row != nil {
+			rows = append(rows, *row)
+		}
+	}
+	return rows, errors.Join(bad...)
+}
