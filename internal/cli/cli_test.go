@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/manager"
@@ -133,6 +135,17 @@ func TestUpStatusMintDown(t *testing.T) {
 	p, _ := wire.NewPrincipal("local", "alice")
 	if _, err := js.Consumer(t.Context(), "DM_main", wire.DMDurable(wire.Lifecycle{Principal: p, UID: uid})); err != nil {
 		t.Errorf("bind the provisioned dm durable: %v", err)
+	}
+	code, out, stderr = run(t, "mint", "boss", "--dir", dir, "--capability", "spawn", "--json")
+	if err := json.Unmarshal([]byte(out), &res); code != exit.OK || err != nil {
+		t.Fatalf("mint --capability spawn exit %d: %s %s", code, out, stderr)
+	}
+	raw, err := os.ReadFile(res.Creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := cotal.ParseCreds(raw); err != nil || !slices.Equal(g.Capabilities, []string{"spawn"}) {
+		t.Errorf("minted with --capability spawn: %+v, %v", g, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, mesh.DirName, "creds", "main", "admin.creds")); err != nil {
 		t.Errorf("up wrote no admin creds: %v", err)
@@ -261,6 +274,12 @@ func TestBadInput(t *testing.T) {
 		{"bench an empty roster", []string{"bench", "--agents", "0"}, exit.Usage, "--agents 0"},
 		{"bench dir without server", []string{"bench", "--dir", dir}, exit.Usage, "--server"},
 		{"bench a bad space", []string{"bench", "--server", "nats://127.0.0.1:1", "--space", "a b"}, exit.Usage, "--space"},
+		{"unknown capability", []string{"mint", "a", "--dir", dir, "--capability", "fly"}, exit.Usage, "--capability"},
+		{"capability on a non-agent", []string{"mint", "a", "--dir", dir, "--profile", "observer", "--capability", "spawn"}, exit.Usage, "for --profile agent"},
+		{"mcp with an unknown capability", []string{"mcp", "--dir", dir, "--name", "a", "--capability", "fly"}, exit.Usage, "--capability"},
+		{"mcp creds and a capability", []string{"mcp", "--dir", dir, "--creds", "x.creds", "--capability", "spawn"}, exit.Usage, "--capability"},
+		{"agent with an unknown capability", []string{"agent", "--dir", dir, "--name", "a", "--capability", "fly"}, exit.Usage, "--capability"},
+		{"supervise a bad name", []string{"supervise", "--dir", dir, "--name", "a.b"}, exit.Usage, "--name"},
 	}
 	if os.Geteuid() != 0 { // root writes anywhere
 		tests = append(tests, struct {
@@ -302,7 +321,7 @@ func TestMCPCommand(t *testing.T) {
 	mcpIO := &iostreams.IOStreams{In: toServer, Out: fromServer, ErrOut: &stderr}
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, mcpIO, []string{"mcp", "--dir", dir, "--name", "claude", "--subscribe", "general"})
+		done <- Main(ctx, mcpIO, []string{"mcp", "--dir", dir, "--name", "claude", "--subscribe", "general", "--capability", "spawn"})
 		fromServer.Close()
 	}()
 	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
@@ -317,6 +336,11 @@ func TestMCPCommand(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: "cotal_send", Arguments: map[string]any{"channel": "general", "text": "hi"}})
 	if err != nil || res.IsError {
 		t.Fatalf("cotal_send = %+v, %v", res, err)
+	}
+	// --capability spawn reaches the manager of `cotal up`, which looks for the agent to stop.
+	res, err = cs.CallTool(ctx, &mcpsdk.CallToolParams{Name: "cotal_despawn", Arguments: map[string]any{"name": "nobody"}})
+	if text, _ := res.Content[0].(*mcpsdk.TextContent); err != nil || !res.IsError || text == nil || !strings.Contains(text.Text, "not-found: this manager runs no agent nobody") {
+		t.Fatalf("cotal_despawn nobody = %+v, %v", res, err)
 	}
 	code, out, _ := run(t, "creds", "list", "--dir", dir)
 	if code != exit.OK || !strings.Contains(out, "local.claude") {
@@ -339,55 +363,168 @@ func TestMCPCommand(t *testing.T) {
 	}
 }
 
-// TestSpawnPsStop runs an agent process under the supervisor of `cotal up`: spawn starts it with
-// its own ledger credential, ps shows its process, stop ends it and retires its credential.
+// agentCommand is the command line of a process that joins the mesh as the agent a manager
+// spawned it as: this test binary acting as `cotal agent`, on its launch material.
+func agentCommand(t *testing.T) []string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"env", envRunCLI + "=1", exe, "agent"}
+}
+
+// spawned is the part of `cotal spawn --json` the tests read.
+type spawned struct {
+	Acceptance struct {
+		Name     string `json:"name"`
+		UID      string `json:"uid"`
+		GoalID   string `json:"goalId"`
+		Executor struct {
+			LifecycleUID string `json:"lifecycleUid"`
+		} `json:"executor"`
+	} `json:"acceptance"`
+	State   string       `json:"state"`
+	Process *manager.Row `json:"process"`
+}
+
+// psRow is the part of a `cotal ps --json` row the tests read.
+type psRow struct {
+	Principal string       `json:"principal"`
+	Online    bool         `json:"online"`
+	Process   *manager.Row `json:"process"`
+}
+
+// psRows runs `cotal ps --json` and returns its rows by principal; it fails unless ps exits 0.
+func psRows(t *testing.T, dir string) map[string]psRow {
+	t.Helper()
+	code, out, stderr := run(t, "ps", "--dir", dir, "--json")
+	if code != exit.OK {
+		t.Fatalf("ps exit %d: %s %s", code, out, stderr)
+	}
+	var rows []psRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("ps --json %q: %v", out, err)
+	}
+	byPrincipal := map[string]psRow{}
+	for _, r := range rows {
+		byPrincipal[r.Principal] = r
+	}
+	return byPrincipal
+}
+
+// credActive reports whether `cotal creds list` shows an active credential of principal.
+func credActive(t *testing.T, dir, principal string) bool {
+	t.Helper()
+	code, out, stderr := run(t, "creds", "list", "--dir", dir)
+	if code != exit.OK {
+		t.Fatalf("creds list exit %d: %s", code, stderr)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, principal) && strings.Contains(line, "active") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSpawnPsStop runs an agent process through the manager endpoint of `cotal up`: spawn
+// --detach returns once the agent is present on its own ledger credential, ps shows its process
+// row, stop ends it and retires its credential.
 func TestSpawnPsStop(t *testing.T) {
 	dir := upMesh(t)
 
-	code, out, stderr := run(t, "spawn", "--dir", dir, "--name", "sleeper", "--subscribe", "general", "--detach", "--json", "--", "sleep", "60")
+	args := append([]string{"spawn", "--dir", dir, "--name", "sleeper", "--subscribe", "general", "--detach", "--json", "--"}, agentCommand(t)...)
+	code, out, stderr := run(t, args...)
 	if code != exit.OK {
-		t.Fatalf("spawn exit %d: %s", code, stderr)
+		t.Fatalf("spawn exit %d: %s %s", code, out, stderr)
 	}
-	var st manager.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil || st.State != manager.StateRunning || st.PID == 0 {
+	var res spawned
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.State != manager.GoalSucceeded || res.Acceptance.Name != "sleeper" || res.Acceptance.GoalID == "" {
 		t.Fatalf("spawn = %s (%v)", out, err)
 	}
-	code, out, stderr = run(t, "ps", "--dir", dir, "--json")
-	if code != exit.OK || !strings.Contains(out, `"process":{"name":"sleeper"`) || !strings.Contains(out, `"state":"running"`) {
-		t.Fatalf("ps (exit %d): %s %s", code, out, stderr)
+	row := psRows(t, dir)["local.sleeper"]
+	if p := row.Process; !row.Online || p == nil || p.Status != string(manager.StateRunning) || p.PID == 0 || p.LifecycleUID != res.Acceptance.UID || p.InstanceID != res.Acceptance.Executor.LifecycleUID {
+		t.Fatalf("ps row of sleeper: %+v (process %+v)", row, row.Process)
 	}
-	code, out, _ = run(t, "creds", "list", "--dir", dir)
-	if code != exit.OK || !strings.Contains(out, "local.sleeper") {
-		t.Fatalf("the spawned agent has no ledger row: %s", out)
+	if !credActive(t, dir, "local.sleeper") {
+		t.Fatal("the spawned agent has no active ledger row")
 	}
 	code, out, stderr = run(t, "stop", "--dir", dir, "--name", "sleeper", "--json")
-	if code != exit.OK || !strings.Contains(out, `"state":"stopped"`) {
+	if code != exit.OK || !strings.Contains(out, `"status":"stopped"`) {
 		t.Fatalf("stop (exit %d): %s %s", code, out, stderr)
 	}
-	code, out, _ = run(t, "creds", "list", "--dir", dir)
-	for _, line := range strings.Split(out, "\n") {
-		if code != exit.OK || strings.Contains(line, "local.sleeper") && strings.Contains(line, "active") {
-			t.Errorf("the stopped agent's credential is still active: %s", line)
-		}
+	if credActive(t, dir, "local.sleeper") {
+		t.Error("the stopped agent's credential is still active")
 	}
-	for _, bad := range [][]string{
-		{"spawn", "--dir", dir, "--name", "a.b", "--", "true"},
-		{"spawn", "--dir", dir, "--name", "x", "true"},
-		{"stop", "--dir", dir, "--name", "nobody"},
+	for _, bad := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"spawn", "--dir", dir, "--name", "a.b", "--", "true"}, exit.Usage, "--name"},
+		{[]string{"spawn", "--dir", dir, "--name", "x", "true"}, exit.Usage, "after --"},
+		{[]string{"spawn", "--dir", dir, "--name", "x", "--agent", "vim"}, exit.Usage, "--agent"},
+		{[]string{"stop", "--dir", dir, "--name", "nobody"}, exit.Failed, "runs an agent nobody"},
 	} {
-		if code, _, stderr := run(t, bad...); code == exit.OK {
-			t.Errorf("%v succeeded: %s", bad, stderr)
+		if code, _, stderr := run(t, bad.args...); code != bad.code || !strings.Contains(stderr, bad.want) {
+			t.Errorf("%v: exit %d, %s; want exit %d mentioning %q", bad.args, code, stderr, bad.code, bad.want)
 		}
 	}
 }
 
-// TestSupervise runs the supervisor beside a mesh started without one: spawn needs it, and when
-// it stops it retires what it spawned.
+// TestSpawnForeground runs a spawn without --detach: it waits for its agent, and on Ctrl-C stops
+// it and reports its last row.
+func TestSpawnForeground(t *testing.T) {
+	dir := upMesh(t)
+	ctx, interrupt := context.WithCancel(t.Context())
+	defer interrupt()
+	done := make(chan int, 1)
+	spIO, _, spOut, spErr := iostreams.Test()
+	go func() {
+		done <- Main(ctx, spIO, append([]string{"spawn", "--dir", dir, "--name", "fg", "--json", "--"}, agentCommand(t)...))
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if p := psRows(t, dir)["local.fg"].Process; p != nil && p.Status == string(manager.StateRunning) {
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("spawn ended early with %d: %s", code, spErr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the foreground agent never ran: %s", spErr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	interrupt()
+	select {
+	case code := <-done:
+		var res spawned
+		if err := json.Unmarshal(spOut.Bytes(), &res); err != nil || code != exit.OK || res.Process == nil || res.Process.Status != string(manager.StateStopped) {
+			t.Fatalf("interrupted spawn: exit %d, %s (%v) %s", code, spOut, err, spErr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the interrupted spawn did not end")
+	}
+	if credActive(t, dir, "local.fg") {
+		t.Error("the interrupted spawn left its agent's credential active")
+	}
+}
+
+// TestSupervise runs a supervisor beside a mesh started without one: spawn says there is none
+// until it runs, a second one of the same name is refused, and when it stops it retires what it
+// spawned.
 func TestSupervise(t *testing.T) {
 	dir := upMesh(t, "--no-manager")
 	ctx := t.Context()
-	if code, _, stderr := run(t, "spawn", "--dir", dir, "--name", "early", "--detach", "--", "sleep", "60"); code == exit.OK || !strings.Contains(stderr, "no supervisor") {
+	if code, _, stderr := run(t, "spawn", "--dir", dir, "--name", "early", "--detach", "--", "true"); code != exit.Failed || !strings.Contains(stderr, "no supervisor") {
 		t.Fatalf("spawn without a supervisor: exit %d, %s", code, stderr)
+	}
+	if rows := psRows(t, dir); len(rows) != 0 {
+		t.Errorf("ps without a manager: %v", rows)
 	}
 	supCtx, stopSup := context.WithCancel(ctx)
 	supDone := make(chan int, 1)
@@ -397,8 +534,8 @@ func TestSupervise(t *testing.T) {
 	var stderr string
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		code, _, stderr = run(t, "spawn", "--dir", dir, "--name", "late", "--detach", "--", "sleep", "60")
-		if code == exit.OK || time.Now().After(deadline) {
+		code, _, stderr = run(t, append([]string{"spawn", "--dir", dir, "--name", "late", "--detach", "--"}, agentCommand(t)...)...)
+		if code == exit.OK || !strings.Contains(stderr, "no supervisor") || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -406,18 +543,15 @@ func TestSupervise(t *testing.T) {
 	if code != exit.OK {
 		t.Fatalf("spawn under cotal supervise: exit %d, %s (supervise: %s)", code, stderr, supErr.String())
 	}
-	if code, _, stderr := run(t, "supervise", "--dir", dir); code == exit.OK || !strings.Contains(stderr, "already listens") {
-		t.Errorf("a second supervisor: exit %d, %s", code, stderr)
+	if code, _, stderr := run(t, "supervise", "--dir", dir); code != exit.Failed || !strings.Contains(stderr, mesh.ErrSupervisorRunning.Error()) {
+		t.Errorf("a second supervisor of the same name: exit %d, %s", code, stderr)
 	}
 	stopSup()
 	if code := <-supDone; code != exit.OK {
 		t.Fatalf("supervise exit %d: %s", code, supErr.String())
 	}
-	_, out, _ := run(t, "creds", "list", "--dir", dir)
-	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "local.late") && strings.Contains(line, "active") {
-			t.Errorf("the supervisor left its agent's credential active: %s", line)
-		}
+	if credActive(t, dir, "local.late") {
+		t.Error("the supervisor left its agent's credential active")
 	}
 }
 
@@ -489,10 +623,19 @@ func TestMeshTargetRefusals(t *testing.T) {
 		{[]string{"deliver"}, exit.Failed, "an open mesh has no delivery daemon"},
 		{[]string{"doctor", "auth"}, exit.Failed, "an open mesh has no auth store"},
 		{[]string{"creds", "list"}, exit.Failed, "an open mesh has no credentials"},
+		{[]string{"endpoints"}, exit.Failed, "an open mesh has no service registry"},
+		{[]string{"describe", "manager"}, exit.Failed, "an open mesh has no service registry"},
+		{[]string{"invoke", "manager", "ps"}, exit.Failed, "an open mesh has no service registry"},
+		{[]string{"spawn", "--name", "a", "--agent", "claude"}, exit.Failed, "an open mesh has no service registry"},
+		{[]string{"stop", "--name", "a"}, exit.Failed, "an open mesh has no service registry"},
 	} {
 		code, _, stderr := run(t, append(tt.args, "--dir", dir)...)
 		if code != tt.code || !strings.Contains(stderr, tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", tt.args, code, stderr, tt.code, tt.want)
 		}
+	}
+	// ps runs on an open mesh, without process rows: it has no registry of managers to ask.
+	if code, out, stderr := run(t, "ps", "--dir", dir, "--json"); code != exit.OK || strings.TrimSpace(out) != "[]" || stderr != "" {
+		t.Errorf("ps on an open mesh: exit %d, %q %q", code, out, stderr)
 	}
 }

@@ -102,11 +102,11 @@ func TestStatusShowsDaemonCredentials(t *testing.T) {
 func TestSupervisorPerSpace(t *testing.T) {
 	t.Parallel()
 	dir := upMesh(t, "--space", "main,ops")
-	code, out, stderr := run(t, "spawn", "--dir", dir, "--space", "ops", "--name", "sleeper", "--detach", "--json", "--", "sleep", "60")
+	code, out, stderr := run(t, append([]string{"spawn", "--dir", dir, "--space", "ops", "--name", "sleeper", "--detach", "--json", "--"}, agentCommand(t)...)...)
 	if code != exit.OK {
 		t.Fatalf("spawn into ops: exit %d, %s", code, stderr)
 	}
-	if !strings.Contains(out, `"state":"running"`) {
+	if !strings.Contains(out, `"state":"succeeded"`) {
 		t.Fatalf("spawn into ops = %s", out)
 	}
 	if _, out, _ = run(t, "ps", "--dir", dir, "--space", "ops", "--json"); !strings.Contains(out, `"process":{"name":"sleeper"`) {
@@ -128,7 +128,7 @@ func TestSupervisorPerSpace(t *testing.T) {
 			t.Errorf("the manager plane of %s is %q, want bound", s.Space, got)
 		}
 	}
-	if code, out, stderr = run(t, "stop", "--dir", dir, "--space", "ops", "--name", "sleeper", "--json"); code != exit.OK || !strings.Contains(out, `"state":"stopped"`) {
+	if code, out, stderr = run(t, "stop", "--dir", dir, "--space", "ops", "--name", "sleeper", "--json"); code != exit.OK || !strings.Contains(out, `"status":"stopped"`) {
 		t.Errorf("stop in ops: exit %d, %s %s", code, out, stderr)
 	}
 }

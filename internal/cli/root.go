@@ -16,6 +16,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/demo"
 	"github.com/gocotal/cotal/internal/cli/doctor"
 	"github.com/gocotal/cotal/internal/cli/down"
+	"github.com/gocotal/cotal/internal/cli/endpoints"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
@@ -65,6 +66,9 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		spawn.NewCmdSpawn(f),
 		spawn.NewCmdStop(f),
 		spawn.NewCmdSupervise(f),
+		endpoints.NewCmdEndpoints(f),
+		endpoints.NewCmdDescribe(f),
+		endpoints.NewCmdInvoke(f),
 		demo.NewCmdDemo(f),
 		deliver.NewCmdDeliver(f),
 		creds.NewCmdCreds(f),

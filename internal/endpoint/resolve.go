@@ -68,7 +68,8 @@ func (c *Caller) Describe(ctx context.Context, endpoint wire.EndpointName, insta
 	return r, nil
 }
 
-// Call returns a Call of command, pinned to the contract the describe resolved, with args.
+// Call returns a Call of command, pinned to the contract the describe resolved, with args (the
+// empty object when nil and the input is not void).
 func (r *Resolved) Call(command string, args any) (Call, error) {
 	cmd, ok := r.Commands[command]
 	if !ok {
@@ -76,6 +77,11 @@ func (r *Resolved) Call(command string, args any) (Call, error) {
 	}
 	if cmd.Class != wire.ClassEphemeral {
 		return Call{}, wire.NewEndpointError(wire.CodeUnimplemented, wire.OutcomeNotExecuted, "%s %s is a %s command; this caller calls ephemeral ones", r.Answer.Descriptor.Endpoint, command, cmd.Class)
+	}
+	if args == nil && cmd.InputDigest != contract.VoidDigest() {
+		// No args for a command whose input is not void: send the empty object, as the
+		// reference's caller does, so an input whose members are all optional is satisfied.
+		args = json.RawMessage(`{}`)
 	}
 	return Call{Endpoint: wire.EndpointName(r.Answer.Descriptor.Endpoint), Command: command, Args: args,
 		InputDigest: cmd.InputDigest, OutputDigest: cmd.OutputDigest}, nil

@@ -14,9 +14,6 @@ import (
 // and a TypeScript caller drives a Go manager. The Go manager serves a subset of the reference's
 // commands; its cluster document lists exactly the ones it serves.
 
-// Endpoint is the manager's endpoint name.
-const Endpoint wire.EndpointName = "manager"
-
 // The cluster's URN and the reference revision its schemas are taken from.
 const (
 	ClusterURN      = "ai.cotal.manager"
@@ -76,3 +73,13 @@ func declarations() []contract.Declaration {
 var Contract = sync.OnceValues(func() (*contract.Cluster, error) {
 	return contract.NewCluster(ClusterURN, ClusterRevision, declarations()...)
 })
+
+// Commands returns the names of the commands the manager serves, in the contract's order: the
+// rows its serving credential holds.
+func Commands() []string {
+	var out []string
+	for _, d := range declarations() {
+		out = append(out, d.Command.Name)
+	}
+	return out
+}

@@ -30,9 +30,9 @@ type Lease struct {
 	log      *slog.Logger
 }
 
-// HoldLease writes a fresh instance's lease row on nc (a supervisor credential) and starts
+// HoldLease writes the lease row of manager instance on nc (a supervisor credential) and starts
 // answering manager-plane probes. Renew keeps the row alive.
-func HoldLease(ctx context.Context, nc *nats.Conn, sp wire.Space, holder wire.Principal, log *slog.Logger) (*Lease, error) {
+func HoldLease(ctx context.Context, nc *nats.Conn, sp wire.Space, holder wire.Principal, instance wire.LifecycleUID, log *slog.Logger) (*Lease, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func HoldLease(ctx context.Context, nc *nats.Conn, sp wire.Space, holder wire.Pr
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Lease{js: js, space: sp, holder: holder, instance: wire.NewLifecycleUID(), log: log}
+	l := &Lease{js: js, space: sp, holder: holder, instance: instance, log: log}
 	if err := l.write(ctx); err != nil {
 		return nil, fmt.Errorf("write the manager lease: %w", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +43,8 @@ type Spec struct {
 	Agent Harness `json:"agent,omitempty"`
 	// Env adds variables to the process's environment.
 	Env []string `json:"env,omitempty"`
+	// Dir is the process's working directory; empty means the supervisor's.
+	Dir string `json:"cwd,omitempty"`
 }
 
 func (s Spec) validate() error {
@@ -56,12 +57,21 @@ func (s Spec) validate() error {
 	if s.Agent == "" && (len(s.Command) == 0 || s.Command[0] == "") {
 		return &wire.ValidationError{Field: "command", Rule: "is required without an agent preset"}
 	}
+	if s.Dir != "" {
+		if !filepath.IsAbs(s.Dir) {
+			return &wire.ValidationError{Field: "cwd", Value: s.Dir, Rule: "must be an absolute path"}
+		}
+		if fi, err := os.Stat(s.Dir); err != nil || !fi.IsDir() {
+			return &wire.ValidationError{Field: "cwd", Value: s.Dir, Rule: "must be a directory on the supervisor's host"}
+		}
+	}
 	return nil
 }
 
 // Launch is an issued agent: its principal, its creds, and how to retire its lifecycle.
 type Launch struct {
 	Principal wire.Principal
+	UID       wire.LifecycleUID
 	Creds     []byte
 	Retire    func(context.Context) error
 }
@@ -114,14 +124,22 @@ const (
 
 // Status is a spawned agent as the supervisor sees it.
 type Status struct {
-	Name      string    `json:"name"`
-	Principal string    `json:"principal"`
-	State     State     `json:"state"`
-	PID       int       `json:"pid,omitempty"`
-	Restarts  int       `json:"restarts"`
-	ExitCode  int       `json:"exitCode"`
-	Since     time.Time `json:"since"`
-	Error     string    `json:"error,omitempty"`
+	Name      string `json:"name"`
+	Principal string `json:"principal"`
+	// LifecycleUID is the agent's lifecycle: one per spawn, kept across restarts.
+	LifecycleUID wire.LifecycleUID `json:"lifecycleUid"`
+	Role         string            `json:"role,omitempty"`
+	// Agent is the harness preset, or empty for a plain command.
+	Agent Harness `json:"agent,omitempty"`
+	Dir   string  `json:"cwd,omitempty"`
+	// Started is when the agent was spawned.
+	Started  time.Time `json:"started"`
+	State    State     `json:"state"`
+	PID      int       `json:"pid,omitempty"`
+	Restarts int       `json:"restarts"`
+	ExitCode int       `json:"exitCode"`
+	Since    time.Time `json:"since"`
+	Error    string    `json:"error,omitempty"`
 }
 
 // Supervisor runs spawned agents. It is safe for concurrent use; Close ends it.
@@ -132,22 +150,18 @@ type Supervisor struct {
 	closeNow context.CancelFunc
 
 	mu sync.Mutex
-	// mu guards agents, reserved, listeners, conns and closed. A name is in reserved while a
-	// Spawn issues and starts it, and in agents once it has run: Spawn checks both and reserves
-	// the name under mu before it issues anything, so two spawns of one name never both issue.
-	agents    map[string]*agent
-	reserved  map[string]bool
-	listeners []net.Listener
-	conns     map[net.Conn]bool // control connections being answered
-	closed    bool
+	// mu guards agents, reserved and closed. A name is in reserved while a Spawn issues and
+	// starts it, and in agents once it has run: Spawn checks both and reserves the name under mu
+	// before it issues anything, so two spawns of one name never both issue.
+	agents   map[string]*agent
+	reserved map[string]bool
+	closed   bool
 
-	// spawns counts Spawns past their reservation, requests the control connections being
-	// answered, wg the supervise goroutines. spawns and requests are added to only under mu
-	// while !closed, wg only by a Spawn that spawns counts, so each Add happens before the Wait
-	// of Close that must see it.
-	spawns   sync.WaitGroup
-	requests sync.WaitGroup
-	wg       sync.WaitGroup
+	// spawns counts Spawns past their reservation, wg the supervise goroutines. spawns is added
+	// to only under mu while !closed, wg only by a Spawn that spawns counts, so each Add happens
+	// before the Wait of Close that must see it.
+	spawns sync.WaitGroup
+	wg     sync.WaitGroup
 }
 
 type agent struct {
@@ -189,7 +203,7 @@ func New(cfg Config) (*Supervisor, error) {
 		return nil, err
 	}
 	closing, closeNow := context.WithCancel(context.Background())
-	return &Supervisor{cfg: cfg, closing: closing, closeNow: closeNow, agents: map[string]*agent{}, reserved: map[string]bool{}, conns: map[net.Conn]bool{}}, nil
+	return &Supervisor{cfg: cfg, closing: closing, closeNow: closeNow, agents: map[string]*agent{}, reserved: map[string]bool{}}, nil
 }
 
 // Material is the launch material file a spawned process finds at $COTAL_LAUNCH_MATERIAL.
@@ -269,7 +283,9 @@ func (s *Supervisor) launch(ctx context.Context, spec Spec) (*agent, error) {
 		return nil, fmt.Errorf("issue %s: %w", spec.Name, err)
 	}
 	a := &agent{spec: spec, launch: launch, stop: make(chan struct{}), done: make(chan struct{})}
-	a.status = Status{Name: spec.Name, Principal: launch.Principal.String(), Since: time.Now()}
+	now := time.Now()
+	a.status = Status{Name: spec.Name, Principal: launch.Principal.String(), LifecycleUID: launch.UID, Role: spec.Role,
+		Agent: spec.Agent, Dir: spec.Dir, Started: now, Since: now}
 	var m Material
 	if a.material, m, err = s.writeMaterial(spec, launch); err == nil {
 		a.argv, a.env = spec.Command, spec.Env
@@ -323,6 +339,7 @@ func (s *Supervisor) removeMaterial(a *agent) error {
 func (s *Supervisor) start(a *agent) error {
 	cmd := exec.Command(a.argv[0], a.argv[1:]...)
 	cmd.Env = append(append(os.Environ(), a.env...), LaunchMaterialEnv+"="+a.material)
+	cmd.Dir = a.spec.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Stop signals the agent's whole group
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", a.spec.Name, err)
@@ -403,15 +420,24 @@ func (s *Supervisor) wait(a *agent) (State, int) {
 // Stop stops an agent: SIGTERM to its process group, SIGKILL after the grace period, and waits
 // until its lifecycle is retired.
 func (s *Supervisor) Stop(ctx context.Context, name string) error {
+	return s.StopAgent(ctx, name, true)
+}
+
+// StopAgent stops an agent as Stop does when graceful, and with SIGKILL at once otherwise.
+func (s *Supervisor) StopAgent(ctx context.Context, name string, graceful bool) error {
 	s.mu.Lock()
 	a, ok := s.agents[name]
 	s.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("no agent %s", name)
+		return fmt.Errorf("stop %s: %w", name, ErrNotFound)
 	}
 	a.stopOnce.Do(func() { close(a.stop) })
-	a.signal(syscall.SIGTERM)
 	grace := time.NewTimer(s.cfg.StopGrace)
+	if graceful {
+		a.signal(syscall.SIGTERM)
+	} else {
+		grace.Reset(0)
+	}
 	defer grace.Stop()
 	select {
 	case <-a.done:
@@ -444,7 +470,7 @@ func (s *Supervisor) Wait(ctx context.Context, name string) (Status, error) {
 	a, ok := s.agents[name]
 	s.mu.Unlock()
 	if !ok {
-		return Status{}, fmt.Errorf("no agent %s", name)
+		return Status{}, fmt.Errorf("wait for %s: %w", name, ErrNotFound)
 	}
 	select {
 	case <-a.done:
@@ -452,6 +478,27 @@ func (s *Supervisor) Wait(ctx context.Context, name string) (Status, error) {
 	case <-ctx.Done():
 		return a.snapshot(), ctx.Err()
 	}
+}
+
+// Lookup returns the named agent's status and whether the supervisor knows it.
+func (s *Supervisor) Lookup(name string) (Status, bool) {
+	s.mu.Lock()
+	a, ok := s.agents[name]
+	s.mu.Unlock()
+	if !ok {
+		return Status{}, false
+	}
+	return a.snapshot(), true
+}
+
+// Done returns a channel closed when the named agent is done, or nil for an unknown agent.
+func (s *Supervisor) Done(name string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.agents[name]; ok {
+		return a.done
+	}
+	return nil
 }
 
 // List returns every agent the supervisor knows, by name.
@@ -466,22 +513,15 @@ func (s *Supervisor) List() []Status {
 	return out
 }
 
-// Close ends the supervisor in the reverse order of its work: it stops accepting control
-// connections and spawns, cuts short and waits for the spawns under way, stops every agent
-// (SIGTERM, SIGKILL after the grace period) and waits until each lifecycle is retired, which
-// answers the requests waiting on them; then it cuts short the connections still sending no
-// request and waits for every request being answered. If ctx ends first, Close returns
+// Close ends the supervisor in the reverse order of its work: it stops accepting spawns, cuts
+// short and waits for the spawns under way, then stops every agent (SIGTERM, SIGKILL after the
+// grace period) and waits until each lifecycle is retired. If ctx ends first, Close returns
 // ctx.Err() and what it waits for goes on. Calling Close again waits again.
 func (s *Supervisor) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
-	lns := s.listeners
-	s.listeners = nil
 	s.mu.Unlock()
 	s.closeNow()
-	for _, ln := range lns {
-		_ = ln.Close() // its Serve may have closed it already
-	}
 	if err := waitFor(ctx, &s.spawns); err != nil {
 		return err
 	}
@@ -496,16 +536,6 @@ func (s *Supervisor) Close(ctx context.Context) error {
 	}
 	stops.Wait() // each Stop returns by ctx's end
 	if err := waitFor(ctx, &s.wg); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	for conn := range s.conns {
-		// A request already read runs to its end (every agent has finished); one still being
-		// read is cut short.
-		_ = conn.SetReadDeadline(time.Now())
-	}
-	s.mu.Unlock()
-	if err := waitFor(ctx, &s.requests); err != nil {
 		return err
 	}
 	return errors.Join(errs...)

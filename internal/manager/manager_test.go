@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -30,7 +28,8 @@ import (
 
 // harnessEnv switches the test binary into a fake agent harness: "post" connects with its launch
 // material, posts to general and exits 0; "crash" exits 1 at once; "sleep" waits for SIGTERM;
-// "stubborn" ignores SIGTERM and waits for SIGKILL.
+// "stubborn" ignores SIGTERM and waits for SIGKILL; "present" joins the space and stays present
+// until SIGTERM; "selfstop" joins and then asks its manager to stop it.
 const harnessEnv = "COTAL_FAKE_HARNESS"
 
 func TestMain(m *testing.M) {
@@ -52,6 +51,8 @@ func harness(mode string) int {
 	case "stubborn":
 		signal.Ignore(syscall.SIGTERM)
 		select {}
+	case "present", "selfstop":
+		return present(mode == "selfstop")
 	}
 	raw, err := os.ReadFile(os.Getenv(manager.LaunchMaterialEnv))
 	if err != nil {
@@ -82,7 +83,12 @@ type fixture struct {
 // newFixture starts a mesh and a supervisor on it; each edit adjusts the supervisor's config.
 func newFixture(t *testing.T, edits ...func(*manager.Config)) *fixture {
 	t.Helper()
-	m := meshtest.Start(t)
+	return supervisorOn(t, meshtest.Start(t), edits...)
+}
+
+// supervisorOn starts a supervisor on the mesh m, closed when the test ends.
+func supervisorOn(t *testing.T, m *meshtest.Mesh, edits ...func(*manager.Config)) *fixture {
+	t.Helper()
 	cfg := manager.Config{
 		Issue: mesh.AgentIssuer(m.Ledger("")), Space: m.Space, URL: m.URL(), MaterialDir: filepath.Join(t.TempDir(), "launch"),
 		MCPCommand: []string{"cotal", "mcp"}, Backoff: 10 * time.Millisecond, StopGrace: 2 * time.Second,
@@ -343,51 +349,19 @@ func TestConcurrentSpawnOneWinner(t *testing.T) {
 	}
 }
 
-// TestControlSocketAndClose: over the control socket a second spawn of a running name is
-// refused with the already-exists code; Close ends a request still being read, answers one
-// waiting on an agent once it has stopped that agent, stops accepting, and honours its ctx.
-func TestControlSocketAndClose(t *testing.T) {
+// TestClose: a second spawn of a running name is refused with ErrAlreadyExists; Close stops
+// accepting spawns, honours its ctx, and stops and retires every agent.
+func TestClose(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(c *manager.Config) { c.StopGrace = 100 * time.Millisecond })
-	sock := filepath.Join(t.TempDir(), "m.sock")
-	ln, err := manager.Listen(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan struct{})
-	go func() { // owned: waited below
-		defer close(served)
-		f.sup.Serve(context.Background(), ln)
-	}()
 	ctx := t.Context()
-	spec := &manager.Spec{Name: "mule", Command: []string{os.Args[0], "-test.run=^$"}, Env: []string{harnessEnv + "=stubborn"}}
-	if _, err := manager.Call(ctx, sock, manager.Request{Op: "spawn", Spec: spec}); err != nil {
+	spec := manager.Spec{Name: "mule", Command: []string{os.Args[0], "-test.run=^$"}, Env: []string{harnessEnv + "=stubborn"}}
+	if _, err := f.sup.Spawn(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := manager.Call(ctx, sock, manager.Request{Op: "spawn", Spec: spec})
-	if !errors.Is(err, manager.ErrAlreadyExists) || resp == nil || resp.Code != manager.CodeAlreadyExists || !strings.Contains(err.Error(), "already-exists") {
-		t.Fatalf("second spawn over the socket = %+v, %v; want the already-exists code", resp, err)
+	if _, err := f.sup.Spawn(ctx, spec); !errors.Is(err, manager.ErrAlreadyExists) {
+		t.Fatalf("second spawn = %v, want ErrAlreadyExists", err)
 	}
-
-	// A requester waiting on the agent, and one that connected and never asked. A request
-	// answered after theirs shows the supervisor has accepted both (it accepts in order).
-	waiter, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer waiter.Close()
-	if err := json.NewEncoder(waiter).Encode(manager.Request{Op: "wait", Name: "mule"}); err != nil {
-		t.Fatal(err)
-	}
-	idle, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
-	if _, err := manager.Call(ctx, sock, manager.Request{Op: "list"}); err != nil {
-		t.Fatal(err)
-	}
-
 	// The agent ignores SIGTERM, so it outlives a Close whose ctx has already ended.
 	expired, cancel := context.WithCancel(ctx)
 	cancel()
@@ -402,21 +376,39 @@ func TestControlSocketAndClose(t *testing.T) {
 	if err := f.sup.Close(cctx); err != nil {
 		t.Fatalf("Close = %v", err)
 	}
-	// Close has returned, so both connections are answered and closed: no read waits.
-	var waited manager.Response
-	if err := json.NewDecoder(waiter).Decode(&waited); err != nil || waited.Status == nil || waited.Status.State != manager.StateStopped {
-		t.Errorf("the waiting requester got %+v, %v; want the agent stopped", waited, err)
-	}
-	_ = idle.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if raw, err := io.ReadAll(idle); err != nil || !strings.Contains(string(raw), "bad control request") {
-		t.Errorf("the idle connection read %q, %v after Close; want a refusal, then EOF", raw, err)
-	}
-	<-served
-	if _, err := manager.Call(ctx, sock, manager.Request{Op: "list"}); err == nil {
-		t.Error("the socket still answers after Close")
-	}
 	if st := f.wait(t, "mule"); st.State != manager.StateStopped {
 		t.Errorf("the agent ended %+v, want stopped", st)
 	}
 	f.retired(t, "mule")
+}
+
+// present is the harness of an agent that joins the space with its launch material and stays
+// present until SIGTERM; with stopSelf it then asks the manager that spawned it to stop it.
+func present(stopSelf bool) int {
+	raw, err := os.ReadFile(os.Getenv(manager.LaunchMaterialEnv))
+	if err != nil {
+		return 2
+	}
+	var m manager.Material
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return 3
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := cotal.Connect(ctx, m.URL, cotal.WithCreds(m.Creds))
+	if err != nil {
+		return 4
+	}
+	defer c.Close(context.Background())
+	if stopSelf {
+		g := c.Grant()
+		me := wire.Lifecycle{Principal: c.Principal(), UID: g.Lifecycle}
+		if err := manager.NewClient(c.Conn(), c.Space(), me, me.Principal.Actor()).Stop(ctx, true); err != nil {
+			return 6
+		}
+	}
+	<-sig
+	return 0
 }

@@ -1,6 +1,7 @@
 // Package mcptools serves an agent's mesh membership as MCP tools (`cotal mcp`): the tool set an
-// LLM coding agent uses to see its peers, read what arrived and talk on the mesh, all under the
-// one credential the server holds. Identity is never a tool argument.
+// LLM coding agent uses to see its peers, read what arrived, talk on the mesh and, with the spawn
+// capability, start and stop agents through the space's manager, all under the one credential
+// the server holds. Identity is never a tool argument.
 package mcptools
 
 import (

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -27,12 +28,19 @@ type Tools struct {
 	inbox  *Inbox
 	roster *cotal.Roster
 	server *mcp.Server
+	// mgr calls the space's manager as the agent's own lifecycle; nil for a credential that names
+	// none.
+	mgr *manager.Client
 }
 
 // New builds the MCP server over a connected client whose handler is inbox.Offer, and a roster
 // of its space. version names this build to MCP clients.
 func New(c *cotal.Client, inbox *Inbox, roster *cotal.Roster, version string) *Tools {
 	t := &Tools{c: c, inbox: inbox, roster: roster}
+	if g := c.Grant(); g != nil && g.Lifecycle != "" {
+		me := wire.Lifecycle{Principal: c.Principal(), UID: g.Lifecycle}
+		t.mgr = manager.NewClient(c.Conn(), c.Space(), me, c.Principal().Actor())
+	}
 	t.server = mcp.NewServer(&mcp.Implementation{Name: "cotal", Version: version}, &mcp.ServerOptions{
 		Instructions: "You are " + c.Principal().String() + " on a Cotal mesh. Call cotal_orientation first. " + peerDataNote,
 		// Subscriptions are the SDK's to track; they need no state here.
@@ -86,6 +94,17 @@ type (
 		Channel string `json:"channel" jsonschema:"the channel"`
 		Mode    string `json:"mode" jsonschema:"normal, quiet or muted"`
 	}
+	spawnArgs struct {
+		Name      string   `json:"name" jsonschema:"the new agent's name, its actor token ([A-Za-z0-9_]+)"`
+		Agent     string   `json:"agent,omitempty" jsonschema:"the harness to start: claude, codex or opencode"`
+		Role      string   `json:"role,omitempty" jsonschema:"its role, to receive anycast tasks"`
+		Subscribe []string `json:"subscribe,omitempty" jsonschema:"channels it joins"`
+		Cwd       string   `json:"cwd,omitempty" jsonschema:"its working directory: an absolute path on the manager's host"`
+	}
+	despawnArgs struct {
+		Name     string `json:"name,omitempty" jsonschema:"the agent to stop; omit it to stop yourself"`
+		Graceful *bool  `json:"graceful,omitempty" jsonschema:"ask it to exit first (the default) rather than kill it at once"`
+	}
 )
 
 // text is a tool result of plain text.
@@ -120,6 +139,8 @@ func (t *Tools) register() {
 	add(s, "cotal_channel_mode", "Set a channel to normal, quiet (mentions only wake you) or muted.", t.channelMode)
 	add(s, "cotal_join", "Join a channel your access allows.", t.join)
 	add(s, "cotal_leave", "Leave a channel.", t.leave)
+	add(s, "cotal_spawn", "Start an agent through the space's manager and wait until it is present (needs the spawn capability).", t.spawn)
+	add(s, "cotal_despawn", "Stop an agent you may stop, by name; without a name, stop yourself.", t.despawn)
 }
 
 func (t *Tools) orientation(context.Context, noArgs) (*mcp.CallToolResult, error) {
@@ -130,6 +151,9 @@ func (t *Tools) orientation(context.Context, noArgs) (*mcp.CallToolResult, error
 			fmt.Fprintf(&b, "Role: %s.\n", g.Role)
 		}
 		fmt.Fprintf(&b, "May post to: %s. May read: %s.\n", list(g.AllowPublish), list(g.AllowSubscribe))
+		if len(g.Capabilities) > 0 {
+			fmt.Fprintf(&b, "Capabilities: %s.\n", list(g.Capabilities))
+		}
 	}
 	fmt.Fprintf(&b, "Joined: %s.\n", list(t.c.Channels()))
 	online := 0
@@ -362,4 +386,61 @@ func (t *Tools) leave(ctx context.Context, in channelArgs) (*mcp.CallToolResult,
 		return nil, err
 	}
 	return text("left %s", in.Channel), nil
+}
+
+// manager returns the manager client, or an error for a credential that names no lifecycle to
+// call as.
+func (t *Tools) manager() (*manager.Client, error) {
+	if t.mgr == nil {
+		return nil, errors.New("this credential names no agent lifecycle to call the manager as")
+	}
+	return t.mgr, nil
+}
+
+func (t *Tools) spawn(ctx context.Context, in spawnArgs) (*mcp.CallToolResult, error) {
+	m, err := t.manager()
+	if err != nil {
+		return nil, err
+	}
+	if err := wire.ValidateActor(in.Name); err != nil {
+		return nil, fmt.Errorf("name: %w", err)
+	}
+	sp, err := m.Spawn(ctx, manager.SpawnArgs{Name: in.Name, Agent: in.Agent, Role: in.Role, Subscribe: in.Subscribe, Cwd: in.Cwd})
+	if err != nil {
+		return nil, err
+	}
+	a := sp.Acceptance
+	state := sp.State
+	if state == "" {
+		state = "not ended yet (see cotal_roster)"
+	}
+	msg := fmt.Sprintf("spawned %s.%s (lifecycle %s) on manager %s, goal %s: %s", a.Owner, a.Actor, a.UID, a.Executor.LifecycleUID, a.GoalID, state)
+	if len(sp.Data) > 0 {
+		msg += " " + string(sp.Data)
+	}
+	res := text("%s", msg)
+	// A goal that did not succeed is a failed call: the agent may not be there.
+	res.IsError = sp.State != manager.GoalSucceeded
+	return res, nil
+}
+
+func (t *Tools) despawn(ctx context.Context, in despawnArgs) (*mcp.CallToolResult, error) {
+	m, err := t.manager()
+	if err != nil {
+		return nil, err
+	}
+	graceful := in.Graceful == nil || *in.Graceful
+	if in.Name == "" {
+		if err := m.Stop(ctx, graceful); err != nil {
+			return nil, err
+		}
+		return text("your manager is stopping you"), nil
+	}
+	// An agent cannot read the service registry: the manager that answers the class rail finds
+	// the agent, and only one the caller owns may be stopped (mode owner).
+	row, err := m.Despawn(ctx, nil, in.Name, graceful)
+	if err != nil {
+		return nil, err
+	}
+	return text("stopped %s (%s, lifecycle %s)", row.Name, row.ID, row.LifecycleUID), nil
 }

@@ -69,9 +69,16 @@ func connect(t *testing.T, m *meshtest.Mesh, req ledger.Request, handler cotal.H
 // session connects an MCP client from the official SDK to the tools of an agent named claude.
 func session(t *testing.T, m *meshtest.Mesh) (*mcp.ClientSession, *cotal.Client) {
 	t.Helper()
+	return sessionAs(t, m, ledger.Request{Name: "claude", Subscribe: []string{"general"}, AllowSubscribe: []string{"general", "team"},
+		AllowPublish: []string{"general", "team"}}, "general")
+}
+
+// sessionAs connects an MCP client from the official SDK to the tools of an agent issued for req,
+// joined to join.
+func sessionAs(t *testing.T, m *meshtest.Mesh, req ledger.Request, join ...string) (*mcp.ClientSession, *cotal.Client) {
+	t.Helper()
 	inbox := mcptools.NewInbox(100)
-	c := connect(t, m, ledger.Request{Name: "claude", Subscribe: []string{"general"}, AllowSubscribe: []string{"general", "team"},
-		AllowPublish: []string{"general", "team"}}, inbox.Offer, "general")
+	c := connect(t, m, req, inbox.Offer, join...)
 	roster, err := c.Roster(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -121,8 +128,8 @@ func TestMCPExchange(t *testing.T) {
 	cs, _ := session(t, m)
 
 	tools, err := cs.ListTools(t.Context(), nil)
-	if err != nil || len(tools.Tools) != 13 {
-		t.Fatalf("ListTools = %d tools, %v; want 13", len(tools.Tools), err)
+	if err != nil || len(tools.Tools) != 15 {
+		t.Fatalf("ListTools = %d tools, %v; want 15", len(tools.Tools), err)
 	}
 	if got := call(t, cs, "cotal_orientation", nil, false); !strings.Contains(got, "local.claude") || !strings.Contains(got, "May post to: general, team") {
 		t.Errorf("orientation: %s", got)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
-	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/warden"
 )
 
@@ -19,7 +18,7 @@ type Daemons struct {
 	ctx         context.Context
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
-	supervisors []*manager.Supervisor // guarded by mu
+	supervisors []*servedSupervisor // guarded by mu
 	// life is the lifetime of the daemons' credentials, renewed before two thirds of it.
 	life  time.Duration
 	log   *slog.Logger
@@ -33,7 +32,7 @@ type Daemons struct {
 // The actors the in-process daemons run as.
 const (
 	deliveryActor = "cotal_delivery"
-	managerActor  = "cotal_manager"
+	ManagerActor  = "cotal_manager"
 	wardenActor   = "cotal_warden"
 )
 
@@ -263,7 +262,7 @@ func (ds *Daemons) Stop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var wg sync.WaitGroup
 		for _, sup := range sups {
-			wg.Go(func() { _ = sup.Close(ctx) }) // each agent's own failure is logged by the supervisor
+			wg.Go(func() { sup.stop(ctx, ds) })
 		}
 		wg.Wait()
 		cancel()

@@ -2,24 +2,26 @@ package mesh
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
-	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
 )
 
-// SupervisorSocket returns the control socket of the supervisor of space sp.
-func (d Dir) SupervisorSocket(sp wire.Space) string {
-	return filepath.Join(d.Path, "manager."+string(sp)+".sock")
-}
-
 // launchDir holds the launch material of the agents spawned into space sp.
 func (d Dir) launchDir(sp wire.Space) string { return filepath.Join(d.Path, "launch", string(sp)) }
+
+// managerDir holds the instance ids of the mesh's managers.
+func (d Dir) managerDir() string { return filepath.Join(d.Path, "managers") }
 
 // AgentIssuer returns the issuer the supervisor spawns agents with: a fresh lifecycle in l's
 // space, its ledger row and durables, retired when the agent is done.
@@ -32,14 +34,70 @@ func AgentIssuer(l *ledger.Ledger) manager.Issuer {
 		if err != nil {
 			return nil, err
 		}
-		return &manager.Launch{Principal: cred.Principal, Creds: cred.Creds, Retire: retire}, nil
+		return &manager.Launch{Principal: cred.Principal, UID: cred.LifecycleUID, Creds: cred.Creds, Retire: retire}, nil
 	}
 }
 
-// startSupervisor runs the mesh's supervisor for l's space: it holds the manager lease and
-// answers the manager liveness plane on a supervisor credential, and serves its control socket
-// in d.
-func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger, log *slog.Logger) error {
+// ErrSupervisorRunning is returned when a supervisor of the same name already serves the space
+// from this mesh directory.
+var ErrSupervisorRunning = errors.New("a supervisor of that name already runs")
+
+// managerInstance is a manager's instance id, kept in the mesh directory so a restarted
+// supervisor serves the same instance at the next epoch (fencing the one before it), and locked
+// while it serves so a second process of the same name fails fast rather than fence a live one.
+type managerInstance struct {
+	id   wire.LifecycleUID
+	lock *os.File
+}
+
+// claimManagerInstance locks and returns the instance id of the manager name serving space sp,
+// creating it on first use. A lock another process holds is ErrSupervisorRunning; a file that
+// holds no valid id is an error naming it, never overwritten.
+func (d Dir) claimManagerInstance(sp wire.Space, name string) (*managerInstance, error) {
+	if err := atomicfile.MkdirPrivate(d.managerDir()); err != nil {
+		return nil, err
+	}
+	base := filepath.Join(d.managerDir(), string(sp)+"."+name)
+	lock, err := os.OpenFile(base+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("supervisor %s of space %s: %w (stop it first, or give this one another --name)", name, sp, ErrSupervisorRunning)
+		}
+		return nil, fmt.Errorf("lock %s.lock: %w", base, err)
+	}
+	path := base + ".instance"
+	raw, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		id := wire.NewLifecycleUID()
+		if err := atomicfile.Write(path, []byte(string(id)+"\n"), 0o600); err != nil {
+			lock.Close()
+			return nil, err
+		}
+		return &managerInstance{id: id, lock: lock}, nil
+	case err != nil:
+		lock.Close()
+		return nil, err
+	}
+	id, err := wire.ParseLifecycleUID(strings.TrimSpace(string(raw)))
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("%s holds no manager instance id (%v): remove it to start a fresh instance", path, err)
+	}
+	return &managerInstance{id: id, lock: lock}, nil
+}
+
+// release unlocks the instance for the next supervisor of its name.
+func (m *managerInstance) release() { m.lock.Close() }
+
+// startSupervisor runs supervisor name for l's space: it serves the manager endpoint on a
+// credential issued through the instance's serve gate (so the epoch fences any incarnation
+// before it), holds the manager lease and answers the manager liveness plane.
+func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger, name string, log *slog.Logger) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -51,35 +109,72 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	if err != nil {
 		return err
 	}
-	// The socket first: a second supervisor fails here, before it writes a lease of its own.
-	ln, err := manager.Listen(d.SupervisorSocket(l.Space()))
+	inst, err := d.claimManagerInstance(l.Space(), name)
 	if err != nil {
 		return err
 	}
-	dc, err := ds.connect(ctx, l, authority.ProfileSupervisor, managerActor)
+	h, epoch, err := l.HoldManager(ctx, name, inst.id, manager.Commands(), ds.life, log)
 	if err != nil {
-		ln.Close()
+		inst.release()
+		return fmt.Errorf("issue the manager's serving credential: %w", err)
+	}
+	fail := func(err error) error {
+		ds.release(h)
+		inst.release()
 		return err
 	}
-	lease, err := manager.HoldLease(ctx, dc.Conn, l.Space(), dc.Credential().Principal, log)
+	lease, err := manager.HoldLease(ctx, h.Conn, l.Space(), h.Credential().Principal, inst.id, log)
 	if err != nil {
-		ln.Close()
-		return err
+		return fail(err)
+	}
+	svc, err := sup.Serve(ctx, manager.ServiceConfig{
+		Conn: h.Conn, Space: l.Space(), Instance: inst.id, Epoch: epoch, Owner: wire.DevOwner, Log: log,
+		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool {
+			ok, err := l.Instrument(ctx, caller)
+			if err != nil && log != nil {
+				log.Warn("decide host launch authority", "caller", caller, "err", err)
+			}
+			return ok
+		},
+	})
+	if err != nil {
+		return fail(fmt.Errorf("serve the manager endpoint: %w", err))
 	}
 	ds.mu.Lock()
-	ds.supervisors = append(ds.supervisors, sup)
+	lctx, stopLease := context.WithCancel(ctx)
+	ds.supervisors = append(ds.supervisors, &servedSupervisor{sup: sup, svc: svc, held: h, instance: inst, stopLease: stopLease})
 	ds.mu.Unlock()
-	ds.wg.Go(func() { sup.Serve(ctx, ln) })
-	ds.wg.Go(func() { lease.Renew(ctx) })
+	ds.wg.Go(func() { lease.Renew(lctx) })
 	return nil
 }
 
-// Supervise runs a supervisor for l's space until ctx ends, then stops and retires the agents
-// it spawned: `cotal supervise`, beside a mesh started without one. Its credential lives life
-// (authority.DaemonLifetime when zero) and is renewed before two thirds of it.
-func Supervise(ctx context.Context, d Dir, l *ledger.Ledger, life time.Duration, log *slog.Logger) error {
+// servedSupervisor is a supervisor the daemons run, with what it serves on.
+type servedSupervisor struct {
+	sup       *manager.Supervisor
+	svc       *manager.Service
+	held      *ledger.Held
+	instance  *managerInstance
+	stopLease context.CancelFunc
+}
+
+// stop stops the agents, then the service, and lets the credential and the instance go.
+func (s *servedSupervisor) stop(ctx context.Context, ds *Daemons) {
+	_ = s.sup.Close(ctx) // each agent's own failure is logged by the supervisor
+	if err := s.svc.Stop(ctx); err != nil && ds.log != nil {
+		ds.log.Warn("stop serving the manager endpoint", "err", err)
+	}
+	s.stopLease()
+	ds.release(s.held)
+	s.instance.release()
+}
+
+// Supervise runs supervisor name for l's space until ctx ends, then stops and retires the agents
+// it spawned: `cotal supervise`, beside a mesh started without one or with one of another name.
+// Its credential lives life (authority.DaemonLifetime when zero) and is renewed before two thirds
+// of it.
+func Supervise(ctx context.Context, d Dir, l *ledger.Ledger, name string, life time.Duration, log *slog.Logger) error {
 	ds := newDaemons(life, log)
-	if err := ds.startSupervisor(ds.ctx, d, l, log); err != nil {
+	if err := ds.startSupervisor(ds.ctx, d, l, name, log); err != nil {
 		ds.Stop()
 		return err
 	}

@@ -168,7 +168,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 				if o.NoManager {
 					break
 				}
-				if err := m.daemons.startSupervisor(m.daemons.ctx, d, l, o.Log); err != nil {
+				if err := m.daemons.startSupervisor(m.daemons.ctx, d, l, ManagerActor, o.Log); err != nil {
 					m.daemons.Stop()
 					m.stopServer()
 					return nil, err

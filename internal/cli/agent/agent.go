@@ -1,11 +1,13 @@
 // Package agent implements `cotal agent`: a small agent process that mints and provisions its own
-// credential, joins its channels, and shows what it surfaces.
+// credential (or runs on the launch material a manager handed it), joins its channels, and shows
+// what it surfaces.
 package agent
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,7 +15,9 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/console"
+	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -23,6 +27,9 @@ type Options struct {
 	agentflags.Flags
 	Echo bool
 	JSON bool
+	// LaunchMaterial is the path of the launch material a manager handed the process
+	// ($COTAL_LAUNCH_MATERIAL); empty when it was not spawned.
+	LaunchMaterial string
 }
 
 // Surfaced is one line of `cotal agent --json`; the field names are a stable interface.
@@ -42,31 +49,33 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 			"writes presence, joins --subscribe channels, and prints every message it surfaces, each\n" +
 			"sender as its display name (control and bidi characters stripped) and its principal. With\n" +
 			"--echo it answers each direct message. On Ctrl-C it writes offline and retires its\n" +
-			"lifecycle (its durables are deleted; its credential binds nothing again).",
+			"lifecycle (its durables are deleted; its credential binds nothing again).\n\n" +
+			"Spawned by a manager (`cotal spawn -- cotal agent`), it runs instead on the credential of\n" +
+			"the launch material at $" + manager.LaunchMaterialEnv + ", which names its mesh, space and identity;\n" +
+			"the manager retires that lifecycle when the process ends.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return agentRun(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.LaunchMaterial = os.Getenv(manager.LaunchMaterialEnv)
+			return agentRun(cmd.Context(), o)
+		},
 	}
 	fs := cmd.Flags()
 	o.Target.Register(fs)
-	o.Flags.Register(fs, "the agent's name (its actor token); required")
+	o.Flags.Register(fs, "the agent's name (its actor token); required unless spawned by a manager")
+	o.Flags.RegisterCapability(fs)
 	fs.BoolVar(&o.Echo, "echo", false, "answer each direct message")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON object per surfaced message")
 	return cmd
 }
 
 func agentRun(ctx context.Context, o *Options) error {
-	if err := agentflags.ValidName("--name", o.Name); err != nil {
-		return err
-	}
-	_, st, sp, err := o.Mesh("cotal agent needs an authenticated mesh: it runs on its own credential")
+	url, creds, err := o.credential(ctx)
 	if err != nil {
 		return err
 	}
-	cred, stop, err := o.StartAgent(ctx, o.Request())
-	if err != nil {
-		return err
+	if creds.stop != nil {
+		defer creds.stop()
 	}
-	defer stop()
 	// Echoes are sent from the main loop, not the handler: the handler may run during Connect,
 	// before there is a client to send with.
 	echoes := make(chan *cotal.Delivery, 64)
@@ -88,7 +97,7 @@ func agentRun(ctx context.Context, o *Options) error {
 		}
 		return nil
 	}
-	c, err := cotal.Connect(ctx, st.URL, cotal.WithCredsData(cred.Creds), cotal.WithHandler(handler))
+	c, err := cotal.Connect(ctx, url, append(creds.opts, cotal.WithHandler(handler))...)
 	if err != nil {
 		return err
 	}
@@ -107,7 +116,11 @@ func agentRun(ctx context.Context, o *Options) error {
 			fmt.Fprintf(o.IO.ErrOut, "joined %s (%s)\n", ch, res.Config.DeliveryClass)
 		}
 	}
-	fmt.Fprintf(o.IO.ErrOut, "agent %s (lifecycle %s) joined %q in space %s; Ctrl-C to stop\n", cred.Principal, cred.LifecycleUID, o.Subscribe, sp)
+	var lifecycle wire.LifecycleUID
+	if g := c.Grant(); g != nil {
+		lifecycle = g.Lifecycle
+	}
+	fmt.Fprintf(o.IO.ErrOut, "agent %s (lifecycle %s) joined %q in space %s; Ctrl-C to stop\n", c.Principal(), lifecycle, o.Subscribe, c.Space())
 	for {
 		select {
 		case <-ctx.Done():
@@ -124,4 +137,58 @@ func agentRun(ctx context.Context, o *Options) error {
 			}
 		}
 	}
+}
+
+// credentials are what the agent connects with: its options, and stop, which retires a
+// lifecycle the command issued itself (nil for a manager's).
+type credentials struct {
+	opts []cotal.Option
+	stop func()
+}
+
+// credential returns the broker URL and the credential the agent runs on: the launch material's
+// when a manager spawned it, else a fresh lifecycle issued through the ledger of the running mesh.
+func (o *Options) credential(ctx context.Context) (string, credentials, error) {
+	if o.LaunchMaterial != "" {
+		if o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0 {
+			return "", credentials{}, &exit.UsageError{Err: fmt.Errorf("$%s carries the agent's name, role and access: drop --name, --role, --allow-publish and --capability", manager.LaunchMaterialEnv)}
+		}
+		m, err := readMaterial(o.LaunchMaterial)
+		if err != nil {
+			return "", credentials{}, err
+		}
+		return m.URL, credentials{opts: []cotal.Option{cotal.WithCreds(m.Creds), cotal.WithSpace(m.Space)}}, nil
+	}
+	if err := agentflags.ValidName("--name", o.Name); err != nil {
+		return "", credentials{}, err
+	}
+	if err := agentflags.ValidCapabilities("--capability", o.Capabilities); err != nil {
+		return "", credentials{}, err
+	}
+	_, st, sp, err := o.Mesh("cotal agent needs an authenticated mesh: it runs on its own credential")
+	if err != nil {
+		return "", credentials{}, err
+	}
+	cred, stop, err := o.StartAgent(ctx, o.Request())
+	if err != nil {
+		return "", credentials{}, err
+	}
+	return st.URL, credentials{opts: []cotal.Option{cotal.WithCredsData(cred.Creds), cotal.WithSpace(string(sp))}, stop: stop}, nil
+}
+
+// readMaterial reads the launch material at path: a manager.Material naming at least the broker
+// URL, the creds file and the space.
+func readMaterial(path string) (*manager.Material, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the launch material: %w", err)
+	}
+	var m manager.Material
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("launch material %s: %w", path, err)
+	}
+	if m.URL == "" || m.Creds == "" || m.Space == "" {
+		return nil, fmt.Errorf("launch material %s: it names no url, creds or space", path)
+	}
+	return &m, nil
 }

@@ -1,5 +1,6 @@
 // Package agentflags is the flag block of the commands that run an agent (agent, mcp, spawn):
-// its name, role and channels, and the one publish policy they share.
+// its name, role and channels, the capabilities of the ones that issue its credential
+// themselves, and the one publish policy they share.
 package agentflags
 
 import (
@@ -7,17 +8,20 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/wire"
 )
 
-// Flags are the values of --name, --role, --subscribe and --allow-publish.
+// Flags are the values of --name, --role, --subscribe and --allow-publish, and of --capability
+// where RegisterCapability added it.
 type Flags struct {
 	Name         string
 	Role         string
 	Subscribe    []string
 	AllowPublish []string
+	Capabilities []string
 }
 
 // Register adds the flags to fs; nameUsage says when --name is required.
@@ -28,9 +32,29 @@ func (f *Flags) Register(fs *pflag.FlagSet, nameUsage string) {
 	fs.StringSliceVar(&f.AllowPublish, "allow-publish", nil, "channels the agent may post to (default: the concrete channels of --subscribe)")
 }
 
+// RegisterCapability adds --capability to fs: for the commands that issue the agent's
+// credential themselves.
+func (f *Flags) RegisterCapability(fs *pflag.FlagSet) { CapabilityVar(fs, &f.Capabilities) }
+
+// CapabilityVar adds --capability to fs, repeatable, storing its values in p.
+func CapabilityVar(fs *pflag.FlagSet, p *[]string) {
+	fs.StringArrayVar(p, "capability", nil, fmt.Sprintf("a capability the agent's credential carries, one of %q; repeat for more", authority.KnownCapabilities))
+}
+
 // Request is the agent credential the flags ask for.
 func (f *Flags) Request() ledger.Request {
-	return ledger.Request{Name: f.Name, Role: f.Role, Subscribe: f.Subscribe, AllowPublish: f.AllowPublish}
+	return ledger.Request{Name: f.Name, Role: f.Role, Subscribe: f.Subscribe, AllowPublish: f.AllowPublish, Capabilities: f.Capabilities}
+}
+
+// ValidCapabilities returns a usage error unless each of caps is a known capability; flag names
+// the flag they came from.
+func ValidCapabilities(flag string, caps []string) error {
+	for _, c := range caps {
+		if err := authority.ValidateCapability(c); err != nil {
+			return &exit.UsageError{Err: fmt.Errorf("%s: %w", flag, err)}
+		}
+	}
+	return nil
 }
 
 // ValidName returns a usage error unless name is a valid actor token; flag names the flag or

@@ -1,8 +1,9 @@
 // Package factory is what every command of the cotal binary takes what it needs from, in the
 // style of gh's cmdutil.Factory: the IO streams and a clock, the --dir and --space pair that
 // names the running mesh and space, and, opened lazily and at most once per run, that mesh's
-// ledger, one-shot clients on freshly issued credentials, and agents that are retired when the
-// command ends. Main closes what it opened.
+// ledger, one-shot clients on freshly issued credentials, the operator's control instrument for
+// the endpoint commands, and agents that are retired when the command ends. Main closes what it
+// opened.
 package factory
 
 import (
@@ -21,7 +22,9 @@ import (
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/target"
 	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
@@ -246,4 +249,83 @@ func (f *Factory) StartAgent(ctx context.Context, req ledger.Request) (cred *aut
 		}
 	}
 	return cred, stop, nil
+}
+
+// ControlName is the actor of the operator's control instrument: the endpoint commands call as
+// local.cotal_control.
+const ControlName = "cotal_control"
+
+// openControl is the refusal of an endpoint command on an open mesh.
+const openControl = "the endpoint commands need an authenticated mesh: an open mesh has no service registry and no control credential"
+
+// Control is the operator's control instrument on one space: a connection as a one-shot
+// control-caller-admin credential, the caller lifecycle its rows pin, a manager client calling
+// as it (in mode any), and the space's records bucket, whose service registry it reads. Close
+// closes the connection; the credential is let go when the factory closes.
+type Control struct {
+	Conn  *nats.Conn
+	Space wire.Space
+	// Me is the caller lifecycle: the credential's principal and its instrument uid.
+	Me      wire.Lifecycle
+	Manager *manager.Client
+	// Records is the space's records bucket: read it through watches (endpoint.Instances), which
+	// the credential's grant admits, never by Get.
+	Records jetstream.KeyValue
+}
+
+// Caller returns the endpoint caller the instrument calls with.
+func (c *Control) Caller() *endpoint.Caller { return c.Manager.Caller() }
+
+// Close closes the instrument's connection.
+func (c *Control) Close() { c.Conn.Close() }
+
+// Control connects the operator's control instrument to the space Target names: a freshly issued
+// control-caller-admin credential, which expires within a command's few minutes
+// (authority.OneShotLifetime). An open mesh is refused: it has no credentials and no registry.
+func (f *Factory) Control(ctx context.Context) (*Control, error) {
+	return f.control(ctx, authority.OneShotLifetime)
+}
+
+// WatchControl is Control for a command that runs until its work is done (`cotal spawn` waiting
+// for its agent): the credential does not expire, and is let go when the command ends.
+func (f *Factory) WatchControl(ctx context.Context) (*Control, error) {
+	return f.control(ctx, -1)
+}
+
+func (f *Factory) control(ctx context.Context, life time.Duration) (*Control, error) {
+	if _, _, _, err := f.Mesh(openControl); err != nil {
+		return nil, err
+	}
+	cred, st, sp, err := f.issueOneShot(ctx, "", authority.ProfileControlAdmin, ControlName, life)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := dial.As(ctx, st.URL, cred)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream on %s: %w", st.URL, err)
+	}
+	records, err := js.KeyValue(ctx, string(sp.RecordsBucket()))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("open the records bucket of space %s: %w", sp, err)
+	}
+	me := wire.Lifecycle{Principal: cred.Principal, UID: cred.Instrument}
+	mc := manager.NewClient(nc, sp, me, ControlName)
+	mc.Any = true
+	return &Control{Conn: nc, Space: sp, Me: me, Manager: mc, Records: records}, nil
+}
+
+// Refusal marks an endpoint call refused for want of authority, an *wire.EndpointError coded
+// permission-denied or unauthenticated, as not authorized (exit.NotAuthorized); any other error
+// is returned as it is.
+func Refusal(err error) error {
+	if e, ok := errors.AsType[*wire.EndpointError](err); ok && (e.Code == wire.CodePermissionDenied || e.Code == wire.CodeUnauthenticated) {
+		return &exit.AuthError{Err: err}
+	}
+	return err
 }

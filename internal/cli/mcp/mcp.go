@@ -37,7 +37,8 @@ func NewCmdMCP(f *factory.Factory) *cobra.Command {
 		Use:   "mcp",
 		Short: "Serve the mesh to an LLM agent as MCP tools over stdio",
 		Long: "Run a stdio MCP server for an agent local.NAME: cotal_orientation, cotal_roster,\n" +
-			"cotal_inbox, cotal_send, cotal_dm, cotal_anycast, cotal_join and the rest. Without\n" +
+			"cotal_inbox, cotal_send, cotal_dm, cotal_anycast, cotal_join, cotal_spawn,\n" +
+			"cotal_despawn and the rest (spawning needs --capability spawn). Without\n" +
 			"--creds it issues and provisions its own credential on the running mesh and retires its\n" +
 			"lifecycle when the client goes away; with --creds it runs on that credential.",
 		Args: cobra.NoArgs,
@@ -46,6 +47,7 @@ func NewCmdMCP(f *factory.Factory) *cobra.Command {
 	fs := cmd.Flags()
 	o.Target.Register(fs)
 	o.Flags.Register(fs, "the agent's name (required without --creds)")
+	o.Flags.RegisterCapability(fs)
 	fs.StringVar(&o.Creds, "creds", "", "run on this creds file instead of issuing one")
 	fs.IntVar(&o.InboxLimit, "inbox-limit", 500, "messages buffered between tool calls")
 	return cmd
@@ -59,8 +61,11 @@ func mcpRun(ctx context.Context, o *Options) error {
 		if err := agentflags.ValidName("--name", o.Name); err != nil {
 			return err
 		}
-	} else if o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 {
-		return &exit.UsageError{Err: errors.New("--creds carries its own name, role and access: drop --name, --role and --allow-publish")}
+		if err := agentflags.ValidCapabilities("--capability", o.Capabilities); err != nil {
+			return err
+		}
+	} else if o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0 {
+		return &exit.UsageError{Err: errors.New("--creds carries its own name, role and access: drop --name, --role, --allow-publish and --capability")}
 	}
 	_, st, err := mesh.Running(o.Target.Dir)
 	if err != nil {

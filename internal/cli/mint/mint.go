@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/ledger"
@@ -32,6 +33,7 @@ type Options struct {
 	AllowSubscribe []string
 	Subscribe      []string
 	Role           string
+	Capabilities   []string
 	Provision      bool
 	ExpiresIn      time.Duration
 	Out            string
@@ -74,6 +76,7 @@ func NewCmdMint(f *factory.Factory, runF func(context.Context, *Options) error) 
 	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns (team.>) the agent may read; default: --subscribe")
 	fs.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels the agent joins (implies read access)")
 	fs.StringVar(&o.Role, "role", "", "the agent's role, for anycast tasks")
+	agentflags.CapabilityVar(fs, &o.Capabilities)
 	fs.BoolVar(&o.Provision, "provision", false, "pre-create the agent's durables on the running mesh")
 	fs.DurationVar(&o.ExpiresIn, "expires-in", 0, "lifetime, e.g. 1h (default: the profile's; agents never expire)")
 	fs.StringVar(&o.Out, "out", "", "creds file to write (default: .cotal/creds/<space>/NAME.creds)")
@@ -100,13 +103,16 @@ func (o *Options) request() (ledger.Request, error) {
 	if o.ExpiresIn < 0 {
 		return usage(fmt.Errorf("--expires-in %s: must be positive", o.ExpiresIn))
 	}
-	agentOnly := len(o.AllowPublish) > 0 || len(o.AllowSubscribe) > 0 || len(o.Subscribe) > 0 || o.Role != "" || o.Provision
+	agentOnly := len(o.AllowPublish) > 0 || len(o.AllowSubscribe) > 0 || len(o.Subscribe) > 0 || o.Role != "" || o.Provision || len(o.Capabilities) > 0
 	if p != authority.ProfileAgent && agentOnly {
-		return usage(fmt.Errorf("--allow-publish, --allow-subscribe, --subscribe, --role and --provision are for --profile agent, not %s", p))
+		return usage(fmt.Errorf("--allow-publish, --allow-subscribe, --subscribe, --role, --capability and --provision are for --profile agent, not %s", p))
+	}
+	if err := agentflags.ValidCapabilities("--capability", o.Capabilities); err != nil {
+		return ledger.Request{}, err
 	}
 	req := ledger.Request{
 		Space: sp, Profile: p, Name: o.Name, Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe,
-		AllowPublish: o.AllowPublish, Role: o.Role, Expires: o.ExpiresIn,
+		AllowPublish: o.AllowPublish, Role: o.Role, Capabilities: o.Capabilities, Expires: o.ExpiresIn,
 	}
 	if err := req.Validate(); err != nil {
 		return usage(err)

@@ -1,9 +1,11 @@
-// Package ps implements `cotal ps` (alias roster): who is in the space.
+// Package ps implements `cotal ps` (alias roster): who is in the space, and the processes the
+// space's managers run for them.
 package ps
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"text/tabwriter"
@@ -33,9 +35,10 @@ type Row struct {
 	Role      string    `json:"role,omitempty"`
 	Activity  string    `json:"activity,omitempty"`
 	LastSeen  time.Time `json:"lastSeen,omitzero"`
-	// Process is the supervisor's view of an agent it spawned: its process state, pid and
-	// restarts. Absent for agents it did not spawn.
-	Process *manager.Status `json:"process,omitempty"`
+	// Process is the row of an agent a manager spawned, as that manager reports it in ps (the
+	// manager contract's AGENT_ROW: name, id, status, pid, lifecycleUid, instanceId, ...). Absent
+	// for agents no manager spawned.
+	Process *manager.Row `json:"process,omitempty"`
 }
 
 // NewCmdPs returns the `cotal ps` command.
@@ -44,9 +47,13 @@ func NewCmdPs(f *factory.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "ps",
 		Aliases: []string{"roster"},
-		Short:   "List the space's participants: name, status, role, activity, last seen",
-		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return psRun(cmd.Context(), o) },
+		Short:   "List the space's participants and the processes its managers run for them",
+		Long: "List who is in the space: name, status, role, activity and last seen, from presence;\n" +
+			"and, from every manager registered in the space (a ps scatter), the process of each agent\n" +
+			"it spawned, with a row of its own for a spawned agent not present. A manager that does not\n" +
+			"answer is named on stderr and the command exits 1, after printing what the others gave.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return psRun(cmd.Context(), o) },
 	}
 	o.Target.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the roster as JSON")
@@ -54,7 +61,7 @@ func NewCmdPs(f *factory.Factory) *cobra.Command {
 }
 
 func psRun(ctx context.Context, o *Options) error {
-	d, _, sp, err := o.Mesh("")
+	_, st, _, err := o.Mesh("")
 	if err != nil {
 		return err
 	}
@@ -82,7 +89,23 @@ func psRun(ctx context.Context, o *Options) error {
 			Role: p.Presence.Card.Role, Activity: p.Presence.Activity, LastSeen: p.Presence.TS.Time().UTC(),
 		})
 	}
-	rows = withProcesses(ctx, d.SupervisorSocket(sp), rows)
+	// An open mesh has no service registry, so no manager to ask.
+	silent := 0
+	if !st.Open {
+		if rows, silent, err = o.withProcesses(ctx, rows); err != nil {
+			return err
+		}
+	}
+	if err := o.print(rows); err != nil {
+		return err
+	}
+	if silent > 0 {
+		return fmt.Errorf("%d manager(s) did not answer ps: the process rows are incomplete", silent)
+	}
+	return nil
+}
+
+func (o *Options) print(rows []Row) error {
 	if o.JSON {
 		if rows == nil {
 			rows = []Row{}
@@ -103,7 +126,10 @@ func psRun(ctx context.Context, o *Options) error {
 		}
 		proc := "-"
 		if p := r.Process; p != nil {
-			proc = fmt.Sprintf("%s pid %d, %d restarts", p.State, p.PID, p.Restarts)
+			proc = p.Status
+			if p.PID != 0 {
+				proc += fmt.Sprintf(" pid %d", p.PID)
+			}
 		}
 		// Peer-written text is made safe for the terminal: no escapes, bidi or tabs that would
 		// recolour the screen or shift the columns.
@@ -113,23 +139,47 @@ func psRun(ctx context.Context, o *Options) error {
 	return tw.Flush()
 }
 
-// withProcesses adds the process state from the supervisor at socket to the rows of the agents
-// it spawned, and a row for each spawned agent not present. Without a supervisor the rows are
-// unchanged.
-func withProcesses(ctx context.Context, socket string, rows []Row) []Row {
-	resp, err := manager.Call(ctx, socket, manager.Request{Op: "list"})
+// withProcesses asks every manager registered in the space for its agents (a ps scatter on the
+// operator's control instrument) and adds each agent's row to its roster row, or a row of its own
+// for a spawned agent not present. No manager registered leaves the rows unchanged. A manager
+// that was expected but did not answer in time, answered at another epoch, or answered with an
+// error is named on ErrOut; the rows hold what
+// the others gave, and silent counts the managers named.
+func (o *Options) withProcesses(ctx context.Context, rows []Row) (out []Row, silent int, err error) {
+	ctl, err := o.Control(ctx)
 	if err != nil {
-		return rows
+		return nil, 0, err
 	}
-	for _, st := range resp.Agents {
-		i := slices.IndexFunc(rows, func(r Row) bool { return r.Principal == st.Principal })
+	defer ctl.Close()
+	g, err := ctl.Manager.Ps(ctx, ctl.Records)
+	if e, ok := errors.AsType[*wire.EndpointError](err); ok && e.Code == wire.CodeFailedPrecondition {
+		return rows, 0, nil // no manager is registered
+	}
+	if err != nil {
+		return nil, 0, factory.Refusal(fmt.Errorf("ask the managers for their agents: %w", err))
+	}
+	for _, in := range g.Missing {
+		silent++
+		fmt.Fprintf(o.IO.ErrOut, "warning: manager %s (epoch %d) did not answer ps in time\n", in.ID, in.Epoch)
+	}
+	for _, r := range g.Churn {
+		silent++
+		fmt.Fprintf(o.IO.ErrOut, "warning: manager %s answered ps at epoch %d, not the registered one: it restarted\n", r.From.Instance, r.From.Epoch)
+	}
+	agents, err := manager.Rows(g)
+	if err != nil {
+		silent++
+		fmt.Fprintf(o.IO.ErrOut, "warning: %v\n", err)
+	}
+	for _, a := range agents {
+		i := slices.IndexFunc(rows, func(r Row) bool { return r.Principal == a.ID })
 		if i < 0 {
-			rows = append(rows, Row{Principal: st.Principal, Name: st.Name, Status: "offline"})
+			rows = append(rows, Row{Principal: a.ID, Name: a.Name, Status: "offline"})
 			i = len(rows) - 1
 		}
-		rows[i].Process = &st
+		rows[i].Process = &a
 	}
-	return rows
+	return rows, silent, nil
 }
 
 func dash(s string) string {

@@ -1,5 +1,6 @@
 // Package spawn implements `cotal spawn`, `cotal stop` and `cotal supervise`: starting and
-// stopping agent processes under the running mesh's supervisor, and running one.
+// stopping agent processes through the space's manager endpoint, and running a manager beside
+// the mesh.
 package spawn
 
 import (
@@ -8,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,9 +20,11 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
 )
 
 // Options are the inputs of `cotal spawn`.
@@ -32,17 +37,45 @@ type Options struct {
 	JSON           bool
 }
 
+// Result is what `cotal spawn --json` prints. The field names are a stable interface.
+type Result struct {
+	// Acceptance is the manager's acceptance of the spawn: the agent's identity and lifecycle,
+	// its goal id and the manager instance that runs it.
+	Acceptance manager.Acceptance `json:"acceptance"`
+	// State is the spawn goal's terminal state (succeeded, failed or uncertain); absent when the
+	// follow ended first.
+	State string `json:"state,omitempty"`
+	// Data is the goal's terminal data: the agent, and the reason when it did not succeed.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Process is the agent's last row from its manager, once a spawn without --detach has waited
+	// for it to end.
+	Process *manager.Row `json:"process,omitempty"`
+}
+
+// The polling of a spawn without --detach: how often it asks the manager about its agent, and
+// how long one question may take.
+const (
+	pollEvery    = 500 * time.Millisecond
+	findDeadline = 5 * time.Second
+	// stopWait bounds the stop of an agent on Ctrl-C, and `cotal stop`.
+	stopWait = 30 * time.Second
+)
+
 // NewCmdSpawn returns the `cotal spawn` command.
 func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	o := &Options{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "spawn --name NAME [flags] [--agent claude|codex|opencode] -- [COMMAND] [ARGS...]",
-		Short: "Start an agent process under the mesh's supervisor",
-		Long: "Start COMMAND as agent local.NAME: the supervisor of the running mesh issues and\n" +
-			"provisions its credential, writes its launch material (creds and an MCP configuration\n" +
-			"for `cotal mcp`) to a private file whose path is in $COTAL_LAUNCH_MATERIAL, restarts it if\n" +
-			"it crashes (three times a minute at most), and retires its lifecycle when it is done.\n" +
-			"Without --detach, spawn waits for the agent and stops it on Ctrl-C.",
+		Short: "Start an agent process through the space's manager",
+		Long: "Ask a manager of the space (the one of `cotal up`, or a `cotal supervise`) to start\n" +
+			"COMMAND as agent local.NAME, in this directory: the manager issues and provisions its\n" +
+			"credential, writes its launch material (creds and an MCP configuration for `cotal mcp`) to\n" +
+			"a private file whose path is in $COTAL_LAUNCH_MATERIAL, restarts it if it crashes (three\n" +
+			"times a minute at most), and retires its lifecycle when it is done. The spawn is a goal: it\n" +
+			"succeeds once the agent is present on the mesh, fails if its process ends first, and is\n" +
+			"uncertain if neither happens within the manager's 30 s readiness deadline.\n\n" +
+			"With --detach, spawn returns once the goal has ended: exit 0 when it succeeded, 1 otherwise.\n" +
+			"Without it, spawn then waits for the agent to end and stops it on Ctrl-C.",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -59,8 +92,8 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	o.Flags.Register(fs, "the agent's name (required)")
 	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
 	fs.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
-	fs.BoolVar(&o.Detach, "detach", false, "return once the agent runs")
-	fs.BoolVar(&o.JSON, "json", false, "print the agent's status as JSON")
+	fs.BoolVar(&o.Detach, "detach", false, "return once the spawn's goal has ended, leaving the agent running")
+	fs.BoolVar(&o.JSON, "json", false, "print the acceptance, the goal's state and the agent's last row as JSON")
 	return cmd
 }
 
@@ -68,44 +101,169 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 	if err := agentflags.ValidName("--name", o.Name); err != nil {
 		return err
 	}
-	d, _, sp, err := o.Mesh("")
-	if err != nil {
-		return err
+	if o.Agent != "" && !slices.Contains(manager.Harnesses, manager.Harness(o.Agent)) {
+		return &exit.UsageError{Err: fmt.Errorf("--agent %q: must be one of %q", o.Agent, manager.Harnesses)}
 	}
-	sock := d.SupervisorSocket(sp)
-	spec := manager.Spec{Name: o.Name, Role: o.Role, Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish,
-		Command: command, Agent: manager.Harness(o.Agent)}
-	resp, err := manager.Call(ctx, sock, manager.Request{Op: "spawn", Spec: &spec})
+	cwd, err := os.Getwd()
 	if err != nil {
-		return err
+		return fmt.Errorf("the agent's working directory: %w", err)
 	}
+	// A spawn that waits for its agent may outlive a one-shot credential's few minutes.
+	control := o.Control
 	if !o.Detach {
-		resp, err = manager.Call(ctx, sock, manager.Request{Op: "wait", Name: o.Name})
-		if ctx.Err() != nil { // Ctrl-C: stop the agent rather than leave it behind
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			resp, err = manager.Call(sctx, sock, manager.Request{Op: "stop", Name: o.Name})
-		}
-		if err != nil {
+		control = o.WatchControl
+	}
+	ctl, err := control(ctx)
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	args := manager.SpawnArgs{Name: o.Name, Agent: o.Agent, Role: o.Role, Cwd: cwd,
+		Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish}
+	if len(command) > 0 {
+		args.LaunchOptions = &manager.LaunchOptions{Command: command}
+	}
+	sp, err := ctl.Manager.Spawn(ctx, args)
+	if err != nil {
+		return noManager(fmt.Errorf("spawn %s: %w", o.Name, err), ctl.Space)
+	}
+	res := &Result{Acceptance: sp.Acceptance, State: sp.State, Data: sp.Data}
+	a := sp.Acceptance
+	state := sp.State
+	if state == "" {
+		state = "still open"
+	}
+	fmt.Fprintf(o.IO.ErrOut, "%s.%s (lifecycle %s) spawned by manager %s: goal %s\n", a.Owner, a.Actor, a.UID, a.Executor.LifecycleUID, state)
+	switch {
+	case o.Detach && ctx.Err() != nil:
+		return fmt.Errorf("spawn %s: interrupted before its goal ended; it may still come up (`cotal ps`, `cotal stop --name %s`)", o.Name, o.Name)
+	case o.Detach || sp.State == manager.GoalFailed:
+		if err := printResult(o.IO, o.JSON, res); err != nil {
 			return err
 		}
+		return goalError(o.Name, sp)
 	}
-	return printStatus(o.IO, o.JSON, resp.Status)
+	row, err := waitEnd(ctx, ctl, o.Name)
+	if ctx.Err() != nil { // Ctrl-C: stop the agent rather than leave it behind
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopWait)
+		defer cancel()
+		row, err = stopAgent(sctx, ctl, o.Name)
+	}
+	if err != nil {
+		return noManager(err, ctl.Space)
+	}
+	res.Process = row
+	if err := printResult(o.IO, o.JSON, res); err != nil {
+		return err
+	}
+	if st := manager.State(row.Status); st == manager.StateEscalated || st == manager.StateFailed {
+		return fmt.Errorf("agent %s ended %s", o.Name, st)
+	}
+	return nil
 }
 
-func printStatus(io *iostreams.IOStreams, asJSON bool, st *manager.Status) error {
+// goalError reports a spawn goal that did not succeed, with its reason.
+func goalError(name string, sp *manager.Spawned) error {
+	var why struct {
+		Reason string `json:"reason"`
+	}
+	_ = json.Unmarshal(sp.Data, &why) // a goal without a reason is reported without one
+	switch sp.State {
+	case manager.GoalSucceeded:
+		return nil
+	case "":
+		return fmt.Errorf("spawn %s: its goal %s did not end in time; see `cotal ps`", name, sp.Acceptance.GoalID)
+	case manager.GoalUncertain:
+		return fmt.Errorf("spawn %s: goal %s is uncertain: %s", name, sp.Acceptance.GoalID, why.Reason)
+	}
+	return fmt.Errorf("spawn %s: goal %s %s: %s", name, sp.Acceptance.GoalID, sp.State, why.Reason)
+}
+
+// waitEnd polls the managers for the named agent until its process is done, and returns its
+// last row. An agent no manager knows any more, or a space no manager serves any more, has ended
+// too; a question that fails otherwise is asked again. It returns ctx's error when ctx ends.
+func waitEnd(ctx context.Context, ctl *factory.Control, name string) (*manager.Row, error) {
+	last := &manager.Row{Name: name, Status: "unknown"}
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		fctx, cancel := context.WithTimeout(ctx, findDeadline)
+		row, _, err := ctl.Manager.Find(fctx, ctl.Records, name)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return last, ctx.Err()
+		case err == nil:
+			last = row
+			if st := manager.State(row.Status); st != manager.StateRunning && st != manager.StateRestarting {
+				return row, nil
+			}
+		case isCode(err, wire.CodeNotFound, wire.CodeFailedPrecondition):
+			return last, nil
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// stopAgent despawns the named agent through the manager that runs it and returns its row once
+// stopped (the row before the stop if the manager cannot be asked again).
+func stopAgent(ctx context.Context, ctl *factory.Control, name string) (*manager.Row, error) {
+	row, err := ctl.Manager.Despawn(ctx, ctl.Records, name, true)
+	if err != nil {
+		return nil, fmt.Errorf("stop %s: %w", name, err)
+	}
+	if after, _, err := ctl.Manager.Find(ctx, ctl.Records, name); err == nil {
+		return after, nil
+	}
+	return row, nil
+}
+
+// isCode reports whether err is an *wire.EndpointError with one of codes.
+func isCode(err error, codes ...wire.ErrorCode) bool {
+	e, ok := errors.AsType[*wire.EndpointError](err)
+	return ok && slices.Contains(codes, e.Code)
+}
+
+// noManager explains an error that says no manager serves the space: an empty registry
+// (failed-precondition) or no responder on the manager's rail (unavailable, not executed).
+// Refusals become not-authorized; anything else is returned as it is.
+func noManager(err error, sp wire.Space) error {
+	if isCode(err, wire.CodeFailedPrecondition) || isCode(err, wire.CodeUnavailable) && endpoint.Outcome(err) == wire.OutcomeNotExecuted {
+		return fmt.Errorf("no supervisor serves space %s; start one with `cotal up` (without --no-manager) or `cotal supervise`: %w", sp, err)
+	}
+	return factory.Refusal(err)
+}
+
+func printResult(io *iostreams.IOStreams, asJSON bool, res *Result) error {
 	if asJSON {
-		return json.NewEncoder(io.Out).Encode(st)
+		return json.NewEncoder(io.Out).Encode(res)
 	}
-	fmt.Fprintf(io.Out, "%s (%s): %s", st.Name, st.Principal, st.State)
-	if st.PID != 0 {
-		fmt.Fprintf(io.Out, ", pid %d", st.PID)
+	a := res.Acceptance
+	if res.Process == nil {
+		state := res.State
+		if state == "" {
+			state = "still open"
+		}
+		fmt.Fprintf(io.Out, "%s (%s.%s, lifecycle %s): spawn %s\n", a.Name, a.Owner, a.Actor, a.UID, state)
+		return nil
 	}
-	if st.State != manager.StateRunning {
-		fmt.Fprintf(io.Out, ", exit %d after %d restarts", st.ExitCode, st.Restarts)
+	printRow(io, res.Process)
+	return nil
+}
+
+func printRow(io *iostreams.IOStreams, r *manager.Row) {
+	fmt.Fprintf(io.Out, "%s (%s): %s", r.Name, r.ID, r.Status)
+	if r.PID != 0 {
+		fmt.Fprintf(io.Out, ", pid %d", r.PID)
+	}
+	if r.InstanceID != "" {
+		fmt.Fprintf(io.Out, ", manager %s", r.InstanceID)
 	}
 	fmt.Fprintln(io.Out)
-	return nil
 }
 
 // NewCmdStop returns the `cotal stop` command.
@@ -115,39 +273,56 @@ func NewCmdStop(f *factory.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stop --name NAME",
 		Short: "Stop a spawned agent: SIGTERM, then SIGKILL after a grace period; its lifecycle is retired",
-		Args:  cobra.NoArgs,
+		Long: "Ask the manager that runs agent NAME to stop it (despawn, in mode any, pinned to the\n" +
+			"lifecycle it runs), and print its row once stopped. An agent no manager runs is an error.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := agentflags.ValidName("--name", name); err != nil {
 				return err
 			}
-			d, _, sp, err := f.Mesh("")
+			ctl, err := f.Control(cmd.Context())
 			if err != nil {
 				return err
 			}
-			resp, err := manager.Call(cmd.Context(), d.SupervisorSocket(sp), manager.Request{Op: "stop", Name: name})
+			defer ctl.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), stopWait)
+			defer cancel()
+			row, err := stopAgent(ctx, ctl, name)
 			if err != nil {
-				return err
+				return noManager(err, ctl.Space)
 			}
-			return printStatus(f.IO, asJSON, resp.Status)
+			if asJSON {
+				return json.NewEncoder(f.IO.Out).Encode(row)
+			}
+			printRow(f.IO, row)
+			return nil
 		},
 	}
 	f.Target.Register(cmd.Flags())
 	cmd.Flags().StringVar(&name, "name", "", "the agent to stop (required)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agent's final status as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agent's row, as its manager reports it, as JSON")
 	return cmd
 }
 
 // NewCmdSupervise returns the `cotal supervise` command.
 func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 	var life time.Duration
+	var name string
 	cmd := &cobra.Command{
-		Use:   "supervise",
-		Short: "Run the supervisor beside a mesh started with `cotal up --no-manager`, until Ctrl-C",
-		Long: "Run the supervisor for one space of the running mesh: it holds the manager lease, answers\n" +
-			"the manager liveness plane and serves `cotal spawn`, `stop` and `ps`. On Ctrl-C it stops and\n" +
-			"retires the agents it spawned.",
+		Use:   "supervise [--name NAME]",
+		Short: "Run a manager beside the running mesh, until Ctrl-C",
+		Long: "Run a supervisor for one space of the running mesh: it serves the manager endpoint\n" +
+			"(status, ps, inspect, spawn, despawn, stop) as instance local.NAME, registered in the\n" +
+			"space's service registry, holds the manager lease and answers the manager liveness plane.\n" +
+			"`cotal spawn`, `stop` and `ps` reach it there. Several supervisors of different --name can\n" +
+			"serve one space (beside the one of `cotal up`, unless it ran with --no-manager); a second\n" +
+			"one of the same name on the same mesh directory is refused. On Ctrl-C it stops and retires\n" +
+			"the agents it spawned.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := agentflags.ValidName("--name", name); err != nil {
+				return err
+			}
 			if life < ledger.MinHeldLifetime {
 				return &exit.UsageError{Err: fmt.Errorf("--credential-lifetime %s: must be at least %s", life, ledger.MinHeldLifetime)}
 			}
@@ -159,12 +334,13 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(f.IO.ErrOut, "supervising space %s of %s; Ctrl-C stops\n", sp, st.URL)
-			return mesh.Supervise(cmd.Context(), d, l, life, slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
+			fmt.Fprintf(f.IO.ErrOut, "supervising space %s of %s as %s; Ctrl-C stops\n", sp, st.URL, name)
+			return mesh.Supervise(cmd.Context(), d, l, name, life, slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		},
 	}
 	cmd.Flags().StringVar(&f.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
 	cmd.Flags().StringVar(&f.Target.Space, "space", "", "the space agents are spawned into (default: the mesh's first)")
+	cmd.Flags().StringVar(&name, "name", mesh.ManagerActor, "the manager's name: its actor, and its instance in the mesh directory")
 	cmd.Flags().DurationVar(&life, "credential-lifetime", authority.DaemonLifetime, "lifetime of the supervisor's credential, renewed at two thirds of it")
 	return cmd
 }

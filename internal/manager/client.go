@@ -1,0 +1,298 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Following a spawn: the reference's caller waits at least 40 s for the terminal event, and 10 s
+// past an acceptance's readiness deadline.
+const (
+	followFloor = 40 * time.Second
+	followSlack = 10 * time.Second
+)
+
+// PsDeadline and PsReconcile bound a ps scatter, as the reference's CLI bounds it.
+const (
+	PsDeadline  = 8 * time.Second
+	PsReconcile = 3 * time.Second
+)
+
+// Client calls the manager endpoint of a space as one caller: the CLI's instrument, or an agent
+// holding the spawn capability. It is safe for concurrent use.
+type Client struct {
+	caller *endpoint.Caller
+	nc     *nats.Conn
+	space  wire.Space
+	me     wire.Lifecycle
+	// Any, when set, despawns in mode any (the operator's instrument); otherwise in mode owner,
+	// the caller's own owner.
+	Any bool
+}
+
+// NewClient returns a client on nc calling as me.
+func NewClient(nc *nats.Conn, space wire.Space, me wire.Lifecycle, name string) *Client {
+	return &Client{caller: endpoint.NewCaller(nc, space, me, name), nc: nc, space: space, me: me}
+}
+
+// Caller returns the client's endpoint caller.
+func (c *Client) Caller() *endpoint.Caller { return c.caller }
+
+// SpawnArgs are spawn's args, the contract's input. This manager reads name, agent (or
+// defaultAgent), role, cwd, the channel lists and launchOptions (its command and env: host launch
+// authority); it refuses the others by name as unimplemented.
+type SpawnArgs struct {
+	Name            string          `json:"name"`
+	Agent           string          `json:"agent,omitempty"`
+	DefaultAgent    string          `json:"defaultAgent,omitempty"`
+	Role            string          `json:"role,omitempty"`
+	Config          string          `json:"config,omitempty"`
+	Identity        string          `json:"identity,omitempty"`
+	Model           string          `json:"model,omitempty"`
+	Variant         string          `json:"variant,omitempty"`
+	LaunchOptions   *LaunchOptions  `json:"launchOptions,omitempty"`
+	Resume          string          `json:"resume,omitempty"`
+	ContinueSession string          `json:"continueSession,omitempty"`
+	Events          bool            `json:"events,omitempty"`
+	Cwd             string          `json:"cwd,omitempty"`
+	Prompt          string          `json:"prompt,omitempty"`
+	Subscribe       []string        `json:"subscribe,omitempty"`
+	AllowSubscribe  []string        `json:"allowSubscribe,omitempty"`
+	AllowPublish    []string        `json:"allowPublish,omitempty"`
+	ShareTools      string          `json:"shareTools,omitempty"`
+	Supervise       json.RawMessage `json:"supervise,omitempty"`
+}
+
+// LaunchOptions carry a raw command: host launch authority. The contract leaves launchOptions
+// free-form; this manager reads these two members.
+type LaunchOptions struct {
+	Command []string `json:"command,omitempty"`
+	Env     []string `json:"env,omitempty"`
+}
+
+// Acceptance is spawn's reply: the agent's lifecycle, the goal that follows its readiness and the
+// incarnation that executes it.
+type Acceptance struct {
+	Name                string   `json:"name"`
+	Owner               string   `json:"owner"`
+	Actor               string   `json:"actor"`
+	UID                 string   `json:"uid"`
+	GoalID              string   `json:"goalId"`
+	Fingerprint         string   `json:"fingerprint"`
+	ReadinessDeadlineMs int64    `json:"readinessDeadlineMs,omitempty"`
+	Executor            Executor `json:"executor"`
+}
+
+// Executor is the manager incarnation that accepted a spawn.
+type Executor struct {
+	LifecycleUID string `json:"lifecycleUid"`
+	Epoch        int64  `json:"epoch"`
+}
+
+// Spawned is a spawn followed to its end: the acceptance, the goal's terminal state and its data.
+// State is empty when the follow ended first.
+type Spawned struct {
+	Acceptance Acceptance
+	State      string
+	Data       json.RawMessage
+}
+
+// Spawn asks any manager of the space to spawn an agent and follows the goal until it is terminal
+// or ctx ends (a Spawned with no State). The progress subscription is in place before the request
+// leaves, so no event is missed.
+func (c *Client) Spawn(ctx context.Context, args SpawnArgs) (*Spawned, error) {
+	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, "")
+	if err != nil {
+		return nil, err
+	}
+	events := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(c.space.GoalProgressFilter(wire.ManagerEndpoint, c.me), events)
+	if err != nil {
+		return nil, fmt.Errorf("follow spawn goals: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }() // the follow is over either way
+	call, err := r.Call(CommandSpawn, args)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := c.caller.Call(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	out := &Spawned{}
+	if err := json.Unmarshal(reply.Data, &out.Acceptance); err != nil {
+		return nil, fmt.Errorf("spawn: the acceptance does not decode: %w", err)
+	}
+	follow := max(followFloor, time.Duration(out.Acceptance.ReadinessDeadlineMs)*time.Millisecond+followSlack)
+	fctx, cancel := context.WithTimeout(ctx, follow)
+	defer cancel()
+	for {
+		select {
+		case <-fctx.Done():
+			return out, nil
+		case msg := <-events:
+			var ev ProgressEvent
+			if json.Unmarshal(msg.Data, &ev) != nil || ev.GoalID != out.Acceptance.GoalID || !ev.IsTerminalPhase() {
+				continue
+			}
+			out.State, out.Data = ev.State, ev.Data
+			return out, nil
+		}
+	}
+}
+
+// Find asks the managers of the space for the named agent and returns its row and the instance
+// that runs it; not-found when none does. With the registry (records) it scatters inspect to
+// every manager; without it (an agent, which cannot read the registry) it asks whichever manager
+// answers the class rail.
+func (c *Client) Find(ctx context.Context, records jetstream.KeyValue, name string) (*Row, wire.LifecycleUID, error) {
+	args := map[string]string{"name": name}
+	if records == nil {
+		r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, "")
+		if err != nil {
+			return nil, "", err
+		}
+		call, err := r.Call(CommandInspect, args)
+		if err != nil {
+			return nil, "", err
+		}
+		reply, err := c.caller.Call(ctx, call)
+		if err != nil {
+			return nil, "", err
+		}
+		row, err := decodeRow(name, reply.Data)
+		return row, reply.From.Instance, err
+	}
+	g, err := c.scatter(ctx, records, CommandInspect, args, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	for id, r := range g.Replies {
+		if r.OK {
+			row, err := decodeRow(name, r.Data)
+			return row, id, err
+		}
+	}
+	return nil, "", wire.NewEndpointError(wire.CodeNotFound, wire.OutcomeNotExecuted, "no manager of space %s runs an agent %s", c.space, name)
+}
+
+func decodeRow(name string, data json.RawMessage) (*Row, error) {
+	var row Row
+	if err := json.Unmarshal(data, &row); err != nil {
+		return nil, fmt.Errorf("inspect %s: the row does not decode: %w", name, err)
+	}
+	return &row, nil
+}
+
+// Despawn stops the named agent on the manager that runs it (Find), pinned to the lifecycle
+// found: on that instance's rail with the registry, on the class rail without it.
+func (c *Client) Despawn(ctx context.Context, records jetstream.KeyValue, name string, graceful bool) (*Row, error) {
+	row, instance, err := c.Find(ctx, records, name)
+	if err != nil {
+		return nil, err
+	}
+	p, err := wire.ParsePrincipal(row.ID)
+	if err != nil {
+		return nil, fmt.Errorf("despawn %s: %w", name, err)
+	}
+	pinned := wire.LifecycleUID("")
+	if records != nil {
+		pinned = instance
+	}
+	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, pinned)
+	if err != nil {
+		return nil, err
+	}
+	call, err := r.Call(CommandDespawn, map[string]bool{"graceful": graceful})
+	if err != nil {
+		return nil, err
+	}
+	if records != nil {
+		call.Address, call.Instance = wire.AddressInst, instance
+	}
+	call.Mode = wire.ModeOwner
+	if c.Any {
+		call.Mode = wire.ModeAny
+	}
+	call.Target = &wire.Target{Owner: p.Owner(), Actor: p.Actor(), LifecycleUID: row.LifecycleUID}
+	if _, err := c.caller.Call(ctx, call); err != nil {
+		return nil, err
+	}
+	return row, nil
+}
+
+// Stop asks the manager that spawned the caller to stop it (mode self): an agent stopping itself.
+func (c *Client) Stop(ctx context.Context, graceful bool) error {
+	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, "")
+	if err != nil {
+		return err
+	}
+	call, err := r.Call(CommandStop, map[string]bool{"graceful": graceful})
+	if err != nil {
+		return err
+	}
+	call.Mode = wire.ModeSelf
+	_, err = c.caller.Call(ctx, call)
+	return err
+}
+
+// Ps gathers every manager's agents: the scatter's replies, classified (missing, churn,
+// unexpected, late).
+func (c *Client) Ps(ctx context.Context, records jetstream.KeyValue) (*endpoint.Gather, error) {
+	ctx, cancel := context.WithTimeout(ctx, PsDeadline)
+	defer cancel()
+	return c.scatter(ctx, records, CommandPs, nil, PsReconcile)
+}
+
+// scatter sends command to every registered manager, pinned to the contract one of them
+// describes.
+func (c *Client) scatter(ctx context.Context, records jetstream.KeyValue, command string, args any, reconcile time.Duration) (*endpoint.Gather, error) {
+	expected, err := endpoint.Instances(ctx, records, wire.ManagerEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, "")
+	if err != nil {
+		return nil, err
+	}
+	call, err := r.Call(command, args)
+	if err != nil {
+		return nil, err
+	}
+	return c.caller.Scatter(ctx, call, expected, reconcile)
+}
+
+// Rows decodes the rows of a ps gather's replies (in-time and late), and returns them with the
+// instance each came from.
+func Rows(g *endpoint.Gather) ([]Row, error) {
+	var rows []Row
+	var errs []error
+	add := func(r *endpoint.Reply) {
+		if !r.OK {
+			errs = append(errs, fmt.Errorf("manager %s: %w", r.From.Instance, r.Error))
+			return
+		}
+		var batch []Row
+		if err := json.Unmarshal(r.Data, &batch); err != nil {
+			errs = append(errs, fmt.Errorf("manager %s: the rows do not decode: %w", r.From.Instance, err))
+			return
+		}
+		rows = append(rows, batch...)
+	}
+	for _, r := range g.Replies {
+		add(r)
+	}
+	for _, r := range g.Late {
+		add(r)
+	}
+	return rows, errors.Join(errs...)
+}

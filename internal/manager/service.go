@@ -1,0 +1,368 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/contract"
+	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/wire"
+)
+
+// The manager endpoint (SPEC §13.2–§13.6): the supervisor's commands served on the ep rails, so
+// any host holding a credential with the capability can spawn, list and stop agents, and an agent
+// can stop itself. spawn is a goal: its reply is the acceptance (goalId = the request id), its
+// progress rides epe, and its terminal result is a create-only fact on epf, written once the
+// agent is present (succeeded), has exited (failed), or its 30 s readiness deadline passed
+// (uncertain).
+
+// ReadinessDeadline is how long a spawned agent has to become present (SPEC §13.6: 30 s).
+const ReadinessDeadline = 30 * time.Second
+
+// The goal states a spawn's terminal fact carries (SPEC §13.6).
+const (
+	GoalSucceeded = "succeeded"
+	GoalFailed    = "failed"
+	GoalUncertain = "uncertain"
+)
+
+// The progress phases of a spawn goal, in order, as the reference emits them.
+const (
+	phaseHandoff  = "handoff"
+	phaseLaunched = "launched"
+	phasePresence = "presence"
+	phaseTerminal = "terminal"
+)
+
+// ServiceConfig is what a Service serves.
+type ServiceConfig struct {
+	// Conn is the serving connection: a credential with the manager's serve rows at Epoch.
+	Conn     *nats.Conn
+	Space    wire.Space
+	Instance wire.LifecycleUID
+	Epoch    int64
+	// Owner is the manager's owner token (its descriptor's owner).
+	Owner string
+	// HostLaunch reports whether a caller may spawn a raw command (launchOptions.command): host
+	// launch authority, which only the mesh operator's instrument holds.
+	HostLaunch func(ctx context.Context, caller wire.Lifecycle) bool
+	// Readiness is the readiness deadline; zero means ReadinessDeadline.
+	Readiness time.Duration
+	Log       *slog.Logger
+}
+
+// Service serves one supervisor as the manager endpoint. Create it with Serve; Stop ends it.
+type Service struct {
+	sup      *Supervisor
+	cfg      ServiceConfig
+	js       jetstream.JetStream
+	presence jetstream.KeyValue
+	started  time.Time
+	host     string
+	srv      *endpoint.Server
+	reg      *endpoint.Registration
+
+	ctx    context.Context // ends at Stop: the goal followers
+	cancel context.CancelFunc
+	goals  chan struct{} // one slot per goal follower; Stop waits for them all
+}
+
+// maxGoals bounds the spawn goals followed at once.
+const maxGoals = 256
+
+// Serve publishes the manager's contract, registers the instance in the space's service
+// registry and serves its commands on cfg.Conn.
+func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, error) {
+	if cfg.Readiness <= 0 {
+		cfg.Readiness = ReadinessDeadline
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HostLaunch == nil {
+		cfg.HostLaunch = func(context.Context, wire.Lifecycle) bool { return false }
+	}
+	cluster, err := Contract()
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	presence, err := js.KeyValue(ctx, string(cfg.Space.PresenceBucket()))
+	if err != nil {
+		return nil, fmt.Errorf("open presence: %w", err)
+	}
+	records, err := js.KeyValue(ctx, string(cfg.Space.RecordsBucket()))
+	if err != nil {
+		return nil, fmt.Errorf("open the records bucket: %w", err)
+	}
+	host, _ := os.Hostname()
+	svc := &Service{sup: s, cfg: cfg, js: js, presence: presence, started: time.Now(), host: host, goals: make(chan struct{}, maxGoals)}
+	svc.ctx, svc.cancel = context.WithCancel(context.Background())
+
+	if err := contract.Publish(ctx, js, cfg.Space, cluster.Artifacts); err != nil {
+		return nil, fmt.Errorf("publish the manager's contract: %w", err)
+	}
+	handlers := map[string]endpoint.Handler{
+		CommandStatus: svc.status, CommandPs: svc.ps, CommandInspect: svc.inspect,
+		CommandSpawn: svc.spawn, CommandDespawn: svc.despawn, CommandStop: svc.stop,
+	}
+	var cmds []endpoint.Command
+	var names []string
+	for _, c := range cluster.Document.Commands {
+		sch := cluster.Schemas[c.Name]
+		cmds = append(cmds, endpoint.Command{Name: c.Name, Class: c.Class, Modes: c.Modes, InputDigest: c.InputDigest, OutputDigest: c.OutputDigest,
+			Input: sch.Input, Output: sch.Output, Handle: handlers[c.Name]})
+		names = append(names, c.Name)
+	}
+	doc, _ := json.Marshal(cluster.Document) // always encodes
+	svc.srv, err = endpoint.Serve(cfg.Conn, endpoint.Config{
+		Space: cfg.Space, Endpoint: wire.ManagerEndpoint, Owner: cfg.Owner, Instance: cfg.Instance, Epoch: cfg.Epoch, Commands: cmds,
+		Clusters: []endpoint.Cluster{{Digest: cluster.Closure.Digest, Commands: names, Document: doc}}, Log: cfg.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	svc.reg, err = endpoint.Register(ctx, records, cfg.Instance, cfg.Epoch, endpoint.ServiceSpec{
+		Endpoint: string(wire.ManagerEndpoint), Owner: cfg.Owner, ClusterDigests: []string{cluster.Closure.Digest}, Protocol: endpoint.Protocol{V: 1},
+	})
+	if err != nil {
+		_ = svc.srv.Stop(ctx)
+		return nil, err
+	}
+	return svc, nil
+}
+
+// Stop deregisters the instance, stops serving and waits for the goal followers.
+func (svc *Service) Stop(ctx context.Context) error {
+	err := svc.reg.Deregister(ctx, svc.cfg.Epoch)
+	err = errors.Join(err, svc.srv.Stop(ctx))
+	svc.cancel()
+	for range maxGoals {
+		select {
+		case svc.goals <- struct{}{}:
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		}
+	}
+	return err
+}
+
+// Row is one agent as a manager reports it in ps and inspect: the reference's AGENT_ROW.
+type Row struct {
+	Name         string `json:"name"`
+	ID           string `json:"id"`
+	Role         string `json:"role,omitempty"`
+	Agent        string `json:"agent"`
+	Space        string `json:"space"`
+	Mode         string `json:"mode"`
+	Status       string `json:"status"`
+	UptimeMs     int64  `json:"uptimeMs"`
+	Mesh         string `json:"mesh"`
+	LifecycleUID string `json:"lifecycleUid"`
+	Cwd          string `json:"cwd,omitempty"`
+	PID          int    `json:"pid,omitempty"`
+	InstanceID   string `json:"instanceId,omitempty"`
+	Host         string `json:"host,omitempty"`
+}
+
+// agentMode is the mode a row reports: every agent of this supervisor is a process it spawned.
+const agentMode = "process"
+
+func (svc *Service) row(st Status) Row {
+	agent := string(st.Agent)
+	if agent == "" {
+		agent = "command"
+	}
+	return Row{Name: st.Name, ID: st.Principal, Role: st.Role, Agent: agent, Space: string(svc.cfg.Space), Mode: agentMode,
+		Status: string(st.State), UptimeMs: time.Since(st.Started).Milliseconds(), Mesh: string(svc.cfg.Space),
+		LifecycleUID: string(st.LifecycleUID), Cwd: st.Dir, PID: st.PID, InstanceID: string(svc.cfg.Instance), Host: svc.host}
+}
+
+func (svc *Service) status(context.Context, *endpoint.Request) (any, error) {
+	live := 0
+	for _, st := range svc.sup.List() {
+		if st.State == StateRunning || st.State == StateRestarting {
+			live++
+		}
+	}
+	return map[string]any{
+		"instanceId": svc.cfg.Instance, "runtime": agentMode, "custody": "legacy", "agentCount": live,
+		"uptimeMs": time.Since(svc.started).Milliseconds(), "connectors": []any{}, "classSpawn": true,
+		"staticReconciliation": map[string]any{"state": "idle", "failures": []any{}},
+	}, nil
+}
+
+func (svc *Service) ps(context.Context, *endpoint.Request) (any, error) {
+	rows := []Row{}
+	for _, st := range svc.sup.List() {
+		rows = append(rows, svc.row(st))
+	}
+	return rows, nil
+}
+
+func (svc *Service) inspect(_ context.Context, req *endpoint.Request) (any, error) {
+	var args struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(req.Args(), &args); err != nil {
+		return nil, notExecuted(wire.CodeBadRequest, "args: %v", err)
+	}
+	st, ok := svc.sup.Lookup(args.Name)
+	if !ok {
+		return nil, notExecuted(wire.CodeNotFound, "this manager runs no agent %s", args.Name)
+	}
+	return svc.row(st), nil
+}
+
+func notExecuted(code wire.ErrorCode, format string, args ...any) *wire.EndpointError {
+	return wire.NewEndpointError(code, wire.OutcomeNotExecuted, format, args...)
+}
+
+// spec maps the args to a Spec, refusing what this manager does not implement by name.
+func (a *SpawnArgs) spec(hostLaunch bool) (Spec, *wire.EndpointError) {
+	for field, set := range map[string]bool{
+		"config": a.Config != "", "identity": a.Identity != "", "model": a.Model != "", "variant": a.Variant != "",
+		"resume": a.Resume != "", "continueSession": a.ContinueSession != "", "prompt": a.Prompt != "",
+		"shareTools": a.ShareTools != "", "supervise": len(a.Supervise) > 0,
+	} {
+		if set {
+			return Spec{}, notExecuted(wire.CodeUnimplemented, "this manager does not implement spawn's %s", field)
+		}
+	}
+	agent := a.Agent
+	if agent == "" {
+		agent = a.DefaultAgent
+	}
+	sp := Spec{Name: a.Name, Role: a.Role, Subscribe: a.Subscribe, AllowSubscribe: a.AllowSubscribe, AllowPublish: a.AllowPublish,
+		Agent: Harness(agent), Dir: a.Cwd}
+	if o := a.LaunchOptions; o != nil && (len(o.Command) > 0 || len(o.Env) > 0) {
+		if !hostLaunch {
+			return Spec{}, notExecuted(wire.CodePermissionDenied, "launchOptions.command and env are host launch authority, which the caller does not hold")
+		}
+		sp.Command, sp.Env = o.Command, o.Env
+	}
+	if err := sp.validate(); err != nil {
+		return Spec{}, notExecuted(wire.CodeBadRequest, "%v", err)
+	}
+	return sp, nil
+}
+
+func (svc *Service) spawn(ctx context.Context, req *endpoint.Request) (any, error) {
+	var args SpawnArgs
+	if err := json.Unmarshal(req.Args(), &args); err != nil {
+		return nil, notExecuted(wire.CodeBadRequest, "args: %v", err)
+	}
+	spec, refusal := args.spec(svc.cfg.HostLaunch(ctx, req.Caller()))
+	if refusal != nil {
+		return nil, refusal
+	}
+	fingerprint, err := wire.Fingerprint(req.Route, req.Envelope)
+	if err != nil {
+		return nil, notExecuted(wire.CodeBadRequest, "fingerprint: %v", err)
+	}
+	select {
+	case svc.goals <- struct{}{}:
+	default:
+		return nil, notExecuted(wire.CodeResourceExhausted, "this manager follows %d spawns already", maxGoals)
+	}
+	st, err := svc.sup.Spawn(ctx, spec)
+	if err != nil {
+		<-svc.goals
+		switch {
+		case errors.Is(err, ErrAlreadyExists):
+			return nil, notExecuted(wire.CodeAlreadyExists, "%v", err)
+		case errors.Is(err, ErrClosed):
+			return nil, notExecuted(wire.CodeUnavailable, "%v", err)
+		}
+		return nil, wire.NewEndpointError(wire.CodeInternal, wire.OutcomeUnknown, "spawn %s: %v", spec.Name, err)
+	}
+	p, _ := wire.ParsePrincipal(st.Principal) // the supervisor's own issue
+	g := &goal{svc: svc, caller: req.Caller(), id: req.Envelope.ID, fingerprint: fingerprint, name: spec.Name,
+		agent: wire.Lifecycle{Principal: p, UID: st.LifecycleUID}}
+	g.progress(phaseHandoff, "", nil)
+	go g.follow() // owned: holds a goals slot that Stop waits for
+	return Acceptance{Name: spec.Name, Owner: p.Owner(), Actor: p.Actor(), UID: string(st.LifecycleUID), GoalID: g.id,
+		Fingerprint: fingerprint, ReadinessDeadlineMs: svc.cfg.Readiness.Milliseconds(),
+		Executor: Executor{LifecycleUID: string(svc.cfg.Instance), Epoch: svc.cfg.Epoch}}, nil
+}
+
+// stopResult is despawn's and stop's reply.
+type stopResult struct {
+	Name     string `json:"name"`
+	Stopped  bool   `json:"stopped"`
+	Graceful bool   `json:"graceful"`
+}
+
+func gracefulOf(req *endpoint.Request) (bool, *wire.EndpointError) {
+	var args struct {
+		Graceful *bool `json:"graceful"`
+	}
+	if err := json.Unmarshal(req.Args(), &args); err != nil {
+		return false, notExecuted(wire.CodeBadRequest, "args: %v", err)
+	}
+	return args.Graceful == nil || *args.Graceful, nil
+}
+
+// despawn stops the target agent, which must be the lifecycle the caller names: a request for a
+// predecessor of the name is expired, and the running agent is left alone.
+func (svc *Service) despawn(ctx context.Context, req *endpoint.Request) (any, error) {
+	graceful, refusal := gracefulOf(req)
+	if refusal != nil {
+		return nil, refusal
+	}
+	t := req.Envelope.Target
+	st, ok := svc.sup.Lookup(t.Actor)
+	if !ok || st.Principal != t.Owner+"."+t.Actor {
+		return nil, notExecuted(wire.CodeNotFound, "this manager runs no agent %s.%s", t.Owner, t.Actor)
+	}
+	if string(st.LifecycleUID) != t.LifecycleUID {
+		return nil, notExecuted(wire.CodeExpired, "%s is now lifecycle %s, not %s", t.Actor, st.LifecycleUID, t.LifecycleUID)
+	}
+	if err := svc.sup.StopAgent(ctx, t.Actor, graceful); err != nil {
+		return nil, wire.NewEndpointError(wire.CodeInternal, wire.OutcomeUnknown, "stop %s: %v", t.Actor, err)
+	}
+	return stopResult{Name: t.Actor, Stopped: true, Graceful: graceful}, nil
+}
+
+// stop is an agent stopping itself: the caller's own lifecycle (the subject's triple). The reply
+// goes out before the stop, which would end the caller.
+func (svc *Service) stop(_ context.Context, req *endpoint.Request) (any, error) {
+	graceful, refusal := gracefulOf(req)
+	if refusal != nil {
+		return nil, refusal
+	}
+	me := req.Caller()
+	st, ok := svc.sup.Lookup(me.Principal.Actor())
+	if !ok || st.Principal != me.Principal.String() || st.LifecycleUID != me.UID {
+		return nil, notExecuted(wire.CodeNotFound, "this manager did not spawn %s", me)
+	}
+	select {
+	case svc.goals <- struct{}{}:
+	default:
+		return nil, notExecuted(wire.CodeResourceExhausted, "this manager is busy")
+	}
+	go func() { // owned: holds a goals slot that Stop waits for
+		defer func() { <-svc.goals }()
+		time.Sleep(stopReplyGrace) // let the reply reach the caller first
+		ctx, cancel := context.WithTimeout(svc.ctx, time.Minute)
+		defer cancel()
+		if err := svc.sup.StopAgent(ctx, me.Principal.Actor(), graceful); err != nil {
+			svc.cfg.Log.Warn("stop an agent at its request", "agent", me, "err", err)
+		}
+	}()
+	return stopResult{Name: me.Principal.Actor(), Stopped: true, Graceful: graceful}, nil
+}
+
+// stopReplyGrace is how long a self-stop waits for its reply to leave before it signals.
+const stopReplyGrace = 100 * time.Millisecond

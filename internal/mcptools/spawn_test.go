@@ -1,0 +1,117 @@
+package mcptools_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/meshtest"
+)
+
+// harnessEnv makes the test binary act as a spawned agent harness: it joins the mesh on its
+// launch material and stays present until SIGTERM.
+const harnessEnv = "COTAL_MCPTOOLS_TEST_HARNESS"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(harnessEnv) == "1" {
+		os.Exit(harness())
+	}
+	os.Exit(m.Run())
+}
+
+func harness() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	raw, err := os.ReadFile(os.Getenv(manager.LaunchMaterialEnv))
+	if err != nil {
+		return 2
+	}
+	var m manager.Material
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return 3
+	}
+	c, err := cotal.Connect(ctx, m.URL, cotal.WithCreds(m.Creds))
+	if err != nil {
+		return 4
+	}
+	<-ctx.Done()
+	cctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_ = c.Close(cctx) // exiting either way
+	return 0
+}
+
+// fakeClaude puts a "claude" first on PATH that runs this test binary as a harness, so the
+// manager's claude preset starts something that joins the mesh.
+func fakeClaude(t *testing.T) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	script := "#!/bin/sh\n" + harnessEnv + "=1 exec '" + exe + "'\n"
+	if err := os.WriteFile(filepath.Join(bin, "claude"), []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+// TestMCPSpawn drives cotal_spawn and cotal_despawn against the manager of a real mesh: an agent
+// without the spawn capability is refused by the broker, one with it spawns an agent that comes
+// up, stops it, and may not stop itself when no manager spawned it.
+func TestMCPSpawn(t *testing.T) {
+	fakeClaude(t)
+	m := meshtest.Start(t, meshtest.WithDaemons())
+
+	plain, _ := sessionAs(t, m, ledger.Request{Name: "plain"})
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"cotal_spawn", map[string]any{"name": "helper", "agent": "claude"}},
+		{"cotal_despawn", map[string]any{"name": "helper"}},
+	} {
+		if got := call(t, plain, tc.tool, tc.args, true); !strings.Contains(got, "permission-denied: the broker refused") {
+			t.Errorf("%s without the spawn capability: %s", tc.tool, got)
+		}
+	}
+	boss, _ := sessionAs(t, m, ledger.Request{Name: "boss", Capabilities: []string{authority.CapabilitySpawn}})
+	if got := call(t, boss, "cotal_orientation", nil, false); !strings.Contains(got, "Capabilities: spawn") {
+		t.Errorf("orientation: %s", got)
+	}
+	got := call(t, boss, "cotal_spawn", map[string]any{"name": "helper", "agent": "claude", "subscribe": []string{"general"}}, false)
+	if !strings.Contains(got, "spawned local.helper") || !strings.Contains(got, manager.GoalSucceeded) {
+		t.Fatalf("cotal_spawn: %s", got)
+	}
+	if got := call(t, boss, "cotal_spawn", map[string]any{"name": "helper", "agent": "claude"}, true); !strings.Contains(got, "already-exists") {
+		t.Errorf("a second spawn of a running name: %s", got)
+	}
+	if got := call(t, boss, "cotal_despawn", map[string]any{"name": "helper"}, false); !strings.Contains(got, "stopped helper (local.helper") {
+		t.Errorf("cotal_despawn helper: %s", got)
+	}
+	if got := call(t, boss, "cotal_despawn", nil, true); !strings.Contains(got, "not-found") {
+		t.Errorf("cotal_despawn of an agent no manager spawned: %s", got)
+	}
+	meshtest.Eventually(t, wait, "helper's credential to be retired", func() bool {
+		rows, err := m.Ledger("").Credentials(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Principal == "local.helper" && r.State == authority.CredActive {
+				return false
+			}
+		}
+		return true
+	})
+}
