@@ -91,6 +91,9 @@ const (
 	DetailUnboundResponder = "ai.cotal.ep.unbound-responder"
 	// DetailLifecycleBlocked marks a refusal because a lifecycle barrier holds the target.
 	DetailLifecycleBlocked = "ai.cotal.ep.lifecycle-blocked"
+	// DetailGoalOutcome attaches a settled goal's terminal fact (member "outcome") to the
+	// failed-precondition of a cancel that came too late (SPEC §13.6: the cached outcome).
+	DetailGoalOutcome = "ai.cotal.ep.goal-outcome"
 )
 
 // ErrorDetail is one entry of an error's details: a reverse-DNS Kind and the entry's other

@@ -155,6 +155,8 @@ func (r rowsFor) agentEndpoint() (pub, sub []string) {
 			one(mgr, cmdSpawn),
 			one(mgr, cmdDespawn, string(wire.ModeOwner), o),
 			one(mgr, cmdAttach, string(wire.ModeOwner), o),
+			// The reserved cancel of its own spawn goals, on the accepting instance's rail.
+			r.s.RequestGrant(l, "", wire.AddressInst, mgr, "*", wire.CommandCancel),
 		)
 		for _, c := range []string{cmdDefinePersona, cmdInspect, cmdListPersonas, cmdShowPersona} {
 			pub = append(pub, one(mgr, c))

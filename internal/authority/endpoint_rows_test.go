@@ -75,6 +75,7 @@ func TestAgentEndpointRows(t *testing.T) {
 		S + "ep.one.manager.inspect." + c + ".*",
 		S + "ep.one.manager.list-personas." + c + ".*",
 		S + "ep.one.manager.show-persona." + c + ".*",
+		S + "ep.inst.manager.*.cancel." + c + ".*",
 	}
 	progress := S + "epe.manager.*.*.goal." + c + ".>"
 	g := sampleGrant(t)

@@ -149,6 +149,9 @@ func TestEndpointCommands(t *testing.T) {
 		{"mode on an untargeted command", []string{"invoke", "manager", "ps", "--mode", "any", "--target", target}, exit.Usage, "not targeted"},
 		{"bad instance", []string{"invoke", "manager", "ps", "--instance", "x"}, exit.Usage, "--instance"},
 		{"no timeout", []string{"invoke", "manager", "ps", "--timeout", "0s"}, exit.Usage, "--timeout"},
+		{"cancel without a goal", []string{"invoke", "manager", "cancel"}, exit.Usage, "--goal"},
+		{"a goal on another command", []string{"invoke", "manager", "ps", "--goal", "g1"}, exit.Usage, "--goal"},
+		{"a bad goal", []string{"invoke", "manager", "cancel", "--goal", "a.b"}, exit.Usage, "--goal"},
 		{"describe a bad endpoint", []string{"describe", "a_b"}, exit.Usage, "ENDPOINT"},
 		{"describe no endpoint", []string{"describe", "com.acme.none"}, exit.Failed, "no responders"},
 	} {
@@ -211,5 +214,28 @@ func TestTwoSupervisors(t *testing.T) {
 	}
 	if code, _, stderr := run(t, "supervise", "--dir", dir, "--name", "bad.name"); code != exit.Usage || !strings.Contains(stderr, "--name") {
 		t.Errorf("supervise --name bad.name: exit %d, %s", code, stderr)
+	}
+}
+
+// TestInvokeCancel follows a spawn goal that never becomes ready past --timeout, then cancels it
+// with the reserved cancel command: the goal ends cancelled, and a second cancel is refused with
+// the outcome it reached.
+func TestInvokeCancel(t *testing.T) {
+	dir := upMesh(t)
+	args := `{"name":"slow","launchOptions":{"command":["sleep","600"]}}`
+	code, res, stderr := invoke(t, "manager", "spawn", "--dir", dir, "--args", args, "--timeout", "2s")
+	if code != exit.Failed || !res.OK || res.GoalID == "" || res.State != "" {
+		t.Fatalf("a spawn still open at --timeout: exit %d, %+v %s", code, res, stderr)
+	}
+	code, res, stderr = invoke(t, "manager", "cancel", "--dir", dir, "--goal", res.GoalID, "--args", `{"mode":"terminate"}`)
+	if code != exit.OK || !res.OK || res.State != manager.GoalCancelled {
+		t.Fatalf("cancel: exit %d, %+v %s", code, res, stderr)
+	}
+	code, again, stderr := invoke(t, "manager", "cancel", "--dir", dir, "--goal", res.GoalID)
+	if code != exit.Failed || again.OK || again.Error == nil || again.Error.Code != wire.CodeFailedPrecondition || !again.Error.HasDetail(wire.DetailGoalOutcome) {
+		t.Fatalf("a second cancel: exit %d, %+v %s", code, again, stderr)
+	}
+	if rows := psRows(t, dir); rows["local.slow"].Process != nil && rows["local.slow"].Process.Status == string(manager.StateRunning) {
+		t.Fatalf("the cancelled spawn's agent still runs: %+v", rows["local.slow"].Process)
 	}
 }

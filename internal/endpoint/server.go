@@ -62,6 +62,10 @@ type Config struct {
 	Commands []Command
 	// Clusters are the descriptor's clusters, answered by describe.
 	Clusters []Cluster
+	// Cancel, when set, serves the reserved cancel command (SPEC §13.6) for the endpoint's goals:
+	// it is called with the goal the request names (Envelope.GoalID, scoped to the caller) and
+	// the mode (CancelGraceful or CancelTerminate), and answers with whatever terminal state won.
+	Cancel func(ctx context.Context, r *Request, mode string) (any, error)
 	// MaxInFlight bounds the requests handled at once (default 64); beyond it a request is
 	// refused resource-exhausted.
 	MaxInFlight int
@@ -146,7 +150,7 @@ func Serve(nc *nats.Conn, cfg Config) (*Server, error) {
 		if err := wire.ValidateCommand(c.Name); err != nil {
 			return nil, err
 		}
-		if c.Name == wire.CommandDescribe || s.commands[c.Name] != nil {
+		if c.Name == wire.CommandDescribe || c.Name == wire.CommandCancel || s.commands[c.Name] != nil {
 			return nil, fmt.Errorf("command %q is reserved or declared twice", c.Name)
 		}
 		if c.Handle == nil || c.Input == nil || c.Output == nil || !wire.IsDigest(c.InputDigest) || !wire.IsDigest(c.OutputDigest) {
@@ -161,6 +165,13 @@ func Serve(nc *nats.Conn, cfg Config) (*Server, error) {
 			}
 		}
 		s.commands[c.Name] = c
+	}
+	if cfg.Cancel != nil {
+		s.commands[wire.CommandCancel] = &Command{Name: wire.CommandCancel, Class: wire.ClassEphemeral, Input: cancelArgs{}, Output: anyValue{},
+			Handle: func(ctx context.Context, r *Request) (any, error) {
+				mode, _ := cancelMode(r.Args()) // admitted: the args validated
+				return cfg.Cancel(ctx, r, mode)
+			}}
 	}
 	answer, err := json.Marshal(DescribeAnswer{Public: true, Descriptor: Descriptor{
 		Endpoint: string(cfg.Endpoint), Owner: cfg.Owner, Protocol: Protocol{V: 1}, Clusters: cfg.Clusters,
@@ -343,11 +354,21 @@ func (s *Server) admit(route wire.EndpointRoute, req *wire.EndpointRequest) (*Co
 	if req.Class != cmd.Class {
 		return refuse(wire.CodeClassMismatch, "%s is %s, not %s", cmd.Name, cmd.Class, req.Class)
 	}
-	if err := req.RequireDigests(); err != nil {
-		return nil, asEndpointError(err, wire.OutcomeNotExecuted)
-	}
-	if req.Op.InputDigest != cmd.InputDigest || req.Op.OutputDigest != cmd.OutputDigest {
-		return refuse(wire.CodeContractMismatch, "%s is served with input %s and output %s", cmd.Name, cmd.InputDigest, cmd.OutputDigest)
+	if cmd.Name == wire.CommandCancel {
+		// Reserved, like describe: in no contract, so pinned to no digests; it names its goal.
+		if req.Op.InputDigest != "" || req.Op.OutputDigest != "" {
+			return refuse(wire.CodeContractMismatch, "cancel carries no contract digests")
+		}
+		if req.GoalID == "" {
+			return refuse(wire.CodeBadRequest, "cancel names the goal it cancels in goalId")
+		}
+	} else {
+		if err := req.RequireDigests(); err != nil {
+			return nil, asEndpointError(err, wire.OutcomeNotExecuted)
+		}
+		if req.Op.InputDigest != cmd.InputDigest || req.Op.OutputDigest != cmd.OutputDigest {
+			return refuse(wire.CodeContractMismatch, "%s is served with input %s and output %s", cmd.Name, cmd.InputDigest, cmd.OutputDigest)
+		}
 	}
 	if b := req.Bind; b != nil {
 		switch {

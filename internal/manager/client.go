@@ -230,6 +230,25 @@ func (c *Client) Despawn(ctx context.Context, records jetstream.KeyValue, name s
 	return row, nil
 }
 
+// Cancel cancels a spawn goal the caller started, on the instance that accepted it and bound to
+// the epoch it accepted it at: mode is endpoint.CancelGraceful or endpoint.CancelTerminate. It
+// returns the terminal state that won (cancelled, or a completion that came first); a goal
+// already settled is a failed-precondition *wire.EndpointError carrying its outcome.
+func (c *Client) Cancel(ctx context.Context, a Acceptance, mode string) (*CancelResult, error) {
+	instance := wire.LifecycleUID(a.Executor.LifecycleUID)
+	call := endpoint.Call{Endpoint: wire.ManagerEndpoint, Command: wire.CommandCancel, Address: wire.AddressInst, Instance: instance,
+		GoalID: a.GoalID, Bind: &wire.Bind{InstanceID: string(instance), Epoch: a.Executor.Epoch}, Args: endpoint.CancelArgs{Mode: mode}}
+	reply, err := c.caller.Call(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	var out CancelResult
+	if err := json.Unmarshal(reply.Data, &out); err != nil {
+		return nil, fmt.Errorf("cancel %s: the reply does not decode: %w", a.GoalID, err)
+	}
+	return &out, nil
+}
+
 // Stop asks the manager that spawned the caller to stop it (mode self): an agent stopping itself.
 func (c *Client) Stop(ctx context.Context, graceful bool) error {
 	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, "")

@@ -74,12 +74,12 @@ var Contract = sync.OnceValues(func() (*contract.Cluster, error) {
 	return contract.NewCluster(ClusterURN, ClusterRevision, declarations()...)
 })
 
-// Commands returns the names of the commands the manager serves, in the contract's order: the
-// rows its serving credential holds.
+// Commands returns the names of the commands the manager serves, in the contract's order, and
+// the reserved cancel of its spawn goals: the rows its serving credential holds.
 func Commands() []string {
 	var out []string
 	for _, d := range declarations() {
 		out = append(out, d.Command.Name)
 	}
-	return out
+	return append(out, wire.CommandCancel)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -20,6 +21,29 @@ type goal struct {
 	fingerprint string
 	name        string
 	agent       wire.Lifecycle // what was spawned
+	cancel      chan string    // a cancel's mode; buffered, the first one counts
+	done        chan struct{}  // closed once result is set
+	result      *ResultFact    // the terminal fact this goal committed; set before done closes
+}
+
+// goalKey names a goal: its id, scoped to the caller that started it.
+type goalKey struct {
+	caller wire.Lifecycle
+	id     string
+}
+
+// goalRetention is how long a settled goal's outcome is kept to answer a late cancel (SPEC §13.6:
+// results are kept at least 24 h).
+const goalRetention = 24 * time.Hour
+
+// settled returns the goal's terminal fact, or nil while it is open.
+func (g *goal) settled() *ResultFact {
+	select {
+	case <-g.done:
+		return g.result
+	default:
+		return nil
+	}
 }
 
 // ProgressEvent is a spawn goal's progress on the event plane, as the reference publishes it:
@@ -77,15 +101,19 @@ func (g *goal) follow() {
 		return // the manager is stopping: its agents with it, and the goal stays open
 	}
 	raw, _ := json.Marshal(data) // maps of strings and numbers always encode
-	if err := g.commit(state, raw); err != nil {
+	fact, err := g.commit(state, raw)
+	if err != nil {
 		g.svc.cfg.Log.Error("record a spawn goal's result", "goal", g.id, "agent", g.agent, "err", err)
 	}
+	g.result = fact
+	close(g.done)
 	g.progress(phaseTerminal, state, raw)
 }
 
 // await returns succeeded once the agent's lifecycle is present, failed once its process is done
-// first, uncertain when the readiness deadline passes with neither, and "" when the manager
-// stops.
+// first, cancelled once a cancel has stopped the agent, uncertain when the readiness deadline
+// passes with none of these, and "" when the manager stops. Whichever comes first is the goal's
+// one terminal state.
 func (g *goal) await() (string, map[string]any) {
 	ctx, cancel := context.WithTimeout(g.svc.ctx, g.svc.cfg.Readiness)
 	defer cancel()
@@ -109,6 +137,14 @@ func (g *goal) await() (string, map[string]any) {
 			}
 			g.progress(phasePresence, "", nil)
 			return GoalSucceeded, who
+		case mode := <-g.cancel:
+			g.progress(phaseCancelling, "", nil)
+			graceful := mode != endpoint.CancelTerminate
+			if err := g.svc.sup.StopAgent(g.svc.ctx, g.name, graceful); err != nil && g.svc.ctx.Err() == nil {
+				g.svc.cfg.Log.Warn("stop a cancelled spawn's agent", "agent", g.agent, "err", err)
+			}
+			who["reason"] = fmt.Sprintf("cancelled by its caller (%s); the agent was stopped", mode)
+			return GoalCancelled, who
 		case <-done:
 			st, _ := g.svc.sup.Lookup(g.name)
 			who["reason"] = fmt.Sprintf("the agent's process ended (%s, exit %d) before it was present", st.State, st.ExitCode)
@@ -123,25 +159,102 @@ func (g *goal) await() (string, map[string]any) {
 	}
 }
 
-// commit writes the goal's terminal result fact create-only: if a fact is already there, the
-// first one wins and this one is dropped.
-func (g *goal) commit(state string, data json.RawMessage) error {
+// commit writes the goal's terminal result fact create-only and returns it: if a fact is already
+// there, the first one wins and this one is dropped. The fact is returned either way, so the
+// outcome a later cancel is answered with is the one this goal reached.
+func (g *goal) commit(state string, data json.RawMessage) (*ResultFact, error) {
 	outcome, err := wire.Digest(data)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	fact := &ResultFact{V: 1, GoalID: g.id, Fingerprint: g.fingerprint, State: state, OutcomeDigest: outcome, Data: data,
+		Committer: Committer{InstanceID: string(g.svc.cfg.Instance), Epoch: g.svc.cfg.Epoch}, TS: wire.MillisOf(time.Now())}
 	subject, err := g.svc.cfg.Space.FactSubject(wire.ManagerEndpoint, wire.GoalResultTopic(g.caller, g.id)...)
 	if err != nil {
-		return err
+		return fact, err
 	}
-	raw, _ := json.Marshal(ResultFact{V: 1, GoalID: g.id, Fingerprint: g.fingerprint, State: state, OutcomeDigest: outcome, Data: data,
-		Committer: Committer{InstanceID: string(g.svc.cfg.Instance), Epoch: g.svc.cfg.Epoch}, TS: wire.MillisOf(time.Now())}) // always encodes
+	raw, _ := json.Marshal(fact) // always encodes
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = g.svc.js.Publish(ctx, subject, raw, jetstream.WithExpectLastSequencePerSubject(0))
 	if apiErr, ok := errors.AsType[*jetstream.APIError](err); ok && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
 		g.svc.cfg.Log.Info("a spawn goal's result was already recorded; the first stands", "goal", g.id)
-		return nil
+		return fact, nil
 	}
-	return err
+	return fact, err
+}
+
+// cancelGoal is the reserved cancel command: the caller's own goal (its id, scoped to the
+// subject's caller; the operator's instrument, whose every CLI run is a fresh lifecycle, reaches
+// any goal of this manager by id) is asked to stop, and the reply is the terminal state that won, cancelled or
+// a completion that got there first. An unknown goal, or one already settled, is
+// failed-precondition; a settled one's outcome is attached as a DetailGoalOutcome detail.
+func (svc *Service) cancelGoal(ctx context.Context, req *endpoint.Request, mode string) (any, error) {
+	g := svc.goal(ctx, req.Caller(), req.Envelope.GoalID)
+	if g == nil {
+		return nil, notExecuted(wire.CodeFailedPrecondition, "this manager holds no goal %s of %s", req.Envelope.GoalID, req.Caller())
+	}
+	if fact := g.settled(); fact != nil {
+		return nil, settledRefusal(fact)
+	}
+	select {
+	case g.cancel <- mode:
+	default: // a cancel is already under way: this one waits for the same end
+	}
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+		return nil, wire.NewEndpointError(wire.CodeDeadlineExceeded, wire.OutcomeUnknown, "goal %s is cancelling; follow its progress for the end", g.id)
+	}
+	if g.result == nil {
+		return nil, wire.NewEndpointError(wire.CodeInternal, wire.OutcomeUnknown, "goal %s ended without a recorded result", g.id)
+	}
+	return CancelResult{GoalID: g.id, State: g.result.State}, nil
+}
+
+// goal returns the goal id that caller may cancel: its own, or for the operator's instrument
+// (host launch authority) any goal of this manager with that id; nil when there is none.
+func (svc *Service) goal(ctx context.Context, caller wire.Lifecycle, id string) *goal {
+	svc.mu.Lock()
+	g := svc.goalIndex[goalKey{caller: caller, id: id}]
+	svc.mu.Unlock()
+	if g != nil || !svc.cfg.HostLaunch(ctx, caller) {
+		return g
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	for k, other := range svc.goalIndex {
+		if k.id == id {
+			return other
+		}
+	}
+	return nil
+}
+
+// CancelResult is cancel's reply: the goal and the terminal state that won.
+type CancelResult struct {
+	GoalID string `json:"goalId"`
+	State  string `json:"state"`
+}
+
+// settledRefusal is the failed-precondition of a cancel that came after its goal settled, with
+// the cached outcome attached.
+func settledRefusal(fact *ResultFact) *wire.EndpointError {
+	e := notExecuted(wire.CodeFailedPrecondition, "goal %s is already %s", fact.GoalID, fact.State)
+	raw, _ := json.Marshal(fact) // always encodes
+	e.Details = append(e.Details, wire.ErrorDetail{Kind: wire.DetailGoalOutcome, Extra: map[string]json.RawMessage{"outcome": raw}})
+	return e
+}
+
+// track indexes a goal for cancel, and forgets the goals settled longer than goalRetention ago.
+func (svc *Service) track(g *goal) {
+	now := time.Now()
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	for k, old := range svc.goalIndex {
+		if f := old.settled(); f != nil && now.Sub(f.TS.Time()) > goalRetention {
+			delete(svc.goalIndex, k)
+		}
+	}
+	svc.goalIndex[goalKey{caller: g.caller, id: g.id}] = g
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -31,15 +32,17 @@ const ReadinessDeadline = 30 * time.Second
 const (
 	GoalSucceeded = "succeeded"
 	GoalFailed    = "failed"
+	GoalCancelled = "cancelled"
 	GoalUncertain = "uncertain"
 )
 
 // The progress phases of a spawn goal, in order, as the reference emits them.
 const (
-	phaseHandoff  = "handoff"
-	phaseLaunched = "launched"
-	phasePresence = "presence"
-	phaseTerminal = "terminal"
+	phaseHandoff    = "handoff"
+	phaseLaunched   = "launched"
+	phasePresence   = "presence"
+	phaseCancelling = "cancelling"
+	phaseTerminal   = "terminal"
 )
 
 // ServiceConfig is what a Service serves.
@@ -73,6 +76,9 @@ type Service struct {
 	ctx    context.Context // ends at Stop: the goal followers
 	cancel context.CancelFunc
 	goals  chan struct{} // one slot per goal follower; Stop waits for them all
+
+	mu        sync.Mutex
+	goalIndex map[goalKey]*goal // guarded by mu: the open goals, and the settled ones for goalRetention
 }
 
 // maxGoals bounds the spawn goals followed at once.
@@ -107,7 +113,8 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 		return nil, fmt.Errorf("open the records bucket: %w", err)
 	}
 	host, _ := os.Hostname()
-	svc := &Service{sup: s, cfg: cfg, js: js, presence: presence, started: time.Now(), host: host, goals: make(chan struct{}, maxGoals)}
+	svc := &Service{sup: s, cfg: cfg, js: js, presence: presence, started: time.Now(), host: host, goals: make(chan struct{}, maxGoals),
+		goalIndex: map[goalKey]*goal{}}
 	svc.ctx, svc.cancel = context.WithCancel(context.Background())
 
 	if err := contract.Publish(ctx, js, cfg.Space, cluster.Artifacts); err != nil {
@@ -129,6 +136,7 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 	svc.srv, err = endpoint.Serve(cfg.Conn, endpoint.Config{
 		Space: cfg.Space, Endpoint: wire.ManagerEndpoint, Owner: cfg.Owner, Instance: cfg.Instance, Epoch: cfg.Epoch, Commands: cmds,
 		Clusters: []endpoint.Cluster{{Digest: cluster.Closure.Digest, Commands: names, Document: doc}}, Log: cfg.Log,
+		Cancel: svc.cancelGoal,
 	})
 	if err != nil {
 		return nil, err
@@ -289,7 +297,8 @@ func (svc *Service) spawn(ctx context.Context, req *endpoint.Request) (any, erro
 	}
 	p, _ := wire.ParsePrincipal(st.Principal) // the supervisor's own issue
 	g := &goal{svc: svc, caller: req.Caller(), id: req.Envelope.ID, fingerprint: fingerprint, name: spec.Name,
-		agent: wire.Lifecycle{Principal: p, UID: st.LifecycleUID}}
+		agent: wire.Lifecycle{Principal: p, UID: st.LifecycleUID}, cancel: make(chan string, 1), done: make(chan struct{})}
+	svc.track(g)
 	g.progress(phaseHandoff, "", nil)
 	go g.follow() // owned: holds a goals slot that Stop waits for
 	return Acceptance{Name: spec.Name, Owner: p.Owner(), Actor: p.Actor(), UID: string(st.LifecycleUID), GoalID: g.id,

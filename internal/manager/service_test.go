@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -433,4 +434,77 @@ func stopOp(t *testing.T) map[string]any {
 	}
 	t.Fatal("the contract has no stop")
 	return nil
+}
+
+// acceptSpawn sends spawn and returns the acceptance without following the goal.
+func acceptSpawn(t *testing.T, mc *manager.Client, args manager.SpawnArgs) manager.Acceptance {
+	t.Helper()
+	r, err := mc.Caller().Describe(t.Context(), wire.ManagerEndpoint, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call, err := r.Call(manager.CommandSpawn, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := mc.Caller().Call(t.Context(), call)
+	if err != nil {
+		t.Fatalf("spawn %s: %v", args.Name, err)
+	}
+	var a manager.Acceptance
+	if err := json.Unmarshal(reply.Data, &a); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestServiceCancelGoal: cancel stops a spawn goal's agent and settles the goal cancelled; a
+// second cancel, or one after the goal succeeded, is failed-precondition with the cached
+// outcome; an agent finds only the goals it started.
+func TestServiceCancelGoal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.serve(t, "cotal_manager", 0)
+	mc, _, _ := operator(t, f.m)
+	cred, c := f.m.Agent(t, ledger.Request{Name: "nosy", Capabilities: []string{authority.CapabilitySpawn}})
+	other := manager.NewClient(c.Conn, f.m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}, "nosy")
+	ctx := t.Context()
+
+	a := acceptSpawn(t, mc, harnessArgs("slow", "sleep"))
+	if _, err := other.Cancel(ctx, a, endpoint.CancelTerminate); codeOf(err) != wire.CodeFailedPrecondition {
+		t.Fatalf("an agent's cancel of another caller's goal: %v", err)
+	}
+	res, err := mc.Cancel(ctx, a, endpoint.CancelTerminate)
+	if err != nil || res.GoalID != a.GoalID || res.State != manager.GoalCancelled {
+		t.Fatalf("cancel = %+v, %v", res, err)
+	}
+	if st, ok := f.sup.Lookup("slow"); !ok || st.State == manager.StateRunning {
+		t.Fatalf("a cancelled spawn's agent still runs: %+v", st)
+	}
+	_, err = mc.Cancel(ctx, a, endpoint.CancelGraceful)
+	if e, ok := errors.AsType[*wire.EndpointError](err); !ok || e.Code != wire.CodeFailedPrecondition || !e.HasDetail(wire.DetailGoalOutcome) ||
+		!strings.Contains(string(e.Details[0].Extra["outcome"]), `"state":"cancelled"`) {
+		t.Fatalf("a second cancel: %v", err)
+	}
+
+	got, err := mc.Spawn(ctx, harnessArgs("quick", "present"))
+	if err != nil || got.State != manager.GoalSucceeded {
+		t.Fatalf("spawn: %+v, %v", got, err)
+	}
+	_, err = mc.Cancel(ctx, got.Acceptance, endpoint.CancelGraceful)
+	if e, ok := errors.AsType[*wire.EndpointError](err); !ok || e.Code != wire.CodeFailedPrecondition || !strings.Contains(string(e.Details[0].Extra["outcome"]), `"state":"succeeded"`) {
+		t.Fatalf("a cancel after success: %v", err)
+	}
+	if st, ok := f.sup.Lookup("quick"); !ok || st.State != manager.StateRunning {
+		t.Fatalf("a refused cancel touched the agent: %+v", st)
+	}
+	// A cancel names its goal, and takes only a known mode.
+	call := endpoint.Call{Endpoint: wire.ManagerEndpoint, Command: wire.CommandCancel}
+	if _, err := mc.Caller().Call(ctx, call); codeOf(err) != wire.CodeBadRequest {
+		t.Fatalf("a cancel without a goal: %v", err)
+	}
+	call.GoalID, call.Args = got.Acceptance.GoalID, map[string]string{"mode": "now"}
+	if _, err := mc.Caller().Call(ctx, call); codeOf(err) != wire.CodeBadRequest {
+		t.Fatalf("a cancel in an unknown mode: %v", err)
+	}
 }

@@ -38,7 +38,9 @@ type InvokeOptions struct {
 	Mode            string
 	TargetLifecycle string
 	Instance        string
-	JSON            bool
+	// Goal is the goal the reserved cancel command cancels.
+	Goal string
+	JSON bool
 }
 
 // Result is what `cotal invoke --json` prints, exactly one object: the reply's fields (v, id,
@@ -72,7 +74,9 @@ func NewCmdInvoke(f *factory.Factory) *cobra.Command {
 			"takes --mode (one its contract admits) and, for every mode but self, --target naming the\n" +
 			"target lifecycle. --instance calls one instance on its own rail, bound to the epoch its\n" +
 			"describe answered at. When the reply starts a goal (its data carries a goalId), invoke\n" +
-			"follows the goal's progress until its terminal state or --timeout.\n\n" +
+			"follows the goal's progress until its terminal state or --timeout. The reserved command\n" +
+			"cancel stops a goal this operator started: --goal ID, and --args '{\"mode\":\"terminate\"}'\n" +
+			"(graceful by default); add --instance (the acceptance's executor) when several instances serve.\n\n" +
 			"Exit status: 0 when the command ran and its goal, if any, succeeded; 1 for an error reply,\n" +
 			"a failed goal (failed, uncertain, expired, cancelled) or a goal still open at --timeout;\n" +
 			"2 for bad flags or a mode the command does not admit; 4 when the broker or the endpoint\n" +
@@ -90,6 +94,7 @@ func NewCmdInvoke(f *factory.Factory) *cobra.Command {
 	fs.StringVar(&o.Mode, "mode", "", fmt.Sprintf("a targeted command's authorization mode, one of %q", wire.AuthzModes))
 	fs.StringVar(&o.TargetLifecycle, "target", "", "the target lifecycle of a targeted command, OWNER.ACTOR.UID")
 	fs.StringVar(&o.Instance, "instance", "", "call this instance (its whole id, as cotal endpoints prints it) on its own rail")
+	fs.StringVar(&o.Goal, "goal", "", "the goal the reserved cancel command cancels")
 	fs.BoolVar(&o.JSON, "json", false, "print the reply, its outcome and a goal's state as one JSON object")
 	return cmd
 }
@@ -101,6 +106,7 @@ type invocation struct {
 	args     json.RawMessage
 	mode     wire.AuthzMode
 	target   *wire.Target
+	goal     string
 }
 
 // parse validates the arguments and flags; each error is a usage error naming its flag.
@@ -121,6 +127,17 @@ func (o *InvokeOptions) parse() (*invocation, error) {
 			return usage("--args %q: not a JSON value", o.Args)
 		}
 		in.args = json.RawMessage(o.Args)
+	}
+	switch {
+	case o.Command == wire.CommandCancel && o.Goal == "":
+		return usage("cancel names the goal it cancels: add --goal ID")
+	case o.Command != wire.CommandCancel && o.Goal != "":
+		return usage("--goal is for the reserved cancel command, not %s", o.Command)
+	case o.Goal != "":
+		if err := wire.ValidateIDToken("--goal", o.Goal); err != nil {
+			return usage("%w", err)
+		}
+		in.goal = o.Goal
 	}
 	if o.Timeout <= 0 {
 		return usage("--timeout %s: must be positive", o.Timeout)
@@ -207,12 +224,17 @@ func (o *InvokeOptions) invoke(ctx context.Context, ctl *factory.Control, in *in
 	if in.args != nil {
 		args = in.args
 	}
-	call, err := r.Call(o.Command, args)
-	if err != nil {
-		return failed(err)
-	}
-	if err := in.admits(o.Command, r.Commands[o.Command]); err != nil {
-		return nil, err
+	var call endpoint.Call
+	if in.goal != "" {
+		// The reserved cancel is in no contract: no digests, and the goal named.
+		call = endpoint.Call{Endpoint: in.endpoint, Command: wire.CommandCancel, Args: args, GoalID: in.goal}
+	} else {
+		if call, err = r.Call(o.Command, args); err != nil {
+			return failed(err)
+		}
+		if err := in.admits(o.Command, r.Commands[o.Command]); err != nil {
+			return nil, err
+		}
 	}
 	call.ID, call.Mode, call.Target = res.ID, in.mode, in.target
 	if in.instance != "" {
@@ -231,6 +253,13 @@ func (o *InvokeOptions) invoke(ctx context.Context, ctl *factory.Control, in *in
 		return failed(err)
 	}
 	res.V, res.ID, res.OK, res.Data, res.Outcome = reply.V, reply.ID, true, reply.Data, wire.OutcomeExecuted
+	if in.goal != "" { // a cancel answers with the terminal state that won; nothing to follow
+		var won manager.CancelResult
+		if err := json.Unmarshal(reply.Data, &won); err == nil {
+			res.GoalID, res.State = won.GoalID, won.State
+		}
+		return nil, nil
+	}
 	if res.GoalID = goalOf(reply.Data); res.GoalID == "" {
 		return nil, nil
 	}
@@ -274,9 +303,12 @@ func follow(ctx context.Context, events <-chan *nats.Msg, goal string) *manager.
 // print writes a reply's data, and a goal's terminal data, to Out, and its outcome and a goal's
 // state to ErrOut.
 func (o *InvokeOptions) print(res *Result, goalData json.RawMessage) error {
-	if res.GoalID == "" {
+	switch {
+	case o.Goal != "":
+		fmt.Fprintf(o.IO.ErrOut, "%s cancel: goal %s is %s (outcome %s)\n", o.Endpoint, o.Goal, res.State, res.Outcome)
+	case res.GoalID == "":
 		fmt.Fprintf(o.IO.ErrOut, "%s %s: ok (outcome %s)\n", o.Endpoint, o.Command, res.Outcome)
-	} else {
+	default:
 		state := res.State
 		if state == "" {
 			state = "still open"
