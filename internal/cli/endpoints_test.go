@@ -239,3 +239,14 @@ func TestInvokeCancel(t *testing.T) {
 		t.Fatalf("the cancelled spawn's agent still runs: %+v", rows["local.slow"].Process)
 	}
 }
+
+// TestInvokeSpawnUncertain spawns a command that never joins the space: its goal settles
+// uncertain at the manager's 30 s readiness deadline, and invoke exits 1 naming it.
+func TestInvokeSpawnUncertain(t *testing.T) {
+	dir := upMesh(t)
+	args := `{"name":"mute","launchOptions":{"command":["sleep","600"]}}`
+	code, res, stderr := invoke(t, "manager", "spawn", "--dir", dir, "--args", args, "--timeout", "45s")
+	if code != exit.Failed || !res.OK || res.GoalID == "" || res.State != manager.GoalUncertain || !strings.Contains(stderr, "uncertain") {
+		t.Fatalf("a spawn that never becomes ready: exit %d, %+v %s", code, res, stderr)
+	}
+}
