@@ -444,6 +444,23 @@ func (s *AuthStore) ServingCredential(ctx context.Context, keys *SpaceKeys, sess
 	return s.releaseSession(ctx, keys, &os.Row, partyServing)
 }
 
+// CallerCredential releases the caller half of an active session to its holder, which must be
+// the lifecycle the row names: the trusted path a holder redeems a grant through once the session
+// was established for it. It never creates a session.
+func (s *AuthStore) CallerCredential(ctx context.Context, keys *SpaceKeys, sessionID string, holder wire.Lifecycle) (*Credential, error) {
+	os, err := s.Session(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if os == nil {
+		return nil, fmt.Errorf("no session %s", sessionID)
+	}
+	if os.Row.Holder.Principal != holder.Principal.String() || os.Row.Holder.LifecycleUID != holder.UID {
+		return nil, fmt.Errorf("session %s: %w: it is held by %s.%s", sessionID, ErrConflict, os.Row.Holder.Principal, os.Row.Holder.LifecycleUID)
+	}
+	return s.releaseSession(ctx, keys, &os.Row, partyCaller)
+}
+
 // SessionCloser is who presents a close: the holder, the serving instance, or the operator.
 // Exactly one of Holder, Serving or Operator is set; the auth path that authenticated the
 // presenter fills it in, never the request.

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal/internal/cli/agent"
+	"github.com/gocotal/cotal/internal/cli/attach"
 	"github.com/gocotal/cotal/internal/cli/bench"
 	"github.com/gocotal/cotal/internal/cli/channels"
 	"github.com/gocotal/cotal/internal/cli/console"
@@ -66,6 +67,8 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		spawn.NewCmdSpawn(f),
 		spawn.NewCmdStop(f),
 		spawn.NewCmdSupervise(f),
+		attach.NewCmdAttach(f),
+		attach.NewCmdInput(f),
 		endpoints.NewCmdEndpoints(f),
 		endpoints.NewCmdDescribe(f),
 		endpoints.NewCmdInvoke(f),

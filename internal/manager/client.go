@@ -49,7 +49,7 @@ func (c *Client) Caller() *endpoint.Caller { return c.caller }
 
 // SpawnArgs are spawn's args, the contract's input. This manager reads name, agent (or
 // defaultAgent), role, cwd, the channel lists and launchOptions (its command and env: host launch
-// authority); it refuses the others by name as unimplemented.
+// authority; its runtime); it refuses the others by name as unimplemented.
 type SpawnArgs struct {
 	Name            string          `json:"name"`
 	Agent           string          `json:"agent,omitempty"`
@@ -72,11 +72,13 @@ type SpawnArgs struct {
 	Supervise       json.RawMessage `json:"supervise,omitempty"`
 }
 
-// LaunchOptions carry a raw command: host launch authority. The contract leaves launchOptions
-// free-form; this manager reads these two members.
+// LaunchOptions carry a raw command (command and env: host launch authority) and the runtime. The
+// contract leaves launchOptions free-form; this manager reads these three members.
 type LaunchOptions struct {
 	Command []string `json:"command,omitempty"`
 	Env     []string `json:"env,omitempty"`
+	// Runtime is "pty" (the default when empty) or "headless"; it needs no launch authority.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // Acceptance is spawn's reply: the agent's lifecycle, the goal that follows its readiness and the
@@ -193,16 +195,17 @@ func decodeRow(name string, data json.RawMessage) (*Row, error) {
 	return &row, nil
 }
 
-// Despawn stops the named agent on the manager that runs it (Find), pinned to the lifecycle
-// found: on that instance's rail with the registry, on the class rail without it.
-func (c *Client) Despawn(ctx context.Context, records jetstream.KeyValue, name string, graceful bool) (*Row, error) {
+// onSeat calls a targeted command on the named agent, at the manager that runs it (Find), pinned
+// to the lifecycle found: on that instance's rail with the registry, on the class rail without
+// it; in mode owner, or any for Client.Any. It returns the reply and the row found.
+func (c *Client) onSeat(ctx context.Context, records jetstream.KeyValue, name, command string, args any) (*endpoint.Reply, *Row, error) {
 	row, instance, err := c.Find(ctx, records, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p, err := wire.ParsePrincipal(row.ID)
 	if err != nil {
-		return nil, fmt.Errorf("despawn %s: %w", name, err)
+		return nil, nil, fmt.Errorf("%s %s: %w", command, name, err)
 	}
 	pinned := wire.LifecycleUID("")
 	if records != nil {
@@ -210,11 +213,11 @@ func (c *Client) Despawn(ctx context.Context, records jetstream.KeyValue, name s
 	}
 	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, pinned)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	call, err := r.Call(CommandDespawn, map[string]bool{"graceful": graceful})
+	call, err := r.Call(command, args)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if records != nil {
 		call.Address, call.Instance = wire.AddressInst, instance
@@ -224,10 +227,43 @@ func (c *Client) Despawn(ctx context.Context, records jetstream.KeyValue, name s
 		call.Mode = wire.ModeAny
 	}
 	call.Target = &wire.Target{Owner: p.Owner(), Actor: p.Actor(), LifecycleUID: row.LifecycleUID}
-	if _, err := c.caller.Call(ctx, call); err != nil {
+	reply, err := c.caller.Call(ctx, call)
+	return reply, row, err
+}
+
+// Despawn stops the named agent on the manager that runs it, pinned to the lifecycle found.
+func (c *Client) Despawn(ctx context.Context, records jetstream.KeyValue, name string, graceful bool) (*Row, error) {
+	_, row, err := c.onSeat(ctx, records, name, CommandDespawn, map[string]bool{"graceful": graceful})
+	return row, err
+}
+
+// Attach asks the manager that runs the named agent for a session on its terminal and returns the
+// grant: the session, already established for the caller's lifecycle, that the caller redeems
+// its half of through the ledger.
+func (c *Client) Attach(ctx context.Context, records jetstream.KeyValue, name string) (*SessionGrant, error) {
+	reply, _, err := c.onSeat(ctx, records, name, CommandAttach, nil)
+	if err != nil {
 		return nil, err
 	}
-	return row, nil
+	var res attachResult
+	if err := json.Unmarshal(reply.Data, &res); err != nil {
+		return nil, fmt.Errorf("attach %s: the grant does not decode: %w", name, err)
+	}
+	return &res.Grant, nil
+}
+
+// Input types text into the named agent's terminal, then Enter unless enter is false, and returns
+// the bytes written.
+func (c *Client) Input(ctx context.Context, records jetstream.KeyValue, name, text string, enter bool) (int, error) {
+	reply, _, err := c.onSeat(ctx, records, name, CommandInput, inputArgs{Text: text, Enter: &enter})
+	if err != nil {
+		return 0, err
+	}
+	var res inputResult
+	if err := json.Unmarshal(reply.Data, &res); err != nil {
+		return 0, fmt.Errorf("input %s: the reply does not decode: %w", name, err)
+	}
+	return res.Bytes, nil
 }
 
 // Cancel cancels a spawn goal the caller started, on the instance that accepted it and bound to

@@ -27,6 +27,8 @@ const (
 	CommandInspect = "inspect"
 	CommandSpawn   = "spawn"
 	CommandDespawn = "despawn"
+	CommandAttach  = "attach"
+	CommandInput   = "input"
 	CommandStop    = "stop"
 )
 
@@ -47,6 +49,9 @@ const (
 	spawnInput   = `{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","minLength":1},"agent":{"type":"string"},"defaultAgent":{"type":"string"},"role":{"type":"string"},"config":{"type":"string"},"identity":{"type":"string"},"model":{"type":"string"},"variant":{"type":"string"},"launchOptions":{"type":"object"},"resume":{"type":"string"},"continueSession":{"type":"string"},"events":{"type":"boolean"},"cwd":{"type":"string"},"prompt":{"type":"string"},"subscribe":{"type":"array","items":{"type":"string"}},"allowSubscribe":{"type":"array","items":{"type":"string"}},"allowPublish":{"type":"array","items":{"type":"string"}},"shareTools":{"type":"string"},"supervise":{"type":"object","additionalProperties":false,"required":["restarts","windowMs"],"properties":{"restarts":{"type":"integer","minimum":1},"windowMs":{"type":"integer","minimum":1}}}}}`
 	spawnOutput  = `{"type":"object","additionalProperties":false,"required":["name","owner","actor","uid","goalId","fingerprint","executor"],"properties":{"name":{"type":"string"},"owner":{"type":"string"},"actor":{"type":"string"},"uid":{"type":"string"},"goalId":{"type":"string"},"fingerprint":{"type":"string"},"readinessDeadlineMs":{"type":"integer","minimum":1},"executor":{"type":"object","additionalProperties":false,"required":["lifecycleUid","epoch"],"properties":{"lifecycleUid":{"type":"string"},"epoch":{"type":"integer","minimum":0}}}}}`
 	gracefulIn   = `{"type":"object","additionalProperties":false,"properties":{"graceful":{"type":"boolean"}}}`
+	attachOutput = `{"type":"object","additionalProperties":false,"required":["grant"],"properties":{"grant":{"type":"object"}}}`
+	inputInput   = `{"type":"object","additionalProperties":false,"required":["text"],"properties":{"text":{"type":"string","minLength":1,"maxLength":65536},"enter":{"type":"boolean"}}}`
+	inputOutput  = `{"type":"object","additionalProperties":false,"required":["name","bytes"],"properties":{"name":{"type":"string"},"bytes":{"type":"integer","minimum":0}}}`
 	stopOutput   = `{"type":"object","additionalProperties":false,"required":["name","stopped","graceful"],"properties":{"name":{"type":"string"},"stopped":{"type":"boolean"},"graceful":{"type":"boolean"}}}`
 )
 
@@ -64,6 +69,8 @@ func declarations() []contract.Declaration {
 		cmd(CommandInspect, capRead, nil, inspectInput, agentRow),
 		cmd(CommandSpawn, capSpawn, nil, spawnInput, spawnOutput),
 		cmd(CommandDespawn, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, gracefulIn, stopOutput),
+		cmd(CommandAttach, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, contract.VoidSchema, attachOutput),
+		cmd(CommandInput, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, inputInput, inputOutput),
 		cmd(CommandStop, capSelf, []wire.AuthzMode{wire.ModeSelf}, gracefulIn, stopOutput),
 	}
 }

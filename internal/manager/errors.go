@@ -10,4 +10,8 @@ var (
 	ErrNotFound = errors.New("manager: no such agent")
 	// ErrClosed is returned by Spawn once Close has begun.
 	ErrClosed = errors.New("manager: the supervisor is closed")
+	// ErrNoTerminal is returned by Supervisor.Terminal for an agent that runs headless.
+	ErrNoTerminal = errors.New("manager: the agent has no terminal")
+	// ErrNotRunning is returned by Terminal.Write when no process of the agent runs.
+	ErrNotRunning = errors.New("manager: the agent is not running")
 )

@@ -1,7 +1,8 @@
 // Package manager is the local supervisor: it spawns agent processes, each on its own issued
 // credential handed over as launch material, restarts one that crashes with backoff until it
 // crashes too often (then it is escalated: no more restarts), and retires an agent's lifecycle
-// when its process is done, so nothing it held outlives it.
+// when its process is done, so nothing it held outlives it. A process runs on a pseudo-terminal
+// unless its spec asks for none: its Terminal keeps a scrollback and lets a person watch and type.
 package manager
 
 import (
@@ -45,6 +46,8 @@ type Spec struct {
 	Env []string `json:"env,omitempty"`
 	// Dir is the process's working directory; empty means the supervisor's.
 	Dir string `json:"cwd,omitempty"`
+	// Runtime is how the process runs; empty means RuntimePTY.
+	Runtime Runtime `json:"runtime,omitempty"`
 }
 
 func (s Spec) validate() error {
@@ -64,6 +67,11 @@ func (s Spec) validate() error {
 		if fi, err := os.Stat(s.Dir); err != nil || !fi.IsDir() {
 			return &wire.ValidationError{Field: "cwd", Value: s.Dir, Rule: "must be a directory on the supervisor's host"}
 		}
+	}
+	switch s.Runtime {
+	case "", RuntimePTY, RuntimeHeadless:
+	default:
+		return &wire.ValidationError{Field: "runtime", Value: string(s.Runtime), Rule: fmt.Sprintf("must be %q or %q", RuntimePTY, RuntimeHeadless)}
 	}
 	return nil
 }
@@ -132,6 +140,8 @@ type Status struct {
 	// Agent is the harness preset, or empty for a plain command.
 	Agent Harness `json:"agent,omitempty"`
 	Dir   string  `json:"cwd,omitempty"`
+	// Runtime is how the agent's process runs.
+	Runtime Runtime `json:"runtime"`
 	// Started is when the agent was spawned.
 	Started  time.Time `json:"started"`
 	State    State     `json:"state"`
@@ -173,6 +183,8 @@ type agent struct {
 	stop      chan struct{}
 	stopOnce  sync.Once
 	done      chan struct{}
+	// term is the agent's terminal, or nil when it runs headless.
+	term *Terminal
 
 	mu     sync.Mutex
 	status Status
@@ -285,7 +297,10 @@ func (s *Supervisor) launch(ctx context.Context, spec Spec) (*agent, error) {
 	a := &agent{spec: spec, launch: launch, stop: make(chan struct{}), done: make(chan struct{})}
 	now := time.Now()
 	a.status = Status{Name: spec.Name, Principal: launch.Principal.String(), LifecycleUID: launch.UID, Role: spec.Role,
-		Agent: spec.Agent, Dir: spec.Dir, Started: now, Since: now}
+		Agent: spec.Agent, Dir: spec.Dir, Runtime: spec.Runtime.orDefault(), Started: now, Since: now}
+	if a.status.Runtime == RuntimePTY {
+		a.term = newTerminal(spec.Name)
+	}
 	var m Material
 	if a.material, m, err = s.writeMaterial(spec, launch); err == nil {
 		a.argv, a.env = spec.Command, spec.Env
@@ -335,13 +350,20 @@ func (s *Supervisor) removeMaterial(a *agent) error {
 	return os.RemoveAll(filepath.Dir(a.material))
 }
 
-// start starts the agent's process.
+// start starts the agent's process: on a new pty of its terminal, or headless in a process group
+// of its own. Either way Stop signals the process's whole group.
 func (s *Supervisor) start(a *agent) error {
 	cmd := exec.Command(a.argv[0], a.argv[1:]...)
 	cmd.Env = append(append(os.Environ(), a.env...), LaunchMaterialEnv+"="+a.material)
 	cmd.Dir = a.spec.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Stop signals the agent's whole group
-	if err := cmd.Start(); err != nil {
+	var err error
+	if a.term != nil {
+		err = a.term.start(cmd)
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		err = cmd.Start()
+	}
+	if err != nil {
 		return fmt.Errorf("start %s: %w", a.spec.Name, err)
 	}
 	a.mu.Lock()
@@ -395,13 +417,16 @@ func (s *Supervisor) supervise(a *agent) {
 	}
 }
 
-// wait waits for the running process and classifies its end: stopped when Stop asked for it,
-// exited on status 0, restarting otherwise.
+// wait waits for the running process, and for its terminal's run to end, and classifies its end:
+// stopped when Stop asked for it, exited on status 0, restarting otherwise.
 func (s *Supervisor) wait(a *agent) (State, int) {
 	a.mu.Lock()
 	proc := a.proc
 	a.mu.Unlock()
 	ps, err := proc.Wait()
+	if a.term != nil {
+		a.term.finish()
+	}
 	code := -1
 	if err == nil {
 		code = ps.ExitCode()
@@ -478,6 +503,22 @@ func (s *Supervisor) Wait(ctx context.Context, name string) (Status, error) {
 	case <-ctx.Done():
 		return a.snapshot(), ctx.Err()
 	}
+}
+
+// Terminal returns the named agent's terminal. It returns an error wrapping ErrNotFound for an
+// agent the supervisor does not know, and one wrapping ErrNoTerminal for an agent that runs
+// headless.
+func (s *Supervisor) Terminal(name string) (*Terminal, error) {
+	s.mu.Lock()
+	a, ok := s.agents[name]
+	s.mu.Unlock()
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("terminal of %s: %w", name, ErrNotFound)
+	case a.term == nil:
+		return nil, fmt.Errorf("terminal of %s: %w", name, ErrNoTerminal)
+	}
+	return a.term, nil
 }
 
 // Lookup returns the named agent's status and whether the supervisor knows it.

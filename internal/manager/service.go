@@ -59,7 +59,11 @@ type ServiceConfig struct {
 	HostLaunch func(ctx context.Context, caller wire.Lifecycle) bool
 	// Readiness is the readiness deadline; zero means ReadinessDeadline.
 	Readiness time.Duration
-	Log       *slog.Logger
+	// Sessions establishes and ends attach sessions; nil serves none (attach is unimplemented).
+	Sessions SessionAuthority
+	// MaxSessions is the ceiling of concurrent sessions; zero means DefaultMaxSessions.
+	MaxSessions int
+	Log         *slog.Logger
 }
 
 // Service serves one supervisor as the manager endpoint. Create it with Serve; Stop ends it.
@@ -78,7 +82,11 @@ type Service struct {
 	goals  chan struct{} // one slot per goal follower; Stop waits for them all
 
 	mu        sync.Mutex
-	goalIndex map[goalKey]*goal // guarded by mu: the open goals, and the settled ones for goalRetention
+	goalIndex map[goalKey]*goal  // guarded by mu: the open goals, and the settled ones for goalRetention
+	sessions  map[string]*bridge // guarded by mu: the sessions served, by id
+
+	sessionsWG sync.WaitGroup // the bridges running
+	closes     sync.WaitGroup // the ledger closes of ended sessions
 }
 
 // maxGoals bounds the spawn goals followed at once.
@@ -89,6 +97,9 @@ const maxGoals = 256
 func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	if cfg.Readiness <= 0 {
 		cfg.Readiness = ReadinessDeadline
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -114,7 +125,7 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 	}
 	host, _ := os.Hostname()
 	svc := &Service{sup: s, cfg: cfg, js: js, presence: presence, started: time.Now(), host: host, goals: make(chan struct{}, maxGoals),
-		goalIndex: map[goalKey]*goal{}}
+		goalIndex: map[goalKey]*goal{}, sessions: map[string]*bridge{}}
 	svc.ctx, svc.cancel = context.WithCancel(context.Background())
 
 	if err := contract.Publish(ctx, js, cfg.Space, cluster.Artifacts); err != nil {
@@ -123,6 +134,7 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 	handlers := map[string]endpoint.Handler{
 		CommandStatus: svc.status, CommandPs: svc.ps, CommandInspect: svc.inspect,
 		CommandSpawn: svc.spawn, CommandDespawn: svc.despawn, CommandStop: svc.stop,
+		CommandAttach: svc.attach, CommandInput: svc.input,
 	}
 	var cmds []endpoint.Command
 	var names []string
@@ -151,8 +163,17 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 	return svc, nil
 }
 
-// Stop deregisters the instance, stops serving and waits for the goal followers.
+// Stop ends every session (manager-restart), deregisters the instance, stops serving and waits
+// for the goal followers.
 func (svc *Service) Stop(ctx context.Context) error {
+	svc.endSessions("", wire.EndManagerRestart)
+	waited := make(chan struct{})
+	go func() { svc.sessionsWG.Wait(); svc.closes.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	err := svc.reg.Deregister(ctx, svc.cfg.Epoch)
 	err = errors.Join(err, svc.srv.Stop(ctx))
 	svc.cancel()
@@ -260,6 +281,9 @@ func (a *SpawnArgs) spec(hostLaunch bool) (Spec, *wire.EndpointError) {
 		}
 		sp.Command, sp.Env = o.Command, o.Env
 	}
+	if o := a.LaunchOptions; o != nil {
+		sp.Runtime = Runtime(o.Runtime) // how it runs, not what: no launch authority needed
+	}
 	if err := sp.validate(); err != nil {
 		return Spec{}, notExecuted(wire.CodeBadRequest, "%v", err)
 	}
@@ -338,6 +362,7 @@ func (svc *Service) despawn(ctx context.Context, req *endpoint.Request) (any, er
 	if string(st.LifecycleUID) != t.LifecycleUID {
 		return nil, notExecuted(wire.CodeExpired, "%s is now lifecycle %s, not %s", t.Actor, st.LifecycleUID, t.LifecycleUID)
 	}
+	svc.endSessions(t.Actor, wire.EndTargetDespawn)
 	if err := svc.sup.StopAgent(ctx, t.Actor, graceful); err != nil {
 		return nil, wire.NewEndpointError(wire.CodeInternal, wire.OutcomeUnknown, "stop %s: %v", t.Actor, err)
 	}

@@ -94,10 +94,20 @@ func (d Dir) claimManagerInstance(sp wire.Space, name string) (*managerInstance,
 // release unlocks the instance for the next supervisor of its name.
 func (m *managerInstance) release() { m.lock.Close() }
 
-// startSupervisor runs supervisor name for l's space: it serves the manager endpoint on a
+// SupervisorOptions name a supervisor and bound what it serves.
+type SupervisorOptions struct {
+	// Name is the manager's actor: ManagerActor for the mesh's own.
+	Name string
+	// MaxSessions is its ceiling of attach sessions; manager.DefaultMaxSessions when zero.
+	MaxSessions int
+}
+
+// startSupervisor runs a supervisor for l's space: it serves the manager endpoint on a
 // credential issued through the instance's serve gate (so the epoch fences any incarnation
-// before it), holds the manager lease and answers the manager liveness plane.
-func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger, name string, log *slog.Logger) error {
+// before it), establishes attach sessions through l, holds the manager lease and answers the
+// manager liveness plane.
+func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger, so SupervisorOptions, log *slog.Logger) error {
+	name := so.Name
 	exe, err := os.Executable()
 	if err != nil {
 		return err
@@ -129,6 +139,7 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	}
 	svc, err := sup.Serve(ctx, manager.ServiceConfig{
 		Conn: h.Conn, Space: l.Space(), Instance: inst.id, Epoch: epoch, Owner: wire.DevOwner, Log: log,
+		Sessions: l, MaxSessions: so.MaxSessions,
 		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool {
 			ok, err := l.Instrument(ctx, caller)
 			if err != nil && log != nil {
@@ -157,24 +168,25 @@ type servedSupervisor struct {
 	stopLease context.CancelFunc
 }
 
-// stop stops the agents, then the service, and lets the credential and the instance go.
+// stop ends the service (its sessions first), then the agents, and lets the credential and the
+// instance go.
 func (s *servedSupervisor) stop(ctx context.Context, ds *Daemons) {
-	_ = s.sup.Close(ctx) // each agent's own failure is logged by the supervisor
 	if err := s.svc.Stop(ctx); err != nil && ds.log != nil {
 		ds.log.Warn("stop serving the manager endpoint", "err", err)
 	}
+	_ = s.sup.Close(ctx) // each agent's own failure is logged by the supervisor
 	s.stopLease()
 	ds.release(s.held)
 	s.instance.release()
 }
 
-// Supervise runs supervisor name for l's space until ctx ends, then stops and retires the agents
-// it spawned: `cotal supervise`, beside a mesh started without one or with one of another name.
-// Its credential lives life (authority.DaemonLifetime when zero) and is renewed before two thirds
-// of it.
-func Supervise(ctx context.Context, d Dir, l *ledger.Ledger, name string, life time.Duration, log *slog.Logger) error {
+// Supervise runs a supervisor for l's space until ctx ends, then stops and retires the agents it
+// spawned: `cotal supervise`, beside a mesh started without one or with one of another name. Its
+// credential lives life (authority.DaemonLifetime when zero) and is renewed before two thirds of
+// it.
+func Supervise(ctx context.Context, d Dir, l *ledger.Ledger, so SupervisorOptions, life time.Duration, log *slog.Logger) error {
 	ds := newDaemons(life, log)
-	if err := ds.startSupervisor(ds.ctx, d, l, name, log); err != nil {
+	if err := ds.startSupervisor(ds.ctx, d, l, so, log); err != nil {
 		ds.Stop()
 		return err
 	}

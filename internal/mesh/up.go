@@ -41,6 +41,9 @@ type Options struct {
 	NoDaemons bool
 	// NoManager leaves out the supervisor (run `cotal supervise` beside the mesh instead).
 	NoManager bool
+	// MaxSessions is each supervisor's ceiling of attach sessions; manager.DefaultMaxSessions
+	// when zero.
+	MaxSessions int
 	// NoDelivery leaves out the in-process delivery daemon (run `cotal deliver` beside the mesh
 	// instead).
 	NoDelivery bool
@@ -168,7 +171,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 				if o.NoManager {
 					break
 				}
-				if err := m.daemons.startSupervisor(m.daemons.ctx, d, l, ManagerActor, o.Log); err != nil {
+				if err := m.daemons.startSupervisor(m.daemons.ctx, d, l, SupervisorOptions{Name: ManagerActor, MaxSessions: o.MaxSessions}, o.Log); err != nil {
 					m.daemons.Stop()
 					m.stopServer()
 					return nil, err

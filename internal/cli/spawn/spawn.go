@@ -35,6 +35,8 @@ type Options struct {
 	Agent          string
 	Detach         bool
 	JSON           bool
+	// Runtime is the agent's runtime: pty (a terminal `cotal attach` reaches) or headless.
+	Runtime string
 }
 
 // Result is what `cotal spawn --json` prints. The field names are a stable interface.
@@ -92,6 +94,7 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	o.Flags.Register(fs, "the agent's name (required)")
 	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
 	fs.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
+	fs.StringVar(&o.Runtime, "runtime", string(manager.RuntimePTY), fmt.Sprintf("run the agent in a terminal (%s, for cotal attach and input) or %s", manager.RuntimePTY, manager.RuntimeHeadless))
 	fs.BoolVar(&o.Detach, "detach", false, "return once the spawn's goal has ended, leaving the agent running")
 	fs.BoolVar(&o.JSON, "json", false, "print the acceptance, the goal's state and the agent's last row as JSON")
 	return cmd
@@ -100,6 +103,9 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 func spawnRun(ctx context.Context, o *Options, command []string) error {
 	if err := agentflags.ValidName("--name", o.Name); err != nil {
 		return err
+	}
+	if rt := manager.Runtime(o.Runtime); rt != manager.RuntimePTY && rt != manager.RuntimeHeadless {
+		return &exit.UsageError{Err: fmt.Errorf("--runtime %q: must be %s or %s", o.Runtime, manager.RuntimePTY, manager.RuntimeHeadless)}
 	}
 	if o.Agent != "" && !slices.Contains(manager.Harnesses, manager.Harness(o.Agent)) {
 		return &exit.UsageError{Err: fmt.Errorf("--agent %q: must be one of %q", o.Agent, manager.Harnesses)}
@@ -120,9 +126,7 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 	defer ctl.Close()
 	args := manager.SpawnArgs{Name: o.Name, Agent: o.Agent, Role: o.Role, Cwd: cwd,
 		Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish}
-	if len(command) > 0 {
-		args.LaunchOptions = &manager.LaunchOptions{Command: command}
-	}
+	args.LaunchOptions = &manager.LaunchOptions{Command: command, Runtime: o.Runtime}
 	sp, err := ctl.Manager.Spawn(ctx, args)
 	if err != nil {
 		return noManager(fmt.Errorf("spawn %s: %w", o.Name, err), ctl.Space)
@@ -308,11 +312,12 @@ func NewCmdStop(f *factory.Factory) *cobra.Command {
 func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 	var life time.Duration
 	var name string
+	var maxSessions int
 	cmd := &cobra.Command{
-		Use:   "supervise [--name NAME]",
+		Use:   "supervise [--name NAME] [--max-sessions N]",
 		Short: "Run a manager beside the running mesh, until Ctrl-C",
 		Long: "Run a supervisor for one space of the running mesh: it serves the manager endpoint\n" +
-			"(status, ps, inspect, spawn, despawn, stop) as instance local.NAME, registered in the\n" +
+			"(status, ps, inspect, spawn, despawn, attach, input, stop) as instance local.NAME, registered in the\n" +
 			"space's service registry, holds the manager lease and answers the manager liveness plane.\n" +
 			"`cotal spawn`, `stop` and `ps` reach it there. Several supervisors of different --name can\n" +
 			"serve one space (beside the one of `cotal up`, unless it ran with --no-manager); a second\n" +
@@ -322,6 +327,9 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := agentflags.ValidName("--name", name); err != nil {
 				return err
+			}
+			if maxSessions < 1 {
+				return &exit.UsageError{Err: fmt.Errorf("--max-sessions %d: must be at least 1", maxSessions)}
 			}
 			if life < ledger.MinHeldLifetime {
 				return &exit.UsageError{Err: fmt.Errorf("--credential-lifetime %s: must be at least %s", life, ledger.MinHeldLifetime)}
@@ -335,12 +343,13 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(f.IO.ErrOut, "supervising space %s of %s as %s; Ctrl-C stops\n", sp, st.URL, name)
-			return mesh.Supervise(cmd.Context(), d, l, name, life, slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
+			return mesh.Supervise(cmd.Context(), d, l, mesh.SupervisorOptions{Name: name, MaxSessions: maxSessions}, life, slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		},
 	}
 	cmd.Flags().StringVar(&f.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
 	cmd.Flags().StringVar(&f.Target.Space, "space", "", "the space agents are spawned into (default: the mesh's first)")
 	cmd.Flags().StringVar(&name, "name", mesh.ManagerActor, "the manager's name: its actor, and its instance in the mesh directory")
 	cmd.Flags().DurationVar(&life, "credential-lifetime", authority.DaemonLifetime, "lifetime of the supervisor's credential, renewed at two thirds of it")
+	cmd.Flags().IntVar(&maxSessions, "max-sessions", manager.DefaultMaxSessions, "the ceiling of attach sessions it serves at once")
 	return cmd
 }

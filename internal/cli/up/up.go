@@ -23,6 +23,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
@@ -41,6 +42,8 @@ type Options struct {
 	Verbose bool
 	// NoManager leaves the supervisor out, for `cotal supervise` to run beside the mesh.
 	NoManager bool
+	// MaxSessions is each supervisor's ceiling of attach sessions.
+	MaxSessions int
 	// NoDelivery leaves the delivery daemon out, for `cotal deliver` to run beside the mesh.
 	NoDelivery bool
 	// DaemonLifetime is the lifetime of the daemons' credentials.
@@ -79,6 +82,7 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.StringVar(&o.TLSKey, "tls-key", "", "server key file, with --tls-cert")
 	fs.BoolVar(&o.Verbose, "verbose", false, "log the broker's notices, not only its warnings")
 	fs.BoolVar(&o.NoManager, "no-manager", false, "do not run the supervisors (run cotal supervise beside the mesh)")
+	fs.IntVar(&o.MaxSessions, "max-sessions", manager.DefaultMaxSessions, "each supervisor's ceiling of attach sessions")
 	fs.BoolVar(&o.NoDelivery, "no-delivery", false, "do not run the delivery daemon (run cotal deliver beside the mesh)")
 	fs.DurationVar(&o.DaemonLifetime, "daemon-credential-lifetime", authority.DaemonLifetime, "lifetime of the daemons' credentials, each renewed at two thirds of it")
 	return cmd
@@ -101,6 +105,10 @@ func (o *Options) meshOptions() (mesh.Options, error) {
 	}
 	mo.Host, mo.Port, mo.Open, mo.NoManager, mo.DaemonCredentialLifetime = o.Host, o.Port, o.Open, o.NoManager, o.DaemonLifetime
 	mo.NoDelivery = o.NoDelivery
+	if o.MaxSessions < 1 {
+		return mo, &exit.UsageError{Err: fmt.Errorf("--max-sessions %d: must be at least 1", o.MaxSessions)}
+	}
+	mo.MaxSessions = o.MaxSessions
 	if o.Port == 0 {
 		mo.Port = -1 // any free port
 	}
@@ -232,6 +240,7 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 	if o.NoDelivery {
 		args = append(args, "--no-delivery")
 	}
+	args = append(args, "--max-sessions", strconv.Itoa(o.MaxSessions))
 	args = append(args, "--daemon-credential-lifetime", o.DaemonLifetime.String())
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = log, log

@@ -1,0 +1,314 @@
+// Package attach implements `cotal attach` and `cotal input`: a person's terminal on a spawned
+// agent's terminal, through a session the agent's manager serves over the broker, and one line
+// typed into it without attaching.
+package attach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/cli/agentflags"
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/wire"
+)
+
+// DetachKey is the byte that detaches: Ctrl-], read on its own.
+const DetachKey = 0x1d
+
+// Backoff is the wait before each reconnect of a lost session, the last repeated.
+var Backoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
+
+// readyEvery is how often a new session asks for the screen until the first frame arrives.
+const readyEvery = 500 * time.Millisecond
+
+// Options are the inputs of `cotal attach`.
+type Options struct {
+	*factory.Factory
+	Name        string
+	NoReconnect bool
+}
+
+// NewCmdAttach returns the `cotal attach` command.
+func NewCmdAttach(f *factory.Factory) *cobra.Command {
+	o := &Options{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "attach NAME",
+		Short: "Attach your terminal to a spawned agent's terminal; Ctrl-] detaches",
+		Long: "Attach to the terminal of agent NAME, spawned with the pty runtime, through a session its\n" +
+			"manager serves over the broker: you see its current screen, then live output, and what you\n" +
+			"type reaches it. Ctrl-] detaches, ending the session: both of its credentials are revoked.\n" +
+			"A lost connection reconnects with a fresh session after 1, 2, 5, 10, then every 30 s, until\n" +
+			"the agent is gone or you detach.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if err := agentflags.ValidName("NAME", o.Name); err != nil {
+				return err
+			}
+			return attachRun(cmd.Context(), o)
+		},
+	}
+	o.Target.Register(cmd.Flags())
+	cmd.Flags().BoolVar(&o.NoReconnect, "no-reconnect", false, "exit when the session is lost instead of reconnecting")
+	return cmd
+}
+
+// errDetached ends an attach the person ended.
+var errDetached = errors.New("detached")
+
+// errGone ends an attach whose agent is gone.
+var errGone = errors.New("the agent is gone")
+
+func attachRun(ctx context.Context, o *Options) error {
+	ctl, err := o.WatchControl(ctx)
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	l, err := o.Ledger(ctx, ctl.Space)
+	if err != nil {
+		return err
+	}
+	_, st, _, err := o.Mesh("")
+	if err != nil {
+		return err
+	}
+	in := newInput(o.IO.In)
+	restore := rawMode(o.IO.In)
+	defer restore()
+	attempt := 0
+	for {
+		began := time.Now()
+		lost, err := session(ctx, o, ctl, l, st.URL, in)
+		switch {
+		case errors.Is(err, errDetached):
+			fmt.Fprintf(o.IO.ErrOut, "\r\n[cotal: detached from %s]\r\n", o.Name)
+			return nil
+		case errors.Is(err, errGone):
+			fmt.Fprintf(o.IO.ErrOut, "\r\n[cotal: %s is gone]\r\n", o.Name)
+			return nil
+		case ctx.Err() != nil:
+			return nil
+		case !lost || o.NoReconnect:
+			return err
+		}
+		if time.Since(began) >= sessionSettled {
+			attempt = 0 // the session was up: the backoff starts again
+		}
+		wait := Backoff[min(attempt, len(Backoff)-1)]
+		attempt++
+		fmt.Fprintf(o.IO.ErrOut, "\r\n[cotal: connection lost (%v), reconnecting in %s]\r\n", err, wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// sessionSettled is how long a session must have lasted for its loss to restart the backoff.
+const sessionSettled = 5 * time.Second
+
+// session runs one session until it ends. lost reports a session that went away without the
+// person or the agent ending it, which a reconnect may resume.
+func session(ctx context.Context, o *Options, ctl *factory.Control, l *ledger.Ledger, url string, in *input) (lost bool, err error) {
+	g, err := ctl.Manager.Attach(ctx, ctl.Records, o.Name)
+	if e, ok := errors.AsType[*wire.EndpointError](err); ok && e.Code == wire.CodeNotFound {
+		return false, errGone
+	}
+	if err != nil {
+		return true, factory.Refusal(err)
+	}
+	holder, err := wire.ParsePrincipal(g.Holder.ID)
+	if err != nil {
+		return false, fmt.Errorf("the grant's holder: %w", err)
+	}
+	me := wire.Lifecycle{Principal: holder, UID: g.Holder.LifecycleUID}
+	cred, err := l.SessionCaller(ctx, g.SessionID, me)
+	if err != nil {
+		return true, fmt.Errorf("redeem the session: %w", err)
+	}
+	defer func() { // ending is the ledger's close: both halves refused by the broker
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		_ = l.CloseSession(cctx, g.SessionID, authority.SessionCloser{Holder: &me}, authority.SessionClosed)
+	}()
+	closed := make(chan struct{})
+	nc, err := dial.As(ctx, url, cred, nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	if err != nil {
+		return true, err
+	}
+	defer nc.Close()
+	frames := make(chan *nats.Msg, 256)
+	if _, err := nc.ChanSubscribe(g.Subjects.Out, frames); err != nil {
+		return true, err
+	}
+	send := func(f *wire.AttachFrame) { _ = nc.Publish(g.Subjects.In, f.Encode()) }
+	resize := func() {
+		if cols, rows, ok := size(o.IO.Out); ok {
+			send(&wire.AttachFrame{Kind: wire.AttachResize, Cols: cols, Rows: rows})
+		}
+	}
+	resize()
+	send(&wire.AttachFrame{Kind: wire.AttachReady})
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	defer signal.Stop(winch)
+	ready := time.NewTicker(readyEvery)
+	defer ready.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: wire.EndClosed})
+			return false, ctx.Err()
+		case <-closed:
+			return true, errors.New("the session's connection closed")
+		case <-ready.C: // until the first frame: the manager may not have heard the first ready
+			send(&wire.AttachFrame{Kind: wire.AttachReady})
+		case <-winch:
+			resize()
+		case p, ok := <-in.bytes:
+			switch {
+			case !ok:
+				return false, errDetached // stdin ended
+			case len(p) == 1 && p[0] == DetachKey:
+				send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: wire.EndClosed})
+				_ = nc.Flush()
+				return false, errDetached
+			}
+			for len(p) > 0 {
+				n := min(len(p), wire.MaxAttachData)
+				send(&wire.AttachFrame{Kind: wire.AttachData, Data: p[:n]})
+				p = p[n:]
+			}
+		case msg := <-frames:
+			ready.Stop()
+			f, err := wire.DecodeAttachFrame(msg.Data)
+			if err != nil {
+				continue // a frame no manager sends: dropped
+			}
+			switch f.Kind {
+			case wire.AttachData:
+				_, _ = o.IO.Out.Write(f.Data)
+			case wire.AttachDrop:
+				fmt.Fprintf(o.IO.ErrOut, "\r\n[cotal: %d bytes dropped - backpressure]\r\n", f.Bytes)
+			case wire.AttachEnd:
+				switch f.Reason {
+				case wire.EndProcessExit, wire.EndTargetDespawn:
+					return false, errGone
+				case wire.EndClosed:
+					return false, errDetached
+				}
+				return true, fmt.Errorf("the session ended: %s", f.Reason) // expired, manager-restart
+			}
+		}
+	}
+}
+
+// input reads the person's keystrokes, each read one slice, so a lone Ctrl-] tells itself apart
+// from the same byte inside a paste.
+type input struct{ bytes chan []byte }
+
+func newInput(r io.Reader) *input {
+	in := &input{bytes: make(chan []byte, 16)}
+	go func() { // owned: ends with stdin, as the process exits
+		defer close(in.bytes)
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				in.bytes <- append([]byte(nil), buf[:n]...)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return in
+}
+
+// rawMode puts the terminal behind r, if it is one, into raw mode and returns the restore.
+func rawMode(r io.Reader) func() {
+	f, ok := r.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return func() {}
+	}
+	old, err := term.MakeRaw(int(f.Fd()))
+	if err != nil {
+		return func() {}
+	}
+	return func() { _ = term.Restore(int(f.Fd()), old) }
+}
+
+// size returns the window size of the terminal behind w, if it is one.
+func size(w io.Writer) (cols, rows int, ok bool) {
+	f, isFile := w.(*os.File)
+	if !isFile || !term.IsTerminal(int(f.Fd())) {
+		return 0, 0, false
+	}
+	cols, rows, err := term.GetSize(int(f.Fd()))
+	return cols, rows, err == nil && cols > 0 && rows > 0
+}
+
+// InputOptions are the inputs of `cotal input`.
+type InputOptions struct {
+	*factory.Factory
+	Name    string
+	Text    string
+	NoEnter bool
+}
+
+// NewCmdInput returns the `cotal input` command.
+func NewCmdInput(f *factory.Factory) *cobra.Command {
+	o := &InputOptions{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "input NAME --text TEXT [--no-enter]",
+		Short: "Type a line into a spawned agent's terminal without attaching",
+		Long: "Type TEXT into the terminal of agent NAME (pty runtime), then Enter unless --no-enter:\n" +
+			"a harness command such as /compact, without holding a session. Text that starts with a\n" +
+			"dash goes as --text=-x.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			if err := agentflags.ValidName("NAME", o.Name); err != nil {
+				return err
+			}
+			if o.Text == "" {
+				return &exit.UsageError{Err: errors.New("--text: name the text to type")}
+			}
+			return inputRun(cmd.Context(), o)
+		},
+	}
+	o.Target.Register(cmd.Flags())
+	cmd.Flags().StringVar(&o.Text, "text", "", "the text to type (required)")
+	cmd.Flags().BoolVar(&o.NoEnter, "no-enter", false, "type the text without pressing Enter")
+	return cmd
+}
+
+func inputRun(ctx context.Context, o *InputOptions) error {
+	ctl, err := o.Control(ctx)
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	n, err := ctl.Manager.Input(ctx, ctl.Records, o.Name, o.Text, !o.NoEnter)
+	if err != nil {
+		return factory.Refusal(err)
+	}
+	fmt.Fprintf(o.IO.Out, "sent %d bytes to %s\n", n, o.Name)
+	return nil
+}

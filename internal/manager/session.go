@@ -1,0 +1,393 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Attach sessions (SPEC §13.6): attach answers with a grant for a session the manager has already
+// redeemed through the ledger for the caller's lifecycle; the manager serves its half on the
+// session-serving credential the ledger releases to it, bridging the agent's terminal to the
+// session's rails; the holder takes its half through the same ledger. Ending the session, from
+// either side or by expiry, is the ledger's close: the row goes terminal and both halves are
+// refused by the broker.
+
+// SessionAuthority is the trusted path the manager establishes and ends sessions through: the
+// mesh's ledger.
+type SessionAuthority interface {
+	// SessionHolder returns the lifecycle that holds a session caller asks for, and its epoch.
+	SessionHolder(ctx context.Context, caller wire.Lifecycle) (wire.Lifecycle, int64, error)
+	// RedeemSession establishes a session: its row active, both halves staged.
+	RedeemSession(ctx context.Context, req authority.SessionRequest) (*authority.Credential, error)
+	// SessionServing releases a session's serving half to the instance that serves it.
+	SessionServing(ctx context.Context, sessionID string, instance wire.LifecycleUID, epoch int64) (*authority.Credential, error)
+	// CloseSession ends a session and has the broker refuse both halves.
+	CloseSession(ctx context.Context, sessionID string, closer authority.SessionCloser, to authority.SessionState) error
+}
+
+// Session limits.
+const (
+	// DefaultMaxSessions is a manager's ceiling of concurrent sessions.
+	DefaultMaxSessions = 64
+	// SessionLifetime is how long a session's grant and credentials live; a reconnect asks for a
+	// fresh one.
+	SessionLifetime = 12 * time.Hour
+	// sessionWindow bounds the output chunks queued for a session that is behind; past it output
+	// is dropped and reported in a drop frame.
+	sessionWindow = 256
+)
+
+// SessionGrant is attach's grant: the session the holder redeems, its rails and parties.
+type SessionGrant struct {
+	V         int             `json:"v"`
+	SessionID string          `json:"sessionId"`
+	Space     string          `json:"space"`
+	Endpoint  string          `json:"endpoint"`
+	Subjects  SessionSubjects `json:"subjects"`
+	Holder    GrantHolder     `json:"holder"`
+	Serving   GrantServing    `json:"serving"`
+	// Target is the agent whose terminal the session carries.
+	Target wire.Target `json:"target"`
+	Window int         `json:"window"`
+	// Iat and Exp are when the grant was issued and when the session ends, in epoch milliseconds.
+	Iat wire.EpochMillis `json:"iat"`
+	Exp wire.EpochMillis `json:"exp"`
+}
+
+// SessionSubjects are a session's two rails.
+type SessionSubjects struct {
+	In  string `json:"in"`
+	Out string `json:"out"`
+}
+
+// GrantHolder is the lifecycle a grant is bound to.
+type GrantHolder struct {
+	ID           string            `json:"id"`
+	LifecycleUID wire.LifecycleUID `json:"lifecycleUid"`
+	ProcessEpoch int64             `json:"processEpoch"`
+}
+
+// GrantServing is the serving incarnation a grant is bound to.
+type GrantServing struct {
+	InstanceID wire.LifecycleUID `json:"instanceId"`
+	Epoch      int64             `json:"epoch"`
+}
+
+// attachResult is attach's reply.
+type attachResult struct {
+	Grant SessionGrant `json:"grant"`
+}
+
+// bridge serves one session: the agent's terminal on one side, the session's rails on the other.
+type bridge struct {
+	svc   *Service
+	grant SessionGrant
+	agent string
+	term  *Terminal
+	nc    *nats.Conn
+	in    chan *nats.Msg
+
+	endOnce sync.Once
+	ended   chan struct{} // closed by end
+	reason  wire.EndReason
+}
+
+// seatOf checks the target of a lifecycle command (attach, input) against the running agent:
+// not-found when this manager runs no agent of the name, expired when it is another lifecycle.
+func (svc *Service) seatOf(req *endpoint.Request) (Status, *wire.EndpointError) {
+	t := req.Envelope.Target
+	st, ok := svc.sup.Lookup(t.Actor)
+	if !ok || st.Principal != t.Owner+"."+t.Actor {
+		return Status{}, notExecuted(wire.CodeNotFound, "this manager runs no agent %s.%s", t.Owner, t.Actor)
+	}
+	if string(st.LifecycleUID) != t.LifecycleUID {
+		return Status{}, notExecuted(wire.CodeExpired, "%s is now lifecycle %s, not %s", t.Actor, st.LifecycleUID, t.LifecycleUID)
+	}
+	return st, nil
+}
+
+// terminalOf returns the terminal of a seat, failed-precondition for a headless one.
+func (svc *Service) terminalOf(name string) (*Terminal, *wire.EndpointError) {
+	term, err := svc.sup.Terminal(name)
+	switch {
+	case errors.Is(err, ErrNoTerminal):
+		return nil, notExecuted(wire.CodeFailedPrecondition, "%s runs headless: it has no terminal to attach to or type into", name)
+	case err != nil:
+		return nil, notExecuted(wire.CodeNotFound, "%v", err)
+	}
+	return term, nil
+}
+
+// attach establishes a session on the target agent's terminal and answers with its grant.
+func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, error) {
+	if svc.cfg.Sessions == nil {
+		return nil, notExecuted(wire.CodeUnimplemented, "this manager serves no sessions")
+	}
+	st, refusal := svc.seatOf(req)
+	if refusal != nil {
+		return nil, refusal
+	}
+	term, refusal := svc.terminalOf(st.Name)
+	if refusal != nil {
+		return nil, refusal
+	}
+	svc.mu.Lock()
+	full := len(svc.sessions) >= svc.cfg.MaxSessions
+	svc.mu.Unlock()
+	if full {
+		return nil, notExecuted(wire.CodeResourceExhausted, "this manager serves %d sessions, its --max-sessions ceiling", svc.cfg.MaxSessions)
+	}
+	holder, holderEpoch, err := svc.cfg.Sessions.SessionHolder(ctx, req.Caller())
+	if err != nil {
+		return nil, notExecuted(wire.CodeFailedPrecondition, "the caller cannot hold a session: %v", err)
+	}
+	now := time.Now()
+	g := SessionGrant{V: 1, SessionID: wire.NewSessionID(), Space: string(svc.cfg.Space), Endpoint: string(wire.ManagerEndpoint),
+		Holder:  GrantHolder{ID: holder.Principal.String(), LifecycleUID: holder.UID, ProcessEpoch: holderEpoch},
+		Serving: GrantServing{InstanceID: svc.cfg.Instance, Epoch: svc.cfg.Epoch},
+		Target:  *req.Envelope.Target, Window: sessionWindow, Iat: wire.MillisOf(now), Exp: wire.MillisOf(now.Add(SessionLifetime))}
+	for dir, dst := range map[wire.SessionDir]*string{wire.SessionIn: &g.Subjects.In, wire.SessionOut: &g.Subjects.Out} {
+		if *dst, err = svc.cfg.Space.SessionRail(wire.ManagerEndpoint.Token(), g.SessionID, svc.cfg.Epoch, dir); err != nil {
+			return nil, err
+		}
+	}
+	_, err = svc.cfg.Sessions.RedeemSession(ctx, authority.SessionRequest{
+		SessionID: g.SessionID, Holder: holder, HolderEpoch: holderEpoch, ServingEpoch: svc.cfg.Epoch, Expires: g.Exp.Time(),
+		Serving: authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: svc.cfg.Instance},
+	})
+	if err != nil {
+		return nil, wire.NewEndpointError(wire.CodeUnavailable, wire.OutcomeNotExecuted, "establish the session: %v", err)
+	}
+	b, err := svc.serveSession(ctx, g, st.Name, term)
+	if err != nil {
+		svc.closeSession(g.SessionID, authority.SessionClosed)
+		return nil, wire.NewEndpointError(wire.CodeUnavailable, wire.OutcomeNotExecuted, "serve the session: %v", err)
+	}
+	go b.run() // owned: ends with the session; Stop ends every session and waits
+	return attachResult{Grant: g}, nil
+}
+
+// serveSession connects the session's serving half and subscribes its in rail.
+func (svc *Service) serveSession(ctx context.Context, g SessionGrant, agent string, term *Terminal) (*bridge, error) {
+	cred, err := svc.cfg.Sessions.SessionServing(ctx, g.SessionID, svc.cfg.Instance, svc.cfg.Epoch)
+	if err != nil {
+		return nil, err
+	}
+	b := &bridge{svc: svc, grant: g, agent: agent, term: term, in: make(chan *nats.Msg, sessionWindow), ended: make(chan struct{})}
+	// The broker closes the connection when either half is revoked: the session ended elsewhere.
+	b.nc, err = dial.As(ctx, svc.sup.cfg.URL, cred, nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { b.end(wire.EndClosed, false) }))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.nc.ChanSubscribe(g.Subjects.In, b.in); err != nil {
+		b.nc.Close()
+		return nil, err
+	}
+	if err := b.nc.Flush(); err != nil {
+		b.nc.Close()
+		return nil, err
+	}
+	svc.mu.Lock()
+	svc.sessions[g.SessionID] = b
+	svc.mu.Unlock()
+	svc.sessionsWG.Add(1)
+	return b, nil
+}
+
+// run bridges until the session ends: keystrokes and resizes from the in rail to the terminal, the
+// terminal's screen (from the first ready) and live output to the out rail.
+func (b *bridge) run() {
+	defer b.svc.sessionsWG.Done()
+	defer b.svc.forget(b.grant.SessionID)
+	var tap *Tap
+	defer func() {
+		if tap != nil {
+			tap.Close()
+		}
+	}()
+	expire := time.NewTimer(time.Until(b.grant.Exp.Time()))
+	defer expire.Stop()
+	var out <-chan []byte
+	var exited <-chan struct{}
+	for {
+		select {
+		case <-b.ended:
+			b.nc.Close()
+			return
+		case <-expire.C:
+			b.end(wire.EndExpired, true)
+		case <-exited:
+			for drained := false; !drained; { // the tail queued before the end
+				select {
+				case chunk := <-out:
+					b.sendData(chunk)
+				default:
+					drained = true
+				}
+			}
+			b.end(wire.EndProcessExit, true)
+		case chunk := <-out:
+			if n := tap.Dropped(); n > 0 {
+				b.send(&wire.AttachFrame{Kind: wire.AttachDrop, Bytes: n})
+			}
+			b.sendData(chunk)
+		case msg := <-b.in:
+			f, err := wire.DecodeAttachFrame(msg.Data)
+			if err != nil {
+				b.svc.cfg.Log.Warn("drop a malformed session frame", "session", b.grant.SessionID, "err", err)
+				continue
+			}
+			switch f.Kind {
+			case wire.AttachReady: // the current screen, then live output; again on every ready
+				if tap != nil {
+					tap.Close()
+				}
+				tap = b.term.Attach(sessionWindow)
+				b.sendData(tap.Snapshot)
+				out, exited = tap.Out(), tap.Done()
+			case wire.AttachData:
+				if _, err := b.term.Write(f.Data); err != nil {
+					b.svc.cfg.Log.Warn("type into an attached terminal", "session", b.grant.SessionID, "err", err)
+				}
+			case wire.AttachResize:
+				if err := b.term.Resize(uint16(f.Cols), uint16(f.Rows)); err != nil {
+					b.svc.cfg.Log.Warn("resize an attached terminal", "session", b.grant.SessionID, "err", err)
+				}
+			case wire.AttachEnd: // the holder detached: end it for both
+				b.end(wire.EndClosed, false)
+			default:
+				b.svc.cfg.Log.Warn("drop a session frame the caller may not send", "session", b.grant.SessionID, "kind", f.Kind)
+			}
+		}
+	}
+}
+
+// sendData sends bytes as data frames of at most wire.MaxAttachData each.
+func (b *bridge) sendData(p []byte) {
+	for len(p) > 0 {
+		n := min(len(p), wire.MaxAttachData)
+		b.send(&wire.AttachFrame{Kind: wire.AttachData, Data: p[:n]})
+		p = p[n:]
+	}
+}
+
+func (b *bridge) send(f *wire.AttachFrame) {
+	if err := b.nc.Publish(b.grant.Subjects.Out, f.Encode()); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		b.svc.cfg.Log.Warn("send a session frame", "session", b.grant.SessionID, "err", err)
+	}
+}
+
+// end ends the session once, for reason: with tell, the holder is sent an end frame first; the
+// ledger closes the row and revokes both halves either way.
+func (b *bridge) end(reason wire.EndReason, tell bool) {
+	b.endOnce.Do(func() {
+		b.reason = reason
+		if tell {
+			b.send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: reason})
+			_ = b.nc.Flush() // best effort: the revocation below closes the rail either way
+		}
+		to := authority.SessionClosed
+		switch reason {
+		case wire.EndExpired:
+			to = authority.SessionExpired
+		case wire.EndTargetDespawn:
+			to = authority.SessionRetired
+		}
+		b.svc.closes.Go(func() { b.svc.closeSession(b.grant.SessionID, to) }) // not under the connection's callback
+		close(b.ended)
+	})
+}
+
+// closeSession ends a session in the ledger as its serving party.
+func (svc *Service) closeSession(sessionID string, to authority.SessionState) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	closer := authority.SessionCloser{Serving: &authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: svc.cfg.Instance}, Epoch: svc.cfg.Epoch}
+	if err := svc.cfg.Sessions.CloseSession(ctx, sessionID, closer, to); err != nil {
+		svc.cfg.Log.Warn("close a session", "session", sessionID, "err", err)
+	}
+}
+
+func (svc *Service) forget(sessionID string) {
+	svc.mu.Lock()
+	delete(svc.sessions, sessionID)
+	svc.mu.Unlock()
+}
+
+// endSessions ends every session of agent (every session when agent is empty) for reason.
+func (svc *Service) endSessions(agent string, reason wire.EndReason) {
+	svc.mu.Lock()
+	var ending []*bridge
+	for _, b := range svc.sessions {
+		if agent == "" || b.agent == agent {
+			ending = append(ending, b)
+		}
+	}
+	svc.mu.Unlock()
+	for _, b := range ending {
+		b.end(reason, true)
+	}
+}
+
+// SessionCount returns how many sessions the manager serves.
+func (svc *Service) SessionCount() int {
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	return len(svc.sessions)
+}
+
+// inputArgs are input's args.
+type inputArgs struct {
+	Text  string `json:"text"`
+	Enter *bool  `json:"enter,omitempty"`
+}
+
+// inputResult is input's reply: the bytes written into the terminal.
+type inputResult struct {
+	Name  string `json:"name"`
+	Bytes int    `json:"bytes"`
+}
+
+// input types text into the target agent's terminal, then Enter (a carriage return) unless enter
+// is false, without a session.
+func (svc *Service) input(_ context.Context, req *endpoint.Request) (any, error) {
+	var args inputArgs
+	if err := json.Unmarshal(req.Args(), &args); err != nil {
+		return nil, notExecuted(wire.CodeBadRequest, "args: %v", err)
+	}
+	st, refusal := svc.seatOf(req)
+	if refusal != nil {
+		return nil, refusal
+	}
+	term, refusal := svc.terminalOf(st.Name)
+	if refusal != nil {
+		return nil, refusal
+	}
+	text := []byte(args.Text)
+	if args.Enter == nil || *args.Enter {
+		text = append(text, '\r')
+	}
+	n, err := term.Write(text)
+	if err != nil {
+		return nil, wire.NewEndpointError(wire.CodeFailedPrecondition, outcomeOfWrite(n), "type into %s: %v", st.Name, err)
+	}
+	return inputResult{Name: st.Name, Bytes: n}, nil
+}
+
+// outcomeOfWrite is the outcome of a write that failed after n bytes.
+func outcomeOfWrite(n int) wire.Outcome {
+	if n == 0 {
+		return wire.OutcomeNotExecuted
+	}
+	return wire.OutcomeUnknown
+}

@@ -1,0 +1,264 @@
+package manager_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/wire"
+)
+
+// serveSessions serves f's supervisor with sessions established through the mesh's ledger.
+func (f *fixture) serveSessions(t *testing.T, maxSessions int) *served {
+	t.Helper()
+	l := f.m.Ledger("")
+	instance := wire.NewLifecycleUID()
+	h, epoch, err := l.HoldManager(t.Context(), "cotal_manager", instance, manager.Commands(), time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := f.sup.Serve(t.Context(), manager.ServiceConfig{
+		Conn: h.Conn, Space: f.m.Space, Instance: instance, Epoch: epoch, Owner: wire.DevOwner, Readiness: time.Second,
+		Sessions: l, MaxSessions: maxSessions,
+		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool { ok, _ := l.Instrument(ctx, caller); return ok },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := svc.Stop(ctx); err != nil {
+			t.Errorf("stop the manager service: %v", err)
+		}
+		_ = f.sup.Close(ctx)
+		_ = h.Release()
+	})
+	return &served{svc: svc, held: h, instance: instance, epoch: epoch}
+}
+
+// attached is one side of a session as a holder sees it: its credential, its connection and the
+// frames that arrive on the out rail.
+type attached struct {
+	t      *testing.T
+	grant  *manager.SessionGrant
+	holder wire.Lifecycle
+	cred   *authority.Credential
+	c      *meshtest.Client
+	frames chan *nats.Msg
+	screen bytes.Buffer
+}
+
+// attachTo asks for a session on name and redeems the holder's half through the ledger.
+func attachTo(t *testing.T, f *fixture, mc *manager.Client, records jetstream.KeyValue, name string) *attached {
+	t.Helper()
+	g, err := mc.Attach(t.Context(), records, name)
+	if err != nil {
+		t.Fatalf("attach %s: %v", name, err)
+	}
+	p, err := wire.ParsePrincipal(g.Holder.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &attached{t: t, grant: g, holder: wire.Lifecycle{Principal: p, UID: g.Holder.LifecycleUID}, frames: make(chan *nats.Msg, 1024)}
+	if a.cred, err = f.m.Ledger("").SessionCaller(t.Context(), g.SessionID, a.holder); err != nil {
+		t.Fatalf("redeem session %s: %v", g.SessionID, err)
+	}
+	a.c = f.m.Connect(t, a.cred)
+	if _, err := a.c.ChanSubscribe(g.Subjects.Out, a.frames); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func (a *attached) send(f *wire.AttachFrame) {
+	a.t.Helper()
+	if err := a.c.Publish(a.grant.Subjects.In, f.Encode()); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// until reads frames until the screen holds want (returning nil) or an end frame arrives
+// (returning it).
+func (a *attached) until(want string) *wire.AttachFrame {
+	a.t.Helper()
+	deadline := time.After(15 * time.Second)
+	for !strings.Contains(a.screen.String(), want) {
+		select {
+		case msg := <-a.frames:
+			f, err := wire.DecodeAttachFrame(msg.Data)
+			if err != nil {
+				a.t.Fatalf("the manager sent a malformed frame %q: %v", msg.Data, err)
+			}
+			switch f.Kind {
+			case wire.AttachData:
+				a.screen.Write(f.Data)
+			case wire.AttachEnd:
+				return f
+			}
+		case <-deadline:
+			a.t.Fatalf("%q never appeared; the screen: %q", want, a.screen.String())
+		}
+	}
+	return nil
+}
+
+// TestAttachSession: a session on a shell shows its screen, carries keystrokes, survives a
+// malformed frame, and ends with revocation: both halves refused by the broker, the row closed,
+// a second redeem refused.
+func TestAttachSession(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.serveSessions(t, 0)
+	mc, records, _ := operator(t, f.m)
+	ctx := t.Context()
+	if _, err := f.sup.Spawn(ctx, manager.Spec{Name: "shell", Command: []string{"sh", "-i"}, Env: []string{"PS1=prompt$ "}}); err != nil {
+		t.Fatal(err)
+	}
+	a := attachTo(t, f, mc, records, "shell")
+	if a.grant.Serving.InstanceID != s.instance || a.grant.Target.Actor != "shell" || !strings.Contains(a.grant.Subjects.In, ".eps.manager."+a.grant.SessionID+".") {
+		t.Fatalf("grant = %+v", a.grant)
+	}
+	a.send(&wire.AttachFrame{Kind: wire.AttachReady})
+	if end := a.until("prompt$ "); end != nil {
+		t.Fatalf("the session ended before the prompt: %+v", end)
+	}
+	a.send(&wire.AttachFrame{Kind: wire.AttachResize, Cols: 100, Rows: 30})
+	// A malformed frame and an oversized one are dropped; the session goes on.
+	if err := a.c.Publish(a.grant.Subjects.In, []byte(`{"k":"data","b":"not base64!"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.c.Publish(a.grant.Subjects.In, []byte(`{"k":"data","b":"`+strings.Repeat("QUFB", wire.MaxAttachData/3+1)+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	a.send(&wire.AttachFrame{Kind: wire.AttachData, Data: []byte("echo hi $((6*7)); stty size\r")})
+	if end := a.until("30 100"); end != nil || !strings.Contains(a.screen.String(), "hi 42") {
+		t.Fatalf("typed line: %q (end %+v)", a.screen.String(), end)
+	}
+
+	// The caller's half reaches only its own rails.
+	for _, subject := range []string{a.grant.Subjects.Out, strings.Replace(a.grant.Subjects.In, a.grant.SessionID, wire.NewSessionID(), 1)} {
+		if err := a.c.Publish(subject, (&wire.AttachFrame{Kind: wire.AttachReady}).Encode()); err != nil {
+			t.Fatal(err)
+		}
+		if refused, err := a.c.Refused("Publish", subject); err != nil || !refused {
+			t.Errorf("the caller's half published on %s: %v", subject, err)
+		}
+	}
+
+	servingRow := func() *authority.CredentialRow {
+		rows, err := f.m.Ledger("").Credentials(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if strings.HasPrefix(r.CredentialID, a.grant.SessionID) && r.Profile == authority.ProfileSessionServing {
+				return &r
+			}
+		}
+		t.Fatal("the session has no serving credential row")
+		return nil
+	}
+	if r := servingRow(); r.State != authority.CredActive {
+		t.Fatalf("the serving half is %s while the session runs", r.State)
+	}
+	servingCred, err := f.m.Ledger("").SessionServing(ctx, a.grant.SessionID, s.instance, s.epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Detach: the end frame closes the session for both.
+	a.send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: wire.EndClosed})
+	meshtest.Eventually(t, 15*time.Second, "the session row closed", func() bool {
+		os, err := f.m.Ledger("").Session(ctx, a.grant.SessionID)
+		return err == nil && os != nil && os.Row.State == authority.SessionClosed && os.Row.Revoked.Caller && os.Row.Revoked.Serving
+	})
+	if r := servingRow(); r.State != authority.CredRevoked {
+		t.Fatalf("the serving half is %s after the close", r.State)
+	}
+	for half, cred := range map[string]*authority.Credential{"caller": a.cred, "serving": servingCred} {
+		if nc, err := dial.As(ctx, f.m.URL(), cred, nats.NoReconnect()); err == nil {
+			nc.Close()
+			t.Fatalf("the broker let the closed session's %s half connect again", half)
+		}
+	}
+	if _, err := f.m.Ledger("").SessionCaller(ctx, a.grant.SessionID, a.holder); !errors.Is(err, authority.ErrConflict) {
+		t.Fatalf("a second redeem of a closed session: %v", err)
+	}
+	if _, err := f.m.Ledger("").SessionCaller(ctx, wire.NewSessionID(), a.holder); err == nil {
+		t.Fatal("a forged grant's session was redeemed")
+	}
+	if st, ok := f.sup.Lookup("shell"); !ok || st.State != manager.StateRunning {
+		t.Fatalf("detaching touched the agent: %+v", st)
+	}
+}
+
+// TestSessionEnds: a session ends with process-exit when the agent's process ends and with
+// target-despawn on a despawn; input types without a session; the ceiling refuses one session
+// too many, naming --max-sessions.
+func TestSessionEnds(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *manager.Config) { c.MaxRestarts = -1 })
+	s := f.serveSessions(t, 1)
+	mc, records, _ := operator(t, f.m)
+	ctx := t.Context()
+	for _, name := range []string{"one", "two"} {
+		if _, err := f.sup.Spawn(ctx, manager.Spec{Name: name, Command: []string{"sh", "-i"}, Env: []string{"PS1=" + name + "$ "}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := mc.Input(ctx, records, "one", "echo from-input", true)
+	if err != nil || n != len("echo from-input")+1 {
+		t.Fatalf("input = %d, %v", n, err)
+	}
+	term, err := f.sup.Terminal("one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 15*time.Second, "input in the scrollback", func() bool {
+		tap := term.Attach(1)
+		defer tap.Close()
+		return bytes.Contains(tap.Snapshot, []byte("\nfrom-input"))
+	})
+	if n, err := mc.Input(ctx, records, "one", "x", false); err != nil || n != 1 {
+		t.Fatalf("input --no-enter = %d, %v", n, err)
+	}
+
+	a := attachTo(t, f, mc, records, "one")
+	if _, err := mc.Attach(ctx, records, "two"); codeOf(err) != wire.CodeResourceExhausted || !strings.Contains(err.Error(), "--max-sessions") {
+		t.Fatalf("a session past the ceiling: %v", err)
+	}
+	a.send(&wire.AttachFrame{Kind: wire.AttachReady})
+	a.send(&wire.AttachFrame{Kind: wire.AttachData, Data: []byte("\x15exit 3\r")})
+	end := a.until("never printed")
+	if end == nil || end.Reason != wire.EndProcessExit {
+		t.Fatalf("the shell's exit ended the session with %+v", end)
+	}
+
+	meshtest.Eventually(t, 15*time.Second, "the ended session forgotten", func() bool { return s.svc.SessionCount() == 0 })
+	b := attachTo(t, f, mc, records, "two")
+	b.send(&wire.AttachFrame{Kind: wire.AttachReady})
+	if end := b.until("two$ "); end != nil {
+		t.Fatalf("ended early: %+v", end)
+	}
+	if _, err := mc.Despawn(ctx, records, "two", true); err != nil {
+		t.Fatal(err)
+	}
+	if end := b.until("never printed"); end == nil || end.Reason != wire.EndTargetDespawn {
+		t.Fatalf("a despawn ended the session with %+v", end)
+	}
+	os, err := f.m.Ledger("").Session(ctx, b.grant.SessionID)
+	if err != nil || os == nil || !os.Row.State.Terminal() {
+		t.Fatalf("the despawned agent's session row: %+v, %v", os, err)
+	}
+}
