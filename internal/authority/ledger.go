@@ -379,8 +379,16 @@ func (s *AuthStore) revokeWithSessions(ctx context.Context, r *CredentialRow, re
 			return nil, err
 		}
 	}
-	keys := []string{r.UserKey}
-	for _, id := range sessionsOf(*r) {
+	more, err := s.SupersedeSessions(ctx, *r)
+	return append([]string{r.UserKey}, more...), err
+}
+
+// SupersedeSessions tears down every session a credential row's source chain names (a barrier
+// revoking the row must take its sessions with it, SPEC §13.6): each row goes superseded and both
+// halves are revoked. It returns the user keys the broker must refuse.
+func (s *AuthStore) SupersedeSessions(ctx context.Context, r CredentialRow) ([]string, error) {
+	var keys []string
+	for _, id := range sessionsOf(r) {
 		t, err := s.ReconcileSessionForTakeover(ctx, id)
 		if t != nil {
 			keys = append(keys, t.RevokedKeys...)

@@ -162,6 +162,9 @@ type SessionRequest struct {
 	Serving      Endpoint
 	ServingEpoch int64
 	Expires      time.Time
+	// Target, when set, is the lifecycle the session carries (an attached agent's): both halves'
+	// rows name it in their source chain, so what is attached to whom reads from the ledger.
+	Target *wire.Lifecycle
 }
 
 // SessionMaxLifetime bounds a session: it is live authority, like a live handle.
@@ -337,6 +340,9 @@ func (s *AuthStore) stageSession(ctx context.Context, keys *SpaceKeys, req Sessi
 	}
 	rails := SessionRails{Endpoint: req.Serving.Name, SessionID: req.SessionID, Epoch: req.ServingEpoch}
 	source := []string{keySession + req.SessionID}
+	if req.Target != nil {
+		source = append(source, targetSource+req.Target.String())
+	}
 	for _, half := range []struct {
 		party     sessionParty
 		profile   Profile
@@ -702,6 +708,20 @@ func (s *AuthStore) removeStagePins(ctx context.Context, sessionID string) error
 		}
 	}
 	return nil
+}
+
+// targetSource starts the source-chain entry naming the lifecycle a session carries.
+const targetSource = "target."
+
+// SessionTarget returns the lifecycle a session credential's row names as the session's target;
+// false for a row that names none.
+func (r CredentialRow) SessionTarget() (wire.Lifecycle, bool) {
+	v := r.source(targetSource)
+	if v == "" {
+		return wire.Lifecycle{}, false
+	}
+	l, err := wire.ParseLifecycle(v)
+	return l, err == nil
 }
 
 // sessionsOf returns the session ids a credential row's source chain names.

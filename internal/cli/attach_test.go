@@ -88,6 +88,9 @@ func TestAttachUnderTmux(t *testing.T) {
 		t.Fatalf("input: exit %d, %s %s", code, out, stderr)
 	}
 	pane.waitFor("the input's output", equals("from-input"))
+	if shell := psRows(t, dir)["local.shell"]; len(shell.Attached) != 1 || shell.Attached[0] != "local.cotal_control" {
+		t.Fatalf("ps while attached: %+v", shell)
+	}
 
 	pane.run("send-keys", "-t", "t", "C-]")
 	pane.waitFor("the detach", func(l string) bool { return strings.Contains(l, "[cotal: detached from shell]") })

@@ -26,6 +26,8 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/ps"
+	"github.com/gocotal/cotal/internal/cli/spawn"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/space"
@@ -364,7 +366,7 @@ func TestMCPCommand(t *testing.T) {
 }
 
 // agentCommand is the command line of a process that joins the mesh as the agent a manager
-// spawned it as: this test binary acting as `cotal agent`, on its launch material.
+// spawned as: this test binary acting as `cotal agent`, on its launch material.
 func agentCommand(t *testing.T) []string {
 	t.Helper()
 	exe, err := os.Executable()
@@ -374,39 +376,18 @@ func agentCommand(t *testing.T) []string {
 	return []string{"env", envRunCLI + "=1", exe, "agent"}
 }
 
-// spawned is the part of `cotal spawn --json` the tests read.
-type spawned struct {
-	Acceptance struct {
-		Name     string `json:"name"`
-		UID      string `json:"uid"`
-		GoalID   string `json:"goalId"`
-		Executor struct {
-			LifecycleUID string `json:"lifecycleUid"`
-		} `json:"executor"`
-	} `json:"acceptance"`
-	State   string       `json:"state"`
-	Process *manager.Row `json:"process"`
-}
-
-// psRow is the part of a `cotal ps --json` row the tests read.
-type psRow struct {
-	Principal string       `json:"principal"`
-	Online    bool         `json:"online"`
-	Process   *manager.Row `json:"process"`
-}
-
 // psRows runs `cotal ps --json` and returns its rows by principal; it fails unless ps exits 0.
-func psRows(t *testing.T, dir string) map[string]psRow {
+func psRows(t *testing.T, dir string) map[string]ps.Row {
 	t.Helper()
 	code, out, stderr := run(t, "ps", "--dir", dir, "--json")
 	if code != exit.OK {
 		t.Fatalf("ps exit %d: %s %s", code, out, stderr)
 	}
-	var rows []psRow
+	var rows []ps.Row
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("ps --json %q: %v", out, err)
 	}
-	byPrincipal := map[string]psRow{}
+	byPrincipal := map[string]ps.Row{}
 	for _, r := range rows {
 		byPrincipal[r.Principal] = r
 	}
@@ -439,7 +420,7 @@ func TestSpawnPsStop(t *testing.T) {
 	if code != exit.OK {
 		t.Fatalf("spawn exit %d: %s %s", code, out, stderr)
 	}
-	var res spawned
+	var res spawn.Result
 	if err := json.Unmarshal([]byte(out), &res); err != nil || res.State != manager.GoalSucceeded || res.Acceptance.Name != "sleeper" || res.Acceptance.GoalID == "" {
 		t.Fatalf("spawn = %s (%v)", out, err)
 	}
@@ -502,7 +483,7 @@ func TestSpawnForeground(t *testing.T) {
 	interrupt()
 	select {
 	case code := <-done:
-		var res spawned
+		var res spawn.Result
 		if err := json.Unmarshal(spOut.Bytes(), &res); err != nil || code != exit.OK || res.Process == nil || res.Process.Status != string(manager.StateStopped) {
 			t.Fatalf("interrupted spawn: exit %d, %s (%v) %s", code, spOut, err, spErr)
 		}

@@ -105,8 +105,8 @@ func (l *Ledger) advanceServeGate(ctx context.Context, g *authority.ServeGate, o
 }
 
 // fenceServing revokes every serving credential of the gate's instance issued before epoch (a row
-// that names no epoch counts as older) and has the broker refuse them and close their
-// connections, verified. The keys of rows an earlier run already revoked are evicted again: a
+// that names no epoch counts as older: a session's serving half, whose session is superseded
+// with it) and has the broker refuse them and close their connections, verified. The keys of rows an earlier run already revoked are evicted again: a
 // barrier resumed after a failed eviction must finish it. A row that cannot be read does not
 // shield the others, but fails the fence: a credential it cannot revoke is not fenced.
 func (l *Ledger) fenceServing(ctx context.Context, g *authority.ServeGate, epoch int64) error {
@@ -126,6 +126,11 @@ func (l *Ledger) fenceServing(ctx context.Context, g *authority.ServeGate, epoch
 			}
 		}
 		keys = append(keys, r.UserKey)
+		if more, serr := l.supersedeSessions(ctx, r); serr != nil {
+			err = errors.Join(err, serr)
+		} else {
+			keys = append(keys, more...)
+		}
 	}
 	if len(keys) > 0 {
 		err = errors.Join(err, l.evict.Evict(ctx, l.sp, keys...))
@@ -206,4 +211,13 @@ func (l *Ledger) Instrument(ctx context.Context, caller wire.Lifecycle) (bool, e
 	}
 	reserved, err := s.Reserved(ctx, caller.UID)
 	return err == nil && !reserved, err
+}
+
+// supersedeSessions supersedes the sessions a fenced serving credential served.
+func (l *Ledger) supersedeSessions(ctx context.Context, r authority.CredentialRow) ([]string, error) {
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.SupersedeSessions(ctx, r)
 }

@@ -25,7 +25,9 @@ type served struct {
 	svc      *manager.Service
 	held     *ledger.Held
 	instance wire.LifecycleUID
-	epoch    int64
+	// fenced is set once a newer incarnation took the instance over: it can no longer stop cleanly.
+	fenced bool
+	epoch  int64
 }
 
 // serve serves f's supervisor as manager instance name, with the readiness deadline given, until

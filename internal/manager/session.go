@@ -147,6 +147,11 @@ func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, err
 	if full {
 		return nil, notExecuted(wire.CodeResourceExhausted, "this manager serves %d sessions, its --max-sessions ceiling", svc.cfg.MaxSessions)
 	}
+	p, err := wire.ParsePrincipal(st.Principal)
+	if err != nil {
+		return nil, err
+	}
+	target := wire.Lifecycle{Principal: p, UID: st.LifecycleUID}
 	holder, holderEpoch, err := svc.cfg.Sessions.SessionHolder(ctx, req.Caller())
 	if err != nil {
 		return nil, notExecuted(wire.CodeFailedPrecondition, "the caller cannot hold a session: %v", err)
@@ -163,6 +168,7 @@ func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, err
 	}
 	_, err = svc.cfg.Sessions.RedeemSession(ctx, authority.SessionRequest{
 		SessionID: g.SessionID, Holder: holder, HolderEpoch: holderEpoch, ServingEpoch: svc.cfg.Epoch, Expires: g.Exp.Time(),
+		Target:  &target,
 		Serving: authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: svc.cfg.Instance},
 	})
 	if err != nil {

@@ -35,16 +35,17 @@ func (f *fixture) serveSessions(t *testing.T, maxSessions int) *served {
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv := &served{svc: svc, held: h, instance: instance, epoch: epoch}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := svc.Stop(ctx); err != nil {
+		if err := svc.Stop(ctx); err != nil && !srv.fenced {
 			t.Errorf("stop the manager service: %v", err)
 		}
 		_ = f.sup.Close(ctx)
 		_ = h.Release()
 	})
-	return &served{svc: svc, held: h, instance: instance, epoch: epoch}
+	return srv
 }
 
 // attached is one side of a session as a holder sees it: its credential, its connection and the
@@ -260,5 +261,33 @@ func TestSessionEnds(t *testing.T) {
 	os, err := f.m.Ledger("").Session(ctx, b.grant.SessionID)
 	if err != nil || os == nil || !os.Row.State.Terminal() {
 		t.Fatalf("the despawned agent's session row: %+v, %v", os, err)
+	}
+}
+
+// TestSessionSupersededByTakeover: a new incarnation of the manager instance fences the old one's
+// serving credentials, and with them the sessions they served: the row goes superseded and both
+// halves are refused by the broker.
+func TestSessionSupersededByTakeover(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.serveSessions(t, 0)
+	mc, records, _ := operator(t, f.m)
+	ctx := t.Context()
+	if _, err := f.sup.Spawn(ctx, manager.Spec{Name: "shell", Command: []string{"sh", "-i"}}); err != nil {
+		t.Fatal(err)
+	}
+	a := attachTo(t, f, mc, records, "shell")
+	l := f.m.Ledger("")
+	s.fenced = true // its connection is refused from here on, so it cannot deregister
+	if _, epoch, err := l.ServeManager(ctx, "cotal_manager", s.instance, manager.Commands(), time.Hour); err != nil || epoch != s.epoch+1 {
+		t.Fatalf("take the instance over: epoch %d, %v", epoch, err)
+	}
+	os, err := l.Session(ctx, a.grant.SessionID)
+	if err != nil || os == nil || os.Row.State != authority.SessionSuperseded || !os.Row.Revoked.Caller || !os.Row.Revoked.Serving {
+		t.Fatalf("the session after a takeover: %+v, %v", os, err)
+	}
+	if nc, err := dial.As(ctx, f.m.URL(), a.cred, nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Fatal("the superseded session's caller half connected again")
 	}
 }

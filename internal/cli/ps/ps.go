@@ -39,6 +39,9 @@ type Row struct {
 	// manager contract's AGENT_ROW: name, id, status, pid, lifecycleUid, instanceId, ...). Absent
 	// for agents no manager spawned.
 	Process *manager.Row `json:"process,omitempty"`
+	// Attached names who is attached to the agent's terminal: the holder of each session open on
+	// it (`cotal attach`), from the space's ledger.
+	Attached []string `json:"attached,omitempty"`
 }
 
 // NewCmdPs returns the `cotal ps` command.
@@ -95,6 +98,9 @@ func psRun(ctx context.Context, o *Options) error {
 		if rows, silent, err = o.withProcesses(ctx, rows); err != nil {
 			return err
 		}
+		if err := o.withSessions(ctx, rows); err != nil {
+			return err
+		}
 	}
 	if err := o.print(rows); err != nil {
 		return err
@@ -131,12 +137,38 @@ func (o *Options) print(rows []Row) error {
 				proc += fmt.Sprintf(" pid %d", p.PID)
 			}
 		}
+		if n := len(r.Attached); n > 0 {
+			proc += fmt.Sprintf(", %d attached", n)
+		}
 		// Peer-written text is made safe for the terminal: no escapes, bidi or tabs that would
 		// recolour the screen or shift the columns.
 		safe := wire.SanitizeForTerminal
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safe(r.Name), r.Principal, r.Status, dash(safe(r.Role)), dash(safe(r.Activity)), seen, proc)
 	}
 	return tw.Flush()
+}
+
+// withSessions fills each row's Attached from the ledger's open sessions: the caller half of each
+// active session names the agent it carries and its holder.
+func (o *Options) withSessions(ctx context.Context, rows []Row) error {
+	l, err := o.Ledger(ctx, "")
+	if err != nil {
+		return err
+	}
+	creds, err := l.Credentials(ctx)
+	if err != nil {
+		return fmt.Errorf("read the open sessions: %w", err)
+	}
+	for _, c := range creds {
+		target, ok := c.SessionTarget()
+		if c.Profile != authority.ProfileSessionCaller || c.State != authority.CredActive || !ok {
+			continue
+		}
+		if i := slices.IndexFunc(rows, func(r Row) bool { return r.Principal == target.Principal.String() }); i >= 0 {
+			rows[i].Attached = append(rows[i].Attached, c.Principal)
+		}
+	}
+	return nil
 }
 
 // withProcesses asks every manager registered in the space for its agents (a ps scatter on the
