@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/cli/creds"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
@@ -79,7 +81,7 @@ func TestAttachUnderTmux(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pane := newTmux(t, fmt.Sprintf("env %s=1 %s attach shell --dir %s", envRunCLI, self, dir))
+	pane := newTmux(t, fmt.Sprintf("env %s=1 %s attach shell --dir %s; echo \"[exit $?]\"", envRunCLI, self, dir))
 	pane.waitFor("the prompt", func(l string) bool { return strings.HasPrefix(l, "shell$") })
 	pane.run("send-keys", "-t", "t", "echo hi", "Enter")
 	pane.waitFor("hi", equals("hi"))
@@ -92,24 +94,23 @@ func TestAttachUnderTmux(t *testing.T) {
 		t.Fatalf("ps while attached: %+v", shell)
 	}
 
+	// The operator ends the session from the ledger: attach has lost it, and comes back on a
+	// fresh one.
+	st := waitUp(t, dir, nil)
+	l := openLedger(t, dir, st.URL)
+	sessionID := openSession(t, l)
+	if err := l.CloseSession(t.Context(), sessionID, authority.SessionCloser{Operator: true}, authority.SessionClosed); err != nil {
+		t.Fatal(err)
+	}
+	pane.waitFor("the reconnect", func(l string) bool { return strings.Contains(l, "[cotal: connection lost") })
+	meshtest.Eventually(t, 20*time.Second, "a fresh session", func() bool { return openSession(t, l) != "" && openSession(t, l) != sessionID })
+	pane.run("send-keys", "-t", "t", "echo again", "Enter")
+	pane.waitFor("the line typed after the reconnect", equals("again"))
+
 	pane.run("send-keys", "-t", "t", "C-]")
 	pane.waitFor("the detach", func(l string) bool { return strings.Contains(l, "[cotal: detached from shell]") })
-	detached := time.Now()
-	defer func() { t.Logf("cotal attach exited %s after the detach", time.Since(detached)) }()
-	meshtest.Eventually(t, 60*time.Second, "cotal attach exiting after Ctrl-]", func() bool {
-		return strings.TrimSpace(pane.run("display-message", "-p", "-t", "t", "#{pane_dead} #{pane_dead_status}")) == "1 0"
-	})
+	pane.waitFor("cotal attach exiting 0 after Ctrl-]", equals("[exit 0]"))
 
-	st := waitUp(t, dir, nil)
-	kr, err := mesh.Dir{Path: filepath.Join(dir, mesh.DirName)}.OpenKeyring()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.Open(t.Context(), st.URL, kr, "main")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
 	meshtest.Eventually(t, 15*time.Second, "the session's credentials revoked", func() bool {
 		rows, err := l.Credentials(t.Context())
 		if err != nil {
@@ -128,6 +129,51 @@ func TestAttachUnderTmux(t *testing.T) {
 				}
 			}
 		}
-		return halves == 2
+		return halves == 4 // two sessions, each with both halves
 	})
+	code, out, stderr := run(t, "creds", "list", "--dir", dir, "--json")
+	var rows []creds.Row
+	if err := json.Unmarshal([]byte(out), &rows); code != exit.OK || err != nil {
+		t.Fatalf("creds list --json: exit %d, %v: %s", code, err, stderr)
+	}
+	listed := map[string]int{}
+	for _, r := range rows {
+		if r.State == "revoked" {
+			listed[r.Profile]++
+		}
+	}
+	if listed[string(authority.ProfileSessionCaller)] != 2 || listed[string(authority.ProfileSessionServing)] != 2 {
+		t.Fatalf("creds list --json does not list the ended sessions' halves as revoked: %v", listed)
+	}
+}
+
+// openLedger opens the ledger of space main of the mesh in dir.
+func openLedger(t *testing.T, dir, url string) *ledger.Ledger {
+	t.Helper()
+	kr, err := mesh.Dir{Path: filepath.Join(dir, mesh.DirName)}.OpenKeyring()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(t.Context(), url, kr, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+// openSession returns the id of the one active session's caller half, or "".
+func openSession(t *testing.T, l *ledger.Ledger) string {
+	t.Helper()
+	rows, err := l.Credentials(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Profile == authority.ProfileSessionCaller && r.State == authority.CredActive {
+			id, _, _ := strings.Cut(r.CredentialID, ".")
+			return id
+		}
+	}
+	return ""
 }
