@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,16 +74,19 @@ func equals(want string) func(string) bool { return func(l string) bool { return
 // detaches, closing the session's ledger row with both credentials revoked.
 func TestAttachUnderTmux(t *testing.T) {
 	dir := upMesh(t)
-	args := `{"name":"shell","launchOptions":{"command":["sh","-i"],"env":["PS1=shell$ "]}}`
-	if code, res, stderr := invoke(t, "manager", "spawn", "--dir", dir, "--args", args, "--timeout", "1s"); !res.OK {
-		t.Fatalf("spawn the shell: exit %d, %+v %s", code, res, stderr)
-	}
+	// As a person would: the spawn waits in the foreground for its agent.
+	_, _, stopSpawn := background(t, "spawn", "--dir", dir, "--name", "shell", "--", "bash", "--norc", "--noprofile")
+	meshtest.Eventually(t, 20*time.Second, "the shell running", func() bool {
+		code, out, _ := run(t, "ps", "--dir", dir, "--json")
+		return code == exit.OK && strings.Contains(out, `"name":"shell","id":"local.shell"`) && strings.Contains(out, `"status":"running"`)
+	})
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pane := newTmux(t, fmt.Sprintf("env %s=1 %s attach shell --dir %s; echo \"[exit $?]\"", envRunCLI, self, dir))
-	pane.waitFor("the prompt", func(l string) bool { return strings.HasPrefix(l, "shell$") })
+	prompt := func(l string) bool { return strings.HasPrefix(l, "bash-") && (strings.HasSuffix(l, "$") || strings.HasSuffix(l, "#")) }
+	pane.waitFor("the prompt", prompt)
 	pane.run("send-keys", "-t", "t", "echo hi", "Enter")
 	pane.waitFor("hi", equals("hi"))
 
@@ -107,9 +111,25 @@ func TestAttachUnderTmux(t *testing.T) {
 	pane.run("send-keys", "-t", "t", "echo again", "Enter")
 	pane.waitFor("the line typed after the reconnect", equals("again"))
 
+	// A window resize reaches the agent's terminal.
+	pane.run("resize-window", "-t", "t", "-x", "100", "-y", "30")
+	pane.run("send-keys", "-t", "t", "stty size", "Enter")
+	pane.waitFor("the new size", equals("30 100"))
+
 	pane.run("send-keys", "-t", "t", "C-]")
 	pane.waitFor("the detach", func(l string) bool { return strings.Contains(l, "[cotal: detached from shell]") })
 	pane.waitFor("cotal attach exiting 0 after Ctrl-]", equals("[exit 0]"))
+
+	// Attached again, the agent's process is killed: the session ends with process-exit.
+	again := newTmux(t, fmt.Sprintf("env %s=1 %s attach shell --dir %s; echo \"[exit $?]\"", envRunCLI, self, dir))
+	again.waitFor("the prompt", prompt)
+	pid := psRows(t, dir)["local.shell"].Process.PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	again.waitFor("the end of the session", func(l string) bool { return strings.Contains(l, "[cotal: shell is gone]") })
+	again.waitFor("cotal attach exiting 0", equals("[exit 0]"))
+	stopSpawn()
 
 	meshtest.Eventually(t, 15*time.Second, "the session's credentials revoked", func() bool {
 		rows, err := l.Credentials(t.Context())
@@ -129,7 +149,7 @@ func TestAttachUnderTmux(t *testing.T) {
 				}
 			}
 		}
-		return halves == 4 // two sessions, each with both halves
+		return halves == 6 // three sessions, each with both halves
 	})
 	code, out, stderr := run(t, "creds", "list", "--dir", dir, "--json")
 	var rows []creds.Row
@@ -142,7 +162,7 @@ func TestAttachUnderTmux(t *testing.T) {
 			listed[r.Profile]++
 		}
 	}
-	if listed[string(authority.ProfileSessionCaller)] != 2 || listed[string(authority.ProfileSessionServing)] != 2 {
+	if listed[string(authority.ProfileSessionCaller)] != 3 || listed[string(authority.ProfileSessionServing)] != 3 {
 		t.Fatalf("creds list --json does not list the ended sessions' halves as revoked: %v", listed)
 	}
 }
