@@ -85,6 +85,8 @@ type Service struct {
 	goalIndex map[goalKey]*goal  // guarded by mu: the open goals, and the settled ones for goalRetention
 	sessions  map[string]*bridge // guarded by mu: the sessions served, by id
 
+	sessionSlots chan struct{} // one per session served or being established: the ceiling
+
 	sessionsWG sync.WaitGroup // the bridges running
 	closes     sync.WaitGroup // the ledger closes of ended sessions
 }
@@ -125,7 +127,7 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 	}
 	host, _ := os.Hostname()
 	svc := &Service{sup: s, cfg: cfg, js: js, presence: presence, started: time.Now(), host: host, goals: make(chan struct{}, maxGoals),
-		goalIndex: map[goalKey]*goal{}, sessions: map[string]*bridge{}}
+		goalIndex: map[goalKey]*goal{}, sessions: map[string]*bridge{}, sessionSlots: make(chan struct{}, cfg.MaxSessions)}
 	svc.ctx, svc.cancel = context.WithCancel(context.Background())
 
 	if err := contract.Publish(ctx, js, cfg.Space, cluster.Artifacts); err != nil {

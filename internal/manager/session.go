@@ -141,12 +141,19 @@ func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, err
 	if refusal != nil {
 		return nil, refusal
 	}
-	svc.mu.Lock()
-	full := len(svc.sessions) >= svc.cfg.MaxSessions
-	svc.mu.Unlock()
-	if full {
+	// A slot is taken before anything is minted, and given back when the session's bridge ends
+	// or the attach fails, so concurrent attaches never pass the ceiling.
+	select {
+	case svc.sessionSlots <- struct{}{}:
+	default:
 		return nil, notExecuted(wire.CodeResourceExhausted, "this manager serves %d sessions, its --max-sessions ceiling", svc.cfg.MaxSessions)
 	}
+	served := false
+	defer func() {
+		if !served {
+			<-svc.sessionSlots
+		}
+	}()
 	p, err := wire.ParsePrincipal(st.Principal)
 	if err != nil {
 		return nil, err
@@ -179,7 +186,8 @@ func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, err
 		svc.closeSession(g.SessionID, authority.SessionClosed)
 		return nil, wire.NewEndpointError(wire.CodeUnavailable, wire.OutcomeNotExecuted, "serve the session: %v", err)
 	}
-	go b.run() // owned: ends with the session; Stop ends every session and waits
+	served = true
+	go b.run() // owned: ends with the session, giving back its slot; Stop ends every session and waits
 	return attachResult{Grant: g}, nil
 }
 
@@ -214,6 +222,7 @@ func (svc *Service) serveSession(ctx context.Context, g SessionGrant, agent stri
 // terminal's screen (from the first ready) and live output to the out rail.
 func (b *bridge) run() {
 	defer b.svc.sessionsWG.Done()
+	defer func() { <-b.svc.sessionSlots }()
 	defer b.svc.forget(b.grant.SessionID)
 	var tap *Tap
 	defer func() {
