@@ -85,7 +85,9 @@ func TestAttachUnderTmux(t *testing.T) {
 		t.Fatal(err)
 	}
 	pane := newTmux(t, fmt.Sprintf("env %s=1 %s attach shell --dir %s; echo \"[exit $?]\"", envRunCLI, self, dir))
-	prompt := func(l string) bool { return strings.HasPrefix(l, "bash-") && (strings.HasSuffix(l, "$") || strings.HasSuffix(l, "#")) }
+	prompt := func(l string) bool {
+		return strings.HasPrefix(l, "bash-") && (strings.HasSuffix(l, "$") || strings.HasSuffix(l, "#"))
+	}
 	pane.waitFor("the prompt", prompt)
 	pane.run("send-keys", "-t", "t", "echo hi", "Enter")
 	pane.waitFor("hi", equals("hi"))

@@ -124,13 +124,14 @@ func (l *Ledger) fenceServing(ctx context.Context, g *authority.ServeGate, epoch
 				err = errors.Join(err, rerr)
 				continue
 			}
+			// Its session goes with it; a half revoked before had its session ended then.
+			if more, serr := l.supersedeSessions(ctx, r); serr != nil {
+				err = errors.Join(err, serr)
+			} else {
+				keys = append(keys, more...)
+			}
 		}
 		keys = append(keys, r.UserKey)
-		if more, serr := l.supersedeSessions(ctx, r); serr != nil {
-			err = errors.Join(err, serr)
-		} else {
-			keys = append(keys, more...)
-		}
 	}
 	if len(keys) > 0 {
 		err = errors.Join(err, l.evict.Evict(ctx, l.sp, keys...))

@@ -20,10 +20,11 @@ type goal struct {
 	id          string         // the goal id: the spawn request's id
 	fingerprint string
 	name        string
-	agent       wire.Lifecycle // what was spawned
-	cancel      chan string    // a cancel's mode; buffered, the first one counts
-	done        chan struct{}  // closed once result is set
-	result      *ResultFact    // the terminal fact this goal committed; set before done closes
+	agent       wire.Lifecycle  // what was spawned
+	exited      <-chan struct{} // closed when that agent is done, whatever runs under its name later
+	cancel      chan string     // a cancel's mode; buffered, the first one counts
+	done        chan struct{}   // closed once result is set
+	result      *ResultFact     // the terminal fact this goal committed; set before done closes
 }
 
 // goalKey names a goal: its id, scoped to the caller that started it.
@@ -124,7 +125,6 @@ func (g *goal) await() (string, map[string]any) {
 		return GoalUncertain, map[string]any{"reason": fmt.Sprintf("the manager could not watch the agent's presence: %v; inspect it, do not re-issue", err)}
 	}
 	defer func() { _ = w.Stop() }() // the goal is settled either way
-	done := g.svc.sup.Done(g.name)
 	for {
 		select {
 		case e := <-w.Updates():
@@ -140,12 +140,14 @@ func (g *goal) await() (string, map[string]any) {
 		case mode := <-g.cancel:
 			g.progress(phaseCancelling, "", nil)
 			graceful := mode != endpoint.CancelTerminate
-			if err := g.svc.sup.StopAgent(g.svc.ctx, g.name, graceful); err != nil && g.svc.ctx.Err() == nil {
-				g.svc.cfg.Log.Warn("stop a cancelled spawn's agent", "agent", g.agent, "err", err)
+			if st, ok := g.svc.sup.Lookup(g.name); ok && st.LifecycleUID == g.agent.UID { // never a successor
+				if err := g.svc.sup.StopAgent(g.svc.ctx, g.name, graceful); err != nil && g.svc.ctx.Err() == nil {
+					g.svc.cfg.Log.Warn("stop a cancelled spawn's agent", "agent", g.agent, "err", err)
+				}
 			}
 			who["reason"] = fmt.Sprintf("cancelled by its caller (%s); the agent was stopped", mode)
 			return GoalCancelled, who
-		case <-done:
+		case <-g.exited:
 			st, _ := g.svc.sup.Lookup(g.name)
 			who["reason"] = fmt.Sprintf("the agent's process ended (%s, exit %d) before it was present", st.State, st.ExitCode)
 			return GoalFailed, who

@@ -63,6 +63,8 @@ type ServiceConfig struct {
 	Sessions SessionAuthority
 	// MaxSessions is the ceiling of concurrent sessions; zero means DefaultMaxSessions.
 	MaxSessions int
+	// SessionIdle ends a session whose holder sent nothing for so long; zero means SessionIdle.
+	SessionIdle time.Duration
 	Log         *slog.Logger
 }
 
@@ -86,6 +88,7 @@ type Service struct {
 	sessions  map[string]*bridge // guarded by mu: the sessions served, by id
 
 	sessionSlots chan struct{} // one per session served or being established: the ceiling
+	stopping     bool          // guarded by mu: Stop has begun, and no session starts
 
 	sessionsWG sync.WaitGroup // the bridges running
 	closes     sync.WaitGroup // the ledger closes of ended sessions
@@ -102,6 +105,9 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = SessionIdle
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -171,12 +177,16 @@ func (svc *Service) Stop(ctx context.Context) error {
 	svc.endSessions("", wire.EndManagerRestart)
 	waited := make(chan struct{})
 	go func() { svc.sessionsWG.Wait(); svc.closes.Wait(); close(waited) }()
+	var err error
 	select {
 	case <-waited:
-	case <-ctx.Done():
-		return ctx.Err()
+	case <-ctx.Done(): // deregister and stop serving all the same, on a short deadline of their own
+		err = fmt.Errorf("end the sessions: %w", ctx.Err())
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
 	}
-	err := svc.reg.Deregister(ctx, svc.cfg.Epoch)
+	err = errors.Join(err, svc.reg.Deregister(ctx, svc.cfg.Epoch))
 	err = errors.Join(err, svc.srv.Stop(ctx))
 	svc.cancel()
 	for range maxGoals {
@@ -323,7 +333,7 @@ func (svc *Service) spawn(ctx context.Context, req *endpoint.Request) (any, erro
 	}
 	p, _ := wire.ParsePrincipal(st.Principal) // the supervisor's own issue
 	g := &goal{svc: svc, caller: req.Caller(), id: req.Envelope.ID, fingerprint: fingerprint, name: spec.Name,
-		agent: wire.Lifecycle{Principal: p, UID: st.LifecycleUID}, cancel: make(chan string, 1), done: make(chan struct{})}
+		agent: wire.Lifecycle{Principal: p, UID: st.LifecycleUID}, exited: svc.sup.Done(spec.Name), cancel: make(chan string, 1), done: make(chan struct{})}
 	svc.track(g)
 	g.progress(phaseHandoff, "", nil)
 	go g.follow() // owned: holds a goals slot that Stop waits for

@@ -43,8 +43,14 @@ const (
 	// fresh one.
 	SessionLifetime = 12 * time.Hour
 	// sessionWindow bounds the output chunks queued for a session that is behind; past it output
-	// is dropped and reported in a drop frame.
+	// is dropped and reported in a drop frame. It bounds the keystrokes queued for an agent that
+	// does not read its input the same way.
 	sessionWindow = 256
+	// SessionIdle ends a session whose holder has sent nothing for so long: a holder that vanished
+	// without detaching (killed, or its network gone). cotal attach sends an empty data frame every
+	// SessionKeepalive.
+	SessionIdle      = 2 * time.Minute
+	SessionKeepalive = 30 * time.Second
 )
 
 // SessionGrant is attach's grant: the session the holder redeems, its rails and parties.
@@ -95,7 +101,8 @@ type bridge struct {
 	agent string
 	term  *Terminal
 	nc    *nats.Conn
-	in    chan *nats.Msg
+	in    chan *wire.AttachFrame
+	typed chan []byte // keystrokes for the terminal, written by their own goroutine
 
 	endOnce sync.Once
 	ended   chan struct{} // closed by end
@@ -132,6 +139,10 @@ func (svc *Service) terminalOf(name string) (*Terminal, *wire.EndpointError) {
 func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, error) {
 	if svc.cfg.Sessions == nil {
 		return nil, notExecuted(wire.CodeUnimplemented, "this manager serves no sessions")
+	}
+	if !svc.cfg.HostLaunch(ctx, req.Caller()) {
+		// Redeeming a session's half needs the mesh's ledger, which only the operator holds here.
+		return nil, notExecuted(wire.CodePermissionDenied, "only the operator's instrument can redeem a session on this mesh")
 	}
 	st, refusal := svc.seatOf(req)
 	if refusal != nil {
@@ -197,13 +208,14 @@ func (svc *Service) serveSession(ctx context.Context, g SessionGrant, agent stri
 	if err != nil {
 		return nil, err
 	}
-	b := &bridge{svc: svc, grant: g, agent: agent, term: term, in: make(chan *nats.Msg, sessionWindow), ended: make(chan struct{})}
+	b := &bridge{svc: svc, grant: g, agent: agent, term: term, in: make(chan *wire.AttachFrame, sessionWindow),
+		typed: make(chan []byte, sessionWindow), ended: make(chan struct{})}
 	// The broker closes the connection when either half is revoked: the session ended elsewhere.
 	b.nc, err = dial.As(ctx, svc.sup.cfg.URL, cred, nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { b.end(wire.EndClosed, false) }))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.nc.ChanSubscribe(g.Subjects.In, b.in); err != nil {
+	if _, err := b.nc.Subscribe(g.Subjects.In, b.receive); err != nil {
 		b.nc.Close()
 		return nil, err
 	}
@@ -212,10 +224,49 @@ func (svc *Service) serveSession(ctx context.Context, g SessionGrant, agent stri
 		return nil, err
 	}
 	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if svc.stopping {
+		b.nc.Close()
+		return nil, ErrClosed
+	}
 	svc.sessions[g.SessionID] = b
-	svc.mu.Unlock()
 	svc.sessionsWG.Add(1)
 	return b, nil
+}
+
+// receive takes one frame off the in rail: an end at once, anything else to the bridge's loop in
+// order. It waits while the loop is behind (the connection's own buffer holds what follows), so no
+// keystroke or end is lost to a full queue.
+func (b *bridge) receive(msg *nats.Msg) {
+	f, err := wire.DecodeAttachFrame(msg.Data)
+	if err != nil {
+		b.svc.cfg.Log.Warn("drop a malformed session frame", "session", b.grant.SessionID, "err", err)
+		return
+	}
+	if f.Kind == wire.AttachEnd { // the holder detached: end it for both
+		b.end(wire.EndClosed, false)
+		return
+	}
+	select {
+	case b.in <- f:
+	case <-b.ended:
+	}
+}
+
+// typist writes the holder's keystrokes into the terminal in order. A write blocks while the
+// agent does not read its input; it never holds up the bridge, and it ends with the session (or,
+// when a write is blocked then, once that write returns).
+func (b *bridge) typist() {
+	for {
+		select {
+		case <-b.ended:
+			return
+		case p := <-b.typed:
+			if _, err := b.term.Write(p); err != nil {
+				b.svc.cfg.Log.Warn("type into an attached terminal", "session", b.grant.SessionID, "err", err)
+			}
+		}
+	}
 }
 
 // run bridges until the session ends: keystrokes and resizes from the in rail to the terminal, the
@@ -230,8 +281,12 @@ func (b *bridge) run() {
 			tap.Close()
 		}
 	}()
+	go b.typist() // owned: ends with the session
 	expire := time.NewTimer(time.Until(b.grant.Exp.Time()))
 	defer expire.Stop()
+	idle := time.NewTimer(b.svc.cfg.SessionIdle)
+	defer idle.Stop()
+	var typedDropped int
 	var out <-chan []byte
 	var exited <-chan struct{}
 	for {
@@ -241,6 +296,8 @@ func (b *bridge) run() {
 			return
 		case <-expire.C:
 			b.end(wire.EndExpired, true)
+		case <-idle.C: // the holder is gone without a word
+			b.end(wire.EndClosed, true)
 		case <-exited:
 			for drained := false; !drained; { // the tail queued before the end
 				select {
@@ -256,12 +313,8 @@ func (b *bridge) run() {
 				b.send(&wire.AttachFrame{Kind: wire.AttachDrop, Bytes: n})
 			}
 			b.sendData(chunk)
-		case msg := <-b.in:
-			f, err := wire.DecodeAttachFrame(msg.Data)
-			if err != nil {
-				b.svc.cfg.Log.Warn("drop a malformed session frame", "session", b.grant.SessionID, "err", err)
-				continue
-			}
+		case f := <-b.in:
+			idle.Reset(b.svc.cfg.SessionIdle)
 			switch f.Kind {
 			case wire.AttachReady: // the current screen, then live output; again on every ready
 				if tap != nil {
@@ -271,15 +324,20 @@ func (b *bridge) run() {
 				b.sendData(tap.Snapshot)
 				out, exited = tap.Out(), tap.Done()
 			case wire.AttachData:
-				if _, err := b.term.Write(f.Data); err != nil {
-					b.svc.cfg.Log.Warn("type into an attached terminal", "session", b.grant.SessionID, "err", err)
+				if len(f.Data) == 0 {
+					continue // a keepalive
+				}
+				select {
+				case b.typed <- f.Data:
+				default: // the agent is not reading its input: keystrokes past the window are lost
+					if typedDropped++; typedDropped == 1 || typedDropped%sessionWindow == 0 {
+						b.svc.cfg.Log.Warn("drop keystrokes the agent does not read", "session", b.grant.SessionID, "frames", typedDropped)
+					}
 				}
 			case wire.AttachResize:
 				if err := b.term.Resize(uint16(f.Cols), uint16(f.Rows)); err != nil {
 					b.svc.cfg.Log.Warn("resize an attached terminal", "session", b.grant.SessionID, "err", err)
 				}
-			case wire.AttachEnd: // the holder detached: end it for both
-				b.end(wire.EndClosed, false)
 			default:
 				b.svc.cfg.Log.Warn("drop a session frame the caller may not send", "session", b.grant.SessionID, "kind", f.Kind)
 			}
@@ -342,6 +400,9 @@ func (svc *Service) forget(sessionID string) {
 // endSessions ends every session of agent (every session when agent is empty) for reason.
 func (svc *Service) endSessions(agent string, reason wire.EndReason) {
 	svc.mu.Lock()
+	if agent == "" {
+		svc.stopping = true // no session starts from here on
+	}
 	var ending []*bridge
 	for _, b := range svc.sessions {
 		if agent == "" || b.agent == agent {
@@ -375,7 +436,7 @@ type inputResult struct {
 
 // input types text into the target agent's terminal, then Enter (a carriage return) unless enter
 // is false, without a session.
-func (svc *Service) input(_ context.Context, req *endpoint.Request) (any, error) {
+func (svc *Service) input(ctx context.Context, req *endpoint.Request) (any, error) {
 	var args inputArgs
 	if err := json.Unmarshal(req.Args(), &args); err != nil {
 		return nil, notExecuted(wire.CodeBadRequest, "args: %v", err)
@@ -392,17 +453,28 @@ func (svc *Service) input(_ context.Context, req *endpoint.Request) (any, error)
 	if args.Enter == nil || *args.Enter {
 		text = append(text, '\r')
 	}
-	n, err := term.Write(text)
-	if err != nil {
-		return nil, wire.NewEndpointError(wire.CodeFailedPrecondition, outcomeOfWrite(n), "type into %s: %v", st.Name, err)
+	// The write runs on its own: an agent that does not read its input holds it, never the
+	// handler past the request's deadline.
+	type written struct {
+		n   int
+		err error
 	}
-	return inputResult{Name: st.Name, Bytes: n}, nil
-}
-
-// outcomeOfWrite is the outcome of a write that failed after n bytes.
-func outcomeOfWrite(n int) wire.Outcome {
-	if n == 0 {
-		return wire.OutcomeNotExecuted
+	done := make(chan written, 1)
+	go func() { // owned: ends when the write returns, at the latest when the agent's process ends
+		n, err := term.Write(text)
+		done <- written{n, err}
+	}()
+	select {
+	case w := <-done:
+		if w.err != nil {
+			outcome := wire.OutcomeUnknown
+			if w.n == 0 {
+				outcome = wire.OutcomeNotExecuted
+			}
+			return nil, wire.NewEndpointError(wire.CodeFailedPrecondition, outcome, "type into %s: %v", st.Name, w.err)
+		}
+		return inputResult{Name: st.Name, Bytes: w.n}, nil
+	case <-ctx.Done():
+		return nil, wire.NewEndpointError(wire.CodeDeadlineExceeded, wire.OutcomeUnknown, "%s is not reading its input; the text may still be typed", st.Name)
 	}
-	return wire.OutcomeUnknown
 }

@@ -13,13 +13,14 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
 // serveSessions serves f's supervisor with sessions established through the mesh's ledger.
-func (f *fixture) serveSessions(t *testing.T, maxSessions int) *served {
+func (f *fixture) serveSessions(t *testing.T, maxSessions int, idle ...time.Duration) *served {
 	t.Helper()
 	l := f.m.Ledger("")
 	instance := wire.NewLifecycleUID()
@@ -29,7 +30,7 @@ func (f *fixture) serveSessions(t *testing.T, maxSessions int) *served {
 	}
 	svc, err := f.sup.Serve(t.Context(), manager.ServiceConfig{
 		Conn: h.Conn, Space: f.m.Space, Instance: instance, Epoch: epoch, Owner: wire.DevOwner, Readiness: time.Second,
-		Sessions: l, MaxSessions: maxSessions,
+		Sessions: l, MaxSessions: maxSessions, SessionIdle: append(idle, 0)[0],
 		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool { ok, _ := l.Instrument(ctx, caller); return ok },
 	})
 	if err != nil {
@@ -289,5 +290,43 @@ func TestSessionSupersededByTakeover(t *testing.T) {
 	if nc, err := dial.As(ctx, f.m.URL(), a.cred, nats.NoReconnect()); err == nil {
 		nc.Close()
 		t.Fatal("the superseded session's caller half connected again")
+	}
+}
+
+// TestSessionBackpressure: an agent that reads no input holds up neither its session nor the
+// manager: keystrokes past the window are dropped, the holder's end still ends the session, a
+// silent holder's session ends at the idle deadline, and an agent (which cannot redeem a session
+// here) is refused attach without taking a slot.
+func TestSessionBackpressure(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.serveSessions(t, 2, time.Second)
+	mc, records, _ := operator(t, f.m)
+	ctx := t.Context()
+	if _, err := f.sup.Spawn(ctx, manager.Spec{Name: "deaf", Command: []string{"sh", "-c", "stty raw -echo; echo deaf; exec sleep 1000"}}); err != nil {
+		t.Fatal(err)
+	}
+	a := attachTo(t, f, mc, records, "deaf")
+	a.send(&wire.AttachFrame{Kind: wire.AttachReady})
+	if end := a.until("deaf"); end != nil {
+		t.Fatalf("ended early: %+v", end)
+	}
+	chunk := bytes.Repeat([]byte("x"), wire.MaxAttachData)
+	for range 8 {
+		a.send(&wire.AttachFrame{Kind: wire.AttachData, Data: chunk})
+	}
+	a.send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: wire.EndClosed})
+	meshtest.Eventually(t, 15*time.Second, "the session ended though its agent reads nothing", func() bool { return s.svc.SessionCount() == 0 })
+
+	// A holder that goes silent: ended at the idle deadline, with an end frame.
+	b := attachTo(t, f, mc, records, "deaf")
+	if end := b.until("never printed"); end == nil || end.Reason != wire.EndClosed {
+		t.Fatalf("a silent holder's session ended with %+v", end)
+	}
+
+	cred, c := f.m.Agent(t, ledger.Request{Name: "nosy", Capabilities: []string{authority.CapabilitySpawn}})
+	agent := manager.NewClient(c.Conn, f.m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}, "nosy")
+	if _, err := agent.Attach(ctx, nil, "deaf"); codeOf(err) != wire.CodePermissionDenied {
+		t.Fatalf("an agent's attach: %v", err)
 	}
 }

@@ -258,15 +258,11 @@ func (ds *Daemons) Stop() {
 	ds.mu.Lock()
 	sups := ds.supervisors
 	ds.mu.Unlock()
-	if len(sups) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		var wg sync.WaitGroup
-		for _, sup := range sups {
-			wg.Go(func() { sup.stop(ctx, ds) })
-		}
-		wg.Wait()
-		cancel()
+	var wg sync.WaitGroup
+	for _, sup := range sups {
+		wg.Go(func() { sup.stop(ds) })
 	}
+	wg.Wait()
 	ds.cancel()
 	ds.wg.Wait()
 	ds.mu.Lock()

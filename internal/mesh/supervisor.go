@@ -168,13 +168,24 @@ type servedSupervisor struct {
 	stopLease context.CancelFunc
 }
 
+// The deadlines of a supervisor's stop: the service's (its sessions' ledger closes), then the
+// agents' own, so a slow service never leaves the agents running.
+const (
+	serviceStopWait = 15 * time.Second
+	agentsStopWait  = 30 * time.Second
+)
+
 // stop ends the service (its sessions first), then the agents, and lets the credential and the
 // instance go.
-func (s *servedSupervisor) stop(ctx context.Context, ds *Daemons) {
-	if err := s.svc.Stop(ctx); err != nil && ds.log != nil {
+func (s *servedSupervisor) stop(ds *Daemons) {
+	sctx, cancel := context.WithTimeout(context.Background(), serviceStopWait)
+	if err := s.svc.Stop(sctx); err != nil && ds.log != nil {
 		ds.log.Warn("stop serving the manager endpoint", "err", err)
 	}
-	_ = s.sup.Close(ctx) // each agent's own failure is logged by the supervisor
+	cancel()
+	actx, cancel := context.WithTimeout(context.Background(), agentsStopWait)
+	defer cancel()
+	_ = s.sup.Close(actx) // each agent's own failure is logged by the supervisor
 	s.stopLease()
 	ds.release(s.held)
 	s.instance.release()

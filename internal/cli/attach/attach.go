@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -111,11 +113,10 @@ func attachRun(ctx context.Context, o *Options) error {
 		}
 		wait := Backoff[min(attempt, len(Backoff)-1)]
 		attempt++
-		fmt.Fprintf(o.IO.ErrOut, "\r\n[cotal: connection lost (%v), reconnecting in %s]\r\n", err, wait)
-		select {
-		case <-ctx.Done():
+		fmt.Fprintf(o.IO.ErrOut, "\r\n[cotal: connection lost (%v), reconnecting in %s; Ctrl-] gives up]\r\n", err, wait)
+		if in.waitOrDetach(ctx, wait) {
+			fmt.Fprintf(o.IO.ErrOut, "\r\n[cotal: detached from %s]\r\n", o.Name)
 			return nil
-		case <-time.After(wait):
 		}
 	}
 }
@@ -153,8 +154,17 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, l *ledger.Le
 		return true, err
 	}
 	defer nc.Close()
+	// A callback that waits while the loop is behind: the connection's own buffer holds what
+	// follows, so no screen output or end is lost to a full queue.
 	frames := make(chan *nats.Msg, 256)
-	if _, err := nc.ChanSubscribe(g.Subjects.Out, frames); err != nil {
+	done := make(chan struct{})
+	defer close(done)
+	if _, err := nc.Subscribe(g.Subjects.Out, func(m *nats.Msg) {
+		select {
+		case frames <- m:
+		case <-done:
+		}
+	}); err != nil {
 		return true, err
 	}
 	send := func(f *wire.AttachFrame) { _ = nc.Publish(g.Subjects.In, f.Encode()) }
@@ -170,6 +180,8 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, l *ledger.Le
 	defer signal.Stop(winch)
 	ready := time.NewTicker(readyEvery)
 	defer ready.Stop()
+	keepalive := time.NewTicker(manager.SessionKeepalive)
+	defer keepalive.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -181,6 +193,8 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, l *ledger.Le
 			send(&wire.AttachFrame{Kind: wire.AttachReady})
 		case <-winch:
 			resize()
+		case <-keepalive.C: // an empty data frame: the manager ends a session that falls silent
+			send(&wire.AttachFrame{Kind: wire.AttachData})
 		case p, ok := <-in.bytes:
 			switch {
 			case !ok:
@@ -222,6 +236,28 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, l *ledger.Le
 // input reads the person's keystrokes, each read one slice, so a lone Ctrl-] tells itself apart
 // from the same byte inside a paste.
 type input struct{ bytes chan []byte }
+
+// waitOrDetach waits d for a reconnect, reading what is typed meanwhile: Ctrl-] or Ctrl-C gives up
+// (true); anything else is dropped, not sent to a session that did not see it typed.
+func (in *input) waitOrDetach(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return true
+		case <-t.C:
+			return false
+		case p, ok := <-in.bytes:
+			if !ok || slices.Contains(p, DetachKey) || slices.Contains(p, ctrlC) {
+				return true
+			}
+		}
+	}
+}
+
+// ctrlC is Ctrl-C as a raw terminal reads it.
+const ctrlC = 0x03
 
 func newInput(r io.Reader) *input {
 	in := &input{bytes: make(chan []byte, 16)}
