@@ -78,14 +78,25 @@ func ParseCreds(raw []byte) (*Grant, error) {
 	if err != nil {
 		return nil, fmt.Errorf("no user seed: %w", err)
 	}
-	uc, err := jwt.DecodeUserClaims(tok)
+	g, err := ParseJWT(tok)
+	if err != nil {
+		return nil, err
+	}
+	if pub, err := kp.PublicKey(); err != nil || pub != g.UserKey {
+		return nil, fmt.Errorf("the seed does not belong to the jwt's user %s", g.UserKey)
+	}
+	g.seed = string(seed)
+	return g, nil
+}
+
+// ParseJWT parses the grant a Cotal user JWT carries, without its seed: what a credential may
+// do, as read from its permission rows and tags. A grant parsed this way cannot connect.
+func ParseJWT(token string) (*Grant, error) {
+	uc, err := jwt.DecodeUserClaims(token)
 	if err != nil {
 		return nil, fmt.Errorf("user jwt: %w", err)
 	}
-	if pub, err := kp.PublicKey(); err != nil || pub != uc.Subject {
-		return nil, fmt.Errorf("the seed does not belong to the jwt's user %s", uc.Subject)
-	}
-	g := &Grant{Profile: uc.Name, UserKey: uc.Subject, jwt: tok, seed: string(seed)}
+	g := &Grant{Profile: uc.Name, UserKey: uc.Subject, jwt: token}
 	if uc.Expires > 0 {
 		g.Expires = time.Unix(uc.Expires, 0)
 	}

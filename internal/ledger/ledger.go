@@ -450,6 +450,22 @@ func (l *Ledger) Credentials(ctx context.Context) ([]authority.CredentialRow, er
 	return append(rows, serving...), errors.Join(err, serr)
 }
 
+// ActiveCredential returns the JWT of an active credential of the lifecycle uid issued for
+// profile: what that lifecycle may do, as the broker enforces it. A lifecycle with none is an error.
+func (l *Ledger) ActiveCredential(ctx context.Context, uid wire.LifecycleUID, profile authority.Profile) (string, error) {
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return "", err
+	}
+	rows, err := s.Credentials(ctx, uid)
+	for _, r := range rows {
+		if r.State == authority.CredActive && r.Profile == profile {
+			return r.JWT, nil
+		}
+	}
+	return "", errors.Join(fmt.Errorf("lifecycle %s holds no active %s credential", uid, profile), err)
+}
+
 // Repair repairs every corrupt row of the auth store it knows how to, failing safe, and has the
 // broker refuse every key the repairs revoked (authority.AuthStore.RepairAll).
 func (l *Ledger) Repair(ctx context.Context) ([]authority.Repair, error) {

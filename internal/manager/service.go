@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/contract"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/wire"
@@ -57,6 +59,10 @@ type ServiceConfig struct {
 	// HostLaunch reports whether a caller may spawn a raw command (launchOptions.command): host
 	// launch authority, which only the mesh operator's instrument holds.
 	HostLaunch func(ctx context.Context, caller wire.Lifecycle) bool
+	// CallerGrant returns what a caller's own credential may do; a spawn by any caller but the
+	// operator's instrument must stay within it (channels read and posted to, role). Nil refuses
+	// such spawns.
+	CallerGrant func(ctx context.Context, caller wire.Lifecycle) (*cotal.Grant, error)
 	// Readiness is the readiness deadline; zero means ReadinessDeadline.
 	Readiness time.Duration
 	// Sessions establishes and ends attach sessions; nil serves none (attach is unimplemented).
@@ -307,9 +313,15 @@ func (svc *Service) spawn(ctx context.Context, req *endpoint.Request) (any, erro
 	if err := json.Unmarshal(req.Args(), &args); err != nil {
 		return nil, notExecuted(wire.CodeBadRequest, "args: %v", err)
 	}
-	spec, refusal := args.spec(svc.cfg.HostLaunch(ctx, req.Caller()))
+	operator := svc.cfg.HostLaunch(ctx, req.Caller())
+	spec, refusal := args.spec(operator)
 	if refusal != nil {
 		return nil, refusal
+	}
+	if !operator {
+		if refusal := svc.withinCaller(ctx, req.Caller(), spec); refusal != nil {
+			return nil, refusal
+		}
 	}
 	fingerprint, err := wire.Fingerprint(req.Route, req.Envelope)
 	if err != nil {
@@ -340,6 +352,37 @@ func (svc *Service) spawn(ctx context.Context, req *endpoint.Request) (any, erro
 	return Acceptance{Name: spec.Name, Owner: p.Owner(), Actor: p.Actor(), UID: string(st.LifecycleUID), GoalID: g.id,
 		Fingerprint: fingerprint, ReadinessDeadlineMs: svc.cfg.Readiness.Milliseconds(),
 		Executor: Executor{LifecycleUID: string(svc.cfg.Instance), Epoch: svc.cfg.Epoch}}, nil
+}
+
+// withinCaller refuses a spawn that would give the new agent what its caller's own credential
+// does not hold: a channel it may not read, one it may not post to (the posting rights the agent
+// would get, defaulted as the ledger defaults them), or another role.
+func (svc *Service) withinCaller(ctx context.Context, caller wire.Lifecycle, spec Spec) *wire.EndpointError {
+	if svc.cfg.CallerGrant == nil {
+		return notExecuted(wire.CodePermissionDenied, "this manager spawns for the operator only")
+	}
+	g, err := svc.cfg.CallerGrant(ctx, caller)
+	if err != nil {
+		return notExecuted(wire.CodePermissionDenied, "the caller's own grant cannot be read: %v", err)
+	}
+	for _, ch := range append(slices.Clone(spec.Subscribe), spec.AllowSubscribe...) {
+		if !g.CanRead(ch) {
+			return notExecuted(wire.CodePermissionDenied, "the new agent may not read %s: its caller cannot", ch)
+		}
+	}
+	post := spec.AllowPublish
+	if len(post) == 0 {
+		post = slices.DeleteFunc(slices.Clone(spec.Subscribe), func(ch string) bool { return !wire.IsConcreteChannel(ch) })
+	}
+	for _, ch := range post {
+		if !g.CanPost(ch) {
+			return notExecuted(wire.CodePermissionDenied, "the new agent may not post to %s: its caller cannot", ch)
+		}
+	}
+	if spec.Role != "" && spec.Role != g.Role {
+		return notExecuted(wire.CodePermissionDenied, "the new agent may not take role %s: its caller does not hold it", spec.Role)
+	}
+	return nil
 }
 
 // stopResult is despawn's and stop's reply.

@@ -85,11 +85,22 @@ func TestMCPSpawn(t *testing.T) {
 			t.Errorf("%s without the spawn capability: %s", tc.tool, got)
 		}
 	}
-	boss, _ := sessionAs(t, m, ledger.Request{Name: "boss", Capabilities: []string{authority.CapabilitySpawn}})
+	general := []string{"general"}
+	boss, _ := sessionAs(t, m, ledger.Request{Name: "boss", Capabilities: []string{authority.CapabilitySpawn}, Subscribe: general, AllowPublish: general})
 	if got := call(t, boss, "cotal_orientation", nil, false); !strings.Contains(got, "Capabilities: spawn") {
 		t.Errorf("orientation: %s", got)
 	}
-	got := call(t, boss, "cotal_spawn", map[string]any{"name": "helper", "agent": "claude", "subscribe": []string{"general"}}, false)
+	// The spawned agent gets no more than its spawner holds.
+	for _, args := range []map[string]any{
+		{"name": "snoop", "agent": "claude", "subscribe": []string{"secret"}},
+		{"name": "snoop", "agent": "claude", "subscribe": []string{">"}},
+		{"name": "snoop", "agent": "claude", "role": "reviewer"},
+	} {
+		if got := call(t, boss, "cotal_spawn", args, true); !strings.Contains(got, "permission-denied") || !strings.Contains(got, "its caller") {
+			t.Errorf("cotal_spawn(%v) beyond the spawner's grant: %s", args, got)
+		}
+	}
+	got := call(t, boss, "cotal_spawn", map[string]any{"name": "helper", "agent": "claude", "subscribe": general}, false)
 	if !strings.Contains(got, "spawned local.helper") || !strings.Contains(got, manager.GoalSucceeded) {
 		t.Fatalf("cotal_spawn: %s", got)
 	}

@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
@@ -140,6 +142,13 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	svc, err := sup.Serve(ctx, manager.ServiceConfig{
 		Conn: h.Conn, Space: l.Space(), Instance: inst.id, Epoch: epoch, Owner: wire.DevOwner, Log: log,
 		Sessions: l, MaxSessions: so.MaxSessions,
+		CallerGrant: func(ctx context.Context, caller wire.Lifecycle) (*cotal.Grant, error) {
+			token, err := l.ActiveCredential(ctx, caller.UID, authority.ProfileAgent)
+			if err != nil {
+				return nil, err
+			}
+			return cotal.ParseJWT(token)
+		},
 		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool {
 			ok, err := l.Instrument(ctx, caller)
 			if err != nil && log != nil {
