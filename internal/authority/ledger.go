@@ -434,22 +434,29 @@ func (s *AuthStore) Credentials(ctx context.Context, uid wire.LifecycleUID) ([]C
 	if err != nil {
 		return nil, fmt.Errorf("list credentials: %w", err)
 	}
+	return readRows(keys, func(key string) (*CredentialRow, error) {
+		u, id, ok := strings.Cut(strings.TrimPrefix(key, keyCred), ".")
+		if !ok {
+			return nil, fmt.Errorf("%w: %s is not cred.<lifecycleUid>.<credentialId>", ErrCorrupt, key)
+		}
+		row, _, err := s.credential(ctx, wire.LifecycleUID(u), id)
+		return row, err
+	})
+}
+
+// readRows reads the credential rows of keys in key order with read (nil: no row there): the
+// rows it could read, and the errors of the others joined after them, so a malformed row never
+// hides the rest.
+func readRows(keys []string, read func(key string) (*CredentialRow, error)) ([]CredentialRow, error) {
 	slices.Sort(keys)
 	var rows []CredentialRow
 	var bad []error
 	for _, key := range keys {
-		rest := strings.TrimPrefix(key, keyCred)
-		u, id, ok := strings.Cut(rest, ".")
-		if !ok {
-			bad = append(bad, fmt.Errorf("%w: %s is not cred.<lifecycleUid>.<credentialId>", ErrCorrupt, key))
-			continue
-		}
-		row, _, err := s.credential(ctx, wire.LifecycleUID(u), id)
-		if err != nil {
+		row, err := read(key)
+		switch {
+		case err != nil:
 			bad = append(bad, err)
-			continue
-		}
-		if row != nil {
+		case row != nil:
 			rows = append(rows, *row)
 		}
 	}

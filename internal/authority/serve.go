@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -152,20 +151,10 @@ func (g *ServeGate) Credentials(ctx context.Context) ([]CredentialRow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list the serving credentials of %s: %w", g.endpoint.Name, err)
 	}
-	slices.Sort(keys)
-	var rows []CredentialRow
-	var bad []error
-	for _, key := range keys {
+	return readRows(keys, func(key string) (*CredentialRow, error) {
 		row, _, err := g.Credential(ctx, strings.TrimPrefix(key, prefix))
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		if row != nil {
-			rows = append(rows, *row)
-		}
-	}
-	return rows, errors.Join(bad...)
+		return row, err
+	})
 }
 
 // ServingCredentials lists every serving credential row of the store, of every endpoint
@@ -175,28 +164,16 @@ func (s *AuthStore) ServingCredentials(ctx context.Context) ([]CredentialRow, er
 	if err != nil {
 		return nil, fmt.Errorf("list serving credentials: %w", err)
 	}
-	slices.Sort(keys)
-	var rows []CredentialRow
-	var bad []error
-	for _, key := range keys {
+	return readRows(keys, func(key string) (*CredentialRow, error) {
 		fields := strings.SplitN(key, ".", 4)
 		if len(fields) != 4 {
-			bad = append(bad, fmt.Errorf("%w: %s is not epcred.<endpoint>.<instanceId>.<credentialId>", ErrCorrupt, key))
-			continue
+			return nil, fmt.Errorf("%w: %s is not epcred.<endpoint>.<instanceId>.<credentialId>", ErrCorrupt, key)
 		}
 		g, err := s.ServeGate(Endpoint{Name: fields[1], InstanceID: wire.LifecycleUID(fields[2])})
 		if err != nil {
-			bad = append(bad, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err))
-			continue
+			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 		}
 		row, _, err := g.Credential(ctx, fields[3])
-		if err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		if row != nil {
-			rows = append(rows, *row)
-		}
-	}
-	return rows, errors.Join(bad...)
+		return row, err
+	})
 }

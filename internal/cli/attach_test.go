@@ -80,6 +80,17 @@ func TestAttachUnderTmux(t *testing.T) {
 		code, out, _ := run(t, "ps", "--dir", dir, "--json")
 		return code == exit.OK && strings.Contains(out, `"name":"shell","id":"local.shell"`) && strings.Contains(out, `"status":"running"`)
 	})
+	// Refusals end attach at once rather than retrying: no such agent, and a headless one.
+	if code, _, stderr := run(t, "attach", "nobody", "--dir", dir); code != exit.OK || !strings.Contains(stderr, "nobody is gone") {
+		t.Fatalf("attach to no agent: exit %d, %s", code, stderr)
+	}
+	headless := `{"name":"quiet","launchOptions":{"command":["sleep","600"],"runtime":"headless"}}`
+	if code, res, stderr := invoke(t, "manager", "spawn", "--dir", dir, "--args", headless, "--timeout", "1s"); !res.OK {
+		t.Fatalf("spawn a headless agent: exit %d, %+v %s", code, res, stderr)
+	}
+	if code, _, stderr := run(t, "attach", "quiet", "--dir", dir); code != exit.Failed || !strings.Contains(stderr, "headless") {
+		t.Fatalf("attach to a headless agent: exit %d, %s", code, stderr)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -230,6 +230,23 @@ type Material struct {
 	MCPServers map[string]MCPServer `json:"mcpServers,omitempty"`
 }
 
+// ReadMaterial reads and checks the launch material at path (a spawned process finds the path in
+// $COTAL_LAUNCH_MATERIAL): it must name the mesh's URL, the creds file and the space.
+func ReadMaterial(path string) (*Material, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the launch material: %w", err)
+	}
+	var m Material
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("launch material %s: %w", path, err)
+	}
+	if m.URL == "" || m.Creds == "" || m.Space == "" {
+		return nil, fmt.Errorf("launch material %s: it names no url, creds or space", path)
+	}
+	return &m, nil
+}
+
 // MCPServer is one entry of an MCP client configuration.
 type MCPServer struct {
 	Command string   `json:"command"`

@@ -2,7 +2,6 @@ package manager_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -54,13 +53,9 @@ func harness(mode string) int {
 	case "present", "selfstop":
 		return present(mode == "selfstop")
 	}
-	raw, err := os.ReadFile(os.Getenv(manager.LaunchMaterialEnv))
+	m, err := manager.ReadMaterial(os.Getenv(manager.LaunchMaterialEnv))
 	if err != nil {
 		return 2
-	}
-	var m manager.Material
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return 3
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -385,13 +380,9 @@ func TestClose(t *testing.T) {
 // present is the harness of an agent that joins the space with its launch material and stays
 // present until SIGTERM; with stopSelf it then asks the manager that spawned it to stop it.
 func present(stopSelf bool) int {
-	raw, err := os.ReadFile(os.Getenv(manager.LaunchMaterialEnv))
+	m, err := manager.ReadMaterial(os.Getenv(manager.LaunchMaterialEnv))
 	if err != nil {
 		return 2
-	}
-	var m manager.Material
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return 3
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)

@@ -409,19 +409,15 @@ func (svc *Service) despawn(ctx context.Context, req *endpoint.Request) (any, er
 	if refusal != nil {
 		return nil, refusal
 	}
-	t := req.Envelope.Target
-	st, ok := svc.sup.Lookup(t.Actor)
-	if !ok || st.Principal != t.Owner+"."+t.Actor {
-		return nil, notExecuted(wire.CodeNotFound, "this manager runs no agent %s.%s", t.Owner, t.Actor)
+	st, refusal := svc.seatOf(req)
+	if refusal != nil {
+		return nil, refusal
 	}
-	if string(st.LifecycleUID) != t.LifecycleUID {
-		return nil, notExecuted(wire.CodeExpired, "%s is now lifecycle %s, not %s", t.Actor, st.LifecycleUID, t.LifecycleUID)
+	svc.endSessions(st.Name, wire.EndTargetDespawn)
+	if err := svc.sup.StopAgent(ctx, st.Name, graceful); err != nil {
+		return nil, wire.NewEndpointError(wire.CodeInternal, wire.OutcomeUnknown, "stop %s: %v", st.Name, err)
 	}
-	svc.endSessions(t.Actor, wire.EndTargetDespawn)
-	if err := svc.sup.StopAgent(ctx, t.Actor, graceful); err != nil {
-		return nil, wire.NewEndpointError(wire.CodeInternal, wire.OutcomeUnknown, "stop %s: %v", t.Actor, err)
-	}
-	return stopResult{Name: t.Actor, Stopped: true, Graceful: graceful}, nil
+	return stopResult{Name: st.Name, Stopped: true, Graceful: graceful}, nil
 }
 
 // stop is an agent stopping itself: the caller's own lifecycle (the subject's triple). The reply

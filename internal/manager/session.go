@@ -109,8 +109,9 @@ type bridge struct {
 	reason  wire.EndReason
 }
 
-// seatOf checks the target of a lifecycle command (attach, input) against the running agent:
-// not-found when this manager runs no agent of the name, expired when it is another lifecycle.
+// seatOf checks the target of a lifecycle command (despawn, attach, input) against the running
+// agent: not-found when this manager runs no agent of the name, expired when it is another
+// lifecycle.
 func (svc *Service) seatOf(req *endpoint.Request) (Status, *wire.EndpointError) {
 	t := req.Envelope.Target
 	st, ok := svc.sup.Lookup(t.Actor)
@@ -123,16 +124,21 @@ func (svc *Service) seatOf(req *endpoint.Request) (Status, *wire.EndpointError) 
 	return st, nil
 }
 
-// terminalOf returns the terminal of a seat, failed-precondition for a headless one.
-func (svc *Service) terminalOf(name string) (*Terminal, *wire.EndpointError) {
-	term, err := svc.sup.Terminal(name)
+// terminalOf checks the target as seatOf does and returns its terminal: failed-precondition for
+// a headless agent.
+func (svc *Service) terminalOf(req *endpoint.Request) (Status, *Terminal, *wire.EndpointError) {
+	st, refusal := svc.seatOf(req)
+	if refusal != nil {
+		return Status{}, nil, refusal
+	}
+	term, err := svc.sup.Terminal(st.Name)
 	switch {
 	case errors.Is(err, ErrNoTerminal):
-		return nil, notExecuted(wire.CodeFailedPrecondition, "%s runs headless: it has no terminal to attach to or type into", name)
+		return Status{}, nil, notExecuted(wire.CodeFailedPrecondition, "%s runs headless: it has no terminal to attach to or type into", st.Name)
 	case err != nil:
-		return nil, notExecuted(wire.CodeNotFound, "%v", err)
+		return Status{}, nil, notExecuted(wire.CodeNotFound, "%v", err)
 	}
-	return term, nil
+	return st, term, nil
 }
 
 // attach establishes a session on the target agent's terminal and answers with its grant.
@@ -144,11 +150,7 @@ func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, err
 		// Redeeming a session's half needs the mesh's ledger, which only the operator holds here.
 		return nil, notExecuted(wire.CodePermissionDenied, "only the operator's instrument can redeem a session on this mesh")
 	}
-	st, refusal := svc.seatOf(req)
-	if refusal != nil {
-		return nil, refusal
-	}
-	term, refusal := svc.terminalOf(st.Name)
+	st, term, refusal := svc.terminalOf(req)
 	if refusal != nil {
 		return nil, refusal
 	}
@@ -441,11 +443,7 @@ func (svc *Service) input(ctx context.Context, req *endpoint.Request) (any, erro
 	if err := json.Unmarshal(req.Args(), &args); err != nil {
 		return nil, notExecuted(wire.CodeBadRequest, "args: %v", err)
 	}
-	st, refusal := svc.seatOf(req)
-	if refusal != nil {
-		return nil, refusal
-	}
-	term, refusal := svc.terminalOf(st.Name)
+	st, term, refusal := svc.terminalOf(req)
 	if refusal != nil {
 		return nil, refusal
 	}

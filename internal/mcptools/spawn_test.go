@@ -2,7 +2,6 @@ package mcptools_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -31,13 +30,9 @@ func TestMain(m *testing.M) {
 func harness() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	raw, err := os.ReadFile(os.Getenv(manager.LaunchMaterialEnv))
+	m, err := manager.ReadMaterial(os.Getenv(manager.LaunchMaterialEnv))
 	if err != nil {
 		return 2
-	}
-	var m manager.Material
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return 3
 	}
 	c, err := cotal.Connect(ctx, m.URL, cotal.WithCreds(m.Creds))
 	if err != nil {

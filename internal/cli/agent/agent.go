@@ -153,7 +153,7 @@ func (o *Options) credential(ctx context.Context) (string, credentials, error) {
 		if o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0 {
 			return "", credentials{}, &exit.UsageError{Err: fmt.Errorf("$%s carries the agent's name, role and access: drop --name, --role, --allow-publish and --capability", manager.LaunchMaterialEnv)}
 		}
-		m, err := readMaterial(o.LaunchMaterial)
+		m, err := manager.ReadMaterial(o.LaunchMaterial)
 		if err != nil {
 			return "", credentials{}, err
 		}
@@ -174,21 +174,4 @@ func (o *Options) credential(ctx context.Context) (string, credentials, error) {
 		return "", credentials{}, err
 	}
 	return st.URL, credentials{opts: []cotal.Option{cotal.WithCredsData(cred.Creds), cotal.WithSpace(string(sp))}, stop: stop}, nil
-}
-
-// readMaterial reads the launch material at path: a manager.Material naming at least the broker
-// URL, the creds file and the space.
-func readMaterial(path string) (*manager.Material, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read the launch material: %w", err)
-	}
-	var m manager.Material
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("launch material %s: %w", path, err)
-	}
-	if m.URL == "" || m.Creds == "" || m.Space == "" {
-		return nil, fmt.Errorf("launch material %s: it names no url, creds or space", path)
-	}
-	return &m, nil
 }

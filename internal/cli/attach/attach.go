@@ -121,6 +121,14 @@ func attachRun(ctx context.Context, o *Options) error {
 	}
 }
 
+// transient reports whether an attach that failed with err may succeed when asked again: a
+// refusal the manager decided (headless, not authorized, at its ceiling, no manager at all) is
+// final; no answer, an unavailable manager or a lost connection are not.
+func transient(err error) bool {
+	e, ok := errors.AsType[*wire.EndpointError](err)
+	return !ok || e.Code == wire.CodeUnavailable || e.OutcomeOrUnknown() != wire.OutcomeNotExecuted
+}
+
 // sessionSettled is how long a session must have lasted for its loss to restart the backoff.
 const sessionSettled = 5 * time.Second
 
@@ -132,7 +140,7 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, l *ledger.Le
 		return false, errGone
 	}
 	if err != nil {
-		return true, factory.Refusal(err)
+		return transient(err), factory.Refusal(err)
 	}
 	holder, err := wire.ParsePrincipal(g.Holder.ID)
 	if err != nil {
