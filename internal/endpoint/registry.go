@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -143,56 +144,93 @@ func watchAll(ctx context.Context, kv jetstream.KeyValue, filter string, fn func
 	}
 }
 
-// Instances freezes the expected set of endpoint: every instance whose spec is present and whose
-// status is present, not exited, and observes the current spec revision. An empty registry is
-// failed-precondition, an unreadable one too.
-func Instances(ctx context.Context, kv jetstream.KeyValue, endpoint wire.EndpointName) ([]Instance, error) {
-	type slot struct {
-		spec   uint64
-		status *ServiceStatus
+// Registered is one serving instance as the service registry records it: its spec (nil once
+// deregistered) at its revision, and its status (nil before the first).
+type Registered struct {
+	Endpoint     wire.EndpointName
+	ID           wire.LifecycleUID
+	Spec         *ServiceSpec
+	SpecRevision uint64
+	Status       *ServiceStatus
+}
+
+// Registry reads the records of every instance of endpoint, or of every endpoint when it is
+// empty, sorted by endpoint and instance. A key that is not an instance's spec or status, or a
+// record that does not decode, names nothing and is skipped.
+func Registry(ctx context.Context, kv jetstream.KeyValue, endpoint wire.EndpointName) ([]Registered, error) {
+	filter := wire.ServiceRegistryKeys()
+	if endpoint != "" {
+		filter = wire.ServiceEndpointKeys(endpoint)
 	}
-	slots := map[wire.LifecycleUID]*slot{}
-	filter := wire.ServiceEndpointKeys(endpoint)
-	prefix := strings.TrimSuffix(filter, ">")
+	prefix := strings.TrimSuffix(wire.ServiceRegistryKeys(), ">")
+	found := map[string]*Registered{}
 	err := watchAll(ctx, kv, filter, func(e jetstream.KeyValueEntry) error {
-		rest := strings.TrimPrefix(e.Key(), prefix)
-		id, leaf, ok := strings.Cut(rest, ".")
-		if !ok || e.Operation() != jetstream.KeyValuePut {
+		t := strings.Split(strings.TrimPrefix(e.Key(), prefix), ".")
+		if len(t) != 3 {
 			return nil
 		}
-		uid, err := wire.ParseLifecycleUID(id)
+		name, err := wire.ParseEndpointToken(t[0])
 		if err != nil {
-			return nil // not an instance row
+			return nil
 		}
-		s := slots[uid]
-		if s == nil {
-			s = &slot{}
-			slots[uid] = s
+		uid, err := wire.ParseLifecycleUID(t[1])
+		if err != nil {
+			return nil
 		}
-		switch leaf {
+		r := found[t[0]+"."+t[1]]
+		if r == nil {
+			r = &Registered{Endpoint: name, ID: uid}
+			found[t[0]+"."+t[1]] = r
+		}
+		if e.Operation() != jetstream.KeyValuePut {
+			return nil
+		}
+		switch t[2] {
 		case wire.ServiceSpecLeaf:
-			s.spec = e.Revision()
+			var spec ServiceSpec
+			if json.Unmarshal(e.Value(), &spec) == nil {
+				r.Spec, r.SpecRevision = &spec, e.Revision()
+			}
 		case wire.ServiceStatusLeaf:
 			var st ServiceStatus
 			if json.Unmarshal(e.Value(), &st) == nil {
-				s.status = &st
+				r.Status = &st
 			}
 		}
 		return nil
 	})
 	if err != nil {
+		return nil, err
+	}
+	var out []Registered
+	for _, r := range found {
+		if r.Spec != nil || r.Status != nil {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Registered) int {
+		return cmp.Or(strings.Compare(string(a.Endpoint), string(b.Endpoint)), strings.Compare(string(a.ID), string(b.ID)))
+	})
+	return out, nil
+}
+
+// Instances freezes the expected set of endpoint: every instance whose spec is present and whose
+// status is present, not exited, and observes the current spec revision. An empty registry is
+// failed-precondition, an unreadable one too.
+func Instances(ctx context.Context, kv jetstream.KeyValue, endpoint wire.EndpointName) ([]Instance, error) {
+	rows, err := Registry(ctx, kv, endpoint)
+	if err != nil {
 		return nil, wire.NewEndpointError(wire.CodeFailedPrecondition, wire.OutcomeNotExecuted, "the %s registry is unreadable: %v", endpoint, err)
 	}
 	var out []Instance
-	for id, s := range slots {
-		if s.spec == 0 || s.status == nil || s.status.State == StateExited || s.status.ObservedSpecRevision != s.spec {
+	for _, r := range rows {
+		if r.Spec == nil || r.Status == nil || r.Status.State == StateExited || r.Status.ObservedSpecRevision != r.SpecRevision {
 			continue
 		}
-		out = append(out, Instance{ID: id, RegistrationRevision: s.spec, Epoch: s.status.Epoch})
+		out = append(out, Instance{ID: r.ID, RegistrationRevision: r.SpecRevision, Epoch: r.Status.Epoch})
 	}
 	if len(out) == 0 {
 		return nil, wire.NewEndpointError(wire.CodeFailedPrecondition, wire.OutcomeNotExecuted, "no instance of %s is registered", endpoint)
 	}
-	slices.SortFunc(out, func(a, b Instance) int { return strings.Compare(string(a.ID), string(b.ID)) })
 	return out, nil
 }

@@ -7,7 +7,6 @@
 package endpoints
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -102,77 +101,24 @@ func listRun(ctx context.Context, o *ListOptions) error {
 	return tw.Flush()
 }
 
-// registry reads every instance of the service registry through a watch of its keys
-// (svc.<endpoint>.<instance>.<leaf>), sorted by endpoint and instance.
+// registry reads every instance of the service registry, sorted by endpoint and instance.
 func registry(ctx context.Context, kv jetstream.KeyValue) ([]Instance, error) {
-	w, err := kv.Watch(ctx, wire.ServiceRegistryKeys())
+	regs, err := endpoint.Registry(ctx, kv, "")
 	if err != nil {
 		return nil, fmt.Errorf("read the service registry: %w", err)
 	}
-	defer func() { _ = w.Stop() }() // the read is done either way
-	prefix := strings.TrimSuffix(wire.ServiceRegistryKeys(), ">")
-	found := map[string]*Instance{}
-	for done := false; !done; {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("read the service registry: %w", ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, fmt.Errorf("read the service registry: the watch ended")
-			}
-			if e == nil { // every current record has been delivered
-				done = true
-				break
-			}
-			record(found, prefix, e)
+	out := make([]Instance, 0, len(regs))
+	for _, r := range regs {
+		in := Instance{Endpoint: string(r.Endpoint), Instance: string(r.ID), Commands: []string{}}
+		if r.Spec != nil {
+			in.Owner = r.Spec.Owner
 		}
-	}
-	var out []Instance
-	for _, in := range found {
-		if in.State != "" || in.Owner != "" {
-			out = append(out, *in)
+		if r.Status != nil {
+			in.State, in.Epoch = r.Status.State, r.Status.Epoch
 		}
+		out = append(out, in)
 	}
-	slices.SortFunc(out, func(a, b Instance) int {
-		return cmp.Or(strings.Compare(a.Endpoint, b.Endpoint), strings.Compare(a.Instance, b.Instance))
-	})
 	return out, nil
-}
-
-// record folds one registry entry into found. A key that is not an instance's spec or status, or
-// a value that does not decode, names no instance and is skipped.
-func record(found map[string]*Instance, prefix string, e jetstream.KeyValueEntry) {
-	t := strings.Split(strings.TrimPrefix(e.Key(), prefix), ".")
-	if len(t) != 3 {
-		return
-	}
-	name, err := wire.ParseEndpointToken(t[0])
-	if err != nil {
-		return
-	}
-	if _, err := wire.ParseLifecycleUID(t[1]); err != nil {
-		return
-	}
-	in := found[t[0]+"."+t[1]]
-	if in == nil {
-		in = &Instance{Endpoint: string(name), Instance: t[1], Commands: []string{}}
-		found[t[0]+"."+t[1]] = in
-	}
-	if e.Operation() != jetstream.KeyValuePut {
-		return
-	}
-	switch t[2] {
-	case wire.ServiceSpecLeaf:
-		var spec endpoint.ServiceSpec
-		if json.Unmarshal(e.Value(), &spec) == nil {
-			in.Owner = spec.Owner
-		}
-	case wire.ServiceStatusLeaf:
-		var st endpoint.ServiceStatus
-		if json.Unmarshal(e.Value(), &st) == nil {
-			in.State, in.Epoch = st.State, st.Epoch
-		}
-	}
 }
 
 // probe describes each instance not recorded as exited on its own rail, at once, and records
