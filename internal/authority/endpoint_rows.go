@@ -113,10 +113,12 @@ func (g *Grant) validateEndpoint(profile Profile) error {
 			return fmt.Errorf("the %s profile names its instrument uid: %w", profile, err)
 		}
 	}
-	if g.Serve != nil {
-		if profile != ProfileSupervisor {
-			return &wire.ValidationError{Field: "serve", Value: string(profile), Rule: "only a supervisor serves an endpoint"}
-		}
+	switch {
+	case g.Serve != nil && !profile.serves():
+		return &wire.ValidationError{Field: "serve", Value: string(profile), Rule: "only a supervisor serves an endpoint"}
+	case g.Serve == nil && profile != ProfileSupervisor && profile.serves():
+		return &wire.ValidationError{Field: "serve", Value: string(profile), Rule: "names the endpoint instance it serves"}
+	case g.Serve != nil:
 		return g.Serve.Validate()
 	}
 	return nil
@@ -249,4 +251,41 @@ func (r rowsFor) serve(p *Permissions) {
 		jsapi.ConsumerCreate+st+".*."+records.Subject(wire.ServiceKey(sv.Endpoint, sv.Instance, ">")),
 		jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>",
 	)
+}
+
+// serves reports whether p's rows may carry an endpoint instance's (Grant.Serve).
+func (p Profile) serves() bool {
+	return p == ProfileSupervisor || p == ProfileRemoteManager || p == ProfileEndpointServe
+}
+
+// endpointServe is the endpoint-serve profile: one instance's serve rows and its own inbox.
+func (r rowsFor) endpointServe() Permissions {
+	p := Permissions{PubAllow: []string{jsapi.Info, jsapi.FlowControl}, SubAllow: []string{r.inbox()}}
+	r.serve(&p)
+	return p
+}
+
+// remoteManager is the remote-manager profile. Both identities write the instance's serve gate
+// (epgate.<endpoint>.<instanceId>) and nothing else of the auth store: the host reads the gate
+// and fences through it, and refuses any gate naming another principal. Only the supervisor
+// identity takes the instance's lease, answers the manager liveness plane (so the plane's answer
+// is the running manager's, never its short-lived executor's: seed core 0.59) and watches
+// presence for its spawns' readiness.
+func (r rowsFor) remoteManager() Permissions {
+	sv := r.Serve
+	gate := Endpoint{Name: sv.Endpoint.Token(), InstanceID: sv.Instance}.gateKey()
+	p := Permissions{PubAllow: []string{jsapi.Info, r.s.AuthBucket().Subject(gate)}, SubAllow: []string{r.inbox()}}
+	if r.Principal.Actor() != wire.RemoteManagerActorsOf(sv.Instance).Supervisor {
+		return p
+	}
+	mgr, presence := r.s.ManagerBucket(), r.s.PresenceBucket()
+	p.PubAllow = append(p.PubAllow,
+		jsapi.StreamInfo+mgr.Stream(), jsapi.MsgGet+mgr.Stream(), mgr.Subject(wire.ManagerLeaseKey(sv.Instance)),
+		r.s.LivenessReplyGrant(wire.PlaneManager),
+		// The spawned agents' presence, watched for their readiness.
+		jsapi.StreamInfo+presence.Stream(), watchCreate(presence), jsapi.ConsumerInfo+presence.Stream()+".>", jsapi.FlowControl,
+	)
+	p.SubAllow = append(p.SubAllow, r.s.LivenessServeFilter(wire.PlaneManager))
+	p.SubDeny = serveDeny(r.s.LivenessServeFilter(wire.PlaneManager))
+	return p
 }

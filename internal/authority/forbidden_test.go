@@ -619,6 +619,25 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 
 	var g fbGrant
 	g.sub = []string{inbox}
+	// serveRows adds SPEC §13.9 serve grants of one instance at one epoch: the scatter and
+	// instance rails per command (the class rail takes a queue subscription only, so a plain one
+	// is forbidden), replies and events at its epoch, and, held directly rather than through
+	// their mediated writers, goal results, contract artifacts and its svc records.
+	serveRows := func() {
+		sv := c.serve
+		E, I, e := sv.Endpoint.Token(), string(sv.Instance), fmt.Sprint(sv.Epoch)
+		for _, cmd := range append([]string{"describe"}, sv.Commands...) {
+			for _, rail := range []string{"ep.", "ep.v1."} {
+				g.sub = append(g.sub, P+rail+"all."+E+"."+cmd+".>", P+rail+"inst."+E+"."+I+"."+cmd+".>")
+			}
+		}
+		g.pub = append(g.pub, P+"ep.reply."+E+"."+I+"."+e+".*.*.*.*", P+"ep.v1.reply."+E+"."+I+"."+e+".*.*.*.*.*",
+			P+"epe."+E+"."+I+"."+e+".>", P+"epf."+E+".goal.*.*.*.*.result", P+"epc.*", epc,
+			"$KV."+string(records)+".svc."+E+"."+I+".spec", "$KV."+string(records)+".svc."+E+"."+I+".status",
+			jsapi.StreamInfo+records.Stream(), jsapi.MsgGet+records.Stream(),
+			jsapi.ConsumerCreate+records.Stream()+".*.$KV."+string(records)+".svc."+E+"."+I+".>",
+			jsapi.ConsumerInfo+records.Stream()+".>", jsapi.ConsumerDelete+records.Stream()+".>")
+	}
 	switch profile {
 	case authority.ProfileAgent:
 		// SPEC §9 and Appendix B, with the rows the reference adds and the SPEC notes accept:
@@ -706,24 +725,22 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 			P + "ctl.delivery-admin." + o + "." + a, P + "live.manager.*.*.reply.>"},
 			append(consume(manager.Stream()), consume(presence.Stream())...)...)
 		g.sub = append(g.sub, P+"ctl.delivery-admin."+o+"."+a+".>", P+"live.manager.*.*")
-		if sv := c.serve; sv != nil {
-			// SPEC §13.9 serve grants of one instance at one epoch: the scatter and instance
-			// rails per command (the class rail takes a queue subscription only, so a plain one
-			// is forbidden), replies and events at its epoch, and, held directly rather than
-			// through their mediated writers, goal results, contract artifacts and its svc
-			// records.
-			E, I, e := sv.Endpoint.Token(), string(sv.Instance), fmt.Sprint(sv.Epoch)
-			for _, cmd := range append([]string{"describe"}, sv.Commands...) {
-				for _, rail := range []string{"ep.", "ep.v1."} {
-					g.sub = append(g.sub, P+rail+"all."+E+"."+cmd+".>", P+rail+"inst."+E+"."+I+"."+cmd+".>")
-				}
-			}
-			g.pub = append(g.pub, P+"ep.reply."+E+"."+I+"."+e+".*.*.*.*", P+"ep.v1.reply."+E+"."+I+"."+e+".*.*.*.*.*",
-				P+"epe."+E+"."+I+"."+e+".>", P+"epf."+E+".goal.*.*.*.*.result", P+"epc.*", epc,
-				"$KV."+string(records)+".svc."+E+"."+I+".spec", "$KV."+string(records)+".svc."+E+"."+I+".status",
-				jsapi.StreamInfo+records.Stream(), jsapi.MsgGet+records.Stream(),
-				jsapi.ConsumerCreate+records.Stream()+".*.$KV."+string(records)+".svc."+E+"."+I+".>",
-				jsapi.ConsumerInfo+records.Stream()+".>", jsapi.ConsumerDelete+records.Stream()+".>")
+		if c.serve != nil {
+			serveRows()
+		}
+	case authority.ProfileEndpointServe:
+		// One instance's serve rows and nothing else.
+		g.pub = append(g.pub, jsapi.Info, jsapi.FlowControl)
+		serveRows()
+	case authority.ProfileRemoteManager:
+		// Its serve gate; and, for the supervisor identity only, the instance's lease and the
+		// responder side of the manager liveness plane (seed core 0.59).
+		I := string(c.serve.Instance)
+		g.pub = append(g.pub, jsapi.Info, "$KV."+string(auth)+".epgate."+c.serve.Endpoint.Token()+"."+I)
+		if a == wire.RemoteManagerActorsOf(c.serve.Instance).Supervisor {
+			g.pub = append(g.pub, "$KV."+string(manager)+".lease."+I, P+"live.manager.*.*.reply.>", jsapi.StreamInfo+manager.Stream(), jsapi.MsgGet+manager.Stream(), jsapi.FlowControl, jsapi.StreamInfo+presence.Stream())
+			g.pub = append(g.pub, watch(presence)...)
+			g.sub = append(g.sub, P+"live.manager.*.*")
 		}
 	case authority.ProfileDelivery:
 		// Function scope: fan-out from CHAT through INBOX to DLV, re-authorisation against the
@@ -1052,6 +1069,18 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 		case authority.ProfileRunOperator:
 			g := authority.Grant{Principal: fbPrincipal("local.runop"), Run: authority.RunReplay{RunID: w.runs[0], TakeoverID: w.takeover}}
 			mint("main", p, "", g, fbCoords{run: w.runs[0]})
+		case authority.ProfileRemoteManager:
+			// Both identities: the supervisor, which answers the liveness plane, and the
+			// executor, which may not.
+			actors := wire.RemoteManagerActorsOf(w.instance)
+			serve := &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: w.instance}
+			for _, actor := range []string{actors.Supervisor, actors.Executor} {
+				mint("main", p, "", authority.Grant{Principal: fbPrincipal("local." + actor), Serve: serve}, fbCoords{serve: serve})
+				creds[len(creds)-1].name = string(p) + "/" + actor + "@main"
+			}
+		case authority.ProfileEndpointServe:
+			serve := &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: w.instance, Epoch: w.epoch, Commands: []string{"spawn", "ps", "stop"}}
+			mint("main", p, "", authority.Grant{Principal: fbPrincipal("local." + wire.RemoteManagerActorsOf(w.instance).Serve), Serve: serve}, fbCoords{serve: serve})
 		default:
 			mint("main", p, "fb_"+strings.ReplaceAll(string(p), "-", "_"), authority.Grant{}, fbCoords{})
 		}
@@ -1320,7 +1349,13 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "despawn", Mode: wire.ModeOwner, Target: wire.EndpointTarget{Owner: me.Owner()}})),
 			sub(h.GoalProgressFilter(mgr, c.coords.lifecycle)), sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
 		return out
-	case c.profile == authority.ProfileSupervisor && c.coords.serve != nil:
+	case c.profile == authority.ProfileRemoteManager:
+		gate := pub(h.AuthBucket().Subject("epgate.manager." + string(c.coords.serve.Instance)))
+		if me.Actor() == wire.RemoteManagerActorsOf(c.coords.serve.Instance).Supervisor {
+			return append(out, gate, sub(h.LivenessServeFilter(wire.PlaneManager)), pub(h.ManagerBucket().Subject(wire.ManagerLeaseKey(c.coords.serve.Instance))))
+		}
+		return append(out, gate)
+	case (c.profile == authority.ProfileSupervisor || c.profile == authority.ProfileEndpointServe) && c.coords.serve != nil:
 		sv := c.coords.serve
 		_, all, inst := h.ServeFilters(sv.Endpoint, sv.Instance, "spawn", true)
 		answered := wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn", Caller: w.aliceL, Nonce: wire.NewNonce()}

@@ -229,16 +229,25 @@ func release(row *CredentialRow, user nkeys.KeyPair) (*Credential, error) {
 	if err != nil {
 		return nil, err
 	}
-	creds, err := jwt.FormatUserConfig(row.JWT, seed)
+	c, err := held(row)
 	if err != nil {
 		return nil, err
 	}
+	if c.Creds, err = jwt.FormatUserConfig(row.JWT, seed); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// held returns the credential a row records without its creds: a credential whose seed only its
+// holder has (SpaceKeys.SignUser) is handed over as its JWT alone.
+func held(row *CredentialRow) (*Credential, error) {
 	p, err := wire.ParsePrincipal(row.Principal)
 	if err != nil {
 		return nil, err
 	}
 	c := &Credential{Profile: row.Profile, Principal: p, LifecycleUID: row.LifecycleUID, Instrument: row.Instrument(),
-		Generation: row.Generation(), CredentialID: row.CredentialID, PublicKey: row.UserKey, JWT: row.JWT, Creds: creds}
+		Generation: row.Generation(), CredentialID: row.CredentialID, PublicKey: row.UserKey, JWT: row.JWT}
 	if row.ExpiresAt != 0 {
 		c.Expires = row.ExpiresAt.Time()
 	}

@@ -28,7 +28,8 @@ const (
 )
 
 // MintRequest is what to mint. Grant carries the profile's inputs; its ConnID is ignored, since a
-// static credential's inbox is keyed by its own user key. Expires is the lifetime: zero takes the
+// static credential's inbox is keyed by its own user key, except by SignUser, where a connection
+// the broker keys for itself (an auth callout's) names its inbox by the client's nonce. Expires is the lifetime: zero takes the
 // profile's DefaultLifetime, a negative value means no expiry.
 type MintRequest struct {
 	Profile Profile
@@ -84,6 +85,21 @@ func (s *SpaceKeys) mintAt(req MintRequest, now time.Time) (*Credential, error) 
 	return s.mintWith(req, user, now)
 }
 
+// SignUser signs a user JWT for a public user key the holder generated and keeps: a credential
+// whose seed never reaches the authority (an auth callout's connect, a remote manager's
+// identities). The result carries no creds; the holder pairs the JWT with its own seed.
+// An empty Grant.ConnID keys the inbox by pub, as Mint does.
+func (s *SpaceKeys) SignUser(req MintRequest, pub string) (*Credential, error) {
+	if !nkeys.IsValidPublicUserKey(pub) {
+		return nil, &wire.ValidationError{Field: "userKey", Value: pub, Rule: "must be a public user nkey"}
+	}
+	conn := req.Grant.ConnID
+	if conn == "" {
+		conn = wire.ConnID(pub)
+	}
+	return s.signAs(req, pub, conn, time.Now())
+}
+
 // mintWith mints a credential for the given user key, with its creds.
 func (s *SpaceKeys) mintWith(req MintRequest, user nkeys.KeyPair, now time.Time) (*Credential, error) {
 	cred, err := s.sign(req, mustPublic(user), now)
@@ -103,9 +119,14 @@ func (s *SpaceKeys) mintWith(req MintRequest, user nkeys.KeyPair, now time.Time)
 // sign signs the user JWT of a credential for the user key pub, without its creds: the ledger
 // formats those only once the credential's row is committed.
 func (s *SpaceKeys) sign(req MintRequest, pub string, now time.Time) (*Credential, error) {
+	return s.signAs(req, pub, wire.ConnID(pub), now)
+}
+
+// signAs is sign with the inbox keyed by conn.
+func (s *SpaceKeys) signAs(req MintRequest, pub string, conn wire.ConnID, now time.Time) (*Credential, error) {
 	g := req.Grant
 	g.Space = s.Space
-	g.ConnID = wire.ConnID(pub)
+	g.ConnID = conn
 	if req.Profile.instrument() && g.Instrument == "" {
 		// A fresh caller lifecycle for this one credential: no lifecycle head, gate or row names
 		// it, so its rows reach no other credential's reply rail.

@@ -132,6 +132,10 @@ func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
 		return r.membership(), nil
 	case ProfileControlAdmin:
 		return r.controlAdmin(), nil
+	case ProfileRemoteManager:
+		return r.remoteManager(), nil
+	case ProfileEndpointServe:
+		return r.endpointServe(), nil
 	}
 	_, err := ParseProfile(string(profile))
 	return Permissions{}, err

@@ -52,6 +52,10 @@ func TestPermissionsGolden(t *testing.T) {
 			if p == ProfileAgent {
 				g.Generation = testGeneration
 			}
+			if p == ProfileRemoteManager || p == ProfileEndpointServe {
+				g.Serve = sampleServe()
+				g.Principal, _ = wire.NewPrincipal(testOwner, wire.RemoteManagerActorsOf(g.Serve.Instance).Supervisor)
+			}
 			perms, err := PermissionsFor(p, g)
 			if err != nil {
 				t.Fatal(err)

@@ -64,6 +64,15 @@ const (
 	// every mode as its own principal and a fresh instrument lifecycle (Grant.Instrument), and
 	// reads the contract artifacts and the service registry.
 	ProfileControlAdmin Profile = "control-caller-admin"
+	// ProfileRemoteManager is a remote manager's supervisor or executor identity (SPEC §13.1):
+	// both may write the instance's serve gate, which registers it; only the supervisor
+	// (wire.RemoteManagerActors.Supervisor) holds the instance's lease and answers the manager
+	// liveness plane. Grant.Serve names the instance. The auth service issues it; it is never
+	// handed out by name.
+	ProfileRemoteManager Profile = "remote-manager"
+	// ProfileEndpointServe serves one endpoint instance at one epoch (Grant.Serve) and nothing
+	// else: a remote manager's serve identity, issued through the instance's gate.
+	ProfileEndpointServe Profile = "endpoint-serve"
 )
 
 // Profiles lists every profile.
@@ -71,7 +80,7 @@ var Profiles = []Profile{
 	ProfileAgent, ProfileObserver, ProfileAdmin, ProfileSupervisor, ProfileDelivery, ProfileProvisioner,
 	ProfileDeprovisioner, ProfileOperator, ProfileProbe, ProfileChannelWriter, ProfilePurger, ProfileTeardown,
 	ProfileLedger, ProfileSessionCaller, ProfileSessionServing, ProfileRunOperator, ProfileWarden,
-	ProfileMembership, ProfileControlAdmin,
+	ProfileMembership, ProfileControlAdmin, ProfileRemoteManager, ProfileEndpointServe,
 }
 
 // Handed lists the profiles an operator may mint for a process by name alone. The others are the
@@ -109,7 +118,7 @@ func (p Profile) DefaultLifetime() time.Duration {
 	switch p {
 	case ProfileAgent, ProfileObserver, ProfileAdmin:
 		return 0
-	case ProfileSupervisor, ProfileDelivery, ProfileWarden, ProfileMembership:
+	case ProfileSupervisor, ProfileDelivery, ProfileWarden, ProfileMembership, ProfileRemoteManager, ProfileEndpointServe:
 		return DaemonLifetime
 	case ProfileProbe:
 		return ProbeLifetime

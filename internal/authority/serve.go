@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
 
 	"github.com/gocotal/cotal/wire"
 )
@@ -35,11 +36,44 @@ func (r CredentialRow) ServedEpoch() (int64, bool) {
 // revoked (its creds were never released). credentialID is the idempotency key: a retry finds
 // the row a previous attempt staged and returns the same creds.
 func (g *ServeGate) Issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndpointGate, req MintRequest, credentialID string) (*Credential, error) {
-	if keys.Space != g.store.space {
-		return nil, fmt.Errorf("serve issue: keys of space %s for the auth store of %s", keys.Space, g.store.space)
-	}
 	if err := checkCredentialID(credentialID); err != nil {
 		return nil, err
+	}
+	user, err := keys.userKeyFor(credentialID)
+	if err != nil {
+		return nil, err
+	}
+	row, err := g.issue(ctx, keys, og, req, credentialID, mustPublic(user))
+	if err != nil {
+		return nil, err
+	}
+	return release(row, user)
+}
+
+// IssueHeld is Issue for a user key its holder generated and keeps (a remote manager's serve
+// identity): the row records pub, and the credential comes back as its JWT alone, without creds.
+// A retry under the same credentialID must name the same key.
+func (g *ServeGate) IssueHeld(ctx context.Context, keys *SpaceKeys, og *ObservedEndpointGate, req MintRequest, credentialID, pub string) (*Credential, error) {
+	if err := checkCredentialID(credentialID); err != nil {
+		return nil, err
+	}
+	if !nkeys.IsValidPublicUserKey(pub) {
+		return nil, &wire.ValidationError{Field: "userKey", Value: pub, Rule: "must be a public user nkey"}
+	}
+	row, err := g.issue(ctx, keys, og, req, credentialID, pub)
+	if err != nil {
+		return nil, err
+	}
+	if row.UserKey != pub {
+		return nil, fmt.Errorf("serve issue %s: %w: a previous attempt staged it for another key", credentialID, ErrConflict)
+	}
+	return held(row)
+}
+
+// issue stages and commits the row of a serving credential for the user key pub.
+func (g *ServeGate) issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndpointGate, req MintRequest, credentialID, pub string) (*CredentialRow, error) {
+	if keys.Space != g.store.space {
+		return nil, fmt.Errorf("serve issue: keys of space %s for the auth store of %s", keys.Space, g.store.space)
 	}
 	if og == nil || og.Row.State != GateOpen {
 		return nil, fmt.Errorf("serve issue for %s: %w: its gate is not open", g.endpoint.Name, ErrConflict)
@@ -48,11 +82,7 @@ func (g *ServeGate) Issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndp
 	if sv == nil || sv.Endpoint.Token() != g.endpoint.Name || sv.Instance != g.endpoint.InstanceID || sv.Epoch != og.Row.ProcessEpoch {
 		return nil, fmt.Errorf("serve issue for %s %s: the credential must serve this instance at the gate's epoch %d", g.endpoint.Name, g.endpoint.InstanceID, og.Row.ProcessEpoch)
 	}
-	user, err := keys.userKeyFor(credentialID)
-	if err != nil {
-		return nil, err
-	}
-	cred, err := keys.sign(req, mustPublic(user), time.Now())
+	cred, err := keys.sign(req, pub, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +116,7 @@ func (g *ServeGate) Issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndp
 		}
 		return nil, fmt.Errorf("commit serving credential %s: %w", credentialID, err)
 	}
-	return release(row, user)
+	return row, nil
 }
 
 // Renew renews an active serving credential in place, as AuthStore.Renew does an agent's: the
@@ -95,6 +125,28 @@ func (g *ServeGate) Issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndp
 // serves: once a newer incarnation has moved the gate, a renewal is ErrConflict, and a fenced
 // credential stays fenced.
 func (g *ServeGate) Renew(ctx context.Context, keys *SpaceKeys, credentialID string, life time.Duration) (*Credential, error) {
+	user, err := keys.userKeyFor(credentialID)
+	if err != nil {
+		return nil, err
+	}
+	row, err := g.renew(ctx, keys, credentialID, life)
+	if err != nil {
+		return nil, err
+	}
+	return release(row, user)
+}
+
+// RenewHeld is Renew for a credential issued with IssueHeld: the fresh JWT comes back alone.
+func (g *ServeGate) RenewHeld(ctx context.Context, keys *SpaceKeys, credentialID string, life time.Duration) (*Credential, error) {
+	row, err := g.renew(ctx, keys, credentialID, life)
+	if err != nil {
+		return nil, err
+	}
+	return held(row)
+}
+
+// renew re-signs an active serving credential's row for life and commits it through the gate.
+func (g *ServeGate) renew(ctx context.Context, keys *SpaceKeys, credentialID string, life time.Duration) (*CredentialRow, error) {
 	if keys.Space != g.store.space {
 		return nil, fmt.Errorf("serve renew: keys of space %s for the auth store of %s", keys.Space, g.store.space)
 	}
@@ -119,10 +171,6 @@ func (g *ServeGate) Renew(ctx context.Context, keys *SpaceKeys, credentialID str
 	if e, ok := row.ServedEpoch(); !ok || e != og.Row.ProcessEpoch {
 		return nil, fmt.Errorf("renew %s: %w: it serves epoch %d, the gate is at %d", key, ErrConflict, e, og.Row.ProcessEpoch)
 	}
-	user, err := keys.userKeyFor(credentialID)
-	if err != nil {
-		return nil, err
-	}
 	claims, err := jwt.DecodeUserClaims(row.JWT)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
@@ -140,7 +188,7 @@ func (g *ServeGate) Renew(ctx context.Context, keys *SpaceKeys, credentialID str
 	if err := g.Commit(ctx, og); err != nil {
 		return nil, fmt.Errorf("commit the renewal of %s: %w", key, err)
 	}
-	return release(row, user)
+	return row, nil
 }
 
 // Credentials lists the instance's serving credential rows, by credential id. A malformed row is

@@ -14,7 +14,10 @@ import (
 type Request struct {
 	Space   wire.Space
 	Profile authority.Profile
-	// Name is the actor token; the owner of static credentials is "local".
+	// Owner is the principal's owner: wire.DevOwner (static credentials) when empty, or a
+	// person's derived owner token (u_…) in user-auth mode.
+	Owner string
+	// Name is the actor token.
 	Name string
 	// Subscribe lists the channels the agent joins; it implies read access.
 	Subscribe []string
@@ -81,7 +84,11 @@ func (r Request) grant() (authority.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return authority.Grant{}, err
 	}
-	p, err := wire.NewPrincipal(wire.DevOwner, r.Name)
+	owner := r.Owner
+	if owner == "" {
+		owner = wire.DevOwner
+	}
+	p, err := wire.NewPrincipal(owner, r.Name)
 	if err != nil {
 		return authority.Grant{}, err
 	}

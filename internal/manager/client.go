@@ -112,7 +112,13 @@ type Spawned struct {
 // or ctx ends (a Spawned with no State). The progress subscription is in place before the request
 // leaves, so no event is missed.
 func (c *Client) Spawn(ctx context.Context, args SpawnArgs) (*Spawned, error) {
-	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, "")
+	return c.SpawnOn(ctx, "", args)
+}
+
+// SpawnOn is Spawn on manager instance (any manager when empty), described and called on its own
+// rail.
+func (c *Client) SpawnOn(ctx context.Context, instance wire.LifecycleUID, args SpawnArgs) (*Spawned, error) {
+	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +131,9 @@ func (c *Client) Spawn(ctx context.Context, args SpawnArgs) (*Spawned, error) {
 	call, err := r.Call(CommandSpawn, args)
 	if err != nil {
 		return nil, err
+	}
+	if instance != "" {
+		call.Address, call.Instance = wire.AddressInst, instance
 	}
 	reply, err := c.caller.Call(ctx, call)
 	if err != nil {

@@ -50,7 +50,11 @@ const (
 // ServiceConfig is what a Service serves.
 type ServiceConfig struct {
 	// Conn is the serving connection: a credential with the manager's serve rows at Epoch.
-	Conn     *nats.Conn
+	Conn *nats.Conn
+	// Presence is the connection the spawned agents' presence is watched on, for readiness; Conn
+	// when nil. A remote manager's serve identity holds the serve rows alone, and its supervisor
+	// identity reads presence.
+	Presence *nats.Conn
 	Space    wire.Space
 	Instance wire.LifecycleUID
 	Epoch    int64
@@ -129,7 +133,14 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 	if err != nil {
 		return nil, err
 	}
-	presence, err := js.KeyValue(ctx, string(cfg.Space.PresenceBucket()))
+	if cfg.Presence == nil {
+		cfg.Presence = cfg.Conn
+	}
+	pjs, err := jetstream.New(cfg.Presence)
+	if err != nil {
+		return nil, err
+	}
+	presence, err := pjs.KeyValue(ctx, string(cfg.Space.PresenceBucket()))
 	if err != nil {
 		return nil, fmt.Errorf("open presence: %w", err)
 	}

@@ -1,0 +1,236 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/remotemgr"
+	"github.com/gocotal/cotal/wire"
+)
+
+// RemoteManagerName names a remote manager's instance in the mesh directory of the machine it runs
+// on.
+const RemoteManagerName = "remote"
+
+// RemoteOptions are what `cotal supervise --mesh URL` runs with.
+type RemoteOptions struct {
+	Space wire.Space
+	// Server is the broker URL agents and the manager connect to.
+	Server string
+	// AuthorityURL is the host's manager-service-authority route.
+	AuthorityURL string
+	// Actor is the person's actor whose row holds supervise.
+	Actor string
+	// IDToken returns a fresh IdP token of the person.
+	IDToken func(ctx context.Context) (string, error)
+	HTTP    *http.Client
+	// MaxSessions is its ceiling of attach sessions; manager.DefaultMaxSessions when zero.
+	MaxSessions int
+	// Ready, when set, is called once the manager serves, with its instance and epoch.
+	Ready func(instance wire.LifecycleUID, epoch int64)
+	Log   *slog.Logger
+}
+
+// renewRetryRemote bounds the wait before a failed bundle renewal is tried again.
+const renewRetryRemote = 10 * time.Second
+
+// SuperviseRemote runs a remote manager for o.Space until ctx ends or its host takes its authority
+// away: it prepares with the host, registers its serve gate as its executor, activates, and serves
+// the manager endpoint on the serve credential while the supervisor credential holds its lease and
+// answers the manager liveness plane. The standing bundle is renewed at three quarters of its
+// lifetime; a renewal the host refuses (the person's supervise scope revoked, a newer incarnation)
+// or a connection the broker closes (an eviction) ends it with an error, after it has stopped its
+// agents, which are retired through the host.
+func SuperviseRemote(ctx context.Context, d Dir, o RemoteOptions) error {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	inst, err := d.claimManagerInstance(o.Space, RemoteManagerName)
+	if err != nil {
+		return err
+	}
+	defer inst.release()
+	c, err := remotemgr.NewClient(remotemgr.ClientConfig{Space: o.Space, URL: o.AuthorityURL, Actor: o.Actor, Instance: inst.id, IDToken: o.IDToken, HTTP: o.HTTP})
+	if err != nil {
+		return err
+	}
+	st, err := c.Prepare(ctx)
+	if err != nil {
+		return fmt.Errorf("remote supervision of space %s was refused at prepare: %w", o.Space, err)
+	}
+	if err := register(ctx, o.Server, c, st.Executor); err != nil {
+		return err
+	}
+	serve, epoch, err := c.Activate(ctx)
+	if err != nil {
+		return fmt.Errorf("remote supervision of space %s was refused at activate: %w", o.Space, err)
+	}
+	account, err := issuerAccount(serve.JWT)
+	if err != nil {
+		return err
+	}
+	supConn, err := dial.AsRenewing(ctx, o.Server, st.Supervisor)
+	if err != nil {
+		return fmt.Errorf("connect as the remote manager's supervisor: %w", err)
+	}
+	defer supConn.Close()
+	serveConn, err := dial.AsRenewing(ctx, o.Server, serve)
+	if err != nil {
+		return fmt.Errorf("connect as the remote manager's serve identity: %w", err)
+	}
+	defer serveConn.Close()
+	lease, err := manager.HoldLease(ctx, supConn.Conn, o.Space, st.Supervisor.Principal, inst.id, log)
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	sup, err := manager.New(manager.Config{
+		Issue: remoteIssuer(c), Space: o.Space, URL: o.Server, MaterialDir: d.launchDir(o.Space),
+		MCPCommand: []string{exe, "mcp", "--server", o.Server}, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	svc, err := sup.Serve(ctx, manager.ServiceConfig{
+		Conn: serveConn.Conn, Presence: supConn.Conn, Space: o.Space, Instance: inst.id, Epoch: epoch, Owner: c.Owner(), Log: log, MaxSessions: o.MaxSessions,
+		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool {
+			ok, err := c.AuthorizeAdmin(ctx, caller)
+			if err != nil {
+				log.Warn("ask the host whether a caller may launch", "caller", caller, "err", err)
+			}
+			return ok
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("serve the manager endpoint: %w", err)
+	}
+	if o.Ready != nil {
+		o.Ready(inst.id, epoch)
+	}
+	lctx, stopLease := context.WithCancel(ctx)
+	leaseDone := make(chan struct{})
+	go func() { defer close(leaseDone); lease.Renew(lctx) }()
+	runErr := keepRemote(ctx, c, account, supConn, serveConn, earliest(st.Supervisor, serve), log)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serviceStopWait)
+	if err := svc.Stop(sctx); err != nil {
+		log.Warn("stop serving the manager endpoint", "err", err)
+	}
+	cancel()
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), agentsStopWait)
+	_ = sup.Close(actx) // each agent's own failure is logged by the supervisor
+	cancel()
+	stopLease()
+	<-leaseDone
+	return runErr
+}
+
+// register connects as the executor and writes the instance's serve gate.
+func register(ctx context.Context, server string, c *remotemgr.Client, exe *authority.Credential) error {
+	nc, err := dial.As(ctx, server, exe)
+	if err != nil {
+		return fmt.Errorf("connect as the remote manager's executor: %w", err)
+	}
+	defer nc.Close()
+	return c.Register(ctx, nc)
+}
+
+// issuerAccount returns the account a user JWT was issued for: the one a renewal names.
+func issuerAccount(token string) (string, error) {
+	claims, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return "", err
+	}
+	return claims.IssuerAccount, nil
+}
+
+// remoteIssuer issues agents through the host: each a managed agent of the manager's owner, retired
+// through the host when it is done.
+func remoteIssuer(c *remotemgr.Client) manager.Issuer {
+	return func(ctx context.Context, spec manager.Spec) (*manager.Launch, error) {
+		creds, uid, err := c.Enroll(ctx, remotemgr.Enrollment{Name: spec.Name, Role: spec.Role, Subscribe: spec.Subscribe,
+			AllowSubscribe: spec.AllowSubscribe, AllowPublish: spec.AllowPublish})
+		if err != nil {
+			return nil, err
+		}
+		p, err := wire.NewPrincipal(c.Owner(), spec.Name)
+		if err != nil {
+			return nil, err
+		}
+		lc := wire.Lifecycle{Principal: p, UID: uid}
+		return &manager.Launch{Principal: p, UID: uid, Creds: creds, Retire: func(ctx context.Context) error { return c.Retire(ctx, lc) }}, nil
+	}
+}
+
+// keepRemote renews the standing bundle at three quarters of its lifetime and watches the two
+// connections, until ctx ends (nil), the host refuses a renewal, or the broker closes a connection.
+func keepRemote(ctx context.Context, c *remotemgr.Client, account string, sup, serve *dial.Renewing, expires time.Time, log *slog.Logger) error {
+	closed := make(chan string, 2)
+	for name, conn := range map[string]*dial.Renewing{"supervisor": sup, "serve": serve} {
+		conn.SetClosedHandler(func(*nats.Conn) { closed <- name })
+	}
+	for {
+		wait := time.Until(expires) * 3 / 4
+		select {
+		case <-ctx.Done():
+			return nil
+		case name := <-closed:
+			return fmt.Errorf("remote supervision ended: the broker closed the %s connection (evicted, or its credential expired)", name)
+		case <-time.After(wait):
+		}
+		for {
+			st, err := c.Renew(ctx, account)
+			if err == nil {
+				if err = errors.Join(sup.Renew(ctx, st.Supervisor), serve.Renew(ctx, st.Serve)); err == nil {
+					expires = earliest(st.Supervisor, st.Serve)
+				}
+			}
+			var ref *remotemgr.Refusal
+			switch {
+			case err == nil:
+			case ctx.Err() != nil:
+				return nil
+			case errors.As(err, &ref) && (ref.Code == wire.CodePermissionDenied || ref.Code == wire.CodeConflict || ref.Code == wire.CodeFailedPrecondition):
+				return fmt.Errorf("remote supervision ended: the host refused the renewal: %w", err)
+			case !time.Now().Before(expires):
+				return fmt.Errorf("remote supervision ended: the credentials expired unrenewed: %w", err)
+			default:
+				log.Warn("renew the remote manager's credentials", "err", err)
+				select {
+				case <-ctx.Done():
+					return nil
+				case name := <-closed:
+					return fmt.Errorf("remote supervision ended: the broker closed the %s connection", name)
+				case <-time.After(min(renewRetryRemote, time.Until(expires)/4)):
+				}
+				continue
+			}
+			break
+		}
+	}
+}
+
+// earliest returns when the first of creds expires.
+func earliest(creds ...*authority.Credential) time.Time {
+	var t time.Time
+	for _, c := range creds {
+		if t.IsZero() || c.Expires.Before(t) {
+			t = c.Expires
+		}
+	}
+	return t
+}

@@ -1,0 +1,335 @@
+package remotemgr
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/wire"
+)
+
+// ClientConfig is where a remote manager asks for its authority, and as whom.
+type ClientConfig struct {
+	Space wire.Space
+	// URL is the host's manager-service-authority route (<exchange>/manager-service-authority).
+	URL string
+	// Actor is the person's actor whose ledger row holds supervise ("cli" for a person's CLI).
+	Actor string
+	// Instance is the manager's instance id, kept across restarts.
+	Instance wire.LifecycleUID
+	// IDToken returns a fresh IdP token of the person, per request.
+	IDToken func(ctx context.Context) (string, error)
+	// HTTP is the client the requests go through; http.DefaultClient when nil.
+	HTTP *http.Client
+}
+
+// Client is one incarnation of a remote manager talking to its host: five fresh identities whose
+// seeds never leave this process, a fresh manager lifecycle, and the proofs the host returned.
+type Client struct {
+	cfg       ClientConfig
+	lifecycle wire.LifecycleUID
+	ids       Identities
+	seeds     map[string]nkeys.KeyPair // by public key
+	actors    wire.RemoteManagerActors
+
+	mu      sync.Mutex
+	owner   string
+	current string // the current-registration proof
+	epoch   int64
+}
+
+// NewClient makes a client with fresh identities.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.HTTP == nil {
+		cfg.HTTP = http.DefaultClient
+	}
+	if cfg.Actor == "" {
+		return nil, errors.New("remote manager: the person's actor is required")
+	}
+	c := &Client{cfg: cfg, lifecycle: wire.NewLifecycleUID(), seeds: map[string]nkeys.KeyPair{}, actors: wire.RemoteManagerActorsOf(cfg.Instance)}
+	for _, id := range []*Identity{&c.ids.Supervisor, &c.ids.Executor, &c.ids.Serve, &c.ids.GoalWriter, &c.ids.SessionLedger} {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			return nil, err
+		}
+		pub, _ := kp.PublicKey()
+		id.ID, c.seeds[pub] = pub, kp
+	}
+	return c, nil
+}
+
+// Actors returns the manager's actors.
+func (c *Client) Actors() wire.RemoteManagerActors { return c.actors }
+
+// Owner returns the owner the host derived for the person, once prepared.
+func (c *Client) Owner() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.owner
+}
+
+// Epoch returns the epoch the manager serves at, once activated.
+func (c *Client) Epoch() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.epoch
+}
+
+// request builds a request of kind and op.
+func (c *Client) request(kind, op string) Request {
+	id := make([]byte, 18)
+	_, _ = rand.Read(id) // never fails since Go 1.24
+	return Request{
+		V: protocolVersion, Kind: kind, Operation: op, Space: string(c.cfg.Space), Actor: c.cfg.Actor,
+		InstanceID: string(c.cfg.Instance), ManagerLifecycleUID: string(c.lifecycle),
+		RequestID: base64.RawURLEncoding.EncodeToString(id), Identities: c.ids,
+	}
+}
+
+// hosted returns a request of kind and op carrying the current-registration proof and epoch.
+func (c *Client) hosted(kind, op string) Request {
+	r := c.request(kind, op)
+	c.mu.Lock()
+	r.RegistrationProof, r.ProcessEpoch = c.current, &c.epoch
+	c.mu.Unlock()
+	epoch := *r.ProcessEpoch
+	r.ProcessEpoch = &epoch
+	return r
+}
+
+// do sends r and decodes the host's answer; a refusal is a *Refusal with the host's code.
+func (c *Client) do(ctx context.Context, r Request) (*Response, error) {
+	tok, err := c.cfg.IDToken(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("remote manager %s: the person's IdP token: %w", r.Operation, err)
+	}
+	body, _ := json.Marshal(Envelope{IDPToken: tok, Request: r}) // always encodes
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := c.cfg.HTTP.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("remote manager %s: %w", opName(r), err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("remote manager %s: read the answer: %w", opName(r), err)
+	}
+	if res.StatusCode != http.StatusOK {
+		var refusal struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(raw, &refusal) != nil || refusal.Error == "" {
+			refusal.Error = string(wire.CodeUnavailable)
+		}
+		return nil, &Refusal{Code: wire.ErrorCode(refusal.Error), Reason: fmt.Sprintf("the host refused %s (HTTP %d)", opName(r), res.StatusCode)}
+	}
+	var resp Response
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return nil, fmt.Errorf("remote manager %s: decode the answer: %w", opName(r), err)
+	}
+	if resp.RequestID != r.RequestID || resp.InstanceID != r.InstanceID || resp.Space != r.Space {
+		return nil, fmt.Errorf("remote manager %s: the answer is for another request", opName(r))
+	}
+	return &resp, nil
+}
+
+func opName(r Request) string {
+	if r.Operation == "" {
+		return r.Kind
+	}
+	return r.Operation
+}
+
+// credential pairs an issued JWT with the seed of the identity it names, checking that the host
+// signed it for that key and principal.
+func (c *Client) credential(resp *Response, name string, profile authority.Profile, actor string) (*authority.Credential, error) {
+	is, ok := resp.Credentials[name]
+	if !ok {
+		return nil, fmt.Errorf("remote manager %s: the host issued no %s credential", resp.Operation, name)
+	}
+	claims, err := jwt.DecodeUserClaims(is.JWT)
+	if err != nil {
+		return nil, fmt.Errorf("remote manager %s: the %s credential: %w", resp.Operation, name, err)
+	}
+	kp, ok := c.seeds[claims.Subject]
+	if !ok {
+		return nil, fmt.Errorf("remote manager %s: the %s credential is for a key this manager does not hold", resp.Operation, name)
+	}
+	p, err := wire.NewPrincipal(resp.Owner, actor)
+	if err != nil {
+		return nil, err
+	}
+	seed, _ := kp.Seed()
+	creds, err := jwt.FormatUserConfig(is.JWT, seed)
+	if err != nil {
+		return nil, err
+	}
+	return &authority.Credential{Profile: profile, Principal: p, LifecycleUID: c.lifecycle, PublicKey: claims.Subject, JWT: is.JWT,
+		Expires: time.Unix(claims.Expires, 0), Creds: creds}, nil
+}
+
+// Standing are a remote manager's connection credentials.
+type Standing struct {
+	Supervisor, Executor, Serve *authority.Credential
+}
+
+// Prepare registers the incarnation with the host and returns its supervisor and executor
+// credentials.
+func (c *Client) Prepare(ctx context.Context) (*Standing, error) {
+	resp, err := c.do(ctx, c.request(KindAuthority, OpPrepare))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.owner = resp.Owner
+	c.mu.Unlock()
+	return c.standing(resp)
+}
+
+// standing reads the supervisor and executor credentials, and the serve one when issued.
+func (c *Client) standing(resp *Response) (*Standing, error) {
+	var s Standing
+	var err error
+	if s.Supervisor, err = c.credential(resp, "supervisor", authority.ProfileRemoteManager, c.actors.Supervisor); err != nil {
+		return nil, err
+	}
+	if s.Executor, err = c.credential(resp, "executor", authority.ProfileRemoteManager, c.actors.Executor); err != nil {
+		return nil, err
+	}
+	if _, ok := resp.Credentials["serve"]; ok {
+		if s.Serve, err = c.credential(resp, "serve", authority.ProfileEndpointServe, c.actors.Serve); err != nil {
+			return nil, err
+		}
+	}
+	return &s, nil
+}
+
+// Register writes the instance's serve gate through nc, a connection as the executor: open,
+// naming the serve principal. A gate already there (an earlier incarnation's) is kept: the host
+// moves it to the next epoch at activation.
+func (c *Client) Register(ctx context.Context, nc *nats.Conn) error {
+	serve, err := wire.NewPrincipal(c.Owner(), c.actors.Serve)
+	if err != nil {
+		return err
+	}
+	key := authority.ManagerGateKey(c.cfg.Instance)
+	msg := nats.NewMsg(c.cfg.Space.AuthBucket().Subject(key))
+	msg.Data = authority.RegistrationGate(serve, "register-"+string(c.lifecycle))
+	msg.Header.Set(nats.ExpectedLastSubjSeqHdr, "0")
+	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		return fmt.Errorf("register the serve gate %s: %w", key, err)
+	}
+	var ack struct {
+		Error *struct {
+			Code    int    `json:"code"`
+			ErrCode int    `json:"err_code"`
+			Desc    string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(reply.Data, &ack); err != nil {
+		return fmt.Errorf("register the serve gate %s: %w", key, err)
+	}
+	// 10071 is JetStream's "wrong last sequence": the gate exists.
+	if ack.Error != nil && ack.Error.ErrCode != 10071 {
+		return fmt.Errorf("register the serve gate %s: %s", key, ack.Error.Desc)
+	}
+	return nil
+}
+
+// ContractArtifacts are the digests the manager registers: its contract's artifacts.
+func ContractArtifacts() ([]string, error) { return managerArtifacts() }
+
+// Activate asks for the serve credential: it returns it and the epoch it serves at.
+func (c *Client) Activate(ctx context.Context) (*authority.Credential, int64, error) {
+	r := c.request(KindAuthority, OpActivate)
+	var err error
+	if r.ContractArtifacts, err = managerArtifacts(); err != nil {
+		return nil, 0, err
+	}
+	r.RegistrationProof = RegistrationProof(c.Owner(), &r)
+	resp, err := c.do(ctx, r)
+	if err != nil {
+		return nil, 0, err
+	}
+	if resp.ProcessEpoch == nil || resp.NextRegistrationProof == "" || resp.NextRegistrationProof == r.RegistrationProof {
+		return nil, 0, errors.New("remote manager activate: the host returned no current-registration proof")
+	}
+	serve, err := c.credential(resp, "serve", authority.ProfileEndpointServe, c.actors.Serve)
+	if err != nil {
+		return nil, 0, err
+	}
+	c.mu.Lock()
+	c.current, c.epoch = resp.NextRegistrationProof, *resp.ProcessEpoch
+	c.mu.Unlock()
+	return serve, *resp.ProcessEpoch, nil
+}
+
+// Renew renews the standing bundle at the current epoch: supervisor, executor and serve.
+func (c *Client) Renew(ctx context.Context, account string) (*Standing, error) {
+	r := c.hosted(KindAuthority, OpRenewStandingBundle)
+	r.AccountPublicKey = account
+	resp, err := c.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.standing(resp)
+	if err == nil && s.Serve == nil {
+		err = errors.New("remote manager renew: the host renewed no serve credential")
+	}
+	return s, err
+}
+
+// Enroll asks the host for a managed agent's credential.
+func (c *Client) Enroll(ctx context.Context, e Enrollment) (creds []byte, uid wire.LifecycleUID, err error) {
+	r := c.hosted(KindEnrollment, "")
+	r.Enrollment = &e
+	resp, err := c.do(ctx, r)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(resp.Creds) == 0 {
+		return nil, "", errors.New("remote manager enrollment: the host returned no creds")
+	}
+	return resp.Creds, wire.LifecycleUID(resp.LifecycleUID), nil
+}
+
+// Retire asks the host to retire a managed agent's lifecycle.
+func (c *Client) Retire(ctx context.Context, l wire.Lifecycle) error {
+	r := c.request(KindAuthority, OpRetire)
+	c.mu.Lock()
+	r.RegistrationProof = c.current
+	r.Retirement = &Retirement{Target: Target{Owner: l.Principal.Owner(), Actor: l.Principal.Actor(), LifecycleUID: string(l.UID)},
+		OpID: RetirementOpID(l.UID), ServeEpoch: c.epoch}
+	c.mu.Unlock()
+	_, err := c.do(ctx, r)
+	return err
+}
+
+// AuthorizeAdmin asks the host whether caller may launch on this manager as an operator.
+func (c *Client) AuthorizeAdmin(ctx context.Context, caller wire.Lifecycle) (bool, error) {
+	r := c.hosted(KindAdminAuthorization, "")
+	r.Caller = &Target{Owner: caller.Principal.Owner(), Actor: caller.Principal.Actor(), LifecycleUID: string(caller.UID)}
+	resp, err := c.do(ctx, r)
+	if err != nil {
+		return false, err
+	}
+	return resp.Authorized != nil && *resp.Authorized, nil
+}

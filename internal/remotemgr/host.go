@@ -1,0 +1,481 @@
+package remotemgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/wire"
+)
+
+// ScopeSupervise is the scope a person's actor row needs for every remote-manager request. No
+// other scope implies it.
+const ScopeSupervise = "supervise"
+
+// Lifetimes of what the host issues.
+const (
+	// StandingLifetime is a remote manager's standing credentials' (S in SPEC §13.6).
+	StandingLifetime = 24 * time.Hour
+	// ExecutorLifetime is the executor's: it only registers the gate.
+	ExecutorLifetime = 5 * time.Minute
+)
+
+// Person is who sent a request, as the host's people ledger knows them.
+type Person struct {
+	Owner          string
+	Scopes         []string
+	AllowSubscribe []string
+	AllowPublish   []string
+}
+
+// Authenticator turns a person's IdP token and the actor they speak as into their owner token and
+// the scopes of that actor's ledger row, read fresh. Any failure refuses the request.
+type Authenticator interface {
+	Authenticate(ctx context.Context, idToken, actor string) (*Person, error)
+}
+
+// Host answers remote managers' requests for one space.
+type Host struct {
+	Space    wire.Space
+	Keys     *authority.SpaceKeys
+	Ledger   *ledger.Ledger
+	People   Authenticator
+	Registry *Registry
+	// Life is the standing credentials' lifetime: StandingLifetime when zero. The executor's is
+	// ExecutorLifetime, never more than Life.
+	Life time.Duration
+	Log  *slog.Logger
+}
+
+func (h *Host) life() time.Duration {
+	if h.Life > 0 {
+		return h.Life
+	}
+	return StandingLifetime
+}
+
+func (h *Host) log() *slog.Logger {
+	if h.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return h.Log
+}
+
+// Handle answers one request body: the status and the reply to send. A refusal is logged with its
+// reason and answered with its catalog code alone.
+func (h *Host) Handle(ctx context.Context, body []byte) (int, any) {
+	resp, err := h.handle(ctx, body)
+	if err == nil {
+		return 200, resp
+	}
+	var ref *Refusal
+	if !errors.As(err, &ref) {
+		ref = &Refusal{Code: wire.CodeInternal, Reason: err.Error()}
+	}
+	h.log().Warn("remote manager request refused", "code", ref.Code, "reason", ref.Reason)
+	status := 403
+	switch ref.Code {
+	case wire.CodeBadRequest:
+		status = 400
+	case wire.CodeInternal, wire.CodeUnavailable:
+		status = 503
+	}
+	return status, map[string]string{"error": string(ref.Code)}
+}
+
+func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
+	env, err := ParseEnvelope(body)
+	if err != nil {
+		return nil, err
+	}
+	r := &env.Request
+	if wire.Space(r.Space) != h.Space {
+		return nil, refuse(wire.CodePermissionDenied, "the request is for space %s, this host serves %s", r.Space, h.Space)
+	}
+	who, err := h.People.Authenticate(ctx, env.IDPToken, r.Actor)
+	if err != nil {
+		return nil, refuse(wire.CodePermissionDenied, "authenticate %s: %v", r.Actor, err)
+	}
+	if !slices.Contains(who.Scopes, ScopeSupervise) {
+		return nil, refuse(wire.CodePermissionDenied, "%s.%s does not hold the supervise scope", who.Owner, r.Actor)
+	}
+	resp := &Response{
+		V: protocolVersion, Kind: r.Kind, Operation: r.Operation, Space: r.Space, InstanceID: r.InstanceID,
+		ManagerLifecycleUID: r.ManagerLifecycleUID, RequestID: r.RequestID, Owner: who.Owner, IssuedAt: time.Now().Unix(),
+		Actors: wire.RemoteManagerActorsOf(wire.LifecycleUID(r.InstanceID)),
+	}
+	if r.Operation != OpPrepare {
+		if err := h.registered(who.Owner, r); err != nil {
+			return nil, err
+		}
+	}
+	switch r.Operation {
+	case OpPrepare:
+		err = h.prepare(who, r, resp)
+	case OpActivate:
+		err = h.activate(ctx, who, r, resp)
+	case OpRenewStandingBundle:
+		err = h.renew(ctx, who, r, resp)
+	case OpSession:
+		err = h.session(who, r, resp)
+	case OpRetire:
+		err = h.retire(ctx, who, r, resp)
+	case OpEvictFamily:
+		err = h.evictFamily(ctx, who, r, resp)
+	default:
+		switch r.Kind {
+		case KindEnrollment:
+			err = h.enroll(ctx, who, r, resp)
+		case KindAdminAuthorization:
+			err = h.authorizeAdmin(ctx, who, r, resp)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// registered refuses a request for an instance the host never prepared for owner with these
+// identities: another person's instance, or keys the host did not sign for.
+func (h *Host) registered(owner string, r *Request) error {
+	reg, err := h.Registry.Get(r.InstanceID)
+	switch {
+	case err != nil:
+		return refuse(wire.CodeInternal, "read the registration of %s: %v", r.InstanceID, err)
+	case reg == nil:
+		return refuse(wire.CodePermissionDenied, "instance %s was never prepared", r.InstanceID)
+	case reg.Owner != owner:
+		return refuse(wire.CodePermissionDenied, "instance %s belongs to %s, not %s", r.InstanceID, reg.Owner, owner)
+	case reg.Identities != r.Identities || reg.LifecycleUID != r.ManagerLifecycleUID:
+		return refuse(wire.CodePermissionDenied, "instance %s was prepared with other identities or another lifecycle", r.InstanceID)
+	}
+	return nil
+}
+
+// principal returns owner's principal of actor.
+func principal(owner, actor string) wire.Principal {
+	p, err := wire.NewPrincipal(owner, actor)
+	if err != nil {
+		panic("remotemgr: a validated owner and a derived actor: " + err.Error())
+	}
+	return p
+}
+
+// sign signs a credential of profile for actor and the key pub, living life.
+func (h *Host) sign(owner, actor string, profile authority.Profile, g authority.Grant, life time.Duration, pub string) (Issued, error) {
+	g.Principal = principal(owner, actor)
+	cred, err := h.Keys.SignUser(authority.MintRequest{Profile: profile, Grant: g, Expires: life}, pub)
+	if err != nil {
+		return Issued{}, refuse(wire.CodeInternal, "sign %s for %s: %v", profile, g.Principal, err)
+	}
+	return Issued{JWT: cred.JWT, Exp: cred.Expires.Unix()}, nil
+}
+
+// standing signs the supervisor and executor identities' credentials into resp.
+func (h *Host) standing(owner string, r *Request, resp *Response) error {
+	instance := wire.LifecycleUID(r.InstanceID)
+	g := authority.Grant{LifecycleUID: wire.LifecycleUID(r.ManagerLifecycleUID), Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: instance}}
+	sup, err := h.sign(owner, resp.Actors.Supervisor, authority.ProfileRemoteManager, g, h.life(), r.Identities.Supervisor.ID)
+	if err != nil {
+		return err
+	}
+	exe, err := h.sign(owner, resp.Actors.Executor, authority.ProfileRemoteManager, g, min(ExecutorLifetime, h.life()), r.Identities.Executor.ID)
+	if err != nil {
+		return err
+	}
+	resp.credential("supervisor", sup)
+	resp.credential("executor", exe)
+	return nil
+}
+
+// credential adds one issued credential to the response.
+func (r *Response) credential(name string, c Issued) {
+	if r.Credentials == nil {
+		r.Credentials = map[string]Issued{}
+	}
+	r.Credentials[name] = c
+	r.ExpiresAt = max(r.ExpiresAt, c.Exp)
+}
+
+// prepare records the registration and issues the supervisor and executor credentials. An
+// instance another person registered is refused.
+func (h *Host) prepare(who *Person, r *Request, resp *Response) error {
+	err := h.Registry.Claim(Registration{Owner: who.Owner, Actor: r.Actor, InstanceID: r.InstanceID, LifecycleUID: r.ManagerLifecycleUID,
+		Identities: r.Identities, PreparedAt: time.Now().Unix()})
+	if errors.Is(err, ErrForeignInstance) {
+		return refuse(wire.CodePermissionDenied, "%v", err)
+	} else if err != nil {
+		return refuse(wire.CodeInternal, "record the registration of %s: %v", r.InstanceID, err)
+	}
+	return h.standing(who.Owner, r, resp)
+}
+
+// managerArtifacts returns the digests of the manager contract's artifacts, sorted: the one set an
+// activation may register.
+func managerArtifacts() ([]string, error) {
+	c, err := manager.Contract()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, a := range c.Artifacts {
+		out = append(out, a.Digest)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// activate checks the registration proof over the canonical manager artifacts and issues the serve
+// credential through the instance's gate, which must exist.
+func (h *Host) activate(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	if !proofEqual(r.RegistrationProof, RegistrationProof(who.Owner, r)) {
+		return refuse(wire.CodePermissionDenied, "the registration proof does not match this registration")
+	}
+	want, err := managerArtifacts()
+	if err != nil {
+		return refuse(wire.CodeInternal, "the manager contract: %v", err)
+	}
+	if !slices.Equal(want, slices.Sorted(slices.Values(r.ContractArtifacts))) {
+		return refuse(wire.CodePermissionDenied, "the contract artifacts are not the manager contract's")
+	}
+	serve := principal(who.Owner, resp.Actors.Serve)
+	cred, epoch, err := h.Ledger.ActivateRemoteManager(ctx, serve, wire.LifecycleUID(r.InstanceID), manager.Commands(), h.life(), r.Identities.Serve.ID)
+	switch {
+	case errors.Is(err, ledger.ErrNoGate):
+		return refuse(wire.CodeFailedPrecondition, "%v", err)
+	case errors.Is(err, ledger.ErrForeignGate):
+		return refuse(wire.CodePermissionDenied, "%v", err)
+	case errors.Is(err, authority.ErrConflict):
+		return refuse(wire.CodeConflict, "%v", err)
+	case err != nil:
+		return refuse(wire.CodeInternal, "activate %s: %v", r.InstanceID, err)
+	}
+	og, err := h.Ledger.ObserveManagerGate(ctx, wire.LifecycleUID(r.InstanceID))
+	if err != nil || og == nil {
+		return refuse(wire.CodeInternal, "observe the gate of %s after activation: %v", r.InstanceID, err)
+	}
+	resp.credential("serve", Issued{JWT: cred.JWT, Exp: cred.Expires.Unix()})
+	resp.ProcessEpoch = &epoch
+	resp.NextRegistrationProof = currentProof(h.Keys, who.Owner, r, og.Row.RegistrationRevision, epoch)
+	return nil
+}
+
+// current checks a hosted request's current-registration proof at its epoch, and that the
+// instance's gate is open at that epoch and owned by its serve principal. It returns the gate.
+func (h *Host) current(ctx context.Context, who *Person, r *Request) (*authority.ObservedEndpointGate, error) {
+	if r.ProcessEpoch == nil {
+		return nil, refuse(wire.CodeBadRequest, "processEpoch is required")
+	}
+	og, err := h.Ledger.ObserveManagerGate(ctx, wire.LifecycleUID(r.InstanceID))
+	switch {
+	case err != nil:
+		return nil, refuse(wire.CodeInternal, "observe the gate of %s: %v", r.InstanceID, err)
+	case og == nil:
+		return nil, refuse(wire.CodeFailedPrecondition, "instance %s has no gate", r.InstanceID)
+	}
+	if !proofEqual(r.RegistrationProof, currentProof(h.Keys, who.Owner, r, og.Row.RegistrationRevision, *r.ProcessEpoch)) {
+		return nil, refuse(wire.CodePermissionDenied, "the current-registration proof does not match this registration at epoch %d", *r.ProcessEpoch)
+	}
+	switch {
+	case og.Row.State != authority.GateOpen:
+		return nil, refuse(wire.CodeConflict, "the gate of %s is %s", r.InstanceID, og.Row.State)
+	case og.Row.ProcessEpoch != *r.ProcessEpoch:
+		return nil, refuse(wire.CodeConflict, "epoch %d is stale: the gate of %s is at %d", *r.ProcessEpoch, r.InstanceID, og.Row.ProcessEpoch)
+	case og.Row.Principal != principal(who.Owner, wire.RemoteManagerActorsOf(wire.LifecycleUID(r.InstanceID)).Serve).String():
+		return nil, refuse(wire.CodeConflict, "the gate of %s names %s", r.InstanceID, og.Row.Principal)
+	}
+	return og, nil
+}
+
+// renew renews the standing bundle: the supervisor and executor signed afresh, the serve
+// credential renewed in place through the gate.
+func (h *Host) renew(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	if r.AccountPublicKey != h.Keys.AccountPublicKey() {
+		return refuse(wire.CodePermissionDenied, "account %s is not this space's", r.AccountPublicKey)
+	}
+	if _, err := h.current(ctx, who, r); err != nil {
+		return err
+	}
+	rows, err := h.Ledger.ManagerCredentials(ctx, wire.LifecycleUID(r.InstanceID))
+	if err != nil {
+		return refuse(wire.CodeInternal, "read the serving credentials of %s: %v", r.InstanceID, err)
+	}
+	i := slices.IndexFunc(rows, func(c authority.CredentialRow) bool {
+		e, ok := c.ServedEpoch()
+		return c.State == authority.CredActive && c.UserKey == r.Identities.Serve.ID && ok && e == *r.ProcessEpoch
+	})
+	if i < 0 {
+		return refuse(wire.CodeConflict, "instance %s holds no active serve credential at epoch %d", r.InstanceID, *r.ProcessEpoch)
+	}
+	serve, err := h.Ledger.RenewRemoteManager(ctx, wire.LifecycleUID(r.InstanceID), rows[i].CredentialID, h.life())
+	if errors.Is(err, authority.ErrConflict) {
+		return refuse(wire.CodeConflict, "%v", err)
+	} else if err != nil {
+		return refuse(wire.CodeInternal, "renew the serve credential of %s: %v", r.InstanceID, err)
+	}
+	if err := h.standing(who.Owner, r, resp); err != nil {
+		return err
+	}
+	resp.credential("serve", Issued{JWT: serve.JWT, Exp: serve.Expires.Unix()})
+	resp.ProcessEpoch = r.ProcessEpoch
+	return nil
+}
+
+// session signs a session's serving half for the serve identity, living until the session
+// expires but no more than a day.
+func (h *Host) session(who *Person, r *Request, resp *Response) error {
+	if !proofEqual(r.RegistrationProof, RegistrationProof(who.Owner, r)) {
+		return refuse(wire.CodePermissionDenied, "the registration proof does not match this registration")
+	}
+	s := r.Session
+	now := time.Now()
+	exp := time.Unix(s.Exp, 0)
+	if limit := now.Add(authority.SessionMaxLifetime); exp.After(limit) {
+		exp = limit
+	}
+	if !exp.After(now) {
+		return refuse(wire.CodeFailedPrecondition, "session %s has expired", s.SessionID)
+	}
+	g := authority.Grant{Session: authority.SessionRails{Endpoint: s.Endpoint, SessionID: s.SessionID, Epoch: s.Epoch}}
+	c, err := h.sign(who.Owner, resp.Actors.Serve, authority.ProfileSessionServing, g, exp.Sub(now), s.ID)
+	if err != nil {
+		return err
+	}
+	resp.credential("sessionServing", c)
+	return nil
+}
+
+// retire retires a managed agent the manager spawned: it must be the caller's own, and the
+// manager must still serve at the epoch it names.
+func (h *Host) retire(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	t := r.Retirement.Target
+	if t.Owner != who.Owner {
+		return refuse(wire.CodePermissionDenied, "%s may not retire an agent of %s", who.Owner, t.Owner)
+	}
+	if _, ok := isFamily(t.Actor, wire.LifecycleUID(r.InstanceID)); ok {
+		return refuse(wire.CodePermissionDenied, "%s is one of the manager's own identities", t.Actor)
+	}
+	epoch := r.Retirement.ServeEpoch
+	r.ProcessEpoch = &epoch
+	if _, err := h.current(ctx, who, r); err != nil {
+		return err
+	}
+	if err := h.Ledger.Retire(ctx, t.lifecycle()); err != nil {
+		return refuse(wire.CodeInternal, "retire %s: %v", t.lifecycle(), err)
+	}
+	if err := h.Registry.RemoveAgent(r.InstanceID, t); err != nil {
+		h.log().Warn("forget a retired agent of a remote manager", "instance", r.InstanceID, "agent", t.lifecycle(), "err", err)
+	}
+	return nil
+}
+
+// isFamily reports whether actor is one of instance's identities, and which.
+func isFamily(actor string, instance wire.LifecycleUID) (string, bool) {
+	a := wire.RemoteManagerActorsOf(instance)
+	for name, x := range map[string]string{"supervisor": a.Supervisor, "executor": a.Executor, "serve": a.Serve, "goalWriter": a.GoalWriter, "sessionLedger": a.SessionLedger} {
+		if x == actor {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// evictFamily has the broker refuse principals of the caller's own instance that hold one of its
+// serving credentials: a stale incarnation the manager wants gone. Anything else is refused.
+func (h *Host) evictFamily(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	instance := wire.LifecycleUID(r.InstanceID)
+	rows, err := h.Ledger.ManagerCredentials(ctx, instance)
+	if err != nil {
+		return refuse(wire.CodeInternal, "read the serving credentials of %s: %v", instance, err)
+	}
+	ev := &Eviction{Principals: r.Principals}
+	for _, p := range r.Principals {
+		if !slices.ContainsFunc(rows, func(c authority.CredentialRow) bool { return c.Principal == p }) {
+			return refuse(wire.CodePermissionDenied, "%s holds no serving credential of instance %s", p, instance)
+		}
+	}
+	for _, c := range rows {
+		if slices.Contains(r.Principals, c.Principal) && c.State == authority.CredActive {
+			if _, err := h.Ledger.RevokeUserKey(ctx, c.UserKey, "evicted by its manager"); err != nil {
+				return refuse(wire.CodeInternal, "evict %s: %v", c.Principal, err)
+			}
+			ev.Kicked++
+		}
+	}
+	ev.VerifiedGone = true // RevokeUserKey returns once the broker shows none of them connected
+	resp.Evicted = ev
+	return nil
+}
+
+// enroll issues a managed agent's credential for the manager to launch it with: an agent of the
+// manager's owner, within the person's channel ACL, a fresh lifecycle with its durables.
+func (h *Host) enroll(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	if _, err := h.current(ctx, who, r); err != nil {
+		return err
+	}
+	e := r.Enrollment
+	if _, ok := isFamily(e.Name, wire.LifecycleUID(r.InstanceID)); ok || e.Name == r.Actor {
+		return refuse(wire.CodePermissionDenied, "an agent may not take the name %s", e.Name)
+	}
+	req := ledger.Request{Owner: who.Owner, Name: e.Name, Role: e.Role, Subscribe: e.Subscribe, AllowSubscribe: e.AllowSubscribe, AllowPublish: e.AllowPublish}.WithDefaultPublish()
+	if err := req.Validate(); err != nil {
+		return refuse(wire.CodeBadRequest, "%v", err)
+	}
+	for _, ch := range req.AllowPublish {
+		if !wire.ChannelInAllow(who.AllowPublish, ch) {
+			return refuse(wire.CodePermissionDenied, "%s may not give an agent publish on %s", who.Owner, ch)
+		}
+	}
+	read := req.AllowSubscribe
+	if len(read) == 0 {
+		read = req.Subscribe
+	}
+	for _, ch := range read {
+		if !wire.ChannelInAllow(who.AllowSubscribe, ch) {
+			return refuse(wire.CodePermissionDenied, "%s may not give an agent read on %s", who.Owner, ch)
+		}
+	}
+	cred, retire, err := h.Ledger.StartAgent(ctx, req)
+	if err != nil {
+		return refuse(wire.CodeInternal, "start agent %s: %v", e.Name, err)
+	}
+	agent := Target{Owner: who.Owner, Actor: e.Name, LifecycleUID: string(cred.LifecycleUID)}
+	if err := h.Registry.AddAgent(r.InstanceID, agent); err != nil {
+		// An agent the host cannot record could outlive its manager's eviction: not issued.
+		return errors.Join(refuse(wire.CodeInternal, "record agent %s: %v", e.Name, err), retire(ctx))
+	}
+	resp.Creds, resp.LifecycleUID = cred.Creds, string(cred.LifecycleUID)
+	return nil
+}
+
+// authorizeAdmin answers whether caller may launch on the manager as an operator: a control
+// instrument (a lifecycle no ledger row holds) of the host's own operator or of the manager's
+// owner.
+func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	if _, err := h.current(ctx, who, r); err != nil {
+		return err
+	}
+	caller := r.Caller.lifecycle()
+	ok := caller.Principal.Owner() == wire.DevOwner || caller.Principal.Owner() == who.Owner
+	if ok {
+		instrument, err := h.Ledger.Instrument(ctx, caller)
+		if err != nil {
+			return refuse(wire.CodeUnavailable, "decide whether %s is an instrument: %v", caller, err)
+		}
+		ok = instrument
+	}
+	resp.Authorized = &ok
+	return nil
+}
+
+// String names a response in logs, without its credentials.
+func (r *Response) String() string {
+	return fmt.Sprintf("%s/%s %s epoch %v", r.Kind, r.Operation, r.InstanceID, r.ProcessEpoch)
+}

@@ -1,0 +1,386 @@
+package remotemgr_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/remotemgr"
+	"github.com/gocotal/cotal/wire"
+)
+
+// people is the host's view of who holds which scopes: an IdP token per person, as the people
+// ledger would answer it.
+type people map[string]*remotemgr.Person
+
+func (p people) Authenticate(_ context.Context, idToken, actor string) (*remotemgr.Person, error) {
+	who, ok := p[idToken]
+	if !ok || actor != "cli" {
+		return nil, errors.New("no such person or row")
+	}
+	return who, nil
+}
+
+const (
+	alice = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa"
+	bob   = "u_bbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+type hostRig struct {
+	m    *meshtest.Mesh
+	host *remotemgr.Host
+	url  string
+	who  people
+}
+
+func newHostRig(t *testing.T, life time.Duration) *hostRig {
+	t.Helper()
+	m := meshtest.Start(t)
+	keys, err := m.Keyring().Space(m.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := remotemgr.OpenRegistry(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	who := people{
+		"alice-token": {Owner: alice, Scopes: []string{"supervise"}, AllowSubscribe: []string{">"}, AllowPublish: []string{">"}},
+		"bob-token":   {Owner: bob, Scopes: []string{"supervise"}},
+		"carol-token": {Owner: "u_cccccccccccccccccccccccccc", Scopes: []string{"spawn", "admin", "role:x"}},
+	}
+	h := &remotemgr.Host{Space: m.Space, Keys: keys, Ledger: m.Ledger(m.Space), People: who, Registry: reg, Life: life}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		status, reply := h.Handle(r.Context(), body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(reply)
+	}))
+	t.Cleanup(srv.Close)
+	return &hostRig{m: m, host: h, url: srv.URL, who: who}
+}
+
+func (r *hostRig) client(t *testing.T, token string, instance wire.LifecycleUID) *remotemgr.Client {
+	t.Helper()
+	c, err := remotemgr.NewClient(remotemgr.ClientConfig{Space: r.m.Space, URL: r.url, Actor: "cli", Instance: instance,
+		IDToken: func(context.Context) (string, error) { return token, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func code(err error) wire.ErrorCode {
+	var ref *remotemgr.Refusal
+	if errors.As(err, &ref) {
+		return ref.Code
+	}
+	return ""
+}
+
+// post sends a raw body to the host and returns the status and the refusal code.
+func (r *hostRig) post(t *testing.T, body []byte) (int, string) {
+	t.Helper()
+	res, err := http.Post(r.url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out struct {
+		Error string `json:"error"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out.Error
+}
+
+func TestPrepareNeedsSuperviseAndAWellFormedRequest(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	inst := wire.NewLifecycleUID()
+	// spawn, admin and a role do not imply supervise.
+	if _, err := r.client(t, "carol-token", inst).Prepare(ctx); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("prepare without supervise: %v, want permission-denied", err)
+	}
+	if _, err := r.client(t, "nobody", inst).Prepare(ctx); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("prepare by an unknown person: %v, want permission-denied", err)
+	}
+	// A well-formed request, then broken copies of it.
+	kp := func() string { k, _ := nkeys.CreateUser(); p, _ := k.PublicKey(); return p }
+	base := func() map[string]any {
+		return map[string]any{"idpToken": "alice-token", "request": map[string]any{
+			"v": 1, "kind": "manager-service-authority", "operation": "prepare", "space": string(r.m.Space), "actor": "cli",
+			"instanceId": string(inst), "managerLifecycleUid": string(wire.NewLifecycleUID()), "requestId": "abcdefghijklmnopqrstuvwx",
+			"identities": map[string]any{"supervisor": map[string]string{"id": kp()}, "executor": map[string]string{"id": kp()},
+				"serve": map[string]string{"id": kp()}, "goalWriter": map[string]string{"id": kp()}, "sessionLedger": map[string]string{"id": kp()}},
+		}}
+	}
+	enc := func(v any) []byte { b, _ := json.Marshal(v); return b }
+	if status, _ := r.post(t, enc(base())); status != 200 {
+		t.Fatalf("the well-formed prepare: HTTP %d", status)
+	}
+	dup := base()
+	ids := dup["request"].(map[string]any)["identities"].(map[string]any)
+	ids["executor"] = ids["supervisor"]
+	unknown := base()
+	unknown["request"].(map[string]any)["force"] = true
+	badOp := base()
+	badOp["request"].(map[string]any)["operation"] = "mint"
+	shortID := base()
+	shortID["request"].(map[string]any)["requestId"] = "short"
+	for name, body := range map[string][]byte{
+		"duplicate nkeys": enc(dup), "an unknown field": enc(unknown), "an unknown operation": enc(badOp),
+		"a short request id": enc(shortID), "not json": []byte("{"), "two values": append(enc(base()), enc(base())...),
+	} {
+		if status, c := r.post(t, body); status != 400 || c != string(wire.CodeBadRequest) {
+			t.Errorf("%s: HTTP %d %q, want 400 bad-request", name, status, c)
+		}
+	}
+}
+
+func TestPrepareIssuesExactlyTheSupervisorAndExecutor(t *testing.T) {
+	r := newHostRig(t, 0)
+	c := r.client(t, "alice-token", wire.NewLifecycleUID())
+	st, err := c.Prepare(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Serve != nil {
+		t.Fatal("prepare issued a serve credential")
+	}
+	for _, cred := range []*authority.Credential{st.Supervisor, st.Executor} {
+		claims, err := jwt.DecodeUserClaims(cred.JWT)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if claims.Subject != cred.PublicKey || claims.Name != string(authority.ProfileRemoteManager) {
+			t.Errorf("%s: subject %s name %s", cred.Principal, claims.Subject, claims.Name)
+		}
+	}
+	if life := st.Executor.Expires.Sub(time.Now()); life > remotemgr.ExecutorLifetime || life < remotemgr.ExecutorLifetime-time.Minute {
+		t.Errorf("the executor lives %s, want %s", life, remotemgr.ExecutorLifetime)
+	}
+	if st.Supervisor.Principal.String() != alice+"."+c.Actors().Supervisor || st.Executor.Principal.String() != alice+"."+c.Actors().Executor {
+		t.Errorf("principals %s, %s", st.Supervisor.Principal, st.Executor.Principal)
+	}
+	// Another person cannot take the instance over.
+	if _, err := r.client(t, "bob-token", wire.LifecycleUID(st.Supervisor.LifecycleUID)).Prepare(t.Context()); err != nil {
+		t.Fatal(err) // a different instance id (the lifecycle) is bob's own
+	}
+}
+
+// register prepares c and writes its gate as its executor.
+func register(t *testing.T, r *hostRig, c *remotemgr.Client) *remotemgr.Standing {
+	t.Helper()
+	st, err := c.Prepare(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := dial.As(t.Context(), r.m.URL(), st.Executor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := c.Register(t.Context(), nc); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestActivateChecksTheGateAndTheProof(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	inst := wire.NewLifecycleUID()
+	c := r.client(t, "alice-token", inst)
+	if _, err := c.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// No gate: refused before anything is minted.
+	if _, _, err := c.Activate(ctx); code(err) != wire.CodeFailedPrecondition {
+		t.Fatalf("activate without a gate: %v, want failed-precondition", err)
+	}
+	rows, err := r.m.Ledger(r.m.Space).ManagerCredentials(ctx, inst)
+	if err != nil || len(rows) != 0 {
+		t.Fatalf("serving rows after a refused activation: %v %v", rows, err)
+	}
+	register(t, r, c)
+	serve, epoch, err := c.Activate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	og, err := r.m.Ledger(r.m.Space).ObserveManagerGate(ctx, inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if og.Row.State != authority.GateOpen || og.Row.Principal != alice+"."+c.Actors().Serve || og.Row.ProcessEpoch != epoch {
+		t.Fatalf("gate after activation: %+v, epoch %d", og.Row, epoch)
+	}
+	rows, err = r.m.Ledger(r.m.Space).ManagerCredentials(ctx, inst)
+	if err != nil || len(rows) != 1 || rows[0].State != authority.CredActive || rows[0].UserKey != serve.PublicKey {
+		t.Fatalf("serving rows: %+v %v", rows, err)
+	}
+	// A gate of another person's principal is refused: bob registers his own instance, whose gate
+	// alice's request cannot use.
+	bobInst := wire.NewLifecycleUID()
+	register(t, r, r.client(t, "bob-token", bobInst))
+	if _, _, err := r.client(t, "alice-token", bobInst).Activate(ctx); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("activate another person's instance: %v, want permission-denied", err)
+	}
+}
+
+func TestActivateRefusesAProofOverOtherArtifacts(t *testing.T) {
+	r := newHostRig(t, 0)
+	inst := wire.NewLifecycleUID()
+	c := r.client(t, "alice-token", inst)
+	register(t, r, c)
+	// Send an activate whose proof covers a foreign artifact set, through the raw route.
+	arts, err := remotemgr.ContractArtifacts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := append(slices.Clone(arts[1:]), "sha256:"+string(bytes.Repeat([]byte("ab"), 32)))
+	req := c.RawRequest(remotemgr.KindAuthority, remotemgr.OpActivate)
+	req.ContractArtifacts = other
+	req.RegistrationProof = remotemgr.RegistrationProof(alice, &req)
+	body, _ := json.Marshal(remotemgr.Envelope{IDPToken: "alice-token", Request: req})
+	if status, got := r.post(t, body); status != 403 || got != string(wire.CodePermissionDenied) {
+		t.Fatalf("activate over other artifacts: HTTP %d %q", status, got)
+	}
+	// And a proof that is not this registration's.
+	req = c.RawRequest(remotemgr.KindAuthority, remotemgr.OpActivate)
+	req.ContractArtifacts = arts
+	req.RegistrationProof = remotemgr.RegistrationProof(bob, &req)
+	body, _ = json.Marshal(remotemgr.Envelope{IDPToken: "alice-token", Request: req})
+	if status, got := r.post(t, body); status != 403 || got != string(wire.CodePermissionDenied) {
+		t.Fatalf("activate with another owner's proof: HTTP %d %q", status, got)
+	}
+}
+
+func TestRenewStandingBundle(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	inst := wire.NewLifecycleUID()
+	c := r.client(t, "alice-token", inst)
+	register(t, r, c)
+	serve, _, err := c.Activate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	account := r.host.Keys.AccountPublicKey()
+	st, err := c.Renew(ctx, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Supervisor == nil || st.Executor == nil || st.Serve == nil || st.Serve.PublicKey != serve.PublicKey {
+		t.Fatalf("renewed bundle: %+v", st)
+	}
+	if _, err := c.Renew(ctx, "AFOREIGNACCOUNT"); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("renew for another account: %v", err)
+	}
+	// The caller-computable registration proof does not renew: only the host's current proof does.
+	req := c.RawRequest(remotemgr.KindAuthority, remotemgr.OpRenewStandingBundle)
+	epoch := c.Epoch()
+	req.ProcessEpoch, req.AccountPublicKey = &epoch, account
+	req.RegistrationProof = remotemgr.RegistrationProof(alice, &req)
+	body, _ := json.Marshal(remotemgr.Envelope{IDPToken: "alice-token", Request: req})
+	if status, got := r.post(t, body); status != 403 || got != string(wire.CodePermissionDenied) {
+		t.Fatalf("renew with the registration proof: HTTP %d %q", status, got)
+	}
+	// A newer incarnation moves the gate: the old one's renewal is a stale epoch.
+	next := r.client(t, "alice-token", inst)
+	register(t, r, next)
+	if _, _, err := next.Activate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Renew(ctx, account); code(err) != wire.CodePermissionDenied && code(err) != wire.CodeConflict {
+		t.Fatalf("renew at a stale epoch: %v, want refused", err)
+	}
+	if _, err := next.Renew(ctx, account); err != nil {
+		t.Fatalf("the current incarnation's renewal: %v", err)
+	}
+	// Revoking supervise ends renewals.
+	r.who["alice-token"].Scopes = []string{"spawn"}
+	if _, err := next.Renew(ctx, account); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("renew without supervise: %v", err)
+	}
+}
+
+func TestRemoteManagerLivenessRows(t *testing.T) {
+	r := newHostRig(t, 0)
+	inst := wire.NewLifecycleUID()
+	c := r.client(t, "alice-token", inst)
+	st := register(t, r, c)
+	exe := r.m.Connect(t, st.Executor)
+	filter := r.m.Space.LivenessServeFilter(wire.PlaneManager)
+	if _, err := exe.QueueSubscribe(filter, "q", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if refused, err := exe.Refused("Subscription", filter); err != nil || !refused {
+		t.Fatalf("the executor subscribed to the liveness plane: refused=%v %v", refused, err)
+	}
+	sup := r.m.Connect(t, st.Supervisor)
+	if _, err := sup.QueueSubscribe(filter, "q", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if refused, err := sup.Refused("Subscription", filter); err != nil || refused {
+		t.Fatalf("the supervisor's liveness subscription: refused=%v %v", refused, err)
+	}
+	// Another instance's gate is out of reach of both.
+	other := r.m.Space.AuthBucket().Subject(authority.ManagerGateKey(wire.NewLifecycleUID()))
+	for _, conn := range []*meshtest.Client{exe, sup} {
+		if err := conn.Publish(other, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		if refused, err := conn.Refused("Publish", other); err != nil || !refused {
+			t.Fatalf("a write to another instance's gate: refused=%v %v", refused, err)
+		}
+	}
+}
+
+func TestEvictFamilyPrincipal(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	inst := wire.NewLifecycleUID()
+	c := r.client(t, "alice-token", inst)
+	register(t, r, c)
+	serve, _, err := c.Activate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(token string, req remotemgr.Request) (int, string) {
+		body, _ := json.Marshal(remotemgr.Envelope{IDPToken: token, Request: req})
+		return r.post(t, body)
+	}
+	evict := func(principals ...string) remotemgr.Request {
+		req := c.Hosted(remotemgr.KindMaintenance, remotemgr.OpEvictFamily)
+		req.Principals = principals
+		return req
+	}
+	// Not a holder of this instance's serving credentials.
+	if status, got := send("alice-token", evict(alice+".someone")); status != 403 || got != string(wire.CodePermissionDenied) {
+		t.Fatalf("evict a non-holder: HTTP %d %q", status, got)
+	}
+	// Another person's instance.
+	if status, got := send("bob-token", evict(serve.Principal.String())); status != 403 || got != string(wire.CodePermissionDenied) {
+		t.Fatalf("evict on another person's instance: HTTP %d %q", status, got)
+	}
+	conn := r.m.Connect(t, serve)
+	if status, got := send("alice-token", evict(serve.Principal.String())); status != 200 {
+		t.Fatalf("evict the instance's own serve principal: HTTP %d %q", status, got)
+	}
+	meshtest.Eventually(t, 10*time.Second, "the evicted serve connection closes", conn.IsClosed)
+}

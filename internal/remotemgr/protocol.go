@@ -1,0 +1,323 @@
+package remotemgr
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// Path is the exchange route a remote manager's requests take.
+const Path = "/manager-service-authority"
+
+// Request kinds on Path.
+const (
+	KindAuthority   = "manager-service-authority"
+	KindMaintenance = "manager-service-maintenance"
+	// KindEnrollment asks the host for a managed agent's credential; KindAdminAuthorization asks
+	// whether a caller may launch on this manager as the host's operator.
+	KindEnrollment         = "manager-managed-agent-enrollment"
+	KindAdminAuthorization = "manager-admin-authorization"
+)
+
+// The operations of KindAuthority, and of KindMaintenance.
+const (
+	OpPrepare             = "prepare"
+	OpActivate            = "activate"
+	OpSession             = "session"
+	OpRetire              = "retire"
+	OpRenewStandingBundle = "renewStandingBundle"
+	OpEvictFamily         = "evict-family-principal"
+)
+
+// Limits on a request.
+const (
+	maxBody           = 64 << 10
+	minRequestID      = 22
+	maxRequestID      = 64
+	maxArtifacts      = 64
+	protocolVersion   = 1
+	maxEvictPrincipal = 8
+)
+
+// Identity is one public nkey a remote manager holds the seed of.
+type Identity struct {
+	ID string `json:"id"`
+}
+
+// Identities are a remote manager's five keys, one per actor (wire.RemoteManagerActors).
+type Identities struct {
+	Supervisor    Identity `json:"supervisor"`
+	Executor      Identity `json:"executor"`
+	Serve         Identity `json:"serve"`
+	GoalWriter    Identity `json:"goalWriter"`
+	SessionLedger Identity `json:"sessionLedger"`
+}
+
+// keys lists the identities' keys in a fixed order.
+func (ids Identities) keys() []string {
+	return []string{ids.Supervisor.ID, ids.Executor.ID, ids.Serve.ID, ids.GoalWriter.ID, ids.SessionLedger.ID}
+}
+
+// SessionAsk names a session whose serving half the manager asks for.
+type SessionAsk struct {
+	ID        string `json:"id"` // the serving half's public key
+	Endpoint  string `json:"endpoint"`
+	SessionID string `json:"sessionId"`
+	Epoch     int64  `json:"epoch"`
+	Exp       int64  `json:"exp"` // unix seconds
+}
+
+// Target names a lifecycle.
+type Target struct {
+	Owner        string `json:"owner"`
+	Actor        string `json:"actor"`
+	LifecycleUID string `json:"lifecycleUid"`
+}
+
+// Retirement asks the host to retire a managed agent the manager spawned.
+type Retirement struct {
+	Target     Target `json:"target"`
+	OpID       string `json:"opId"`
+	ServeEpoch int64  `json:"serveEpoch"`
+}
+
+// Enrollment asks for a managed agent's credential.
+type Enrollment struct {
+	Name           string   `json:"name"`
+	Role           string   `json:"role,omitempty"`
+	Subscribe      []string `json:"subscribe,omitempty"`
+	AllowSubscribe []string `json:"allowSubscribe,omitempty"`
+	AllowPublish   []string `json:"allowPublish,omitempty"`
+}
+
+// Request is a remote manager's request (closed: an unknown field is bad-request).
+type Request struct {
+	V                   int         `json:"v"`
+	Kind                string      `json:"kind"`
+	Operation           string      `json:"operation"`
+	Space               string      `json:"space"`
+	Actor               string      `json:"actor"`
+	InstanceID          string      `json:"instanceId"`
+	ManagerLifecycleUID string      `json:"managerLifecycleUid"`
+	RequestID           string      `json:"requestId"`
+	Identities          Identities  `json:"identities"`
+	RegistrationProof   string      `json:"registrationProof,omitempty"`
+	ContractArtifacts   []string    `json:"contractArtifacts,omitempty"`
+	ProcessEpoch        *int64      `json:"processEpoch,omitempty"`
+	AccountPublicKey    string      `json:"accountPublicKey,omitempty"`
+	Session             *SessionAsk `json:"session,omitempty"`
+	Retirement          *Retirement `json:"retirement,omitempty"`
+	Enrollment          *Enrollment `json:"enrollment,omitempty"`
+	Caller              *Target     `json:"caller,omitempty"`
+	Principals          []string    `json:"principals,omitempty"`
+}
+
+// Envelope is the HTTP body: the person's IdP token and the request.
+type Envelope struct {
+	IDPToken string  `json:"idpToken"`
+	Request  Request `json:"request"`
+}
+
+// Issued is one credential the host signed: the JWT for the key the request named.
+type Issued struct {
+	JWT string `json:"jwt"`
+	Exp int64  `json:"exp"`
+}
+
+// Response answers a Request: its echo, the owner the host derived, and what was issued.
+type Response struct {
+	V                     int                      `json:"v"`
+	Kind                  string                   `json:"kind"`
+	Operation             string                   `json:"operation"`
+	Space                 string                   `json:"space"`
+	InstanceID            string                   `json:"instanceId"`
+	ManagerLifecycleUID   string                   `json:"managerLifecycleUid"`
+	RequestID             string                   `json:"requestId"`
+	Owner                 string                   `json:"owner"`
+	IssuedAt              int64                    `json:"issuedAt"`
+	ExpiresAt             int64                    `json:"expiresAt,omitempty"`
+	Actors                wire.RemoteManagerActors `json:"actors"`
+	ProcessEpoch          *int64                   `json:"processEpoch,omitempty"`
+	NextRegistrationProof string                   `json:"nextRegistrationProof,omitempty"`
+	Credentials           map[string]Issued        `json:"credentials,omitempty"`
+	// Creds is a managed agent's creds file (KindEnrollment), and LifecycleUID its lifecycle.
+	Creds        []byte `json:"creds,omitempty"`
+	LifecycleUID string `json:"lifecycleUid,omitempty"`
+	// Authorized answers KindAdminAuthorization.
+	Authorized *bool `json:"authorized,omitempty"`
+	// Evicted reports what evict-family-principal ended.
+	Evicted *Eviction `json:"evicted,omitempty"`
+}
+
+// Eviction reports an evict-family-principal.
+type Eviction struct {
+	Principals   []string `json:"principals"`
+	Kicked       int      `json:"kicked"`
+	VerifiedGone bool     `json:"verifiedGone"`
+}
+
+// Refusal is a refused request: Code is what the caller is told, Reason what the operator's log
+// says.
+type Refusal struct {
+	Code   wire.ErrorCode
+	Reason string
+}
+
+func (r *Refusal) Error() string { return string(r.Code) + ": " + r.Reason }
+
+// refuse returns a *Refusal.
+func refuse(code wire.ErrorCode, format string, args ...any) error {
+	return &Refusal{Code: code, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ParseEnvelope decodes and validates a request body: a single JSON object with exactly the known
+// fields, and a request well formed for its kind and operation. Anything else is bad-request.
+func ParseEnvelope(body []byte) (*Envelope, error) {
+	if len(body) > maxBody {
+		return nil, refuse(wire.CodeBadRequest, "the body is over %d bytes", maxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var env Envelope
+	if err := dec.Decode(&env); err != nil {
+		return nil, refuse(wire.CodeBadRequest, "decode: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, refuse(wire.CodeBadRequest, "trailing data after the request")
+	}
+	if env.IDPToken == "" {
+		return nil, refuse(wire.CodeBadRequest, "idpToken is required")
+	}
+	if err := env.Request.validate(); err != nil {
+		return nil, refuse(wire.CodeBadRequest, "%v", err)
+	}
+	return &env, nil
+}
+
+// validate checks the fields every request carries and those its operation needs.
+func (r *Request) validate() error {
+	if r.V != protocolVersion {
+		return fmt.Errorf("v must be %d", protocolVersion)
+	}
+	if _, err := wire.ParseSpace(r.Space); err != nil {
+		return err
+	}
+	if err := wire.ValidateActor(r.Actor); err != nil {
+		return err
+	}
+	if _, err := wire.ParseLifecycleUID(r.InstanceID); err != nil {
+		return fmt.Errorf("instanceId: %w", err)
+	}
+	if _, err := wire.ParseLifecycleUID(r.ManagerLifecycleUID); err != nil {
+		return fmt.Errorf("managerLifecycleUid: %w", err)
+	}
+	if n := len(r.RequestID); n < minRequestID || n > maxRequestID || !isToken(r.RequestID) {
+		return fmt.Errorf("requestId must be %d to %d characters of [A-Za-z0-9_-]", minRequestID, maxRequestID)
+	}
+	seen := map[string]bool{}
+	for _, k := range r.Identities.keys() {
+		if !nkeys.IsValidPublicUserKey(k) {
+			return fmt.Errorf("identity %q is not a public user nkey", k)
+		}
+		if seen[k] {
+			return fmt.Errorf("identity %s appears twice: each identity has its own key", k)
+		}
+		seen[k] = true
+	}
+	ops := map[string][]string{
+		KindAuthority:          {OpPrepare, OpActivate, OpSession, OpRetire, OpRenewStandingBundle},
+		KindMaintenance:        {OpEvictFamily},
+		KindEnrollment:         {""},
+		KindAdminAuthorization: {""},
+	}
+	allowed, ok := ops[r.Kind]
+	if !ok {
+		return fmt.Errorf("unknown kind %q", r.Kind)
+	}
+	if !slices.Contains(allowed, r.Operation) {
+		return fmt.Errorf("kind %s has no operation %q", r.Kind, r.Operation)
+	}
+	if r.Operation != OpPrepare && r.RegistrationProof == "" {
+		return errors.New("registrationProof is required")
+	}
+	switch {
+	case r.Operation == OpActivate:
+		if n := len(r.ContractArtifacts); n < 1 || n > maxArtifacts {
+			return fmt.Errorf("contractArtifacts must list 1 to %d digests", maxArtifacts)
+		}
+		for _, d := range r.ContractArtifacts {
+			if !wire.IsDigest(d) {
+				return fmt.Errorf("contract artifact %q is not a sha256 digest", d)
+			}
+		}
+	case r.Operation == OpSession:
+		s := r.Session
+		if s == nil || !nkeys.IsValidPublicUserKey(s.ID) || s.Endpoint != wire.ManagerEndpoint.Token() || s.Epoch < 0 || s.Exp <= 0 {
+			return errors.New("session needs {id: a user nkey, endpoint: manager, sessionId, epoch, exp}")
+		}
+		if err := wire.ValidateSessionID(s.SessionID); err != nil {
+			return err
+		}
+	case r.Operation == OpRetire:
+		if r.Retirement == nil {
+			return errors.New("retire needs retirement")
+		}
+		if err := r.Retirement.Target.validate(); err != nil {
+			return fmt.Errorf("retirement target: %w", err)
+		}
+	case r.Operation == OpRenewStandingBundle:
+		if r.ProcessEpoch == nil || *r.ProcessEpoch < 0 || r.AccountPublicKey == "" {
+			return errors.New("renewStandingBundle needs processEpoch and accountPublicKey")
+		}
+	case r.Operation == OpEvictFamily:
+		if n := len(r.Principals); n < 1 || n > maxEvictPrincipal {
+			return fmt.Errorf("principals must list 1 to %d principals", maxEvictPrincipal)
+		}
+		for _, p := range r.Principals {
+			if _, err := wire.ParsePrincipal(p); err != nil {
+				return err
+			}
+		}
+	case r.Kind == KindEnrollment:
+		if r.Enrollment == nil || r.ProcessEpoch == nil {
+			return errors.New("an enrollment needs enrollment and processEpoch")
+		}
+		if err := wire.ValidateActor(r.Enrollment.Name); err != nil {
+			return fmt.Errorf("enrollment name: %w", err)
+		}
+	case r.Kind == KindAdminAuthorization:
+		if r.Caller == nil {
+			return errors.New("an admin authorization names the caller")
+		}
+		if err := r.Caller.validate(); err != nil {
+			return fmt.Errorf("caller: %w", err)
+		}
+	}
+	return nil
+}
+
+func (t Target) validate() error {
+	_, err := wire.ParseLifecycle(t.Owner + "." + t.Actor + "." + t.LifecycleUID)
+	return err
+}
+
+func (t Target) lifecycle() wire.Lifecycle {
+	l, _ := wire.ParseLifecycle(t.Owner + "." + t.Actor + "." + t.LifecycleUID) // validated
+	return l
+}
+
+func isToken(s string) bool {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

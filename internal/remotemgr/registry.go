@@ -1,0 +1,176 @@
+package remotemgr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/gocotal/cotal/internal/ledger"
+
+	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Registration is the host's record of a prepared remote manager: who registered it and the keys
+// it holds, so that revoking its holder's supervise scope can have the broker refuse every one of
+// them, including the two identities that have no ledger row.
+type Registration struct {
+	V            int        `json:"v"`
+	Owner        string     `json:"owner"`
+	Actor        string     `json:"actor"`
+	InstanceID   string     `json:"instanceId"`
+	LifecycleUID string     `json:"lifecycleUid"`
+	Identities   Identities `json:"identities"`
+	PreparedAt   int64      `json:"preparedAt"`
+	// Agents are the managed agents the host enrolled for the instance and has not retired:
+	// evicting the manager retires them too.
+	Agents []Target `json:"agents,omitempty"`
+}
+
+// Registry keeps one Registration per instance, as files in a private directory of the host's
+// state.
+type Registry struct {
+	dir string
+	mu  sync.Mutex // serialises this process's read-modify-writes of one registration
+}
+
+// OpenRegistry returns the registry in dir, created 0700 if absent.
+func OpenRegistry(dir string) (*Registry, error) {
+	if err := atomicfile.MkdirPrivate(dir); err != nil {
+		return nil, err
+	}
+	return &Registry{dir: dir}, nil
+}
+
+func (g *Registry) path(instance string) string { return filepath.Join(g.dir, instance+".json") }
+
+// Get returns the registration of instance, or nil when there is none. A file that does not hold
+// a registration of that instance is an error naming it.
+func (g *Registry) Get(instance string) (*Registration, error) {
+	if _, err := wire.ParseLifecycleUID(instance); err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(g.path(instance))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Registration
+	if err := json.Unmarshal(raw, &r); err != nil || r.V != protocolVersion || r.InstanceID != instance {
+		return nil, fmt.Errorf("%s holds no registration of instance %s", g.path(instance), instance)
+	}
+	return &r, nil
+}
+
+// Put writes r, replacing the instance's registration.
+func (g *Registry) Put(r Registration) error {
+	r.V = protocolVersion
+	raw, _ := json.MarshalIndent(r, "", "  ") // strings and numbers always encode
+	return atomicfile.Write(g.path(r.InstanceID), append(raw, '\n'), 0o600)
+}
+
+// update applies fn to instance's registration and writes it back.
+func (g *Registry) update(instance string, fn func(*Registration)) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, err := g.Get(instance)
+	if err != nil {
+		return err
+	}
+	if r == nil {
+		return fmt.Errorf("instance %s has no registration", instance)
+	}
+	fn(r)
+	return g.Put(*r)
+}
+
+// ErrForeignInstance is an instance another owner registered.
+var ErrForeignInstance = errors.New("the instance belongs to another owner")
+
+// Claim records r as its instance's registration, keeping the agents an earlier incarnation of the
+// instance left to retire. An instance another owner registered is ErrForeignInstance.
+func (g *Registry) Claim(r Registration) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	have, err := g.Get(r.InstanceID)
+	if err != nil {
+		return err
+	}
+	if have != nil {
+		if have.Owner != r.Owner {
+			return fmt.Errorf("instance %s: %w (%s)", r.InstanceID, ErrForeignInstance, have.Owner)
+		}
+		r.Agents = have.Agents
+	}
+	return g.Put(r)
+}
+
+// AddAgent records a managed agent enrolled for instance.
+func (g *Registry) AddAgent(instance string, t Target) error {
+	return g.update(instance, func(r *Registration) { r.Agents = append(r.Agents, t) })
+}
+
+// RemoveAgent forgets a managed agent of instance once it is retired.
+func (g *Registry) RemoveAgent(instance string, t Target) error {
+	return g.update(instance, func(r *Registration) {
+		r.Agents = slices.DeleteFunc(r.Agents, func(a Target) bool { return a == t })
+	})
+}
+
+// Of returns the registrations of owner's actor (every actor when actor is empty), by instance.
+func (g *Registry) Of(owner, actor string) ([]Registration, error) {
+	entries, err := os.ReadDir(g.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Registration
+	var errs []error
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || e.IsDir() {
+			continue
+		}
+		r, err := g.Get(id)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if r != nil && r.Owner == owner && (actor == "" || r.Actor == actor) {
+			out = append(out, *r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].InstanceID < out[j].InstanceID })
+	return out, errors.Join(errs...)
+}
+
+// EvictOwner ends every remote manager owner's actor registered (every actor's when actor is
+// empty): the serving credentials of each instance are revoked, and the broker refuses the keys of
+// all five identities and closes their connections. It returns the instances it evicted.
+func EvictOwner(ctx context.Context, l *ledger.Ledger, reg *Registry, owner, actor, reason string) ([]wire.LifecycleUID, error) {
+	regs, err := reg.Of(owner, actor)
+	var done []wire.LifecycleUID
+	for _, r := range regs {
+		if eerr := l.EvictManager(ctx, wire.LifecycleUID(r.InstanceID), reason, r.Identities.keys()...); eerr != nil {
+			err = errors.Join(err, fmt.Errorf("evict remote manager %s: %w", r.InstanceID, eerr))
+			continue
+		}
+		for _, a := range r.Agents {
+			if rerr := l.Retire(ctx, a.lifecycle()); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("retire %s of remote manager %s: %w", a.lifecycle(), r.InstanceID, rerr))
+				continue
+			}
+			err = errors.Join(err, reg.RemoveAgent(r.InstanceID, a))
+		}
+		done = append(done, wire.LifecycleUID(r.InstanceID))
+	}
+	return done, err
+}
