@@ -1,0 +1,148 @@
+package oidc
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gocotal/cotal/internal/userauth/devidp"
+)
+
+// TestDevIdPLogin runs the whole client against the built-in development provider: discovery, a
+// device login approved by script, verification, refresh, and the sessions cache.
+func TestDevIdPLogin(t *testing.T) {
+	idp, err := devidp.Start(t.Context(), devidp.Options{Interval: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = idp.Close() }) // a close error after the test has no reader
+
+	p, err := Discover(t.Context(), nil, idp.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := p.StartDevice(t.Context(), nil, devidp.DefaultClientID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Polls are instant; the person approves between the first and the second poll.
+	polls := 0
+	p.sleep = func(ctx context.Context, _ time.Duration) error {
+		polls++
+		if polls == 2 {
+			return devidp.Approve(ctx, nil, idp.URL(), dc.UserCode, "alice")
+		}
+		return ctx.Err()
+	}
+	toks, err := p.PollDevice(t.Context(), nil, devidp.DefaultClientID, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if polls != 2 {
+		t.Errorf("polls = %d, want 2 (one pending, one approved)", polls)
+	}
+	if _, err := p.PollDevice(t.Context(), nil, devidp.DefaultClientID, dc); !errors.Is(err, ErrInvalidGrant) {
+		t.Errorf("second redemption of the device code = %v, want ErrInvalidGrant", err)
+	}
+
+	v := NewVerifier(p, devidp.DefaultClientID, nil)
+	id, err := v.Verify(t.Context(), toks.IDToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Subject != "alice" || id.Name != "alice" || id.Issuer != idp.URL() {
+		t.Fatalf("identity = %+v", id)
+	}
+	if _, err := NewVerifier(p, "another-client", nil).Verify(t.Context(), toks.IDToken); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("Verify for another client = %v, want ErrInvalidToken", err)
+	}
+
+	// Refresh rotates the refresh token; the old one is spent.
+	fresh, err := p.Refresh(t.Context(), nil, devidp.DefaultClientID, toks.RefreshToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.RefreshToken == "" || fresh.RefreshToken == toks.RefreshToken {
+		t.Errorf("refresh token not rotated")
+	}
+	if id2, err := v.Verify(t.Context(), fresh.IDToken); err != nil || id2.Subject != "alice" {
+		t.Errorf("refreshed token: %+v, %v", id2, err)
+	}
+	if _, err := p.Refresh(t.Context(), nil, devidp.DefaultClientID, toks.RefreshToken); !errors.Is(err, ErrInvalidGrant) {
+		t.Errorf("reused refresh token = %v, want ErrInvalidGrant", err)
+	}
+
+	// The CLI's cache: store the login, reload it, and get a fresh ID token.
+	path := filepath.Join(t.TempDir(), ".cotal", "idp-sessions.json")
+	sess := Session{
+		Issuer: p.Issuer, ClientID: devidp.DefaultClientID, IDToken: fresh.IDToken, RefreshToken: fresh.RefreshToken,
+		Subject: id.Subject, Name: id.Name, ExpiresAt: id.Expires,
+	}
+	ss, err := LoadSessions(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.Put("nats://127.0.0.1:4222", sess); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	ss, err = LoadSessions(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ss.Get("nats://127.0.0.1:4222")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, refreshed, err := FreshIDToken(t.Context(), nil, p, &got)
+	if err != nil || refreshed || tok != fresh.IDToken {
+		t.Fatalf("FreshIDToken with a live token = refreshed %v, %v; want the cached token", refreshed, err)
+	}
+	got.ExpiresAt = time.Now().Add(30 * time.Second) // under a minute left: refresh
+	tok, refreshed, err = FreshIDToken(t.Context(), nil, p, &got)
+	if err != nil || !refreshed || got.IDToken != tok || got.RefreshToken == fresh.RefreshToken {
+		t.Fatalf("FreshIDToken near expiry = refreshed %v, %v; want a new token stored in the session", refreshed, err)
+	}
+	if time.Until(got.ExpiresAt) < 5*time.Minute {
+		t.Errorf("refreshed session expires at %v, want the new token's exp", got.ExpiresAt)
+	}
+	got.ExpiresAt, got.RefreshToken = time.Now(), ""
+	if _, _, err := FreshIDToken(t.Context(), nil, p, &got); !errors.Is(err, ErrNoRefreshToken) {
+		t.Errorf("FreshIDToken without refresh token = %v, want ErrNoRefreshToken", err)
+	}
+}
+
+func TestDevIdPDenied(t *testing.T) {
+	idp, err := devidp.Start(t.Context(), devidp.Options{Interval: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = idp.Close() }) // a close error after the test has no reader
+	p, err := Discover(t.Context(), nil, idp.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := p.StartDevice(t.Context(), nil, devidp.DefaultClientID, []string{"openid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The person presses Deny on the approval page.
+	resp, err := http.PostForm(idp.URL()+"/device", url.Values{"user_code": {dc.UserCode}, "user": {"alice"}, "action": {"deny"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("deny: status %d", resp.StatusCode)
+	}
+	p.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+	if _, err := p.PollDevice(t.Context(), nil, devidp.DefaultClientID, dc); !errors.Is(err, ErrAccessDenied) {
+		t.Errorf("PollDevice = %v, want ErrAccessDenied", err)
+	}
+}

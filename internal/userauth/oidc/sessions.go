@@ -1,0 +1,262 @@
+package oidc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gocotal/cotal/internal/atomicfile"
+)
+
+const (
+	// sessionsVersion is the "ver" of the sessions file this package reads and writes.
+	sessionsVersion = 1
+	// minIDTokenLife is how much life a cached ID token must have left to be handed out.
+	minIDTokenLife = 60 * time.Second
+	// maxSessionsFile caps the sessions file read.
+	maxSessionsFile = 4 << 20
+)
+
+// DefaultSessionsPath returns ~/.cotal/idp-sessions.json, or an error if the home directory is
+// unknown.
+func DefaultSessionsPath() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("locate sessions file: %w", err)
+	}
+	return filepath.Join(home, ".cotal", "idp-sessions.json"), nil
+}
+
+// Session is one cached login: the tokens a provider issued to a client for a person.
+type Session struct {
+	// Issuer is the provider's issuer.
+	Issuer string
+	// ClientID is the client the tokens were issued to.
+	ClientID string
+	// IDToken is the latest ID token; a bearer secret.
+	IDToken string
+	// RefreshToken redeems a new ID token; a bearer secret; may be empty.
+	RefreshToken string
+	// Subject is the verified sub of the ID token.
+	Subject string
+	// Name is the verified display name, possibly empty.
+	Name string
+	// ExpiresAt is the ID token's exp.
+	ExpiresAt time.Time
+}
+
+// String returns the session with its tokens redacted.
+func (s Session) String() string {
+	return fmt.Sprintf("Session{Issuer:%s ClientID:%s Subject:%s Name:%s ExpiresAt:%s IDToken:REDACTED RefreshToken:REDACTED}",
+		s.Issuer, s.ClientID, s.Subject, s.Name, s.ExpiresAt.UTC().Format(time.RFC3339))
+}
+
+// LogValue implements slog.LogValuer, redacting the tokens.
+func (s Session) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("issuer", s.Issuer), slog.String("client_id", s.ClientID),
+		slog.String("subject", s.Subject), slog.Time("expires_at", s.ExpiresAt))
+}
+
+// sessionJSON is a Session as stored in the file.
+type sessionJSON struct {
+	Issuer       string `json:"issuer"`
+	ClientID     string `json:"clientId"`
+	IDToken      string `json:"idToken"`
+	RefreshToken string `json:"refreshToken"`
+	Subject      string `json:"subject"`
+	Name         string `json:"name"`
+	ExpiresAt    int64  `json:"expiresAt"` // unix milliseconds
+}
+
+// sessionsFile is the file's top level.
+type sessionsFile struct {
+	Ver      int                        `json:"ver"`
+	Sessions map[string]json.RawMessage `json:"sessions"`
+}
+
+// Sessions is the cache of logins kept in the sessions file, keyed by a caller-chosen key (the
+// CLI uses the mesh URL). Entries are kept as they were read until replaced, so an entry this
+// package cannot read is neither lost nor rewritten. The zero value is an empty cache. A Sessions
+// is not safe for concurrent use.
+type Sessions struct {
+	entries map[string]json.RawMessage
+}
+
+// LoadSessions reads the sessions file at path. A missing file is an empty cache. A file that is
+// not a version-1 sessions file gives an error matching [ErrCorruptSessions] that names it; the
+// file is left as it is.
+func LoadSessions(path string) (*Sessions, error) {
+	entries, err := readSessions(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Sessions{entries: entries}, nil
+}
+
+// readSessions reads and checks the file at path; a missing file gives an empty map.
+func readSessions(path string) (map[string]json.RawMessage, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]json.RawMessage{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read sessions %s: %w", path, err)
+	}
+	defer f.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(io.LimitReader(f, maxSessionsFile+1)); err != nil {
+		return nil, fmt.Errorf("read sessions %s: %w", path, err)
+	}
+	if buf.Len() > maxSessionsFile {
+		return nil, fmt.Errorf("read sessions %s: over %d bytes: %w", path, maxSessionsFile, ErrCorruptSessions)
+	}
+	var sf sessionsFile
+	if err := json.Unmarshal(buf.Bytes(), &sf); err != nil {
+		return nil, fmt.Errorf("read sessions %s: %w: %w", path, ErrCorruptSessions, err)
+	}
+	if sf.Ver != sessionsVersion {
+		return nil, fmt.Errorf("read sessions %s: ver %d, want %d: %w", path, sf.Ver, sessionsVersion, ErrCorruptSessions)
+	}
+	if sf.Sessions == nil {
+		return nil, fmt.Errorf("read sessions %s: no sessions object: %w", path, ErrCorruptSessions)
+	}
+	return sf.Sessions, nil
+}
+
+// Get returns the session stored under key. It fails with [ErrNoSession] if there is none, and
+// with an error matching [ErrCorruptSessions] if the entry is not a session this package wrote.
+func (s *Sessions) Get(key string) (Session, error) {
+	raw, ok := s.entries[key]
+	if !ok {
+		return Session{}, fmt.Errorf("session %q: %w", key, ErrNoSession)
+	}
+	var j sessionJSON
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return Session{}, fmt.Errorf("session %q: %w: %w", key, ErrCorruptSessions, err)
+	}
+	sess := Session{
+		Issuer:       j.Issuer,
+		ClientID:     j.ClientID,
+		IDToken:      j.IDToken,
+		RefreshToken: j.RefreshToken,
+		Subject:      j.Subject,
+		Name:         j.Name,
+		ExpiresAt:    time.UnixMilli(j.ExpiresAt),
+	}
+	if err := sess.validate(); err != nil {
+		return Session{}, fmt.Errorf("session %q: %w: %w", key, ErrCorruptSessions, err)
+	}
+	return sess, nil
+}
+
+// Put stores sess under key, replacing any previous entry. It fails for an empty key or a
+// session without issuer, client id, subject or ID token.
+func (s *Sessions) Put(key string, sess Session) error {
+	if key == "" {
+		return errors.New("put session: empty key")
+	}
+	if err := sess.validate(); err != nil {
+		return fmt.Errorf("put session %q: %w", key, err)
+	}
+	raw, err := json.Marshal(sessionJSON{
+		Issuer:       sess.Issuer,
+		ClientID:     sess.ClientID,
+		IDToken:      sess.IDToken,
+		RefreshToken: sess.RefreshToken,
+		Subject:      sess.Subject,
+		Name:         sess.Name,
+		ExpiresAt:    sess.ExpiresAt.UnixMilli(),
+	})
+	if err != nil {
+		return fmt.Errorf("put session %q: %w", key, err)
+	}
+	if s.entries == nil {
+		s.entries = map[string]json.RawMessage{}
+	}
+	s.entries[key] = raw
+	return nil
+}
+
+// Delete removes the session under key, if any.
+func (s *Sessions) Delete(key string) {
+	delete(s.entries, key)
+}
+
+// Save writes the cache to path atomically, as a 0600 file in a 0700 directory. It refuses to
+// replace a file that exists but is not a sessions file (an error matching
+// [ErrCorruptSessions]): that file may hold something the person wants back.
+func (s *Sessions) Save(path string) error {
+	if _, err := readSessions(path); err != nil {
+		return fmt.Errorf("save sessions: %w", err)
+	}
+	entries := s.entries
+	if entries == nil {
+		entries = map[string]json.RawMessage{}
+	}
+	data, err := json.MarshalIndent(sessionsFile{Ver: sessionsVersion, Sessions: entries}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save sessions %s: %w", path, err)
+	}
+	if err := atomicfile.MkdirPrivate(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("save sessions: %w", err)
+	}
+	if err := atomicfile.Write(path, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save sessions: %w", err)
+	}
+	return nil
+}
+
+// validate checks the fields a usable session needs.
+func (s Session) validate() error {
+	switch {
+	case s.Issuer == "":
+		return errors.New("no issuer")
+	case s.ClientID == "":
+		return errors.New("no client id")
+	case s.Subject == "":
+		return errors.New("no subject")
+	case s.IDToken == "":
+		return errors.New("no id token")
+	}
+	return nil
+}
+
+// FreshIDToken returns an ID token for s with at least a minute of life left: the cached one if
+// it qualifies, or else one obtained with s.RefreshToken from p, verified, after which s is updated
+// (refreshed is true and the caller should Put and Save it). It fails with [ErrNoRefreshToken] or
+// an error matching [ErrInvalidGrant] when the person must log in again, with an error matching
+// [ErrInvalidToken] if the new ID token does not verify or names another subject, and with a
+// plain error if p is not s's issuer.
+func FreshIDToken(ctx context.Context, hc *http.Client, p *Provider, s *Session) (idToken string, refreshed bool, err error) {
+	if p.Issuer != s.Issuer {
+		return "", false, fmt.Errorf("fresh id token: session issuer %q is not provider %q", s.Issuer, p.Issuer)
+	}
+	if s.IDToken != "" && time.Until(s.ExpiresAt) >= minIDTokenLife {
+		return s.IDToken, false, nil
+	}
+	if s.RefreshToken == "" {
+		return "", false, fmt.Errorf("fresh id token: %w", ErrNoRefreshToken)
+	}
+	toks, err := p.Refresh(ctx, hc, s.ClientID, s.RefreshToken)
+	if err != nil {
+		return "", false, fmt.Errorf("fresh id token: %w", err)
+	}
+	id, err := NewVerifier(p, s.ClientID, hc).Verify(ctx, toks.IDToken)
+	if err != nil {
+		return "", false, fmt.Errorf("fresh id token: %w", err)
+	}
+	if id.Subject != s.Subject {
+		return "", false, fmt.Errorf("fresh id token: %w", invalid("refreshed token names subject %q, session is %q", id.Subject, s.Subject))
+	}
+	s.IDToken, s.RefreshToken, s.Name, s.ExpiresAt = toks.IDToken, toks.RefreshToken, id.Name, id.Expires
+	return s.IDToken, true, nil
+}
