@@ -70,28 +70,38 @@ func (s *AuthStore) Issue(ctx context.Context, keys *SpaceKeys, req MintRequest,
 // IssueObserved is Issue against a gate already observed: of several issues against one
 // observation, exactly one commits; the others lose with ErrConflict and leave no row.
 func (s *AuthStore) IssueObserved(ctx context.Context, keys *SpaceKeys, og *ObservedGate, req MintRequest, credentialID string) (*Credential, error) {
-	uid := req.Grant.LifecycleUID
-	if og == nil || og.Row.State != GateOpen {
-		return nil, fmt.Errorf("issue for lifecycle %s: %w: its gate is not open", uid, ErrConflict)
-	}
-	row, rowRev, staged, user, err := s.stage(ctx, keys, req, credentialID)
+	row, user, err := s.commit(ctx, keys, og, req, credentialID)
 	if err != nil {
 		return nil, err
-	}
-	if err := s.touchGate(ctx, uid, og); err != nil {
-		if staged && errors.Is(err, ErrConflict) {
-			if rerr := s.remove(ctx, keyCred+string(uid)+"."+credentialID, rowRev); rerr != nil {
-				return nil, errors.Join(err, rerr)
-			}
-		}
-		return nil, fmt.Errorf("commit credential %s: %w", credentialID, err)
 	}
 	return release(row, user)
 }
 
+// commit stages a credential's row (with extra source-chain entries) and commits it through the
+// gate observed at og, which must be open.
+func (s *AuthStore) commit(ctx context.Context, keys *SpaceKeys, og *ObservedGate, req MintRequest, credentialID string, extra ...string) (*CredentialRow, nkeys.KeyPair, error) {
+	uid := req.Grant.LifecycleUID
+	if og == nil || og.Row.State != GateOpen {
+		return nil, nil, fmt.Errorf("issue for lifecycle %s: %w: its gate is not open", uid, ErrConflict)
+	}
+	row, rowRev, staged, user, err := s.stage(ctx, keys, req, credentialID, extra...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.touchGate(ctx, uid, og); err != nil {
+		if staged && errors.Is(err, ErrConflict) {
+			if rerr := s.remove(ctx, keyCred+string(uid)+"."+credentialID, rowRev); rerr != nil {
+				return nil, nil, errors.Join(err, rerr)
+			}
+		}
+		return nil, nil, fmt.Errorf("commit credential %s: %w", credentialID, err)
+	}
+	return row, user, nil
+}
+
 // stage writes the credential's ledger row, or finds the one a previous attempt wrote. staged
 // reports that this call wrote it.
-func (s *AuthStore) stage(ctx context.Context, keys *SpaceKeys, req MintRequest, credentialID string) (row *CredentialRow, rev uint64, staged bool, user nkeys.KeyPair, err error) {
+func (s *AuthStore) stage(ctx context.Context, keys *SpaceKeys, req MintRequest, credentialID string, extra ...string) (row *CredentialRow, rev uint64, staged bool, user nkeys.KeyPair, err error) {
 	if keys.Space != s.space {
 		return nil, 0, false, nil, fmt.Errorf("issue: keys of space %s for the auth store of %s", keys.Space, s.space)
 	}
@@ -122,6 +132,7 @@ func (s *AuthStore) stage(ctx context.Context, keys *SpaceKeys, req MintRequest,
 	if cred.Generation != "" {
 		row.SourceChain = append(row.SourceChain, generationSource+cred.Generation)
 	}
+	row.SourceChain = append(row.SourceChain, extra...)
 	// Write first, create-only: a fresh id (the common case) costs no read. A row already there is
 	// a previous attempt's, which this one resumes.
 	raw, _ := json.Marshal(row) // always encodes

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal/internal/cli/actor"
 	"github.com/gocotal/cotal/internal/cli/agent"
 	"github.com/gocotal/cotal/internal/cli/attach"
 	"github.com/gocotal/cotal/internal/cli/bench"
@@ -21,6 +22,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/login"
 	"github.com/gocotal/cotal/internal/cli/mcp"
 	"github.com/gocotal/cotal/internal/cli/mint"
 	"github.com/gocotal/cotal/internal/cli/ps"
@@ -67,6 +69,9 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		spawn.NewCmdSpawn(f),
 		spawn.NewCmdStop(f),
 		spawn.NewCmdSupervise(f),
+		login.NewCmdLogin(f),
+		login.NewCmdLogout(f),
+		actor.NewCmdActor(f),
 		attach.NewCmdAttach(f),
 		attach.NewCmdInput(f),
 		endpoints.NewCmdEndpoints(f),

@@ -192,7 +192,15 @@ func (l *Ledger) Issue(ctx context.Context, req Request) (*authority.Credential,
 		if mr.Grant.LifecycleUID, err = standingLifecycle(ctx, s, g.Principal); err != nil {
 			return nil, err
 		}
-		return s.Issue(ctx, l.keys, mr, nuid.Next())
+		// Every credential of a standing principal commits through one gate: two commands of
+		// the same principal issuing at once race for it, and the loser, whose staged row is
+		// already gone, issues again against the gate as the winner left it.
+		for attempt := 1; ; attempt++ {
+			cred, err := s.Issue(ctx, l.keys, mr, nuid.Next())
+			if !errors.Is(err, authority.ErrConflict) || attempt == standingAttempts {
+				return cred, err
+			}
+		}
 	}
 	// A live lifecycle of the name is taken over once; an activation that loses the alias to a
 	// racing one has retired its own gate, so the next try is a fresh lifecycle.
@@ -215,6 +223,10 @@ func (l *Ledger) Issue(ctx context.Context, req Request) (*authority.Credential,
 // activateAttempts bounds the activations of one agent issue: the first, and one after taking
 // over the lifecycle that held the name.
 const activateAttempts = 2
+
+// standingAttempts bounds the issues of one standing principal's credential that lose their
+// gate's race to another issue of the same principal.
+const standingAttempts = 4
 
 func activateOp(l wire.Lifecycle) string { return "activate-" + string(l.UID) }
 func retireOp(l wire.Lifecycle) string   { return "retire-" + string(l.UID) }

@@ -17,7 +17,7 @@ func (d Dir) OpenKeyring() (*authority.Keyring, error) {
 }
 
 // trust returns what a broker serving spaces must trust, creating missing space keys.
-func trust(kr *authority.Keyring, spaces []wire.Space) (broker.Trust, error) {
+func trust(kr *authority.Keyring, spaces []wire.Space, userAuth bool) (broker.Trust, error) {
 	op, err := kr.OperatorJWT()
 	if err != nil {
 		return broker.Trust{}, err
@@ -37,6 +37,19 @@ func trust(kr *authority.Keyring, spaces []wire.Space) (broker.Trust, error) {
 			return broker.Trust{}, err
 		}
 		t.Accounts = append(t.Accounts, acct)
+		if !userAuth {
+			continue
+		}
+		// User-auth mode: the space's auth account, whose callout admits people's connects.
+		ck, err := kr.Callout(s)
+		if err != nil {
+			return broker.Trust{}, err
+		}
+		auth, err := kr.AuthAccountJWT(ck, sk)
+		if err != nil {
+			return broker.Trust{}, err
+		}
+		t.Accounts = append(t.Accounts, auth)
 	}
 	return t, nil
 }

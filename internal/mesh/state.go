@@ -32,6 +32,9 @@ type State struct {
 	Listen string `json:"listen,omitempty"`
 	// TLS reports whether clients must connect with TLS.
 	TLS bool `json:"tls,omitempty"`
+	// ExchangeURL is the auth service's public face in user-auth mode: what `cotal login
+	// --mesh` and `cotal supervise --mesh` take on another machine.
+	ExchangeURL string `json:"exchangeUrl,omitempty"`
 }
 
 // Exposure is who can reach a mesh's broker and whether what it carries is encrypted. The field

@@ -13,10 +13,12 @@ import (
 
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/broker"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/space"
+	"github.com/gocotal/cotal/internal/userauth/devidp"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -50,7 +52,28 @@ type Options struct {
 	// DaemonCredentialLifetime is how long the daemons' credentials live before they are
 	// renewed (at two thirds of it); authority.DaemonLifetime when zero.
 	DaemonCredentialLifetime time.Duration
+	// UserAuth, when set, runs the mesh in user-auth mode (SPEC §10): people log in with an
+	// identity provider, and the auth service admits them and issues remote managers' authority.
+	UserAuth *UserAuthOptions
 }
+
+// UserAuthOptions configure user-auth mode.
+type UserAuthOptions struct {
+	// DevIdP starts the built-in development identity provider on DevIdPAddr (loopback only)
+	// and logs people in with it; otherwise IdP names a standard OIDC provider.
+	DevIdP     bool
+	DevIdPAddr string
+	IdP        authservice.IdP
+	// PublicAddr, PublicURL and TrustedProxy place the exchange's public face
+	// (authservice.Config).
+	PublicAddr   string
+	PublicURL    string
+	TrustedProxy bool
+}
+
+// DefaultDevIdPAddr is where the development identity provider listens unless told otherwise: a
+// fixed port, so its issuer, and every owner derived from it, survive a restart.
+const DefaultDevIdPAddr = "127.0.0.1:4780"
 
 // AlreadyRunningError is returned by Up when the directory's mesh is already running.
 type AlreadyRunningError struct{ State *State }
@@ -68,7 +91,10 @@ type Mesh struct {
 	// ledgers holds one connected ledger per space, in the order of the state's spaces.
 	ledgers []*ledger.Ledger
 	daemons *Daemons
-	state   State
+	// auth and devIdP run in user-auth mode.
+	auth   *authservice.Service
+	devIdP *devidp.Server
+	state  State
 	// Reports are the provisioning reports, by space.
 	Reports map[wire.Space]*space.Report
 }
@@ -86,6 +112,9 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 		if _, err := wire.ParseSpace(string(s)); err != nil {
 			return nil, err
 		}
+	}
+	if o.UserAuth != nil && (o.Open || len(spaces) != 1) {
+		return nil, errors.New("user-auth mode runs an authenticated mesh of one space")
 	}
 	if l := o.DaemonCredentialLifetime; l != 0 && l < ledger.MinHeldLifetime {
 		return nil, fmt.Errorf("daemon credential lifetime %s: must be at least %s", l, ledger.MinHeldLifetime)
@@ -116,7 +145,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			return nil, err
 		}
 		var t broker.Trust
-		if t, err = trust(m.keyring, spaces); err != nil {
+		if t, err = trust(m.keyring, spaces, o.UserAuth != nil); err != nil {
 			return nil, err
 		}
 		conf, err = broker.RenderAuth(cfg, t)
@@ -179,8 +208,17 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			}
 		}
 	}
+	if o.UserAuth != nil {
+		if err := m.startUserAuth(ctx, url, *o.UserAuth, o.Log); err != nil {
+			m.stopServer()
+			return nil, err
+		}
+	}
 	m.state = State{PID: os.Getpid(), URL: url, Spaces: spaces, Open: o.Open, StartedAt: time.Now().UTC().Truncate(time.Second),
 		Listen: listenAddr(o.Host, m.server.Addr()), TLS: o.TLS != nil}
+	if m.auth != nil {
+		m.state.ExchangeURL = m.auth.PublicURL
+	}
 	if err := d.writeState(&m.state); err != nil {
 		m.stopServer()
 		return nil, err
@@ -287,6 +325,7 @@ func (m *Mesh) Ledger(sp wire.Space) *ledger.Ledger {
 // record.
 func (m *Mesh) Shutdown(ctx context.Context) error {
 	m.dir.clearState(m.state.PID)
+	m.stopUserAuth(ctx)
 	if m.daemons != nil {
 		m.daemons.Stop()
 	}
@@ -301,11 +340,12 @@ func (m *Mesh) closeLedgers() {
 }
 
 func (m *Mesh) stopServer() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m.stopUserAuth(ctx)
 	if m.daemons != nil {
 		m.daemons.Stop()
 	}
 	m.closeLedgers()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	_ = m.server.Shutdown(ctx) // already failing; the first error is the one to report
 }

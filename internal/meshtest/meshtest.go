@@ -126,11 +126,19 @@ type Client struct {
 // Connect connects cred to the mesh, closing the connection at cleanup.
 func (m *Mesh) Connect(t testing.TB, cred *authority.Credential, opts ...nats.Option) *Client {
 	t.Helper()
+	return m.Dial(t, cred.Principal.String(), func(more ...nats.Option) (*nats.Conn, error) {
+		return dial.As(t.Context(), m.URL(), cred, append(opts, more...)...)
+	})
+}
+
+// Dial connects with connect, which must apply the options it is given, recording the broker's
+// asynchronous errors as Connect does; who names the connection in a failure.
+func (m *Mesh) Dial(t testing.TB, who string, connect func(opts ...nats.Option) (*nats.Conn, error)) *Client {
+	t.Helper()
 	c := &Client{notify: make(chan struct{}, 1)}
-	opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.record(err) }))
-	nc, err := dial.As(t.Context(), m.URL(), cred, opts...)
+	nc, err := connect(nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.record(err) }))
 	if err != nil {
-		t.Fatalf("connect %s: %v", cred.Principal, err)
+		t.Fatalf("connect %s: %v", who, err)
 	}
 	t.Cleanup(nc.Close)
 	c.Conn = nc

@@ -384,3 +384,86 @@ func TestEvictFamilyPrincipal(t *testing.T) {
 	}
 	meshtest.Eventually(t, 10*time.Second, "the evicted serve connection closes", conn.IsClosed)
 }
+
+func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	inst := wire.NewLifecycleUID()
+	c := r.client(t, "alice-token", inst)
+	register(t, r, c)
+	if _, _, err := c.Activate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	send := func(token string, req remotemgr.Request) (*remotemgr.Response, int, string) {
+		t.Helper()
+		body, _ := json.Marshal(remotemgr.Envelope{IDPToken: token, Request: req})
+		res, err := http.Post(r.url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		var out remotemgr.Response
+		var refusal struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(raw, &out)
+		_ = json.Unmarshal(raw, &refusal)
+		return &out, res.StatusCode, refusal.Error
+	}
+
+	// session: the serving half lives until the session expires, but never past a day.
+	servingKey := func() string { k, _ := nkeys.CreateUser(); p, _ := k.PublicKey(); return p }
+	for _, tc := range []struct {
+		name string
+		exp  time.Time
+		max  time.Duration
+	}{{"an hour", time.Now().Add(time.Hour), time.Hour}, {"a week", time.Now().Add(7 * 24 * time.Hour), 24 * time.Hour}} {
+		req := c.RawRequest(remotemgr.KindAuthority, remotemgr.OpSession)
+		req.RegistrationProof = remotemgr.RegistrationProof(alice, &req)
+		req.Session = &remotemgr.SessionAsk{ID: servingKey(), Endpoint: "manager", SessionID: "sEsSiOn_iD-0123456789abcdef", Epoch: c.Epoch(), Exp: tc.exp.Unix()}
+		out, status, code := send("alice-token", req)
+		if status != 200 {
+			t.Fatalf("session for %s: HTTP %d %s", tc.name, status, code)
+		}
+		claims, err := jwt.DecodeUserClaims(out.Credentials["sessionServing"].JWT)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if life := time.Until(time.Unix(claims.Expires, 0)); life > tc.max || life < tc.max-time.Minute || claims.Subject != req.Session.ID || claims.Name != string(authority.ProfileSessionServing) {
+			t.Errorf("session for %s: lives %s, subject %s, profile %s", tc.name, life, claims.Subject, claims.Name)
+		}
+	}
+
+	// retire: only the caller's own agents.
+	req := c.RawRequest(remotemgr.KindAuthority, remotemgr.OpRetire)
+	req.RegistrationProof = c.Hosted(remotemgr.KindAuthority, remotemgr.OpRetire).RegistrationProof
+	req.Retirement = &remotemgr.Retirement{Target: remotemgr.Target{Owner: bob, Actor: "x", LifecycleUID: string(wire.NewLifecycleUID())}, ServeEpoch: c.Epoch()}
+	if _, status, code := send("alice-token", req); status != 403 || code != string(wire.CodePermissionDenied) {
+		t.Fatalf("retire another owner's agent: HTTP %d %s", status, code)
+	}
+	req.Retirement.Target.Owner, req.Retirement.ServeEpoch = alice, c.Epoch()+1
+	if _, status, code := send("alice-token", req); status != 403 || code != string(wire.CodePermissionDenied) {
+		t.Fatalf("retire at another epoch (its proof does not match): HTTP %d %s", status, code)
+	}
+
+	// enrollment: within the person's ACL only.
+	r.who["alice-token"].AllowSubscribe, r.who["alice-token"].AllowPublish = []string{"team.>"}, []string{"team.a"}
+	if _, _, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "wide", Subscribe: []string{"general"}}); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("enroll beyond the person's read ACL: %v", err)
+	}
+	if _, _, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "loud", Subscribe: []string{"team.a"}, AllowPublish: []string{"team.b"}}); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("enroll beyond the person's publish ACL: %v", err)
+	}
+	if _, _, err := c.Enroll(ctx, remotemgr.Enrollment{Name: c.Actors().Serve}); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("enroll under the manager's own identity: %v", err)
+	}
+	creds, uid, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "ok", Subscribe: []string{"team.a"}})
+	if err != nil || len(creds) == 0 || uid == "" {
+		t.Fatalf("enroll within the ACL: %v", err)
+	}
+	ok, _ := wire.NewPrincipal(alice, "ok")
+	if err := c.Retire(ctx, wire.Lifecycle{Principal: ok, UID: uid}); err != nil {
+		t.Fatalf("retire its own agent: %v", err)
+	}
+}

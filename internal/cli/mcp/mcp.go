@@ -27,6 +27,7 @@ type Options struct {
 	*factory.Factory
 	agentflags.Flags
 	Creds      string
+	Server     string
 	InboxLimit int
 }
 
@@ -49,6 +50,7 @@ func NewCmdMCP(f *factory.Factory) *cobra.Command {
 	o.Flags.Register(fs, "the agent's name (required without --creds)")
 	o.Flags.RegisterCapability(fs)
 	fs.StringVar(&o.Creds, "creds", "", "run on this creds file instead of issuing one")
+	fs.StringVar(&o.Server, "server", "", "with --creds: the broker to connect to, instead of the running mesh's (a remote manager's agents)")
 	fs.IntVar(&o.InboxLimit, "inbox-limit", 500, "messages buffered between tool calls")
 	return cmd
 }
@@ -67,9 +69,16 @@ func mcpRun(ctx context.Context, o *Options) error {
 	} else if o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0 {
 		return &exit.UsageError{Err: errors.New("--creds carries its own name, role and access: drop --name, --role, --allow-publish and --capability")}
 	}
-	_, st, err := mesh.Running(o.Target.Dir)
-	if err != nil {
-		return err
+	if o.Server != "" && o.Creds == "" {
+		return &exit.UsageError{Err: errors.New("--server goes with --creds")}
+	}
+	url := o.Server
+	if url == "" {
+		_, st, err := mesh.Running(o.Target.Dir)
+		if err != nil {
+			return err
+		}
+		url = st.URL
 	}
 	inbox := mcptools.NewInbox(o.InboxLimit)
 	opts := []cotal.Option{cotal.WithHandler(inbox.Offer), cotal.WithJoin(o.Subscribe...)}
@@ -83,7 +92,7 @@ func mcpRun(ctx context.Context, o *Options) error {
 		defer stop()
 		opts = append(opts, cotal.WithCredsData(cred.Creds))
 	}
-	c, err := cotal.Connect(ctx, st.URL, opts...)
+	c, err := cotal.Connect(ctx, url, opts...)
 	if err != nil {
 		return err
 	}

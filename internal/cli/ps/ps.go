@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -94,15 +95,16 @@ func psRun(ctx context.Context, o *Options) error {
 	}
 	// An open mesh has no service registry, so no manager to ask.
 	silent := 0
+	var managers []managerLine
 	if !st.Open {
-		if rows, silent, err = o.withProcesses(ctx, rows); err != nil {
+		if rows, managers, silent, err = o.withProcesses(ctx, rows); err != nil {
 			return err
 		}
 		if err := o.withSessions(ctx, rows); err != nil {
 			return err
 		}
 	}
-	if err := o.print(rows); err != nil {
+	if err := o.print(rows, managers); err != nil {
 		return err
 	}
 	if silent > 0 {
@@ -111,13 +113,36 @@ func psRun(ctx context.Context, o *Options) error {
 	return nil
 }
 
-func (o *Options) print(rows []Row) error {
+// managerLine is a manager that answered ps: its instance, the epoch it serves at, and how many
+// agents it runs.
+type managerLine struct {
+	instance wire.LifecycleUID
+	epoch    int64
+	agents   int
+}
+
+func (o *Options) print(rows []Row, managers []managerLine) error {
 	if o.JSON {
 		if rows == nil {
 			rows = []Row{}
 		}
 		return json.NewEncoder(o.IO.Out).Encode(rows)
 	}
+	if err := o.printRows(rows); err != nil {
+		return err
+	}
+	if len(managers) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nMANAGER\tEPOCH\tAGENTS")
+	for _, m := range managers {
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", m.instance, m.epoch, m.agents)
+	}
+	return tw.Flush()
+}
+
+func (o *Options) printRows(rows []Row) error {
 	if len(rows) == 0 {
 		fmt.Fprintln(o.IO.Out, "nobody is present")
 		return nil
@@ -177,18 +202,18 @@ func (o *Options) withSessions(ctx context.Context, rows []Row) error {
 // that was expected but did not answer in time, answered at another epoch, or answered with an
 // error is named on ErrOut; the rows hold what
 // the others gave, and silent counts the managers named.
-func (o *Options) withProcesses(ctx context.Context, rows []Row) (out []Row, silent int, err error) {
+func (o *Options) withProcesses(ctx context.Context, rows []Row) (out []Row, managers []managerLine, silent int, err error) {
 	ctl, err := o.Control(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	defer ctl.Close()
 	g, err := ctl.Manager.Ps(ctx, ctl.Records)
 	if e, ok := errors.AsType[*wire.EndpointError](err); ok && e.Code == wire.CodeFailedPrecondition {
-		return rows, 0, nil // no manager is registered
+		return rows, nil, 0, nil // no manager is registered
 	}
 	if err != nil {
-		return nil, 0, factory.Refusal(fmt.Errorf("ask the managers for their agents: %w", err))
+		return nil, nil, 0, factory.Refusal(fmt.Errorf("ask the managers for their agents: %w", err))
 	}
 	for _, in := range g.Missing {
 		silent++
@@ -203,6 +228,16 @@ func (o *Options) withProcesses(ctx context.Context, rows []Row) (out []Row, sil
 		silent++
 		fmt.Fprintf(o.IO.ErrOut, "warning: %v\n", err)
 	}
+	for id, r := range g.Replies {
+		m := managerLine{instance: id, epoch: r.From.Epoch}
+		for _, a := range agents {
+			if a.InstanceID == string(id) {
+				m.agents++
+			}
+		}
+		managers = append(managers, m)
+	}
+	slices.SortFunc(managers, func(a, b managerLine) int { return strings.Compare(string(a.instance), string(b.instance)) })
 	for _, a := range agents {
 		i := slices.IndexFunc(rows, func(r Row) bool { return r.Principal == a.ID })
 		if i < 0 {
@@ -211,7 +246,7 @@ func (o *Options) withProcesses(ctx context.Context, rows []Row) (out []Row, sil
 		}
 		rows[i].Process = &a
 	}
-	return rows, silent, nil
+	return rows, managers, silent, nil
 }
 
 func dash(s string) string {

@@ -9,13 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
@@ -24,6 +27,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -37,6 +41,8 @@ type Options struct {
 	JSON           bool
 	// Runtime is the agent's runtime: pty (a terminal `cotal attach` reaches) or headless.
 	Runtime string
+	// Instance pins the spawn to one manager instance (any manager when empty).
+	Instance string
 }
 
 // Result is what `cotal spawn --json` prints. The field names are a stable interface.
@@ -95,6 +101,7 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
 	fs.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
 	fs.StringVar(&o.Runtime, "runtime", string(manager.RuntimePTY), fmt.Sprintf("run the agent in a terminal (%s, for cotal attach and input) or %s", manager.RuntimePTY, manager.RuntimeHeadless))
+	fs.StringVar(&o.Instance, "instance", "", "the manager instance to spawn on (its id, as cotal ps and cotal endpoints print it; default: any)")
 	fs.BoolVar(&o.Detach, "detach", false, "return once the spawn's goal has ended, leaving the agent running")
 	fs.BoolVar(&o.JSON, "json", false, "print the acceptance, the goal's state and the agent's last row as JSON")
 	return cmd
@@ -109,6 +116,11 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 	}
 	if o.Agent != "" && !slices.Contains(manager.Harnesses, manager.Harness(o.Agent)) {
 		return &exit.UsageError{Err: fmt.Errorf("--agent %q: must be one of %q", o.Agent, manager.Harnesses)}
+	}
+	if o.Instance != "" {
+		if _, err := wire.ParseLifecycleUID(o.Instance); err != nil {
+			return &exit.UsageError{Err: fmt.Errorf("--instance: %w", err)}
+		}
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
@@ -127,7 +139,7 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 	args := manager.SpawnArgs{Name: o.Name, Agent: o.Agent, Role: o.Role, Cwd: cwd,
 		Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish}
 	args.LaunchOptions = &manager.LaunchOptions{Command: command, Runtime: o.Runtime}
-	sp, err := ctl.Manager.Spawn(ctx, args)
+	sp, err := ctl.Manager.SpawnOn(ctx, wire.LifecycleUID(o.Instance), args)
 	if err != nil {
 		return noManager(fmt.Errorf("spawn %s: %w", o.Name, err), ctl.Space)
 	}
@@ -311,10 +323,10 @@ func NewCmdStop(f *factory.Factory) *cobra.Command {
 // NewCmdSupervise returns the `cotal supervise` command.
 func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 	var life time.Duration
-	var name string
+	var name, meshURL, actor string
 	var maxSessions int
 	cmd := &cobra.Command{
-		Use:   "supervise [--name NAME] [--max-sessions N]",
+		Use:   "supervise [--name NAME] [--max-sessions N] | --mesh URL [--dir D]",
 		Short: "Run a manager beside the running mesh, until Ctrl-C",
 		Long: "Run a supervisor for one space of the running mesh: it serves the manager endpoint\n" +
 			"(status, ps, inspect, spawn, despawn, attach, input, stop) as instance local.NAME, registered in the\n" +
@@ -322,14 +334,22 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 			"`cotal spawn`, `stop` and `ps` reach it there. Several supervisors of different --name can\n" +
 			"serve one space (beside the one of `cotal up`, unless it ran with --no-manager); a second\n" +
 			"one of the same name on the same mesh directory is refused. On Ctrl-C it stops and retires\n" +
-			"the agents it spawned.",
+			"the agents it spawned.\n\n" +
+			"With --mesh URL, run a remote manager on this machine for a mesh in user-auth mode\n" +
+			"elsewhere (URL is what its `cotal up --user-auth` prints): logged in there (`cotal login\n" +
+			"--mesh URL`) as a person granted supervise, it asks the mesh's host for its credentials,\n" +
+			"registers, and serves until Ctrl-C, or until its host takes its authority away. Its\n" +
+			"instance and its agents' launch material live in --dir (default ./.cotal).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := agentflags.ValidName("--name", name); err != nil {
-				return err
-			}
 			if maxSessions < 1 {
 				return &exit.UsageError{Err: fmt.Errorf("--max-sessions %d: must be at least 1", maxSessions)}
+			}
+			if meshURL != "" {
+				return superviseRemote(cmd.Context(), f, meshURL, actor, maxSessions)
+			}
+			if err := agentflags.ValidName("--name", name); err != nil {
+				return err
 			}
 			if life < ledger.MinHeldLifetime {
 				return &exit.UsageError{Err: fmt.Errorf("--credential-lifetime %s: must be at least %s", life, ledger.MinHeldLifetime)}
@@ -351,5 +371,47 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 	cmd.Flags().StringVar(&name, "name", mesh.ManagerActor, "the manager's name: its actor, and its instance in the mesh directory")
 	cmd.Flags().DurationVar(&life, "credential-lifetime", authority.DaemonLifetime, "lifetime of the supervisor's credential, renewed at two thirds of it")
 	cmd.Flags().IntVar(&maxSessions, "max-sessions", manager.DefaultMaxSessions, "the ceiling of attach sessions it serves at once")
+	cmd.Flags().StringVar(&meshURL, "mesh", "", "run a remote manager for the user-auth mesh whose exchange is at this URL")
+	cmd.Flags().StringVar(&actor, "actor", "cli", "with --mesh: your actor whose row holds supervise")
 	return cmd
+}
+
+// superviseRemote runs `cotal supervise --mesh URL`.
+func superviseRemote(ctx context.Context, f *factory.Factory, meshURL, actor string, maxSessions int) error {
+	if err := oidc.CheckURL(meshURL); err != nil {
+		return &exit.UsageError{Err: fmt.Errorf("--mesh %s: %w", meshURL, err)}
+	}
+	if err := wire.ValidateActor(actor); err != nil {
+		return &exit.UsageError{Err: fmt.Errorf("--actor: %w", err)}
+	}
+	meshURL = strings.TrimSuffix(meshURL, "/")
+	hc := &http.Client{}
+	doc, err := authservice.FetchMeshDocument(ctx, hc, meshURL)
+	if err != nil {
+		return err
+	}
+	path, err := oidc.DefaultSessionsPath()
+	if err != nil {
+		return err
+	}
+	tokens, err := authservice.IDTokens(ctx, hc, path, meshURL, doc)
+	if err != nil {
+		return err
+	}
+	d, err := mesh.FindDir(f.Target.Dir, ".")
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	err = mesh.SuperviseRemote(ctx, d, mesh.RemoteOptions{
+		Space: wire.Space(doc.Space), Server: doc.Server, AuthorityURL: doc.ManagerAuthorityURL, Actor: actor,
+		IDToken: tokens, HTTP: hc, MaxSessions: maxSessions, Log: log,
+		Ready: func(instance wire.LifecycleUID, epoch int64) {
+			fmt.Fprintf(f.IO.ErrOut, "remote manager %s serving space %s of %s at epoch %d; Ctrl-C stops\n", instance, doc.Space, doc.Server, epoch)
+		},
+	})
+	if ctx.Err() != nil {
+		return nil // Ctrl-C: stopped as asked
+	}
+	return err
 }

@@ -34,6 +34,9 @@ type Report struct {
 	URL     string `json:"url,omitempty"`
 	PID     int    `json:"pid,omitempty"`
 	Open    bool   `json:"open,omitempty"`
+	// ExchangeURL is the auth service's public face, in user-auth mode: what `cotal login --mesh`
+	// and `cotal supervise --mesh` take.
+	ExchangeURL string `json:"exchangeUrl,omitempty"`
 	// Exposure is where the broker listens and whether it needs TLS; nil when no mesh runs.
 	Exposure *mesh.Exposure `json:"exposure,omitempty"`
 	Spaces   []SpaceStatus  `json:"spaces,omitempty"`
@@ -124,7 +127,7 @@ func statusRun(ctx context.Context, o *Options) error {
 	case err != nil:
 		return err
 	default:
-		rep.Running, rep.URL, rep.PID, rep.Open = true, st.URL, st.PID, st.Open
+		rep.Running, rep.URL, rep.PID, rep.Open, rep.ExchangeURL = true, st.URL, st.PID, st.Open, st.ExchangeURL
 		e := st.Exposure()
 		rep.Exposure = &e
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -218,6 +221,9 @@ func render(o *Options, rep *Report) error {
 	fmt.Fprintf(o.IO.Out, "mesh up at %s (%s, pid %d)\n", rep.URL, mode, rep.PID)
 	if rep.Exposure != nil {
 		fmt.Fprintf(o.IO.Out, "exposure: %s\n", rep.Exposure)
+	}
+	if rep.ExchangeURL != "" {
+		fmt.Fprintf(o.IO.Out, "user-auth exchange: %s\n", rep.ExchangeURL)
 	}
 	for _, s := range rep.Spaces {
 		fmt.Fprintf(o.IO.Out, "\nspace %s\n", s.Space)

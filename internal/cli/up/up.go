@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/broker"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
@@ -48,6 +50,18 @@ type Options struct {
 	NoDelivery bool
 	// DaemonLifetime is the lifetime of the daemons' credentials.
 	DaemonLifetime time.Duration
+	// UserAuth runs the mesh in user-auth mode; DevIdP with the built-in development IdP on
+	// DevIdPAddr, otherwise with the OIDC provider IdP and its client ClientID.
+	UserAuth   bool
+	DevIdP     bool
+	DevIdPAddr string
+	IdP        string
+	ClientID   string
+	// ExchangePort is the exchange's public face's port (0: any free one); ExchangeURL the URL
+	// other machines reach it at, behind a TLS proxy.
+	ExchangePort int
+	ExchangeURL  string
+	TrustedProxy bool
 }
 
 // detachWait bounds how long a detached start may take before `up` gives up on it.
@@ -85,6 +99,14 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.IntVar(&o.MaxSessions, "max-sessions", manager.DefaultMaxSessions, "each supervisor's ceiling of attach sessions")
 	fs.BoolVar(&o.NoDelivery, "no-delivery", false, "do not run the delivery daemon (run cotal deliver beside the mesh)")
 	fs.DurationVar(&o.DaemonLifetime, "daemon-credential-lifetime", authority.DaemonLifetime, "lifetime of the daemons' credentials, each renewed at two thirds of it")
+	fs.BoolVar(&o.UserAuth, "user-auth", false, "user-auth mode: people log in with an identity provider (cotal login) and run remote managers (cotal supervise --mesh)")
+	fs.BoolVar(&o.DevIdP, "dev-idp", false, "with --user-auth: run the built-in development identity provider (loopback only; anyone who can reach it logs in as anyone)")
+	fs.StringVar(&o.DevIdPAddr, "dev-idp-addr", mesh.DefaultDevIdPAddr, "with --dev-idp: where the development identity provider listens (loopback)")
+	fs.StringVar(&o.IdP, "idp", "", "with --user-auth: the OIDC issuer people log in with (device flow)")
+	fs.StringVar(&o.ClientID, "client-id", "cotal-cli", "with --idp: the OIDC client id of the cotal CLI")
+	fs.IntVar(&o.ExchangePort, "exchange-public-port", 0, "with --user-auth: the exchange's public face port on 127.0.0.1 (0 picks a free port)")
+	fs.StringVar(&o.ExchangeURL, "exchange-public-url", "", "with --user-auth: the https URL a TLS proxy serves the public face at, for other machines")
+	fs.BoolVar(&o.TrustedProxy, "exchange-trusted-proxy", false, "with --exchange-public-url: take callers' addresses from the proxy's X-Forwarded-For")
 	return cmd
 }
 
@@ -109,6 +131,11 @@ func (o *Options) meshOptions() (mesh.Options, error) {
 		return mo, &exit.UsageError{Err: fmt.Errorf("--max-sessions %d: must be at least 1", o.MaxSessions)}
 	}
 	mo.MaxSessions = o.MaxSessions
+	ua, err := o.userAuth()
+	if err != nil {
+		return mo, err
+	}
+	mo.UserAuth = ua
 	if o.Port == 0 {
 		mo.Port = -1 // any free port
 	}
@@ -127,6 +154,37 @@ func (o *Options) meshOptions() (mesh.Options, error) {
 		mo.TLS = &broker.TLSConfig{CertFile: cert, KeyFile: key}
 	}
 	return mo, nil
+}
+
+// userAuth returns the user-auth options the flags ask for, nil without --user-auth.
+func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
+	if !o.UserAuth {
+		if o.DevIdP || o.IdP != "" || o.ExchangeURL != "" || o.ExchangePort != 0 || o.TrustedProxy {
+			return nil, &exit.UsageError{Err: errors.New("--dev-idp, --idp and the --exchange-public flags go with --user-auth")}
+		}
+		return nil, nil
+	}
+	switch {
+	case o.Open:
+		return nil, &exit.UsageError{Err: errors.New("--user-auth and --open exclude each other")}
+	case o.DevIdP == (o.IdP != ""):
+		return nil, &exit.UsageError{Err: errors.New("--user-auth needs an identity provider: --dev-idp, or --idp ISSUER")}
+	case len(o.Spaces) != 1:
+		return nil, &exit.UsageError{Err: errors.New("--user-auth serves one space: give one --space")}
+	case o.ExchangePort < 0 || o.ExchangePort > 65535:
+		return nil, &exit.UsageError{Err: fmt.Errorf("--exchange-public-port %d is outside 0-65535", o.ExchangePort)}
+	case o.TrustedProxy && o.ExchangeURL == "":
+		return nil, &exit.UsageError{Err: errors.New("--exchange-trusted-proxy goes with --exchange-public-url")}
+	}
+	if o.ExchangeURL != "" {
+		if u, err := url.Parse(o.ExchangeURL); err != nil || u.Scheme != "https" || u.Host == "" {
+			return nil, &exit.UsageError{Err: fmt.Errorf("--exchange-public-url %q: must be an https URL", o.ExchangeURL)}
+		}
+	}
+	return &mesh.UserAuthOptions{
+		DevIdP: o.DevIdP, DevIdPAddr: o.DevIdPAddr, IdP: authservice.IdP{Issuer: o.IdP, ClientID: o.ClientID},
+		PublicAddr: fmt.Sprintf("127.0.0.1:%d", o.ExchangePort), PublicURL: o.ExchangeURL, TrustedProxy: o.TrustedProxy,
+	}, nil
 }
 
 func upRun(ctx context.Context, o *Options) error {
@@ -177,6 +235,9 @@ func printUp(w io.Writer, st mesh.State, credsDir string) {
 	}
 	fmt.Fprintf(w, "cotal mesh up (%s)\n", mode)
 	fmt.Fprintf(w, "  url:    %s\n", st.URL)
+	if st.ExchangeURL != "" {
+		fmt.Fprintf(w, "  exchange: %s (user-auth: `cotal login --mesh` and `cotal supervise --mesh` take it)\n", st.ExchangeURL)
+	}
 	for _, sp := range st.Spaces {
 		fmt.Fprintf(w, "  space:  %s\n", sp)
 	}
@@ -239,6 +300,20 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 	}
 	if o.NoDelivery {
 		args = append(args, "--no-delivery")
+	}
+	if o.UserAuth {
+		args = append(args, "--user-auth", "--dev-idp-addr", o.DevIdPAddr, "--client-id", o.ClientID, "--exchange-public-port", strconv.Itoa(o.ExchangePort))
+		if o.DevIdP {
+			args = append(args, "--dev-idp")
+		} else {
+			args = append(args, "--idp", o.IdP)
+		}
+		if o.ExchangeURL != "" {
+			args = append(args, "--exchange-public-url", o.ExchangeURL)
+		}
+		if o.TrustedProxy {
+			args = append(args, "--exchange-trusted-proxy")
+		}
 	}
 	args = append(args, "--max-sessions", strconv.Itoa(o.MaxSessions))
 	args = append(args, "--daemon-credential-lifetime", o.DaemonLifetime.String())

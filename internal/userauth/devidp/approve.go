@@ -73,7 +73,7 @@ func (s *Server) handleApprove(w http.ResponseWriter, r *http.Request) {
 // gets 30 s. It fails with [ErrBadUser] for a bad user name (checked before sending) and with an
 // error carrying the server's reason when the server refuses.
 func Approve(ctx context.Context, hc *http.Client, baseURL, userCode, user string) error {
-	if err := checkUser(user); err != nil {
+	if err := ValidUser(user); err != nil {
 		return fmt.Errorf("approve device login: %w", err)
 	}
 	u, err := url.Parse(baseURL)

@@ -230,8 +230,8 @@ func TestApproveRefusesBadUserName(t *testing.T) {
 		})
 	}
 	for _, user := range []string{"a", "alice", "a" + strings.Repeat("b", 31), "x_y-z9"} {
-		if err := checkUser(user); err != nil {
-			t.Errorf("checkUser(%q) = %v", user, err)
+		if err := ValidUser(user); err != nil {
+			t.Errorf("ValidUser(%q) = %v", user, err)
 		}
 	}
 }

@@ -79,8 +79,8 @@ func normaliseUserCode(in string) (string, bool) {
 	return c, true
 }
 
-// checkUser validates a user name.
-func checkUser(user string) error {
+// ValidUser refuses a user name the development IdP does not take, with ErrBadUser.
+func ValidUser(user string) error {
 	if !userNameRE.MatchString(user) {
 		return fmt.Errorf("user %q: %w", user, ErrBadUser)
 	}
@@ -120,7 +120,7 @@ func (s *Server) decide(userCode, user string) error {
 		return ErrUnknownUserCode
 	}
 	if user != "" {
-		if err := checkUser(user); err != nil {
+		if err := ValidUser(user); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,392 @@
+// Package authservice runs a space's auth service in user-auth mode (SPEC §10, §13.1): the NATS
+// auth callout that admits people's and managed agents' connections on short-lived bearers, the
+// exchange that issues those bearers on its loopback and public faces, and the route remote
+// managers take for their authority. `cotal up --user-auth` starts one beside the broker.
+package authservice
+
+import (
+	"context"
+
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+
+	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/remotemgr"
+	"github.com/gocotal/cotal/internal/userauth"
+	"github.com/gocotal/cotal/internal/userauth/callout"
+	"github.com/gocotal/cotal/internal/userauth/oidc"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Config is what an auth service runs on.
+type Config struct {
+	// Dir is the space's user-auth state (Paths).
+	Dir     string
+	Space   wire.Space
+	Keyring *authority.Keyring
+	Ledger  *ledger.Ledger
+	// Server is the broker URL the callout connects to and the mesh document advertises.
+	Server string
+	// IdP is the identity provider people log in with.
+	IdP IdP
+	// PublicAddr is where the public face listens; 127.0.0.1:0 when empty. It is plain HTTP: put
+	// a TLS proxy in front of it before other machines use it.
+	PublicAddr string
+	// PublicURL is the public face's URL as other machines reach it (a TLS proxy's), advertised
+	// in the mesh document; its own address when empty.
+	PublicURL string
+	// TrustedProxy takes a public caller's address from the last X-Forwarded-For hop.
+	TrustedProxy bool
+	Log          *slog.Logger
+}
+
+// IdP names the identity provider and the client this mesh's people log in as.
+type IdP struct {
+	Issuer   string `json:"issuer"`
+	ClientID string `json:"clientId"`
+}
+
+// Paths of a space's user-auth state, under Config.Dir.
+const (
+	ownerSecretFile = "owner-secret.json"
+	issuerFile      = "issuer.json"
+	idpPinFile      = "idp.json"
+	serviceFile     = "auth-service.json"
+	registryDir     = "remote-managers"
+)
+
+// Service is a running auth service.
+type Service struct {
+	cfg       Config
+	loopback  *http.Server
+	public    *http.Server
+	callout   *callout.Service
+	calloutNC interface{ Close() }
+	// LoopbackURL is the loopback face, which needs Cap; PublicURL the public face.
+	LoopbackURL, PublicURL string
+	Cap                    string
+}
+
+// MeshDocument is what GET /.well-known/cotal-mesh answers: what a person's CLI on another
+// machine needs to log in and reach the mesh. The field names are a stable interface.
+type MeshDocument struct {
+	Space string `json:"space"`
+	// Server is the broker URL.
+	Server string `json:"server"`
+	IdP    IdP    `json:"idp"`
+	// ExchangeURL is the public face; ManagerAuthorityURL its remote-manager route.
+	ExchangeURL         string `json:"exchangeUrl"`
+	ManagerAuthorityURL string `json:"managerAuthorityUrl"`
+	// SentinelCreds are the shared, deny-all creds a client presents beside its bearer.
+	SentinelCreds string `json:"sentinelCreds"`
+}
+
+// Start runs the auth service of cfg.Space: it pins the IdP (a start with another IdP than the
+// pinned one is refused, since every owner derives from it), loads or creates the owner secret
+// and the bearer keys, answers the broker's auth callout, and serves both faces. It returns once
+// both faces listen and the callout is subscribed.
+func Start(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := atomicfile.MkdirPrivate(cfg.Dir); err != nil {
+		return nil, err
+	}
+	if err := pinIdP(filepath.Join(cfg.Dir, idpPinFile), cfg.IdP); err != nil {
+		return nil, err
+	}
+	hc := &http.Client{}
+	provider, err := oidc.Discover(ctx, hc, cfg.IdP.Issuer)
+	if err != nil {
+		return nil, fmt.Errorf("the identity provider %s: %w", cfg.IdP.Issuer, err)
+	}
+	st, err := OpenState(cfg.Dir, cfg.Space)
+	if err != nil {
+		return nil, err
+	}
+	issuer, err := userauth.LoadOrCreateIssuer(filepath.Join(cfg.Dir, issuerFile), cfg.Space)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := cfg.Keyring.Space(cfg.Space)
+	if err != nil {
+		return nil, err
+	}
+	ex := &userauth.Exchange{
+		Space: cfg.Space, Issuer: issuer, People: st.People, OwnerSecret: st.secret,
+		Identity: verifier{oidc.NewVerifier(provider, cfg.IdP.ClientID, hc)},
+		Roots:    roots{cfg.Ledger}, Log: cfg.Log,
+	}
+	host := &remotemgr.Host{Space: cfg.Space, Keys: keys, Ledger: cfg.Ledger, People: people{ex}, Registry: st.Registry, Log: cfg.Log}
+	s := &Service{cfg: cfg, Cap: userauth.NewCap()}
+	ck, err := cfg.Keyring.Callout(cfg.Space)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.serveCallout(ctx, ck, keys, ex); err != nil {
+		return nil, err
+	}
+	routes := map[string]userauth.Handler{
+		"/exchange": ex.Handler(),
+		// SPEC §13.6 puts this route on the operator's loopback face; a remote manager runs on
+		// another machine, so the public face serves it too, as the reference does.
+		remotemgr.Path: func(ctx context.Context, in *userauth.Incoming) (int, any) { return host.Handle(ctx, in.Body) },
+	}
+	pub, err := listen(cfg.PublicAddr)
+	if err != nil {
+		s.stopCallout()
+		return nil, fmt.Errorf("the exchange's public face: %w", err)
+	}
+	s.PublicURL = strings.TrimSuffix(cfg.PublicURL, "/")
+	if s.PublicURL == "" {
+		s.PublicURL = "http://" + pub.Addr().String()
+	}
+	sentinel, err := ck.SentinelCreds()
+	if err != nil {
+		pub.Close()
+		s.stopCallout()
+		return nil, err
+	}
+	doc := MeshDocument{Space: string(cfg.Space), Server: cfg.Server, IdP: cfg.IdP, ExchangeURL: s.PublicURL,
+		ManagerAuthorityURL: s.PublicURL + remotemgr.Path, SentinelCreds: string(sentinel)}
+	opts := userauth.FaceOptions{Issuer: issuer, MeshDocument: doc, Log: cfg.Log}
+	pubFace, err := userauth.NewPublicFace(routes, userauth.PublicOptions{FaceOptions: opts, TrustedProxy: cfg.TrustedProxy})
+	if err != nil {
+		pub.Close()
+		s.stopCallout()
+		return nil, err
+	}
+	loop, err := listen("127.0.0.1:0")
+	if err != nil {
+		pub.Close()
+		s.stopCallout()
+		return nil, fmt.Errorf("the exchange's loopback face: %w", err)
+	}
+	loopFace, err := userauth.NewLoopbackFace(s.Cap, routes, opts)
+	if err != nil {
+		pub.Close()
+		loop.Close()
+		s.stopCallout()
+		return nil, err
+	}
+	s.LoopbackURL = "http://" + loop.Addr().String()
+	s.public, s.loopback = server(pubFace), server(loopFace)
+	go func() { _ = s.public.Serve(pub) }()
+	go func() { _ = s.loopback.Serve(loop) }()
+	if err := s.writeReady(); err != nil {
+		_ = s.Close(context.Background())
+		return nil, err
+	}
+	return s, nil
+}
+
+// server wraps a face in an http.Server with the timeouts a face does not set itself.
+func server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
+}
+
+// listen listens on addr (host:port); an empty addr takes a free loopback port.
+func listen(addr string) (net.Listener, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	return net.Listen("tcp", addr)
+}
+
+// Ready is the auth service's discovery file (auth-service.json, 0600): where its faces listen
+// and the loopback face's cap, for the host's own tools.
+type Ready struct {
+	URL       string `json:"url"`
+	PublicURL string `json:"publicUrl"`
+	PID       int    `json:"pid"`
+	Cap       string `json:"cap"`
+}
+
+func (s *Service) writeReady() error {
+	raw, _ := json.MarshalIndent(Ready{URL: s.LoopbackURL, PublicURL: s.PublicURL, PID: os.Getpid(), Cap: s.Cap}, "", "  ") // always encodes
+	return atomicfile.Write(filepath.Join(s.cfg.Dir, serviceFile), append(raw, '\n'), 0o600)
+}
+
+// Close stops the faces and the callout and removes the discovery file.
+func (s *Service) Close(ctx context.Context) error {
+	_ = os.Remove(filepath.Join(s.cfg.Dir, serviceFile))
+	var err error
+	if s.public != nil {
+		err = errors.Join(err, s.public.Shutdown(ctx))
+	}
+	if s.loopback != nil {
+		err = errors.Join(err, s.loopback.Shutdown(ctx))
+	}
+	s.stopCallout()
+	return err
+}
+
+func (s *Service) stopCallout() {
+	if s.callout != nil {
+		s.callout.Stop()
+	}
+	if s.calloutNC != nil {
+		s.calloutNC.Close()
+	}
+}
+
+// serveCallout connects as the callout user and answers the broker's auth requests: a verified
+// bearer whose row, scope, lifecycle and root still hold gets a user JWT of its view's profile
+// that expires with the bearer.
+func (s *Service) serveCallout(ctx context.Context, ck *authority.CalloutKeys, keys *authority.SpaceKeys, ex *userauth.Exchange) error {
+	creds, err := ck.CalloutCreds()
+	if err != nil {
+		return err
+	}
+	token, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		return err
+	}
+	kp, err := jwt.ParseDecoratedNKey(creds)
+	if err != nil {
+		return err
+	}
+	seed, _ := kp.Seed()
+	nc, err := dial.Anonymous(ctx, s.cfg.Server, nats.UserJWTAndSeed(token, string(seed)), nats.Name("cotal auth callout"))
+	if err != nil {
+		return fmt.Errorf("connect as the auth callout: %w", err)
+	}
+	s.calloutNC = nc
+	// The callout answers until Close, not until the start's context ends.
+	svc, err := callout.Serve(context.WithoutCancel(ctx), nc, callout.Config{
+		Account: ck.Account(), XKey: ck.XKey(), DataAccount: keys.AccountPublicKey(), Log: s.cfg.Log,
+		Authorize: func(ctx context.Context, r callout.Request) (string, error) {
+			return authorize(ctx, ex, keys, r)
+		},
+	})
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	s.callout = svc
+	return nil
+}
+
+// authorize decides one connect.
+func authorize(ctx context.Context, ex *userauth.Exchange, keys *authority.SpaceKeys, r callout.Request) (string, error) {
+	conn, err := wire.ParseConnID(r.ConnName)
+	if err != nil {
+		return "", fmt.Errorf("the connection name is no client nonce: %w", err)
+	}
+	g, err := ex.Authorize(ctx, r.Token)
+	if err != nil {
+		return "", err
+	}
+	profile, err := viewProfile(g.Claims.Act.View)
+	if err != nil {
+		return "", err
+	}
+	p := g.Row.Principal()
+	grant := authority.Grant{Principal: p, ConnID: conn, LifecycleUID: g.Row.LifecycleUID}
+	if profile == authority.ProfileAgent {
+		grant.AllowSubscribe, grant.AllowPublish, grant.Role = g.Row.AllowSubscribe, concrete(g.Row.AllowPublish), g.Row.Role
+	}
+	life := time.Until(g.Claims.ExpiresAt())
+	if life <= 0 {
+		return "", errors.New("the bearer expired")
+	}
+	cred, err := keys.SignUser(authority.MintRequest{Profile: profile, Grant: grant, Expires: life}, r.UserNkey)
+	if err != nil {
+		return "", err
+	}
+	return cred.JWT, nil
+}
+
+// concrete keeps the concrete channels of a publish ACL: a credential posts to channels, never to
+// a pattern.
+func concrete(acl []string) []string {
+	var out []string
+	for _, ch := range acl {
+		if wire.IsConcreteChannel(ch) {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// viewProfile is the profile the callout mints for a view; a view this implementation has no
+// profile for is refused.
+func viewProfile(v userauth.View) (authority.Profile, error) {
+	switch v {
+	case "":
+		return authority.ProfileAgent, nil
+	case userauth.ViewAdmin:
+		return authority.ProfileAdmin, nil
+	case userauth.ViewChannelWriter:
+		return authority.ProfileChannelWriter, nil
+	case userauth.ViewPurger, userauth.ViewChannelPurger:
+		return authority.ProfilePurger, nil
+	}
+	return "", fmt.Errorf("view %s has no profile here", v)
+}
+
+// pinIdP records the IdP at the first start and refuses any other afterwards: owners derive from
+// its issuer, so changing it would hand every person a new owner.
+func pinIdP(path string, idp IdP) error {
+	if idp.Issuer == "" || idp.ClientID == "" {
+		return errors.New("user-auth mode needs an identity provider: its issuer and client id")
+	}
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		b, _ := json.MarshalIndent(idp, "", "  ") // strings always encode
+		return atomicfile.Write(path, append(b, '\n'), 0o600)
+	}
+	if err != nil {
+		return err
+	}
+	var pinned IdP
+	if err := json.Unmarshal(raw, &pinned); err != nil || pinned.Issuer == "" {
+		return fmt.Errorf("%s holds no IdP pin: fix or remove it (removing it re-keys every owner)", path)
+	}
+	if pinned != idp {
+		return fmt.Errorf("this mesh's people log in with %s (client %s), pinned in %s; it was started with %s (client %s): owners derive from the issuer, so start it with the pinned IdP, or remove the pin to re-key every owner",
+			pinned.Issuer, pinned.ClientID, path, idp.Issuer, idp.ClientID)
+	}
+	return nil
+}
+
+// PinnedIdP returns the IdP pinned in dir.
+func PinnedIdP(dir string) (IdP, error) {
+	var p IdP
+	raw, err := os.ReadFile(filepath.Join(dir, idpPinFile))
+	if err != nil {
+		return p, fmt.Errorf("no identity provider is pinned in %s (has `cotal up --user-auth` run?): %w", dir, err)
+	}
+	if err := json.Unmarshal(raw, &p); err != nil || p.Issuer == "" {
+		return p, fmt.Errorf("%s holds no IdP pin", filepath.Join(dir, idpPinFile))
+	}
+	return p, nil
+}
+
+// ReadReady reads the discovery file of the auth service whose state is in dir.
+func ReadReady(dir string) (*Ready, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, serviceFile))
+	if err != nil {
+		return nil, fmt.Errorf("the auth service is not running (%w)", err)
+	}
+	var r Ready
+	if err := json.Unmarshal(raw, &r); err != nil || r.URL == "" {
+		return nil, fmt.Errorf("%s is not an auth service's discovery file", filepath.Join(dir, serviceFile))
+	}
+	return &r, nil
+}

@@ -1,0 +1,230 @@
+package authservice_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gocotal/cotal/internal/authservice"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/userauth"
+	"github.com/gocotal/cotal/internal/userauth/devidp"
+	"github.com/gocotal/cotal/internal/userauth/oidc"
+	"github.com/gocotal/cotal/wire"
+)
+
+type rig struct {
+	m     *meshtest.Mesh
+	st    *authservice.State
+	doc   authservice.MeshDocument
+	ready *authservice.Ready
+}
+
+func start(t *testing.T) *rig {
+	t.Helper()
+	m := meshtest.Start(t, func(o *mesh.Options) {
+		o.UserAuth = &mesh.UserAuthOptions{DevIdP: true, DevIdPAddr: "127.0.0.1:0"}
+	})
+	dir := m.Dir.UserAuthDir(m.Space)
+	st, err := authservice.OpenState(dir, m.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := authservice.ReadReady(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.State().ExchangeURL == "" || m.State().ExchangeURL != ready.PublicURL {
+		t.Fatalf("the mesh state's exchange URL %q, the service's %q", m.State().ExchangeURL, ready.PublicURL)
+	}
+	res, err := http.Get(ready.PublicURL + "/.well-known/cotal-mesh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := &rig{m: m, st: st, ready: ready}
+	if err := json.NewDecoder(res.Body).Decode(&r.doc); err != nil || r.doc.Space != string(m.Space) {
+		t.Fatalf("mesh document: %+v %v", r.doc, err)
+	}
+	return r
+}
+
+// login logs user in against the mesh's development IdP and returns an ID token.
+func (r *rig) login(t *testing.T, user string) string {
+	t.Helper()
+	ctx := t.Context()
+	p, err := oidc.Discover(ctx, http.DefaultClient, r.doc.IdP.Issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := p.StartDevice(ctx, http.DefaultClient, r.doc.IdP.ClientID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := devidp.Approve(ctx, http.DefaultClient, r.doc.IdP.Issuer, dc.UserCode, user); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := p.PollDevice(ctx, http.DefaultClient, r.doc.IdP.ClientID, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.IDToken
+}
+
+// grant writes person's cli row.
+func (r *rig) grant(t *testing.T, person string, scope []string, read, post []string) *userauth.Row {
+	t.Helper()
+	owner, err := r.st.Owner(person)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := r.st.People.Grant(&userauth.Row{Owner: owner, Actor: "cli", Scope: scope, AllowSubscribe: read, AllowPublish: post, Label: person})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return row
+}
+
+// exchange posts body to the public face's /exchange.
+func (r *rig) exchange(t *testing.T, body any) (int, []byte) {
+	t.Helper()
+	raw, _ := json.Marshal(body)
+	res, err := http.Post(r.ready.PublicURL+"/exchange", "application/json", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out, _ := io.ReadAll(res.Body)
+	return res.StatusCode, out
+}
+
+func (r *rig) bearer(t *testing.T, idToken string) string {
+	t.Helper()
+	status, body := r.exchange(t, map[string]any{"idpToken": idToken, "actor": "cli"})
+	if status != 200 {
+		t.Fatalf("exchange: HTTP %d %s", status, body)
+	}
+	var out struct {
+		Token string `json:"token"`
+		Owner string `json:"owner"`
+		Exp   int64  `json:"exp"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil || out.Token == "" {
+		t.Fatalf("exchange reply %s: %v", body, err)
+	}
+	return out.Token
+}
+
+func (r *rig) connect(bearer string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, err := dial.AsBearer(ctx, r.m.URL(), []byte(r.doc.SentinelCreds), bearer)
+	if err == nil {
+		nc.Close()
+	}
+	return err
+}
+
+// TestPersonConnectsOnABearerTheLedgerRechecks: a person logs in, exchanges their IdP token for a
+// bearer and connects through the callout as their own principal; narrowing or re-granting their
+// row, or revoking it, refuses the next connect of the same unexpired bearer.
+func TestPersonConnectsOnABearerTheLedgerRechecks(t *testing.T) {
+	t.Parallel()
+	r := start(t)
+	ctx := t.Context()
+	idToken := r.login(t, "alice")
+	if status, _ := r.exchange(t, map[string]any{"idpToken": idToken, "actor": "cli"}); status != 401 {
+		t.Fatalf("exchange without a row: HTTP %d", status)
+	}
+	row := r.grant(t, "alice", []string{"spawn", "supervise"}, []string{"general"}, []string{"general"})
+	bearer := r.bearer(t, idToken)
+
+	c := r.m.Dial(t, "alice's bearer", func(opts ...nats.Option) (*nats.Conn, error) {
+		return dial.AsBearer(ctx, r.m.URL(), []byte(r.doc.SentinelCreds), bearer, opts...)
+	})
+	mine, err := r.m.Space.ChatSubject(row.Principal(), "general")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, _ := wire.NewPrincipal("local", "bob")
+	other, _ := r.m.Space.ChatSubject(bob, "general")
+	for subject, want := range map[string]bool{mine: false, other: true} {
+		if err := c.Publish(subject, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		if refused, err := c.Refused("Publish", subject); err != nil || refused != want {
+			t.Errorf("publish %s: refused=%v (%v), want %v", subject, refused, err, want)
+		}
+	}
+	c.Close()
+
+	// The same row again: a connect of the bearer still works; a repeat exchange shares its root.
+	if err := r.connect(bearer); err != nil {
+		t.Fatalf("reconnect: %v", err)
+	}
+	// Narrowed below the bearer's scope: refused.
+	narrowed := *row
+	narrowed.Scope = []string{"spawn"}
+	raw, _ := json.Marshal(narrowed)
+	if err := os.WriteFile(filepath.Join(r.st.People.Dir(), "actors", row.Owner+".cli.json"), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.connect(bearer); err == nil {
+		t.Fatal("a bearer wider than its row still connects")
+	}
+	// Re-granted (a new incarnation): the old bearer is refused, a fresh one connects.
+	r.grant(t, "alice", []string{"spawn", "supervise"}, []string{"general"}, []string{"general"})
+	if err := r.connect(bearer); err == nil {
+		t.Fatal("a bearer of the previous incarnation still connects")
+	}
+	fresh := r.bearer(t, idToken)
+	if err := r.connect(fresh); err != nil {
+		t.Fatalf("a fresh bearer: %v", err)
+	}
+	// Revoked: refused.
+	owner, _ := r.st.Owner("alice")
+	if err := r.st.Revoke(ctx, r.m.Ledger(""), owner, "cli"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.connect(fresh); err == nil {
+		t.Fatal("a revoked person's bearer still connects")
+	}
+	// The sentinel alone, and garbage, are refused.
+	for _, tok := range []string{"", "not-a-bearer"} {
+		if err := r.connect(tok); err == nil {
+			t.Fatalf("bearer %q connected", tok)
+		}
+	}
+}
+
+// TestExchangeRefusesAlike: a wrong token and an unknown actor get the same refusal.
+func TestExchangeRefusesAlike(t *testing.T) {
+	t.Parallel()
+	r := start(t)
+	idToken := r.login(t, "carol")
+	r.grant(t, "carol", []string{"spawn"}, nil, nil)
+	owner, _ := r.st.Owner("carol")
+	s1, b1 := r.exchange(t, map[string]any{"idpToken": idToken + "x", "actor": "cli"})
+	s2, b2 := r.exchange(t, map[string]any{"idpToken": idToken, "actor": "nobody"})
+	s3, b3 := r.exchange(t, map[string]any{"owner": owner, "actor": "cli", "actorToken": "AAAA"})
+	if s1 != 401 || s2 != 401 || s3 != 401 || !bytes.Equal(b1, b2) || !bytes.Equal(b2, b3) {
+		t.Fatalf("refusals differ: %d %s / %d %s / %d %s", s1, b1, s2, b2, s3, b3)
+	}
+	if s, _ := r.exchange(t, map[string]any{"idpToken": idToken, "actor": "cli", "view": "admin"}); s == 200 {
+		t.Fatal("the public face minted an admin view")
+	}
+	if !strings.Contains(string(b1), "unauthorized") {
+		t.Fatalf("refusal body %s", b1)
+	}
+}

@@ -1,0 +1,118 @@
+package authservice
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/gocotal/cotal/internal/userauth"
+	"github.com/gocotal/cotal/internal/userauth/oidc"
+	"github.com/gocotal/cotal/wire"
+)
+
+// maxDocument bounds a mesh document.
+const maxDocument = 256 << 10
+
+// FetchMeshDocument reads what the exchange at meshURL advertises (GET /.well-known/cotal-mesh):
+// the space, its broker, its identity provider and its routes. The URL must be https, or http on
+// loopback, and is not redirected.
+func FetchMeshDocument(ctx context.Context, hc *http.Client, meshURL string) (*MeshDocument, error) {
+	meshURL = strings.TrimSuffix(meshURL, "/")
+	if err := oidc.CheckURL(meshURL); err != nil {
+		return nil, fmt.Errorf("mesh URL %s: %w", meshURL, err)
+	}
+	c := *hc
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return errors.New("the exchange redirected") }
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, meshURL+userauth.PathMesh, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reach the mesh at %s: %w", meshURL, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s is not a cotal exchange: GET %s answered HTTP %d", meshURL, userauth.PathMesh, res.StatusCode)
+	}
+	raw, err := io.ReadAll(io.LimitReader(res.Body, maxDocument+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxDocument {
+		return nil, fmt.Errorf("the mesh document of %s is over %d bytes", meshURL, maxDocument)
+	}
+	var doc MeshDocument
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("the mesh document of %s: %w", meshURL, err)
+	}
+	if err := doc.validate(); err != nil {
+		return nil, fmt.Errorf("the mesh document of %s: %w", meshURL, err)
+	}
+	return &doc, nil
+}
+
+// validate checks what a client relies on.
+func (d *MeshDocument) validate() error {
+	if _, err := wire.ParseSpace(d.Space); err != nil {
+		return err
+	}
+	if d.Server == "" || d.IdP.ClientID == "" {
+		return errors.New("it names no broker or IdP client")
+	}
+	for _, u := range []string{d.IdP.Issuer, d.ExchangeURL, d.ManagerAuthorityURL} {
+		if err := oidc.CheckURL(u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// IDTokens returns a source of fresh IdP tokens for the person logged in to the mesh at meshURL
+// (`cotal login`), from the sessions file at path: the cached token, or a refreshed one, saved
+// back. A mesh nobody logged in to is an error that says to log in.
+func IDTokens(ctx context.Context, hc *http.Client, path, meshURL string, doc *MeshDocument) (func(context.Context) (string, error), error) {
+	sessions, err := oidc.LoadSessions(path)
+	if err != nil {
+		return nil, err
+	}
+	key := strings.TrimSuffix(meshURL, "/")
+	sess, err := sessions.Get(key)
+	if err != nil {
+		return nil, fmt.Errorf("not logged in to %s: run `cotal login --mesh %s` (%w)", key, key, err)
+	}
+	if sess.Issuer != doc.IdP.Issuer || sess.ClientID != doc.IdP.ClientID {
+		return nil, fmt.Errorf("the login for %s is with %s, the mesh now uses %s: run `cotal login --mesh %s` again", key, sess.Issuer, doc.IdP.Issuer, key)
+	}
+	provider, err := oidc.Discover(ctx, hc, doc.IdP.Issuer)
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex // the session is refreshed in place, by one caller at a time
+	return func(ctx context.Context) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		tok, refreshed, err := oidc.FreshIDToken(ctx, hc, provider, &sess)
+		if err != nil {
+			return "", fmt.Errorf("renew the login for %s (`cotal login --mesh %s` if it has ended): %w", key, key, err)
+		}
+		if refreshed {
+			all, err := oidc.LoadSessions(path)
+			if err == nil {
+				err = all.Put(key, sess)
+			}
+			if err == nil {
+				err = all.Save(path)
+			}
+			if err != nil {
+				return "", fmt.Errorf("save the renewed login: %w", err)
+			}
+		}
+		return tok, nil
+	}, nil
+}

@@ -1,0 +1,128 @@
+package authservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/remotemgr"
+	"github.com/gocotal/cotal/internal/userauth"
+	"github.com/gocotal/cotal/internal/userauth/oidc"
+	"github.com/gocotal/cotal/wire"
+)
+
+// State is a space's user-auth state on its host: the people ledger, the registry of remote
+// managers and the owner secret. The host's CLI (`cotal actor`) reads and writes it directly; the
+// auth service reads it fresh on every request.
+type State struct {
+	Dir      string
+	Space    wire.Space
+	People   *userauth.People
+	Registry *remotemgr.Registry
+	secret   []byte
+}
+
+// OpenState opens (creating on first use) the user-auth state in dir.
+func OpenState(dir string, sp wire.Space) (*State, error) {
+	if err := atomicfile.MkdirPrivate(dir); err != nil {
+		return nil, err
+	}
+	secret, err := userauth.LoadOrCreateOwnerSecret(filepath.Join(dir, ownerSecretFile))
+	if err != nil {
+		return nil, err
+	}
+	people, err := userauth.OpenPeople(dir)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := remotemgr.OpenRegistry(filepath.Join(dir, registryDir))
+	if err != nil {
+		return nil, err
+	}
+	return &State{Dir: dir, Space: sp, People: people, Registry: reg, secret: secret}, nil
+}
+
+// Owner returns the owner token of the person the pinned IdP knows as subject.
+func (s *State) Owner(subject string) (string, error) {
+	idp, err := PinnedIdP(s.Dir)
+	if err != nil {
+		return "", err
+	}
+	return userauth.DeriveOwner(s.secret, idp.Issuer, subject)
+}
+
+// Revoke deletes owner.actor's row, retires its incarnation (its bearers are refused at the next
+// connect) and evicts the remote managers it registered, retiring their agents.
+func (s *State) Revoke(ctx context.Context, l *ledger.Ledger, owner, actor string) error {
+	row, err := s.People.Get(owner, actor)
+	if err != nil {
+		return err
+	}
+	if err := s.People.Revoke(owner, actor); err != nil {
+		return err
+	}
+	return errors.Join(s.retire(ctx, l, row), s.EvictManagers(ctx, l, owner, actor))
+}
+
+// retire retires the incarnation row names, if it was ever activated.
+func (s *State) retire(ctx context.Context, l *ledger.Ledger, row *userauth.Row) error {
+	if err := l.Retire(ctx, wire.Lifecycle{Principal: row.Principal(), UID: row.LifecycleUID}); err != nil {
+		return fmt.Errorf("retire %s: %w", row.Principal(), err)
+	}
+	return nil
+}
+
+// EvictManagers ends the remote managers owner.actor registered.
+func (s *State) EvictManagers(ctx context.Context, l *ledger.Ledger, owner, actor string) error {
+	_, err := remotemgr.EvictOwner(ctx, l, s.Registry, owner, actor, "its holder's supervise scope was revoked")
+	return err
+}
+
+// verifier adapts an OIDC ID-token verifier to the exchange.
+type verifier struct{ v *oidc.Verifier }
+
+func (v verifier) VerifyIdentity(ctx context.Context, idToken string) (string, string, time.Time, error) {
+	id, err := v.v.Verify(ctx, idToken)
+	if err != nil {
+		if errors.Is(err, oidc.ErrInvalidToken) {
+			return "", "", time.Time{}, err
+		}
+		return "", "", time.Time{}, fmt.Errorf("%w: %v", userauth.ErrUnavailable, err)
+	}
+	return id.Issuer, id.Subject, id.Expires, nil
+}
+
+// roots adapts the ledger's root credentials to the exchange: a refusal stays one, anything else
+// is the store not answering.
+type roots struct{ l *ledger.Ledger }
+
+func (r roots) EnsureRoot(ctx context.Context, owner, actor string, uid wire.LifecycleUID) (string, error) {
+	id, err := r.l.EnsureRoot(ctx, owner, actor, uid)
+	return id, unavailable(err)
+}
+
+func (r roots) CheckRoot(ctx context.Context, owner, actor string, uid wire.LifecycleUID, credentialID string) error {
+	return unavailable(r.l.CheckRoot(ctx, owner, actor, uid, credentialID))
+}
+
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, ledger.ErrRootRefused) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", userauth.ErrUnavailable, err)
+}
+
+// people adapts the exchange's human check to the remote-manager route.
+type people struct{ ex *userauth.Exchange }
+
+func (p people) Authenticate(ctx context.Context, idToken, actor string) (*remotemgr.Person, error) {
+	row, _, err := p.ex.VerifyHuman(ctx, idToken, actor)
+	if err != nil {
+		return nil, err
+	}
+	return &remotemgr.Person{Owner: row.Owner, Scopes: row.Scope, AllowSubscribe: row.AllowSubscribe, AllowPublish: row.AllowPublish}, nil
+}

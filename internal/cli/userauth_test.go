@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocotal/cotal/internal/cli/actor"
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/status"
+	"github.com/gocotal/cotal/wire"
+)
+
+// TestUserAuthRemoteManager plays the issue's two machines in one: host A runs `cotal up
+// --user-auth --dev-idp --no-manager`; from B a person logs in, A grants them supervise, and
+// `cotal supervise --mesh` on B registers a remote manager that ps on A lists, that spawns an
+// agent when A asks it to, and whose liveness plane answers bound; revoking supervise ends it and
+// retires its agent.
+func TestUserAuthRemoteManager(t *testing.T) {
+	t.Setenv("HOME", t.TempDir()) // the login cache of the person on B
+	a := upMesh(t, "--user-auth", "--dev-idp", "--dev-idp-addr", "127.0.0.1:0", "--no-manager")
+	code, out, stderr := run(t, "status", "--dir", a, "--json")
+	if code != exit.OK {
+		t.Fatalf("status: exit %d %s", code, stderr)
+	}
+	var st status.Report
+	if err := json.Unmarshal([]byte(out), &st); err != nil || !strings.HasPrefix(st.ExchangeURL, "http://127.0.0.1:") {
+		t.Fatalf("status --json exchangeUrl: %q (%v)", st.ExchangeURL, err)
+	}
+	url := st.ExchangeURL
+
+	// Bad input first: a login for a bad user name, a grant of an unknown scope, supervise
+	// without a login.
+	if code, _, stderr := run(t, "login", "--mesh", url, "--dev-user", "Not A Name"); code != exit.Usage {
+		t.Errorf("login with a bad dev user: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "actor", "grant", "alice", "--scope", "everything", "--dir", a); code != exit.Usage {
+		t.Errorf("grant an unknown scope: exit %d %s", code, stderr)
+	}
+	b := filepath.Join(t.TempDir(), "b")
+	if code, _, stderr := run(t, "supervise", "--mesh", url, "--dir", b); code != exit.Failed || !strings.Contains(stderr, "not logged in") {
+		t.Errorf("supervise before login: exit %d %s", code, stderr)
+	}
+
+	if code, _, stderr := run(t, "login", "--mesh", url, "--dev-user", "alice"); code != exit.OK || !strings.Contains(stderr, "logged in") {
+		t.Fatalf("login: exit %d %s", code, stderr)
+	}
+	// Logged in but granted nothing: the host refuses.
+	if code, _, stderr := run(t, "supervise", "--mesh", url, "--dir", b); code != exit.Failed || !strings.Contains(stderr, "refused") {
+		t.Errorf("supervise without supervise: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "actor", "grant", "alice", "--scope", "supervise", "--dir", a); code != exit.OK {
+		t.Fatalf("grant: exit %d %s", code, stderr)
+	}
+	code, out, stderr = run(t, "actor", "list", "--dir", a, "--json")
+	var rows []actor.ListRow
+	if code != exit.OK || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].Name != "alice" || rows[0].Scope[0] != "supervise" {
+		t.Fatalf("actor list: exit %d %s %s", code, out, stderr)
+	}
+	owner := rows[0].Owner
+
+	// Machine B.
+	supCtx, stopSup := context.WithCancel(t.Context())
+	defer stopSup()
+	supDone := make(chan int, 1)
+	supIO, _, _, supErr := iostreams.Test()
+	go func() { supDone <- Main(supCtx, supIO, []string{"supervise", "--mesh", url, "--dir", b}) }()
+
+	// ps on A lists it.
+	managerLine := regexp.MustCompile(`(?m)^([a-z0-9]{26,})\s+(\d+)\s+(\d+)$`)
+	var instance string
+	deadline := time.Now().Add(30 * time.Second)
+	for instance == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("ps on A never listed the remote manager (supervise: %s)", supErr.String())
+		}
+		select {
+		case c := <-supDone:
+			t.Fatalf("supervise ended with %d: %s", c, supErr.String())
+		default:
+		}
+		if _, out, _ := run(t, "ps", "--dir", a); managerLine.MatchString(out) {
+			instance = managerLine.FindStringSubmatch(out)[1]
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// Its liveness plane answers bound.
+	code, out, _ = run(t, "status", "--dir", a, "--json")
+	if err := json.Unmarshal([]byte(out), &st); code != exit.OK || err != nil || st.Spaces[0].Planes[wire.PlaneManager] != wire.ResponderBound {
+		t.Fatalf("manager liveness from A: %s", out)
+	}
+	// A asks it to spawn an agent, which runs on B as alice's.
+	args := append([]string{"spawn", "--dir", a, "--instance", instance, "--name", "dana", "--detach", "--"}, agentCommand(t)...)
+	if code, _, stderr := run(t, args...); code != exit.OK {
+		t.Fatalf("spawn on the remote manager: exit %d %s (supervise: %s)", code, stderr, supErr.String())
+	}
+	dana, ok := psRows(t, a)[owner+".dana"]
+	if !ok || dana.Process == nil || dana.Process.InstanceID != instance || dana.Process.Status != "running" {
+		t.Fatalf("ps on A: dana %+v", dana)
+	}
+
+	// Revoking supervise evicts it: supervise ends with an error, dana's credential is retired.
+	if code, _, stderr := run(t, "actor", "revoke", "alice", "--scope", "supervise", "--dir", a); code != exit.OK {
+		t.Fatalf("revoke: exit %d %s", code, stderr)
+	}
+	select {
+	case c := <-supDone:
+		if c == exit.OK || !strings.Contains(supErr.String(), "remote supervision ended") {
+			t.Fatalf("supervise after eviction: exit %d %s", c, supErr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the evicted remote manager kept running: %s", supErr.String())
+	}
+	if credActive(t, a, owner+".dana") {
+		t.Error("the evicted manager's agent kept its credential")
+	}
+	// Logout forgets the login.
+	if code, _, stderr := run(t, "logout", "--mesh", url); code != exit.OK || !strings.Contains(stderr, "logged out") {
+		t.Errorf("logout: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "supervise", "--mesh", url, "--dir", b); code != exit.Failed || !strings.Contains(stderr, "not logged in") {
+		t.Errorf("supervise after logout: exit %d %s", code, stderr)
+	}
+}
