@@ -3,6 +3,7 @@ package authservice_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -227,4 +228,83 @@ func TestExchangeRefusesAlike(t *testing.T) {
 	if !strings.Contains(string(b1), "unauthorized") {
 		t.Fatalf("refusal body %s", b1)
 	}
+}
+
+// TestBearerLifetimeAndForgeries: the credential the callout mints expires with the bearer, so
+// the broker drops the connection then; a bearer whose payload was altered, or that another
+// space's auth service signed, is refused at connect.
+func TestBearerLifetimeAndForgeries(t *testing.T) {
+	t.Parallel()
+	r := start(t)
+	idToken := r.login(t, "dave")
+	r.grant(t, "dave", []string{"spawn"}, []string{"general"}, nil)
+	status, body := r.exchange(t, map[string]any{"idpToken": idToken, "actor": "cli", "ttlSec": 2})
+	if status != 200 {
+		t.Fatalf("exchange: HTTP %d %s", status, body)
+	}
+	var out struct {
+		Token string `json:"token"`
+		Exp   int64  `json:"exp"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	nc, err := dial.AsBearer(ctx, r.m.URL(), []byte(r.doc.SentinelCreds), out.Token, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer nc.Close()
+	select {
+	case <-closed:
+		if late := time.Since(time.Unix(out.Exp, 0)); late < -time.Second || late > 3*time.Second {
+			t.Errorf("the connection closed %s after the bearer's exp", late)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("the broker kept the connection past the bearer's expiry")
+	}
+
+	// Altered: the payload names another actor; the signature no longer holds.
+	fresh := r.bearer(t, idToken)
+	parts := strings.Split(fresh, ".")
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := strings.Replace(string(payload), `"actor":"cli"`, `"actor":"admin"`, 1)
+	parts[1] = base64.RawURLEncoding.EncodeToString([]byte(forged))
+	if err := r.connect(strings.Join(parts, ".")); err == nil {
+		t.Fatal("an altered bearer connected")
+	}
+	// Signed by another space's keys.
+	other, err := userauth.LoadOrCreateIssuer(filepath.Join(t.TempDir(), "issuer.json"), r.m.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := r.issuerOf(t).Verify(fresh, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := other.Sign(*claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.connect(foreign); err == nil {
+		t.Fatal("a bearer signed by keys the service does not hold connected")
+	}
+	if err := r.connect(fresh); err != nil {
+		t.Fatalf("the genuine bearer: %v", err)
+	}
+}
+
+// issuerOf loads the service's own bearer keys, to read a bearer's claims.
+func (r *rig) issuerOf(t *testing.T) *userauth.Issuer {
+	t.Helper()
+	iss, err := userauth.LoadOrCreateIssuer(filepath.Join(r.st.Dir, "issuer.json"), r.m.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return iss
 }
