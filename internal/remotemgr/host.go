@@ -117,7 +117,7 @@ func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
 	}
 	switch r.Operation {
 	case OpPrepare:
-		err = h.prepare(who, r, resp)
+		err = h.prepare(ctx, who, r, resp)
 	case OpActivate:
 		err = h.activate(ctx, who, r, resp)
 	case OpRenewStandingBundle:
@@ -206,8 +206,18 @@ func (r *Response) credential(name string, c Issued) {
 
 // prepare records the registration and issues the supervisor and executor credentials. An
 // instance another person registered is refused.
-func (h *Host) prepare(who *Person, r *Request, resp *Response) error {
-	err := h.Registry.Claim(Registration{Owner: who.Owner, Actor: r.Actor, InstanceID: r.InstanceID, LifecycleUID: r.ManagerLifecycleUID,
+func (h *Host) prepare(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	// The executor may write the instance's gate: an instance whose gate another principal holds
+	// (a local manager's, whose id the registry shows) is never prepared, or its executor could
+	// rewrite that gate and take the instance over.
+	og, err := h.Ledger.ObserveManagerGate(ctx, wire.LifecycleUID(r.InstanceID))
+	if err != nil {
+		return refuse(wire.CodeInternal, "observe the gate of %s: %v", r.InstanceID, err)
+	}
+	if serve := principal(who.Owner, resp.Actors.Serve); og != nil && og.Row.Principal != serve.String() {
+		return refuse(wire.CodePermissionDenied, "instance %s is served by %s", r.InstanceID, og.Row.Principal)
+	}
+	err = h.Registry.Claim(Registration{Owner: who.Owner, Actor: r.Actor, InstanceID: r.InstanceID, LifecycleUID: r.ManagerLifecycleUID,
 		Identities: r.Identities, PreparedAt: time.Now().Unix()})
 	if errors.Is(err, ErrForeignInstance) {
 		return refuse(wire.CodePermissionDenied, "%v", err)

@@ -96,16 +96,46 @@ func code(err error) wire.ErrorCode {
 // post sends a raw body to the host and returns the status and the refusal code.
 func (r *hostRig) post(t *testing.T, body []byte) (int, string) {
 	t.Helper()
+	_, status, code := r.exchange(t, body)
+	return status, code
+}
+
+// send sends req with token, as a client that builds its own requests would.
+func (r *hostRig) send(t *testing.T, token string, req remotemgr.Request) (*remotemgr.Response, int, string) {
+	t.Helper()
+	body, _ := json.Marshal(remotemgr.Envelope{IDPToken: token, Request: req})
+	return r.exchange(t, body)
+}
+
+// exchange posts body and decodes the answer: the response, the status and the refusal code.
+func (r *hostRig) exchange(t *testing.T, body []byte) (*remotemgr.Response, int, string) {
+	t.Helper()
 	res, err := http.Post(r.url, "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var out struct {
+	raw, _ := io.ReadAll(res.Body)
+	var out remotemgr.Response
+	var refusal struct {
 		Error string `json:"error"`
 	}
-	_ = json.NewDecoder(res.Body).Decode(&out)
-	return res.StatusCode, out.Error
+	_ = json.Unmarshal(raw, &out)
+	_ = json.Unmarshal(raw, &refusal)
+	return &out, res.StatusCode, refusal.Error
+}
+
+// activated prepares, registers and activates a fresh instance of the person holding token.
+func (r *hostRig) activated(t *testing.T, token string) (*remotemgr.Client, *authority.Credential, wire.LifecycleUID) {
+	t.Helper()
+	inst := wire.NewLifecycleUID()
+	c := r.client(t, token, inst)
+	register(t, r, c)
+	serve, _, err := c.Activate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, serve, inst
 }
 
 func TestPrepareNeedsSuperviseAndAWellFormedRequest(t *testing.T) {
@@ -177,9 +207,29 @@ func TestPrepareIssuesExactlyTheSupervisorAndExecutor(t *testing.T) {
 	if st.Supervisor.Principal.String() != alice+"."+c.Actors().Supervisor || st.Executor.Principal.String() != alice+"."+c.Actors().Executor {
 		t.Errorf("principals %s, %s", st.Supervisor.Principal, st.Executor.Principal)
 	}
-	// Another person cannot take the instance over.
-	if _, err := r.client(t, "bob-token", wire.LifecycleUID(st.Supervisor.LifecycleUID)).Prepare(t.Context()); err != nil {
-		t.Fatal(err) // a different instance id (the lifecycle) is bob's own
+}
+
+// TestPrepareRefusesAnotherPrincipalsInstance: an instance another person registered, or a local
+// manager serves, is never prepared: its executor could rewrite that gate.
+func TestPrepareRefusesAnotherPrincipalsInstance(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	_, _, inst := r.activated(t, "alice-token")
+	if _, err := r.client(t, "bob-token", inst).Prepare(ctx); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("prepare another person's instance: %v", err)
+	}
+	local := wire.NewLifecycleUID()
+	h, _, err := r.m.Ledger("").HoldManager(ctx, "manager", local, []string{"ps"}, time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release()
+	if _, err := r.client(t, "alice-token", local).Prepare(ctx); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("prepare a local manager's instance: %v", err)
+	}
+	// The same person prepares their own instance again (a restart).
+	if _, err := r.client(t, "alice-token", inst).Prepare(ctx); err != nil {
+		t.Fatalf("prepare one's own instance again: %v", err)
 	}
 }
 
@@ -256,16 +306,14 @@ func TestActivateRefusesAProofOverOtherArtifacts(t *testing.T) {
 	req := c.RawRequest(remotemgr.KindAuthority, remotemgr.OpActivate)
 	req.ContractArtifacts = other
 	req.RegistrationProof = remotemgr.RegistrationProof(alice, &req)
-	body, _ := json.Marshal(remotemgr.Envelope{IDPToken: "alice-token", Request: req})
-	if status, got := r.post(t, body); status != 403 || got != string(wire.CodePermissionDenied) {
+	if _, status, got := r.send(t, "alice-token", req); status != 403 || got != string(wire.CodePermissionDenied) {
 		t.Fatalf("activate over other artifacts: HTTP %d %q", status, got)
 	}
 	// And a proof that is not this registration's.
 	req = c.RawRequest(remotemgr.KindAuthority, remotemgr.OpActivate)
 	req.ContractArtifacts = arts
 	req.RegistrationProof = remotemgr.RegistrationProof(bob, &req)
-	body, _ = json.Marshal(remotemgr.Envelope{IDPToken: "alice-token", Request: req})
-	if status, got := r.post(t, body); status != 403 || got != string(wire.CodePermissionDenied) {
+	if _, status, got := r.send(t, "alice-token", req); status != 403 || got != string(wire.CodePermissionDenied) {
 		t.Fatalf("activate with another owner's proof: HTTP %d %q", status, got)
 	}
 }
@@ -273,13 +321,7 @@ func TestActivateRefusesAProofOverOtherArtifacts(t *testing.T) {
 func TestRenewStandingBundle(t *testing.T) {
 	r := newHostRig(t, 0)
 	ctx := t.Context()
-	inst := wire.NewLifecycleUID()
-	c := r.client(t, "alice-token", inst)
-	register(t, r, c)
-	serve, _, err := c.Activate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, serve, inst := r.activated(t, "alice-token")
 	account := r.host.Keys.AccountPublicKey()
 	st, err := c.Renew(ctx, account)
 	if err != nil {
@@ -296,8 +338,7 @@ func TestRenewStandingBundle(t *testing.T) {
 	epoch := c.Epoch()
 	req.ProcessEpoch, req.AccountPublicKey = &epoch, account
 	req.RegistrationProof = remotemgr.RegistrationProof(alice, &req)
-	body, _ := json.Marshal(remotemgr.Envelope{IDPToken: "alice-token", Request: req})
-	if status, got := r.post(t, body); status != 403 || got != string(wire.CodePermissionDenied) {
+	if _, status, got := r.send(t, "alice-token", req); status != 403 || got != string(wire.CodePermissionDenied) {
 		t.Fatalf("renew with the registration proof: HTTP %d %q", status, got)
 	}
 	// A newer incarnation moves the gate: the old one's renewal is a stale epoch.
@@ -353,33 +394,22 @@ func TestRemoteManagerLivenessRows(t *testing.T) {
 
 func TestEvictFamilyPrincipal(t *testing.T) {
 	r := newHostRig(t, 0)
-	ctx := t.Context()
-	inst := wire.NewLifecycleUID()
-	c := r.client(t, "alice-token", inst)
-	register(t, r, c)
-	serve, _, err := c.Activate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	send := func(token string, req remotemgr.Request) (int, string) {
-		body, _ := json.Marshal(remotemgr.Envelope{IDPToken: token, Request: req})
-		return r.post(t, body)
-	}
+	c, serve, _ := r.activated(t, "alice-token")
 	evict := func(principals ...string) remotemgr.Request {
 		req := c.Hosted(remotemgr.KindMaintenance, remotemgr.OpEvictFamily)
 		req.Principals = principals
 		return req
 	}
 	// Not a holder of this instance's serving credentials.
-	if status, got := send("alice-token", evict(alice+".someone")); status != 403 || got != string(wire.CodePermissionDenied) {
+	if _, status, got := r.send(t, "alice-token", evict(alice+".someone")); status != 403 || got != string(wire.CodePermissionDenied) {
 		t.Fatalf("evict a non-holder: HTTP %d %q", status, got)
 	}
 	// Another person's instance.
-	if status, got := send("bob-token", evict(serve.Principal.String())); status != 403 || got != string(wire.CodePermissionDenied) {
+	if _, status, got := r.send(t, "bob-token", evict(serve.Principal.String())); status != 403 || got != string(wire.CodePermissionDenied) {
 		t.Fatalf("evict on another person's instance: HTTP %d %q", status, got)
 	}
 	conn := r.m.Connect(t, serve)
-	if status, got := send("alice-token", evict(serve.Principal.String())); status != 200 {
+	if _, status, got := r.send(t, "alice-token", evict(serve.Principal.String())); status != 200 {
 		t.Fatalf("evict the instance's own serve principal: HTTP %d %q", status, got)
 	}
 	meshtest.Eventually(t, 10*time.Second, "the evicted serve connection closes", conn.IsClosed)
@@ -388,30 +418,7 @@ func TestEvictFamilyPrincipal(t *testing.T) {
 func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 	r := newHostRig(t, 0)
 	ctx := t.Context()
-	inst := wire.NewLifecycleUID()
-	c := r.client(t, "alice-token", inst)
-	register(t, r, c)
-	if _, _, err := c.Activate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	send := func(token string, req remotemgr.Request) (*remotemgr.Response, int, string) {
-		t.Helper()
-		body, _ := json.Marshal(remotemgr.Envelope{IDPToken: token, Request: req})
-		res, err := http.Post(r.url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		raw, _ := io.ReadAll(res.Body)
-		var out remotemgr.Response
-		var refusal struct {
-			Error string `json:"error"`
-		}
-		_ = json.Unmarshal(raw, &out)
-		_ = json.Unmarshal(raw, &refusal)
-		return &out, res.StatusCode, refusal.Error
-	}
-
+	c, _, _ := r.activated(t, "alice-token")
 	// session: the serving half lives until the session expires, but never past a day.
 	servingKey := func() string { k, _ := nkeys.CreateUser(); p, _ := k.PublicKey(); return p }
 	for _, tc := range []struct {
@@ -422,7 +429,7 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 		req := c.RawRequest(remotemgr.KindAuthority, remotemgr.OpSession)
 		req.RegistrationProof = remotemgr.RegistrationProof(alice, &req)
 		req.Session = &remotemgr.SessionAsk{ID: servingKey(), Endpoint: "manager", SessionID: "sEsSiOn_iD-0123456789abcdef", Epoch: c.Epoch(), Exp: tc.exp.Unix()}
-		out, status, code := send("alice-token", req)
+		out, status, code := r.send(t, "alice-token", req)
 		if status != 200 {
 			t.Fatalf("session for %s: HTTP %d %s", tc.name, status, code)
 		}
@@ -439,11 +446,11 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 	req := c.RawRequest(remotemgr.KindAuthority, remotemgr.OpRetire)
 	req.RegistrationProof = c.Hosted(remotemgr.KindAuthority, remotemgr.OpRetire).RegistrationProof
 	req.Retirement = &remotemgr.Retirement{Target: remotemgr.Target{Owner: bob, Actor: "x", LifecycleUID: string(wire.NewLifecycleUID())}, ServeEpoch: c.Epoch()}
-	if _, status, code := send("alice-token", req); status != 403 || code != string(wire.CodePermissionDenied) {
+	if _, status, code := r.send(t, "alice-token", req); status != 403 || code != string(wire.CodePermissionDenied) {
 		t.Fatalf("retire another owner's agent: HTTP %d %s", status, code)
 	}
 	req.Retirement.Target.Owner, req.Retirement.ServeEpoch = alice, c.Epoch()+1
-	if _, status, code := send("alice-token", req); status != 403 || code != string(wire.CodePermissionDenied) {
+	if _, status, code := r.send(t, "alice-token", req); status != 403 || code != string(wire.CodePermissionDenied) {
 		t.Fatalf("retire at another epoch (its proof does not match): HTTP %d %s", status, code)
 	}
 

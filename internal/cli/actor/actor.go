@@ -61,6 +61,16 @@ func (w *who) resolve(st *authservice.State, name string) (string, string, error
 	return owner, w.actor, err
 }
 
+// open opens the mesh's user-auth state and resolves the person NAME names there.
+func (w *who) open(f *factory.Factory, name string) (*authservice.State, string, string, error) {
+	st, err := state(f)
+	if err != nil {
+		return nil, "", "", err
+	}
+	owner, actor, err := w.resolve(st, name)
+	return st, owner, actor, err
+}
+
 // state opens the user-auth state of the running mesh's space.
 func state(f *factory.Factory) (*authservice.State, error) {
 	d, st, sp, err := f.Mesh("an open mesh has no people ledger: run `cotal up --user-auth`")
@@ -114,11 +124,7 @@ func newCmdGrant(f *factory.Factory) *cobra.Command {
 					return &exit.UsageError{Err: fmt.Errorf("--allow-subscribe/--allow-publish: %w", err)}
 				}
 			}
-			st, err := state(f)
-			if err != nil {
-				return err
-			}
-			owner, actor, err := w.resolve(st, args[0])
+			st, owner, actor, err := w.open(f, args[0])
 			if err != nil {
 				return err
 			}
@@ -174,11 +180,7 @@ func newCmdRevoke(f *factory.Factory) *cobra.Command {
 			if err := userauth.ValidateScopes(scopes); err != nil {
 				return &exit.UsageError{Err: fmt.Errorf("--scope: %w", err)}
 			}
-			st, err := state(f)
-			if err != nil {
-				return err
-			}
-			owner, actor, err := w.resolve(st, args[0])
+			st, owner, actor, err := w.open(f, args[0])
 			if err != nil {
 				return err
 			}
