@@ -75,7 +75,8 @@ type Service struct {
 	loopback  *http.Server
 	public    *http.Server
 	callout   *callout.Service
-	calloutNC interface{ Close() }
+	calloutNC *nats.Conn
+	plane     *ledger.PlaneHold
 	// LoopbackURL is the loopback face, which needs Cap; PublicURL the public face.
 	LoopbackURL, PublicURL string
 	Cap                    string
@@ -137,8 +138,26 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One auth service per space: a second refuses while this one holds the plane, and this one
+	// stops admitting connects if it ever loses it.
+	s.plane, err = cfg.Ledger.HoldPlane(ctx, fmt.Sprintf("auth-service:%s:%d", cfg.Space, os.Getpid()), func(err error) {
+		cfg.Log.Error("the auth service lost its plane claim: it stops admitting connects", "space", cfg.Space, "err", err)
+		s.stopCallout()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim the auth plane of space %s: %w", cfg.Space, err)
+	}
+	if err := s.serveFaces(ctx, ck, keys, issuer, ex, host); err != nil {
+		return nil, errors.Join(err, s.Close(context.WithoutCancel(ctx)))
+	}
+	return s, nil
+}
+
+// serveFaces starts the callout and both faces of the exchange, and writes the discovery file.
+// What it started is stopped by Close.
+func (s *Service) serveFaces(ctx context.Context, ck *authority.CalloutKeys, keys *authority.SpaceKeys, issuer *userauth.Issuer, ex *userauth.Exchange, host *remotemgr.Host) error {
 	if err := s.serveCallout(ctx, ck, keys, ex); err != nil {
-		return nil, err
+		return err
 	}
 	routes := map[string]userauth.Handler{
 		"/exchange": ex.Handler(),
@@ -146,52 +165,42 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		// another machine, so the public face serves it too, as the reference does.
 		remotemgr.Path: func(ctx context.Context, in *userauth.Incoming) (int, any) { return host.Handle(ctx, in.Body) },
 	}
-	pub, err := listen(cfg.PublicAddr)
-	if err != nil {
-		s.stopCallout()
-		return nil, fmt.Errorf("the exchange's public face: %w", err)
-	}
-	s.PublicURL = strings.TrimSuffix(cfg.PublicURL, "/")
-	if s.PublicURL == "" {
-		s.PublicURL = "http://" + pub.Addr().String()
-	}
 	sentinel, err := ck.SentinelCreds()
 	if err != nil {
-		pub.Close()
-		s.stopCallout()
-		return nil, err
+		return err
 	}
-	doc := MeshDocument{Space: string(cfg.Space), Server: cfg.Server, IdP: cfg.IdP, ExchangeURL: s.PublicURL,
-		ManagerAuthorityURL: s.PublicURL + remotemgr.Path, SentinelCreds: string(sentinel)}
-	opts := userauth.FaceOptions{Issuer: issuer, MeshDocument: doc, Log: cfg.Log}
-	pubFace, err := userauth.NewPublicFace(routes, userauth.PublicOptions{FaceOptions: opts, TrustedProxy: cfg.TrustedProxy})
+	pub, err := listen(s.cfg.PublicAddr)
 	if err != nil {
-		pub.Close()
-		s.stopCallout()
-		return nil, err
+		return fmt.Errorf("the exchange's public face: %w", err)
 	}
 	loop, err := listen("127.0.0.1:0")
 	if err != nil {
 		pub.Close()
-		s.stopCallout()
-		return nil, fmt.Errorf("the exchange's loopback face: %w", err)
+		return fmt.Errorf("the exchange's loopback face: %w", err)
 	}
-	loopFace, err := userauth.NewLoopbackFace(s.Cap, routes, opts)
+	s.PublicURL = strings.TrimSuffix(s.cfg.PublicURL, "/")
+	if s.PublicURL == "" {
+		s.PublicURL = "http://" + pub.Addr().String()
+	}
+	s.LoopbackURL = "http://" + loop.Addr().String()
+	doc := MeshDocument{Space: string(s.cfg.Space), Server: s.cfg.Server, IdP: s.cfg.IdP, ExchangeURL: s.PublicURL,
+		ManagerAuthorityURL: s.PublicURL + remotemgr.Path, SentinelCreds: string(sentinel)}
+	opts := userauth.FaceOptions{Issuer: issuer, MeshDocument: doc, Log: s.cfg.Log}
+	pubFace, err := userauth.NewPublicFace(routes, userauth.PublicOptions{FaceOptions: opts, TrustedProxy: s.cfg.TrustedProxy})
+	if err == nil {
+		var loopFace *userauth.Face
+		if loopFace, err = userauth.NewLoopbackFace(s.Cap, routes, opts); err == nil {
+			s.public, s.loopback = server(pubFace), server(loopFace)
+		}
+	}
 	if err != nil {
 		pub.Close()
 		loop.Close()
-		s.stopCallout()
-		return nil, err
+		return err
 	}
-	s.LoopbackURL = "http://" + loop.Addr().String()
-	s.public, s.loopback = server(pubFace), server(loopFace)
 	go func() { _ = s.public.Serve(pub) }()
 	go func() { _ = s.loopback.Serve(loop) }()
-	if err := s.writeReady(); err != nil {
-		_ = s.Close(context.Background())
-		return nil, err
-	}
-	return s, nil
+	return s.writeReady()
 }
 
 // server wraps a face in an http.Server with the timeouts a face does not set itself.
@@ -233,6 +242,9 @@ func (s *Service) Close(ctx context.Context) error {
 		err = errors.Join(err, s.loopback.Shutdown(ctx))
 	}
 	s.stopCallout()
+	if s.plane != nil {
+		err = errors.Join(err, s.plane.Release(ctx))
+	}
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/mesh"
@@ -307,4 +309,46 @@ func (r *rig) issuerOf(t *testing.T) *userauth.Issuer {
 		t.Fatal(err)
 	}
 	return iss
+}
+
+// TestOneAuthServicePerSpace: a second auth service for the space refuses to start while the
+// first holds the plane; once it is released, a claim succeeds.
+func TestOneAuthServicePerSpace(t *testing.T) {
+	t.Parallel()
+	r := start(t)
+	ctx := t.Context()
+	l := r.m.Ledger("")
+	_, err := authservice.Start(ctx, authservice.Config{Dir: t.TempDir(), Space: r.m.Space, Keyring: r.m.Keyring(), Ledger: l,
+		Server: r.m.URL(), IdP: r.doc.IdP})
+	if !errors.Is(err, authority.ErrPlaneHeld) {
+		t.Fatalf("a second auth service: %v, want ErrPlaneHeld", err)
+	}
+	if _, err := l.HoldPlane(ctx, "another", func(error) {}); !errors.Is(err, authority.ErrPlaneHeld) {
+		t.Fatalf("a second claim: %v", err)
+	}
+}
+
+// TestPlaneClaimReleasedAndTakenAgain: a released claim can be taken at once.
+func TestPlaneClaimReleasedAndTakenAgain(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	l := m.Ledger("")
+	h, err := l.HoldPlane(ctx, "first", func(error) { t.Error("the first claim was lost") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.HoldPlane(ctx, "second", func(error) {}); !errors.Is(err, authority.ErrPlaneHeld) {
+		t.Fatalf("a claim while held: %v", err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h2, err := l.HoldPlane(ctx, "second", func(error) {})
+	if err != nil {
+		t.Fatalf("a claim after release: %v", err)
+	}
+	if err := h2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
