@@ -179,9 +179,22 @@ func remoteIssuer(c *remotemgr.Client) manager.Issuer {
 // keepRemote renews the standing bundle at three quarters of its lifetime and watches the two
 // connections, until ctx ends (nil), the host refuses a renewal, or the broker closes a connection.
 func keepRemote(ctx context.Context, c *remotemgr.Client, account string, sup, serve *dial.Renewing, expires time.Time, log *slog.Logger) error {
-	closed := make(chan string, 2)
+	closed := make(chan string, 4)
+	ended := func(name string) {
+		select {
+		case closed <- name:
+		default: // one report is enough
+		}
+	}
 	for name, conn := range map[string]*dial.Renewing{"supervisor": sup, "serve": serve} {
-		conn.SetClosedHandler(func(*nats.Conn) { closed <- name })
+		conn.SetClosedHandler(func(*nats.Conn) { ended(name) })
+		// An eviction: the broker revoked the key. Reconnecting cannot help, so stop now rather
+		// than after the client gives up.
+		conn.SetDisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if errors.Is(err, nats.ErrAuthRevoked) {
+				ended(name)
+			}
+		})
 	}
 	for {
 		wait := time.Until(expires) * 3 / 4

@@ -211,6 +211,11 @@ func (o *Options) withProcesses(ctx context.Context, rows []Row) (out []Row, man
 	g, err := ctl.Manager.Ps(ctx, ctl.Records)
 	if e, ok := errors.AsType[*wire.EndpointError](err); ok && e.Code == wire.CodeFailedPrecondition {
 		return rows, nil, 0, nil // no manager is registered
+	} else if ok && e.Code == wire.CodeUnavailable {
+		// Registered, but none answers: the registry outlived its managers (one evicted or
+		// killed). The roster still stands.
+		fmt.Fprintf(o.IO.ErrOut, "warning: no registered manager answered ps: %v\n", err)
+		return rows, nil, 1, nil
 	}
 	if err != nil {
 		return nil, nil, 0, factory.Refusal(fmt.Errorf("ask the managers for their agents: %w", err))
