@@ -106,7 +106,16 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 // options, before any connection exists.
 func (c *Client) identify(t *Target) error {
 	o := c.opts
-	if len(o.creds) > 0 {
+	if o.bearer != nil {
+		if len(o.creds) > 0 || t.Token != "" || t.User != "" {
+			return fmt.Errorf("%w: a bearer excludes a creds file and a token or user:pass in the URL", ErrInvalidOption)
+		}
+		g := o.bearer.grant
+		c.grant, c.me, c.space = &g, g.Principal, g.Space
+		if !o.presenceSet {
+			o.presence = g.Presence
+		}
+	} else if len(o.creds) > 0 {
 		if t.Token != "" || t.User != "" {
 			return fmt.Errorf("%w: a creds file excludes a token or user:pass in the URL", ErrInvalidOption)
 		}
@@ -156,7 +165,22 @@ func (c *Client) dial(ctx context.Context, t *Target) error {
 		nats.CustomReconnectDelay(reconnectDelay),
 		nats.ErrorHandler(c.onAsyncError),
 	)
-	if c.grant != nil {
+	switch b := c.opts.bearer; {
+	case b != nil:
+		// The callout keys the credential's inbox by the connection's name, a client nonce.
+		conn := wire.NewConnID()
+		opts = append(opts, nats.UserJWTAndSeed(b.sentinelJWT, b.sentinelSeed), nats.Name(string(conn)),
+			nats.CustomInboxPrefix(conn.InboxPrefix()),
+			nats.TokenHandler(func() string {
+				ctx, cancel := context.WithTimeout(context.Background(), bearerWait)
+				defer cancel()
+				tok, err := b.token(ctx)
+				if err != nil {
+					c.log.Warn("fetch a bearer to connect with", "err", err)
+				}
+				return tok
+			}))
+	case c.grant != nil:
 		opts = append(opts, nats.UserJWTAndSeed(c.grant.jwt, c.grant.seed),
 			nats.CustomInboxPrefix(wire.ConnID(c.grant.UserKey).InboxPrefix()))
 	}

@@ -32,6 +32,7 @@ type options struct {
 	join            []string
 	connectAttempts int
 	natsOpts        []nats.Option
+	bearer          *bearerAuth
 }
 
 // Defaults that options override.

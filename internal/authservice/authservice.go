@@ -132,7 +132,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		Identity: verifier{oidc.NewVerifier(provider, cfg.IdP.ClientID, hc)},
 		Roots:    roots{cfg.Ledger}, Log: cfg.Log,
 	}
-	host := &remotemgr.Host{Space: cfg.Space, Keys: keys, Ledger: cfg.Ledger, People: people{ex}, Registry: st.Registry, Log: cfg.Log}
+	host := &remotemgr.Host{Space: cfg.Space, Keys: keys, Ledger: cfg.Ledger, People: people{ex}, Registry: st.Registry, Managed: st.People, Log: cfg.Log}
 	s := &Service{cfg: cfg, Cap: userauth.NewCap()}
 	ck, err := cfg.Keyring.Callout(cfg.Space)
 	if err != nil {
@@ -160,7 +160,7 @@ func (s *Service) serveFaces(ctx context.Context, ck *authority.CalloutKeys, key
 		return err
 	}
 	routes := map[string]userauth.Handler{
-		"/exchange": ex.Handler(),
+		userauth.PathExchange: ex.Handler(),
 		// SPEC §13.6 puts this route on the operator's loopback face; a remote manager runs on
 		// another machine, so the public face serves it too, as the reference does.
 		remotemgr.Path: func(ctx context.Context, in *userauth.Incoming) (int, any) { return host.Handle(ctx, in.Body) },

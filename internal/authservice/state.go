@@ -78,7 +78,7 @@ func (s *State) retire(ctx context.Context, l *ledger.Ledger, row *userauth.Row)
 
 // EvictManagers ends the remote managers owner.actor registered.
 func (s *State) EvictManagers(ctx context.Context, l *ledger.Ledger, owner, actor string) error {
-	_, err := remotemgr.EvictOwner(ctx, l, s.Registry, owner, actor, "its holder's supervise scope was revoked")
+	_, err := remotemgr.EvictOwner(ctx, l, s.Registry, s.People, owner, actor, "its holder's supervise scope was revoked")
 	return err
 }
 
@@ -124,5 +124,5 @@ func (p people) Authenticate(ctx context.Context, idToken, actor string) (*remot
 	if err != nil {
 		return nil, err
 	}
-	return &remotemgr.Person{Owner: row.Owner, Scopes: row.Scope, AllowSubscribe: row.AllowSubscribe, AllowPublish: row.AllowPublish}, nil
+	return &remotemgr.Person{Owner: row.Owner, Scopes: row.Scope}, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/cli/actor"
 	"github.com/gocotal/cotal/internal/cli/agent"
+	"github.com/gocotal/cotal/internal/cli/agentbearer"
 	"github.com/gocotal/cotal/internal/cli/attach"
 	"github.com/gocotal/cotal/internal/cli/bench"
 	"github.com/gocotal/cotal/internal/cli/channels"
@@ -65,6 +66,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		ps.NewCmdPs(f),
 		console.NewCmdConsole(f),
 		agent.NewCmdAgent(f),
+		agentbearer.NewCmdAgentBearer(f),
 		mcp.NewCmdMCP(f),
 		spawn.NewCmdSpawn(f),
 		spawn.NewCmdStop(f),

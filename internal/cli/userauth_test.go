@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/status"
+	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -105,6 +108,39 @@ func TestUserAuthRemoteManager(t *testing.T) {
 		t.Fatalf("ps on A: dana %+v", dana)
 	}
 
+	// dana is a managed agent: her actor token, in her launch material on B, buys bearers of at
+	// most five minutes on A's loopback face; a wrong token buys nothing.
+	tokens, _ := filepath.Glob(filepath.Join(b, mesh.DirName, "launch", "main", "dana-*", "actor.token"))
+	if len(tokens) != 1 {
+		t.Fatalf("dana's actor token on B: %v", tokens)
+	}
+	code, out, stderr = run(t, "agent-bearer", "--dir", a, "--owner", owner, "--actor", "dana", "--token-file", tokens[0])
+	if code != exit.OK {
+		t.Fatalf("agent-bearer: exit %d %s", code, stderr)
+	}
+	if parts := strings.Split(strings.TrimSpace(out), "."); len(parts) != 3 {
+		t.Fatalf("agent-bearer printed %q", out)
+	} else if raw, err := base64.RawURLEncoding.DecodeString(parts[1]); err != nil {
+		t.Fatal(err)
+	} else {
+		var c struct{ Iat, Exp int64 }
+		if err := json.Unmarshal(raw, &c); err != nil || c.Exp-c.Iat > 300 || c.Exp <= c.Iat {
+			t.Fatalf("agent bearer lifetime: %s (%v)", raw, err)
+		}
+	}
+	// A copy: the manager removes the launch material when the agent ends.
+	kept := filepath.Join(t.TempDir(), "dana.token")
+	if raw, err := os.ReadFile(tokens[0]); err != nil || os.WriteFile(kept, raw, 0o600) != nil {
+		t.Fatalf("keep dana's token: %v", err)
+	}
+	wrong := filepath.Join(t.TempDir(), "wrong.token")
+	if err := os.WriteFile(wrong, []byte("not-the-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := run(t, "agent-bearer", "--dir", a, "--owner", owner, "--actor", "dana", "--token-file", wrong); code != exit.NotAuthorized {
+		t.Errorf("agent-bearer with a wrong token: exit %d %s", code, stderr)
+	}
+
 	// Revoking supervise evicts it: supervise ends with an error, dana's credential is retired.
 	if code, _, stderr := run(t, "actor", "revoke", "alice", "--scope", "supervise", "--dir", a); code != exit.OK {
 		t.Fatalf("revoke: exit %d %s", code, stderr)
@@ -119,6 +155,9 @@ func TestUserAuthRemoteManager(t *testing.T) {
 	}
 	if credActive(t, a, owner+".dana") {
 		t.Error("the evicted manager's agent kept its credential")
+	}
+	if code, _, stderr := run(t, "agent-bearer", "--dir", a, "--owner", owner, "--actor", "dana", "--token-file", kept); code != exit.NotAuthorized {
+		t.Errorf("agent-bearer for a retired agent: exit %d %s", code, stderr)
 	}
 	// Logout forgets the login.
 	if code, _, stderr := run(t, "logout", "--mesh", url); code != exit.OK || !strings.Contains(stderr, "logged out") {

@@ -76,11 +76,13 @@ func (s Spec) validate() error {
 	return nil
 }
 
-// Launch is an issued agent: its principal, its creds, and how to retire its lifecycle.
+// Launch is an issued agent: its principal, its creds (or, for a managed agent of a user-auth
+// mesh, Bearer instead), and how to retire its lifecycle.
 type Launch struct {
 	Principal wire.Principal
 	UID       wire.LifecycleUID
 	Creds     []byte
+	Bearer    *BearerLaunch
 	Retire    func(context.Context) error
 }
 
@@ -224,8 +226,10 @@ type Material struct {
 	Space     string `json:"space"`
 	URL       string `json:"url"`
 	Principal string `json:"principal"`
-	// Creds is the path of the agent's creds file.
-	Creds string `json:"creds"`
+	// Creds is the path of the agent's creds file; empty for a managed agent of a user-auth mesh,
+	// which connects as Bearer says.
+	Creds  string          `json:"creds,omitempty"`
+	Bearer *BearerMaterial `json:"bearer,omitempty"`
 	// MCPServers is an MCP client configuration that runs `cotal mcp` on those creds.
 	MCPServers map[string]MCPServer `json:"mcpServers,omitempty"`
 }
@@ -241,8 +245,8 @@ func ReadMaterial(path string) (*Material, error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("launch material %s: %w", path, err)
 	}
-	if m.URL == "" || m.Creds == "" || m.Space == "" {
-		return nil, fmt.Errorf("launch material %s: it names no url, creds or space", path)
+	if m.URL == "" || m.Space == "" || (m.Creds == "") == (m.Bearer == nil) {
+		return nil, fmt.Errorf("launch material %s: it names no url or space, or not exactly one of creds and bearer", path)
 	}
 	return &m, nil
 }
@@ -346,17 +350,27 @@ func (s *Supervisor) writeMaterial(spec Spec, launch *Launch) (string, Material,
 	if err := atomicfile.MkdirPrivate(dir); err != nil {
 		return "", Material{}, err
 	}
-	creds := filepath.Join(dir, "agent.creds")
-	if err := atomicfile.Write(creds, launch.Creds, 0o600); err != nil {
-		return "", Material{}, err
+	path := filepath.Join(dir, "launch.json")
+	m := Material{V: 1, Space: string(s.cfg.Space), URL: s.cfg.URL, Principal: launch.Principal.String()}
+	var connect []string // how cotal mcp connects as the agent
+	if launch.Bearer != nil {
+		b, err := writeBearer(dir, launch.UID, launch.Bearer)
+		if err != nil {
+			return "", Material{}, err
+		}
+		m.Bearer, connect = b, []string{"--launch-material", path}
+	} else {
+		m.Creds = filepath.Join(dir, "agent.creds")
+		if err := atomicfile.Write(m.Creds, launch.Creds, 0o600); err != nil {
+			return "", Material{}, err
+		}
+		connect = []string{"--creds", m.Creds}
 	}
-	m := Material{V: 1, Space: string(s.cfg.Space), URL: s.cfg.URL, Principal: launch.Principal.String(), Creds: creds}
 	if len(s.cfg.MCPCommand) > 0 {
-		args := append(slices.Clone(s.cfg.MCPCommand[1:]), "--creds", creds)
+		args := append(slices.Clone(s.cfg.MCPCommand[1:]), connect...)
 		m.MCPServers = map[string]MCPServer{"cotal": {Command: s.cfg.MCPCommand[0], Args: args}}
 	}
 	raw, _ := json.MarshalIndent(m, "", "  ") // always encodes
-	path := filepath.Join(dir, "launch.json")
 	return path, m, atomicfile.Write(path, raw, 0o600)
 }
 

@@ -28,8 +28,12 @@ type RemoteOptions struct {
 	Space wire.Space
 	// Server is the broker URL agents and the manager connect to.
 	Server string
-	// AuthorityURL is the host's manager-service-authority route.
-	AuthorityURL string
+	// AuthorityURL is the host's manager-service-authority route; ExchangeURL the exchange the
+	// spawned agents get their bearers from; SentinelCreds the space's shared sentinel creds they
+	// present beside them.
+	AuthorityURL  string
+	ExchangeURL   string
+	SentinelCreds []byte
 	// Actor is the person's actor whose row holds supervise.
 	Actor string
 	// IDToken returns a fresh IdP token of the person.
@@ -100,8 +104,8 @@ func SuperviseRemote(ctx context.Context, d Dir, o RemoteOptions) error {
 		return err
 	}
 	sup, err := manager.New(manager.Config{
-		Issue: remoteIssuer(c), Space: o.Space, URL: o.Server, MaterialDir: d.launchDir(o.Space),
-		MCPCommand: []string{exe, "mcp", "--server", o.Server}, Log: log,
+		Issue: remoteIssuer(c, o), Space: o.Space, URL: o.Server, MaterialDir: d.launchDir(o.Space),
+		MCPCommand: []string{exe, "mcp"}, Log: log,
 	})
 	if err != nil {
 		return err
@@ -158,11 +162,11 @@ func issuerAccount(token string) (string, error) {
 	return claims.IssuerAccount, nil
 }
 
-// remoteIssuer issues agents through the host: each a managed agent of the manager's owner, retired
-// through the host when it is done.
-func remoteIssuer(c *remotemgr.Client) manager.Issuer {
+// remoteIssuer enrolls agents through the host: each a managed agent of the manager's person,
+// connecting on bearers it exchanges its actor token for, retired through the host when done.
+func remoteIssuer(c *remotemgr.Client, o RemoteOptions) manager.Issuer {
 	return func(ctx context.Context, spec manager.Spec) (*manager.Launch, error) {
-		creds, uid, err := c.Enroll(ctx, remotemgr.Enrollment{Name: spec.Name, Role: spec.Role, Subscribe: spec.Subscribe,
+		e, err := c.Enroll(ctx, remotemgr.Enrollment{Name: spec.Name, Role: spec.Role, Subscribe: spec.Subscribe,
 			AllowSubscribe: spec.AllowSubscribe, AllowPublish: spec.AllowPublish})
 		if err != nil {
 			return nil, err
@@ -171,8 +175,10 @@ func remoteIssuer(c *remotemgr.Client) manager.Issuer {
 		if err != nil {
 			return nil, err
 		}
-		lc := wire.Lifecycle{Principal: p, UID: uid}
-		return &manager.Launch{Principal: p, UID: uid, Creds: creds, Retire: func(ctx context.Context) error { return c.Retire(ctx, lc) }}, nil
+		lc := wire.Lifecycle{Principal: p, UID: e.LifecycleUID}
+		return &manager.Launch{Principal: p, UID: e.LifecycleUID, Retire: func(ctx context.Context) error { return c.Retire(ctx, lc) },
+			Bearer: &manager.BearerLaunch{Exchange: o.ExchangeURL, ActorToken: e.ActorToken, SentinelCreds: o.SentinelCreds,
+				Role: e.Grant.Role, AllowSubscribe: e.Grant.AllowSubscribe, AllowPublish: e.Grant.AllowPublish}}, nil
 	}
 }
 

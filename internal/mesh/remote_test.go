@@ -2,11 +2,8 @@ package mesh_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/signal"
 	"strings"
@@ -16,11 +13,14 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
-	"github.com/gocotal/cotal/internal/remotemgr"
+	"github.com/gocotal/cotal/internal/userauth"
+	"github.com/gocotal/cotal/internal/userauth/devidp"
+	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -44,7 +44,11 @@ func presentAgent() int {
 	signal.Notify(sig, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := cotal.Connect(ctx, mat.URL, cotal.WithCreds(mat.Creds))
+	opts, err := mat.ConnectOptions()
+	if err != nil {
+		return 3
+	}
+	c, err := cotal.Connect(ctx, mat.URL, opts...)
 	if err != nil {
 		return 4
 	}
@@ -53,42 +57,34 @@ func presentAgent() int {
 	return 0
 }
 
-// person is the host's people ledger for one person, whose scopes the test changes.
-type person struct{ who *remotemgr.Person }
-
-func (p *person) Authenticate(_ context.Context, idToken, actor string) (*remotemgr.Person, error) {
-	if idToken != "alice-idp-token" || actor != "cli" {
-		return nil, errors.New("unknown person")
-	}
-	return p.who, nil
-}
-
-// TestRemoteManager plays two machines: host A runs the mesh and the authority route; B, with a
-// mesh directory of its own and no keys, runs a remote manager for a person holding supervise.
-// A's operator sees it in ps, spawns an agent on it, and its liveness plane answers bound;
-// revoking supervise evicts it, ends it, and retires its agent.
+// TestRemoteManager plays two machines on a mesh in user-auth mode: host A runs the mesh, its auth
+// service and development IdP; B, with a mesh directory of its own and no keys, runs a remote
+// manager for a person granted supervise. A's operator sees it in ps, spawns an agent on it that
+// connects on bearers of its own, and its liveness plane answers bound; revoking supervise evicts
+// it, ends it, and retires its agent.
 func TestRemoteManager(t *testing.T) {
 	t.Parallel()
-	m := meshtest.Start(t)
+	m := meshtest.Start(t, func(o *mesh.Options) {
+		o.UserAuth = &mesh.UserAuthOptions{DevIdP: true, DevIdPAddr: "127.0.0.1:0"}
+	})
 	ctx := t.Context()
-	keys, err := m.Keyring().Space(m.Space)
+	st, err := authservice.OpenState(m.Dir.UserAuthDir(m.Space), m.Space)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := remotemgr.OpenRegistry(t.TempDir())
+	doc, err := authservice.FetchMeshDocument(ctx, http.DefaultClient, m.State().ExchangeURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const owner = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa"
-	alice := &person{who: &remotemgr.Person{Owner: owner, Scopes: []string{"supervise"}, AllowSubscribe: []string{">"}, AllowPublish: []string{">"}}}
-	host := &remotemgr.Host{Space: m.Space, Keys: keys, Ledger: m.Ledger(m.Space), People: alice, Registry: reg}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		status, reply := host.Handle(r.Context(), body)
-		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(reply)
-	}))
-	defer srv.Close()
+	idToken := devLogin(t, doc, "alice")
+	owner, err := st.Owner("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.People.Grant(&userauth.Row{Owner: owner, Actor: "cli", Scope: []string{"supervise"},
+		AllowSubscribe: []string{"general"}, AllowPublish: []string{"general"}}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Machine B.
 	b := mesh.Dir{Path: t.TempDir() + "/" + mesh.DirName}
@@ -99,8 +95,9 @@ func TestRemoteManager(t *testing.T) {
 	readyc, done := make(chan ready, 1), make(chan error, 1)
 	go func() {
 		done <- mesh.SuperviseRemote(ctx, b, mesh.RemoteOptions{
-			Space: m.Space, Server: m.URL(), AuthorityURL: srv.URL, Actor: "cli",
-			IDToken: func(context.Context) (string, error) { return "alice-idp-token", nil },
+			Space: m.Space, Server: doc.Server, AuthorityURL: doc.ManagerAuthorityURL, ExchangeURL: doc.ExchangeURL,
+			SentinelCreds: []byte(doc.SentinelCreds), Actor: "cli",
+			IDToken: func(context.Context) (string, error) { return idToken, nil },
 			Ready:   func(i wire.LifecycleUID, e int64) { readyc <- ready{i, e} },
 		})
 	}()
@@ -128,7 +125,7 @@ func TestRemoteManager(t *testing.T) {
 		t.Fatalf("manager liveness: %+v", res)
 	}
 
-	// A's operator: ps lists it, and a spawn on it runs on B.
+	// A's operator: a spawn on it runs on B, as alice's managed agent on bearers.
 	cred, err := m.Ledger("").Issue(ctx, ledger.Request{Profile: authority.ProfileControlAdmin, Name: "cotal_control"})
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +145,10 @@ func TestRemoteManager(t *testing.T) {
 	if sp.State != manager.GoalSucceeded || sp.Acceptance.Owner != owner || sp.Acceptance.Executor.LifecycleUID != string(rm.instance) {
 		t.Fatalf("spawn: %+v (%s)", sp.Acceptance, sp.Data)
 	}
+	row, err := st.People.Get(owner, "dana")
+	if err != nil || row.Kind != userauth.KindManaged || row.Parent != owner+".cli" {
+		t.Fatalf("dana's row: %+v %v", row, err)
+	}
 	g, err := mc.Ps(ctx, records)
 	if err != nil {
 		t.Fatal(err)
@@ -165,10 +166,11 @@ func TestRemoteManager(t *testing.T) {
 	}
 
 	// Revoking supervise: the host evicts the instance and retires its agents; the manager ends.
-	alice.who.Scopes = nil
-	evicted, err := remotemgr.EvictOwner(ctx, m.Ledger(m.Space), reg, owner, "cli", "supervise revoked")
-	if err != nil || len(evicted) != 1 || evicted[0] != rm.instance {
-		t.Fatalf("evict: %v %v", evicted, err)
+	if _, err := st.People.Grant(&userauth.Row{Owner: owner, Actor: "cli", Scope: []string{"spawn"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EvictManagers(ctx, m.Ledger(m.Space), owner, "cli"); err != nil {
+		t.Fatal(err)
 	}
 	select {
 	case err := <-done:
@@ -178,10 +180,32 @@ func TestRemoteManager(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the evicted remote manager kept running")
 	}
-	if got, err := m.Ledger(m.Space).ActiveCredential(ctx, wire.LifecycleUID(sp.Acceptance.UID), authority.ProfileAgent); err == nil && got != "" {
-		t.Fatal("dana's credential is still active after her manager's eviction")
+	if _, err := st.People.Get(owner, "dana"); !errors.Is(err, userauth.ErrNoRow) {
+		t.Fatalf("dana's row after her manager's eviction: %v", err)
 	}
 	if res, err := pc.Probe(ctx, wire.PlaneManager); err != nil || res.Verdict == wire.ResponderBound {
 		t.Fatalf("manager liveness after eviction: %+v %v", res, err)
 	}
+}
+
+// devLogin logs user in at the mesh's development IdP and returns an ID token.
+func devLogin(t *testing.T, doc *authservice.MeshDocument, user string) string {
+	t.Helper()
+	ctx := t.Context()
+	p, err := oidc.Discover(ctx, http.DefaultClient, doc.IdP.Issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := p.StartDevice(ctx, http.DefaultClient, doc.IdP.ClientID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := devidp.Approve(ctx, http.DefaultClient, doc.IdP.Issuer, dc.UserCode, user); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := p.PollDevice(ctx, http.DefaultClient, doc.IdP.ClientID, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.IDToken
 }

@@ -297,18 +297,29 @@ func (c *Client) Renew(ctx context.Context, account string) (*Standing, error) {
 	return s, err
 }
 
-// Enroll asks the host for a managed agent's credential.
-func (c *Client) Enroll(ctx context.Context, e Enrollment) (creds []byte, uid wire.LifecycleUID, err error) {
+// Enrolled is a managed agent the host enrolled: its lifecycle, its actor token and its grant.
+type Enrolled struct {
+	LifecycleUID wire.LifecycleUID
+	ActorToken   string
+	Grant        AgentGrant
+}
+
+// Enroll asks the host for a managed agent.
+func (c *Client) Enroll(ctx context.Context, e Enrollment) (*Enrolled, error) {
 	r := c.hosted(KindEnrollment, "")
 	r.Enrollment = &e
 	resp, err := c.do(ctx, r)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	if len(resp.Creds) == 0 {
-		return nil, "", errors.New("remote manager enrollment: the host returned no creds")
+	if resp.ActorToken == "" || resp.Agent == nil {
+		return nil, errors.New("remote manager enrollment: the host returned no actor token")
 	}
-	return resp.Creds, wire.LifecycleUID(resp.LifecycleUID), nil
+	uid, err := wire.ParseLifecycleUID(resp.LifecycleUID)
+	if err != nil {
+		return nil, fmt.Errorf("remote manager enrollment: %w", err)
+	}
+	return &Enrolled{LifecycleUID: uid, ActorToken: resp.ActorToken, Grant: *resp.Agent}, nil
 }
 
 // Retire asks the host to retire a managed agent's lifecycle.

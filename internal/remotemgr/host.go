@@ -2,6 +2,10 @@ package remotemgr
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +15,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -28,10 +33,8 @@ const (
 
 // Person is who sent a request, as the host's people ledger knows them.
 type Person struct {
-	Owner          string
-	Scopes         []string
-	AllowSubscribe []string
-	AllowPublish   []string
+	Owner  string
+	Scopes []string
 }
 
 // Authenticator turns a person's IdP token and the actor they speak as into their owner token and
@@ -47,6 +50,10 @@ type Host struct {
 	Ledger   *ledger.Ledger
 	People   Authenticator
 	Registry *Registry
+	// Managed is the people ledger the managed agents' rows are written to: each agent a remote
+	// manager spawns is a managed row of its person, within that person's row, that connects on
+	// bearers exchanged for its actor token. Without it enrollment is unimplemented.
+	Managed *userauth.People
 	// Life is the standing credentials' lifetime: StandingLifetime when zero. The executor's is
 	// ExecutorLifetime, never more than Life.
 	Life time.Duration
@@ -377,11 +384,8 @@ func (h *Host) retire(ctx context.Context, who *Person, r *Request, resp *Respon
 	if _, err := h.current(ctx, who, r); err != nil {
 		return err
 	}
-	if err := h.Ledger.Retire(ctx, t.lifecycle()); err != nil {
-		return refuse(wire.CodeInternal, "retire %s: %v", t.lifecycle(), err)
-	}
-	if err := h.Registry.RemoveAgent(r.InstanceID, t); err != nil {
-		h.log().Warn("forget a retired agent of a remote manager", "instance", r.InstanceID, "agent", t.lifecycle(), "err", err)
+	if err := h.retireAgent(ctx, r.InstanceID, t); err != nil {
+		return refuse(wire.CodeInternal, "%v", err)
 	}
 	return nil
 }
@@ -424,9 +428,14 @@ func (h *Host) evictFamily(ctx context.Context, who *Person, r *Request, resp *R
 	return nil
 }
 
-// enroll issues a managed agent's credential for the manager to launch it with: an agent of the
-// manager's owner, within the person's channel ACL, a fresh lifecycle with its durables.
+// enroll makes a managed agent for the manager to launch: a managed row of the person, its
+// parent, within that row's envelope (scopes, channels, role), with a fresh lifecycle whose
+// durables are provisioned, and an actor token the agent exchanges for bearers. The host keeps
+// only the token's hash.
 func (h *Host) enroll(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	if h.Managed == nil {
+		return refuse(wire.CodeUnimplemented, "this host enrolls no managed agents")
+	}
 	if _, err := h.current(ctx, who, r); err != nil {
 		return err
 	}
@@ -438,31 +447,56 @@ func (h *Host) enroll(ctx context.Context, who *Person, r *Request, resp *Respon
 	if err := req.Validate(); err != nil {
 		return refuse(wire.CodeBadRequest, "%v", err)
 	}
-	for _, ch := range req.AllowPublish {
-		if !wire.ChannelInAllow(who.AllowPublish, ch) {
-			return refuse(wire.CodePermissionDenied, "%s may not give an agent publish on %s", who.Owner, ch)
-		}
-	}
 	read := req.AllowSubscribe
 	if len(read) == 0 {
 		read = req.Subscribe
 	}
-	for _, ch := range read {
-		if !wire.ChannelInAllow(who.AllowSubscribe, ch) {
-			return refuse(wire.CodePermissionDenied, "%s may not give an agent read on %s", who.Owner, ch)
+	token := make([]byte, 32)
+	_, _ = rand.Read(token) // never fails since Go 1.24
+	actorToken := base64.RawURLEncoding.EncodeToString(token)
+	sum := sha256.Sum256([]byte(actorToken))
+	row, err := h.Managed.GrantManaged(&userauth.Row{
+		Owner: who.Owner, Actor: e.Name, AllowSubscribe: read, AllowPublish: req.AllowPublish, Role: e.Role,
+		Parent: principal(who.Owner, r.Actor).String(), TokenHash: hex.EncodeToString(sum[:]), LifecycleUID: wire.NewLifecycleUID(),
+		Label: "spawned by remote manager " + r.InstanceID,
+	})
+	if errors.Is(err, userauth.ErrDenied) {
+		return refuse(wire.CodePermissionDenied, "enroll %s: %v", e.Name, err)
+	} else if err != nil {
+		return refuse(wire.CodeFailedPrecondition, "enroll %s: %v", e.Name, err)
+	}
+	p := principal(who.Owner, e.Name)
+	agent := Target{Owner: who.Owner, Actor: e.Name, LifecycleUID: string(row.LifecycleUID)}
+	if err := h.Registry.AddAgent(r.InstanceID, agent); err != nil {
+		// An agent the host cannot record could outlive its manager's eviction: not enrolled.
+		return errors.Join(refuse(wire.CodeInternal, "record agent %s: %v", e.Name, err), h.Managed.RevokeManaged(who.Owner, e.Name))
+	}
+	if err := h.Ledger.ProvisionAgent(ctx, &authority.Credential{Principal: p, LifecycleUID: row.LifecycleUID}, req); err != nil {
+		return errors.Join(refuse(wire.CodeInternal, "provision agent %s: %v", e.Name, err), h.retireAgent(ctx, r.InstanceID, agent))
+	}
+	resp.LifecycleUID, resp.ActorToken = string(row.LifecycleUID), actorToken
+	resp.Agent = &AgentGrant{Role: row.Role, AllowSubscribe: row.AllowSubscribe, AllowPublish: row.AllowPublish}
+	return nil
+}
+
+// retireAgent ends a managed agent: its row deleted (its next exchange and connect are refused),
+// its lifecycle retired with its credentials and durables, and the registry told.
+func (h *Host) retireAgent(ctx context.Context, instance string, t Target) error {
+	return retireAgent(ctx, h.Ledger, h.Registry, h.Managed, instance, t)
+}
+
+// retireAgent is Host.retireAgent for whoever holds the ledger, the registry and the people.
+func retireAgent(ctx context.Context, l *ledger.Ledger, reg *Registry, people *userauth.People, instance string, t Target) error {
+	var err error
+	if people != nil {
+		if rerr := people.RevokeManaged(t.Owner, t.Actor); rerr != nil && !errors.Is(rerr, userauth.ErrNoRow) {
+			err = rerr
 		}
 	}
-	cred, retire, err := h.Ledger.StartAgent(ctx, req)
-	if err != nil {
-		return refuse(wire.CodeInternal, "start agent %s: %v", e.Name, err)
+	if rerr := l.Retire(ctx, t.lifecycle()); rerr != nil {
+		return errors.Join(err, fmt.Errorf("retire %s: %w", t.lifecycle(), rerr))
 	}
-	agent := Target{Owner: who.Owner, Actor: e.Name, LifecycleUID: string(cred.LifecycleUID)}
-	if err := h.Registry.AddAgent(r.InstanceID, agent); err != nil {
-		// An agent the host cannot record could outlive its manager's eviction: not issued.
-		return errors.Join(refuse(wire.CodeInternal, "record agent %s: %v", e.Name, err), retire(ctx))
-	}
-	resp.Creds, resp.LifecycleUID = cred.Creds, string(cred.LifecycleUID)
-	return nil
+	return errors.Join(err, reg.RemoveAgent(instance, t))
 }
 
 // authorizeAdmin answers whether caller may launch on the manager as an operator: a control

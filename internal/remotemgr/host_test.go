@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/remotemgr"
+	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -41,10 +43,19 @@ const (
 )
 
 type hostRig struct {
-	m    *meshtest.Mesh
-	host *remotemgr.Host
-	url  string
-	who  people
+	m      *meshtest.Mesh
+	host   *remotemgr.Host
+	url    string
+	who    people
+	people *userauth.People
+}
+
+// grantRow writes owner's cli row in the people ledger, the parent of the agents it enrolls.
+func (r *hostRig) grantRow(t *testing.T, owner string, read, post []string) {
+	t.Helper()
+	if _, err := r.people.Grant(&userauth.Row{Owner: owner, Actor: "cli", Scope: []string{"supervise"}, AllowSubscribe: read, AllowPublish: post}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func newHostRig(t *testing.T, life time.Duration) *hostRig {
@@ -59,11 +70,15 @@ func newHostRig(t *testing.T, life time.Duration) *hostRig {
 		t.Fatal(err)
 	}
 	who := people{
-		"alice-token": {Owner: alice, Scopes: []string{"supervise"}, AllowSubscribe: []string{">"}, AllowPublish: []string{">"}},
+		"alice-token": {Owner: alice, Scopes: []string{"supervise"}},
 		"bob-token":   {Owner: bob, Scopes: []string{"supervise"}},
 		"carol-token": {Owner: "u_cccccccccccccccccccccccccc", Scopes: []string{"spawn", "admin", "role:x"}},
 	}
-	h := &remotemgr.Host{Space: m.Space, Keys: keys, Ledger: m.Ledger(m.Space), People: who, Registry: reg, Life: life}
+	managed, err := userauth.OpenPeople(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &remotemgr.Host{Space: m.Space, Keys: keys, Ledger: m.Ledger(m.Space), People: who, Registry: reg, Managed: managed, Life: life}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		status, reply := h.Handle(r.Context(), body)
@@ -72,7 +87,7 @@ func newHostRig(t *testing.T, life time.Duration) *hostRig {
 		_ = json.NewEncoder(w).Encode(reply)
 	}))
 	t.Cleanup(srv.Close)
-	return &hostRig{m: m, host: h, url: srv.URL, who: who}
+	return &hostRig{m: m, host: h, url: srv.URL, who: who, people: managed}
 }
 
 func (r *hostRig) client(t *testing.T, token string, instance wire.LifecycleUID) *remotemgr.Client {
@@ -454,23 +469,32 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 		t.Fatalf("retire at another epoch (its proof does not match): HTTP %d %s", status, code)
 	}
 
-	// enrollment: within the person's ACL only.
-	r.who["alice-token"].AllowSubscribe, r.who["alice-token"].AllowPublish = []string{"team.>"}, []string{"team.a"}
-	if _, _, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "wide", Subscribe: []string{"general"}}); code(err) != wire.CodePermissionDenied {
-		t.Fatalf("enroll beyond the person's read ACL: %v", err)
+	// enrollment: a managed row within the person's row only, whose token the host keeps hashed.
+	r.grantRow(t, alice, []string{"team.>"}, []string{"team.a"})
+	for name, e := range map[string]remotemgr.Enrollment{
+		"beyond the read ACL":          {Name: "wide", Subscribe: []string{"general"}},
+		"beyond the publish ACL":       {Name: "loud", Subscribe: []string{"team.a"}, AllowPublish: []string{"team.b"}},
+		"a role the person lacks":      {Name: "worker", Subscribe: []string{"team.a"}, Role: "builder"},
+		"the manager's own identity":   {Name: c.Actors().Serve},
+		"the person's own actor (cli)": {Name: "cli"},
+	} {
+		if _, err := c.Enroll(ctx, e); code(err) != wire.CodePermissionDenied {
+			t.Errorf("enroll %s: %v, want permission-denied", name, err)
+		}
 	}
-	if _, _, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "loud", Subscribe: []string{"team.a"}, AllowPublish: []string{"team.b"}}); code(err) != wire.CodePermissionDenied {
-		t.Fatalf("enroll beyond the person's publish ACL: %v", err)
+	got, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "ok", Subscribe: []string{"team.a"}})
+	if err != nil || got.ActorToken == "" || !slices.Equal(got.Grant.AllowPublish, []string{"team.a"}) {
+		t.Fatalf("enroll within the envelope: %+v %v", got, err)
 	}
-	if _, _, err := c.Enroll(ctx, remotemgr.Enrollment{Name: c.Actors().Serve}); code(err) != wire.CodePermissionDenied {
-		t.Fatalf("enroll under the manager's own identity: %v", err)
-	}
-	creds, uid, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "ok", Subscribe: []string{"team.a"}})
-	if err != nil || len(creds) == 0 || uid == "" {
-		t.Fatalf("enroll within the ACL: %v", err)
+	row, err := r.people.Get(alice, "ok")
+	if err != nil || row.Kind != userauth.KindManaged || row.LifecycleUID != got.LifecycleUID || row.TokenHash == "" || strings.Contains(row.TokenHash, got.ActorToken) {
+		t.Fatalf("the managed row: %+v %v", row, err)
 	}
 	ok, _ := wire.NewPrincipal(alice, "ok")
-	if err := c.Retire(ctx, wire.Lifecycle{Principal: ok, UID: uid}); err != nil {
+	if err := c.Retire(ctx, wire.Lifecycle{Principal: ok, UID: got.LifecycleUID}); err != nil {
 		t.Fatalf("retire its own agent: %v", err)
+	}
+	if _, err := r.people.Get(alice, "ok"); !errors.Is(err, userauth.ErrNoRow) {
+		t.Fatalf("the retired agent's row: %v", err)
 	}
 }

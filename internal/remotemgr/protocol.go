@@ -147,13 +147,22 @@ type Response struct {
 	ProcessEpoch          *int64                   `json:"processEpoch,omitempty"`
 	NextRegistrationProof string                   `json:"nextRegistrationProof,omitempty"`
 	Credentials           map[string]Issued        `json:"credentials,omitempty"`
-	// Creds is a managed agent's creds file (KindEnrollment), and LifecycleUID its lifecycle.
-	Creds        []byte `json:"creds,omitempty"`
-	LifecycleUID string `json:"lifecycleUid,omitempty"`
+	// LifecycleUID, ActorToken and Agent are a managed agent's (KindEnrollment): its lifecycle,
+	// the secret it exchanges for bearers, and what its row grants.
+	LifecycleUID string      `json:"lifecycleUid,omitempty"`
+	ActorToken   string      `json:"actorToken,omitempty"`
+	Agent        *AgentGrant `json:"agent,omitempty"`
 	// Authorized answers KindAdminAuthorization.
 	Authorized *bool `json:"authorized,omitempty"`
 	// Evicted reports what evict-family-principal ended.
 	Evicted *Eviction `json:"evicted,omitempty"`
+}
+
+// AgentGrant is what an enrolled agent's row grants.
+type AgentGrant struct {
+	Role           string   `json:"role,omitempty"`
+	AllowSubscribe []string `json:"allowSubscribe"`
+	AllowPublish   []string `json:"allowPublish"`
 }
 
 // Eviction reports an evict-family-principal.

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/userauth"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/wire"
@@ -153,9 +154,10 @@ func (g *Registry) Of(owner, actor string) ([]Registration, error) {
 }
 
 // EvictOwner ends every remote manager owner's actor registered (every actor's when actor is
-// empty): the serving credentials of each instance are revoked, and the broker refuses the keys of
-// all five identities and closes their connections. It returns the instances it evicted.
-func EvictOwner(ctx context.Context, l *ledger.Ledger, reg *Registry, owner, actor, reason string) ([]wire.LifecycleUID, error) {
+// empty): the serving credentials of each instance are revoked, the broker refuses the keys of
+// all five identities and closes their connections, and the agents each spawned are retired
+// (their managed rows in people deleted). It returns the instances it evicted.
+func EvictOwner(ctx context.Context, l *ledger.Ledger, reg *Registry, people *userauth.People, owner, actor, reason string) ([]wire.LifecycleUID, error) {
 	regs, err := reg.Of(owner, actor)
 	var done []wire.LifecycleUID
 	for _, r := range regs {
@@ -164,11 +166,9 @@ func EvictOwner(ctx context.Context, l *ledger.Ledger, reg *Registry, owner, act
 			continue
 		}
 		for _, a := range r.Agents {
-			if rerr := l.Retire(ctx, a.lifecycle()); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("retire %s of remote manager %s: %w", a.lifecycle(), r.InstanceID, rerr))
-				continue
+			if rerr := retireAgent(ctx, l, reg, people, r.InstanceID, a); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("remote manager %s: %w", r.InstanceID, rerr))
 			}
-			err = errors.Join(err, reg.RemoveAgent(r.InstanceID, a))
 		}
 		done = append(done, wire.LifecycleUID(r.InstanceID))
 	}

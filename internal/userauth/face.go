@@ -49,6 +49,8 @@ const (
 	pathJWKS   = "/jwks"
 	// PathMesh serves the mesh discovery document on both faces.
 	PathMesh = "/.well-known/cotal-mesh"
+	// PathExchange is the exchange's route on both faces.
+	PathExchange = "/exchange"
 )
 
 // Incoming is one admitted POST request as a Handler sees it.

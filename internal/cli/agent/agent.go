@@ -157,7 +157,11 @@ func (o *Options) credential(ctx context.Context) (string, credentials, error) {
 		if err != nil {
 			return "", credentials{}, err
 		}
-		return m.URL, credentials{opts: []cotal.Option{cotal.WithCreds(m.Creds), cotal.WithSpace(m.Space)}}, nil
+		opts, err := m.ConnectOptions()
+		if err != nil {
+			return "", credentials{}, err
+		}
+		return m.URL, credentials{opts: opts}, nil
 	}
 	if err := agentflags.ValidName("--name", o.Name); err != nil {
 		return "", credentials{}, err

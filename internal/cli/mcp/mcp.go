@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/version"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mcptools"
 	"github.com/gocotal/cotal/internal/mesh"
 )
@@ -26,9 +28,9 @@ import (
 type Options struct {
 	*factory.Factory
 	agentflags.Flags
-	Creds      string
-	Server     string
-	InboxLimit int
+	Creds          string
+	LaunchMaterial string
+	InboxLimit     int
 }
 
 // NewCmdMCP returns the `cotal mcp` command.
@@ -50,7 +52,7 @@ func NewCmdMCP(f *factory.Factory) *cobra.Command {
 	o.Flags.Register(fs, "the agent's name (required without --creds)")
 	o.Flags.RegisterCapability(fs)
 	fs.StringVar(&o.Creds, "creds", "", "run on this creds file instead of issuing one")
-	fs.StringVar(&o.Server, "server", "", "with --creds: the broker to connect to, instead of the running mesh's (a remote manager's agents)")
+	fs.StringVar(&o.LaunchMaterial, "launch-material", "", "run as the agent this launch material names (a manager's spawned agent; default $"+manager.LaunchMaterialEnv+" when --name and --creds are not given)")
 	fs.IntVar(&o.InboxLimit, "inbox-limit", 500, "messages buffered between tool calls")
 	return cmd
 }
@@ -59,38 +61,52 @@ func mcpRun(ctx context.Context, o *Options) error {
 	if o.InboxLimit < 1 {
 		return &exit.UsageError{Err: fmt.Errorf("--inbox-limit %d: must be at least 1", o.InboxLimit)}
 	}
-	if o.Creds == "" {
+	if o.LaunchMaterial == "" && o.Creds == "" && o.Name == "" {
+		o.LaunchMaterial = os.Getenv(manager.LaunchMaterialEnv)
+	}
+	switch {
+	case o.LaunchMaterial != "" && (o.Creds != "" || o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0):
+		return &exit.UsageError{Err: errors.New("--launch-material carries the agent's identity and access: drop --creds, --name, --role, --allow-publish and --capability")}
+	case o.LaunchMaterial != "":
+	case o.Creds == "":
 		if err := agentflags.ValidName("--name", o.Name); err != nil {
 			return err
 		}
 		if err := agentflags.ValidCapabilities("--capability", o.Capabilities); err != nil {
 			return err
 		}
-	} else if o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0 {
+	case o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0:
 		return &exit.UsageError{Err: errors.New("--creds carries its own name, role and access: drop --name, --role, --allow-publish and --capability")}
 	}
-	if o.Server != "" && o.Creds == "" {
-		return &exit.UsageError{Err: errors.New("--server goes with --creds")}
-	}
-	url := o.Server
-	if url == "" {
+	inbox := mcptools.NewInbox(o.InboxLimit)
+	opts := []cotal.Option{cotal.WithHandler(inbox.Offer), cotal.WithJoin(o.Subscribe...)}
+	var url string
+	if o.LaunchMaterial != "" {
+		m, err := manager.ReadMaterial(o.LaunchMaterial)
+		if err != nil {
+			return err
+		}
+		more, err := m.ConnectOptions()
+		if err != nil {
+			return err
+		}
+		url, opts = m.URL, append(opts, more...)
+	} else {
 		_, st, err := mesh.Running(o.Target.Dir)
 		if err != nil {
 			return err
 		}
 		url = st.URL
-	}
-	inbox := mcptools.NewInbox(o.InboxLimit)
-	opts := []cotal.Option{cotal.WithHandler(inbox.Offer), cotal.WithJoin(o.Subscribe...)}
-	if o.Creds != "" {
-		opts = append(opts, cotal.WithCreds(o.Creds))
-	} else {
-		cred, stop, err := o.StartAgent(ctx, o.Request())
-		if err != nil {
-			return err
+		if o.Creds != "" {
+			opts = append(opts, cotal.WithCreds(o.Creds))
+		} else {
+			cred, stop, err := o.StartAgent(ctx, o.Request())
+			if err != nil {
+				return err
+			}
+			defer stop()
+			opts = append(opts, cotal.WithCredsData(cred.Creds))
 		}
-		defer stop()
-		opts = append(opts, cotal.WithCredsData(cred.Creds))
 	}
 	c, err := cotal.Connect(ctx, url, opts...)
 	if err != nil {

@@ -405,6 +405,7 @@ func superviseRemote(ctx context.Context, f *factory.Factory, meshURL, actor str
 	log := slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	err = mesh.SuperviseRemote(ctx, d, mesh.RemoteOptions{
 		Space: wire.Space(doc.Space), Server: doc.Server, AuthorityURL: doc.ManagerAuthorityURL, Actor: actor,
+		ExchangeURL: doc.ExchangeURL, SentinelCreds: []byte(doc.SentinelCreds),
 		IDToken: tokens, HTTP: hc, MaxSessions: maxSessions, Log: log,
 		Ready: func(instance wire.LifecycleUID, epoch int64) {
 			fmt.Fprintf(f.IO.ErrOut, "remote manager %s serving space %s of %s at epoch %d; Ctrl-C stops\n", instance, doc.Space, doc.Server, epoch)
