@@ -115,3 +115,9 @@ func (l *Ledger) ManagerCredentials(ctx context.Context, instance wire.Lifecycle
 	}
 	return g.Credentials(ctx)
 }
+
+// EvictKeys has the broker refuse userKeys, which no ledger row holds (a remote manager's
+// identities signed for keys its holder generated), and close their connections.
+func (l *Ledger) EvictKeys(ctx context.Context, userKeys ...string) error {
+	return l.evicted(ctx, userKeys, nil)
+}

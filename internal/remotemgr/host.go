@@ -224,12 +224,21 @@ func (h *Host) prepare(ctx context.Context, who *Person, r *Request, resp *Respo
 	if serve := principal(who.Owner, resp.Actors.Serve); og != nil && og.Row.Principal != serve.String() {
 		return refuse(wire.CodePermissionDenied, "instance %s is served by %s", r.InstanceID, og.Row.Principal)
 	}
-	err = h.Registry.Claim(Registration{Owner: who.Owner, Actor: r.Actor, InstanceID: r.InstanceID, LifecycleUID: r.ManagerLifecycleUID,
+	prev, err := h.Registry.Claim(Registration{Owner: who.Owner, Actor: r.Actor, InstanceID: r.InstanceID, LifecycleUID: r.ManagerLifecycleUID,
 		Identities: r.Identities, PreparedAt: time.Now().Unix()})
 	if errors.Is(err, ErrForeignInstance) {
 		return refuse(wire.CodePermissionDenied, "%v", err)
 	} else if err != nil {
 		return refuse(wire.CodeInternal, "record the registration of %s: %v", r.InstanceID, err)
+	}
+	// A new incarnation of the instance: the one before it may still hold its lease and answer
+	// the liveness plane on its supervisor identity, which no gate fences. The broker refuses its
+	// supervisor and executor before this one gets its own; its serve identity is fenced through
+	// the gate at activation.
+	if prev != nil && prev.Identities != r.Identities {
+		if err := h.Ledger.EvictKeys(ctx, prev.Identities.Supervisor.ID, prev.Identities.Executor.ID); err != nil {
+			return refuse(wire.CodeUnavailable, "evict the previous incarnation of %s: %v", r.InstanceID, err)
+		}
 	}
 	return h.standing(who.Owner, r, resp)
 }

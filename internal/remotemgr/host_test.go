@@ -242,10 +242,25 @@ func TestPrepareRefusesAnotherPrincipalsInstance(t *testing.T) {
 	if _, err := r.client(t, "alice-token", local).Prepare(ctx); code(err) != wire.CodePermissionDenied {
 		t.Fatalf("prepare a local manager's instance: %v", err)
 	}
-	// The same person prepares their own instance again (a restart).
-	if _, err := r.client(t, "alice-token", inst).Prepare(ctx); err != nil {
+}
+
+// TestPrepareEvictsThePreviousIncarnation: a restarted remote manager prepares its instance again
+// with new identities; the broker then refuses the previous supervisor, which no gate fences.
+func TestPrepareEvictsThePreviousIncarnation(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	inst := wire.NewLifecycleUID()
+	first, err := r.client(t, "alice-token", inst).Prepare(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := r.m.Connect(t, first.Supervisor)
+	again, err := r.client(t, "alice-token", inst).Prepare(ctx)
+	if err != nil {
 		t.Fatalf("prepare one's own instance again: %v", err)
 	}
+	meshtest.Eventually(t, 10*time.Second, "the previous supervisor's connection closes", old.IsClosed)
+	r.m.Connect(t, again.Supervisor) // the new one connects
 }
 
 // register prepares c and writes its gate as its executor.

@@ -98,21 +98,22 @@ func (g *Registry) update(instance string, fn func(*Registration)) error {
 var ErrForeignInstance = errors.New("the instance belongs to another owner")
 
 // Claim records r as its instance's registration, keeping the agents an earlier incarnation of the
-// instance left to retire. An instance another owner registered is ErrForeignInstance.
-func (g *Registry) Claim(r Registration) error {
+// instance left to retire, and returns the registration it replaced (nil for the first). An
+// instance another owner registered is ErrForeignInstance.
+func (g *Registry) Claim(r Registration) (*Registration, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	have, err := g.Get(r.InstanceID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if have != nil {
 		if have.Owner != r.Owner {
-			return fmt.Errorf("instance %s: %w (%s)", r.InstanceID, ErrForeignInstance, have.Owner)
+			return nil, fmt.Errorf("instance %s: %w (%s)", r.InstanceID, ErrForeignInstance, have.Owner)
 		}
 		r.Agents = have.Agents
 	}
-	return g.Put(r)
+	return have, g.Put(r)
 }
 
 // AddAgent records a managed agent enrolled for instance.
