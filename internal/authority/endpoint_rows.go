@@ -90,7 +90,8 @@ func (s *ServeRows) commands() []string {
 }
 
 // validateEndpoint checks the endpoint fields of g: capabilities only on an agent and each known,
-// an instrument UID on a control instrument, serve rows only on a supervisor.
+// an instrument UID on a control instrument, an endpoint instance (Serve) only on a profile that
+// serves one or acts for one, and there required except on a supervisor.
 func (g *Grant) validateEndpoint(profile Profile) error {
 	if len(g.Capabilities) > 0 && profile != ProfileAgent {
 		return &wire.ValidationError{Field: "capabilities", Value: fmt.Sprint(g.Capabilities), Rule: "only an agent carries capabilities"}
@@ -113,11 +114,12 @@ func (g *Grant) validateEndpoint(profile Profile) error {
 			return fmt.Errorf("the %s profile names its instrument uid: %w", profile, err)
 		}
 	}
+	pinned := profile.serves() || profile.namesInstance()
 	switch {
-	case g.Serve != nil && !profile.serves():
-		return &wire.ValidationError{Field: "serve", Value: string(profile), Rule: "only a supervisor serves an endpoint"}
-	case g.Serve == nil && profile != ProfileSupervisor && profile.serves():
-		return &wire.ValidationError{Field: "serve", Value: string(profile), Rule: "names the endpoint instance it serves"}
+	case g.Serve != nil && !pinned:
+		return &wire.ValidationError{Field: "serve", Value: string(profile), Rule: "only a profile that serves or acts for an endpoint instance names one"}
+	case g.Serve == nil && profile != ProfileSupervisor && pinned:
+		return &wire.ValidationError{Field: "serve", Value: string(profile), Rule: "names the endpoint instance it serves or acts for"}
 	case g.Serve != nil:
 		return g.Serve.Validate()
 	}

@@ -29,10 +29,12 @@ import (
 // broker, and requires that the broker refused each one, one refusal per attempt.
 //
 // The oracle is written here from the SPEC, not from permissions.go: each profile's grant is a
-// short list of NATS patterns spelled from SPEC §9, §13.9 and Appendix B (agent, observer,
-// admin, deprovisioner, operator, probe, the session halves, the run operator), and, for the
+// short list of NATS patterns spelled from SPEC §9, §13.9, §14 and Appendix B (agent, observer,
+// admin, deprovisioner, operator, probe, the session halves, the run operator, the goal writer,
+// the retirement requester, the run driver; the session ledger and transfer reader from the
+// reference's rows, which the SPEC does not list), and, for the
 // host profiles whose rows the SPEC leaves to "its function's verbs" (supervisor, delivery,
-// provisioner, channel-writer, purger, teardown, ledger, warden), a deliberately generous
+// provisioner, channel-writer, purger, teardown, ledger, warden, run mediator), a deliberately generous
 // function scope: everything the daemon could plausibly need on its own resources is treated as
 // allowed and left out, so what remains is only what is clearly not its function. An operation
 // is forbidden when no grant pattern covers it (a subscription must be a subset of a granted
@@ -122,7 +124,14 @@ func (s fbSession) rail(sp wire.Space, dir wire.SessionDir) string {
 
 // fbBuckets are every bucket of a space, beyond the messaging and authority planes' list.
 func fbBuckets(s wire.Space) []wire.Bucket {
-	return append(s.Buckets(), s.RecordsBucket(), s.SessionsBucket())
+	return append(s.Buckets(), s.RecordsBucket(), s.SessionsBucket(), s.AdmissionBucket())
+}
+
+// hostStreams are the streams outside the contract's setup that a host-issued credential names:
+// the timer stream and each manager instance's transfer store. The generous host oracles never
+// reach them through the contract's list.
+func (w *fbWorld) hostStreams(s wire.Space) []string {
+	return []string{s.TimerStream(), s.TransferBucket(w.instance).ObjectStream(), s.TransferBucket(w.other).ObjectStream()}
 }
 
 // fbStreams are every stream of a space: the message streams, the artifact store, the contract
@@ -267,6 +276,12 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	}
 	ops = append(ops, w.endpointOps(s, callers)...)
 	subscribe("$O." + string(s.ArtifactsBucket()) + ".>")
+	for _, iid := range []wire.LifecycleUID{w.instance, w.other} {
+		b := s.TransferBucket(iid)
+		subscribe(b.ObjectAll())
+		pub(fbPublish, b.ObjectSubject(wire.ObjectMeta, "eA"), []byte(`{"forbidden":true}`))
+		pub(fbPublish, b.ObjectSubject(wire.ObjectChunk, fbDigest), []byte(`forbidden`))
+	}
 
 	// Bucket writes: a put and a delete marker on every bucket, for the keys of the contract.
 	keys := []string{wire.LeaseKey(0), wire.ManagerLeaseKey(w.aliceL.UID), wire.ManagerRenewalKey, wire.MembershipFeedKey,
@@ -277,6 +292,34 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	for _, p := range principals {
 		keys = append(keys, wire.PresenceKey(p))
 	}
+	// The record keys of the goal writer's, run driver's and mediator's commit paths, of the
+	// manager and another endpoint, and a session ledger row and a run admission: written on the
+	// authority stores only, where they live.
+	var storeKeys []string
+	a := w.aliceL
+	for _, ep := range []wire.EndpointName{wire.ManagerEndpoint, "com.acme.search"} {
+		goal := []string{a.Principal.Owner(), a.Principal.Actor(), string(a.UID), "g1"}
+		storeKeys = append(storeKeys,
+			wire.RecordKey(wire.RecordGoal, ep, append(goal, wire.RecordStatusLeaf)...),
+			wire.RecordKey(wire.RecordGoalIndex, ep, goal...),
+			wire.RecordKey(wire.RecordGoalEffect, ep, append(goal, "7")...),
+			wire.RecordKey(wire.RecordCheckpoint, ep, "tok1", wire.RecordStatusLeaf),
+			wire.RecordKey(wire.RecordLease, ep, "pool1", a.Principal.Owner(), a.Principal.Actor(), string(a.UID), "i1", wire.RecordSpecLeaf),
+			wire.RecordKey(wire.RecordName, ep, "n1"),
+			wire.RecordKey(wire.RecordMigrate, ep),
+			wire.RecordKey(wire.RecordAnswer, ep, "tok1", "a1"),
+			"dec."+ep.Token()+".x",
+		)
+		for _, r := range w.runs {
+			storeKeys = append(storeKeys,
+				wire.RecordKey(wire.RecordRun, ep, r, wire.RecordStatusLeaf),
+				wire.RecordKey(wire.RecordNotice, ep, r, "ad1", "n1", wire.RecordSpecLeaf),
+				wire.RecordKey(wire.RecordMigration, ep, r, "m1", wire.RecordSpecLeaf),
+				wire.AdmissionKey(ep, r),
+			)
+		}
+	}
+	storeKeys = append(storeKeys, strings.TrimSuffix(wire.SessionLedgerKeys(), "*")+w.sessions[0].id)
 	for _, l := range lcs {
 		keys = append(keys, wire.ACLKey(l))
 		for _, ch := range []string{"general", "team.backend"} {
@@ -284,7 +327,11 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 		}
 	}
 	for _, b := range fbBuckets(s) {
-		for _, k := range keys {
+		bk := keys
+		if slices.Contains([]wire.Bucket{s.RecordsBucket(), s.AuthBucket(), s.SessionsBucket(), s.AdmissionBucket()}, b) {
+			bk = append(slices.Clone(keys), storeKeys...)
+		}
+		for _, k := range bk {
 			ops = append(ops,
 				fbOp{op: "Publish", subject: b.Subject(k), kind: fbKVPut, space: sp, data: []byte(`"forbidden"`)},
 				fbOp{op: "Publish", subject: b.Subject(k), kind: fbKVDelete, space: sp, hdr: nats.Header{jsapi.KVOperation: []string{jsapi.KVDelete}}})
@@ -302,7 +349,7 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	for _, r := range w.runs {
 		names = append(names, wire.WFJReplayDurable(r, w.takeover))
 	}
-	for _, st := range fbStreams(s) {
+	for _, st := range append(fbStreams(s), w.hostStreams(s)...) {
 		filters, sample := w.filters(s, st)
 		streamCfg := fmt.Appendf(nil, `{"name":%q,"subjects":["forbidden.%s"],"storage":"memory"}`, st, st)
 		pub(fbStreamAPI, jsapi.StreamInfo+st, nil)
@@ -362,6 +409,14 @@ func (w *fbWorld) filters(s wire.Space, st string) (filters []string, sample str
 	case s.ContractStream():
 		artifact := fbMust(s.ContractSubject(fbDigest))
 		return []string{s.KindAll(wire.KindEpc), artifact}, artifact
+	case s.TimerStream():
+		fire := fbMust(s.TimerSubject(wire.ManagerEndpoint, w.instance, w.epoch, "t1", wire.TimerFire))
+		return []string{s.KindAll(wire.KindEpt), fire}, fire
+	}
+	for _, iid := range []wire.LifecycleUID{w.instance, w.other} {
+		if b := s.TransferBucket(iid); b.ObjectStream() == st {
+			return []string{b.ObjectAll(), b.ObjectSubject(wire.ObjectChunk, ">")}, b.ObjectSubject(wire.ObjectMeta, "eA")
+		}
 	}
 	for _, b := range fbBuckets(s) {
 		if b.Stream() == st {
@@ -373,6 +428,11 @@ func (w *fbWorld) filters(s wire.Space, st string) (filters []string, sample str
 		}
 	}
 	panic("no filters for stream " + st)
+}
+
+// target is l as an exact or handle request's target block.
+func (w *fbWorld) target(l wire.Lifecycle) wire.EndpointTarget {
+	return wire.EndpointTarget{Owner: l.Principal.Owner(), Actor: l.Principal.Actor(), UID: l.UID}
 }
 
 // fbDigest is the hex digest of the matrix's contract artifact.
@@ -418,6 +478,10 @@ func (w *fbWorld) endpointOps(s wire.Space, lcs []wire.Lifecycle) []fbOp {
 			{Address: one, Endpoint: mgr, Command: "purge"},
 			{Address: inst, Endpoint: search, Instance: w.instance, Command: "turn", Mode: wire.ModeHandle, Target: wire.EndpointTarget{Owner: w.bob.Owner(), Actor: w.bob.Actor(), UID: w.bobL.UID}},
 			{Generation: strings.Repeat("a", wire.GenerationLength), Address: one, Endpoint: mgr, Command: "spawn"},
+			{Address: one, Endpoint: mgr, Command: "turn", Mode: ownMode, Target: own},
+			{Address: one, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.aliceL)},
+			{Address: one, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.bobL)},
+			{Address: one, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeHandle, Target: w.target(w.aliceL)},
 		} {
 			r.Caller, r.Nonce = l, "fbnonce_forbidden_00000"
 			pub(fbMust(s.RequestSubject(r)))
@@ -438,6 +502,21 @@ func (w *fbWorld) endpointOps(s wire.Space, lcs []wire.Lifecycle) []fbOp {
 		pub(fbMust(s.FactSubject(mgr, wire.GoalResultTopic(l, "g1")...)))
 		pub(fbMust(s.FactSubject(mgr, wire.GoalBindTopic(l, "g1")...)))
 		pub(fbMust(s.FactSubject(search, wire.GoalResultTopic(l, "g1")...)))
+		pub(fbMust(s.FactSubject(search, wire.GoalBindTopic(l, "g1")...)))
+	}
+	// The other fact families of a commit path, and the canonicalizer's, per endpoint; and the
+	// timer subjects of each instance and epoch.
+	for _, ep := range []wire.EndpointName{mgr, search} {
+		for _, family := range []string{string(wire.FactEffect), string(wire.FactReceipt), string(wire.FactWork), string(wire.FactCheckpoint), "dec", "quar"} {
+			pub(fbMust(s.FactSubject(ep, family, "local", "alice", "x1")))
+		}
+		for _, iid := range instances {
+			for _, e := range []int64{w.epoch, w.epoch + 1} {
+				for _, phase := range []wire.TimerPhase{wire.TimerSchedule, wire.TimerArmed, wire.TimerFire} {
+					pub(fbMust(s.TimerSubject(ep, iid, e, "t1", phase)))
+				}
+			}
+		}
 	}
 	pub(fbMust(s.ContractSubject(fbDigest)))
 	for _, ep := range []wire.EndpointName{mgr, search} {
@@ -742,6 +821,69 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 			g.pub = append(g.pub, watch(presence)...)
 			g.sub = append(g.sub, P+"live.manager.*.*")
 		}
+	case authority.ProfileGoalWriter:
+		// SPEC §13.9 goal-writer row: the commit row of its endpoint (the goal result, the eff,
+		// receipt, wrk and cp fact families, never dec or quar; its goal, cp, lease, goaleff and
+		// epname records and the one epmig key; the leader-served EPF and records reads), plus the
+		// bind leaf, the goalidx index, and the body-selected read of its own gate on the auth store.
+		E := c.serve.Endpoint.Token()
+		g.pub = append(g.pub, jsapi.Info, P+"epf."+E+".goal.*.*.*.*.result", P+"epf."+E+".goal.*.*.*.*.bind")
+		for _, f := range []string{"eff", "receipt", "wrk", "cp"} {
+			g.pub = append(g.pub, P+"epf."+E+"."+f+".>")
+		}
+		for _, k := range []string{"goal", "cp", "lease", "goaleff", "epname", "goalidx"} {
+			g.pub = append(g.pub, "$KV."+string(records)+"."+k+"."+E+".>")
+		}
+		g.pub = append(g.pub, "$KV."+string(records)+".epmig."+E,
+			jsapi.MsgGet+"EPF_"+string(home), jsapi.MsgGet+records.Stream(), jsapi.MsgGet+auth.Stream())
+	case authority.ProfileSessionLedger:
+		// The manager's session ledger: the rows of the dedicated sessions bucket and its reads,
+		// nothing of the auth store (SPEC §13.9: only the trusted auth path writes it).
+		g.pub = append(g.pub, jsapi.Info, "$KV."+string(sessions)+".session.*", jsapi.StreamInfo+sessions.Stream(), jsapi.MsgGet+sessions.Stream())
+	case authority.ProfileTransferReader:
+		// The reference's transfer reader (resume-transfer design §6), on its own instance's
+		// store only, less the store create: reads, its own ordered consumers, purge, the meta
+		// delete marker.
+		X := "cotal_xfer_" + string(home) + "_" + string(c.serve.Instance)
+		st := "OBJ_" + X
+		g.pub = append(g.pub, jsapi.Info, jsapi.FlowControl, jsapi.StreamInfo+st, jsapi.MsgGet+st, jsapi.StreamPurge+st,
+			jsapi.ConsumerCreate+st, jsapi.ConsumerCreate+st+".>", jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>", "$O."+X+".M.>")
+	case authority.ProfileRetirementRequester:
+		// SPEC §13.9 retirement requester rows: its one exact-mode retire-lifecycle request for
+		// its one target, the describe row and the contract read; its own reply rail.
+		cu := c.lifecycle.String()
+		g.pub = []string{P + "ep.one.auth.retire-lifecycle.exact." + c.target.String() + "." + cu + ".*", P + "ep.one.*.describe." + cu + ".*", epc}
+		g.sub = append(g.sub, P+"ep.reply.*.*.*."+cu+".*")
+	case authority.ProfileRunDriver:
+		// SPEC §14.6: the one journal subject, the takeover's replay durable, and the commit path of
+		// its run's run, notice and migration records and its endpoint's answers. No admission row.
+		E, R := c.serve.Endpoint.Token(), c.run
+		d := wire.WFJReplayDurable(R, takeover)
+		rec := "$KV." + string(records) + "."
+		g.pub = []string{jsapi.Info, P + "wfj." + R,
+			jsapi.ConsumerCreate + wfj + "." + d + "." + P + "wfj." + R, jsapi.ConsumerInfo + wfj + "." + d, jsapi.ConsumerNext + wfj + "." + d,
+			jsapi.ConsumerDelete + wfj + "." + d, jsapi.Ack + wfj + "." + d + ".>",
+			rec + "run." + E + "." + R + ".spec", rec + "run." + E + "." + R + ".status", rec + "notice." + E + "." + R + ".>",
+			rec + "migration." + E + "." + R + ".>", rec + "answer." + E + ".>"}
+	case authority.ProfileRunMediator:
+		// SPEC §14.8 admission read (§13.9 row) and, as the trusted host of one run attempt, its
+		// function scope: the records reads, its endpoint's checkpoint plane at its instance and
+		// epoch, channel waits (CHAT reads), the presence roster, conclave registry writes, and
+		// describe, spawn, turn and despawn of its own owner's agents as the run's caller.
+		E, I, e := c.serve.Endpoint.Token(), string(c.serve.Instance), fmt.Sprint(c.serve.Epoch)
+		cu := c.lifecycle.String()
+		g.pub = []string{jsapi.Info, jsapi.FlowControl,
+			jsapi.MsgGet + "KV_cotal_admission_" + string(home), jsapi.MsgGet + records.Stream(),
+			"$KV." + string(records) + ".cp." + E + ".>", P + "epf." + E + ".cp.>", jsapi.MsgGet + "EPF_" + string(home),
+			P + "ept." + E + "." + I + "." + e + ".*.schedule", jsapi.MsgGet + "EPT_" + string(home),
+			jsapi.StreamInfo + chat, jsapi.MsgGet + chat, jsapi.ConsumerCreate + chat + ".>", jsapi.ConsumerInfo + chat + ".>",
+			jsapi.ConsumerNext + chat + ".>", jsapi.ConsumerDelete + chat + ".>", jsapi.Ack + chat + ".>",
+			jsapi.StreamInfo + presence.Stream(),
+			"$KV." + string(channels) + ".>", jsapi.MsgGet + channels.Stream(), "$KV." + string(members) + ".>", jsapi.MsgGet + members.Stream(),
+			P + "ep.one.*.describe." + cu + ".*", P + "ep.one." + E + ".spawn." + cu + ".*",
+			P + "ep.one." + E + ".turn.owner." + o + "." + cu + ".*", P + "ep.one." + E + ".despawn.owner." + o + "." + cu + ".*", epc}
+		g.pub = append(g.pub, watch(presence)...)
+		g.sub = append(g.sub, P+"ep.reply.*.*.*."+cu+".*")
 	case authority.ProfileDelivery:
 		// Function scope: fan-out from CHAT through INBOX to DLV, re-authorisation against the
 		// presence, registry, membership and ACL rows, its lease, serving its control services
@@ -1054,6 +1196,11 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 	w.bobL = wire.Lifecycle{Principal: w.bob, UID: wire.NewLifecycleUID()}
 
 	sess := w.sessions[0]
+	// The coordinates of the host-issued profiles: the manager instance at the matrix's epoch it
+	// acts for, the manager's serve identity as a caller, and the run caller of the matrix's run.
+	at := &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: w.instance, Epoch: w.epoch}
+	managerCaller := wire.Lifecycle{Principal: fbPrincipal("local." + wire.RemoteManagerActorsOf(w.instance).Serve), UID: wire.NewLifecycleUID()}
+	runCaller := wire.Lifecycle{Principal: fbPrincipal("local.wf_0123456789ab"), UID: wire.NewLifecycleUID()}
 	for _, p := range authority.Profiles {
 		switch p {
 		case authority.ProfileAgent:
@@ -1081,6 +1228,25 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 		case authority.ProfileEndpointServe:
 			serve := &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: w.instance, Epoch: w.epoch, Commands: []string{"spawn", "ps", "stop"}}
 			mint("main", p, "", authority.Grant{Principal: fbPrincipal("local." + wire.RemoteManagerActorsOf(w.instance).Serve), Serve: serve}, fbCoords{serve: serve})
+		case authority.ProfileGoalWriter, authority.ProfileTransferReader:
+			actor := wire.RemoteManagerActorsOf(w.instance).GoalWriter
+			if p == authority.ProfileTransferReader {
+				actor = wire.RemoteManagerActorsOf(w.instance).Serve
+			}
+			mint("main", p, "", authority.Grant{Principal: fbPrincipal("local." + actor), Serve: at}, fbCoords{serve: at})
+		case authority.ProfileSessionLedger:
+			mint("main", p, "", authority.Grant{Principal: fbPrincipal("local." + wire.RemoteManagerActorsOf(w.instance).SessionLedger)}, fbCoords{})
+		case authority.ProfileRetirementRequester:
+			// The manager's serve identity, as the caller of one retirement of the matrix's agent.
+			g := authority.Grant{Principal: managerCaller.Principal, LifecycleUID: managerCaller.UID, Target: w.aliceL}
+			mint("main", p, "", g, fbCoords{lifecycle: managerCaller, target: w.aliceL})
+		case authority.ProfileRunDriver, authority.ProfileRunMediator:
+			g := authority.Grant{Principal: runCaller.Principal, Serve: at, Run: authority.RunReplay{RunID: w.runs[0], TakeoverID: w.takeover}}
+			coords := fbCoords{serve: at, run: w.runs[0]}
+			if p == authority.ProfileRunMediator {
+				g.LifecycleUID, coords.lifecycle = runCaller.UID, runCaller
+			}
+			mint("main", p, "", g, coords)
 		default:
 			mint("main", p, "fb_"+strings.ReplaceAll(string(p), "-", "_"), authority.Grant{}, fbCoords{})
 		}
@@ -1301,6 +1467,7 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 	}
 	carol := byName["agent+spawn@main"].coords.lifecycle
 	ctl := byName["control-caller-admin@main"].coords.lifecycle
+	retirer := byName["retirement-requester@main"].coords.lifecycle
 	answered := wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn", Caller: w.aliceL, Nonce: "fbnonce_forbidden_00000"}
 	oneRail, _, _ := s.ServeFilters(mgr, w.instance, "spawn", false)
 	for name, want := range map[string][]fbOp{
@@ -1314,6 +1481,23 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 			{op: "Subscription", subject: s.ReplyReadGrant(w.aliceL, "")},
 			request(ctl, wire.EndpointRoute{Generation: strings.Repeat("a", wire.GenerationLength), Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"}),
 			request(w.aliceL, wire.EndpointRoute{Address: wire.AddressAll, Endpoint: mgr, Command: "ps"}),
+		},
+		"retirement-requester@main": {
+			request(retirer, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.bobL)}),
+			request(retirer, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeHandle, Target: w.target(w.aliceL)}),
+			request(w.aliceL, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.aliceL)}),
+		},
+		"transfer-reader@main": {
+			{op: "Publish", subject: jsapi.StreamCreate + s.TransferBucket(w.instance).ObjectStream()},
+			{op: "Publish", subject: jsapi.StreamInfo + s.TransferBucket(w.other).ObjectStream()},
+		},
+		"goal-writer@main": {
+			{op: "Publish", subject: fbMust(s.FactSubject("com.acme.search", wire.GoalBindTopic(w.aliceL, "g1")...))},
+			{op: "Publish", subject: fbMust(s.FactSubject(mgr, "dec", "local", "alice", "x1"))},
+		},
+		"run-driver@main": {
+			{op: "Publish", subject: s.WFJSubject(w.runs[1])},
+			{op: "Publish", subject: jsapi.MsgGet + s.AdmissionBucket().Stream()},
 		},
 		"supervisor+serve@main": {
 			{op: "Subscription", subject: oneRail},
@@ -1362,6 +1546,28 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 		out = append(out, sub(all), sub(inst), pub(fbMust(h.ReplySubject(answered, sv.Instance, sv.Epoch))),
 			pub(fbMust(h.EventSubject(mgr, sv.Instance, sv.Epoch, wire.GoalProgressTopic(w.aliceL, "g1")...))))
 		return out
+	case c.profile == authority.ProfileGoalWriter:
+		return append(out, pub(fbMust(h.FactSubject(mgr, wire.GoalBindTopic(w.aliceL, "g1")...))),
+			pub(h.RecordsBucket().Subject(wire.RecordKey(wire.RecordGoalIndex, mgr, w.aliceL.Principal.Owner(), w.aliceL.Principal.Actor(), string(w.aliceL.UID), "g1"))),
+			pub(jsapi.MsgGet+h.AuthBucket().Stream()))
+	case c.profile == authority.ProfileSessionLedger:
+		return append(out, pub(h.SessionsBucket().Subject(strings.TrimSuffix(wire.SessionLedgerKeys(), "*")+w.sessions[0].id)),
+			pub(jsapi.MsgGet+h.SessionsBucket().Stream()))
+	case c.profile == authority.ProfileTransferReader:
+		b := h.TransferBucket(c.coords.serve.Instance)
+		return append(out, pub(jsapi.StreamInfo+b.ObjectStream()), pub(b.ObjectSubject(wire.ObjectMeta, "eA")))
+	case c.profile == authority.ProfileRetirementRequester:
+		return append(out,
+			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(c.coords.target)})),
+			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandDescribe})),
+			sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
+	case c.profile == authority.ProfileRunDriver:
+		return append(out, pub(h.WFJSubject(c.coords.run)),
+			pub(h.RecordsBucket().Subject(wire.RecordKey(wire.RecordRun, mgr, c.coords.run, wire.RecordStatusLeaf))))
+	case c.profile == authority.ProfileRunMediator:
+		return append(out, pub(jsapi.MsgGet+h.AdmissionBucket().Stream()),
+			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"})),
+			sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
 	case c.profile == authority.ProfileControlAdmin:
 		out = append(out, pub(request(wire.EndpointRoute{Address: wire.AddressAll, Endpoint: mgr, Command: "ps"})),
 			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "despawn", Mode: wire.ModeAny, Target: wire.EndpointTarget{Owner: "local"}})),

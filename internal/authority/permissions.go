@@ -14,7 +14,9 @@ import (
 // every profile uses Space, Principal and ConnID (its inbox); agent also LifecycleUID,
 // AllowPublish, AllowSubscribe, Role and Capabilities; deprovisioner names its Target lifecycle
 // and the concrete Channels whose membership rows it may delete; a control instrument names its
-// Instrument; a supervisor that serves an endpoint names its Serve rows.
+// Instrument; a supervisor that serves an endpoint names its Serve rows; the host-issued
+// profiles of remote_rows.go name the instance (Serve), run (Run), caller (LifecycleUID) and
+// target (Target) they are pinned to.
 type Grant struct {
 	Space        wire.Space
 	Principal    wire.Principal
@@ -27,13 +29,15 @@ type Grant struct {
 	AllowSubscribe []string
 	// Role, when set, lets the agent bind its role's shared task durable.
 	Role string
-	// Target is the lifecycle a deprovisioner tears down.
+	// Target is the lifecycle a deprovisioner tears down, or the one a retirement requester asks
+	// to retire.
 	Target wire.Lifecycle
 	// Channels are the concrete channels whose membership rows of Target a deprovisioner deletes.
 	Channels []string
 	// Session names the session whose rails a session party's credential carries.
 	Session SessionRails
-	// Run names the one run a run operator replays, and its replay's takeover id.
+	// Run names the one run a run operator replays, and its replay's takeover id; a run driver
+	// and mediator name the run and takeover they are minted for.
 	Run RunReplay
 	// Capabilities are what an agent may do beyond its baseline, from the closed set
 	// KnownCapabilities. Each is also stamped into the JWT as a "capability:<name>" tag.
@@ -45,7 +49,12 @@ type Grant struct {
 	// Generation is the issued generation an agent's ep.v1 caller rows pin beside its lifecycle
 	// (SPEC §13.15): minting fills a fresh one for an agent when empty, and a renewal keeps it.
 	Generation string
-	// Serve, on a supervisor, adds the serving rows of one endpoint instance at one epoch.
+	// Serve, on a supervisor, adds the serving rows of one endpoint instance at one epoch; a
+	// remote manager's and an endpoint-serve credential's name the instance they serve. The
+	// profiles that act for an instance without serving it pin its coordinates from it: a goal
+	// writer its Endpoint (and the Instance whose gate it reads), a transfer reader the manager
+	// Instance, a run driver and mediator the hosting Endpoint, Instance and Epoch. Commands
+	// matter only to the serving profiles.
 	Serve *ServeRows
 }
 
@@ -136,6 +145,18 @@ func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
 		return r.remoteManager(), nil
 	case ProfileEndpointServe:
 		return r.endpointServe(), nil
+	case ProfileGoalWriter:
+		return r.goalWriter(), nil
+	case ProfileSessionLedger:
+		return r.sessionLedger(), nil
+	case ProfileTransferReader:
+		return r.transferReader(), nil
+	case ProfileRetirementRequester:
+		return r.retirementRequester(), nil
+	case ProfileRunDriver:
+		return r.runDriver(), nil
+	case ProfileRunMediator:
+		return r.runMediator(), nil
 	}
 	_, err := ParseProfile(string(profile))
 	return Permissions{}, err
@@ -184,6 +205,9 @@ func (g *Grant) validate(profile Profile) error {
 	if err := g.validateEndpoint(profile); err != nil {
 		return err
 	}
+	if err := g.validateRemote(profile); err != nil {
+		return err
+	}
 	if profile == ProfileDeprovisioner {
 		if g.Target.Principal.IsZero() {
 			return &wire.ValidationError{Field: "target", Rule: "a deprovisioner names the lifecycle it tears down"}
@@ -223,14 +247,7 @@ func (r rowsFor) session(pub, sub wire.SessionDir) (Permissions, error) {
 func (r rowsFor) runOperator() Permissions {
 	pub := []string{jsapi.MsgGet + r.s.RecordsBucket().Stream()}
 	if r.Run.RunID != "" {
-		wfj, durable := r.s.WFJStream(), wire.WFJReplayDurable(r.Run.RunID, r.Run.TakeoverID)
-		pub = append(pub,
-			jsapi.ConsumerCreate+wfj+"."+durable+"."+r.s.WFJSubject(r.Run.RunID),
-			jsapi.ConsumerInfo+wfj+"."+durable,
-			jsapi.ConsumerNext+wfj+"."+durable,
-			jsapi.Ack+wfj+"."+durable+".>",
-			jsapi.ConsumerDelete+wfj+"."+durable,
-		)
+		pub = append(pub, r.replayRows()...)
 	}
 	return Permissions{PubAllow: append(pub, jsapi.Info), SubAllow: []string{r.inbox()}}
 }

@@ -20,6 +20,8 @@ const (
 	testInstrument = "instrument0000000000000000"
 	testGeneration = "0123456789abcdef0123456789abcdef"
 	testConn       = "UCONNECTIONNKEYAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	// testRunActor is a workflow run's caller actor, derived from its run id by the host.
+	testRunActor = "wf_0123456789ab"
 )
 
 func sampleGrant(t testing.TB) Grant {
@@ -52,10 +54,7 @@ func TestPermissionsGolden(t *testing.T) {
 			if p == ProfileAgent {
 				g.Generation = testGeneration
 			}
-			if p == ProfileRemoteManager || p == ProfileEndpointServe {
-				g.Serve = sampleServe()
-				g.Principal, _ = wire.NewPrincipal(testOwner, wire.RemoteManagerActorsOf(g.Serve.Instance).Supervisor)
-			}
+			remoteGrant(t, p, &g)
 			perms, err := PermissionsFor(p, g)
 			if err != nil {
 				t.Fatal(err)
@@ -75,6 +74,40 @@ func TestPermissionsGolden(t *testing.T) {
 				t.Errorf("%s rows differ from %s:\n--- got\n%s--- want\n%s", p, path, got, want)
 			}
 		})
+	}
+}
+
+// remoteGrant sets on g the coordinates a remote manager's host passes to mint p: the identity
+// of the instance (sampleServe) the profile belongs to, and a run's caller, run and target.
+func remoteGrant(t testing.TB, p Profile, g *Grant) {
+	t.Helper()
+	actors := wire.RemoteManagerActorsOf(testInstance)
+	actor := ""
+	switch p {
+	case ProfileRemoteManager:
+		actor = actors.Supervisor
+	case ProfileEndpointServe, ProfileTransferReader, ProfileRetirementRequester:
+		actor = actors.Serve
+	case ProfileGoalWriter:
+		actor = actors.GoalWriter
+	case ProfileSessionLedger:
+		actor = actors.SessionLedger
+	case ProfileRunDriver, ProfileRunMediator:
+		actor = testRunActor
+	default:
+		return
+	}
+	var err error
+	if g.Principal, err = wire.NewPrincipal(testOwner, actor); err != nil {
+		t.Fatal(err)
+	}
+	if p != ProfileSessionLedger && p != ProfileRetirementRequester {
+		g.Serve = sampleServe()
+	}
+	if p == ProfileRetirementRequester {
+		if g.Target, err = wire.ParseLifecycle(testOwner + ".bob." + testUID); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -196,6 +229,18 @@ func TestPermissionsRefuseBadGrants(t *testing.T) {
 		{"serve a wildcard instance", ProfileSupervisor, func(g *Grant) { g.Serve = sampleServe(); g.Serve.Instance = "*" }, "lifecycleUid"},
 		{"serve a negative epoch", ProfileSupervisor, func(g *Grant) { g.Serve = sampleServe(); g.Serve.Epoch = -1 }, "epoch"},
 		{"serve a dotted endpoint token", ProfileSupervisor, func(g *Grant) { g.Serve = sampleServe(); g.Serve.Endpoint = "a_b" }, "endpoint"},
+		{"goal writer without an endpoint", ProfileGoalWriter, func(g *Grant) {}, "serve"},
+		{"goal writer of a wildcard endpoint", ProfileGoalWriter, func(g *Grant) { g.Serve = sampleServe(); g.Serve.Endpoint = "*" }, "endpoint"},
+		{"session ledger with an instance", ProfileSessionLedger, func(g *Grant) { g.Serve = sampleServe() }, "serve"},
+		{"transfer reader of another endpoint", ProfileTransferReader, func(g *Grant) { g.Serve = sampleServe(); g.Serve.Endpoint = "com.acme.x" }, "manager"},
+		{"transfer reader of a wildcard instance", ProfileTransferReader, func(g *Grant) { g.Serve = sampleServe(); g.Serve.Instance = ">" }, "lifecycleUid"},
+		{"retirement without a target", ProfileRetirementRequester, func(g *Grant) { g.Target = wire.Lifecycle{} }, "target"},
+		{"retirement of another owner", ProfileRetirementRequester, func(g *Grant) {}, "own owner"},
+		{"retirement without a caller uid", ProfileRetirementRequester, func(g *Grant) { g.LifecycleUID = "" }, "lifecycleUid"},
+		{"run driver without a run", ProfileRunDriver, func(g *Grant) { g.Serve = sampleServe(); g.Run.RunID = "" }, "runId"},
+		{"run driver of a wildcard run", ProfileRunDriver, func(g *Grant) { g.Serve = sampleServe(); g.Run.RunID = "*" }, "runId"},
+		{"run mediator without a takeover", ProfileRunMediator, func(g *Grant) { g.Serve = sampleServe(); g.Run.TakeoverID = "" }, "takeoverId"},
+		{"run mediator without a caller uid", ProfileRunMediator, func(g *Grant) { g.Serve = sampleServe(); g.LifecycleUID = "" }, "lifecycleUid"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -73,6 +73,34 @@ const (
 	// ProfileEndpointServe serves one endpoint instance at one epoch (Grant.Serve) and nothing
 	// else: a remote manager's serve identity, issued through the instance's gate.
 	ProfileEndpointServe Profile = "endpoint-serve"
+	// ProfileGoalWriter commits the goals of one endpoint (SPEC §13.9, the goal-writer row): a
+	// remote manager's goal identity binds each goal its serve identity accepts, indexes it,
+	// writes its terminal facts and records, and reads its own issuance gate before the first
+	// terminal, on a connection apart from the serve credential. Grant.Serve names the endpoint
+	// (and the instance whose gate it reads); it is never handed out by name.
+	ProfileGoalWriter Profile = "goal-writer"
+	// ProfileSessionLedger keeps a manager's session ledger: the rows of the sessions it serves,
+	// in the dedicated sessions bucket, and no session rail of any shape. A remote manager's
+	// session identity holds it; it is never handed out by name.
+	ProfileSessionLedger Profile = "session-ledger"
+	// ProfileTransferReader reads and removes what was carried to one manager instance: the
+	// instance's own transfer object store (Grant.Serve names the manager instance), once per
+	// transcript-receive or sweep. It is never handed out by name.
+	ProfileTransferReader Profile = "transfer-reader"
+	// ProfileRetirementRequester asks the auth endpoint to retire exactly one lifecycle
+	// (Grant.Target) as its caller (Grant.Principal and Grant.LifecycleUID): request and reply
+	// only, for one despawn. It holds no executing right and is never handed out by name.
+	ProfileRetirementRequester Profile = "retirement-requester"
+	// ProfileRunDriver drives one workflow run for one takeover (SPEC §14.6): it appends the run's
+	// journal, replays it through the takeover's own durable and writes the run's own records.
+	// Grant.Run names the run and takeover, Grant.Serve the hosting endpoint instance. It is never
+	// handed out by name.
+	ProfileRunDriver Profile = "run-driver"
+	// ProfileRunMediator is the trusted host side of one run attempt (SPEC §14.8): the
+	// leader-served reads of the run's admission and records, and the run's effects in channels,
+	// on the checkpoint plane and on the hosting endpoint as the run's own caller (Grant.Principal
+	// and Grant.LifecycleUID). It is never returned to the driver and never handed out by name.
+	ProfileRunMediator Profile = "run-mediator"
 )
 
 // Profiles lists every profile.
@@ -81,6 +109,8 @@ var Profiles = []Profile{
 	ProfileDeprovisioner, ProfileOperator, ProfileProbe, ProfileChannelWriter, ProfilePurger, ProfileTeardown,
 	ProfileLedger, ProfileSessionCaller, ProfileSessionServing, ProfileRunOperator, ProfileWarden,
 	ProfileMembership, ProfileControlAdmin, ProfileRemoteManager, ProfileEndpointServe,
+	ProfileGoalWriter, ProfileSessionLedger, ProfileTransferReader, ProfileRetirementRequester,
+	ProfileRunDriver, ProfileRunMediator,
 }
 
 // Handed lists the profiles an operator may mint for a process by name alone. The others are the
@@ -118,7 +148,8 @@ func (p Profile) DefaultLifetime() time.Duration {
 	switch p {
 	case ProfileAgent, ProfileObserver, ProfileAdmin:
 		return 0
-	case ProfileSupervisor, ProfileDelivery, ProfileWarden, ProfileMembership, ProfileRemoteManager, ProfileEndpointServe:
+	case ProfileSupervisor, ProfileDelivery, ProfileWarden, ProfileMembership, ProfileRemoteManager, ProfileEndpointServe,
+		ProfileGoalWriter, ProfileSessionLedger, ProfileRunDriver, ProfileRunMediator:
 		return DaemonLifetime
 	case ProfileProbe:
 		return ProbeLifetime
@@ -140,5 +171,11 @@ func (p Profile) instrument() bool { return p == ProfileControlAdmin }
 
 // needsLifecycle reports whether p's rows name the holder's lifecycle.
 func (p Profile) needsLifecycle() bool {
-	return p == ProfileAgent || p == ProfileDeprovisioner
+	return p == ProfileAgent || p == ProfileDeprovisioner || p.callsAs()
+}
+
+// callsAs reports whether p's rows pin a caller lifecycle of Grant.Principal and
+// Grant.LifecycleUID on the endpoint rails besides an agent's.
+func (p Profile) callsAs() bool {
+	return p == ProfileRetirementRequester || p == ProfileRunMediator
 }
