@@ -1,5 +1,7 @@
 package wire
 
+import "strings"
+
 // A remote manager (SPEC §13.1, §13.6) is a supervisor on a machine without the space's signing
 // key. It holds five identities, each an actor of its owner named after its instance id.
 const (
@@ -21,6 +23,12 @@ type RemoteManagerActors struct {
 	// GoalWriter and SessionLedger are the serve identity's siblings.
 	GoalWriter    string `json:"goalWriter"`
 	SessionLedger string `json:"sessionLedger"`
+}
+
+// IsRemoteManagerActor reports whether actor is named as a remote manager's identity, of any
+// instance: such names belong to the identities alone, never to an agent.
+func IsRemoteManagerActor(actor string) bool {
+	return strings.HasPrefix(actor, remoteManagerSupervisor)
 }
 
 // RemoteManagerActorsOf returns the actors of remote manager instance.

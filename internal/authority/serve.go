@@ -78,8 +78,11 @@ func (g *ServeGate) issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndp
 	if og == nil || og.Row.State != GateOpen {
 		return nil, fmt.Errorf("serve issue for %s: %w: its gate is not open", g.endpoint.Name, ErrConflict)
 	}
-	sv := req.Grant.Serve
-	if sv == nil || sv.Endpoint.Token() != g.endpoint.Name || sv.Instance != g.endpoint.InstanceID || sv.Epoch != og.Row.ProcessEpoch {
+	// Every credential issued through the gate serves its instance at the gate's epoch; a
+	// session ledger's rows name no instance, and it is issued here as the serve credential's
+	// sibling, fenced with it.
+	if sv := req.Grant.Serve; (sv == nil && req.Profile != ProfileSessionLedger) ||
+		(sv != nil && (sv.Endpoint.Token() != g.endpoint.Name || sv.Instance != g.endpoint.InstanceID || sv.Epoch != og.Row.ProcessEpoch)) {
 		return nil, fmt.Errorf("serve issue for %s %s: the credential must serve this instance at the gate's epoch %d", g.endpoint.Name, g.endpoint.InstanceID, og.Row.ProcessEpoch)
 	}
 	cred, err := keys.sign(req, pub, time.Now())
@@ -89,7 +92,7 @@ func (g *ServeGate) issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndp
 	row := &CredentialRow{
 		CredentialID: credentialID, Principal: cred.Principal.String(), Profile: cred.Profile, UserKey: cred.PublicKey,
 		State: CredActive, IssuedAt: wire.MillisOf(time.Now()), JWT: cred.JWT,
-		SourceChain: []string{g.endpoint.gateKey(), servedEpochSource + strconv.FormatInt(sv.Epoch, 10)},
+		SourceChain: []string{g.endpoint.gateKey(), servedEpochSource + strconv.FormatInt(og.Row.ProcessEpoch, 10)},
 	}
 	if !cred.Expires.IsZero() {
 		row.ExpiresAt = wire.MillisOf(cred.Expires)

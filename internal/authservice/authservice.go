@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -77,6 +78,9 @@ type Service struct {
 	callout   *callout.Service
 	calloutNC *nats.Conn
 	plane     *ledger.PlaneHold
+	started   chan struct{} // closed when Start returns: what it set up is in place
+	closeOnce sync.Once
+	closeErr  error
 	// LoopbackURL is the loopback face, which needs Cap; PublicURL the public face.
 	LoopbackURL, PublicURL string
 	Cap                    string
@@ -110,7 +114,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err := pinIdP(filepath.Join(cfg.Dir, idpPinFile), cfg.IdP); err != nil {
 		return nil, err
 	}
-	hc := &http.Client{}
+	hc := userauth.NewHTTPClient()
 	provider, err := oidc.Discover(ctx, hc, cfg.IdP.Issuer)
 	if err != nil {
 		return nil, fmt.Errorf("the identity provider %s: %w", cfg.IdP.Issuer, err)
@@ -133,7 +137,8 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		Roots:    roots{cfg.Ledger}, Log: cfg.Log,
 	}
 	host := &remotemgr.Host{Space: cfg.Space, Keys: keys, Ledger: cfg.Ledger, People: people{ex}, Registry: st.Registry, Managed: st.People, Log: cfg.Log}
-	s := &Service{cfg: cfg, Cap: userauth.NewCap()}
+	s := &Service{cfg: cfg, Cap: userauth.NewCap(), started: make(chan struct{})}
+	defer close(s.started)
 	ck, err := cfg.Keyring.Callout(cfg.Space)
 	if err != nil {
 		return nil, err
@@ -141,8 +146,11 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	// One auth service per space: a second refuses while this one holds the plane, and this one
 	// stops admitting connects if it ever loses it.
 	s.plane, err = cfg.Ledger.HoldPlane(ctx, fmt.Sprintf("auth-service:%s:%d", cfg.Space, os.Getpid()), func(err error) {
-		cfg.Log.Error("the auth service lost its plane claim: it stops admitting connects", "space", cfg.Space, "err", err)
-		s.stopCallout()
+		cfg.Log.Error("the auth service lost its plane claim: it stops", "space", cfg.Space, "err", err)
+		go func() { // not on the claim's own goroutine, which Close waits for
+			<-s.started
+			_ = s.Close(context.Background())
+		}()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim the auth plane of space %s: %w", cfg.Space, err)
@@ -231,21 +239,25 @@ func (s *Service) writeReady() error {
 	return atomicfile.Write(filepath.Join(s.cfg.Dir, serviceFile), append(raw, '\n'), 0o600)
 }
 
-// Close stops the faces and the callout and removes the discovery file.
+// Close stops the faces and the callout, removes the discovery file and releases the plane. It
+// may be called more than once.
 func (s *Service) Close(ctx context.Context) error {
-	_ = os.Remove(filepath.Join(s.cfg.Dir, serviceFile))
-	var err error
-	if s.public != nil {
-		err = errors.Join(err, s.public.Shutdown(ctx))
-	}
-	if s.loopback != nil {
-		err = errors.Join(err, s.loopback.Shutdown(ctx))
-	}
-	s.stopCallout()
-	if s.plane != nil {
-		err = errors.Join(err, s.plane.Release(ctx))
-	}
-	return err
+	s.closeOnce.Do(func() {
+		_ = os.Remove(filepath.Join(s.cfg.Dir, serviceFile))
+		var err error
+		if s.public != nil {
+			err = errors.Join(err, s.public.Shutdown(ctx))
+		}
+		if s.loopback != nil {
+			err = errors.Join(err, s.loopback.Shutdown(ctx))
+		}
+		s.stopCallout()
+		if s.plane != nil {
+			err = errors.Join(err, s.plane.Release(ctx))
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
 }
 
 func (s *Service) stopCallout() {

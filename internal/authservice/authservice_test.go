@@ -18,7 +18,6 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/authservice"
-	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/userauth"
@@ -132,7 +131,7 @@ func (r *rig) bearer(t *testing.T, idToken string) string {
 func (r *rig) connect(bearer string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nc, err := dial.AsBearer(ctx, r.m.URL(), []byte(r.doc.SentinelCreds), bearer)
+	nc, err := asBearer(ctx, r.m.URL(), []byte(r.doc.SentinelCreds), bearer)
 	if err == nil {
 		nc.Close()
 	}
@@ -154,7 +153,7 @@ func TestPersonConnectsOnABearerTheLedgerRechecks(t *testing.T) {
 	bearer := r.bearer(t, idToken)
 
 	c := r.m.Dial(t, "alice's bearer", func(opts ...nats.Option) (*nats.Conn, error) {
-		return dial.AsBearer(ctx, r.m.URL(), []byte(r.doc.SentinelCreds), bearer, opts...)
+		return asBearer(ctx, r.m.URL(), []byte(r.doc.SentinelCreds), bearer, opts...)
 	})
 	mine, err := r.m.Space.ChatSubject(row.Principal(), "general")
 	if err != nil {
@@ -254,7 +253,7 @@ func TestBearerLifetimeAndForgeries(t *testing.T) {
 	closed := make(chan struct{})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	nc, err := dial.AsBearer(ctx, r.m.URL(), []byte(r.doc.SentinelCreds), out.Token, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	nc, err := asBearer(ctx, r.m.URL(), []byte(r.doc.SentinelCreds), out.Token, nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

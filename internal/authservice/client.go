@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -65,6 +67,9 @@ func (d *MeshDocument) validate() error {
 	if d.Server == "" || d.IdP.ClientID == "" {
 		return errors.New("it names no broker or IdP client")
 	}
+	if err := bearerSafe(d.Server); err != nil {
+		return err
+	}
 	for _, u := range []string{d.IdP.Issuer, d.ExchangeURL, d.ManagerAuthorityURL} {
 		if err := oidc.CheckURL(u); err != nil {
 			return err
@@ -115,4 +120,24 @@ func IDTokens(ctx context.Context, hc *http.Client, path, meshURL string, doc *M
 		}
 		return tok, nil
 	}, nil
+}
+
+// bearerSafe refuses a broker a bearer would reach in clear from another machine: a bearer is
+// replayable until it expires, so beyond loopback the broker must be reached over TLS (tls://,
+// wss://).
+func bearerSafe(server string) error {
+	u, err := url.Parse(server)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("the broker %q is not a URL", server)
+	}
+	switch u.Scheme {
+	case "tls", "wss":
+		return nil
+	case "nats", "ws":
+		if ip := net.ParseIP(u.Hostname()); u.Hostname() == "localhost" || (ip != nil && ip.IsLoopback()) {
+			return nil
+		}
+		return fmt.Errorf("the broker %s is reached without TLS: bearers sent in clear could be replayed; serve it with --tls-cert and --tls-key", server)
+	}
+	return fmt.Errorf("the broker %s has an unknown scheme", server)
 }

@@ -251,6 +251,16 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{"dir under a file", []string{"up", "--dir", filepath.Join(aFile, "sub"), "--port", "0"}, exit.Failed, "not a directory"},
+		{"user-auth without an IdP", []string{"up", "--dir", dir, "--user-auth"}, exit.Usage, "identity provider"},
+		{"user-auth with two IdPs", []string{"up", "--dir", dir, "--user-auth", "--dev-idp", "--idp", "https://idp.example"}, exit.Usage, "identity provider"},
+		{"dev IdP without user-auth", []string{"up", "--dir", dir, "--dev-idp"}, exit.Usage, "go with --user-auth"},
+		{"an IdP in clear", []string{"up", "--dir", dir, "--user-auth", "--idp", "http://idp.example"}, exit.Usage, "--idp"},
+		{"user-auth and open", []string{"up", "--dir", dir, "--user-auth", "--dev-idp", "--open"}, exit.Usage, "exclude each other"},
+		{"a public exchange in clear", []string{"up", "--dir", dir, "--user-auth", "--dev-idp", "--exchange-public-url", "http://mesh.example"}, exit.Usage, "https"},
+		{"user-auth of two spaces", []string{"up", "--dir", dir, "--user-auth", "--dev-idp", "--space", "a,b"}, exit.Usage, "one space"},
+		{"login to a mesh in clear", []string{"login", "--mesh", "http://mesh.example"}, exit.Usage, "--mesh"},
+		{"supervise a mesh in clear", []string{"supervise", "--mesh", "http://mesh.example"}, exit.Usage, "--mesh"},
+		{"agent-bearer without an owner token", []string{"agent-bearer", "--owner", "local", "--actor", "a", "--token-file", aFile}, exit.Usage, "--owner"},
 		{"mint dir under a file", []string{"mint", "a", "--dir", filepath.Join(aFile, "sub"), "--profile", "observer"}, exit.Failed, "not a directory"},
 		{"bad name", []string{"mint", "bad.name", "--dir", dir}, exit.Usage, `invalid actor "bad.name"`},
 		{"dash in name", []string{"mint", "a-b", "--dir", dir}, exit.Usage, "invalid actor"},

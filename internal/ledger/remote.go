@@ -34,44 +34,87 @@ func (l *Ledger) ObserveManagerGate(ctx context.Context, instance wire.Lifecycle
 	return g.Observe(ctx)
 }
 
-// ActivateRemoteManager issues the serve credential of remote manager instance to serve, the
-// principal its gate names, for the public user key pub, serving commands and living life. The
-// gate must exist (ErrNoGate: nothing is minted) and name serve (ErrForeignGate). It then moves
-// as a local manager's does (ServeManager): frozen, every serving credential of an older epoch
-// revoked and evicted, reopened at the next epoch, which the credential serves and which is
-// returned. The credential comes back as its JWT alone.
-func (l *Ledger) ActivateRemoteManager(ctx context.Context, serve wire.Principal, instance wire.LifecycleUID, commands []string, life time.Duration, pub string) (*authority.Credential, int64, error) {
+// HeldIdentity is one of a remote manager's identities: its principal and the public key it
+// generated and keeps.
+type HeldIdentity struct {
+	Principal wire.Principal
+	Key       string
+}
+
+// RemoteServe are the identities a remote manager's activation issues to: the serve identity the
+// gate names, and its goal-writer and session-ledger siblings.
+type RemoteServe struct {
+	Serve, GoalWriter, SessionLedger HeldIdentity
+}
+
+// RemoteActivation is what an activation issued, each credential as its JWT alone.
+type RemoteActivation struct {
+	Serve, GoalWriter, SessionLedger *authority.Credential
+	// Epoch is the epoch the instance serves at.
+	Epoch int64
+}
+
+// ActivateRemoteManager issues a remote manager instance's serve credential, serving commands,
+// and its goal-writer and session-ledger siblings, each living life, for the keys ids name. The
+// gate must exist (ErrNoGate: nothing is minted) and name ids.Serve (ErrForeignGate). It then
+// moves as a local manager's does (ServeManager): frozen, every serving credential of an older
+// epoch revoked and evicted, reopened at the next epoch. The three credentials are issued through
+// the gate at that epoch, each against the revision the issue before it left, so a gate that moves
+// in between (another incarnation) stops the activation with ErrConflict; all three are fenced
+// together by the next.
+func (l *Ledger) ActivateRemoteManager(ctx context.Context, ids RemoteServe, instance wire.LifecycleUID, commands []string, life time.Duration) (*RemoteActivation, error) {
 	g, err := l.managerGate(ctx, instance)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	og, err := g.Observe(ctx)
 	switch {
 	case err != nil:
-		return nil, 0, err
+		return nil, err
 	case og == nil:
-		return nil, 0, fmt.Errorf("activate manager %s: %w", instance, ErrNoGate)
-	case og.Row.Principal != serve.String():
-		return nil, 0, fmt.Errorf("activate manager %s for %s: %w (%s)", instance, serve, ErrForeignGate, og.Row.Principal)
+		return nil, fmt.Errorf("activate manager %s: %w", instance, ErrNoGate)
+	case og.Row.Principal != ids.Serve.Principal.String():
+		return nil, fmt.Errorf("activate manager %s for %s: %w (%s)", instance, ids.Serve.Principal, ErrForeignGate, og.Row.Principal)
 	}
-	mr := authority.MintRequest{
-		Profile: authority.ProfileEndpointServe,
-		Grant:   authority.Grant{Principal: serve, Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: instance, Epoch: og.Row.ProcessEpoch + 1, Commands: commands}},
-		Expires: life,
+	serving := func(epoch int64) *authority.ServeRows {
+		return &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: instance, Epoch: epoch, Commands: commands}
 	}
+	sibling := func(epoch int64) *authority.ServeRows {
+		return &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: instance, Epoch: epoch}
+	}
+	reqs := func(epoch int64) []authority.MintRequest {
+		return []authority.MintRequest{
+			{Profile: authority.ProfileEndpointServe, Grant: authority.Grant{Principal: ids.Serve.Principal, Serve: serving(epoch)}, Expires: life},
+			{Profile: authority.ProfileGoalWriter, Grant: authority.Grant{Principal: ids.GoalWriter.Principal, Serve: sibling(epoch)}, Expires: life},
+			{Profile: authority.ProfileSessionLedger, Grant: authority.Grant{Principal: ids.SessionLedger.Principal}, Expires: life},
+		}
+	}
+	keys := []string{ids.Serve.Key, ids.GoalWriter.Key, ids.SessionLedger.Key}
 	// A dry run before the gate moves, as ServeManager's.
-	if _, err := l.keys.SignUser(mr, pub); err != nil {
-		return nil, 0, err
+	for i, mr := range reqs(og.Row.ProcessEpoch + 1) {
+		if _, err := l.keys.SignUser(mr, keys[i]); err != nil {
+			return nil, err
+		}
 	}
-	if og, err = l.advanceServeGate(ctx, g, og, serve, "serve-"+nuid.Next()); err != nil {
-		return nil, 0, err
+	if og, err = l.advanceServeGate(ctx, g, og, ids.Serve.Principal, "serve-"+nuid.Next()); err != nil {
+		return nil, err
 	}
-	mr.Grant.Serve.Epoch = og.Row.ProcessEpoch
-	cred, err := g.IssueHeld(ctx, l.keys, og, mr, nuid.Next(), pub)
-	if err != nil {
-		return nil, 0, err
+	epoch := og.Row.ProcessEpoch
+	issued := make([]*authority.Credential, 3)
+	for i, mr := range reqs(epoch) {
+		if i > 0 { // the issue before moved the gate's revision, never its epoch
+			if og, err = g.Observe(ctx); err != nil {
+				return nil, err
+			}
+			if og == nil || og.Row.State != authority.GateOpen || og.Row.ProcessEpoch != epoch {
+				return nil, fmt.Errorf("activate manager %s: %w: the gate moved during the activation", instance, authority.ErrConflict)
+			}
+		}
+		if issued[i], err = g.IssueHeld(ctx, l.keys, og, mr, nuid.Next(), keys[i]); err != nil {
+			return nil, err
+		}
 	}
-	return cred, og.Row.ProcessEpoch, nil
+	return &RemoteActivation{Serve: issued[0], GoalWriter: issued[1], SessionLedger: issued[2], Epoch: epoch}, nil
 }
 
 // RenewRemoteManager renews a remote manager's serve credential in place (authority

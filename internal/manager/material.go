@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,7 +77,7 @@ func (m *Material) ConnectOptions() ([]cotal.Option, error) {
 	g := cotal.Grant{Profile: "agent", Principal: p, Space: wire.Space(m.Space), Lifecycle: wire.LifecycleUID(b.LifecycleUID),
 		Role: b.Role, AllowSubscribe: b.AllowSubscribe, AllowPublish: b.AllowPublish, Presence: true}
 	creds := userauth.AgentCredentials{Owner: p.Owner(), Actor: p.Actor(), ActorToken: strings.TrimSpace(string(token))}
-	hc := &http.Client{}
+	hc := userauth.NewHTTPClient()
 	return append(opts, cotal.WithBearer(sentinel, g, func(ctx context.Context) (string, error) {
 		tok, _, err := userauth.FetchAgentBearer(ctx, hc, b.Exchange, "", creds)
 		return tok, err

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -32,7 +33,7 @@ type ClientConfig struct {
 	Instance wire.LifecycleUID
 	// IDToken returns a fresh IdP token of the person, per request.
 	IDToken func(ctx context.Context) (string, error)
-	// HTTP is the client the requests go through; http.DefaultClient when nil.
+	// HTTP is the client the requests go through; userauth.NewHTTPClient's when nil.
 	HTTP *http.Client
 }
 
@@ -54,7 +55,7 @@ type Client struct {
 // NewClient makes a client with fresh identities.
 func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.HTTP == nil {
-		cfg.HTTP = http.DefaultClient
+		cfg.HTTP = userauth.NewHTTPClient()
 	}
 	if cfg.Actor == "" {
 		return nil, errors.New("remote manager: the person's actor is required")
@@ -79,13 +80,6 @@ func (c *Client) Owner() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.owner
-}
-
-// Epoch returns the epoch the manager serves at, once activated.
-func (c *Client) Epoch() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.epoch
 }
 
 // request builds a request of kind and op.
@@ -158,7 +152,7 @@ func opName(r Request) string {
 }
 
 // credential pairs an issued JWT with the seed of the identity it names, checking that the host
-// signed it for that key and principal.
+// signed it for a key this manager holds.
 func (c *Client) credential(resp *Response, name string, profile authority.Profile, actor string) (*authority.Credential, error) {
 	is, ok := resp.Credentials[name]
 	if !ok {
@@ -185,9 +179,10 @@ func (c *Client) credential(resp *Response, name string, profile authority.Profi
 		Expires: time.Unix(claims.Expires, 0), Creds: creds}, nil
 }
 
-// Standing are a remote manager's connection credentials.
+// Standing are a remote manager's credentials: the supervisor and executor from prepare, and
+// from activate on the serve credential with its goal-writer and session-ledger siblings.
 type Standing struct {
-	Supervisor, Executor, Serve *authority.Credential
+	Supervisor, Executor, Serve, GoalWriter, SessionLedger *authority.Credential
 }
 
 // Prepare registers the incarnation with the host and returns its supervisor and executor
@@ -214,11 +209,24 @@ func (c *Client) standing(resp *Response) (*Standing, error) {
 		return nil, err
 	}
 	if _, ok := resp.Credentials["serve"]; ok {
-		if s.Serve, err = c.credential(resp, "serve", authority.ProfileEndpointServe, c.actors.Serve); err != nil {
+		if err := c.served(resp, &s); err != nil {
 			return nil, err
 		}
 	}
 	return &s, nil
+}
+
+// served reads the serve credential and its two siblings into s.
+func (c *Client) served(resp *Response, s *Standing) error {
+	var err error
+	if s.Serve, err = c.credential(resp, "serve", authority.ProfileEndpointServe, c.actors.Serve); err != nil {
+		return err
+	}
+	if s.GoalWriter, err = c.credential(resp, "goalWriter", authority.ProfileGoalWriter, c.actors.GoalWriter); err != nil {
+		return err
+	}
+	s.SessionLedger, err = c.credential(resp, "sessionLedger", authority.ProfileSessionLedger, c.actors.SessionLedger)
+	return err
 }
 
 // Register writes the instance's serve gate through nc, a connection as the executor: open,
@@ -254,10 +262,8 @@ func (c *Client) Register(ctx context.Context, nc *nats.Conn) error {
 	return nil
 }
 
-// ContractArtifacts are the digests the manager registers: its contract's artifacts.
-func ContractArtifacts() ([]string, error) { return managerArtifacts() }
-
-// Activate asks for the serve credential: it returns it and the epoch it serves at.
+// Activate asks for the serve credential and its siblings: it returns the serve credential and
+// the epoch it serves at.
 func (c *Client) Activate(ctx context.Context) (*authority.Credential, int64, error) {
 	r := c.request(KindAuthority, OpActivate)
 	var err error
@@ -272,10 +278,11 @@ func (c *Client) Activate(ctx context.Context) (*authority.Credential, int64, er
 	if resp.ProcessEpoch == nil || resp.NextRegistrationProof == "" || resp.NextRegistrationProof == r.RegistrationProof {
 		return nil, 0, errors.New("remote manager activate: the host returned no current-registration proof")
 	}
-	serve, err := c.credential(resp, "serve", authority.ProfileEndpointServe, c.actors.Serve)
-	if err != nil {
+	var st Standing
+	if err := c.served(resp, &st); err != nil {
 		return nil, 0, err
 	}
+	serve := st.Serve
 	c.mu.Lock()
 	c.current, c.epoch = resp.NextRegistrationProof, *resp.ProcessEpoch
 	c.mu.Unlock()
@@ -291,8 +298,8 @@ func (c *Client) Renew(ctx context.Context, account string) (*Standing, error) {
 		return nil, err
 	}
 	s, err := c.standing(resp)
-	if err == nil && s.Serve == nil {
-		err = errors.New("remote manager renew: the host renewed no serve credential")
+	if err == nil && (s.Serve == nil || len(resp.Credentials) != 5) {
+		err = fmt.Errorf("remote manager renew: the host renewed %d credentials, not the standing five", len(resp.Credentials))
 	}
 	return s, err
 }

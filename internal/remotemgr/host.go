@@ -2,6 +2,7 @@ package remotemgr
 
 import (
 	"context"
+
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -11,6 +12,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/nats-io/jwt/v2"
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
@@ -22,6 +25,10 @@ import (
 // ScopeSupervise is the scope a person's actor row needs for every remote-manager request. No
 // other scope implies it.
 const ScopeSupervise = "supervise"
+
+// MaxInstancesPerOwner bounds the remote manager instances one person may have registered: each
+// holds a day's credentials and a registry row.
+const MaxInstancesPerOwner = 16
 
 // Lifetimes of what the host issues.
 const (
@@ -105,12 +112,9 @@ func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
 	if wire.Space(r.Space) != h.Space {
 		return nil, refuse(wire.CodePermissionDenied, "the request is for space %s, this host serves %s", r.Space, h.Space)
 	}
-	who, err := h.People.Authenticate(ctx, env.IDPToken, r.Actor)
+	who, err := h.supervisor(ctx, env.IDPToken, r.Actor)
 	if err != nil {
-		return nil, refuse(wire.CodePermissionDenied, "authenticate %s: %v", r.Actor, err)
-	}
-	if !slices.Contains(who.Scopes, ScopeSupervise) {
-		return nil, refuse(wire.CodePermissionDenied, "%s.%s does not hold the supervise scope", who.Owner, r.Actor)
+		return nil, err
 	}
 	resp := &Response{
 		V: protocolVersion, Kind: r.Kind, Operation: r.Operation, Space: r.Space, InstanceID: r.InstanceID,
@@ -130,9 +134,11 @@ func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
 	case OpRenewStandingBundle:
 		err = h.renew(ctx, who, r, resp)
 	case OpSession:
-		err = h.session(who, r, resp)
+		err = h.session(ctx, who, r, resp)
 	case OpRetire:
 		err = h.retire(ctx, who, r, resp)
+	case OpTransferReader:
+		err = h.transferReader(ctx, who, r, resp)
 	case OpEvictFamily:
 		err = h.evictFamily(ctx, who, r, resp)
 	default:
@@ -146,7 +152,42 @@ func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The person may have lost supervise while this request was under way, and the revocation's
+	// eviction may have run before the credentials above were signed: a JWT signed after an
+	// eviction is not refused by it. So the row is read again, and what was just signed is
+	// evicted if it no longer grants supervise.
+	if len(resp.Credentials) > 0 {
+		if _, err := h.supervisor(ctx, env.IDPToken, r.Actor); err != nil {
+			return nil, errors.Join(err, h.Ledger.EvictKeys(ctx, resp.issuedKeys()...))
+		}
+	}
 	return resp, nil
+}
+
+// supervisor authenticates the person speaking as actor and requires their row to hold
+// supervise.
+func (h *Host) supervisor(ctx context.Context, idToken, actor string) (*Person, error) {
+	who, err := h.People.Authenticate(ctx, idToken, actor)
+	if errors.Is(err, userauth.ErrUnavailable) {
+		return nil, refuse(wire.CodeUnavailable, "authenticate %s: %v", actor, err)
+	} else if err != nil {
+		return nil, refuse(wire.CodePermissionDenied, "authenticate %s: %v", actor, err)
+	}
+	if !slices.Contains(who.Scopes, ScopeSupervise) {
+		return nil, refuse(wire.CodePermissionDenied, "%s.%s does not hold the supervise scope", who.Owner, actor)
+	}
+	return who, nil
+}
+
+// issuedKeys returns the user keys of the credentials the response carries.
+func (r *Response) issuedKeys() []string {
+	var keys []string
+	for _, c := range r.Credentials {
+		if claims, err := jwt.DecodeUserClaims(c.JWT); err == nil {
+			keys = append(keys, claims.Subject)
+		}
+	}
+	return keys
 }
 
 // registered refuses a request for an instance the host never prepared for owner with these
@@ -160,6 +201,8 @@ func (h *Host) registered(owner string, r *Request) error {
 		return refuse(wire.CodePermissionDenied, "instance %s was never prepared", r.InstanceID)
 	case reg.Owner != owner:
 		return refuse(wire.CodePermissionDenied, "instance %s belongs to %s, not %s", r.InstanceID, reg.Owner, owner)
+	case reg.Actor != r.Actor:
+		return refuse(wire.CodePermissionDenied, "instance %s was prepared by %s.%s, not %s", r.InstanceID, reg.Owner, reg.Actor, r.Actor)
 	case reg.Identities != r.Identities || reg.LifecycleUID != r.ManagerLifecycleUID:
 		return refuse(wire.CodePermissionDenied, "instance %s was prepared with other identities or another lifecycle", r.InstanceID)
 	}
@@ -202,6 +245,9 @@ func (h *Host) standing(owner string, r *Request, resp *Response) error {
 	return nil
 }
 
+// issued is a credential as the response carries it.
+func issued(c *authority.Credential) Issued { return Issued{JWT: c.JWT, Exp: c.Expires.Unix()} }
+
 // credential adds one issued credential to the response.
 func (r *Response) credential(name string, c Issued) {
 	if r.Credentials == nil {
@@ -224,21 +270,33 @@ func (h *Host) prepare(ctx context.Context, who *Person, r *Request, resp *Respo
 	if serve := principal(who.Owner, resp.Actors.Serve); og != nil && og.Row.Principal != serve.String() {
 		return refuse(wire.CodePermissionDenied, "instance %s is served by %s", r.InstanceID, og.Row.Principal)
 	}
-	prev, err := h.Registry.Claim(Registration{Owner: who.Owner, Actor: r.Actor, InstanceID: r.InstanceID, LifecycleUID: r.ManagerLifecycleUID,
+	// A new incarnation of the instance: the one before it may still hold its lease and answer
+	// the liveness plane on its supervisor identity, which no gate fences. The broker refuses its
+	// supervisor and executor before this one is recorded (so a failed eviction forgets nothing);
+	// its serve identity is fenced through the gate at activation.
+	prev, err := h.Registry.Get(r.InstanceID)
+	if err != nil {
+		return refuse(wire.CodeInternal, "read the registration of %s: %v", r.InstanceID, err)
+	}
+	if prev == nil {
+		mine, err := h.Registry.Of(who.Owner, "")
+		if err != nil {
+			return refuse(wire.CodeInternal, "read the registrations of %s: %v", who.Owner, err)
+		}
+		if len(mine) >= MaxInstancesPerOwner {
+			return refuse(wire.CodeResourceExhausted, "%s already registered %d remote manager instances", who.Owner, len(mine))
+		}
+	} else if prev.Owner == who.Owner && prev.Identities != r.Identities {
+		if err := h.Ledger.EvictKeys(ctx, prev.Identities.Supervisor.ID, prev.Identities.Executor.ID); err != nil {
+			return refuse(wire.CodeUnavailable, "evict the previous incarnation of %s: %v", r.InstanceID, err)
+		}
+	}
+	_, err = h.Registry.Claim(Registration{Owner: who.Owner, Actor: r.Actor, InstanceID: r.InstanceID, LifecycleUID: r.ManagerLifecycleUID,
 		Identities: r.Identities, PreparedAt: time.Now().Unix()})
 	if errors.Is(err, ErrForeignInstance) {
 		return refuse(wire.CodePermissionDenied, "%v", err)
 	} else if err != nil {
 		return refuse(wire.CodeInternal, "record the registration of %s: %v", r.InstanceID, err)
-	}
-	// A new incarnation of the instance: the one before it may still hold its lease and answer
-	// the liveness plane on its supervisor identity, which no gate fences. The broker refuses its
-	// supervisor and executor before this one gets its own; its serve identity is fenced through
-	// the gate at activation.
-	if prev != nil && prev.Identities != r.Identities {
-		if err := h.Ledger.EvictKeys(ctx, prev.Identities.Supervisor.ID, prev.Identities.Executor.ID); err != nil {
-			return refuse(wire.CodeUnavailable, "evict the previous incarnation of %s: %v", r.InstanceID, err)
-		}
 	}
 	return h.standing(who.Owner, r, resp)
 }
@@ -271,8 +329,12 @@ func (h *Host) activate(ctx context.Context, who *Person, r *Request, resp *Resp
 	if !slices.Equal(want, slices.Sorted(slices.Values(r.ContractArtifacts))) {
 		return refuse(wire.CodePermissionDenied, "the contract artifacts are not the manager contract's")
 	}
-	serve := principal(who.Owner, resp.Actors.Serve)
-	cred, epoch, err := h.Ledger.ActivateRemoteManager(ctx, serve, wire.LifecycleUID(r.InstanceID), manager.Commands(), h.life(), r.Identities.Serve.ID)
+	ids := ledger.RemoteServe{
+		Serve:         ledger.HeldIdentity{Principal: principal(who.Owner, resp.Actors.Serve), Key: r.Identities.Serve.ID},
+		GoalWriter:    ledger.HeldIdentity{Principal: principal(who.Owner, resp.Actors.GoalWriter), Key: r.Identities.GoalWriter.ID},
+		SessionLedger: ledger.HeldIdentity{Principal: principal(who.Owner, resp.Actors.SessionLedger), Key: r.Identities.SessionLedger.ID},
+	}
+	act, err := h.Ledger.ActivateRemoteManager(ctx, ids, wire.LifecycleUID(r.InstanceID), manager.Commands(), h.life())
 	switch {
 	case errors.Is(err, ledger.ErrNoGate):
 		return refuse(wire.CodeFailedPrecondition, "%v", err)
@@ -283,11 +345,14 @@ func (h *Host) activate(ctx context.Context, who *Person, r *Request, resp *Resp
 	case err != nil:
 		return refuse(wire.CodeInternal, "activate %s: %v", r.InstanceID, err)
 	}
+	epoch := act.Epoch
 	og, err := h.Ledger.ObserveManagerGate(ctx, wire.LifecycleUID(r.InstanceID))
 	if err != nil || og == nil {
 		return refuse(wire.CodeInternal, "observe the gate of %s after activation: %v", r.InstanceID, err)
 	}
-	resp.credential("serve", Issued{JWT: cred.JWT, Exp: cred.Expires.Unix()})
+	resp.credential("serve", issued(act.Serve))
+	resp.credential("goalWriter", issued(act.GoalWriter))
+	resp.credential("sessionLedger", issued(act.SessionLedger))
 	resp.ProcessEpoch = &epoch
 	resp.NextRegistrationProof = currentProof(h.Keys, who.Owner, r, og.Row.RegistrationRevision, epoch)
 	return nil
@@ -333,32 +398,36 @@ func (h *Host) renew(ctx context.Context, who *Person, r *Request, resp *Respons
 	if err != nil {
 		return refuse(wire.CodeInternal, "read the serving credentials of %s: %v", r.InstanceID, err)
 	}
-	i := slices.IndexFunc(rows, func(c authority.CredentialRow) bool {
-		e, ok := c.ServedEpoch()
-		return c.State == authority.CredActive && c.UserKey == r.Identities.Serve.ID && ok && e == *r.ProcessEpoch
-	})
-	if i < 0 {
-		return refuse(wire.CodeConflict, "instance %s holds no active serve credential at epoch %d", r.InstanceID, *r.ProcessEpoch)
-	}
-	serve, err := h.Ledger.RenewRemoteManager(ctx, wire.LifecycleUID(r.InstanceID), rows[i].CredentialID, h.life())
-	if errors.Is(err, authority.ErrConflict) {
-		return refuse(wire.CodeConflict, "%v", err)
-	} else if err != nil {
-		return refuse(wire.CodeInternal, "renew the serve credential of %s: %v", r.InstanceID, err)
-	}
 	if err := h.standing(who.Owner, r, resp); err != nil {
 		return err
 	}
-	resp.credential("serve", Issued{JWT: serve.JWT, Exp: serve.Expires.Unix()})
+	for _, held := range []struct{ name, key string }{
+		{"serve", r.Identities.Serve.ID}, {"goalWriter", r.Identities.GoalWriter.ID}, {"sessionLedger", r.Identities.SessionLedger.ID},
+	} {
+		i := slices.IndexFunc(rows, func(c authority.CredentialRow) bool {
+			e, ok := c.ServedEpoch()
+			return c.State == authority.CredActive && c.UserKey == held.key && ok && e == *r.ProcessEpoch
+		})
+		if i < 0 {
+			return refuse(wire.CodeConflict, "instance %s holds no active %s credential at epoch %d", r.InstanceID, held.name, *r.ProcessEpoch)
+		}
+		cred, err := h.Ledger.RenewRemoteManager(ctx, wire.LifecycleUID(r.InstanceID), rows[i].CredentialID, h.life())
+		if errors.Is(err, authority.ErrConflict) {
+			return refuse(wire.CodeConflict, "%v", err)
+		} else if err != nil {
+			return refuse(wire.CodeInternal, "renew the %s credential of %s: %v", held.name, r.InstanceID, err)
+		}
+		resp.credential(held.name, issued(cred))
+	}
 	resp.ProcessEpoch = r.ProcessEpoch
 	return nil
 }
 
 // session signs a session's serving half for the serve identity, living until the session
 // expires but no more than a day.
-func (h *Host) session(who *Person, r *Request, resp *Response) error {
-	if !proofEqual(r.RegistrationProof, RegistrationProof(who.Owner, r)) {
-		return refuse(wire.CodePermissionDenied, "the registration proof does not match this registration")
+func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	if _, err := h.current(ctx, who, r); err != nil {
+		return err
 	}
 	s := r.Session
 	now := time.Now()
@@ -370,11 +439,34 @@ func (h *Host) session(who *Person, r *Request, resp *Response) error {
 		return refuse(wire.CodeFailedPrecondition, "session %s has expired", s.SessionID)
 	}
 	g := authority.Grant{Session: authority.SessionRails{Endpoint: s.Endpoint, SessionID: s.SessionID, Epoch: s.Epoch}}
+	if err := h.Registry.AddKey(r.InstanceID, s.ID); err != nil {
+		// A key the host cannot record would outlive its manager's eviction: not signed.
+		return refuse(wire.CodeInternal, "record the session key of %s: %v", r.InstanceID, err)
+	}
 	c, err := h.sign(who.Owner, resp.Actors.Serve, authority.ProfileSessionServing, g, exp.Sub(now), s.ID)
 	if err != nil {
 		return err
 	}
 	resp.credential("sessionServing", c)
+	return nil
+}
+
+// transferReader signs a transfer reader for the key the request names: the instance's own
+// transfer store, read by its serve identity for a few minutes, while the manager still serves at
+// the epoch it names.
+func (h *Host) transferReader(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	if _, err := h.current(ctx, who, r); err != nil {
+		return err
+	}
+	if err := h.Registry.AddKey(r.InstanceID, r.TransferReader.ID); err != nil {
+		return refuse(wire.CodeInternal, "record the transfer reader of %s: %v", r.InstanceID, err)
+	}
+	g := authority.Grant{Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: wire.LifecycleUID(r.InstanceID)}}
+	c, err := h.sign(who.Owner, resp.Actors.Serve, authority.ProfileTransferReader, g, authority.ProfileTransferReader.DefaultLifetime(), r.TransferReader.ID)
+	if err != nil {
+		return err
+	}
+	resp.credential("transferReader", c)
 	return nil
 }
 
@@ -385,8 +477,15 @@ func (h *Host) retire(ctx context.Context, who *Person, r *Request, resp *Respon
 	if t.Owner != who.Owner {
 		return refuse(wire.CodePermissionDenied, "%s may not retire an agent of %s", who.Owner, t.Owner)
 	}
-	if _, ok := isFamily(t.Actor, wire.LifecycleUID(r.InstanceID)); ok {
-		return refuse(wire.CodePermissionDenied, "%s is one of the manager's own identities", t.Actor)
+	if r.Retirement.OpID != RetirementOpID(wire.LifecycleUID(t.LifecycleUID)) {
+		return refuse(wire.CodeBadRequest, "the retirement's opId is not its lifecycle's")
+	}
+	reg, err := h.Registry.Get(r.InstanceID)
+	if err != nil {
+		return refuse(wire.CodeInternal, "read the registration of %s: %v", r.InstanceID, err)
+	}
+	if !slices.Contains(reg.Agents, t) {
+		return refuse(wire.CodePermissionDenied, "%s is not an agent instance %s spawned", t.lifecycle(), r.InstanceID)
 	}
 	epoch := r.Retirement.ServeEpoch
 	r.ProcessEpoch = &epoch
@@ -399,20 +498,12 @@ func (h *Host) retire(ctx context.Context, who *Person, r *Request, resp *Respon
 	return nil
 }
 
-// isFamily reports whether actor is one of instance's identities, and which.
-func isFamily(actor string, instance wire.LifecycleUID) (string, bool) {
-	a := wire.RemoteManagerActorsOf(instance)
-	for name, x := range map[string]string{"supervisor": a.Supervisor, "executor": a.Executor, "serve": a.Serve, "goalWriter": a.GoalWriter, "sessionLedger": a.SessionLedger} {
-		if x == actor {
-			return name, true
-		}
-	}
-	return "", false
-}
-
 // evictFamily has the broker refuse principals of the caller's own instance that hold one of its
 // serving credentials: a stale incarnation the manager wants gone. Anything else is refused.
 func (h *Host) evictFamily(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	if _, err := h.current(ctx, who, r); err != nil {
+		return err
+	}
 	instance := wire.LifecycleUID(r.InstanceID)
 	rows, err := h.Ledger.ManagerCredentials(ctx, instance)
 	if err != nil {
@@ -432,7 +523,7 @@ func (h *Host) evictFamily(ctx context.Context, who *Person, r *Request, resp *R
 			ev.Kicked++
 		}
 	}
-	ev.VerifiedGone = true // RevokeUserKey returns once the broker shows none of them connected
+	ev.VerifiedGone = true // RevokeUserKey returns only once the broker's connection list shows none of them
 	resp.Evicted = ev
 	return nil
 }
@@ -449,8 +540,13 @@ func (h *Host) enroll(ctx context.Context, who *Person, r *Request, resp *Respon
 		return err
 	}
 	e := r.Enrollment
-	if _, ok := isFamily(e.Name, wire.LifecycleUID(r.InstanceID)); ok || e.Name == r.Actor {
+	if wire.IsRemoteManagerActor(e.Name) || e.Name == r.Actor {
 		return refuse(wire.CodePermissionDenied, "an agent may not take the name %s", e.Name)
+	}
+	if _, err := h.Managed.GetKind(userauth.KindManaged, who.Owner, e.Name); err == nil {
+		return refuse(wire.CodeAlreadyExists, "%s.%s is a managed agent already: retire it first", who.Owner, e.Name)
+	} else if !errors.Is(err, userauth.ErrNoRow) {
+		return refuse(wire.CodeInternal, "read the row of %s.%s: %v", who.Owner, e.Name, err)
 	}
 	req := ledger.Request{Owner: who.Owner, Name: e.Name, Role: e.Role, Subscribe: e.Subscribe, AllowSubscribe: e.AllowSubscribe, AllowPublish: e.AllowPublish}.WithDefaultPublish()
 	if err := req.Validate(); err != nil {
@@ -472,7 +568,7 @@ func (h *Host) enroll(ctx context.Context, who *Person, r *Request, resp *Respon
 	if errors.Is(err, userauth.ErrDenied) {
 		return refuse(wire.CodePermissionDenied, "enroll %s: %v", e.Name, err)
 	} else if err != nil {
-		return refuse(wire.CodeFailedPrecondition, "enroll %s: %v", e.Name, err)
+		return refuse(wire.CodeInternal, "enroll %s: %v", e.Name, err)
 	}
 	p := principal(who.Owner, e.Name)
 	agent := Target{Owner: who.Owner, Actor: e.Name, LifecycleUID: string(row.LifecycleUID)}
@@ -498,7 +594,12 @@ func (h *Host) retireAgent(ctx context.Context, instance string, t Target) error
 func retireAgent(ctx context.Context, l *ledger.Ledger, reg *Registry, people *userauth.People, instance string, t Target) error {
 	var err error
 	if people != nil {
-		if rerr := people.RevokeManaged(t.Owner, t.Actor); rerr != nil && !errors.Is(rerr, userauth.ErrNoRow) {
+		// Only this agent's row: a later agent of the same name has a row of its own.
+		row, rerr := people.GetKind(userauth.KindManaged, t.Owner, t.Actor)
+		switch {
+		case rerr == nil && string(row.LifecycleUID) == t.LifecycleUID:
+			err = people.RevokeManaged(t.Owner, t.Actor)
+		case rerr != nil && !errors.Is(rerr, userauth.ErrNoRow):
 			err = rerr
 		}
 	}

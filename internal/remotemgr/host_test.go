@@ -310,8 +310,17 @@ func TestActivateChecksTheGateAndTheProof(t *testing.T) {
 		t.Fatalf("gate after activation: %+v, epoch %d", og.Row, epoch)
 	}
 	rows, err = r.m.Ledger(r.m.Space).ManagerCredentials(ctx, inst)
-	if err != nil || len(rows) != 1 || rows[0].State != authority.CredActive || rows[0].UserKey != serve.PublicKey {
+	profiles := map[authority.Profile]bool{}
+	for _, row := range rows {
+		if e, _ := row.ServedEpoch(); row.State == authority.CredActive && e == epoch {
+			profiles[row.Profile] = true
+		}
+	}
+	if err != nil || len(rows) != 3 || !profiles[authority.ProfileEndpointServe] || !profiles[authority.ProfileGoalWriter] || !profiles[authority.ProfileSessionLedger] {
 		t.Fatalf("serving rows: %+v %v", rows, err)
+	}
+	if i := slices.IndexFunc(rows, func(r authority.CredentialRow) bool { return r.Profile == authority.ProfileEndpointServe }); rows[i].UserKey != serve.PublicKey {
+		t.Fatalf("the serve row names key %s", rows[i].UserKey)
 	}
 	// A gate of another person's principal is refused: bob registers his own instance, whose gate
 	// alice's request cannot use.
@@ -357,7 +366,7 @@ func TestRenewStandingBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Supervisor == nil || st.Executor == nil || st.Serve == nil || st.Serve.PublicKey != serve.PublicKey {
+	if st.Supervisor == nil || st.Executor == nil || st.Serve == nil || st.GoalWriter == nil || st.SessionLedger == nil || st.Serve.PublicKey != serve.PublicKey {
 		t.Fatalf("renewed bundle: %+v", st)
 	}
 	if _, err := c.Renew(ctx, "AFOREIGNACCOUNT"); code(err) != wire.CodePermissionDenied {
@@ -456,8 +465,7 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 		exp  time.Time
 		max  time.Duration
 	}{{"an hour", time.Now().Add(time.Hour), time.Hour}, {"a week", time.Now().Add(7 * 24 * time.Hour), 24 * time.Hour}} {
-		req := c.RawRequest(remotemgr.KindAuthority, remotemgr.OpSession)
-		req.RegistrationProof = remotemgr.RegistrationProof(alice, &req)
+		req := c.Hosted(remotemgr.KindAuthority, remotemgr.OpSession)
 		req.Session = &remotemgr.SessionAsk{ID: servingKey(), Endpoint: "manager", SessionID: "sEsSiOn_iD-0123456789abcdef", Epoch: c.Epoch(), Exp: tc.exp.Unix()}
 		out, status, code := r.send(t, "alice-token", req)
 		if status != 200 {
@@ -472,16 +480,40 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 		}
 	}
 
+	// transferReader: the instance's own store, for a few minutes, at the current epoch only.
+	tr := c.Hosted(remotemgr.KindAuthority, remotemgr.OpTransferReader)
+	tr.TransferReader = &remotemgr.Identity{ID: servingKey()}
+	out, status, refusal := r.send(t, "alice-token", tr)
+	if status != 200 {
+		t.Fatalf("transferReader: HTTP %d %s", status, refusal)
+	}
+	claims, err := jwt.DecodeUserClaims(out.Credentials["transferReader"].JWT)
+	if err != nil || claims.Subject != tr.TransferReader.ID || claims.Name != string(authority.ProfileTransferReader) || claims.Expires-claims.IssuedAt > 300 {
+		t.Fatalf("transfer reader: %+v %v", claims, err)
+	}
+	stale := *tr.ProcessEpoch + 1
+	tr.ProcessEpoch = &stale
+	if _, status, refusal := r.send(t, "alice-token", tr); status != 403 {
+		t.Fatalf("transferReader at another epoch: HTTP %d %s", status, refusal)
+	}
+
 	// retire: only the caller's own agents.
 	req := c.RawRequest(remotemgr.KindAuthority, remotemgr.OpRetire)
 	req.RegistrationProof = c.Hosted(remotemgr.KindAuthority, remotemgr.OpRetire).RegistrationProof
-	req.Retirement = &remotemgr.Retirement{Target: remotemgr.Target{Owner: bob, Actor: "x", LifecycleUID: string(wire.NewLifecycleUID())}, ServeEpoch: c.Epoch()}
+	stranger := wire.NewLifecycleUID()
+	req.Retirement = &remotemgr.Retirement{Target: remotemgr.Target{Owner: bob, Actor: "x", LifecycleUID: string(stranger)},
+		OpID: remotemgr.RetirementOpID(stranger), ServeEpoch: c.Epoch()}
 	if _, status, code := r.send(t, "alice-token", req); status != 403 || code != string(wire.CodePermissionDenied) {
 		t.Fatalf("retire another owner's agent: HTTP %d %s", status, code)
 	}
-	req.Retirement.Target.Owner, req.Retirement.ServeEpoch = alice, c.Epoch()+1
+	// Alice's own lifecycle, but not an agent this instance spawned (her cli, say).
+	req.Retirement.Target.Owner = alice
 	if _, status, code := r.send(t, "alice-token", req); status != 403 || code != string(wire.CodePermissionDenied) {
-		t.Fatalf("retire at another epoch (its proof does not match): HTTP %d %s", status, code)
+		t.Fatalf("retire a lifecycle the instance did not spawn: HTTP %d %s", status, code)
+	}
+	req.Retirement.OpID = "wrong"
+	if _, status, code := r.send(t, "alice-token", req); status != 400 || code != string(wire.CodeBadRequest) {
+		t.Fatalf("retire with another opId: HTTP %d %s", status, code)
 	}
 
 	// enrollment: a managed row within the person's row only, whose token the host keeps hashed.
@@ -491,6 +523,7 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 		"beyond the publish ACL":       {Name: "loud", Subscribe: []string{"team.a"}, AllowPublish: []string{"team.b"}},
 		"a role the person lacks":      {Name: "worker", Subscribe: []string{"team.a"}, Role: "builder"},
 		"the manager's own identity":   {Name: c.Actors().Serve},
+		"another manager's identity":   {Name: wire.RemoteManagerActorsOf(wire.NewLifecycleUID()).Serve},
 		"the person's own actor (cli)": {Name: "cli"},
 	} {
 		if _, err := c.Enroll(ctx, e); code(err) != wire.CodePermissionDenied {
@@ -500,6 +533,9 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 	got, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "ok", Subscribe: []string{"team.a"}})
 	if err != nil || got.ActorToken == "" || !slices.Equal(got.Grant.AllowPublish, []string{"team.a"}) {
 		t.Fatalf("enroll within the envelope: %+v %v", got, err)
+	}
+	if _, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "ok", Subscribe: []string{"team.a"}}); code(err) != wire.CodeAlreadyExists {
+		t.Fatalf("enroll a name a live agent holds: %v", err)
 	}
 	row, err := r.people.Get(alice, "ok")
 	if err != nil || row.Kind != userauth.KindManaged || row.LifecycleUID != got.LifecycleUID || row.TokenHash == "" || strings.Contains(row.TokenHash, got.ActorToken) {

@@ -33,6 +33,7 @@ const (
 	OpSession             = "session"
 	OpRetire              = "retire"
 	OpRenewStandingBundle = "renewStandingBundle"
+	OpTransferReader      = "transferReader"
 	OpEvictFamily         = "evict-family-principal"
 )
 
@@ -114,6 +115,7 @@ type Request struct {
 	AccountPublicKey    string      `json:"accountPublicKey,omitempty"`
 	Session             *SessionAsk `json:"session,omitempty"`
 	Retirement          *Retirement `json:"retirement,omitempty"`
+	TransferReader      *Identity   `json:"transferReader,omitempty"`
 	Enrollment          *Enrollment `json:"enrollment,omitempty"`
 	Caller              *Target     `json:"caller,omitempty"`
 	Principals          []string    `json:"principals,omitempty"`
@@ -241,7 +243,7 @@ func (r *Request) validate() error {
 		seen[k] = true
 	}
 	ops := map[string][]string{
-		KindAuthority:          {OpPrepare, OpActivate, OpSession, OpRetire, OpRenewStandingBundle},
+		KindAuthority:          {OpPrepare, OpActivate, OpSession, OpRetire, OpRenewStandingBundle, OpTransferReader},
 		KindMaintenance:        {OpEvictFamily},
 		KindEnrollment:         {""},
 		KindAdminAuthorization: {""},
@@ -280,6 +282,10 @@ func (r *Request) validate() error {
 		}
 		if err := r.Retirement.Target.validate(); err != nil {
 			return fmt.Errorf("retirement target: %w", err)
+		}
+	case r.Operation == OpTransferReader:
+		if r.TransferReader == nil || !nkeys.IsValidPublicUserKey(r.TransferReader.ID) || r.ProcessEpoch == nil {
+			return errors.New("transferReader needs transferReader {id: a user nkey} and processEpoch")
 		}
 	case r.Operation == OpRenewStandingBundle:
 		if r.ProcessEpoch == nil || *r.ProcessEpoch < 0 || r.AccountPublicKey == "" {

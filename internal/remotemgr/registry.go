@@ -33,6 +33,9 @@ type Registration struct {
 	// Agents are the managed agents the host enrolled for the instance and has not retired:
 	// evicting the manager retires them too.
 	Agents []Target `json:"agents,omitempty"`
+	// Keys are the other keys the host signed for the instance (sessions' serving halves):
+	// evicting the manager has the broker refuse them too.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // Registry keeps one Registration per instance, as files in a private directory of the host's
@@ -72,8 +75,8 @@ func (g *Registry) Get(instance string) (*Registration, error) {
 	return &r, nil
 }
 
-// Put writes r, replacing the instance's registration.
-func (g *Registry) Put(r Registration) error {
+// put writes r, replacing the instance's registration.
+func (g *Registry) put(r Registration) error {
 	r.V = protocolVersion
 	raw, _ := json.MarshalIndent(r, "", "  ") // strings and numbers always encode
 	return atomicfile.Write(g.path(r.InstanceID), append(raw, '\n'), 0o600)
@@ -91,7 +94,7 @@ func (g *Registry) update(instance string, fn func(*Registration)) error {
 		return fmt.Errorf("instance %s has no registration", instance)
 	}
 	fn(r)
-	return g.Put(*r)
+	return g.put(*r)
 }
 
 // ErrForeignInstance is an instance another owner registered.
@@ -111,14 +114,19 @@ func (g *Registry) Claim(r Registration) (*Registration, error) {
 		if have.Owner != r.Owner {
 			return nil, fmt.Errorf("instance %s: %w (%s)", r.InstanceID, ErrForeignInstance, have.Owner)
 		}
-		r.Agents = have.Agents
+		r.Agents, r.Keys = have.Agents, have.Keys
 	}
-	return have, g.Put(r)
+	return have, g.put(r)
 }
 
 // AddAgent records a managed agent enrolled for instance.
 func (g *Registry) AddAgent(instance string, t Target) error {
 	return g.update(instance, func(r *Registration) { r.Agents = append(r.Agents, t) })
+}
+
+// AddKey records a key the host signed a credential for on instance's behalf.
+func (g *Registry) AddKey(instance, key string) error {
+	return g.update(instance, func(r *Registration) { r.Keys = append(r.Keys, key) })
 }
 
 // RemoveAgent forgets a managed agent of instance once it is retired.
@@ -162,7 +170,7 @@ func EvictOwner(ctx context.Context, l *ledger.Ledger, reg *Registry, people *us
 	regs, err := reg.Of(owner, actor)
 	var done []wire.LifecycleUID
 	for _, r := range regs {
-		if eerr := l.EvictManager(ctx, wire.LifecycleUID(r.InstanceID), reason, r.Identities.keys()...); eerr != nil {
+		if eerr := l.EvictManager(ctx, wire.LifecycleUID(r.InstanceID), reason, append(r.Identities.keys(), r.Keys...)...); eerr != nil {
 			err = errors.Join(err, fmt.Errorf("evict remote manager %s: %w", r.InstanceID, eerr))
 			continue
 		}

@@ -56,3 +56,16 @@ func FetchAgentBearer(ctx context.Context, hc *http.Client, exchangeURL, cap str
 	}
 	return out.Token, time.Unix(out.Exp, 0), nil
 }
+
+// clientTimeout bounds one request of NewHTTPClient's clients.
+const clientTimeout = 30 * time.Second
+
+// NewHTTPClient returns the client the exchange's callers use: every request bounded, and no
+// redirect followed, since a request body carries an IdP token or an actor token that must reach
+// the exchange and nothing else.
+func NewHTTPClient() *http.Client {
+	return &http.Client{
+		Timeout:       clientTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}

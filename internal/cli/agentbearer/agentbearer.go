@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -56,7 +55,7 @@ func NewCmdAgentBearer(f *factory.Factory) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), exchangeWait)
 			defer cancel()
-			tok, _, err := userauth.FetchAgentBearer(ctx, &http.Client{}, url, capability,
+			tok, _, err := userauth.FetchAgentBearer(ctx, userauth.NewHTTPClient(), url, capability,
 				userauth.AgentCredentials{Owner: owner, Actor: actor, ActorToken: strings.TrimSpace(string(raw))})
 			if errors.Is(err, userauth.ErrDenied) {
 				return &exit.AuthError{Err: err}

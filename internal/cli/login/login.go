@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,6 +15,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/devidp"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
 )
@@ -114,7 +114,7 @@ func loginRun(ctx context.Context, o *Options) error {
 			return &exit.UsageError{Err: fmt.Errorf("--dev-user: %w", err)}
 		}
 	}
-	hc := &http.Client{}
+	hc := userauth.NewHTTPClient()
 	doc, err := authservice.FetchMeshDocument(ctx, hc, url)
 	if err != nil {
 		return err

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -27,6 +26,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
 )
@@ -385,7 +385,7 @@ func superviseRemote(ctx context.Context, f *factory.Factory, meshURL, actor str
 		return &exit.UsageError{Err: fmt.Errorf("--actor: %w", err)}
 	}
 	meshURL = strings.TrimSuffix(meshURL, "/")
-	hc := &http.Client{}
+	hc := userauth.NewHTTPClient()
 	doc, err := authservice.FetchMeshDocument(ctx, hc, meshURL)
 	if err != nil {
 		return err

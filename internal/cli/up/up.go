@@ -27,6 +27,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -177,8 +178,13 @@ func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 		return nil, &exit.UsageError{Err: errors.New("--exchange-trusted-proxy goes with --exchange-public-url")}
 	}
 	if o.ExchangeURL != "" {
-		if u, err := url.Parse(o.ExchangeURL); err != nil || u.Scheme != "https" || u.Host == "" {
-			return nil, &exit.UsageError{Err: fmt.Errorf("--exchange-public-url %q: must be an https URL", o.ExchangeURL)}
+		if u, err := url.Parse(o.ExchangeURL); err != nil || u.Scheme != "https" || u.RawQuery != "" || oidc.CheckURL(o.ExchangeURL) != nil {
+			return nil, &exit.UsageError{Err: fmt.Errorf("--exchange-public-url %q: must be an https URL with no query, user or fragment", o.ExchangeURL)}
+		}
+	}
+	if o.IdP != "" {
+		if err := oidc.CheckURL(o.IdP); err != nil {
+			return nil, &exit.UsageError{Err: fmt.Errorf("--idp %s: %w", o.IdP, err)}
 		}
 	}
 	return &mesh.UserAuthOptions{

@@ -1,4 +1,4 @@
-package dial
+package authservice_test
 
 import (
 	"context"
@@ -7,15 +7,15 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 
+	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/wire"
 )
 
-// AsBearer connects to url in user-auth mode (SPEC §10): with the space's shared sentinel creds
-// and a bearer the auth service issued, which its callout checks and turns into a credential
-// keyed by a fresh client nonce. The nonce is the connection's name, and its inbox prefix the one
-// that credential allows. A bearer lives minutes: when it expires the broker closes the
-// connection, and its holder connects again with a fresh one.
-func AsBearer(ctx context.Context, url string, sentinelCreds []byte, bearer string, opts ...nats.Option) (*nats.Conn, error) {
+// asBearer connects to url as a person's CLI does in user-auth mode (SPEC §10): with the space's
+// shared sentinel creds and a bearer, which the callout checks and turns into a credential keyed by
+// a fresh client nonce, the connection's name and inbox. It never reconnects, so a test sees the
+// broker drop the connection when the bearer expires.
+func asBearer(ctx context.Context, url string, sentinelCreds []byte, bearer string, opts ...nats.Option) (*nats.Conn, error) {
 	token, err := jwt.ParseDecoratedJWT(sentinelCreds)
 	if err != nil {
 		return nil, fmt.Errorf("read the sentinel creds: %w", err)
@@ -38,5 +38,5 @@ func AsBearer(ctx context.Context, url string, sentinelCreds []byte, bearer stri
 		// A refused bearer stays refused: do not retry it.
 		nats.NoReconnect(),
 	}
-	return Anonymous(ctx, url, append(base, opts...)...)
+	return dial.Anonymous(ctx, url, append(base, opts...)...)
 }
