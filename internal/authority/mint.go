@@ -35,6 +35,10 @@ type MintRequest struct {
 	Profile Profile
 	Grant   Grant
 	Expires time.Duration
+	// Name is the JWT's name; the profile when empty. A credential an auth callout mints names
+	// its principal in dash form instead: the broker reports no tags for such a connection, only
+	// its name, which is how the connection list attributes it (connz).
+	Name string
 }
 
 // Credential is a minted user credential. Creds is the standard NATS creds file (JWT and seed),
@@ -141,6 +145,9 @@ func (s *SpaceKeys) signAs(req MintRequest, pub string, conn wire.ConnID, now ti
 	}
 	uc := jwt.NewUserClaims(pub)
 	uc.Name = string(req.Profile)
+	if req.Name != "" {
+		uc.Name = req.Name
+	}
 	uc.IssuerAccount = s.AccountPublicKey()
 	// Set directly rather than through TagList.Add, which lower-cases: a principal tag must
 	// round-trip an actor like "Alice" exactly.

@@ -329,7 +329,7 @@ func authorize(ctx context.Context, ex *userauth.Exchange, keys *authority.Space
 	if life <= 0 {
 		return "", errors.New("the bearer expired")
 	}
-	cred, err := keys.SignUser(authority.MintRequest{Profile: profile, Grant: grant, Expires: life}, r.UserNkey)
+	cred, err := keys.SignUser(authority.MintRequest{Profile: profile, Grant: grant, Expires: life, Name: p.Name()}, r.UserNkey)
 	if err != nil {
 		return "", err
 	}

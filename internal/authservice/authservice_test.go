@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,9 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/authservice"
+	"github.com/gocotal/cotal/internal/connz"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/userauth"
@@ -168,6 +172,25 @@ func TestPersonConnectsOnABearerTheLedgerRechecks(t *testing.T) {
 		if refused, err := c.Refused("Publish", subject); err != nil || refused != want {
 			t.Errorf("publish %s: refused=%v (%v), want %v", subject, refused, err, want)
 		}
+	}
+	// The broker's connection list attributes the connection to alice's principal, as the
+	// membership feed and eviction read it.
+	acct := r.m.Ledger("").Account()
+	sys, err := r.m.Keyring().MintSystemUser("test-connz", []string{jsapi.AccountConnz(acct)}, nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snc, err := dial.As(ctx, r.m.URL(), sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snc.Close()
+	conns, err := connz.List(ctx, snc, acct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(conns, func(c connz.Conn) bool { p, ok := c.Principal(); return ok && p == row.Principal() }) {
+		t.Errorf("no connection of the broker's list is attributed to %s: %+v", row.Principal(), conns)
 	}
 	c.Close()
 
