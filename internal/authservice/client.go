@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gocotal/cotal"
+
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
@@ -140,4 +142,41 @@ func bearerSafe(server string) error {
 		return fmt.Errorf("the broker %s is reached without TLS: bearers sent in clear could be replayed; serve it with --tls-cert and --tls-key", server)
 	}
 	return fmt.Errorf("the broker %s has an unknown scheme", server)
+}
+
+// PersonOptions returns the broker URL and the SDK options the person logged in to the mesh at
+// meshURL (`cotal login`) connects with as their actor: the mesh's sentinel creds and bearers the
+// exchange issues for their IdP token, afresh at every connect. The client checks no channel
+// itself: what the person's row grants, the broker enforces.
+func PersonOptions(ctx context.Context, hc *http.Client, sessionsPath, meshURL, actor string) (string, []cotal.Option, error) {
+	doc, err := FetchMeshDocument(ctx, hc, meshURL)
+	if err != nil {
+		return "", nil, err
+	}
+	tokens, err := IDTokens(ctx, hc, sessionsPath, meshURL, doc)
+	if err != nil {
+		return "", nil, err
+	}
+	bearer := func(ctx context.Context) (string, *userauth.Act, error) {
+		idToken, err := tokens(ctx)
+		if err != nil {
+			return "", nil, err
+		}
+		return userauth.FetchPersonBearer(ctx, hc, doc.ExchangeURL, idToken, actor)
+	}
+	_, act, err := bearer(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	p, err := act.Principal()
+	if err != nil {
+		return "", nil, err
+	}
+	everything := []string{">"}
+	g := cotal.Grant{Profile: "agent", Principal: p, Space: wire.Space(doc.Space), Lifecycle: act.LifecycleUID,
+		AllowSubscribe: everything, AllowPublish: everything}
+	return doc.Server, []cotal.Option{cotal.WithBearer([]byte(doc.SentinelCreds), g, func(ctx context.Context) (string, error) {
+		tok, _, err := bearer(ctx)
+		return tok, err
+	})}, nil
 }

@@ -60,6 +60,16 @@ func TestUserAuthRemoteManager(t *testing.T) {
 	if code, _, stderr := run(t, "actor", "grant", "alice", "--scope", "supervise", "--dir", a); code != exit.OK {
 		t.Fatalf("grant: exit %d %s", code, stderr)
 	}
+	// alice posts as herself from B: only where her row lets her, which the broker enforces.
+	if code, _, stderr := run(t, "send", "--mesh", url, "msg", "general", "hello from B"); code != exit.NotAuthorized {
+		t.Errorf("send beyond alice's row: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "actor", "grant", "alice", "--scope", "supervise", "--allow-publish", "general", "--allow-subscribe", "general", "--dir", a); code != exit.OK {
+		t.Fatalf("grant general: exit %d %s", code, stderr)
+	}
+	if code, out, stderr := run(t, "send", "--mesh", url, "msg", "general", "hello from B"); code != exit.OK || !strings.Contains(out, "stored seq") {
+		t.Errorf("send within alice's row: exit %d %s %s", code, out, stderr)
+	}
 	code, out, stderr = run(t, "actor", "list", "--dir", a, "--json")
 	var rows []actor.ListRow
 	if code != exit.OK || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].Name != "alice" || rows[0].Scope[0] != "supervise" {

@@ -3,7 +3,9 @@ package userauth
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,9 +29,18 @@ const maxReply = 64 << 10
 // more than that.
 func FetchAgentBearer(ctx context.Context, hc *http.Client, exchangeURL, cap string, a AgentCredentials) (string, time.Time, error) {
 	body, _ := json.Marshal(a) // strings always encode
+	out, err := postExchange(ctx, hc, exchangeURL, cap, body)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("exchange the actor token of %s.%s: %w", a.Owner, a.Actor, err)
+	}
+	return out.Token, time.Unix(out.Exp, 0), nil
+}
+
+// postExchange posts body to the exchange and returns its bearer; a refusal is ErrDenied.
+func postExchange(ctx context.Context, hc *http.Client, exchangeURL, cap string, body []byte) (*exchangeReply, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(exchangeURL, "/")+PathExchange, bytes.NewReader(body))
 	if err != nil {
-		return "", time.Time{}, err
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if cap != "" {
@@ -37,24 +48,24 @@ func FetchAgentBearer(ctx context.Context, hc *http.Client, exchangeURL, cap str
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("exchange the actor token of %s.%s: %w", a.Owner, a.Actor, err)
+		return nil, err
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(res.Body, maxReply))
 	if err != nil {
-		return "", time.Time{}, err
+		return nil, err
 	}
 	switch {
 	case res.StatusCode == http.StatusUnauthorized:
-		return "", time.Time{}, fmt.Errorf("exchange the actor token of %s.%s: %w", a.Owner, a.Actor, ErrDenied)
+		return nil, ErrDenied
 	case res.StatusCode != http.StatusOK:
-		return "", time.Time{}, fmt.Errorf("exchange the actor token of %s.%s: HTTP %d", a.Owner, a.Actor, res.StatusCode)
+		return nil, fmt.Errorf("HTTP %d", res.StatusCode)
 	}
 	var out exchangeReply
 	if err := json.Unmarshal(raw, &out); err != nil || out.Token == "" {
-		return "", time.Time{}, fmt.Errorf("exchange the actor token of %s.%s: the answer holds no bearer", a.Owner, a.Actor)
+		return nil, errors.New("the answer holds no bearer")
 	}
-	return out.Token, time.Unix(out.Exp, 0), nil
+	return &out, nil
 }
 
 // clientTimeout bounds one request of NewHTTPClient's clients.
@@ -68,4 +79,37 @@ func NewHTTPClient() *http.Client {
 		Timeout:       clientTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+}
+
+// FetchPersonBearer exchanges a person's IdP token for a bearer of their actor at the exchange at
+// exchangeURL: the bearer, the owner the exchange derived, and the bearer's actor claim, read (not
+// verified: the callout verifies it) for the incarnation it names. A refusal is ErrDenied.
+func FetchPersonBearer(ctx context.Context, hc *http.Client, exchangeURL, idToken, actor string) (string, *Act, error) {
+	body, _ := json.Marshal(map[string]string{"idpToken": idToken, "actor": actor}) // strings always encode
+	out, err := postExchange(ctx, hc, exchangeURL, "", body)
+	if err != nil {
+		return "", nil, fmt.Errorf("exchange the login for a bearer of %s: %w", actor, err)
+	}
+	act, err := peekAct(out.Token)
+	if err != nil {
+		return "", nil, err
+	}
+	return out.Token, act, nil
+}
+
+// peekAct reads a bearer's act claim without verifying it.
+func peekAct(token string) (*Act, error) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return nil, errors.New("the exchange's bearer is not a JWT")
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil, fmt.Errorf("the exchange's bearer: %w", err)
+	}
+	var c Claims
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, fmt.Errorf("the exchange's bearer: %w", err)
+	}
+	return &c.Act, nil
 }

@@ -12,9 +12,12 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/userauth"
+	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -24,6 +27,7 @@ type Options struct {
 	As     string
 	Creds  string // a creds file to send as, instead of a ledger-issued operator credential
 	Server string // the broker URL for --creds (default: the running mesh's)
+	Mesh   string // a user-auth mesh's exchange URL: send as the person logged in there
 	Kind   string // msg, dm or ask
 	To     string // channel, name or role
 	Text   string
@@ -49,6 +53,7 @@ func NewCmdSend(f *factory.Factory, runF func(context.Context, *Options) error) 
 	pf.StringVar(&o.As, "as", DefaultActor, "the actor to send as (not with --creds)")
 	pf.StringVar(&o.Creds, "creds", "", "send as the principal of this creds file, with no ledger")
 	pf.StringVar(&o.Server, "server", "", "the broker URL (nats://, tls://, cotal://) for --creds (default: the running mesh's)")
+	pf.StringVar(&o.Mesh, "mesh", "", "send as yourself to the user-auth mesh whose exchange is at this URL (`cotal login --mesh` first); --as names your actor (default cli)")
 	for _, sub := range []struct{ kind, use, short string }{
 		{"msg", "msg CHANNEL TEXT", "Post TEXT to a channel (multicast)"},
 		{"dm", "dm NAME TEXT", "Send TEXT to one peer: a roster name, an actor or a principal (unicast, durable)"},
@@ -74,6 +79,17 @@ func NewCmdSend(f *factory.Factory, runF func(context.Context, *Options) error) 
 // validate checks the flags and arguments that need no connection.
 func (o *Options) validate() error {
 	usage := func(format string, args ...any) error { return &exit.UsageError{Err: fmt.Errorf(format, args...)} }
+	if o.Mesh != "" {
+		if o.Creds != "" || o.Server != "" {
+			return usage("--mesh sends as your login there: drop --creds and --server")
+		}
+		if err := oidc.CheckURL(o.Mesh); err != nil {
+			return usage("--mesh %s: %w", o.Mesh, err)
+		}
+		if o.As == DefaultActor {
+			o.As = meshActor
+		}
+	}
 	if o.Creds == "" {
 		if o.Server != "" {
 			return usage("--server needs --creds: without it the mesh of --dir names the server")
@@ -167,8 +183,26 @@ func sendRun(ctx context.Context, o *Options) error {
 	return nil
 }
 
-// connect connects as the --creds principal, or else as a ledger-issued operator credential.
+// meshActor is the actor a person sends as to a user-auth mesh unless --as names another: their
+// CLI's.
+const meshActor = "cli"
+
+// connect connects as the person logged in to --mesh, as the --creds principal, or else as a
+// ledger-issued operator credential.
 func (o *Options) connect(ctx context.Context) (*cotal.Client, error) {
+	if o.Mesh != "" {
+		path, err := oidc.DefaultSessionsPath()
+		if err != nil {
+			return nil, err
+		}
+		url, opts, err := authservice.PersonOptions(ctx, userauth.NewHTTPClient(), path, o.Mesh, o.As)
+		if errors.Is(err, userauth.ErrDenied) {
+			return nil, &exit.AuthError{Err: err}
+		} else if err != nil {
+			return nil, err
+		}
+		return cotal.Connect(ctx, url, append(opts, cotal.WithPresence(false))...)
+	}
 	if o.Creds == "" {
 		return o.Client(ctx, "", authority.ProfileOperator, o.As, cotal.WithPresence(false))
 	}
