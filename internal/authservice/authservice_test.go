@@ -25,8 +25,6 @@ import (
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/userauth"
-	"github.com/gocotal/cotal/internal/userauth/devidp"
-	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -69,23 +67,7 @@ func start(t *testing.T) *rig {
 // login logs user in against the mesh's development IdP and returns an ID token.
 func (r *rig) login(t *testing.T, user string) string {
 	t.Helper()
-	ctx := t.Context()
-	p, err := oidc.Discover(ctx, http.DefaultClient, r.doc.IdP.Issuer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := p.StartDevice(ctx, http.DefaultClient, r.doc.IdP.ClientID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := devidp.Approve(ctx, http.DefaultClient, r.doc.IdP.Issuer, dc.UserCode, user); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := p.PollDevice(ctx, http.DefaultClient, r.doc.IdP.ClientID, dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok.IDToken
+	return meshtest.DevLogin(t, &r.doc, user)
 }
 
 // grant writes person's cli row.

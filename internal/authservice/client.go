@@ -180,3 +180,30 @@ func PersonOptions(ctx context.Context, hc *http.Client, sessionsPath, meshURL, 
 		return tok, err
 	})}, nil
 }
+
+// Login logs a person in to the mesh doc describes with its IdP's device flow: approve is given
+// the device code to have the person confirm it (print where to, or approve it at a development
+// IdP), then the flow is polled to its tokens, whose ID token is verified. It returns the tokens
+// and who they name.
+func Login(ctx context.Context, hc *http.Client, doc *MeshDocument, approve func(ctx context.Context, dc *oidc.DeviceCode) error) (*oidc.Tokens, *oidc.Identity, error) {
+	p, err := oidc.Discover(ctx, hc, doc.IdP.Issuer)
+	if err != nil {
+		return nil, nil, err
+	}
+	dc, err := p.StartDevice(ctx, hc, doc.IdP.ClientID, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := approve(ctx, dc); err != nil {
+		return nil, nil, err
+	}
+	tok, err := p.PollDevice(ctx, hc, doc.IdP.ClientID, dc)
+	if err != nil {
+		return nil, nil, err
+	}
+	id, err := oidc.NewVerifier(p, doc.IdP.ClientID, hc).Verify(ctx, tok.IDToken)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the identity provider's token: %w", err)
+	}
+	return tok, &id, nil
+}

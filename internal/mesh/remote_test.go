@@ -19,8 +19,6 @@ import (
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/userauth"
-	"github.com/gocotal/cotal/internal/userauth/devidp"
-	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -76,7 +74,7 @@ func TestRemoteManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idToken := devLogin(t, doc, "alice")
+	idToken := meshtest.DevLogin(t, doc, "alice")
 	owner, err := st.Owner("alice")
 	if err != nil {
 		t.Fatal(err)
@@ -186,26 +184,4 @@ func TestRemoteManager(t *testing.T) {
 	if res, err := pc.Probe(ctx, wire.PlaneManager); err != nil || res.Verdict == wire.ResponderBound {
 		t.Fatalf("manager liveness after eviction: %+v %v", res, err)
 	}
-}
-
-// devLogin logs user in at the mesh's development IdP and returns an ID token.
-func devLogin(t *testing.T, doc *authservice.MeshDocument, user string) string {
-	t.Helper()
-	ctx := t.Context()
-	p, err := oidc.Discover(ctx, http.DefaultClient, doc.IdP.Issuer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := p.StartDevice(ctx, http.DefaultClient, doc.IdP.ClientID, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := devidp.Approve(ctx, http.DefaultClient, doc.IdP.Issuer, dc.UserCode, user); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := p.PollDevice(ctx, http.DefaultClient, doc.IdP.ClientID, dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok.IDToken
 }

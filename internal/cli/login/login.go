@@ -119,32 +119,22 @@ func loginRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	p, err := oidc.Discover(ctx, hc, doc.IdP.Issuer)
-	if err != nil {
-		return err
-	}
-	dc, err := p.StartDevice(ctx, hc, doc.IdP.ClientID, nil)
-	if err != nil {
-		return err
-	}
-	if o.DevUser != "" {
-		if err := devidp.Approve(ctx, hc, doc.IdP.Issuer, dc.UserCode, o.DevUser); err != nil {
-			return fmt.Errorf("approve the login as %s at the development IdP %s: %w", o.DevUser, doc.IdP.Issuer, err)
+	tok, id, err := authservice.Login(ctx, hc, doc, func(ctx context.Context, dc *oidc.DeviceCode) error {
+		if o.DevUser != "" {
+			if err := devidp.Approve(ctx, hc, doc.IdP.Issuer, dc.UserCode, o.DevUser); err != nil {
+				return fmt.Errorf("approve the login as %s at the development IdP %s: %w", o.DevUser, doc.IdP.Issuer, err)
+			}
+			return nil
 		}
-	} else {
 		where := dc.VerificationURIComplete
 		if where == "" {
 			where = dc.VerificationURI
 		}
 		fmt.Fprintf(o.IO.ErrOut, "to log in to space %s, open %s and confirm the code %s\n", doc.Space, where, dc.UserCode)
-	}
-	tok, err := p.PollDevice(ctx, hc, doc.IdP.ClientID, dc)
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("log in to %s: %w", url, err)
-	}
-	id, err := oidc.NewVerifier(p, doc.IdP.ClientID, hc).Verify(ctx, tok.IDToken)
-	if err != nil {
-		return fmt.Errorf("the identity provider's token: %w", err)
 	}
 	path, err := oidc.DefaultSessionsPath()
 	if err != nil {
