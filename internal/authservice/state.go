@@ -85,6 +85,8 @@ func (s *State) EvictManagers(ctx context.Context, l *ledger.Ledger, owner, acto
 // verifier adapts an OIDC ID-token verifier to the exchange.
 type verifier struct{ v *oidc.Verifier }
 
+// VerifyIdentity implements userauth.IdentityVerifier: an outage is ErrUnavailable, a bad token
+// a refusal.
 func (v verifier) VerifyIdentity(ctx context.Context, idToken string) (string, string, time.Time, error) {
 	id, err := v.v.Verify(ctx, idToken)
 	if err != nil {
@@ -100,11 +102,13 @@ func (v verifier) VerifyIdentity(ctx context.Context, idToken string) (string, s
 // is the store not answering.
 type roots struct{ l *ledger.Ledger }
 
+// EnsureRoot implements userauth.RootCredentials.
 func (r roots) EnsureRoot(ctx context.Context, owner, actor string, uid wire.LifecycleUID) (string, error) {
 	id, err := r.l.EnsureRoot(ctx, owner, actor, uid)
 	return id, unavailable(err)
 }
 
+// CheckRoot implements userauth.RootCredentials.
 func (r roots) CheckRoot(ctx context.Context, owner, actor string, uid wire.LifecycleUID, credentialID string) error {
 	return unavailable(r.l.CheckRoot(ctx, owner, actor, uid, credentialID))
 }
@@ -119,6 +123,7 @@ func unavailable(err error) error {
 // people adapts the exchange's human check to the remote-manager route.
 type people struct{ ex *userauth.Exchange }
 
+// Authenticate implements remotemgr.Authenticator.
 func (p people) Authenticate(ctx context.Context, idToken, actor string) (*remotemgr.Person, error) {
 	row, _, err := p.ex.VerifyHuman(ctx, idToken, actor)
 	if err != nil {

@@ -181,6 +181,7 @@ type Refusal struct {
 	Reason string
 }
 
+// Error names the code and the reason.
 func (r *Refusal) Error() string { return string(r.Code) + ": " + r.Reason }
 
 // refuse returns a *Refusal.

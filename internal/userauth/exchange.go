@@ -121,6 +121,7 @@ type parsed struct {
 // badRequest is a request that does not parse; its message is safe to send back.
 type badRequest struct{ msg string }
 
+// Error returns the message.
 func (e *badRequest) Error() string { return e.msg }
 
 // parseExchangeRequest decodes body, refusing unknown fields, trailing data, both forms at once,
