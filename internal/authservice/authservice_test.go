@@ -356,3 +356,25 @@ func TestPlaneClaimReleasedAndTakenAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestIdPPinned: a start with another identity provider than the one pinned is refused before
+// anything runs, and says how to proceed; the pin file is left as it was.
+func TestIdPPinned(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pin := []byte(`{"issuer":"https://idp.example","clientId":"cotal-cli"}` + "\n")
+	if err := os.WriteFile(filepath.Join(dir, "idp.json"), pin, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := authservice.Start(t.Context(), authservice.Config{Dir: dir, Space: "main",
+		IdP: authservice.IdP{Issuer: "https://other.example", ClientID: "cotal-cli"}})
+	if err == nil || !strings.Contains(err.Error(), "pinned") {
+		t.Fatalf("a start with another IdP: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "idp.json")); string(got) != string(pin) {
+		t.Fatalf("the pin changed: %s", got)
+	}
+	if _, err := authservice.Start(t.Context(), authservice.Config{Dir: dir, Space: "main"}); err == nil {
+		t.Fatal("a start with no IdP")
+	}
+}

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 
@@ -25,7 +26,7 @@ func (m *Mesh) startUserAuth(ctx context.Context, url string, o UserAuthOptions,
 		}
 		srv, err := devidp.Start(context.WithoutCancel(ctx), devidp.Options{Addr: addr, Log: log})
 		if err != nil {
-			return err
+			return fmt.Errorf("start the development IdP on %s (another address: --dev-idp-addr): %w", addr, err)
 		}
 		m.devIdP = srv
 		idp = authservice.IdP{Issuer: srv.URL(), ClientID: devidp.DefaultClientID}
