@@ -210,7 +210,14 @@ func (l *Ledger) Instrument(ctx context.Context, caller wire.Lifecycle) (bool, e
 	if err != nil {
 		return false, err
 	}
-	reserved, err := s.Reserved(ctx, caller.UID)
+	// Asked while the broker applies an account update (a revocation just pushed), the read can
+	// find no responder; it is asked again rather than taken for a refusal.
+	var reserved bool
+	err = retryUnanswered(ctx, func() error {
+		var rerr error
+		reserved, rerr = s.Reserved(ctx, caller.UID)
+		return rerr
+	})
 	return err == nil && !reserved, err
 }
 
