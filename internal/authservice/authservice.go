@@ -40,8 +40,11 @@ type Config struct {
 	Space   wire.Space
 	Keyring *authority.Keyring
 	Ledger  *ledger.Ledger
-	// Server is the broker URL the callout connects to and the mesh document advertises.
-	Server string
+	// Server is the broker URL the callout connects to, and the one the mesh document advertises
+	// unless AdvertisedServer names another (how other machines reach the broker: a public name,
+	// a TLS or websocket front).
+	Server           string
+	AdvertisedServer string
 	// IdP is the identity provider people log in with.
 	IdP IdP
 	// PublicAddr is where the public face listens; 127.0.0.1:0 when empty. It is plain HTTP: put
@@ -191,7 +194,11 @@ func (s *Service) serveFaces(ctx context.Context, ck *authority.CalloutKeys, key
 		s.PublicURL = "http://" + pub.Addr().String()
 	}
 	s.LoopbackURL = "http://" + loop.Addr().String()
-	doc := MeshDocument{Space: string(s.cfg.Space), Server: s.cfg.Server, IdP: s.cfg.IdP, ExchangeURL: s.PublicURL,
+	advertised := s.cfg.AdvertisedServer
+	if advertised == "" {
+		advertised = s.cfg.Server
+	}
+	doc := MeshDocument{Space: string(s.cfg.Space), Server: advertised, IdP: s.cfg.IdP, ExchangeURL: s.PublicURL,
 		ManagerAuthorityURL: s.PublicURL + remotemgr.Path, SentinelCreds: string(sentinel)}
 	opts := userauth.FaceOptions{Issuer: issuer, MeshDocument: doc, Log: s.cfg.Log}
 	pubFace, err := userauth.NewPublicFace(routes, userauth.PublicOptions{FaceOptions: opts, TrustedProxy: s.cfg.TrustedProxy})

@@ -378,3 +378,24 @@ func TestIdPPinned(t *testing.T) {
 		t.Fatal("a start with no IdP")
 	}
 }
+
+// TestMeshDocumentAdvertisesTheServer: the mesh document names the broker as --advertised-server
+// says, for other machines, and a client refuses to send bearers to it in clear.
+func TestMeshDocumentAdvertisesTheServer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		server string
+		ok     bool
+	}{{"tls://mesh.example:4222", true}, {"nats://mesh.example:4222", false}} {
+		m := meshtest.Start(t, func(o *mesh.Options) {
+			o.UserAuth = &mesh.UserAuthOptions{DevIdP: true, DevIdPAddr: "127.0.0.1:0", AdvertisedServer: tc.server}
+		})
+		doc, err := authservice.FetchMeshDocument(t.Context(), http.DefaultClient, m.State().ExchangeURL)
+		switch {
+		case tc.ok && (err != nil || doc.Server != tc.server):
+			t.Errorf("advertised %s: %+v %v", tc.server, doc, err)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "without TLS")):
+			t.Errorf("a broker in clear beyond loopback: %v", err)
+		}
+	}
+}

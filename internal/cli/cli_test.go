@@ -257,6 +257,8 @@ func TestBadInput(t *testing.T) {
 		{"an IdP in clear", []string{"up", "--dir", dir, "--user-auth", "--idp", "http://idp.example"}, exit.Usage, "--idp"},
 		{"user-auth and open", []string{"up", "--dir", dir, "--user-auth", "--dev-idp", "--open"}, exit.Usage, "exclude each other"},
 		{"a public exchange in clear", []string{"up", "--dir", dir, "--user-auth", "--dev-idp", "--exchange-public-url", "http://mesh.example"}, exit.Usage, "https"},
+		{"an advertised server that is no broker URL", []string{"up", "--dir", dir, "--user-auth", "--dev-idp", "--advertised-server", "https://mesh.example"}, exit.Usage, "--advertised-server"},
+		{"an advertised server without user-auth", []string{"up", "--dir", dir, "--advertised-server", "tls://mesh.example:4222"}, exit.Usage, "go with --user-auth"},
 		{"user-auth of two spaces", []string{"up", "--dir", dir, "--user-auth", "--dev-idp", "--space", "a,b"}, exit.Usage, "one space"},
 		{"login to a mesh in clear", []string{"login", "--mesh", "http://mesh.example"}, exit.Usage, "--mesh"},
 		{"supervise a mesh in clear", []string{"supervise", "--mesh", "http://mesh.example"}, exit.Usage, "--mesh"},

@@ -69,6 +69,8 @@ type UserAuthOptions struct {
 	PublicAddr   string
 	PublicURL    string
 	TrustedProxy bool
+	// AdvertisedServer is the broker URL other machines are told (authservice.Config).
+	AdvertisedServer string
 }
 
 // DefaultDevIdPAddr is where the development identity provider listens unless told otherwise: a

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -63,6 +64,8 @@ type Options struct {
 	ExchangePort int
 	ExchangeURL  string
 	TrustedProxy bool
+	// AdvertisedServer is the broker URL other machines are told, when not the one up records.
+	AdvertisedServer string
 }
 
 // detachWait bounds how long a detached start may take before `up` gives up on it.
@@ -108,6 +111,7 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.IntVar(&o.ExchangePort, "exchange-public-port", 0, "with --user-auth: the exchange's public face port on 127.0.0.1 (0 picks a free port)")
 	fs.StringVar(&o.ExchangeURL, "exchange-public-url", "", "with --user-auth: the https URL a TLS proxy serves the public face at, for other machines")
 	fs.BoolVar(&o.TrustedProxy, "exchange-trusted-proxy", false, "with --exchange-public-url: take callers' addresses from the proxy's X-Forwarded-For")
+	fs.StringVar(&o.AdvertisedServer, "advertised-server", "", "with --user-auth: the broker URL (nats://, tls://, ws://, wss://) other machines are told, when not the one up listens at")
 	return cmd
 }
 
@@ -160,7 +164,7 @@ func (o *Options) meshOptions() (mesh.Options, error) {
 // userAuth returns the user-auth options the flags ask for, nil without --user-auth.
 func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 	if !o.UserAuth {
-		if o.DevIdP || o.IdP != "" || o.ExchangeURL != "" || o.ExchangePort != 0 || o.TrustedProxy {
+		if o.DevIdP || o.IdP != "" || o.ExchangeURL != "" || o.ExchangePort != 0 || o.TrustedProxy || o.AdvertisedServer != "" {
 			return nil, &exit.UsageError{Err: errors.New("--dev-idp, --idp and the --exchange-public flags go with --user-auth")}
 		}
 		return nil, nil
@@ -182,6 +186,12 @@ func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 			return nil, &exit.UsageError{Err: fmt.Errorf("--exchange-public-url %q: must be an https URL with no query, user or fragment", o.ExchangeURL)}
 		}
 	}
+	if o.AdvertisedServer != "" {
+		u, err := url.Parse(o.AdvertisedServer)
+		if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || !slices.Contains([]string{"nats", "tls", "ws", "wss"}, u.Scheme) {
+			return nil, &exit.UsageError{Err: fmt.Errorf("--advertised-server %q: must be a nats://, tls://, ws:// or wss:// URL with a host", o.AdvertisedServer)}
+		}
+	}
 	if o.IdP != "" {
 		if err := oidc.CheckURL(o.IdP); err != nil {
 			return nil, &exit.UsageError{Err: fmt.Errorf("--idp %s: %w", o.IdP, err)}
@@ -190,6 +200,7 @@ func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 	return &mesh.UserAuthOptions{
 		DevIdP: o.DevIdP, DevIdPAddr: o.DevIdPAddr, IdP: authservice.IdP{Issuer: o.IdP, ClientID: o.ClientID},
 		PublicAddr: fmt.Sprintf("127.0.0.1:%d", o.ExchangePort), PublicURL: o.ExchangeURL, TrustedProxy: o.TrustedProxy,
+		AdvertisedServer: o.AdvertisedServer,
 	}, nil
 }
 
@@ -319,6 +330,9 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 		}
 		if o.TrustedProxy {
 			args = append(args, "--exchange-trusted-proxy")
+		}
+		if o.AdvertisedServer != "" {
+			args = append(args, "--advertised-server", o.AdvertisedServer)
 		}
 	}
 	args = append(args, "--max-sessions", strconv.Itoa(o.MaxSessions))
