@@ -121,8 +121,9 @@ func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
 		ManagerLifecycleUID: r.ManagerLifecycleUID, RequestID: r.RequestID, Owner: who.Owner, IssuedAt: time.Now().Unix(),
 		Actors: wire.RemoteManagerActorsOf(wire.LifecycleUID(r.InstanceID)),
 	}
+	var reg *Registration
 	if r.Operation != OpPrepare {
-		if err := h.registered(who.Owner, r); err != nil {
+		if reg, err = h.registered(who.Owner, r); err != nil {
 			return nil, err
 		}
 	}
@@ -136,7 +137,7 @@ func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
 	case OpSession:
 		err = h.session(ctx, who, r, resp)
 	case OpRetire:
-		err = h.retire(ctx, who, r, resp)
+		err = h.retire(ctx, who, r, reg)
 	case OpTransferReader:
 		err = h.transferReader(ctx, who, r, resp)
 	case OpEvictFamily:
@@ -153,12 +154,17 @@ func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
 		return nil, err
 	}
 	// The person may have lost supervise while this request was under way, and the revocation's
-	// eviction may have run before the credentials above were signed: a JWT signed after an
-	// eviction is not refused by it. So the row is read again, and what was just signed is
-	// evicted if it no longer grants supervise.
-	if len(resp.Credentials) > 0 {
+	// eviction may have run before what was issued above: a JWT signed after an eviction is not
+	// refused by it, nor is an agent enrolled after it retired the instance's agents. So the row
+	// is read again, and what was just issued is taken back if it no longer grants supervise.
+	if len(resp.Credentials) > 0 || resp.ActorToken != "" {
 		if _, err := h.supervisor(ctx, env.IDPToken, r.Actor); err != nil {
-			return nil, errors.Join(err, h.Ledger.EvictKeys(ctx, resp.issuedKeys()...))
+			err = errors.Join(err, h.Ledger.EvictKeys(ctx, resp.issuedKeys()...))
+			if resp.ActorToken != "" {
+				agent := Target{Owner: who.Owner, Actor: r.Enrollment.Name, LifecycleUID: resp.LifecycleUID}
+				err = errors.Join(err, h.retireAgent(ctx, r.InstanceID, agent))
+			}
+			return nil, err
 		}
 	}
 	return resp, nil
@@ -192,21 +198,21 @@ func (r *Response) issuedKeys() []string {
 
 // registered refuses a request for an instance the host never prepared for owner with these
 // identities: another person's instance, or keys the host did not sign for.
-func (h *Host) registered(owner string, r *Request) error {
+func (h *Host) registered(owner string, r *Request) (*Registration, error) {
 	reg, err := h.Registry.Get(r.InstanceID)
 	switch {
 	case err != nil:
-		return refuse(wire.CodeInternal, "read the registration of %s: %v", r.InstanceID, err)
+		return nil, refuse(wire.CodeInternal, "read the registration of %s: %v", r.InstanceID, err)
 	case reg == nil:
-		return refuse(wire.CodePermissionDenied, "instance %s was never prepared", r.InstanceID)
+		return nil, refuse(wire.CodePermissionDenied, "instance %s was never prepared", r.InstanceID)
 	case reg.Owner != owner:
-		return refuse(wire.CodePermissionDenied, "instance %s belongs to %s, not %s", r.InstanceID, reg.Owner, owner)
+		return nil, refuse(wire.CodePermissionDenied, "instance %s belongs to %s, not %s", r.InstanceID, reg.Owner, owner)
 	case reg.Actor != r.Actor:
-		return refuse(wire.CodePermissionDenied, "instance %s was prepared by %s.%s, not %s", r.InstanceID, reg.Owner, reg.Actor, r.Actor)
+		return nil, refuse(wire.CodePermissionDenied, "instance %s was prepared by %s.%s, not %s", r.InstanceID, reg.Owner, reg.Actor, r.Actor)
 	case reg.Identities != r.Identities || reg.LifecycleUID != r.ManagerLifecycleUID:
-		return refuse(wire.CodePermissionDenied, "instance %s was prepared with other identities or another lifecycle", r.InstanceID)
+		return nil, refuse(wire.CodePermissionDenied, "instance %s was prepared with other identities or another lifecycle", r.InstanceID)
 	}
-	return nil
+	return reg, nil
 }
 
 // principal returns owner's principal of actor.
@@ -472,17 +478,13 @@ func (h *Host) transferReader(ctx context.Context, who *Person, r *Request, resp
 
 // retire retires a managed agent the manager spawned: it must be the caller's own, and the
 // manager must still serve at the epoch it names.
-func (h *Host) retire(ctx context.Context, who *Person, r *Request, resp *Response) error {
+func (h *Host) retire(ctx context.Context, who *Person, r *Request, reg *Registration) error {
 	t := r.Retirement.Target
 	if t.Owner != who.Owner {
 		return refuse(wire.CodePermissionDenied, "%s may not retire an agent of %s", who.Owner, t.Owner)
 	}
 	if r.Retirement.OpID != RetirementOpID(wire.LifecycleUID(t.LifecycleUID)) {
 		return refuse(wire.CodeBadRequest, "the retirement's opId is not its lifecycle's")
-	}
-	reg, err := h.Registry.Get(r.InstanceID)
-	if err != nil {
-		return refuse(wire.CodeInternal, "read the registration of %s: %v", r.InstanceID, err)
 	}
 	if !slices.Contains(reg.Agents, t) {
 		return refuse(wire.CodePermissionDenied, "%s is not an agent instance %s spawned", t.lifecycle(), r.InstanceID)

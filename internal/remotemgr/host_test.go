@@ -549,3 +549,35 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 		t.Fatalf("the retired agent's row: %v", err)
 	}
 }
+
+// losesSupervise answers for alice with supervise the first time, and without it after: the
+// person's scope revoked while a request of theirs is under way.
+type losesSupervise struct{ calls int }
+
+func (l *losesSupervise) Authenticate(context.Context, string, string) (*remotemgr.Person, error) {
+	l.calls++
+	if l.calls == 1 {
+		return &remotemgr.Person{Owner: alice, Scopes: []string{"supervise"}}, nil
+	}
+	return &remotemgr.Person{Owner: alice, Scopes: []string{"spawn"}}, nil
+}
+
+// TestRevokedDuringARequest: what a request signed while its person lost supervise is taken back
+// and the request refused, since the revocation's eviction may have run before it was signed.
+func TestRevokedDuringARequest(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	c, _, _ := r.activated(t, "alice-token")
+	r.grantRow(t, alice, []string{">"}, []string{">"})
+	r.host.People = &losesSupervise{}
+	if _, err := c.Renew(ctx, r.host.Keys.AccountPublicKey()); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("a renewal signed while supervise went: %v", err)
+	}
+	r.host.People = &losesSupervise{}
+	if _, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "late"}); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("an enrollment made while supervise went: %v", err)
+	}
+	if _, err := r.people.Get(alice, "late"); !errors.Is(err, userauth.ErrNoRow) {
+		t.Fatalf("the late agent's row stayed: %v", err)
+	}
+}
