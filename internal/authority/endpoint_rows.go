@@ -15,6 +15,8 @@ import (
 // The manager commands the agent rows name, as the reference's manager contract (rev 17) spells
 // them.
 const (
+	cmdStatus        = "status"
+	cmdPs            = "ps"
 	cmdStop          = "stop"
 	cmdSpawn         = "spawn"
 	cmdDespawn       = "despawn"
@@ -93,8 +95,8 @@ func (s *ServeRows) commands() []string {
 // an instrument UID on a control instrument, an endpoint instance (Serve) only on a profile that
 // serves one or acts for one, and there required except on a supervisor.
 func (g *Grant) validateEndpoint(profile Profile) error {
-	if len(g.Capabilities) > 0 && profile != ProfileAgent {
-		return &wire.ValidationError{Field: "capabilities", Value: fmt.Sprint(g.Capabilities), Rule: "only an agent carries capabilities"}
+	if len(g.Capabilities) > 0 && profile != ProfileAgent && profile != ProfileManagerCaller {
+		return &wire.ValidationError{Field: "capabilities", Value: fmt.Sprint(g.Capabilities), Rule: "only an agent or a manager caller carries capabilities"}
 	}
 	for _, c := range g.Capabilities {
 		if err := ValidateCapability(c); err != nil {
@@ -168,6 +170,27 @@ func (r rowsFor) agentEndpoint() (pub, sub []string) {
 		sub = append(sub, r.s.GoalProgressFilter(wire.ManagerEndpoint, l))
 	}
 	return pub, sub
+}
+
+// managerCaller is the manager-caller view (SPEC §9: "only ep.inst.manager.<managerInstanceId>.
+// <command>", with describe, its replies and its inbox): the one manager instance Grant.Serve
+// names, on that instance's rail only (never the class or scatter rail, so no other manager hears
+// it), as the holder's own lifecycle. It describes the instance, fetches the contract artifacts
+// and asks status, ps and inspect; with the spawn capability it also spawns, despawns and attaches
+// within its own owner, cancels its own goals there and follows them. It holds no JetStream row
+// beyond the contract read: the view reads no stream, bucket or registry.
+func (r rowsFor) managerCaller() Permissions {
+	l, o := r.lifecycle(), r.Principal.Owner()
+	on := func(route ...string) string {
+		return r.s.RequestGrant(l, "", wire.AddressInst, append([]string{wire.ManagerEndpoint.Token(), string(r.Serve.Instance)}, route...)...)
+	}
+	pub := []string{on(wire.CommandDescribe), r.contractRead(), on(cmdStatus), on(cmdPs), on(cmdInspect)}
+	sub := []string{r.s.ReplyReadGrant(l, ""), r.inbox()}
+	if slices.Contains(r.Capabilities, CapabilitySpawn) {
+		pub = append(pub, on(cmdSpawn), on(cmdDespawn, string(wire.ModeOwner), o), on(cmdAttach, string(wire.ModeOwner), o), on(wire.CommandCancel))
+		sub = append(sub, r.s.GoalProgressFilter(wire.ManagerEndpoint, l))
+	}
+	return Permissions{PubAllow: pub, SubAllow: sub}
 }
 
 // controlShapes are the request forms of the control instrument: per addressing, how many route

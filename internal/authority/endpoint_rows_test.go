@@ -22,7 +22,8 @@ func sampleServe() *ServeRows {
 }
 
 // TestEndpointRowsGolden pins the rows the endpoint surface adds to testdata: an agent carrying
-// the spawn capability, and a supervisor serving the manager endpoint.
+// the spawn capability, a supervisor serving the manager endpoint, and a manager caller with the
+// spawn capability.
 func TestEndpointRowsGolden(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -31,6 +32,7 @@ func TestEndpointRowsGolden(t *testing.T) {
 	}{
 		{"agent-spawn", ProfileAgent, func(g *Grant) { g.Capabilities, g.Generation = []string{CapabilitySpawn}, testGeneration }},
 		{"supervisor-serve", ProfileSupervisor, func(g *Grant) { g.Serve = sampleServe() }},
+		{"manager-caller-spawn", ProfileManagerCaller, func(g *Grant) { g.Serve, g.Capabilities = sampleServe(), []string{CapabilitySpawn} }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := sampleGrant(t)

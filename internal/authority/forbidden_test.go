@@ -467,6 +467,13 @@ func (w *fbWorld) endpointOps(s wire.Space, lcs []wire.Lifecycle) []fbOp {
 			{Address: one, Endpoint: mgr, Command: wire.CommandDescribe},
 			{Address: all, Endpoint: mgr, Command: wire.CommandDescribe},
 			{Address: inst, Endpoint: mgr, Instance: w.instance, Command: wire.CommandDescribe},
+			{Address: inst, Endpoint: mgr, Instance: w.other, Command: wire.CommandDescribe},
+			{Address: inst, Endpoint: mgr, Instance: w.instance, Command: "ps"},
+			{Address: inst, Endpoint: mgr, Instance: w.other, Command: "ps"},
+			{Address: inst, Endpoint: mgr, Instance: w.instance, Command: "spawn"},
+			{Address: inst, Endpoint: mgr, Instance: w.instance, Command: "despawn", Mode: ownMode, Target: own},
+			{Address: inst, Endpoint: mgr, Instance: w.instance, Command: "despawn", Mode: ownMode, Target: foreign},
+			{Address: inst, Endpoint: mgr, Instance: w.instance, Command: "purge"},
 			{Address: one, Endpoint: search, Command: wire.CommandDescribe},
 			{Address: one, Endpoint: mgr, Command: "stop", Mode: wire.ModeSelf},
 			{Address: one, Endpoint: mgr, Command: "spawn"},
@@ -848,6 +855,18 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 		st := "OBJ_" + X
 		g.pub = append(g.pub, jsapi.Info, jsapi.FlowControl, jsapi.StreamInfo+st, jsapi.MsgGet+st, jsapi.StreamPurge+st,
 			jsapi.ConsumerCreate+st, jsapi.ConsumerCreate+st+".>", jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>", "$O."+X+".M.>")
+	case authority.ProfileManagerCaller:
+		// SPEC §9: only ep.inst.manager.<managerInstanceId>.<command>, with describe, its reply
+		// rail and its inbox; the commands are the manager's reads, and with the spawn capability
+		// the spawn family of its own owner and the cancel of its own goals.
+		cu := c.lifecycle.String()
+		I := P + "ep.inst.manager." + string(c.serve.Instance) + "."
+		g.pub = []string{I + "describe." + cu + ".*", epc, I + "status." + cu + ".*", I + "ps." + cu + ".*", I + "inspect." + cu + ".*"}
+		g.sub = append(g.sub, P+"ep.reply.*.*.*."+cu+".*")
+		if slices.Contains(c.capabilities, authority.CapabilitySpawn) {
+			g.pub = append(g.pub, I+"spawn."+cu+".*", I+"despawn.owner."+o+"."+cu+".*", I+"attach.owner."+o+"."+cu+".*", I+"cancel."+cu+".*")
+			g.sub = append(g.sub, P+"epe.manager.*.*.goal."+cu+".>")
+		}
 	case authority.ProfileRetirementRequester:
 		// SPEC §13.9 retirement requester rows: its one exact-mode retire-lifecycle request for
 		// its one target, the describe row and the contract read; its own reply rail.
@@ -1240,6 +1259,13 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 			// The manager's serve identity, as the caller of one retirement of the matrix's agent.
 			g := authority.Grant{Principal: managerCaller.Principal, LifecycleUID: managerCaller.UID, Target: w.aliceL}
 			mint("main", p, "", g, fbCoords{lifecycle: managerCaller, target: w.aliceL})
+		case authority.ProfileManagerCaller:
+			// A person's view of the matrix's instance, with the spawn capability; the forged
+			// principal's owner is another person's.
+			person := wire.Lifecycle{Principal: fbPrincipal("u_cccccccccccccccccccccccccc.carol"), UID: wire.NewLifecycleUID()}
+			caps := []string{authority.CapabilitySpawn}
+			g := authority.Grant{Principal: person.Principal, LifecycleUID: person.UID, Serve: at, Capabilities: caps}
+			mint("main", p, "", g, fbCoords{lifecycle: person, serve: at, capabilities: caps})
 		case authority.ProfileRunDriver, authority.ProfileRunMediator:
 			g := authority.Grant{Principal: runCaller.Principal, Serve: at, Run: authority.RunReplay{RunID: w.runs[0], TakeoverID: w.takeover}}
 			coords := fbCoords{serve: at, run: w.runs[0]}
@@ -1468,6 +1494,7 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 	carol := byName["agent+spawn@main"].coords.lifecycle
 	ctl := byName["control-caller-admin@main"].coords.lifecycle
 	retirer := byName["retirement-requester@main"].coords.lifecycle
+	caller := byName["manager-caller@main"].coords.lifecycle
 	answered := wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn", Caller: w.aliceL, Nonce: "fbnonce_forbidden_00000"}
 	oneRail, _, _ := s.ServeFilters(mgr, w.instance, "spawn", false)
 	for name, want := range map[string][]fbOp{
@@ -1486,6 +1513,15 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 			request(retirer, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.bobL)}),
 			request(retirer, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeHandle, Target: w.target(w.aliceL)}),
 			request(w.aliceL, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.aliceL)}),
+		},
+		"manager-caller@main": {
+			request(caller, wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: w.other, Command: wire.CommandDescribe}),
+			request(caller, wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: w.other, Command: "ps"}),
+			request(caller, wire.EndpointRoute{Address: wire.AddressAll, Endpoint: mgr, Command: "ps"}),
+			request(caller, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"}),
+			request(caller, wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: w.instance, Command: "purge"}),
+			request(caller, wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: w.instance, Command: "despawn", Mode: wire.ModeOwner, Target: wire.EndpointTarget{Owner: w.forged.Owner()}}),
+			request(w.aliceL, wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: w.instance, Command: "ps"}),
 		},
 		"transfer-reader@main": {
 			{op: "Publish", subject: jsapi.StreamCreate + s.TransferBucket(w.instance).ObjectStream()},
@@ -1561,6 +1597,11 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(c.coords.target)})),
 			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandDescribe})),
 			sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
+	case c.profile == authority.ProfileManagerCaller:
+		inst := c.coords.serve.Instance
+		return append(out, pub(request(wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: inst, Command: "ps"})),
+			pub(request(wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: inst, Command: "despawn", Mode: wire.ModeOwner, Target: wire.EndpointTarget{Owner: me.Owner()}})),
+			sub(h.GoalProgressFilter(mgr, c.coords.lifecycle)), sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
 	case c.profile == authority.ProfileRunDriver:
 		return append(out, pub(h.WFJSubject(c.coords.run)),
 			pub(h.RecordsBucket().Subject(wire.RecordKey(wire.RecordRun, mgr, c.coords.run, wire.RecordStatusLeaf))))

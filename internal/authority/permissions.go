@@ -157,6 +157,8 @@ func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
 		return r.runDriver(), nil
 	case ProfileRunMediator:
 		return r.runMediator(), nil
+	case ProfileManagerCaller:
+		return r.managerCaller(), nil
 	}
 	_, err := ParseProfile(string(profile))
 	return Permissions{}, err

@@ -94,6 +94,9 @@ func remoteGrant(t testing.TB, p Profile, g *Grant) {
 		actor = actors.SessionLedger
 	case ProfileRunDriver, ProfileRunMediator:
 		actor = testRunActor
+	case ProfileManagerCaller:
+		g.Serve = sampleServe() // a person's view: the principal is the person's own
+		return
 	default:
 		return
 	}

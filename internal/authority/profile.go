@@ -101,6 +101,12 @@ const (
 	// on the checkpoint plane and on the hosting endpoint as the run's own caller (Grant.Principal
 	// and Grant.LifecycleUID). It is never returned to the driver and never handed out by name.
 	ProfileRunMediator Profile = "run-mediator"
+	// ProfileManagerCaller is a person's or managed agent's manager-caller view in user-auth
+	// mode (SPEC §9, §10): the manager endpoint of one instance (Grant.Serve names it) on that
+	// instance's own rail, as its own principal and lifecycle: describe, the read commands and,
+	// with the spawn capability, the spawn commands of its own owner. The auth callout mints it
+	// for a bearer of that view; it is never handed out by name.
+	ProfileManagerCaller Profile = "manager-caller"
 )
 
 // Profiles lists every profile.
@@ -110,7 +116,7 @@ var Profiles = []Profile{
 	ProfileLedger, ProfileSessionCaller, ProfileSessionServing, ProfileRunOperator, ProfileWarden,
 	ProfileMembership, ProfileControlAdmin, ProfileRemoteManager, ProfileEndpointServe,
 	ProfileGoalWriter, ProfileSessionLedger, ProfileTransferReader, ProfileRetirementRequester,
-	ProfileRunDriver, ProfileRunMediator,
+	ProfileRunDriver, ProfileRunMediator, ProfileManagerCaller,
 }
 
 // Handed lists the profiles an operator may mint for a process by name alone. The others are the
@@ -177,5 +183,5 @@ func (p Profile) needsLifecycle() bool {
 // callsAs reports whether p's rows pin a caller lifecycle of Grant.Principal and
 // Grant.LifecycleUID on the endpoint rails besides an agent's.
 func (p Profile) callsAs() bool {
-	return p == ProfileRetirementRequester || p == ProfileRunMediator
+	return p == ProfileRetirementRequester || p == ProfileRunMediator || p == ProfileManagerCaller
 }

@@ -39,9 +39,9 @@ func (g *Grant) validateRemote(profile Profile) error {
 		if g.Target.Principal.Owner() != g.Principal.Owner() {
 			return &wire.ValidationError{Field: "target", Value: g.Target.String(), Rule: "must be a lifecycle of the requester's own owner"}
 		}
-	case ProfileTransferReader:
+	case ProfileTransferReader, ProfileManagerCaller:
 		if g.Serve.Endpoint != wire.ManagerEndpoint {
-			return &wire.ValidationError{Field: "serve", Value: string(g.Serve.Endpoint), Rule: "a transfer reader names a manager instance"}
+			return &wire.ValidationError{Field: "serve", Value: string(g.Serve.Endpoint), Rule: fmt.Sprintf("a %s names a manager instance", profile)}
 		}
 	}
 	return nil
@@ -51,7 +51,7 @@ func (g *Grant) validateRemote(profile Profile) error {
 // acts for without serving it.
 func (p Profile) namesInstance() bool {
 	switch p {
-	case ProfileGoalWriter, ProfileTransferReader, ProfileRunDriver, ProfileRunMediator:
+	case ProfileGoalWriter, ProfileTransferReader, ProfileRunDriver, ProfileRunMediator, ProfileManagerCaller:
 		return true
 	}
 	return false

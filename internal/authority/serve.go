@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -206,6 +207,26 @@ func (g *ServeGate) Credentials(ctx context.Context) ([]CredentialRow, error) {
 		row, _, err := g.Credential(ctx, strings.TrimPrefix(key, prefix))
 		return row, err
 	})
+}
+
+// ServingInstances lists the instances of endpoint (its token) that hold or held a serving
+// credential, each once, sorted. A key that names no instance is skipped: the rows are checked
+// where they are read.
+func (s *AuthStore) ServingInstances(ctx context.Context, endpoint string) ([]wire.LifecycleUID, error) {
+	prefix := keyEpCred + endpoint + "."
+	keys, err := s.keys(ctx, prefix+">")
+	if err != nil {
+		return nil, fmt.Errorf("list the serving credentials of %s: %w", endpoint, err)
+	}
+	var out []wire.LifecycleUID
+	for _, key := range keys {
+		id, _, ok := strings.Cut(strings.TrimPrefix(key, prefix), ".")
+		if uid, err := wire.ParseLifecycleUID(id); ok && err == nil && !slices.Contains(out, uid) {
+			out = append(out, uid)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // ServingCredentials lists every serving credential row of the store, of every endpoint

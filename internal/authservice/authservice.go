@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,7 +56,10 @@ type Config struct {
 	PublicURL string
 	// TrustedProxy takes a public caller's address from the last X-Forwarded-For hop.
 	TrustedProxy bool
-	Log          *slog.Logger
+	// RemoteManagerLifetime is how long the standing credentials of a remote manager live; it
+	// renews them at three quarters of it. remotemgr.StandingLifetime when zero.
+	RemoteManagerLifetime time.Duration
+	Log                   *slog.Logger
 }
 
 // IdP names the identity provider and the client this mesh's people log in as.
@@ -137,9 +141,9 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	ex := &userauth.Exchange{
 		Space: cfg.Space, Issuer: issuer, People: st.People, OwnerSecret: st.secret,
 		Identity: verifier{oidc.NewVerifier(provider, cfg.IdP.ClientID, hc)},
-		Roots:    roots{cfg.Ledger}, Log: cfg.Log,
+		Roots:    roots{cfg.Ledger}, Managers: managers{cfg.Ledger, st.Registry}, Log: cfg.Log,
 	}
-	host := &remotemgr.Host{Space: cfg.Space, Keys: keys, Ledger: cfg.Ledger, People: people{ex}, Registry: st.Registry, Managed: st.People, Log: cfg.Log}
+	host := &remotemgr.Host{Space: cfg.Space, Keys: keys, Ledger: cfg.Ledger, People: people{ex}, Registry: st.Registry, Managed: st.People, Life: cfg.RemoteManagerLifetime, Log: cfg.Log}
 	s := &Service{cfg: cfg, Cap: userauth.NewCap(), started: make(chan struct{})}
 	defer close(s.started)
 	ck, err := cfg.Keyring.Callout(cfg.Space)
@@ -329,8 +333,16 @@ func authorize(ctx context.Context, ex *userauth.Exchange, keys *authority.Space
 	}
 	p := g.Row.Principal()
 	grant := authority.Grant{Principal: p, ConnID: conn, LifecycleUID: g.Row.LifecycleUID}
-	if profile == authority.ProfileAgent {
+	switch profile {
+	case authority.ProfileAgent:
 		grant.AllowSubscribe, grant.AllowPublish, grant.Role = g.Row.AllowSubscribe, concrete(g.Row.AllowPublish), g.Row.Role
+	case authority.ProfileManagerCaller:
+		// The one instance the exchange selected and Authorize found still live; the spawn
+		// family only for a bearer whose scope holds spawn.
+		grant.Serve = &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: g.Claims.Act.ManagerInstanceID}
+		if slices.Contains(g.Claims.Act.Scope, userauth.ScopeSpawn) {
+			grant.Capabilities = []string{authority.CapabilitySpawn}
+		}
 	}
 	life := time.Until(g.Claims.ExpiresAt())
 	if life <= 0 {
@@ -367,6 +379,8 @@ func viewProfile(v userauth.View) (authority.Profile, error) {
 		return authority.ProfileChannelWriter, nil
 	case userauth.ViewPurger, userauth.ViewChannelPurger:
 		return authority.ProfilePurger, nil
+	case userauth.ViewManagerCaller:
+		return authority.ProfileManagerCaller, nil
 	}
 	return "", fmt.Errorf("view %s has no profile here", v)
 }

@@ -35,11 +35,11 @@ type rig struct {
 	ready *authservice.Ready
 }
 
-func start(t *testing.T) *rig {
+func start(t *testing.T, opts ...meshtest.Option) *rig {
 	t.Helper()
-	m := meshtest.Start(t, func(o *mesh.Options) {
+	m := meshtest.Start(t, append(opts, func(o *mesh.Options) {
 		o.UserAuth = &mesh.UserAuthOptions{DevIdP: true, DevIdPAddr: "127.0.0.1:0"}
-	})
+	})...)
 	dir := m.Dir.UserAuthDir(m.Space)
 	st, err := authservice.OpenState(dir, m.Space)
 	if err != nil {

@@ -12,8 +12,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/gocotal/cotal"
 
+	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
@@ -162,7 +165,7 @@ func PersonOptions(ctx context.Context, hc *http.Client, sessionsPath, meshURL, 
 		if err != nil {
 			return "", nil, err
 		}
-		return userauth.FetchPersonBearer(ctx, hc, doc.ExchangeURL, idToken, actor)
+		return userauth.FetchPersonBearer(ctx, hc, doc.ExchangeURL, idToken, userauth.PersonBearer{Actor: actor})
 	}
 	_, act, err := bearer(ctx)
 	if err != nil {
@@ -206,4 +209,69 @@ func Login(ctx context.Context, hc *http.Client, doc *MeshDocument, approve func
 		return nil, nil, fmt.Errorf("the identity provider's token: %w", err)
 	}
 	return tok, &id, nil
+}
+
+// ManagerCall is a person's connection to one manager instance through a manager-caller view
+// (SPEC §10): the broker lets it call that instance on its own rail and nothing else.
+type ManagerCall struct {
+	Conn  *nats.Conn
+	Space wire.Space
+	// Me is the person's incarnation: the caller lifecycle of every call.
+	Me wire.Lifecycle
+	// Instance is the manager instance the view addresses.
+	Instance wire.LifecycleUID
+}
+
+// DialManager connects the person logged in to the mesh at meshURL (sessionsPath) as their actor
+// through a manager-caller view of instance, or of the only live manager they may address when
+// instance is empty. Every reconnect's bearer names the same instance, so a reconnect never moves
+// the caller to another manager. A bearer for another principal, view or instance than asked is
+// refused.
+func DialManager(ctx context.Context, hc *http.Client, sessionsPath, meshURL, actor string, instance wire.LifecycleUID) (*ManagerCall, error) {
+	doc, err := FetchMeshDocument(ctx, hc, meshURL)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := IDTokens(ctx, hc, sessionsPath, meshURL, doc)
+	if err != nil {
+		return nil, err
+	}
+	req := userauth.PersonBearer{Actor: actor, View: userauth.ViewManagerCaller, ManagerInstanceID: instance}
+	var mu sync.Mutex // a reconnect fetches on the client's own goroutine
+	var me wire.Lifecycle
+	bearer := func(ctx context.Context) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		idToken, err := tokens(ctx)
+		if err != nil {
+			return "", err
+		}
+		tok, act, err := userauth.FetchPersonBearer(ctx, hc, doc.ExchangeURL, idToken, req)
+		if err != nil {
+			return "", err
+		}
+		p, err := act.Principal()
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("the exchange's bearer: %w", err)
+		case act.View != userauth.ViewManagerCaller || p.Actor() != actor || act.ManagerInstanceID == "" ||
+			req.ManagerInstanceID != "" && act.ManagerInstanceID != req.ManagerInstanceID ||
+			!me.Principal.IsZero() && me != (wire.Lifecycle{Principal: p, UID: act.LifecycleUID}):
+			return "", fmt.Errorf("the exchange answered a bearer of another principal, view or manager instance than asked (%s view %q on %s)", p, act.View, act.ManagerInstanceID)
+		}
+		me, req.ManagerInstanceID = wire.Lifecycle{Principal: p, UID: act.LifecycleUID}, act.ManagerInstanceID
+		return tok, nil
+	}
+	// The first bearer is fetched here, so a refusal is the exchange's and names itself; the
+	// connect fetches its own.
+	if _, err := bearer(ctx); err != nil {
+		return nil, err
+	}
+	nc, err := dial.Bearer(ctx, doc.Server, []byte(doc.SentinelCreds), bearer)
+	if err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return &ManagerCall{Conn: nc, Space: wire.Space(doc.Space), Me: me, Instance: req.ManagerInstanceID}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/actor"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/ps"
 	"github.com/gocotal/cotal/internal/cli/status"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
@@ -22,7 +24,8 @@ import (
 // TestUserAuthRemoteManager plays the issue's two machines in one: host A runs `cotal up
 // --user-auth --dev-idp --no-manager`; from B a person logs in, A grants them supervise, and
 // `cotal supervise --mesh` on B registers a remote manager that ps on A lists, that spawns an
-// agent when A asks it to, and whose liveness plane answers bound; revoking supervise ends it and
+// agent when A asks it to, and whose liveness plane answers bound; the person on B lists, spawns
+// and stops their own agents through it (a manager-caller view); revoking supervise ends it and
 // retires its agent.
 func TestUserAuthRemoteManager(t *testing.T) {
 	t.Setenv("HOME", t.TempDir()) // the login cache of the person on B
@@ -64,7 +67,7 @@ func TestUserAuthRemoteManager(t *testing.T) {
 	if code, _, stderr := run(t, "send", "--mesh", url, "msg", "general", "hello from B"); code != exit.NotAuthorized {
 		t.Errorf("send beyond alice's row: exit %d %s", code, stderr)
 	}
-	if code, _, stderr := run(t, "actor", "grant", "alice", "--scope", "supervise", "--allow-publish", "general", "--allow-subscribe", "general", "--dir", a); code != exit.OK {
+	if code, _, stderr := run(t, "actor", "grant", "alice", "--scope", "supervise", "--scope", "spawn", "--allow-publish", "general", "--allow-subscribe", "general", "--dir", a); code != exit.OK {
 		t.Fatalf("grant general: exit %d %s", code, stderr)
 	}
 	if code, out, stderr := run(t, "send", "--mesh", url, "msg", "general", "hello from B"); code != exit.OK || !strings.Contains(out, "stored seq") {
@@ -72,7 +75,7 @@ func TestUserAuthRemoteManager(t *testing.T) {
 	}
 	code, out, stderr = run(t, "actor", "list", "--dir", a, "--json")
 	var rows []actor.ListRow
-	if code != exit.OK || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].Name != "alice" || rows[0].Scope[0] != "supervise" {
+	if code != exit.OK || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || rows[0].Name != "alice" || !slices.Equal(rows[0].Scope, []string{"supervise", "spawn"}) {
 		t.Fatalf("actor list: exit %d %s %s", code, out, stderr)
 	}
 	owner := rows[0].Owner
@@ -116,6 +119,48 @@ func TestUserAuthRemoteManager(t *testing.T) {
 	dana, ok := psRows(t, a)[owner+".dana"]
 	if !ok || dana.Process == nil || dana.Process.InstanceID != instance || dana.Process.Status != "running" {
 		t.Fatalf("ps on A: dana %+v", dana)
+	}
+
+	// alice, from B, calls her own manager through a manager-caller view: ps lists her agents
+	// there, and spawn and stop run on B as hers. Bad input: an instance id out of the grammar is
+	// a usage error; an instance that is not hers is refused at the exchange.
+	psMesh := func() map[string]ps.Row {
+		t.Helper()
+		code, out, stderr := run(t, "ps", "--mesh", url, "--json")
+		var rows []ps.Row
+		if code != exit.OK || json.Unmarshal([]byte(out), &rows) != nil {
+			t.Fatalf("ps --mesh: exit %d %s %s", code, out, stderr)
+		}
+		byPrincipal := map[string]ps.Row{}
+		for _, r := range rows {
+			if r.Process == nil || r.Process.InstanceID != instance {
+				t.Fatalf("ps --mesh answered a row of another manager: %+v", r)
+			}
+			byPrincipal[r.Principal] = r
+		}
+		return byPrincipal
+	}
+	if mine := psMesh(); len(mine) != 1 || mine[owner+".dana"].Status != "running" {
+		t.Fatalf("ps --mesh: %+v", mine)
+	}
+	if code, _, stderr := run(t, "ps", "--mesh", url, "--instance", "Not-An-Id"); code != exit.Usage {
+		t.Errorf("ps --mesh --instance out of grammar: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "ps", "--mesh", url, "--instance", string(wire.NewLifecycleUID())); code != exit.NotAuthorized {
+		t.Errorf("ps --mesh on a manager not alice's: exit %d %s", code, stderr)
+	}
+	args = append([]string{"spawn", "--mesh", url, "--name", "erin", "--detach", "--"}, agentCommand(t)...)
+	if code, _, stderr := run(t, args...); code != exit.OK {
+		t.Fatalf("spawn --mesh: exit %d %s (supervise: %s)", code, stderr, supErr.String())
+	}
+	if mine := psMesh(); mine[owner+".erin"].Status != "running" {
+		t.Fatalf("ps --mesh after spawn: %+v", mine)
+	}
+	if code, _, stderr := run(t, "stop", "--mesh", url, "--name", "erin"); code != exit.OK {
+		t.Fatalf("stop --mesh: exit %d %s", code, stderr)
+	}
+	if st := psMesh()[owner+".erin"].Status; st == "running" {
+		t.Errorf("erin after stop --mesh: %s", st)
 	}
 
 	// dana is a managed agent: her actor token, in her launch material on B, buys bearers of at

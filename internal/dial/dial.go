@@ -6,6 +6,7 @@ package dial
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -53,6 +54,56 @@ func Anonymous(ctx context.Context, url string, opts ...nats.Option) (*nats.Conn
 	}
 	if err := wire.CheckServerVersion(nc.ConnectedServerVersion()); err != nil {
 		nc.Close()
+		return nil, err
+	}
+	return nc, nil
+}
+
+// bearerWait bounds the fetch of one bearer at a connect or reconnect.
+const bearerWait = 30 * time.Second
+
+// Bearer connects to url in user-auth mode (SPEC §10): as the shared deny-all sentinel of
+// sentinelCreds, presenting at every connect and reconnect a fresh bearer from token as the auth
+// token, under a client nonce that names the connection and its inbox, which the callout's
+// credential is keyed by.
+func Bearer(ctx context.Context, url string, sentinelCreds []byte, token func(ctx context.Context) (string, error), opts ...nats.Option) (*nats.Conn, error) {
+	sjwt, err := jwt.ParseDecoratedJWT(sentinelCreds)
+	if err != nil {
+		return nil, fmt.Errorf("sentinel creds: %w", err)
+	}
+	kp, err := jwt.ParseDecoratedNKey(sentinelCreds)
+	if err != nil {
+		return nil, fmt.Errorf("sentinel creds: %w", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("sentinel creds: %w", err)
+	}
+	conn := wire.NewConnID()
+	var mu sync.Mutex
+	var tokenErr error // the last bearer fetch's, reported with a refused connect
+	base := []nats.Option{
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
+		nats.UserJWTAndSeed(sjwt, string(seed)),
+		nats.Name(string(conn)),
+		nats.CustomInboxPrefix(conn.InboxPrefix()),
+		nats.TokenHandler(func() string {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bearerWait)
+			defer cancel()
+			tok, err := token(ctx)
+			mu.Lock()
+			tokenErr = err
+			mu.Unlock()
+			return tok // an empty one is refused at the connect
+		}),
+	}
+	nc, err := Anonymous(ctx, url, append(base, opts...)...)
+	if err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		if tokenErr != nil {
+			return nil, fmt.Errorf("%w: no bearer to present: %w", err, tokenErr)
+		}
 		return nil, err
 	}
 	return nc, nil

@@ -150,6 +150,37 @@ func (l *Ledger) EvictManager(ctx context.Context, instance wire.LifecycleUID, r
 	})
 }
 
+// ManagerInstances lists every manager instance that holds or held a serving credential.
+func (l *Ledger) ManagerInstances(ctx context.Context) ([]wire.LifecycleUID, error) {
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.ServingInstances(ctx, wire.ManagerEndpoint.Token())
+}
+
+// LiveManager returns the principal manager instance serves as while it is live: its serve gate
+// open, and a serving credential of the gate's principal active and unexpired. ok is false for an
+// instance that is not live (no gate, a frozen or retired one, no such credential).
+func (l *Ledger) LiveManager(ctx context.Context, instance wire.LifecycleUID) (p wire.Principal, ok bool, err error) {
+	og, err := l.ObserveManagerGate(ctx, instance)
+	if err != nil || og == nil || og.Row.State != authority.GateOpen {
+		return wire.Principal{}, false, err
+	}
+	rows, err := l.ManagerCredentials(ctx, instance)
+	if err != nil {
+		return wire.Principal{}, false, err
+	}
+	now := time.Now()
+	for _, r := range rows {
+		if r.Principal == og.Row.Principal && r.State == authority.CredActive && (r.ExpiresAt == 0 || r.ExpiresAt.Time().After(now)) {
+			p, err := wire.ParsePrincipal(r.Principal)
+			return p, err == nil, err
+		}
+	}
+	return wire.Principal{}, false, nil
+}
+
 // ManagerCredentials lists the serving credential rows of manager instance.
 func (l *Ledger) ManagerCredentials(ctx context.Context, instance wire.LifecycleUID) ([]authority.CredentialRow, error) {
 	g, err := l.managerGate(ctx, instance)

@@ -37,6 +37,9 @@ type Client struct {
 	// Any, when set, despawns in mode any (the operator's instrument); otherwise in mode owner,
 	// the caller's own owner.
 	Any bool
+	// Pinned, when set, sends every call to that one instance on its own rail: a manager-caller
+	// view (SPEC §10), whose grant holds no other rail and no registry read.
+	Pinned wire.LifecycleUID
 }
 
 // NewClient returns a client on nc calling as me.
@@ -118,6 +121,9 @@ func (c *Client) Spawn(ctx context.Context, args SpawnArgs) (*Spawned, error) {
 // SpawnOn is Spawn on manager instance (any manager when empty), described and called on its own
 // rail.
 func (c *Client) SpawnOn(ctx context.Context, instance wire.LifecycleUID, args SpawnArgs) (*Spawned, error) {
+	if instance == "" {
+		instance = c.Pinned
+	}
 	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, instance)
 	if err != nil {
 		return nil, err
@@ -168,15 +174,7 @@ func (c *Client) SpawnOn(ctx context.Context, instance wire.LifecycleUID, args S
 func (c *Client) Find(ctx context.Context, records jetstream.KeyValue, name string) (*Row, wire.LifecycleUID, error) {
 	args := map[string]string{"name": name}
 	if records == nil {
-		r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, "")
-		if err != nil {
-			return nil, "", err
-		}
-		call, err := r.Call(CommandInspect, args)
-		if err != nil {
-			return nil, "", err
-		}
-		reply, err := c.caller.Call(ctx, call)
+		reply, err := c.callOne(ctx, CommandInspect, args)
 		if err != nil {
 			return nil, "", err
 		}
@@ -216,7 +214,7 @@ func (c *Client) onSeat(ctx context.Context, records jetstream.KeyValue, name, c
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s %s: %w", command, name, err)
 	}
-	pinned := wire.LifecycleUID("")
+	pinned := c.Pinned
 	if records != nil {
 		pinned = instance
 	}
@@ -228,8 +226,8 @@ func (c *Client) onSeat(ctx context.Context, records jetstream.KeyValue, name, c
 	if err != nil {
 		return nil, nil, err
 	}
-	if records != nil {
-		call.Address, call.Instance = wire.AddressInst, instance
+	if pinned != "" {
+		call.Address, call.Instance = wire.AddressInst, pinned
 	}
 	call.Mode = wire.ModeOwner
 	if c.Any {
@@ -307,6 +305,40 @@ func (c *Client) Stop(ctx context.Context, graceful bool) error {
 	call.Mode = wire.ModeSelf
 	_, err = c.caller.Call(ctx, call)
 	return err
+}
+
+// callOne describes the manager and calls command once: on the pinned instance's rail, or else
+// on the class rail, where whichever manager the queue picks answers.
+func (c *Client) callOne(ctx context.Context, command string, args any) (*endpoint.Reply, error) {
+	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, c.Pinned)
+	if err != nil {
+		return nil, err
+	}
+	call, err := r.Call(command, args)
+	if err != nil {
+		return nil, err
+	}
+	if c.Pinned != "" {
+		call.Address, call.Instance = wire.AddressInst, c.Pinned
+	}
+	return c.caller.Call(ctx, call)
+}
+
+// PsPinned asks the pinned instance alone for its agents: one call, with no claim that the
+// space has no other manager.
+func (c *Client) PsPinned(ctx context.Context) ([]Row, error) {
+	if c.Pinned == "" {
+		return nil, errors.New("ps of one instance needs a pinned client")
+	}
+	reply, err := c.callOne(ctx, CommandPs, nil)
+	if err != nil {
+		return nil, err
+	}
+	var rows []Row
+	if err := json.Unmarshal(reply.Data, &rows); err != nil {
+		return nil, fmt.Errorf("manager %s: the rows do not decode: %w", c.Pinned, err)
+	}
+	return rows, nil
 }
 
 // Ps gathers every manager's agents: the scatter's replies, classified (missing, churn,

@@ -261,15 +261,37 @@ func (svc *Service) status(context.Context, *endpoint.Request) (any, error) {
 	}, nil
 }
 
-func (svc *Service) ps(context.Context, *endpoint.Request) (any, error) {
+// ps lists the agents the caller may see (seer).
+func (svc *Service) ps(ctx context.Context, req *endpoint.Request) (any, error) {
+	sees := svc.seer(ctx, req.Caller())
 	rows := []Row{}
 	for _, st := range svc.sup.List() {
-		rows = append(rows, svc.row(st))
+		if sees(st.Principal) {
+			rows = append(rows, svc.row(st))
+		}
 	}
 	return rows, nil
 }
 
-func (svc *Service) inspect(_ context.Context, req *endpoint.Request) (any, error) {
+// seer returns whether caller may see the agent of a principal in ps and inspect: an agent of its
+// own owner, or any agent when it holds host launch authority (the operator's instrument), which
+// is asked once, and only for an agent of another owner.
+func (svc *Service) seer(ctx context.Context, caller wire.Lifecycle) func(principal string) bool {
+	var operator *bool
+	return func(principal string) bool {
+		if p, err := wire.ParsePrincipal(principal); err == nil && p.Owner() == caller.Principal.Owner() {
+			return true
+		}
+		if operator == nil {
+			ok := svc.cfg.HostLaunch(ctx, caller)
+			operator = &ok
+		}
+		return *operator
+	}
+}
+
+// inspect answers the row of the named agent; an agent the caller may not see is not found.
+func (svc *Service) inspect(ctx context.Context, req *endpoint.Request) (any, error) {
 	var args struct {
 		Name string `json:"name"`
 	}
@@ -277,7 +299,7 @@ func (svc *Service) inspect(_ context.Context, req *endpoint.Request) (any, erro
 		return nil, notExecuted(wire.CodeBadRequest, "args: %v", err)
 	}
 	st, ok := svc.sup.Lookup(args.Name)
-	if !ok {
+	if !ok || !svc.seer(ctx, req.Caller())(st.Principal) {
 		return nil, notExecuted(wire.CodeNotFound, "this manager runs no agent %s", args.Name)
 	}
 	return svc.row(st), nil

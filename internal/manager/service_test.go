@@ -510,3 +510,46 @@ func TestServiceCancelGoal(t *testing.T) {
 		t.Fatalf("a cancel in an unknown mode: %v", err)
 	}
 }
+
+// TestServicePsShowsOwnAgents: ps and inspect show a caller the agents of its own owner; another
+// owner's manager-caller view, which holds no host launch authority, sees none of the host's.
+func TestServicePsShowsOwnAgents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.serve(t, "cotal_manager", 0)
+	ctx := t.Context()
+	mc, records, _ := operator(t, f.m)
+	if _, err := mc.Spawn(ctx, harnessArgs("hosted", "present")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mc.Find(ctx, records, "hosted"); err != nil {
+		t.Fatalf("the operator finds the host's agent: %v", err)
+	}
+
+	keys, err := f.m.Keyring().Space(f.m.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := wire.NewPrincipal("u_cccccccccccccccccccccccccc", "cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := wire.Lifecycle{Principal: p, UID: wire.NewLifecycleUID()}
+	// A person's incarnation is the ledger's, as the exchange makes it: never an instrument's.
+	if _, err := f.m.Ledger("").EnsureRoot(ctx, p.Owner(), p.Actor(), me.UID); err != nil {
+		t.Fatal(err)
+	}
+	cred, err := keys.Mint(authority.MintRequest{Profile: authority.ProfileManagerCaller, Grant: authority.Grant{Principal: p, LifecycleUID: me.UID,
+		Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: s.instance}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	person := manager.NewClient(f.m.Connect(t, cred).Conn, f.m.Space, me, "cli")
+	person.Pinned = s.instance
+	if rows, err := person.PsPinned(ctx); err != nil || len(rows) != 0 {
+		t.Fatalf("another owner's ps: %+v %v", rows, err)
+	}
+	if _, _, err := person.Find(ctx, nil, "hosted"); codeOf(err) != wire.CodeNotFound {
+		t.Fatalf("another owner's inspect of the host's agent: %v", err)
+	}
+}

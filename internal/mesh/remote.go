@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 
+	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/manager"
@@ -113,11 +114,21 @@ func SuperviseRemote(ctx context.Context, d Dir, o RemoteOptions) error {
 	svc, err := sup.Serve(ctx, manager.ServiceConfig{
 		Conn: serveConn.Conn, Presence: supConn.Conn, Space: o.Space, Instance: inst.id, Epoch: epoch, Owner: c.Owner(), Log: log, MaxSessions: o.MaxSessions,
 		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool {
-			ok, err := c.AuthorizeAdmin(ctx, caller)
+			ok, _, err := c.AuthorizeAdmin(ctx, caller)
 			if err != nil {
 				log.Warn("ask the host whether a caller may launch", "caller", caller, "err", err)
 			}
 			return ok
+		},
+		CallerGrant: func(ctx context.Context, caller wire.Lifecycle) (*cotal.Grant, error) {
+			_, g, err := c.AuthorizeAdmin(ctx, caller)
+			switch {
+			case err != nil:
+				return nil, err
+			case g == nil:
+				return nil, fmt.Errorf("%s holds no spawn scope of the manager's owner", caller)
+			}
+			return &cotal.Grant{Principal: caller.Principal, Lifecycle: caller.UID, Role: g.Role, AllowSubscribe: g.AllowSubscribe, AllowPublish: g.AllowPublish}, nil
 		},
 	})
 	if err != nil {

@@ -55,15 +55,29 @@ func presentAgent() int {
 	return 0
 }
 
-// TestRemoteManager plays two machines on a mesh in user-auth mode: host A runs the mesh, its auth
-// service and development IdP; B, with a mesh directory of its own and no keys, runs a remote
-// manager for a person granted supervise. A's operator sees it in ps, spawns an agent on it that
-// connects on bearers of its own, and its liveness plane answers bound; revoking supervise evicts
-// it, ends it, and retires its agent.
-func TestRemoteManager(t *testing.T) {
-	t.Parallel()
+// ready is a remote manager serving: its instance and epoch.
+type ready struct {
+	instance wire.LifecycleUID
+	epoch    int64
+}
+
+// remote is a mesh in user-auth mode with a remote manager of alice's serving it from machine B.
+type remote struct {
+	m     *meshtest.Mesh
+	st    *authservice.State
+	owner string
+	ready ready
+	// done reports how the remote manager ended.
+	done chan error
+}
+
+// startRemote starts a mesh in user-auth mode whose remote managers' standing credentials live
+// life (the default when zero), grants alice supervise, and runs her remote manager on B until
+// the test ends.
+func startRemote(t *testing.T, life time.Duration) *remote {
+	t.Helper()
 	m := meshtest.Start(t, func(o *mesh.Options) {
-		o.UserAuth = &mesh.UserAuthOptions{DevIdP: true, DevIdPAddr: "127.0.0.1:0"}
+		o.UserAuth = &mesh.UserAuthOptions{DevIdP: true, DevIdPAddr: "127.0.0.1:0", RemoteManagerLifetime: life}
 	})
 	ctx := t.Context()
 	st, err := authservice.OpenState(m.Dir.UserAuthDir(m.Space), m.Space)
@@ -86,10 +100,6 @@ func TestRemoteManager(t *testing.T) {
 
 	// Machine B.
 	b := mesh.Dir{Path: t.TempDir() + "/" + mesh.DirName}
-	type ready struct {
-		instance wire.LifecycleUID
-		epoch    int64
-	}
 	readyc, done := make(chan ready, 1), make(chan error, 1)
 	go func() {
 		done <- mesh.SuperviseRemote(ctx, b, mesh.RemoteOptions{
@@ -107,6 +117,18 @@ func TestRemoteManager(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the remote manager did not come up")
 	}
+	return &remote{m: m, st: st, owner: owner, ready: rm, done: done}
+}
+
+// TestRemoteManager plays two machines on a mesh in user-auth mode: host A runs the mesh, its auth
+// service and development IdP; B, with a mesh directory of its own and no keys, runs a remote
+// manager for a person granted supervise. A's operator sees it in ps, spawns an agent on it that
+// connects on bearers of its own, and its liveness plane answers bound; revoking supervise evicts
+// it, ends it, and retires its agent.
+func TestRemoteManager(t *testing.T) {
+	t.Parallel()
+	r := startRemote(t, 0)
+	m, st, owner, rm, done, ctx := r.m, r.st, r.owner, r.ready, r.done, t.Context()
 
 	// Its liveness plane answers bound, for its instance, to an agent on A.
 	probe := m.AgentCred(t, ledger.Request{Name: "prober"})
@@ -183,5 +205,60 @@ func TestRemoteManager(t *testing.T) {
 	}
 	if res, err := pc.Probe(ctx, wire.PlaneManager); err != nil || res.Verdict == wire.ResponderBound {
 		t.Fatalf("manager liveness after eviction: %+v %v", res, err)
+	}
+}
+
+// TestRemoteManagerRenews runs a remote manager whose standing credentials live ten seconds, the
+// shortest `up --remote-manager-lifetime` takes: it renews them at three quarters of their
+// lifetime through the host, so after more than two lifetimes it still serves, on a serving
+// credential whose expiry has moved, and its liveness plane still answers bound.
+func TestRemoteManagerRenews(t *testing.T) {
+	t.Parallel()
+	const life = ledger.MinHeldLifetime
+	r := startRemote(t, life)
+	ctx := t.Context()
+	l := r.m.Ledger(r.m.Space)
+	serving := func() authority.CredentialRow {
+		t.Helper()
+		rows, err := l.ManagerCredentials(ctx, r.ready.instance)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range rows {
+			if row.Profile == authority.ProfileEndpointServe {
+				return row
+			}
+		}
+		t.Fatalf("the instance has no serving credential among %d", len(rows))
+		return authority.CredentialRow{}
+	}
+	first := serving()
+	select {
+	case err := <-r.done:
+		t.Fatalf("the remote manager ended within %s: %v", 2*life+life/2, err)
+	case <-time.After(2*life + life/2):
+	}
+	if now := serving(); now.CredentialID != first.CredentialID || now.State != authority.CredActive || !now.ExpiresAt.Time().After(time.Now()) {
+		t.Fatalf("the serving credential after two lifetimes: %s %s, expires %s (first expired %s)", now.CredentialID, now.State, now.ExpiresAt.Time(), first.ExpiresAt.Time())
+	}
+	probe := r.m.AgentCred(t, ledger.Request{Name: "prober"})
+	pc, err := cotal.Connect(ctx, r.m.URL(), cotal.WithCredsData(probe.Creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(ctx)
+	if res, err := pc.Probe(ctx, wire.PlaneManager); err != nil || res.Verdict != wire.ResponderBound {
+		t.Fatalf("manager liveness after two lifetimes: %+v %v", res, err)
+	}
+	// Its serve connection answers on the renewed credential.
+	cred, err := l.Issue(ctx, ledger.Request{Profile: authority.ProfileControlAdmin, Name: "cotal_control"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc := r.m.Connect(t, cred)
+	mc := manager.NewClient(oc.Conn, r.m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.Instrument}, "cotal_control")
+	mc.Pinned = r.ready.instance
+	if _, err := mc.PsPinned(ctx); err != nil {
+		t.Fatalf("ps of the renewed remote manager: %v", err)
 	}
 }

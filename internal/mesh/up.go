@@ -71,6 +71,9 @@ type UserAuthOptions struct {
 	TrustedProxy bool
 	// AdvertisedServer is the broker URL other machines are told (authservice.Config).
 	AdvertisedServer string
+	// RemoteManagerLifetime is how long a remote manager's standing credentials live before
+	// their renewal (authservice.Config); remotemgr.StandingLifetime when zero.
+	RemoteManagerLifetime time.Duration
 }
 
 // DefaultDevIdPAddr is where the development identity provider listens unless told otherwise: a

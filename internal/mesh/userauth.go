@@ -34,7 +34,8 @@ func (m *Mesh) startUserAuth(ctx context.Context, url string, o UserAuthOptions,
 	l := m.ledgers[0]
 	svc, err := authservice.Start(ctx, authservice.Config{
 		Dir: m.dir.UserAuthDir(l.Space()), Space: l.Space(), Keyring: m.keyring, Ledger: l, Server: url, IdP: idp,
-		PublicAddr: o.PublicAddr, PublicURL: o.PublicURL, TrustedProxy: o.TrustedProxy, AdvertisedServer: o.AdvertisedServer, Log: log,
+		PublicAddr: o.PublicAddr, PublicURL: o.PublicURL, TrustedProxy: o.TrustedProxy, AdvertisedServer: o.AdvertisedServer,
+		RemoteManagerLifetime: o.RemoteManagerLifetime, Log: log,
 	})
 	if err != nil {
 		return err

@@ -341,13 +341,15 @@ func (c *Client) Retire(ctx context.Context, l wire.Lifecycle) error {
 	return err
 }
 
-// AuthorizeAdmin asks the host whether caller may launch on this manager as an operator.
-func (c *Client) AuthorizeAdmin(ctx context.Context, caller wire.Lifecycle) (bool, error) {
+// AuthorizeAdmin asks the host whether caller holds host launch authority on this manager (an
+// operator's instrument, or the person who supervises it), and what caller may hand an agent it
+// spawns here: nil when caller may spawn nothing of its own.
+func (c *Client) AuthorizeAdmin(ctx context.Context, caller wire.Lifecycle) (bool, *AgentGrant, error) {
 	r := c.hosted(KindAdminAuthorization, "")
 	r.Caller = &Target{Owner: caller.Principal.Owner(), Actor: caller.Principal.Actor(), LifecycleUID: string(caller.UID)}
 	resp, err := c.do(ctx, r)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
-	return resp.Authorized != nil && *resp.Authorized, nil
+	return resp.Authorized != nil && *resp.Authorized, resp.CallerGrant, nil
 }

@@ -627,8 +627,32 @@ func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp
 		}
 		ok = instrument
 	}
+	if row := h.ownRow(who, caller); row != nil {
+		// The person who supervises the machine the manager runs on may launch what they like
+		// there; a row that may spawn hands its own channels and role on, never more.
+		ok = ok || row.Kind == userauth.KindInteractive && row.Has(userauth.ScopeSupervise)
+		if row.Has(userauth.ScopeSpawn) {
+			resp.CallerGrant = &AgentGrant{Role: row.Role, AllowSubscribe: row.AllowSubscribe, AllowPublish: row.AllowPublish}
+		}
+	}
 	resp.Authorized = &ok
 	return nil
+}
+
+// ownRow returns the ledger row of caller when it is a current incarnation of the manager's own
+// owner (a person's interactive row, or a managed agent's within their envelope); nil otherwise.
+func (h *Host) ownRow(who *Person, caller wire.Lifecycle) *userauth.Row {
+	if h.Managed == nil || caller.Principal.Owner() != who.Owner {
+		return nil
+	}
+	row, err := h.Managed.Get(who.Owner, caller.Principal.Actor())
+	if err != nil || row.LifecycleUID != caller.UID {
+		return nil
+	}
+	if row.Kind == userauth.KindManaged && h.Managed.CheckEnvelope(row) != nil {
+		return nil
+	}
+	return row
 }
 
 // String names a response in logs, without its credentials.

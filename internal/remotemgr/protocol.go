@@ -154,8 +154,11 @@ type Response struct {
 	LifecycleUID string      `json:"lifecycleUid,omitempty"`
 	ActorToken   string      `json:"actorToken,omitempty"`
 	Agent        *AgentGrant `json:"agent,omitempty"`
-	// Authorized answers KindAdminAuthorization.
-	Authorized *bool `json:"authorized,omitempty"`
+	// Authorized answers KindAdminAuthorization: whether the caller holds host launch authority
+	// on the manager. CallerGrant is what the caller may hand an agent it spawns there, when the
+	// caller is a person or managed agent of the manager's own owner whose row holds spawn.
+	Authorized  *bool       `json:"authorized,omitempty"`
+	CallerGrant *AgentGrant `json:"callerGrant,omitempty"`
 	// Evicted reports what evict-family-principal ended.
 	Evicted *Eviction `json:"evicted,omitempty"`
 }

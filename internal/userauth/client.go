@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/gocotal/cotal/wire"
 )
 
 // AgentCredentials are what a managed agent proves itself with at the exchange.
@@ -81,14 +83,27 @@ func NewHTTPClient() *http.Client {
 	}
 }
 
-// FetchPersonBearer exchanges a person's IdP token for a bearer of their actor at the exchange at
-// exchangeURL: the bearer, the owner the exchange derived, and the bearer's actor claim, read (not
-// verified: the callout verifies it) for the incarnation it names. A refusal is ErrDenied.
-func FetchPersonBearer(ctx context.Context, hc *http.Client, exchangeURL, idToken, actor string) (string, *Act, error) {
-	body, _ := json.Marshal(map[string]string{"idpToken": idToken, "actor": actor}) // strings always encode
+// PersonBearer is what a person asks the exchange for: a bearer of their actor, of a view
+// (none: their row's own grant), and for view manager-caller the instance it addresses (none:
+// the exchange picks the only live one).
+type PersonBearer struct {
+	Actor             string            `json:"actor"`
+	View              View              `json:"view,omitempty"`
+	ManagerInstanceID wire.LifecycleUID `json:"managerInstanceId,omitempty"`
+}
+
+// FetchPersonBearer exchanges a person's IdP token for the bearer req describes at the exchange at
+// exchangeURL: the bearer, and its actor claim, read (not verified: the callout verifies it) for
+// the owner the exchange derived, the incarnation and the manager instance it names. A refusal is
+// ErrDenied.
+func FetchPersonBearer(ctx context.Context, hc *http.Client, exchangeURL, idToken string, req PersonBearer) (string, *Act, error) {
+	body, _ := json.Marshal(struct { // strings always encode
+		IdpToken string `json:"idpToken"`
+		PersonBearer
+	}{idToken, req})
 	out, err := postExchange(ctx, hc, exchangeURL, "", body)
 	if err != nil {
-		return "", nil, fmt.Errorf("exchange the login for a bearer of %s: %w", actor, err)
+		return "", nil, fmt.Errorf("exchange the login for a bearer of %s: %w", req.Actor, err)
 	}
 	act, err := peekAct(out.Token)
 	if err != nil {

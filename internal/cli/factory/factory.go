@@ -260,7 +260,8 @@ const openControl = "the endpoint commands need an authenticated mesh: an open m
 
 // Control is the operator's control instrument on one space: a connection as a one-shot
 // control-caller-admin credential, the caller lifecycle its rows pin, a manager client calling
-// as it (in mode any), and the space's records bucket, whose service registry it reads. Close
+// as it (in mode any), and the space's records bucket, whose service registry it reads; or a
+// person's manager-caller view of one instance (MeshControl), with no records bucket. Close
 // closes the connection; the credential is let go when the factory closes.
 type Control struct {
 	Conn  *nats.Conn
@@ -269,7 +270,7 @@ type Control struct {
 	Me      wire.Lifecycle
 	Manager *manager.Client
 	// Records is the space's records bucket: read it through watches (endpoint.Instances), which
-	// the credential's grant admits, never by Get.
+	// the credential's grant admits, never by Get. Nil for a manager-caller view.
 	Records jetstream.KeyValue
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
@@ -25,6 +26,10 @@ import (
 type Options struct {
 	*factory.Factory
 	JSON bool
+	// MeshURL is a user-auth mesh's exchange URL: list, as the person logged in there, the agents of
+	// the one manager they may address (Instance, or the only live one).
+	MeshURL  string
+	Instance string
 }
 
 // Row is one line of `cotal ps --json`; the field names are a stable interface.
@@ -57,10 +62,20 @@ func NewCmdPs(f *factory.Factory) *cobra.Command {
 			"it spawned, with a row of its own for a spawned agent not present. A manager that does not\n" +
 			"answer is named on stderr and the command exits 1, after printing what the others gave.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return psRun(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.MeshURL != "" {
+				return psMesh(cmd.Context(), o)
+			}
+			if o.Instance != "" {
+				return &exit.UsageError{Err: errors.New("--instance names the manager of a --mesh ps; without --mesh every manager is asked")}
+			}
+			return psRun(cmd.Context(), o)
+		},
 	}
 	o.Target.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the roster as JSON")
+	cmd.Flags().StringVar(&o.MeshURL, "mesh", "", "list, as yourself (`cotal login --mesh` first), the agents of your manager on the user-auth mesh whose exchange is at this URL")
+	cmd.Flags().StringVar(&o.Instance, "instance", "", "with --mesh, the manager instance to ask (default: the only live one you may address)")
 	return cmd
 }
 
@@ -111,6 +126,34 @@ func psRun(ctx context.Context, o *Options) error {
 		return fmt.Errorf("%d manager(s) did not answer ps: the process rows are incomplete", silent)
 	}
 	return nil
+}
+
+// psMesh lists, as the person logged in to --mesh, the agents of the one manager instance their
+// manager-caller view addresses: one call, no roster (the view reads no presence) and no claim
+// about the space's other managers. Each row's status is its process's.
+func psMesh(ctx context.Context, o *Options) error {
+	if err := factory.CheckMeshURL(o.MeshURL); err != nil {
+		return err
+	}
+	if o.Instance != "" {
+		if _, err := wire.ParseLifecycleUID(o.Instance); err != nil {
+			return &exit.UsageError{Err: fmt.Errorf("--instance: %w", err)}
+		}
+	}
+	ctl, err := o.MeshControl(ctx, o.MeshURL, wire.LifecycleUID(o.Instance))
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	agents, err := ctl.Manager.PsPinned(ctx)
+	if err != nil {
+		return factory.Refusal(fmt.Errorf("ask manager %s for its agents: %w", ctl.Manager.Pinned, err))
+	}
+	rows := []Row{}
+	for _, a := range agents {
+		rows = append(rows, Row{Principal: a.ID, Name: a.Name, Status: a.Status, Role: a.Role, Process: &a})
+	}
+	return o.print(rows, []managerLine{{instance: ctl.Manager.Pinned, agents: len(agents)}})
 }
 
 // managerLine is a manager that answered ps: its instance, the epoch it serves at, and how many

@@ -83,11 +83,11 @@ func (o *Options) validate() error {
 		if o.Creds != "" || o.Server != "" {
 			return usage("--mesh sends as your login there: drop --creds and --server")
 		}
-		if err := oidc.CheckURL(o.Mesh); err != nil {
-			return usage("--mesh %s: %w", o.Mesh, err)
+		if err := factory.CheckMeshURL(o.Mesh); err != nil {
+			return err
 		}
 		if o.As == DefaultActor {
-			o.As = meshActor
+			o.As = factory.MeshActor
 		}
 	}
 	if o.Creds == "" {
@@ -182,10 +182,6 @@ func sendRun(ctx context.Context, o *Options) error {
 	fmt.Fprintf(o.IO.Out, "stored seq %d; recipient %s at send; delivery not confirmed\n", sent.Seq, recipient)
 	return nil
 }
-
-// meshActor is the actor a person sends as to a user-auth mesh unless --as names another: their
-// CLI's.
-const meshActor = "cli"
 
 // connect connects as the person logged in to --mesh, as the --creds principal, or else as a
 // ledger-issued operator credential.

@@ -43,6 +43,9 @@ type Options struct {
 	Runtime string
 	// Instance pins the spawn to one manager instance (any manager when empty).
 	Instance string
+	// MeshURL is a user-auth mesh's exchange URL: spawn as the person logged in there, through
+	// the one manager they may address (Instance, or the only live one).
+	MeshURL string
 }
 
 // Result is what `cotal spawn --json` prints. The field names are a stable interface.
@@ -102,6 +105,7 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	fs.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
 	fs.StringVar(&o.Runtime, "runtime", string(manager.RuntimePTY), fmt.Sprintf("run the agent in a terminal (%s, for cotal attach and input) or %s", manager.RuntimePTY, manager.RuntimeHeadless))
 	fs.StringVar(&o.Instance, "instance", "", "the manager instance to spawn on (its id, as cotal ps and cotal endpoints print it; default: any)")
+	fs.StringVar(&o.MeshURL, "mesh", "", "spawn as yourself (`cotal login --mesh` first) through your manager on the user-auth mesh whose exchange is at this URL")
 	fs.BoolVar(&o.Detach, "detach", false, "return once the spawn's goal has ended, leaving the agent running")
 	fs.BoolVar(&o.JSON, "json", false, "print the acceptance, the goal's state and the agent's last row as JSON")
 	return cmd
@@ -126,12 +130,7 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 	if err != nil {
 		return fmt.Errorf("the agent's working directory: %w", err)
 	}
-	// A spawn that waits for its agent may outlive a one-shot credential's few minutes.
-	control := o.Control
-	if !o.Detach {
-		control = o.WatchControl
-	}
-	ctl, err := control(ctx)
+	ctl, err := o.control(ctx)
 	if err != nil {
 		return err
 	}
@@ -176,6 +175,22 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 		return fmt.Errorf("agent %s ended %s", o.Name, st)
 	}
 	return nil
+}
+
+// control connects the caller: the person's manager-caller view with --mesh, else the
+// operator's instrument, which a spawn waiting for its agent holds past a one-shot credential's
+// few minutes.
+func (o *Options) control(ctx context.Context) (*factory.Control, error) {
+	switch {
+	case o.MeshURL != "":
+		if err := factory.CheckMeshURL(o.MeshURL); err != nil {
+			return nil, err
+		}
+		return o.MeshControl(ctx, o.MeshURL, wire.LifecycleUID(o.Instance))
+	case o.Detach:
+		return o.Control(ctx)
+	}
+	return o.WatchControl(ctx)
 }
 
 // goalError reports a spawn goal that did not succeed, with its reason.
@@ -284,7 +299,7 @@ func printRow(io *iostreams.IOStreams, r *manager.Row) {
 
 // NewCmdStop returns the `cotal stop` command.
 func NewCmdStop(f *factory.Factory) *cobra.Command {
-	var name string
+	var name, meshURL string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "stop --name NAME",
@@ -296,7 +311,14 @@ func NewCmdStop(f *factory.Factory) *cobra.Command {
 			if err := agentflags.ValidName("--name", name); err != nil {
 				return err
 			}
-			ctl, err := f.Control(cmd.Context())
+			control := f.Control
+			if meshURL != "" {
+				if err := factory.CheckMeshURL(meshURL); err != nil {
+					return err
+				}
+				control = func(ctx context.Context) (*factory.Control, error) { return f.MeshControl(ctx, meshURL, "") }
+			}
+			ctl, err := control(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -316,6 +338,7 @@ func NewCmdStop(f *factory.Factory) *cobra.Command {
 	}
 	f.Target.Register(cmd.Flags())
 	cmd.Flags().StringVar(&name, "name", "", "the agent to stop (required)")
+	cmd.Flags().StringVar(&meshURL, "mesh", "", "stop, as yourself (`cotal login --mesh` first), an agent of your manager on the user-auth mesh whose exchange is at this URL")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agent's row, as its manager reports it, as JSON")
 	return cmd
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
 )
@@ -66,6 +67,8 @@ type Options struct {
 	TrustedProxy bool
 	// AdvertisedServer is the broker URL other machines are told, when not the one up records.
 	AdvertisedServer string
+	// RemoteManagerLifetime is the lifetime of remote managers' standing credentials.
+	RemoteManagerLifetime time.Duration
 }
 
 // detachWait bounds how long a detached start may take before `up` gives up on it.
@@ -111,6 +114,7 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.IntVar(&o.ExchangePort, "exchange-public-port", 0, "with --user-auth: the exchange's public face port on 127.0.0.1 (0 picks a free port)")
 	fs.StringVar(&o.ExchangeURL, "exchange-public-url", "", "with --user-auth: the https URL a TLS proxy serves the public face at, for other machines")
 	fs.BoolVar(&o.TrustedProxy, "exchange-trusted-proxy", false, "with --exchange-public-url: take callers' addresses from the proxy's X-Forwarded-For")
+	fs.DurationVar(&o.RemoteManagerLifetime, "remote-manager-lifetime", remotemgr.StandingLifetime, "with --user-auth: lifetime of a remote manager's standing credentials, each renewed at three quarters of it")
 	fs.StringVar(&o.AdvertisedServer, "advertised-server", "", "with --user-auth: the broker URL (nats://, tls://, ws://, wss://) other machines are told, when not the one up listens at")
 	return cmd
 }
@@ -180,6 +184,8 @@ func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 		return nil, &exit.UsageError{Err: fmt.Errorf("--exchange-public-port %d is outside 0-65535", o.ExchangePort)}
 	case o.TrustedProxy && o.ExchangeURL == "":
 		return nil, &exit.UsageError{Err: errors.New("--exchange-trusted-proxy goes with --exchange-public-url")}
+	case o.RemoteManagerLifetime < ledger.MinHeldLifetime:
+		return nil, &exit.UsageError{Err: fmt.Errorf("--remote-manager-lifetime %s: must be at least %s", o.RemoteManagerLifetime, ledger.MinHeldLifetime)}
 	}
 	if o.ExchangeURL != "" {
 		if u, err := url.Parse(o.ExchangeURL); err != nil || u.Scheme != "https" || u.RawQuery != "" || oidc.CheckURL(o.ExchangeURL) != nil {
@@ -200,7 +206,7 @@ func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 	return &mesh.UserAuthOptions{
 		DevIdP: o.DevIdP, DevIdPAddr: o.DevIdPAddr, IdP: authservice.IdP{Issuer: o.IdP, ClientID: o.ClientID},
 		PublicAddr: fmt.Sprintf("127.0.0.1:%d", o.ExchangePort), PublicURL: o.ExchangeURL, TrustedProxy: o.TrustedProxy,
-		AdvertisedServer: o.AdvertisedServer,
+		AdvertisedServer: o.AdvertisedServer, RemoteManagerLifetime: o.RemoteManagerLifetime,
 	}, nil
 }
 
@@ -334,6 +340,7 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 		if o.AdvertisedServer != "" {
 			args = append(args, "--advertised-server", o.AdvertisedServer)
 		}
+		args = append(args, "--remote-manager-lifetime", o.RemoteManagerLifetime.String())
 	}
 	args = append(args, "--max-sessions", strconv.Itoa(o.MaxSessions))
 	args = append(args, "--daemon-credential-lifetime", o.DaemonLifetime.String())

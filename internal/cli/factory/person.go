@@ -1,0 +1,48 @@
+package factory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gocotal/cotal/internal/authservice"
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/userauth"
+	"github.com/gocotal/cotal/internal/userauth/oidc"
+	"github.com/gocotal/cotal/wire"
+)
+
+// MeshActor is the actor a person acts as on a user-auth mesh (--mesh) unless told otherwise:
+// their CLI's, the row `cotal actor grant` writes for them.
+const MeshActor = "cli"
+
+// CheckMeshURL refuses a --mesh URL that is neither https nor http on loopback, as a usage error
+// naming the flag.
+func CheckMeshURL(meshURL string) error {
+	if err := oidc.CheckURL(meshURL); err != nil {
+		return &exit.UsageError{Err: fmt.Errorf("--mesh %s: %w", meshURL, err)}
+	}
+	return nil
+}
+
+// MeshControl is Control for the person logged in to the user-auth mesh at meshURL (`cotal
+// login --mesh`): a manager-caller view of one manager instance (instance, or the only live one
+// they may address when it is empty), calling as their actor MeshActor. It reads no registry, so
+// its Records is nil and every call goes to that one instance. A refusal at the exchange is an
+// authentication error.
+func (f *Factory) MeshControl(ctx context.Context, meshURL string, instance wire.LifecycleUID) (*Control, error) {
+	path, err := oidc.DefaultSessionsPath()
+	if err != nil {
+		return nil, err
+	}
+	mc, err := authservice.DialManager(ctx, userauth.NewHTTPClient(), path, meshURL, MeshActor, instance)
+	if errors.Is(err, userauth.ErrDenied) {
+		return nil, &exit.AuthError{Err: fmt.Errorf("%w (is a manager you may address running? `cotal actor list` on the mesh's host shows your scopes)", err)}
+	} else if err != nil {
+		return nil, err
+	}
+	m := manager.NewClient(mc.Conn, mc.Space, mc.Me, MeshActor)
+	m.Pinned = mc.Instance
+	return &Control{Conn: mc.Conn, Space: mc.Space, Me: mc.Me, Manager: m}, nil
+}
