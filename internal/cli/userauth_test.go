@@ -211,6 +211,10 @@ func TestUserAuthRemoteManager(t *testing.T) {
 	if credActive(t, a, owner+".dana") {
 		t.Error("the evicted manager's agent kept its credential")
 	}
+	// The host deregistered it: ps on A no longer waits for it or warns.
+	if code, out, stderr := run(t, "ps", "--dir", a); code != exit.OK || managerLine.MatchString(out) || stderr != "" {
+		t.Errorf("ps on A after the eviction: exit %d %s %s", code, out, stderr)
+	}
 	if code, _, stderr := run(t, "agent-bearer", "--dir", a, "--owner", owner, "--actor", "dana", "--token-file", kept); code != exit.NotAuthorized {
 		t.Errorf("agent-bearer for a retired agent: exit %d %s", code, stderr)
 	}

@@ -108,6 +108,31 @@ func (r *Registration) Deregister(ctx context.Context, epoch int64) error {
 	return errors.Join(err, r.kv.Delete(ctx, wire.ServiceKey(r.endpoint, r.instance, wire.ServiceSpecLeaf), jetstream.LastRevision(r.spec)))
 }
 
+// MarkExited deregisters an instance on behalf of a server that can no longer do it itself (one
+// evicted, whose credentials the broker refuses): its status becomes exited at the epoch it
+// reported and its spec is deleted, each by revision CAS. An instance already exited, or never
+// registered, is left as it is.
+func MarkExited(ctx context.Context, kv jetstream.KeyValue, endpoint wire.EndpointName, instance wire.LifecycleUID) error {
+	// The instance's own subtree: a credential pinned to one instance reads no other.
+	rows, err := registry(ctx, kv, wire.ServiceKey(endpoint, instance, ">"))
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(rows, func(r Registered) bool { return r.ID == instance })
+	if i < 0 || rows[i].Status == nil || rows[i].Status.State == StateExited {
+		return nil
+	}
+	held, err := readSubtree(ctx, kv, wire.ServiceKey(endpoint, instance, ">"))
+	if err != nil {
+		return err
+	}
+	r := &Registration{kv: kv, endpoint: endpoint, instance: instance, spec: held[wire.ServiceSpecLeaf], status: held[wire.ServiceStatusLeaf]}
+	if rows[i].Spec == nil { // the spec is gone already: only the status is left to mark
+		return r.SetStatus(ctx, StateExited, rows[i].Status.Epoch)
+	}
+	return r.Deregister(ctx, rows[i].Status.Epoch)
+}
+
 // readSubtree returns the revision of each leaf under filter (the last token after the
 // instance), deleted rows included: the revision a CAS write must name.
 func readSubtree(ctx context.Context, kv jetstream.KeyValue, filter string) (map[string]uint64, error) {
@@ -162,6 +187,11 @@ func Registry(ctx context.Context, kv jetstream.KeyValue, endpoint wire.Endpoint
 	if endpoint != "" {
 		filter = wire.ServiceEndpointKeys(endpoint)
 	}
+	return registry(ctx, kv, filter)
+}
+
+// registry reads the records under filter: Registry's, or one instance's subtree.
+func registry(ctx context.Context, kv jetstream.KeyValue, filter string) ([]Registered, error) {
 	prefix := strings.TrimSuffix(wire.ServiceRegistryKeys(), ">")
 	found := map[string]*Registered{}
 	err := watchAll(ctx, kv, filter, func(e jetstream.KeyValueEntry) error {

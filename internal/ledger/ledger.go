@@ -31,7 +31,9 @@ const (
 	ledgerActor        = "cotal_ledger"
 	provisionerActor   = "cotal_provisioner"
 	deprovisionerActor = "cotal_deprovisioner"
-	runOperatorActor   = "cotal_run_operator"
+	// deregistrarActor marks an evicted manager instance exited in the service registry.
+	deregistrarActor = "cotal_deregistrar"
+	runOperatorActor = "cotal_run_operator"
 )
 
 // Ledger is a connected handle on one space's authority plane. It is safe for concurrent use.

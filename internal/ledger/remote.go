@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -148,6 +152,36 @@ func (l *Ledger) EvictManager(ctx context.Context, instance wire.LifecycleUID, r
 		}
 		return keys, err
 	})
+}
+
+// DeregisterManager marks manager instance exited in the service registry, for an instance that
+// cannot do it itself because it was evicted: a one-shot credential pinned to the instance's
+// service records, held for this call alone, writes what its own deregistration would have. An
+// instance already exited or never registered is left as it is.
+func (l *Ledger) DeregisterManager(ctx context.Context, instance wire.LifecycleUID) error {
+	p, err := wire.NewPrincipal(wire.DevOwner, deregistrarActor)
+	if err != nil {
+		return err
+	}
+	cred, err := l.keys.Mint(authority.MintRequest{Profile: authority.ProfileEndpointServe, Expires: authority.ProbeLifetime,
+		Grant: authority.Grant{Principal: p, Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: instance}}})
+	if err != nil {
+		return err
+	}
+	nc, err := dial.As(ctx, l.url, cred, nats.NoReconnect())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	kv, err := js.KeyValue(ctx, string(l.sp.RecordsBucket()))
+	if err != nil {
+		return fmt.Errorf("open the records of space %s: %w", l.sp, err)
+	}
+	return endpoint.MarkExited(ctx, kv, wire.ManagerEndpoint, instance)
 }
 
 // ManagerInstances lists every manager instance that holds or held a serving credential.

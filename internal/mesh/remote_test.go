@@ -14,6 +14,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/authservice"
+	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
@@ -205,6 +206,10 @@ func TestRemoteManager(t *testing.T) {
 	}
 	if res, err := pc.Probe(ctx, wire.PlaneManager); err != nil || res.Verdict == wire.ResponderBound {
 		t.Fatalf("manager liveness after eviction: %+v %v", res, err)
+	}
+	// The host deregistered it, so ps expects it no more.
+	if in, err := endpoint.Instances(ctx, records, wire.ManagerEndpoint); len(in) != 0 {
+		t.Fatalf("the evicted manager is still expected by ps: %+v %v", in, err)
 	}
 }
 

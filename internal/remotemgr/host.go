@@ -132,6 +132,8 @@ func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
 		err = h.prepare(ctx, who, r, resp)
 	case OpActivate:
 		err = h.activate(ctx, who, r, resp)
+	case OpRenew:
+		err = h.renewSupervisor(ctx, who, r, resp)
 	case OpRenewStandingBundle:
 		err = h.renew(ctx, who, r, resp)
 	case OpSession:
@@ -389,6 +391,25 @@ func (h *Host) current(ctx context.Context, who *Person, r *Request) (*authority
 		return nil, refuse(wire.CodeConflict, "the gate of %s names %s", r.InstanceID, og.Row.Principal)
 	}
 	return og, nil
+}
+
+// renewSupervisor is the older renewal: the supervisor and executor signed afresh, on the
+// caller-computable registration proof, while the instance's gate is open and names its serve
+// identity. A missing or closed gate is failed-precondition: the manager must activate again.
+func (h *Host) renewSupervisor(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	if !proofEqual(r.RegistrationProof, RegistrationProof(who.Owner, r)) {
+		return refuse(wire.CodePermissionDenied, "the registration proof does not match this registration")
+	}
+	og, err := h.Ledger.ObserveManagerGate(ctx, wire.LifecycleUID(r.InstanceID))
+	switch {
+	case err != nil:
+		return refuse(wire.CodeInternal, "observe the gate of %s: %v", r.InstanceID, err)
+	case og == nil || og.Row.State != authority.GateOpen:
+		return refuse(wire.CodeFailedPrecondition, "renew found no open gate of %s", r.InstanceID)
+	case og.Row.Principal != principal(who.Owner, resp.Actors.Serve).String():
+		return refuse(wire.CodePermissionDenied, "the gate of %s names %s", r.InstanceID, og.Row.Principal)
+	}
+	return h.standing(who.Owner, r, resp)
 }
 
 // renew renews the standing bundle: the supervisor and executor signed afresh, the serve

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -579,5 +580,42 @@ func TestRevokedDuringARequest(t *testing.T) {
 	}
 	if _, err := r.people.Get(alice, "late"); !errors.Is(err, userauth.ErrNoRow) {
 		t.Fatalf("the late agent's row stayed: %v", err)
+	}
+}
+
+// TestRenewNeedsAnOpenGate: the older renewal signs exactly the supervisor and executor again, on
+// the registration proof, and only while the instance's gate is open: before registration it is
+// failed-precondition, with another proof permission-denied.
+func TestRenewNeedsAnOpenGate(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	c := r.client(t, "alice-token", wire.NewLifecycleUID())
+	if _, err := c.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	renew := func(proof func(req *remotemgr.Request) string) (*remotemgr.Response, int, string) {
+		req := c.RawRequest(remotemgr.KindAuthority, remotemgr.OpRenew)
+		req.RegistrationProof = proof(&req)
+		return r.send(t, "alice-token", req)
+	}
+	own := func(req *remotemgr.Request) string { return remotemgr.RegistrationProof(alice, req) }
+	if _, status, got := renew(own); status != 403 || got != string(wire.CodeFailedPrecondition) {
+		t.Fatalf("renew before the gate is registered: HTTP %d %q", status, got)
+	}
+	c2 := r.client(t, "alice-token", wire.NewLifecycleUID())
+	register(t, r, c2)
+	c = c2
+	resp, status, got := renew(own)
+	if status != 200 {
+		t.Fatalf("renew with an open gate: HTTP %d %q", status, got)
+	}
+	if len(resp.Credentials) != 2 || resp.Credentials["supervisor"].JWT == "" || resp.Credentials["executor"].JWT == "" {
+		t.Fatalf("renew issued %d credentials: %v", len(resp.Credentials), slices.Collect(maps.Keys(resp.Credentials)))
+	}
+	other := func(req *remotemgr.Request) string {
+		return remotemgr.RegistrationProof("u_bbbbbbbbbbbbbbbbbbbbbbbbbb", req)
+	}
+	if _, status, got := renew(other); status != 403 || got != string(wire.CodePermissionDenied) {
+		t.Fatalf("renew with another owner's proof: HTTP %d %q", status, got)
 	}
 }

@@ -32,6 +32,7 @@ const (
 	OpActivate            = "activate"
 	OpSession             = "session"
 	OpRetire              = "retire"
+	OpRenew               = "renew"
 	OpRenewStandingBundle = "renewStandingBundle"
 	OpTransferReader      = "transferReader"
 	OpEvictFamily         = "evict-family-principal"
@@ -247,7 +248,7 @@ func (r *Request) validate() error {
 		seen[k] = true
 	}
 	ops := map[string][]string{
-		KindAuthority:          {OpPrepare, OpActivate, OpSession, OpRetire, OpRenewStandingBundle, OpTransferReader},
+		KindAuthority:          {OpPrepare, OpActivate, OpRenew, OpSession, OpRetire, OpRenewStandingBundle, OpTransferReader},
 		KindMaintenance:        {OpEvictFamily},
 		KindEnrollment:         {""},
 		KindAdminAuthorization: {""},

@@ -164,8 +164,9 @@ func (g *Registry) Of(owner, actor string) ([]Registration, error) {
 
 // EvictOwner ends every remote manager owner's actor registered (every actor's when actor is
 // empty): the serving credentials of each instance are revoked, the broker refuses the keys of
-// all five identities and closes their connections, and the agents each spawned are retired
-// (their managed rows in people deleted). It returns the instances it evicted.
+// all five identities and closes their connections, the agents each spawned are retired (their
+// managed rows in people deleted), and the instance is marked exited in the service registry. It
+// returns the instances it evicted.
 func EvictOwner(ctx context.Context, l *ledger.Ledger, reg *Registry, people *userauth.People, owner, actor, reason string) ([]wire.LifecycleUID, error) {
 	regs, err := reg.Of(owner, actor)
 	var done []wire.LifecycleUID
@@ -178,6 +179,11 @@ func EvictOwner(ctx context.Context, l *ledger.Ledger, reg *Registry, people *us
 			if rerr := retireAgent(ctx, l, reg, people, r.InstanceID, a); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("remote manager %s: %w", r.InstanceID, rerr))
 			}
+		}
+		// Its own deregistration needs the credentials just refused: without this, a scatter
+		// would expect it, and find it silent, for ever.
+		if derr := l.DeregisterManager(ctx, wire.LifecycleUID(r.InstanceID)); derr != nil {
+			err = errors.Join(err, fmt.Errorf("deregister remote manager %s: %w", r.InstanceID, derr))
 		}
 		done = append(done, wire.LifecycleUID(r.InstanceID))
 	}
