@@ -27,11 +27,22 @@ func (l *Ledger) RedeemSession(ctx context.Context, req authority.SessionRequest
 // SessionCaller releases the caller half of an active session to holder, the lifecycle its row
 // names; it never creates a session.
 func (l *Ledger) SessionCaller(ctx context.Context, sessionID string, holder wire.Lifecycle) (*authority.Credential, error) {
+	return l.release(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) (*authority.Credential, error) {
+		return s.CallerCredential(ctx, keys, sessionID, holder)
+	})
+}
+
+// release runs one release of a session half, asked again while the broker briefly has no
+// JetStream responder (it applies an account update a revocation just pushed): a release reads
+// rows and returns the credential a row already holds, so asking again changes nothing.
+func (l *Ledger) release(ctx context.Context, fn func(*authority.AuthStore, *authority.SpaceKeys) (*authority.Credential, error)) (*authority.Credential, error) {
 	var cred *authority.Credential
-	err := l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
-		var err error
-		cred, err = s.CallerCredential(ctx, keys, sessionID, holder)
-		return nil, err
+	err := retryUnanswered(ctx, func() error {
+		return l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+			var err error
+			cred, err = fn(s, keys)
+			return nil, err
+		})
 	})
 	return cred, err
 }
@@ -39,13 +50,9 @@ func (l *Ledger) SessionCaller(ctx context.Context, sessionID string, holder wir
 // SessionServing releases the serving half of an active session to the manager instance that
 // serves it at epoch.
 func (l *Ledger) SessionServing(ctx context.Context, sessionID string, instance wire.LifecycleUID, epoch int64) (*authority.Credential, error) {
-	var cred *authority.Credential
-	err := l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
-		var err error
-		cred, err = s.ServingCredential(ctx, keys, sessionID, authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: instance}, epoch)
-		return nil, err
+	return l.release(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) (*authority.Credential, error) {
+		return s.ServingCredential(ctx, keys, sessionID, authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: instance}, epoch)
 	})
-	return cred, err
 }
 
 // CloseSession ends a session for closer, a party of it or the operator: the row goes to (closed
