@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,6 +13,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/journal"
+	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -33,6 +36,35 @@ func (l *Ledger) ReadJournal(ctx context.Context, runID string) (*journal.Replay
 		return nil, err
 	}
 	return journal.Replay(ctx, js, l.sp, runID, takeover)
+}
+
+// RunStatus reads the status record of run runID hosted by the manager endpoint, from the leader,
+// under a run-operator credential of its own (a minute's lifetime, its own connection, closed
+// after): nil when the run has no status record, or a deleted one.
+func (l *Ledger) RunStatus(ctx context.Context, runID string) (*wire.RunStatus, error) {
+	cred, err := l.RunOperator(runID, newTakeoverID())
+	if err != nil {
+		return nil, err
+	}
+	nc, err := dial.As(ctx, l.url, cred, nats.NoReconnect())
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	e, err := kvget.Get(ctx, nc, l.sp.RecordsBucket(), wire.RecordKey(wire.RecordRun, wire.ManagerEndpoint, runID, wire.RecordStatusLeaf))
+	switch {
+	case errors.Is(err, kvget.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case e.Deleted:
+		return nil, nil
+	}
+	st, err := wire.ParseRunStatus(e.Value)
+	if err != nil {
+		return nil, fmt.Errorf("the status record of run %s: %w", runID, err)
+	}
+	return &st, nil
 }
 
 // RunOperator mints a run-operator credential that replays run runID under takeoverID.

@@ -136,6 +136,8 @@ func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
 		err = h.renewSupervisor(ctx, who, r, resp)
 	case OpRenewStandingBundle:
 		err = h.renew(ctx, who, r, resp)
+	case OpRenewRunDriver:
+		err = h.renewRunDriver(ctx, who, r, resp)
 	case OpSession:
 		err = h.session(ctx, who, r, resp)
 	case OpRetire:
@@ -445,6 +447,57 @@ func (h *Host) renew(ctx context.Context, who *Person, r *Request, resp *Respons
 			return refuse(wire.CodeInternal, "renew the %s credential of %s: %v", held.name, r.InstanceID, err)
 		}
 		resp.credential(held.name, issued(cred))
+	}
+	resp.ProcessEpoch = r.ProcessEpoch
+	return nil
+}
+
+// renewRunDriver signs a workflow run attempt's driver and mediator afresh (SPEC §14.6), as the
+// run's own caller of the person's owner, pinned to the run, its takeover and this instance at its
+// epoch: on the current-registration proof, with the gate open at the caller's epoch, and while the
+// run's status record says it is running under the very lease the request names. Anything else
+// is conflict: the run moved on, and its new holder asks for itself.
+func (h *Host) renewRunDriver(ctx context.Context, who *Person, r *Request, resp *Response) error {
+	if r.AccountPublicKey != h.Keys.AccountPublicKey() {
+		return refuse(wire.CodePermissionDenied, "account %s is not this space's", r.AccountPublicKey)
+	}
+	if _, err := h.current(ctx, who, r); err != nil {
+		return err
+	}
+	run := r.Run
+	st, err := h.Ledger.RunStatus(ctx, run.RunID)
+	switch {
+	case err != nil:
+		return refuse(wire.CodeUnavailable, "read the status of run %s: %v", run.RunID, err)
+	case st == nil:
+		return refuse(wire.CodeConflict, "run %s has no status record", run.RunID)
+	case st.State != wire.RunRunning:
+		return refuse(wire.CodeConflict, "run %s is %s, not running", run.RunID, st.State)
+	case st.Holder != run.Holder || st.Epoch != run.Epoch || st.FencingToken != run.FencingToken:
+		return refuse(wire.CodeConflict, "run %s is held by %s at epoch %d, fencing token %d; the request names %s, %d, %d",
+			run.RunID, st.Holder, st.Epoch, st.FencingToken, run.Holder, run.Epoch, run.FencingToken)
+	}
+	caller, err := wire.RunCaller(who.Owner, run.RunID)
+	if err != nil {
+		return refuse(wire.CodeBadRequest, "%v", err)
+	}
+	for _, k := range []string{run.DriverID, run.MediatorID} {
+		if err := h.Registry.AddKey(r.InstanceID, k); err != nil {
+			return refuse(wire.CodeInternal, "record the run keys of %s: %v", r.InstanceID, err)
+		}
+	}
+	g := authority.Grant{LifecycleUID: caller.UID, Run: authority.RunReplay{RunID: run.RunID, TakeoverID: run.TakeoverID},
+		Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: wire.LifecycleUID(r.InstanceID), Epoch: *r.ProcessEpoch}}
+	for _, c := range []struct {
+		name    string
+		profile authority.Profile
+		key     string
+	}{{"runDriver", authority.ProfileRunDriver, run.DriverID}, {"runMediator", authority.ProfileRunMediator, run.MediatorID}} {
+		issued, err := h.sign(who.Owner, caller.Principal.Actor(), c.profile, g, h.life(), c.key)
+		if err != nil {
+			return err
+		}
+		resp.credential(c.name, issued)
 	}
 	resp.ProcessEpoch = r.ProcessEpoch
 	return nil

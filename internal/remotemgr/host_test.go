@@ -166,7 +166,7 @@ func TestPrepareNeedsSuperviseAndAWellFormedRequest(t *testing.T) {
 		t.Fatalf("prepare by an unknown person: %v, want permission-denied", err)
 	}
 	// A well-formed request, then broken copies of it.
-	kp := func() string { k, _ := nkeys.CreateUser(); p, _ := k.PublicKey(); return p }
+	kp := func() string { return newUserKey(t) }
 	base := func() map[string]any {
 		return map[string]any{"idpToken": "alice-token", "request": map[string]any{
 			"v": 1, "kind": "manager-service-authority", "operation": "prepare", "space": string(r.m.Space), "actor": "cli",
@@ -460,7 +460,7 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 	ctx := t.Context()
 	c, _, _ := r.activated(t, "alice-token")
 	// session: the serving half lives until the session expires, but never past a day.
-	servingKey := func() string { k, _ := nkeys.CreateUser(); p, _ := k.PublicKey(); return p }
+	servingKey := func() string { return newUserKey(t) }
 	for _, tc := range []struct {
 		name string
 		exp  time.Time
@@ -618,4 +618,113 @@ func TestRenewNeedsAnOpenGate(t *testing.T) {
 	if _, status, got := renew(other); status != 403 || got != string(wire.CodePermissionDenied) {
 		t.Fatalf("renew with another owner's proof: HTTP %d %q", status, got)
 	}
+}
+
+// TestRenewRunDriver: a run attempt's driver and mediator are signed again, exactly those two, as
+// the run's own caller of the person's owner, only while the run's status record says it runs
+// under the lease the request names; a run with no record, one no longer running, a wrong fencing
+// token or holder, a stale epoch and the caller-computable proof are all refused.
+func TestRenewRunDriver(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	c, _, inst := r.activated(t, "alice-token")
+	// The run's status, as its driver writes it (a run-driver credential is the record's writer).
+	const runID, takeover = "r-1", "tk1"
+	writer, err := r.host.Keys.Mint(authority.MintRequest{Profile: authority.ProfileRunDriver, Grant: authority.Grant{
+		Principal: principalOf(t, alice+".wf_writer"), Run: authority.RunReplay{RunID: runID, TakeoverID: takeover},
+		Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: inst, Epoch: c.Epoch()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := r.m.Connect(t, writer)
+	statusKey := r.m.Space.RecordsBucket().Subject(wire.RecordKey(wire.RecordRun, wire.ManagerEndpoint, runID, wire.RecordStatusLeaf))
+	setStatus := func(state wire.RunState, token int64) {
+		t.Helper()
+		raw, _ := json.Marshal(wire.RunStatus{V: 1, State: state, Holder: "h1", Epoch: 2, FencingToken: token, JournalHigh: 3, At: 1})
+		if _, err := wc.JS.Publish(ctx, statusKey, raw); err != nil { // a KV put, as the driver's grant holds it
+			t.Fatal(err)
+		}
+	}
+	driver, mediator := newUserKey(t), newUserKey(t)
+	renew := func(edit func(*remotemgr.Request)) (*remotemgr.Response, int, string) {
+		req := c.Hosted(remotemgr.KindAuthority, remotemgr.OpRenewRunDriver)
+		req.AccountPublicKey = r.host.Keys.AccountPublicKey()
+		req.Run = &remotemgr.RunAttempt{RunID: runID, Holder: "h1", TakeoverID: takeover, Epoch: 2, FencingToken: 5, DriverID: driver, MediatorID: mediator}
+		if edit != nil {
+			edit(&req)
+		}
+		return r.send(t, "alice-token", req)
+	}
+	if _, status, got := renew(nil); status != 403 || got != string(wire.CodeConflict) {
+		t.Fatalf("renew a run with no status record: HTTP %d %q", status, got)
+	}
+	setStatus(wire.RunRunning, 5)
+	resp, status, got := renew(nil)
+	if status != 200 || len(resp.Credentials) != 2 {
+		t.Fatalf("renew a running run: HTTP %d %q, %d credentials", status, got, len(resp.Credentials))
+	}
+	caller, err := wire.RunCaller(alice, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]struct {
+		profile authority.Profile
+		key     string
+	}{"runDriver": {authority.ProfileRunDriver, driver}, "runMediator": {authority.ProfileRunMediator, mediator}} {
+		uc, err := jwt.DecodeUserClaims(resp.Credentials[name].JWT)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if uc.Name != string(want.profile) || uc.Subject != want.key || !slices.Contains(uc.Tags, "principal:"+caller.Principal.String()) {
+			t.Errorf("%s: name %s, subject %s, tags %v", name, uc.Name, uc.Subject, uc.Tags)
+		}
+	}
+	for what, edit := range map[string]func(*remotemgr.Request){
+		"a wrong fencing token": func(q *remotemgr.Request) { q.Run.FencingToken = 4 },
+		"another holder":        func(q *remotemgr.Request) { q.Run.Holder = "h2" },
+		"another lease epoch":   func(q *remotemgr.Request) { q.Run.Epoch = 3 },
+		"a stale process epoch": func(q *remotemgr.Request) { e := *q.ProcessEpoch + 1; q.ProcessEpoch = &e },
+	} {
+		if _, status, got := renew(edit); status != 403 || got != string(wire.CodeConflict) && got != string(wire.CodePermissionDenied) {
+			t.Errorf("renew with %s: HTTP %d %q", what, status, got)
+		}
+	}
+	if _, status, got := renew(func(q *remotemgr.Request) { q.RegistrationProof = remotemgr.RegistrationProof(alice, q) }); status != 403 || got != string(wire.CodePermissionDenied) {
+		t.Errorf("renew with the caller-computable proof: HTTP %d %q", status, got)
+	}
+	for what, edit := range map[string]func(*remotemgr.Request){
+		"no run":              func(q *remotemgr.Request) { q.Run = nil },
+		"one key for both":    func(q *remotemgr.Request) { q.Run.MediatorID = q.Run.DriverID },
+		"a takeover with '_'": func(q *remotemgr.Request) { q.Run.TakeoverID = "a_b" },
+		"no fencing token":    func(q *remotemgr.Request) { q.Run.FencingToken = 0 },
+	} {
+		if _, status, got := renew(edit); status != 400 || got != string(wire.CodeBadRequest) {
+			t.Errorf("renew with %s: HTTP %d %q", what, status, got)
+		}
+	}
+	setStatus(wire.RunCompleted, 5)
+	if _, status, got := renew(nil); status != 403 || got != string(wire.CodeConflict) {
+		t.Fatalf("renew a completed run: HTTP %d %q", status, got)
+	}
+}
+
+// newUserKey returns a fresh public user nkey.
+func newUserKey(t *testing.T) string {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	return pub
+}
+
+// principalOf parses a principal the test spells.
+func principalOf(t *testing.T, s string) wire.Principal {
+	t.Helper()
+	p, err := wire.ParsePrincipal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

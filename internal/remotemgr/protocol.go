@@ -34,6 +34,7 @@ const (
 	OpRetire              = "retire"
 	OpRenew               = "renew"
 	OpRenewStandingBundle = "renewStandingBundle"
+	OpRenewRunDriver      = "renewRunDriver"
 	OpTransferReader      = "transferReader"
 	OpEvictFamily         = "evict-family-principal"
 )
@@ -90,6 +91,40 @@ type Retirement struct {
 	ServeEpoch int64  `json:"serveEpoch"`
 }
 
+// RunAttempt names the workflow run attempt a renewRunDriver is for (SPEC §14.6): the run, the
+// lease it holds it under (holder, epoch, fencing token), the takeover its replay durable is named
+// by, and the public keys its driver and mediator hold the seeds of.
+type RunAttempt struct {
+	RunID        string `json:"runId"`
+	Holder       string `json:"holder"`
+	TakeoverID   string `json:"takeoverId"`
+	Epoch        int64  `json:"epoch"`
+	FencingToken int64  `json:"fencingToken"`
+	DriverID     string `json:"driverId"`
+	MediatorID   string `json:"mediatorId"`
+}
+
+// validate checks the run's ids, its lease and its two keys.
+func (a *RunAttempt) validate() error {
+	if err := wire.ValidateRunID(a.RunID); err != nil {
+		return err
+	}
+	if err := wire.ValidateTakeoverID(a.TakeoverID); err != nil {
+		return err
+	}
+	switch {
+	case a.Holder == "" || len(a.Holder) > 256:
+		return errors.New("run holder must be 1 to 256 characters")
+	case a.Epoch < 0 || a.FencingToken < 1:
+		return errors.New("run epoch must not be negative, and its fencing token at least 1")
+	case !nkeys.IsValidPublicUserKey(a.DriverID) || !nkeys.IsValidPublicUserKey(a.MediatorID):
+		return errors.New("run driverId and mediatorId must be public user nkeys")
+	case a.DriverID == a.MediatorID:
+		return errors.New("run driverId and mediatorId must differ")
+	}
+	return nil
+}
+
 // Enrollment asks for a managed agent's credential.
 type Enrollment struct {
 	Name           string   `json:"name"`
@@ -120,6 +155,7 @@ type Request struct {
 	Enrollment          *Enrollment `json:"enrollment,omitempty"`
 	Caller              *Target     `json:"caller,omitempty"`
 	Principals          []string    `json:"principals,omitempty"`
+	Run                 *RunAttempt `json:"run,omitempty"`
 }
 
 // Envelope is the HTTP body: the person's IdP token and the request.
@@ -248,7 +284,7 @@ func (r *Request) validate() error {
 		seen[k] = true
 	}
 	ops := map[string][]string{
-		KindAuthority:          {OpPrepare, OpActivate, OpRenew, OpSession, OpRetire, OpRenewStandingBundle, OpTransferReader},
+		KindAuthority:          {OpPrepare, OpActivate, OpRenew, OpSession, OpRetire, OpRenewStandingBundle, OpRenewRunDriver, OpTransferReader},
 		KindMaintenance:        {OpEvictFamily},
 		KindEnrollment:         {""},
 		KindAdminAuthorization: {""},
@@ -292,9 +328,17 @@ func (r *Request) validate() error {
 		if r.TransferReader == nil || !nkeys.IsValidPublicUserKey(r.TransferReader.ID) || r.ProcessEpoch == nil {
 			return errors.New("transferReader needs transferReader {id: a user nkey} and processEpoch")
 		}
-	case r.Operation == OpRenewStandingBundle:
+	case r.Operation == OpRenewStandingBundle || r.Operation == OpRenewRunDriver:
 		if r.ProcessEpoch == nil || *r.ProcessEpoch < 0 || r.AccountPublicKey == "" {
-			return errors.New("renewStandingBundle needs processEpoch and accountPublicKey")
+			return fmt.Errorf("%s needs processEpoch and accountPublicKey", r.Operation)
+		}
+		if r.Operation == OpRenewRunDriver {
+			if r.Run == nil {
+				return errors.New("renewRunDriver needs run")
+			}
+			if err := r.Run.validate(); err != nil {
+				return fmt.Errorf("run: %w", err)
+			}
 		}
 	case r.Operation == OpEvictFamily:
 		if n := len(r.Principals); n < 1 || n > maxEvictPrincipal {
