@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/ps"
 	"github.com/gocotal/cotal/internal/cli/status"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -218,9 +220,28 @@ func TestUserAuthRemoteManager(t *testing.T) {
 	if code, _, stderr := run(t, "agent-bearer", "--dir", a, "--owner", owner, "--actor", "dana", "--token-file", kept); code != exit.NotAuthorized {
 		t.Errorf("agent-bearer for a retired agent: exit %d %s", code, stderr)
 	}
-	// Logout forgets the login.
+	// Logout forgets the login and revokes its refresh token at the IdP.
+	sessionsPath, err := oidc.DefaultSessionsPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := oidc.LoadSessions(sessionsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, err := cache.Get(url)
+	if err != nil || login.RefreshToken == "" {
+		t.Fatalf("the cached login: %v", err)
+	}
 	if code, _, stderr := run(t, "logout", "--mesh", url); code != exit.OK || !strings.Contains(stderr, "logged out") {
 		t.Errorf("logout: exit %d %s", code, stderr)
+	}
+	idp, err := oidc.Discover(t.Context(), nil, login.Issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idp.Refresh(t.Context(), nil, login.ClientID, login.RefreshToken); !errors.Is(err, oidc.ErrInvalidGrant) {
+		t.Errorf("the logged-out refresh token still redeems: %v", err)
 	}
 	if code, _, stderr := run(t, "supervise", "--mesh", url, "--dir", b); code != exit.Failed || !strings.Contains(stderr, "not logged in") {
 		t.Errorf("supervise after logout: exit %d %s", code, stderr)

@@ -54,7 +54,7 @@ func NewCmdLogout(f *factory.Factory) *cobra.Command {
 	o := &Options{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "logout [--mesh URL]",
-		Short: "Forget the cached login to a user-auth mesh",
+		Short: "Forget the cached login to a user-auth mesh and revoke its refresh token at the identity provider",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			url, err := o.meshURL()
@@ -69,21 +69,48 @@ func NewCmdLogout(f *factory.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := sessions.Get(url); errors.Is(err, oidc.ErrNoSession) {
+			sess, err := sessions.Get(url)
+			if errors.Is(err, oidc.ErrNoSession) {
 				fmt.Fprintf(o.IO.ErrOut, "not logged in to %s\n", url)
 				return nil
 			}
+			if err != nil {
+				return err
+			}
+			// The refresh token is revoked first, while it is still at hand; the login is
+			// forgotten whatever the provider answers.
+			revoked := revoke(cmd.Context(), sess)
 			sessions.Delete(url)
 			if err := sessions.Save(path); err != nil {
 				return err
 			}
 			fmt.Fprintf(o.IO.ErrOut, "logged out of %s\n", url)
+			switch {
+			case errors.Is(revoked, oidc.ErrNoRevocation):
+				fmt.Fprintf(o.IO.ErrOut, "note: %s offers no token revocation: the refresh token stays valid at it until it expires\n", sess.Issuer)
+			case revoked != nil:
+				return fmt.Errorf("the login is forgotten here, but its refresh token was not revoked at %s, where it stays valid until it expires: %w", sess.Issuer, revoked)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&o.Mesh, "mesh", "", "the mesh's exchange URL (default: the running mesh of --dir)")
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory whose running mesh --mesh defaults to")
 	return cmd
+}
+
+// revoke revokes the session's refresh token at its identity provider (RFC 7009); nil when it
+// holds none.
+func revoke(ctx context.Context, sess oidc.Session) error {
+	if sess.RefreshToken == "" {
+		return nil
+	}
+	hc := userauth.NewHTTPClient()
+	p, err := oidc.Discover(ctx, hc, sess.Issuer)
+	if err != nil {
+		return err
+	}
+	return p.Revoke(ctx, hc, sess.ClientID, sess.RefreshToken)
 }
 
 // meshURL returns --mesh, or the exchange of the running mesh of --dir.

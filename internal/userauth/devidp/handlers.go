@@ -23,6 +23,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /jwks", s.handleJWKS)
 	mux.HandleFunc("POST /device/code", s.handleDeviceCode)
 	mux.HandleFunc("POST /token", s.handleToken)
+	mux.HandleFunc("POST /revoke", s.handleRevoke)
 	mux.HandleFunc("GET /device", s.handlePage)
 	mux.HandleFunc("POST /device", s.handlePageSubmit)
 	mux.HandleFunc("POST /device/approve", s.handleApprove)
@@ -70,6 +71,7 @@ func (s *Server) handleDiscovery(w http.ResponseWriter, _ *http.Request) {
 		"device_authorization_endpoint":         s.base + "/device/code",
 		"token_endpoint":                        s.base + "/token",
 		"jwks_uri":                              s.base + "/jwks",
+		"revocation_endpoint":                   s.base + "/revoke",
 		"id_token_signing_alg_values_supported": []string{"EdDSA"},
 		"grant_types_supported":                 []string{deviceGrantType, "refresh_token"},
 		"response_types_supported":              []string{"id_token"},
@@ -146,6 +148,28 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	default:
 		oauthError(w, "unsupported_grant_type", "grant_type must be device_code or refresh_token")
 	}
+}
+
+// handleRevoke revokes a refresh token (RFC 7009): it redeems nothing afterwards. An unknown or
+// spent token, or one of another kind, is answered 200 alike (§2.2); an unknown client is not.
+func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
+	if !parseForm(w, r) {
+		return
+	}
+	if r.PostForm.Get("client_id") != s.clientID {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client", "error_description": "unknown client_id"})
+		return
+	}
+	tok := r.PostForm.Get("token")
+	if tok == "" {
+		oauthError(w, "invalid_request", "token is required")
+		return
+	}
+	s.mu.Lock()
+	delete(s.refresh, tok)
+	s.mu.Unlock()
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
 }
 
 // redeemDevice answers one device poll. A code is spent by the response that carries tokens, or

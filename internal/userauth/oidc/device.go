@@ -259,6 +259,31 @@ func (p *Provider) Refresh(ctx context.Context, hc *http.Client, clientID, refre
 	return toks, nil
 }
 
+// Revoke revokes a refresh token at the provider's revocation endpoint (RFC 7009), so a copy of
+// it left anywhere redeems nothing more. A provider without the endpoint is ErrNoRevocation; the
+// token then stays valid until it expires.
+func (p *Provider) Revoke(ctx context.Context, hc *http.Client, clientID, refreshToken string) error {
+	switch {
+	case p.RevocationEndpoint == "":
+		return ErrNoRevocation
+	case refreshToken == "":
+		return fmt.Errorf("revoke: %w", ErrNoRefreshToken)
+	}
+	status, body, err := send(ctx, hc, http.MethodPost, p.RevocationEndpoint, url.Values{
+		"token":           {refreshToken},
+		"token_type_hint": {"refresh_token"},
+		"client_id":       {clientID},
+	})
+	if err != nil {
+		return fmt.Errorf("revoke the refresh token: %w", err)
+	}
+	// RFC 7009 §2.2: 200 whether or not the token was still valid.
+	if status != http.StatusOK {
+		return fmt.Errorf("revoke the refresh token: %w", oauthError(status, body))
+	}
+	return nil
+}
+
 // redeem posts form to the token endpoint and parses the token response.
 func (p *Provider) redeem(ctx context.Context, hc *http.Client, form url.Values) (*Tokens, error) {
 	if p.TokenEndpoint == "" {

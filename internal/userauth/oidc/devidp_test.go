@@ -146,3 +146,49 @@ func TestDevIdPDenied(t *testing.T) {
 		t.Errorf("PollDevice = %v, want ErrAccessDenied", err)
 	}
 }
+
+// TestRevoke: a revoked refresh token redeems nothing more; revoking an unknown one is answered
+// alike (RFC 7009 §2.2); another client's revocation and a provider without the endpoint are
+// refused.
+func TestRevoke(t *testing.T) {
+	idp, err := devidp.Start(t.Context(), devidp.Options{Interval: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = idp.Close() }) // a close error after the test has no reader
+	p, err := Discover(t.Context(), nil, idp.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.RevocationEndpoint != idp.URL()+"/revoke" {
+		t.Fatalf("revocation endpoint %q", p.RevocationEndpoint)
+	}
+	dc, err := p.StartDevice(t.Context(), nil, devidp.DefaultClientID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := devidp.Approve(t.Context(), nil, idp.URL(), dc.UserCode, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	toks, err := p.PollDevice(t.Context(), nil, devidp.DefaultClientID, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Revoke(t.Context(), nil, "another-client", toks.RefreshToken); err == nil {
+		t.Error("another client revoked the token")
+	}
+	if err := p.Revoke(t.Context(), nil, devidp.DefaultClientID, toks.RefreshToken); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Refresh(t.Context(), nil, devidp.DefaultClientID, toks.RefreshToken); !errors.Is(err, ErrInvalidGrant) {
+		t.Errorf("a revoked refresh token redeemed: %v", err)
+	}
+	if err := p.Revoke(t.Context(), nil, devidp.DefaultClientID, toks.RefreshToken); err != nil {
+		t.Errorf("revoking a spent token again: %v, want success", err)
+	}
+	none := *p
+	none.RevocationEndpoint = ""
+	if err := none.Revoke(t.Context(), nil, devidp.DefaultClientID, toks.RefreshToken); !errors.Is(err, ErrNoRevocation) {
+		t.Errorf("revoke without an endpoint: %v", err)
+	}
+}

@@ -23,6 +23,9 @@ type Provider struct {
 	TokenEndpoint string
 	// JWKSURI is where the provider publishes its signing keys.
 	JWKSURI string
+	// RevocationEndpoint is where a refresh token is revoked at logout (RFC 7009); empty if the
+	// provider offers none.
+	RevocationEndpoint string
 	// IDTokenSigningAlgs lists id_token_signing_alg_values_supported, for information only: the
 	// Verifier decides what it accepts.
 	IDTokenSigningAlgs []string
@@ -41,6 +44,7 @@ type metadata struct {
 	DeviceAuthorizationEndpoint string   `json:"device_authorization_endpoint"`
 	TokenEndpoint               string   `json:"token_endpoint"`
 	JWKSURI                     string   `json:"jwks_uri"`
+	RevocationEndpoint          string   `json:"revocation_endpoint"`
 	IDTokenSigningAlgs          []string `json:"id_token_signing_alg_values_supported"`
 	GrantTypes                  []string `json:"grant_types_supported"`
 }
@@ -75,6 +79,7 @@ func Discover(ctx context.Context, hc *http.Client, issuer string) (*Provider, e
 		DeviceAuthorizationEndpoint: md.DeviceAuthorizationEndpoint,
 		TokenEndpoint:               md.TokenEndpoint,
 		JWKSURI:                     md.JWKSURI,
+		RevocationEndpoint:          md.RevocationEndpoint,
 		IDTokenSigningAlgs:          md.IDTokenSigningAlgs,
 		GrantTypes:                  md.GrantTypes,
 	}
@@ -116,6 +121,7 @@ func (p *Provider) validate() error {
 		{"token_endpoint", p.TokenEndpoint},
 		{"jwks_uri", p.JWKSURI},
 		{"device_authorization_endpoint", p.DeviceAuthorizationEndpoint},
+		{"revocation_endpoint", p.RevocationEndpoint},
 	} {
 		if e.url == "" {
 			continue

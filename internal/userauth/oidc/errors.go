@@ -79,6 +79,10 @@ var ErrInvalidGrant = errors.New("grant no longer valid")
 // the session holds no refresh token: the person must log in again.
 var ErrNoRefreshToken = errors.New("session has no refresh token")
 
+// ErrNoRevocation is returned by [Provider.Revoke] for a provider that advertises no revocation
+// endpoint (RFC 7009).
+var ErrNoRevocation = errors.New("the identity provider offers no token revocation")
+
 // ErrNoSession is returned by [Sessions.Get] for a key with no cached session.
 var ErrNoSession = errors.New("no cached session")
 
