@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/authendpoint"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
@@ -75,6 +76,8 @@ const (
 	idpPinFile      = "idp.json"
 	serviceFile     = "auth-service.json"
 	registryDir     = "remote-managers"
+	// authInstanceFile keeps the auth endpoint's instance id.
+	authInstanceFile = "auth-instance"
 )
 
 // Service is a running auth service.
@@ -85,9 +88,12 @@ type Service struct {
 	callout   *callout.Service
 	calloutNC *nats.Conn
 	plane     *ledger.PlaneHold
-	started   chan struct{} // closed when Start returns: what it set up is in place
-	closeOnce sync.Once
-	closeErr  error
+	// authHeld and authEndpoint serve the auth endpoint: retire-lifecycle for remote managers.
+	authHeld     *ledger.Held
+	authEndpoint *authendpoint.Service
+	started      chan struct{} // closed when Start returns: what it set up is in place
+	closeOnce    sync.Once
+	closeErr     error
 	// LoopbackURL is the loopback face, which needs Cap; PublicURL the public face.
 	LoopbackURL, PublicURL string
 	Cap                    string
@@ -162,10 +168,54 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim the auth plane of space %s: %w", cfg.Space, err)
 	}
+	if err := s.serveAuthEndpoint(ctx, host); err != nil {
+		return nil, errors.Join(err, s.Close(context.WithoutCancel(ctx)))
+	}
 	if err := s.serveFaces(ctx, ck, keys, issuer, ex, host); err != nil {
 		return nil, errors.Join(err, s.Close(context.WithoutCancel(ctx)))
 	}
 	return s, nil
+}
+
+// authActor is the principal the auth endpoint is served as, local.cotal_auth.
+const authActor = "cotal_auth"
+
+// serveAuthEndpoint serves the auth endpoint (retire-lifecycle, SPEC §13.6) as its instance, whose
+// id is kept in the state directory so a restart takes the same instance over: its gate fences
+// the serving credential of the incarnation before.
+func (s *Service) serveAuthEndpoint(ctx context.Context, host *remotemgr.Host) error {
+	instance, err := loadOrCreateInstance(filepath.Join(s.cfg.Dir, authInstanceFile))
+	if err != nil {
+		return err
+	}
+	h, epoch, err := s.cfg.Ledger.HoldAuth(ctx, authActor, instance, authendpoint.Commands(), authority.DaemonLifetime, s.cfg.Log)
+	if err != nil {
+		return fmt.Errorf("issue the auth endpoint's serving credential: %w", err)
+	}
+	s.authHeld = h
+	s.authEndpoint, err = authendpoint.Serve(ctx, authendpoint.Config{Conn: h.Conn, Space: s.cfg.Space, Instance: instance, Epoch: epoch,
+		Retire: host.RetireLifecycle, Log: s.cfg.Log})
+	if err != nil {
+		return fmt.Errorf("serve the auth endpoint: %w", err)
+	}
+	return nil
+}
+
+// loadOrCreateInstance returns the instance id kept in path, created 0600 at the first start.
+func loadOrCreateInstance(path string) (wire.LifecycleUID, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		id := wire.NewLifecycleUID()
+		return id, atomicfile.Write(path, []byte(string(id)+"\n"), 0o600)
+	}
+	if err != nil {
+		return "", err
+	}
+	id, err := wire.ParseLifecycleUID(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w (remove it to serve as a new instance)", path, err)
+	}
+	return id, nil
 }
 
 // serveFaces starts the callout and both faces of the exchange, and writes the discovery file.
@@ -263,6 +313,12 @@ func (s *Service) Close(ctx context.Context) error {
 			err = errors.Join(err, s.loopback.Shutdown(ctx))
 		}
 		s.stopCallout()
+		if s.authEndpoint != nil {
+			err = errors.Join(err, s.authEndpoint.Stop(ctx))
+		}
+		if s.authHeld != nil {
+			err = errors.Join(err, s.authHeld.Release())
+		}
 		if s.plane != nil {
 			err = errors.Join(err, s.plane.Release(ctx))
 		}

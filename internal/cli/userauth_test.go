@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/ps"
 	"github.com/gocotal/cotal/internal/cli/status"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
 )
@@ -158,12 +159,16 @@ func TestUserAuthRemoteManager(t *testing.T) {
 	if mine := psMesh(); mine[owner+".erin"].Status != "running" {
 		t.Fatalf("ps --mesh after spawn: %+v", mine)
 	}
+	meshtest.Eventually(t, 15*time.Second, "erin connected on her root credential", func() bool { return credActive(t, a, owner+".erin") })
 	if code, _, stderr := run(t, "stop", "--mesh", url, "--name", "erin"); code != exit.OK {
 		t.Fatalf("stop --mesh: exit %d %s", code, stderr)
 	}
 	if st := psMesh()[owner+".erin"].Status; st == "running" {
 		t.Errorf("erin after stop --mesh: %s", st)
 	}
+	// Her manager retired her through the auth endpoint, as her retirement requester: her
+	// credentials are revoked at the host.
+	meshtest.Eventually(t, 15*time.Second, "erin's credentials retired", func() bool { return !credActive(t, a, owner+".erin") })
 
 	// dana is a managed agent: her actor token, in her launch material on B, buys bearers of at
 	// most five minutes on A's loopback face; a wrong token buys nothing.

@@ -317,6 +317,16 @@ func (l *Ledger) Retire(ctx context.Context, lc wire.Lifecycle) error {
 	return errors.Join(err, l.deprovision(ctx, lc))
 }
 
+// Retired reports whether lifecycle uid's gate is retired: a retirement already done.
+func (l *Ledger) Retired(ctx context.Context, uid wire.LifecycleUID) (bool, error) {
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return false, err
+	}
+	og, err := s.ObserveGate(ctx, uid)
+	return err == nil && og != nil && og.Row.State == authority.GateRetired, err
+}
+
 // Revoke revokes one credential of a lifecycle, recording reason: its ledger row, then the
 // broker.
 func (l *Ledger) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*authority.CredentialRow, error) {

@@ -31,11 +31,18 @@ import (
 // gate at the revision this call observed, so of two racing issues one loses with ErrConflict. A
 // retired gate is ErrConflict.
 func (l *Ledger) ServeManager(ctx context.Context, name string, instance wire.LifecycleUID, commands []string, life time.Duration) (*authority.Credential, int64, error) {
+	return l.serveEndpoint(ctx, wire.ManagerEndpoint, authority.ProfileSupervisor, name, instance, commands, life)
+}
+
+// serveEndpoint issues the serving credential of an instance of endpoint, as ServeManager does a
+// manager's: of profile (a supervisor's, which serves beside its other rows, or endpoint-serve),
+// through the instance's gate epgate.<endpoint>.<instanceId>.
+func (l *Ledger) serveEndpoint(ctx context.Context, endpoint wire.EndpointName, profile authority.Profile, name string, instance wire.LifecycleUID, commands []string, life time.Duration) (*authority.Credential, int64, error) {
 	p, err := wire.NewPrincipal(wire.DevOwner, name)
 	if err != nil {
 		return nil, 0, err
 	}
-	g, err := l.managerGate(ctx, instance)
+	g, err := l.serveGate(ctx, endpoint, instance)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -48,8 +55,8 @@ func (l *Ledger) ServeManager(ctx context.Context, name string, instance wire.Li
 		next = og.Row.ProcessEpoch + 1
 	}
 	mr := authority.MintRequest{
-		Profile: authority.ProfileSupervisor,
-		Grant:   authority.Grant{Principal: p, Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: instance, Epoch: next, Commands: commands}},
+		Profile: profile,
+		Grant:   authority.Grant{Principal: p, Serve: &authority.ServeRows{Endpoint: endpoint, Instance: instance, Epoch: next, Commands: commands}},
 		Expires: life,
 	}
 	// A dry run before the gate moves: a grant that cannot be minted (a bad command, a JWT over
@@ -143,7 +150,12 @@ func (l *Ledger) fenceServing(ctx context.Context, g *authority.ServeGate, epoch
 // permissions, a fresh JWT (authority.ServeGate.Renew). Once a newer incarnation has taken the
 // instance over it is ErrConflict.
 func (l *Ledger) RenewManager(ctx context.Context, cred *authority.Credential, life time.Duration) (*authority.Credential, error) {
-	g, err := l.managerGate(ctx, cred.LifecycleUID)
+	return l.renewServing(ctx, wire.ManagerEndpoint, cred, life)
+}
+
+// renewServing renews a serving credential of endpoint in place, as RenewManager does.
+func (l *Ledger) renewServing(ctx context.Context, endpoint wire.EndpointName, cred *authority.Credential, life time.Duration) (*authority.Credential, error) {
+	g, err := l.serveGate(ctx, endpoint, cred.LifecycleUID)
 	if err != nil {
 		return nil, err
 	}
@@ -153,8 +165,13 @@ func (l *Ledger) RenewManager(ctx context.Context, cred *authority.Credential, l
 // ReleaseManager revokes a manager serving credential at a clean stop, and has the broker refuse
 // it. Releasing one already revoked (fenced by a newer epoch) is not an error.
 func (l *Ledger) ReleaseManager(ctx context.Context, instance wire.LifecycleUID, credentialID string) error {
+	return l.releaseServing(ctx, wire.ManagerEndpoint, instance, credentialID)
+}
+
+// releaseServing revokes a serving credential of endpoint, as ReleaseManager does.
+func (l *Ledger) releaseServing(ctx context.Context, endpoint wire.EndpointName, instance wire.LifecycleUID, credentialID string) error {
 	return l.run(ctx, func(s *authority.AuthStore) ([]string, error) {
-		g, err := s.ServeGate(authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: instance})
+		g, err := s.ServeGate(authority.Endpoint{Name: endpoint.Token(), InstanceID: instance})
 		if err != nil {
 			return nil, err
 		}
@@ -171,19 +188,30 @@ func (l *Ledger) ReleaseManager(ctx context.Context, instance wire.LifecycleUID,
 // it (ReleaseManager). It returns the epoch the connection serves at. Renewals stop for good once
 // a newer incarnation fences it.
 func (l *Ledger) HoldManager(ctx context.Context, name string, instance wire.LifecycleUID, commands []string, life time.Duration, log *slog.Logger) (*Held, int64, error) {
+	return l.holdServing(ctx, wire.ManagerEndpoint, authority.ProfileSupervisor, name, instance, commands, life, log)
+}
+
+// HoldAuth holds the serving credential of instance of the auth endpoint, as HoldManager holds a
+// manager's: an endpoint-serve credential for local.<name>, serving commands and nothing else.
+func (l *Ledger) HoldAuth(ctx context.Context, name string, instance wire.LifecycleUID, commands []string, life time.Duration, log *slog.Logger) (*Held, int64, error) {
+	return l.holdServing(ctx, wire.AuthEndpoint, authority.ProfileEndpointServe, name, instance, commands, life, log)
+}
+
+// holdServing issues, connects and keeps renewed a serving credential of endpoint.
+func (l *Ledger) holdServing(ctx context.Context, endpoint wire.EndpointName, profile authority.Profile, name string, instance wire.LifecycleUID, commands []string, life time.Duration, log *slog.Logger) (*Held, int64, error) {
 	if life < MinHeldLifetime {
-		return nil, 0, fmt.Errorf("hold the manager credential of %s: its lifetime %s must be at least %s", name, life, MinHeldLifetime)
+		return nil, 0, fmt.Errorf("hold the %s credential of %s: its lifetime %s must be at least %s", endpoint, name, life, MinHeldLifetime)
 	}
-	cred, epoch, err := l.ServeManager(ctx, name, instance, commands, life)
+	cred, epoch, err := l.serveEndpoint(ctx, endpoint, profile, name, instance, commands, life)
 	if err != nil {
 		return nil, 0, err
 	}
 	release := func(ctx context.Context, c *authority.Credential) error {
-		return l.ReleaseManager(ctx, instance, c.CredentialID)
+		return l.releaseServing(ctx, endpoint, instance, c.CredentialID)
 	}
 	h, err := hold(ctx, l.URL(), cred, life, log,
 		func(ctx context.Context, c *authority.Credential) (*authority.Credential, error) {
-			return l.RenewManager(ctx, c, life)
+			return l.renewServing(ctx, endpoint, c, life)
 		},
 		release)
 	if err != nil {
@@ -194,11 +222,16 @@ func (l *Ledger) HoldManager(ctx context.Context, name string, instance wire.Lif
 
 // managerGate returns the serve gate of a manager instance on the ledger's store.
 func (l *Ledger) managerGate(ctx context.Context, instance wire.LifecycleUID) (*authority.ServeGate, error) {
+	return l.serveGate(ctx, wire.ManagerEndpoint, instance)
+}
+
+// serveGate returns the serve gate of an instance of endpoint on the ledger's store.
+func (l *Ledger) serveGate(ctx context.Context, endpoint wire.EndpointName, instance wire.LifecycleUID) (*authority.ServeGate, error) {
 	s, err := l.store.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.ServeGate(authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: instance})
+	return s.ServeGate(authority.Endpoint{Name: endpoint.Token(), InstanceID: instance})
 }
 
 // Instrument reports whether caller is a control instrument of the space: the broker pins every

@@ -67,7 +67,7 @@ func SuperviseRemote(ctx context.Context, d Dir, o RemoteOptions) error {
 		return err
 	}
 	defer inst.release()
-	c, err := remotemgr.NewClient(remotemgr.ClientConfig{Space: o.Space, URL: o.AuthorityURL, Actor: o.Actor, Instance: inst.id, IDToken: o.IDToken, HTTP: o.HTTP})
+	c, err := remotemgr.NewClient(remotemgr.ClientConfig{Space: o.Space, URL: o.AuthorityURL, Actor: o.Actor, Instance: inst.id, IDToken: o.IDToken, HTTP: o.HTTP, Server: o.Server})
 	if err != nil {
 		return err
 	}

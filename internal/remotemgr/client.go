@@ -17,7 +17,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/gocotal/cotal/internal/authendpoint"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
@@ -35,6 +38,8 @@ type ClientConfig struct {
 	IDToken func(ctx context.Context) (string, error)
 	// HTTP is the client the requests go through; userauth.NewHTTPClient's when nil.
 	HTTP *http.Client
+	// Server is the broker URL a retirement requester connects to (Retire).
+	Server string
 }
 
 // Client is one incarnation of a remote manager talking to its host: five fresh identities whose
@@ -151,21 +156,48 @@ func opName(r Request) string {
 	return r.Operation
 }
 
-// credential pairs an issued JWT with the seed of the identity it names, checking that the host
-// signed it for a key this manager holds.
+// credential reads the credential the host issued under name and attaches the seed of its
+// subject, one of the manager's five identities.
 func (c *Client) credential(resp *Response, name string, profile authority.Profile, actor string) (*authority.Credential, error) {
-	is, ok := resp.Credentials[name]
-	if !ok {
-		return nil, fmt.Errorf("remote manager %s: the host issued no %s credential", resp.Operation, name)
-	}
-	claims, err := jwt.DecodeUserClaims(is.JWT)
+	is, claims, err := issuedClaims(resp, name)
 	if err != nil {
-		return nil, fmt.Errorf("remote manager %s: the %s credential: %w", resp.Operation, name, err)
+		return nil, err
 	}
 	kp, ok := c.seeds[claims.Subject]
 	if !ok {
 		return nil, fmt.Errorf("remote manager %s: the %s credential is for a key this manager does not hold", resp.Operation, name)
 	}
+	return c.attach(resp, is, claims, profile, actor, kp)
+}
+
+// issuedFor reads the credential the host issued under name for kp, which must be its subject,
+// and attaches kp's seed.
+func (c *Client) issuedFor(resp *Response, name string, profile authority.Profile, actor string, kp nkeys.KeyPair) (*authority.Credential, error) {
+	is, claims, err := issuedClaims(resp, name)
+	if err != nil {
+		return nil, err
+	}
+	if pub, _ := kp.PublicKey(); claims.Subject != pub {
+		return nil, fmt.Errorf("remote manager %s: the %s credential is for another key than asked", resp.Operation, name)
+	}
+	return c.attach(resp, is, claims, profile, actor, kp)
+}
+
+// issuedClaims returns the credential the host issued under name, and its claims.
+func issuedClaims(resp *Response, name string) (Issued, *jwt.UserClaims, error) {
+	is, ok := resp.Credentials[name]
+	if !ok {
+		return Issued{}, nil, fmt.Errorf("remote manager %s: the host issued no %s credential", resp.Operation, name)
+	}
+	claims, err := jwt.DecodeUserClaims(is.JWT)
+	if err != nil {
+		return Issued{}, nil, fmt.Errorf("remote manager %s: the %s credential: %w", resp.Operation, name, err)
+	}
+	return is, claims, nil
+}
+
+// attach makes the issued credential usable: its JWT with kp's seed, as actor of the owner.
+func (c *Client) attach(resp *Response, is Issued, claims *jwt.UserClaims, profile authority.Profile, actor string, kp nkeys.KeyPair) (*authority.Credential, error) {
 	p, err := wire.NewPrincipal(resp.Owner, actor)
 	if err != nil {
 		return nil, err
@@ -331,14 +363,55 @@ func (c *Client) Enroll(ctx context.Context, e Enrollment) (*Enrolled, error) {
 
 // Retire asks the host to retire a managed agent's lifecycle.
 func (c *Client) Retire(ctx context.Context, l wire.Lifecycle) error {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return err
+	}
+	pub, _ := kp.PublicKey()
 	r := c.request(KindAuthority, OpRetire)
 	c.mu.Lock()
-	r.RegistrationProof = c.current
-	r.Retirement = &Retirement{Target: Target{Owner: l.Principal.Owner(), Actor: l.Principal.Actor(), LifecycleUID: string(l.UID)},
-		OpID: RetirementOpID(l.UID), ServeEpoch: c.epoch}
+	proof, epoch := c.current, c.epoch
 	c.mu.Unlock()
-	_, err := c.do(ctx, r)
-	return err
+	r.RegistrationProof = proof
+	opID := RetirementOpID(l.UID)
+	target := Target{Owner: l.Principal.Owner(), Actor: l.Principal.Actor(), LifecycleUID: string(l.UID)}
+	r.Retirement = &Retirement{ID: pub, Target: target, OpID: opID, ServeEpoch: epoch}
+	resp, err := c.do(ctx, r)
+	if err != nil {
+		return err
+	}
+	cred, err := c.issuedFor(resp, "retirementRequester", authority.ProfileRetirementRequester, c.actors.Serve, kp)
+	if err != nil {
+		return err
+	}
+	nc, err := dial.As(ctx, c.cfg.Server, cred, nats.NoReconnect())
+	if err != nil {
+		return fmt.Errorf("retire %s: connect as its retirement requester: %w", l, err)
+	}
+	defer nc.Close()
+	caller := endpoint.NewCaller(nc, c.cfg.Space, wire.Lifecycle{Principal: cred.Principal, UID: c.lifecycle}, "retire")
+	res, err := caller.Describe(ctx, wire.AuthEndpoint, "")
+	if err != nil {
+		return fmt.Errorf("retire %s: resolve the auth endpoint: %w", l, err)
+	}
+	call, err := res.Call(wire.CommandRetireLifecycle, authendpoint.RetireArgs{
+		OpID: opID, ServeEndpoint: wire.ManagerEndpoint.Token(), ServeInstanceID: c.cfg.Instance, ServeEpoch: epoch})
+	if err != nil {
+		return err
+	}
+	// Exact mode, pinned to the one incarnation that resolved: a retry reaches the same one or
+	// none.
+	call.Mode, call.Target = wire.ModeExact, &wire.Target{Owner: target.Owner, Actor: target.Actor, LifecycleUID: target.LifecycleUID}
+	call.Bind = &wire.Bind{InstanceID: string(res.From.Instance), Epoch: res.From.Epoch}
+	reply, err := caller.Call(ctx, call)
+	if err != nil {
+		return fmt.Errorf("retire %s: %w", l, err)
+	}
+	var out authendpoint.Retired
+	if err := json.Unmarshal(reply.Data, &out); err != nil || !out.Retired {
+		return fmt.Errorf("retire %s: the auth endpoint did not retire it (%s)", l, reply.Data)
+	}
+	return nil
 }
 
 // AuthorizeAdmin asks the host whether caller holds host launch authority on this manager (an

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/gocotal/cotal/internal/authendpoint"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
@@ -141,7 +142,7 @@ func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
 	case OpSession:
 		err = h.session(ctx, who, r, resp)
 	case OpRetire:
-		err = h.retire(ctx, who, r, reg)
+		err = h.retire(ctx, who, r, reg, resp)
 	case OpTransferReader:
 		err = h.transferReader(ctx, who, r, resp)
 	case OpEvictFamily:
@@ -552,7 +553,7 @@ func (h *Host) transferReader(ctx context.Context, who *Person, r *Request, resp
 
 // retire retires a managed agent the manager spawned: it must be the caller's own, and the
 // manager must still serve at the epoch it names.
-func (h *Host) retire(ctx context.Context, who *Person, r *Request, reg *Registration) error {
+func (h *Host) retire(ctx context.Context, who *Person, r *Request, reg *Registration, resp *Response) error {
 	t := r.Retirement.Target
 	if t.Owner != who.Owner {
 		return refuse(wire.CodePermissionDenied, "%s may not retire an agent of %s", who.Owner, t.Owner)
@@ -568,10 +569,74 @@ func (h *Host) retire(ctx context.Context, who *Person, r *Request, reg *Registr
 	if _, err := h.current(ctx, who, r); err != nil {
 		return err
 	}
-	if err := h.retireAgent(ctx, r.InstanceID, t); err != nil {
-		return refuse(wire.CodeInternal, "%v", err)
+	if err := h.Registry.AddKey(r.InstanceID, r.Retirement.ID); err != nil {
+		return refuse(wire.CodeInternal, "record the retirement requester of %s: %v", r.InstanceID, err)
 	}
+	g := authority.Grant{LifecycleUID: wire.LifecycleUID(r.ManagerLifecycleUID), Target: t.lifecycle()}
+	c, err := h.sign(who.Owner, resp.Actors.Serve, authority.ProfileRetirementRequester, g, authority.OneShotLifetime, r.Retirement.ID)
+	if err != nil {
+		return err
+	}
+	resp.credential("retirementRequester", c)
 	return nil
+}
+
+// RetireLifecycle serves the auth endpoint's retire-lifecycle (authendpoint.Retire) for remote
+// managers: caller is a retirement requester, the serve identity of the manager instance the args
+// name, at its registered incarnation. That instance's gate, read fresh, must be present and not
+// retired, name the caller, and be at the epoch the args declare (a superseded predecessor is
+// refused); the opId must be the target's; and the target an agent the instance spawned. A
+// target retired already is answered as retired: a retry after success.
+func (h *Host) RetireLifecycle(ctx context.Context, caller, target wire.Lifecycle, a authendpoint.RetireArgs) (*authendpoint.Retired, error) {
+	no := func(code wire.ErrorCode, format string, args ...any) error {
+		h.log().Warn("retire-lifecycle refused", "caller", caller, "target", target, "code", code, "reason", fmt.Sprintf(format, args...))
+		return wire.NewEndpointError(code, wire.OutcomeNotExecuted, format, args...)
+	}
+	if a.ServeEndpoint != wire.ManagerEndpoint.Token() {
+		return nil, no(wire.CodeBadRequest, "serveEndpoint %q: only a manager retires its agents here", a.ServeEndpoint)
+	}
+	if _, err := wire.ParseLifecycleUID(string(a.ServeInstanceID)); err != nil {
+		return nil, no(wire.CodeBadRequest, "serveInstanceId: %v", err)
+	}
+	og, err := h.Ledger.ObserveManagerGate(ctx, a.ServeInstanceID)
+	switch {
+	case err != nil:
+		return nil, no(wire.CodeUnavailable, "read the gate of %s: %v", a.ServeInstanceID, err)
+	case og == nil || og.Row.State == authority.GateRetired:
+		return nil, no(wire.CodeFailedPrecondition, "instance %s has no live serve gate", a.ServeInstanceID)
+	case og.Row.Principal != caller.Principal.String():
+		return nil, no(wire.CodePermissionDenied, "the gate of %s names %s, not the caller", a.ServeInstanceID, og.Row.Principal)
+	case og.Row.ProcessEpoch != a.ServeEpoch:
+		return nil, no(wire.CodeConflict, "epoch %d is stale: instance %s serves at %d", a.ServeEpoch, a.ServeInstanceID, og.Row.ProcessEpoch)
+	}
+	reg, err := h.Registry.Get(string(a.ServeInstanceID))
+	switch {
+	case err != nil:
+		return nil, no(wire.CodeUnavailable, "read the registration of %s: %v", a.ServeInstanceID, err)
+	case reg == nil || reg.Owner != caller.Principal.Owner() || reg.LifecycleUID != string(caller.UID):
+		return nil, no(wire.CodePermissionDenied, "the caller is not the registered incarnation of %s", a.ServeInstanceID)
+	case a.OpID != RetirementOpID(target.UID):
+		return nil, no(wire.CodeConflict, "opId %s is not the retirement of %s", a.OpID, target)
+	case target.Principal.Owner() != caller.Principal.Owner():
+		return nil, no(wire.CodePermissionDenied, "%s may not retire an agent of %s", caller.Principal.Owner(), target.Principal.Owner())
+	}
+	done := &authendpoint.Retired{Retired: true, LifecycleUID: target.UID, OpID: a.OpID, EvictedPrincipals: []string{target.Principal.String()}}
+	t := Target{Owner: target.Principal.Owner(), Actor: target.Principal.Actor(), LifecycleUID: string(target.UID)}
+	if !slices.Contains(reg.Agents, t) {
+		if slices.Contains(reg.Retired, t) {
+			return done, nil
+		}
+		if retired, err := h.Ledger.Retired(ctx, target.UID); err != nil {
+			return nil, no(wire.CodeUnavailable, "read the gate of %s: %v", target, err)
+		} else if retired {
+			return done, nil
+		}
+		return nil, no(wire.CodePermissionDenied, "%s is not an agent instance %s spawned", target, a.ServeInstanceID)
+	}
+	if err := h.retireAgent(ctx, string(a.ServeInstanceID), t); err != nil {
+		return nil, wire.NewEndpointError(wire.CodeInternal, wire.OutcomeUnknown, "retire %s: %v", target, err)
+	}
+	return done, nil
 }
 
 // evictFamily has the broker refuse principals of the caller's own instance that hold one of its

@@ -18,8 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/gocotal/cotal/internal/authendpoint"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
@@ -80,6 +82,22 @@ func newHostRig(t *testing.T, life time.Duration) *hostRig {
 		t.Fatal(err)
 	}
 	h := &remotemgr.Host{Space: m.Space, Keys: keys, Ledger: m.Ledger(m.Space), People: who, Registry: reg, Managed: managed, Life: life}
+	// The auth endpoint a retirement requester asks, as the auth service serves it.
+	authInstance := wire.NewLifecycleUID()
+	held, epoch, err := m.Ledger(m.Space).HoldAuth(t.Context(), "cotal_auth", authInstance, authendpoint.Commands(), time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := authendpoint.Serve(t.Context(), authendpoint.Config{Conn: held.Conn, Space: m.Space, Instance: authInstance, Epoch: epoch, Retire: h.RetireLifecycle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = auth.Stop(ctx) // the broker may be gone already
+		_ = held.Release()
+	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		status, reply := h.Handle(r.Context(), body)
@@ -93,7 +111,7 @@ func newHostRig(t *testing.T, life time.Duration) *hostRig {
 
 func (r *hostRig) client(t *testing.T, token string, instance wire.LifecycleUID) *remotemgr.Client {
 	t.Helper()
-	c, err := remotemgr.NewClient(remotemgr.ClientConfig{Space: r.m.Space, URL: r.url, Actor: "cli", Instance: instance,
+	c, err := remotemgr.NewClient(remotemgr.ClientConfig{Space: r.m.Space, URL: r.url, Actor: "cli", Instance: instance, Server: r.m.URL(),
 		IDToken: func(context.Context) (string, error) { return token, nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -502,7 +520,7 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 	req := c.RawRequest(remotemgr.KindAuthority, remotemgr.OpRetire)
 	req.RegistrationProof = c.Hosted(remotemgr.KindAuthority, remotemgr.OpRetire).RegistrationProof
 	stranger := wire.NewLifecycleUID()
-	req.Retirement = &remotemgr.Retirement{Target: remotemgr.Target{Owner: bob, Actor: "x", LifecycleUID: string(stranger)},
+	req.Retirement = &remotemgr.Retirement{ID: newUserKey(t), Target: remotemgr.Target{Owner: bob, Actor: "x", LifecycleUID: string(stranger)},
 		OpID: remotemgr.RetirementOpID(stranger), ServeEpoch: c.Epoch()}
 	if _, status, code := r.send(t, "alice-token", req); status != 403 || code != string(wire.CodePermissionDenied) {
 		t.Fatalf("retire another owner's agent: HTTP %d %s", status, code)
@@ -727,4 +745,112 @@ func principalOf(t *testing.T, s string) wire.Principal {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestRetireLifecycleChecks drives the auth endpoint's retire-lifecycle as a retirement requester
+// the retire operation issued: the broker refuses it any target but its own, and the endpoint
+// refuses another serve gate, a stale epoch and another opId before it retires the agent, once,
+// answering a retry as retired.
+func TestRetireLifecycleChecks(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	c, _, inst := r.activated(t, "alice-token")
+	r.grantRow(t, alice, []string{"team.>"}, []string{"team.a"})
+	got, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "dana", Subscribe: []string{"team.a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dana := wire.Lifecycle{Principal: principalOf(t, alice+".dana"), UID: got.LifecycleUID}
+
+	// The requester, for a key of the test's own.
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	req := c.Hosted(remotemgr.KindAuthority, remotemgr.OpRetire)
+	req.Retirement = &remotemgr.Retirement{ID: pub, Target: remotemgr.Target{Owner: alice, Actor: "dana", LifecycleUID: string(dana.UID)},
+		OpID: remotemgr.RetirementOpID(dana.UID), ServeEpoch: c.Epoch()}
+	resp, status, refusal := r.send(t, "alice-token", req)
+	if status != 200 {
+		t.Fatalf("retire: HTTP %d %s", status, refusal)
+	}
+	issued := resp.Credentials["retirementRequester"].JWT
+	claims, err := jwt.DecodeUserClaims(issued)
+	if err != nil || claims.Subject != pub || claims.Name != string(authority.ProfileRetirementRequester) || claims.Expires-claims.IssuedAt > 300 {
+		t.Fatalf("the retirement requester: %+v %v", claims, err)
+	}
+	seed, _ := kp.Seed()
+	creds, err := jwt.FormatUserConfig(issued, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := principalOf(t, alice+"."+c.Actors().Serve)
+	nc, err := dial.As(ctx, r.m.URL(), &authority.Credential{Profile: authority.ProfileRetirementRequester, Principal: serve, PublicKey: pub, JWT: issued, Creds: creds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	manager := wire.Lifecycle{Principal: serve, UID: wire.LifecycleUID(resp.ManagerLifecycleUID)}
+	caller := endpoint.NewCaller(nc, r.m.Space, manager, "retire")
+	res, err := caller.Describe(ctx, wire.AuthEndpoint, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	retire := func(target wire.Lifecycle, edit func(*authendpoint.RetireArgs)) (*authendpoint.Retired, error) {
+		args := authendpoint.RetireArgs{OpID: remotemgr.RetirementOpID(target.UID), ServeEndpoint: "manager", ServeInstanceID: inst, ServeEpoch: c.Epoch()}
+		if edit != nil {
+			edit(&args)
+		}
+		call, err := res.Call(wire.CommandRetireLifecycle, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		call.Mode = wire.ModeExact
+		call.Target = &wire.Target{Owner: target.Principal.Owner(), Actor: target.Principal.Actor(), LifecycleUID: string(target.UID)}
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		reply, err := caller.Call(cctx, call)
+		if err != nil {
+			return nil, err
+		}
+		var out authendpoint.Retired
+		return &out, json.Unmarshal(reply.Data, &out)
+	}
+	errCode := func(err error) wire.ErrorCode {
+		if e, ok := errors.AsType[*wire.EndpointError](err); ok {
+			return e.Code
+		}
+		return ""
+	}
+	// Another target: not in the requester's grant, so the broker drops the request.
+	other := wire.Lifecycle{Principal: principalOf(t, alice+".cli"), UID: wire.NewLifecycleUID()}
+	if _, err := retire(other, nil); err == nil {
+		t.Error("a requester retired a lifecycle its grant does not name")
+	}
+	for what, tc := range map[string]struct {
+		edit func(*authendpoint.RetireArgs)
+		want wire.ErrorCode
+	}{
+		"another serve endpoint":   {func(a *authendpoint.RetireArgs) { a.ServeEndpoint = "search" }, wire.CodeBadRequest},
+		"an instance with no gate": {func(a *authendpoint.RetireArgs) { a.ServeInstanceID = wire.NewLifecycleUID() }, wire.CodeFailedPrecondition},
+		"a stale epoch":            {func(a *authendpoint.RetireArgs) { a.ServeEpoch++ }, wire.CodeConflict},
+		"another opId":             {func(a *authendpoint.RetireArgs) { a.OpID = "0123456789abcdef0123456789" }, wire.CodeConflict},
+	} {
+		if _, err := retire(dana, tc.edit); errCode(err) != tc.want {
+			t.Errorf("retire with %s: %v, want %s", what, err, tc.want)
+		}
+	}
+	if _, err := r.people.Get(alice, "dana"); err != nil {
+		t.Fatalf("a refused retirement touched dana's row: %v", err)
+	}
+	for i := range 2 { // a retry after success is answered retired too
+		out, err := retire(dana, nil)
+		if err != nil || !out.Retired || out.LifecycleUID != dana.UID || !slices.Equal(out.EvictedPrincipals, []string{dana.Principal.String()}) {
+			t.Fatalf("retire %d: %+v %v", i, out, err)
+		}
+	}
+	if _, err := r.people.Get(alice, "dana"); !errors.Is(err, userauth.ErrNoRow) {
+		t.Fatalf("dana's row after her retirement: %v", err)
+	}
 }

@@ -84,8 +84,10 @@ type Target struct {
 	LifecycleUID string `json:"lifecycleUid"`
 }
 
-// Retirement asks the host to retire a managed agent the manager spawned.
+// Retirement asks the host for a retirement requester: the credential, for the public key ID
+// the manager holds the seed of, that asks the auth endpoint to retire one agent it spawned.
 type Retirement struct {
+	ID         string `json:"id"`
 	Target     Target `json:"target"`
 	OpID       string `json:"opId"`
 	ServeEpoch int64  `json:"serveEpoch"`
@@ -318,8 +320,8 @@ func (r *Request) validate() error {
 			return err
 		}
 	case r.Operation == OpRetire:
-		if r.Retirement == nil {
-			return errors.New("retire needs retirement")
+		if r.Retirement == nil || !nkeys.IsValidPublicUserKey(r.Retirement.ID) {
+			return errors.New("retire needs retirement {id: a user nkey, target, opId, serveEpoch}")
 		}
 		if err := r.Retirement.Target.validate(); err != nil {
 			return fmt.Errorf("retirement target: %w", err)

@@ -33,6 +33,9 @@ type Registration struct {
 	// Agents are the managed agents the host enrolled for the instance and has not retired:
 	// evicting the manager retires them too.
 	Agents []Target `json:"agents,omitempty"`
+	// Retired are the last agents retired from Agents (at most 64), so a retirement's retry is
+	// answered as done.
+	Retired []Target `json:"retired,omitempty"`
 	// Keys are the other keys the host signed for the instance (sessions' serving halves):
 	// evicting the manager has the broker refuse them too.
 	Keys []string `json:"keys,omitempty"`
@@ -132,9 +135,17 @@ func (g *Registry) AddKey(instance, key string) error {
 // RemoveAgent forgets a managed agent of instance once it is retired.
 func (g *Registry) RemoveAgent(instance string, t Target) error {
 	return g.update(instance, func(r *Registration) {
+		n := len(r.Agents)
 		r.Agents = slices.DeleteFunc(r.Agents, func(a Target) bool { return a == t })
+		if len(r.Agents) < n && !slices.Contains(r.Retired, t) {
+			r.Retired = append(r.Retired, t)
+			r.Retired = r.Retired[max(0, len(r.Retired)-maxRetired):]
+		}
 	})
 }
+
+// maxRetired bounds the retired agents a registration remembers.
+const maxRetired = 64
 
 // Of returns the registrations of owner's actor (every actor when actor is empty), by instance.
 func (g *Registry) Of(owner, actor string) ([]Registration, error) {
