@@ -420,13 +420,6 @@ func (ta *tally) handle(_ context.Context, d *cotal.Delivery) error {
 	return nil
 }
 
-// distinct returns how many distinct ids arrived.
-func (ta *tally) distinct() int {
-	ta.mu.Lock()
-	defer ta.mu.Unlock()
-	return len(ta.seen)
-}
-
 // has reports whether id arrived.
 func (ta *tally) has(id string) bool {
 	ta.mu.Lock()

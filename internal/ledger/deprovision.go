@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -28,15 +28,11 @@ func (l *Ledger) deprovisionOnce(ctx context.Context, lc wire.Lifecycle) error {
 	if err != nil {
 		return err
 	}
-	nc, err := dial.As(ctx, l.url, cred)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
+	return l.withOneShot(ctx, cred, func(_ *nats.Conn, js jetstream.JetStream) error { return l.deprovisionWith(ctx, js, lc) })
+}
+
+// deprovisionWith deletes lc's durables and purges its ACL row through js.
+func (l *Ledger) deprovisionWith(ctx context.Context, js jetstream.JetStream, lc wire.Lifecycle) error {
 	var errs []error
 	for _, c := range []struct{ stream, name string }{{l.sp.DMStream(), wire.DMDurable(lc)}, {l.sp.DLVStream(), wire.DLVDurable(lc)}} {
 		if err := js.DeleteConsumer(ctx, c.stream, c.name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {

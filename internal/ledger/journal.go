@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/journal"
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/wire"
@@ -26,16 +25,12 @@ func (l *Ledger) ReadJournal(ctx context.Context, runID string) (*journal.Replay
 	if err != nil {
 		return nil, err
 	}
-	nc, err := dial.As(ctx, l.url, cred, nats.NoReconnect())
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	return journal.Replay(ctx, js, l.sp, runID, takeover)
+	var out *journal.Replayed
+	err = l.withOneShot(ctx, cred, func(_ *nats.Conn, js jetstream.JetStream) error {
+		out, err = journal.Replay(ctx, js, l.sp, runID, takeover)
+		return err
+	})
+	return out, err
 }
 
 // RunStatus reads the status record of run runID hosted by the manager endpoint, from the leader,
@@ -46,12 +41,11 @@ func (l *Ledger) RunStatus(ctx context.Context, runID string) (*wire.RunStatus, 
 	if err != nil {
 		return nil, err
 	}
-	nc, err := dial.As(ctx, l.url, cred, nats.NoReconnect())
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	e, err := kvget.Get(ctx, nc, l.sp.RecordsBucket(), wire.RecordKey(wire.RecordRun, wire.ManagerEndpoint, runID, wire.RecordStatusLeaf))
+	var e *kvget.Entry
+	err = l.withOneShot(ctx, cred, func(nc *nats.Conn, _ jetstream.JetStream) error {
+		e, err = kvget.Get(ctx, nc, l.sp.RecordsBucket(), wire.RecordKey(wire.RecordRun, wire.ManagerEndpoint, runID, wire.RecordStatusLeaf))
+		return err
+	})
 	switch {
 	case errors.Is(err, kvget.ErrNotFound):
 		return nil, nil

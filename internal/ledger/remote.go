@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/wire"
 )
@@ -168,20 +167,13 @@ func (l *Ledger) DeregisterManager(ctx context.Context, instance wire.LifecycleU
 	if err != nil {
 		return err
 	}
-	nc, err := dial.As(ctx, l.url, cred, nats.NoReconnect())
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	kv, err := js.KeyValue(ctx, string(l.sp.RecordsBucket()))
-	if err != nil {
-		return fmt.Errorf("open the records of space %s: %w", l.sp, err)
-	}
-	return endpoint.MarkExited(ctx, kv, wire.ManagerEndpoint, instance)
+	return l.withOneShot(ctx, cred, func(_ *nats.Conn, js jetstream.JetStream) error {
+		kv, err := js.KeyValue(ctx, string(l.sp.RecordsBucket()))
+		if err != nil {
+			return fmt.Errorf("open the records of space %s: %w", l.sp, err)
+		}
+		return endpoint.MarkExited(ctx, kv, wire.ManagerEndpoint, instance)
+	})
 }
 
 // ManagerInstances lists every manager instance that holds or held a serving credential.

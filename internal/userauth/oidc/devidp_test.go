@@ -14,17 +14,24 @@ import (
 
 // TestDevIdPLogin runs the whole client against the built-in development provider: discovery, a
 // device login approved by script, verification, refresh, and the sessions cache.
-func TestDevIdPLogin(t *testing.T) {
+// startDevIdP starts a development IdP that lets a client poll as fast as it likes, until the
+// test ends, and discovers it.
+func startDevIdP(t *testing.T) (*devidp.Server, *Provider) {
+	t.Helper()
 	idp, err := devidp.Start(t.Context(), devidp.Options{Interval: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = idp.Close() }) // a close error after the test has no reader
-
 	p, err := Discover(t.Context(), nil, idp.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return idp, p
+}
+
+func TestDevIdPLogin(t *testing.T) {
+	idp, p := startDevIdP(t)
 	dc, err := p.StartDevice(t.Context(), nil, devidp.DefaultClientID, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -119,15 +126,7 @@ func TestDevIdPLogin(t *testing.T) {
 }
 
 func TestDevIdPDenied(t *testing.T) {
-	idp, err := devidp.Start(t.Context(), devidp.Options{Interval: time.Nanosecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = idp.Close() }) // a close error after the test has no reader
-	p, err := Discover(t.Context(), nil, idp.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	idp, p := startDevIdP(t)
 	dc, err := p.StartDevice(t.Context(), nil, devidp.DefaultClientID, []string{"openid"})
 	if err != nil {
 		t.Fatal(err)
@@ -151,15 +150,7 @@ func TestDevIdPDenied(t *testing.T) {
 // alike (RFC 7009 §2.2); another client's revocation and a provider without the endpoint are
 // refused.
 func TestRevoke(t *testing.T) {
-	idp, err := devidp.Start(t.Context(), devidp.Options{Interval: time.Nanosecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = idp.Close() }) // a close error after the test has no reader
-	p, err := Discover(t.Context(), nil, idp.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
+	idp, p := startDevIdP(t)
 	if p.RevocationEndpoint != idp.URL()+"/revoke" {
 		t.Fatalf("revocation endpoint %q", p.RevocationEndpoint)
 	}
