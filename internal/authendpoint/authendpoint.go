@@ -1,8 +1,9 @@
 // Package authendpoint serves the auth endpoint (SPEC §13.6, the auth retire rail): the space's
 // auth service answering retire-lifecycle, which a remote manager's retirement requester calls, in
-// exact mode, to retire one lifecycle it spawned. The contract is the reference's ai.cotal.auth
-// cluster, so a caller of either implementation pins the same digests; what a retirement may
-// retire is decided by the auth service (Config.Retire), not here.
+// exact mode, to retire one lifecycle it spawned. The contract declares the reference's
+// ai.cotal.auth cluster (its command, modes, capability and schemas), so the digests match the
+// reference's as long as the schemas do; what a retirement may retire is decided by the auth
+// service (Config.Retire), not here.
 package authendpoint
 
 import (
@@ -74,12 +75,17 @@ type Retire func(ctx context.Context, caller, target wire.Lifecycle, args Retire
 // Config is what the auth endpoint is served on.
 type Config struct {
 	// Conn is the connection of the instance's serving credential.
-	Conn     *nats.Conn
-	Space    wire.Space
+	Conn *nats.Conn
+	// Space is the space served.
+	Space wire.Space
+	// Instance and Epoch are the serving incarnation: its instance id and the epoch its gate
+	// opened at, which its replies and its registration carry.
 	Instance wire.LifecycleUID
 	Epoch    int64
-	Retire   Retire
-	Log      *slog.Logger
+	// Retire decides and carries out each retirement.
+	Retire Retire
+	// Log receives the endpoint's own refusals and faults. Default: discard.
+	Log *slog.Logger
 }
 
 // Service is the served auth endpoint.

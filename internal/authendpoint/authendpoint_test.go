@@ -22,8 +22,15 @@ func TestContract(t *testing.T) {
 	if cmd.Name != "retire-lifecycle" || cmd.Class != wire.ClassEphemeral || !cmd.Targeted || len(cmd.Modes) != 1 || cmd.Modes[0] != wire.ModeExact || cmd.Capability != "auth.admin" {
 		t.Fatalf("command: %+v", cmd)
 	}
-	if !strings.HasPrefix(cmd.InputDigest, "sha256:") || !strings.HasPrefix(cmd.OutputDigest, "sha256:") || cmd.InputDigest == cmd.OutputDigest {
-		t.Fatalf("digests: %s %s", cmd.InputDigest, cmd.OutputDigest)
+	// The digests are pinned: a schema edited by mistake changes them, and a caller that pinned
+	// them would be refused. They are computed from the reference's schemas (RFC 8785).
+	const (
+		inputDigest   = "sha256:6d87fc4ef53998c80e6670eba5e0dfb44988421e25cc40fe5b57c69fd39b02db"
+		outputDigest  = "sha256:1d166387571a054df00aab485bc3ae5daa80c32830212ee3701a9a3fcfaafbec"
+		clusterDigest = "sha256:578c9006c67aa85704abdc6e745525b6d31f07be3b0f78d36ccb331b109f6147"
+	)
+	if cmd.InputDigest != inputDigest || cmd.OutputDigest != outputDigest || c.Closure.Digest != clusterDigest {
+		t.Fatalf("digests: input %s, output %s, cluster %s", cmd.InputDigest, cmd.OutputDigest, c.Closure.Digest)
 	}
 	in := c.Schemas[cmd.Name].Input
 	good := `{"opId":"0123456789abcdef0123456789","serveEndpoint":"manager","serveInstanceId":"abcdefghijklmnopqrstuvwxyz","serveEpoch":0}`

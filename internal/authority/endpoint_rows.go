@@ -91,9 +91,9 @@ func (s *ServeRows) commands() []string {
 	return out
 }
 
-// validateEndpoint checks the endpoint fields of g: capabilities only on an agent and each known,
-// an instrument UID on a control instrument, an endpoint instance (Serve) only on a profile that
-// serves one or acts for one, and there required except on a supervisor.
+// validateEndpoint checks the endpoint fields of g: capabilities only on an agent or a manager
+// caller, and each known, an instrument UID on a control instrument, an endpoint instance (Serve)
+// only on a profile that serves one or acts for one, and there required except on a supervisor.
 func (g *Grant) validateEndpoint(profile Profile) error {
 	if len(g.Capabilities) > 0 && profile != ProfileAgent && profile != ProfileManagerCaller {
 		return &wire.ValidationError{Field: "capabilities", Value: fmt.Sprint(g.Capabilities), Rule: "only an agent or a manager caller carries capabilities"}

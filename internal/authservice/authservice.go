@@ -27,6 +27,7 @@ import (
 	"github.com/gocotal/cotal/internal/authendpoint"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
@@ -147,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	ex := &userauth.Exchange{
 		Space: cfg.Space, Issuer: issuer, People: st.People, OwnerSecret: st.secret,
 		Identity: verifier{oidc.NewVerifier(provider, cfg.IdP.ClientID, hc)},
-		Roots:    roots{cfg.Ledger}, Managers: managers{cfg.Ledger, st.Registry}, Log: cfg.Log,
+		Roots:    roots{cfg.Ledger}, Managers: managers{cfg.Ledger, st.Registry, cfg.Log}, Log: cfg.Log,
 	}
 	host := &remotemgr.Host{Space: cfg.Space, Keys: keys, Ledger: cfg.Ledger, People: people{ex}, Registry: st.Registry, Managed: st.People, Life: cfg.RemoteManagerLifetime, Log: cfg.Log}
 	s := &Service{cfg: cfg, Cap: userauth.NewCap(), started: make(chan struct{})}
@@ -184,7 +185,7 @@ const authActor = "cotal_auth"
 // id is kept in the state directory so a restart takes the same instance over: its gate fences
 // the serving credential of the incarnation before.
 func (s *Service) serveAuthEndpoint(ctx context.Context, host *remotemgr.Host) error {
-	instance, err := loadOrCreateInstance(filepath.Join(s.cfg.Dir, authInstanceFile))
+	instance, err := endpoint.LoadOrCreateInstance(filepath.Join(s.cfg.Dir, authInstanceFile))
 	if err != nil {
 		return err
 	}
@@ -199,23 +200,6 @@ func (s *Service) serveAuthEndpoint(ctx context.Context, host *remotemgr.Host) e
 		return fmt.Errorf("serve the auth endpoint: %w", err)
 	}
 	return nil
-}
-
-// loadOrCreateInstance returns the instance id kept in path, created 0600 at the first start.
-func loadOrCreateInstance(path string) (wire.LifecycleUID, error) {
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		id := wire.NewLifecycleUID()
-		return id, atomicfile.Write(path, []byte(string(id)+"\n"), 0o600)
-	}
-	if err != nil {
-		return "", err
-	}
-	id, err := wire.ParseLifecycleUID(strings.TrimSpace(string(raw)))
-	if err != nil {
-		return "", fmt.Errorf("%s: %w (remove it to serve as a new instance)", path, err)
-	}
-	return id, nil
 }
 
 // serveFaces starts the callout and both faces of the exchange, and writes the discovery file.

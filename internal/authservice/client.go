@@ -263,11 +263,20 @@ func DialManager(ctx context.Context, hc *http.Client, sessionsPath, meshURL, ac
 		return tok, nil
 	}
 	// The first bearer is fetched here, so a refusal is the exchange's and names itself; the
-	// connect fetches its own.
-	if _, err := bearer(ctx); err != nil {
+	// first connect presents it, and every reconnect fetches its own.
+	first, err := bearer(ctx)
+	if err != nil {
 		return nil, err
 	}
-	nc, err := dial.Bearer(ctx, doc.Server, []byte(doc.SentinelCreds), bearer)
+	var once sync.Once
+	nc, err := dial.Bearer(ctx, doc.Server, []byte(doc.SentinelCreds), func(ctx context.Context) (string, error) {
+		tok := ""
+		once.Do(func() { tok = first })
+		if tok != "" {
+			return tok, nil
+		}
+		return bearer(ctx)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/gocotal/cotal/internal/ledger"
@@ -21,6 +22,7 @@ import (
 type managers struct {
 	ledger   *ledger.Ledger
 	registry *remotemgr.Registry
+	log      *slog.Logger
 }
 
 // errNoManager is a refusal: no live candidate, or a requested instance that is not one.
@@ -69,9 +71,18 @@ func (m managers) candidates(ctx context.Context, owner string) ([]wire.Lifecycl
 	}
 	var live []wire.LifecycleUID
 	for _, id := range ids {
+		if !remote {
+			// A remote manager is never the host's, whoever registered it: its rows are not read
+			// for a host-manager caller.
+			if reg, err := m.registry.Get(string(id)); err != nil || reg != nil {
+				continue
+			}
+		}
 		p, ok, err := m.ledger.LiveManager(ctx, id)
 		if err != nil {
-			return nil, fmt.Errorf("%w: observe manager %s: %v", userauth.ErrUnavailable, id, err)
+			// One unreadable instance is not live; it does not deny the others.
+			m.log.Warn("a manager instance's gate or credentials could not be read", "instance", id, "err", err)
+			continue
 		}
 		// A remote manager serves as its owner's serve identity; the host's own as the host.
 		if ok && (remote && p.String() == owner+"."+wire.RemoteManagerActorsOf(id).Serve || !remote && p.Owner() == wire.DevOwner) {

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -106,6 +108,25 @@ func (r *Registration) SetStatus(ctx context.Context, state string, epoch int64)
 func (r *Registration) Deregister(ctx context.Context, epoch int64) error {
 	err := r.SetStatus(ctx, StateExited, epoch)
 	return errors.Join(err, r.kv.Delete(ctx, wire.ServiceKey(r.endpoint, r.instance, wire.ServiceSpecLeaf), jetstream.LastRevision(r.spec)))
+}
+
+// LoadOrCreateInstance returns the instance id a server keeps in path across restarts (so each
+// restart takes the same instance over, and its gate fences the incarnation before), creating it
+// 0600 at the first start.
+func LoadOrCreateInstance(path string) (wire.LifecycleUID, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		id := wire.NewLifecycleUID()
+		return id, atomicfile.Write(path, []byte(string(id)+"\n"), 0o600)
+	}
+	if err != nil {
+		return "", err
+	}
+	id, err := wire.ParseLifecycleUID(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return "", fmt.Errorf("%s holds no instance id (%v): remove it to serve as a fresh instance", path, err)
+	}
+	return id, nil
 }
 
 // MarkExited deregisters an instance on behalf of a server that can no longer do it itself (one

@@ -156,13 +156,17 @@ func (l *Ledger) EvictManager(ctx context.Context, instance wire.LifecycleUID, r
 // DeregisterManager marks manager instance exited in the service registry, for an instance that
 // cannot do it itself because it was evicted: a one-shot credential pinned to the instance's
 // service records, held for this call alone, writes what its own deregistration would have. An
-// instance already exited or never registered is left as it is.
+// instance already exited, never registered, or live again (activated since) is left as it is.
 func (l *Ledger) DeregisterManager(ctx context.Context, instance wire.LifecycleUID) error {
+	// An instance activated again since its eviction serves: its record is its own.
+	if _, live, err := l.LiveManager(ctx, instance); err != nil || live {
+		return err
+	}
 	p, err := wire.NewPrincipal(wire.DevOwner, deregistrarActor)
 	if err != nil {
 		return err
 	}
-	cred, err := l.keys.Mint(authority.MintRequest{Profile: authority.ProfileEndpointServe, Expires: authority.ProbeLifetime,
+	cred, err := l.keys.Mint(authority.MintRequest{Profile: authority.ProfileEndpointServe, Expires: authority.OneShotLifetime,
 		Grant: authority.Grant{Principal: p, Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: instance}}})
 	if err != nil {
 		return err

@@ -118,8 +118,8 @@ func (c *Client) Spawn(ctx context.Context, args SpawnArgs) (*Spawned, error) {
 	return c.SpawnOn(ctx, "", args)
 }
 
-// SpawnOn is Spawn on manager instance (any manager when empty), described and called on its own
-// rail.
+// SpawnOn is Spawn on manager instance, described and called on its own rail; when instance is
+// empty, on the pinned one, or else on any manager.
 func (c *Client) SpawnOn(ctx context.Context, instance wire.LifecycleUID, args SpawnArgs) (*Spawned, error) {
 	if instance == "" {
 		instance = c.Pinned
@@ -169,8 +169,8 @@ func (c *Client) SpawnOn(ctx context.Context, instance wire.LifecycleUID, args S
 
 // Find asks the managers of the space for the named agent and returns its row and the instance
 // that runs it; not-found when none does. With the registry (records) it scatters inspect to
-// every manager; without it (an agent, which cannot read the registry) it asks whichever manager
-// answers the class rail.
+// every manager; without it (an agent, or a manager-caller view, which cannot read the registry)
+// it asks the pinned instance, or else whichever manager answers the class rail.
 func (c *Client) Find(ctx context.Context, records jetstream.KeyValue, name string) (*Row, wire.LifecycleUID, error) {
 	args := map[string]string{"name": name}
 	if records == nil {
@@ -203,8 +203,9 @@ func decodeRow(name string, data json.RawMessage) (*Row, error) {
 }
 
 // onSeat calls a targeted command on the named agent, at the manager that runs it (Find), pinned
-// to the lifecycle found: on that instance's rail with the registry, on the class rail without
-// it; in mode owner, or any for Client.Any. It returns the reply and the row found.
+// to the lifecycle found: on that instance's rail with the registry or a pinned client, on the
+// class rail otherwise; in mode owner, or any for Client.Any. It returns the reply and the row
+// found.
 func (c *Client) onSeat(ctx context.Context, records jetstream.KeyValue, name, command string, args any) (*endpoint.Reply, *Row, error) {
 	row, instance, err := c.Find(ctx, records, name)
 	if err != nil {
@@ -325,20 +326,20 @@ func (c *Client) callOne(ctx context.Context, command string, args any) (*endpoi
 }
 
 // PsPinned asks the pinned instance alone for its agents: one call, with no claim that the
-// space has no other manager.
-func (c *Client) PsPinned(ctx context.Context) ([]Row, error) {
+// space has no other manager. It returns the rows and the incarnation that answered.
+func (c *Client) PsPinned(ctx context.Context) ([]Row, wire.EndpointReplyFrom, error) {
 	if c.Pinned == "" {
-		return nil, errors.New("ps of one instance needs a pinned client")
+		return nil, wire.EndpointReplyFrom{}, errors.New("ps of one instance needs a pinned client")
 	}
 	reply, err := c.callOne(ctx, CommandPs, nil)
 	if err != nil {
-		return nil, err
+		return nil, wire.EndpointReplyFrom{}, err
 	}
 	var rows []Row
 	if err := json.Unmarshal(reply.Data, &rows); err != nil {
-		return nil, fmt.Errorf("manager %s: the rows do not decode: %w", c.Pinned, err)
+		return nil, reply.From, fmt.Errorf("manager %s: the rows do not decode: %w", c.Pinned, err)
 	}
-	return rows, nil
+	return rows, reply.From, nil
 }
 
 // Ps gathers every manager's agents: the scatter's replies, classified (missing, churn,

@@ -511,8 +511,9 @@ func TestServiceCancelGoal(t *testing.T) {
 	}
 }
 
-// TestServicePsShowsOwnAgents: ps and inspect show a caller the agents of its own owner; another
-// owner's manager-caller view, which holds no host launch authority, sees none of the host's.
+// TestServicePsShowsOwnAgents: ps and inspect show a caller the agents of its own owner (an agent
+// of the host's sees the host's); another owner's manager-caller view, which holds no host launch
+// authority, sees none of them.
 func TestServicePsShowsOwnAgents(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -524,6 +525,12 @@ func TestServicePsShowsOwnAgents(t *testing.T) {
 	}
 	if _, _, err := mc.Find(ctx, records, "hosted"); err != nil {
 		t.Fatalf("the operator finds the host's agent: %v", err)
+	}
+	// An agent of the same owner, on its own credential (no host launch authority), sees it.
+	peerCred, peerConn := f.m.Agent(t, ledger.Request{Name: "peer", Capabilities: []string{authority.CapabilitySpawn}})
+	peer := manager.NewClient(peerConn.Conn, f.m.Space, wire.Lifecycle{Principal: peerCred.Principal, UID: peerCred.LifecycleUID}, "peer")
+	if row, _, err := peer.Find(ctx, nil, "hosted"); err != nil || row.Name != "hosted" {
+		t.Fatalf("an agent of the host's owner inspects the host's agent: %+v %v", row, err)
 	}
 
 	keys, err := f.m.Keyring().Space(f.m.Space)
@@ -546,7 +553,7 @@ func TestServicePsShowsOwnAgents(t *testing.T) {
 	}
 	person := manager.NewClient(f.m.Connect(t, cred).Conn, f.m.Space, me, "cli")
 	person.Pinned = s.instance
-	if rows, err := person.PsPinned(ctx); err != nil || len(rows) != 0 {
+	if rows, _, err := person.PsPinned(ctx); err != nil || len(rows) != 0 {
 		t.Fatalf("another owner's ps: %+v %v", rows, err)
 	}
 	if _, _, err := person.Find(ctx, nil, "hosted"); codeOf(err) != wire.CodeNotFound {

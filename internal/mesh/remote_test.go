@@ -263,7 +263,7 @@ func TestRemoteManagerRenews(t *testing.T) {
 	oc := r.m.Connect(t, cred)
 	mc := manager.NewClient(oc.Conn, r.m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.Instrument}, "cotal_control")
 	mc.Pinned = r.ready.instance
-	if _, err := mc.PsPinned(ctx); err != nil {
+	if _, _, err := mc.PsPinned(ctx); err != nil {
 		t.Fatalf("ps of the renewed remote manager: %v", err)
 	}
 }

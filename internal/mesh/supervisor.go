@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
@@ -71,24 +71,10 @@ func (d Dir) claimManagerInstance(sp wire.Space, name string) (*managerInstance,
 		}
 		return nil, fmt.Errorf("lock %s.lock: %w", base, err)
 	}
-	path := base + ".instance"
-	raw, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		id := wire.NewLifecycleUID()
-		if err := atomicfile.Write(path, []byte(string(id)+"\n"), 0o600); err != nil {
-			lock.Close()
-			return nil, err
-		}
-		return &managerInstance{id: id, lock: lock}, nil
-	case err != nil:
-		lock.Close()
-		return nil, err
-	}
-	id, err := wire.ParseLifecycleUID(strings.TrimSpace(string(raw)))
+	id, err := endpoint.LoadOrCreateInstance(base + ".instance")
 	if err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("%s holds no manager instance id (%v): remove it to start a fresh instance", path, err)
+		return nil, err
 	}
 	return &managerInstance{id: id, lock: lock}, nil
 }

@@ -234,13 +234,13 @@ func (c *Client) Prepare(ctx context.Context) (*Standing, error) {
 func (c *Client) standing(resp *Response) (*Standing, error) {
 	var s Standing
 	var err error
-	if s.Supervisor, err = c.credential(resp, "supervisor", authority.ProfileRemoteManager, c.actors.Supervisor); err != nil {
+	if s.Supervisor, err = c.credential(resp, CredSupervisor, authority.ProfileRemoteManager, c.actors.Supervisor); err != nil {
 		return nil, err
 	}
-	if s.Executor, err = c.credential(resp, "executor", authority.ProfileRemoteManager, c.actors.Executor); err != nil {
+	if s.Executor, err = c.credential(resp, CredExecutor, authority.ProfileRemoteManager, c.actors.Executor); err != nil {
 		return nil, err
 	}
-	if _, ok := resp.Credentials["serve"]; ok {
+	if _, ok := resp.Credentials[CredServe]; ok {
 		if err := c.served(resp, &s); err != nil {
 			return nil, err
 		}
@@ -251,13 +251,13 @@ func (c *Client) standing(resp *Response) (*Standing, error) {
 // served reads the serve credential and its two siblings into s.
 func (c *Client) served(resp *Response, s *Standing) error {
 	var err error
-	if s.Serve, err = c.credential(resp, "serve", authority.ProfileEndpointServe, c.actors.Serve); err != nil {
+	if s.Serve, err = c.credential(resp, CredServe, authority.ProfileEndpointServe, c.actors.Serve); err != nil {
 		return err
 	}
-	if s.GoalWriter, err = c.credential(resp, "goalWriter", authority.ProfileGoalWriter, c.actors.GoalWriter); err != nil {
+	if s.GoalWriter, err = c.credential(resp, CredGoalWriter, authority.ProfileGoalWriter, c.actors.GoalWriter); err != nil {
 		return err
 	}
-	s.SessionLedger, err = c.credential(resp, "sessionLedger", authority.ProfileSessionLedger, c.actors.SessionLedger)
+	s.SessionLedger, err = c.credential(resp, CredSessionLedger, authority.ProfileSessionLedger, c.actors.SessionLedger)
 	return err
 }
 
@@ -361,7 +361,9 @@ func (c *Client) Enroll(ctx context.Context, e Enrollment) (*Enrolled, error) {
 	return &Enrolled{LifecycleUID: uid, ActorToken: resp.ActorToken, Grant: *resp.Agent}, nil
 }
 
-// Retire asks the host to retire a managed agent's lifecycle.
+// Retire retires a managed agent this manager spawned, as SPEC §13.6 has it: the host signs a
+// retirement requester for a key generated here, which asks the auth endpoint, in exact mode and
+// bound to the incarnation that resolved, to retire the agent's lifecycle.
 func (c *Client) Retire(ctx context.Context, l wire.Lifecycle) error {
 	kp, err := nkeys.CreateUser()
 	if err != nil {
@@ -380,7 +382,7 @@ func (c *Client) Retire(ctx context.Context, l wire.Lifecycle) error {
 	if err != nil {
 		return err
 	}
-	cred, err := c.issuedFor(resp, "retirementRequester", authority.ProfileRetirementRequester, c.actors.Serve, kp)
+	cred, err := c.issuedFor(resp, CredRetirementRequester, authority.ProfileRetirementRequester, c.actors.Serve, kp)
 	if err != nil {
 		return err
 	}

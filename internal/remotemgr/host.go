@@ -33,8 +33,12 @@ const MaxInstancesPerOwner = 16
 
 // Lifetimes of what the host issues.
 const (
-	// StandingLifetime is a remote manager's standing credentials' (S in SPEC §13.6).
+	// StandingLifetime is a remote manager's standing credentials' (S in SPEC §13.6), and the
+	// longest a host may give them.
 	StandingLifetime = 24 * time.Hour
+	// MinStandingLifetime is the shortest: the manager renews at three quarters of it over HTTP
+	// and swaps two connections, which the last quarter must leave time for.
+	MinStandingLifetime = 10 * time.Second
 	// ExecutorLifetime is the executor's: it only registers the gate.
 	ExecutorLifetime = 5 * time.Minute
 )
@@ -62,15 +66,15 @@ type Host struct {
 	// manager spawns is a managed row of its person, within that person's row, that connects on
 	// bearers exchanged for its actor token. Without it enrollment is unimplemented.
 	Managed *userauth.People
-	// Life is the standing credentials' lifetime: StandingLifetime when zero. The executor's is
-	// ExecutorLifetime, never more than Life.
+	// Life is the standing credentials' lifetime: StandingLifetime when zero, and never more. The
+	// executor's is ExecutorLifetime, never more than Life.
 	Life time.Duration
 	Log  *slog.Logger
 }
 
 func (h *Host) life() time.Duration {
 	if h.Life > 0 {
-		return h.Life
+		return min(h.Life, StandingLifetime)
 	}
 	return StandingLifetime
 }
@@ -251,8 +255,8 @@ func (h *Host) standing(owner string, r *Request, resp *Response) error {
 	if err != nil {
 		return err
 	}
-	resp.credential("supervisor", sup)
-	resp.credential("executor", exe)
+	resp.credential(CredSupervisor, sup)
+	resp.credential(CredExecutor, exe)
 	return nil
 }
 
@@ -361,9 +365,9 @@ func (h *Host) activate(ctx context.Context, who *Person, r *Request, resp *Resp
 	if err != nil || og == nil {
 		return refuse(wire.CodeInternal, "observe the gate of %s after activation: %v", r.InstanceID, err)
 	}
-	resp.credential("serve", issued(act.Serve))
-	resp.credential("goalWriter", issued(act.GoalWriter))
-	resp.credential("sessionLedger", issued(act.SessionLedger))
+	resp.credential(CredServe, issued(act.Serve))
+	resp.credential(CredGoalWriter, issued(act.GoalWriter))
+	resp.credential(CredSessionLedger, issued(act.SessionLedger))
 	resp.ProcessEpoch = &epoch
 	resp.NextRegistrationProof = currentProof(h.Keys, who.Owner, r, og.Row.RegistrationRevision, epoch)
 	return nil
@@ -432,7 +436,7 @@ func (h *Host) renew(ctx context.Context, who *Person, r *Request, resp *Respons
 		return err
 	}
 	for _, held := range []struct{ name, key string }{
-		{"serve", r.Identities.Serve.ID}, {"goalWriter", r.Identities.GoalWriter.ID}, {"sessionLedger", r.Identities.SessionLedger.ID},
+		{CredServe, r.Identities.Serve.ID}, {CredGoalWriter, r.Identities.GoalWriter.ID}, {CredSessionLedger, r.Identities.SessionLedger.ID},
 	} {
 		i := slices.IndexFunc(rows, func(c authority.CredentialRow) bool {
 			e, ok := c.ServedEpoch()
@@ -474,6 +478,10 @@ func (h *Host) renewRunDriver(ctx context.Context, who *Person, r *Request, resp
 		return refuse(wire.CodeConflict, "run %s has no status record", run.RunID)
 	case st.State != wire.RunRunning:
 		return refuse(wire.CodeConflict, "run %s is %s, not running", run.RunID, st.State)
+	case st.Holder != r.InstanceID:
+		// Run records are keyed by run id alone: only a run held here is this instance's to drive,
+		// or any manager could copy another's lease off the record and take its run.
+		return refuse(wire.CodeConflict, "run %s is held by %s, not by instance %s", run.RunID, st.Holder, r.InstanceID)
 	case st.Holder != run.Holder || st.Epoch != run.Epoch || st.FencingToken != run.FencingToken:
 		return refuse(wire.CodeConflict, "run %s is held by %s at epoch %d, fencing token %d; the request names %s, %d, %d",
 			run.RunID, st.Holder, st.Epoch, st.FencingToken, run.Holder, run.Epoch, run.FencingToken)
@@ -493,7 +501,7 @@ func (h *Host) renewRunDriver(ctx context.Context, who *Person, r *Request, resp
 		name    string
 		profile authority.Profile
 		key     string
-	}{{"runDriver", authority.ProfileRunDriver, run.DriverID}, {"runMediator", authority.ProfileRunMediator, run.MediatorID}} {
+	}{{CredRunDriver, authority.ProfileRunDriver, run.DriverID}, {CredRunMediator, authority.ProfileRunMediator, run.MediatorID}} {
 		issued, err := h.sign(who.Owner, caller.Principal.Actor(), c.profile, g, h.life(), c.key)
 		if err != nil {
 			return err
@@ -528,7 +536,7 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 	if err != nil {
 		return err
 	}
-	resp.credential("sessionServing", c)
+	resp.credential(CredSessionServing, c)
 	return nil
 }
 
@@ -547,12 +555,13 @@ func (h *Host) transferReader(ctx context.Context, who *Person, r *Request, resp
 	if err != nil {
 		return err
 	}
-	resp.credential("transferReader", c)
+	resp.credential(CredTransferReader, c)
 	return nil
 }
 
-// retire retires a managed agent the manager spawned: it must be the caller's own, and the
-// manager must still serve at the epoch it names.
+// retire signs a retirement requester for one managed agent the manager spawned: it must be the
+// caller's own, and the manager must still serve at the epoch it names. The requester then asks
+// the auth endpoint to retire it (RetireLifecycle).
 func (h *Host) retire(ctx context.Context, who *Person, r *Request, reg *Registration, resp *Response) error {
 	t := r.Retirement.Target
 	if t.Owner != who.Owner {
@@ -577,7 +586,7 @@ func (h *Host) retire(ctx context.Context, who *Person, r *Request, reg *Registr
 	if err != nil {
 		return err
 	}
-	resp.credential("retirementRequester", c)
+	resp.credential(CredRetirementRequester, c)
 	return nil
 }
 
@@ -602,8 +611,8 @@ func (h *Host) RetireLifecycle(ctx context.Context, caller, target wire.Lifecycl
 	switch {
 	case err != nil:
 		return nil, no(wire.CodeUnavailable, "read the gate of %s: %v", a.ServeInstanceID, err)
-	case og == nil || og.Row.State == authority.GateRetired:
-		return nil, no(wire.CodeFailedPrecondition, "instance %s has no live serve gate", a.ServeInstanceID)
+	case og == nil || og.Row.State != authority.GateOpen:
+		return nil, no(wire.CodeFailedPrecondition, "instance %s has no open serve gate", a.ServeInstanceID)
 	case og.Row.Principal != caller.Principal.String():
 		return nil, no(wire.CodePermissionDenied, "the gate of %s names %s, not the caller", a.ServeInstanceID, og.Row.Principal)
 	case og.Row.ProcessEpoch != a.ServeEpoch:
@@ -750,9 +759,11 @@ func retireAgent(ctx context.Context, l *ledger.Ledger, reg *Registry, people *u
 	return errors.Join(err, reg.RemoveAgent(instance, t))
 }
 
-// authorizeAdmin answers whether caller may launch on the manager as an operator: a control
+// authorizeAdmin answers whether caller holds host launch authority on the manager: a control
 // instrument (a lifecycle no ledger row holds) of the host's own operator or of the manager's
-// owner.
+// owner, or the person who supervises the manager's machine. For a caller whose current row of
+// the manager's owner holds spawn it also answers that row's grant (CallerGrant), the most an
+// agent it spawns there may get.
 func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp *Response) error {
 	if _, err := h.current(ctx, who, r); err != nil {
 		return err

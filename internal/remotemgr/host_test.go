@@ -490,7 +490,7 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 		if status != 200 {
 			t.Fatalf("session for %s: HTTP %d %s", tc.name, status, code)
 		}
-		claims, err := jwt.DecodeUserClaims(out.Credentials["sessionServing"].JWT)
+		claims, err := jwt.DecodeUserClaims(out.Credentials[remotemgr.CredSessionServing].JWT)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -506,7 +506,7 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("transferReader: HTTP %d %s", status, refusal)
 	}
-	claims, err := jwt.DecodeUserClaims(out.Credentials["transferReader"].JWT)
+	claims, err := jwt.DecodeUserClaims(out.Credentials[remotemgr.CredTransferReader].JWT)
 	if err != nil || claims.Subject != tr.TransferReader.ID || claims.Name != string(authority.ProfileTransferReader) || claims.Expires-claims.IssuedAt > 300 {
 		t.Fatalf("transfer reader: %+v %v", claims, err)
 	}
@@ -627,7 +627,7 @@ func TestRenewNeedsAnOpenGate(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("renew with an open gate: HTTP %d %q", status, got)
 	}
-	if len(resp.Credentials) != 2 || resp.Credentials["supervisor"].JWT == "" || resp.Credentials["executor"].JWT == "" {
+	if len(resp.Credentials) != 2 || resp.Credentials[remotemgr.CredSupervisor].JWT == "" || resp.Credentials[remotemgr.CredExecutor].JWT == "" {
 		t.Fatalf("renew issued %d credentials: %v", len(resp.Credentials), slices.Collect(maps.Keys(resp.Credentials)))
 	}
 	other := func(req *remotemgr.Request) string {
@@ -656,9 +656,10 @@ func TestRenewRunDriver(t *testing.T) {
 	}
 	wc := r.m.Connect(t, writer)
 	statusKey := r.m.Space.RecordsBucket().Subject(wire.RecordKey(wire.RecordRun, wire.ManagerEndpoint, runID, wire.RecordStatusLeaf))
+	holder := string(inst) // the run is held here
 	setStatus := func(state wire.RunState, token int64) {
 		t.Helper()
-		raw, _ := json.Marshal(wire.RunStatus{V: 1, State: state, Holder: "h1", Epoch: 2, FencingToken: token, JournalHigh: 3, At: 1})
+		raw, _ := json.Marshal(wire.RunStatus{V: 1, State: state, Holder: holder, Epoch: 2, FencingToken: token, JournalHigh: 3, At: 1})
 		if _, err := wc.JS.Publish(ctx, statusKey, raw); err != nil { // a KV put, as the driver's grant holds it
 			t.Fatal(err)
 		}
@@ -667,7 +668,7 @@ func TestRenewRunDriver(t *testing.T) {
 	renew := func(edit func(*remotemgr.Request)) (*remotemgr.Response, int, string) {
 		req := c.Hosted(remotemgr.KindAuthority, remotemgr.OpRenewRunDriver)
 		req.AccountPublicKey = r.host.Keys.AccountPublicKey()
-		req.Run = &remotemgr.RunAttempt{RunID: runID, Holder: "h1", TakeoverID: takeover, Epoch: 2, FencingToken: 5, DriverID: driver, MediatorID: mediator}
+		req.Run = &remotemgr.RunAttempt{RunID: runID, Holder: holder, TakeoverID: takeover, Epoch: 2, FencingToken: 5, DriverID: driver, MediatorID: mediator}
 		if edit != nil {
 			edit(&req)
 		}
@@ -688,7 +689,7 @@ func TestRenewRunDriver(t *testing.T) {
 	for name, want := range map[string]struct {
 		profile authority.Profile
 		key     string
-	}{"runDriver": {authority.ProfileRunDriver, driver}, "runMediator": {authority.ProfileRunMediator, mediator}} {
+	}{remotemgr.CredRunDriver: {authority.ProfileRunDriver, driver}, remotemgr.CredRunMediator: {authority.ProfileRunMediator, mediator}} {
 		uc, err := jwt.DecodeUserClaims(resp.Credentials[name].JWT)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -699,7 +700,7 @@ func TestRenewRunDriver(t *testing.T) {
 	}
 	for what, edit := range map[string]func(*remotemgr.Request){
 		"a wrong fencing token": func(q *remotemgr.Request) { q.Run.FencingToken = 4 },
-		"another holder":        func(q *remotemgr.Request) { q.Run.Holder = "h2" },
+		"another holder":        func(q *remotemgr.Request) { q.Run.Holder = string(wire.NewLifecycleUID()) },
 		"another lease epoch":   func(q *remotemgr.Request) { q.Run.Epoch = 3 },
 		"a stale process epoch": func(q *remotemgr.Request) { e := *q.ProcessEpoch + 1; q.ProcessEpoch = &e },
 	} {
@@ -720,6 +721,13 @@ func TestRenewRunDriver(t *testing.T) {
 			t.Errorf("renew with %s: HTTP %d %q", what, status, got)
 		}
 	}
+	// A run another instance holds: its lease copied off the record buys nothing here.
+	holder = string(wire.NewLifecycleUID())
+	setStatus(wire.RunRunning, 5)
+	if _, status, got := renew(nil); status != 403 || got != string(wire.CodeConflict) {
+		t.Fatalf("renew a run another instance holds: HTTP %d %q", status, got)
+	}
+	holder = string(inst)
 	setStatus(wire.RunCompleted, 5)
 	if _, status, got := renew(nil); status != 403 || got != string(wire.CodeConflict) {
 		t.Fatalf("renew a completed run: HTTP %d %q", status, got)
@@ -775,7 +783,7 @@ func TestRetireLifecycleChecks(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("retire: HTTP %d %s", status, refusal)
 	}
-	issued := resp.Credentials["retirementRequester"].JWT
+	issued := resp.Credentials[remotemgr.CredRetirementRequester].JWT
 	claims, err := jwt.DecodeUserClaims(issued)
 	if err != nil || claims.Subject != pub || claims.Name != string(authority.ProfileRetirementRequester) || claims.Expires-claims.IssuedAt > 300 {
 		t.Fatalf("the retirement requester: %+v %v", claims, err)
@@ -825,8 +833,9 @@ func TestRetireLifecycleChecks(t *testing.T) {
 	}
 	// Another target: not in the requester's grant, so the broker drops the request.
 	other := wire.Lifecycle{Principal: principalOf(t, alice+".cli"), UID: wire.NewLifecycleUID()}
-	if _, err := retire(other, nil); err == nil {
-		t.Error("a requester retired a lifecycle its grant does not name")
+	// The broker refuses the publish: the request never reaches the endpoint.
+	if _, err := retire(other, nil); err == nil || !strings.Contains(err.Error(), "the broker refused the publish") {
+		t.Errorf("a requester's request for a lifecycle its grant does not name: %v, want the broker's refusal", err)
 	}
 	for what, tc := range map[string]struct {
 		edit func(*authendpoint.RetireArgs)

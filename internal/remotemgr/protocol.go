@@ -166,6 +166,20 @@ type Envelope struct {
 	Request  Request `json:"request"`
 }
 
+// The names a response's credentials are carried under, as the reference names them.
+const (
+	CredSupervisor          = "supervisor"
+	CredExecutor            = "executor"
+	CredServe               = "serve"
+	CredGoalWriter          = "goalWriter"
+	CredSessionLedger       = "sessionLedger"
+	CredSessionServing      = "sessionServing"
+	CredTransferReader      = "transferReader"
+	CredRetirementRequester = "retirementRequester"
+	CredRunDriver           = "runDriver"
+	CredRunMediator         = "runMediator"
+)
+
 // Issued is one credential the host signed: the JWT for the key the request named.
 type Issued struct {
 	JWT string `json:"jwt"`

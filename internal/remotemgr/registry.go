@@ -129,7 +129,11 @@ func (g *Registry) AddAgent(instance string, t Target) error {
 
 // AddKey records a key the host signed a credential for on instance's behalf.
 func (g *Registry) AddKey(instance, key string) error {
-	return g.update(instance, func(r *Registration) { r.Keys = append(r.Keys, key) })
+	return g.update(instance, func(r *Registration) {
+		if !slices.Contains(r.Keys, key) {
+			r.Keys = append(r.Keys, key)
+		}
+	})
 }
 
 // RemoveAgent forgets a managed agent of instance once it is retired.

@@ -26,6 +26,15 @@ func CheckMeshURL(meshURL string) error {
 	return nil
 }
 
+// CheckMesh is CheckMeshURL for a command that otherwise acts on the running mesh of --dir: --mesh
+// names another mesh, so --dir and --space with it are a usage error rather than ignored.
+func (f *Factory) CheckMesh(meshURL string) error {
+	if f.Target.Dir != "" || f.Target.Space != "" {
+		return &exit.UsageError{Err: fmt.Errorf("--mesh %s names the mesh and its space: drop --dir and --space", meshURL)}
+	}
+	return CheckMeshURL(meshURL)
+}
+
 // MeshControl is Control for the person logged in to the user-auth mesh at meshURL (`cotal
 // login --mesh`): a manager-caller view of one manager instance (instance, or the only live one
 // they may address when it is empty), calling as their actor MeshActor. It reads no registry, so

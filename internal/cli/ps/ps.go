@@ -27,20 +27,24 @@ type Options struct {
 	*factory.Factory
 	JSON bool
 	// MeshURL is a user-auth mesh's exchange URL: list, as the person logged in there, the agents of
-	// the one manager they may address (Instance, or the only live one).
-	MeshURL  string
+	// the one manager they may address.
+	MeshURL string
+	// Instance names that manager, when the person may address several; the only live one when
+	// empty.
 	Instance string
 }
 
 // Row is one line of `cotal ps --json`; the field names are a stable interface.
 type Row struct {
-	Principal string    `json:"principal"`
-	Name      string    `json:"name"`
-	Status    string    `json:"status"`
-	Online    bool      `json:"online"`
-	Role      string    `json:"role,omitempty"`
-	Activity  string    `json:"activity,omitempty"`
-	LastSeen  time.Time `json:"lastSeen,omitzero"`
+	Principal string `json:"principal"`
+	Name      string `json:"name"`
+	// Status is the presence status, "offline" when not online; under --mesh, which reads no
+	// presence, the process's status (and Online is false).
+	Status   string    `json:"status"`
+	Online   bool      `json:"online"`
+	Role     string    `json:"role,omitempty"`
+	Activity string    `json:"activity,omitempty"`
+	LastSeen time.Time `json:"lastSeen,omitzero"`
 	// Process is the row of an agent a manager spawned, as that manager reports it in ps (the
 	// manager contract's AGENT_ROW: name, id, status, pid, lifecycleUid, instanceId, ...). Absent
 	// for agents no manager spawned.
@@ -60,7 +64,10 @@ func NewCmdPs(f *factory.Factory) *cobra.Command {
 		Long: "List who is in the space: name, status, role, activity and last seen, from presence;\n" +
 			"and, from every manager registered in the space (a ps scatter), the process of each agent\n" +
 			"it spawned, with a row of its own for a spawned agent not present. A manager that does not\n" +
-			"answer is named on stderr and the command exits 1, after printing what the others gave.",
+			"answer is named on stderr and the command exits 1, after printing what the others gave.\n\n" +
+			"With --mesh URL, as the person logged in to that user-auth mesh: the agents of the one\n" +
+			"manager you may address (your remote manager, or the host's), each row's status its\n" +
+			"process's; there is no presence roster, and no claim about other managers.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.MeshURL != "" {
@@ -132,7 +139,7 @@ func psRun(ctx context.Context, o *Options) error {
 // manager-caller view addresses: one call, no roster (the view reads no presence) and no claim
 // about the space's other managers. Each row's status is its process's.
 func psMesh(ctx context.Context, o *Options) error {
-	if err := factory.CheckMeshURL(o.MeshURL); err != nil {
+	if err := o.CheckMesh(o.MeshURL); err != nil {
 		return err
 	}
 	if o.Instance != "" {
@@ -145,7 +152,7 @@ func psMesh(ctx context.Context, o *Options) error {
 		return err
 	}
 	defer ctl.Close()
-	agents, err := ctl.Manager.PsPinned(ctx)
+	agents, from, err := ctl.Manager.PsPinned(ctx)
 	if err != nil {
 		return factory.Refusal(fmt.Errorf("ask manager %s for its agents: %w", ctl.Manager.Pinned, err))
 	}
@@ -153,7 +160,11 @@ func psMesh(ctx context.Context, o *Options) error {
 	for _, a := range agents {
 		rows = append(rows, Row{Principal: a.ID, Name: a.Name, Status: a.Status, Role: a.Role, Process: &a})
 	}
-	return o.print(rows, []managerLine{{instance: ctl.Manager.Pinned, agents: len(agents)}})
+	if len(rows) == 0 && !o.JSON {
+		fmt.Fprintf(o.IO.Out, "manager %s runs no agent of yours\n", from.Instance)
+		return nil
+	}
+	return o.print(rows, []managerLine{{instance: from.Instance, epoch: from.Epoch, agents: len(agents)}})
 }
 
 // managerLine is a manager that answered ps: its instance, the epoch it serves at, and how many

@@ -79,7 +79,7 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 		Use:   "spawn --name NAME [flags] [--agent claude|codex|opencode] -- [COMMAND] [ARGS...]",
 		Short: "Start an agent process through the space's manager",
 		Long: "Ask a manager of the space (the one of `cotal up`, or a `cotal supervise`) to start\n" +
-			"COMMAND as agent local.NAME, in this directory: the manager issues and provisions its\n" +
+			"COMMAND as agent local.NAME (with --mesh, as your own u_….NAME), in this directory: the manager issues and provisions its\n" +
 			"credential, writes its launch material (creds and an MCP configuration for `cotal mcp`) to\n" +
 			"a private file whose path is in $COTAL_LAUNCH_MATERIAL, restarts it if it crashes (three\n" +
 			"times a minute at most), and retires its lifecycle when it is done. The spawn is a goal: it\n" +
@@ -104,7 +104,7 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
 	fs.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
 	fs.StringVar(&o.Runtime, "runtime", string(manager.RuntimePTY), fmt.Sprintf("run the agent in a terminal (%s, for cotal attach and input) or %s", manager.RuntimePTY, manager.RuntimeHeadless))
-	fs.StringVar(&o.Instance, "instance", "", "the manager instance to spawn on (its id, as cotal ps and cotal endpoints print it; default: any)")
+	fs.StringVar(&o.Instance, "instance", "", "the manager instance to spawn on (its id, as cotal ps and cotal endpoints print it; default: any, or with --mesh the only live one you may address)")
 	fs.StringVar(&o.MeshURL, "mesh", "", "spawn as yourself (`cotal login --mesh` first) through your manager on the user-auth mesh whose exchange is at this URL")
 	fs.BoolVar(&o.Detach, "detach", false, "return once the spawn's goal has ended, leaving the agent running")
 	fs.BoolVar(&o.JSON, "json", false, "print the acceptance, the goal's state and the agent's last row as JSON")
@@ -140,7 +140,7 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 	args.LaunchOptions = &manager.LaunchOptions{Command: command, Runtime: o.Runtime}
 	sp, err := ctl.Manager.SpawnOn(ctx, wire.LifecycleUID(o.Instance), args)
 	if err != nil {
-		return noManager(fmt.Errorf("spawn %s: %w", o.Name, err), ctl.Space)
+		return noManager(fmt.Errorf("spawn %s: %w", o.Name, err), ctl)
 	}
 	res := &Result{Acceptance: sp.Acceptance, State: sp.State, Data: sp.Data}
 	a := sp.Acceptance
@@ -165,7 +165,7 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 		row, err = stopAgent(sctx, ctl, o.Name)
 	}
 	if err != nil {
-		return noManager(err, ctl.Space)
+		return noManager(err, ctl)
 	}
 	res.Process = row
 	if err := printResult(o.IO, o.JSON, res); err != nil {
@@ -183,7 +183,7 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 func (o *Options) control(ctx context.Context) (*factory.Control, error) {
 	switch {
 	case o.MeshURL != "":
-		if err := factory.CheckMeshURL(o.MeshURL); err != nil {
+		if err := o.CheckMesh(o.MeshURL); err != nil {
 			return nil, err
 		}
 		return o.MeshControl(ctx, o.MeshURL, wire.LifecycleUID(o.Instance))
@@ -259,12 +259,16 @@ func isCode(err error, codes ...wire.ErrorCode) bool {
 	return ok && slices.Contains(codes, e.Code)
 }
 
-// noManager explains an error that says no manager serves the space: an empty registry
-// (failed-precondition) or no responder on the manager's rail (unavailable, not executed).
+// noManager explains an error that says no manager serves the space, or, for a person's view,
+// that their manager is gone: an empty registry (failed-precondition) or no responder on the
+// manager's rail (unavailable, not executed).
 // Refusals become not-authorized; anything else is returned as it is.
-func noManager(err error, sp wire.Space) error {
+func noManager(err error, ctl *factory.Control) error {
 	if isCode(err, wire.CodeFailedPrecondition) || isCode(err, wire.CodeUnavailable) && endpoint.Outcome(err) == wire.OutcomeNotExecuted {
-		return fmt.Errorf("no supervisor serves space %s; start one with `cotal up` (without --no-manager) or `cotal supervise`: %w", sp, err)
+		if p := ctl.Manager.Pinned; p != "" { // a person's view of one manager (--mesh)
+			return fmt.Errorf("manager %s does not answer; run it again with `cotal supervise --mesh`: %w", p, err)
+		}
+		return fmt.Errorf("no supervisor serves space %s; start one with `cotal up` (without --no-manager) or `cotal supervise`: %w", ctl.Space, err)
 	}
 	return factory.Refusal(err)
 }
@@ -299,24 +303,36 @@ func printRow(io *iostreams.IOStreams, r *manager.Row) {
 
 // NewCmdStop returns the `cotal stop` command.
 func NewCmdStop(f *factory.Factory) *cobra.Command {
-	var name, meshURL string
+	var name, meshURL, instance string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "stop --name NAME",
 		Short: "Stop a spawned agent: SIGTERM, then SIGKILL after a grace period; its lifecycle is retired",
 		Long: "Ask the manager that runs agent NAME to stop it (despawn, in mode any, pinned to the\n" +
-			"lifecycle it runs), and print its row once stopped. An agent no manager runs is an error.",
+			"lifecycle it runs), and print its row once stopped. An agent no manager runs is an error.\n" +
+			"With --mesh URL, as the person logged in to that user-auth mesh: one of your own agents,\n" +
+			"on the one manager you may address (--instance names it when you run several).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := agentflags.ValidName("--name", name); err != nil {
 				return err
 			}
 			control := f.Control
-			if meshURL != "" {
-				if err := factory.CheckMeshURL(meshURL); err != nil {
+			switch {
+			case meshURL != "":
+				if err := f.CheckMesh(meshURL); err != nil {
 					return err
 				}
-				control = func(ctx context.Context) (*factory.Control, error) { return f.MeshControl(ctx, meshURL, "") }
+				if instance != "" {
+					if _, err := wire.ParseLifecycleUID(instance); err != nil {
+						return &exit.UsageError{Err: fmt.Errorf("--instance: %w", err)}
+					}
+				}
+				control = func(ctx context.Context) (*factory.Control, error) {
+					return f.MeshControl(ctx, meshURL, wire.LifecycleUID(instance))
+				}
+			case instance != "":
+				return &exit.UsageError{Err: errors.New("--instance names the manager of a --mesh stop; without --mesh the manager that runs the agent is found")}
 			}
 			ctl, err := control(cmd.Context())
 			if err != nil {
@@ -327,7 +343,7 @@ func NewCmdStop(f *factory.Factory) *cobra.Command {
 			defer cancel()
 			row, err := stopAgent(ctx, ctl, name)
 			if err != nil {
-				return noManager(err, ctl.Space)
+				return noManager(err, ctl)
 			}
 			if asJSON {
 				return json.NewEncoder(f.IO.Out).Encode(row)
@@ -339,6 +355,7 @@ func NewCmdStop(f *factory.Factory) *cobra.Command {
 	f.Target.Register(cmd.Flags())
 	cmd.Flags().StringVar(&name, "name", "", "the agent to stop (required)")
 	cmd.Flags().StringVar(&meshURL, "mesh", "", "stop, as yourself (`cotal login --mesh` first), an agent of your manager on the user-auth mesh whose exchange is at this URL")
+	cmd.Flags().StringVar(&instance, "instance", "", "with --mesh, the manager instance to ask (default: the only live one you may address)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agent's row, as its manager reports it, as JSON")
 	return cmd
 }

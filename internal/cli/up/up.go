@@ -168,8 +168,9 @@ func (o *Options) meshOptions() (mesh.Options, error) {
 // userAuth returns the user-auth options the flags ask for, nil without --user-auth.
 func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 	if !o.UserAuth {
-		if o.DevIdP || o.IdP != "" || o.ExchangeURL != "" || o.ExchangePort != 0 || o.TrustedProxy || o.AdvertisedServer != "" {
-			return nil, &exit.UsageError{Err: errors.New("--dev-idp, --idp and the --exchange-public flags go with --user-auth")}
+		if o.DevIdP || o.IdP != "" || o.ExchangeURL != "" || o.ExchangePort != 0 || o.TrustedProxy || o.AdvertisedServer != "" ||
+			o.RemoteManagerLifetime != remotemgr.StandingLifetime {
+			return nil, &exit.UsageError{Err: errors.New("--dev-idp, --idp, --advertised-server, --remote-manager-lifetime and the --exchange-public flags go with --user-auth")}
 		}
 		return nil, nil
 	}
@@ -184,8 +185,8 @@ func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 		return nil, &exit.UsageError{Err: fmt.Errorf("--exchange-public-port %d is outside 0-65535", o.ExchangePort)}
 	case o.TrustedProxy && o.ExchangeURL == "":
 		return nil, &exit.UsageError{Err: errors.New("--exchange-trusted-proxy goes with --exchange-public-url")}
-	case o.RemoteManagerLifetime < ledger.MinHeldLifetime:
-		return nil, &exit.UsageError{Err: fmt.Errorf("--remote-manager-lifetime %s: must be at least %s", o.RemoteManagerLifetime, ledger.MinHeldLifetime)}
+	case o.RemoteManagerLifetime < remotemgr.MinStandingLifetime || o.RemoteManagerLifetime > remotemgr.StandingLifetime:
+		return nil, &exit.UsageError{Err: fmt.Errorf("--remote-manager-lifetime %s: must be from %s to %s", o.RemoteManagerLifetime, remotemgr.MinStandingLifetime, remotemgr.StandingLifetime)}
 	}
 	if o.ExchangeURL != "" {
 		if u, err := url.Parse(o.ExchangeURL); err != nil || u.Scheme != "https" || u.RawQuery != "" || oidc.CheckURL(o.ExchangeURL) != nil {
