@@ -32,6 +32,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/status"
 	"github.com/gocotal/cotal/internal/cli/up"
 	"github.com/gocotal/cotal/internal/cli/version"
+	"github.com/gocotal/cotal/internal/cli/web"
 )
 
 // NewCmdRoot returns the root command with every subcommand attached.
@@ -65,6 +66,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		channels.NewCmdChannels(f),
 		ps.NewCmdPs(f),
 		console.NewCmdConsole(f),
+		web.NewCmdWeb(f),
 		agent.NewCmdAgent(f),
 		agentbearer.NewCmdAgentBearer(f),
 		mcp.NewCmdMCP(f),

@@ -1,0 +1,83 @@
+// Package web implements `cotal web`: the space's dashboard on loopback, in a browser.
+package web
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/web"
+)
+
+// DefaultPort is where the dashboard listens unless --port says otherwise, as the reference's.
+const DefaultPort = 7799
+
+// Options are the inputs of `cotal web`.
+type Options struct {
+	*factory.Factory
+	Port int
+}
+
+// NewCmdWeb returns the `cotal web` command.
+func NewCmdWeb(f *factory.Factory) *cobra.Command {
+	o := &Options{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "web",
+		Short: "Watch and steer the space in a browser: roster, channels, every message, who needs you",
+		Long: "Serve the space's dashboard on 127.0.0.1 until Ctrl-C, and print the URL to open as the\n" +
+			"first line on stdout. The URL carries a single-use token that the browser trades for a\n" +
+			"session cookie: copy it into one browser only. The dashboard reads the space with a\n" +
+			"read-only admin credential (channels, direct messages and anycasts, never the endpoint\n" +
+			"rails); its one write, deleting a channel's history, goes through a purger credential\n" +
+			"issued for that delete alone. Message bodies are shown as sanitised Markdown.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return webRun(cmd.Context(), o) },
+	}
+	o.Target.Register(cmd.Flags())
+	cmd.Flags().IntVar(&o.Port, "port", DefaultPort, "the loopback port to listen on (0: any free one)")
+	return cmd
+}
+
+func webRun(ctx context.Context, o *Options) error {
+	if o.Port < 0 || o.Port > 65535 {
+		return &exit.UsageError{Err: fmt.Errorf("--port %d is outside 0-65535", o.Port)}
+	}
+	_, st, sp, err := o.Mesh("")
+	if err != nil {
+		return err
+	}
+	c, err := o.WatchClient(ctx, sp, authority.ProfileAdmin, "cotal_web", cotal.WithPresence(false))
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	var purge web.Purge
+	if !st.Open {
+		purge = func(ctx context.Context, channel string) (uint64, error) {
+			js, closeFn, err := o.JetStream(ctx, sp, authority.ProfilePurger, "cotal_web_purger")
+			if err != nil {
+				return 0, err
+			}
+			defer closeFn()
+			return web.PurgeChannel(ctx, js.Conn(), sp, channel)
+		}
+	}
+	srv, err := web.Start(ctx, web.Config{Client: c, Purge: purge, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port))})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(o.IO.Out, srv.URL)
+	fmt.Fprintf(o.IO.ErrOut, "serving the dashboard of space %s until Ctrl-C; open the URL above in one browser\n", sp)
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return srv.Close(sctx)
+}

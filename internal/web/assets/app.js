@@ -1,0 +1,236 @@
+// The cotal dashboard: the roster, the channels, every message live, and who needs you.
+// Message bodies arrive as HTML the server rendered and sanitised; everything else a peer wrote
+// is set as text, never as markup.
+"use strict";
+
+const state = { peers: [], view: { kind: "monitor" }, seen: new Set(), channels: [] };
+const MAX_ROWS = 500;
+const $ = (id) => document.getElementById(id);
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function ago(ms) {
+  if (!ms) return "never";
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  if (s < 60) return s + "s ago";
+  if (s < 3600) return Math.round(s / 60) + "m ago";
+  return Math.round(s / 3600) + "h ago";
+}
+
+function statusOf(p) {
+  if (!p.online || !p.presence) return "offline";
+  return p.presence.status;
+}
+
+const GLYPH = { working: "●", waiting: "◐", idle: "○", offline: "⊘" };
+
+function nameOf(p) {
+  return (p.presence && p.presence.card && p.presence.card.name) || p.key;
+}
+
+async function api(path, opts) {
+  const r = await fetch(path, Object.assign({ credentials: "same-origin" }, opts || {}));
+  if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+  return r.json();
+}
+
+// ---- roster, tiles and NEEDS YOU ------------------------------------------------------------
+
+function renderRoster() {
+  const counts = { working: 0, waiting: 0, idle: 0, offline: 0 };
+  const order = { waiting: 0, working: 1, idle: 2, offline: 3 };
+  const peers = state.peers.slice().sort((a, b) =>
+    (order[statusOf(a)] - order[statusOf(b)]) || nameOf(a).localeCompare(nameOf(b)));
+  const list = $("roster");
+  list.replaceChildren();
+  for (const p of peers) {
+    const st = statusOf(p);
+    counts[st] = (counts[st] || 0) + 1;
+    const li = el("li", "peer");
+    li.dataset.key = p.key;
+    li.appendChild(el("span", "glyph " + st, GLYPH[st] || "○"));
+    li.appendChild(document.createTextNode(" " + nameOf(p)));
+    if (p.presence && p.presence.card && p.presence.card.role) li.appendChild(el("span", "count", p.presence.card.role));
+    li.title = p.key;
+    li.addEventListener("click", () => show({ kind: "agent", key: p.key }));
+    list.appendChild(li);
+  }
+  for (const k of Object.keys(counts)) $("n-" + k).textContent = counts[k];
+  $("tile-waiting").classList.toggle("alert", counts.waiting > 0);
+  renderNeedsYou();
+  if (state.view.kind === "agent") renderAgent();
+}
+
+function renderNeedsYou() {
+  const waiting = state.peers.filter((p) => statusOf(p) === "waiting")
+    .sort((a, b) => nameOf(a).localeCompare(nameOf(b)));
+  const list = $("needs-you");
+  list.replaceChildren();
+  $("needs-title").textContent = waiting.length ? "NEEDS YOU · " + waiting.length : "NEEDS YOU · all clear";
+  for (const p of waiting) {
+    const li = el("li", "card");
+    li.dataset.key = p.key;
+    li.appendChild(el("span", "seen", "seen " + ago(p.presence.ts)));
+    li.appendChild(el("div", "state", "WAITING"));
+    li.appendChild(el("div", "who", nameOf(p) + " is waiting"));
+    li.appendChild(el("div", "what", p.presence.activity || "waiting for input"));
+    li.addEventListener("click", () => show({ kind: "agent", key: p.key }));
+    list.appendChild(li);
+  }
+}
+
+// ---- messages --------------------------------------------------------------------------------
+
+function messageRow(ev) {
+  const li = el("li", "msg");
+  li.dataset.id = ev.msg.id;
+  const meta = el("div", "meta");
+  meta.appendChild(el("span", "time", new Date(ev.msg.ts).toLocaleTimeString()));
+  meta.appendChild(el("span", "mode " + ev.mode, ev.mode));
+  const from = ev.msg.from || {};
+  meta.appendChild(el("span", "from", from.name || ev.senderId));
+  let target = "";
+  if (ev.mode === "channel") target = "#" + ev.channel;
+  else if (ev.mode === "dm") target = "→ " + (ev.msg.to || "");
+  else target = "→ @" + (ev.msg.toService || "");
+  meta.appendChild(el("span", "target", target));
+  li.appendChild(meta);
+  const body = el("div", "body");
+  body.innerHTML = ev.html; // rendered and sanitised by the server
+  li.appendChild(body);
+  return li;
+}
+
+function inView(ev) {
+  const v = state.view;
+  if (v.kind === "monitor") return true;
+  if (v.kind === "channel") return ev.mode === "channel" && ev.channel === v.name;
+  if (v.kind === "dms") return ev.mode === "dm";
+  return false;
+}
+
+function addMessage(ev) {
+  if (!ev || !ev.msg || !inView(ev)) return;
+  if (ev.msg.id && state.seen.has(ev.msg.id)) return;
+  if (ev.msg.id) state.seen.add(ev.msg.id);
+  const list = $("messages");
+  const stick = $("view").scrollTop + $("view").clientHeight >= $("view").scrollHeight - 40;
+  list.appendChild(messageRow(ev));
+  while (list.children.length > MAX_ROWS) list.removeChild(list.firstChild);
+  if (stick) $("view").scrollTop = $("view").scrollHeight;
+}
+
+// ---- views -----------------------------------------------------------------------------------
+
+async function show(view) {
+  state.view = view;
+  state.seen = new Set();
+  $("messages").replaceChildren();
+  $("view-tools").replaceChildren();
+  $("agent").hidden = true;
+  $("messages").hidden = false;
+  for (const a of document.querySelectorAll("nav a")) a.classList.remove("active");
+  if (view.kind === "monitor") {
+    $("view-title").textContent = "Monitor · every message, live";
+  } else if (view.kind === "dms") {
+    $("view-title").textContent = "Direct messages";
+    for (const ev of await api("/api/dms?limit=200").catch(() => [])) addMessage(ev);
+  } else if (view.kind === "channel") {
+    $("view-title").textContent = "#" + view.name;
+    const del = el("button", "danger", "Delete history");
+    del.id = "delete-channel";
+    del.addEventListener("click", () => deleteChannel(view.name));
+    $("view-tools").appendChild(del);
+    const path = "/api/channels/" + encodeURIComponent(view.name) + "/history?limit=200";
+    for (const ev of await api(path).catch(() => [])) addMessage(ev);
+  } else if (view.kind === "agent") {
+    $("messages").hidden = true;
+    $("agent").hidden = false;
+    renderAgent();
+  }
+  const link = document.querySelector('nav a[data-view="' + view.kind + '"][data-name="' + (view.name || "") + '"]') ||
+    document.querySelector('nav a[data-view="' + view.kind + '"]');
+  if (link) link.classList.add("active");
+}
+
+function renderAgent() {
+  const p = state.peers.find((x) => x.key === state.view.key);
+  const box = $("agent");
+  box.replaceChildren();
+  if (!p) { box.appendChild(el("p", "clear", "gone from the roster")); return; }
+  $("view-title").textContent = nameOf(p);
+  const pr = p.presence || {};
+  const dl = el("dl");
+  const row = (k, v) => { dl.appendChild(el("dt", "", k)); dl.appendChild(el("dd", "", v === undefined || v === "" ? "—" : String(v))); };
+  row("status", statusOf(p));
+  row("seen", ago(pr.ts));
+  row("id", p.key);
+  row("role", pr.card && pr.card.role);
+  row("activity", pr.activity);
+  row("attention", pr.attention);
+  row("channel modes", pr.channelModes ? Object.entries(pr.channelModes).map(([c, m]) => c + ": " + m).join(", ") : "");
+  row("blocked on", pr.condition ? JSON.stringify(pr.condition) : "");
+  box.appendChild(dl);
+}
+
+async function deleteChannel(name) {
+  if (!confirm("Delete the whole history of #" + name + "? This cannot be undone.")) return;
+  try {
+    const r = await api("/api/channel/delete", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ channel: name }) });
+    alert("#" + r.channel + ": " + r.purged + " messages deleted");
+    show(state.view);
+    loadChannels();
+  } catch (e) {
+    alert("not deleted: " + e.message);
+  }
+}
+
+async function loadChannels() {
+  state.channels = await api("/api/channels").catch(() => state.channels);
+  const list = $("channels");
+  list.replaceChildren();
+  for (const c of state.channels) {
+    const li = el("li");
+    const a = el("a", "", "#" + c.channel);
+    a.href = "#channel/" + encodeURIComponent(c.channel);
+    a.dataset.view = "channel";
+    a.dataset.name = c.channel;
+    a.appendChild(el("span", "count", String(c.messages)));
+    a.addEventListener("click", (e) => { e.preventDefault(); show({ kind: "channel", name: c.channel }); });
+    li.appendChild(a);
+    list.appendChild(li);
+  }
+}
+
+// ---- start -----------------------------------------------------------------------------------
+
+function connect() {
+  const es = new EventSource("/feed");
+  es.addEventListener("open", () => { $("conn").textContent = "live"; $("conn").className = "pill on"; });
+  es.addEventListener("error", () => { $("conn").textContent = "disconnected"; $("conn").className = "pill off"; });
+  es.addEventListener("roster", (e) => { state.peers = JSON.parse(e.data); renderRoster(); });
+  es.addEventListener("message", (e) => {
+    const ev = JSON.parse(e.data);
+    addMessage(ev);
+    if (ev.mode === "channel" && !state.channels.some((c) => c.channel === ev.channel)) loadChannels();
+  });
+}
+
+async function start() {
+  for (const a of document.querySelectorAll("nav a[data-view]")) {
+    a.addEventListener("click", (e) => { e.preventDefault(); show({ kind: a.dataset.view }); });
+  }
+  const meta = await api("/api/meta").catch(() => null);
+  if (meta) $("space").textContent = meta.space;
+  await loadChannels();
+  connect();
+  show({ kind: "monitor" });
+  setInterval(renderNeedsYou, 5000); // "seen … ago" ages
+}
+
+start();

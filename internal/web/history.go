@@ -1,0 +1,79 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// History reads: the last messages of a stream under a filter, through an ordered consumer of the
+// read-only admin credential, oldest first. A message that fails the guard (a forged sender, a
+// malformed body) is skipped, as a member would drop it.
+
+// Bounds of one history read.
+const (
+	// readDeadline bounds one read; what arrived by then is returned.
+	readDeadline = 8 * time.Second
+	// maxScan bounds the messages one read walks, whatever limit asks.
+	maxScan = 20000
+	// DefaultLimit and MaxLimit bound ?limit=.
+	DefaultLimit = 200
+	MaxLimit     = 1000
+)
+
+// lastEvents returns the last limit guarded messages of stream under filter.
+func lastEvents(ctx context.Context, js jetstream.JetStream, stream, filter string, limit int) ([]Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, readDeadline)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		return nil, err
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pending := min(int(info.NumPending), maxScan)
+	ring := make([]Event, 0, limit)
+	for read := 0; read < pending; {
+		batch, err := cons.Fetch(min(pending-read, 256), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return ring, err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			if ev, ok := eventOf(m.Subject(), m.Data()); ok {
+				if len(ring) == limit {
+					ring = append(ring[:0], ring[1:]...)
+				}
+				ring = append(ring, ev)
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return ring, err
+		}
+		if n == 0 {
+			break // the rest expired or was purged under us
+		}
+		read += n
+	}
+	return ring, nil
+}
+
+// eventOf guards one message and renders it; false for one a member would drop.
+func eventOf(subject string, data []byte) (Event, bool) {
+	d, err := wire.Guard(subject, data)
+	if err != nil {
+		return Event{}, false
+	}
+	ev := Event{Mode: d.Kind, SenderID: d.Sender.String(), Msg: d.Message, HTML: Render(d.Message)}
+	if d.Kind == wire.DeliveryChannel {
+		ev.Channel = d.Subject.Rest
+	}
+	return ev, true
+}

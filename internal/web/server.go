@@ -1,0 +1,380 @@
+// Package web is `cotal web`: a dashboard of one space on loopback. A read-only admin credential
+// taps the space's channels, direct messages and anycasts (never the ep rails) and reads their
+// history; the browser gets a JSON API under /api/, one live feed of server-sent events at /feed,
+// and pages embedded in the binary. Every request passes the gate (gate.go); every message body
+// reaches the page rendered as sanitised Markdown (render.go).
+package web
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/wire"
+)
+
+// assets are the pages and their scripts and styles.
+//
+//go:embed assets
+var assets embed.FS
+
+// Purge deletes a channel's history, and its registry row, returning how many messages went.
+type Purge func(ctx context.Context, channel string) (uint64, error)
+
+// Config is what a dashboard serves.
+type Config struct {
+	// Client is connected as the read-only admin credential (presence off): its roster and its
+	// connection are the dashboard's view.
+	Client *cotal.Client
+	// Purge is the one write the dashboard allows, through the purger profile; nil refuses it.
+	Purge Purge
+	// Addr is where to listen: a loopback host and a port (0: any free one).
+	Addr string
+	Log  *slog.Logger
+}
+
+// Server is a running dashboard.
+type Server struct {
+	cfg    Config
+	space  wire.Space
+	js     jetstream.JetStream
+	roster *cotal.Roster
+	hub    *hub
+	gate   *gate
+	srv    *http.Server
+	subs   []*nats.Subscription
+	done   chan struct{}
+	// URL is the launch URL: open it once; its token is burnt for a session cookie.
+	URL string
+}
+
+// Request limits.
+const (
+	// maxBody bounds the one body a route reads (the channel delete).
+	maxBody = 8 << 10
+)
+
+// Start serves the dashboard of cfg.Client's space on cfg.Addr, which must be a loopback address.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: %w", cfg.Addr, err)
+	}
+	if !loopbackName(host) {
+		return nil, fmt.Errorf("listen address %q: the dashboard serves loopback only", cfg.Addr)
+	}
+	js, err := jetstream.New(cfg.Client.Conn())
+	if err != nil {
+		return nil, err
+	}
+	roster, err := cfg.Client.Roster(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watch the roster: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		roster.Stop()
+		return nil, err
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	s := &Server{cfg: cfg, space: cfg.Client.Space(), js: js, roster: roster, hub: newHub(), gate: newGate(port), done: make(chan struct{})}
+	s.URL = fmt.Sprintf("http://127.0.0.1:%s/?k=%s", port, s.gate.launch)
+	if err := s.tap(); err != nil {
+		ln.Close()
+		roster.Stop()
+		return nil, err
+	}
+	s.srv = &http.Server{Handler: s.gate.wrap(s.routes()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
+	go s.watchRoster()
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Close stops serving, the tap and the roster.
+func (s *Server) Close(ctx context.Context) error {
+	close(s.done)
+	for _, sub := range s.subs {
+		_ = sub.Unsubscribe() // the connection may be gone already
+	}
+	s.roster.Stop()
+	return s.srv.Shutdown(ctx)
+}
+
+// tap subscribes the messaging plane of the space (chat, inst, svc: never the ep rails) and
+// publishes each guarded message to the feed.
+func (s *Server) tap() error {
+	for _, k := range []wire.SubjectKind{wire.KindChat, wire.KindInst, wire.KindSvc} {
+		sub, err := s.cfg.Client.Conn().Subscribe(s.space.KindAll(k), func(m *nats.Msg) {
+			if ev, ok := eventOf(m.Subject, m.Data); ok {
+				s.hub.publish("message", ev)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("tap %s: %w", k, err)
+		}
+		s.subs = append(s.subs, sub)
+	}
+	return s.cfg.Client.Conn().Flush()
+}
+
+// routes maps the API, the feed and the pages.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/meta", s.meta)
+	mux.HandleFunc("GET /api/roster", s.rosterRoute)
+	mux.HandleFunc("GET /api/channels", s.channels)
+	mux.HandleFunc("GET /api/channels/{name}/history", s.channelHistory)
+	mux.HandleFunc("GET /api/dms", s.dms)
+	mux.HandleFunc("POST /api/channel/delete", s.deleteChannel)
+	mux.HandleFunc("GET /feed", s.feed)
+	pages, _ := fs.Sub(assets, "assets") // the directory is embedded
+	files := http.FileServerFS(pages)
+	mux.Handle("GET /", files)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Only the delete route reads a body.
+		if r.ContentLength > 0 && r.URL.Path != "/api/channel/delete" {
+			writeError(w, http.StatusRequestEntityTooLarge, "unexpected-body")
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// writeJSON writes v with status, never cached.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // the browser went away; nothing to do
+}
+
+// writeError writes {"error": code} with status, and a reason when one helps.
+func writeError(w http.ResponseWriter, status int, code string, reason ...string) {
+	body := map[string]string{"error": code}
+	if len(reason) > 0 {
+		body["reason"] = reason[0]
+	}
+	writeJSON(w, status, body)
+}
+
+// Meta is GET /api/meta.
+type Meta struct {
+	Space string `json:"space"`
+	PID   int    `json:"pid"`
+}
+
+func (s *Server) meta(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, Meta{Space: string(s.space), PID: os.Getpid()})
+}
+
+func (s *Server) rosterRoute(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, peers(s.roster))
+}
+
+// Channel is one row of GET /api/channels: a channel that has messages or a registry row.
+type Channel struct {
+	Channel  string              `json:"channel"`
+	Messages uint64              `json:"messages"`
+	Config   *wire.ChannelConfig `json:"config,omitempty"`
+}
+
+func (s *Server) channels(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	byName := map[string]*Channel{}
+	row := func(name string) *Channel {
+		if byName[name] == nil {
+			byName[name] = &Channel{Channel: name}
+		}
+		return byName[name]
+	}
+	st, err := s.js.Stream(ctx, s.space.ChatStream())
+	if err == nil {
+		var info *jetstream.StreamInfo
+		if info, err = st.Info(ctx, jetstream.WithSubjectFilter(s.space.KindAll(wire.KindChat))); err == nil {
+			for subject, n := range info.State.Subjects {
+				if ps, perr := wire.ParseSubject(subject); perr == nil {
+					row(ps.Rest).Messages += n
+				}
+			}
+		}
+	}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "channels-read-failed", err.Error())
+		return
+	}
+	if kv, kerr := s.js.KeyValue(ctx, string(s.space.ChannelsBucket())); kerr == nil {
+		if keys, lerr := kv.ListKeys(ctx); lerr == nil {
+			for k := range keys.Keys() {
+				if wire.ValidateChannel(k) != nil {
+					continue // the space defaults, or a row no channel names
+				}
+				if e, gerr := kv.Get(ctx, k); gerr == nil {
+					if cfg, derr := wire.DecodeChannelConfig(e.Value()); derr == nil {
+						row(k).Config = cfg
+					}
+				}
+			}
+		}
+	}
+	out := []Channel{}
+	for _, c := range byName {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b Channel) int { return strings.Compare(a.Channel, b.Channel) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// limitOf reads ?limit=: digits, 1 to MaxLimit; DefaultLimit when absent.
+func limitOf(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return DefaultLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxLimit || strings.TrimLeft(v, "0123456789") != "" {
+		return 0, fmt.Errorf("limit %q: must be a whole number from 1 to %d", v, MaxLimit)
+	}
+	return n, nil
+}
+
+func (s *Server) channelHistory(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := wire.ValidateChannel(name); err != nil {
+		writeError(w, http.StatusBadRequest, "bad-channel", err.Error())
+		return
+	}
+	limit, err := limitOf(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad-limit", err.Error())
+		return
+	}
+	filter, err := s.space.ChatFilter(name)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad-channel", err.Error())
+		return
+	}
+	s.history(w, r, s.space.ChatStream(), filter, limit)
+}
+
+func (s *Server) dms(w http.ResponseWriter, r *http.Request) {
+	limit, err := limitOf(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad-limit", err.Error())
+		return
+	}
+	s.history(w, r, s.space.DMStream(), s.space.KindAll(wire.KindInst), limit)
+}
+
+// history answers the last limit messages of stream under filter.
+func (s *Server) history(w http.ResponseWriter, r *http.Request, stream, filter string, limit int) {
+	evs, err := lastEvents(r.Context(), s.js, stream, filter, limit)
+	if err != nil && len(evs) == 0 {
+		writeError(w, http.StatusServiceUnavailable, "history-read-failed", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, evs)
+}
+
+// Deleted is POST /api/channel/delete's answer.
+type Deleted struct {
+	OK      bool   `json:"ok"`
+	Channel string `json:"channel"`
+	Purged  uint64 `json:"purged"`
+}
+
+func (s *Server) deleteChannel(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Purge == nil {
+		writeError(w, http.StatusForbidden, "read-only", "this dashboard deletes nothing")
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, "json-only")
+		return
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		if _, big := errors.AsType[*http.MaxBytesError](err); big {
+			writeError(w, http.StatusRequestEntityTooLarge, "body-too-large")
+			return
+		}
+		writeError(w, http.StatusBadRequest, "bad-body", err.Error())
+		return
+	}
+	var req struct {
+		Channel string `json:"channel"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad-body", err.Error())
+		return
+	}
+	if err := wire.ValidateChannel(req.Channel); err != nil {
+		writeError(w, http.StatusBadRequest, "bad-channel", err.Error())
+		return
+	}
+	n, err := s.cfg.Purge(r.Context(), req.Channel)
+	if err != nil {
+		s.cfg.Log.Warn("delete a channel's history", "channel", req.Channel, "err", err)
+		writeError(w, http.StatusInternalServerError, "delete-failed", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, Deleted{OK: true, Channel: req.Channel, Purged: n})
+}
+
+// PurgeChannel deletes the history of channel from the space's CHAT stream, on nc, a connection of
+// the purger profile (which may purge and nothing else), and returns how many messages went.
+func PurgeChannel(ctx context.Context, nc *nats.Conn, space wire.Space, channel string) (uint64, error) {
+	filter, err := space.ChatFilter(channel)
+	if err != nil {
+		return 0, err
+	}
+	body, _ := json.Marshal(map[string]string{"filter": filter}) // strings always encode
+	msg, err := nc.RequestWithContext(ctx, jsapi.StreamPurge+space.ChatStream(), body)
+	if err != nil {
+		return 0, fmt.Errorf("purge %s: %w", channel, err)
+	}
+	var res struct {
+		Success bool   `json:"success"`
+		Purged  uint64 `json:"purged"`
+		Error   *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &res); err != nil {
+		return 0, fmt.Errorf("purge %s: the answer does not decode: %w", channel, err)
+	}
+	if !res.Success {
+		reason := "refused"
+		if res.Error != nil {
+			reason = res.Error.Description
+		}
+		return 0, fmt.Errorf("purge %s: %s", channel, reason)
+	}
+	return res.Purged, nil
+}

@@ -1,0 +1,288 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/web"
+	"github.com/gocotal/cotal/wire"
+)
+
+// rig is a dashboard on a real mesh, with an agent that posts and a browser-like client.
+type rig struct {
+	m     *meshtest.Mesh
+	srv   *web.Server
+	alice *cotal.Client
+	base  string
+	http  *http.Client
+}
+
+func start(t *testing.T) *rig {
+	t.Helper()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	admin := m.Mint(t, ledger.Request{Profile: authority.ProfileAdmin, Name: "cotal_web"})
+	ac, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(admin.Creds), cotal.WithPresence(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ac.Close(context.Background()) })
+	purger := m.Mint(t, ledger.Request{Profile: authority.ProfilePurger, Name: "cotal_web_purger"})
+	srv, err := web.Start(ctx, web.Config{Client: ac, Addr: "127.0.0.1:0", Purge: func(ctx context.Context, channel string) (uint64, error) {
+		nc, err := dial.As(ctx, m.URL(), purger)
+		if err != nil {
+			return 0, err
+		}
+		defer nc.Close()
+		return web.PurgeChannel(ctx, nc, m.Space, channel)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	cred := m.AgentCred(t, ledger.Request{Name: "alice", Subscribe: []string{"general"}, AllowPublish: []string{"general"}})
+	alice, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(cred.Creds), cotal.WithJoin("general"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = alice.Close(context.Background()) })
+	u, _ := url.Parse(srv.URL)
+	jar, _ := cookiejar.New(nil)
+	return &rig{m: m, srv: srv, alice: alice, base: "http://" + u.Host, http: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
+}
+
+// login redeems the launch URL, as the browser does.
+func (r *rig) login(t *testing.T) {
+	t.Helper()
+	res, err := r.http.Get(r.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Request.URL.Query().Get("k") != "" {
+		t.Fatalf("the launch URL: HTTP %d at %s", res.StatusCode, res.Request.URL)
+	}
+}
+
+// get fetches path and decodes its JSON into v, returning the status.
+func (r *rig) get(t *testing.T, path string, v any) int {
+	t.Helper()
+	res, err := r.http.Get(r.base + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if v != nil {
+		_ = json.NewDecoder(res.Body).Decode(v)
+	}
+	return res.StatusCode
+}
+
+func errorOf(t *testing.T, res *http.Response) string {
+	t.Helper()
+	defer res.Body.Close()
+	var e struct{ Error string }
+	_ = json.NewDecoder(res.Body).Decode(&e)
+	return e.Error
+}
+
+// TestGate: nothing without the session cookie; the launch token buys it once and never again; a
+// foreign Origin and a non-loopback Host are refused even with the cookie.
+func TestGate(t *testing.T) {
+	r := start(t)
+	plain := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := plain.Get(r.base + "/api/meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusUnauthorized || errorOf(t, res) != "unauthenticated" {
+		t.Fatalf("no cookie: HTTP %d", res.StatusCode)
+	}
+	res, err = plain.Get(r.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookie := res.Header.Get("Set-Cookie")
+	res.Body.Close()
+	if res.StatusCode != http.StatusFound || !strings.Contains(cookie, "HttpOnly") || !strings.Contains(cookie, "SameSite=Strict") || strings.Contains(res.Header.Get("Location"), "k=") {
+		t.Fatalf("the launch token: HTTP %d, cookie %q, location %q", res.StatusCode, cookie, res.Header.Get("Location"))
+	}
+	res, err = plain.Get(r.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusUnauthorized || errorOf(t, res) != "launch-token-already-used" {
+		t.Fatalf("the launch token again: HTTP %d", res.StatusCode)
+	}
+	session := strings.SplitN(cookie, ";", 2)[0]
+	do := func(mutate func(*http.Request)) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, r.base+"/api/meta", nil)
+		req.Header.Set("Cookie", session)
+		mutate(req)
+		res, err := plain.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := do(func(*http.Request) {}); res.StatusCode != http.StatusOK {
+		t.Fatalf("with the cookie: HTTP %d", res.StatusCode)
+	}
+	if res := do(func(q *http.Request) { q.Header.Set("Origin", "http://evil.example") }); res.StatusCode != http.StatusForbidden || errorOf(t, res) != "cross-origin" {
+		t.Fatalf("a foreign Origin: HTTP %d", res.StatusCode)
+	}
+	if res := do(func(q *http.Request) { q.Host = "evil.example:80" }); res.StatusCode != http.StatusMisdirectedRequest {
+		t.Fatalf("a foreign Host: HTTP %d", res.StatusCode)
+	}
+}
+
+// TestFeedAndHistory: a post arrives on the feed within a second, rendered inert when hostile;
+// the channel's history and the channel list show it; bad input is refused by name.
+func TestFeedAndHistory(t *testing.T) {
+	r := start(t)
+	r.login(t)
+	ctx := t.Context()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/feed", nil)
+	// The feed streams until the test ends: a client without the rig's timeout.
+	res, err := (&http.Client{Jar: r.http.Jar}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	events := make(chan [2]string, 16)
+	go func() {
+		sc := bufio.NewScanner(res.Body)
+		var name string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				events <- [2]string{name, strings.TrimPrefix(line, "data: ")}
+			}
+		}
+	}()
+	next := func(want string) string {
+		t.Helper()
+		for {
+			select {
+			case ev := <-events:
+				if ev[0] == want {
+					return ev[1]
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no %s event", want)
+			}
+		}
+	}
+	next("roster")
+	hostile := "**bold** <script>alert(1)</script> <img src=x onerror=alert(2)> [click](javascript:alert(3)) [ok](https://cotal.example)"
+	sent := time.Now()
+	if _, err := r.alice.Post(ctx, "general", []wire.Part{wire.TextPart(hostile)}); err != nil {
+		t.Fatal(err)
+	}
+	var ev web.Event
+	if err := json.Unmarshal([]byte(next("message")), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(sent); d > time.Second {
+		t.Errorf("the post reached the feed after %s", d)
+	}
+	if ev.Mode != wire.DeliveryChannel || ev.Channel != "general" || ev.SenderID != r.alice.Principal().String() {
+		t.Fatalf("the event: %+v", ev)
+	}
+	for _, bad := range []string{"<script", "onerror", "javascript:", "<img"} {
+		if strings.Contains(strings.ToLower(ev.HTML), bad) {
+			t.Errorf("the rendered body carries %q: %s", bad, ev.HTML)
+		}
+	}
+	if !strings.Contains(ev.HTML, "<strong>bold</strong>") || !strings.Contains(ev.HTML, `href="https://cotal.example"`) || !strings.Contains(ev.HTML, "noopener") {
+		t.Errorf("the rendered body lost its safe Markdown: %s", ev.HTML)
+	}
+
+	var hist []web.Event
+	if st := r.get(t, "/api/channels/general/history?limit=10", &hist); st != http.StatusOK || len(hist) != 1 || hist[0].Msg.ID != ev.Msg.ID {
+		t.Fatalf("history: HTTP %d %+v", st, hist)
+	}
+	var chans []web.Channel
+	if st := r.get(t, "/api/channels", &chans); st != http.StatusOK || len(chans) != 1 || chans[0].Channel != "general" || chans[0].Messages != 1 {
+		t.Fatalf("channels: HTTP %d %+v", st, chans)
+	}
+	for path, want := range map[string]int{
+		"/api/channels/general/history?limit=0":     http.StatusBadRequest,
+		"/api/channels/general/history?limit=1e3":   http.StatusBadRequest,
+		"/api/channels/general/history?limit=99999": http.StatusBadRequest,
+		"/api/channels/bad%20name/history":          http.StatusBadRequest,
+		"/api/dms?limit=-1":                         http.StatusBadRequest,
+	} {
+		if st := r.get(t, path, nil); st != want {
+			t.Errorf("GET %s: HTTP %d, want %d", path, st, want)
+		}
+	}
+
+	// The one write: a channel's history deleted, through the purger.
+	post := func(body string, ct string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/api/channel/delete", strings.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		return r.http.Do(req)
+	}
+	for body, want := range map[string]int{
+		`{"channel":"bad name"}`:          http.StatusBadRequest,
+		`{"channel":"general","x":1}`:     http.StatusBadRequest,
+		strings.Repeat(" ", 9<<10) + "{}": http.StatusRequestEntityTooLarge,
+	} {
+		res, err := post(body, "application/json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("delete with %.30q: HTTP %d, want %d", body, res.StatusCode, want)
+		}
+	}
+	res2, err := post(`{"channel":"general"}`, "application/json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var del web.Deleted
+	_ = json.NewDecoder(res2.Body).Decode(&del)
+	res2.Body.Close()
+	if res2.StatusCode != http.StatusOK || !del.OK || del.Purged != 1 {
+		t.Fatalf("delete: HTTP %d %+v", res2.StatusCode, del)
+	}
+	if st := r.get(t, "/api/channels/general/history", &hist); st != http.StatusOK || len(hist) != 0 {
+		t.Fatalf("history after the delete: HTTP %d %+v", st, hist)
+	}
+}
+
+// TestRosterShowsWaiting: an agent waiting on a person is in the roster as waiting.
+func TestRosterShowsWaiting(t *testing.T) {
+	r := start(t)
+	r.login(t)
+	if err := r.alice.SetStatus(t.Context(), wire.StatusWaiting, "needs a decision on the schema"); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 10*time.Second, "alice waiting in the roster", func() bool {
+		var peers []web.Peer
+		r.get(t, "/api/roster", &peers)
+		for _, p := range peers {
+			if p.Key == r.alice.Principal().String() && p.Online && p.Presence.Status == wire.StatusWaiting {
+				return true
+			}
+		}
+		return false
+	})
+}
