@@ -1,0 +1,121 @@
+package web_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// chromium finds a Chromium to drive. Without one the browser tests are skipped, unless
+// COTAL_REQUIRE_BROWSER is set (CI sets it, having installed Chromium), when they fail.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("COTAL_REQUIRE_BROWSER") != "" {
+		t.Fatal("no Chromium on PATH, and COTAL_REQUIRE_BROWSER is set")
+	}
+	t.Skip("no Chromium on PATH: the browser tests need one (apt install chromium)")
+	return ""
+}
+
+// browser starts a headless Chromium for the test.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // CI runs as root
+		chromedp.WindowSize(1400, 860),
+	)
+	actx, cancel := chromedp.NewExecAllocator(t.Context(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	// The browser starts on this context, not on a step's shorter one, which would close it.
+	if err := chromedp.Run(ctx); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return ctx
+}
+
+// TestDashboardInChromium opens the dashboard as a person would: the launch URL, then a post by
+// an agent appears in Monitor within a second, a hostile body renders inert, a waiting agent
+// appears in NEEDS YOU, and the launch URL opened again is refused. It keeps a screenshot of the
+// page as a test artifact (go test -artifacts).
+func TestDashboardInChromium(t *testing.T) {
+	r := start(t)
+	ctx := browser(t)
+	run := func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if err := chromedp.Run(tctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	run("open the launch URL", chromedp.Navigate(r.srv.URL), chromedp.WaitVisible(`#conn.on`, chromedp.ByQuery))
+	var location string
+	run("read the location", chromedp.Location(&location))
+	if strings.Contains(location, "k=") {
+		t.Errorf("the launch token stayed in the address bar: %s", location)
+	}
+
+	// A post, with a body that tries everything.
+	hostile := "**shipped** the fix <img src=x onerror=\"window.pwned=1\"> <script>window.pwned=2</script> [click](javascript:window.pwned=3)"
+	sent := time.Now()
+	if _, err := r.alice.Post(t.Context(), "general", []wire.Part{wire.TextPart(hostile)}); err != nil {
+		t.Fatal(err)
+	}
+	run("the post in Monitor", chromedp.WaitVisible(`#messages li.msg strong`, chromedp.ByQuery))
+	if d := time.Since(sent); d > time.Second {
+		t.Errorf("the post appeared after %s", d)
+	}
+	var pwned, images, jsLinks int
+	run("probe the page", chromedp.Evaluate(`window.pwned === undefined ? 0 : 1`, &pwned),
+		chromedp.Evaluate(`document.querySelectorAll('#messages img').length`, &images),
+		chromedp.Evaluate(`document.querySelectorAll('#messages a[href^="javascript"]').length`, &jsLinks))
+	if pwned != 0 || images != 0 || jsLinks != 0 {
+		t.Fatalf("the hostile body was not inert: ran %d, images %d, javascript links %d", pwned, images, jsLinks)
+	}
+
+	// An agent waiting on a person.
+	if err := r.alice.SetStatus(t.Context(), wire.StatusWaiting, "needs a decision on the schema"); err != nil {
+		t.Fatal(err)
+	}
+	var title string
+	run("alice in NEEDS YOU", chromedp.WaitVisible(`#needs-you li.card[data-key="`+r.alice.Principal().String()+`"]`, chromedp.ByQuery),
+		chromedp.Text(`#needs-title`, &title, chromedp.ByQuery))
+	if title != "NEEDS YOU · 1" {
+		t.Errorf("the lane's title: %q", title)
+	}
+	var shot []byte
+	run("screenshot", chromedp.FullScreenshot(&shot, 100))
+	path := filepath.Join(t.ArtifactDir(), "dashboard.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+
+	// The launch URL again, in another browser: refused.
+	other := browser(t)
+	var body string
+	tctx, cancel := context.WithTimeout(other, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Run(tctx, chromedp.Navigate(r.srv.URL), chromedp.Text(`body`, &body, chromedp.ByQuery)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(body, "launch-token-already-used") {
+		t.Fatalf("the launch URL opened twice: %q", body)
+	}
+}
