@@ -5,8 +5,11 @@
 package mcptools
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/gocotal/cotal"
@@ -16,32 +19,75 @@ import (
 // errNotShown asks the client to redeliver a durable message the model has not seen yet.
 var errNotShown = errors.New("not yet shown to the model")
 
-// Inbox buffers what arrives between tool calls, up to a bound. A durable message (a DM or an
-// anycast task) is acknowledged only once a tool result has shown it: until then every delivery
-// of it is refused, so the broker redelivers it, after a restart too. A live channel message has
-// nothing to acknowledge; one that does not fit is counted as dropped.
+// Inbox buffers what arrives between tool calls, up to a bound, as the attention state machine
+// (attention.go) decides. A durable message (a DM or an anycast task) is acknowledged only once a
+// tool result has shown it: until then every delivery of it is refused, so the broker redelivers
+// it, after a restart too. A live channel message has nothing to acknowledge; one that does not
+// fit is counted as dropped.
 type Inbox struct {
 	limit int
-	// onArrival, when set, is called (without the lock) after a message is buffered.
+	// onArrival, when set, is called (without the lock) when an arrival wakes the agent.
 	onArrival func()
 
 	mu      sync.Mutex
-	items   []*cotal.Delivery
+	att     attention
+	items   []item
 	pending map[string]bool // durable ids buffered, not yet shown
 	shown   map[string]bool // durable ids shown, waiting for a redelivery to acknowledge
 	dropped int
 }
 
-// NewInbox returns an inbox that holds up to limit messages.
+// item is one buffered delivery; held ones are for recall or pulling only, shown last.
+type item struct {
+	d    *cotal.Delivery
+	held bool
+}
+
+// NewInbox returns an inbox that holds up to limit messages, attention open.
 func NewInbox(limit int) *Inbox {
-	return &Inbox{limit: limit, pending: map[string]bool{}, shown: map[string]bool{}}
+	return &Inbox{limit: limit, pending: map[string]bool{}, shown: map[string]bool{},
+		att: attention{mode: wire.AttentionOpen, channels: map[string]wire.ChannelMode{}}}
+}
+
+// SetSelf names the agent to its mentions: a mention carries a lowercased name, and an agent's
+// name is its actor unless its card says otherwise (`cotal mcp` never does).
+func (b *Inbox) SetSelf(p wire.Principal) {
+	b.mu.Lock()
+	b.att.names = []string{strings.ToLower(p.Actor())}
+	b.mu.Unlock()
+}
+
+// SetAttention applies the agent's attention to what arrives from now on.
+func (b *Inbox) SetAttention(mode wire.AttentionMode) {
+	b.mu.Lock()
+	b.att.mode = mode
+	b.mu.Unlock()
+}
+
+// SetChannelMode applies a channel's mode (none: normal) to what arrives from now on.
+func (b *Inbox) SetChannelMode(channel string, mode wire.ChannelMode) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if mode == "" {
+		delete(b.att.channels, channel)
+		return
+	}
+	b.att.channels[channel] = mode
+}
+
+// SetWorking says whether the agent is working: ambient chatter then waits for it to be idle.
+func (b *Inbox) SetWorking(working bool) {
+	b.mu.Lock()
+	b.att.working = working
+	b.mu.Unlock()
 }
 
 func durable(d *cotal.Delivery) bool {
 	return d.Kind != wire.DeliveryChannel && d.Message.ID != ""
 }
 
-// Offer is the client's handler: it buffers d and decides its acknowledgement.
+// Offer is the client's handler: it buffers d as attention decides and decides its
+// acknowledgement.
 func (b *Inbox) Offer(_ context.Context, d *cotal.Delivery) error {
 	b.mu.Lock()
 	id := d.Message.ID
@@ -56,7 +102,12 @@ func (b *Inbox) Offer(_ context.Context, d *cotal.Delivery) error {
 			return errNotShown
 		}
 	}
-	if len(b.items) >= b.limit {
+	a := b.att.decide(d)
+	if a.drop {
+		b.mu.Unlock()
+		return nil // a muted channel's: gone for good
+	}
+	if len(b.items) >= b.limit && !b.evictHeld() {
 		b.dropped++
 		b.mu.Unlock()
 		if durable(d) {
@@ -64,12 +115,12 @@ func (b *Inbox) Offer(_ context.Context, d *cotal.Delivery) error {
 		}
 		return nil
 	}
-	b.items = append(b.items, d)
+	b.items = append(b.items, item{d: d, held: a.held})
 	if durable(d) {
 		b.pending[id] = true
 	}
 	b.mu.Unlock()
-	if b.onArrival != nil {
+	if a.wake && b.onArrival != nil {
 		b.onArrival()
 	}
 	if durable(d) {
@@ -78,31 +129,92 @@ func (b *Inbox) Offer(_ context.Context, d *cotal.Delivery) error {
 	return nil
 }
 
-// Drained is what a read of the inbox returned.
-type Drained struct {
+// evictHeld makes room by dropping the oldest held channel message: pulling-only items go before
+// anything that woke the agent. It reports whether it made room.
+func (b *Inbox) evictHeld() bool {
+	i := slices.IndexFunc(b.items, func(it item) bool { return it.held && !durable(it.d) })
+	if i < 0 {
+		return false
+	}
+	b.items = slices.Delete(b.items, i, i+1)
+	b.dropped++
+	return true
+}
+
+// Window is what one read of the inbox returned.
+type Window struct {
+	// Messages are the deliveries shown, in order: direct ones, then live channel messages, then
+	// replayed history, then what was held (for recall under focus, or pulling only from a quiet
+	// channel); Held marks the last kind.
 	Messages []*cotal.Delivery
-	// Dropped counts the messages that did not fit since the last drain; a durable one among them
-	// is redelivered.
+	Held     []bool
+	// More counts the messages that did not fit this read's budget: they stay for the next.
+	More int
+	// TooLarge names (up to three ids) the messages too large for any read; they stay buffered.
+	TooLarge []string
+	// Dropped counts the messages that did not fit the inbox since the last read; a durable one
+	// among them is redelivered.
 	Dropped int
 }
 
-// Drain returns the buffered messages. Unless peek, it empties the buffer and marks the durable
-// messages shown, so their next redelivery is acknowledged.
-func (b *Inbox) Drain(peek bool) Drained {
+// rank orders the window: direct first, then live channel, then history, then held.
+func (it item) rank() int {
+	switch {
+	case it.held:
+		return 3
+	case it.d.Kind != wire.DeliveryChannel:
+		return 0
+	case it.d.Historical:
+		return 2
+	}
+	return 1
+}
+
+// maxTooLarge bounds the ids a window names as too large.
+const maxTooLarge = 3
+
+// Read returns what fits budget, measured by size (a message's share of the reply), in rank order.
+// Unless peek, it removes what it returned and marks the durable messages among them shown, so
+// their next redelivery is acknowledged. What did not fit stays, in order, for the next read.
+func (b *Inbox) Read(peek bool, budget int, size func(*cotal.Delivery) int) Window {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := Drained{Messages: append([]*cotal.Delivery(nil), b.items...), Dropped: b.dropped}
-	if peek {
-		return out
+	order := slices.Clone(b.items)
+	slices.SortStableFunc(order, func(x, y item) int { return cmp.Compare(x.rank(), y.rank()) })
+	var w Window
+	taken := map[*cotal.Delivery]bool{}
+	total, full := 0, false
+	for _, it := range order {
+		n := size(it.d)
+		switch {
+		case n > budget:
+			if len(w.TooLarge) < maxTooLarge {
+				w.TooLarge = append(w.TooLarge, it.d.Message.ID)
+			}
+			continue
+		case full || total+n > budget:
+			full = true // keep the order: nothing later jumps ahead of what did not fit
+			w.More++
+			continue
+		}
+		total += n
+		w.Messages = append(w.Messages, it.d)
+		w.Held = append(w.Held, it.held)
+		taken[it.d] = true
 	}
-	for _, d := range b.items {
+	w.Dropped = b.dropped
+	if peek {
+		return w
+	}
+	b.items = slices.DeleteFunc(b.items, func(it item) bool { return taken[it.d] })
+	for _, d := range w.Messages {
 		if durable(d) {
 			delete(b.pending, d.Message.ID)
 			b.shown[d.Message.ID] = true
 		}
 	}
-	b.items, b.dropped = nil, 0
-	return out
+	b.dropped = 0
+	return w
 }
 
 // Unread counts the buffered messages.

@@ -7,6 +7,9 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
+// one measures every message as one unit: no budget limits the read.
+func one(*cotal.Delivery) int { return 1 }
+
 func delivery(kind wire.DeliveryKind, id string) *cotal.Delivery {
 	return &cotal.Delivery{Kind: kind, Message: &wire.CotalMessage{ID: id, Parts: []wire.Part{wire.TextPart(id)}}}
 }
@@ -33,13 +36,13 @@ func TestInboxAcksOnlyWhatWasShown(t *testing.T) {
 	if err := b.Offer(t.Context(), delivery(wire.DeliveryAnycast, "task1")); err != errNotShown {
 		t.Fatalf("an overflowing task = %v, want errNotShown so it comes back", err)
 	}
-	if got := b.Drain(true); len(got.Messages) != 2 || got.Dropped != 2 {
+	if got := b.Read(true, 1<<20, one); len(got.Messages) != 2 || got.Dropped != 2 {
 		t.Fatalf("peek = %d messages, %d dropped", len(got.Messages), got.Dropped)
 	}
 	if err := b.Offer(t.Context(), dm); err != errNotShown {
 		t.Fatalf("a DM only peeked at = %v, want errNotShown", err)
 	}
-	if got := b.Drain(false); len(got.Messages) != 2 || b.Unread() != 0 {
+	if got := b.Read(false, 1<<20, one); len(got.Messages) != 2 || b.Unread() != 0 {
 		t.Fatalf("read = %d messages, %d left", len(got.Messages), b.Unread())
 	}
 	if err := b.Offer(t.Context(), dm); err != nil || b.Unread() != 0 {

@@ -51,6 +51,7 @@ func New(c *cotal.Client, inbox *Inbox, roster *cotal.Roster, version string) *T
 		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: InboxURI, MIMEType: "text/plain", Text: fmt.Sprintf("%d unread", inbox.Unread())}}}, nil
 		})
+	inbox.SetSelf(c.Principal())
 	inbox.onArrival = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -131,7 +132,7 @@ func (t *Tools) register() {
 	add(s, "cotal_roster", "Everyone present in the space, with status and activity.", t.rosterTool)
 	add(s, "cotal_channels", "The channels you are in, and the ones you may read and post to.", t.channels)
 	add(s, "cotal_channel_info", "A channel's effective configuration.", t.channelInfo)
-	add(s, "cotal_inbox", "Messages that arrived since the last call; peek leaves them unread.", t.inboxTool)
+	add(s, "cotal_inbox", "Messages that arrived since the last call, DMs and tasks first, at most 48,000 characters a call (call again for the rest); peek leaves them unread.", t.inboxTool)
 	add(s, "cotal_send", "Post to a channel.", t.send)
 	add(s, "cotal_dm", "Send a durable direct message to one peer.", t.dm)
 	add(s, "cotal_anycast", "Hand a task to any one free member of a role.", t.anycast)
@@ -227,28 +228,51 @@ func (t *Tools) channelInfo(ctx context.Context, in channelArgs) (*mcp.CallToolR
 	return text("%s: delivery %s, replay on join %v (%s), joined %v", in.Channel, cfg.DeliveryClass, cfg.Replay, window, slices.Contains(t.c.Channels(), in.Channel)), nil
 }
 
+// InboxWindow is the most one cotal_inbox reply carries of messages, in characters, as the
+// reference's window: what does not fit waits for the next call.
+const InboxWindow = 48000
+
+// inboxLine renders one message of the inbox reply.
+func inboxLine(d *cotal.Delivery, held bool) string {
+	where := "DM"
+	switch d.Kind {
+	case wire.DeliveryChannel:
+		where = "#" + d.Channel
+	case wire.DeliveryAnycast:
+		where = "task for " + d.Message.ToService
+	}
+	if held {
+		where += ", held"
+	}
+	return fmt.Sprintf("[%s] from %s (%s, id %s): %s\n", where, wire.SanitizeForTerminal(d.Message.From.Name), d.Sender, d.Message.ID, quote(d.Message))
+}
+
 func (t *Tools) inboxTool(_ context.Context, in inboxArgs) (*mcp.CallToolResult, error) {
-	got := t.inbox.Drain(in.Peek)
-	if len(got.Messages) == 0 && got.Dropped == 0 {
+	// A held message is one word longer; measuring as held never lets a reply outgrow the window.
+	size := func(d *cotal.Delivery) int { return len(inboxLine(d, true)) }
+	got := t.inbox.Read(in.Peek, InboxWindow-len(peerDataNote)-inboxNotesRoom, size)
+	if len(got.Messages) == 0 && got.More == 0 && got.Dropped == 0 && len(got.TooLarge) == 0 {
 		return text("no new messages"), nil
 	}
 	var b strings.Builder
 	b.WriteString(peerDataNote + "\n")
-	for _, d := range got.Messages {
-		where := "DM"
-		switch d.Kind {
-		case wire.DeliveryChannel:
-			where = "#" + d.Channel
-		case wire.DeliveryAnycast:
-			where = "task for " + d.Message.ToService
-		}
-		fmt.Fprintf(&b, "[%s] from %s (%s, id %s): %s\n", where, wire.SanitizeForTerminal(d.Message.From.Name), d.Sender, d.Message.ID, quote(d.Message))
+	for i, d := range got.Messages {
+		b.WriteString(inboxLine(d, got.Held[i]))
+	}
+	if got.More > 0 {
+		fmt.Fprintf(&b, "… %d more messages held: call cotal_inbox again.\n", got.More)
+	}
+	if len(got.TooLarge) > 0 {
+		fmt.Fprintf(&b, "Too large to show here, kept: %s.\n", strings.Join(got.TooLarge, ", "))
 	}
 	if got.Dropped > 0 {
 		fmt.Fprintf(&b, "%d messages did not fit the inbox; direct messages and tasks among them will arrive again.\n", got.Dropped)
 	}
 	return text("%s", b.String()), nil
 }
+
+// inboxNotesRoom is the room the reply's closing notes take at most.
+const inboxNotesRoom = 600
 
 // quote renders a message's text parts as one quoted string, and names the other parts.
 func quote(m *wire.CotalMessage) string {
@@ -339,6 +363,7 @@ func (t *Tools) status(ctx context.Context, in statusArgs) (*mcp.CallToolResult,
 		if err := t.c.SetAttention(ctx, mode); err != nil {
 			return nil, err
 		}
+		t.inbox.SetAttention(mode)
 	}
 	if in.Status != "" || in.Activity != "" {
 		status := wire.PresenceStatus(in.Status)
@@ -351,6 +376,7 @@ func (t *Tools) status(ctx context.Context, in statusArgs) (*mcp.CallToolResult,
 		if err := t.c.SetStatus(ctx, status, in.Activity); err != nil {
 			return nil, err
 		}
+		t.inbox.SetWorking(status == wire.StatusWorking)
 	}
 	return text("updated"), nil
 }
@@ -370,6 +396,7 @@ func (t *Tools) channelMode(ctx context.Context, in modeArgs) (*mcp.CallToolResu
 	if err := t.c.SetChannelMode(ctx, in.Channel, mode); err != nil {
 		return nil, err
 	}
+	t.inbox.SetChannelMode(in.Channel, mode)
 	return text("%s is %s", in.Channel, in.Mode), nil
 }
 

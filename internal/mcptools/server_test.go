@@ -77,6 +77,12 @@ func session(t *testing.T, m *meshtest.Mesh) (*mcp.ClientSession, *cotal.Client)
 // joined to join.
 func sessionAs(t *testing.T, m *meshtest.Mesh, req ledger.Request, join ...string) (*mcp.ClientSession, *cotal.Client) {
 	t.Helper()
+	return sessionWith(t, m, req, nil, join...)
+}
+
+// sessionWith is sessionAs with the MCP client's options (its notification handlers).
+func sessionWith(t *testing.T, m *meshtest.Mesh, req ledger.Request, opts *mcp.ClientOptions, join ...string) (*mcp.ClientSession, *cotal.Client) {
+	t.Helper()
 	inbox := mcptools.NewInbox(100)
 	c := connect(t, m, req, inbox.Offer, join...)
 	roster, err := c.Roster(t.Context())
@@ -91,7 +97,7 @@ func sessionAs(t *testing.T, m *meshtest.Mesh, req ledger.Request, join ...strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-harness", Version: "1"}, nil).Connect(t.Context(), clientT, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-harness", Version: "1"}, opts).Connect(t.Context(), clientT, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
