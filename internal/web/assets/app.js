@@ -192,6 +192,10 @@ async function deleteChannel(name) {
 
 async function loadChannels() {
   state.channels = await api("/api/channels").catch(() => state.channels);
+  renderChannels();
+}
+
+function renderChannels() {
   const list = $("channels");
   list.replaceChildren();
   for (const c of state.channels) {
@@ -202,6 +206,7 @@ async function loadChannels() {
     a.dataset.name = c.channel;
     a.appendChild(el("span", "count", String(c.messages)));
     a.addEventListener("click", (e) => { e.preventDefault(); show({ kind: "channel", name: c.channel }); });
+    if (state.view.kind === "channel" && state.view.name === c.channel) a.classList.add("active");
     li.appendChild(a);
     list.appendChild(li);
   }
@@ -217,7 +222,11 @@ function connect() {
   es.addEventListener("message", (e) => {
     const ev = JSON.parse(e.data);
     addMessage(ev);
-    if (ev.mode === "channel" && !state.channels.some((c) => c.channel === ev.channel)) loadChannels();
+    if (ev.mode !== "channel") return;
+    const c = state.channels.find((x) => x.channel === ev.channel);
+    if (!c) { loadChannels(); return; }
+    c.messages++;
+    renderChannels();
   });
 }
 
