@@ -471,6 +471,22 @@ func (r *Roster) Find(name string) []Peer {
 	return out
 }
 
+// Resolve returns the principal a name addresses: an owner.actor dot-form as it is, otherwise the
+// one present peer Find returns for it. No such peer, or several, is an error saying so.
+func (r *Roster) Resolve(name string) (wire.Principal, error) {
+	if strings.Contains(name, ".") {
+		return wire.ParsePrincipal(name)
+	}
+	found := r.Find(name)
+	switch len(found) {
+	case 0:
+		return wire.Principal{}, fmt.Errorf("no peer named %q is present; use owner.actor or check the roster", name)
+	case 1:
+		return wire.ParsePrincipal(found[0].Key)
+	}
+	return wire.Principal{}, fmt.Errorf("%d peers are named %q; use owner.actor", len(found), name)
+}
+
 // Done is closed once the roster no longer updates: after Stop, or once its client's connection
 // has closed (reported on Errors as ErrRosterEnded). A watch the broker ends does not end the
 // roster, which watches again (see Roster).

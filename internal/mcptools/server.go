@@ -305,31 +305,11 @@ func (t *Tools) send(ctx context.Context, in sendArgs) (*mcp.CallToolResult, err
 	return text("posted to %s as %s (seq %d)", in.Channel, sent.ID, sent.Seq), nil
 }
 
-// peer resolves a DM target: owner.actor, or a name exactly one present peer has.
-func (t *Tools) peer(to string) (wire.Principal, error) {
-	if strings.Contains(to, ".") {
-		return wire.ParsePrincipal(to)
-	}
-	var found []wire.Principal
-	for _, p := range t.roster.Find(to) {
-		if pr, err := wire.ParsePrincipal(p.Key); err == nil {
-			found = append(found, pr)
-		}
-	}
-	switch len(found) {
-	case 0:
-		return wire.Principal{}, fmt.Errorf("no peer named %q is present; use owner.actor or check cotal_roster", to)
-	case 1:
-		return found[0], nil
-	}
-	return wire.Principal{}, fmt.Errorf("%d peers are named %q; use owner.actor", len(found), to)
-}
-
 func (t *Tools) dm(ctx context.Context, in dmArgs) (*mcp.CallToolResult, error) {
 	if err := needText(in.Text); err != nil {
 		return nil, err
 	}
-	to, err := t.peer(in.To)
+	to, err := t.roster.Resolve(in.To)
 	if err != nil {
 		return nil, err
 	}

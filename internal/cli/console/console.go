@@ -4,8 +4,10 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -13,9 +15,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/wire"
 )
@@ -23,7 +27,11 @@ import (
 // Options are the inputs of `cotal console`.
 type Options struct {
 	*factory.Factory
+	// Plain asks for the line stream even on a terminal.
 	Plain bool
+	// Creds is a creds file the console connects as instead of its read-only observer: the
+	// interactive console's :msg, :dm and :ask then send as it, within its grant.
+	Creds string
 }
 
 // NewCmdConsole returns the `cotal console` command.
@@ -31,18 +39,39 @@ func NewCmdConsole(f *factory.Factory) *cobra.Command {
 	o := &Options{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "console",
-		Short: "Watch every channel message and presence change as an observer",
-		Long: "Watch the space as an observer: every channel message and every presence change, one line\n" +
-			"each, until Ctrl-C. Direct messages and tasks stay private. Each sender shows as its display\n" +
-			"name, stripped of control and bidi characters, then the principal its subject proves, as in\n" +
-			"`alice (local.alice)`. Message text is shown as data from a peer, with control characters\n" +
-			"and newlines escaped.",
+		Short: "Watch the space: every message, who is present, who needs you",
+		Long: "Watch the space as an observer. On a terminal: tabs for every message, each channel and the\n" +
+			"direct messages (1-9, tab, [ and ] switch), the roster with status glyphs (● working,\n" +
+			"◐ waiting, ○ idle, ⊘ offline), a NEEDS YOU column of the agents waiting on a person, and a\n" +
+			"command line, opened with ':' — :msg #CHANNEL TEXT, :dm NAME TEXT, :ask ROLE TEXT (with\n" +
+			"--creds, as that credential), :spawn NAME -- COMMAND, :stop NAME, :attach NAME, :status, :q.\n" +
+			"A command the console may not run is refused with its reason.\n\n" +
+			"In a pipe, or with --plain: every channel message and every presence change, one line each,\n" +
+			"until Ctrl-C. Each sender shows as its display name, stripped of control and bidi characters,\n" +
+			"then the principal its subject proves, as in `alice (local.alice)`; message text is shown as\n" +
+			"data from a peer, with control characters and newlines escaped. Direct messages and tasks\n" +
+			"stay private to the observer.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return consoleRun(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !o.Plain && isTerminal(o.IO.Out) {
+				return tuiRun(cmd.Context(), o)
+			}
+			if o.Creds != "" {
+				return &exit.UsageError{Err: errors.New("--creds serves the interactive console's commands: the line stream reads as the observer")}
+			}
+			return consoleRun(cmd.Context(), o)
+		},
 	}
 	o.Target.Register(cmd.Flags())
-	cmd.Flags().BoolVar(&o.Plain, "plain", true, "plain lines (the only mode so far)")
+	cmd.Flags().BoolVar(&o.Plain, "plain", false, "print plain lines even on a terminal")
+	cmd.Flags().StringVar(&o.Creds, "creds", "", "connect as this creds file (an agent's): :msg, :dm and :ask then send as it")
 	return cmd
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func consoleRun(ctx context.Context, o *Options) error {
