@@ -22,6 +22,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/endpoints"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/cli/hook"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/login"
 	"github.com/gocotal/cotal/internal/cli/mcp"
@@ -67,6 +68,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		ps.NewCmdPs(f),
 		console.NewCmdConsole(f),
 		web.NewCmdWeb(f),
+		hook.NewCmdHook(f),
 		agent.NewCmdAgent(f),
 		agentbearer.NewCmdAgentBearer(f),
 		mcp.NewCmdMCP(f),

@@ -48,7 +48,12 @@ func (h Harness) command(m Material, dir string, args []string) (argv, env []str
 		if err := atomicfile.Write(path, raw, 0o600); err != nil {
 			return nil, nil, err
 		}
-		return append([]string{"claude", "--mcp-config", path}, args...), nil, nil
+		settings := filepath.Join(dir, "settings.json")
+		raw, _ = json.MarshalIndent(claudeHooks(srv.Command, m.Space, m.Principal), "", "  ") // always encodes
+		if err := atomicfile.Write(settings, raw, 0o600); err != nil {
+			return nil, nil, err
+		}
+		return append([]string{"claude", "--mcp-config", path, "--settings", settings}, args...), nil, nil
 	case HarnessCodex:
 		quoted := make([]string, len(srv.Args))
 		for i, a := range srv.Args {
@@ -72,3 +77,34 @@ func (h Harness) command(m Material, dir string, args []string) (argv, env []str
 	}
 	return nil, nil, h.validate()
 }
+
+// The hook events `cotal hook` takes: the turn boundaries a harness reports to its agent's
+// `cotal mcp`.
+const (
+	HookSessionStart = "session-start" // the harness session began: idle, attention open
+	HookPrompt       = "prompt"        // a turn begins: working; what waits is handed in
+	HookTool         = "tool"          // a tool is about to run: working, on it
+	HookNotification = "notification"  // the harness waits on its person: waiting
+	HookStop         = "stop"          // the turn ended: idle
+	HookSessionEnd   = "session-end"   // the session ended: idle
+)
+
+// HookEvents lists them.
+var HookEvents = []string{HookSessionStart, HookPrompt, HookTool, HookNotification, HookStop, HookSessionEnd}
+
+// claudeHooks is Claude Code's settings for the agent's hooks: each of its turn boundaries runs
+// `cotal hook`, so the agent's status follows the session and what arrived between turns is handed
+// in at the next prompt.
+func claudeHooks(cotal, space, principal string) map[string]any {
+	hook := func(event string) []map[string]any {
+		command := shellQuote(cotal) + " hook " + event + " --space " + shellQuote(space) + " --agent " + shellQuote(principal)
+		return []map[string]any{{"matcher": "*", "hooks": []map[string]string{{"type": "command", "command": command}}}}
+	}
+	return map[string]any{"hooks": map[string]any{
+		"SessionStart": hook(HookSessionStart), "UserPromptSubmit": hook(HookPrompt), "PreToolUse": hook(HookTool),
+		"Notification": hook(HookNotification), "Stop": hook(HookStop), "SessionEnd": hook(HookSessionEnd),
+	}}
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

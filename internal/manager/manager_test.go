@@ -261,7 +261,8 @@ func TestHarnessPresets(t *testing.T) {
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	f := newFixture(t)
 	for h, want := range map[manager.Harness][]string{
-		manager.HarnessClaude:   {"--mcp-config", `"mcpServers"`, `"--creds"`, "--extra"},
+		manager.HarnessClaude: {"--mcp-config", `"mcpServers"`, `"--creds"`, "--extra", "--settings", `"UserPromptSubmit"`,
+			`"command": "'cotal' hook prompt --space 'main' --agent 'local.h_claude'"`, `"command": "'cotal' hook notification --space 'main' --agent 'local.h_claude'"`},
 		manager.HarnessCodex:    {`mcp_servers.cotal.command="cotal"`, `mcp_servers.cotal.args=["mcp","--creds",`, "--extra"},
 		manager.HarnessOpenCode: {`"type": "local"`, `"mcp",`, "--extra"},
 	} {

@@ -177,9 +177,14 @@ const maxTooLarge = 3
 // Unless peek, it removes what it returned and marks the durable messages among them shown, so
 // their next redelivery is acknowledged. What did not fit stays, in order, for the next read.
 func (b *Inbox) Read(peek bool, budget int, size func(*cotal.Delivery) int) Window {
+	return b.read(peek, budget, size, true)
+}
+
+// read is Read, leaving out what is held unless held.
+func (b *Inbox) read(peek bool, budget int, size func(*cotal.Delivery) int, held bool) Window {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	order := slices.Clone(b.items)
+	order := slices.DeleteFunc(slices.Clone(b.items), func(it item) bool { return it.held && !held })
 	slices.SortStableFunc(order, func(x, y item) int { return cmp.Compare(x.rank(), y.rank()) })
 	var w Window
 	taken := map[*cotal.Delivery]bool{}
@@ -215,6 +220,12 @@ func (b *Inbox) Read(peek bool, budget int, size func(*cotal.Delivery) int) Wind
 	}
 	b.dropped = 0
 	return w
+}
+
+// Take is Read for a harness's turn boundary: what is held (for recall under focus, or pulling
+// only from a quiet channel) is never handed in this way, and stays for cotal_inbox.
+func (b *Inbox) Take(budget int, size func(*cotal.Delivery) int) Window {
+	return b.read(false, budget, size, false)
 }
 
 // Unread counts the buffered messages.

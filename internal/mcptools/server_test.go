@@ -80,17 +80,33 @@ func sessionAs(t *testing.T, m *meshtest.Mesh, req ledger.Request, join ...strin
 	return sessionWith(t, m, req, nil, join...)
 }
 
+// agent is an agent's tools as `cotal mcp` builds them: its client, inbox, roster and tools.
+type agent struct {
+	c      *cotal.Client
+	inbox  *mcptools.Inbox
+	roster *cotal.Roster
+	tools  *mcptools.Tools
+}
+
+// newAgent connects an agent issued for req, joined to join, and builds its tools.
+func newAgent(t *testing.T, m *meshtest.Mesh, req ledger.Request, join ...string) *agent {
+	t.Helper()
+	a := &agent{inbox: mcptools.NewInbox(100)}
+	a.c = connect(t, m, req, a.inbox.Offer, join...)
+	var err error
+	if a.roster, err = a.c.Roster(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.roster.Stop)
+	a.tools = mcptools.New(a.c, a.inbox, a.roster, "test")
+	return a
+}
+
 // sessionWith is sessionAs with the MCP client's options (its notification handlers).
 func sessionWith(t *testing.T, m *meshtest.Mesh, req ledger.Request, opts *mcp.ClientOptions, join ...string) (*mcp.ClientSession, *cotal.Client) {
 	t.Helper()
-	inbox := mcptools.NewInbox(100)
-	c := connect(t, m, req, inbox.Offer, join...)
-	roster, err := c.Roster(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(roster.Stop)
-	tools := mcptools.New(c, inbox, roster, "test")
+	a := newAgent(t, m, req, join...)
+	c, tools := a.c, a.tools
 	clientT, serverT := mcp.NewInMemoryTransports()
 	ss, err := tools.Server().Connect(t.Context(), serverT, nil)
 	if err != nil {

@@ -123,6 +123,15 @@ func mcpRun(ctx context.Context, o *Options) error {
 	}
 	defer roster.Stop()
 	tools := mcptools.New(c, inbox, roster, version.Read(debug.ReadBuildInfo).Version)
+	// The harness's hooks (`cotal hook`) reach this server on a socket of the user's alone; without
+	// it the agent still works, pulling through cotal_inbox.
+	if path, err := mcptools.HookSocket(c.Space(), c.Principal()); err != nil {
+		fmt.Fprintf(o.IO.ErrOut, "cotal mcp: hooks are off: %v\n", err)
+	} else if hooks, err := tools.ServeHooks(ctx, path); err != nil {
+		fmt.Fprintf(o.IO.ErrOut, "cotal mcp: hooks are off: %v\n", err)
+	} else {
+		defer func() { hooks.Close(); _ = os.Remove(path) }()
+	}
 	// The command's own streams rather than the process's, so the server runs anywhere a
 	// command does; closing them is the process's business.
 	err = tools.Server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(o.IO.In), Writer: nopCloser{o.IO.Out}})

@@ -1,0 +1,84 @@
+// Package hook implements `cotal hook`: the command a harness's hooks run at its turn boundaries,
+// which tells the agent's `cotal mcp` what the harness is doing and hands the model what arrived
+// between turns.
+package hook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/mcptools"
+	"github.com/gocotal/cotal/wire"
+)
+
+// claudeEvents names each event as Claude Code's hook output names it, for the events whose
+// output hands the model context.
+var claudeEvents = map[string]string{manager.HookSessionStart: "SessionStart", manager.HookPrompt: "UserPromptSubmit"}
+
+// maxInput bounds the hook input read from stdin.
+const maxInput = 256 << 10
+
+// NewCmdHook returns the `cotal hook` command.
+func NewCmdHook(f *factory.Factory) *cobra.Command {
+	var agent, space string
+	cmd := &cobra.Command{
+		Use:   "hook EVENT --agent OWNER.ACTOR [--space S]",
+		Short: "Tell an agent's cotal mcp what its harness is doing (run by the harness's hooks)",
+		Long: "Run by a harness's hooks, with the hook's input on stdin: it tells the agent's `cotal mcp` (found\n" +
+			"by its principal, on a socket of this user's alone) what the harness does, so the agent's\n" +
+			"status follows it, and prints what arrived between turns for the model.\n\n" +
+			"Events: session-start (idle, attention open), prompt (working; messages handed in), tool\n" +
+			"(working, on the tool), notification (waiting on its person), stop and session-end (idle).\n" +
+			"For session-start and prompt it prints Claude Code's hook output, the messages as\n" +
+			"additionalContext. It never fails the harness: an agent not running is a note on stderr.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			event := args[0]
+			if !slices.Contains(manager.HookEvents, event) {
+				return &exit.UsageError{Err: fmt.Errorf("EVENT %q: must be one of %s", event, strings.Join(manager.HookEvents, ", "))}
+			}
+			p, err := wire.ParsePrincipal(agent)
+			if err != nil {
+				return &exit.UsageError{Err: fmt.Errorf("--agent: %w", err)}
+			}
+			sp, err := wire.ParseSpace(space)
+			if err != nil {
+				return &exit.UsageError{Err: fmt.Errorf("--space: %w", err)}
+			}
+			input, err := io.ReadAll(io.LimitReader(f.IO.In, maxInput))
+			if err != nil || !json.Valid(input) {
+				input = nil // a harness without hook input, or one we cannot read, still has an event
+			}
+			return run(cmd.Context(), f, sp, p, mcptools.HookRequest{Event: event, Payload: input})
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "the agent's principal, owner.actor (required)")
+	cmd.Flags().StringVar(&space, "space", "main", "the agent's space")
+	return cmd
+}
+
+func run(ctx context.Context, f *factory.Factory, sp wire.Space, p wire.Principal, req mcptools.HookRequest) error {
+	path, err := mcptools.HookSocket(sp, p)
+	if err == nil {
+		var reply *mcptools.HookReply
+		if reply, err = mcptools.AskHook(ctx, path, req); err == nil {
+			if name, ok := claudeEvents[req.Event]; ok && reply.Context != "" {
+				out, _ := json.Marshal(map[string]any{"hookSpecificOutput": map[string]string{ // strings always encode
+					"hookEventName": name, "additionalContext": reply.Context}})
+				fmt.Fprintln(f.IO.Out, string(out))
+			}
+			return nil
+		}
+	}
+	fmt.Fprintf(f.IO.ErrOut, "cotal hook %s: %s's cotal mcp did not answer: %v\n", req.Event, p, err)
+	return nil
+}

@@ -1,0 +1,224 @@
+package mcptools
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Harness hooks (`cotal hook`): a harness calls a command at its turn boundaries, and the command
+// asks the agent's `cotal mcp` over a unix socket of the user's own, so the agent's status follows
+// what the harness does (working while a prompt runs, waiting on a permission prompt, idle when
+// the turn stops) and the messages that arrived between turns are handed in at the next one.
+
+// HookRequest is one hook call: the event and what the harness said of it (its hook input).
+type HookRequest struct {
+	Event   string          `json:"event"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// HookReply is the agent's answer: context to hand the model at this boundary, if any.
+type HookReply struct {
+	Context string `json:"context,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// hookWindow bounds the context one hook hands in; the rest waits for cotal_inbox or the next turn.
+const hookWindow = 16000
+
+// Limits of the hook socket.
+const (
+	maxHookRequest = 256 << 10
+	hookDeadline   = 10 * time.Second
+)
+
+// HookSocket returns the socket path of the hooks of principal p of space sp, in a directory of
+// this user's alone (created 0700 and checked): TMPDIR/cotal-<uid>/hook-<space>.<principal>.sock.
+func HookSocket(sp wire.Space, p wire.Principal) (string, error) {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("cotal-%d", os.Getuid()))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 || !ok || int(st.Uid) != os.Getuid() {
+		return "", fmt.Errorf("%s is not a private directory of this user's: hooks are not served there", dir)
+	}
+	return filepath.Join(dir, "hook-"+string(sp)+"."+p.String()+".sock"), nil
+}
+
+// ServeHooks answers the agent's hooks on the socket at path until ctx ends or the listener is
+// closed. A socket another live `cotal mcp` answers on is left to it (an error); a stale one is
+// replaced.
+func (t *Tools) ServeHooks(ctx context.Context, path string) (io.Closer, error) {
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("another cotal mcp of %s answers hooks at %s", t.c.Principal(), path)
+	}
+	_ = os.Remove(path) // a stale socket of an earlier run
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go t.serveHook(ctx, conn)
+		}
+	}()
+	return ln, nil
+}
+
+// serveHook answers one request on conn.
+func (t *Tools) serveHook(ctx context.Context, conn net.Conn) {
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(hookDeadline))
+	line, err := bufio.NewReader(io.LimitReader(conn, maxHookRequest)).ReadBytes('\n')
+	var reply HookReply
+	var req HookRequest
+	switch {
+	case err != nil && !errors.Is(err, io.EOF):
+		reply.Error = "read: " + err.Error()
+	case json.Unmarshal(line, &req) != nil:
+		reply.Error = "the request is not JSON"
+	default:
+		hctx, cancel := context.WithTimeout(ctx, hookDeadline)
+		reply.Context, err = t.hook(hctx, req)
+		cancel()
+		if err != nil {
+			reply.Error = err.Error()
+		}
+	}
+	raw, _ := json.Marshal(reply) // strings always encode
+	_, _ = conn.Write(append(raw, '\n'))
+}
+
+// notification is the part of a harness's notification hook input the agent shows its peers.
+type notification struct {
+	Message string `json:"message"`
+}
+
+// toolUse is the part of a harness's tool hook input the agent shows its peers.
+type toolUse struct {
+	ToolName string `json:"tool_name"`
+}
+
+// hook applies one event to the agent's presence and inbox.
+func (t *Tools) hook(ctx context.Context, req HookRequest) (string, error) {
+	switch req.Event {
+	case manager.HookSessionStart:
+		t.inbox.SetAttention(wire.AttentionOpen)
+		if err := t.c.SetAttention(ctx, wire.AttentionOpen); err != nil {
+			return "", err
+		}
+		return t.handIn(), t.setStatus(ctx, wire.StatusIdle, "")
+	case manager.HookPrompt:
+		return t.handIn(), t.setStatus(ctx, wire.StatusWorking, "")
+	case manager.HookTool:
+		var tu toolUse
+		_ = json.Unmarshal(req.Payload, &tu) // an input it cannot read still means working
+		activity := ""
+		if tu.ToolName != "" {
+			activity = "running " + wire.SanitizeForTerminal(tu.ToolName)
+		}
+		return "", t.setStatus(ctx, wire.StatusWorking, activity)
+	case manager.HookNotification:
+		var n notification
+		_ = json.Unmarshal(req.Payload, &n)
+		what := wire.SanitizeForTerminal(n.Message)
+		if what == "" {
+			what = "waiting for its person"
+		}
+		return "", t.setStatus(ctx, wire.StatusWaiting, cut(what, 200))
+	case manager.HookStop, manager.HookSessionEnd:
+		return "", t.setStatus(ctx, wire.StatusIdle, "")
+	}
+	return "", fmt.Errorf("unknown hook event %q: one of %s", req.Event, strings.Join(manager.HookEvents, ", "))
+}
+
+// setStatus writes the status to presence and tells the inbox whether the agent works.
+func (t *Tools) setStatus(ctx context.Context, st wire.PresenceStatus, activity string) error {
+	t.inbox.SetWorking(st == wire.StatusWorking)
+	return t.c.SetStatus(ctx, st, activity)
+}
+
+// handIn takes what waits in the inbox, but what is held for recall, up to hookWindow, as context
+// for the model; what it takes is shown, so its durable messages are acknowledged.
+func (t *Tools) handIn() string {
+	size := func(d *cotal.Delivery) int { return len(inboxLine(d, false)) }
+	got := t.inbox.Take(hookWindow, size)
+	if len(got.Messages) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("Messages from the Cotal mesh since your last turn. " + peerDataNote + "\n")
+	for _, d := range got.Messages {
+		b.WriteString(inboxLine(d, false))
+	}
+	if got.More > 0 || len(got.TooLarge) > 0 {
+		b.WriteString("More are waiting: call cotal_inbox.\n")
+	}
+	return b.String()
+}
+
+// cut shortens s to n bytes on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// AskHook sends one hook request to the socket at path and returns the agent's reply.
+func AskHook(ctx context.Context, path string, req HookRequest) (*HookReply, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(hookDeadline + time.Second))
+	raw, _ := json.Marshal(req) // a raw payload was read as JSON by the caller
+	if _, err := conn.Write(append(raw, '\n')); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(io.LimitReader(conn, 4*hookWindow)).ReadBytes('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	var reply HookReply
+	if err := json.Unmarshal(line, &reply); err != nil {
+		return nil, fmt.Errorf("the agent's hook answer: %w", err)
+	}
+	if reply.Error != "" {
+		return &reply, errors.New(reply.Error)
+	}
+	return &reply, nil
+}
