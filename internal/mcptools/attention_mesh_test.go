@@ -148,3 +148,30 @@ func TestInboxWindowOnAMesh(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsAndReconnect: cotal_docs serves its index, a page and a search offline, and names its
+// pages when asked for one it lacks; cotal_reconnect rebuilds the connection at once.
+func TestDocsAndReconnect(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	cs, _ := session(t, m)
+	if got := call(t, cs, "cotal_docs", nil, false); !strings.Contains(got, "Pages") || !strings.Contains(got, "attention") {
+		t.Errorf("the index: %s", got)
+	}
+	if got := call(t, cs, "cotal_docs", map[string]any{"page": "attention"}, false); !strings.Contains(got, "A muted channel drops everything") {
+		t.Errorf("the attention page: %s", got)
+	}
+	if got := call(t, cs, "cotal_docs", map[string]any{"query": "anycast"}, false); !strings.Contains(got, "addressing: ") || !strings.Contains(got, "tools: ") {
+		t.Errorf("a search: %s", got)
+	}
+	if got := call(t, cs, "cotal_docs", map[string]any{"page": "nope"}, true); !strings.Contains(got, "pages: index") {
+		t.Errorf("a missing page: %s", got)
+	}
+	call(t, cs, "cotal_docs", map[string]any{"page": "tools", "query": "x"}, true)
+	if got := call(t, cs, "cotal_reconnect", nil, false); !strings.Contains(got, "reconnected ✓") {
+		t.Fatalf("reconnect: %s", got)
+	}
+	if got := call(t, cs, "cotal_connection_status", nil, false); !strings.HasPrefix(got, "connected") {
+		t.Errorf("after the reconnect: %s", got)
+	}
+}

@@ -142,6 +142,8 @@ func (t *Tools) register() {
 	add(s, "cotal_leave", "Leave a channel.", t.leave)
 	add(s, "cotal_spawn", "Start an agent through the space's manager and wait until it is present (needs the spawn capability).", t.spawn)
 	add(s, "cotal_despawn", "Stop an agent you may stop, by name; without a name, stop yourself.", t.despawn)
+	add(s, "cotal_docs", "Cotal's docs for agents: no argument for the index, page=NAME for a page, query=WORDS to search.", t.docs)
+	add(s, "cotal_reconnect", "Drop the mesh connection and dial again now.", t.reconnect)
 }
 
 func (t *Tools) orientation(context.Context, noArgs) (*mcp.CallToolResult, error) {
