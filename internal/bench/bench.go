@@ -182,17 +182,17 @@ func selected(opts Options) ([]kase, error) {
 }
 
 // Run measures the selected cases on env, one after another, calling progress (if set) as each
-// case starts, and returns every result. It stops at the first case that fails.
-func Run(ctx context.Context, env *Env, opts Options, log *slog.Logger, progress func(name string)) ([]Result, error) {
+// case starts with its place among them (i of n), and returns every result. It stops at the first case that fails.
+func Run(ctx context.Context, env *Env, opts Options, log *slog.Logger, progress func(i, n int, name string)) ([]Result, error) {
 	cs, err := selected(opts)
 	if err != nil {
 		return nil, err
 	}
 	r := newRunner(env, opts, log)
 	var out []Result
-	for _, c := range cs {
+	for i, c := range cs {
 		if progress != nil {
-			progress(c.name)
+			progress(i+1, len(cs), c.name)
 		}
 		res, err := c.run(ctx, r)
 		if err != nil {

@@ -41,7 +41,12 @@ func TestRunEveryCase(t *testing.T) {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	var started []string
-	res, err := Run(t.Context(), env, Options{Duration: 300 * time.Millisecond, Agents: []int{40}}, log, func(name string) { started = append(started, name) })
+	res, err := Run(t.Context(), env, Options{Duration: 300 * time.Millisecond, Agents: []int{40}}, log, func(i, n int, name string) {
+		if i != len(started)+1 || n != len(Names(Options{Agents: []int{40}})) {
+			t.Errorf("case %s started as %d of %d", name, i, n)
+		}
+		started = append(started, name)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

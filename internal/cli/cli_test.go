@@ -608,8 +608,33 @@ func TestBenchJSON(t *testing.T) {
 			t.Errorf("result %+v", r)
 		}
 	}
-	if !strings.Contains(stderr, "bench credentials/jwt") {
+	if !strings.Contains(stderr, "[1/1] bench credentials/jwt ...") {
 		t.Errorf("no progress on stderr: %q", stderr)
+	}
+}
+
+// TestBenchHTML: --html draws each case's Cotal figure beside raw NATS's, on a page that runs
+// nothing.
+func TestBenchHTML(t *testing.T) {
+	page := filepath.Join(t.TempDir(), "bench.html")
+	if code, _, stderr := run(t, "bench", "--only", "multicast", "--duration", "200ms", "--html", page); code != exit.OK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	raw, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(raw)
+	for _, want := range []string{"<svg", ">cotal</text>", ">raw</text>", "ratio ", "multicast"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(html, "<script") {
+		t.Error("the page carries a script")
+	}
+	if code, _, stderr := run(t, "bench", "--only", "credentials/jwt", "--html", filepath.Join(t.TempDir(), "no", "such", "dir", "b.html")); code == exit.OK || !strings.Contains(stderr, "--html") {
+		t.Errorf("an unwritable --html: exit %d %s", code, stderr)
 	}
 }
 

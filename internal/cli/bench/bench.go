@@ -44,8 +44,10 @@ type Options struct {
 	Space    string
 	Duration time.Duration
 	JSON     bool
-	Only     []string
-	Agents   []int
+	// HTML is a file to write the results to as a page of bar charts.
+	HTML   string
+	Only   []string
+	Agents []int
 	// CPUProfile is a file to write a pprof CPU profile of the run to.
 	CPUProfile string
 }
@@ -80,6 +82,7 @@ func NewCmdBench(f *factory.Factory) *cobra.Command {
 	fs.StringVar(&o.Space, "space", "", "with --server: the space (default: the mesh's first, or main)")
 	fs.DurationVar(&o.Duration, "duration", bench.DefaultDuration, "how long each side of a throughput case runs")
 	fs.BoolVar(&o.JSON, "json", false, "print the results as JSON")
+	fs.StringVar(&o.HTML, "html", "", "also write the results to this file as a page of bar charts, Cotal beside raw NATS")
 	fs.StringSliceVar(&o.Only, "only", nil, "run only these cases, by name or name prefix (repeatable, comma-separated)")
 	fs.IntSliceVar(&o.Agents, "agents", []int{1000, 5000}, "the presence cases' roster sizes")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a pprof CPU profile of the run (the embedded broker included) to this file")
@@ -145,8 +148,13 @@ func run(ctx context.Context, o *Options) (err error) {
 		}
 		defer func() { err = errors.Join(err, stopProfile()) }()
 	}
-	progress := func(name string) { fmt.Fprintf(o.IO.ErrOut, "bench %s ...\n", name) }
+	progress := func(i, n int, name string) { fmt.Fprintf(o.IO.ErrOut, "[%d/%d] bench %s ...\n", i, n, name) }
 	res, err := bench.Run(ctx, env, o.options(), nil, progress)
+	if o.HTML != "" {
+		if werr := o.writeHTMLFile(env, res); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
 	if o.JSON {
 		if werr := writeJSON(o.IO.Out, env, o.Duration, res); werr != nil {
 			return errors.Join(err, werr)
@@ -208,6 +216,24 @@ func (o *Options) env(ctx context.Context) (*bench.Env, func(context.Context) er
 	return &bench.Env{URL: o.Server, Space: sp, Ledger: l, Keyring: kr}, func(context.Context) error { l.Close(); return nil }, nil
 }
 
+// writeHTMLFile writes the --html page.
+func (o *Options) writeHTMLFile(env *bench.Env, res []bench.Result) error {
+	f, err := os.Create(o.HTML)
+	if err != nil {
+		return fmt.Errorf("--html: %w", err)
+	}
+	err = writeHTML(f, brokerOf(env), o.Duration, res)
+	return errors.Join(err, f.Close())
+}
+
+// brokerOf names the benched broker: its URL, or "embedded".
+func brokerOf(env *bench.Env) string {
+	if env.Embedded {
+		return "embedded"
+	}
+	return env.URL
+}
+
 // report is the JSON output: what was measured, where, and the results.
 type report struct {
 	Time     time.Time      `json:"time"`
@@ -218,13 +244,9 @@ type report struct {
 }
 
 func writeJSON(w io.Writer, env *bench.Env, d time.Duration, res []bench.Result) error {
-	broker := env.URL
-	if env.Embedded {
-		broker = "embedded"
-	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(report{Time: time.Now().UTC().Truncate(time.Second), Broker: broker, Space: env.Space, Duration: d.String(), Results: res})
+	return enc.Encode(report{Time: time.Now().UTC().Truncate(time.Second), Broker: brokerOf(env), Space: env.Space, Duration: d.String(), Results: res})
 }
 
 func writeTable(w io.Writer, res []bench.Result) {
