@@ -19,7 +19,7 @@ type Harness string
 
 // The harness presets.
 const (
-	HarnessClaude   Harness = "claude"   // Claude Code: --mcp-config <file>
+	HarnessClaude   Harness = "claude"   // Claude Code: --mcp-config <file>, its channel loaded
 	HarnessCodex    Harness = "codex"    // Codex: -c mcp_servers.cotal.*
 	HarnessOpenCode Harness = "opencode" // OpenCode: OPENCODE_CONFIG=<file>
 )
@@ -53,7 +53,10 @@ func (h Harness) command(m Material, dir string, args []string) (argv, env []str
 		if err := atomicfile.Write(settings, raw, 0o600); err != nil {
 			return nil, nil, err
 		}
-		return append([]string{"claude", "--mcp-config", path, "--settings", settings}, args...), nil, nil
+		// The cotal server is loaded as a channel too, so a message that should wake the session
+		// does (Claude Code 2.1.80 and later); the server pushes only when told to.
+		argv = []string{"claude", "--mcp-config", path, "--settings", settings, "--dangerously-load-development-channels", "server:cotal"}
+		return append(argv, args...), []string{ClaudeChannelEnv + "=1"}, nil
 	case HarnessCodex:
 		quoted := make([]string, len(srv.Args))
 		for i, a := range srv.Args {
@@ -77,6 +80,10 @@ func (h Harness) command(m Material, dir string, args []string) (argv, env []str
 	}
 	return nil, nil, h.validate()
 }
+
+// ClaudeChannelEnv, set to 1 in a Claude Code agent's environment, tells its `cotal mcp` to push
+// wakes into the session's channel (`cotal mcp --claude-channel`).
+const ClaudeChannelEnv = "COTAL_CHANNEL"
 
 // The hook events `cotal hook` takes: the turn boundaries a harness reports to its agent's
 // `cotal mcp`.

@@ -252,7 +252,8 @@ func TestStop(t *testing.T) {
 func TestHarnessPresets(t *testing.T) {
 	bin := t.TempDir()
 	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$OUT\"\nfor f in \"$@\"; do case \"$f\" in *.json) cat \"$f\" >> \"$OUT\";; esac; done\n" +
-		"if [ -n \"$OPENCODE_CONFIG\" ]; then cat \"$OPENCODE_CONFIG\" >> \"$OUT\"; fi\n"
+		"if [ -n \"$OPENCODE_CONFIG\" ]; then cat \"$OPENCODE_CONFIG\" >> \"$OUT\"; fi\n" +
+		"echo \"channel=$COTAL_CHANNEL\" >> \"$OUT\"\n"
 	for _, h := range manager.Harnesses {
 		if err := os.WriteFile(filepath.Join(bin, string(h)), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
@@ -262,6 +263,7 @@ func TestHarnessPresets(t *testing.T) {
 	f := newFixture(t)
 	for h, want := range map[manager.Harness][]string{
 		manager.HarnessClaude: {"--mcp-config", `"mcpServers"`, `"--creds"`, "--extra", "--settings", `"UserPromptSubmit"`,
+			"--dangerously-load-development-channels\nserver:cotal", "channel=1",
 			`"command": "'cotal' hook prompt --space 'main' --agent 'local.h_claude'"`, `"command": "'cotal' hook notification --space 'main' --agent 'local.h_claude'"`},
 		manager.HarnessCodex:    {`mcp_servers.cotal.command="cotal"`, `mcp_servers.cotal.args=["mcp","--creds",`, "--extra"},
 		manager.HarnessOpenCode: {`"type": "local"`, `"mcp",`, "--extra"},

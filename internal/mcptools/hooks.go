@@ -154,7 +154,15 @@ func (t *Tools) hook(ctx context.Context, req HookRequest) (string, error) {
 			what = "waiting for its person"
 		}
 		return "", t.setStatus(ctx, wire.StatusWaiting, cut(what, 200))
-	case manager.HookStop, manager.HookSessionEnd:
+	case manager.HookStop:
+		if err := t.setStatus(ctx, wire.StatusIdle, ""); err != nil {
+			return "", err
+		}
+		if t.push != nil && t.inbox.Waiting() > 0 {
+			t.push.nudge(nil) // what waited for the turn to end wakes the session now
+		}
+		return "", nil
+	case manager.HookSessionEnd:
 		return "", t.setStatus(ctx, wire.StatusIdle, "")
 	}
 	return "", fmt.Errorf("unknown hook event %q: one of %s", req.Event, strings.Join(manager.HookEvents, ", "))

@@ -21,7 +21,7 @@ func TestHooks(t *testing.T) {
 	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	tools := newAgent(t, m, ledger.Request{Name: "claude", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, "general")
+	tools := newAgent(t, m, ledger.Request{Name: "claude", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, nil, "general")
 	path := filepath.Join(t.TempDir(), "hook.sock")
 	closer, err := tools.tools.ServeHooks(ctx, path)
 	if err != nil {

@@ -26,8 +26,8 @@ var errNotShown = errors.New("not yet shown to the model")
 // fit is counted as dropped.
 type Inbox struct {
 	limit int
-	// onArrival, when set, is called (without the lock) when an arrival wakes the agent.
-	onArrival func()
+	// onArrival, when set, is called (without the lock) with each arrival that wakes the agent.
+	onArrival func(d *cotal.Delivery)
 
 	mu      sync.Mutex
 	att     attention
@@ -121,7 +121,7 @@ func (b *Inbox) Offer(_ context.Context, d *cotal.Delivery) error {
 	}
 	b.mu.Unlock()
 	if a.wake && b.onArrival != nil {
-		b.onArrival()
+		b.onArrival(d)
 	}
 	if durable(d) {
 		return errNotShown
@@ -226,6 +226,26 @@ func (b *Inbox) read(peek bool, budget int, size func(*cotal.Delivery) int, held
 // only from a quiet channel) is never handed in this way, and stays for cotal_inbox.
 func (b *Inbox) Take(budget int, size func(*cotal.Delivery) int) Window {
 	return b.read(false, budget, size, false)
+}
+
+// Waiting counts the buffered messages a wake is about: all but what is held.
+func (b *Inbox) Waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, it := range b.items {
+		if !it.held {
+			n++
+		}
+	}
+	return n
+}
+
+// Mentioned reports whether d mentions the agent.
+func (b *Inbox) Mentioned(d *cotal.Delivery) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.att.mentioned(d)
 }
 
 // Unread counts the buffered messages.

@@ -19,7 +19,7 @@ func delivery(kind wire.DeliveryKind, id string) *cotal.Delivery {
 func TestInboxAcksOnlyWhatWasShown(t *testing.T) {
 	b := NewInbox(2)
 	arrivals := 0
-	b.onArrival = func() { arrivals++ }
+	b.onArrival = func(*cotal.Delivery) { arrivals++ }
 	dm := delivery(wire.DeliveryDM, "dm1")
 	if err := b.Offer(t.Context(), dm); err != errNotShown {
 		t.Fatalf("a new DM = %v, want errNotShown", err)

@@ -31,28 +31,55 @@ type Tools struct {
 	// mgr calls the space's manager as the agent's own lifecycle; nil for a credential that names
 	// none.
 	mgr *manager.Client
+	// push wakes a Claude Code session through its channel; nil unless WithClaudeChannel.
+	push *pusher
+}
+
+// Option configures New.
+type Option func(*Tools)
+
+// WithClaudeChannel declares Claude Code's channel capability and pushes a nudge into the session
+// whenever an arrival wakes the agent (channel.go).
+func WithClaudeChannel() Option {
+	return func(t *Tools) { t.push = newPusher(t.inbox) }
 }
 
 // New builds the MCP server over a connected client whose handler is inbox.Offer, and a roster
 // of its space. version names this build to MCP clients.
-func New(c *cotal.Client, inbox *Inbox, roster *cotal.Roster, version string) *Tools {
+func New(c *cotal.Client, inbox *Inbox, roster *cotal.Roster, version string, opts ...Option) *Tools {
 	t := &Tools{c: c, inbox: inbox, roster: roster}
+	for _, o := range opts {
+		o(t)
+	}
 	if g := c.Grant(); g != nil && g.Lifecycle != "" {
 		me := wire.Lifecycle{Principal: c.Principal(), UID: g.Lifecycle}
 		t.mgr = manager.NewClient(c.Conn(), c.Space(), me, c.Principal().Actor())
 	}
-	t.server = mcp.NewServer(&mcp.Implementation{Name: "cotal", Version: version}, &mcp.ServerOptions{
+	so := &mcp.ServerOptions{
 		Instructions: "You are " + c.Principal().String() + " on a Cotal mesh. Call cotal_orientation first. " + peerDataNote,
 		// Subscriptions are the SDK's to track; they need no state here.
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
-	})
+	}
+	if t.push != nil {
+		so.Capabilities = &mcp.ServerCapabilities{
+			Logging:      &mcp.LoggingCapabilities{}, // the SDK's default, kept
+			Experimental: map[string]any{ClaudeChannelCapability: map[string]any{}},
+		}
+	}
+	t.server = mcp.NewServer(&mcp.Implementation{Name: "cotal", Version: version}, so)
+	if t.push != nil {
+		t.server.AddReceivingMiddleware(t.push.ready)
+	}
 	t.server.AddResource(&mcp.Resource{URI: InboxURI, Name: "inbox", Description: "messages waiting for cotal_inbox", MIMEType: "text/plain"},
 		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: InboxURI, MIMEType: "text/plain", Text: fmt.Sprintf("%d unread", inbox.Unread())}}}, nil
 		})
 	inbox.SetSelf(c.Principal())
-	inbox.onArrival = func() {
+	inbox.onArrival = func(d *cotal.Delivery) {
+		if t.push != nil {
+			t.push.nudge(d)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = t.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: InboxURI}) // advisory: a client that missed it still reads the inbox
@@ -61,8 +88,30 @@ func New(c *cotal.Client, inbox *Inbox, roster *cotal.Roster, version string) *T
 	return t
 }
 
-// Server returns the MCP server, to run on a transport.
+// Server returns the MCP server.
 func (t *Tools) Server() *mcp.Server { return t.server }
+
+// Connect serves one MCP session on transport; when WithClaudeChannel asked for it, it pushes
+// into the session until ctx ends.
+func (t *Tools) Connect(ctx context.Context, transport mcp.Transport) (*mcp.ServerSession, error) {
+	return t.server.Connect(ctx, t.pushing(ctx, transport), nil)
+}
+
+// Run serves one MCP session on transport until the client goes away or ctx ends.
+func (t *Tools) Run(ctx context.Context, transport mcp.Transport) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the pusher with the session
+	return t.server.Run(ctx, t.pushing(ctx, transport))
+}
+
+// pushing starts the pusher for ctx and returns transport wrapped for it; without one, transport.
+func (t *Tools) pushing(ctx context.Context, transport mcp.Transport) mcp.Transport {
+	if t.push == nil {
+		return transport
+	}
+	go t.push.run(ctx)
+	return t.push.transport(transport)
+}
 
 // Each tool's arguments are a closed set; none names the caller, who is the credential's holder.
 type (

@@ -88,8 +88,8 @@ type agent struct {
 	tools  *mcptools.Tools
 }
 
-// newAgent connects an agent issued for req, joined to join, and builds its tools.
-func newAgent(t *testing.T, m *meshtest.Mesh, req ledger.Request, join ...string) *agent {
+// newAgent connects an agent issued for req, joined to join, and builds its tools with opts.
+func newAgent(t *testing.T, m *meshtest.Mesh, req ledger.Request, opts []mcptools.Option, join ...string) *agent {
 	t.Helper()
 	a := &agent{inbox: mcptools.NewInbox(100)}
 	a.c = connect(t, m, req, a.inbox.Offer, join...)
@@ -98,27 +98,37 @@ func newAgent(t *testing.T, m *meshtest.Mesh, req ledger.Request, join ...string
 		t.Fatal(err)
 	}
 	t.Cleanup(a.roster.Stop)
-	a.tools = mcptools.New(a.c, a.inbox, a.roster, "test")
+	a.tools = mcptools.New(a.c, a.inbox, a.roster, "test", opts...)
 	return a
 }
 
 // sessionWith is sessionAs with the MCP client's options (its notification handlers).
 func sessionWith(t *testing.T, m *meshtest.Mesh, req ledger.Request, opts *mcp.ClientOptions, join ...string) (*mcp.ClientSession, *cotal.Client) {
 	t.Helper()
-	a := newAgent(t, m, req, join...)
-	c, tools := a.c, a.tools
+	a := newAgent(t, m, req, nil, join...)
+	return a.session(t, opts, nil), a.c
+}
+
+// session connects an MCP client from the official SDK, with opts, to a's tools; wrap, when set,
+// wraps the client's end of the transport.
+func (a *agent) session(t *testing.T, opts *mcp.ClientOptions, wrap func(mcp.Transport) mcp.Transport) *mcp.ClientSession {
+	t.Helper()
 	clientT, serverT := mcp.NewInMemoryTransports()
-	ss, err := tools.Server().Connect(t.Context(), serverT, nil)
+	ss, err := a.tools.Connect(t.Context(), serverT)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-harness", Version: "1"}, opts).Connect(t.Context(), clientT, nil)
+	var ct mcp.Transport = clientT
+	if wrap != nil {
+		ct = wrap(ct)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-harness", Version: "1"}, opts).Connect(t.Context(), ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	return cs, c
+	return cs
 }
 
 // call calls a tool and returns its text; wantErr says whether it must be a tool error.

@@ -31,6 +31,7 @@ type Options struct {
 	Creds          string
 	LaunchMaterial string
 	InboxLimit     int
+	ClaudeChannel  bool
 }
 
 // NewCmdMCP returns the `cotal mcp` command.
@@ -54,6 +55,7 @@ func NewCmdMCP(f *factory.Factory) *cobra.Command {
 	fs.StringVar(&o.Creds, "creds", "", "run on this creds file instead of issuing one")
 	fs.StringVar(&o.LaunchMaterial, "launch-material", "", "run as the agent this launch material names (a manager's spawned agent; default $"+manager.LaunchMaterialEnv+" when --name and --creds are not given)")
 	fs.IntVar(&o.InboxLimit, "inbox-limit", 500, "messages buffered between tool calls")
+	fs.BoolVar(&o.ClaudeChannel, "claude-channel", os.Getenv(manager.ClaudeChannelEnv) == "1", "wake a Claude Code session through its channel when a message should (default: $"+manager.ClaudeChannelEnv+" is 1)")
 	return cmd
 }
 
@@ -122,7 +124,11 @@ func mcpRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	defer roster.Stop()
-	tools := mcptools.New(c, inbox, roster, version.Read(debug.ReadBuildInfo).Version)
+	var topts []mcptools.Option
+	if o.ClaudeChannel {
+		topts = append(topts, mcptools.WithClaudeChannel())
+	}
+	tools := mcptools.New(c, inbox, roster, version.Read(debug.ReadBuildInfo).Version, topts...)
 	// The harness's hooks (`cotal hook`) reach this server on a socket of the user's alone; without
 	// it the agent still works, pulling through cotal_inbox.
 	if path, err := mcptools.HookSocket(c.Space(), c.Principal()); err != nil {
@@ -134,7 +140,7 @@ func mcpRun(ctx context.Context, o *Options) error {
 	}
 	// The command's own streams rather than the process's, so the server runs anywhere a
 	// command does; closing them is the process's business.
-	err = tools.Server().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(o.IO.In), Writer: nopCloser{o.IO.Out}})
+	err = tools.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(o.IO.In), Writer: nopCloser{o.IO.Out}})
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
