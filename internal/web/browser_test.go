@@ -11,6 +11,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -51,7 +54,8 @@ func browser(t *testing.T) context.Context {
 
 // TestDashboardInChromium opens the dashboard as a person would: the launch URL, then a post by
 // an agent appears in Monitor within a second, a hostile body renders inert, a waiting agent
-// appears in NEEDS YOU, and the launch URL opened again is refused. It keeps a screenshot of the
+// appears in NEEDS YOU, and so does her question to the operator, and the launch URL opened again
+// is refused. It keeps a screenshot of the
 // page as a test artifact (go test -artifacts).
 func TestDashboardInChromium(t *testing.T) {
 	r := start(t)
@@ -93,10 +97,15 @@ func TestDashboardInChromium(t *testing.T) {
 	if err := r.alice.SetStatus(t.Context(), wire.StatusWaiting, "needs a decision on the schema"); err != nil {
 		t.Fatal(err)
 	}
+	// And a question addressed to the operator.
+	if _, err := r.alice.DirectMessage(t.Context(), operator, []wire.Part{wire.TextPart("Ship the **schema change** tonight, or wait for review?")}); err != nil {
+		t.Fatal(err)
+	}
 	var title string
-	run("alice in NEEDS YOU", chromedp.WaitVisible(`#needs-you li.card[data-key="`+r.alice.Principal().String()+`"]`, chromedp.ByQuery),
+	run("alice in NEEDS YOU, waiting and asking", chromedp.WaitVisible(`#needs-you li.card[data-key="`+r.alice.Principal().String()+`"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#needs-you li.card.question[data-from="`+r.alice.Principal().String()+`"] strong`, chromedp.ByQuery),
 		chromedp.Text(`#needs-title`, &title, chromedp.ByQuery))
-	if title != "NEEDS YOU · 1" {
+	if title != "NEEDS YOU · 2" {
 		t.Errorf("the lane's title: %q", title)
 	}
 	var shot []byte
@@ -118,4 +127,52 @@ func TestDashboardInChromium(t *testing.T) {
 	if !strings.Contains(body, "launch-token-already-used") {
 		t.Fatalf("the launch URL opened twice: %q", body)
 	}
+}
+
+// TestGraphInChromium opens the graph as a person would: with the delivery daemon writing the
+// membership feed, alice and the channel she reads are drawn with a live spoke between them and
+// the feed's pill reads live; bob, joining two channels, brings the second; alice's post runs
+// along her spoke as a comet. It keeps a screenshot.
+func TestGraphInChromium(t *testing.T) {
+	r := start(t, meshtest.WithDaemons())
+	ctx := browser(t)
+	run := func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Run(tctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	alice := r.alice.Principal().String()
+	run("log in, then open the graph", chromedp.Navigate(r.srv.URL), chromedp.WaitVisible(`#conn.on`, chromedp.ByQuery),
+		chromedp.Click(`#graph-link`, chromedp.ByQuery), chromedp.WaitVisible(`svg#graph`, chromedp.ByQuery))
+	run("alice, #general and a live spoke", chromedp.WaitVisible(`g.node.agent[data-id="`+alice+`"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`g.node.hub[data-hub="general"]`, chromedp.ByQuery),
+		chromedp.WaitReady(`line.spoke.live[data-a="`+alice+`"][data-b="hub:general"]`, chromedp.ByQuery))
+	var pill string
+	run("the feed's pill", chromedp.Text(`#feed`, &pill, chromedp.ByQuery))
+	if pill != "membership: live" {
+		t.Errorf("the feed's pill: %q", pill)
+	}
+	// bob reads general and team: team joins the picture.
+	cred := r.m.AgentCred(t, ledger.Request{Name: "bob", Subscribe: []string{"general", "team"}, AllowPublish: []string{"general", "team"}})
+	bob, err := cotal.Connect(t.Context(), r.m.URL(), cotal.WithCredsData(cred.Creds), cotal.WithJoin("general", "team"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bob.Close(context.Background()) })
+	run("bob's spoke to #team", chromedp.WaitReady(`line.spoke.live[data-a="`+bob.Principal().String()+`"][data-b="hub:team"]`, chromedp.ByQuery))
+	if _, err := r.alice.Post(t.Context(), "general", []wire.Part{wire.TextPart("graph me")}); err != nil {
+		t.Fatal(err)
+	}
+	run("a comet", chromedp.WaitReady(`svg#graph:not([data-comets="0"])`, chromedp.ByQuery))
+	time.Sleep(time.Second) // let the layout settle for the picture
+	var shot []byte
+	run("screenshot", chromedp.FullScreenshot(&shot, 100))
+	path := filepath.Join(t.ArtifactDir(), "graph.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
 }

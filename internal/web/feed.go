@@ -11,18 +11,21 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// The live feed (GET /feed): server-sent events. On connect, the roster; then a message event
-// for every message the tap sees, a roster event (debounced) for presence changes, and a comment
-// ping so proxies and browsers keep the stream open.
+// The live feed (GET /feed): server-sent events. On connect, the roster and the membership feed
+// (or membership-read-failed with its reason) and the open questions to the operator; then a message event for every message the tap
+// sees, roster and membership events (debounced) and questions events as they change, and a comment ping so proxies
+// and browsers keep the stream open.
 
-// Event is one message as the feed and the history routes carry it: the mode, sender and channel
-// from the subject (never from the payload), the message and its body rendered safe.
+// Event is one message as the feed and the history routes carry it: the mode, sender, channel
+// and recipient from the subject (never from the payload), the message and its body rendered safe.
 type Event struct {
-	Mode     wire.DeliveryKind  `json:"mode"`
-	SenderID string             `json:"senderId"`
-	Channel  string             `json:"channel,omitempty"`
-	Msg      *wire.CotalMessage `json:"msg"`
-	HTML     string             `json:"html"`
+	Mode     wire.DeliveryKind `json:"mode"`
+	SenderID string            `json:"senderId"`
+	Channel  string            `json:"channel,omitempty"`
+	// To is a direct message's recipient (its dot-form) or an anycast's role.
+	To   string             `json:"to,omitempty"`
+	Msg  *wire.CotalMessage `json:"msg"`
+	HTML string             `json:"html"`
 }
 
 // Peer is one roster row: the presence key, whether it is online, and its presence row.
@@ -114,6 +117,11 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	roster, _ := json.Marshal(peers(s.roster)) // always encodes
 	writeEvent(w, sse{name: "roster", data: roster})
+	name, v := s.membershipEvent(r.Context())
+	membership, _ := json.Marshal(v) // always encodes
+	writeEvent(w, sse{name: name, data: membership})
+	questions, _ := json.Marshal(s.questions.list()) // always encodes
+	writeEvent(w, sse{name: "questions", data: questions})
 	fl.Flush()
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()

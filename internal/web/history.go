@@ -74,6 +74,8 @@ func eventOf(subject string, data []byte) (Event, bool) {
 	ev := Event{Mode: d.Kind, SenderID: d.Sender.String(), Msg: d.Message, HTML: Render(d.Message)}
 	if d.Kind == wire.DeliveryChannel {
 		ev.Channel = d.Subject.Rest
+	} else {
+		ev.To = d.Subject.Rest
 	}
 	return ev, true
 }

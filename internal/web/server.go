@@ -45,6 +45,9 @@ type Config struct {
 	Client *cotal.Client
 	// Purge is the one write the dashboard allows, through the purger profile; nil refuses it.
 	Purge Purge
+	// Operator is the person's principal (the one `cotal send` speaks as): the direct messages
+	// agents send it wait in NEEDS YOU until it answers. Zero: no question lane.
+	Operator wire.Principal
 	// Addr is where to listen: a loopback host and a port (0: any free one).
 	Addr string
 	Log  *slog.Logger
@@ -58,9 +61,11 @@ type Server struct {
 	roster *cotal.Roster
 	hub    *hub
 	gate   *gate
-	srv    *http.Server
-	subs   []*nats.Subscription
-	done   chan struct{}
+	// questions are the open questions to the operator.
+	questions *questions
+	srv       *http.Server
+	subs      []*nats.Subscription
+	done      chan struct{}
 	// URL is the launch URL: open it once; its token is burnt for a session cookie.
 	URL string
 }
@@ -97,7 +102,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	s := &Server{cfg: cfg, space: cfg.Client.Space(), js: js, roster: roster, hub: newHub(), gate: newGate(port), done: make(chan struct{})}
+	s := &Server{cfg: cfg, space: cfg.Client.Space(), js: js, roster: roster, hub: newHub(), gate: newGate(port),
+		questions: newQuestions(cfg.Operator), done: make(chan struct{})}
 	s.URL = fmt.Sprintf("http://127.0.0.1:%s/?k=%s", port, s.gate.launch)
 	if err := s.tap(); err != nil {
 		ln.Close()
@@ -107,6 +113,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.srv = &http.Server{Handler: s.gate.wrap(s.routes()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
 	go s.watchRoster()
+	go s.watchMembership()
+	go s.loadQuestions(context.WithoutCancel(ctx))
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }
@@ -128,6 +136,9 @@ func (s *Server) tap() error {
 		sub, err := s.cfg.Client.Conn().Subscribe(s.space.KindAll(k), func(m *nats.Msg) {
 			if ev, ok := eventOf(m.Subject, m.Data); ok {
 				s.hub.publish("message", ev)
+				if s.questions.fold(ev) {
+					s.hub.publish("questions", s.questions.list())
+				}
 			}
 		})
 		if err != nil {
@@ -146,11 +157,15 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/channels", s.channels)
 	mux.HandleFunc("GET /api/channels/{name}/history", s.channelHistory)
 	mux.HandleFunc("GET /api/dms", s.dms)
+	mux.HandleFunc("GET /api/membership", s.membership)
+	mux.HandleFunc("GET /api/activity", s.activity)
+	mux.HandleFunc("GET /api/needs-you", s.needsYou)
 	mux.HandleFunc("POST /api/channel/delete", s.deleteChannel)
 	mux.HandleFunc("GET /feed", s.feed)
 	pages, _ := fs.Sub(assets, "assets") // the directory is embedded
 	files := http.FileServerFS(pages)
 	mux.Handle("GET /", files)
+	mux.HandleFunc("GET /graph", func(w http.ResponseWriter, r *http.Request) { http.ServeFileFS(w, r, pages, "graph.html") })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Only the delete route reads a body.
 		if r.ContentLength > 0 && r.URL.Path != "/api/channel/delete" {

@@ -29,9 +29,12 @@ type rig struct {
 	http  *http.Client
 }
 
-func start(t *testing.T) *rig {
+// operator is the person the dashboards of these tests answer for.
+var operator, _ = wire.NewPrincipal(wire.DevOwner, "operator")
+
+func start(t *testing.T, opts ...meshtest.Option) *rig {
 	t.Helper()
-	m := meshtest.Start(t)
+	m := meshtest.Start(t, opts...)
 	ctx := t.Context()
 	admin := m.Mint(t, ledger.Request{Profile: authority.ProfileAdmin, Name: "cotal_web"})
 	ac, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(admin.Creds), cotal.WithPresence(false))
@@ -40,7 +43,7 @@ func start(t *testing.T) *rig {
 	}
 	t.Cleanup(func() { _ = ac.Close(context.Background()) })
 	purger := m.Mint(t, ledger.Request{Profile: authority.ProfilePurger, Name: "cotal_web_purger"})
-	srv, err := web.Start(ctx, web.Config{Client: ac, Addr: "127.0.0.1:0", Purge: func(ctx context.Context, channel string) (uint64, error) {
+	srv, err := web.Start(ctx, web.Config{Client: ac, Addr: "127.0.0.1:0", Operator: operator, Purge: func(ctx context.Context, channel string) (uint64, error) {
 		nc, err := dial.As(ctx, m.URL(), purger)
 		if err != nil {
 			return 0, err
@@ -58,9 +61,19 @@ func start(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = alice.Close(context.Background()) })
+	return &rig{m: m, srv: srv, alice: alice, base: baseOf(srv), http: newBrowser()}
+}
+
+// baseOf is the dashboard's origin.
+func baseOf(srv *web.Server) string {
 	u, _ := url.Parse(srv.URL)
+	return "http://" + u.Host
+}
+
+// newBrowser is an HTTP client that keeps cookies, as a browser does.
+func newBrowser() *http.Client {
 	jar, _ := cookiejar.New(nil)
-	return &rig{m: m, srv: srv, alice: alice, base: "http://" + u.Host, http: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
+	return &http.Client{Jar: jar, Timeout: 10 * time.Second}
 }
 
 // login redeems the launch URL, as the browser does.
@@ -88,6 +101,49 @@ func (r *rig) get(t *testing.T, path string, v any) int {
 		_ = json.NewDecoder(res.Body).Decode(v)
 	}
 	return res.StatusCode
+}
+
+// feed opens the live feed and returns next, which waits for the next event named want and
+// returns its data.
+func (r *rig) feed(t *testing.T) (next func(want string) string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, r.base+"/feed", nil)
+	// The feed streams until the test ends: a client without the rig's timeout.
+	res, err := (&http.Client{Jar: r.http.Jar}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	events := make(chan [2]string, 64)
+	go func() {
+		sc := bufio.NewScanner(res.Body)
+		var name string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				select {
+				case events <- [2]string{name, strings.TrimPrefix(line, "data: ")}:
+				default: // the test reads only what it waits for
+				}
+			}
+		}
+	}()
+	return func(want string) string {
+		t.Helper()
+		for {
+			select {
+			case ev := <-events:
+				if ev[0] == want {
+					return ev[1]
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no %s event", want)
+			}
+		}
+	}
 }
 
 func errorOf(t *testing.T, res *http.Response) string {
@@ -154,40 +210,7 @@ func TestFeedAndHistory(t *testing.T) {
 	r := start(t)
 	r.login(t)
 	ctx := t.Context()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/feed", nil)
-	// The feed streams until the test ends: a client without the rig's timeout.
-	res, err := (&http.Client{Jar: r.http.Jar}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	events := make(chan [2]string, 16)
-	go func() {
-		sc := bufio.NewScanner(res.Body)
-		var name string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				events <- [2]string{name, strings.TrimPrefix(line, "data: ")}
-			}
-		}
-	}()
-	next := func(want string) string {
-		t.Helper()
-		for {
-			select {
-			case ev := <-events:
-				if ev[0] == want {
-					return ev[1]
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatalf("no %s event", want)
-			}
-		}
-	}
+	next := r.feed(t)
 	next("roster")
 	hostile := "**bold** <script>alert(1)</script> <img src=x onerror=alert(2)> [click](javascript:alert(3)) [ok](https://cotal.example)"
 	sent := time.Now()

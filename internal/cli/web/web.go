@@ -14,7 +14,9 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/cli/send"
 	"github.com/gocotal/cotal/internal/web"
+	"github.com/gocotal/cotal/wire"
 )
 
 // DefaultPort is where the dashboard listens unless --port says otherwise, as the reference's.
@@ -23,7 +25,8 @@ const DefaultPort = 7799
 // Options are the inputs of `cotal web`.
 type Options struct {
 	*factory.Factory
-	Port int
+	Port     int
+	Operator string
 }
 
 // NewCmdWeb returns the `cotal web` command.
@@ -43,12 +46,17 @@ func NewCmdWeb(f *factory.Factory) *cobra.Command {
 	}
 	o.Target.Register(cmd.Flags())
 	cmd.Flags().IntVar(&o.Port, "port", DefaultPort, "the loopback port to listen on (0: any free one)")
+	cmd.Flags().StringVar(&o.Operator, "operator", send.DefaultActor, "the actor `cotal send --as` speaks as: agents' direct messages to local.ACTOR wait in NEEDS YOU until it answers")
 	return cmd
 }
 
 func webRun(ctx context.Context, o *Options) error {
 	if o.Port < 0 || o.Port > 65535 {
 		return &exit.UsageError{Err: fmt.Errorf("--port %d is outside 0-65535", o.Port)}
+	}
+	operator, err := wire.NewPrincipal(wire.DevOwner, o.Operator)
+	if err != nil {
+		return &exit.UsageError{Err: fmt.Errorf("--operator %q: %w", o.Operator, err)}
 	}
 	_, st, sp, err := o.Mesh("")
 	if err != nil {
@@ -70,7 +78,7 @@ func webRun(ctx context.Context, o *Options) error {
 			return web.PurgeChannel(ctx, js.Conn(), sp, channel)
 		}
 	}
-	srv, err := web.Start(ctx, web.Config{Client: c, Purge: purge, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port))})
+	srv, err := web.Start(ctx, web.Config{Client: c, Purge: purge, Operator: operator, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port))})
 	if err != nil {
 		return err
 	}

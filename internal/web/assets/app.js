@@ -3,7 +3,7 @@
 // is set as text, never as markup.
 "use strict";
 
-const state = { peers: [], view: { kind: "monitor" }, seen: new Set(), channels: [] };
+const state = { peers: [], questions: [], view: { kind: "monitor" }, seen: new Set(), channels: [] };
 const MAX_ROWS = 500;
 const $ = (id) => document.getElementById(id);
 
@@ -71,7 +71,8 @@ function renderNeedsYou() {
     .sort((a, b) => nameOf(a).localeCompare(nameOf(b)));
   const list = $("needs-you");
   list.replaceChildren();
-  $("needs-title").textContent = waiting.length ? "NEEDS YOU · " + waiting.length : "NEEDS YOU · all clear";
+  const n = waiting.length + state.questions.length;
+  $("needs-title").textContent = n ? "NEEDS YOU · " + n : "NEEDS YOU · all clear";
   for (const p of waiting) {
     const li = el("li", "card");
     li.dataset.key = p.key;
@@ -80,6 +81,20 @@ function renderNeedsYou() {
     li.appendChild(el("div", "who", nameOf(p) + " is waiting"));
     li.appendChild(el("div", "what", p.presence.activity || "waiting for input"));
     li.addEventListener("click", () => show({ kind: "agent", key: p.key }));
+    list.appendChild(li);
+  }
+  // Questions addressed to the operator, until the operator answers (cotal send --to).
+  for (const q of state.questions) {
+    const li = el("li", "card question");
+    li.dataset.from = q.from;
+    li.appendChild(el("span", "seen", ago(q.msg.ts)));
+    li.appendChild(el("div", "state", "QUESTION"));
+    li.appendChild(el("div", "who", ((q.msg.from && q.msg.from.name) || q.from) + " asks you"));
+    const body = el("div", "body clamp");
+    body.innerHTML = q.html; // rendered and sanitised by the server
+    li.appendChild(body);
+    li.appendChild(el("code", "answer", "cotal send --to " + q.from + " …"));
+    li.addEventListener("click", () => show({ kind: "dms" }));
     list.appendChild(li);
   }
 }
@@ -96,8 +111,8 @@ function messageRow(ev) {
   meta.appendChild(el("span", "from", from.name || ev.senderId));
   let target = "";
   if (ev.mode === "channel") target = "#" + ev.channel;
-  else if (ev.mode === "dm") target = "→ " + (ev.msg.to || "");
-  else target = "→ @" + (ev.msg.toService || "");
+  else if (ev.mode === "dm") target = "→ " + (ev.to || "");
+  else target = "→ @" + (ev.to || "");
   meta.appendChild(el("span", "target", target));
   li.appendChild(meta);
   const body = el("div", "body");
@@ -219,6 +234,7 @@ function connect() {
   es.addEventListener("open", () => { $("conn").textContent = "live"; $("conn").className = "pill on"; });
   es.addEventListener("error", () => { $("conn").textContent = "disconnected"; $("conn").className = "pill off"; });
   es.addEventListener("roster", (e) => { state.peers = JSON.parse(e.data); renderRoster(); });
+  es.addEventListener("questions", (e) => { state.questions = JSON.parse(e.data); renderNeedsYou(); });
   es.addEventListener("message", (e) => {
     const ev = JSON.parse(e.data);
     addMessage(ev);

@@ -1,0 +1,124 @@
+package web
+
+import (
+	"cmp"
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// Questions to the operator: a direct message an agent sent the person who runs the mesh (the
+// principal `cotal send` speaks as) waits in NEEDS YOU until the operator answers that agent with
+// a direct message of their own. The state is folded from the DM history at start and from the
+// tap after, by timestamp, so the order the two arrive in does not matter.
+
+// Question is an agent's latest unanswered direct message to the operator.
+type Question struct {
+	// From is the asking agent's dot-form, from the subject.
+	From string             `json:"from"`
+	Msg  *wire.CotalMessage `json:"msg"`
+	HTML string             `json:"html"`
+}
+
+// NeedsYou is GET /api/needs-you: the agents waiting on a person, and the questions addressed to
+// the operator, oldest first.
+type NeedsYou struct {
+	Operator  string     `json:"operator,omitempty"`
+	Waiting   []Peer     `json:"waiting"`
+	Questions []Question `json:"questions"`
+}
+
+// questions folds direct messages into the open questions to one operator.
+type questions struct {
+	operator string // dot-form; empty: no operator, no questions
+
+	mu       sync.Mutex
+	open     map[string]Question
+	answered map[string]wire.EpochMillis // per agent, the operator's latest direct message to it
+}
+
+func newQuestions(operator wire.Principal) *questions {
+	q := &questions{open: map[string]Question{}, answered: map[string]wire.EpochMillis{}}
+	if !operator.IsZero() {
+		q.operator = operator.String()
+	}
+	return q
+}
+
+// fold applies one event, reporting whether the open questions changed.
+func (q *questions) fold(ev Event) bool {
+	if q.operator == "" || ev.Mode != wire.DeliveryDM {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ts := ev.Msg.TS
+	switch {
+	case ev.To == q.operator && ev.SenderID != q.operator:
+		if ts <= q.answered[ev.SenderID] || ts < q.open[ev.SenderID].ts() {
+			return false
+		}
+		q.open[ev.SenderID] = Question{From: ev.SenderID, Msg: ev.Msg, HTML: ev.HTML}
+		return true
+	case ev.SenderID == q.operator:
+		if ts > q.answered[ev.To] {
+			q.answered[ev.To] = ts
+		}
+		if open, ok := q.open[ev.To]; ok && open.ts() <= ts {
+			delete(q.open, ev.To)
+			return true
+		}
+	}
+	return false
+}
+
+// ts is the question's time; zero for none.
+func (qu Question) ts() wire.EpochMillis {
+	if qu.Msg == nil {
+		return 0
+	}
+	return qu.Msg.TS
+}
+
+// list returns the open questions, oldest first.
+func (q *questions) list() []Question {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]Question, 0, len(q.open))
+	for _, qu := range q.open {
+		out = append(out, qu)
+	}
+	slices.SortFunc(out, func(a, b Question) int { return cmp.Or(cmp.Compare(a.ts(), b.ts()), cmp.Compare(a.From, b.From)) })
+	return out
+}
+
+// questionHistory is how many of the latest direct messages the start folds.
+const questionHistory = MaxLimit
+
+// loadQuestions folds the direct-message history into the open questions and announces them.
+func (s *Server) loadQuestions(ctx context.Context) {
+	if s.questions.operator == "" {
+		return
+	}
+	evs, err := lastEvents(ctx, s.js, s.space.DMStream(), s.space.KindAll(wire.KindInst), questionHistory)
+	if err != nil {
+		s.cfg.Log.Warn("read the direct messages for questions to the operator", "err", err)
+	}
+	for _, ev := range evs {
+		s.questions.fold(ev)
+	}
+	s.hub.publish("questions", s.questions.list())
+}
+
+func (s *Server) needsYou(w http.ResponseWriter, _ *http.Request) {
+	out := NeedsYou{Operator: s.questions.operator, Waiting: []Peer{}, Questions: s.questions.list()}
+	for _, p := range peers(s.roster) {
+		if p.Online && p.Presence != nil && p.Presence.Status == wire.StatusWaiting {
+			out.Waiting = append(out.Waiting, p)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
