@@ -67,6 +67,14 @@ func TestConsoleUnderTmux(t *testing.T) {
 	pane.waitFor("the refusal", equals("read-only - pass --creds to send"))
 	pane.run("send-keys", "-t", "t", ":frobnicate", "Enter")
 	pane.waitFor("the unknown command", equals("unknown command: frobnicate"))
+
+	// Too narrow for the side column: the prompt names who waits, and n shows them full screen.
+	pane.run("resize-window", "-t", "t", "-x", "80")
+	pane.waitFor("the narrow hint", func(l string) bool { return strings.HasPrefix(l, "n NEEDS YOU · 1") })
+	pane.run("send-keys", "-t", "t", "n")
+	pane.waitFor("bob waiting, full screen", func(l string) bool { return strings.HasPrefix(l, " ◐ bob is waiting") })
+	pane.run("send-keys", "-t", "t", "Escape")
+	pane.waitFor("the feed again", func(l string) bool { return strings.Contains(l, "hello-general") })
 	pane.run("send-keys", "-t", "t", "q")
 	pane.waitFor("the console's exit", equals("[exit 0]"))
 }

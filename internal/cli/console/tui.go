@@ -73,7 +73,10 @@ type Model struct {
 	peers  map[string]cotal.Peer
 
 	width, height int
-	typing        bool
+	// rail shows the roster and NEEDS YOU full screen (n), as a narrow terminal has no room beside
+	// the feed for them.
+	rail   bool
+	typing bool
 	input         []rune
 	status        string
 }
@@ -170,6 +173,10 @@ func (m *Model) key(k tea.KeyMsg) tea.Cmd {
 		return tea.Quit
 	case ":":
 		m.typing, m.input = true, nil
+	case "n":
+		m.rail = !m.rail
+	case "esc", "b":
+		m.rail = false
 	case "tab", "]":
 		m.show((m.tab + 1) % len(m.tabs))
 	case "shift+tab", "[":
@@ -325,12 +332,17 @@ func (m *Model) View() string {
 		counts["working"], counts["waiting"], counts["idle"], counts["offline"], m.space)
 	bodyHeight := max(1, m.height-5)
 	feedWidth := m.width
-	var side []string
-	if m.width >= wideEnough {
+	var feed, side []string
+	switch {
+	case m.rail:
+		feed = m.side(waiting, bodyHeight, m.width)
+	case m.width >= wideEnough:
 		feedWidth = m.width - sideWidth - 1
-		side = m.side(waiting, bodyHeight)
+		side = m.side(waiting, bodyHeight, sideWidth)
+		fallthrough
+	default:
+		feed = m.visible(bodyHeight, feedWidth)
 	}
-	feed := m.visible(bodyHeight, feedWidth)
 	var body []string
 	for i := range bodyHeight {
 		left := ""
@@ -347,7 +359,14 @@ func (m *Model) View() string {
 		}
 		body = append(body, row)
 	}
-	prompt := dim.Render(": command   tab switch   1-9 jump   q quit")
+	hints := ": command   tab switch   1-9 jump   n roster and needs-you   q quit"
+	switch {
+	case m.rail:
+		hints = "n or esc back to the feed   : command   q quit"
+	case m.width < wideEnough && len(waiting) > 0:
+		hints = fmt.Sprintf("n NEEDS YOU · %d   ", len(waiting)) + hints
+	}
+	prompt := dim.Render(hints)
 	if m.typing {
 		prompt = ":" + string(m.input) + "█"
 	}
@@ -376,8 +395,8 @@ func statusOf(p cotal.Peer) string {
 	return string(p.Presence.Status)
 }
 
-// side renders the roster and the NEEDS YOU column.
-func (m *Model) side(waiting []cotal.Peer, height int) []string {
+// side renders the roster and the NEEDS YOU column, width wide.
+func (m *Model) side(waiting []cotal.Peer, height, width int) []string {
 	out := []string{" ROSTER"}
 	keys := make([]string, 0, len(m.peers))
 	for k := range m.peers {
@@ -386,7 +405,7 @@ func (m *Model) side(waiting []cotal.Peer, height int) []string {
 	slices.Sort(keys)
 	for _, k := range keys {
 		p := m.peers[k]
-		out = append(out, " "+glyphs[statusOf(p)]+" "+cut(Who(p.Presence.Card.Name, p.Key), sideWidth-4))
+		out = append(out, " "+glyphs[statusOf(p)]+" "+cut(Who(p.Presence.Card.Name, p.Key), width-4))
 	}
 	out = append(out, "")
 	if len(waiting) == 0 {
@@ -398,7 +417,7 @@ func (m *Model) side(waiting []cotal.Peer, height int) []string {
 			if what == "" {
 				what = "waiting for input"
 			}
-			out = append(out, " ◐ "+cut(word(p.Presence.Card.Name)+" is waiting", sideWidth-4), "   "+cut(quote(what), sideWidth-4))
+			out = append(out, " ◐ "+cut(word(p.Presence.Card.Name)+" is waiting", width-4), "   "+cut(quote(what), width-4))
 		}
 	}
 	if len(out) > height {

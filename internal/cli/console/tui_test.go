@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,26 @@ func TestTabs(t *testing.T) {
 	post("general")
 	if m.unread["general"] != 1 || m.unread["team"] != 0 {
 		t.Errorf("unread %v", m.unread)
+	}
+}
+
+// TestNarrowNeedsYou: a terminal too narrow for the side column names who waits on the prompt
+// line, and n shows the roster and NEEDS YOU full screen until esc.
+func TestNarrowNeedsYou(t *testing.T) {
+	bob := cotal.Peer{Key: "local.bob", Online: true, Presence: &wire.Presence{Status: wire.StatusWaiting, Activity: "needs a decision",
+		Card: wire.AgentCard{ID: "local.bob", Name: "bob"}}}
+	m := NewModel("main", Actions{}, []cotal.Peer{bob}, time.Now)
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 20})
+	view := m.View()
+	if strings.Contains(view, "bob is waiting") || !strings.Contains(view, "n NEEDS YOU · 1") {
+		t.Fatalf("a narrow console, before n:\n%s", view)
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("n")})
+	if view = m.View(); !strings.Contains(view, "◐ bob is waiting") || !strings.Contains(view, "needs a decision") {
+		t.Fatalf("after n:\n%s", view)
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyEsc})
+	if view = m.View(); strings.Contains(view, "bob is waiting") {
+		t.Fatalf("after esc:\n%s", view)
 	}
 }
