@@ -75,6 +75,29 @@ func TestHookCommand(t *testing.T) {
 		!strings.Contains(claude.HookSpecificOutput.AdditionalContext, "the build is green") {
 		t.Fatalf("hook prompt: exit %d %q %s", code, out, stderr)
 	}
+	// Codex's notify program: the event's JSON as the last argument.
+	status := func(want wire.PresenceStatus) {
+		t.Helper()
+		meshtest.Eventually(t, 10*time.Second, "the agent "+string(want), func() bool {
+			for _, p := range roster.Peers() {
+				if p.Key == agent.Principal().String() && p.Presence != nil && p.Presence.Status == want {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if err := agent.SetStatus(ctx, wire.StatusWorking, "on it"); err != nil {
+		t.Fatal(err)
+	}
+	status(wire.StatusWorking)
+	if code, out, stderr := hook("", "stop", `{"type":"agent-turn-complete","turn-id":"1"}`, "--agent", agent.Principal().String()); code != exit.OK || out != "" || stderr != "" {
+		t.Fatalf("hook stop with a payload argument: exit %d %q %s", code, out, stderr)
+	}
+	status(wire.StatusIdle)
+	if code, _, stderr := hook("", "stop", "not json", "--agent", agent.Principal().String()); code != exit.Usage || !strings.Contains(stderr, "PAYLOAD") {
+		t.Errorf("a payload argument that is not JSON: exit %d %s", code, stderr)
+	}
 	if code, _, stderr := hook("", "frobnicate", "--agent", agent.Principal().String()); code != exit.Usage || !strings.Contains(stderr, "EVENT") {
 		t.Errorf("an unknown event: exit %d %s", code, stderr)
 	}

@@ -20,7 +20,7 @@ type Harness string
 // The harness presets.
 const (
 	HarnessClaude   Harness = "claude"   // Claude Code: --mcp-config <file>, its channel loaded
-	HarnessCodex    Harness = "codex"    // Codex: -c mcp_servers.cotal.*
+	HarnessCodex    Harness = "codex"    // Codex: -c mcp_servers.cotal.*, its turn's end told by notify
 	HarnessOpenCode Harness = "opencode" // OpenCode: OPENCODE_CONFIG=<file>
 )
 
@@ -58,13 +58,14 @@ func (h Harness) command(m Material, dir string, args []string) (argv, env []str
 		argv = []string{"claude", "--mcp-config", path, "--settings", settings, "--dangerously-load-development-channels", "server:cotal"}
 		return append(argv, args...), []string{ClaudeChannelEnv + "=1"}, nil
 	case HarnessCodex:
-		quoted := make([]string, len(srv.Args))
-		for i, a := range srv.Args {
-			quoted[i] = strconv.Quote(a)
-		}
+		// Codex runs its notify program, the event's JSON as the last argument, when a turn
+		// completes: the agent goes idle then without the model's help. Codex has no hook at a
+		// turn's start and no way in for a push: what arrives waits for cotal_inbox.
+		notify := []string{srv.Command, "hook", HookStop, "--space", m.Space, "--agent", m.Principal}
 		return append([]string{"codex",
 			"-c", "mcp_servers.cotal.command=" + strconv.Quote(srv.Command),
-			"-c", "mcp_servers.cotal.args=[" + strings.Join(quoted, ",") + "]",
+			"-c", "mcp_servers.cotal.args=" + tomlStrings(srv.Args),
+			"-c", "notify=" + tomlStrings(notify),
 		}, args...), nil, nil
 	case HarnessOpenCode:
 		path := filepath.Join(dir, "opencode.json")
@@ -111,6 +112,15 @@ func claudeHooks(cotal, space, principal string) map[string]any {
 		"SessionStart": hook(HookSessionStart), "UserPromptSubmit": hook(HookPrompt), "PreToolUse": hook(HookTool),
 		"Notification": hook(HookNotification), "Stop": hook(HookStop), "SessionEnd": hook(HookSessionEnd),
 	}}
+}
+
+// tomlStrings is ss as a TOML array of basic strings, for a Codex -c override.
+func tomlStrings(ss []string) string {
+	quoted := make([]string, len(ss))
+	for i, s := range ss {
+		quoted[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(quoted, ",") + "]"
 }
 
 // shellQuote quotes s for a POSIX shell.

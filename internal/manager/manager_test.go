@@ -265,7 +265,8 @@ func TestHarnessPresets(t *testing.T) {
 		manager.HarnessClaude: {"--mcp-config", `"mcpServers"`, `"--creds"`, "--extra", "--settings", `"UserPromptSubmit"`,
 			"--dangerously-load-development-channels\nserver:cotal", "channel=1",
 			`"command": "'cotal' hook prompt --space 'main' --agent 'local.h_claude'"`, `"command": "'cotal' hook notification --space 'main' --agent 'local.h_claude'"`},
-		manager.HarnessCodex:    {`mcp_servers.cotal.command="cotal"`, `mcp_servers.cotal.args=["mcp","--creds",`, "--extra"},
+		manager.HarnessCodex: {`mcp_servers.cotal.command="cotal"`, `mcp_servers.cotal.args=["mcp","--creds",`, "--extra",
+			`notify=["cotal","hook","stop","--space","main","--agent","local.h_codex"]`},
 		manager.HarnessOpenCode: {`"type": "local"`, `"mcp",`, "--extra"},
 	} {
 		out := filepath.Join(t.TempDir(), "out")

@@ -77,8 +77,8 @@ type Model struct {
 	// the feed for them.
 	rail   bool
 	typing bool
-	input         []rune
-	status        string
+	input  []rune
+	status string
 }
 
 // NewModel returns a console of space with actions, showing peers first.

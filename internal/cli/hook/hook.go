@@ -31,7 +31,7 @@ const maxInput = 256 << 10
 func NewCmdHook(f *factory.Factory) *cobra.Command {
 	var agent, space string
 	cmd := &cobra.Command{
-		Use:   "hook EVENT --agent OWNER.ACTOR [--space S]",
+		Use:   "hook EVENT [PAYLOAD] --agent OWNER.ACTOR [--space S]",
 		Short: "Tell an agent's cotal mcp what its harness is doing (run by the harness's hooks)",
 		Long: "Run by a harness's hooks, with the hook's input on stdin: it tells the agent's `cotal mcp` (found\n" +
 			"by its principal, on a socket of this user's alone) what the harness does, so the agent's\n" +
@@ -39,8 +39,10 @@ func NewCmdHook(f *factory.Factory) *cobra.Command {
 			"Events: session-start (idle, attention open), prompt (working; messages handed in), tool\n" +
 			"(working, on the tool), notification (waiting on its person), stop and session-end (idle).\n" +
 			"For session-start and prompt it prints Claude Code's hook output, the messages as\n" +
-			"additionalContext. It never fails the harness: an agent not running is a note on stderr.",
-		Args: cobra.ExactArgs(1),
+			"additionalContext. It never fails the harness: an agent not running is a note on stderr.\n\n" +
+			"A harness that passes the hook's input as the last argument instead (Codex's notify program)\n" +
+			"gives it as PAYLOAD, a JSON document; stdin is then not read.",
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			event := args[0]
 			if !slices.Contains(manager.HookEvents, event) {
@@ -54,8 +56,12 @@ func NewCmdHook(f *factory.Factory) *cobra.Command {
 			if err != nil {
 				return &exit.UsageError{Err: fmt.Errorf("--space: %w", err)}
 			}
-			input, err := io.ReadAll(io.LimitReader(f.IO.In, maxInput))
-			if err != nil || !json.Valid(input) {
+			var input []byte
+			if len(args) == 2 {
+				if input = []byte(args[1]); len(input) > maxInput || !json.Valid(input) {
+					return &exit.UsageError{Err: fmt.Errorf("PAYLOAD: must be a JSON document of at most %d bytes", maxInput)}
+				}
+			} else if input, err = io.ReadAll(io.LimitReader(f.IO.In, maxInput)); err != nil || !json.Valid(input) {
 				input = nil // a harness without hook input, or one we cannot read, still has an event
 			}
 			return run(cmd.Context(), f, sp, p, mcptools.HookRequest{Event: event, Payload: input})
