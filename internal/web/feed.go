@@ -11,9 +11,10 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// The live feed (GET /feed): server-sent events. On connect, the roster and the membership feed
-// (or membership-read-failed with its reason) and the open questions to the operator; then a message event for every message the tap
-// sees, roster and membership events (debounced) and questions events as they change, and a comment ping so proxies
+// The live feed (GET /feed): server-sent events. On connect, the roster, the membership feed (or
+// membership-read-failed with its reason), the open questions to the operator and the escalated
+// spawns; then a message event for every message the tap sees, roster and membership events
+// (debounced) and questions and escalations events as they change, and a comment ping so proxies
 // and browsers keep the stream open.
 
 // Event is one message as the feed and the history routes carry it: the mode, sender, channel
@@ -122,6 +123,8 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) {
 	writeEvent(w, sse{name: name, data: membership})
 	questions, _ := json.Marshal(s.questions.list()) // always encodes
 	writeEvent(w, sse{name: "questions", data: questions})
+	escalated, _ := json.Marshal(s.escalated.list()) // always encodes
+	writeEvent(w, sse{name: "escalations", data: escalated})
 	fl.Flush()
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()

@@ -1,15 +1,23 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/web"
 	"github.com/gocotal/cotal/wire"
@@ -145,4 +153,75 @@ func TestQuestionsToTheOperator(t *testing.T) {
 	meshtest.Eventually(t, 10*time.Second, "the answered question gone from the later dashboard", func() bool {
 		return r2.get(t, "/api/needs-you", &needs) == http.StatusOK && len(needs.Questions) == 0
 	})
+}
+
+// TestEscalatedSpawn: an agent that keeps crashing is given up on by its manager, and the
+// dashboard, asking the managers as cotal web does, shows it in NEEDS YOU, in Chromium and in
+// the API.
+func TestEscalatedSpawn(t *testing.T) {
+	r := start(t, meshtest.WithDaemons())
+	ctx := t.Context()
+	cred, err := r.m.Ledger("").Issue(ctx, ledger.Request{Profile: authority.ProfileControlAdmin, Name: "cotal_control"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.m.Connect(t, cred)
+	records, err := c.JS.KeyValue(ctx, string(r.m.Space.RecordsBucket()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := manager.NewClient(c.Conn, r.m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.Instrument}, "cotal_control")
+	mc.Any = true
+	admin := r.m.Mint(t, ledger.Request{Profile: authority.ProfileAdmin, Name: "cotal_web2"})
+	ac, err := cotal.Connect(ctx, r.m.URL(), cotal.WithCredsData(admin.Creds), cotal.WithPresence(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ac.Close(ctx) })
+	srv, err := web.Start(ctx, web.Config{Client: ac, Addr: "127.0.0.1:0", AgentsEvery: 200 * time.Millisecond,
+		Agents: func(ctx context.Context) ([]manager.Row, error) {
+			g, err := mc.Ps(ctx, records)
+			if err != nil {
+				return nil, err
+			}
+			return manager.Rows(g)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close(ctx) })
+	bctx := browser(t)
+	run := func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		tctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Run(tctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	run("open the dashboard", chromedp.Navigate(srv.URL), chromedp.WaitVisible(`#conn.on`, chromedp.ByQuery))
+	crashy, err := exec.LookPath("false")
+	if err != nil {
+		t.Skip("no false command to crash with")
+	}
+	got, err := mc.Spawn(ctx, manager.SpawnArgs{Name: "crashy", LaunchOptions: &manager.LaunchOptions{Command: []string{crashy}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State == manager.GoalSucceeded {
+		t.Fatal("a spawn whose process ends at once succeeded")
+	}
+	run("crashy in NEEDS YOU", chromedp.WaitVisible(`#needs-you li.card.escalated[data-name="crashy"]`, chromedp.ByQuery))
+	var needs web.NeedsYou
+	run("GET /api/needs-you", chromedp.Evaluate(`fetch("/api/needs-you").then((r) => r.json())`, &needs,
+		func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if len(needs.Escalated) != 1 || needs.Escalated[0].ID != "local.crashy" ||
+		(needs.Escalated[0].Status != string(manager.StateEscalated) && needs.Escalated[0].Status != string(manager.StateFailed)) {
+		t.Fatalf("needs-you: %+v", needs)
+	}
+	var shot []byte
+	run("screenshot", chromedp.FullScreenshot(&shot, 100))
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "escalated.png"), shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

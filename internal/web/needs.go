@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -23,12 +25,13 @@ type Question struct {
 	HTML string             `json:"html"`
 }
 
-// NeedsYou is GET /api/needs-you: the agents waiting on a person, and the questions addressed to
-// the operator, oldest first.
+// NeedsYou is GET /api/needs-you: the agents waiting on a person, the questions addressed to the
+// operator (oldest first), and the spawned agents their manager gave up on.
 type NeedsYou struct {
-	Operator  string     `json:"operator,omitempty"`
-	Waiting   []Peer     `json:"waiting"`
-	Questions []Question `json:"questions"`
+	Operator  string        `json:"operator,omitempty"`
+	Waiting   []Peer        `json:"waiting"`
+	Questions []Question    `json:"questions"`
+	Escalated []manager.Row `json:"escalated"`
 }
 
 // questions folds direct messages into the open questions to one operator.
@@ -114,11 +117,76 @@ func (s *Server) loadQuestions(ctx context.Context) {
 }
 
 func (s *Server) needsYou(w http.ResponseWriter, _ *http.Request) {
-	out := NeedsYou{Operator: s.questions.operator, Waiting: []Peer{}, Questions: s.questions.list()}
+	out := NeedsYou{Operator: s.questions.operator, Waiting: []Peer{}, Questions: s.questions.list(), Escalated: s.escalated.list()}
 	for _, p := range peers(s.roster) {
 		if p.Online && p.Presence != nil && p.Presence.Status == wire.StatusWaiting {
 			out.Waiting = append(out.Waiting, p)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// Escalated spawns: an agent whose manager stopped restarting it (its restart budget spent) or
+// whose spawn failed stays in its manager's rows until it is spawned again. The dashboard asks
+// the managers (Config.Agents) every Config.AgentsEvery and keeps those rows for NEEDS YOU.
+
+// escalations are the rows of the agents the managers gave up on, as last read.
+type escalations struct {
+	mu   sync.Mutex
+	rows []manager.Row
+}
+
+// set keeps the given-up rows of all, reporting whether they changed.
+func (e *escalations) set(all []manager.Row) bool {
+	var rows []manager.Row
+	for _, r := range all {
+		if st := manager.State(r.Status); st == manager.StateEscalated || st == manager.StateFailed {
+			rows = append(rows, r)
+		}
+	}
+	slices.SortFunc(rows, func(a, b manager.Row) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.LifecycleUID, b.LifecycleUID))
+	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	same := slices.EqualFunc(rows, e.rows, func(a, b manager.Row) bool {
+		return a.LifecycleUID == b.LifecycleUID && a.Status == b.Status
+	})
+	e.rows = rows
+	return !same
+}
+
+func (e *escalations) list() []manager.Row {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]manager.Row{}, e.rows...)
+}
+
+// DefaultAgentsEvery is how often the dashboard asks the managers for their agents.
+const DefaultAgentsEvery = 5 * time.Second
+
+// watchAgents asks the managers for their agents until the server closes, announcing the
+// escalations whenever they change. A failed ask keeps the last rows.
+func (s *Server) watchAgents() {
+	if s.cfg.Agents == nil {
+		return
+	}
+	every := cmp.Or(s.cfg.AgentsEvery, DefaultAgentsEvery)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		rows, err := s.cfg.Agents(ctx)
+		cancel()
+		if err != nil {
+			s.cfg.Log.Warn("ask the managers for their agents", "err", err)
+		} else if s.escalated.set(rows) {
+			s.hub.publish("escalations", s.escalated.list())
+		}
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+	}
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -48,6 +49,10 @@ type Config struct {
 	// Operator is the person's principal (the one `cotal send` speaks as): the direct messages
 	// agents send it wait in NEEDS YOU until it answers. Zero: no question lane.
 	Operator wire.Principal
+	// Agents reads the managers' agent rows (ps), for the spawns NEEDS YOU shows as given up on;
+	// nil: no such lane. AgentsEvery is how often (default DefaultAgentsEvery).
+	Agents      func(ctx context.Context) ([]manager.Row, error)
+	AgentsEvery time.Duration
 	// Addr is where to listen: a loopback host and a port (0: any free one).
 	Addr string
 	Log  *slog.Logger
@@ -61,8 +66,9 @@ type Server struct {
 	roster *cotal.Roster
 	hub    *hub
 	gate   *gate
-	// questions are the open questions to the operator.
+	// questions are the open questions to the operator; escalated, the spawns given up on.
 	questions *questions
+	escalated escalations
 	srv       *http.Server
 	subs      []*nats.Subscription
 	done      chan struct{}
@@ -115,6 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	go s.watchRoster()
 	go s.watchMembership()
 	go s.loadQuestions(context.WithoutCancel(ctx))
+	go s.watchAgents()
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }

@@ -3,6 +3,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/send"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/web"
 	"github.com/gocotal/cotal/wire"
 )
@@ -68,7 +70,25 @@ func webRun(ctx context.Context, o *Options) error {
 	}
 	defer c.Close(context.WithoutCancel(ctx))
 	var purge web.Purge
+	var agents func(context.Context) ([]manager.Row, error)
 	if !st.Open {
+		// The managers' rows, for the spawns they gave up on: one control instrument for the
+		// dashboard's life, used for ps alone, rather than one issued every few seconds.
+		ctl, err := o.WatchControl(ctx)
+		if err != nil {
+			return err
+		}
+		defer ctl.Close()
+		agents = func(ctx context.Context) ([]manager.Row, error) {
+			g, err := ctl.Manager.Ps(ctx, ctl.Records)
+			if e, ok := errors.AsType[*wire.EndpointError](err); ok && e.Code == wire.CodeFailedPrecondition {
+				return nil, nil // no manager is registered: no agent to give up on
+			}
+			if err != nil {
+				return nil, err
+			}
+			return manager.Rows(g)
+		}
 		purge = func(ctx context.Context, channel string) (uint64, error) {
 			js, closeFn, err := o.JetStream(ctx, sp, authority.ProfilePurger, "cotal_web_purger")
 			if err != nil {
@@ -78,7 +98,7 @@ func webRun(ctx context.Context, o *Options) error {
 			return web.PurgeChannel(ctx, js.Conn(), sp, channel)
 		}
 	}
-	srv, err := web.Start(ctx, web.Config{Client: c, Purge: purge, Operator: operator, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port))})
+	srv, err := web.Start(ctx, web.Config{Client: c, Purge: purge, Operator: operator, Agents: agents, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port))})
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,7 @@
 // is set as text, never as markup.
 "use strict";
 
-const state = { peers: [], questions: [], view: { kind: "monitor" }, seen: new Set(), channels: [] };
+const state = { peers: [], questions: [], escalated: [], view: { kind: "monitor" }, seen: new Set(), channels: [] };
 const MAX_ROWS = 500;
 const $ = (id) => document.getElementById(id);
 
@@ -71,7 +71,7 @@ function renderNeedsYou() {
     .sort((a, b) => nameOf(a).localeCompare(nameOf(b)));
   const list = $("needs-you");
   list.replaceChildren();
-  const n = waiting.length + state.questions.length;
+  const n = waiting.length + state.questions.length + state.escalated.length;
   $("needs-title").textContent = n ? "NEEDS YOU · " + n : "NEEDS YOU · all clear";
   for (const p of waiting) {
     const li = el("li", "card");
@@ -81,6 +81,17 @@ function renderNeedsYou() {
     li.appendChild(el("div", "who", nameOf(p) + " is waiting"));
     li.appendChild(el("div", "what", p.presence.activity || "waiting for input"));
     li.addEventListener("click", () => show({ kind: "agent", key: p.key }));
+    list.appendChild(li);
+  }
+  // Spawned agents their manager gave up on, until they are spawned again.
+  for (const r of state.escalated) {
+    const li = el("li", "card escalated");
+    li.dataset.name = r.name;
+    li.appendChild(el("span", "seen", r.agent));
+    li.appendChild(el("div", "state", r.status === "escalated" ? "ESCALATED" : "FAILED"));
+    li.appendChild(el("div", "who", r.status === "escalated" ? r.name + " kept crashing: its manager stopped restarting it" : r.name + "'s spawn failed"));
+    li.appendChild(el("code", "answer", "cotal spawn --name " + r.name + " …"));
+    li.addEventListener("click", () => show({ kind: "agent", key: r.id }));
     list.appendChild(li);
   }
   // Questions addressed to the operator, until the operator answers (cotal send --to).
@@ -235,6 +246,7 @@ function connect() {
   es.addEventListener("error", () => { $("conn").textContent = "disconnected"; $("conn").className = "pill off"; });
   es.addEventListener("roster", (e) => { state.peers = JSON.parse(e.data); renderRoster(); });
   es.addEventListener("questions", (e) => { state.questions = JSON.parse(e.data); renderNeedsYou(); });
+  es.addEventListener("escalations", (e) => { state.escalated = JSON.parse(e.data); renderNeedsYou(); });
   es.addEventListener("message", (e) => {
     const ev = JSON.parse(e.data);
     addMessage(ev);
