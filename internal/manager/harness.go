@@ -1,6 +1,7 @@
 package manager
 
 import (
+	_ "embed" // the OpenCode plugin
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ type Harness string
 const (
 	HarnessClaude   Harness = "claude"   // Claude Code: --mcp-config <file>, its channel loaded
 	HarnessCodex    Harness = "codex"    // Codex: -c mcp_servers.cotal.*, its turn's end told by notify
-	HarnessOpenCode Harness = "opencode" // OpenCode: OPENCODE_CONFIG=<file>
+	HarnessOpenCode Harness = "opencode" // OpenCode: OPENCODE_CONFIG=<file>, with the cotal plugin
 )
 
 // Harnesses lists the presets.
@@ -68,19 +69,40 @@ func (h Harness) command(m Material, dir string, args []string) (argv, env []str
 			"-c", "notify=" + tomlStrings(notify),
 		}, args...), nil, nil
 	case HarnessOpenCode:
+		// The cotal plugin keeps the agent's status and, while the session is idle, starts a turn
+		// with what should wake it (opencode/cotal.js).
+		plugin := filepath.Join(dir, "cotal-opencode.js")
+		if err := atomicfile.Write(plugin, openCodePlugin, 0o600); err != nil {
+			return nil, nil, err
+		}
 		path := filepath.Join(dir, "opencode.json")
 		cfg := map[string]any{
 			"$schema": "https://opencode.ai/config.json",
 			"mcp":     map[string]any{"cotal": map[string]any{"type": "local", "command": append([]string{srv.Command}, srv.Args...), "enabled": true}},
+			"plugin":  []string{"file://" + plugin},
 		}
 		raw, _ := json.MarshalIndent(cfg, "", "  ") // always encodes
 		if err := atomicfile.Write(path, raw, 0o600); err != nil {
 			return nil, nil, err
 		}
-		return append([]string{"opencode"}, args...), []string{"OPENCODE_CONFIG=" + path}, nil
+		env := []string{"OPENCODE_CONFIG=" + path, PluginBinEnv + "=" + srv.Command, PluginSpaceEnv + "=" + m.Space, PluginAgentEnv + "=" + m.Principal}
+		return append([]string{"opencode"}, args...), env, nil
 	}
 	return nil, nil, h.validate()
 }
+
+// openCodePlugin is the cotal plugin the opencode preset loads.
+//
+//go:embed opencode/cotal.js
+var openCodePlugin []byte
+
+// The environment that names the agent to the OpenCode plugin: the cotal command, the space and
+// the agent's principal.
+const (
+	PluginBinEnv   = "COTAL_BIN"
+	PluginSpaceEnv = "COTAL_SPACE"
+	PluginAgentEnv = "COTAL_AGENT"
+)
 
 // ClaudeChannelEnv, set to 1 in a Claude Code agent's environment, tells its `cotal mcp` to push
 // wakes into the session's channel (`cotal mcp --claude-channel`).
@@ -95,10 +117,11 @@ const (
 	HookNotification = "notification"  // the harness waits on its person: waiting
 	HookStop         = "stop"          // the turn ended: idle
 	HookSessionEnd   = "session-end"   // the session ended: idle
+	HookWait         = "wait"          // an idle harness waits a while for what should wake it; handed in
 )
 
 // HookEvents lists them.
-var HookEvents = []string{HookSessionStart, HookPrompt, HookTool, HookNotification, HookStop, HookSessionEnd}
+var HookEvents = []string{HookSessionStart, HookPrompt, HookTool, HookNotification, HookStop, HookSessionEnd, HookWait}
 
 // claudeHooks is Claude Code's settings for the agent's hooks: each of its turn boundaries runs
 // `cotal hook`, so the agent's status follows the session and what arrived between turns is handed

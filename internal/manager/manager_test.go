@@ -253,7 +253,7 @@ func TestHarnessPresets(t *testing.T) {
 	bin := t.TempDir()
 	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$OUT\"\nfor f in \"$@\"; do case \"$f\" in *.json) cat \"$f\" >> \"$OUT\";; esac; done\n" +
 		"if [ -n \"$OPENCODE_CONFIG\" ]; then cat \"$OPENCODE_CONFIG\" >> \"$OUT\"; fi\n" +
-		"echo \"channel=$COTAL_CHANNEL\" >> \"$OUT\"\n"
+		"echo \"channel=$COTAL_CHANNEL agent=$COTAL_AGENT\" >> \"$OUT\"\n"
 	for _, h := range manager.Harnesses {
 		if err := os.WriteFile(filepath.Join(bin, string(h)), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
@@ -263,11 +263,11 @@ func TestHarnessPresets(t *testing.T) {
 	f := newFixture(t)
 	for h, want := range map[manager.Harness][]string{
 		manager.HarnessClaude: {"--mcp-config", `"mcpServers"`, `"--creds"`, "--extra", "--settings", `"UserPromptSubmit"`,
-			"--dangerously-load-development-channels\nserver:cotal", "channel=1",
+			"--dangerously-load-development-channels\nserver:cotal", "channel=1 agent=",
 			`"command": "'cotal' hook prompt --space 'main' --agent 'local.h_claude'"`, `"command": "'cotal' hook notification --space 'main' --agent 'local.h_claude'"`},
 		manager.HarnessCodex: {`mcp_servers.cotal.command="cotal"`, `mcp_servers.cotal.args=["mcp","--creds",`, "--extra",
 			`notify=["cotal","hook","stop","--space","main","--agent","local.h_codex"]`},
-		manager.HarnessOpenCode: {`"type": "local"`, `"mcp",`, "--extra"},
+		manager.HarnessOpenCode: {`"type": "local"`, `"mcp",`, "--extra", `"plugin": [`, `cotal-opencode.js"`, "agent=local.h_opencode"},
 	} {
 		out := filepath.Join(t.TempDir(), "out")
 		name := "h_" + string(h)

@@ -15,6 +15,7 @@ import (
 //	DM / anycast     buffer + wake        buffer + wake        buffer + wake
 //	@mention         buffer + wake        buffer + wake        held for recall, wake to pull
 //	ambient          buffer, wake if idle buffer, no wake      held for recall, no wake
+//	                 (else once idle)
 //
 // Before the global mode: a DM or anycast always gets through; a muted channel drops what it
 // carries, mentions too, for good; a quiet channel holds its ambient for pulling only (no wake,
@@ -28,6 +29,8 @@ type arrival struct {
 	wake bool
 	// held: kept for recall (focus) or for pulling only (quiet), shown after what was not.
 	held bool
+	// later: it would have woken an idle agent; it wakes the agent once its turn ends.
+	later bool
 }
 
 // attention is the agent's attention and channel modes, as it last set them, and who it is to a
@@ -72,10 +75,10 @@ func (a *attention) decide(d *cotal.Delivery) arrival {
 	case wire.AttentionDND:
 		out = arrival{wake: mention}
 	default:
-		out = arrival{wake: mention || !a.working}
+		out = arrival{wake: mention || !a.working, later: !mention && a.working}
 	}
 	if d.Historical {
-		out.wake = false
+		out.wake, out.later = false, false
 	}
 	return out
 }

@@ -14,11 +14,12 @@ import (
 func TestAttentionTable(t *testing.T) {
 	type arr = arrival
 	var (
-		through = arr{wake: true}
-		quiet   = arr{}
-		held    = arr{held: true}
-		recall  = arr{held: true, wake: true}
-		dropped = arr{drop: true}
+		through  = arr{wake: true}
+		quiet    = arr{}
+		deferred = arr{later: true}
+		held     = arr{held: true}
+		recall   = arr{held: true, wake: true}
+		dropped  = arr{drop: true}
 	)
 	for _, tc := range []struct {
 		name    string
@@ -34,7 +35,7 @@ func TestAttentionTable(t *testing.T) {
 		{"open task", wire.AttentionOpen, "", false, wire.DeliveryAnycast, false, false, through},
 		{"open mention", wire.AttentionOpen, "", true, wire.DeliveryChannel, true, false, through},
 		{"open ambient, idle", wire.AttentionOpen, "", false, wire.DeliveryChannel, false, false, through},
-		{"open ambient, working", wire.AttentionOpen, "", true, wire.DeliveryChannel, false, false, quiet},
+		{"open ambient, working", wire.AttentionOpen, "", true, wire.DeliveryChannel, false, false, deferred},
 		{"dnd DM", wire.AttentionDND, "", false, wire.DeliveryDM, false, false, through},
 		{"dnd mention", wire.AttentionDND, "", false, wire.DeliveryChannel, true, false, through},
 		{"dnd ambient", wire.AttentionDND, "", false, wire.DeliveryChannel, false, false, quiet},

@@ -59,8 +59,8 @@ func (c spyConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // TestClaudeChannel: with the channel on, the server declares Claude Code's capability and
 // pushes a nudge when an arrival should wake the agent: a DM at once, naming its sender and never
 // carrying its text; the nudge repeats while the DM waits unread and stops once cotal_inbox read
-// it; ambient chatter during a turn waits for the turn's end and wakes the session then. Without
-// the channel nothing is declared.
+// it; ambient chatter during a turn waits for the turn's end and wakes the session then, unless
+// the agent is in dnd. Without the channel nothing is declared.
 func TestClaudeChannel(t *testing.T) {
 	t.Parallel()
 	m := meshtest.Start(t)
@@ -142,6 +142,17 @@ func TestClaudeChannel(t *testing.T) {
 	if ev := next("a mention"); ev.Meta["mentioned"] != "true" || ev.Meta["channel"] != "general" {
 		t.Fatalf("the mention's nudge = %+v", ev)
 	}
+
+	// Under dnd, chatter during a turn does not wake the session when it ends.
+	call(t, cs, "cotal_inbox", nil, false)
+	call(t, cs, "cotal_status", map[string]any{"attention": "dnd"}, false)
+	hook(manager.HookPrompt)
+	if _, err := bob.Post(ctx, "general", []wire.Part{wire.TextPart("coffee?")}); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, wait, "the post in the inbox", func() bool { return a.inbox.Unread() == 1 })
+	hook(manager.HookStop)
+	quiet("ambient under dnd at the turn's end", 500*time.Millisecond)
 
 	plain, _ := sessionAs(t, m, ledger.Request{Name: "codex", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, "general")
 	if _, ok := plain.InitializeResult().Capabilities.Experimental[mcptools.ClaudeChannelCapability]; ok {

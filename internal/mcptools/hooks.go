@@ -40,6 +40,10 @@ type HookReply struct {
 // hookWindow bounds the context one hook hands in; the rest waits for cotal_inbox or the next turn.
 const hookWindow = 16000
 
+// hookWait is how long one wait hook waits for an arrival that should wake the agent; the
+// harness asks again.
+const hookWait = 8 * time.Second
+
 // Limits of the hook socket.
 const (
 	maxHookRequest = 256 << 10
@@ -164,6 +168,8 @@ func (t *Tools) hook(ctx context.Context, req HookRequest) (string, error) {
 		return "", nil
 	case manager.HookSessionEnd:
 		return "", t.setStatus(ctx, wire.StatusIdle, "")
+	case manager.HookWait:
+		return t.await(ctx), nil
 	}
 	return "", fmt.Errorf("unknown hook event %q: one of %s", req.Event, strings.Join(manager.HookEvents, ", "))
 }
@@ -191,6 +197,24 @@ func (t *Tools) handIn() string {
 		b.WriteString("More are waiting: call cotal_inbox.\n")
 	}
 	return b.String()
+}
+
+// await waits up to hookWait for what should wake the agent (a DM or task, a mention, chatter
+// once the agent is idle) and hands it in; "" when nothing came. It is a harness's push where the
+// harness can start a turn itself but has no channel for a server to wake it (OpenCode's plugin).
+func (t *Tools) await(ctx context.Context) string {
+	timer := time.NewTimer(hookWait)
+	defer timer.Stop()
+	for t.inbox.Waiting() == 0 {
+		select {
+		case <-t.arrived:
+		case <-timer.C:
+			return ""
+		case <-ctx.Done():
+			return ""
+		}
+	}
+	return t.handIn()
 }
 
 // cut shortens s to n bytes on a rune boundary.

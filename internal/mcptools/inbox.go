@@ -37,10 +37,12 @@ type Inbox struct {
 	dropped int
 }
 
-// item is one buffered delivery; held ones are for recall or pulling only, shown last.
+// item is one buffered delivery; held ones are for recall or pulling only, shown last. wakes
+// marks one that woke the agent, or wakes it once its turn ends.
 type item struct {
-	d    *cotal.Delivery
-	held bool
+	d     *cotal.Delivery
+	held  bool
+	wakes bool
 }
 
 // NewInbox returns an inbox that holds up to limit messages, attention open.
@@ -115,7 +117,7 @@ func (b *Inbox) Offer(_ context.Context, d *cotal.Delivery) error {
 		}
 		return nil
 	}
-	b.items = append(b.items, item{d: d, held: a.held})
+	b.items = append(b.items, item{d: d, held: a.held, wakes: a.wake || a.later})
 	if durable(d) {
 		b.pending[id] = true
 	}
@@ -228,13 +230,14 @@ func (b *Inbox) Take(budget int, size func(*cotal.Delivery) int) Window {
 	return b.read(false, budget, size, false)
 }
 
-// Waiting counts the buffered messages a wake is about: all but what is held.
+// Waiting counts the buffered messages a wake is about: those that woke the agent, or wake it
+// once its turn ends, and that a turn's hand-in takes (what is held stays for cotal_inbox).
 func (b *Inbox) Waiting() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0
 	for _, it := range b.items {
-		if !it.held {
+		if it.wakes && !it.held {
 			n++
 		}
 	}

@@ -33,6 +33,9 @@ type Tools struct {
 	mgr *manager.Client
 	// push wakes a Claude Code session through its channel; nil unless WithClaudeChannel.
 	push *pusher
+	// arrived is signalled (never blocking) at every arrival that wakes the agent, for the
+	// wait hook.
+	arrived chan struct{}
 }
 
 // Option configures New.
@@ -47,7 +50,7 @@ func WithClaudeChannel() Option {
 // New builds the MCP server over a connected client whose handler is inbox.Offer, and a roster
 // of its space. version names this build to MCP clients.
 func New(c *cotal.Client, inbox *Inbox, roster *cotal.Roster, version string, opts ...Option) *Tools {
-	t := &Tools{c: c, inbox: inbox, roster: roster}
+	t := &Tools{c: c, inbox: inbox, roster: roster, arrived: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(t)
 	}
@@ -77,6 +80,10 @@ func New(c *cotal.Client, inbox *Inbox, roster *cotal.Roster, version string, op
 		})
 	inbox.SetSelf(c.Principal())
 	inbox.onArrival = func(d *cotal.Delivery) {
+		select {
+		case t.arrived <- struct{}{}:
+		default:
+		}
 		if t.push != nil {
 			t.push.nudge(d)
 		}

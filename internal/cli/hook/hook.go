@@ -37,9 +37,11 @@ func NewCmdHook(f *factory.Factory) *cobra.Command {
 			"by its principal, on a socket of this user's alone) what the harness does, so the agent's\n" +
 			"status follows it, and prints what arrived between turns for the model.\n\n" +
 			"Events: session-start (idle, attention open), prompt (working; messages handed in), tool\n" +
-			"(working, on the tool), notification (waiting on its person), stop and session-end (idle).\n" +
-			"For session-start and prompt it prints Claude Code's hook output, the messages as\n" +
-			"additionalContext. It never fails the harness: an agent not running is a note on stderr.\n\n" +
+			"(working, on the tool), notification (waiting on its person), stop and session-end (idle),\n" +
+			"and wait (an idle harness waits up to 8 s for what should wake the agent; the messages are\n" +
+			"handed in). For session-start and prompt it prints Claude Code's hook output, the messages\n" +
+			"as additionalContext; for wait, the messages as text (nothing when none came). It never\n" +
+			"fails the harness: an agent not running is a note on stderr.\n\n" +
 			"A harness that passes the hook's input as the last argument instead (Codex's notify program)\n" +
 			"gives it as PAYLOAD, a JSON document; stdin is then not read.",
 		Args: cobra.RangeArgs(1, 2),
@@ -81,6 +83,8 @@ func run(ctx context.Context, f *factory.Factory, sp wire.Space, p wire.Principa
 				out, _ := json.Marshal(map[string]any{"hookSpecificOutput": map[string]string{ // strings always encode
 					"hookEventName": name, "additionalContext": reply.Context}})
 				fmt.Fprintln(f.IO.Out, string(out))
+			} else if req.Event == manager.HookWait {
+				fmt.Fprint(f.IO.Out, reply.Context)
 			}
 			return nil
 		}

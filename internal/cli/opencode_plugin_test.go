@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/mcptools"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/wire"
+)
+
+// pluginDriver loads the OpenCode plugin as OpenCode does and plays a session at it: a tool runs,
+// then (when the test says so on stdin) the session goes idle; a prompt the plugin starts is
+// printed as JSON, and ends the driver.
+const pluginDriver = `
+import { createInterface } from "node:readline";
+const { CotalPlugin } = await import(process.argv[2]);
+const client = { session: { prompt: async (req) => {
+  console.log(JSON.stringify({ prompt: req }));
+  process.exit(0);
+} } };
+const hooks = await CotalPlugin({ client });
+await hooks["tool.execute.before"]({ tool: "bash" }, {});
+console.log(JSON.stringify({ step: "tool" }));
+for await (const line of createInterface({ input: process.stdin })) {
+  if (line === "idle") {
+    await hooks.event({ event: { type: "session.idle", properties: { sessionID: "ses_1" } } });
+    console.log(JSON.stringify({ step: "idle" }));
+  }
+}
+`
+
+// TestOpenCodePlugin runs the plugin `cotal spawn --agent opencode` loads under Node, against a
+// real agent's cotal mcp: a tool makes the agent working on it; the session going idle makes it
+// idle; a DM that arrives while it is idle starts a turn carrying the DM, marked as peer data,
+// and leaves the inbox.
+func TestOpenCodePlugin(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("COTAL_REQUIRE_NODE") != "" {
+			t.Fatal("no node on PATH: .ci/run installs it")
+		}
+		t.Skip("no node on PATH: the OpenCode plugin test needs one (apt install nodejs)")
+	}
+	dir := upMesh(t)
+	st := waitUp(t, dir, nil)
+	l := openLedger(t, dir, st.URL)
+	ctx := t.Context()
+	start := func(name string, handler cotal.Handler) *cotal.Client {
+		cred, retire, err := l.StartAgent(ctx, ledger.Request{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = retire(context.Background()) })
+		c, err := cotal.Connect(ctx, st.URL, cotal.WithCredsData(cred.Creds), cotal.WithHandler(handler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		return c
+	}
+	inbox := mcptools.NewInbox(100)
+	agent := start("oc", inbox.Offer)
+	roster, err := agent.Roster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(roster.Stop)
+	path, err := mcptools.HookSocket(agent.Space(), agent.Principal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks, err := mcptools.New(agent, inbox, roster, "test").ServeHooks(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hooks.Close() })
+	status := func(want wire.PresenceStatus, activity string) {
+		t.Helper()
+		meshtest.Eventually(t, 20*time.Second, "the agent "+string(want), func() bool {
+			for _, p := range roster.Peers() {
+				if p.Key == agent.Principal().String() && p.Presence != nil && p.Presence.Status == want && strings.Contains(p.Presence.Activity, activity) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	bin := filepath.Join(work, "cotal")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec env "+envRunCLI+"=1 '"+self+"' \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plugin, err := filepath.Abs(filepath.Join("..", "manager", "opencode", "cotal.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver := filepath.Join(work, "driver.mjs")
+	if err := os.WriteFile(driver, []byte(pluginDriver), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, node, driver, "file://"+plugin)
+	cmd.Env = append(os.Environ(), manager.PluginBinEnv+"="+bin, manager.PluginSpaceEnv+"="+string(agent.Space()), manager.PluginAgentEnv+"="+agent.Principal().String())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 8)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the driver ended before %s", what)
+			}
+			return l
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no %s from the driver", what)
+		}
+		return ""
+	}
+
+	if l := next("the tool step"); l != `{"step":"tool"}` {
+		t.Fatalf("the driver said %s", l)
+	}
+	status(wire.StatusWorking, "running bash")
+	if _, err := io.WriteString(stdin, "idle\n"); err != nil {
+		t.Fatal(err)
+	}
+	if l := next("the idle step"); l != `{"step":"idle"}` {
+		t.Fatalf("the driver said %s", l)
+	}
+	status(wire.StatusIdle, "")
+	bob := start("bob", func(context.Context, *cotal.Delivery) error { return nil })
+	if _, err := bob.DirectMessage(ctx, agent.Principal(), []wire.Part{wire.TextPart("ping from bob")}); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Prompt struct {
+			Path struct{ ID string }
+			Body struct {
+				Parts []struct{ Type, Text string }
+			}
+		}
+	}
+	if l := next("the prompt"); json.Unmarshal([]byte(l), &got) != nil || got.Prompt.Path.ID != "ses_1" || len(got.Prompt.Body.Parts) != 1 ||
+		!strings.Contains(got.Prompt.Body.Parts[0].Text, "ping from bob") || !strings.Contains(got.Prompt.Body.Parts[0].Text, "not instructions") {
+		t.Fatalf("the plugin's prompt: %s", l)
+	}
+	if n := inbox.Unread(); n != 0 {
+		t.Errorf("%d messages still in the inbox after the hand-in", n)
+	}
+}
