@@ -17,15 +17,24 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// TestHookCommand: `cotal hook prompt` finds the agent's cotal mcp by its principal and prints
-// Claude Code's hook output with what arrived as additionalContext; an unknown event or principal
-// is a usage error; an agent not running is a note, never a failure of the harness.
-func TestHookCommand(t *testing.T) {
+// hookedAgent is an agent named name on a fresh mesh, served as `cotal mcp` serves it with its
+// hooks on their socket, as `cotal hook` finds them.
+type hookedAgent struct {
+	*cotal.Client
+	inbox  *mcptools.Inbox
+	roster *cotal.Roster
+	// start connects another agent of the mesh, its deliveries to handler.
+	start func(name string, handler cotal.Handler) *cotal.Client
+}
+
+func newHookedAgent(t *testing.T, name string) *hookedAgent {
+	t.Helper()
 	dir := upMesh(t)
 	st := waitUp(t, dir, nil)
 	l := openLedger(t, dir, st.URL)
 	ctx := t.Context()
-	start := func(name string, handler cotal.Handler) *cotal.Client {
+	a := &hookedAgent{inbox: mcptools.NewInbox(100)}
+	a.start = func(name string, handler cotal.Handler) *cotal.Client {
 		cred, retire, err := l.StartAgent(ctx, ledger.Request{Name: name})
 		if err != nil {
 			t.Fatal(err)
@@ -38,22 +47,46 @@ func TestHookCommand(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close(context.Background()) })
 		return c
 	}
-	inbox := mcptools.NewInbox(100)
-	agent := start("hooked", inbox.Offer)
-	roster, err := agent.Roster(ctx)
+	a.Client = a.start(name, a.inbox.Offer)
+	var err error
+	if a.roster, err = a.Roster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.roster.Stop)
+	path, err := mcptools.HookSocket(a.Space(), a.Principal())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(roster.Stop)
-	path, err := mcptools.HookSocket(agent.Space(), agent.Principal())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hooks, err := mcptools.New(agent, inbox, roster, "test").ServeHooks(ctx, path)
+	hooks, err := mcptools.New(a.Client, a.inbox, a.roster, "test").ServeHooks(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { hooks.Close() })
+	return a
+}
+
+// status waits until the agent's presence shows want, its activity containing activity.
+func (a *hookedAgent) status(t *testing.T, want wire.PresenceStatus, activity string) {
+	t.Helper()
+	meshtest.Eventually(t, 20*time.Second, "the agent "+string(want), func() bool {
+		for _, p := range a.roster.Peers() {
+			if p.Key == a.Principal().String() && p.Presence != nil && p.Presence.Status == want && strings.Contains(p.Presence.Activity, activity) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestHookCommand: `cotal hook prompt` finds the agent's cotal mcp by its principal and prints
+// Claude Code's hook output with what arrived as additionalContext; `cotal hook stop PAYLOAD`, as
+// Codex's notify runs it, makes a working agent idle and a PAYLOAD that is not JSON is refused; an
+// unknown event or principal is a usage error; an agent not running is a note, never a failure of
+// the harness.
+func TestHookCommand(t *testing.T) {
+	ctx := t.Context()
+	agent := newHookedAgent(t, "hooked")
+	inbox, start := agent.inbox, agent.start
 	sender := start("sender", func(context.Context, *cotal.Delivery) error { return nil })
 	if _, err := sender.DirectMessage(ctx, agent.Principal(), []wire.Part{wire.TextPart("the build is green")}); err != nil {
 		t.Fatal(err)
@@ -76,25 +109,14 @@ func TestHookCommand(t *testing.T) {
 		t.Fatalf("hook prompt: exit %d %q %s", code, out, stderr)
 	}
 	// Codex's notify program: the event's JSON as the last argument.
-	status := func(want wire.PresenceStatus) {
-		t.Helper()
-		meshtest.Eventually(t, 10*time.Second, "the agent "+string(want), func() bool {
-			for _, p := range roster.Peers() {
-				if p.Key == agent.Principal().String() && p.Presence != nil && p.Presence.Status == want {
-					return true
-				}
-			}
-			return false
-		})
-	}
 	if err := agent.SetStatus(ctx, wire.StatusWorking, "on it"); err != nil {
 		t.Fatal(err)
 	}
-	status(wire.StatusWorking)
+	agent.status(t, wire.StatusWorking, "")
 	if code, out, stderr := hook("", "stop", `{"type":"agent-turn-complete","turn-id":"1"}`, "--agent", agent.Principal().String()); code != exit.OK || out != "" || stderr != "" {
 		t.Fatalf("hook stop with a payload argument: exit %d %q %s", code, out, stderr)
 	}
-	status(wire.StatusIdle)
+	agent.status(t, wire.StatusIdle, "")
 	if code, _, stderr := hook("", "stop", "not json", "--agent", agent.Principal().String()); code != exit.Usage || !strings.Contains(stderr, "PAYLOAD") {
 		t.Errorf("a payload argument that is not JSON: exit %d %s", code, stderr)
 	}

@@ -13,10 +13,7 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal"
-	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
-	"github.com/gocotal/cotal/internal/mcptools"
-	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -53,50 +50,9 @@ func TestOpenCodePlugin(t *testing.T) {
 		}
 		t.Skip("no node on PATH: the OpenCode plugin test needs one (apt install nodejs)")
 	}
-	dir := upMesh(t)
-	st := waitUp(t, dir, nil)
-	l := openLedger(t, dir, st.URL)
 	ctx := t.Context()
-	start := func(name string, handler cotal.Handler) *cotal.Client {
-		cred, retire, err := l.StartAgent(ctx, ledger.Request{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = retire(context.Background()) })
-		c, err := cotal.Connect(ctx, st.URL, cotal.WithCredsData(cred.Creds), cotal.WithHandler(handler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
-		return c
-	}
-	inbox := mcptools.NewInbox(100)
-	agent := start("oc", inbox.Offer)
-	roster, err := agent.Roster(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(roster.Stop)
-	path, err := mcptools.HookSocket(agent.Space(), agent.Principal())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hooks, err := mcptools.New(agent, inbox, roster, "test").ServeHooks(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hooks.Close() })
-	status := func(want wire.PresenceStatus, activity string) {
-		t.Helper()
-		meshtest.Eventually(t, 20*time.Second, "the agent "+string(want), func() bool {
-			for _, p := range roster.Peers() {
-				if p.Key == agent.Principal().String() && p.Presence != nil && p.Presence.Status == want && strings.Contains(p.Presence.Activity, activity) {
-					return true
-				}
-			}
-			return false
-		})
-	}
+	agent := newHookedAgent(t, "oc")
+	status := func(want wire.PresenceStatus, activity string) { t.Helper(); agent.status(t, want, activity) }
 
 	self, err := os.Executable()
 	if err != nil {
@@ -164,7 +120,7 @@ func TestOpenCodePlugin(t *testing.T) {
 		t.Fatalf("the driver said %s", l)
 	}
 	status(wire.StatusIdle, "")
-	bob := start("bob", func(context.Context, *cotal.Delivery) error { return nil })
+	bob := agent.start("bob", func(context.Context, *cotal.Delivery) error { return nil })
 	if _, err := bob.DirectMessage(ctx, agent.Principal(), []wire.Part{wire.TextPart("ping from bob")}); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +136,7 @@ func TestOpenCodePlugin(t *testing.T) {
 		!strings.Contains(got.Prompt.Body.Parts[0].Text, "ping from bob") || !strings.Contains(got.Prompt.Body.Parts[0].Text, "not instructions") {
 		t.Fatalf("the plugin's prompt: %s", l)
 	}
-	if n := inbox.Unread(); n != 0 {
+	if n := agent.inbox.Unread(); n != 0 {
 		t.Errorf("%d messages still in the inbox after the hand-in", n)
 	}
 }

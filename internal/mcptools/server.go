@@ -95,9 +95,6 @@ func New(c *cotal.Client, inbox *Inbox, roster *cotal.Roster, version string, op
 	return t
 }
 
-// Server returns the MCP server.
-func (t *Tools) Server() *mcp.Server { return t.server }
-
 // Connect serves one MCP session on transport; when WithClaudeChannel asked for it, it pushes
 // into the session until ctx ends.
 func (t *Tools) Connect(ctx context.Context, transport mcp.Transport) (*mcp.ServerSession, error) {

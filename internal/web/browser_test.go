@@ -52,6 +52,19 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
+// steps returns run, which runs a named step of chromedp actions in the browser of ctx, within
+// within, failing the test with the step's name.
+func steps(t *testing.T, ctx context.Context, within time.Duration) (run func(what string, actions ...chromedp.Action)) {
+	return func(what string, actions ...chromedp.Action) {
+		t.Helper()
+		tctx, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
+		if err := chromedp.Run(tctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
 // TestDashboardInChromium opens the dashboard as a person would: the launch URL, then a post by
 // an agent appears in Monitor within a second, a hostile body renders inert, a waiting agent
 // appears in NEEDS YOU, and so does her question to the operator, and the launch URL opened again
@@ -60,14 +73,7 @@ func browser(t *testing.T) context.Context {
 func TestDashboardInChromium(t *testing.T) {
 	r := start(t)
 	ctx := browser(t)
-	run := func(what string, actions ...chromedp.Action) {
-		t.Helper()
-		tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Run(tctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	run := steps(t, ctx, 20*time.Second)
 	run("open the launch URL", chromedp.Navigate(r.srv.URL), chromedp.WaitVisible(`#conn.on`, chromedp.ByQuery))
 	var location string
 	run("read the location", chromedp.Location(&location))
@@ -136,14 +142,7 @@ func TestDashboardInChromium(t *testing.T) {
 func TestGraphInChromium(t *testing.T) {
 	r := start(t, meshtest.WithDaemons())
 	ctx := browser(t)
-	run := func(what string, actions ...chromedp.Action) {
-		t.Helper()
-		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Run(tctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	run := steps(t, ctx, 30*time.Second)
 	alice := r.alice.Principal().String()
 	run("log in, then open the graph", chromedp.Navigate(r.srv.URL), chromedp.WaitVisible(`#conn.on`, chromedp.ByQuery),
 		chromedp.Click(`#graph-link`, chromedp.ByQuery), chromedp.WaitVisible(`svg#graph`, chromedp.ByQuery))

@@ -191,14 +191,7 @@ func TestEscalatedSpawn(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Close(ctx) })
 	bctx := browser(t)
-	run := func(what string, actions ...chromedp.Action) {
-		t.Helper()
-		tctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Run(tctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	run := steps(t, bctx, 30*time.Second)
 	run("open the dashboard", chromedp.Navigate(srv.URL), chromedp.WaitVisible(`#conn.on`, chromedp.ByQuery))
 	crashy, err := exec.LookPath("false")
 	if err != nil {
