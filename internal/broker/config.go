@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"path/filepath"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
@@ -32,8 +34,29 @@ type Config struct {
 	Port int
 	// StoreDir is the JetStream store directory.
 	StoreDir string
-	// TLS, when set, makes the broker require TLS from clients.
+	// TLS, when set, makes the broker require TLS from clients, and from routes in a cluster.
 	TLS *TLSConfig
+	// Cluster, when set, joins the broker to a NATS cluster; ServerName is then required and
+	// must differ on every node.
+	Cluster *ClusterConfig
+}
+
+// ClusterConfig joins a broker to a cluster of brokers that serve the same operator and accounts.
+// JetStream runs clustered (Raft) across them, and in operator mode the account resolver is
+// nats-server's own distributed one, so an account update pushed on one node (a new space, a
+// revocation) reaches every node and survives their restarts.
+type ClusterConfig struct {
+	// Name is the cluster's name, the same on every node.
+	Name string
+	// Host is where routes are accepted; Config.Host when empty.
+	Host string
+	// Port is the route port, 1-65535.
+	Port int
+	// Routes are the seed routes, nats://HOST:PORT each; a node's own may be among them.
+	Routes []string
+	// User and Password authorize routes, the same on every node: without them anyone who
+	// reaches the route port could join the cluster.
+	User, Password string
 }
 
 // TLSConfig names a server certificate and its key.
@@ -84,7 +107,14 @@ func RenderAuth(c Config, t Trust) ([]byte, error) {
 	}
 	fmt.Fprintf(&b, "operator: %q\n", t.OperatorJWT)
 	fmt.Fprintf(&b, "system_account: %q\n", sys.Subject)
-	b.WriteString("resolver: MEMORY\n")
+	if c.Cluster == nil {
+		b.WriteString("resolver: MEMORY\n")
+	} else {
+		// The distributed resolver keeps the accounts under the store and shares every update
+		// with the other nodes; an account is never deleted through it.
+		fmt.Fprintf(&b, "resolver: {\n  type: full\n  dir: %q\n  allow_delete: false\n  interval: \"2m\"\n}\n", ResolverDir(c.StoreDir))
+	}
+	// Preloaded accounts seed the resolver; a newer JWT pushed since wins over them.
 	b.WriteString("resolver_preload: {\n")
 	for _, p := range preload {
 		fmt.Fprintf(&b, "  %s: %q\n", p[0], p[1])
@@ -93,9 +123,18 @@ func RenderAuth(c Config, t Trust) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// ResolverDir is where a clustered broker's distributed resolver keeps the account JWTs: beside
+// the JetStream store.
+func ResolverDir(storeDir string) string {
+	return filepath.Join(filepath.Dir(filepath.Clean(storeDir)), "jwt")
+}
+
 // RenderOpen renders a nats-server configuration with no authentication. Anyone who can connect
-// can do anything, so it refuses any host that is not a loopback address.
+// can do anything, so it refuses any host that is not a loopback address and any cluster.
 func RenderOpen(c Config) ([]byte, error) {
+	if c.Cluster != nil {
+		return nil, errors.New("render broker config: an open (no-auth) broker cannot join a cluster")
+	}
 	host := c.Host
 	if host == "" {
 		host = DefaultHost
@@ -167,6 +206,62 @@ func writeListen(b *bytes.Buffer, c Config) error {
 		}
 		fmt.Fprintf(b, "tls {\n  cert_file: %q\n  key_file: %q\n}\n", c.TLS.CertFile, c.TLS.KeyFile)
 	}
+	if c.Cluster != nil {
+		return writeCluster(b, c, host)
+	}
+	return nil
+}
+
+// writeCluster writes the cluster block: the route listener, its authorization, the seed routes
+// (carrying the route credentials) and, with TLS, route TLS on the same certificate.
+func writeCluster(b *bytes.Buffer, c Config, host string) error {
+	cl := c.Cluster
+	if c.ServerName == "" {
+		return errors.New("render broker config: a cluster node needs a server name of its own")
+	}
+	if cl.Name == "" || strings.ContainsAny(cl.Name, " \t.*>") {
+		return fmt.Errorf("render broker config: cluster name %q: must be a non-empty name without spaces, dots or wildcards", cl.Name)
+	}
+	if cl.Port < 1 || cl.Port > 65535 {
+		return fmt.Errorf("render broker config: cluster port %d is outside 1-65535", cl.Port)
+	}
+	if cl.User == "" || cl.Password == "" {
+		return errors.New("render broker config: a cluster needs a route user and password")
+	}
+	if cl.Host != "" {
+		host = cl.Host
+	}
+	for _, v := range []struct{ what, s string }{{"cluster name", cl.Name}, {"cluster host", host}, {"route user", cl.User}, {"route password", cl.Password}} {
+		if err := confString(v.what, v.s); err != nil {
+			return err
+		}
+	}
+	scheme := "nats"
+	if c.TLS != nil {
+		scheme = "tls"
+	}
+	routes := make([]string, 0, len(cl.Routes))
+	for _, r := range cl.Routes {
+		u, err := url.Parse(r)
+		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Hostname() == "" || u.Port() == "" || u.User != nil || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("render broker config: route %q: must be nats://HOST:PORT", r)
+		}
+		u.Scheme, u.User, u.Path = scheme, url.UserPassword(cl.User, cl.Password), ""
+		if err := confString("route", u.String()); err != nil {
+			return err
+		}
+		routes = append(routes, u.String())
+	}
+	fmt.Fprintf(b, "cluster {\n  name: %q\n  host: %q\n  port: %d\n", cl.Name, host, cl.Port)
+	fmt.Fprintf(b, "  authorization {\n    user: %q\n    password: %q\n  }\n", cl.User, cl.Password)
+	if c.TLS != nil {
+		fmt.Fprintf(b, "  tls {\n    cert_file: %q\n    key_file: %q\n  }\n", c.TLS.CertFile, c.TLS.KeyFile)
+	}
+	b.WriteString("  routes: [\n")
+	for _, r := range routes {
+		fmt.Fprintf(b, "    %q\n", r)
+	}
+	b.WriteString("  ]\n}\n")
 	return nil
 }
 

@@ -96,3 +96,24 @@ func (l *logAdapter) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(
 func (l *logAdapter) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
 func (l *logAdapter) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *logAdapter) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+
+// ClusterStatus is what a broker knows of its cluster: its routes and JetStream's meta group.
+type ClusterStatus struct {
+	// Name is the cluster's name; empty for a broker that serves alone.
+	Name string `json:"name,omitempty"`
+	// Routes counts the route connections to other nodes.
+	Routes int `json:"routes"`
+	// MetaLeader names the server leading JetStream's meta group; empty until one is elected.
+	MetaLeader string `json:"metaLeader,omitempty"`
+	// Size is the meta group's known size: the JetStream nodes.
+	Size int `json:"size"`
+}
+
+// Cluster reports the broker's cluster.
+func (s *Server) Cluster() ClusterStatus {
+	st := ClusterStatus{Name: s.ns.ClusterName(), Routes: s.ns.NumRoutes()}
+	if js, err := s.ns.Jsz(&server.JSzOptions{}); err == nil && js.Meta != nil {
+		st.MetaLeader, st.Size = js.Meta.Leader, js.Meta.Size
+	}
+	return st
+}
