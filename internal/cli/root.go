@@ -13,6 +13,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/attach"
 	"github.com/gocotal/cotal/internal/cli/bench"
 	"github.com/gocotal/cotal/internal/cli/channels"
+	"github.com/gocotal/cotal/internal/cli/cluster"
 	"github.com/gocotal/cotal/internal/cli/console"
 	"github.com/gocotal/cotal/internal/cli/creds"
 	"github.com/gocotal/cotal/internal/cli/deliver"
@@ -61,6 +62,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 	root.AddCommand(
 		up.NewCmdUp(f, nil),
 		down.NewCmdDown(f, nil),
+		cluster.NewCmdCluster(f),
 		status.NewCmdStatus(f, nil),
 		mint.NewCmdMint(f, nil),
 		send.NewCmdSend(f, nil),

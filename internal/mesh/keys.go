@@ -13,6 +13,9 @@ func (d Dir) OpenKeyring() (*authority.Keyring, error) {
 	if err := atomicfile.MkdirPrivate(d.Path); err != nil {
 		return nil, err
 	}
+	if d.keyless() {
+		return nil, ErrKeyless
+	}
 	return authority.OpenKeyring(d.AuthDir())
 }
 

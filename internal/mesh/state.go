@@ -35,6 +35,11 @@ type State struct {
 	// ExchangeURL is the auth service's public face in user-auth mode: what `cotal login
 	// --mesh` and `cotal supervise --mesh` take on another machine.
 	ExchangeURL string `json:"exchangeUrl,omitempty"`
+	// Cluster names the NATS cluster this node belongs to; empty for a mesh of one node.
+	Cluster string `json:"cluster,omitempty"`
+	// Keyless marks a cluster node started from a bundle: it holds no keys, so it provisions,
+	// issues and runs nothing but its broker.
+	Keyless bool `json:"keyless,omitempty"`
 }
 
 // Exposure is who can reach a mesh's broker and whether what it carries is encrypted. The field

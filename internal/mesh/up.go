@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,6 +56,8 @@ type Options struct {
 	// UserAuth, when set, runs the mesh in user-auth mode (SPEC §10): people log in with an
 	// identity provider, and the auth service admits them and issues remote managers' authority.
 	UserAuth *UserAuthOptions
+	// Cluster, when set, runs this mesh as one node of a NATS cluster (cluster.go).
+	Cluster *ClusterOptions
 }
 
 // UserAuthOptions configure user-auth mode.
@@ -121,6 +124,19 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 	if o.UserAuth != nil && (o.Open || len(spaces) != 1) {
 		return nil, errors.New("user-auth mode runs an authenticated mesh of one space")
 	}
+	if c := o.Cluster; c != nil {
+		switch {
+		case o.Open:
+			return nil, errors.New("an open mesh cannot join a cluster: anyone could join it")
+		case o.UserAuth != nil:
+			return nil, errors.New("user-auth mode runs on one node: it cannot join a cluster yet")
+		case c.Bundle != nil:
+			spaces = c.Bundle.Spaces
+			if err := d.markKeyless(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if l := o.DaemonCredentialLifetime; l != 0 && l < ledger.MinHeldLifetime {
 		return nil, fmt.Errorf("daemon credential lifetime %s: must be at least %s", l, ledger.MinHeldLifetime)
 	}
@@ -143,9 +159,18 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 	m := &Mesh{dir: d, Reports: map[wire.Space]*space.Report{}}
 	var conf []byte
 	var err error
-	if o.Open {
+	if c := o.Cluster; c != nil {
+		if cfg.Cluster, err = d.brokerCluster(c); err != nil {
+			return nil, err
+		}
+		cfg.ServerName = cmp.Or(c.ServerName, DefaultServerName(port))
+	}
+	switch {
+	case o.Open:
 		conf, err = broker.RenderOpen(cfg)
-	} else {
+	case o.Cluster != nil && o.Cluster.Bundle != nil:
+		conf, err = broker.RenderAuth(cfg, o.Cluster.Bundle.trust())
+	default:
 		if m.keyring, err = d.OpenKeyring(); err != nil {
 			return nil, err
 		}
@@ -167,6 +192,19 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 	url := m.server.ClientURL()
 	if o.TLS != nil {
 		url = "tls://" + m.server.Addr().String()
+	}
+	if o.Cluster != nil && o.Cluster.Bundle != nil {
+		// A node without keys serves the cluster's broker and nothing else.
+		if err := m.record(d, o, url, spaces); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	if o.Cluster != nil {
+		if err := m.awaitQuorum(ctx); err != nil {
+			m.stopServer()
+			return nil, err
+		}
 	}
 	if err := m.provision(ctx, url, spaces, o.Open); err != nil {
 		m.stopServer()
@@ -219,16 +257,27 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			return nil, err
 		}
 	}
+	if err := m.record(d, o, url, spaces); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// record writes the running mesh's state to d; on failure it stops everything it started.
+func (m *Mesh) record(d Dir, o Options, url string, spaces []wire.Space) error {
 	m.state = State{PID: os.Getpid(), URL: url, Spaces: spaces, Open: o.Open, StartedAt: time.Now().UTC().Truncate(time.Second),
 		Listen: listenAddr(o.Host, m.server.Addr()), TLS: o.TLS != nil}
 	if m.auth != nil {
 		m.state.ExchangeURL = m.auth.PublicURL
 	}
-	if err := d.writeState(&m.state); err != nil {
-		m.stopServer()
-		return nil, err
+	if c := o.Cluster; c != nil {
+		m.state.Cluster, m.state.Keyless = m.server.Cluster().Name, c.Bundle != nil
 	}
-	return m, nil
+	if err := d.writeState(&m.state); err != nil {
+		m.Shutdown(context.Background()) //nolint:errcheck // the state write's failure is the one to report
+		return err
+	}
+	return nil
 }
 
 // provision provisions every space with the defaults of the mesh's mode: an authenticated mesh

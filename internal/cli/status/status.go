@@ -37,6 +37,10 @@ type Report struct {
 	// ExchangeURL is the auth service's public face, in user-auth mode: what `cotal login --mesh`
 	// and `cotal supervise --mesh` take.
 	ExchangeURL string `json:"exchangeUrl,omitempty"`
+	// Cluster names the NATS cluster this node belongs to; Keyless marks a node started from a
+	// bundle, which holds no keys and so reports no spaces.
+	Cluster string `json:"cluster,omitempty"`
+	Keyless bool   `json:"keyless,omitempty"`
 	// Exposure is where the broker listens and whether it needs TLS; nil when no mesh runs.
 	Exposure *mesh.Exposure `json:"exposure,omitempty"`
 	Spaces   []SpaceStatus  `json:"spaces,omitempty"`
@@ -128,12 +132,15 @@ func statusRun(ctx context.Context, o *Options) error {
 		return err
 	default:
 		rep.Running, rep.URL, rep.PID, rep.Open, rep.ExchangeURL = true, st.URL, st.PID, st.Open, st.ExchangeURL
+		rep.Cluster, rep.Keyless = st.Cluster, st.Keyless
 		e := st.Exposure()
 		rep.Exposure = &e
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if err := inspect(ctx, o, st, rep); err != nil {
-			return err
+		if !st.Keyless {
+			if err := inspect(ctx, o, st, rep); err != nil {
+				return err
+			}
 		}
 	}
 	if err := render(o, rep); err != nil {
@@ -219,6 +226,12 @@ func render(o *Options, rep *Report) error {
 		mode = "open"
 	}
 	fmt.Fprintf(o.IO.Out, "mesh up at %s (%s, pid %d)\n", rep.URL, mode, rep.PID)
+	switch {
+	case rep.Keyless:
+		fmt.Fprintf(o.IO.Out, "cluster: %s (a node without keys: `cotal status` on an authority node reports the spaces)\n", rep.Cluster)
+	case rep.Cluster != "":
+		fmt.Fprintf(o.IO.Out, "cluster: %s (an authority node)\n", rep.Cluster)
+	}
 	if rep.Exposure != nil {
 		fmt.Fprintf(o.IO.Out, "exposure: %s\n", rep.Exposure)
 	}

@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -69,6 +71,13 @@ type Options struct {
 	AdvertisedServer string
 	// RemoteManagerLifetime is the lifetime of remote managers' standing credentials.
 	RemoteManagerLifetime time.Duration
+	// ClusterName, ClusterPort, Routes and ServerName join the node to a NATS cluster; a node
+	// without keys starts from ClusterBundle.
+	ClusterName   string
+	ClusterPort   int
+	Routes        []string
+	ServerName    string
+	ClusterBundle string
 }
 
 // detachWait bounds how long a detached start may take before `up` gives up on it.
@@ -115,6 +124,11 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.StringVar(&o.ExchangeURL, "exchange-public-url", "", "with --user-auth: the https URL a TLS proxy serves the public face at, for other machines")
 	fs.BoolVar(&o.TrustedProxy, "exchange-trusted-proxy", false, "with --exchange-public-url: take callers' addresses from the proxy's X-Forwarded-For")
 	fs.DurationVar(&o.RemoteManagerLifetime, "remote-manager-lifetime", remotemgr.StandingLifetime, "with --user-auth: lifetime of a remote manager's standing credentials, each renewed at three quarters of it")
+	fs.StringVar(&o.ClusterName, "cluster-name", "", "run this node as one of the NATS cluster of this name (with --cluster-port and --routes)")
+	fs.IntVar(&o.ClusterPort, "cluster-port", 0, "with --cluster-name or --cluster-bundle: the port other nodes route to")
+	fs.StringSliceVar(&o.Routes, "routes", nil, "with --cluster-port: the seed routes, nats://HOST:PORT (comma-separate)")
+	fs.StringVar(&o.ServerName, "server-name", "", "with --cluster-port: this node's name in the cluster (default: host name and client port)")
+	fs.StringVar(&o.ClusterBundle, "cluster-bundle", "", "start a node without keys from this bundle (cotal cluster bundle on an authority node)")
 	fs.StringVar(&o.AdvertisedServer, "advertised-server", "", "with --user-auth: the broker URL (nats://, tls://, ws://, wss://) other machines are told, when not the one up listens at")
 	return cmd
 }
@@ -145,6 +159,9 @@ func (o *Options) meshOptions() (mesh.Options, error) {
 		return mo, err
 	}
 	mo.UserAuth = ua
+	if mo.Cluster, err = o.cluster(); err != nil {
+		return mo, err
+	}
 	if o.Port == 0 {
 		mo.Port = -1 // any free port
 	}
@@ -163,6 +180,49 @@ func (o *Options) meshOptions() (mesh.Options, error) {
 		mo.TLS = &broker.TLSConfig{CertFile: cert, KeyFile: key}
 	}
 	return mo, nil
+}
+
+// serverName is what --server-name takes.
+var serverName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// cluster returns the cluster options the flags ask for, nil without --cluster-port.
+func (o *Options) cluster() (*mesh.ClusterOptions, error) {
+	if o.ClusterPort == 0 {
+		if o.ClusterName != "" || len(o.Routes) > 0 || o.ServerName != "" || o.ClusterBundle != "" {
+			return nil, &exit.UsageError{Err: errors.New("--cluster-name, --routes, --server-name and --cluster-bundle go with --cluster-port")}
+		}
+		return nil, nil
+	}
+	switch {
+	case o.ClusterPort < 1 || o.ClusterPort > 65535:
+		return nil, &exit.UsageError{Err: fmt.Errorf("--cluster-port %d is outside 1-65535", o.ClusterPort)}
+	case o.ClusterName == "" && o.ClusterBundle == "":
+		return nil, &exit.UsageError{Err: errors.New("--cluster-port needs --cluster-name (an authority node) or --cluster-bundle (a node without keys)")}
+	case o.Open:
+		return nil, &exit.UsageError{Err: errors.New("--open cannot join a cluster: anyone could join it")}
+	case o.UserAuth:
+		return nil, &exit.UsageError{Err: errors.New("--user-auth runs on one node: it cannot join a cluster yet")}
+	case o.Port == 0 && o.ServerName == "":
+		return nil, &exit.UsageError{Err: errors.New("--port 0 with --cluster-port needs --server-name: a node's name must survive its restarts")}
+	}
+	if o.ServerName != "" && !serverName.MatchString(o.ServerName) {
+		return nil, &exit.UsageError{Err: fmt.Errorf("--server-name %q: must be 1 to 64 of A-Z a-z 0-9 _ -", o.ServerName)}
+	}
+	co := &mesh.ClusterOptions{Name: o.ClusterName, Port: o.ClusterPort, Routes: o.Routes, ServerName: o.ServerName}
+	for _, r := range o.Routes {
+		u, err := url.Parse(r)
+		if err != nil || u.Scheme != "nats" || u.Hostname() == "" || u.Port() == "" || u.User != nil || (u.Path != "" && u.Path != "/") {
+			return nil, &exit.UsageError{Err: fmt.Errorf("--routes %q: each route must be nats://HOST:PORT", r)}
+		}
+	}
+	if o.ClusterBundle != "" {
+		b, err := mesh.ReadBundle(o.ClusterBundle)
+		if err != nil {
+			return nil, &exit.UsageError{Err: err}
+		}
+		co.Bundle = b
+	}
+	return co, nil
 }
 
 // userAuth returns the user-auth options the flags ask for, nil without --user-auth.
@@ -343,6 +403,25 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 		}
 		args = append(args, "--remote-manager-lifetime", o.RemoteManagerLifetime.String())
 	}
+	if o.ClusterPort != 0 {
+		args = append(args, "--cluster-port", strconv.Itoa(o.ClusterPort))
+		if o.ClusterName != "" {
+			args = append(args, "--cluster-name", o.ClusterName)
+		}
+		if len(o.Routes) > 0 {
+			args = append(args, "--routes", strings.Join(o.Routes, ","))
+		}
+		if o.ServerName != "" {
+			args = append(args, "--server-name", o.ServerName)
+		}
+		if o.ClusterBundle != "" {
+			bundle, err := filepath.Abs(o.ClusterBundle)
+			if err != nil {
+				return err
+			}
+			args = append(args, "--cluster-bundle", bundle)
+		}
+	}
 	args = append(args, "--max-sessions", strconv.Itoa(o.MaxSessions))
 	args = append(args, "--daemon-credential-lifetime", o.DaemonLifetime.String())
 	cmd := exec.Command(exe, args...)
@@ -354,7 +433,11 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 	pid := cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }() // reaps the child if it fails early; ends with this process otherwise
-	deadline := time.NewTimer(detachWait)
+	wait := detachWait
+	if o.ClusterPort != 0 {
+		wait += mesh.QuorumWait // the first nodes wait for a majority of the cluster
+	}
+	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -373,7 +456,7 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 		case err := <-exited:
 			return fmt.Errorf("the detached mesh exited (%v); see %s", err, d.LogPath())
 		case <-deadline.C:
-			return fmt.Errorf("the detached mesh (pid %d) did not come up within %s; see %s", pid, detachWait, d.LogPath())
+			return fmt.Errorf("the detached mesh (pid %d) did not come up within %s; see %s", pid, wait, d.LogPath())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:

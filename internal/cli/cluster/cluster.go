@@ -1,0 +1,74 @@
+// Package cluster implements `cotal cluster`: what an authority node hands the other nodes of a
+// mesh that runs on a NATS cluster.
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/wire"
+)
+
+// NewCmdCluster returns the `cotal cluster` command and its subcommands.
+func NewCmdCluster(f *factory.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Run a mesh on a NATS cluster: what the other nodes need",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newCmdBundle(f))
+	return cmd
+}
+
+func newCmdBundle(f *factory.Factory) *cobra.Command {
+	var dir, out, name string
+	var spaces []string
+	cmd := &cobra.Command{
+		Use:   "bundle --out FILE [--dir D] [--cluster-name N] [--space S]",
+		Short: "Write the bundle a node without keys starts from (cotal up --cluster-bundle)",
+		Long: "On an authority node (a mesh directory that holds the keys), write what another node of\n" +
+			"the cluster needs to serve the mesh's broker: the cluster's name and route secret, and the\n" +
+			"operator, system and space account JWTs. It holds no signing key, but its route secret\n" +
+			"admits a broker to the cluster: the file is private to you, and should travel as a\n" +
+			"credential does. The route secret is made on first use (then --cluster-name names the\n" +
+			"cluster) and kept in the directory, so every later bundle and `cotal up --cluster-name`\n" +
+			"share it.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return &exit.UsageError{Err: errors.New("--out FILE is required")}
+			}
+			var sps []wire.Space
+			for _, s := range spaces {
+				sp, err := wire.ParseSpace(s)
+				if err != nil {
+					return &exit.UsageError{Err: fmt.Errorf("--space: %w", err)}
+				}
+				sps = append(sps, sp)
+			}
+			d, err := mesh.FindDir(dir, ".")
+			if err != nil {
+				return err
+			}
+			if st, err := d.ReadState(); err == nil && st.Keyless {
+				return errors.New("this node was started from a bundle and holds no keys: write bundles on an authority node")
+			}
+			if err := d.WriteBundle(out, name, sps); err != nil {
+				return err
+			}
+			fmt.Fprintf(f.IO.Out, "wrote %s: start another node with cotal up --cluster-bundle %s --cluster-port PORT --routes ...\n", out, out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "the mesh directory (default: the nearest .cotal, or ./.cotal)")
+	cmd.Flags().StringVar(&out, "out", "", "the file to write (required; written 0600)")
+	cmd.Flags().StringVar(&name, "cluster-name", "", "the cluster's name, when this directory has no route secret yet")
+	cmd.Flags().StringSliceVar(&spaces, "space", []string{string(mesh.DefaultSpace)}, "the spaces the cluster serves (repeat or comma-separate)")
+	return cmd
+}

@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/mesh"
+)
+
+// TestClusterCommands forms a three-node cluster with the command lines an operator types: the
+// authority node's cotal up with the cluster flags, cotal cluster bundle on it while it waits for
+// a quorum, and two nodes started from the bundle. cotal send then works through the authority's
+// directory, and a node started from the bundle refuses to write bundles. Bad cluster flags are
+// usage errors.
+func TestClusterCommands(t *testing.T) {
+	// Six ports free now: three client ports, then three route ports.
+	ports := make([]int, 6)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	routes := fmt.Sprintf("nats://127.0.0.1:%d,nats://127.0.0.1:%d,nats://127.0.0.1:%d", ports[3], ports[4], ports[5])
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	bundle := filepath.Join(t.TempDir(), "bundle.json")
+	up := func(i int, extra ...string) {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan int, 1)
+		upIO, _, _, _ := iostreams.Test()
+		args := append([]string{"up", "--dir", dirs[i], "--port", fmt.Sprint(ports[i]), "--cluster-name", "team",
+			"--cluster-port", fmt.Sprint(ports[3+i]), "--routes", routes}, extra...)
+		go func() { done <- Main(ctx, upIO, args) }()
+		t.Cleanup(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Error("cotal up did not stop")
+			}
+		})
+	}
+	up(0)
+	// The authority node makes its route secret as it starts, then waits for a quorum.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dirs[0], mesh.DirName, "auth", "cluster.json")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the authority node made no route secret")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, out, stderr := run(t, "cluster", "bundle", "--dir", dirs[0], "--out", bundle); code != exit.OK || !strings.Contains(out, "cluster-bundle") {
+		t.Fatalf("cluster bundle: exit %d %s %s", code, out, stderr)
+	}
+	if fi, err := os.Stat(bundle); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the bundle: %v, mode %v", err, fi.Mode())
+	}
+	up(1, "--cluster-bundle", bundle)
+	up(2, "--cluster-bundle", bundle)
+	for _, d := range dirs {
+		waitUp(t, d, nil)
+	}
+	if code, out, stderr := run(t, "status", "--dir", dirs[0]); code != exit.OK || !strings.Contains(out, "cluster: team (an authority node)") {
+		t.Errorf("status of the authority node: exit %d %s %s", code, out, stderr)
+	}
+	if code, out, stderr := run(t, "status", "--dir", dirs[2], "--json"); code != exit.OK || !strings.Contains(out, `"cluster":"team","keyless":true`) {
+		t.Errorf("status of a node without keys: exit %d %s %s", code, out, stderr)
+	}
+	if code, _, stderr := run(t, "send", "msg", "general", "hello-cluster", "--dir", dirs[0]); code != exit.OK {
+		t.Fatalf("send through the authority node: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "cluster", "bundle", "--dir", dirs[1], "--out", filepath.Join(t.TempDir(), "b.json")); code == exit.OK || !strings.Contains(stderr, "no keys") {
+		t.Errorf("a bundle from a node without keys: exit %d %s", code, stderr)
+	}
+	for _, bad := range [][]string{
+		{"up", "--cluster-name", "team"},
+		{"up", "--cluster-port", "6222"},
+		{"up", "--cluster-port", "6222", "--cluster-name", "team", "--routes", "http://x:1"},
+		{"up", "--cluster-port", "6222", "--cluster-name", "team", "--open"},
+		{"up", "--cluster-port", "6222", "--cluster-name", "team", "--port", "0"},
+		{"up", "--cluster-port", "6222", "--cluster-bundle", filepath.Join(t.TempDir(), "missing.json")},
+		{"cluster", "bundle"},
+	} {
+		if code, _, stderr := run(t, append(bad, "--dir", t.TempDir())...); code != exit.Usage {
+			t.Errorf("%v: exit %d, want usage: %s", bad, code, stderr)
+		}
+	}
+}

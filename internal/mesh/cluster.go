@@ -1,0 +1,244 @@
+package mesh
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/broker"
+	"github.com/gocotal/cotal/wire"
+)
+
+// A mesh on a NATS cluster: every node runs the embedded broker joined to the others by routes,
+// serving the same operator, system account and space accounts, with JetStream clustered and
+// nats-server's distributed account resolver. An authority node holds the keys (a directory made
+// by `cotal up`): it provisions the spaces, issues credentials and runs the daemons. Any other
+// node starts from a bundle an authority node writes (`cotal cluster bundle`): the public trust
+// (operator, system and space account JWTs) and the route secret, never a signing key.
+
+// ClusterOptions join Up's broker to a cluster.
+type ClusterOptions struct {
+	// Name is the cluster's name, the same on every node.
+	Name string
+	// Port is the route port.
+	Port int
+	// Routes are the seed routes, nats://HOST:PORT each.
+	Routes []string
+	// ServerName names this node; DefaultServerName when empty. It must differ on every node and
+	// stay the same across the node's restarts (JetStream knows its peers by it).
+	ServerName string
+	// Bundle, when set, starts a node without keys from an authority node's bundle: the broker
+	// only, with no provisioning, issuance or daemons.
+	Bundle *Bundle
+}
+
+// DefaultServerName names a node by its host name and client port, which differ between the nodes
+// of a cluster and survive a restart.
+func DefaultServerName(port int) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "node"
+	}
+	host = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '-'
+	}, host)
+	return host + "-" + strconv.Itoa(port)
+}
+
+// BundleVersion is the version of the bundle format this build writes and reads.
+const BundleVersion = 1
+
+// Bundle is what a node without keys needs to join a cluster: the cluster's name and route
+// secret, and the public trust its broker serves. It holds no signing key, but its route secret
+// admits a broker to the cluster: keep it as private as a credential.
+type Bundle struct {
+	Version       int          `json:"version"`
+	Cluster       string       `json:"cluster"`
+	RouteUser     string       `json:"routeUser"`
+	RoutePassword string       `json:"routePassword"`
+	OperatorJWT   string       `json:"operatorJwt"`
+	SystemAccount string       `json:"systemAccountJwt"`
+	Spaces        []wire.Space `json:"spaces"`
+	Accounts      []string     `json:"accountJwts"`
+}
+
+// trust is the bundle's trust, as the broker serves it.
+func (b *Bundle) trust() broker.Trust {
+	return broker.Trust{OperatorJWT: b.OperatorJWT, SystemAccount: b.SystemAccount, Accounts: b.Accounts}
+}
+
+// ReadBundle reads and checks a bundle file: its version, a route secret, one account per space,
+// and accounts the operator signed (the rendering of the broker's config checks the signatures).
+func ReadBundle(path string) (*Bundle, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster bundle: %w", err)
+	}
+	var b Bundle
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil {
+		return nil, fmt.Errorf("cluster bundle %s: %w", path, err)
+	}
+	switch {
+	case b.Version != BundleVersion:
+		return nil, fmt.Errorf("cluster bundle %s: version %d, this cotal reads version %d", path, b.Version, BundleVersion)
+	case b.Cluster == "" || b.RouteUser == "" || b.RoutePassword == "":
+		return nil, fmt.Errorf("cluster bundle %s: the cluster name and route secret are required", path)
+	case len(b.Spaces) == 0 || len(b.Spaces) != len(b.Accounts):
+		return nil, fmt.Errorf("cluster bundle %s: one account JWT per space is required", path)
+	}
+	for _, s := range b.Spaces {
+		if _, err := wire.ParseSpace(string(s)); err != nil {
+			return nil, fmt.Errorf("cluster bundle %s: %w", path, err)
+		}
+	}
+	if _, err := broker.RenderAuth(broker.Config{StoreDir: "/check"}, b.trust()); err != nil {
+		return nil, fmt.Errorf("cluster bundle %s: %w", path, err)
+	}
+	return &b, nil
+}
+
+// ErrKeyless refuses what needs the keys in the directory of a node started from a bundle: making
+// new keys there would start a second, foreign authority.
+var ErrKeyless = errors.New("this mesh directory is a cluster node started from a bundle and holds no keys: run this on an authority node")
+
+// keylessPath marks a directory whose node starts from a bundle.
+func (d Dir) keylessPath() string { return filepath.Join(d.Path, "keyless") }
+
+// keyless reports whether d is a node without keys.
+func (d Dir) keyless() bool {
+	_, err := os.Stat(d.keylessPath())
+	return err == nil
+}
+
+// markKeyless marks d as a node without keys, for good: refused if d holds keys already.
+func (d Dir) markKeyless() error {
+	if _, err := os.Stat(d.AuthDir()); err == nil {
+		return fmt.Errorf("%s holds keys: an authority node starts with --cluster-name, not from a bundle", d.Path)
+	}
+	if err := atomicfile.MkdirPrivate(d.Path); err != nil {
+		return err
+	}
+	return atomicfile.Write(d.keylessPath(), []byte("started from a cluster bundle: this directory holds no keys\n"), 0o600)
+}
+
+// clusterSecret is an authority node's route secret, made once per mesh directory.
+type clusterSecret struct {
+	Cluster  string `json:"cluster"`
+	User     string `json:"user"`
+	Password string `json:"password"`
+}
+
+// clusterSecretPath is where d keeps its cluster's route secret.
+func (d Dir) clusterSecretPath() string { return filepath.Join(d.AuthDir(), "cluster.json") }
+
+// loadOrCreateClusterSecret returns d's route secret for cluster name, making it on first use.
+// A directory belongs to one cluster: another name is refused.
+func (d Dir) loadOrCreateClusterSecret(name string) (*clusterSecret, error) {
+	if d.keyless() {
+		return nil, ErrKeyless
+	}
+	raw, err := os.ReadFile(d.clusterSecretPath())
+	if err == nil {
+		var s clusterSecret
+		if err := json.Unmarshal(raw, &s); err != nil || s.User == "" || s.Password == "" {
+			return nil, fmt.Errorf("%s: not a route secret cotal wrote", d.clusterSecretPath())
+		}
+		if name != "" && s.Cluster != name {
+			return nil, fmt.Errorf("this mesh directory belongs to cluster %q, not %q", s.Cluster, name)
+		}
+		return &s, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if name == "" {
+		return nil, errors.New("this mesh directory is in no cluster: start it with --cluster-name first")
+	}
+	s := &clusterSecret{Cluster: name, User: "route", Password: rand.Text()}
+	if err := atomicfile.MkdirPrivate(d.AuthDir()); err != nil {
+		return nil, err
+	}
+	raw, _ = json.MarshalIndent(s, "", "  ") // strings always encode
+	if err := atomicfile.Write(d.clusterSecretPath(), raw, 0o600); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// WriteBundle writes, for the nodes without keys, the bundle of d's cluster serving spaces
+// (DefaultSpace when empty): its route secret (made now if d has none, for cluster name) and the
+// public trust from d's keys. The file is private to this user.
+func (d Dir) WriteBundle(path, cluster string, spaces []wire.Space) error {
+	if len(spaces) == 0 {
+		spaces = []wire.Space{DefaultSpace}
+	}
+	secret, err := d.loadOrCreateClusterSecret(cluster)
+	if err != nil {
+		return err
+	}
+	kr, err := d.OpenKeyring()
+	if err != nil {
+		return err
+	}
+	t, err := trust(kr, spaces, false)
+	if err != nil {
+		return err
+	}
+	b := Bundle{Version: BundleVersion, Cluster: secret.Cluster, RouteUser: secret.User, RoutePassword: secret.Password,
+		OperatorJWT: t.OperatorJWT, SystemAccount: t.SystemAccount, Spaces: spaces, Accounts: t.Accounts}
+	raw, _ := json.MarshalIndent(b, "", "  ") // strings always encode
+	return atomicfile.Write(path, append(raw, '\n'), 0o600)
+}
+
+// brokerCluster is the broker's cluster configuration for o on d: the route secret from the
+// bundle on a node without keys, or from d.
+func (d Dir) brokerCluster(o *ClusterOptions) (*broker.ClusterConfig, error) {
+	cc := &broker.ClusterConfig{Name: o.Name, Port: o.Port, Routes: o.Routes}
+	if b := o.Bundle; b != nil {
+		if o.Name != "" && o.Name != b.Cluster {
+			return nil, fmt.Errorf("--cluster-name %q: the bundle is of cluster %q", o.Name, b.Cluster)
+		}
+		cc.Name, cc.User, cc.Password = b.Cluster, b.RouteUser, b.RoutePassword
+		return cc, nil
+	}
+	s, err := d.loadOrCreateClusterSecret(o.Name)
+	if err != nil {
+		return nil, err
+	}
+	cc.Name, cc.User, cc.Password = s.Cluster, s.User, s.Password
+	return cc, nil
+}
+
+// QuorumWait bounds how long an authority node waits for the cluster's JetStream to elect a
+// leader (a majority of its nodes up) before it provisions.
+const QuorumWait = 2 * time.Minute
+
+// awaitQuorum waits until the broker's JetStream meta group has a leader.
+func (m *Mesh) awaitQuorum(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, QuorumWait)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for m.server.Cluster().MetaLeader == "" {
+		select {
+		case <-ctx.Done():
+			st := m.server.Cluster()
+			return fmt.Errorf("the cluster's JetStream elected no leader within %s (%d routes up): start a majority of its nodes", QuorumWait, st.Routes)
+		case <-tick.C:
+		}
+	}
+	return nil
+}
