@@ -112,7 +112,7 @@ func RenderAuth(c Config, t Trust) ([]byte, error) {
 	} else {
 		// The distributed resolver keeps the accounts under the store and shares every update
 		// with the other nodes; an account is never deleted through it.
-		fmt.Fprintf(&b, "resolver: {\n  type: full\n  dir: %q\n  allow_delete: false\n  interval: \"2m\"\n}\n", ResolverDir(c.StoreDir))
+		fmt.Fprintf(&b, "resolver: {\n  type: full\n  dir: %q\n  allow_delete: false\n  interval: \"30s\"\n}\n", ResolverDir(c.StoreDir))
 	}
 	// Preloaded accounts seed the resolver; a newer JWT pushed since wins over them.
 	b.WriteString("resolver_preload: {\n")

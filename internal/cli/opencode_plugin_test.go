@@ -140,3 +140,41 @@ func TestOpenCodePlugin(t *testing.T) {
 		t.Errorf("%d messages still in the inbox after the hand-in", n)
 	}
 }
+
+// TestOpenCodePluginBacksOff: with no cotal mcp answering (the hook prints nothing at once), the
+// plugin's wait loop backs off rather than spawning hooks as fast as it can.
+func TestOpenCodePluginBacksOff(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("COTAL_REQUIRE_NODE") != "" {
+			t.Fatal("no node on PATH: .ci/run installs it")
+		}
+		t.Skip("no node on PATH: the OpenCode plugin test needs one (apt install nodejs)")
+	}
+	work := t.TempDir()
+	calls := filepath.Join(work, "calls")
+	bin := filepath.Join(work, "cotal")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho \"$2\" >> '"+calls+"'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	plugin, err := filepath.Abs(filepath.Join("..", "manager", "opencode", "cotal.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver := filepath.Join(work, "driver.mjs")
+	if err := os.WriteFile(driver, []byte(pluginDriver), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), node, driver, "file://"+plugin)
+	cmd.Env = append(os.Environ(), manager.PluginBinEnv+"="+bin, manager.PluginAgentEnv+"=local.nobody")
+	cmd.Stdin = strings.NewReader("idle\n")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	time.Sleep(3 * time.Second)
+	raw, _ := os.ReadFile(calls)
+	if waits := strings.Count(string(raw), "wait\n"); waits < 1 || waits > 8 {
+		t.Fatalf("%d waits in 3 s with no agent answering: want a backed-off handful", waits)
+	}
+}

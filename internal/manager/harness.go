@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
@@ -36,8 +36,9 @@ func (h Harness) validate() error {
 }
 
 // command returns the argv and extra environment that start harness h on the cotal MCP server
-// of the launch material m in dir, followed by the spec's own arguments.
-func (h Harness) command(m Material, dir string, args []string) (argv, env []string, err error) {
+// of the launch material m in dir, followed by the spec's own arguments; spawnEnv is the spawn's
+// own environment, which wins over the preset's.
+func (h Harness) command(m Material, dir string, args, spawnEnv []string) (argv, env []string, err error) {
 	srv, ok := m.MCPServers["cotal"]
 	if !ok {
 		return nil, nil, errors.New("the supervisor has no `cotal mcp` command to configure")
@@ -54,9 +55,14 @@ func (h Harness) command(m Material, dir string, args []string) (argv, env []str
 		if err := atomicfile.Write(settings, raw, 0o600); err != nil {
 			return nil, nil, err
 		}
+		argv = []string{"claude", "--mcp-config", path, "--settings", settings}
 		// The cotal server is loaded as a channel too, so a message that should wake the session
-		// does (Claude Code 2.1.80 and later); the server pushes only when told to.
-		argv = []string{"claude", "--mcp-config", path, "--settings", settings, "--dangerously-load-development-channels", "server:cotal"}
+		// does (Claude Code 2.1.80 and later); COTAL_CHANNEL=0 in the spawn's environment leaves
+		// it out, for an older Claude Code.
+		if slices.Contains(spawnEnv, ClaudeChannelEnv+"=0") {
+			return append(argv, args...), nil, nil
+		}
+		argv = append(argv, "--dangerously-load-development-channels", "server:cotal")
 		return append(argv, args...), []string{ClaudeChannelEnv + "=1"}, nil
 	case HarnessCodex:
 		// Codex runs its notify program, the event's JSON as the last argument, when a turn
@@ -64,7 +70,7 @@ func (h Harness) command(m Material, dir string, args []string) (argv, env []str
 		// turn's start and no way in for a push: what arrives waits for cotal_inbox.
 		notify := []string{srv.Command, "hook", HookStop, "--space", m.Space, "--agent", m.Principal}
 		return append([]string{"codex",
-			"-c", "mcp_servers.cotal.command=" + strconv.Quote(srv.Command),
+			"-c", "mcp_servers.cotal.command=" + tomlString(srv.Command),
 			"-c", "mcp_servers.cotal.args=" + tomlStrings(srv.Args),
 			"-c", "notify=" + tomlStrings(notify),
 		}, args...), nil, nil
@@ -79,7 +85,7 @@ func (h Harness) command(m Material, dir string, args []string) (argv, env []str
 		cfg := map[string]any{
 			"$schema": "https://opencode.ai/config.json",
 			"mcp":     map[string]any{"cotal": map[string]any{"type": "local", "command": append([]string{srv.Command}, srv.Args...), "enabled": true}},
-			"plugin":  []string{"file://" + plugin},
+			"plugin":  []string{(&url.URL{Scheme: "file", Path: plugin}).String()},
 		}
 		raw, _ := json.MarshalIndent(cfg, "", "  ") // always encodes
 		if err := atomicfile.Write(path, raw, 0o600); err != nil {
@@ -141,9 +147,29 @@ func claudeHooks(cotal, space, principal string) map[string]any {
 func tomlStrings(ss []string) string {
 	quoted := make([]string, len(ss))
 	for i, s := range ss {
-		quoted[i] = strconv.Quote(s)
+		quoted[i] = tomlString(s)
 	}
 	return "[" + strings.Join(quoted, ",") + "]"
+}
+
+// tomlString is s as a TOML basic string: a quote, a backslash and every control character
+// escaped as TOML spells them (Go's quoting would write \x.., which TOML has not).
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\u%04X", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // shellQuote quotes s for a POSIX shell.

@@ -327,8 +327,8 @@ func (s *Supervisor) launch(ctx context.Context, spec Spec) (*agent, error) {
 		a.argv, a.env = spec.Command, spec.Env
 		if spec.Agent != "" {
 			var env []string
-			a.argv, env, err = spec.Agent.command(m, filepath.Dir(a.material), spec.Command)
-			a.env = append(slices.Clone(spec.Env), env...)
+			a.argv, env, err = spec.Agent.command(m, filepath.Dir(a.material), spec.Command, spec.Env)
+			a.env = append(env, spec.Env...) // the spawn's own environment wins over the preset's
 		}
 	}
 	if err == nil {

@@ -45,7 +45,8 @@ type pusher struct {
 	inbox *Inbox
 	// backoff spaces the repeats (nudgeBackoff, shortened by tests).
 	backoff []time.Duration
-	wake    chan *cotal.Delivery
+	// wake carries a nudge's request: true for a new arrival.
+	wake chan bool
 
 	mu sync.Mutex
 	// next is the connection last connected; conn is it once its client has initialized (nothing
@@ -54,14 +55,15 @@ type pusher struct {
 }
 
 func newPusher(inbox *Inbox) *pusher {
-	return &pusher{inbox: inbox, backoff: nudgeBackoff, wake: make(chan *cotal.Delivery, 1)}
+	return &pusher{inbox: inbox, backoff: nudgeBackoff, wake: make(chan bool, 1)}
 }
 
-// nudge asks for a wake about d (nil: what waits, with no one arrival to name). It never blocks:
-// a wake already queued covers this one.
-func (p *pusher) nudge(d *cotal.Delivery) {
+// nudge asks for a nudge: for a new arrival (fresh) at once, otherwise (a turn's end, a client
+// ready) only if something woke the agent since the last one. It never blocks: a request already
+// queued covers this one, as the wake count tells a fresh arrival apart anyway.
+func (p *pusher) nudge(fresh bool) {
 	select {
-	case p.wake <- d:
+	case p.wake <- fresh:
 	default:
 	}
 }
@@ -96,38 +98,39 @@ func (p *pusher) ready(next mcp.MethodHandler) mcp.MethodHandler {
 			first := p.conn == nil && p.next != nil
 			p.conn = p.next
 			p.mu.Unlock()
-			if first && p.inbox.Waiting() > 0 {
-				p.nudge(nil)
+			if n, _ := p.inbox.Waking(); first && n > 0 {
+				p.nudge(false)
 			}
 		}
 		return next(ctx, method, req)
 	}
 }
 
-// run sends nudges until ctx ends: at once for a wake, then again on the backoff while what
-// woke the agent waits unread.
+// run sends nudges until ctx ends: at once for a new arrival, and for a turn's end
+// when something woke the agent since the last nudge; then again on the backoff while what woke
+// it waits unread.
 func (p *pusher) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	repeat := len(p.backoff)
-	var last *cotal.Delivery
+	var sent uint64 // the inbox's wake count at the last nudge
 	for {
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
-		case d := <-p.wake:
-			if d != nil {
-				last = d
+		case fresh := <-p.wake:
+			if _, ever := p.inbox.Waking(); !fresh && ever == sent {
+				continue // nothing new since the last nudge: its repeats cover it
 			}
-			p.send(ctx, last)
+			sent = p.send(ctx)
 			repeat = 0
 		case <-timer.C:
-			if p.inbox.Waiting() == 0 {
-				repeat, last = len(p.backoff), nil
+			if n, _ := p.inbox.Waking(); n == 0 {
+				repeat = len(p.backoff)
 				continue
 			}
-			p.send(ctx, last)
+			sent = p.send(ctx)
 			repeat++
 		}
 		if repeat < len(p.backoff) {
@@ -136,19 +139,22 @@ func (p *pusher) run(ctx context.Context) {
 	}
 }
 
-// send writes one nudge, about d when it is still the latest arrival to name.
-func (p *pusher) send(ctx context.Context, d *cotal.Delivery) {
+// send writes one nudge, naming the latest arrival still waiting, and returns the inbox's wake
+// count it covered.
+func (p *pusher) send(ctx context.Context) uint64 {
 	p.mu.Lock()
 	conn := p.conn
 	p.mu.Unlock()
-	n := p.inbox.Waiting()
+	n, ever := p.inbox.Waking()
 	if conn == nil || n == 0 {
-		return // nothing to say, or no one initialized to say it to: the inbox keeps it
+		return ever // nothing to say, or no one initialized to say it to: the inbox keeps it
 	}
+	d := p.inbox.Latest()                                                       // the arrival to name: the latest still waiting, whatever woke this nudge
 	raw, _ := json.Marshal(nudgeParams(d, d != nil && p.inbox.Mentioned(d), n)) // strings always encode
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_ = conn.Write(wctx, &jsonrpc.Request{Method: ClaudeChannelMethod, Params: raw}) // advisory: a missed nudge is repeated, and the inbox keeps the messages
+	return ever
 }
 
 // nudgeParams describes what waits: n messages, the latest d among them (mentioning the agent
@@ -161,18 +167,16 @@ func nudgeParams(d *cotal.Delivery, mentioned bool, n int) channelParams {
 		what = "a message is waiting"
 	}
 	if d != nil {
-		meta["from"] = wire.SanitizeForTerminal(d.Message.From.Name)
-		meta["from_id"] = d.Sender.String()
-		if d.Message.From.Role != "" {
-			meta["role"] = d.Message.From.Role
-		}
+		meta["from_id"] = d.Sender.String() // from the subject; a display name is the peer's to choose
 		switch d.Kind {
 		case wire.DeliveryDM:
 			meta["kind"] = "dm"
 			what = "a direct message from " + d.Sender.String()
 		case wire.DeliveryAnycast:
-			meta["kind"], meta["to_role"] = "task", d.Message.ToService
-			what = "a task for role " + d.Message.ToService + " from " + d.Sender.String()
+			// The role as the subject carries it: a token, whatever the payload spelled.
+			role := wire.Token(d.Message.ToService)
+			meta["kind"], meta["to_role"] = "task", role
+			what = "a task for role " + role + " from " + d.Sender.String()
 		default:
 			meta["kind"], meta["channel"] = "message", d.Channel
 			what = "a message on #" + d.Channel + " from " + d.Sender.String()

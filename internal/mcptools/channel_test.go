@@ -59,8 +59,9 @@ func (c spyConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // TestClaudeChannel: with the channel on, the server declares Claude Code's capability and
 // pushes a nudge when an arrival should wake the agent: a DM at once, naming its sender and never
 // carrying its text; the nudge repeats while the DM waits unread and stops once cotal_inbox read
-// it; ambient chatter during a turn waits for the turn's end and wakes the session then, unless
-// the agent is in dnd. Without the channel nothing is declared.
+// it; ambient chatter during a turn waits for the turn's end and wakes the session then, named,
+// and a second turn end with nothing new does not nudge again, nor does chatter under dnd. Without
+// the channel nothing is declared.
 func TestClaudeChannel(t *testing.T) {
 	t.Parallel()
 	m := meshtest.Start(t)
@@ -97,7 +98,7 @@ func TestClaudeChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := next("a DM")
-	if ev.Meta["kind"] != "dm" || ev.Meta["from_id"] != bob.Principal().String() || ev.Meta["waiting"] != "1" ||
+	if ev.Meta["kind"] != "dm" || ev.Meta["from_id"] != bob.Principal().String() || ev.Meta["waiting"] != "1" || ev.Meta["from"] != "" ||
 		!strings.Contains(ev.Content, "cotal_inbox") || strings.Contains(ev.Content, "secret plan") {
 		t.Fatalf("the DM's nudge = %+v", ev)
 	}
@@ -131,9 +132,11 @@ func TestClaudeChannel(t *testing.T) {
 	meshtest.Eventually(t, wait, "the post in the inbox", func() bool { return a.inbox.Waiting() == 1 })
 	quiet("ambient during a turn", 500*time.Millisecond)
 	hook(manager.HookStop)
-	if ev := next("ambient at the turn's end"); ev.Meta["waiting"] != "1" {
+	if ev := next("ambient at the turn's end"); ev.Meta["waiting"] != "1" || ev.Meta["kind"] != "message" || ev.Meta["channel"] != "general" {
 		t.Fatalf("the turn-end nudge = %+v", ev)
 	}
+	hook(manager.HookStop)                                            // nothing new since: no second nudge
+	quiet("a second turn end with nothing new", 150*time.Millisecond) // shorter than the repeat's 300 ms
 	call(t, cs, "cotal_inbox", nil, false)
 
 	if _, err := bob.Post(ctx, "general", []wire.Part{wire.TextPart("@claude look")}, cotal.Mentions("claude")); err != nil {

@@ -44,9 +44,11 @@ const hookWindow = 16000
 // harness asks again.
 const hookWait = 8 * time.Second
 
-// Limits of the hook socket.
+// Limits of the hook socket. A reply carries at most hookWindow bytes of context, which JSON may
+// grow sixfold (a control character becomes \u00XX).
 const (
 	maxHookRequest = 256 << 10
+	maxHookReply   = 6*hookWindow + 4096
 	hookDeadline   = 10 * time.Second
 )
 
@@ -117,8 +119,10 @@ func (t *Tools) serveHook(ctx context.Context, conn net.Conn) {
 			reply.Error = err.Error()
 		}
 	}
-	raw, _ := json.Marshal(reply) // strings always encode
-	_, _ = conn.Write(append(raw, '\n'))
+	// Unescaped HTML: a body full of < and > must not grow sixfold past what the client reads.
+	enc := json.NewEncoder(conn)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(reply) // the harness went away; what it did not read stays shown
 }
 
 // notification is the part of a harness's notification hook input the agent shows its peers.
@@ -162,8 +166,8 @@ func (t *Tools) hook(ctx context.Context, req HookRequest) (string, error) {
 		if err := t.setStatus(ctx, wire.StatusIdle, ""); err != nil {
 			return "", err
 		}
-		if t.push != nil && t.inbox.Waiting() > 0 {
-			t.push.nudge(nil) // what waited for the turn to end wakes the session now
+		if t.push != nil {
+			t.push.nudge(false) // what waited for the turn to end wakes the session now, if anything new did
 		}
 		return "", nil
 	case manager.HookSessionEnd:
@@ -185,16 +189,15 @@ func (t *Tools) setStatus(ctx context.Context, st wire.PresenceStatus, activity 
 func (t *Tools) handIn() string {
 	size := func(d *cotal.Delivery) int { return len(inboxLine(d, false)) }
 	got := t.inbox.Take(hookWindow, size)
-	if len(got.Messages) == 0 {
-		return ""
-	}
 	var b strings.Builder
-	b.WriteString("Messages from the Cotal mesh since your last turn. " + peerDataNote + "\n")
-	for _, d := range got.Messages {
-		b.WriteString(inboxLine(d, false))
+	if len(got.Messages) > 0 {
+		b.WriteString("Messages from the Cotal mesh since your last turn. " + peerDataNote + "\n")
+		for _, d := range got.Messages {
+			b.WriteString(inboxLine(d, false))
+		}
 	}
 	if got.More > 0 || len(got.TooLarge) > 0 {
-		b.WriteString("More are waiting: call cotal_inbox.\n")
+		b.WriteString("More messages from the Cotal mesh are waiting, too large to hand in here: call cotal_inbox.\n")
 	}
 	return b.String()
 }
@@ -241,7 +244,7 @@ func AskHook(ctx context.Context, path string, req HookRequest) (*HookReply, err
 	if _, err := conn.Write(append(raw, '\n')); err != nil {
 		return nil, err
 	}
-	line, err := bufio.NewReader(io.LimitReader(conn, 4*hookWindow)).ReadBytes('\n')
+	line, err := bufio.NewReader(io.LimitReader(conn, maxHookReply)).ReadBytes('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}

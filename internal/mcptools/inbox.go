@@ -35,14 +35,19 @@ type Inbox struct {
 	pending map[string]bool // durable ids buffered, not yet shown
 	shown   map[string]bool // durable ids shown, waiting for a redelivery to acknowledge
 	dropped int
+	// woken counts the arrivals that woke the agent or wake it once its turn ends, ever: a wake
+	// with nothing new since the last is not repeated at a turn's end.
+	woken uint64
 }
 
 // item is one buffered delivery; held ones are for recall or pulling only, shown last. wakes
-// marks one that woke the agent, or wakes it once its turn ends.
+// marks one that woke the agent, or wakes it once its turn ends; told, one a read named as too
+// large to show, which wakes no more.
 type item struct {
 	d     *cotal.Delivery
 	held  bool
 	wakes bool
+	told  bool
 }
 
 // NewInbox returns an inbox that holds up to limit messages, attention open.
@@ -118,6 +123,9 @@ func (b *Inbox) Offer(_ context.Context, d *cotal.Delivery) error {
 		return nil
 	}
 	b.items = append(b.items, item{d: d, held: a.held, wakes: a.wake || a.later})
+	if a.wake || a.later {
+		b.woken++
+	}
 	if durable(d) {
 		b.pending[id] = true
 	}
@@ -189,7 +197,7 @@ func (b *Inbox) read(peek bool, budget int, size func(*cotal.Delivery) int, held
 	order := slices.DeleteFunc(slices.Clone(b.items), func(it item) bool { return it.held && !held })
 	slices.SortStableFunc(order, func(x, y item) int { return cmp.Compare(x.rank(), y.rank()) })
 	var w Window
-	taken := map[*cotal.Delivery]bool{}
+	taken, told := map[*cotal.Delivery]bool{}, map[*cotal.Delivery]bool{}
 	total, full := 0, false
 	for _, it := range order {
 		n := size(it.d)
@@ -198,6 +206,7 @@ func (b *Inbox) read(peek bool, budget int, size func(*cotal.Delivery) int, held
 			if len(w.TooLarge) < maxTooLarge {
 				w.TooLarge = append(w.TooLarge, it.d.Message.ID)
 			}
+			told[it.d] = true
 			continue
 		case full || total+n > budget:
 			full = true // keep the order: nothing later jumps ahead of what did not fit
@@ -214,6 +223,11 @@ func (b *Inbox) read(peek bool, budget int, size func(*cotal.Delivery) int, held
 		return w
 	}
 	b.items = slices.DeleteFunc(b.items, func(it item) bool { return taken[it.d] })
+	for i := range b.items {
+		if told[b.items[i].d] {
+			b.items[i].told = true // named to the model: it wakes no more
+		}
+	}
 	for _, d := range w.Messages {
 		if durable(d) {
 			delete(b.pending, d.Message.ID)
@@ -230,18 +244,44 @@ func (b *Inbox) Take(budget int, size func(*cotal.Delivery) int) Window {
 	return b.read(false, budget, size, false)
 }
 
-// Waiting counts the buffered messages a wake is about: those that woke the agent, or wake it
-// once its turn ends, and that a turn's hand-in takes (what is held stays for cotal_inbox).
+// Waking counts the buffered messages a wake is about: those that woke the agent, or wake it once
+// its turn ends, and that no read named as too large to show. It also returns how many such
+// arrivals there have been, ever.
+func (b *Inbox) Waking() (n int, ever uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, it := range b.items {
+		if it.wakes && !it.told {
+			n++
+		}
+	}
+	return n, b.woken
+}
+
+// Waiting counts the waking messages a turn's hand-in takes: all but what is held for
+// cotal_inbox.
 func (b *Inbox) Waiting() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0
 	for _, it := range b.items {
-		if it.wakes && !it.held {
+		if it.wakes && !it.told && !it.held {
 			n++
 		}
 	}
 	return n
+}
+
+// Latest returns the latest buffered arrival that wakes the agent, nil for none.
+func (b *Inbox) Latest() *cotal.Delivery {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := len(b.items) - 1; i >= 0; i-- {
+		if it := b.items[i]; it.wakes && !it.told {
+			return it.d
+		}
+	}
+	return nil
 }
 
 // Mentioned reports whether d mentions the agent.

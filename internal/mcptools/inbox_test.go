@@ -52,3 +52,36 @@ func TestInboxAcksOnlyWhatWasShown(t *testing.T) {
 		t.Errorf("%d arrivals announced, want 2", arrivals)
 	}
 }
+
+// TestWakingCounts: a mention held under focus woke the agent (a nudge is about it) though no
+// hand-in takes it; a message too large for any read wakes no more once a read named it.
+func TestWakingCounts(t *testing.T) {
+	b := NewInbox(10)
+	b.att.names = []string{"claude"}
+	b.SetAttention(wire.AttentionFocus)
+	mention := delivery(wire.DeliveryChannel, "m1")
+	mention.Message.Mentions = []string{"claude"}
+	if err := b.Offer(t.Context(), mention); err != nil {
+		t.Fatal(err)
+	}
+	if n, ever := b.Waking(); n != 1 || ever != 1 || b.Waiting() != 0 {
+		t.Fatalf("a held mention under focus: waking %d (ever %d), waiting %d", n, ever, b.Waiting())
+	}
+	b.SetAttention(wire.AttentionOpen)
+	big := delivery(wire.DeliveryDM, "big")
+	if err := b.Offer(t.Context(), big); err != errNotShown {
+		t.Fatal(err)
+	}
+	if b.Waiting() != 1 || b.Latest() != big {
+		t.Fatalf("the big DM: waiting %d, latest %v", b.Waiting(), b.Latest())
+	}
+	got := b.Take(10, func(d *cotal.Delivery) int {
+		if d == big {
+			return 100
+		}
+		return 1
+	})
+	if len(got.TooLarge) != 1 || b.Waiting() != 0 || b.Unread() != 2 {
+		t.Fatalf("after a read named it too large: %+v, waiting %d, unread %d", got, b.Waiting(), b.Unread())
+	}
+}

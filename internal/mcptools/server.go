@@ -85,7 +85,7 @@ func New(c *cotal.Client, inbox *Inbox, roster *cotal.Roster, version string, op
 		default:
 		}
 		if t.push != nil {
-			t.push.nudge(d)
+			t.push.nudge(true)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -173,12 +173,17 @@ type Activity struct {
 	DeadlineMS int64             `json:"deadlineMs"`
 }
 
-// ActivityEntry is one message of the activity: chat (with its channel) or unicast.
+// ActivityEntry is one message of the activity: chat (with its channel) or unicast (a direct
+// message or a task, as Kind says, with its recipient or role); the sender, channel and recipient
+// come from the subject.
 type ActivityEntry struct {
-	Mode    string             `json:"mode"`
-	Channel string             `json:"channel,omitempty"`
-	Msg     *wire.CotalMessage `json:"msg"`
-	HTML    string             `json:"html"`
+	Mode     string             `json:"mode"`
+	Kind     wire.DeliveryKind  `json:"kind"`
+	SenderID string             `json:"senderId"`
+	Channel  string             `json:"channel,omitempty"`
+	To       string             `json:"to,omitempty"`
+	Msg      *wire.CotalMessage `json:"msg"`
+	HTML     string             `json:"html"`
 }
 
 // The activity's sources.
@@ -220,7 +225,7 @@ func (s *Server) activity(w http.ResponseWriter, r *http.Request) {
 			out.Read++
 		}
 		for _, ev := range res.evs {
-			e := ActivityEntry{Mode: "unicast", Msg: ev.Msg, HTML: ev.HTML}
+			e := ActivityEntry{Mode: "unicast", Kind: ev.Mode, SenderID: ev.SenderID, To: ev.To, Msg: ev.Msg, HTML: ev.HTML}
 			if ev.Mode == wire.DeliveryChannel {
 				e.Mode, e.Channel = "chat", ev.Channel
 			}

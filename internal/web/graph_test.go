@@ -68,7 +68,7 @@ func TestMembershipAndActivity(t *testing.T) {
 	})
 	if act.Partial || act.Read != 2 || act.Of != 2 || act.DeadlineMS != 8000 ||
 		act.Entries[0].Mode != "chat" || act.Entries[0].Channel != "general" || act.Entries[1].Mode != "unicast" ||
-		act.Entries[1].Msg.From.ID != bc.Principal().String() {
+		act.Entries[1].SenderID != bc.Principal().String() || act.Entries[1].Kind != wire.DeliveryDM || act.Entries[1].To != r.alice.Principal().String() {
 		t.Fatalf("the activity = %+v", act)
 	}
 	if r.get(t, "/api/activity?limit=1", &act) != http.StatusOK || len(act.Entries) != 1 || act.Entries[0].Mode != "unicast" {

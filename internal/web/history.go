@@ -18,18 +18,27 @@ import (
 const (
 	// readDeadline bounds one read; what arrived by then is returned.
 	readDeadline = 8 * time.Second
-	// maxScan bounds the messages one read walks, whatever limit asks.
-	maxScan = 20000
 	// DefaultLimit and MaxLimit bound ?limit=.
 	DefaultLimit = 200
 	MaxLimit     = 1000
 )
 
+// maxScan bounds the messages one read walks, whatever limit asks (a variable for the tests).
+var maxScan uint64 = 20000
+
 // lastEvents returns the last limit guarded messages of stream under filter.
 func lastEvents(ctx context.Context, js jetstream.JetStream, stream, filter string, limit int) ([]Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, readDeadline)
 	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	// The read starts maxScan messages before the stream's end, so a long stream yields its
+	// latest messages, not its first.
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}
+	if st, err := js.Stream(ctx, stream); err == nil {
+		if last := st.CachedInfo().State.LastSeq; last > maxScan {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last-maxScan+1
+		}
+	}
+	cons, err := js.OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +46,7 @@ func lastEvents(ctx context.Context, js jetstream.JetStream, stream, filter stri
 	if err != nil {
 		return nil, err
 	}
-	pending := min(int(info.NumPending), maxScan)
+	pending := int(min(info.NumPending, maxScan))
 	ring := make([]Event, 0, limit)
 	for read := 0; read < pending; {
 		batch, err := cons.Fetch(min(pending-read, 256), jetstream.FetchMaxWait(time.Second))

@@ -15,7 +15,9 @@ import (
 // Questions to the operator: a direct message an agent sent the person who runs the mesh (the
 // principal `cotal send` speaks as) waits in NEEDS YOU until the operator answers that agent with
 // a direct message of their own. The state is folded from the DM history at start and from the
-// tap after, by timestamp, so the order the two arrive in does not matter.
+// tap after, by time, so the order the two arrive in does not matter. The time is the tap's
+// arrival for a live message and, for history, the sender's timestamp no later than now: a
+// sender's clock ahead of ours never makes its question unanswerable.
 
 // Question is an agent's latest unanswered direct message to the operator.
 type Question struct {
@@ -23,6 +25,8 @@ type Question struct {
 	From string             `json:"from"`
 	Msg  *wire.CotalMessage `json:"msg"`
 	HTML string             `json:"html"`
+	// at is when it was asked, as fold saw it.
+	at wire.EpochMillis
 }
 
 // NeedsYou is GET /api/needs-you: the agents waiting on a person, the questions addressed to the
@@ -51,39 +55,30 @@ func newQuestions(operator wire.Principal) *questions {
 	return q
 }
 
-// fold applies one event, reporting whether the open questions changed.
-func (q *questions) fold(ev Event) bool {
+// fold applies one event seen at ts, reporting whether the open questions changed.
+func (q *questions) fold(ev Event, ts wire.EpochMillis) bool {
 	if q.operator == "" || ev.Mode != wire.DeliveryDM {
 		return false
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ts := ev.Msg.TS
 	switch {
 	case ev.To == q.operator && ev.SenderID != q.operator:
-		if ts <= q.answered[ev.SenderID] || ts < q.open[ev.SenderID].ts() {
+		if ts <= q.answered[ev.SenderID] || ts < q.open[ev.SenderID].at {
 			return false
 		}
-		q.open[ev.SenderID] = Question{From: ev.SenderID, Msg: ev.Msg, HTML: ev.HTML}
+		q.open[ev.SenderID] = Question{From: ev.SenderID, Msg: ev.Msg, HTML: ev.HTML, at: ts}
 		return true
 	case ev.SenderID == q.operator:
 		if ts > q.answered[ev.To] {
 			q.answered[ev.To] = ts
 		}
-		if open, ok := q.open[ev.To]; ok && open.ts() <= ts {
+		if open, ok := q.open[ev.To]; ok && open.at <= ts {
 			delete(q.open, ev.To)
 			return true
 		}
 	}
 	return false
-}
-
-// ts is the question's time; zero for none.
-func (qu Question) ts() wire.EpochMillis {
-	if qu.Msg == nil {
-		return 0
-	}
-	return qu.Msg.TS
 }
 
 // list returns the open questions, oldest first.
@@ -94,7 +89,7 @@ func (q *questions) list() []Question {
 	for _, qu := range q.open {
 		out = append(out, qu)
 	}
-	slices.SortFunc(out, func(a, b Question) int { return cmp.Or(cmp.Compare(a.ts(), b.ts()), cmp.Compare(a.From, b.From)) })
+	slices.SortFunc(out, func(a, b Question) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.From, b.From)) })
 	return out
 }
 
@@ -110,8 +105,9 @@ func (s *Server) loadQuestions(ctx context.Context) {
 	if err != nil {
 		s.cfg.Log.Warn("read the direct messages for questions to the operator", "err", err)
 	}
+	now := wire.EpochMillis(time.Now().UnixMilli())
 	for _, ev := range evs {
-		s.questions.fold(ev)
+		s.questions.fold(ev, min(ev.Msg.TS, now))
 	}
 	s.hub.publish("questions", s.questions.list())
 }
@@ -174,13 +170,17 @@ func (s *Server) watchAgents() {
 	every := cmp.Or(s.cfg.AgentsEvery, DefaultAgentsEvery)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	var lastErr string // a failure is logged when it changes, not at every poll
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), every)
 		rows, err := s.cfg.Agents(ctx)
 		cancel()
 		if err != nil {
-			s.cfg.Log.Warn("ask the managers for their agents", "err", err)
-		} else if s.escalated.set(rows) {
+			if err.Error() != lastErr {
+				s.cfg.Log.Warn("ask the managers for their agents", "err", err)
+			}
+			lastErr = err.Error()
+		} else if lastErr = ""; s.escalated.set(rows) {
 			s.hub.publish("escalations", s.escalated.list())
 		}
 		select {

@@ -143,7 +143,7 @@ func (s *Server) tap() error {
 		sub, err := s.cfg.Client.Conn().Subscribe(s.space.KindAll(k), func(m *nats.Msg) {
 			if ev, ok := eventOf(m.Subject, m.Data); ok {
 				s.hub.publish("message", ev)
-				if s.questions.fold(ev) {
+				if s.questions.fold(ev, wire.EpochMillis(time.Now().UnixMilli())) {
 					s.hub.publish("questions", s.questions.list())
 				}
 			}

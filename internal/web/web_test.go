@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -126,7 +127,8 @@ func (r *rig) feed(t *testing.T) (next func(want string) string) {
 			case strings.HasPrefix(line, "data: "):
 				select {
 				case events <- [2]string{name, strings.TrimPrefix(line, "data: ")}:
-				default: // the test reads only what it waits for
+				case <-t.Context().Done():
+					return
 				}
 			}
 		}
@@ -308,4 +310,23 @@ func TestRosterShowsWaiting(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestHistoryIsTheLatest: a stream longer than one read walks still yields its latest messages.
+func TestHistoryIsTheLatest(t *testing.T) {
+	r := start(t)
+	r.login(t)
+	defer web.SetMaxScan(5)()
+	for i := range 12 {
+		if _, err := r.alice.Post(t.Context(), "general", []wire.Part{wire.TextPart(fmt.Sprintf("post-%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hist []web.Event
+	meshtest.Eventually(t, 10*time.Second, "the history", func() bool {
+		return r.get(t, "/api/channels/general/history?limit=3", &hist) == http.StatusOK && len(hist) == 3 && hist[2].Msg.Parts[0].Text == "post-11"
+	})
+	if hist[0].Msg.Parts[0].Text != "post-9" {
+		t.Fatalf("the last three: %s, %s, %s", hist[0].Msg.Parts[0].Text, hist[1].Msg.Parts[0].Text, hist[2].Msg.Parts[0].Text)
+	}
 }

@@ -364,7 +364,7 @@ func (m *Model) View() string {
 	case m.rail:
 		hints = "n or esc back to the feed   : command   q quit"
 	case m.width < wideEnough && len(waiting) > 0:
-		hints = fmt.Sprintf("n NEEDS YOU · %d   ", len(waiting)) + hints
+		hints = fmt.Sprintf("n NEEDS YOU · %d   : command   tab switch   q quit", len(waiting))
 	}
 	prompt := dim.Render(hints)
 	if m.typing {

@@ -82,7 +82,7 @@ func TestNarrowNeedsYou(t *testing.T) {
 	m := NewModel("main", Actions{}, []cotal.Peer{bob}, time.Now)
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 20})
 	view := m.View()
-	if strings.Contains(view, "bob is waiting") || !strings.Contains(view, "n NEEDS YOU · 1") {
+	if strings.Contains(view, "bob is waiting") || !strings.Contains(view, "n NEEDS YOU · 1") || !strings.Contains(view, "q quit") {
 		t.Fatalf("a narrow console, before n:\n%s", view)
 	}
 	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("n")})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"time"
@@ -73,21 +74,26 @@ func webRun(ctx context.Context, o *Options) error {
 	var agents func(context.Context) ([]manager.Row, error)
 	if !st.Open {
 		// The managers' rows, for the spawns they gave up on: one control instrument for the
-		// dashboard's life, used for ps alone, rather than one issued every few seconds.
-		ctl, err := o.WatchControl(ctx)
-		if err != nil {
-			return err
-		}
-		defer ctl.Close()
-		agents = func(ctx context.Context) ([]manager.Row, error) {
-			g, err := ctl.Manager.Ps(ctx, ctl.Records)
-			if e, ok := errors.AsType[*wire.EndpointError](err); ok && e.Code == wire.CodeFailedPrecondition {
-				return nil, nil // no manager is registered: no agent to give up on
+		// dashboard's life, used for ps alone, rather than one issued through the ledger every few
+		// seconds. Without it the dashboard runs, less that lane.
+		if ctl, err := o.WatchControl(ctx); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "cotal web: escalated spawns are not shown: %v\n", err)
+		} else {
+			defer ctl.Close()
+			agents = func(ctx context.Context) ([]manager.Row, error) {
+				g, err := ctl.Manager.Ps(ctx, ctl.Records)
+				if e, ok := errors.AsType[*wire.EndpointError](err); ok && e.Code == wire.CodeFailedPrecondition {
+					return nil, nil // no manager is registered: none to give up on
+				}
+				if err != nil {
+					return nil, err
+				}
+				rows, err := manager.Rows(g)
+				if len(rows) > 0 {
+					return rows, nil // the managers that answered; one that did not keeps its silence
+				}
+				return rows, err
 			}
-			if err != nil {
-				return nil, err
-			}
-			return manager.Rows(g)
 		}
 		purge = func(ctx context.Context, channel string) (uint64, error) {
 			js, closeFn, err := o.JetStream(ctx, sp, authority.ProfilePurger, "cotal_web_purger")
@@ -98,7 +104,8 @@ func webRun(ctx context.Context, o *Options) error {
 			return web.PurgeChannel(ctx, js.Conn(), sp, channel)
 		}
 	}
-	srv, err := web.Start(ctx, web.Config{Client: c, Purge: purge, Operator: operator, Agents: agents, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port))})
+	srv, err := web.Start(ctx, web.Config{Client: c, Purge: purge, Operator: operator, Agents: agents,
+		Log: slog.New(slog.NewTextHandler(o.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})), Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port))})
 	if err != nil {
 		return err
 	}

@@ -22,23 +22,47 @@ function hook(event, payload) {
   });
 }
 
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
 export const CotalPlugin = async ({ client }) => {
   // idle is the session a wait loop runs for, while it is idle; null while a turn runs.
   let idle = null;
+  // pending is what a wait handed in that no turn has carried yet: the hook took it from the
+  // inbox, so it is kept here until a prompt takes it.
+  let pending = "";
+
+  // deliver starts a turn with what is pending; on failure it stays for the next idle.
+  async function deliver(sessionID) {
+    const text = pending;
+    try {
+      await client.session.prompt({ path: { id: sessionID }, body: { parts: [{ type: "text", text }] } });
+      if (pending === text) pending = "";
+    } catch (e) {
+      // The session is busy or gone: the text waits for its next idle.
+    }
+  }
 
   async function waitFor(sessionID) {
     idle = sessionID;
+    let backoff = 250;
     while (idle === sessionID) {
+      const started = Date.now();
       const text = await hook("wait");
-      if (idle !== sessionID || !text.trim()) continue;
-      idle = null;
-      try {
-        await client.session.prompt({ path: { id: sessionID }, body: { parts: [{ type: "text", text }] } });
-      } catch (e) {
-        // OpenCode refuses a prompt only for a session that is gone: what it carried was handed
-        // in, so it is gone with the session.
+      if (text.trim() || pending) {
+        pending += text;
+        if (idle === sessionID) {
+          idle = null;
+          await deliver(sessionID);
+        }
+        return;
       }
-      return;
+      // A wait that came back at once, empty, failed (no cotal mcp answers yet): back off.
+      if (Date.now() - started < 1000) {
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, 30000);
+      } else {
+        backoff = 250;
+      }
     }
   }
 
@@ -47,7 +71,8 @@ export const CotalPlugin = async ({ client }) => {
       const sessionID = event && event.properties && event.properties.sessionID;
       if (event.type === "session.idle" && sessionID) {
         await hook("stop");
-        if (idle !== sessionID) waitFor(sessionID);
+        if (pending) await deliver(sessionID);
+        if (idle !== sessionID) waitFor(sessionID); // more may come, and a failed delivery retries with it
       } else if (event.type === "session.deleted") {
         idle = null;
         await hook("session-end");

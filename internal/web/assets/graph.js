@@ -232,7 +232,7 @@ async function start() {
   // Recent traffic, for a space without a membership feed.
   const act = await fetch("/api/activity?limit=200").then((r) => r.json()).catch(() => null);
   for (const e of (act && act.entries) || []) {
-    if (e.mode === "chat") g.traffic.set(e.msg.from.id + "|" + hubID(e.channel), { a: e.msg.from.id, b: hubID(e.channel) });
+    if (e.mode === "chat") g.traffic.set(e.senderId + "|" + hubID(e.channel), { a: e.senderId, b: hubID(e.channel) });
   }
   const es = new EventSource("/feed");
   es.addEventListener("open", () => { $("conn").textContent = "live"; $("conn").className = "pill on"; });
