@@ -101,7 +101,7 @@ func (l *logAdapter) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(
 type ClusterStatus struct {
 	// Name is the cluster's name; empty for a broker that serves alone.
 	Name string `json:"name,omitempty"`
-	// Routes counts the route connections to other nodes.
+	// Routes counts the other nodes this one has routes to (a pool of connections counts once).
 	Routes int `json:"routes"`
 	// MetaLeader names the server leading JetStream's meta group; empty until one is elected.
 	MetaLeader string `json:"metaLeader,omitempty"`
@@ -111,7 +111,7 @@ type ClusterStatus struct {
 
 // Cluster reports the broker's cluster.
 func (s *Server) Cluster() ClusterStatus {
-	st := ClusterStatus{Name: s.ns.ClusterName(), Routes: s.ns.NumRoutes()}
+	st := ClusterStatus{Name: s.ns.ClusterName(), Routes: s.ns.NumRemotes()}
 	if js, err := s.ns.Jsz(&server.JSzOptions{}); err == nil && js.Meta != nil {
 		st.MetaLeader, st.Size = js.Meta.Leader, js.Meta.Size
 	}

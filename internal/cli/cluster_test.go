@@ -34,21 +34,35 @@ func TestClusterCommands(t *testing.T) {
 	routes := fmt.Sprintf("nats://127.0.0.1:%d,nats://127.0.0.1:%d,nats://127.0.0.1:%d", ports[3], ports[4], ports[5])
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	bundle := filepath.Join(t.TempDir(), "bundle.json")
+	// Each node stops at the test's end, the authority first: it stops its daemons while the
+	// others still make a quorum, as an operator taking a cluster down would.
+	stops := make([]func(), 3)
+	t.Cleanup(func() {
+		for _, stop := range stops {
+			if stop != nil {
+				stop()
+			}
+		}
+	})
 	up := func(i int, extra ...string) {
-		ctx, cancel := context.WithCancel(t.Context())
+		// Not the test's context, which ends for all three at once before the clean-up runs.
+		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan int, 1)
-		upIO, _, _, _ := iostreams.Test()
+		upIO, _, _, upErr := iostreams.Test()
 		args := append([]string{"up", "--dir", dirs[i], "--port", fmt.Sprint(ports[i]), "--cluster-name", "team",
 			"--cluster-port", fmt.Sprint(ports[3+i]), "--routes", routes}, extra...)
 		go func() { done <- Main(ctx, upIO, args) }()
-		t.Cleanup(func() {
+		stops[i] = func() {
 			cancel()
 			select {
-			case <-done:
+			case code := <-done:
+				if code != exit.OK {
+					t.Errorf("cotal up of node %d: exit %d: %s", i, code, upErr.String())
+				}
 			case <-time.After(30 * time.Second):
-				t.Error("cotal up did not stop")
+				t.Errorf("cotal up of node %d did not stop", i)
 			}
-		})
+		}
 	}
 	up(0)
 	// The authority node makes its route secret as it starts, then waits for a quorum.

@@ -226,19 +226,31 @@ func (d Dir) brokerCluster(o *ClusterOptions) (*broker.ClusterConfig, error) {
 // leader (a majority of its nodes up) before it provisions.
 const QuorumWait = 2 * time.Minute
 
-// awaitQuorum waits until the broker's JetStream meta group has a leader.
-func (m *Mesh) awaitQuorum(ctx context.Context) error {
+// clusterReplicas is how many copies a stream keeps on a cluster of at least as many nodes.
+const clusterReplicas = 3
+
+// awaitQuorum waits until the broker's JetStream meta group has a leader and, on a cluster meant
+// for three nodes or more (seeds routes or known peers), until this node routes to two others,
+// so that streams are made with three replicas; a smaller cluster keeps one.
+func (m *Mesh) awaitQuorum(ctx context.Context, seeds int) error {
 	ctx, cancel := context.WithTimeout(ctx, QuorumWait)
 	defer cancel()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	for m.server.Cluster().MetaLeader == "" {
+	for {
+		st := m.server.Cluster()
+		nodes := max(seeds, st.Size)
+		if st.MetaLeader != "" && (nodes < clusterReplicas || st.Routes >= clusterReplicas-1) {
+			if nodes >= clusterReplicas {
+				m.replicas = clusterReplicas
+			}
+			return nil
+		}
 		select {
 		case <-ctx.Done():
-			st := m.server.Cluster()
-			return fmt.Errorf("the cluster's JetStream elected no leader within %s (%d routes up): start a majority of its nodes", QuorumWait, st.Routes)
+			return fmt.Errorf("the cluster's JetStream is not ready within %s (leader %q, %d routes up of %d nodes): start a majority of its nodes, and for three replicas three of them",
+				QuorumWait, st.MetaLeader, st.Routes, nodes)
 		case <-tick.C:
 		}
 	}
-	return nil
 }

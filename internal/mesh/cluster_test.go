@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
@@ -19,12 +20,13 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
 
 // TestClusterOfThree runs a mesh on three nodes of a cluster on loopback, as three `cotal up`
 // would: an authority node and two nodes started from its bundle. The authority provisions once
-// JetStream has a quorum; an agent it issues on one node DMs an agent on another; a revocation
+// JetStream has a quorum and it routes to both others, every stream with three replicas; an agent it issues on one node DMs an agent on another; a revocation
 // issued on the authority is enforced by the node the revoked agent is connected to; a node from
 // a bundle refuses to make keys.
 func TestClusterOfThree(t *testing.T) {
@@ -74,6 +76,29 @@ func TestClusterOfThree(t *testing.T) {
 		}
 	}
 	l := nodes[0].Ledger("")
+	// Three nodes: every stream and bucket keeps three replicas.
+	prov, err := l.Issue(ctx, ledger.Request{Profile: authority.ProfileProvisioner, Name: "check"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := dial.As(ctx, nodes[1].URL(), prov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	js, err := jetstream.New(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range space.Streams(wire.Space("main")) {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		if info := st.CachedInfo(); info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+			t.Errorf("stream %s: %d replicas, cluster %+v", name, info.Config.Replicas, info.Cluster)
+		}
+	}
 	connect := func(name string, on *mesh.Mesh, handler cotal.Handler) (*cotal.Client, *authority.Credential) {
 		cred, _, err := l.StartAgent(ctx, ledger.Request{Name: name})
 		if err != nil {

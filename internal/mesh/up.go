@@ -99,6 +99,9 @@ type Mesh struct {
 	// ledgers holds one connected ledger per space, in the order of the state's spaces.
 	ledgers []*ledger.Ledger
 	daemons *Daemons
+	// replicas is how many copies each stream and bucket keeps: 3 on a cluster of three nodes or
+	// more, 1 otherwise.
+	replicas int
 	// auth and devIdP run in user-auth mode.
 	auth   *authservice.Service
 	devIdP *devidp.Server
@@ -156,7 +159,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 		port = 0
 	}
 	cfg := broker.Config{Host: o.Host, Port: port, StoreDir: d.StoreDir(), TLS: o.TLS}
-	m := &Mesh{dir: d, Reports: map[wire.Space]*space.Report{}}
+	m := &Mesh{dir: d, Reports: map[wire.Space]*space.Report{}, replicas: 1}
 	var conf []byte
 	var err error
 	if c := o.Cluster; c != nil {
@@ -201,7 +204,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 		return m, nil
 	}
 	if o.Cluster != nil {
-		if err := m.awaitQuorum(ctx); err != nil {
+		if err := m.awaitQuorum(ctx, len(o.Cluster.Routes)); err != nil {
 			m.stopServer()
 			return nil, err
 		}
@@ -322,7 +325,7 @@ func (m *Mesh) provisionSpace(ctx context.Context, url string, sp wire.Space, de
 	if err != nil {
 		return nil, fmt.Errorf("jetstream on %s: %w", url, err)
 	}
-	return space.Provision(ctx, js, sp, defaults)
+	return space.Provision(ctx, js, sp, defaults, space.WithReplicas(m.replicas))
 }
 
 // AdminCredsName is the creds file Up writes in each space's creds directory: a read-only admin

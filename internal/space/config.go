@@ -28,7 +28,7 @@ const (
 )
 
 // messageStream is the shared base of the five message streams (the reference's backup-config):
-// every limit explicit, file storage, one replica, discard old.
+// every limit explicit, file storage, one replica (Provision sets more on a cluster), discard old.
 func messageStream(name, subject string) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:              name,

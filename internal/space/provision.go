@@ -34,9 +34,13 @@ func (r *Report) Changed() bool {
 //
 // A resource that drifted is never recreated: Provision goes on with the rest and returns a
 // *DriftError naming every drifted field, along with the report.
-func Provision(ctx context.Context, js jetstream.JetStream, space wire.Space, defaults wire.ChannelDefaults) (*Report, error) {
+func Provision(ctx context.Context, js jetstream.JetStream, space wire.Space, defaults wire.ChannelDefaults, opts ...Option) (*Report, error) {
 	if _, err := wire.ParseSpace(string(space)); err != nil {
 		return nil, err
+	}
+	o := options{replicas: 1}
+	for _, opt := range opts {
+		opt(&o)
 	}
 	if err := defaults.Validate(); err != nil {
 		return nil, fmt.Errorf("channel defaults: %w", err)
@@ -44,6 +48,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, space wire.Space, de
 	rep := &Report{}
 	var drifts []Drift
 	for _, r := range resources(space) {
+		r.cfg.Replicas = o.replicas
 		created, reconciled, d, err := ensureStream(ctx, js, r)
 		if err != nil {
 			return rep, err
@@ -66,6 +71,16 @@ func Provision(ctx context.Context, js jetstream.JetStream, space wire.Space, de
 	rep.DefaultsWritten = written
 	return rep, nil
 }
+
+// Option tunes Provision.
+type Option func(*options)
+
+type options struct{ replicas int }
+
+// WithReplicas creates every stream and bucket with n replicas (1 by default): 3 on a cluster of
+// at least three JetStream nodes. Every other setting is the contract's, whatever n is; an
+// existing stream with another count is reported as drift, not changed.
+func WithReplicas(n int) Option { return func(o *options) { o.replicas = n } }
 
 // ensureStream creates r's stream if it is missing, and otherwise compares it with the contract.
 func ensureStream(ctx context.Context, js jetstream.JetStream, r resource) (created, reconciled bool, drift []Drift, err error) {
