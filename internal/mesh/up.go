@@ -352,6 +352,10 @@ func (m *Mesh) URL() string { return m.state.URL }
 // State returns the mesh's recorded state.
 func (m *Mesh) State() State { return m.state }
 
+// daemonsStopWait bounds how long Shutdown waits for the daemons to stop before it stops the
+// broker under them.
+const daemonsStopWait = 15 * time.Second
+
 // wardenStart bounds how long Up waits for the wardens to watch.
 const wardenStart = time.Minute
 
@@ -384,7 +388,16 @@ func (m *Mesh) Shutdown(ctx context.Context) error {
 	m.dir.clearState(m.state.PID)
 	m.stopUserAuth(ctx)
 	if m.daemons != nil {
-		m.daemons.Stop()
+		// The daemons let go of their leases and retire what they ran; on a cluster that lost its
+		// quorum each of those writes waits out its timeout, so the wait is bounded and the
+		// broker's shutdown below ends what is left.
+		stopped := make(chan struct{})
+		go func() { m.daemons.Stop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(daemonsStopWait):
+		case <-ctx.Done():
+		}
 	}
 	m.closeLedgers()
 	return m.server.Shutdown(ctx)
@@ -401,7 +414,16 @@ func (m *Mesh) stopServer() {
 	defer cancel()
 	m.stopUserAuth(ctx)
 	if m.daemons != nil {
-		m.daemons.Stop()
+		// The daemons let go of their leases and retire what they ran; on a cluster that lost its
+		// quorum each of those writes waits out its timeout, so the wait is bounded and the
+		// broker's shutdown below ends what is left.
+		stopped := make(chan struct{})
+		go func() { m.daemons.Stop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(daemonsStopWait):
+		case <-ctx.Done():
+		}
 	}
 	m.closeLedgers()
 	_ = m.server.Shutdown(ctx) // already failing; the first error is the one to report
