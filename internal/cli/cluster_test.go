@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -87,7 +88,39 @@ func TestClusterCommands(t *testing.T) {
 	for _, d := range dirs {
 		waitUp(t, d, nil)
 	}
-	if code, out, stderr := run(t, "status", "--dir", dirs[0]); code != exit.OK || !strings.Contains(out, "cluster: team (an authority node)") {
+	code, out, stderr := run(t, "status", "--dir", dirs[0], "--json")
+	var rep struct {
+		Cluster string
+		Nodes   []struct {
+			Name   string
+			Routes []string
+		}
+		Spaces []struct {
+			Streams []struct {
+				Name     string
+				Leader   string
+				Replicas []struct {
+					Name    string
+					Current bool
+				}
+			}
+		}
+	}
+	if code != exit.OK || json.Unmarshal([]byte(out), &rep) != nil || rep.Cluster != "team" || len(rep.Nodes) != 3 || len(rep.Spaces) != 1 {
+		t.Fatalf("status --json of the authority node: exit %d %s %s", code, out, stderr)
+	}
+	for _, n := range rep.Nodes {
+		if len(n.Routes) != 2 {
+			t.Errorf("node %s routes to %v, want the two others", n.Name, n.Routes)
+		}
+	}
+	for _, st := range rep.Spaces[0].Streams {
+		if st.Leader == "" || len(st.Replicas) != 2 {
+			t.Errorf("stream %s: leader %q, replicas %+v", st.Name, st.Leader, st.Replicas)
+		}
+	}
+	if code, out, stderr := run(t, "status", "--dir", dirs[0]); code != exit.OK || !strings.Contains(out, "cluster: team (an authority node)") ||
+		!strings.Contains(out, "LEADER") || !strings.Contains(out, "routes to") {
 		t.Errorf("status of the authority node: exit %d %s %s", code, out, stderr)
 	}
 	if code, out, stderr := run(t, "status", "--dir", dirs[2], "--json"); code != exit.OK || !strings.Contains(out, `"cluster":"team","keyless":true`) {

@@ -53,6 +53,9 @@ const (
 const (
 	// ServerVarz asks every server for its VARZ.
 	ServerVarz = "$SYS.REQ.SERVER.PING.VARZ"
+	// ServerStatsPing asks every server of a cluster for its statistics, its routes among them;
+	// each answers on the reply subject.
+	ServerStatsPing = "$SYS.REQ.SERVER.PING.STATSZ"
 )
 
 // AccountClaimsUpdate returns the subject that pushes a new JWT for account.

@@ -2,6 +2,7 @@
 package status
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,8 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
@@ -41,6 +44,8 @@ type Report struct {
 	// bundle, which holds no keys and so reports no spaces.
 	Cluster string `json:"cluster,omitempty"`
 	Keyless bool   `json:"keyless,omitempty"`
+	// Nodes are the cluster's nodes that answered, with their routes (an authority node asks).
+	Nodes []NodeStatus `json:"nodes,omitempty"`
 	// Exposure is where the broker listens and whether it needs TLS; nil when no mesh runs.
 	Exposure *mesh.Exposure `json:"exposure,omitempty"`
 	Spaces   []SpaceStatus  `json:"spaces,omitempty"`
@@ -85,12 +90,29 @@ func daemonCredentials(ctx context.Context, o *Options, sp wire.Space) ([]Daemon
 	return out, nil
 }
 
-// StreamStatus is one stream or bucket: Missing when the space lacks it.
+// StreamStatus is one stream or bucket: Missing when the space lacks it. On a cluster, Leader
+// names the node leading it and Replicas its followers.
 type StreamStatus struct {
-	Name     string `json:"name"`
-	Messages uint64 `json:"messages"`
-	Bytes    uint64 `json:"bytes"`
-	Missing  bool   `json:"missing,omitempty"`
+	Name     string          `json:"name"`
+	Messages uint64          `json:"messages"`
+	Bytes    uint64          `json:"bytes"`
+	Missing  bool            `json:"missing,omitempty"`
+	Leader   string          `json:"leader,omitempty"`
+	Replicas []ReplicaStatus `json:"replicas,omitempty"`
+}
+
+// ReplicaStatus is one follower of a replicated stream: whether it is caught up, and how many
+// operations behind it is.
+type ReplicaStatus struct {
+	Name    string `json:"name"`
+	Current bool   `json:"current"`
+	Lag     uint64 `json:"lag"`
+}
+
+// NodeStatus is one node of the cluster as it answered: the nodes it routes to.
+type NodeStatus struct {
+	Name   string   `json:"name"`
+	Routes []string `json:"routes"`
 }
 
 // ErrNotHealthy is returned when the mesh is down or a space is not fully provisioned, so the
@@ -142,6 +164,11 @@ func statusRun(ctx context.Context, o *Options) error {
 				return err
 			}
 		}
+		if st.Cluster != "" && !st.Keyless {
+			if rep.Nodes, err = nodes(ctx, d, st.URL); err != nil {
+				return err
+			}
+		}
 	}
 	if err := render(o, rep); err != nil {
 		return err
@@ -177,8 +204,15 @@ func inspect(ctx context.Context, o *Options, st *mesh.State, rep *Report) error
 				closeFn()
 				return fmt.Errorf("inspect %s: %w", name, err)
 			}
-			state := s.CachedInfo().State
-			ss.Streams = append(ss.Streams, StreamStatus{Name: name, Messages: state.Msgs, Bytes: state.Bytes})
+			info := s.CachedInfo()
+			row := StreamStatus{Name: name, Messages: info.State.Msgs, Bytes: info.State.Bytes}
+			if c := info.Cluster; c != nil && len(c.Replicas) > 0 {
+				row.Leader = c.Leader
+				for _, r := range c.Replicas {
+					row.Replicas = append(row.Replicas, ReplicaStatus{Name: r.Name, Current: r.Current, Lag: r.Lag})
+				}
+			}
+			ss.Streams = append(ss.Streams, row)
 		}
 		closeFn()
 		if !st.Open {
@@ -192,6 +226,66 @@ func inspect(ctx context.Context, o *Options, st *mesh.State, rep *Report) error
 		rep.Spaces = append(rep.Spaces, ss)
 	}
 	return nil
+}
+
+// nodesWait is how long status gathers the nodes' answers.
+const nodesWait = time.Second
+
+// nodes asks every node of the cluster, on a system-account credential minted for the request, for
+// its routes, and returns those that answered within nodesWait.
+func nodes(ctx context.Context, d mesh.Dir, url string) ([]NodeStatus, error) {
+	kr, err := d.OpenKeyring()
+	if err != nil {
+		return nil, err
+	}
+	sys, err := kr.MintSystemUser("cotal-status", []string{jsapi.ServerStatsPing}, nil, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := dial.As(ctx, url, sys)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	if err := nc.PublishRequest(jsapi.ServerStatsPing, inbox, nil); err != nil {
+		return nil, err
+	}
+	var out []NodeStatus
+	deadline := time.Now().Add(nodesWait)
+	for {
+		msg, err := sub.NextMsg(time.Until(deadline))
+		if err != nil {
+			break // the wait is over: what answered is the answer
+		}
+		var stats struct {
+			Server struct {
+				Name string `json:"name"`
+			} `json:"server"`
+			Statsz struct {
+				Routes []struct {
+					Name string `json:"name"`
+				} `json:"routes"`
+			} `json:"statsz"`
+		}
+		if json.Unmarshal(msg.Data, &stats) != nil || stats.Server.Name == "" {
+			continue
+		}
+		n := NodeStatus{Name: stats.Server.Name, Routes: []string{}}
+		for _, r := range stats.Statsz.Routes {
+			if r.Name != "" && !slices.Contains(n.Routes, r.Name) {
+				n.Routes = append(n.Routes, r.Name)
+			}
+		}
+		slices.Sort(n.Routes)
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b NodeStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // probePlanes probes each liveness plane as a peer would, on a one-shot agent credential (the
@@ -231,6 +325,9 @@ func render(o *Options, rep *Report) error {
 		fmt.Fprintf(o.IO.Out, "cluster: %s (a node without keys: `cotal status` on an authority node reports the spaces)\n", rep.Cluster)
 	case rep.Cluster != "":
 		fmt.Fprintf(o.IO.Out, "cluster: %s (an authority node)\n", rep.Cluster)
+		for _, n := range rep.Nodes {
+			fmt.Fprintf(o.IO.Out, "  node %s: routes to %s\n", n.Name, cmp.Or(strings.Join(n.Routes, ", "), "none"))
+		}
 	}
 	if rep.Exposure != nil {
 		fmt.Fprintf(o.IO.Out, "exposure: %s\n", rep.Exposure)
@@ -241,13 +338,21 @@ func render(o *Options, rep *Report) error {
 	for _, s := range rep.Spaces {
 		fmt.Fprintf(o.IO.Out, "\nspace %s\n", s.Space)
 		tw := tabwriter.NewWriter(o.IO.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  STREAM\tMESSAGES\tBYTES")
+		fmt.Fprintln(tw, "  STREAM\tMESSAGES\tBYTES\tLEADER\tREPLICAS")
 		for _, st := range s.Streams {
 			if st.Missing {
-				fmt.Fprintf(tw, "  %s\tmissing\t\n", st.Name)
+				fmt.Fprintf(tw, "  %s\tmissing\t\t\t\n", st.Name)
 				continue
 			}
-			fmt.Fprintf(tw, "  %s\t%d\t%d\n", st.Name, st.Messages, st.Bytes)
+			var reps []string
+			for _, r := range st.Replicas {
+				state := "current"
+				if !r.Current {
+					state = fmt.Sprintf("lag %d", r.Lag)
+				}
+				reps = append(reps, r.Name+" "+state)
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%s\n", st.Name, st.Messages, st.Bytes, cmp.Or(st.Leader, "-"), cmp.Or(strings.Join(reps, ", "), "-"))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
