@@ -27,8 +27,9 @@ import (
 // TestClusterOfThree runs a mesh on three nodes of a cluster on loopback, as three `cotal up`
 // would: an authority node and two nodes started from its bundle. The authority provisions once
 // JetStream has a quorum and it routes to both others, every stream with three replicas; an agent it issues on one node DMs an agent on another; a revocation
-// issued on the authority is enforced by the node the revoked agent is connected to; a node from
-// a bundle refuses to make keys.
+// issued on the authority is enforced by the node the revoked agent is connected to; when a node
+// dies its agent reconnects to another and its DMs still flow; a node from a bundle refuses to
+// make keys.
 func TestClusterOfThree(t *testing.T) {
 	base := t.TempDir()
 	var routes []string
@@ -127,6 +128,29 @@ func TestClusterOfThree(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the DM from node b never reached bob on node c")
+	}
+
+	// Node b, alice's, dies: she reconnects to a node the cluster told her of, and her next DM
+	// still reaches bob, the streams keeping their two other replicas.
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	if err := nodes[1].Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	meshtest.Eventually(t, 30*time.Second, "alice reconnected elsewhere", func() bool {
+		u := alice.Conn().ConnectedUrl()
+		return alice.Conn().IsConnected() && u != "" && !strings.Contains(u, fmt.Sprint(clientPorts[1]))
+	})
+	if _, err := alice.DirectMessage(ctx, bob.Principal(), []wire.Part{wire.TextPart("after node b died")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case text := <-got:
+		if text != "after node b died" {
+			t.Fatalf("bob got %q", text)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the DM sent after node b died never reached bob")
 	}
 
 	// Revoked on the authority node, refused by node c.
