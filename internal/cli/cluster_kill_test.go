@@ -28,145 +28,196 @@ import (
 // clusterDMs is how many direct messages flow while a node is killed.
 const clusterDMs = 2000
 
-// TestClusterSurvivesNodeKill runs three `cotal up` processes as a cluster, agents on two of them,
-// and kills -9 the node leading the DM stream while 2,000 direct messages flow (each retried under
-// its own id until the cluster acknowledges it): every message arrives, none twice, and the killed
-// node, started again, catches up.
-func TestClusterSurvivesNodeKill(t *testing.T) {
+// nodes is three `cotal up` processes on loopback forming a cluster: the authority node and two
+// nodes started from its bundle, each named, with a ledger on the authority and a provisioner
+// credential to read the streams.
+type nodes struct {
+	t      *testing.T
+	self   string
+	ports  []int
+	routes string
+	dirs   []string
+	names  []string
+	bundle string
+	states []*mesh.State
+	l      *ledger.Ledger
+	prov   *authority.Credential
+
+	mu    sync.Mutex
+	procs []*exec.Cmd
+}
+
+func startCluster(t *testing.T) *nodes {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := make([]int, 6)
-	for i := range ports {
+	c := &nodes{t: t, self: self, ports: make([]int, 6), dirs: []string{t.TempDir(), t.TempDir(), t.TempDir()},
+		names: []string{"node-a", "node-b", "node-c"}, bundle: filepath.Join(t.TempDir(), "bundle.json"), procs: make([]*exec.Cmd, 3)}
+	for i := range c.ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
+		c.ports[i] = l.Addr().(*net.TCPAddr).Port
 		l.Close()
 	}
-	routes := fmt.Sprintf("nats://127.0.0.1:%d,nats://127.0.0.1:%d,nats://127.0.0.1:%d", ports[3], ports[4], ports[5])
-	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	names := []string{"node-a", "node-b", "node-c"}
-	bundle := filepath.Join(t.TempDir(), "bundle.json")
-	procs := make([]*exec.Cmd, 3)
-	var mu sync.Mutex
-	start := func(i int) {
-		args := []string{"up", "--dir", dirs[i], "--port", fmt.Sprint(ports[i]), "--cluster-name", "team",
-			"--cluster-port", fmt.Sprint(ports[3+i]), "--routes", routes, "--server-name", names[i]}
-		if i > 0 {
-			args = append(args, "--cluster-bundle", bundle)
-		}
-		cmd := exec.Command(self, args...)
-		cmd.Env = append(os.Environ(), envRunCLI+"=1")
-		log, err := os.Create(filepath.Join(t.TempDir(), "up.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		procs[i] = cmd
-		mu.Unlock()
-	}
+	c.routes = fmt.Sprintf("nats://127.0.0.1:%d,nats://127.0.0.1:%d,nats://127.0.0.1:%d", c.ports[3], c.ports[4], c.ports[5])
 	t.Cleanup(func() {
-		// The authority first, while the others make its quorum; then the rest.
-		for _, cmd := range procs {
-			if cmd != nil && cmd.ProcessState == nil {
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				done := make(chan struct{})
-				go func() { _ = cmd.Wait(); close(done) }()
-				select {
-				case <-done:
-				case <-time.After(30 * time.Second):
-					_ = cmd.Process.Kill()
-				}
-			}
+		for i := range c.procs {
+			c.stop(i)
 		}
 	})
-	start(0)
+	c.start(0)
 	meshtest.Eventually(t, 30*time.Second, "the authority's route secret", func() bool {
-		_, err := os.Stat(filepath.Join(dirs[0], mesh.DirName, "auth", "cluster.json"))
+		_, err := os.Stat(filepath.Join(c.dirs[0], mesh.DirName, "auth", "cluster.json"))
 		return err == nil
 	})
-	if code, _, stderr := run(t, "cluster", "bundle", "--dir", dirs[0], "--out", bundle); code != exit.OK {
+	if code, _, stderr := run(t, "cluster", "bundle", "--dir", c.dirs[0], "--out", c.bundle); code != exit.OK {
 		t.Fatalf("cluster bundle: exit %d %s", code, stderr)
 	}
-	start(1)
-	start(2)
-	states := make([]*mesh.State, 3)
-	for i, d := range dirs {
-		states[i] = waitUp(t, d, nil)
+	c.start(1)
+	c.start(2)
+	c.states = make([]*mesh.State, 3)
+	for i, d := range c.dirs {
+		c.states[i] = waitUp(t, d, nil)
 	}
-	ctx := t.Context()
-	l := openLedger(t, dirs[0], states[0].URL)
-	agent := func(name string, node int, handler cotal.Handler) *cotal.Client {
-		cred, _, err := l.StartAgent(ctx, ledger.Request{Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := cotal.Connect(ctx, states[node].URL, cotal.WithCredsData(cred.Creds), cotal.WithHandler(handler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
-		return c
-	}
-	var gotMu sync.Mutex
-	got, dups := map[string]bool{}, 0
-	bob := agent("bob", 2, func(_ context.Context, d *cotal.Delivery) error {
-		gotMu.Lock()
-		defer gotMu.Unlock()
-		if got[d.Message.ID] {
-			dups++
-		}
-		got[d.Message.ID] = true
-		return nil
-	})
-	alice := agent("alice", 1, func(context.Context, *cotal.Delivery) error { return nil })
-
-	// The node leading the DM stream is the one to kill.
-	prov, err := l.Issue(ctx, ledger.Request{Profile: authority.ProfileProvisioner, Name: "check"})
-	if err != nil {
+	c.l = openLedger(t, c.dirs[0], c.states[0].URL)
+	if c.prov, err = c.l.Issue(t.Context(), ledger.Request{Profile: authority.ProfileProvisioner, Name: "check"}); err != nil {
 		t.Fatal(err)
 	}
-	leaderOf := func(url string) (string, error) {
-		nc, err := dial.As(ctx, url, prov)
-		if err != nil {
-			return "", err
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return "", err
-		}
-		st, err := js.Stream(ctx, wire.Space("main").DMStream())
-		if err != nil {
-			return "", err
-		}
-		if c := st.CachedInfo().Cluster; c != nil {
-			return c.Leader, nil
-		}
-		return "", nil
-	}
-	leader, err := leaderOf(states[1].URL)
-	if err != nil || leader == "" {
-		t.Fatalf("the DM stream's leader: %q, %v", leader, err)
-	}
-	victim := slices.Index(names, leader)
-	if victim < 0 {
-		t.Fatalf("the DM stream's leader %q is none of %v", leader, names)
-	}
-	t.Logf("killing %s, the DM stream's leader", leader)
+	return c
+}
 
-	sent := make(chan int, clusterDMs)
+// start starts node i's cotal up process.
+func (c *nodes) start(i int) {
+	c.t.Helper()
+	args := []string{"up", "--dir", c.dirs[i], "--port", fmt.Sprint(c.ports[i]), "--cluster-name", "team",
+		"--cluster-port", fmt.Sprint(c.ports[3+i]), "--routes", c.routes, "--server-name", c.names[i]}
+	if i > 0 {
+		args = append(args, "--cluster-bundle", c.bundle)
+	}
+	cmd := exec.Command(c.self, args...)
+	cmd.Env = append(os.Environ(), envRunCLI+"=1")
+	logPath := filepath.Join(c.t.TempDir(), "up.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() {
+		if c.t.Failed() {
+			raw, _ := os.ReadFile(logPath)
+			c.t.Logf("%s's log:\n%s", c.names[i], raw)
+		}
+	})
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.procs[i] = cmd
+	c.mu.Unlock()
+}
+
+// stop stops node i as Ctrl-C does, killing it if it does not end within 30 s.
+func (c *nodes) stop(i int) {
+	c.mu.Lock()
+	cmd := c.procs[i]
+	c.procs[i] = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		c.t.Errorf("%s did not stop on SIGTERM", c.names[i])
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// kill kills node i with SIGKILL.
+func (c *nodes) kill(i int) {
+	c.mu.Lock()
+	cmd := c.procs[i]
+	c.procs[i] = nil
+	c.mu.Unlock()
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+}
+
+// agent starts an agent issued by the authority, connected to node i.
+func (c *nodes) agent(name string, i int, handler cotal.Handler) *cotal.Client {
+	c.t.Helper()
+	ctx := c.t.Context()
+	cred, _, err := c.l.StartAgent(ctx, ledger.Request{Name: name})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cl, err := cotal.Connect(ctx, c.states[i].URL, cotal.WithCredsData(cred.Creds), cotal.WithHandler(handler))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = cl.Close(context.Background()) })
+	return cl
+}
+
+// dmStream reads the DM stream's cluster info through node i.
+func (c *nodes) dmStream(i int) (*jetstream.ClusterInfo, error) {
+	ctx := c.t.Context()
+	nc, err := dial.As(ctx, c.states[i].URL, c.prov)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	st, err := js.Stream(ctx, wire.Space("main").DMStream())
+	if err != nil {
+		return nil, err
+	}
+	if st.CachedInfo().Cluster == nil {
+		return nil, fmt.Errorf("the DM stream has no cluster info")
+	}
+	return st.CachedInfo().Cluster, nil
+}
+
+// caughtUp waits until the DM stream is led and followed by all three nodes, the followers
+// current with no lag, read through node i.
+func (c *nodes) caughtUp(i int) {
+	c.t.Helper()
+	meshtest.Eventually(c.t, 60*time.Second, "the DM stream's replicas current", func() bool {
+		ci, err := c.dmStream(i)
+		if err != nil || len(ci.Replicas) != 2 {
+			return false
+		}
+		peers := []string{ci.Leader}
+		for _, r := range ci.Replicas {
+			if !r.Current || r.Lag != 0 || r.Offline {
+				return false
+			}
+			peers = append(peers, r.Name)
+		}
+		slices.Sort(peers)
+		return slices.Equal(peers, c.names) // every node, the restarted one too
+	})
+}
+
+// dmTraffic sends n DMs from alice to bob, each retried under its own id until the cluster
+// acknowledges it, and returns a channel that receives each index once it is acknowledged.
+func dmTraffic(ctx context.Context, alice *cotal.Client, to wire.Principal, prefix string, n int) <-chan int {
+	sent := make(chan int, n)
 	go func() {
 		defer close(sent)
-		for i := range clusterDMs {
-			m := &wire.CotalMessage{ID: fmt.Sprintf("kill-%05d", i), To: bob.Principal().String(), Parts: []wire.Part{wire.TextPart("n")}}
+		for i := range n {
+			m := &wire.CotalMessage{ID: fmt.Sprintf("%s-%05d", prefix, i), To: to.String(), Parts: []wire.Part{wire.TextPart("n")}}
 			for {
 				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				_, err := alice.Send(sctx, m)
@@ -177,57 +228,96 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 				if ctx.Err() != nil {
 					return
 				}
-				time.Sleep(100 * time.Millisecond) // the cluster elects a new leader; the same id again
+				time.Sleep(100 * time.Millisecond) // a leader is being elected: the same id again
 			}
 			sent <- i
 		}
 	}()
+	return sent
+}
+
+// receiver counts the distinct messages a handler surfaces, and those it surfaces twice.
+type receiver struct {
+	mu   sync.Mutex
+	got  map[string]bool
+	dups int
+}
+
+func (r *receiver) handle(_ context.Context, d *cotal.Delivery) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.got[d.Message.ID] {
+		r.dups++
+	}
+	r.got[d.Message.ID] = true
+	return nil
+}
+
+// all waits until n distinct messages surfaced, and fails on any surfaced twice.
+func (r *receiver) all(t *testing.T, n int) {
+	t.Helper()
+	meshtest.Eventually(t, 90*time.Second, fmt.Sprintf("all %d DMs surfaced", n), func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.got) == n
+	})
+	if r.dups != 0 {
+		t.Errorf("%d DMs surfaced twice", r.dups)
+	}
+}
+
+// TestClusterSurvivesNodeKill runs three `cotal up` processes as a cluster, agents on two of them,
+// and kills -9 the node leading the DM stream while 2,000 direct messages flow (each retried under
+// its own id until the cluster acknowledges it): every message arrives, none twice, and the killed
+// node, started again, catches up.
+func TestClusterSurvivesNodeKill(t *testing.T) {
+	c := startCluster(t)
+	ctx := t.Context()
+	r := &receiver{got: map[string]bool{}}
+	bob := c.agent("bob", 2, r.handle)
+	alice := c.agent("alice", 1, func(context.Context, *cotal.Delivery) error { return nil })
+	ci, err := c.dmStream(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := slices.Index(c.names, ci.Leader)
+	if victim < 0 {
+		t.Fatalf("the DM stream's leader %q is none of %v", ci.Leader, c.names)
+	}
+	t.Logf("killing %s, the DM stream's leader", ci.Leader)
+	sent := dmTraffic(ctx, alice, bob.Principal(), "kill", clusterDMs)
 	for range clusterDMs / 10 {
 		<-sent
 	}
-	if err := procs[victim].Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = procs[victim].Wait()
-	n := 0
+	c.kill(victim)
 	for range sent {
-		n++
 	}
-	if n != clusterDMs-clusterDMs/10 {
-		t.Fatalf("alice sent %d of %d", n+clusterDMs/10, clusterDMs)
-	}
-	meshtest.Eventually(t, 90*time.Second, "bob has every DM", func() bool {
-		gotMu.Lock()
-		defer gotMu.Unlock()
-		return len(got) == clusterDMs
-	})
-	if dups != 0 {
-		t.Errorf("%d DMs surfaced twice", dups)
-	}
+	r.all(t, clusterDMs)
+	c.start(victim)
+	c.states[victim] = waitUp(t, c.dirs[victim], nil)
+	c.caughtUp((victim + 1) % 3)
+}
 
-	// The killed node, started again, catches up: the DM stream is current on all three.
-	start(victim)
-	survivor := (victim + 1) % 3
-	meshtest.Eventually(t, 60*time.Second, "the restarted node caught up", func() bool {
-		nc, err := dial.As(ctx, states[survivor].URL, prov)
-		if err != nil {
-			return false
+// TestClusterRollingRestart restarts every node in turn, the authority included, each with
+// SIGTERM and started again once the others carry the DM stream, while 2,000 direct messages
+// flow: every message arrives, none twice.
+func TestClusterRollingRestart(t *testing.T) {
+	c := startCluster(t)
+	ctx := t.Context()
+	r := &receiver{got: map[string]bool{}}
+	bob := c.agent("bob", 2, r.handle)
+	alice := c.agent("alice", 1, func(context.Context, *cotal.Delivery) error { return nil })
+	sent := dmTraffic(ctx, alice, bob.Principal(), "roll", clusterDMs)
+	for i := range 3 {
+		for range clusterDMs / 5 {
+			<-sent
 		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return false
-		}
-		st, err := js.Stream(ctx, wire.Space("main").DMStream())
-		if err != nil || st.CachedInfo().Cluster == nil {
-			return false
-		}
-		c := st.CachedInfo().Cluster
-		for _, r := range c.Replicas {
-			if !r.Current || r.Lag != 0 {
-				return false
-			}
-		}
-		return len(c.Replicas) == 2
-	})
+		c.stop(i)
+		c.start(i)
+		c.states[i] = waitUp(t, c.dirs[i], nil)
+		c.caughtUp((i + 1) % 3)
+	}
+	for range sent {
+	}
+	r.all(t, clusterDMs)
 }

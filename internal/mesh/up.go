@@ -294,6 +294,15 @@ func (m *Mesh) provision(ctx context.Context, url string, spaces []wire.Space, o
 	}
 	for _, s := range spaces {
 		rep, err := m.provisionSpace(ctx, url, s, defaults)
+		// A node that rejoins a cluster catches its replicas up before it answers for them: a
+		// request that times out then is tried again (provisioning is idempotent), a drift never.
+		for wait := time.Now().Add(QuorumWait); err != nil && m.replicas > 1 && time.Now().Before(wait) && ctx.Err() == nil; {
+			if _, drift := errors.AsType[*space.DriftError](err); drift {
+				break
+			}
+			time.Sleep(time.Second)
+			rep, err = m.provisionSpace(ctx, url, s, defaults)
+		}
 		if err != nil {
 			return fmt.Errorf("provision space %s: %w", s, err)
 		}
