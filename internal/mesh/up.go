@@ -396,20 +396,25 @@ func (m *Mesh) Ledger(sp wire.Space) *ledger.Ledger {
 func (m *Mesh) Shutdown(ctx context.Context) error {
 	m.dir.clearState(m.state.PID)
 	m.stopUserAuth(ctx)
-	if m.daemons != nil {
-		// The daemons let go of their leases and retire what they ran; on a cluster that lost its
-		// quorum each of those writes waits out its timeout, so the wait is bounded and the
-		// broker's shutdown below ends what is left.
-		stopped := make(chan struct{})
-		go func() { m.daemons.Stop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(daemonsStopWait):
-		case <-ctx.Done():
-		}
-	}
+	m.stopDaemons(ctx)
 	m.closeLedgers()
 	return m.server.Shutdown(ctx)
+}
+
+// stopDaemons stops the daemons, if any. They let go of their leases and retire what they ran; on
+// a cluster that lost its quorum each of those writes waits out its timeout, so the wait is
+// bounded by daemonsStopWait and ctx, and the broker's shutdown that follows ends what is left.
+func (m *Mesh) stopDaemons(ctx context.Context) {
+	if m.daemons == nil {
+		return
+	}
+	stopped := make(chan struct{})
+	go func() { m.daemons.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(daemonsStopWait):
+	case <-ctx.Done():
+	}
 }
 
 func (m *Mesh) closeLedgers() {
@@ -422,18 +427,7 @@ func (m *Mesh) stopServer() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m.stopUserAuth(ctx)
-	if m.daemons != nil {
-		// The daemons let go of their leases and retire what they ran; on a cluster that lost its
-		// quorum each of those writes waits out its timeout, so the wait is bounded and the
-		// broker's shutdown below ends what is left.
-		stopped := make(chan struct{})
-		go func() { m.daemons.Stop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(daemonsStopWait):
-		case <-ctx.Done():
-		}
-	}
+	m.stopDaemons(ctx)
 	m.closeLedgers()
 	_ = m.server.Shutdown(ctx) // already failing; the first error is the one to report
 }

@@ -228,40 +228,23 @@ func inspect(ctx context.Context, o *Options, st *mesh.State, rep *Report) error
 	return nil
 }
 
-// nodesWait is how long status gathers the nodes' answers.
-const nodesWait = time.Second
+// nodesWait is how long status waits for the first node's answer; it waits half of it
+// after each.
+const nodesWait = 2 * time.Second
 
 // nodes asks every node of the cluster, on a system-account credential minted for the request, for
-// its routes, and returns those that answered within nodesWait.
+// its routes, and returns those that answered.
 func nodes(ctx context.Context, d mesh.Dir, url string) ([]NodeStatus, error) {
 	kr, err := d.OpenKeyring()
 	if err != nil {
 		return nil, err
 	}
-	sys, err := kr.MintSystemUser("cotal-status", []string{jsapi.ServerStatsPing}, nil, time.Minute)
+	replies, err := dial.Servers(ctx, kr, url, jsapi.ServerStatsPing, nodesWait, nodesWait/2)
 	if err != nil {
-		return nil, err
-	}
-	nc, err := dial.As(ctx, url, sys)
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, err
-	}
-	if err := nc.PublishRequest(jsapi.ServerStatsPing, inbox, nil); err != nil {
 		return nil, err
 	}
 	var out []NodeStatus
-	deadline := time.Now().Add(nodesWait)
-	for {
-		msg, err := sub.NextMsg(time.Until(deadline))
-		if err != nil {
-			break // the wait is over: what answered is the answer
-		}
+	for _, raw := range replies {
 		var stats struct {
 			Server struct {
 				Name string `json:"name"`
@@ -272,7 +255,7 @@ func nodes(ctx context.Context, d mesh.Dir, url string) ([]NodeStatus, error) {
 				} `json:"routes"`
 			} `json:"statsz"`
 		}
-		if json.Unmarshal(msg.Data, &stats) != nil || stats.Server.Name == "" {
+		if json.Unmarshal(raw, &stats) != nil || stats.Server.Name == "" {
 			continue
 		}
 		n := NodeStatus{Name: stats.Server.Name, Routes: []string{}}

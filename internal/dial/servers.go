@@ -1,0 +1,47 @@
+package dial
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gocotal/cotal/internal/authority"
+)
+
+// Servers sends the system-account request subject to every server of the cluster at url, as a
+// system user of kr minted for it alone, and returns the replies: it waits up to first for the
+// first (a round trip through the cluster), then up to more after each. No reply within first is
+// an error.
+func Servers(ctx context.Context, kr *authority.Keyring, url, subject string, first, more time.Duration) ([][]byte, error) {
+	sys, err := kr.MintSystemUser("cotal-servers", []string{subject}, nil, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := As(ctx, url, sys)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for wait := first; ; wait = more {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		msg, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && len(out) > 0 && ctx.Err() == nil {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", subject, err)
+		}
+		out = append(out, msg.Data)
+	}
+}
