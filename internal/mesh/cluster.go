@@ -134,6 +134,21 @@ func (d Dir) markKeyless() error {
 	return atomicfile.Write(d.keylessPath(), []byte("started from a cluster bundle: this directory holds no keys\n"), 0o600)
 }
 
+// clusterOf reports whether d is a node of a cluster, and the cluster's name when d knows it: a
+// node's JetStream store holds the cluster's state, so it must not start alone.
+func (d Dir) clusterOf() (string, bool) {
+	if d.keyless() {
+		return "", true
+	}
+	raw, err := os.ReadFile(d.clusterSecretPath())
+	if err != nil {
+		return "", false
+	}
+	var s clusterSecret
+	_ = json.Unmarshal(raw, &s) // a secret it cannot read still marks a cluster node
+	return s.Cluster, true
+}
+
 // clusterSecret is an authority node's route secret, made once per mesh directory.
 type clusterSecret struct {
 	Cluster  string `json:"cluster"`

@@ -173,6 +173,15 @@ func TestClusterOfThree(t *testing.T) {
 	if _, err := dirs[1].OpenKeyring(); !errors.Is(err, mesh.ErrKeyless) {
 		t.Errorf("a node from a bundle opened a keyring: %v", err)
 	}
+	// A node's directory never starts alone: its store holds the cluster's state.
+	for i := range 2 {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		_ = nodes[i].Shutdown(sctx)
+		cancel()
+		if _, err := mesh.Up(ctx, dirs[i], mesh.Options{Port: -1, NoDaemons: true}); err == nil || !strings.Contains(err.Error(), "node of cluster") {
+			t.Errorf("node %d started alone: %v", i, err)
+		}
+	}
 }
 
 // freePort returns a port free now on loopback.

@@ -127,6 +127,11 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 	if o.UserAuth != nil && (o.Open || len(spaces) != 1) {
 		return nil, errors.New("user-auth mode runs an authenticated mesh of one space")
 	}
+	if o.Cluster == nil {
+		if name, ok := d.clusterOf(); ok {
+			return nil, fmt.Errorf("this mesh directory is a node of cluster %q: start it with its cluster flags (--cluster-port, --routes)", name)
+		}
+	}
 	if c := o.Cluster; c != nil {
 		switch {
 		case o.Open:
