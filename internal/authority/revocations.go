@@ -112,11 +112,83 @@ func (k *Keyring) revoke(space wire.Space, userKeys []string) error {
 		// later time refuses more (a JWT renewed in between included), never less.
 		list[u] = max(list[u], now)
 	}
+	return k.writeRevocations(space, list)
+}
+
+// writeRevocations replaces the space's list, under the lock.
+func (k *Keyring) writeRevocations(space wire.Space, list map[string]int64) error {
 	raw, err := json.MarshalIndent(list, "", "  ")
 	if err != nil {
 		return err
 	}
 	return atomicfile.Write(k.revocationsPath(space), append(raw, '\n'), 0o600)
+}
+
+// liveRevocations returns the revocations of token, the space's account JWT as a server of the
+// cluster holds it: refused unless it is the space's account, signed by this keyring's operator.
+func (k *Keyring) liveRevocations(space wire.Space, token string) (jwt.RevocationList, error) {
+	sk, err := k.Space(space)
+	if err != nil {
+		return nil, err
+	}
+	ac, err := jwt.DecodeAccountClaims(token)
+	if err != nil {
+		return nil, fmt.Errorf("the account JWT of space %s a server holds: %w", space, err)
+	}
+	if ac.Subject != sk.AccountPublicKey() || ac.Issuer != k.OperatorPublicKey() {
+		return nil, fmt.Errorf("the account JWT of space %s a server holds is of account %s, signed by %s: not this keyring's", space, ac.Subject, ac.Issuer)
+	}
+	return ac.Revocations, nil
+}
+
+// MergeRevocations adds to the space's list what token, the space's account JWT as a server of
+// the cluster holds it, revokes and the list lacks (the later time where both name a key): the
+// revocations another authority node of the cluster pushed. A revocation made before since is
+// left out: it is one the nodes prune, and merging it back would undo the prune. It reports
+// whether the list grew.
+func (k *Keyring) MergeRevocations(space wire.Space, token string, since time.Time) (bool, error) {
+	live, err := k.liveRevocations(space, token)
+	if err != nil {
+		return false, err
+	}
+	unlock, err := k.lockRevocations(space)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	list, err := k.Revocations(space)
+	if err != nil {
+		return false, err
+	}
+	grew := false
+	for u, at := range live {
+		if nkeys.IsValidPublicUserKey(u) && at > list[u] && at >= since.Unix() {
+			list[u], grew = at, true
+		}
+	}
+	if !grew {
+		return false, nil
+	}
+	return true, k.writeRevocations(space, list)
+}
+
+// Carries reports whether token, the space's account JWT as a server of the cluster holds it,
+// revokes every key of the space's list, each as of its time or later: whether it needs a push.
+func (k *Keyring) Carries(space wire.Space, token string) (bool, error) {
+	live, err := k.liveRevocations(space, token)
+	if err != nil {
+		return false, err
+	}
+	list, err := k.Revocations(space)
+	if err != nil {
+		return false, err
+	}
+	for u, at := range list {
+		if live[u] < at {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // PruneRevocations drops the revocations drop names, given each user key and when it was
@@ -142,11 +214,7 @@ func (k *Keyring) PruneRevocations(space wire.Space, drop func(userKey string, r
 	if n == 0 {
 		return 0, nil
 	}
-	raw, err := json.MarshalIndent(list, "", "  ")
-	if err != nil {
-		return 0, err
-	}
-	return n, atomicfile.Write(k.revocationsPath(space), append(raw, '\n'), 0o600)
+	return n, k.writeRevocations(space, list)
 }
 
 // MintSystemUser mints a user of the system account, for the $SYS requests only the authority

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -114,9 +115,15 @@ func RenderAuth(c Config, t Trust) ([]byte, error) {
 		// with the other nodes; an account is never deleted through it.
 		fmt.Fprintf(&b, "resolver: {\n  type: full\n  dir: %q\n  allow_delete: false\n  interval: \"30s\"\n}\n", ResolverDir(c.StoreDir))
 	}
-	// Preloaded accounts seed the resolver; a newer JWT pushed since wins over them.
+	// Preloaded accounts seed the resolver. The distributed resolver stores a preload as its
+	// newest JWT of the account, so an account it already holds is not preloaded: the JWT it
+	// holds may carry what another authority node pushed (a revocation) since this node rendered
+	// its own, and the preload would undo it across the cluster.
 	b.WriteString("resolver_preload: {\n")
 	for _, p := range preload {
+		if c.Cluster != nil && resolverHolds(c.StoreDir, p[0]) {
+			continue
+		}
 		fmt.Fprintf(&b, "  %s: %q\n", p[0], p[1])
 	}
 	b.WriteString("}\n")
@@ -127,6 +134,12 @@ func RenderAuth(c Config, t Trust) ([]byte, error) {
 // the JetStream store.
 func ResolverDir(storeDir string) string {
 	return filepath.Join(filepath.Dir(filepath.Clean(storeDir)), "jwt")
+}
+
+// resolverHolds reports whether the distributed resolver under storeDir holds a JWT of account.
+func resolverHolds(storeDir, account string) bool {
+	_, err := os.Stat(filepath.Join(ResolverDir(storeDir), account+".jwt"))
+	return err == nil
 }
 
 // RenderOpen renders a nats-server configuration with no authentication. Anyone who can connect

@@ -63,7 +63,7 @@ func Fetch(ctx context.Context, js jetstream.JetStream, space wire.Space, digest
 		return nil, fmt.Errorf("read %s: %w", subject, err)
 	}
 	// A Direct Get that finds nothing answers with an empty message and a status header.
-	if status := msg.Header.Get("Status"); len(msg.Data) == 0 && status != "" {
+	if status := msg.Header.Get(jsapi.StatusHeader); len(msg.Data) == 0 && status != "" {
 		if status == "404" {
 			return nil, fmt.Errorf("%w: %s", ErrNotFound, digest)
 		}

@@ -128,6 +128,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 }
 
+// Active reports whether the daemon serves: it holds the space's delivery lease.
+func (d *Daemon) Active() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.active
+}
+
 // acquire waits until this daemon creates the lease row (not ready yet).
 func (d *Daemon) acquire(ctx context.Context) error {
 	t := time.NewTicker(d.cfg.Standby)

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/jsapi"
 )
 
 // Servers sends the system-account request subject to every server of the cluster at url, as a
-// system user of kr minted for it alone, and returns the replies: it waits up to first for the
-// first (a round trip through the cluster), then up to more after each. No reply within first is
-// an error.
+// system user of kr minted for it alone, and returns the replies (ServersOn).
 func Servers(ctx context.Context, kr *authority.Keyring, url, subject string, first, more time.Duration) ([][]byte, error) {
 	sys, err := kr.MintSystemUser("cotal-servers", []string{subject}, nil, time.Minute)
 	if err != nil {
@@ -23,11 +24,20 @@ func Servers(ctx context.Context, kr *authority.Keyring, url, subject string, fi
 		return nil, err
 	}
 	defer nc.Close()
+	return ServersOn(ctx, nc, subject, first, more)
+}
+
+// ServersOn sends the request subject on nc, a system user's connection, to every server that
+// answers it, and returns the replies: it waits up to first for the first (a round trip through
+// the cluster), then up to more after each. No reply within first is an error, and a subject no
+// server answers is nats.ErrNoResponders, at once.
+func ServersOn(ctx context.Context, nc *nats.Conn, subject string, first, more time.Duration) ([][]byte, error) {
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
 		return nil, err
 	}
+	defer sub.Unsubscribe() //nolint:errcheck // the connection's own close reaps it too
 	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
 		return nil, err
 	}
@@ -41,6 +51,9 @@ func Servers(ctx context.Context, kr *authority.Keyring, url, subject string, fi
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", subject, err)
+		}
+		if len(out) == 0 && len(msg.Data) == 0 && msg.Header.Get(jsapi.StatusHeader) == jsapi.NoResponders {
+			return nil, fmt.Errorf("%s: %w", subject, nats.ErrNoResponders)
 		}
 		out = append(out, msg.Data)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gocotal/cotal/internal/jsapi"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/wire"
@@ -180,7 +182,7 @@ func (c *Caller) Call(ctx context.Context, call Call) (*Reply, error) {
 			return nil, wire.NewEndpointError(wire.CodeDeadlineExceeded, wire.OutcomeUnknown, "%s %s: no answer in time", call.Endpoint, call.Command)
 		case msg := <-replies:
 			if msg.Subject == c.space.NoRespondersSubject(route) {
-				if msg.Header.Get("Status") == "503" {
+				if msg.Header.Get(jsapi.StatusHeader) == jsapi.NoResponders {
 					return nil, wire.NewEndpointError(wire.CodeUnavailable, wire.OutcomeNotExecuted, "%s %s: no responders", call.Endpoint, call.Command)
 				}
 				continue

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gocotal/cotal/internal/jsapi"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/wire"
@@ -91,7 +93,7 @@ func (c *Caller) Scatter(ctx context.Context, call Call, expected []Instance, re
 			timer.Reset(reconcile)
 		case msg := <-replies:
 			if msg.Subject == sentinel {
-				if msg.Header.Get("Status") == "503" {
+				if msg.Header.Get(jsapi.StatusHeader) == jsapi.NoResponders {
 					return g.finish(frozen, settled), nil
 				}
 				continue

@@ -63,6 +63,12 @@ func AccountClaimsUpdate(account string) string {
 	return "$SYS.REQ.ACCOUNT." + account + ".CLAIMS.UPDATE"
 }
 
+// AccountClaimsLookup returns the subject every server of a cluster with the distributed
+// resolver answers with the JWT of account it holds (an empty reply when it holds none).
+func AccountClaimsLookup(account string) string {
+	return "$SYS.REQ.ACCOUNT." + account + ".CLAIMS.LOOKUP"
+}
+
 // AccountConnz returns the subject that lists account's connections.
 func AccountConnz(account string) string { return "$SYS.REQ.ACCOUNT." + account + ".CONNZ" }
 
@@ -73,6 +79,13 @@ func AccountConnect(account string) string { return "$SYS.ACCOUNT." + account + 
 // AccountDisconnect returns the subject of the system account's event for each connection of
 // account that closes.
 func AccountDisconnect(account string) string { return "$SYS.ACCOUNT." + account + ".DISCONNECT" }
+
+// The status header of a reply the server writes itself, and its value when nothing subscribes
+// to the request's subject (a no-payload reply).
+const (
+	StatusHeader = "Status"
+	NoResponders = "503"
+)
 
 // Headers of a KV bucket's messages, as the server and nats.go write them: a delete or purge
 // marker carries KVOperation set to KVDelete or KVPurge, a marker the server writes when a row's

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -40,16 +41,38 @@ const evictionWait = 10 * time.Second
 // space's account in kr and pushes the updated account JWT to the broker (a $SYS claims update,
 // which every server of a cluster receives), on a system credential minted for the one push.
 // From then on the broker refuses those credentials at connect and closes their live
-// connections; Evict returns once the broker's connection list (CONNZ) shows none of them.
+// connections; Evict returns once the broker's connection list (CONNZ) shows none of them. On a
+// cluster whose servers share the distributed resolver, the push carries, and the list takes in,
+// the revocations other authority nodes pushed (reconcile).
 func BrokerEvictor(kr *authority.Keyring, url string) Evictor {
 	return EvictFunc(func(ctx context.Context, sp wire.Space, userKeys ...string) error {
 		return pushRevocations(ctx, kr, url, sp, userKeys)
 	})
 }
 
+// revoker connects a system user of kr to url for the pushes of sp's account: it may push the
+// account's claims, look them up on every server and list the account's connections.
+func revoker(ctx context.Context, kr *authority.Keyring, url string, sp wire.Space) (*nats.Conn, string, error) {
+	sk, err := kr.Space(sp)
+	if err != nil {
+		return nil, "", err
+	}
+	acct := sk.AccountPublicKey()
+	sys, err := kr.MintSystemUser("cotal-revoker",
+		[]string{jsapi.AccountClaimsUpdate(acct), jsapi.AccountClaimsLookup(acct), jsapi.AccountConnz(acct)}, nil, time.Minute)
+	if err != nil {
+		return nil, "", err
+	}
+	nc, err := dial.As(ctx, url, sys)
+	if err != nil {
+		return nil, "", err
+	}
+	return nc, acct, nil
+}
+
 func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp wire.Space, userKeys []string) error {
 	// The keys are recorded before anything can fail: a push that does not happen now is made by
-	// the next one, or by the next start of the broker, which loads the list.
+	// the next one, by the next reconcile, or by the next start of the broker, which loads the list.
 	if err := kr.Revoke(sp, userKeys...); err != nil {
 		return err
 	}
@@ -57,40 +80,12 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 	// is nearly spent.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*evictionWait)
 	defer cancel()
-	sk, err := kr.Space(sp)
-	if err != nil {
-		return err
-	}
-	acct := sk.AccountPublicKey()
-	update := jsapi.AccountClaimsUpdate(acct)
-	sys, err := kr.MintSystemUser("cotal-revoker", []string{update, jsapi.AccountConnz(acct)}, nil, time.Minute)
-	if err != nil {
-		return err
-	}
-	nc, err := dial.As(ctx, url, sys)
+	nc, acct, err := revoker(ctx, kr, url, sp)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	// Under the keyring's lock, so the last push carries every revocation; the wait for the
-	// broker's answer starts once the lock is held.
-	err = kr.RevokeAndPush(sp, nil, func(token string) error {
-		pctx, cancel := context.WithTimeout(ctx, evictionWait)
-		defer cancel()
-		rep, err := nc.RequestWithContext(pctx, update, []byte(token))
-		if err != nil {
-			return fmt.Errorf("push the revocation to the broker: %w", err)
-		}
-		var res struct {
-			Data  *struct{ Message string } `json:"data"`
-			Error *struct{ Description string }
-		}
-		if json.Unmarshal(rep.Data, &res) != nil || res.Error != nil || res.Data == nil || !strings.Contains(res.Data.Message, "updated") {
-			return fmt.Errorf("push the revocation to the broker: it answered %s", rep.Data)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := reconcile(ctx, nc, kr, sp, acct, true); err != nil {
 		return err
 	}
 	vctx, cancelWait := context.WithTimeout(ctx, evictionWait)
@@ -109,6 +104,137 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// ReconcileRevocations brings the revocations of the ledger's space in its keyring and on the
+// cluster at its URL together (reconcileRevocations).
+func (l *Ledger) ReconcileRevocations(ctx context.Context) error {
+	return reconcileRevocations(ctx, l.kr, l.url, l.sp)
+}
+
+// reconcileRevocations brings the revocations of sp in kr and on the cluster at url together:
+// the list takes in what any server's account JWT revokes (another authority node's revocations),
+// and when a server's JWT lacks one of the list's, the account JWT rendered from the whole list
+// is pushed. On a single server with the in-memory resolver there is nothing to compare, and it
+// does nothing. An authority node runs it at start and then periodically, so a push that failed,
+// or one another node's concurrent push overtook, still reaches every server.
+func reconcileRevocations(ctx context.Context, kr *authority.Keyring, url string, sp wire.Space) error {
+	nc, acct, err := revoker(ctx, kr, url, sp)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return reconcile(ctx, nc, kr, sp, acct, false)
+}
+
+// reconcileRounds bounds the pushes of one reconcile: each round merges what the servers hold and
+// pushes again only when one of them still lacks a revocation (another node's push overtook it).
+const reconcileRounds = 5
+
+// The waits for the servers' lookups: the first answer, then each next.
+const (
+	lookupFirst = 2 * time.Second
+	lookupMore  = 250 * time.Millisecond
+)
+
+// settle is how long a push on a cluster is left to land before the servers are read back: the
+// resolver keeps the newest JWT it is given, with no compare-and-set, so a push another authority
+// node made at the same moment, without this one's revocations, can replace it. Read back after
+// the two landed, the merge takes both in and pushes them together.
+const settle = 500 * time.Millisecond
+
+// reconcile merges into kr what the servers' account JWTs of sp revoke and pushes the JWT
+// rendered from the merged list while one of them lacks part of it (at once when push is set),
+// under the keyring's lock so the last local push carries every revocation.
+func reconcile(ctx context.Context, nc *nats.Conn, kr *authority.Keyring, sp wire.Space, acct string, push bool) error {
+	for round := 0; ; round++ {
+		clustered, behind, err := mergeLive(ctx, nc, kr, sp, acct)
+		if err != nil {
+			return err
+		}
+		if round > 0 && clustered && !behind {
+			// Pushed and read back whole: read again once a concurrent push landed too.
+			if err := sleep(ctx, settle); err != nil {
+				return err
+			}
+			if _, behind, err = mergeLive(ctx, nc, kr, sp, acct); err != nil {
+				return err
+			}
+		}
+		if !push && !behind {
+			return nil
+		}
+		if round == reconcileRounds {
+			return fmt.Errorf("push the revocations of space %s: a server still lacks some after %d pushes", sp, round)
+		}
+		if err := kr.RevokeAndPush(sp, nil, func(token string) error { return pushClaims(ctx, nc, acct, token) }); err != nil {
+			return err
+		}
+		push = false
+	}
+}
+
+// mergeLive asks every server for its JWT of the account, merges their revocations into kr's list
+// and reports whether any server answered (the mesh runs on a cluster) and whether any of them
+// lacks one of the list's. No server answering the lookup (the in-memory resolver of a single
+// server) is nothing to merge and nothing behind.
+func mergeLive(ctx context.Context, nc *nats.Conn, kr *authority.Keyring, sp wire.Space, acct string) (clustered, behind bool, err error) {
+	tokens, err := dial.ServersOn(ctx, nc, jsapi.AccountClaimsLookup(acct), lookupFirst, lookupMore)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("look up the account of space %s on the servers: %w", sp, err)
+	}
+	since := time.Now().Add(-Retention)
+	for _, t := range tokens {
+		if len(t) == 0 {
+			behind = true // a server without the account yet: the push gives it
+			continue
+		}
+		if _, err := kr.MergeRevocations(sp, string(t), since); err != nil {
+			return true, false, err
+		}
+	}
+	for _, t := range tokens {
+		if len(t) == 0 {
+			continue
+		}
+		ok, err := kr.Carries(sp, string(t))
+		if err != nil {
+			return true, false, err
+		}
+		behind = behind || !ok
+	}
+	return true, behind, nil
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// pushClaims pushes the account JWT token and checks the broker took it.
+func pushClaims(ctx context.Context, nc *nats.Conn, acct, token string) error {
+	pctx, cancel := context.WithTimeout(ctx, evictionWait)
+	defer cancel()
+	rep, err := nc.RequestWithContext(pctx, jsapi.AccountClaimsUpdate(acct), []byte(token))
+	if err != nil {
+		return fmt.Errorf("push the revocation to the broker: %w", err)
+	}
+	var res struct {
+		Data  *struct{ Message string } `json:"data"`
+		Error *struct{ Description string }
+	}
+	if json.Unmarshal(rep.Data, &res) != nil || res.Error != nil || res.Data == nil || !strings.Contains(res.Data.Message, "updated") {
+		return fmt.Errorf("push the revocation to the broker: it answered %s", rep.Data)
+	}
+	return nil
 }
 
 // liveConnections counts the account's connections, as the broker lists them, that authenticated

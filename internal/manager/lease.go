@@ -84,3 +84,17 @@ func (l *Lease) Renew(ctx context.Context) {
 		}
 	}
 }
+
+// Served reports whether manager instance of space sp holds its lease, as read on nc: its row
+// is there, renewed within wire.ManagerLeaseTTL. A row that cannot be read counts as served, so
+// a standby never takes over on a read that failed.
+func Served(ctx context.Context, nc *nats.Conn, sp wire.Space, instance wire.LifecycleUID) bool {
+	e, err := kvget.Get(ctx, nc, sp.ManagerBucket(), wire.ManagerLeaseKey(instance))
+	switch {
+	case errors.Is(err, kvget.ErrNotFound):
+		return false
+	case err != nil:
+		return true
+	}
+	return !e.Deleted
+}

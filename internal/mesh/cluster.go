@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
+
 	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/broker"
 	"github.com/gocotal/cotal/wire"
 )
@@ -22,7 +25,10 @@ import (
 // nats-server's distributed account resolver. An authority node holds the keys (a directory made
 // by `cotal up`): it provisions the spaces, issues credentials and runs the daemons. Any other
 // node starts from a bundle an authority node writes (`cotal cluster bundle`): the public trust
-// (operator, system and space account JWTs) and the route secret, never a signing key.
+// (operator, system and space account JWTs) and the route secret, never a signing key. A second
+// authority node, which takes the daemons over when the first one's node dies, starts from a
+// bundle with the keys (`cotal cluster bundle --authority`), and is an authority node from then on:
+// the delivery daemon's lease and the supervisor's standby make one of them active at a time.
 
 // ClusterOptions join Up's broker to a cluster.
 type ClusterOptions struct {
@@ -35,8 +41,9 @@ type ClusterOptions struct {
 	// ServerName names this node; DefaultServerName when empty. It must differ on every node and
 	// stay the same across the node's restarts (JetStream knows its peers by it).
 	ServerName string
-	// Bundle, when set, starts a node without keys from an authority node's bundle: the broker
-	// only, with no provisioning, issuance or daemons.
+	// Bundle, when set, starts a node from an authority node's bundle: without keys, the broker
+	// only, with no provisioning, issuance or daemons; with them (Bundle.Keys), a second authority
+	// node whose directory takes in the keys and the route secret.
 	Bundle *Bundle
 }
 
@@ -59,9 +66,10 @@ func DefaultServerName(port int) string {
 // BundleVersion is the version of the bundle format this build writes and reads.
 const BundleVersion = 1
 
-// Bundle is what a node without keys needs to join a cluster: the cluster's name and route
-// secret, and the public trust its broker serves. It holds no signing key, but its route secret
-// admits a broker to the cluster: keep it as private as a credential.
+// Bundle is what a node needs to join a cluster: the cluster's name and route secret, and the
+// public trust its broker serves. Its route secret admits a broker to the cluster: keep it as
+// private as a credential. Keys, in the bundle of a second authority node only, are the signing
+// keys of every space: whoever holds them can mint any identity.
 type Bundle struct {
 	Version       int          `json:"version"`
 	Cluster       string       `json:"cluster"`
@@ -71,7 +79,14 @@ type Bundle struct {
 	SystemAccount string       `json:"systemAccountJwt"`
 	Spaces        []wire.Space `json:"spaces"`
 	Accounts      []string     `json:"accountJwts"`
+	// Keys are the keyring's seeds, and Managers the instance of each space's manager, in an
+	// authority bundle only: the second authority node's supervisor serves the same instance.
+	Keys     *authority.Seeds                 `json:"keys,omitempty"`
+	Managers map[wire.Space]wire.LifecycleUID `json:"managers,omitempty"`
 }
+
+// authorityNode reports whether the bundle starts a second authority node.
+func (b *Bundle) authorityNode() bool { return b.Keys != nil }
 
 // trust is the bundle's trust, as the broker serves it.
 func (b *Bundle) trust() broker.Trust {
@@ -107,7 +122,41 @@ func ReadBundle(path string) (*Bundle, error) {
 	if _, err := broker.RenderAuth(broker.Config{StoreDir: "/check"}, b.trust()); err != nil {
 		return nil, fmt.Errorf("cluster bundle %s: %w", path, err)
 	}
+	if b.Keys != nil {
+		if err := b.checkKeys(); err != nil {
+			return nil, fmt.Errorf("cluster bundle %s: %w", path, err)
+		}
+	}
 	return &b, nil
+}
+
+// checkKeys checks an authority bundle's keys are the ones its trust names: the operator that
+// signed it, its system account and each space's account.
+func (b *Bundle) checkKeys() error {
+	op, sys, accounts, err := b.Keys.PublicKeys()
+	if err != nil {
+		return err
+	}
+	oc, err := jwt.DecodeOperatorClaims(b.OperatorJWT)
+	if err != nil {
+		return err
+	}
+	if oc.Subject != op || oc.SystemAccount != sys {
+		return errors.New("its keys are not the operator and system account its trust names")
+	}
+	for i, sp := range b.Spaces {
+		if _, ok := b.Managers[sp]; !ok {
+			return fmt.Errorf("its manager instance of space %s is missing", sp)
+		}
+		ac, err := jwt.DecodeAccountClaims(b.Accounts[i])
+		if err != nil {
+			return err
+		}
+		if accounts[sp] != ac.Subject {
+			return fmt.Errorf("its keys of space %s are not the account its trust names", sp)
+		}
+	}
+	return nil
 }
 
 // ErrKeyless refuses what needs the keys in the directory of a node started from a bundle: making
@@ -193,10 +242,10 @@ func (d Dir) loadOrCreateClusterSecret(name string) (*clusterSecret, error) {
 	return s, nil
 }
 
-// WriteBundle writes, for the nodes without keys, the bundle of d's cluster serving spaces
-// (DefaultSpace when empty): its route secret (made now if d has none, for cluster name) and the
-// public trust from d's keys. The file is private to this user.
-func (d Dir) WriteBundle(path, cluster string, spaces []wire.Space) error {
+// WriteBundle writes the bundle of d's cluster serving spaces (DefaultSpace when empty): its route
+// secret (made now if d has none, for cluster name) and the public trust from d's keys, and with
+// keys set d's keys too, for a second authority node. The file is private to this user.
+func (d Dir) WriteBundle(path, cluster string, spaces []wire.Space, keys bool) error {
 	if len(spaces) == 0 {
 		spaces = []wire.Space{DefaultSpace}
 	}
@@ -214,8 +263,49 @@ func (d Dir) WriteBundle(path, cluster string, spaces []wire.Space) error {
 	}
 	b := Bundle{Version: BundleVersion, Cluster: secret.Cluster, RouteUser: secret.User, RoutePassword: secret.Password,
 		OperatorJWT: t.OperatorJWT, SystemAccount: t.SystemAccount, Spaces: spaces, Accounts: t.Accounts}
+	if keys {
+		if b.Keys, err = kr.Export(spaces); err != nil {
+			return err
+		}
+		b.Managers = map[wire.Space]wire.LifecycleUID{}
+		for _, sp := range spaces {
+			if b.Managers[sp], err = d.managerInstanceID(sp, ManagerActor); err != nil {
+				return err
+			}
+		}
+	}
 	raw, _ := json.MarshalIndent(b, "", "  ") // strings always encode
 	return atomicfile.Write(path, append(raw, '\n'), 0o600)
+}
+
+// adoptAuthorityBundle makes d a second authority node of b's cluster: b's keys in d's keyring,
+// b's route secret as d's. A directory that holds other keys, or the secret of another cluster,
+// is refused; one that already took b in is left as it is.
+func (d Dir) adoptAuthorityBundle(b *Bundle) error {
+	if d.keyless() {
+		return ErrKeyless
+	}
+	if err := authority.ImportSeeds(d.AuthDir(), b.Keys); err != nil {
+		return err
+	}
+	for _, sp := range b.Spaces {
+		if err := d.adoptManagerInstance(sp, ManagerActor, b.Managers[sp]); err != nil {
+			return err
+		}
+	}
+	s := clusterSecret{Cluster: b.Cluster, User: b.RouteUser, Password: b.RoutePassword}
+	if _, err := os.Stat(d.clusterSecretPath()); err == nil {
+		have, err := d.loadOrCreateClusterSecret("")
+		if err != nil {
+			return err
+		}
+		if *have != s {
+			return fmt.Errorf("this mesh directory already holds the route secret of cluster %q, not the bundle's", have.Cluster)
+		}
+		return nil
+	}
+	raw, _ := json.MarshalIndent(s, "", "  ") // strings always encode
+	return atomicfile.Write(d.clusterSecretPath(), raw, 0o600)
 }
 
 // brokerCluster is the broker's cluster configuration for o on d: the route secret from the

@@ -2,9 +2,11 @@ package mesh_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -31,46 +33,8 @@ import (
 // dies its agent reconnects to another and its DMs still flow; a node from a bundle refuses to
 // make keys.
 func TestClusterOfThree(t *testing.T) {
-	base := t.TempDir()
-	var routes []string
-	var clusterPorts, clientPorts []int
-	for range 3 {
-		clusterPorts, clientPorts = append(clusterPorts, freePort(t)), append(clientPorts, freePort(t))
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", clusterPorts[len(clusterPorts)-1]))
-	}
-	dirs := []mesh.Dir{{Path: filepath.Join(base, "a", ".cotal")}, {Path: filepath.Join(base, "b", ".cotal")}, {Path: filepath.Join(base, "c", ".cotal")}}
-	bundlePath := filepath.Join(base, "bundle.json")
-	if err := dirs[0].WriteBundle(bundlePath, "team", nil); err != nil {
-		t.Fatal(err)
-	}
-	bundle, err := mesh.ReadBundle(bundlePath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dirs, nodes, _ := threeNodes(t, false, false)
 	ctx := t.Context()
-	nodes := make([]*mesh.Mesh, 3)
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for i := range 3 {
-		co := &mesh.ClusterOptions{Name: "team", Port: clusterPorts[i], Routes: routes, ServerName: fmt.Sprintf("node-%c", 'a'+i)}
-		if i > 0 {
-			co.Bundle = bundle
-		}
-		wg.Go(func() {
-			nodes[i], errs[i] = mesh.Up(ctx, dirs[i], mesh.Options{Port: clientPorts[i], NoDaemons: true, Cluster: co})
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
-		t.Cleanup(func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_ = nodes[i].Shutdown(sctx)
-		})
-	}
 	for i, n := range nodes {
 		if st := n.State(); st.Cluster != "team" || st.Keyless != (i > 0) {
 			t.Errorf("node %d state: %+v", i, st)
@@ -132,6 +96,7 @@ func TestClusterOfThree(t *testing.T) {
 
 	// Node b, alice's, dies: she reconnects to a node the cluster told her of, and her next DM
 	// still reaches bob, the streams keeping their two other replicas.
+	gone := nodes[1].URL()[strings.LastIndex(nodes[1].URL(), ":"):]
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	if err := nodes[1].Shutdown(sctx); err != nil {
 		t.Fatal(err)
@@ -139,7 +104,7 @@ func TestClusterOfThree(t *testing.T) {
 	cancel()
 	meshtest.Eventually(t, 30*time.Second, "alice reconnected elsewhere", func() bool {
 		u := alice.Conn().ConnectedUrl()
-		return alice.Conn().IsConnected() && u != "" && !strings.Contains(u, fmt.Sprint(clientPorts[1]))
+		return alice.Conn().IsConnected() && u != "" && !strings.HasSuffix(u, gone)
 	})
 	if _, err := alice.DirectMessage(ctx, bob.Principal(), []wire.Part{wire.TextPart("after node b died")}); err != nil {
 		t.Fatal(err)
@@ -184,6 +149,62 @@ func TestClusterOfThree(t *testing.T) {
 	}
 }
 
+// threeNodes starts three nodes of cluster "team" on loopback, as three `cotal up` would: node a
+// from its own keys, node b from a's bundle (with the keys when secondAuthority) and node c from
+// a's bundle without keys, with their daemons when daemons is set. It returns their directories,
+// meshes and options, which start a node again; every node is shut down at the test's end.
+func threeNodes(t *testing.T, secondAuthority, daemons bool) ([]mesh.Dir, []*mesh.Mesh, []mesh.Options) {
+	t.Helper()
+	base := t.TempDir()
+	var routes []string
+	var clusterPorts, clientPorts []int
+	for range 3 {
+		clusterPorts, clientPorts = append(clusterPorts, freePort(t)), append(clientPorts, freePort(t))
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", clusterPorts[len(clusterPorts)-1]))
+	}
+	dirs := []mesh.Dir{{Path: filepath.Join(base, "a", ".cotal")}, {Path: filepath.Join(base, "b", ".cotal")}, {Path: filepath.Join(base, "c", ".cotal")}}
+	bundles := make([]*mesh.Bundle, 3)
+	for i, keys := range []bool{false, secondAuthority, false} {
+		if i == 0 {
+			continue
+		}
+		path := filepath.Join(base, fmt.Sprintf("bundle-%d.json", i))
+		if err := dirs[0].WriteBundle(path, "team", nil, keys); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if bundles[i], err = mesh.ReadBundle(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := t.Context()
+	nodes := make([]*mesh.Mesh, 3)
+	opts := make([]mesh.Options, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		opts[i] = mesh.Options{Port: clientPorts[i], NoDaemons: !daemons, Cluster: &mesh.ClusterOptions{
+			Name: "team", Port: clusterPorts[i], Routes: routes, ServerName: fmt.Sprintf("node-%c", 'a'+i), Bundle: bundles[i]}}
+		wg.Go(func() { nodes[i], errs[i] = mesh.Up(ctx, dirs[i], opts[i]) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if n != nil {
+				sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				_ = n.Shutdown(sctx)
+				cancel()
+			}
+		}
+	})
+	return dirs, nodes, opts
+}
+
 // freePort returns a port free now on loopback.
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -193,4 +214,187 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestClusterSecondAuthority runs a cluster of an authority node, a second authority node started
+// from an authority bundle, and a node without keys, each with its daemons. Exactly one of the
+// authorities serves the delivery daemon and the supervisor, the other stands by; revocations
+// made on both authorities at once are both enforced by the third node; when the serving one stops,
+// the other takes the daemons over and the durable channel keeps delivering; what it revokes then
+// is refused by the stopped node once it is back, which stands by.
+func TestClusterSecondAuthority(t *testing.T) {
+	dirs, nodes, opts := threeNodes(t, true, true)
+	ctx := t.Context()
+	if st := nodes[1].State(); st.Keyless {
+		t.Fatal("the second authority node started without keys")
+	}
+	serving := func() int {
+		t.Helper()
+		var which []int
+		for i, n := range nodes[:2] {
+			if n == nil {
+				continue
+			}
+			delivery, manager := n.Serving("main")
+			if delivery != manager && !delivery {
+				t.Fatalf("node %d serves the manager without the delivery lease", i)
+			}
+			if delivery && manager {
+				which = append(which, i)
+			}
+		}
+		if len(which) != 1 {
+			return -1
+		}
+		return which[0]
+	}
+	var active int
+	meshtest.Eventually(t, 60*time.Second, "one authority node serving the daemons", func() bool {
+		active = serving()
+		return active >= 0
+	})
+	standby := 1 - active
+	if d, m := nodes[standby].Serving("main"); d || m {
+		t.Fatalf("the standby node serves too: delivery %v, manager %v", d, m)
+	}
+
+	// Both authorities revoke at once; node c refuses both credentials.
+	var creds [2]*authority.Credential
+	for i := range creds {
+		cred, _, err := nodes[i].Ledger("").StartAgent(ctx, ledger.Request{Name: fmt.Sprintf("doomed_%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		creds[i] = cred
+	}
+	var wg sync.WaitGroup
+	for i := range creds {
+		wg.Go(func() {
+			if _, err := nodes[i].Ledger("").RevokeUserKey(ctx, creds[i].PublicKey, "test"); err != nil {
+				t.Errorf("revoke on node %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	refused := func(url string, cred *authority.Credential) bool {
+		nc, err := dial.As(ctx, url, cred)
+		if err == nil {
+			nc.Close()
+			return false
+		}
+		return errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization violation")
+	}
+	for i, cred := range creds {
+		meshtest.Eventually(t, 20*time.Second, fmt.Sprintf("node c refusing the credential node %d revoked", i), func() bool {
+			return refused(nodes[2].URL(), cred)
+		})
+	}
+
+	// An agent on node c on a durable channel; a post reaches it through the serving delivery
+	// daemon, before the serving node stops and after.
+	got := make(chan string, 4)
+	connect := func(name string, handler cotal.Handler) *cotal.Client {
+		cred, _, err := nodes[standby].Ledger("").StartAgent(ctx, ledger.Request{Name: name, Subscribe: []string{"ops"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := cotal.Connect(ctx, nodes[2].URL(), cotal.WithCredsData(cred.Creds), cotal.WithHandler(handler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		if _, err := c.Join(ctx, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	connect("bob", func(_ context.Context, d *cotal.Delivery) error {
+		got <- d.Message.Parts[0].Text
+		return nil
+	})
+	alice := connect("alice", func(context.Context, *cotal.Delivery) error { return nil })
+	post := func(text string) {
+		t.Helper()
+		if _, err := alice.Post(ctx, "ops", []wire.Part{wire.TextPart(text)}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case g := <-got:
+			if g != text {
+				t.Fatalf("bob got %q, want %q", g, text)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("the post %q never reached bob", text)
+		}
+	}
+	post("before")
+
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	if err := nodes[active].Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	nodes[active] = nil
+	meshtest.Eventually(t, 60*time.Second, "the standby authority taking the daemons over", func() bool {
+		return serving() == standby
+	})
+	post("after the serving authority stopped")
+
+	// Revoked on the surviving authority while the other is down: refused by node c, and by the
+	// stopped node once it is back, which stands by.
+	late, _, err := nodes[standby].Ledger("").StartAgent(ctx, ledger.Request{Name: "late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodes[standby].Ledger("").RevokeUserKey(ctx, late.PublicKey, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if nodes[active], err = mesh.Up(ctx, dirs[active], opts[active]); err != nil {
+		t.Fatalf("restart node %d: %v", active, err)
+	}
+	for _, cred := range []*authority.Credential{late, creds[0], creds[1]} {
+		meshtest.Eventually(t, 20*time.Second, "the restarted node refusing a revoked credential", func() bool {
+			return refused(nodes[active].URL(), cred)
+		})
+	}
+	time.Sleep(2 * wire.ManagerLeaseTTL)
+	if serving() != standby {
+		t.Error("the restarted authority took the daemons back from the serving one")
+	}
+	post("after the first authority came back")
+}
+
+// TestAuthorityBundleChecked: an authority bundle carries the keys its trust names, and the
+// manager instance of each space; one whose keys are another authority's is refused on read.
+func TestAuthorityBundleChecked(t *testing.T) {
+	base := t.TempDir()
+	a, b := mesh.Dir{Path: filepath.Join(base, "a")}, mesh.Dir{Path: filepath.Join(base, "b")}
+	pa, pb := filepath.Join(base, "a.json"), filepath.Join(base, "b.json")
+	for _, w := range []struct {
+		d    mesh.Dir
+		path string
+	}{{a, pa}, {b, pb}} {
+		if err := w.d.WriteBundle(w.path, "team", nil, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, err := mesh.ReadBundle(pa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if good.Keys == nil || good.Managers["main"] == "" {
+		t.Fatalf("an authority bundle without keys or manager instance: %+v", good)
+	}
+	other, err := mesh.ReadBundle(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good.Keys = other.Keys
+	raw, _ := json.Marshal(good)
+	if err := os.WriteFile(pa, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mesh.ReadBundle(pa); err == nil || !strings.Contains(err.Error(), "not the operator") {
+		t.Fatalf("a bundle whose keys are another authority's: %v", err)
+	}
 }

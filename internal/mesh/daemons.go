@@ -10,6 +10,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/warden"
+	"github.com/gocotal/cotal/wire"
 )
 
 // Daemons are the in-process daemons of an authenticated mesh: per space, the delivery daemon
@@ -27,6 +28,8 @@ type Daemons struct {
 	// wardensReady has one channel per space, closed once its warden is first watching;
 	// guarded by mu.
 	wardensReady []chan struct{}
+	// deliveries are the delivery daemons, by space; guarded by mu.
+	deliveries map[wire.Space]*Delivery
 }
 
 // The actors the in-process daemons run as.
@@ -34,6 +37,8 @@ const (
 	deliveryActor = "cotal_delivery"
 	ManagerActor  = "cotal_manager"
 	wardenActor   = "cotal_warden"
+	// standbyActor reads the manager lease a standby supervisor waits on.
+	standbyActor = "cotal_standby"
 )
 
 // StartDaemons starts, for every space whose ledger is given, a delivery daemon and the
@@ -134,6 +139,10 @@ func (ds *Daemons) startDelivery(ctx context.Context, l *ledger.Ledger, log *slo
 	}
 	ds.mu.Lock()
 	ds.conns = append(ds.conns, d.held...) // released by Stop
+	if ds.deliveries == nil {
+		ds.deliveries = map[wire.Space]*Delivery{}
+	}
+	ds.deliveries[l.Space()] = d
 	ds.mu.Unlock()
 	ds.wg.Go(func() {
 		if err := d.Run(ctx); err != nil && log != nil {
@@ -236,6 +245,15 @@ func (ds *Daemons) release(h *ledger.Held) {
 	}
 }
 
+// delivering reports whether this mesh's delivery daemon of sp serves (holds the space's
+// delivery lease), and true when the mesh runs none (`cotal deliver` runs it beside the mesh).
+func (ds *Daemons) delivering(sp wire.Space) bool {
+	ds.mu.Lock()
+	d := ds.deliveries[sp]
+	ds.mu.Unlock()
+	return d == nil || d.Active()
+}
+
 // WardensReady waits until every space's warden is watching (any incarnation of it), or ctx
 // ends.
 func (ds *Daemons) WardensReady(ctx context.Context) error {
@@ -265,6 +283,13 @@ func (ds *Daemons) Stop() {
 	wg.Wait()
 	ds.cancel()
 	ds.wg.Wait()
+	// A standby that took over while the first ones stopped.
+	ds.mu.Lock()
+	late := ds.supervisors[len(sups):]
+	ds.mu.Unlock()
+	for _, sup := range late {
+		sup.stop(ds)
+	}
 	ds.mu.Lock()
 	conns := ds.conns
 	ds.conns = nil

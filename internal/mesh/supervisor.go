@@ -52,6 +52,43 @@ type managerInstance struct {
 	lock *os.File
 }
 
+// managerInstancePath is where d keeps the instance id of the manager name serving space sp.
+func (d Dir) managerInstancePath(sp wire.Space, name string) string {
+	return filepath.Join(d.managerDir(), string(sp)+"."+name+".instance")
+}
+
+// managerInstanceID returns the instance id of the manager name serving space sp, creating it
+// on first use.
+func (d Dir) managerInstanceID(sp wire.Space, name string) (wire.LifecycleUID, error) {
+	if err := atomicfile.MkdirPrivate(d.managerDir()); err != nil {
+		return "", err
+	}
+	return endpoint.LoadOrCreateInstance(d.managerInstancePath(sp, name))
+}
+
+// adoptManagerInstance makes id the instance of the manager name serving space sp from d, as a
+// second authority node of a cluster serves the first one's: refused if d serves another one.
+func (d Dir) adoptManagerInstance(sp wire.Space, name string, id wire.LifecycleUID) error {
+	if _, err := wire.ParseLifecycleUID(string(id)); err != nil {
+		return fmt.Errorf("manager instance of space %s: %w", sp, err)
+	}
+	if err := atomicfile.MkdirPrivate(d.managerDir()); err != nil {
+		return err
+	}
+	path := d.managerInstancePath(sp, name)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return atomicfile.Write(path, []byte(string(id)+"\n"), 0o600)
+	}
+	have, err := endpoint.LoadOrCreateInstance(path)
+	if err != nil {
+		return err
+	}
+	if have != id {
+		return fmt.Errorf("this mesh directory serves manager instance %s of space %s, not the bundle's %s", have, sp, id)
+	}
+	return nil
+}
+
 // claimManagerInstance locks and returns the instance id of the manager name serving space sp,
 // creating it on first use. A lock another process holds is ErrSupervisorRunning; a file that
 // holds no valid id is an error naming it, never overwritten.
@@ -71,7 +108,7 @@ func (d Dir) claimManagerInstance(sp wire.Space, name string) (*managerInstance,
 		}
 		return nil, fmt.Errorf("lock %s.lock: %w", base, err)
 	}
-	id, err := endpoint.LoadOrCreateInstance(base + ".instance")
+	id, err := d.managerInstanceID(sp, name)
 	if err != nil {
 		lock.Close()
 		return nil, err
@@ -148,14 +185,73 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	}
 	ds.mu.Lock()
 	lctx, stopLease := context.WithCancel(ctx)
-	ds.supervisors = append(ds.supervisors, &servedSupervisor{sup: sup, svc: svc, held: h, instance: inst, stopLease: stopLease})
+	ds.supervisors = append(ds.supervisors, &servedSupervisor{space: l.Space(), sup: sup, svc: svc, held: h, instance: inst, stopLease: stopLease})
 	ds.mu.Unlock()
 	ds.wg.Go(func() { lease.Renew(lctx) })
 	return nil
 }
 
+// supervisorStandby is how often a standby supervisor looks at the lease of its instance.
+const supervisorStandby = 2 * time.Second
+
+// standBySupervisor runs the supervisor of l's space once this node's delivery daemon of the space
+// serves and no other authority node of the cluster serves the manager's instance (the instance
+// is shared: adoptManagerInstance). The delivery lease is a compare-and-set row only one daemon
+// of the cluster holds, so two nodes started at once never both take the instance; while the
+// instance's lease row lives (renewed within wire.ManagerLeaseTTL) another node's supervisor
+// serves it and this one stands by, reading the row on a supervisor credential of its own (the
+// profile that reads the manager bucket), which serves nothing. Once the row
+// lapses (that node died or stopped) it serves the instance at the next epoch, which fences the
+// one before.
+func (ds *Daemons) standBySupervisor(d Dir, l *ledger.Ledger, so SupervisorOptions, log *slog.Logger) {
+	ctx := ds.ctx
+	ds.wg.Go(func() {
+		var watch *ledger.Held
+		defer func() {
+			if watch != nil {
+				ds.drop(watch)
+			}
+		}()
+		for {
+			err := func() error {
+				id, err := d.managerInstanceID(l.Space(), so.Name)
+				if err != nil {
+					return err
+				}
+				if watch == nil {
+					if watch, err = ds.connect(ctx, l, authority.ProfileSupervisor, standbyActor); err != nil {
+						return err
+					}
+				}
+				if !ds.delivering(l.Space()) || manager.Served(ctx, watch.Conn, l.Space(), id) {
+					return nil
+				}
+				if err := ds.startSupervisor(ctx, d, l, so, log); err != nil {
+					return err
+				}
+				return errServing
+			}()
+			if errors.Is(err, errServing) || ctx.Err() != nil {
+				return
+			}
+			if err != nil && log != nil {
+				log.Warn("standby supervisor", "space", l.Space(), "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(supervisorStandby):
+			}
+		}
+	})
+}
+
+// errServing ends a standby that now serves.
+var errServing = errors.New("serving")
+
 // servedSupervisor is a supervisor the daemons run, with what it serves on.
 type servedSupervisor struct {
+	space     wire.Space
 	sup       *manager.Supervisor
 	svc       *manager.Service
 	held      *ledger.Held

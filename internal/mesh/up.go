@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -138,6 +139,16 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			return nil, errors.New("an open mesh cannot join a cluster: anyone could join it")
 		case o.UserAuth != nil:
 			return nil, errors.New("user-auth mode runs on one node: it cannot join a cluster yet")
+		case c.Bundle != nil && c.Bundle.authorityNode():
+			// A second authority node: once its directory holds the keys and the route secret, it
+			// starts as the first one does.
+			spaces = c.Bundle.Spaces
+			if err := d.adoptAuthorityBundle(c.Bundle); err != nil {
+				return nil, err
+			}
+			adopted := *c
+			adopted.Bundle = nil
+			o.Cluster = &adopted
 		case c.Bundle != nil:
 			spaces = c.Bundle.Spaces
 			if err := d.markKeyless(); err != nil {
@@ -231,6 +242,14 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			m.stopServer()
 			return nil, err
 		}
+		if o.Cluster != nil {
+			// What another authority node revoked while this one was down joins this node's list,
+			// and what this one recorded but never pushed reaches the cluster.
+			if err := m.reconcileRevocations(ctx); err != nil {
+				m.stopServer()
+				return nil, err
+			}
+		}
 		if !o.NoDaemons {
 			if m.daemons, err = StartDaemons(m.ledgers, o.DaemonCredentialLifetime, o.NoDelivery, o.Log); err != nil {
 				m.stopServer()
@@ -246,10 +265,25 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 				m.stopServer()
 				return nil, fmt.Errorf("the warden did not start: %w", err)
 			}
+			if o.Cluster != nil {
+				m.daemons.wg.Go(func() {
+					every(m.daemons.ctx, sessionSweepEvery, func() {
+						if err := m.reconcileRevocations(m.daemons.ctx); err != nil && o.Log != nil {
+							o.Log.Warn("reconcile the revocations with the cluster", "err", err)
+						}
+					})
+				})
+			}
 			// A supervisor per space, each holding its space's manager lease.
 			for _, l := range m.ledgers {
 				if o.NoManager {
 					break
+				}
+				if o.Cluster != nil {
+					// Another authority node may serve the instance: this one stands by until it
+					// does not.
+					m.daemons.standBySupervisor(d, l, SupervisorOptions{Name: ManagerActor, MaxSessions: o.MaxSessions}, o.Log)
+					continue
 				}
 				if err := m.daemons.startSupervisor(m.daemons.ctx, d, l, SupervisorOptions{Name: ManagerActor, MaxSessions: o.MaxSessions}, o.Log); err != nil {
 					m.daemons.Stop()
@@ -342,6 +376,15 @@ func (m *Mesh) provisionSpace(ctx context.Context, url string, sp wire.Space, de
 	return space.Provision(ctx, js, sp, defaults, space.WithReplicas(m.replicas))
 }
 
+// reconcileRevocations reconciles every space's revocations with the cluster's servers.
+func (m *Mesh) reconcileRevocations(ctx context.Context) error {
+	var errs []error
+	for _, l := range m.ledgers {
+		errs = append(errs, l.ReconcileRevocations(ctx))
+	}
+	return errors.Join(errs...)
+}
+
 // AdminCredsName is the creds file Up writes in each space's creds directory: a read-only admin
 // credential for watching the mesh (with the nats CLI, say).
 const AdminCredsName = "admin"
@@ -380,6 +423,20 @@ func (m *Mesh) WardensReady(ctx context.Context) error {
 		return nil
 	}
 	return m.daemons.WardensReady(ctx)
+}
+
+// Serving reports whether this node's daemons serve space sp: whether its delivery daemon holds
+// the space's delivery lease, and whether its supervisor serves the space's manager. On a cluster
+// with two authority nodes one serves and the other stands by.
+func (m *Mesh) Serving(sp wire.Space) (delivery, manager bool) {
+	if m.daemons == nil {
+		return false, false
+	}
+	ds := m.daemons
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	d := ds.deliveries[sp]
+	return d != nil && d.Active(), slices.ContainsFunc(ds.supervisors, func(s *servedSupervisor) bool { return s.space == sp })
 }
 
 // Keyring returns the mesh's minting authority, nil for an open mesh.

@@ -29,16 +29,21 @@ func NewCmdCluster(f *factory.Factory) *cobra.Command {
 func newCmdBundle(f *factory.Factory) *cobra.Command {
 	var dir, out, name string
 	var spaces []string
+	var keys bool
 	cmd := &cobra.Command{
-		Use:   "bundle --out FILE [--dir D] [--cluster-name N] [--space S]",
-		Short: "Write the bundle a node without keys starts from (cotal up --cluster-bundle)",
+		Use:   "bundle --out FILE [--dir D] [--cluster-name N] [--space S] [--authority]",
+		Short: "Write the bundle another node starts from (cotal up --cluster-bundle)",
 		Long: "On an authority node (a mesh directory that holds the keys), write what another node of\n" +
 			"the cluster needs to serve the mesh's broker: the cluster's name and route secret, and the\n" +
 			"operator, system and space account JWTs. It holds no signing key, but its route secret\n" +
 			"admits a broker to the cluster: the file is private to you, and should travel as a\n" +
 			"credential does. The route secret is made on first use (then --cluster-name names the\n" +
 			"cluster) and kept in the directory, so every later bundle and `cotal up --cluster-name`\n" +
-			"share it.",
+			"share it.\n\n" +
+			"With --authority the bundle also holds the keys of every space it names, and starts a second\n" +
+			"authority node: it issues and revokes credentials as this one does, and its daemons stand by\n" +
+			"and take over when this node dies. Whoever holds that file can mint any identity in those\n" +
+			"spaces: move it to the second authority's machine only, and delete it once that node started.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
@@ -59,7 +64,7 @@ func newCmdBundle(f *factory.Factory) *cobra.Command {
 			if st, err := d.ReadState(); err == nil && st.Keyless {
 				return errors.New("this node was started from a bundle and holds no keys: write bundles on an authority node")
 			}
-			if err := d.WriteBundle(out, name, sps); err != nil {
+			if err := d.WriteBundle(out, name, sps, keys); err != nil {
 				return err
 			}
 			fmt.Fprintf(f.IO.Out, "wrote %s: start another node with cotal up --cluster-bundle %s --cluster-port PORT --routes ...\n", out, out)
@@ -69,6 +74,7 @@ func newCmdBundle(f *factory.Factory) *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", "", "the mesh directory (default: the nearest .cotal, or ./.cotal)")
 	cmd.Flags().StringVar(&out, "out", "", "the file to write (required; written 0600)")
 	cmd.Flags().StringVar(&name, "cluster-name", "", "the cluster's name, when this directory has no route secret yet")
+	cmd.Flags().BoolVar(&keys, "authority", false, "include the spaces' signing keys, for a second authority node (the file then mints any identity)")
 	cmd.Flags().StringSliceVar(&spaces, "space", []string{string(mesh.DefaultSpace)}, "the spaces the cluster serves (repeat or comma-separate)")
 	return cmd
 }
