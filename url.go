@@ -36,14 +36,18 @@ const (
 )
 
 // ParseURL parses a connection URL: cotal://[token@|user:pass@]host[:port]/space[?channel=a,b],
-// cotals://... (TLS required), or a plain nats:// or tls:// server URL. It returns a
-// *wire.ValidationError naming what is wrong.
+// cotals://... (TLS required), a plain nats:// or tls:// server URL, or a comma-separated list of
+// those, the nodes of a cluster (all nats:// or all tls://), which the client tries in turn and
+// fails over between. It returns a *wire.ValidationError naming what is wrong.
 func ParseURL(raw string) (*Target, error) {
 	bad := func(rule string) (*Target, error) {
 		return nil, &wire.ValidationError{Field: "url", Value: raw, Rule: rule}
 	}
 	if len(raw) > maxURLLength {
 		return bad(fmt.Sprintf("is longer than %d bytes", maxURLLength))
+	}
+	if (strings.HasPrefix(raw, schemeNATS+"://") || strings.HasPrefix(raw, schemeTLS+"://")) && strings.Contains(raw, ",") {
+		return parseServers(raw)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -111,5 +115,27 @@ func ParseURL(raw string) (*Target, error) {
 		scheme = schemeTLS
 	}
 	t.Server = scheme + "://" + net.JoinHostPort(host, port)
+	return t, nil
+}
+
+// parseServers parses a comma-separated list of nats:// or tls:// server URLs, all of one scheme.
+func parseServers(raw string) (*Target, error) {
+	var servers []string
+	t := &Target{}
+	for i, part := range strings.Split(raw, ",") {
+		one, err := ParseURL(strings.TrimSpace(part))
+		if err != nil {
+			return nil, err
+		}
+		if one.Space != "" {
+			return nil, &wire.ValidationError{Field: "url", Value: raw, Rule: "a list of servers holds nats:// or tls:// URLs only"}
+		}
+		if i > 0 && one.TLS != t.TLS {
+			return nil, &wire.ValidationError{Field: "url", Value: raw, Rule: "a list of servers is all nats:// or all tls://"}
+		}
+		t.TLS = one.TLS
+		servers = append(servers, one.Server)
+	}
+	t.Server = strings.Join(servers, ",")
 	return t, nil
 }

@@ -24,6 +24,8 @@ func TestParseURL(t *testing.T) {
 		{"cotal://[::1]/main", "nats://[::1]:4222", false, "main", nil, "", ""},
 		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222", false, "", nil, "", ""},
 		{"tls://broker:4443", "tls://broker:4443", true, "", nil, "", ""},
+		{"nats://a:4222,nats://b:4222, nats://c:4222", "nats://a:4222,nats://b:4222,nats://c:4222", false, "", nil, "", ""},
+		{"tls://a:4443,tls://b:4443", "tls://a:4443,tls://b:4443", true, "", nil, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -42,6 +44,7 @@ func TestParseURLRefuses(t *testing.T) {
 	for _, in := range []string{
 		"", "http://h/main", "cotal://h", "cotal://h/", "cotal:///main", "cotal://h:0/main", "cotal://h:99999/main",
 		"cotal://h/a.b", "cotal://h/main?channel=a..b", "cotal://h/main?channel=foo/bar", "nats://", "%zz",
+		"nats://a:1,tls://b:2", "nats://a:1,", "nats://a:1,cotal://h/main", "tls://a:1,nats://b:2",
 	} {
 		if _, err := ParseURL(in); !errors.Is(err, wire.ErrInvalid) {
 			t.Errorf("ParseURL(%q) = %v, want ErrInvalid", in, err)

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -25,23 +27,27 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// clusterDMs is how many direct messages flow while a node is killed.
+// clusterDMs is how many direct messages, and how many posts to a durable channel, flow while a
+// node is killed.
 const clusterDMs = 2000
 
-// nodes is three `cotal up` processes on loopback forming a cluster: the authority node and two
-// nodes started from its bundle, each named, with a ledger on the authority and a provisioner
-// credential to read the streams.
+// nodes is three `cotal up` processes on loopback forming a cluster: the authority node a, node b
+// started from its authority bundle (a second authority) and node c from its bundle without keys,
+// each named, with a ledger on the authority and a provisioner credential to read the streams.
 type nodes struct {
-	t      *testing.T
-	self   string
-	ports  []int
-	routes string
-	dirs   []string
-	names  []string
-	bundle string
-	states []*mesh.State
-	l      *ledger.Ledger
-	prov   *authority.Credential
+	t          *testing.T
+	self       string
+	ports      []int
+	routes     string
+	dirs       []string
+	names      []string
+	bundle     string
+	authBundle string
+	states     []*mesh.State
+	l          *ledger.Ledger
+	prov       *authority.Credential
+	// logs are the nodes' logs of their latest start, at --verbose.
+	logs []string
 
 	mu    sync.Mutex
 	procs []*exec.Cmd
@@ -54,7 +60,8 @@ func startCluster(t *testing.T) *nodes {
 		t.Fatal(err)
 	}
 	c := &nodes{t: t, self: self, ports: make([]int, 6), dirs: []string{t.TempDir(), t.TempDir(), t.TempDir()},
-		names: []string{"node-a", "node-b", "node-c"}, bundle: filepath.Join(t.TempDir(), "bundle.json"), procs: make([]*exec.Cmd, 3)}
+		names: []string{"node-a", "node-b", "node-c"}, bundle: filepath.Join(t.TempDir(), "bundle.json"),
+		authBundle: filepath.Join(t.TempDir(), "authority.json"), procs: make([]*exec.Cmd, 3), logs: make([]string, 3)}
 	for i := range c.ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -77,6 +84,9 @@ func startCluster(t *testing.T) *nodes {
 	if code, _, stderr := run(t, "cluster", "bundle", "--dir", c.dirs[0], "--out", c.bundle); code != exit.OK {
 		t.Fatalf("cluster bundle: exit %d %s", code, stderr)
 	}
+	if code, _, stderr := run(t, "cluster", "bundle", "--dir", c.dirs[0], "--out", c.authBundle, "--authority"); code != exit.OK {
+		t.Fatalf("cluster bundle --authority: exit %d %s", code, stderr)
+	}
 	c.start(1)
 	c.start(2)
 	c.states = make([]*mesh.State, 3)
@@ -94,8 +104,11 @@ func startCluster(t *testing.T) *nodes {
 func (c *nodes) start(i int) {
 	c.t.Helper()
 	args := []string{"up", "--dir", c.dirs[i], "--port", fmt.Sprint(c.ports[i]), "--cluster-name", "team",
-		"--cluster-port", fmt.Sprint(c.ports[3+i]), "--routes", c.routes, "--server-name", c.names[i]}
-	if i > 0 {
+		"--cluster-port", fmt.Sprint(c.ports[3+i]), "--routes", c.routes, "--server-name", c.names[i], "--verbose"}
+	switch i {
+	case 1:
+		args = append(args, "--cluster-bundle", c.authBundle)
+	case 2:
 		args = append(args, "--cluster-bundle", c.bundle)
 	}
 	cmd := exec.Command(c.self, args...)
@@ -116,8 +129,18 @@ func (c *nodes) start(i int) {
 		c.t.Fatal(err)
 	}
 	c.mu.Lock()
-	c.procs[i] = cmd
+	c.procs[i], c.logs[i] = cmd, logPath
 	c.mu.Unlock()
+}
+
+// serving reports whether node i, since its latest start, took the space's delivery lease and
+// serves the manager, as its log says.
+func (c *nodes) serving(i int) bool {
+	c.mu.Lock()
+	path := c.logs[i]
+	c.mu.Unlock()
+	raw, _ := os.ReadFile(path)
+	return strings.Contains(string(raw), "delivery lease acquired") && strings.Contains(string(raw), "serving the manager")
 }
 
 // stop stops node i as Ctrl-C does, killing it if it does not end within 30 s.
@@ -151,11 +174,11 @@ func (c *nodes) kill(i int) {
 	_ = cmd.Wait()
 }
 
-// agent starts an agent issued by the authority, connected to node i.
+// agent starts an agent issued by the authority, connected to node i, in trafficChannel.
 func (c *nodes) agent(name string, i int, handler cotal.Handler) *cotal.Client {
 	c.t.Helper()
 	ctx := c.t.Context()
-	cred, _, err := c.l.StartAgent(ctx, ledger.Request{Name: name})
+	cred, _, err := c.l.StartAgent(ctx, ledger.Request{Name: name, Subscribe: []string{trafficChannel}})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -164,6 +187,9 @@ func (c *nodes) agent(name string, i int, handler cotal.Handler) *cotal.Client {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { _ = cl.Close(context.Background()) })
+	if _, err := cl.Join(ctx, trafficChannel); err != nil {
+		c.t.Fatal(err)
+	}
 	return cl
 }
 
@@ -210,31 +236,39 @@ func (c *nodes) caughtUp(i int) {
 	})
 }
 
-// dmTraffic sends n DMs from alice to bob, each retried under its own id until the cluster
-// acknowledges it, and returns a channel that receives each index once it is acknowledged.
-func dmTraffic(ctx context.Context, alice *cotal.Client, to wire.Principal, prefix string, n int) <-chan int {
+// traffic sends n DMs from alice to bob and n posts to the durable channel trafficChannel, each
+// retried under its own id until the cluster acknowledges it, and returns a channel that receives
+// each index once both its messages are acknowledged.
+func traffic(ctx context.Context, alice *cotal.Client, to wire.Principal, prefix string, n int) <-chan int {
 	sent := make(chan int, n)
 	go func() {
 		defer close(sent)
 		for i := range n {
-			m := &wire.CotalMessage{ID: fmt.Sprintf("%s-%05d", prefix, i), To: to.String(), Parts: []wire.Part{wire.TextPart("n")}}
-			for {
-				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err := alice.Send(sctx, m)
-				cancel()
-				if err == nil {
-					break
+			for _, m := range []*wire.CotalMessage{
+				{ID: fmt.Sprintf("%s-dm-%05d", prefix, i), To: to.String(), Parts: []wire.Part{wire.TextPart("n")}},
+				{ID: fmt.Sprintf("%s-post-%05d", prefix, i), Channel: trafficChannel, Parts: []wire.Part{wire.TextPart("n")}},
+			} {
+				for {
+					sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					_, err := alice.Send(sctx, m)
+					cancel()
+					if err == nil {
+						break
+					}
+					if ctx.Err() != nil {
+						return
+					}
+					time.Sleep(100 * time.Millisecond) // a leader is being elected: the same id again
 				}
-				if ctx.Err() != nil {
-					return
-				}
-				time.Sleep(100 * time.Millisecond) // a leader is being elected: the same id again
 			}
 			sent <- i
 		}
 	}()
 	return sent
 }
+
+// trafficChannel is the durable channel the traffic posts to.
+const trafficChannel = "ops"
 
 // receiver counts the distinct messages a handler surfaces, and those it surfaces twice.
 type receiver struct {
@@ -256,20 +290,20 @@ func (r *receiver) handle(_ context.Context, d *cotal.Delivery) error {
 // all waits until n distinct messages surfaced, and fails on any surfaced twice.
 func (r *receiver) all(t *testing.T, n int) {
 	t.Helper()
-	meshtest.Eventually(t, 90*time.Second, fmt.Sprintf("all %d DMs surfaced", n), func() bool {
+	meshtest.Eventually(t, 120*time.Second, fmt.Sprintf("all %d messages surfaced", n), func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		return len(r.got) == n
 	})
 	if r.dups != 0 {
-		t.Errorf("%d DMs surfaced twice", r.dups)
+		t.Errorf("%d messages surfaced twice", r.dups)
 	}
 }
 
 // TestClusterSurvivesNodeKill runs three `cotal up` processes as a cluster, agents on two of them,
-// and kills -9 the node leading the DM stream while 2,000 direct messages flow (each retried under
-// its own id until the cluster acknowledges it): every message arrives, none twice, and the killed
-// node, started again, catches up.
+// and kills -9 the node leading the DM stream while 2,000 direct messages and 2,000 posts to a
+// durable channel flow (each retried under its own id until the cluster acknowledges it): every
+// message arrives, none twice, and the killed node, started again, catches up.
 func TestClusterSurvivesNodeKill(t *testing.T) {
 	c := startCluster(t)
 	ctx := t.Context()
@@ -285,29 +319,128 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 		t.Fatalf("the DM stream's leader %q is none of %v", ci.Leader, c.names)
 	}
 	t.Logf("killing %s, the DM stream's leader", ci.Leader)
-	sent := dmTraffic(ctx, alice, bob.Principal(), "kill", clusterDMs)
+	sent := traffic(ctx, alice, bob.Principal(), "kill", clusterDMs)
 	for range clusterDMs / 10 {
 		<-sent
 	}
 	c.kill(victim)
 	for range sent {
 	}
-	r.all(t, clusterDMs)
+	r.all(t, 2*clusterDMs)
 	c.start(victim)
 	c.states[victim] = waitUp(t, c.dirs[victim], nil)
 	c.caughtUp((victim + 1) % 3)
 }
 
-// TestClusterRollingRestart restarts every node in turn, the authority included, each with
-// SIGTERM and started again once the others carry the DM stream, while 2,000 direct messages
-// flow: every message arrives, none twice.
+// TestClusterAuthorityFailover kills -9 the authority node that serves the daemons (the delivery
+// daemon and the supervisor) while 2,000 DMs and 2,000 posts to a durable channel flow: the second
+// authority takes the daemons over and every message arrives, none twice. During the outage the
+// CLI in the killed node's directory works through the other nodes (`status` says the node is
+// down, `send` posts, `creds revoke` revokes); the agent it revoked is refused by the surviving
+// nodes and by the killed one once it is back, which stands by.
+func TestClusterAuthorityFailover(t *testing.T) {
+	c := startCluster(t)
+	ctx := t.Context()
+	active := -1
+	meshtest.Eventually(t, 60*time.Second, "an authority node serving the daemons", func() bool {
+		for i := range 2 {
+			if c.serving(i) {
+				active = i
+				return true
+			}
+		}
+		return false
+	})
+	standby := 1 - active
+	if c.serving(standby) {
+		t.Fatalf("both authority nodes serve the daemons")
+	}
+	r := &receiver{got: map[string]bool{}}
+	bob := c.agent("bob", 2, r.handle)
+	alice := c.agent("alice", standby, func(context.Context, *cotal.Delivery) error { return nil })
+	carolCred, _, err := c.l.StartAgent(ctx, ledger.Request{Name: "carol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol, err := dial.As(ctx, c.states[2].URL, carolCred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer carol.Close()
+	t.Logf("killing %s, which serves the daemons", c.names[active])
+	sent := traffic(ctx, alice, bob.Principal(), "failover", clusterDMs)
+	for range clusterDMs / 10 {
+		<-sent
+	}
+	c.kill(active)
+	meshtest.Eventually(t, 90*time.Second, "the second authority taking the daemons over", func() bool {
+		return c.serving(standby)
+	})
+	// The CLI in the killed node's directory reaches the cluster through the other nodes (each
+	// command tried again while the cluster elects new stream leaders, as a person would).
+	var rep struct {
+		Running  bool `json:"running"`
+		NodeDown bool `json:"nodeDown"`
+		Nodes    []struct {
+			Name string `json:"name"`
+		} `json:"nodes"`
+		Spaces []struct {
+			Provisioned bool `json:"provisioned"`
+		} `json:"spaces"`
+	}
+	var last string
+	meshtest.Eventually(t, 60*time.Second, "status in the killed node's directory reporting it down", func() bool {
+		code, out, stderr := run(t, "status", "--json", "--dir", c.dirs[active])
+		last = fmt.Sprintf("exit %d %s %s", code, out, stderr)
+		return json.Unmarshal([]byte(out), &rep) == nil && code != exit.OK && rep.Running && rep.NodeDown &&
+			len(rep.Nodes) == 2 && len(rep.Spaces) == 1 && rep.Spaces[0].Provisioned
+	})
+	t.Logf("status through the others: %s", last)
+	for _, args := range [][]string{{"send", "msg", "general", "through the others"}, {"creds", "revoke", "carol"}} {
+		meshtest.Eventually(t, 60*time.Second, fmt.Sprintf("%q in the killed node's directory", args), func() bool {
+			code, _, stderr := run(t, append(args, "--dir", c.dirs[active])...)
+			if code != exit.OK {
+				t.Logf("%q: exit %d %s", args, code, stderr)
+			}
+			return code == exit.OK
+		})
+	}
+	meshtest.Eventually(t, 20*time.Second, "carol's connection closed by the broker", func() bool {
+		return carol.IsClosed() || !carol.IsConnected()
+	})
+	for range sent {
+	}
+	r.all(t, 2*clusterDMs)
+
+	c.start(active)
+	c.states[active] = waitUp(t, c.dirs[active], nil)
+	for _, i := range []int{active, standby, 2} {
+		meshtest.Eventually(t, 30*time.Second, fmt.Sprintf("%s refusing carol's revoked credential", c.names[i]), func() bool {
+			nc, err := dial.As(ctx, c.states[i].URL, carolCred)
+			if err == nil {
+				nc.Close()
+				return false
+			}
+			return strings.Contains(strings.ToLower(err.Error()), "authorization violation")
+		})
+	}
+	time.Sleep(2 * wire.ManagerLeaseTTL)
+	if c.serving(active) {
+		t.Errorf("%s, back, took the daemons from %s", c.names[active], c.names[standby])
+	}
+	c.caughtUp(standby)
+}
+
+// TestClusterRollingRestart restarts every node in turn, both authorities included, each with
+// SIGTERM and started again once the others carry the DM stream, while 2,000 direct messages and
+// 2,000 posts to a durable channel flow: every message arrives, none twice.
 func TestClusterRollingRestart(t *testing.T) {
 	c := startCluster(t)
 	ctx := t.Context()
 	r := &receiver{got: map[string]bool{}}
 	bob := c.agent("bob", 2, r.handle)
 	alice := c.agent("alice", 1, func(context.Context, *cotal.Delivery) error { return nil })
-	sent := dmTraffic(ctx, alice, bob.Principal(), "roll", clusterDMs)
+	sent := traffic(ctx, alice, bob.Principal(), "roll", clusterDMs)
 	for i := range 3 {
 		for range clusterDMs / 5 {
 			<-sent
@@ -319,5 +452,5 @@ func TestClusterRollingRestart(t *testing.T) {
 	}
 	for range sent {
 	}
-	r.all(t, clusterDMs)
+	r.all(t, 2*clusterDMs)
 }

@@ -10,13 +10,18 @@ import (
 // ErrNoMesh is returned by Running when no mesh is running for the directory.
 var ErrNoMesh = errors.New("no mesh is running here (`cotal up` starts one; --dir or COTAL_DIR point elsewhere)")
 
-// Running finds the mesh directory (as FindDir) and its running mesh.
+// Running finds the mesh directory (as FindDir) and its running mesh: on an authority node of a
+// cluster that is down, the cluster as its other nodes serve it (ThroughPeers).
 func Running(explicit string) (Dir, *State, error) {
 	d, err := FindDir(explicit, ".")
 	if err != nil {
 		return Dir{}, nil, err
 	}
 	st, err := d.ReadState()
+	if errors.Is(err, ErrNotRunning) {
+		// An authority node of a cluster that is down: the cluster, through the other nodes.
+		st, err = d.ThroughPeers()
+	}
 	if errors.Is(err, ErrNotRunning) {
 		return d, nil, ErrNoMesh
 	}

@@ -40,6 +40,9 @@ type State struct {
 	// Keyless marks a cluster node started from a bundle: it holds no keys, so it provisions,
 	// issues and runs nothing but its broker.
 	Keyless bool `json:"keyless,omitempty"`
+	// NodeDown marks a state read while this node is down, its cluster reached through the other
+	// nodes (ThroughPeers): no process runs here, and URL lists the others.
+	NodeDown bool `json:"nodeDown,omitempty"`
 }
 
 // Exposure is who can reach a mesh's broker and whether what it carries is encrypted. The field

@@ -229,6 +229,9 @@ func (ds *Daemons) standBySupervisor(d Dir, l *ledger.Ledger, so SupervisorOptio
 				if err := ds.startSupervisor(ctx, d, l, so, log); err != nil {
 					return err
 				}
+				if log != nil {
+					log.Info("serving the manager", "space", l.Space(), "instance", id)
+				}
 				return errServing
 			}()
 			if errors.Is(err, errServing) || ctx.Err() != nil {

@@ -265,15 +265,6 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 				m.stopServer()
 				return nil, fmt.Errorf("the warden did not start: %w", err)
 			}
-			if o.Cluster != nil {
-				m.daemons.wg.Go(func() {
-					every(m.daemons.ctx, sessionSweepEvery, func() {
-						if err := m.reconcileRevocations(m.daemons.ctx); err != nil && o.Log != nil {
-							o.Log.Warn("reconcile the revocations with the cluster", "err", err)
-						}
-					})
-				})
-			}
 			// A supervisor per space, each holding its space's manager lease.
 			for _, l := range m.ledgers {
 				if o.NoManager {
@@ -301,6 +292,25 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 	}
 	if err := m.record(d, o, url, spaces); err != nil {
 		return nil, err
+	}
+	if o.Cluster != nil && m.keyring != nil {
+		// The CLI in this directory reaches the cluster through the other nodes while this one is
+		// down; the list is kept current while the node runs, as the revocations are.
+		if err := m.recordPeers(ctx); err != nil && o.Log != nil {
+			o.Log.Warn("record the cluster's peers", "err", err)
+		}
+		if m.daemons != nil {
+			m.daemons.wg.Go(func() {
+				every(m.daemons.ctx, sessionSweepEvery, func() {
+					if err := m.reconcileRevocations(m.daemons.ctx); err != nil && o.Log != nil {
+						o.Log.Warn("reconcile the revocations with the cluster", "err", err)
+					}
+					if err := m.recordPeers(m.daemons.ctx); err != nil && o.Log != nil {
+						o.Log.Warn("record the cluster's peers", "err", err)
+					}
+				})
+			})
+		}
 	}
 	return m, nil
 }

@@ -44,6 +44,9 @@ type Report struct {
 	// bundle, which holds no keys and so reports no spaces.
 	Cluster string `json:"cluster,omitempty"`
 	Keyless bool   `json:"keyless,omitempty"`
+	// NodeDown marks this authority node down: the report came through the cluster's other nodes
+	// (URL lists them), and status exits non-zero.
+	NodeDown bool `json:"nodeDown,omitempty"`
 	// Nodes are the cluster's nodes that answered, with their routes (an authority node asks).
 	Nodes []NodeStatus `json:"nodes,omitempty"`
 	// Exposure is where the broker listens and whether it needs TLS; nil when no mesh runs.
@@ -148,15 +151,20 @@ func statusRun(ctx context.Context, o *Options) error {
 	}
 	rep := &Report{}
 	st, err := d.ReadState()
+	if errors.Is(err, mesh.ErrNotRunning) {
+		st, err = d.ThroughPeers()
+	}
 	switch {
 	case errors.Is(err, mesh.ErrNotRunning):
 	case err != nil:
 		return err
 	default:
 		rep.Running, rep.URL, rep.PID, rep.Open, rep.ExchangeURL = true, st.URL, st.PID, st.Open, st.ExchangeURL
-		rep.Cluster, rep.Keyless = st.Cluster, st.Keyless
-		e := st.Exposure()
-		rep.Exposure = &e
+		rep.Cluster, rep.Keyless, rep.NodeDown = st.Cluster, st.Keyless, st.NodeDown
+		if !st.NodeDown {
+			e := st.Exposure()
+			rep.Exposure = &e
+		}
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if !st.Keyless {
@@ -175,6 +183,9 @@ func statusRun(ctx context.Context, o *Options) error {
 	}
 	if !rep.Running {
 		return fmt.Errorf("%w: no mesh is running", ErrNotHealthy)
+	}
+	if rep.NodeDown {
+		return fmt.Errorf("%w: this node is down (start it with its cluster flags); the cluster answered through the others", ErrNotHealthy)
 	}
 	for _, s := range rep.Spaces {
 		if !s.Provisioned {
@@ -302,7 +313,11 @@ func render(o *Options, rep *Report) error {
 	if rep.Open {
 		mode = "open"
 	}
-	fmt.Fprintf(o.IO.Out, "mesh up at %s (%s, pid %d)\n", rep.URL, mode, rep.PID)
+	if rep.NodeDown {
+		fmt.Fprintf(o.IO.Out, "this node is down; its cluster answers at %s (%s)\n", rep.URL, mode)
+	} else {
+		fmt.Fprintf(o.IO.Out, "mesh up at %s (%s, pid %d)\n", rep.URL, mode, rep.PID)
+	}
 	switch {
 	case rep.Keyless:
 		fmt.Fprintf(o.IO.Out, "cluster: %s (a node without keys: `cotal status` on an authority node reports the spaces)\n", rep.Cluster)
