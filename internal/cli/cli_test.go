@@ -109,12 +109,12 @@ func TestUpStatusMintDown(t *testing.T) {
 	if code != exit.OK {
 		t.Fatalf("mint exit %d: %s", code, stderr)
 	}
-	var res struct{ Principal, LifecycleUID, Creds string }
+	var res struct{ Principal, LifecycleUID, Creds, Servers string }
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("mint --json %q: %v", out, err)
 	}
-	if res.Principal != "local.alice" {
-		t.Errorf("principal %q", res.Principal)
+	if res.Principal != "local.alice" || res.Servers != st.URL {
+		t.Errorf("principal %q, servers %q", res.Principal, res.Servers)
 	}
 	uid, err := wire.ParseLifecycleUID(res.LifecycleUID)
 	if err != nil {

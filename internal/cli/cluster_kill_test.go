@@ -396,6 +396,26 @@ func TestClusterAuthorityFailover(t *testing.T) {
 			len(rep.Nodes) == 2 && len(rep.Spaces) == 1 && rep.Spaces[0].Provisioned
 	})
 	t.Logf("status through the others: %s", last)
+	// A credential minted there comes with every node's URL, and connects through them.
+	var minted struct {
+		Creds   string `json:"creds"`
+		Servers string `json:"servers"`
+	}
+	meshtest.Eventually(t, 60*time.Second, "mint in the killed node's directory", func() bool {
+		code, out, stderr := run(t, "mint", "dave", "--json", "--dir", c.dirs[active])
+		if code != exit.OK {
+			t.Logf("mint: exit %d %s", code, stderr)
+		}
+		return code == exit.OK && json.Unmarshal([]byte(out), &minted) == nil
+	})
+	if n := len(strings.Split(minted.Servers, ",")); n != 3 {
+		t.Fatalf("minted with servers %q, want the three nodes", minted.Servers)
+	}
+	dave, err := cotal.Connect(ctx, minted.Servers, cotal.WithCreds(minted.Creds), cotal.WithPresence(false))
+	if err != nil {
+		t.Fatalf("connect with the minted credential and servers: %v", err)
+	}
+	_ = dave.Close(ctx)
 	for _, args := range [][]string{{"send", "msg", "general", "through the others"}, {"creds", "revoke", "carol"}} {
 		meshtest.Eventually(t, 60*time.Second, fmt.Sprintf("%q in the killed node's directory", args), func() bool {
 			code, _, stderr := run(t, append(args, "--dir", c.dirs[active])...)

@@ -56,10 +56,9 @@ func (m *Mesh) recordPeers(ctx context.Context) error {
 	return atomicfile.Write(m.dir.peersPath(), append(raw, '\n'), 0o600)
 }
 
-// ThroughPeers returns the state of d's cluster as reached through the other nodes while d's own
-// node is down: the URLs of d's peers file, with NodeDown set. It is ErrNotRunning when d is not
-// an authority node of a cluster, or has no peers recorded.
-func (d Dir) ThroughPeers() (*State, error) {
+// readPeers reads d's peers file: ErrNotRunning when d is not an authority node of a cluster or
+// has none.
+func (d Dir) readPeers() (*Peers, error) {
 	if _, ok := d.clusterOf(); !ok || d.keyless() {
 		return nil, ErrNotRunning
 	}
@@ -79,5 +78,30 @@ func (d Dir) ThroughPeers() (*State, error) {
 			return nil, fmt.Errorf("%s: %w", d.peersPath(), err)
 		}
 	}
+	return &p, nil
+}
+
+// ThroughPeers returns the state of d's cluster as reached through the other nodes while d's own
+// node is down: the URLs of d's peers file, with NodeDown set. It is ErrNotRunning when d is not
+// an authority node of a cluster, or has no peers recorded.
+func (d Dir) ThroughPeers() (*State, error) {
+	p, err := d.readPeers()
+	if err != nil {
+		return nil, err
+	}
 	return &State{URL: strings.Join(p.URLs, ","), Spaces: p.Spaces, Cluster: p.Cluster, TLS: p.TLS, NodeDown: true}, nil
+}
+
+// Servers returns what a client of st's mesh connects to: on an authority node of a cluster,
+// every node's client URL (st's own first), comma-separated as the SDK takes them; otherwise
+// st's URL.
+func (d Dir) Servers(st *State) string {
+	if st.Cluster == "" || st.NodeDown {
+		return st.URL
+	}
+	p, err := d.readPeers()
+	if err != nil {
+		return st.URL
+	}
+	return strings.Join(p.URLs, ",")
 }

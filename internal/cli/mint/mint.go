@@ -47,6 +47,9 @@ type Result struct {
 	Creds        string `json:"creds"`
 	Profile      string `json:"profile"`
 	Expires      string `json:"expires,omitempty"`
+	// Servers is what the credential connects to: on a cluster, every node's client URL,
+	// comma-separated as the SDK and nats.go take them.
+	Servers string `json:"servers"`
 }
 
 // NewCmdMint returns the `cotal mint` command. runF runs it; nil means mintRun.
@@ -135,6 +138,10 @@ func mintRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	st, stateErr := d.ReadState()
+	if errors.Is(stateErr, mesh.ErrNotRunning) {
+		// An authority node of a cluster that is down mints through the other nodes.
+		st, stateErr = d.ThroughPeers()
+	}
 	if stateErr != nil && !errors.Is(stateErr, mesh.ErrNotRunning) {
 		return stateErr
 	}
@@ -174,7 +181,8 @@ func mintRun(ctx context.Context, o *Options) error {
 	if err := d.WriteCreds(out, cred.Creds); err != nil {
 		return err
 	}
-	res := Result{Principal: cred.Principal.String(), LifecycleUID: string(cred.LifecycleUID), Creds: out, Profile: string(cred.Profile)}
+	res := Result{Principal: cred.Principal.String(), LifecycleUID: string(cred.LifecycleUID), Creds: out, Profile: string(cred.Profile),
+		Servers: d.Servers(st)}
 	if !cred.Expires.IsZero() {
 		res.Expires = cred.Expires.UTC().Format(time.RFC3339)
 	}
@@ -189,6 +197,7 @@ func mintRun(ctx context.Context, o *Options) error {
 		fmt.Fprintf(o.IO.Out, "  expires:       %s\n", res.Expires)
 	}
 	fmt.Fprintf(o.IO.Out, "  creds:         %s\n", res.Creds)
+	fmt.Fprintf(o.IO.Out, "  servers:       %s\n", res.Servers)
 	if o.Provision {
 		fmt.Fprintln(o.IO.Out, "  durables:      provisioned")
 	}
