@@ -73,6 +73,19 @@ type Result struct {
 	Met    *bool  `json:"met,omitempty"`
 	// Note says how to read the figure.
 	Note string `json:"note,omitempty"`
+	// Error says why the case failed; a failed case has no figures, and the run goes on.
+	Error string `json:"error,omitempty"`
+}
+
+// FailedError is Run's error when some cases failed and the others were measured.
+type FailedError struct {
+	// Cases names the failed cases, in the order they ran.
+	Cases []string
+}
+
+// Error implements error.
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("%d bench case(s) failed: %s", len(e.Cases), strings.Join(e.Cases, ", "))
 }
 
 // Latency holds latency percentiles in microseconds, through Cotal and raw.
@@ -182,23 +195,39 @@ func selected(opts Options) ([]kase, error) {
 }
 
 // Run measures the selected cases on env, one after another, calling progress (if set) as each
-// case starts with its place among them (i of n), and returns every result. It stops at the first case that fails.
+// case starts with its place among them (i of n), and returns every result. A case that fails is
+// reported as a result with its Error, and the run goes on to the next: the error is then a
+// *FailedError naming them. Only ctx's end stops the run early.
 func Run(ctx context.Context, env *Env, opts Options, log *slog.Logger, progress func(i, n int, name string)) ([]Result, error) {
 	cs, err := selected(opts)
 	if err != nil {
 		return nil, err
 	}
-	r := newRunner(env, opts, log)
+	return newRunner(env, opts, log).run(ctx, cs, progress)
+}
+
+// run measures cs in order (Run).
+func (r *runner) run(ctx context.Context, cs []kase, progress func(i, n int, name string)) ([]Result, error) {
 	var out []Result
+	var failed []string
 	for i, c := range cs {
 		if progress != nil {
 			progress(i+1, len(cs), c.name)
 		}
 		res, err := c.run(ctx, r)
-		if err != nil {
+		if err != nil && ctx.Err() != nil {
 			return out, fmt.Errorf("bench %s: %w", c.name, err)
 		}
+		if err != nil {
+			r.log.Warn("bench case failed", "case", c.name, "err", err)
+			failed = append(failed, c.name)
+			out = append(out, Result{Name: c.name, Error: err.Error()})
+			continue
+		}
 		out = append(out, res...)
+	}
+	if len(failed) > 0 {
+		return out, &FailedError{Cases: failed}
 	}
 	return out, nil
 }

@@ -2,11 +2,13 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -217,5 +219,40 @@ func TestRunsNameApart(t *testing.T) {
 	}
 	if !strings.HasPrefix(a.name("x"), "bench_") {
 		t.Errorf("name %s", a.name("x"))
+	}
+}
+
+// TestFailedCaseReported: a case that fails is reported as a result with its error and the run
+// goes on to measure the next; the run's error names the failed cases. A run whose context ends
+// stops there.
+func TestFailedCaseReported(t *testing.T) {
+	env := startEnv(t)
+	broken := kase{"broken", func(context.Context, *runner) ([]Result, error) {
+		return nil, errors.New("the roster shows 0 of 5000 agents online")
+	}}
+	r := newRunner(env, Options{}, nil)
+	res, err := r.run(t.Context(), []kase{broken, {"credentials/jwt", jwtSizeCase}}, nil)
+	var failed *FailedError
+	if !errors.As(err, &failed) || !slices.Equal(failed.Cases, []string{"broken"}) {
+		t.Fatalf("run error %v", err)
+	}
+	if len(res) < 2 || res[0].Name != "broken" || !strings.Contains(res[0].Error, "0 of 5000") || res[0].Cotal != 0 {
+		t.Fatalf("the failed case's result: %+v", res)
+	}
+	for _, x := range res[1:] {
+		if !strings.HasPrefix(x.Name, "credentials/jwt") || x.Error != "" || x.Cotal <= 0 {
+			t.Errorf("the case after the failed one: %+v", x)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	ran := false
+	res, err = r.run(ctx, []kase{broken, {"after", func(context.Context, *runner) ([]Result, error) {
+		ran = true
+		return nil, nil
+	}}}, nil)
+	if err == nil || errors.As(err, &failed) || ran || len(res) != 0 {
+		t.Fatalf("a cancelled run went on: %v, ran %v, %+v", err, ran, res)
 	}
 }

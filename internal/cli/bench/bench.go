@@ -253,6 +253,10 @@ func writeTable(w io.Writer, res []bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CASE\tCOTAL\tRAW\tRATIO\tUNIT\tTARGET\t")
 	for _, r := range res {
+		if r.Error != "" {
+			fmt.Fprintf(tw, "%s\tFAILED\t-\t-\t-\t-\t\n", r.Name)
+			continue
+		}
 		raw, ratio := "-", "-"
 		if r.Raw > 0 {
 			raw, ratio = figure(r.Raw), fmt.Sprintf("%.2f", r.Ratio)
@@ -274,6 +278,11 @@ func writeTable(w io.Writer, res []bench.Result) {
 	for _, r := range res {
 		if r.Note != "" {
 			fmt.Fprintf(w, "%s: %s\n", r.Name, r.Note)
+		}
+	}
+	for _, r := range res {
+		if r.Error != "" {
+			fmt.Fprintf(w, "%s FAILED: %s\n", r.Name, r.Error)
 		}
 	}
 }

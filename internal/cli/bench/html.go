@@ -18,6 +18,8 @@ type bar struct {
 	// CotalWidth and RawWidth are the bars' lengths, in pixels, each case scaled to its larger.
 	CotalWidth, RawWidth int
 	Met                  string // "met", "missed" or ""
+	// Failed is why the case failed; it has no bars then.
+	Failed string
 }
 
 // barMax is the longest bar, in pixels.
@@ -36,10 +38,11 @@ svg text{font:12px system-ui,sans-serif}
 <p class="meta">{{.When}} · broker {{.Broker}} · {{len .Bars}} cases · each throughput side ran {{.Duration}}</p>
 {{range .Bars}}<div class="case">
 <div><span class="name">{{.Name}}</span> <span class="unit">{{.Unit}}</span>{{if .Ratio}} · ratio {{.Ratio}}{{end}}{{if .Target}} · target {{.Target}} <span class="{{.Met}}">{{.Met}}</span>{{end}}</div>
-<svg width="640" height="{{if .Raw}}44{{else}}22{{end}}" role="img" aria-label="{{.Name}}">
+{{if .Failed}}<div class="missed">failed: {{.Failed}}</div>
+{{else}}<svg width="640" height="{{if .Raw}}44{{else}}22{{end}}" role="img" aria-label="{{.Name}}">
 <rect x="60" y="2" width="{{.CotalWidth}}" height="16" fill="#3d6bd6"></rect><text x="0" y="14">cotal</text><text x="{{.CotalWidth}}" dx="66" y="14">{{.Cotal}}</text>
 {{if .Raw}}<rect x="60" y="24" width="{{.RawWidth}}" height="16" fill="#9aa3b5"></rect><text x="0" y="36">raw</text><text x="{{.RawWidth}}" dx="66" y="36">{{.Raw}}</text>{{end}}
-</svg></div>
+</svg>{{end}}</div>
 {{end}}</body></html>
 `))
 
@@ -47,6 +50,10 @@ svg text{font:12px system-ui,sans-serif}
 func writeHTML(w io.Writer, broker string, d time.Duration, res []bench.Result) error {
 	var bars []bar
 	for _, r := range res {
+		if r.Error != "" {
+			bars = append(bars, bar{Name: r.Name, Failed: r.Error})
+			continue
+		}
 		b := bar{Name: r.Name, Unit: r.Unit, Cotal: figure(r.Cotal), Target: r.Target}
 		top := max(r.Cotal, r.Raw)
 		if top > 0 {
