@@ -103,8 +103,7 @@ func (s *AuthStore) write(ctx context.Context, key string, value []byte, rev uin
 	if err == nil {
 		return ack.Sequence, nil
 	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	if jsapi.Conflict(err) {
 		return 0, fmt.Errorf("write %s at revision %d: %w", key, rev, ErrConflict)
 	}
 	return 0, fmt.Errorf("write %s: %w", key, err)

@@ -59,7 +59,7 @@ func run(t *testing.T, args ...string) (int, string, string) {
 func waitUp(t *testing.T, dir string, done <-chan int) *mesh.State {
 	t.Helper()
 	d := mesh.Dir{Path: filepath.Join(dir, mesh.DirName)}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	var err error
 	for time.Now().Before(deadline) {
 		var st *mesh.State
@@ -488,7 +488,7 @@ func TestSpawnForeground(t *testing.T) {
 	go func() {
 		done <- Main(ctx, spIO, append([]string{"spawn", "--dir", dir, "--name", "fg", "--json", "--"}, agentCommand(t)...))
 	}()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if p := psRows(t, dir)["local.fg"].Process; p != nil && p.Status == string(manager.StateRunning) {
 			break

@@ -34,9 +34,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, space wire.Space, arti
 		}
 		// A taken subject fails the expectation: wrong last sequence, or, with a concurrent
 		// publish to the subject still in flight on a cluster, its constant form.
-		var apiErr *jetstream.APIError
-		if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence &&
-			apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant {
+		if !jsapi.Conflict(err) {
 			return fmt.Errorf("publish %s: %w", subject, err)
 		}
 		// The subject is taken. Fetch verifies that it holds canonical bytes whose digest is

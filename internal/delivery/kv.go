@@ -78,8 +78,7 @@ func (d *Daemon) put(ctx context.Context, b wire.Bucket, key string, value []byt
 
 // wrongRevision reports whether err is a compare-and-set that found another last revision.
 func wrongRevision(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+	return jsapi.Conflict(err)
 }
 
 // rewrittenAs returns key's current revision when its current row decodes with decode to what

@@ -3,9 +3,10 @@ package manager
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gocotal/cotal/internal/jsapi"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -179,7 +180,7 @@ func (g *goal) commit(state string, data json.RawMessage) (*ResultFact, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = g.svc.js.Publish(ctx, subject, raw, jetstream.WithExpectLastSequencePerSubject(0))
-	if apiErr, ok := errors.AsType[*jetstream.APIError](err); ok && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	if jsapi.Conflict(err) {
 		g.svc.cfg.Log.Info("a spawn goal's result was already recorded; the first stands", "goal", g.id)
 		return fact, nil
 	}

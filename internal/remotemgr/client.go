@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gocotal/cotal/internal/jsapi"
+
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
@@ -287,8 +289,8 @@ func (c *Client) Register(ctx context.Context, nc *nats.Conn) error {
 	if err := json.Unmarshal(reply.Data, &ack); err != nil {
 		return fmt.Errorf("register the serve gate %s: %w", key, err)
 	}
-	// 10071 is JetStream's "wrong last sequence": the gate exists.
-	if ack.Error != nil && ack.Error.ErrCode != 10071 {
+	// A wrong last sequence: the gate exists.
+	if ack.Error != nil && !jsapi.WrongLastSequence(ack.Error.ErrCode) {
 		return fmt.Errorf("register the serve gate %s: %s", key, ack.Error.Desc)
 	}
 	return nil

@@ -199,8 +199,7 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq u
 		}
 		var ack *jetstream.PubAck
 		ack, err = w.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(seq))
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		if jsapi.Conflict(err) {
 			w.log.Info("bucket row changed before its repair", attrs...)
 			return
 		}
