@@ -37,8 +37,11 @@ var (
 // Client is one participant's connection to a space. It is safe for concurrent use. Create one
 // with Connect and end it with Close; the zero value is not usable.
 type Client struct {
-	nc    *nats.Conn
-	js    jetstream.JetStream
+	nc *nats.Conn
+	js jetstream.JetStream
+	// pipe is the JetStream context of the pipelined sends: its window bounds those awaiting
+	// their acknowledgement.
+	pipe  jetstream.JetStream
 	grant *Grant // nil on an open mesh
 	space wire.Space
 	me    wire.Principal
@@ -210,6 +213,11 @@ func (c *Client) dial(ctx context.Context, t *Target) error {
 			}
 			c.nc = nc
 			if c.js, err = jetstream.New(nc); err != nil {
+				nc.Close()
+				return fmt.Errorf("jetstream: %w", err)
+			}
+			if c.pipe, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(c.opts.sendWindow),
+				jetstream.WithPublishAsyncTimeout(asyncAckWait)); err != nil {
 				nc.Close()
 				return fmt.Errorf("jetstream: %w", err)
 			}

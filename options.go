@@ -33,12 +33,17 @@ type options struct {
 	connectAttempts int
 	natsOpts        []nats.Option
 	bearer          *bearerAuth
+	sendWindow      int
 }
 
 // Defaults that options override.
 const (
 	defaultConnectAttempts = 3
 	minHeartbeat           = 100 * time.Millisecond
+	// DefaultSendWindow is how many pipelined sends (SendAsync and its kin) may await their
+	// acknowledgement at once unless WithSendWindow says otherwise.
+	DefaultSendWindow = 256
+	maxSendWindow     = 65536
 )
 
 func defaultOptions() *options {
@@ -47,6 +52,7 @@ func defaultOptions() *options {
 		heartbeat:       wire.HeartbeatInterval,
 		log:             slog.New(slog.DiscardHandler),
 		connectAttempts: defaultConnectAttempts,
+		sendWindow:      DefaultSendWindow,
 	}
 }
 
@@ -170,6 +176,19 @@ func WithConnectAttempts(n int) Option {
 			return fmt.Errorf("%w: connect attempts %d must be 1-100", ErrInvalidOption, n)
 		}
 		o.connectAttempts = n
+		return nil
+	}
+}
+
+// WithSendWindow bounds how many pipelined sends (SendAsync, PostAsync, DirectMessageAsync,
+// AskAsync) may await their acknowledgement at once (default DefaultSendWindow); a send beyond it
+// waits for a slot. 1-65536.
+func WithSendWindow(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > maxSendWindow {
+			return fmt.Errorf("%w: send window %d must be 1-%d", ErrInvalidOption, n, maxSendWindow)
+		}
+		o.sendWindow = n
 		return nil
 	}
 }

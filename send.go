@@ -63,11 +63,25 @@ func (c *Client) Send(ctx context.Context, m *wire.CotalMessage) (*Sent, error) 
 }
 
 func (c *Client) send(ctx context.Context, m *wire.CotalMessage, opts []SendOption) (*Sent, error) {
+	subject, data, err := c.prepare(m, opts)
+	if err != nil {
+		return nil, err
+	}
+	ack, err := c.js.Publish(ctx, subject, data, jetstream.WithMsgID(m.ID))
+	if err != nil {
+		return nil, c.publishError("send "+m.ID, subject, err)
+	}
+	return &Sent{ID: m.ID, Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// prepare completes m in place (the options, a fresh id if it has none, the time, the space and
+// the sender) and returns its subject and encoding, refusing what Send refuses before publishing.
+func (c *Client) prepare(m *wire.CotalMessage, opts []SendOption) (string, []byte, error) {
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		return nil, ErrClosed
+		return "", nil, ErrClosed
 	}
 	for _, o := range opts {
 		o(m)
@@ -83,17 +97,13 @@ func (c *Client) send(ctx context.Context, m *wire.CotalMessage, opts []SendOpti
 	m.From = wire.EndpointRef{ID: c.me.String(), Name: card.Name, Role: card.Role}
 	subject, err := c.subjectFor(m)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	data, err := wire.EncodeMessage(m, int(c.nc.MaxPayload()))
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	ack, err := c.js.Publish(ctx, subject, data, jetstream.WithMsgID(m.ID))
-	if err != nil {
-		return nil, c.publishError("send "+m.ID, subject, err)
-	}
-	return &Sent{ID: m.ID, Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	return subject, data, nil
 }
 
 // subjectFor builds the subject of m's routing field, as the client itself.
