@@ -151,6 +151,7 @@ func cases(opts Options) []kase {
 	}
 	cs = append(cs,
 		kase{"dm", dmCase},
+		kase{"post/async", asyncCase},
 		kase{"anycast", anycastCase},
 		kase{"channel/durable", durableChannelCase},
 	)

@@ -69,7 +69,7 @@ func TestRunEveryCase(t *testing.T) {
 		}
 		byName[r.Name] = r
 	}
-	for _, name := range []string{"multicast/1x1/128B", "multicast/1x10/4KiB", "dm", "anycast", "channel/durable"} {
+	for _, name := range []string{"multicast/1x1/128B", "multicast/1x10/4KiB", "dm", "post/async", "anycast", "channel/durable"} {
 		if r, ok := byName[name]; !ok || r.Raw <= 0 {
 			t.Errorf("%s: no raw baseline in %+v", name, r)
 		}
@@ -166,6 +166,15 @@ func BenchmarkDM(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchSides(b, env, d.cotal, d.raw)
+}
+
+func BenchmarkPostAsync(b *testing.B) {
+	env := startEnv(b)
+	a, err := newAsync(b.Context(), env, caseFleet(b, env))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchSides(b, env, a.cotal, a.raw)
 }
 
 func BenchmarkAnycast(b *testing.B) {
