@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,10 +44,12 @@ const evictionWait = 10 * time.Second
 // From then on the broker refuses those credentials at connect and closes their live
 // connections; Evict returns once the broker's connection list (CONNZ) shows none of them. On a
 // cluster whose servers share the distributed resolver, the push carries, and the list takes in,
-// the revocations other authority nodes pushed (reconcile).
+// the revocations other authority nodes pushed (reconcile). Once the broker showed it runs alone
+// (no server answers the lookup), the evictor pushes at once from then on.
 func BrokerEvictor(kr *authority.Keyring, url string) Evictor {
+	var alone atomic.Bool
 	return EvictFunc(func(ctx context.Context, sp wire.Space, userKeys ...string) error {
-		return pushRevocations(ctx, kr, url, sp, userKeys)
+		return pushRevocations(ctx, kr, url, sp, userKeys, &alone)
 	})
 }
 
@@ -70,7 +73,7 @@ func revoker(ctx context.Context, kr *authority.Keyring, url string, sp wire.Spa
 	return nc, acct, nil
 }
 
-func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp wire.Space, userKeys []string) error {
+func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp wire.Space, userKeys []string, alone *atomic.Bool) error {
 	// The keys are recorded before anything can fail: a push that does not happen now is made by
 	// the next one, by the next reconcile, or by the next start of the broker, which loads the list.
 	if err := kr.Revoke(sp, userKeys...); err != nil {
@@ -85,7 +88,7 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 		return err
 	}
 	defer nc.Close()
-	if err := reconcile(ctx, nc, kr, sp, acct, true); err != nil {
+	if err := reconcile(ctx, nc, kr, sp, acct, true, alone); err != nil {
 		return err
 	}
 	vctx, cancelWait := context.WithTimeout(ctx, evictionWait)
@@ -124,7 +127,7 @@ func reconcileRevocations(ctx context.Context, kr *authority.Keyring, url string
 		return err
 	}
 	defer nc.Close()
-	return reconcile(ctx, nc, kr, sp, acct, false)
+	return reconcile(ctx, nc, kr, sp, acct, false, new(atomic.Bool))
 }
 
 // reconcileRounds bounds the pushes of one reconcile: each round merges what the servers hold and
@@ -145,18 +148,24 @@ const settle = 500 * time.Millisecond
 
 // reconcile merges into kr what the servers' account JWTs of sp revoke and pushes the JWT
 // rendered from the merged list while one of them lacks part of it (at once when push is set),
-// under the keyring's lock so the last local push carries every revocation.
-func reconcile(ctx context.Context, nc *nats.Conn, kr *authority.Keyring, sp wire.Space, acct string, push bool) error {
+// under the keyring's lock so the last local push carries every revocation. A broker that runs
+// alone (no server answered a lookup) is recorded in alone, and then not asked again.
+func reconcile(ctx context.Context, nc *nats.Conn, kr *authority.Keyring, sp wire.Space, acct string, push bool, alone *atomic.Bool) error {
 	for round := 0; ; round++ {
-		clustered, behind, err := mergeLive(ctx, nc, kr, sp, acct)
-		if err != nil {
-			return err
+		var clustered, behind bool
+		if !alone.Load() {
+			var err error
+			if clustered, behind, err = mergeLive(ctx, nc, kr, sp, acct); err != nil {
+				return err
+			}
+			alone.Store(!clustered)
 		}
 		if round > 0 && clustered && !behind {
 			// Pushed and read back whole: read again once a concurrent push landed too.
 			if err := sleep(ctx, settle); err != nil {
 				return err
 			}
+			var err error
 			if _, behind, err = mergeLive(ctx, nc, kr, sp, acct); err != nil {
 				return err
 			}
