@@ -265,3 +265,23 @@ func TestFailedCaseReported(t *testing.T) {
 		t.Fatalf("a cancelled run went on: %v, ran %v, %+v", err, ran, res)
 	}
 }
+
+// TestRosterHoldsThousands is the regression test of a roster that showed 0 of 5,000 agents
+// online with every row written (issue 20): 5,000 agents connect through the SDK, and an
+// observer's roster shows every one of them online, then as many raw connections write their
+// rows and it shows those too. Under the race detector (CI) it holds 1,000, its bounded form.
+func TestRosterHoldsThousands(t *testing.T) {
+	n := 5000
+	if raceDetector {
+		n = 1000
+	}
+	env := startEnv(t)
+	res, err := presenceCase(n)(t.Context(), newRunner(env, Options{}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 || res[0].Name != fmt.Sprintf("presence/%d/converge", n) || res[0].Cotal <= 0 || res[0].Raw <= 0 {
+		t.Fatalf("results %+v", res)
+	}
+	t.Logf("%d agents online in %.2f s (raw %.2f s)", n, res[0].Cotal, res[0].Raw)
+}

@@ -75,15 +75,24 @@ func presenceCase(n int) func(context.Context, *runner) ([]Result, error) {
 		}
 		af.close() // the agents write their offline rows
 
-		// Raw: the same credentials connect as plain nats.go and each writes one presence row.
+		// Raw: the same credentials connect as plain nats.go and each writes its presence row and
+		// rewrites it every heartbeat interval, as the SDK does. (A row written once goes stale
+		// after the liveness window: with 5,000 agents the first rows went stale before the last
+		// were written, and the roster never showed them all online.)
 		rf := r.fleet()
 		defer rf.close()
+		beat, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
+		rf.onClose(stopBeats)
 		rawConnected, rawConverged, err := join(ctx, obs, prefix, creds, func(ctx context.Context, cred *authority.Credential) error {
 			_, js, err := rf.conn(ctx, cred)
 			if err != nil {
 				return err
 			}
-			return writePresence(ctx, js, r.env.Space, cred)
+			if err := writePresence(ctx, js, r.env.Space, cred); err != nil {
+				return err
+			}
+			go heartbeat(beat, js, r.env.Space, cred)
+			return nil
 		})
 		if err != nil {
 			return nil, err
@@ -151,6 +160,21 @@ func writePresence(ctx context.Context, js jetstream.JetStream, sp wire.Space, c
 	}
 	_, err = js.Publish(ctx, sp.PresenceBucket().Subject(wire.PresenceKey(cred.Principal)), body)
 	return err
+}
+
+// heartbeat rewrites cred's presence row every heartbeat interval until ctx ends, as the SDK's
+// heartbeat does; a failed write is the next one's to make good.
+func heartbeat(ctx context.Context, js jetstream.JetStream, sp wire.Space, cred *authority.Credential) {
+	t := time.NewTicker(wire.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = writePresence(ctx, js, sp, cred)
+		}
+	}
 }
 
 // issueMany issues n agent credentials named prefix0, prefix1, ... on the held ledger.
