@@ -385,15 +385,18 @@ func TestClusterAuthorityFailover(t *testing.T) {
 			Name string `json:"name"`
 		} `json:"nodes"`
 		Spaces []struct {
-			Provisioned bool `json:"provisioned"`
+			Provisioned bool                               `json:"provisioned"`
+			Planes      map[wire.Plane]wire.ResponderState `json:"planes"`
 		} `json:"spaces"`
 	}
 	var last string
-	meshtest.Eventually(t, 60*time.Second, "status in the killed node's directory reporting it down", func() bool {
+	// The liveness planes report the daemons the second authority took over as bound.
+	meshtest.Eventually(t, 60*time.Second, "status in the killed node's directory reporting it down, the daemons bound", func() bool {
 		code, out, stderr := run(t, "status", "--json", "--dir", c.dirs[active])
 		last = fmt.Sprintf("exit %d %s %s", code, out, stderr)
 		return json.Unmarshal([]byte(out), &rep) == nil && code != exit.OK && rep.Running && rep.NodeDown &&
-			len(rep.Nodes) == 2 && len(rep.Spaces) == 1 && rep.Spaces[0].Provisioned
+			len(rep.Nodes) == 2 && len(rep.Spaces) == 1 && rep.Spaces[0].Provisioned &&
+			rep.Spaces[0].Planes[wire.PlaneDelivery] == wire.ResponderBound && rep.Spaces[0].Planes[wire.PlaneManager] == wire.ResponderBound
 	})
 	t.Logf("status through the others: %s", last)
 	// A credential minted there comes with every node's URL, and connects through them.
