@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,23 +16,9 @@ import (
 	"github.com/gocotal/cotal/internal/broker"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
-
-// freePorts returns n ports free now on loopback.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-		defer l.Close()
-	}
-	return ports
-}
 
 // TestRenderCluster: a cluster node's config names the cluster, authorizes routes, carries the
 // route credentials in its seed routes and uses the distributed resolver; bad cluster input is
@@ -79,7 +64,7 @@ func TestRenderCluster(t *testing.T) {
 func TestClusterSharesAccounts(t *testing.T) {
 	dir := t.TempDir()
 	kr, tr := trustFor(t, filepath.Join(dir, "auth"), "main")
-	ports := freePorts(t, 3)
+	ports := meshtest.FreePorts(t, 3)
 	var routes []string
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))

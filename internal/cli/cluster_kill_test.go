@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,17 +58,9 @@ func startCluster(t *testing.T) *nodes {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &nodes{t: t, self: self, ports: make([]int, 6), dirs: []string{t.TempDir(), t.TempDir(), t.TempDir()},
+	c := &nodes{t: t, self: self, ports: meshtest.FreePorts(t, 6), dirs: []string{t.TempDir(), t.TempDir(), t.TempDir()},
 		names: []string{"node-a", "node-b", "node-c"}, bundle: filepath.Join(t.TempDir(), "bundle.json"),
 		authBundle: filepath.Join(t.TempDir(), "authority.json"), procs: make([]*exec.Cmd, 3), logs: make([]string, 3)}
-	for i := range c.ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
 	c.routes = fmt.Sprintf("nats://127.0.0.1:%d,nats://127.0.0.1:%d,nats://127.0.0.1:%d", c.ports[3], c.ports[4], c.ports[5])
 	t.Cleanup(func() {
 		for i := range c.procs {

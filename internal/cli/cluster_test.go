@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshtest"
 )
 
 // TestClusterCommands forms a three-node cluster with the command lines an operator types: the
@@ -23,15 +23,7 @@ import (
 // usage errors.
 func TestClusterCommands(t *testing.T) {
 	// Six ports free now: three client ports, then three route ports.
-	ports := make([]int, 6)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
+	ports := meshtest.FreePorts(t, 6)
 	routes := fmt.Sprintf("nats://127.0.0.1:%d,nats://127.0.0.1:%d,nats://127.0.0.1:%d", ports[3], ports[4], ports[5])
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	bundle := filepath.Join(t.TempDir(), "bundle.json")

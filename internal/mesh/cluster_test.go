@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,11 +155,11 @@ func TestClusterOfThree(t *testing.T) {
 func threeNodes(t *testing.T, secondAuthority, daemons bool) ([]mesh.Dir, []*mesh.Mesh, []mesh.Options) {
 	t.Helper()
 	base := t.TempDir()
+	ports := meshtest.FreePorts(t, 6)
+	clientPorts, clusterPorts := ports[:3], ports[3:]
 	var routes []string
-	var clusterPorts, clientPorts []int
-	for range 3 {
-		clusterPorts, clientPorts = append(clusterPorts, freePort(t)), append(clientPorts, freePort(t))
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", clusterPorts[len(clusterPorts)-1]))
+	for _, p := range clusterPorts {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
 	}
 	dirs := []mesh.Dir{{Path: filepath.Join(base, "a", ".cotal")}, {Path: filepath.Join(base, "b", ".cotal")}, {Path: filepath.Join(base, "c", ".cotal")}}
 	bundles := make([]*mesh.Bundle, 3)
@@ -203,17 +202,6 @@ func threeNodes(t *testing.T, secondAuthority, daemons bool) ([]mesh.Dir, []*mes
 		}
 	})
 	return dirs, nodes, opts
-}
-
-// freePort returns a port free now on loopback.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestClusterSecondAuthority runs a cluster of an authority node, a second authority node started
