@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,8 +24,19 @@ const (
 	MaxLimit     = 1000
 )
 
-// maxScan bounds the messages one read walks, whatever limit asks (a variable for the tests).
-var maxScan uint64 = 20000
+// defaultMaxScan bounds the messages one read walks, whatever limit asks.
+const defaultMaxScan = 20000
+
+// maxScan, when set, bounds them instead: a test lowers it while a server's goroutines read.
+var maxScan atomic.Uint64
+
+// scanBound is the bound a read walks under.
+func scanBound() uint64 {
+	if n := maxScan.Load(); n != 0 {
+		return n
+	}
+	return defaultMaxScan
+}
 
 // lastEvents returns the last limit guarded messages of stream under filter.
 func lastEvents(ctx context.Context, js jetstream.JetStream, stream, filter string, limit int) ([]Event, error) {
@@ -34,8 +46,8 @@ func lastEvents(ctx context.Context, js jetstream.JetStream, stream, filter stri
 	// latest messages, not its first.
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}
 	if st, err := js.Stream(ctx, stream); err == nil {
-		if last := st.CachedInfo().State.LastSeq; last > maxScan {
-			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last-maxScan+1
+		if last, scan := st.CachedInfo().State.LastSeq, scanBound(); last > scan {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last-scan+1
 		}
 	}
 	cons, err := js.OrderedConsumer(ctx, stream, cfg)
@@ -46,7 +58,7 @@ func lastEvents(ctx context.Context, js jetstream.JetStream, stream, filter stri
 	if err != nil {
 		return nil, err
 	}
-	pending := int(min(info.NumPending, maxScan))
+	pending := int(min(info.NumPending, scanBound()))
 	ring := make([]Event, 0, limit)
 	for read := 0; read < pending; {
 		batch, err := cons.Fetch(min(pending-read, 256), jetstream.FetchMaxWait(time.Second))
