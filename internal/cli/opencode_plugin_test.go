@@ -38,11 +38,10 @@ for await (const line of createInterface({ input: process.stdin })) {
 }
 `
 
-// TestOpenCodePlugin runs the plugin `cotal spawn --agent opencode` loads under Node, against a
-// real agent's cotal mcp: a tool makes the agent working on it; the session going idle makes it
-// idle; a DM that arrives while it is idle starts a turn carrying the DM, marked as peer data,
-// and leaves the inbox.
-func TestOpenCodePlugin(t *testing.T) {
+// nodeBin returns the node binary the plugin tests run the plugin under: it skips the test
+// without one, unless COTAL_REQUIRE_NODE (set by .ci/run, which installs it) makes that a failure.
+func nodeBin(t *testing.T) string {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		if os.Getenv("COTAL_REQUIRE_NODE") != "" {
@@ -50,6 +49,15 @@ func TestOpenCodePlugin(t *testing.T) {
 		}
 		t.Skip("no node on PATH: the OpenCode plugin test needs one (apt install nodejs)")
 	}
+	return node
+}
+
+// TestOpenCodePlugin runs the plugin `cotal spawn --agent opencode` loads under Node, against a
+// real agent's cotal mcp: a tool makes the agent working on it; the session going idle makes it
+// idle; a DM that arrives while it is idle starts a turn carrying the DM, marked as peer data,
+// and leaves the inbox.
+func TestOpenCodePlugin(t *testing.T) {
+	node := nodeBin(t)
 	ctx := t.Context()
 	agent := newHookedAgent(t, "oc")
 	status := func(want wire.PresenceStatus, activity string) { t.Helper(); agent.status(t, want, activity) }
@@ -144,13 +152,7 @@ func TestOpenCodePlugin(t *testing.T) {
 // TestOpenCodePluginBacksOff: with no cotal mcp answering (the hook prints nothing at once), the
 // plugin's wait loop backs off rather than spawning hooks as fast as it can.
 func TestOpenCodePluginBacksOff(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("COTAL_REQUIRE_NODE") != "" {
-			t.Fatal("no node on PATH: .ci/run installs it")
-		}
-		t.Skip("no node on PATH: the OpenCode plugin test needs one (apt install nodejs)")
-	}
+	node := nodeBin(t)
 	work := t.TempDir()
 	calls := filepath.Join(work, "calls")
 	bin := filepath.Join(work, "cotal")
