@@ -42,8 +42,11 @@ func durableChannelCase(ctx context.Context, r *runner) ([]Result, error) {
 	return []Result{res}, nil
 }
 
-// newFanout configures the durable channel and issues its publisher, members, the inspector of
-// their durables and the raw side's stand-ins on f.
+// newFanout configures the durable channel and issues its publisher, the inspector of the
+// members' durables and the raw side's stand-ins on f. The members are issued by each set-up of
+// the Cotal side, so that a side set up again (as a Go benchmark's is, once per b.N) starts with
+// fresh lifecycles: a member's dlv_ durable counts every hand-off it ever delivered, and the
+// previous set-up's clients may hold hand-offs unacknowledged until the ack wait.
 func newFanout(ctx context.Context, env *Env, f *fleet) (*fanout, error) {
 	fo := &fanout{env: env}
 	if err := f.setClass(ctx, fanoutChannel, wire.ClassDurable); err != nil {
@@ -54,12 +57,8 @@ func newFanout(ctx context.Context, env *Env, f *fleet) (*fanout, error) {
 		return nil, err
 	}
 	for i := range fanoutMembers {
-		cred, err := f.agent(ctx, ledger.Request{Name: f.name("dur_member_%d", i), Subscribe: []string{fanoutChannel}})
+		cred, err := f.issue(ctx, authority.ProfileObserver, f.name("dur_raw_%d", i))
 		if err != nil {
-			return nil, err
-		}
-		fo.members = append(fo.members, cred)
-		if cred, err = f.issue(ctx, authority.ProfileObserver, f.name("dur_raw_%d", i)); err != nil {
 			return nil, err
 		}
 		fo.observers = append(fo.observers, cred)
@@ -70,12 +69,11 @@ func newFanout(ctx context.Context, env *Env, f *fleet) (*fanout, error) {
 	return fo, nil
 }
 
-// fanout is a durable channel case: a publisher, the channel's members, and the credentials that
-// read the members' durables (cotal) and stand in for them (raw).
+// fanout is a durable channel case: a publisher, and the credentials that read the members'
+// durables (cotal) and stand in for them (raw).
 type fanout struct {
 	env       *Env
 	pub       *authority.Credential
-	members   []*authority.Credential
 	inspector *authority.Credential
 	observers []*authority.Credential
 }
@@ -91,7 +89,11 @@ func (fo *fanout) cotal(ctx context.Context, f *fleet) (side, error) {
 	}
 	s := &cotalFanout{pub: pub, parts: text(fanoutSize)}
 	var clients []*cotal.Client
-	for _, m := range fo.members {
+	for i := range fanoutMembers {
+		m, err := f.agent(ctx, ledger.Request{Name: f.name("dur_member_%d", i), Subscribe: []string{fanoutChannel}})
+		if err != nil {
+			return nil, err
+		}
 		c, err := f.client(ctx, m, cotal.WithPresence(false), cotal.WithJoin(fanoutChannel), cotal.WithHandler(func(context.Context, *cotal.Delivery) error { return nil }))
 		if err != nil {
 			return nil, err
