@@ -342,7 +342,7 @@ func (d *Daemon) catchUp(ctx context.Context, l wire.Lifecycle, row *wire.Member
 			dl, err := wire.Guard(msg.Subject(), msg.Data())
 			if err == nil && dl.Sender != l.Principal {
 				// One copy stored before the next: all of them go to one member, in order.
-				ack, err := d.toInbox(l, dl, meta.Sequence.Stream, wire.ReasonDurableChannel, row.Generation)
+				ack, err := d.toInbox(l, newInboxCopies(dl, meta.Sequence.Stream, wire.ReasonDurableChannel), row.Generation)
 				if err == nil {
 					err = stored(ctx, []jetstream.PubAckFuture{ack})
 				}

@@ -255,20 +255,22 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 		return err
 	}
 	stops = append(stops, func() { _ = live.Unsubscribe() }) // t.end waits for its grader
+	fanouts := startBatcher(t.ctx, fanoutBatch, d.fanout)
+	stops = append(stops, fanouts.close)
 	fanout, err := d.consume(ctx, sp.ChatStream(), jetstream.ConsumerConfig{
 		Durable: wire.FanoutDurable, FilterSubject: sp.KindAll(wire.KindChat), DeliverPolicy: jetstream.DeliverNewPolicy,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: wire.AckWait,
-	}, t.handler(d.fanout))
+	}, t.handler(fanouts.add))
 	if err != nil {
 		return err
 	}
 	stops = append(stops, func() { stopConsuming(fanout) })
-	lanes := d.startLanes(t.ctx)
-	stops = append(stops, lanes.close)
+	reads := startBatcher(t.ctx, readerBatch, d.read)
+	stops = append(stops, reads.close)
 	reader, err := d.consume(ctx, sp.InboxStream(), jetstream.ConsumerConfig{
 		Durable: wire.ReaderDurable, FilterSubject: sp.KindAll(wire.KindDinbox), DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: wire.AckWait, MaxAckPending: readerWindow,
-	}, t.handler(lanes.dispatch))
+	}, t.handler(reads.add))
 	if err != nil {
 		return err
 	}

@@ -127,17 +127,20 @@ func connect(t *testing.T, m *meshtest.Mesh, creds []byte, col *collector) *cota
 	return c
 }
 
-// inboxDrained waits until the reader has settled every fan-out copy.
+// inboxDrained waits until the fan-out has settled every post and the reader every copy.
 func inboxDrained(t *testing.T, m *meshtest.Mesh) {
 	t.Helper()
 	js := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileDelivery, Name: "inspector"})).JS
-	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the inbox reader to settle", func() bool {
-		c, err := js.Consumer(t.Context(), m.Space.InboxStream(), wire.ReaderDurable)
+	settled := func(stream, durable string) bool {
+		c, err := js.Consumer(t.Context(), stream, durable)
 		if err != nil {
 			return false
 		}
 		info := c.CachedInfo()
 		return info.NumPending == 0 && info.NumAckPending == 0
+	}
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the fan-out and the inbox reader to settle", func() bool {
+		return settled(m.Space.ChatStream(), wire.FanoutDurable) && settled(m.Space.InboxStream(), wire.ReaderDurable)
 	})
 }
 

@@ -13,30 +13,66 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// handleTimeout bounds the work on one fan-out or reader message.
+// handleTimeout bounds each step of the fan-out and the reader: a registry read, or the wait for
+// one publish's acknowledgement.
 const handleTimeout = 20 * time.Second
 
-// fanout copies a CHAT message to the inboxes it is owed: every member of a durable channel
-// whose membership interval holds it, or, on a live channel, each @mentioned peer that resolves
-// to exactly one present instance whose read ACL covers the channel. Anything malformed or
-// forged is skipped: the fan-out is routing, and the reader and the member re-check everything.
+// fanout copies a batch of CHAT messages to the inboxes they are owed: every member of a durable
+// channel whose membership interval holds the message, or, on a live channel, each @mentioned
+// peer that resolves to exactly one present instance whose read ACL covers the channel. Anything
+// malformed or forged is skipped: the fan-out is routing, and the reader and the member re-check
+// everything. A post is acknowledged once all of its copies are stored; one whose copies could
+// not all be stored is redelivered, and its copies de-duplicate on their message ids.
 //
-// ctx is the term's: its end cuts the message short, to be redelivered.
-func (d *Daemon) fanout(ctx context.Context, msg jetstream.Msg) {
-	ctx, cancel := context.WithTimeout(ctx, handleTimeout)
-	defer cancel()
+// Each channel's config is read once per batch, after every post of the batch was stored, so it
+// sees every change made before any of them (SPEC §7: one resolution everywhere); a watched copy
+// would not, since its updates race the fan-out's. ctx is the term's: its end cuts the batch
+// short, to be redelivered.
+func (d *Daemon) fanout(ctx context.Context, msgs []jetstream.Msg) {
 	defer d.traced(ctx, "fanout")()
-	if err := d.fanoutOne(ctx, msg); err != nil {
-		if !errors.Is(err, context.Canceled) {
-			d.log.Warn("fan-out failed; will retry", "subject", msg.Subject(), "err", err)
+	b := newFanoutRun(d)
+	f := newFlight(ctx)
+	for i, msg := range msgs {
+		if err := b.post(ctx, f, i, msg); err != nil {
+			f.fail(i, err)
 		}
-		_ = msg.Nak() // redelivered; inbox copies de-duplicate on their message ids
-		return
 	}
-	_ = msg.Ack() // a lost ack redelivers, and the copies de-duplicate
+	f.wait()
+	for i, msg := range msgs {
+		if err := f.err(i); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				d.log.Warn("fan-out failed; will retry", "subject", msg.Subject(), "err", err)
+			}
+			_ = msg.Nak() // redelivered; inbox copies de-duplicate on their message ids
+			continue
+		}
+		_ = msg.Ack() // a lost ack redelivers, and the copies de-duplicate
+	}
 }
 
-func (d *Daemon) fanoutOne(ctx context.Context, msg jetstream.Msg) error {
+// fanoutRun is what one fan-out batch has read: each channel's effective config and
+// membership, and each @mentioned target's lifecycle and read ACL.
+type fanoutRun struct {
+	d        *Daemon
+	channels map[string]wire.EffectiveChannel
+	members  map[string][]wire.MemberRow
+	targets  map[wire.Principal]mentionTarget
+}
+
+// mentionTarget is a resolved @mention's lifecycle and read ACL, or why it has none.
+type mentionTarget struct {
+	l   wire.Lifecycle
+	acl *wire.ACLRow
+	err error
+}
+
+func newFanoutRun(d *Daemon) *fanoutRun {
+	return &fanoutRun{d: d, channels: map[string]wire.EffectiveChannel{}, members: map[string][]wire.MemberRow{}, targets: map[wire.Principal]mentionTarget{}}
+}
+
+// post publishes the copies msg (the batch's i-th) is owed on f.
+func (b *fanoutRun) post(ctx context.Context, f *flight, i int, msg jetstream.Msg) error {
+	d := b.d
 	dl, err := wire.Guard(msg.Subject(), msg.Data())
 	if err != nil || dl.Kind != wire.DeliveryChannel {
 		return nil
@@ -46,14 +82,21 @@ func (d *Daemon) fanoutOne(ctx context.Context, msg jetstream.Msg) error {
 		return err
 	}
 	seq, channel := meta.Sequence.Stream, dl.Subject.Rest
-	eff, err := d.channelConfig(ctx, channel)
-	if err != nil {
-		return err
+	eff, ok := b.channels[channel]
+	if !ok {
+		if eff, err = d.channelConfig(ctx, channel); err != nil {
+			return err
+		}
+		b.channels[channel] = eff
 	}
-	// The copies are published together and the post acknowledged once all are stored.
-	var acks []jetstream.PubAckFuture
 	if eff.DeliveryClass == wire.ClassDurable {
-		for _, row := range d.membersOf(channel) {
+		copies := newInboxCopies(dl, seq, wire.ReasonDurableChannel)
+		rows, ok := b.members[channel]
+		if !ok {
+			rows = d.membersOf(channel)
+			b.members[channel] = rows
+		}
+		for _, row := range rows {
 			if row.Owner == dl.Sender.String() || !row.Eligible(seq) {
 				continue
 			}
@@ -61,30 +104,34 @@ func (d *Daemon) fanoutOne(ctx context.Context, msg jetstream.Msg) error {
 			if err != nil {
 				continue
 			}
-			ack, err := d.toInbox(wire.Lifecycle{Principal: p, UID: row.LifecycleUID}, dl, seq, wire.ReasonDurableChannel, row.Generation)
-			if err != nil {
-				return err
-			}
-			acks = append(acks, ack)
+			member := wire.Lifecycle{Principal: p, UID: row.LifecycleUID}
+			f.publish(i, func() (jetstream.PubAckFuture, error) {
+				return d.toInbox(member, copies, row.Generation)
+			})
 		}
-		return stored(ctx, acks)
+		return nil
 	}
+	copies := newInboxCopies(dl, seq, wire.ReasonLiveMention)
 	for _, name := range dl.Message.Mentions {
 		target, ok := d.presence.resolve(name)
 		if !ok || target == dl.Sender {
 			continue
 		}
-		l, acl, err := d.aclFor(ctx, target)
-		if err != nil || !wire.ChannelInAllow(acl.AllowSubscribe, channel) {
+		t, ok := b.targets[target]
+		if !ok {
+			actx, cancel := context.WithTimeout(ctx, handleTimeout)
+			t.l, t.acl, t.err = d.aclFor(actx, target)
+			cancel()
+			b.targets[target] = t
+		}
+		if t.err != nil || !wire.ChannelInAllow(t.acl.AllowSubscribe, channel) {
 			continue // nothing ever leaves a target's read ACL
 		}
-		ack, err := d.toInbox(l, dl, seq, wire.ReasonLiveMention, 0)
-		if err != nil {
-			return err
-		}
-		acks = append(acks, ack)
+		f.publish(i, func() (jetstream.PubAckFuture, error) {
+			return d.toInbox(t.l, copies, 0)
+		})
 	}
-	return stored(ctx, acks)
+	return nil
 }
 
 // stored waits until the broker has stored every publish of acks.
@@ -101,26 +148,52 @@ func stored(ctx context.Context, acks []jetstream.PubAckFuture) error {
 	return nil
 }
 
-// toInbox publishes one member's copy to its dinbox subject, de-duplicated per member lifecycle
-// and generation by the Plane-3 message id, and returns the future of its store.
-func (d *Daemon) toInbox(member wire.Lifecycle, dl *wire.Delivery, seq uint64, reason string, gen int64) (jetstream.PubAckFuture, error) {
-	m := *dl.Message
-	m.Channel, m.To, m.ToService = dl.Subject.Rest, "", "" // the channel the subject proves
-	body, err := json.Marshal(wire.InboxEntry{Msg: &m, Channel: m.Channel, Seq: seq, Reason: reason, Generation: gen})
+// inboxCopies encodes the inbox entries of one message, once per membership generation: the
+// entry is the same for every member of a generation.
+type inboxCopies struct {
+	dl     *wire.Delivery
+	seq    uint64
+	reason string
+	bodies map[int64][]byte
+}
+
+func newInboxCopies(dl *wire.Delivery, seq uint64, reason string) *inboxCopies {
+	return &inboxCopies{dl: dl, seq: seq, reason: reason, bodies: map[int64][]byte{}}
+}
+
+// body returns the entry of generation gen.
+func (c *inboxCopies) body(gen int64) ([]byte, error) {
+	if b, ok := c.bodies[gen]; ok {
+		return b, nil
+	}
+	m := *c.dl.Message
+	m.Channel, m.To, m.ToService = c.dl.Subject.Rest, "", "" // the channel the subject proves
+	b, err := json.Marshal(wire.InboxEntry{Msg: &m, Channel: m.Channel, Seq: c.seq, Reason: c.reason, Generation: gen})
+	if err != nil {
+		return nil, err
+	}
+	c.bodies[gen] = b
+	return b, nil
+}
+
+// toInbox publishes one member's copy of c's message to its dinbox subject, de-duplicated per
+// member lifecycle and generation by the Plane-3 message id, and returns the future of its store.
+func (d *Daemon) toInbox(member wire.Lifecycle, c *inboxCopies, gen int64) (jetstream.PubAckFuture, error) {
+	body, err := c.body(gen)
 	if err != nil {
 		return nil, err
 	}
 	var opts []jetstream.PublishOpt
-	if id := wire.PlaneMsgID(m.ID, member, gen); id != "" {
+	if id := wire.PlaneMsgID(c.dl.Message.ID, member, gen); id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
 	return d.js.PublishAsync(d.cfg.Space.DinboxSubject(member), body, opts...)
 }
 
-// channelConfig resolves a channel's effective config from the registry, fresh for every message
-// (SPEC §7: one resolution everywhere). A read after the post was stored sees every change made
-// before the post; a watched copy would not, since its updates race the fan-out's.
+// channelConfig resolves a channel's effective config from the registry with leader reads.
 func (d *Daemon) channelConfig(ctx context.Context, channel string) (wire.EffectiveChannel, error) {
+	ctx, cancel := context.WithTimeout(ctx, handleTimeout)
+	defer cancel()
 	b := d.cfg.Space.ChannelsBucket()
 	chp, _, err := getRow(ctx, d, b, channel, channelRow)
 	if err != nil {

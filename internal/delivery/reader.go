@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,127 +23,160 @@ const retiredAfter = 5
 // readerWindow bounds the inbox entries the reader holds unacknowledged (its MaxAckPending).
 const readerWindow = 1000
 
-// readerLanes is how many inbox entries the reader re-authorises at once. Each lane serves a
-// fixed share of the members and hands one entry off, stored, before the next, so one member's
-// hand-offs keep their order.
+// readerLanes is how many leader reads of ACL rows a reader batch makes at once.
 const readerLanes = 8
 
-// lanes runs the reader's entries on readerLanes goroutines, each entry on its member's lane:
-// re-authorising an entry costs a leader read of the member's ACL row, and one at a time those
-// round trips bounded the whole durable-channel path.
-type lanes struct {
-	ctx context.Context // the term's: its end stops the lanes
-	in  []chan jetstream.Msg
-	wg  sync.WaitGroup
-}
-
-// startLanes starts the reader's lanes of one active term. They stop when ctx ends, cutting
-// short the entry each is reading; close waits for them.
-func (d *Daemon) startLanes(ctx context.Context) *lanes {
-	l := &lanes{ctx: ctx}
-	for range readerLanes {
-		in := make(chan jetstream.Msg, readerWindow/readerLanes)
-		l.in = append(l.in, in)
-		l.wg.Go(func() { // owned: close waits for it
-			for {
-				select {
-				case <-ctx.Done():
-					return // what is unread is redelivered after the ack wait
-				case msg := <-in:
-					d.read(ctx, msg)
-				}
-			}
-		})
-	}
-	return l
-}
-
-// dispatch queues an inbox entry on its member's lane; once the term has ended it drops it,
-// to be redelivered after the ack wait.
-func (l *lanes) dispatch(_ context.Context, msg jetstream.Msg) {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(msg.Subject())) // the subject names the member; hashing never fails
-	select {
-	case l.in[h.Sum32()%readerLanes] <- msg:
-	case <-l.ctx.Done():
-	}
-}
-
-// close waits for the lanes, which stop when the term's context ends.
-func (l *lanes) close() { l.wg.Wait() }
-
-// read re-authorises one inbox entry and hands it to its member: the member's current read ACL
-// must cover the channel and, for a durable-channel copy, its membership interval must hold the
-// message's CHAT sequence. What fails either is dropped.
-func (d *Daemon) read(ctx context.Context, msg jetstream.Msg) {
-	ctx, cancel := context.WithTimeout(ctx, handleTimeout)
-	defer cancel()
+// read re-authorises a batch of inbox entries and hands each to its member: the member's current
+// read ACL must cover the channel and, for a durable-channel copy, its membership interval must
+// hold the message's CHAT sequence. What fails either is dropped. Each member's ACL row is read
+// once per batch, after every entry of the batch (and so every post behind them) was stored: a
+// revocation made before a post was stored is seen. The hand-offs are published in the order of
+// the entries, so one member's keep their order, and each entry is acknowledged once its
+// hand-off is stored.
+func (d *Daemon) read(ctx context.Context, msgs []jetstream.Msg) {
 	defer d.traced(ctx, "reader")()
-	meta, err := msg.Metadata()
-	if err != nil {
-		_ = msg.Nak()
-		return
-	}
-	settle, err := d.readOne(ctx, msg, meta)
-	if err != nil {
-		if !errors.Is(err, context.Canceled) {
-			d.log.Warn("inbox hand-off failed; will retry", "subject", msg.Subject(), "err", err)
+	entries := make([]inboxEntry, len(msgs))
+	var keys []string
+	seen := map[string]bool{}
+	bodies := map[string]*entryBody{} // one post's entries for its members are alike
+	for i, msg := range msgs {
+		e := &entries[i]
+		e.msg = msg
+		e.parse(bodies)
+		if e.member != nil && !seen[wire.ACLKey(*e.member)] {
+			seen[wire.ACLKey(*e.member)] = true
+			keys = append(keys, wire.ACLKey(*e.member))
 		}
-		_ = msg.NakWithDelay(2 * time.Second)
-		return
 	}
-	settle()
+	acls := readAll(ctx, keys, func(ctx context.Context, key string) (*wire.ACLRow, error) {
+		ctx, cancel := context.WithTimeout(ctx, handleTimeout)
+		defer cancel()
+		row, _, err := getRow(ctx, d, d.cfg.Space.ACLBucket(), key, aclRow)
+		return row, err
+	})
+	f := newFlight(ctx)
+	for i := range entries {
+		e := &entries[i]
+		if e.member == nil {
+			continue // malformed: acknowledged, never handed over
+		}
+		acl := acls[wire.ACLKey(*e.member)]
+		switch {
+		case acl.err != nil:
+			f.fail(i, acl.err)
+		case acl.v == nil:
+			e.retired = true
+		default:
+			d.handOff(f, i, e, acl.v)
+		}
+	}
+	f.wait()
+	forgotten := map[wire.Lifecycle]bool{}
+	for i := range entries {
+		e := &entries[i]
+		switch err := f.err(i); {
+		case err != nil:
+			if !errors.Is(err, context.Canceled) {
+				d.log.Warn("inbox hand-off failed; will retry", "subject", e.msg.Subject(), "err", err)
+			}
+			_ = e.msg.NakWithDelay(2 * time.Second)
+		case e.retired && e.meta.NumDelivered < retiredAfter:
+			// A row can be briefly absent while a lifecycle is provisioned.
+			_ = e.msg.NakWithDelay(2 * time.Second)
+		case e.retired:
+			d.deleteEntry(ctx, e.msg, e.meta)
+			forgotten[*e.member] = true
+		default:
+			_ = e.msg.Ack() // a lost ack redelivers; the hand-off de-duplicates
+		}
+	}
+	for l := range forgotten {
+		d.forget(ctx, l)
+	}
 }
 
-// readOne decides an entry's fate and returns how to settle it.
-func (d *Daemon) readOne(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) (func(), error) {
-	ack := func() { _ = msg.Ack() } // a lost ack redelivers; the hand-off de-duplicates
-	kind, member, err := wire.ParseLifecycleSubject(msg.Subject())
-	if err != nil || kind != wire.KindDinbox {
-		return ack, nil
-	}
-	var entry wire.InboxEntry
-	if err := json.Unmarshal(msg.Data(), &entry); err != nil || entry.Msg == nil {
-		return ack, nil
-	}
-	acl, _, err := getRow(ctx, d, d.cfg.Space.ACLBucket(), wire.ACLKey(member), aclRow)
+// inboxEntry is one reader message, parsed: its member and body are nil when it is malformed.
+type inboxEntry struct {
+	msg     jetstream.Msg
+	meta    *jetstream.MsgMetadata
+	member  *wire.Lifecycle
+	body    *entryBody
+	retired bool // the member's ACL row is gone
+}
+
+// entryBody is an inbox entry's body, decoded, and the frame of its hand-off, encoded once for
+// every member whose entry has this body.
+type entryBody struct {
+	entry wire.InboxEntry
+	frame []byte
+}
+
+// parse fills in what msg holds, leaving member nil when it is not a well-formed dinbox entry.
+// A body decoded before is taken from bodies.
+func (e *inboxEntry) parse(bodies map[string]*entryBody) {
+	meta, err := e.msg.Metadata()
 	if err != nil {
-		return nil, err
+		return
 	}
-	if acl == nil {
-		if meta.NumDelivered < retiredAfter {
-			return func() { _ = msg.NakWithDelay(2 * time.Second) }, nil
+	kind, member, err := wire.ParseLifecycleSubject(e.msg.Subject())
+	if err != nil || kind != wire.KindDinbox {
+		return
+	}
+	b, ok := bodies[string(e.msg.Data())]
+	if !ok {
+		b = &entryBody{}
+		if err := json.Unmarshal(e.msg.Data(), &b.entry); err != nil || b.entry.Msg == nil {
+			b = nil
 		}
-		return func() {
-			d.deleteEntry(ctx, msg, meta)
-			d.forget(ctx, member)
-		}, nil
+		bodies[string(e.msg.Data())] = b
 	}
+	if b != nil {
+		e.meta, e.member, e.body = meta, &member, b
+	}
+}
+
+// handOffFrame is the delivery frame of the body's hand-off.
+func (b *entryBody) handOffFrame() ([]byte, error) {
+	if b.frame == nil {
+		frame, err := json.Marshal(wire.DeliveryFrame{Version: wire.DeliveryFrameVersion, Channel: b.entry.Channel, Msg: b.entry.Msg})
+		if err != nil {
+			return nil, err
+		}
+		b.frame = frame
+	}
+	return b.frame, nil
+}
+
+// handOff publishes entry i's hand-off on f when the member's read ACL acl covers its channel
+// and, for a durable-channel copy, the member's membership holds it.
+func (d *Daemon) handOff(f *flight, i int, e *inboxEntry, acl *wire.ACLRow) {
+	entry, member := &e.body.entry, *e.member
 	if !wire.ChannelInAllow(acl.AllowSubscribe, entry.Channel) {
-		return ack, nil // outside the read ACL now: never handed over
+		return // outside the read ACL now: never handed over
 	}
 	if entry.Reason == wire.ReasonDurableChannel {
 		row := d.member(entry.Channel, member)
 		if row == nil || !row.Eligible(entry.Seq) {
-			return ack, nil // left, or not yet a member, at that message
+			return // left, or not yet a member, at that message
 		}
 	}
-	frame, err := json.Marshal(wire.DeliveryFrame{Version: wire.DeliveryFrameVersion, Channel: entry.Channel, Msg: entry.Msg})
+	frame, err := e.body.handOffFrame()
 	if err != nil {
-		return nil, err
+		f.fail(i, err)
+		return
 	}
 	out := nats.NewMsg(d.cfg.Space.DlvSubject(member))
 	out.Data = frame
-	out.Header.Set(wire.DeliveryFrameHeader, fmt.Sprint(wire.DeliveryFrameVersion))
+	out.Header.Set(wire.DeliveryFrameHeader, deliveryFrameVersion)
 	var opts []jetstream.PublishOpt
 	if id := wire.PlaneMsgID(entry.Msg.ID, member, entry.Generation); id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
-	if _, err := d.js.PublishMsg(ctx, out, opts...); err != nil {
-		return nil, err
-	}
-	return ack, nil
+	f.publish(i, func() (jetstream.PubAckFuture, error) { return d.js.PublishMsgAsync(out, opts...) })
 }
+
+// deliveryFrameVersion is the delivery frame header's value.
+var deliveryFrameVersion = strconv.Itoa(wire.DeliveryFrameVersion)
 
 // deleteEntry removes an entry addressed to a retired lifecycle from the inbox stream, then
 // settles its delivery. A delete the broker went on refusing is a permanent failure: it is

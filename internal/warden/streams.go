@@ -48,26 +48,33 @@ var ackFields = []string{"stream", "seq", "domain", "duplicate", "val", "batch",
 // reply subject has: empty (a status message), not a JSON object, a publish acknowledgement, or
 // an API response. Every row and record a space stores is a non-empty JSON object of its own.
 func jetStreamReply(body []byte) error {
-	var fields map[string]json.RawMessage
 	if len(body) == 0 {
 		return errors.New("an empty body: a JetStream status reply")
 	}
-	if json.Unmarshal(body, &fields) != nil || fields == nil {
+	var typ []byte
+	var stream, failed, other bool
+	object := objectFields(body, func(key string, value []byte) {
+		switch key {
+		case "type":
+			typ = value // the last of duplicate keys counts, as when decoding
+		case "stream":
+			stream = true
+		case "error":
+			failed = true
+		}
+		if !slices.Contains(ackFields, key) {
+			other = true
+		}
+	})
+	if !object {
 		return errors.New("not a JSON object")
 	}
-	var typ string
-	if raw, ok := fields["type"]; ok && json.Unmarshal(raw, &typ) == nil && strings.HasPrefix(typ, "io.nats.jetstream.") {
-		return fmt.Errorf("a JetStream API response (%s)", typ)
+	var t string
+	if typ != nil && json.Unmarshal(typ, &t) == nil && strings.HasPrefix(t, "io.nats.jetstream.") {
+		return fmt.Errorf("a JetStream API response (%s)", t)
 	}
-	_, stream := fields["stream"]
-	_, failed := fields["error"]
-	if !stream && !failed {
+	if (!stream && !failed) || other {
 		return nil
-	}
-	for f := range fields {
-		if !slices.Contains(ackFields, f) {
-			return nil
-		}
 	}
 	return errors.New("a JetStream publish acknowledgement")
 }
