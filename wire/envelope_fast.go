@@ -24,16 +24,16 @@ func decodeEnvelopeFast(data []byte) (e *envelope, ok bool) {
 		return e, s.end()
 	}
 	for {
-		key, ok := s.str()
+		key, ok := s.key()
 		if !ok || !s.next(':') {
 			return nil, false
 		}
-		bit, ok := envelopeKeys[key]
+		bit, ok := envelopeKeys[string(key)] // looked up without a copy
 		if !ok || seen&bit != 0 {
 			return nil, false // an unknown, duplicate or differently spelled key: the general decoder's call
 		}
 		seen |= bit
-		if !s.field(e, key) {
+		if !s.field(e, bit) {
 			return nil, false
 		}
 		if s.next('}') {
@@ -45,17 +45,32 @@ func decodeEnvelopeFast(data []byte) (e *envelope, ok bool) {
 	}
 }
 
-// envelopeKeys gives each envelope key a bit, to refuse duplicates.
+// The envelope's keys, each a bit, to refuse duplicates.
+const (
+	keyID uint16 = 1 << iota
+	keyTS
+	keySpace
+	keyFrom
+	keyChannel
+	keyTo
+	keyToService
+	keyMentions
+	keyParts
+	keyReplyTo
+	keyContextID
+)
+
+// envelopeKeys gives each envelope key its bit.
 var envelopeKeys = map[string]uint16{
-	"id": 1 << 0, "ts": 1 << 1, "space": 1 << 2, "from": 1 << 3, "channel": 1 << 4, "to": 1 << 5,
-	"toService": 1 << 6, "mentions": 1 << 7, "parts": 1 << 8, "replyTo": 1 << 9, "contextId": 1 << 10,
+	"id": keyID, "ts": keyTS, "space": keySpace, "from": keyFrom, "channel": keyChannel, "to": keyTo,
+	"toService": keyToService, "mentions": keyMentions, "parts": keyParts, "replyTo": keyReplyTo, "contextId": keyContextID,
 }
 
-// field reads key's value into e.
-func (s *scanner) field(e *envelope, key string) bool {
+// field reads the value of the key whose bit is key into e.
+func (s *scanner) field(e *envelope, key uint16) bool {
 	var ok bool
 	switch key {
-	case "ts":
+	case keyTS:
 		raw, ok := s.integer()
 		if !ok {
 			return false
@@ -66,13 +81,13 @@ func (s *scanner) field(e *envelope, key string) bool {
 		}
 		e.TS = &ts
 		return true
-	case "from":
+	case keyFrom:
 		e.From, ok = s.ref()
 		return ok
-	case "mentions":
+	case keyMentions:
 		e.Mentions, ok = s.strings()
 		return ok
-	case "parts":
+	case keyParts:
 		e.Parts, ok = s.parts()
 		return ok
 	}
@@ -81,19 +96,19 @@ func (s *scanner) field(e *envelope, key string) bool {
 		return false
 	}
 	switch key {
-	case "id":
+	case keyID:
 		e.ID = &v
-	case "space":
+	case keySpace:
 		e.Space = &v
-	case "channel":
+	case keyChannel:
 		e.Channel = &v
-	case "to":
+	case keyTo:
 		e.To = &v
-	case "toService":
+	case keyToService:
 		e.ToService = &v
-	case "replyTo":
+	case keyReplyTo:
 		e.ReplyTo = v
-	case "contextId":
+	case keyContextID:
 		e.ContextID = v
 	}
 	return true
@@ -140,18 +155,22 @@ func (s *scanner) token() (tok []byte, escaped, ok bool) {
 		return nil, false, false
 	}
 	start := s.i - 1
+	quote := -1 // the next quote at or after s.i, once found: found once, however many escapes
 	for {
-		j := bytes.IndexAny(s.b[s.i:], `"\`)
-		if j < 0 {
-			return nil, false, false
+		if quote < s.i {
+			j := bytes.IndexByte(s.b[s.i:], '"')
+			if j < 0 {
+				return nil, false, false
+			}
+			quote = s.i + j
 		}
-		s.i += j
-		if s.b[s.i] == '"' {
-			s.i++
+		k := bytes.IndexByte(s.b[s.i:quote], '\\')
+		if k < 0 {
+			s.i = quote + 1
 			break
 		}
 		escaped = true
-		s.i += 2 // the backslash and the character it escapes; encoding/json judges the pair
+		s.i += k + 2 // the backslash and the character it escapes; encoding/json judges the pair
 		if s.i > len(s.b) {
 			return nil, false, false
 		}
@@ -161,6 +180,16 @@ func (s *scanner) token() (tok []byte, escaped, ok bool) {
 		return nil, false, false
 	}
 	return tok, escaped, true
+}
+
+// key reads an object key, which the fast path takes only unescaped, and returns its content
+// within s's bytes.
+func (s *scanner) key() ([]byte, bool) {
+	tok, escaped, ok := s.token()
+	if !ok || escaped {
+		return nil, false
+	}
+	return tok[1 : len(tok)-1], true
 }
 
 // str reads a string and returns its content.
@@ -217,7 +246,7 @@ func (s *scanner) ref() (*refEnvelope, bool) {
 	}
 	var seen [3]bool
 	for {
-		key, ok := s.str()
+		key, ok := s.key()
 		if !ok || !s.next(':') {
 			return nil, false
 		}
@@ -225,12 +254,12 @@ func (s *scanner) ref() (*refEnvelope, bool) {
 		if !ok {
 			return nil, false
 		}
-		switch {
-		case key == "id" && !seen[0]:
+		switch { // each compared without a copy
+		case string(key) == "id" && !seen[0]:
 			seen[0], r.ID = true, &v
-		case key == "name" && !seen[1]:
+		case string(key) == "name" && !seen[1]:
 			seen[1], r.Name = true, &v
-		case key == "role" && !seen[2]:
+		case string(key) == "role" && !seen[2]:
 			seen[2], r.Role = true, v
 		default:
 			return nil, false

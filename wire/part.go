@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -240,8 +241,18 @@ func plainTextPart(data []byte) (string, bool) {
 	return text, true
 }
 
-// hasControl reports whether b holds a byte below 0x20, which a JSON string must escape.
+// hasControl reports whether b holds a byte below 0x20, which a JSON string must escape. It
+// tests eight bytes at a time: a word has a byte below n (n <= 128) exactly when
+// (w - n*0x0101...) &^ w & 0x8080... is not zero.
 func hasControl(b []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(b) >= 8 {
+		w := binary.LittleEndian.Uint64(b)
+		if (w-0x20*ones)&^w&highs != 0 {
+			return true
+		}
+		b = b[8:]
+	}
 	for _, c := range b {
 		if c < 0x20 {
 			return true

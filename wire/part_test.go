@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 )
@@ -14,6 +15,32 @@ func TestDecodeString(t *testing.T) {
 		wantOK := json.Unmarshal([]byte(raw), &want) == nil && raw != "null"
 		if ok != wantOK || got != want {
 			t.Errorf("decodeString(%s) = %q, %v; encoding/json gives %q, %v", raw, got, ok, want, wantOK)
+		}
+	}
+}
+
+// TestHasControl holds the word-at-a-time test to a byte-by-byte one: every byte value, at
+// every position of inputs that span whole words and a tail.
+func TestHasControl(t *testing.T) {
+	naive := func(b []byte) bool {
+		for _, c := range b {
+			if c < 0x20 {
+				return true
+			}
+		}
+		return false
+	}
+	for n := 1; n <= 19; n++ {
+		for pos := range n {
+			for c := range 256 {
+				for _, fill := range []byte{'a', 0x20, 0x7f, 0x80, 0xff} {
+					b := bytes.Repeat([]byte{fill}, n)
+					b[pos] = byte(c)
+					if got, want := hasControl(b), naive(b); got != want {
+						t.Fatalf("hasControl(%x) = %v, want %v", b, got, want)
+					}
+				}
+			}
 		}
 	}
 }
