@@ -88,7 +88,7 @@ func (s *scanner) field(e *envelope, key uint16) bool {
 		e.Mentions, ok = s.strings()
 		return ok
 	case keyParts:
-		e.Parts, ok = s.parts()
+		e.Parts, e.texts, ok = s.parts()
 		return ok
 	}
 	v, ok := s.str()
@@ -285,15 +285,45 @@ func (s *scanner) strings() ([]string, bool) {
 	return out, ok
 }
 
-// parts reads an array of part objects as their raw bytes.
-func (s *scanner) parts() ([]json.RawMessage, bool) {
-	out := []json.RawMessage{}
-	ok := s.array(func() bool {
+// parts reads an array of part objects as their raw bytes. A part in plain text form (see
+// plainTextPart) is read as the text part it is in the same pass, and returned in texts at its
+// index; texts is nil when no part was.
+func (s *scanner) parts() (raws []json.RawMessage, texts []Part, ok bool) {
+	raws = []json.RawMessage{}
+	ok = s.array(func() bool {
+		s.space()
+		if text, raw, ok := s.plainText(); ok {
+			if texts == nil {
+				texts = make([]Part, len(raws), len(raws)+1)
+			}
+			raws, texts = append(raws, raw), append(texts, Part{Kind: PartText, Text: text})
+			return true
+		}
 		raw, ok := s.object()
-		out = append(out, raw)
+		raws = append(raws, raw)
+		if texts != nil {
+			texts = append(texts, Part{})
+		}
 		return ok
 	})
-	return out, ok
+	return raws, texts, ok
+}
+
+// plainText reads a part in plain text form, {"kind":"text","text":"..."} with no space after
+// the text, as plainTextPart reads it from the part's bytes; data being valid UTF-8, so is the
+// text. Otherwise it reads nothing.
+func (s *scanner) plainText() (text string, raw json.RawMessage, ok bool) {
+	start := s.i
+	if !bytes.HasPrefix(s.b[s.i:], []byte(textPartHead)) {
+		return "", nil, false
+	}
+	s.i += len(textPartHead)
+	if text, ok = s.str(); !ok || s.i >= len(s.b) || s.b[s.i] != '}' {
+		s.i = start
+		return "", nil, false
+	}
+	s.i++
+	return text, s.b[start:s.i], true
 }
 
 // array reads [elem, ...] with each element read by elem.

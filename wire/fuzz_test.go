@@ -126,7 +126,7 @@ func FuzzEnvelopeFast(f *testing.F) {
 		`{"id":"m1","ts":1700000000000,"space":"main","from":{"id":"local.alice","name":"alice"},"channel":"general","parts":[{"kind":"text","text":"hi"}]}`,
 		` { "parts" : [ { "kind" : "artifact" , "size" : 12 , "name" : "a" } , {} ] , "to" : "local.bob" , "from" : { "role" : "r" , "id" : "x" } , "mentions" : [ "a" , "b" ] , "ts" : -0 } `,
 		`{"id":"m1","ID":"m2"}`, `{"id":"m1","id":"m2"}`, `{"id":"a\"b"}`, `{"ts":1e3}`, `{"ts":01}`, `{"mentions":[]}`, `{"parts":[]}`,
-		`{"parts":[{"kind":"data","data":{"x":[1,2]}}]}`, `{"\u0069d":"a\nb","id":"c"}`, `{"id":"\ud800\u00e9"}`, `{"parts":[{"k\"":"v\\"}]}`, `{"from":{}}`, `{"replyTo":null}`, `{}`, `[]`, `{"id":"m1"} x`, "{\"id\":\"\x01\"}",
+		`{"parts":[{"kind":"data","data":{"x":[1,2]}}]}`, `{"parts":[{"kind":"text","text": "a\u00e9\n"},{"kind":"text","text":"b" },{"kind":"text","text":"c"}]}`, `{"\u0069d":"a\nb","id":"c"}`, `{"id":"\ud800\u00e9"}`, `{"parts":[{"k\"":"v\\"}]}`, `{"from":{}}`, `{"replyTo":null}`, `{}`, `[]`, `{"id":"m1"} x`, "{\"id\":\"\x01\"}",
 	} {
 		f.Add([]byte(s))
 	}
@@ -142,6 +142,17 @@ func FuzzEnvelopeFast(f *testing.F) {
 		if err != nil {
 			t.Fatalf("fast path took %q, which encoding/json refuses: %v", data, err)
 		}
+		// The parts read as text in the same pass are the parts decoded from their bytes.
+		for i, p := range fast.texts {
+			if p.Kind == "" {
+				continue
+			}
+			var want Part
+			if err := want.UnmarshalJSON(fast.Parts[i]); err != nil || !reflect.DeepEqual(p, want) {
+				t.Fatalf("%q: part %d read as %+v, decoded as %+v (%v)", data, i, p, want, err)
+			}
+		}
+		fast.texts, slow.texts = nil, nil
 		if !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("%q: fast path %+v, encoding/json %+v", data, fast, slow)
 		}

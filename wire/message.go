@@ -189,6 +189,10 @@ type envelope struct {
 	Parts     []json.RawMessage `json:"parts"`
 	ReplyTo   string            `json:"replyTo"`
 	ContextID string            `json:"contextId"`
+	// texts holds, by index, the parts the one-pass decoder read as plain text parts (see
+	// plainTextPart) while it scanned them; the zero Part where it did not. Decoding the part
+	// again from Parts gives the same Part.
+	texts []Part
 }
 
 type refEnvelope struct {
@@ -257,6 +261,10 @@ func (e *envelope) message() (*CotalMessage, error) {
 		return nil, invalidf("routing", "", "exactly one of channel, to and toService must be present; %d are", n)
 	}
 	for i, raw := range e.Parts {
+		if i < len(e.texts) && e.texts[i].Kind == PartText {
+			m.Parts[i] = e.texts[i]
+			continue
+		}
 		if err := m.Parts[i].UnmarshalJSON(raw); err != nil {
 			return nil, within(fmt.Sprintf("parts[%d]", i), err)
 		}
