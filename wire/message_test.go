@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -315,5 +316,52 @@ func TestEpochMillis(t *testing.T) {
 	now := time.UnixMilli(1710000000000)
 	if MillisOf(now).Time() != now {
 		t.Error("MillisOf and Time must round-trip")
+	}
+}
+
+// TestMarshalMessage holds the message encoder to json.Marshal, byte for byte, for every kind of
+// part and text that needs escaping.
+func TestMarshalMessage(t *testing.T) {
+	for _, text := range []string{"", "hi", `<a href="x">&amp;</a>`, "line\nnext\ttab\\\"", "\u2028\u2029é\U0001F600", "bad \xff utf-8", `"parts":null`} {
+		checkMarshalMessage(t, text, text)
+	}
+}
+
+func FuzzMarshalMessage(f *testing.F) {
+	f.Add("hi", "alice")
+	f.Add("<&>\n\"parts\":null", "\xffname")
+	f.Fuzz(checkMarshalMessage)
+}
+
+func checkMarshalMessage(t *testing.T, text, name string) {
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	for _, parts := range [][]Part{
+		nil, {}, {TextPart(text)},
+		{TextPart(text), {Kind: PartData, Data: json.RawMessage(`{"k": [1, "<x>"]}`)}, {Kind: PartArtifact, Name: text, MediaType: "text/plain", Digest: digest, Size: 3}},
+		{{Kind: "com.acme.snap", Extra: map[string]json.RawMessage{"b": json.RawMessage(`"<&>"`), "a": json.RawMessage(`2`)}}, TextPart(text)},
+	} {
+		m := &CotalMessage{ID: "m<1>", TS: 1, Space: "main", From: EndpointRef{ID: "local.alice", Name: name, Role: text},
+			Channel: "general", Mentions: []string{name, "parts"}, Parts: parts, ReplyTo: text, ContextID: text}
+		want, werr := json.Marshal(m)
+		got, gerr := marshalMessage(m)
+		if (werr == nil) != (gerr == nil) || string(got) != string(want) {
+			t.Fatalf("marshalMessage = %s, %v; json.Marshal = %s, %v", got, gerr, want, werr)
+		}
+	}
+}
+
+func BenchmarkEncodeMessage(b *testing.B) {
+	for _, size := range []int{128, 4096} {
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
+			m := &CotalMessage{ID: NewMessageID(), TS: 1, Space: "main", Channel: "general",
+				From: EndpointRef{ID: "local.alice", Name: "alice"}, Parts: []Part{TextPart(strings.Repeat("x", size))}}
+			b.ReportAllocs()
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				if _, err := EncodeMessage(m, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
