@@ -285,3 +285,21 @@ func TestRosterHoldsThousands(t *testing.T) {
 	}
 	t.Logf("%d agents online in %.2f s (raw %.2f s)", n, res[0].Cotal, res[0].Raw)
 }
+
+// TestPresenceNeedsItsOpenFiles: a roster larger than the process can hold open is refused up
+// front, saying what to do; one it can hold is not.
+func TestPresenceNeedsItsOpenFiles(t *testing.T) {
+	t.Parallel()
+	if _, ok := openFileLimit(); !ok {
+		t.Skip("the system does not tell the open-file limit")
+	}
+	if err := openFilesFor(1<<40, true); err == nil || !strings.Contains(err.Error(), "--server") || !strings.Contains(err.Error(), "ulimit -n") {
+		t.Errorf("an embedded roster beyond the limit: %v", err)
+	}
+	if err := openFilesFor(1<<40, false); err == nil || strings.Contains(err.Error(), "--server") {
+		t.Errorf("an external roster beyond the limit: %v", err)
+	}
+	if err := openFilesFor(10, true); err != nil {
+		t.Errorf("ten agents: %v", err)
+	}
+}

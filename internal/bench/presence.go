@@ -30,11 +30,32 @@ const (
 	cpuSamples = 5
 )
 
+// openFilesFor refuses a presence case of n agents that this process cannot hold open: a socket
+// per agent and, with the broker embedded, the broker's end of each too, with room for the rest.
+// Failing there would cost the agents already connected and end on a bare "too many open files".
+func openFilesFor(n int, embedded bool) error {
+	need := uint64(n) + 1024
+	if embedded {
+		need += uint64(n)
+	}
+	if limit, ok := openFileLimit(); ok && limit < need {
+		how := "raise it (ulimit -n)"
+		if embedded {
+			how += ", or bench a mesh of its own with --server, which holds the broker's ends"
+		}
+		return fmt.Errorf("%d agents need about %d open files in this process, over its limit of %d: %s", n, need, limit, how)
+	}
+	return nil
+}
+
 // presenceCase measures n agents joining: how long until an observer's roster shows every one
 // online, how long a fresh roster takes to load them, and the broker's CPU under their
 // heartbeats.
 func presenceCase(n int) func(context.Context, *runner) ([]Result, error) {
 	return func(ctx context.Context, r *runner) ([]Result, error) {
+		if err := openFilesFor(n, r.env.Embedded); err != nil {
+			return nil, err
+		}
 		f := r.fleet()
 		defer f.close()
 		prefix := r.name("p%d_", n)
