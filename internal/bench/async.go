@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -96,6 +97,9 @@ func (a *async) cotal(ctx context.Context, f *fleet) (side, error) {
 	}}, nil
 }
 
+// rawStallWait is how long the raw side's send waits for a slot in a full window.
+const rawStallWait = 30 * time.Second
+
 func (a *async) raw(ctx context.Context, f *fleet) (side, error) {
 	nc, _, err := f.conn(ctx, a.pub)
 	if err != nil {
@@ -108,7 +112,9 @@ func (a *async) raw(ctx context.Context, f *fleet) (side, error) {
 	subject, _ := a.env.Space.ChatSubject(a.pub.Principal, a.rawChannel) // validated at issue
 	body := rawBody(a.env.Space, a.pub.Principal, a.rawChannel, asyncSize)
 	return &pipeSide{send: func(ctx context.Context) (func(context.Context) error, error) {
-		fut, err := js.PublishAsync(subject, body, jetstream.WithMsgID(wire.NewMessageID()))
+		// Like the SDK's, a send finding the window full waits for a slot (the default gives up
+		// after 200 ms, which a loaded machine exceeds).
+		fut, err := js.PublishAsync(subject, body, jetstream.WithMsgID(wire.NewMessageID()), jetstream.WithStallWait(rawStallWait))
 		if err != nil {
 			return nil, err
 		}

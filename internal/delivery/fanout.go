@@ -82,6 +82,16 @@ func (b *fanoutRun) post(ctx context.Context, f *flight, i int, msg jetstream.Ms
 		return err
 	}
 	seq, channel := meta.Sequence.Stream, dl.Subject.Rest
+	rows, ok := b.members[channel]
+	if !ok {
+		rows = d.membersOf(channel)
+		b.members[channel] = rows
+	}
+	if len(rows) == 0 && len(dl.Message.Mentions) == 0 {
+		// Owed to no one, whatever the channel's class: most posts on a live channel. A member
+		// joining now is caught up to the fan-out's position, which is past this post.
+		return nil
+	}
 	eff, ok := b.channels[channel]
 	if !ok {
 		if eff, err = d.channelConfig(ctx, channel); err != nil {
@@ -91,11 +101,6 @@ func (b *fanoutRun) post(ctx context.Context, f *flight, i int, msg jetstream.Ms
 	}
 	if eff.DeliveryClass == wire.ClassDurable {
 		copies := newInboxCopies(dl, seq, wire.ReasonDurableChannel)
-		rows, ok := b.members[channel]
-		if !ok {
-			rows = d.membersOf(channel)
-			b.members[channel] = rows
-		}
 		for _, row := range rows {
 			if row.Owner == dl.Sender.String() || !row.Eligible(seq) {
 				continue
