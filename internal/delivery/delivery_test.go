@@ -201,35 +201,31 @@ func TestDurableChannelBackstop(t *testing.T) {
 	}
 }
 
-func TestLeaveAndRevocationStopTheBackstop(t *testing.T) {
-	t.Parallel()
+// teamBackstop starts a mesh with a delivery daemon and the durable channel team without
+// history replay (only the backstop catches up), and connects alice, who posts there.
+func teamBackstop(t *testing.T) (*meshtest.Mesh, *cotal.Client) {
+	t.Helper()
 	m := meshtest.Start(t)
 	runDaemon(t, m, "delivery")
-	ctx := t.Context()
 	setChannel(t, m, "team", wire.ChannelConfig{Replay: ptr(false)})
 	team := []string{"team"}
-	alice := connect(t, m, m.AgentCred(t, ledger.Request{Name: "alice", AllowPublish: team, Subscribe: team}).Creds, nil)
-	joinDurable := func(c *cotal.Client) {
-		meshtest.Eventually(t, wait+delivery.LeaseTTL, "a durable join", func() bool {
-			r, err := c.Join(ctx, "team")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !r.Durable {
-				_ = c.Leave(ctx, "team")
-			}
-			return r.Durable
-		})
-	}
+	return m, connect(t, m, m.AgentCred(t, ledger.Request{Name: "alice", AllowPublish: team, Subscribe: team}).Creds, nil)
+}
+
+func TestLeaveAndRevocationStopTheBackstop(t *testing.T) {
+	t.Parallel()
+	m, alice := teamBackstop(t)
+	ctx := t.Context()
+	team := []string{"team"}
 	bobCred := m.AgentCred(t, ledger.Request{Name: "bob", Subscribe: team})
 	bob := connect(t, m, bobCred.Creds, nil)
-	joinDurable(bob)
+	joinDurable(t, bob, "team")
 	if err := bob.Leave(ctx, "team"); err != nil {
 		t.Fatal(err)
 	}
 	carolCred := m.AgentCred(t, ledger.Request{Name: "carol", Subscribe: team})
 	carol := connect(t, m, carolCred.Creds, nil)
-	joinDurable(carol)
+	joinDurable(t, carol, "team")
 	// Revoke carol's read ACL (a provisioner narrows it to nothing).
 	prov := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileProvisioner, Name: "prov"}))
 	carolLife := wire.Lifecycle{Principal: carolCred.Principal, UID: carolCred.LifecycleUID}

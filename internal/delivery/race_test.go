@@ -9,9 +9,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/delivery"
 	"github.com/gocotal/cotal/internal/ledger"
-	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -23,28 +21,15 @@ import (
 // before is handed over.
 func TestRevocationAndLeaveRaceTheBackstop(t *testing.T) {
 	t.Parallel()
-	m := meshtest.Start(t)
-	runDaemon(t, m, "delivery")
+	m, alice := teamBackstop(t)
 	ctx := t.Context()
-	setChannel(t, m, "team", wire.ChannelConfig{Replay: ptr(false)})
-	team := []string{"team"}
-	alice := connect(t, m, m.AgentCred(t, ledger.Request{Name: "alice", AllowPublish: team, Subscribe: team}).Creds, nil)
 	// The members connect without a handler: their hand-offs stay in the dlv stream to be read.
 	members := map[string]*authority.Credential{}
 	clients := map[string]*cotal.Client{}
 	for _, name := range []string{"bob", "carol", "dave"} {
-		members[name] = m.AgentCred(t, ledger.Request{Name: name, Subscribe: team})
+		members[name] = m.AgentCred(t, ledger.Request{Name: name, Subscribe: []string{"team"}})
 		clients[name] = connect(t, m, members[name].Creds, nil)
-		meshtest.Eventually(t, wait+delivery.LeaseTTL, name+"'s durable join", func() bool {
-			r, err := clients[name].Join(ctx, "team")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !r.Durable {
-				_ = clients[name].Leave(ctx, "team")
-			}
-			return r.Durable
-		})
+		joinDurable(t, clients[name], "team")
 	}
 	// The warden's credential reads every message stream.
 	js := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileWarden, Name: "check"})).JS
