@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -224,17 +225,25 @@ func (c *Client) dial(ctx context.Context, t *Target) error {
 			return nil
 		}
 		last = err
-		if !errors.Is(err, nats.ErrNoServers) {
+		if !transient(err) {
 			break // an auth or protocol error will not heal by retrying
 		}
 	}
-	if errors.Is(last, nats.ErrNoServers) {
+	if transient(last) {
 		return fmt.Errorf("%w: %s after %d attempts: %v", ErrUnreachable, t.Server, c.opts.connectAttempts, last)
 	}
 	if errors.Is(last, nats.ErrAuthorization) || errors.Is(last, nats.ErrAuthExpired) || errors.Is(last, nats.ErrAuthRevoked) {
 		return fmt.Errorf("%w: connect to %s: %v", ErrNotPermitted, t.Server, last)
 	}
 	return fmt.Errorf("connect to %s: %w", t.Server, last)
+}
+
+// transient reports whether a failed connect may succeed when tried again: no server answered,
+// or one accepted the connection but did not complete the handshake in time (a broker busy with
+// a mass join, say).
+func transient(err error) bool {
+	var ne net.Error
+	return errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // reconnectDelay backs off from 100 ms to 5 s.

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal"
@@ -436,5 +439,44 @@ func TestRosterStopEndsQuietly(t *testing.T) {
 		default:
 			return
 		}
+	}
+}
+
+// TestConnectRetriesASilentBroker: a broker that accepts the connection but does not complete
+// the handshake in time (one busy with a mass join) is tried again, each attempt a connection of
+// its own, and then reported unreachable.
+func TestConnectRetriesASilentBroker(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	done := make(chan struct{})
+	go func() { // owned: ends when the listener closes at cleanup
+		defer close(done)
+		var conns []net.Conn // silent: no INFO is ever sent
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() { _ = l.Close(); <-done })
+	_, err = cotal.Connect(t.Context(), "nats://"+l.Addr().String(), cotal.WithSpace("main"),
+		cotal.WithConnectAttempts(2), cotal.WithNATSOptions(nats.Timeout(200*time.Millisecond)))
+	if !errors.Is(err, cotal.ErrUnreachable) || !strings.Contains(err.Error(), "2 attempts") {
+		t.Errorf("a silent broker = %v", err)
+	}
+	if n := accepted.Load(); n != 2 {
+		t.Errorf("%d connections to a silent broker, want one per attempt (2)", n)
 	}
 }
