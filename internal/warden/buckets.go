@@ -79,12 +79,16 @@ func (r *rows) before(b wire.Bucket, key string, seq uint64) *row {
 	return nil
 }
 
+// loadPoll is how often a bucket's initial load is checked until it is complete.
+const loadPoll = 100 * time.Millisecond
+
 // guardBuckets watches every bucket of the space from each key's current row on, and repairs
 // every row that has the shape only a JetStream reply has (jetStreamReply): the key's last valid
 // row is put back while it is still alive, or else the row is deleted. Readers hold the rows to
 // their own types; the warden judges only what no writer of any version stores.
 func (w *Warden) guardBuckets(ctx context.Context) error {
 	var started []jetstream.ConsumeContext
+	var polls sync.WaitGroup // the checks of each bucket's initial load
 	ctx, stop := context.WithCancel(ctx)
 	defer func() {
 		for _, cc := range started {
@@ -92,6 +96,7 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 		}
 		stop() // a failed start returns before the caller's ctx ends: the expiries end with this one
 		w.expiries.Wait()
+		polls.Wait()
 	}()
 	names := w.cfg.Space.Buckets()
 	var loading atomic.Int32
@@ -105,6 +110,7 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 	}
 	for _, b := range names {
 		once := new(sync.Once)
+		var judged atomic.Uint64 // the stream sequence of the last row judged
 		// No filter: a copy stored under a subject outside the bucket is seen too.
 		cons, err := w.js.OrderedConsumer(ctx, b.Stream(), jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
@@ -114,21 +120,37 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 		}
 		cc, err := cons.Consume(func(msg jetstream.Msg) {
 			meta := w.judgeRow(ctx, b, msg)
-			if meta != nil && meta.NumPending == 0 {
-				loaded(once)
+			if meta != nil {
+				judged.Store(meta.Sequence.Stream)
+				if meta.NumPending == 0 {
+					loaded(once)
+				}
 			}
 		})
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", b, err)
 		}
 		started = append(started, cc)
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return fmt.Errorf("watch %s: %w", b, err)
-		}
-		if info.NumPending == 0 && info.Delivered.Stream == 0 {
-			loaded(once)
-		}
+		// The last row delivered may have been delivered with rows still pending that then
+		// expired (a lapsed lease in a bucket with a TTL) and are never delivered: the bucket
+		// is loaded too once the consumer has nothing pending and every row it delivered is
+		// judged.
+		polls.Go(func() { // owned: waited for on return
+			t := time.NewTicker(loadPoll)
+			defer t.Stop()
+			for {
+				info, err := cons.Info(ctx)
+				if err == nil && info.NumPending == 0 && judged.Load() >= info.Delivered.Stream {
+					loaded(once)
+					return
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		})
 	}
 	<-ctx.Done()
 	return nil
