@@ -73,8 +73,8 @@ func (f *fleet) client(ctx context.Context, cred *authority.Credential, opts ...
 }
 
 // conn connects cred as a plain nats.go connection, with a JetStream context on it.
-func (f *fleet) conn(ctx context.Context, cred *authority.Credential) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := dial.As(ctx, f.env.URL, cred)
+func (f *fleet) conn(ctx context.Context, cred *authority.Credential, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := dial.As(ctx, f.env.URL, cred, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

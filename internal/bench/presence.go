@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
@@ -20,6 +21,9 @@ import (
 const (
 	// presenceDial is how many agents connect at once.
 	presenceDial = 128
+	// presenceHandshake bounds each agent's connection handshake, on both sides: a mass join on
+	// a loaded machine (or under the race detector) outlasts nats.go's 2 s default.
+	presenceHandshake = 10 * time.Second
 	// presenceIssuers is how many credentials are issued at once.
 	presenceIssuers = 4
 	// presencePoll is how often the roster is counted.
@@ -75,7 +79,7 @@ func presenceCase(n int) func(context.Context, *runner) ([]Result, error) {
 		af := r.fleet()
 		defer af.close()
 		connected, converged, err := join(ctx, obs, prefix, creds, func(ctx context.Context, cred *authority.Credential) error {
-			_, err := af.client(ctx, cred)
+			_, err := af.client(ctx, cred, cotal.WithNATSOptions(nats.Timeout(presenceHandshake)))
 			return err
 		})
 		if err != nil {
@@ -105,7 +109,7 @@ func presenceCase(n int) func(context.Context, *runner) ([]Result, error) {
 		beat, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
 		rf.onClose(stopBeats)
 		rawConnected, rawConverged, err := join(ctx, obs, prefix, creds, func(ctx context.Context, cred *authority.Credential) error {
-			_, js, err := rf.conn(ctx, cred)
+			_, js, err := rf.conn(ctx, cred, nats.Timeout(presenceHandshake))
 			if err != nil {
 				return err
 			}
