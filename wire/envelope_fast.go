@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 )
 
 // decodeEnvelopeFast decodes the common shape of a message in one pass without reflection. That
@@ -13,8 +14,13 @@ import (
 // encoding/json itself. ok is false for anything else, and the caller then decodes with
 // encoding/json, so the fast path never decides what the general decoder would decide
 // differently (FuzzEnvelopeFast holds it to that). data must be valid UTF-8.
+//
+// The decoded strings share one copy of data, and the envelope's fields point into its own
+// storage, so a message costs a handful of allocations rather than one per field. The strings a
+// receiver keeps past the message (its id, replyTo and contextId, as de-duplication and
+// correlation keys) are copied on their own, so that keeping them does not pin the payload.
 func decodeEnvelopeFast(data []byte) (e *envelope, ok bool) {
-	s := &scanner{b: data}
+	s := &scanner{b: data, src: string(data)}
 	e = &envelope{}
 	var seen uint16
 	if !s.next('{') {
@@ -75,20 +81,19 @@ func (s *scanner) field(e *envelope, key uint16) bool {
 		if !ok {
 			return false
 		}
-		var ts EpochMillis
-		if ts.UnmarshalJSON(raw) != nil {
+		if e.own.ts.UnmarshalJSON(raw) != nil {
 			return false
 		}
-		e.TS = &ts
+		e.TS = &e.own.ts
 		return true
 	case keyFrom:
-		e.From, ok = s.ref()
+		e.From, ok = &e.own.from, s.ref(&e.own.from, &e.own.fromID, &e.own.fromName)
 		return ok
 	case keyMentions:
 		e.Mentions, ok = s.strings()
 		return ok
 	case keyParts:
-		e.Parts, e.texts, ok = s.parts()
+		e.Parts, e.texts, ok = s.parts(e.own.parts[:0], e.own.texts[:0])
 		return ok
 	}
 	v, ok := s.str()
@@ -97,27 +102,45 @@ func (s *scanner) field(e *envelope, key uint16) bool {
 	}
 	switch key {
 	case keyID:
-		e.ID = &v
+		e.own.id = strings.Clone(v)
+		e.ID = &e.own.id
 	case keySpace:
-		e.Space = &v
+		e.own.space = v
+		e.Space = &e.own.space
 	case keyChannel:
-		e.Channel = &v
+		e.own.channel = v
+		e.Channel = &e.own.channel
 	case keyTo:
-		e.To = &v
+		e.own.to = v
+		e.To = &e.own.to
 	case keyToService:
-		e.ToService = &v
+		e.own.toService = v
+		e.ToService = &e.own.toService
 	case keyReplyTo:
-		e.ReplyTo = v
+		e.ReplyTo = strings.Clone(v)
 	case keyContextID:
-		e.ContextID = v
+		e.ContextID = strings.Clone(v)
 	}
 	return true
+}
+
+// ownValues is the storage the one-pass decoder points an envelope's fields into, held in the
+// envelope itself; room for one part, the common case, before the parts need their own.
+type ownValues struct {
+	id, space, channel, to, toService string
+	ts                                EpochMillis
+	from                              refEnvelope
+	fromID, fromName                  string
+	parts                             [1]json.RawMessage
+	texts                             [1]Part
 }
 
 // scanner reads the fast path's JSON subset.
 type scanner struct {
 	b []byte
 	i int
+	// src, when set, is b as a string: unescaped strings are cut from it rather than copied.
+	src string
 }
 
 func (s *scanner) space() {
@@ -199,6 +222,9 @@ func (s *scanner) str() (string, bool) {
 		return "", false
 	}
 	if !escaped {
+		if s.src != "" { // tok ends at s.i
+			return s.src[s.i-len(tok)+1 : s.i-1], true
+		}
 		return string(tok[1 : len(tok)-1]), true
 	}
 	var v string
@@ -235,40 +261,40 @@ func (s *scanner) integer() ([]byte, bool) {
 	return s.b[start:s.i], true
 }
 
-// ref reads a from object of the keys id, name and role, each once.
-func (s *scanner) ref() (*refEnvelope, bool) {
-	r := &refEnvelope{}
+// ref reads a from object of the keys id, name and role, each once, into r, pointing its id and
+// name at id and name.
+func (s *scanner) ref(r *refEnvelope, id, name *string) bool {
 	if !s.next('{') {
-		return nil, false
+		return false
 	}
 	if s.next('}') {
-		return r, true
+		return true
 	}
 	var seen [3]bool
 	for {
 		key, ok := s.key()
 		if !ok || !s.next(':') {
-			return nil, false
+			return false
 		}
 		v, ok := s.str()
 		if !ok {
-			return nil, false
+			return false
 		}
 		switch { // each compared without a copy
 		case string(key) == "id" && !seen[0]:
-			seen[0], r.ID = true, &v
+			seen[0], *id, r.ID = true, v, id
 		case string(key) == "name" && !seen[1]:
-			seen[1], r.Name = true, &v
+			seen[1], *name, r.Name = true, v, name
 		case string(key) == "role" && !seen[2]:
 			seen[2], r.Role = true, v
 		default:
-			return nil, false
+			return false
 		}
 		if s.next('}') {
-			return r, true
+			return true
 		}
 		if !s.next(',') {
-			return nil, false
+			return false
 		}
 	}
 }
@@ -285,25 +311,21 @@ func (s *scanner) strings() ([]string, bool) {
 	return out, ok
 }
 
-// parts reads an array of part objects as their raw bytes. A part in plain text form (see
-// plainTextPart) is read as the text part it is in the same pass, and returned in texts at its
-// index; texts is nil when no part was.
-func (s *scanner) parts() (raws []json.RawMessage, texts []Part, ok bool) {
-	raws = []json.RawMessage{}
-	ok = s.array(func() bool {
+// parts reads an array of part objects as their raw bytes, appended to raws (empty, not nil). A
+// part in plain text form (see plainTextPart) is read as the text part it is in the same pass,
+// and its Part appended to texts (empty) at its index; texts is empty when no part was.
+func (s *scanner) parts(raws []json.RawMessage, texts []Part) ([]json.RawMessage, []Part, bool) {
+	ok := s.array(func() bool {
 		s.space()
 		if text, raw, ok := s.plainText(); ok {
-			if texts == nil {
-				texts = make([]Part, len(raws), len(raws)+1)
+			for len(texts) < len(raws) {
+				texts = append(texts, Part{})
 			}
 			raws, texts = append(raws, raw), append(texts, Part{Kind: PartText, Text: text})
 			return true
 		}
 		raw, ok := s.object()
 		raws = append(raws, raw)
-		if texts != nil {
-			texts = append(texts, Part{})
-		}
 		return ok
 	})
 	return raws, texts, ok

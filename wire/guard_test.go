@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestGuard(t *testing.T) {
@@ -233,5 +234,59 @@ func TestReceiveRefusesLongNames(t *testing.T) {
 	var v *ValidationError
 	if _, err := DecodePresence(p.Card.ID, row); !errors.As(err, &v) || v.Field != "card.name" {
 		t.Errorf("DecodePresence of a 200-character card.name = %v, want an error on card.name", err)
+	}
+}
+
+// TestGuardAllocations holds receiving a text message to a fixed number of allocations, whatever
+// its fields: one copy of the payload the strings share, the id's own copy, the envelope, the
+// message and the delivery.
+func TestGuardAllocations(t *testing.T) {
+	sender, _ := NewPrincipal("local", "alice")
+	subject, _ := Space("main").ChatSubject(sender, "general")
+	m := &CotalMessage{ID: NewMessageID(), TS: 1, Space: "main", Channel: "general", Mentions: []string{"bob"},
+		From: EndpointRef{ID: sender.String(), Name: "alice", Role: "writer"}, Parts: []Part{TextPart("hello")}}
+	payload, err := EncodeMessage(m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := Guard(subject, payload); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 6 {
+		t.Errorf("Guard allocates %.0f times per message, want at most 6", n)
+	}
+}
+
+// TestKeptStringsDoNotPinThePayload checks that the strings a receiver keeps past a message (its
+// id in the de-duplication ring, replyTo and contextId for correlation) are copies of their own,
+// while the rest are cut from one shared copy of the payload.
+func TestKeptStringsDoNotPinThePayload(t *testing.T) {
+	sender, _ := NewPrincipal("local", "alice")
+	subject, _ := Space("main").ChatSubject(sender, "general")
+	m := &CotalMessage{ID: "m-kept", TS: 1, Space: "main", Channel: "general", ReplyTo: "m-asked", ContextID: "ctx-kept",
+		From: EndpointRef{ID: sender.String(), Name: "alice"}, Parts: []Part{TextPart(strings.Repeat("x", 4096))}}
+	payload, err := EncodeMessage(m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Guard(subject, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shared copy is found from the channel, which is cut from it at its offset in payload.
+	at := strings.Index(string(payload), `"channel":"general"`) + len(`"channel":"`)
+	start := uintptr(unsafe.Pointer(unsafe.StringData(d.Message.Channel))) - uintptr(at)
+	within := func(s string) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		return p >= start && p < start+uintptr(len(payload))
+	}
+	if !within(d.Message.Parts[0].Text) || !within(d.Message.From.Name) {
+		t.Fatal("the text and the name are not cut from the shared copy, so this test finds nothing")
+	}
+	for name, s := range map[string]string{"id": d.Message.ID, "replyTo": d.Message.ReplyTo, "contextId": d.Message.ContextID} {
+		if within(s) {
+			t.Errorf("%s %q is cut from the payload's copy: keeping it pins %d bytes", name, s, len(payload))
+		}
 	}
 }

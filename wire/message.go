@@ -195,31 +195,36 @@ func marshalMessage(m *CotalMessage) ([]byte, error) {
 	if m.Parts == nil || at < 0 {
 		return head, nil
 	}
-	parts, err := marshalParts(m.Parts)
-	if err != nil {
+	key := len(partsNull) - len("null")
+	out := append(make([]byte, 0, len(head)+partsSize(m.Parts)), head[:at+key]...)
+	if out, err = appendParts(out, m.Parts); err != nil {
 		return nil, err
 	}
-	key := len(partsNull) - len("null")
-	out := make([]byte, 0, len(head)+len(parts))
-	out = append(append(append(out, head[:at+key]...), parts...), head[at+len(partsNull):]...)
-	return out, nil
+	return append(out, head[at+len(partsNull):]...), nil
 }
 
-// marshalParts encodes parts as a JSON array, each text part as a plain struct (which
-// encoding/json does not re-scan) and any other by its MarshalJSON.
-func marshalParts(parts []Part) ([]byte, error) {
-	out := []byte{'['}
+// partsSize estimates the bytes parts encode to, so that a message is encoded into one buffer.
+func partsSize(parts []Part) int {
+	n := 2
+	for _, p := range parts {
+		n += len(textPartHead) + len(p.Text) + len(p.Data) + 64
+	}
+	return n
+}
+
+// appendParts appends parts as a JSON array, each text part written directly and any other by
+// its MarshalJSON.
+func appendParts(out []byte, parts []Part) ([]byte, error) {
+	out = append(out, '[')
 	for i, p := range parts {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		var b []byte
-		var err error
 		if p.Kind == PartText {
-			b, err = json.Marshal(textPartJSON{p.Kind, p.Text})
-		} else {
-			b, err = p.MarshalJSON()
+			out = appendTextPart(out, p.Text)
+			continue
 		}
+		b, err := p.MarshalJSON()
 		if err != nil {
 			return nil, err
 		}
@@ -246,6 +251,8 @@ type envelope struct {
 	// plainTextPart) while it scanned them; the zero Part where it did not. Decoding the part
 	// again from Parts gives the same Part.
 	texts []Part
+	// own is what the one-pass decoder points the fields above at.
+	own ownValues
 }
 
 type refEnvelope struct {
@@ -302,7 +309,6 @@ func (e *envelope) message() (*CotalMessage, error) {
 		To:       deref(e.To),
 		Mentions: e.Mentions, ReplyTo: e.ReplyTo, ContextID: e.ContextID,
 		ToService: deref(e.ToService),
-		Parts:     make([]Part, len(e.Parts)),
 	}
 	n := 0
 	for _, f := range [...]*string{e.Channel, e.To, e.ToService} {
@@ -313,6 +319,11 @@ func (e *envelope) message() (*CotalMessage, error) {
 	if n != 1 {
 		return nil, invalidf("routing", "", "exactly one of channel, to and toService must be present; %d are", n)
 	}
+	if e.allText() {
+		m.Parts = e.texts[:len(e.texts):len(e.texts)] // read already, in the decoder's own pass
+		return m, nil
+	}
+	m.Parts = make([]Part, len(e.Parts))
 	for i, raw := range e.Parts {
 		if i < len(e.texts) && e.texts[i].Kind == PartText {
 			m.Parts[i] = e.texts[i]
@@ -325,6 +336,19 @@ func (e *envelope) message() (*CotalMessage, error) {
 	return m, nil
 }
 
+// allText reports whether the one-pass decoder read every part as a text part.
+func (e *envelope) allText() bool {
+	if len(e.Parts) == 0 || len(e.texts) != len(e.Parts) {
+		return false
+	}
+	for _, p := range e.texts {
+		if p.Kind != PartText {
+			return false
+		}
+	}
+	return true
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -334,13 +358,11 @@ func deref(s *string) string {
 
 // UnmarshalJSON implements json.Unmarshaler with the schema's shape rules: the required fields
 // present with their types, exactly one routing field, and valid parts; and a from.name of at
-// most MaxNameLength. Unknown fields are ignored.
+// most MaxNameLength. Unknown fields are ignored. The decoded strings may share one copy of data,
+// except the id, replyTo and contextId, which are copies of their own so that keeping them (as
+// de-duplication or correlation keys) does not keep the whole message.
 func (m *CotalMessage) UnmarshalJSON(data []byte) error {
-	e, err := decodeEnvelope(data)
-	if err != nil {
-		return err
-	}
-	dec, err := e.message()
+	dec, err := DecodeMessage(data)
 	if err != nil {
 		return err
 	}
@@ -350,13 +372,13 @@ func (m *CotalMessage) UnmarshalJSON(data []byte) error {
 
 // DecodeMessage decodes a delivery message payload, returning a *ValidationError naming the field
 // that breaks the schema or a from.name over MaxNameLength. It does not compare the sender with a
-// subject; Guard does.
+// subject; Guard does. Its strings are held as UnmarshalJSON holds them.
 func DecodeMessage(data []byte) (*CotalMessage, error) {
-	var m CotalMessage
-	if err := m.UnmarshalJSON(data); err != nil {
+	e, err := decodeEnvelope(data)
+	if err != nil {
 		return nil, err
 	}
-	return &m, nil
+	return e.message()
 }
 
 // NewMessageID returns a fresh message id: a UUID version 7 (RFC 9562), time-ordered, as the

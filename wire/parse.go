@@ -34,24 +34,39 @@ func (p ParsedSubject) Principal() (Principal, error) {
 // dlv, wfj and trace carry no sender), or a wrong arity. The error is a *ValidationError whose Rule
 // says which.
 func ParseSubject(subject string) (ParsedSubject, error) {
-	t := strings.Split(subject, ".")
-	if t[0] != Root || len(t) < 3 {
+	// Cut without allocating, as every received message is: t holds the first tokens, and its
+	// last the rest of the subject, dots and all.
+	var t [7]string
+	n, rest := 0, subject
+	for ; n < len(t)-1; n++ {
+		i := strings.IndexByte(rest, '.')
+		if i < 0 {
+			break
+		}
+		t[n], rest = rest[:i], rest[i+1:]
+	}
+	t[n] = rest
+	n++
+	if t[0] != Root || n < 3 {
 		return ParsedSubject{}, invalidf("subject", subject, "must start with %q.<space>.<kind>", Root)
 	}
 	p := ParsedSubject{Kind: SubjectKind(t[2]), Space: t[1]}
+	more := n == len(t) && strings.IndexByte(t[n-1], '.') >= 0 // more than seven tokens
 	switch p.Kind {
 	case KindChat:
-		if len(t) < 6 {
+		if n < 6 {
 			return ParsedSubject{}, invalid("subject", subject, "a chat subject is cotal.<space>.chat.<owner>.<actor>.<channel...> and needs a channel")
 		}
-		p.Owner, p.Actor, p.Rest = t[3], t[4], strings.Join(t[5:], ".")
+		p.Owner, p.Actor = t[3], t[4]
+		p.Rest = subject[len(t[0])+len(t[1])+len(t[2])+len(t[3])+len(t[4])+5:]
 	case KindInst:
-		if len(t) != 7 {
+		if n != 7 || more {
 			return ParsedSubject{}, invalid("subject", subject, "an inst subject is exactly cotal.<space>.inst.<recipOwner>.<recipActor>.<owner>.<actor>")
 		}
-		p.Owner, p.Actor, p.Rest = t[5], t[6], t[3]+"."+t[4]
+		at := len(t[0]) + len(t[1]) + len(t[2]) + 3
+		p.Owner, p.Actor, p.Rest = t[5], t[6], subject[at:at+len(t[3])+1+len(t[4])]
 	case KindSvc:
-		if len(t) != 6 {
+		if n != 6 {
 			return ParsedSubject{}, invalid("subject", subject, "an svc subject is exactly cotal.<space>.svc.<role>.<owner>.<actor>")
 		}
 		p.Owner, p.Actor, p.Rest = t[4], t[5], t[3]

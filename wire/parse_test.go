@@ -52,6 +52,7 @@ func TestParseSubjectArity(t *testing.T) {
 		{"empty", "", "must start with"},
 		{"inst too short", "cotal.main.inst." + ownerB + ".bob." + ownerA, "exactly"},
 		{"inst too long", "cotal.main.inst." + ownerB + ".bob." + A + ".x", "exactly"},
+		{"inst far too long", "cotal.main.inst." + ownerB + ".bob." + A + ".x.y.z", "exactly"},
 		{"svc too long", "cotal.main.svc.reviewer." + A + ".x", "exactly"},
 		{"svc too short", "cotal.main.svc.reviewer." + ownerA, "exactly"},
 		{"live", "cotal.main.live.manager." + A, "carries no delivery"},
