@@ -125,7 +125,7 @@ func (p *Part) Validate() error {
 func (p Part) MarshalJSON() ([]byte, error) {
 	switch p.Kind {
 	case PartText:
-		return json.Marshal(textPartJSON{p.Kind, p.Text})
+		return appendTextPart(make([]byte, 0, len(textPartHead)+len(p.Text)+3), p.Text), nil
 	case PartData:
 		data := p.Data
 		if len(data) == 0 {
@@ -217,12 +217,6 @@ func (p *Part) decodeFields(data []byte) error {
 	}
 	*p = out
 	return nil
-}
-
-// textPartJSON is a text part as it is encoded.
-type textPartJSON struct {
-	Kind PartKind `json:"kind"`
-	Text string   `json:"text"`
 }
 
 // textPartHead is how MarshalJSON and the reference's JSON.stringify begin a text part.
