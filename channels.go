@@ -263,13 +263,8 @@ func (c *Client) backfill(ctx context.Context, filter string, window time.Durati
 	}
 	n := 0
 	for {
-		batch, err := cons.Fetch(historyBatch, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			return n, err
-		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
+		msgs, ferr := jsapi.Fetch(ctx, cons, historyBatch, jetstream.FetchMaxWait(2*time.Second))
+		for _, msg := range msgs {
 			meta, err := msg.Metadata()
 			if err != nil {
 				return n, err
@@ -284,10 +279,10 @@ func (c *Client) backfill(ctx context.Context, filter string, window time.Durati
 				return n, nil
 			}
 		}
-		if err := batch.Error(); err != nil {
-			return n, err
+		if ferr != nil {
+			return n, ferr
 		}
-		if got == 0 {
+		if len(msgs) == 0 {
 			return n, nil
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -325,13 +326,8 @@ func (d *Daemon) catchUp(ctx context.Context, l wire.Lifecycle, row *wire.Member
 		return nil
 	}
 	for {
-		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			return err
-		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
+		msgs, ferr := jsapi.Fetch(ctx, cons, 256, jetstream.FetchMaxWait(2*time.Second))
+		for _, msg := range msgs {
 			meta, err := msg.Metadata()
 			if err != nil {
 				return err
@@ -354,10 +350,10 @@ func (d *Daemon) catchUp(ctx context.Context, l wire.Lifecycle, row *wire.Member
 				return nil
 			}
 		}
-		if err := batch.Error(); err != nil {
-			return err
+		if ferr != nil {
+			return ferr
 		}
-		if got == 0 {
+		if len(msgs) == 0 {
 			return nil
 		}
 	}

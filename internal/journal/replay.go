@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -73,14 +74,9 @@ func Replay(ctx context.Context, js jetstream.JetStream, space wire.Space, runID
 	for pending := info.NumPending; uint64(len(out.Records)) < pending; {
 		batch := min(pending-uint64(len(out.Records)), replayMaxPending)
 		fctx, cancel := context.WithTimeout(ctx, replayFetchExpiry)
-		msgs, err := cons.Fetch(int(batch), jetstream.FetchContext(fctx))
-		defer cancel()
-		if err != nil {
-			return nil, fmt.Errorf("replay run %s: %w", runID, err)
-		}
-		got := 0
-		for msg := range msgs.Messages() {
-			got++
+		msgs, ferr := jsapi.Fetch(fctx, cons, int(batch), jetstream.FetchContext(fctx))
+		cancel()
+		for _, msg := range msgs {
 			meta, err := msg.Metadata()
 			if err != nil {
 				return nil, fmt.Errorf("replay run %s: %w", runID, err)
@@ -95,10 +91,10 @@ func Replay(ctx context.Context, js jetstream.JetStream, space wire.Space, runID
 			out.Records = append(out.Records, rec)
 			out.LastSeq = meta.Sequence.Stream
 		}
-		if err := msgs.Error(); err != nil {
-			return nil, fmt.Errorf("replay run %s: %w", runID, err)
+		if ferr != nil {
+			return nil, fmt.Errorf("replay run %s: %w", runID, ferr)
 		}
-		if got == 0 {
+		if len(msgs) == 0 {
 			return nil, fmt.Errorf("replay run %s: %d of %d records arrived", runID, len(out.Records), pending)
 		}
 	}

@@ -204,6 +204,54 @@ func threeNodes(t *testing.T, secondAuthority, daemons bool) ([]mesh.Dir, []*mes
 	return dirs, nodes, opts
 }
 
+// TestClusterHistoryFromEveryNode joins a channel with history from each node in turn, several
+// times: a history read's consumer is created for the read, on the CHAT stream's leader, and its
+// first pull request may reach a node before the interest it needs has; the join must wait for it
+// rather than fail with no responders.
+func TestClusterHistoryFromEveryNode(t *testing.T) {
+	_, nodes, _ := threeNodes(t, false, false)
+	ctx := t.Context()
+	l := nodes[0].Ledger("")
+	const channel, posts = "history", 3
+	poster, _, err := l.StartAgent(ctx, ledger.Request{Name: "poster", Subscribe: []string{channel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := cotal.Connect(ctx, nodes[0].URL(), cotal.WithCredsData(poster.Creds), cotal.WithPresence(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(context.Background())
+	for i := range posts {
+		if _, err := pc.Post(ctx, channel, []wire.Part{wire.TextPart(fmt.Sprint("post ", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, node := range nodes {
+		reader, _, err := l.StartAgent(ctx, ledger.Request{Name: fmt.Sprintf("reader%d", i), Subscribe: []string{channel}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := cotal.Connect(ctx, node.URL(), cotal.WithCredsData(reader.Creds), cotal.WithPresence(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for round := range 4 {
+			res, err := rc.Join(ctx, channel)
+			if err != nil {
+				t.Fatalf("node %d, join %d: %v", i, round, err)
+			}
+			if res.Backfilled != posts {
+				t.Errorf("node %d, join %d: %d posts backfilled, want %d", i, round, res.Backfilled, posts)
+			}
+			if err := rc.Leave(ctx, channel); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_ = rc.Close(context.Background())
+	}
+}
+
 // TestClusterSecondAuthority runs a cluster of an authority node, a second authority node started
 // from an authority bundle, and a node without keys, each with its daemons. Exactly one of the
 // authorities serves the delivery daemon and the supervisor, the other stands by; revocations

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -61,13 +62,8 @@ func lastEvents(ctx context.Context, js jetstream.JetStream, stream, filter stri
 	pending := int(min(info.NumPending, scanBound()))
 	ring := make([]Event, 0, limit)
 	for read := 0; read < pending; {
-		batch, err := cons.Fetch(min(pending-read, 256), jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return ring, err
-		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
+		msgs, err := jsapi.Fetch(ctx, cons, min(pending-read, 256), jetstream.FetchMaxWait(time.Second))
+		for _, m := range msgs {
 			if ev, ok := eventOf(m.Subject(), m.Data()); ok {
 				if len(ring) == limit {
 					ring = append(ring[:0], ring[1:]...)
@@ -75,13 +71,13 @@ func lastEvents(ctx context.Context, js jetstream.JetStream, stream, filter stri
 				ring = append(ring, ev)
 			}
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
 			return ring, err
 		}
-		if n == 0 {
+		if len(msgs) == 0 {
 			break // the rest expired or was purged under us
 		}
-		read += n
+		read += len(msgs)
 	}
 	return ring, nil
 }
