@@ -469,6 +469,8 @@ func TestSpawnPsStop(t *testing.T) {
 		{[]string{"spawn", "--dir", dir, "--name", "a.b", "--", "true"}, exit.Usage, "--name"},
 		{[]string{"spawn", "--dir", dir, "--name", "x", "true"}, exit.Usage, "after --"},
 		{[]string{"spawn", "--dir", dir, "--name", "x", "--agent", "vim"}, exit.Usage, "--agent"},
+		{[]string{"spawn", "--dir", dir, "--name", "x", "--env", "NOVALUE", "--", "true"}, exit.Usage, "--env"},
+		{[]string{"spawn", "--dir", dir, "--name", "x", "--env", "=x", "--", "true"}, exit.Usage, "KEY=VALUE"},
 		{[]string{"stop", "--dir", dir, "--name", "nobody"}, exit.Failed, "runs an agent nobody"},
 	} {
 		if code, _, stderr := run(t, bad.args...); code != bad.code || !strings.Contains(stderr, bad.want) {

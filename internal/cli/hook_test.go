@@ -80,7 +80,8 @@ func (a *hookedAgent) status(t *testing.T, want wire.PresenceStatus, activity st
 
 // TestHookCommand: `cotal hook prompt` finds the agent's cotal mcp by its principal and prints
 // Claude Code's hook output with what arrived as additionalContext; `cotal hook stop PAYLOAD`, as
-// Codex's notify runs it, makes a working agent idle and a PAYLOAD that is not JSON is refused; an
+// Codex's notify runs it, makes a working agent idle and a PAYLOAD that is not JSON is refused;
+// tool-done and turn-end print what Codex's PostToolUse and Stop hooks read; an
 // unknown event or principal is a usage error; an agent not running is a note, never a failure of
 // the harness.
 func TestHookCommand(t *testing.T) {
@@ -115,6 +116,41 @@ func TestHookCommand(t *testing.T) {
 	agent.status(t, wire.StatusWorking, "")
 	if code, out, stderr := hook("", "stop", `{"type":"agent-turn-complete","turn-id":"1"}`, "--agent", agent.Principal().String()); code != exit.OK || out != "" || stderr != "" {
 		t.Fatalf("hook stop with a payload argument: exit %d %q %s", code, out, stderr)
+	}
+	agent.status(t, wire.StatusIdle, "")
+
+	// Codex's hooks: after a tool, a DM is handed in as PostToolUse context; at the turn's end,
+	// what waits becomes a Stop hook's block, so Codex goes on with it; with nothing waiting the
+	// turn's end prints nothing and the agent is idle.
+	me := agent.Principal().String()
+	if code, _, stderr := hook(`{"prompt":"go on"}`, "prompt", "--agent", me); code != exit.OK {
+		t.Fatalf("hook prompt: exit %d %s", code, stderr)
+	}
+	agent.status(t, wire.StatusWorking, "")
+	for i, text := range []string{"the build is red", "and the deploy is stuck"} {
+		if _, err := sender.DirectMessage(ctx, agent.Principal(), []wire.Part{wire.TextPart(text)}); err != nil {
+			t.Fatal(err)
+		}
+		meshtest.Eventually(t, 10*time.Second, "the DM in the agent's inbox", func() bool { return inbox.Unread() == 1 })
+		if i == 0 {
+			code, out, stderr := hook(`{"hook_event_name":"PostToolUse","tool_name":"Bash"}`, "tool-done", "--agent", me)
+			var codex struct {
+				HookSpecificOutput struct{ HookEventName, AdditionalContext string }
+			}
+			if code != exit.OK || json.Unmarshal([]byte(out), &codex) != nil || codex.HookSpecificOutput.HookEventName != "PostToolUse" ||
+				!strings.Contains(codex.HookSpecificOutput.AdditionalContext, text) {
+				t.Fatalf("hook tool-done: exit %d %q %s", code, out, stderr)
+			}
+			continue
+		}
+		code, out, stderr := hook(`{"hook_event_name":"Stop","stop_hook_active":false}`, "turn-end", "--agent", me)
+		var stop struct{ Decision, Reason string }
+		if code != exit.OK || json.Unmarshal([]byte(out), &stop) != nil || stop.Decision != "block" || !strings.Contains(stop.Reason, text) {
+			t.Fatalf("hook turn-end: exit %d %q %s", code, out, stderr)
+		}
+	}
+	if code, out, stderr := hook(`{"hook_event_name":"Stop","stop_hook_active":true}`, "turn-end", "--agent", me); code != exit.OK || out != "" {
+		t.Fatalf("hook turn-end with nothing waiting: exit %d %q %s", code, out, stderr)
 	}
 	agent.status(t, wire.StatusIdle, "")
 	if code, _, stderr := hook("", "stop", "not json", "--agent", agent.Principal().String()); code != exit.Usage || !strings.Contains(stderr, "PAYLOAD") {

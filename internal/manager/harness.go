@@ -21,7 +21,7 @@ type Harness string
 // The harness presets.
 const (
 	HarnessClaude   Harness = "claude"   // Claude Code: --mcp-config <file>, its channel loaded
-	HarnessCodex    Harness = "codex"    // Codex: -c mcp_servers.cotal.*, its turn's end told by notify
+	HarnessCodex    Harness = "codex"    // Codex: -c mcp_servers.cotal.*, its hooks and notify
 	HarnessOpenCode Harness = "opencode" // OpenCode: OPENCODE_CONFIG=<file>, with the cotal plugin
 )
 
@@ -66,14 +66,23 @@ func (h Harness) command(m Material, dir string, args, spawnEnv []string) (argv,
 		return append(argv, args...), []string{ClaudeChannelEnv + "=1"}, nil
 	case HarnessCodex:
 		// Codex runs its notify program, the event's JSON as the last argument, when a turn
-		// completes: the agent goes idle then without the model's help. Codex has no hook at a
-		// turn's start and no way in for a push: what arrives waits for cotal_inbox.
+		// completes: the agent goes idle then without the model's help, whatever its version.
 		notify := []string{srv.Command, "hook", HookStop, "--space", m.Space, "--agent", m.Principal}
-		return append([]string{"codex",
+		argv = []string{"codex",
 			"-c", "mcp_servers.cotal.command=" + tomlString(srv.Command),
 			"-c", "mcp_servers.cotal.args=" + tomlStrings(srv.Args),
 			"-c", "notify=" + tomlStrings(notify),
-		}, args...), nil, nil
+		}
+		// Its hooks (Codex from May 2026 on) keep the status through the turn and hand in what
+		// arrives: at a prompt, after a tool (a DM, task or mention), and at the turn's end, which
+		// then goes on with it. Codex runs a hook it has not been told to trust only under
+		// --dangerously-bypass-hook-trust, for these hooks, which cotal wrote, and for any other
+		// the person has enabled; COTAL_CODEX_HOOKS=0 in the spawn's environment leaves them out,
+		// for an older Codex or a person who would rather trust them in Codex's /hooks.
+		if !slices.Contains(spawnEnv, CodexHooksEnv+"=0") {
+			argv = append(argv, CodexHookArgs(srv.Command, m.Space, m.Principal)...)
+		}
+		return append(argv, args...), nil, nil
 	case HarnessOpenCode:
 		// The cotal plugin keeps the agent's status and, while the session is idle, starts a turn
 		// with what should wake it (opencode/cotal.js).
@@ -110,6 +119,28 @@ const (
 	PluginAgentEnv = "COTAL_AGENT"
 )
 
+// CodexHooksEnv, set to 0 in a spawn's environment, starts a Codex agent without its hooks.
+const CodexHooksEnv = "COTAL_CODEX_HOOKS"
+
+// CodexHookArgs returns the Codex arguments that run `cotal hook` (cotal being the command) at the
+// agent's turn boundaries, principal being the agent's and space its space: a -c override per
+// hook (Codex reads hooks from that layer too), and --dangerously-bypass-hook-trust, without which
+// Codex skips a hook no person has trusted in its /hooks.
+func CodexHookArgs(cotal, space, principal string) []string {
+	var args []string
+	for _, h := range codexHooks {
+		command := shellQuote(cotal) + " hook " + h.event + " --space " + shellQuote(space) + " --agent " + shellQuote(principal)
+		args = append(args, "-c", "hooks."+h.codex+"=[{hooks=[{type=\"command\",command="+tomlString(command)+"}]}]")
+	}
+	return append(args, "--dangerously-bypass-hook-trust")
+}
+
+// codexHooks maps the Codex hook events cotal configures to the events of `cotal hook`.
+var codexHooks = []struct{ codex, event string }{
+	{"SessionStart", HookSessionStart}, {"UserPromptSubmit", HookPrompt}, {"PreToolUse", HookTool},
+	{"PermissionRequest", HookNotification}, {"PostToolUse", HookToolDone}, {"Stop", HookTurnEnd},
+}
+
 // ClaudeChannelEnv, set to 1 in a Claude Code agent's environment, tells its `cotal mcp` to push
 // wakes into the session's channel (`cotal mcp --claude-channel`).
 const ClaudeChannelEnv = "COTAL_CHANNEL"
@@ -121,13 +152,15 @@ const (
 	HookPrompt       = "prompt"        // a turn begins: working; what waits is handed in
 	HookTool         = "tool"          // a tool is about to run: working, on it
 	HookNotification = "notification"  // the harness waits on its person: waiting
+	HookToolDone     = "tool-done"     // a tool ran: a DM, task or mention that came meanwhile is handed in
 	HookStop         = "stop"          // the turn ended: idle
+	HookTurnEnd      = "turn-end"      // the turn would end: what should wake the agent is handed in and the turn goes on; else idle
 	HookSessionEnd   = "session-end"   // the session ended: idle
 	HookWait         = "wait"          // an idle harness waits a while for what should wake it; handed in
 )
 
 // HookEvents lists them.
-var HookEvents = []string{HookSessionStart, HookPrompt, HookTool, HookNotification, HookStop, HookSessionEnd, HookWait}
+var HookEvents = []string{HookSessionStart, HookPrompt, HookTool, HookToolDone, HookNotification, HookStop, HookTurnEnd, HookSessionEnd, HookWait}
 
 // claudeHooks is Claude Code's settings for the agent's hooks: each of its turn boundaries runs
 // `cotal hook`, so the agent's status follows the session and what arrived between turns is handed

@@ -68,10 +68,24 @@ func (s Spec) validate() error {
 			return &wire.ValidationError{Field: "cwd", Value: s.Dir, Rule: "must be a directory on the supervisor's host"}
 		}
 	}
+	for _, e := range s.Env {
+		if err := ValidateEnv(e); err != nil {
+			return err
+		}
+	}
 	switch s.Runtime {
 	case "", RuntimePTY, RuntimeHeadless:
 	default:
 		return &wire.ValidationError{Field: "runtime", Value: string(s.Runtime), Rule: fmt.Sprintf("must be %q or %q", RuntimePTY, RuntimeHeadless)}
+	}
+	return nil
+}
+
+// ValidateEnv checks one entry of a spawn's environment: KEY=VALUE, the key not empty, and no
+// NUL, which no process environment can hold.
+func ValidateEnv(entry string) error {
+	if k, _, ok := strings.Cut(entry, "="); !ok || k == "" || strings.ContainsRune(entry, 0) {
+		return &wire.ValidationError{Field: "env", Value: entry, Rule: "must be KEY=VALUE, with a key and no NUL"}
 	}
 	return nil
 }

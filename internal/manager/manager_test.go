@@ -239,6 +239,7 @@ func TestStop(t *testing.T) {
 		"a bad name":    {Name: "a.b", Command: []string{"true"}},
 		"no command":    {Name: "ok"},
 		"a missing bin": {Name: "ghost", Command: []string{"/nonexistent/agent"}},
+		"a bad env":     {Name: "ok", Command: []string{"true"}, Env: []string{"NOVALUE"}},
 	} {
 		if _, err := f.sup.Spawn(t.Context(), spec); err == nil {
 			t.Errorf("Spawn accepted %s", name)
@@ -266,7 +267,11 @@ func TestHarnessPresets(t *testing.T) {
 			"--dangerously-load-development-channels\nserver:cotal", "channel=1 agent=",
 			`"command": "'cotal' hook prompt --space 'main' --agent 'local.h_claude'"`, `"command": "'cotal' hook notification --space 'main' --agent 'local.h_claude'"`},
 		manager.HarnessCodex: {`mcp_servers.cotal.command="cotal"`, `mcp_servers.cotal.args=["mcp","--creds",`, "--extra",
-			`notify=["cotal","hook","stop","--space","main","--agent","local.h_codex"]`},
+			`notify=["cotal","hook","stop","--space","main","--agent","local.h_codex"]`,
+			`hooks.PostToolUse=[{hooks=[{type="command",command="'cotal' hook tool-done --space 'main' --agent 'local.h_codex'"}]}]`,
+			`hooks.Stop=[{hooks=[{type="command",command="'cotal' hook turn-end --space 'main' --agent 'local.h_codex'"}]}]`,
+			`hooks.UserPromptSubmit=[{hooks=[{type="command",command="'cotal' hook prompt --space 'main' --agent 'local.h_codex'"}]}]`,
+			"--dangerously-bypass-hook-trust\n--extra"},
 		manager.HarnessOpenCode: {`"type": "local"`, `"mcp",`, "--extra", `"plugin": [`, `cotal-opencode.js"`, "agent=local.h_opencode"},
 	} {
 		out := filepath.Join(t.TempDir(), "out")
@@ -286,6 +291,16 @@ func TestHarnessPresets(t *testing.T) {
 				t.Errorf("%s was started without %q:\n%s", h, w, got)
 			}
 		}
+	}
+	// COTAL_CODEX_HOOKS=0 starts Codex with notify alone, for a Codex without hooks.
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := f.sup.Spawn(t.Context(), manager.Spec{Name: "h_old_codex", Agent: manager.HarnessCodex, Command: []string{"--extra"},
+		Env: []string{"OUT=" + out, manager.CodexHooksEnv + "=0"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t, "h_old_codex")
+	if got, err := os.ReadFile(out); err != nil || !strings.Contains(string(got), "notify=") || strings.Contains(string(got), "hooks.") || strings.Contains(string(got), "bypass") {
+		t.Errorf("Codex without hooks was started with %s (%v)", got, err)
 	}
 	if _, err := f.sup.Spawn(t.Context(), manager.Spec{Name: "x", Agent: "cursor"}); err == nil {
 		t.Error("an unknown preset was accepted")

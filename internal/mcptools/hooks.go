@@ -38,7 +38,9 @@ type HookReply struct {
 }
 
 // hookWindow bounds the context one hook hands in; the rest waits for cotal_inbox or the next turn.
-const hookWindow = 16000
+// It stays under the 10,000 characters of a hook's additionalContext that Codex hands the model
+// whole: a longer one it cuts to its head and tail, and the messages in between would be lost.
+const hookWindow = 9000
 
 // hookWait is how long one wait hook waits for an arrival that should wake the agent; the
 // harness asks again.
@@ -162,6 +164,16 @@ func (t *Tools) hook(ctx context.Context, req HookRequest) (string, error) {
 			what = "waiting for its person"
 		}
 		return "", t.setStatus(ctx, wire.StatusWaiting, cut(what, 200))
+	case manager.HookToolDone:
+		if t.inbox.Urgent() == 0 {
+			return "", nil // chatter waits for the turn's end
+		}
+		return t.handIn(), nil
+	case manager.HookTurnEnd:
+		if t.inbox.Waiting() > 0 {
+			return t.handIn(), nil // the harness goes on with them: still working
+		}
+		fallthrough
 	case manager.HookStop:
 		if err := t.setStatus(ctx, wire.StatusIdle, ""); err != nil {
 			return "", err

@@ -86,3 +86,80 @@ func TestHooks(t *testing.T) {
 		t.Errorf("an unknown event: %v", err)
 	}
 }
+
+// TestHooksMidTurn: the push a harness with hooks but no channel gets (Codex). After a tool, a DM
+// that came while the agent worked is handed in, chatter is not (it waits for the turn's end); at
+// the turn's end what waits is handed in and the agent stays working, the harness going on with
+// it; a turn's end with nothing waiting makes the agent idle.
+func TestHooksMidTurn(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	tools := newAgent(t, m, ledger.Request{Name: "codex", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, nil, "general")
+	path := filepath.Join(t.TempDir(), "hook.sock")
+	closer, err := tools.tools.ServeHooks(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closer.Close() })
+	ask := func(event string) string {
+		t.Helper()
+		reply, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: event})
+		if err != nil {
+			t.Fatalf("hook %s: %v", event, err)
+		}
+		return reply.Context
+	}
+	status := func(want wire.PresenceStatus) {
+		t.Helper()
+		meshtest.Eventually(t, wait, "codex "+string(want), func() bool {
+			for _, p := range tools.roster.Peers() {
+				if p.Key == tools.c.Principal().String() && p.Presence != nil && p.Presence.Status == want {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	bob := connect(t, m, ledger.Request{Name: "bob", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, (&peer{}).handle, "general")
+
+	ask(manager.HookSessionStart)
+	ask(manager.HookPrompt)
+	status(wire.StatusWorking)
+	if _, err := bob.Post(ctx, "general", []wire.Part{wire.TextPart("lunch anyone?")}); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, wait, "the chatter in the inbox", func() bool { return tools.inbox.Unread() == 1 })
+	if got := ask(manager.HookToolDone); got != "" {
+		t.Errorf("chatter interrupted the turn: %q", got)
+	}
+	if _, err := bob.DirectMessage(ctx, tools.c.Principal(), []wire.Part{wire.TextPart("stop, the build is red")}); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, wait, "the DM in the inbox", func() bool { return tools.inbox.Unread() == 2 })
+	got := ask(manager.HookToolDone)
+	if !strings.Contains(got, "the build is red") || !strings.Contains(got, "lunch anyone?") {
+		t.Fatalf("after the tool, handed in %q", got)
+	}
+	if strings.Index(got, "the build is red") > strings.Index(got, "lunch anyone?") {
+		t.Errorf("the DM was not handed in first: %q", got)
+	}
+	if tools.inbox.Unread() != 0 {
+		t.Errorf("%d left in the inbox after the hand-in", tools.inbox.Unread())
+	}
+
+	// The turn would end with chatter waiting: it goes on with it, still working.
+	if _, err := bob.Post(ctx, "general", []wire.Part{wire.TextPart("who owns the deploy?")}); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, wait, "the chatter in the inbox", func() bool { return tools.inbox.Unread() == 1 })
+	if got := ask(manager.HookTurnEnd); !strings.Contains(got, "who owns the deploy?") {
+		t.Fatalf("the turn's end handed in %q", got)
+	}
+	status(wire.StatusWorking)
+	// Nothing waits: the turn ends and the agent is idle.
+	if got := ask(manager.HookTurnEnd); got != "" {
+		t.Errorf("an empty turn's end handed in %q", got)
+	}
+	status(wire.StatusIdle)
+}

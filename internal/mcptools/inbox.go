@@ -41,13 +41,15 @@ type Inbox struct {
 }
 
 // item is one buffered delivery; held ones are for recall or pulling only, shown last. wakes
-// marks one that woke the agent, or wakes it once its turn ends; told, one a read named as too
-// large to show, which wakes no more.
+// marks one that woke the agent, or wakes it once its turn ends; urgent, one that woke it when it
+// came, working or not (a DM, a task, a mention); told, one a read named as too large to show,
+// which wakes no more.
 type item struct {
-	d     *cotal.Delivery
-	held  bool
-	wakes bool
-	told  bool
+	d      *cotal.Delivery
+	held   bool
+	wakes  bool
+	urgent bool
+	told   bool
 }
 
 // NewInbox returns an inbox that holds up to limit messages, attention open.
@@ -122,7 +124,7 @@ func (b *Inbox) Offer(_ context.Context, d *cotal.Delivery) error {
 		}
 		return nil
 	}
-	b.items = append(b.items, item{d: d, held: a.held, wakes: a.wake || a.later})
+	b.items = append(b.items, item{d: d, held: a.held, wakes: a.wake || a.later, urgent: a.wake})
 	if a.wake || a.later {
 		b.woken++
 	}
@@ -260,12 +262,19 @@ func (b *Inbox) Waking() (n int, ever uint64) {
 
 // Waiting counts the waking messages a turn's hand-in takes: all but what is held for
 // cotal_inbox.
-func (b *Inbox) Waiting() int {
+func (b *Inbox) Waiting() int { return b.handable(func(it item) bool { return it.wakes }) }
+
+// Urgent counts the waiting messages that reach the agent even while it works: what woke it when
+// it came (a DM, a task, a mention), not chatter that waits for its turn to end.
+func (b *Inbox) Urgent() int { return b.handable(func(it item) bool { return it.urgent }) }
+
+// handable counts the buffered messages that are of kind and that a hand-in takes.
+func (b *Inbox) handable(of func(item) bool) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0
 	for _, it := range b.items {
-		if it.wakes && !it.told && !it.held {
+		if of(it) && !it.told && !it.held {
 			n++
 		}
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// claudeEvents names each event as Claude Code's hook output names it, for the events whose
-// output hands the model context.
-var claudeEvents = map[string]string{manager.HookSessionStart: "SessionStart", manager.HookPrompt: "UserPromptSubmit"}
+// hookEvents names each event as the hook output of Claude Code and of Codex (which reads the
+// same shapes) names it, for the events whose output hands the model context.
+var hookEvents = map[string]string{manager.HookSessionStart: "SessionStart", manager.HookPrompt: "UserPromptSubmit", manager.HookToolDone: "PostToolUse"}
 
 // maxInput bounds the hook input read from stdin.
 const maxInput = 256 << 10
@@ -37,11 +37,14 @@ func NewCmdHook(f *factory.Factory) *cobra.Command {
 			"by its principal, on a socket of this user's alone) what the harness does, so the agent's\n" +
 			"status follows it, and prints what arrived between turns for the model.\n\n" +
 			"Events: session-start (idle, attention open), prompt (working; messages handed in), tool\n" +
-			"(working, on the tool), notification (waiting on its person), stop and session-end (idle),\n" +
-			"and wait (an idle harness waits up to 8 s for what should wake the agent; the messages are\n" +
-			"handed in). For session-start and prompt it prints Claude Code's hook output, the messages\n" +
-			"as additionalContext; for wait, the messages as text (nothing when none came). It never\n" +
-			"fails the harness: an agent not running is a note on stderr.\n\n" +
+			"(working, on the tool), tool-done (a DM, task or mention that came during the tool is handed\n" +
+			"in), notification (waiting on its person), stop and session-end (idle), turn-end (what\n" +
+			"should wake the agent is handed in and the turn goes on; idle when nothing is), and wait (an\n" +
+			"idle harness waits up to 8 s for what should wake the agent; the messages are handed in).\n" +
+			"For session-start, prompt and tool-done it prints the hook output of Claude Code and Codex,\n" +
+			"the messages as additionalContext; for turn-end, a Stop hook's block with the messages as\n" +
+			"its reason; for wait, the messages as text. Nothing is printed when nothing is handed in. It\n" +
+			"never fails the harness: an agent not running is a note on stderr.\n\n" +
 			"A harness that passes the hook's input as the last argument instead (Codex's notify program)\n" +
 			"gives it as PAYLOAD, a JSON document; stdin is then not read.",
 		Args: cobra.RangeArgs(1, 2),
@@ -79,11 +82,18 @@ func run(ctx context.Context, f *factory.Factory, sp wire.Space, p wire.Principa
 	if err == nil {
 		var reply *mcptools.HookReply
 		if reply, err = mcptools.AskHook(ctx, path, req); err == nil {
-			if name, ok := claudeEvents[req.Event]; ok && reply.Context != "" {
+			name, hands := hookEvents[req.Event]
+			switch {
+			case reply.Context == "":
+			case hands:
 				out, _ := json.Marshal(map[string]any{"hookSpecificOutput": map[string]string{ // strings always encode
 					"hookEventName": name, "additionalContext": reply.Context}})
 				fmt.Fprintln(f.IO.Out, string(out))
-			} else if req.Event == manager.HookWait {
+			case req.Event == manager.HookTurnEnd:
+				// The harness does not stop: it goes on with the messages as its next input.
+				out, _ := json.Marshal(map[string]string{"decision": "block", "reason": reply.Context})
+				fmt.Fprintln(f.IO.Out, string(out))
+			case req.Event == manager.HookWait:
 				fmt.Fprint(f.IO.Out, reply.Context)
 			}
 			return nil

@@ -39,6 +39,8 @@ type Options struct {
 	Agent          string
 	Detach         bool
 	JSON           bool
+	// Env adds KEY=VALUE entries to the agent's environment.
+	Env []string
 	// Runtime is the agent's runtime: pty (a terminal `cotal attach` reaches) or headless.
 	Runtime string
 	// Instance pins the spawn to one manager instance (any manager when empty).
@@ -103,6 +105,7 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	o.Flags.Register(fs, "the agent's name (required)")
 	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
 	fs.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
+	fs.StringArrayVar(&o.Env, "env", nil, "add KEY=VALUE to the agent's environment (repeatable; needs host launch authority, as a command does)")
 	fs.StringVar(&o.Runtime, "runtime", string(manager.RuntimePTY), fmt.Sprintf("run the agent in a terminal (%s, for cotal attach and input) or %s", manager.RuntimePTY, manager.RuntimeHeadless))
 	fs.StringVar(&o.Instance, "instance", "", "the manager instance to spawn on (its id, as cotal ps and cotal endpoints print it; default: any, or with --mesh the only live one you may address)")
 	fs.StringVar(&o.MeshURL, "mesh", "", "spawn as yourself (`cotal login --mesh` first) through your manager on the user-auth mesh whose exchange is at this URL")
@@ -121,6 +124,11 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 	if o.Agent != "" && !slices.Contains(manager.Harnesses, manager.Harness(o.Agent)) {
 		return &exit.UsageError{Err: fmt.Errorf("--agent %q: must be one of %q", o.Agent, manager.Harnesses)}
 	}
+	for _, e := range o.Env {
+		if err := manager.ValidateEnv(e); err != nil {
+			return &exit.UsageError{Err: fmt.Errorf("--env: %w", err)}
+		}
+	}
 	if o.Instance != "" {
 		if _, err := wire.ParseLifecycleUID(o.Instance); err != nil {
 			return &exit.UsageError{Err: fmt.Errorf("--instance: %w", err)}
@@ -137,7 +145,7 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 	defer ctl.Close()
 	args := manager.SpawnArgs{Name: o.Name, Agent: o.Agent, Role: o.Role, Cwd: cwd,
 		Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish}
-	args.LaunchOptions = &manager.LaunchOptions{Command: command, Runtime: o.Runtime}
+	args.LaunchOptions = &manager.LaunchOptions{Command: command, Env: o.Env, Runtime: o.Runtime}
 	sp, err := ctl.Manager.SpawnOn(ctx, wire.LifecycleUID(o.Instance), args)
 	if err != nil {
 		return noManager(fmt.Errorf("spawn %s: %w", o.Name, err), ctl)
