@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
@@ -125,4 +127,82 @@ func TestCodexHooksPush(t *testing.T) {
 		t.Errorf("%d messages left in the inbox", n)
 	}
 	agent.status(t, wire.StatusIdle, "")
+}
+
+// TestCodexIdleWake runs `cotal spawn --agent codex` with the real Codex in its manager's
+// terminal, against a stand-in model. Once the session is idle, a DM wakes it: the manager types
+// the wake line into its terminal, Codex starts a turn, and the prompt hook hands the DM in, so
+// the model's request carries it.
+func TestCodexIdleWake(t *testing.T) {
+	codexBin(t)
+	ctx := t.Context()
+	model := &modelStub{}
+	srv := httptest.NewServer(model)
+	defer srv.Close()
+	dir := upMesh(t)
+	st := waitUp(t, dir, nil)
+	// The agent works in a directory of its own: in a checkout, Codex would first ask whether to
+	// trust it.
+	t.Chdir(t.TempDir())
+	home := t.TempDir()
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(home, "log", "*"))
+			for _, l := range logs {
+				raw, _ := os.ReadFile(l)
+				t.Logf("%s:\n%s", l, raw[max(0, len(raw)-4000):])
+			}
+		}
+	})
+	args := []string{"spawn", "--dir", dir, "--name", "cx", "--agent", "codex", "--detach",
+		"--env", envRunCLI + "=1", "--env", "CODEX_HOME=" + home, "--",
+		"-c", `model_providers.stub={name="stub",base_url="` + srv.URL + `/v1",wire_api="responses"}`,
+		"-c", "model_provider=stub", "-c", "model=gpt-5",
+		// Codex starts an MCP server with a few variables of its own only; this one makes the test
+		// binary, which `cotal up` here names as its cotal, act as cotal.
+		"-c", `mcp_servers.cotal.env={` + envRunCLI + `="1"}`}
+	if code, out, stderr := run(t, args...); code != exit.OK {
+		t.Logf("spawn: exit %d %s %s (its readiness is waited for below)", code, out, stderr)
+	}
+	l := openLedger(t, dir, st.URL)
+	cred, retire, err := l.StartAgent(ctx, ledger.Request{Name: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = retire(context.Background()) })
+	bob, err := cotal.Connect(ctx, st.URL, cotal.WithCredsData(cred.Creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bob.Close(context.Background()) })
+	roster, err := bob.Roster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(roster.Stop)
+	cx := wire.Principal{}
+	meshtest.Eventually(t, 90*time.Second, "cx present and idle", func() bool {
+		for _, p := range roster.Peers() {
+			if p.Presence != nil && strings.HasSuffix(p.Key, ".cx") && p.Online && p.Presence.Status == wire.StatusIdle {
+				cx, err = wire.ParsePrincipal(p.Key)
+				return err == nil
+			}
+		}
+		return false
+	})
+	const dm = "please rebase onto main"
+	if _, err := bob.DirectMessage(ctx, cx, []wire.Part{wire.TextPart(dm)}); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 60*time.Second, "a model request carrying the DM", func() bool {
+		for _, b := range model.bodies() {
+			if strings.Contains(b, dm) && strings.Contains(b, "Cotal mesh") {
+				return true
+			}
+		}
+		return false
+	})
+	if code, out, stderr := run(t, "stop", "--dir", dir, "--name", "cx"); code != exit.OK {
+		t.Errorf("stop: exit %d %s %s", code, out, stderr)
+	}
 }

@@ -157,10 +157,11 @@ const (
 	HookTurnEnd      = "turn-end"      // the turn would end: what should wake the agent is handed in and the turn goes on; else idle
 	HookSessionEnd   = "session-end"   // the session ended: idle
 	HookWait         = "wait"          // an idle harness waits a while for what should wake it; handed in
+	HookIdleWait     = "idle-wait"     // its manager waits a while for what should wake an idle agent; a line to type, nothing handed in
 )
 
 // HookEvents lists them.
-var HookEvents = []string{HookSessionStart, HookPrompt, HookTool, HookToolDone, HookNotification, HookStop, HookTurnEnd, HookSessionEnd, HookWait}
+var HookEvents = []string{HookSessionStart, HookPrompt, HookTool, HookToolDone, HookNotification, HookStop, HookTurnEnd, HookSessionEnd, HookWait, HookIdleWait}
 
 // claudeHooks is Claude Code's settings for the agent's hooks: each of its turn boundaries runs
 // `cotal hook`, so the agent's status follows the session and what arrived between turns is handed

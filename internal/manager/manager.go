@@ -121,6 +121,11 @@ type Config struct {
 	Backoff time.Duration
 	// StopGrace is how long Stop waits after SIGTERM before it kills.
 	StopGrace time.Duration
+	// AwaitWake, when set, waits a while (seconds) for what should wake the idle agent principal,
+	// as the agent's own `cotal mcp` judges, and returns the line to type into its terminal; ""
+	// when nothing came. The supervisor asks it over and over for a PTY agent of a harness that
+	// has no other way in while idle (Codex), and types what it returns.
+	AwaitWake func(ctx context.Context, principal wire.Principal) (string, error)
 	Log       *slog.Logger
 }
 
@@ -290,9 +295,13 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (Status, error) {
 	a, err := s.launch(ctx, spec)
 	s.mu.Lock()
 	delete(s.reserved, spec.Name)
+	wakes := err == nil && a.term != nil && spec.Agent == HarnessCodex && s.cfg.AwaitWake != nil
 	if err == nil {
 		s.agents[spec.Name] = a
 		s.wg.Add(1) // Close waits for this Spawn before it waits for wg
+		if wakes {
+			s.wg.Add(1)
+		}
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -302,7 +311,59 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (Status, error) {
 		defer s.wg.Done()
 		s.supervise(a)
 	}()
+	if wakes {
+		go func() { // owned: Close waits for it
+			defer s.wg.Done()
+			s.wake(a)
+		}()
+	}
 	return a.snapshot(), nil
+}
+
+// typeGap is how long the supervisor waits between typing a wake line into a terminal and the
+// Enter that sends it: a harness takes keys that come at once for a paste, in which Enter is a
+// new line rather than a send.
+const typeGap = 300 * time.Millisecond
+
+// wake types into the agent's terminal, for as long as the agent lives, what AwaitWake says
+// should wake it, so an idle harness starts a turn (its prompt hook then hands the messages in).
+func (s *Supervisor) wake(a *agent) {
+	ctx, cancel := context.WithCancel(s.closing)
+	defer cancel()
+	go func() {
+		select {
+		case <-a.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		line, err := s.cfg.AwaitWake(ctx, a.launch.Principal)
+		if line != "" && err == nil {
+			if _, err = a.term.Write([]byte(line)); err == nil {
+				err = sleep(ctx, typeGap)
+				_, _ = a.term.Write([]byte("\r")) // between runs there is nothing to send it to
+			}
+		}
+		if err != nil && sleep(ctx, time.Second) != nil { // its cotal mcp is not up yet, or went away
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // reserve claims name for one Spawn, and counts that Spawn for Close.

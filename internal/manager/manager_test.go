@@ -307,6 +307,41 @@ func TestHarnessPresets(t *testing.T) {
 	}
 }
 
+// TestCodexWake: a Codex agent on a terminal, idle, is woken by typing into its terminal what
+// AwaitWake returns, then Enter. The stand-in Codex reads one line from its terminal.
+func TestCodexWake(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "codex"), []byte("#!/bin/sh\nread line\nprintf '%s\\n' \"$line\" > \"$OUT\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	asked := make(chan wire.Principal, 100)
+	f := newFixture(t, func(c *manager.Config) {
+		c.AwaitWake = func(ctx context.Context, p wire.Principal) (string, error) {
+			asked <- p
+			if len(asked) == 1 {
+				return "new messages", nil
+			}
+			<-ctx.Done() // nothing more comes
+			return "", ctx.Err()
+		}
+	})
+	out := filepath.Join(t.TempDir(), "out")
+	st, err := f.sup.Spawn(t.Context(), manager.Spec{Name: "cx", Agent: manager.HarnessCodex, Env: []string{"OUT=" + out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := f.wait(t, "cx"); end.State != manager.StateExited {
+		t.Fatalf("the stand-in ended %+v", end)
+	}
+	if got, err := os.ReadFile(out); err != nil || string(got) != "new messages\n" {
+		t.Fatalf("the terminal got %q (%v)", got, err)
+	}
+	if p := <-asked; p.String() != st.Principal {
+		t.Errorf("AwaitWake was asked about %s, not %s", p, st.Principal)
+	}
+}
+
 // TestConcurrentSpawnOneWinner: two spawns of one name at once never both issue. In each of 100
 // tries exactly one wins and runs, and the other is refused with already-exists before anything
 // is issued for it. The winner is stopped and retired before the next try, which spawns the

@@ -186,6 +186,8 @@ func (t *Tools) hook(ctx context.Context, req HookRequest) (string, error) {
 		return "", t.setStatus(ctx, wire.StatusIdle, "")
 	case manager.HookWait:
 		return t.await(ctx), nil
+	case manager.HookIdleWait:
+		return t.awaitIdle(ctx), nil
 	}
 	return "", fmt.Errorf("unknown hook event %q: one of %s", req.Event, strings.Join(manager.HookEvents, ", "))
 }
@@ -230,6 +232,32 @@ func (t *Tools) await(ctx context.Context) string {
 		}
 	}
 	return t.handIn()
+}
+
+// WakeLine is what an idle-wait answers, for its asker to type into the agent's terminal: the
+// turn it starts has the messages handed in by its prompt hook.
+const WakeLine = "New messages from the Cotal mesh: read them and act on them."
+
+// awaitIdle waits up to hookWait, while the agent is idle, for an arrival that should wake it
+// and that no earlier idle-wait answered, and returns WakeLine; "" when none came. It hands
+// nothing in: it is the push of a harness that has a terminal its manager can type into and no
+// other way in while idle (Codex), the prompt that the typing starts handing the messages in.
+func (t *Tools) awaitIdle(ctx context.Context) string {
+	timer := time.NewTimer(hookWait)
+	defer timer.Stop()
+	for {
+		if _, ever := t.inbox.Waking(); t.inbox.Waiting() > 0 && !t.inbox.Working() && ever > t.nudged.Load() {
+			t.nudged.Store(ever)
+			return WakeLine
+		}
+		select {
+		case <-t.arrived:
+		case <-timer.C:
+			return ""
+		case <-ctx.Done():
+			return ""
+		}
+	}
 }
 
 // cut shortens s to n bytes on a rune boundary.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
@@ -162,4 +163,63 @@ func TestHooksMidTurn(t *testing.T) {
 		t.Errorf("an empty turn's end handed in %q", got)
 	}
 	status(wire.StatusIdle)
+}
+
+// TestHooksIdleWait: the wait a manager makes for an idle agent it can type into. A DM that comes
+// while the agent is idle answers it with the wake line and hands nothing in; the same arrival
+// never answers twice, and nothing answers while the agent works.
+func TestHooksIdleWait(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	tools := newAgent(t, m, ledger.Request{Name: "codex", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, nil, "general")
+	path := filepath.Join(t.TempDir(), "hook.sock")
+	closer, err := tools.tools.ServeHooks(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closer.Close() })
+	idleWait := func() <-chan string {
+		got := make(chan string, 1)
+		go func() {
+			reply, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: manager.HookIdleWait})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- reply.Context
+		}()
+		return got
+	}
+	bob := connect(t, m, ledger.Request{Name: "bob", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, (&peer{}).handle, "general")
+	dm := func(text string) {
+		t.Helper()
+		if _, err := bob.DirectMessage(ctx, tools.c.Principal(), []wire.Part{wire.TextPart(text)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: manager.HookSessionStart}); err != nil {
+		t.Fatal(err)
+	}
+	first := idleWait()
+	dm("are you there?")
+	select {
+	case line := <-first:
+		if line != mcptools.WakeLine {
+			t.Fatalf("an idle agent's DM answered %q", line)
+		}
+	case <-time.After(wait):
+		t.Fatal("a DM to an idle agent did not answer the wait")
+	}
+	if tools.inbox.Unread() != 1 {
+		t.Errorf("the wait handed the DM in: %d unread", tools.inbox.Unread())
+	}
+	// The same arrival again, then the agent at work with a new one: neither answers.
+	second := idleWait()
+	if reply, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: manager.HookPrompt}); err != nil || !strings.Contains(reply.Context, "are you there?") {
+		t.Fatalf("the prompt handed in %v %v", reply, err)
+	}
+	dm("and now?")
+	if line := <-second; line != "" {
+		t.Errorf("the wait answered %q for a working agent or a told arrival", line)
+	}
 }

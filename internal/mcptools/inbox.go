@@ -91,6 +91,13 @@ func (b *Inbox) SetWorking(working bool) {
 	b.mu.Unlock()
 }
 
+// Working reports whether the agent last said it is working.
+func (b *Inbox) Working() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.att.working
+}
+
 func durable(d *cotal.Delivery) bool {
 	return d.Kind != wire.DeliveryChannel && d.Message.ID != ""
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -34,8 +35,11 @@ type Tools struct {
 	// push wakes a Claude Code session through its channel; nil unless WithClaudeChannel.
 	push *pusher
 	// arrived is signalled (never blocking) at every arrival that wakes the agent, for the
-	// wait hook.
+	// wait hooks.
 	arrived chan struct{}
+	// nudged is how many waking arrivals there had been when an idle-wait last answered: each
+	// wakes the agent once.
+	nudged atomic.Uint64
 }
 
 // Option configures New.

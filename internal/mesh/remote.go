@@ -106,7 +106,7 @@ func SuperviseRemote(ctx context.Context, d Dir, o RemoteOptions) error {
 	}
 	sup, err := manager.New(manager.Config{
 		Issue: remoteIssuer(c, o), Space: o.Space, URL: o.Server, MaterialDir: d.launchDir(o.Space),
-		MCPCommand: []string{exe, "mcp"}, Log: log,
+		MCPCommand: []string{exe, "mcp"}, AwaitWake: awaitWake(o.Space), Log: log,
 	})
 	if err != nil {
 		return err

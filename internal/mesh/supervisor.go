@@ -16,6 +16,7 @@ import (
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/mcptools"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -127,6 +128,22 @@ type SupervisorOptions struct {
 	MaxSessions int
 }
 
+// awaitWake asks an agent's own `cotal mcp`, over its hook socket, for what should wake it while
+// it is idle (manager.Config.AwaitWake).
+func awaitWake(sp wire.Space) func(context.Context, wire.Principal) (string, error) {
+	return func(ctx context.Context, p wire.Principal) (string, error) {
+		path, err := mcptools.HookSocket(sp, p)
+		if err != nil {
+			return "", err
+		}
+		reply, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: manager.HookIdleWait})
+		if err != nil {
+			return "", err
+		}
+		return reply.Context, nil
+	}
+}
+
 // startSupervisor runs a supervisor for l's space: it serves the manager endpoint on a
 // credential issued through the instance's serve gate (so the epoch fences any incarnation
 // before it), establishes attach sessions through l, holds the manager lease and answers the
@@ -139,7 +156,7 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	}
 	sup, err := manager.New(manager.Config{
 		Issue: AgentIssuer(l), Space: l.Space(), URL: l.URL(), MaterialDir: d.launchDir(l.Space()),
-		MCPCommand: []string{exe, "mcp", "--dir", d.Path, "--space", string(l.Space())}, Log: log,
+		MCPCommand: []string{exe, "mcp", "--dir", d.Path, "--space", string(l.Space())}, AwaitWake: awaitWake(l.Space()), Log: log,
 	})
 	if err != nil {
 		return err

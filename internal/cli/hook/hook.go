@@ -39,12 +39,15 @@ func NewCmdHook(f *factory.Factory) *cobra.Command {
 			"Events: session-start (idle, attention open), prompt (working; messages handed in), tool\n" +
 			"(working, on the tool), tool-done (a DM, task or mention that came during the tool is handed\n" +
 			"in), notification (waiting on its person), stop and session-end (idle), turn-end (what\n" +
-			"should wake the agent is handed in and the turn goes on; idle when nothing is), and wait (an\n" +
-			"idle harness waits up to 8 s for what should wake the agent; the messages are handed in).\n" +
+			"should wake the agent is handed in and the turn goes on; idle when nothing is), wait (an\n" +
+			"idle harness waits up to 8 s for what should wake the agent; the messages are handed in) and\n" +
+			"idle-wait (its manager waits up to 8 s for what should wake the idle agent; it gets a line to\n" +
+			"type into the agent's terminal, and nothing is handed in).\n\n" +
 			"For session-start, prompt and tool-done it prints the hook output of Claude Code and Codex,\n" +
 			"the messages as additionalContext; for turn-end, a Stop hook's block with the messages as\n" +
-			"its reason; for wait, the messages as text. Nothing is printed when nothing is handed in. It\n" +
-			"never fails the harness: an agent not running is a note on stderr.\n\n" +
+			"its reason; for wait and idle-wait, the messages or the line as text. It prints nothing\n" +
+			"when nothing is handed in, and never fails the harness: an agent not running is a note on\n" +
+			"stderr.\n\n" +
 			"A harness that passes the hook's input as the last argument instead (Codex's notify program)\n" +
 			"gives it as PAYLOAD, a JSON document; stdin is then not read.",
 		Args: cobra.RangeArgs(1, 2),
@@ -93,7 +96,7 @@ func run(ctx context.Context, f *factory.Factory, sp wire.Space, p wire.Principa
 				// The harness does not stop: it goes on with the messages as its next input.
 				out, _ := json.Marshal(map[string]string{"decision": "block", "reason": reply.Context})
 				fmt.Fprintln(f.IO.Out, string(out))
-			case req.Event == manager.HookWait:
+			case req.Event == manager.HookWait || req.Event == manager.HookIdleWait:
 				fmt.Fprint(f.IO.Out, reply.Context)
 			}
 			return nil
