@@ -23,23 +23,7 @@ func appendJSONString(dst []byte, s string) []byte {
 				if plainByte(b) {
 					continue
 				}
-				dst = append(dst, s[start:i-1]...)
-				switch b {
-				case '\\', '"':
-					dst = append(dst, '\\', b)
-				case '\b':
-					dst = append(dst, '\\', 'b')
-				case '\f':
-					dst = append(dst, '\\', 'f')
-				case '\n':
-					dst = append(dst, '\\', 'n')
-				case '\r':
-					dst = append(dst, '\\', 'r')
-				case '\t':
-					dst = append(dst, '\\', 't')
-				default: // another control character, or <, > or &
-					dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-				}
+				dst = appendEscaped(append(dst, s[start:i-1]...), b) // <, > and & as \u00xx
 				start = i
 				continue
 			}
@@ -61,6 +45,27 @@ func appendJSONString(dst []byte, s string) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// appendEscaped appends the JSON escape of an ASCII byte that is not written as itself: a quote
+// or a backslash behind a backslash, \b, \f, \n, \r and \t in their short forms, and any other as
+// \u00xx in lower-case hex. encoding/json and RFC 8785 both write these.
+func appendEscaped(dst []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(dst, '\\', c)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+}
 
 // plainByte reports whether an ASCII byte is written as itself.
 func plainByte(b byte) bool {

@@ -23,18 +23,10 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// codexBin returns the Codex binary the Codex tests drive: it skips the test without one, unless
-// COTAL_REQUIRE_CODEX (set by .ci/run once it installed Codex) makes that a failure.
+// codexBin returns the Codex binary the Codex tests drive.
 func codexBin(t *testing.T) string {
 	t.Helper()
-	codex, err := exec.LookPath("codex")
-	if err != nil {
-		if os.Getenv("COTAL_REQUIRE_CODEX") != "" {
-			t.Fatal("no codex on PATH: .ci/run installs it")
-		}
-		t.Skip("no codex on PATH: the Codex hooks test needs one (npm install -g @openai/codex)")
-	}
-	return codex
+	return toolOrSkip(t, "codex", "COTAL_REQUIRE_CODEX", "npm install -g @openai/codex")
 }
 
 // modelStub is a stand-in for the model behind Codex's Responses API: it answers every turn with
@@ -93,15 +85,8 @@ func TestCodexHooksPush(t *testing.T) {
 	srv := httptest.NewServer(model)
 	defer srv.Close()
 
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	work := t.TempDir()
-	bin := filepath.Join(work, "cotal")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec env "+envRunCLI+"=1 '"+self+"' \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := cotalScript(t, work)
 	args := []string{"exec", "--skip-git-repo-check",
 		"-c", `model_providers.stub={name="stub",base_url="` + srv.URL + `/v1",wire_api="responses"}`,
 		"-c", "model_provider=stub", "-c", "model=gpt-5"}

@@ -38,18 +38,40 @@ for await (const line of createInterface({ input: process.stdin })) {
 }
 `
 
-// nodeBin returns the node binary the plugin tests run the plugin under: it skips the test
-// without one, unless COTAL_REQUIRE_NODE (set by .ci/run, which installs it) makes that a failure.
+// toolOrSkip returns the path of the tool a test drives, name on PATH: it skips the test without
+// it (install says how to get it), unless the environment variable require, set by .ci/run, which
+// installs the tool, makes that a failure.
+func toolOrSkip(t *testing.T, name, require, install string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv(require) != "" {
+			t.Fatalf("no %s on PATH: .ci/run installs it", name)
+		}
+		t.Skipf("no %s on PATH: this test needs one (%s)", name, install)
+	}
+	return path
+}
+
+// cotalScript writes dir/cotal, a script that runs the test binary as the cotal binary, and
+// returns its path: what a harness's hooks run as cotal in these tests.
+func cotalScript(t *testing.T, dir string) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "cotal")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec env "+envRunCLI+"=1 '"+self+"' \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// nodeBin returns the node binary the plugin tests run the plugin under.
 func nodeBin(t *testing.T) string {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("COTAL_REQUIRE_NODE") != "" {
-			t.Fatal("no node on PATH: .ci/run installs it")
-		}
-		t.Skip("no node on PATH: the OpenCode plugin test needs one (apt install nodejs)")
-	}
-	return node
+	return toolOrSkip(t, "node", "COTAL_REQUIRE_NODE", "apt install nodejs")
 }
 
 // TestOpenCodePlugin runs the plugin `cotal spawn --agent opencode` loads under Node, against a
@@ -62,15 +84,8 @@ func TestOpenCodePlugin(t *testing.T) {
 	agent := newHookedAgent(t, "oc")
 	status := func(want wire.PresenceStatus, activity string) { t.Helper(); agent.status(t, want, activity) }
 
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	work := t.TempDir()
-	bin := filepath.Join(work, "cotal")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec env "+envRunCLI+"=1 '"+self+"' \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := cotalScript(t, work)
 	plugin, err := filepath.Abs(filepath.Join("..", "manager", "opencode", "cotal.js"))
 	if err != nil {
 		t.Fatal(err)

@@ -220,18 +220,27 @@ func (t *Tools) handIn() string {
 // once the agent is idle) and hands it in; "" when nothing came. It is a harness's push where the
 // harness can start a turn itself but has no channel for a server to wake it (OpenCode's plugin).
 func (t *Tools) await(ctx context.Context) string {
+	if !t.waitFor(ctx, func() bool { return t.inbox.Waiting() > 0 }) {
+		return ""
+	}
+	return t.handIn()
+}
+
+// waitFor waits up to hookWait for ready, asked now and at each arrival that wakes the agent,
+// and reports whether it held.
+func (t *Tools) waitFor(ctx context.Context, ready func() bool) bool {
 	timer := time.NewTimer(hookWait)
 	defer timer.Stop()
-	for t.inbox.Waiting() == 0 {
+	for !ready() {
 		select {
 		case <-t.arrived:
 		case <-timer.C:
-			return ""
+			return false
 		case <-ctx.Done():
-			return ""
+			return false
 		}
 	}
-	return t.handIn()
+	return true
 }
 
 // WakeLine is what an idle-wait answers, for its asker to type into the agent's terminal: the
@@ -243,21 +252,18 @@ const WakeLine = "New messages from the Cotal mesh: read them and act on them."
 // nothing in: it is the push of a harness that has a terminal its manager can type into and no
 // other way in while idle (Codex), the prompt that the typing starts handing the messages in.
 func (t *Tools) awaitIdle(ctx context.Context) string {
-	timer := time.NewTimer(hookWait)
-	defer timer.Stop()
-	for {
-		if _, ever := t.inbox.Waking(); t.inbox.Waiting() > 0 && !t.inbox.Working() && ever > t.nudged.Load() {
-			t.nudged.Store(ever)
-			return WakeLine
+	woken := func() bool {
+		_, ever := t.inbox.Waking()
+		if t.inbox.Waiting() == 0 || t.inbox.Working() || ever <= t.nudged.Load() {
+			return false
 		}
-		select {
-		case <-t.arrived:
-		case <-timer.C:
-			return ""
-		case <-ctx.Done():
-			return ""
-		}
+		t.nudged.Store(ever) // this arrival has had its wake
+		return true
 	}
+	if !t.waitFor(ctx, woken) {
+		return ""
+	}
+	return WakeLine
 }
 
 // cut shortens s to n bytes on a rune boundary.

@@ -14,6 +14,32 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
+// serveHooks serves a's hooks on a socket of the test's own, closed at its end, and returns the
+// socket's path.
+func serveHooks(t *testing.T, a *agent) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hook.sock")
+	closer, err := a.tools.ServeHooks(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closer.Close() })
+	return path
+}
+
+// status waits until a's presence shows want, its activity containing activity.
+func (a *agent) status(t *testing.T, want wire.PresenceStatus, activity string) {
+	t.Helper()
+	meshtest.Eventually(t, wait, a.c.Principal().String()+" "+string(want), func() bool {
+		for _, p := range a.roster.Peers() {
+			if p.Key == a.c.Principal().String() && p.Presence != nil && p.Presence.Status == want && strings.Contains(p.Presence.Activity, activity) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // TestHooks: the harness's turn boundaries drive the agent. A prompt makes it working and hands in
 // what arrived (so cotal_inbox no longer has it, the DM acknowledged); a tool names itself; a
 // notification makes it waiting on its person; a stop makes it idle; under focus the held
@@ -23,12 +49,7 @@ func TestHooks(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	tools := newAgent(t, m, ledger.Request{Name: "claude", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, nil, "general")
-	path := filepath.Join(t.TempDir(), "hook.sock")
-	closer, err := tools.tools.ServeHooks(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closer.Close() })
+	path := serveHooks(t, tools)
 	ask := func(event string, payload any) *mcptools.HookReply {
 		t.Helper()
 		raw, _ := json.Marshal(payload)
@@ -38,17 +59,7 @@ func TestHooks(t *testing.T) {
 		}
 		return reply
 	}
-	status := func(want wire.PresenceStatus, activity string) {
-		t.Helper()
-		meshtest.Eventually(t, wait, "claude "+string(want), func() bool {
-			for _, p := range tools.roster.Peers() {
-				if p.Key == tools.c.Principal().String() && p.Presence != nil && p.Presence.Status == want && strings.Contains(p.Presence.Activity, activity) {
-					return true
-				}
-			}
-			return false
-		})
-	}
+	status := func(want wire.PresenceStatus, activity string) { t.Helper(); tools.status(t, want, activity) }
 	bob := connect(t, m, ledger.Request{Name: "bob", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, (&peer{}).handle, "general")
 
 	ask(manager.HookSessionStart, map[string]string{"hook_event_name": "SessionStart"})
@@ -97,12 +108,7 @@ func TestHooksMidTurn(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	tools := newAgent(t, m, ledger.Request{Name: "codex", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, nil, "general")
-	path := filepath.Join(t.TempDir(), "hook.sock")
-	closer, err := tools.tools.ServeHooks(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closer.Close() })
+	path := serveHooks(t, tools)
 	ask := func(event string) string {
 		t.Helper()
 		reply, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: event})
@@ -111,17 +117,7 @@ func TestHooksMidTurn(t *testing.T) {
 		}
 		return reply.Context
 	}
-	status := func(want wire.PresenceStatus) {
-		t.Helper()
-		meshtest.Eventually(t, wait, "codex "+string(want), func() bool {
-			for _, p := range tools.roster.Peers() {
-				if p.Key == tools.c.Principal().String() && p.Presence != nil && p.Presence.Status == want {
-					return true
-				}
-			}
-			return false
-		})
-	}
+	status := func(want wire.PresenceStatus) { t.Helper(); tools.status(t, want, "") }
 	bob := connect(t, m, ledger.Request{Name: "bob", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, (&peer{}).handle, "general")
 
 	ask(manager.HookSessionStart)
@@ -173,12 +169,7 @@ func TestHooksIdleWait(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	tools := newAgent(t, m, ledger.Request{Name: "codex", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, nil, "general")
-	path := filepath.Join(t.TempDir(), "hook.sock")
-	closer, err := tools.tools.ServeHooks(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closer.Close() })
+	path := serveHooks(t, tools)
 	idleWait := func() <-chan string {
 		got := make(chan string, 1)
 		go func() {
