@@ -24,6 +24,15 @@ func FuzzAppendJSONString(f *testing.F) {
 		if got := appendJSONString(nil, s); string(got) != string(want) {
 			t.Fatalf("appendJSONString(%q) = %s, json.Marshal writes %s", s, got, want)
 		}
+		// The text part's bytes are held to encoding/json on a plain struct, not to
+		// Part.MarshalJSON, which itself writes through appendTextPart.
+		want, _ = json.Marshal(struct {
+			Kind string `json:"kind"`
+			Text string `json:"text"`
+		}{"text", s})
+		if got := appendTextPart(nil, s); string(got) != string(want) {
+			t.Fatalf("appendTextPart(%q) = %s, json.Marshal writes %s", s, got, want)
+		}
 	})
 }
 
