@@ -55,11 +55,13 @@ func run(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
-// waitUp polls until the mesh in dir records itself as running, reporting the last error.
+// waitUp polls until the mesh in dir records itself as running, reporting the last error. It
+// allows two minutes: a cluster node restarted under the race detector, beside other packages'
+// tests, recovers its streams and loads its wardens in well under one, but not always.
 func waitUp(t *testing.T, dir string, done <-chan int) *mesh.State {
 	t.Helper()
 	d := mesh.Dir{Path: filepath.Join(dir, mesh.DirName)}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	var err error
 	for time.Now().Before(deadline) {
 		var st *mesh.State

@@ -208,6 +208,15 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 	if m.server, err = broker.Start(ctx, d.ConfPath(), o.Log); err != nil {
 		return nil, err
 	}
+	// Each step of the start is logged (at --verbose) with the time since the broker came up, so
+	// a start that stalls (a cluster node whose streams are slow to recover) says where.
+	began := time.Now()
+	step := func(msg string) {
+		if o.Log != nil {
+			o.Log.Info(msg, "after", time.Since(began).Round(time.Millisecond))
+		}
+	}
+	step("the broker is up")
 	url := m.server.ClientURL()
 	if o.TLS != nil {
 		url = "tls://" + m.server.Addr().String()
@@ -224,11 +233,13 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 			m.stopServer()
 			return nil, err
 		}
+		step("the cluster's JetStream is ready")
 	}
 	if err := m.provision(ctx, url, spaces, o.Open); err != nil {
 		m.stopServer()
 		return nil, err
 	}
+	step("the spaces are provisioned")
 	if !o.Open {
 		for _, sp := range spaces {
 			l, err := ledger.Open(ctx, url, m.keyring, sp)
@@ -250,6 +261,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 				return nil, err
 			}
 		}
+		step("the ledgers are open")
 		if !o.NoDaemons {
 			if m.daemons, err = StartDaemons(m.ledgers, o.DaemonCredentialLifetime, o.NoDelivery, o.Log); err != nil {
 				m.stopServer()
@@ -265,6 +277,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 				m.stopServer()
 				return nil, fmt.Errorf("the warden did not start: %w", err)
 			}
+			step("the daemons are up and the wardens ready")
 			// A supervisor per space, each holding its space's manager lease.
 			for _, l := range m.ledgers {
 				if o.NoManager {

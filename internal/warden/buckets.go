@@ -79,8 +79,12 @@ func (r *rows) before(b wire.Bucket, key string, seq uint64) *row {
 	return nil
 }
 
-// loadPoll is how often a bucket's initial load is checked until it is complete.
-const loadPoll = 100 * time.Millisecond
+// loadPoll is how often a bucket's initial load is checked until it is complete; slowLoad is how
+// long the load, or the creation of a consumer, may take before the warden logs where it is.
+const (
+	loadPoll = 100 * time.Millisecond
+	slowLoad = 10 * time.Second
+)
 
 // guardBuckets watches every bucket of the space from each key's current row on, and repairs
 // every row that has the shape only a JetStream reply has (jetStreamReply): the key's last valid
@@ -110,7 +114,7 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 	}
 	for _, b := range names {
 		once := new(sync.Once)
-		var judged atomic.Uint64 // the stream sequence of the last row judged
+		judged := new(judgedMark)
 		// No filter: a copy stored under a subject outside the bucket is seen too.
 		cons, err := w.js.OrderedConsumer(ctx, b.Stream(), jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
@@ -118,10 +122,10 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", b, err)
 		}
-		cc, err := cons.Consume(func(msg jetstream.Msg) {
+		cc, err := w.consume(b.Stream(), cons, func(msg jetstream.Msg) {
 			meta := w.judgeRow(ctx, b, msg)
 			if meta != nil {
-				judged.Store(meta.Sequence.Stream)
+				judged.set(meta.Consumer, meta.Sequence.Consumer)
 				if meta.NumPending == 0 {
 					loaded(once)
 				}
@@ -132,17 +136,27 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 		}
 		started = append(started, cc)
 		// The last row delivered may have been delivered with rows still pending that then
-		// expired (a lapsed lease in a bucket with a TTL) and are never delivered: the bucket
-		// is loaded too once the consumer has nothing pending and every row it delivered is
-		// judged.
+		// expired (a lapsed lease in a bucket with a TTL) and are never delivered, and a bucket
+		// whose rows have all expired delivers none: the bucket is loaded too once the consumer
+		// has nothing pending and every row it delivered is judged.
 		polls.Go(func() { // owned: waited for on return
 			t := time.NewTicker(loadPoll)
 			defer t.Stop()
+			slow := time.Now().Add(slowLoad) // a load that takes longer says why, once
 			for {
 				info, err := cons.Info(ctx)
-				if err == nil && info.NumPending == 0 && judged.Load() >= info.Delivered.Stream {
+				if err == nil && info.NumPending == 0 && judged.covers(info) {
 					loaded(once)
 					return
+				}
+				if !slow.IsZero() && time.Now().After(slow) {
+					slow = time.Time{}
+					if err != nil {
+						w.log.Warn("bucket still loading", "bucket", b, "err", err)
+					} else {
+						w.log.Warn("bucket still loading", "bucket", b, "pending", info.NumPending,
+							"delivered", info.Delivered.Consumer, "judged", judged.String())
+					}
 				}
 				select {
 				case <-ctx.Done():
@@ -154,6 +168,44 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// judgedMark is the consumer and consumer sequence of the last row judged in a bucket's load. An
+// ordered consumer replaced midway starts its sequence again under a new name.
+type judgedMark struct {
+	mu       sync.Mutex
+	consumer string
+	seq      uint64
+}
+
+func (m *judgedMark) set(consumer string, seq uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.consumer, m.seq = consumer, seq
+}
+
+// covers reports whether every row the consumer of info delivered has been judged. It goes by
+// the consumer's sequence, not the stream's: a consumer made on a bucket whose rows all expired
+// starts past the stream's last sequence and delivers nothing.
+func (m *judgedMark) covers(info *jetstream.ConsumerInfo) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return info.Delivered.Consumer == 0 || (m.consumer == info.Name && m.seq >= info.Delivered.Consumer)
+}
+
+func (m *judgedMark) String() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return fmt.Sprintf("%s:%d", m.consumer, m.seq)
+}
+
+// consume starts consuming through an ordered consumer, and logs once when the consumer is slow to
+// be created: an ordered consumer retries its creation without end, so a stream that cannot take
+// it would otherwise keep the warden from ever watching, without a word.
+func (w *Warden) consume(stream string, cons jetstream.Consumer, h jetstream.MessageHandler) (jetstream.ConsumeContext, error) {
+	t := time.AfterFunc(slowLoad, func() { w.log.Warn("the warden's consumer is slow to start", "stream", stream) })
+	defer t.Stop()
+	return cons.Consume(h)
 }
 
 // judgeRow judges one stored row and returns its metadata.

@@ -103,7 +103,7 @@ func (w *Warden) guardStreams(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", stream, err)
 		}
-		cc, err := cons.Consume(func(msg jetstream.Msg) { w.judgeMessage(ctx, stream, judge, msg) })
+		cc, err := w.consume(stream, cons, func(msg jetstream.Msg) { w.judgeMessage(ctx, stream, judge, msg) })
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", stream, err)
 		}
