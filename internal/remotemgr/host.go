@@ -513,7 +513,7 @@ func (h *Host) renewRunDriver(ctx context.Context, who *Person, r *Request, resp
 }
 
 // session signs a session's serving half for the serve identity, living until the session
-// expires but no more than a day.
+// expires but no more than a day. A session id the host's own ledger holds is refused.
 func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Response) error {
 	if _, err := h.current(ctx, who, r); err != nil {
 		return err
@@ -526,6 +526,13 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 	}
 	if !exp.After(now) {
 		return refuse(wire.CodeFailedPrecondition, "session %s has expired", s.SessionID)
+	}
+	// A session of this host's own manager has its row in the ledger: its rails are not a remote
+	// manager's to serve, whoever learned its id.
+	if own, err := h.Ledger.Session(ctx, s.SessionID); err != nil {
+		return refuse(wire.CodeUnavailable, "read session %s: %v", s.SessionID, err)
+	} else if own != nil {
+		return refuse(wire.CodeConflict, "session %s is one of this host's own manager", s.SessionID)
 	}
 	g := authority.Grant{Session: authority.SessionRails{Endpoint: s.Endpoint, SessionID: s.SessionID, Epoch: s.Epoch}}
 	if err := h.Registry.AddKey(r.InstanceID, s.ID); err != nil {

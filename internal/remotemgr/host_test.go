@@ -22,6 +22,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
@@ -473,6 +474,38 @@ func TestEvictFamilyPrincipal(t *testing.T) {
 	meshtest.Eventually(t, 10*time.Second, "the evicted serve connection closes", conn.IsClosed)
 }
 
+// ownSession redeems a session of a manager instance of the host's own in its ledger, as the
+// host's supervisor does for an attach, and returns its id.
+func ownSession(t *testing.T, m *meshtest.Mesh) string {
+	t.Helper()
+	ctx := t.Context()
+	cred := m.AgentCred(t, ledger.Request{Name: "attacher"})
+	holder := wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
+	serving := authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.NewLifecycleUID()}
+	const sid = "own_session-0123456789abcdef"
+	err := m.Ledger(m.Space).Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+		g, err := s.ServeGate(serving)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := g.Move(ctx, nil, authority.EndpointGateRow{State: authority.GateOpen, Generation: 1, ProcessEpoch: 1,
+			Principal: "local.cotal_manager", Op: &authority.EndpointGateOp{OpID: "op-own", Kind: authority.OpActivation}}); err != nil {
+			return nil, err
+		}
+		epoch, err := s.CurrentEpoch(ctx, holder)
+		if err != nil {
+			return nil, err
+		}
+		_, err = s.RedeemSession(ctx, keys, authority.SessionRequest{SessionID: sid, Holder: holder, HolderEpoch: epoch,
+			Serving: serving, ServingEpoch: 1, Expires: time.Now().Add(time.Hour)})
+		return nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sid
+}
+
 func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 	r := newHostRig(t, 0)
 	ctx := t.Context()
@@ -497,6 +530,12 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 		if life := time.Until(time.Unix(claims.Expires, 0)); life > tc.max || life < tc.max-time.Minute || claims.Subject != req.Session.ID || claims.Name != string(authority.ProfileSessionServing) {
 			t.Errorf("session for %s: lives %s, subject %s, profile %s", tc.name, life, claims.Subject, claims.Name)
 		}
+	}
+	// A session of the host's own manager: its rails are not a remote manager's to serve.
+	own := c.Hosted(remotemgr.KindAuthority, remotemgr.OpSession)
+	own.Session = &remotemgr.SessionAsk{ID: servingKey(), Endpoint: "manager", SessionID: ownSession(t, r.m), Epoch: c.Epoch(), Exp: time.Now().Add(time.Hour).Unix()}
+	if _, status, code := r.send(t, "alice-token", own); status != 403 || code != string(wire.CodeConflict) {
+		t.Fatalf("session on the host's own session: HTTP %d %s", status, code)
 	}
 
 	// transferReader: the instance's own store, for a few minutes, at the current epoch only.
