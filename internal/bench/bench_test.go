@@ -50,6 +50,11 @@ func TestRunEveryCase(t *testing.T) {
 		started = append(started, name)
 	})
 	if err != nil {
+		for _, r := range res {
+			if r.Error != "" {
+				t.Errorf("%s: %s", r.Name, r.Error)
+			}
+		}
 		t.Fatal(err)
 	}
 	if got, want := strings.Join(started, ","), strings.Join(Names(Options{Agents: []int{40}}), ","); got != want {
