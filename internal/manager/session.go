@@ -27,7 +27,8 @@ import (
 type SessionAuthority interface {
 	// SessionHolder returns the lifecycle that holds a session caller asks for, and its epoch.
 	SessionHolder(ctx context.Context, caller wire.Lifecycle) (wire.Lifecycle, int64, error)
-	// RedeemSession establishes a session: its row active, both halves staged.
+	// RedeemSession establishes a session: its row active, both halves staged. It returns the
+	// caller's half when it holds it.
 	RedeemSession(ctx context.Context, req authority.SessionRequest) (*authority.Credential, error)
 	// SessionServing releases a session's serving half to the instance that serves it.
 	SessionServing(ctx context.Context, sessionID string, instance wire.LifecycleUID, epoch int64) (*authority.Credential, error)

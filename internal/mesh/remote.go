@@ -112,7 +112,8 @@ func SuperviseRemote(ctx context.Context, d Dir, o RemoteOptions) error {
 		return err
 	}
 	svc, err := sup.Serve(ctx, manager.ServiceConfig{
-		Conn: serveConn.Conn, Presence: supConn.Conn, Space: o.Space, Instance: inst.id, Epoch: epoch, Owner: c.Owner(), Log: log, MaxSessions: o.MaxSessions,
+		Conn: serveConn.Conn, Presence: supConn.Conn, Space: o.Space, Instance: inst.id, Epoch: epoch, Owner: c.Owner(), Log: log,
+		Sessions: newRemoteSessions(c), MaxSessions: o.MaxSessions,
 		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool {
 			ok, _, err := c.AuthorizeAdmin(ctx, caller)
 			if err != nil {

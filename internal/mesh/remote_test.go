@@ -1,8 +1,10 @@
 package mesh_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/signal"
@@ -11,9 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/authservice"
+	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
@@ -24,7 +30,8 @@ import (
 )
 
 // presentEnv switches the test binary into a fake agent that joins the space with its launch
-// material and stays present until SIGTERM.
+// material and stays present until SIGTERM, answering each line typed into it with "got " and
+// the line.
 const presentEnv = "COTAL_TEST_PRESENT_AGENT"
 
 func TestMain(m *testing.M) {
@@ -52,6 +59,12 @@ func presentAgent() int {
 		return 4
 	}
 	defer c.Close(context.Background())
+	go func() { // owned by the process: a headless agent's input ends at once
+		lines := bufio.NewScanner(os.Stdin)
+		for lines.Scan() {
+			fmt.Printf("got %s\n", lines.Text())
+		}
+	}()
 	<-sig
 	return 0
 }
@@ -68,12 +81,15 @@ type remote struct {
 	st    *authservice.State
 	owner string
 	ready ready
+	// doc is the mesh's document, and idToken alice's login at its development IdP.
+	doc     *authservice.MeshDocument
+	idToken string
 	// done reports how the remote manager ended.
 	done chan error
 }
 
 // startRemote starts a mesh in user-auth mode whose remote managers' standing credentials live
-// life (the default when zero), grants alice supervise, and runs her remote manager on B until
+// life (the default when zero), grants alice supervise and spawn, and runs her remote manager on B until
 // the test ends.
 func startRemote(t *testing.T, life time.Duration) *remote {
 	t.Helper()
@@ -94,7 +110,7 @@ func startRemote(t *testing.T, life time.Duration) *remote {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.People.Grant(&userauth.Row{Owner: owner, Actor: "cli", Scope: []string{"supervise"},
+	if _, err := st.People.Grant(&userauth.Row{Owner: owner, Actor: "cli", Scope: []string{"supervise", "spawn"},
 		AllowSubscribe: []string{"general"}, AllowPublish: []string{"general"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +134,7 @@ func startRemote(t *testing.T, life time.Duration) *remote {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the remote manager did not come up")
 	}
-	return &remote{m: m, st: st, owner: owner, ready: rm, done: done}
+	return &remote{m: m, st: st, owner: owner, ready: rm, done: done, doc: doc, idToken: idToken}
 }
 
 // TestRemoteManager plays two machines on a mesh in user-auth mode: host A runs the mesh, its auth
@@ -147,17 +163,7 @@ func TestRemoteManager(t *testing.T) {
 	}
 
 	// A's operator: a spawn on it runs on B, as alice's managed agent on bearers.
-	cred, err := m.Ledger("").Issue(ctx, ledger.Request{Profile: authority.ProfileControlAdmin, Name: "cotal_control"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	oc := m.Connect(t, cred)
-	records, err := oc.JS.KeyValue(ctx, string(m.Space.RecordsBucket()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc := manager.NewClient(oc.Conn, m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.Instrument}, "cotal_control")
-	mc.Any = true
+	mc, records := hostOperator(t, m)
 	sp, err := mc.SpawnOn(ctx, rm.instance, manager.SpawnArgs{Name: "dana", Subscribe: []string{"general"},
 		LaunchOptions: &manager.LaunchOptions{Command: []string{os.Args[0], "-test.run=^$"}, Env: []string{presentEnv + "=1"}, Runtime: string(manager.RuntimeHeadless)}})
 	if err != nil {
@@ -211,6 +217,142 @@ func TestRemoteManager(t *testing.T) {
 	if in, err := endpoint.Instances(ctx, records, wire.ManagerEndpoint); len(in) != 0 {
 		t.Fatalf("the evicted manager is still expected by ps: %+v %v", in, err)
 	}
+}
+
+// hostOperator returns a manager client as A's operator instrument (any owner's seats), and the
+// records bucket its ps and seat lookups read.
+func hostOperator(t *testing.T, m *meshtest.Mesh) (*manager.Client, jetstream.KeyValue) {
+	t.Helper()
+	cred, err := m.Ledger("").Issue(t.Context(), ledger.Request{Profile: authority.ProfileControlAdmin, Name: "cotal_control"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc := m.Connect(t, cred)
+	records, err := oc.JS.KeyValue(t.Context(), string(m.Space.RecordsBucket()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := manager.NewClient(oc.Conn, m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.Instrument}, "cotal_control")
+	mc.Any = true
+	return mc, records
+}
+
+// TestRemoteManagerAttach: A's operator attaches to an agent that runs on B under a remote
+// manager. The host redeems the session in its own ledger for the operator and signs the serving
+// half for the manager; the operator takes its half from the ledger, what it types reaches the
+// agent and the agent's screen comes back. The broker holds the half to the session's rails, and
+// closing the session in the ledger has the broker close the operator's connection.
+func TestRemoteManagerAttach(t *testing.T) {
+	t.Parallel()
+	r := startRemote(t, 0)
+	m, rm, ctx := r.m, r.ready, t.Context()
+	l := m.Ledger(m.Space)
+	mc, records := hostOperator(t, m)
+	sp, err := mc.SpawnOn(ctx, rm.instance, manager.SpawnArgs{Name: "erin", Subscribe: []string{"general"},
+		LaunchOptions: &manager.LaunchOptions{Command: []string{os.Args[0], "-test.run=^$"}, Env: []string{presentEnv + "=1"}, Runtime: string(manager.RuntimePTY)}})
+	if err != nil || sp.State != manager.GoalSucceeded {
+		t.Fatalf("spawn erin on the remote manager: %+v %v", sp, err)
+	}
+	g, err := mc.Attach(ctx, records, "erin")
+	if err != nil {
+		t.Fatalf("attach erin: %v", err)
+	}
+	if g.Serving.InstanceID != rm.instance || g.Serving.Epoch != rm.epoch || g.Target.Actor != "erin" {
+		t.Fatalf("attach answered %+v", g)
+	}
+	holder, err := wire.ParsePrincipal(g.Holder.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := wire.Lifecycle{Principal: holder, UID: g.Holder.LifecycleUID}
+	half, err := l.SessionCaller(ctx, g.SessionID, me)
+	if err != nil {
+		t.Fatalf("take the caller half from the host's ledger: %v", err)
+	}
+	c := m.Connect(t, half)
+	frames := make(chan *nats.Msg, 1024)
+	if _, err := c.ChanSubscribe(g.Subjects.Out, frames); err != nil {
+		t.Fatal(err)
+	}
+	send := func(f *wire.AttachFrame) {
+		t.Helper()
+		if err := c.Publish(g.Subjects.In, f.Encode()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(&wire.AttachFrame{Kind: wire.AttachReady})
+	send(&wire.AttachFrame{Kind: wire.AttachData, Data: []byte("hello from A\r")})
+	var screen strings.Builder
+	deadline := time.After(20 * time.Second)
+	for !strings.Contains(screen.String(), "got hello from A") {
+		select {
+		case msg := <-frames:
+			f, err := wire.DecodeAttachFrame(msg.Data)
+			if err != nil {
+				t.Fatalf("a malformed frame %q: %v", msg.Data, err)
+			}
+			switch f.Kind {
+			case wire.AttachData:
+				screen.Write(f.Data)
+			case wire.AttachEnd:
+				t.Fatalf("the session ended: %+v; the screen: %q", f, screen.String())
+			}
+		case <-deadline:
+			t.Fatalf("the agent's answer never came back; the screen: %q", screen.String())
+		}
+	}
+	// The half reaches its session's rails and nothing else.
+	other := strings.Replace(g.Subjects.In, g.SessionID, "another_session-0123456789", 1)
+	chat, err := m.Space.ChatSubject(holder, "general")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, deny := range []struct{ op, subject string }{
+		{"Publish", g.Subjects.Out}, {"Publish", other}, {"Publish", chat}, {"Subscription", g.Subjects.In},
+	} {
+		if deny.op == "Publish" {
+			_ = c.Publish(deny.subject, nil)
+		} else {
+			_, _ = c.SubscribeSync(deny.subject)
+		}
+		if refused, err := c.Refused(deny.op, deny.subject); err != nil || !refused {
+			t.Errorf("%s on %s with the caller half: refused %v (%v)", deny.op, deny.subject, refused, err)
+		}
+	}
+	// The holder ends it in the host's ledger: the broker closes its connection.
+	send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: wire.EndClosed})
+	if err := l.CloseSession(ctx, g.SessionID, authority.SessionCloser{Holder: &me}, authority.SessionClosed); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 10*time.Second, "the caller half's connection closed", c.IsClosed)
+
+	// Alice herself, through her manager-caller view of the instance: her half would wait in a
+	// ledger she cannot read, so the manager refuses before anything is redeemed.
+	tok, act, err := userauth.FetchPersonBearer(ctx, http.DefaultClient, r.doc.ExchangeURL, r.idToken,
+		userauth.PersonBearer{Actor: "cli", View: userauth.ViewManagerCaller, ManagerInstanceID: rm.instance})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := act.Principal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := dial.Bearer(ctx, r.doc.Server, []byte(r.doc.SentinelCreds), func(context.Context) (string, error) { return tok, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	pc := manager.NewClient(nc, m.Space, wire.Lifecycle{Principal: alice, UID: act.LifecycleUID}, "cli")
+	pc.Pinned = rm.instance
+	if _, err := pc.Attach(ctx, nil, "erin"); !isCode(err, wire.CodeFailedPrecondition) {
+		t.Fatalf("alice's own attach: %v, want failed-precondition", err)
+	}
+}
+
+// isCode reports whether err is an endpoint error of code.
+func isCode(err error, code wire.ErrorCode) bool {
+	e, ok := errors.AsType[*wire.EndpointError](err)
+	return ok && e.Code == code
 }
 
 // TestRemoteManagerRenews runs a remote manager whose standing credentials live ten seconds, the

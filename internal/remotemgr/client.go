@@ -422,11 +422,48 @@ func (c *Client) Retire(ctx context.Context, l wire.Lifecycle) error {
 // operator's instrument, or the person who supervises it), and what caller may hand an agent it
 // spawns here: nil when caller may spawn nothing of its own.
 func (c *Client) AuthorizeAdmin(ctx context.Context, caller wire.Lifecycle) (bool, *AgentGrant, error) {
-	r := c.hosted(KindAdminAuthorization, "")
-	r.Caller = &Target{Owner: caller.Principal.Owner(), Actor: caller.Principal.Actor(), LifecycleUID: string(caller.UID)}
-	resp, err := c.do(ctx, r)
+	resp, err := c.adminAuthorization(ctx, caller)
 	if err != nil {
 		return false, nil, err
 	}
 	return resp.Authorized != nil && *resp.Authorized, resp.CallerGrant, nil
+}
+
+// SessionHolder asks the host which lifecycle holds a session caller attaches, as its ledger
+// resolves it, with its process epoch; an error when caller is not the host's operator, the one
+// caller whose half the host's ledger can hold.
+func (c *Client) SessionHolder(ctx context.Context, caller wire.Lifecycle) (*SessionHolder, error) {
+	resp, err := c.adminAuthorization(ctx, caller)
+	if err != nil {
+		return nil, err
+	}
+	if resp.SessionHolder == nil {
+		return nil, fmt.Errorf("only the host's operator holds a session of a remote manager, and %s is not it", caller)
+	}
+	return resp.SessionHolder, nil
+}
+
+// Session has the host redeem a session in its ledger for holder and sign the session's serving
+// half, on a key made here, for this manager to bridge the session on; it lives until exp, but
+// never past a day, and epoch is the serving incarnation's.
+func (c *Client) Session(ctx context.Context, sessionID string, epoch int64, exp time.Time, holder SessionHolder) (*authority.Credential, error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, err
+	}
+	pub, _ := kp.PublicKey()
+	r := c.hosted(KindAuthority, OpSession)
+	r.Session = &SessionAsk{ID: pub, Endpoint: wire.ManagerEndpoint.Token(), SessionID: sessionID, Epoch: epoch, Exp: exp.Unix(), Holder: &holder}
+	resp, err := c.do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return c.issuedFor(resp, CredSessionServing, authority.ProfileSessionServing, c.actors.Serve, kp)
+}
+
+// adminAuthorization asks the host what it decides of caller on this manager.
+func (c *Client) adminAuthorization(ctx context.Context, caller wire.Lifecycle) (*Response, error) {
+	r := c.hosted(KindAdminAuthorization, "")
+	r.Caller = &Target{Owner: caller.Principal.Owner(), Actor: caller.Principal.Actor(), LifecycleUID: string(caller.UID)}
+	return c.do(ctx, r)
 }

@@ -513,7 +513,10 @@ func (h *Host) renewRunDriver(ctx context.Context, who *Person, r *Request, resp
 }
 
 // session signs a session's serving half for the serve identity, living until the session
-// expires but no more than a day. A session id the host's own ledger holds is refused.
+// expires but no more than a day. A session id the host's own ledger holds is refused. With a
+// holder it first redeems the session in the ledger for that holder, which must be the lifecycle
+// the ledger itself resolves, at its current epoch: the holder's half waits there for it, and
+// closing the session there revokes it at the broker.
 func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Response) error {
 	if _, err := h.current(ctx, who, r); err != nil {
 		return err
@@ -534,6 +537,11 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 	} else if own != nil {
 		return refuse(wire.CodeConflict, "session %s is one of this host's own manager", s.SessionID)
 	}
+	if s.Holder != nil {
+		if err := h.redeemFor(ctx, r, *s.Holder, exp); err != nil {
+			return err
+		}
+	}
 	g := authority.Grant{Session: authority.SessionRails{Endpoint: s.Endpoint, SessionID: s.SessionID, Epoch: s.Epoch}}
 	if err := h.Registry.AddKey(r.InstanceID, s.ID); err != nil {
 		// A key the host cannot record would outlive its manager's eviction: not signed.
@@ -544,6 +552,38 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 		return err
 	}
 	resp.credential(CredSessionServing, c)
+	return nil
+}
+
+// redeemFor redeems the session r asks for in the host's ledger for holder, served by the
+// manager instance r is from at the session's epoch.
+func (h *Host) redeemFor(ctx context.Context, r *Request, named SessionHolder, exp time.Time) error {
+	s := r.Session
+	lc, err := named.Lifecycle()
+	if err != nil {
+		return refuse(wire.CodeBadRequest, "session holder: %v", err)
+	}
+	if lc.Principal.Owner() != wire.DevOwner {
+		// Its half would wait in a ledger only the host's operator reads.
+		return refuse(wire.CodeFailedPrecondition, "%s cannot hold a session of a remote manager: only the host's operator can", lc)
+	}
+	holder, epoch, err := h.Ledger.SessionHolder(ctx, lc)
+	switch {
+	case err != nil:
+		return refuse(wire.CodeFailedPrecondition, "%s cannot hold a session: %v", lc, err)
+	case holder != lc || epoch != named.ProcessEpoch:
+		return refuse(wire.CodeConflict, "the session's holder is %s at epoch %d, not %s at %d", holder, epoch, lc, named.ProcessEpoch)
+	}
+	_, err = h.Ledger.RedeemSession(ctx, authority.SessionRequest{
+		SessionID: s.SessionID, Holder: holder, HolderEpoch: epoch, ServingEpoch: s.Epoch, Expires: exp,
+		Serving: authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.LifecycleUID(r.InstanceID)},
+	})
+	switch {
+	case errors.Is(err, authority.ErrConflict):
+		return refuse(wire.CodeConflict, "redeem session %s: %v", s.SessionID, err)
+	case err != nil:
+		return refuse(wire.CodeUnavailable, "redeem session %s: %v", s.SessionID, err)
+	}
 	return nil
 }
 
@@ -776,14 +816,14 @@ func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp
 		return err
 	}
 	caller := r.Caller.lifecycle()
-	ok := caller.Principal.Owner() == wire.DevOwner || caller.Principal.Owner() == who.Owner
-	if ok {
-		instrument, err := h.Ledger.Instrument(ctx, caller)
-		if err != nil {
+	instrument := false
+	if caller.Principal.Owner() == wire.DevOwner || caller.Principal.Owner() == who.Owner {
+		var err error
+		if instrument, err = h.Ledger.Instrument(ctx, caller); err != nil {
 			return refuse(wire.CodeUnavailable, "decide whether %s is an instrument: %v", caller, err)
 		}
-		ok = instrument
 	}
+	ok := instrument
 	if row := h.ownRow(who, caller); row != nil {
 		// The person who supervises the machine the manager runs on may launch what they like
 		// there; a row that may spawn hands its own channels and role on, never more.
@@ -793,6 +833,13 @@ func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp
 		}
 	}
 	resp.Authorized = &ok
+	if instrument && caller.Principal.Owner() == wire.DevOwner {
+		// The host's operator may hold a session of the manager: its half waits in the host's
+		// ledger, which only the operator reads.
+		if holder, epoch, err := h.Ledger.SessionHolder(ctx, caller); err == nil {
+			resp.SessionHolder = &SessionHolder{ID: holder.Principal.String(), LifecycleUID: string(holder.UID), ProcessEpoch: epoch}
+		}
+	}
 	return nil
 }
 

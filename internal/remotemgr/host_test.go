@@ -474,6 +474,66 @@ func TestEvictFamilyPrincipal(t *testing.T) {
 	meshtest.Eventually(t, 10*time.Second, "the evicted serve connection closes", conn.IsClosed)
 }
 
+// TestSessionRedeemedForAHolder: a session asked for with a holder is redeemed in the host's
+// ledger for that holder, which takes its half from there; a holder the ledger resolves
+// otherwise, or at another epoch, or has no lifecycle of, or that is not one of the host's own
+// principals (whose half would wait in a ledger they cannot read), is refused before anything is
+// signed.
+func TestSessionRedeemedForAHolder(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	l := r.m.Ledger(r.m.Space)
+	c, _, _ := r.activated(t, "alice-token")
+	cred := r.m.AgentCred(t, ledger.Request{Name: "operator"})
+	lc := wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
+	holder, epoch, err := l.SessionHolder(ctx, lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(sid string, h remotemgr.SessionHolder) remotemgr.Request {
+		req := c.Hosted(remotemgr.KindAuthority, remotemgr.OpSession)
+		req.Session = &remotemgr.SessionAsk{ID: newUserKey(t), Endpoint: "manager", SessionID: sid, Epoch: c.Epoch(),
+			Exp: time.Now().Add(time.Hour).Unix(), Holder: &h}
+		return req
+	}
+	named := remotemgr.SessionHolder{ID: holder.Principal.String(), LifecycleUID: string(holder.UID), ProcessEpoch: epoch}
+	for _, tc := range []struct {
+		name string
+		h    remotemgr.SessionHolder
+		code wire.ErrorCode
+	}{
+		{"another epoch", remotemgr.SessionHolder{ID: named.ID, LifecycleUID: named.LifecycleUID, ProcessEpoch: epoch + 1}, wire.CodeConflict},
+		{"no lifecycle in the ledger", remotemgr.SessionHolder{ID: "local.nobody", LifecycleUID: string(wire.NewLifecycleUID())}, wire.CodeFailedPrecondition},
+		{"another owner", remotemgr.SessionHolder{ID: alice + ".cli", LifecycleUID: string(wire.NewLifecycleUID())}, wire.CodeFailedPrecondition},
+	} {
+		sid := "refused_session-" + strings.ReplaceAll(tc.name, " ", "_")
+		if _, status, code := r.send(t, "alice-token", ask(sid, tc.h)); status == 200 || code != string(tc.code) {
+			t.Errorf("a holder with %s: HTTP %d %s, want %s", tc.name, status, code, tc.code)
+		}
+		if row, err := l.Session(ctx, sid); err != nil || row != nil {
+			t.Errorf("a holder with %s left a session row: %+v %v", tc.name, row, err)
+		}
+	}
+	const sid = "held_session-0123456789abcdef"
+	req := ask(sid, named)
+	out, status, code := r.send(t, "alice-token", req)
+	if status != 200 || out.Credentials[remotemgr.CredSessionServing].JWT == "" {
+		t.Fatalf("session for a holder: HTTP %d %s", status, code)
+	}
+	row, err := l.Session(ctx, sid)
+	if err != nil || row == nil || row.Row.State != authority.SessionActive || row.Row.Holder.LifecycleUID != holder.UID ||
+		row.Row.Serving.InstanceID != wire.LifecycleUID(req.InstanceID) {
+		t.Fatalf("the session's row in the host's ledger: %+v %v", row, err)
+	}
+	if _, err := l.SessionCaller(ctx, sid, holder); err != nil {
+		t.Fatalf("the holder takes its half: %v", err)
+	}
+	// Asked again, the session is the ledger's already: refused.
+	if _, status, code := r.send(t, "alice-token", ask(sid, named)); status != 403 || code != string(wire.CodeConflict) {
+		t.Fatalf("the same session asked again: HTTP %d %s", status, code)
+	}
+}
+
 // ownSession redeems a session of a manager instance of the host's own in its ledger, as the
 // host's supervisor does for an attach, and returns its id.
 func ownSession(t *testing.T, m *meshtest.Mesh) string {

@@ -68,13 +68,41 @@ func (ids Identities) keys() []string {
 	return []string{ids.Supervisor.ID, ids.Executor.ID, ids.Serve.ID, ids.GoalWriter.ID, ids.SessionLedger.ID}
 }
 
-// SessionAsk names a session whose serving half the manager asks for.
+// SessionAsk names a session whose serving half the manager asks for. With Holder (cotal-go's
+// addition) the host also redeems the session in its own ledger for that holder, the trusted
+// auth path of SPEC §13.6: the holder then takes its half from there, as it would for a session
+// of the host's own manager.
 type SessionAsk struct {
-	ID        string `json:"id"` // the serving half's public key
-	Endpoint  string `json:"endpoint"`
-	SessionID string `json:"sessionId"`
-	Epoch     int64  `json:"epoch"`
-	Exp       int64  `json:"exp"` // unix seconds
+	ID        string         `json:"id"` // the serving half's public key
+	Endpoint  string         `json:"endpoint"`
+	SessionID string         `json:"sessionId"`
+	Epoch     int64          `json:"epoch"`
+	Exp       int64          `json:"exp"` // unix seconds
+	Holder    *SessionHolder `json:"holder,omitempty"`
+}
+
+// SessionHolder is the lifecycle a session's grant binds and its process epoch, as the host's
+// ledger resolves them for a caller.
+type SessionHolder struct {
+	ID           string `json:"id"`
+	LifecycleUID string `json:"lifecycleUid"`
+	ProcessEpoch int64  `json:"processEpoch"`
+}
+
+// Lifecycle returns the holder's lifecycle, or an error naming what is malformed.
+func (h SessionHolder) Lifecycle() (wire.Lifecycle, error) {
+	p, err := wire.ParsePrincipal(h.ID)
+	if err != nil {
+		return wire.Lifecycle{}, err
+	}
+	uid, err := wire.ParseLifecycleUID(h.LifecycleUID)
+	if err != nil {
+		return wire.Lifecycle{}, err
+	}
+	if h.ProcessEpoch < 0 {
+		return wire.Lifecycle{}, errors.New("a negative process epoch")
+	}
+	return wire.Lifecycle{Principal: p, UID: uid}, nil
 }
 
 // Target names a lifecycle.
@@ -212,6 +240,10 @@ type Response struct {
 	// caller is a person or managed agent of the manager's own owner whose row holds spawn.
 	Authorized  *bool       `json:"authorized,omitempty"`
 	CallerGrant *AgentGrant `json:"callerGrant,omitempty"`
+	// SessionHolder also answers KindAdminAuthorization (cotal-go's addition): the lifecycle that
+	// holds a session the caller attaches, as the host's ledger resolves it; absent when the
+	// ledger holds no lifecycle of the caller (a person, or an agent on bearers).
+	SessionHolder *SessionHolder `json:"sessionHolder,omitempty"`
 	// Evicted reports what evict-family-principal ended.
 	Evicted *Eviction `json:"evicted,omitempty"`
 }
@@ -332,6 +364,11 @@ func (r *Request) validate() error {
 		}
 		if err := wire.ValidateSessionID(s.SessionID); err != nil {
 			return err
+		}
+		if s.Holder != nil {
+			if _, err := s.Holder.Lifecycle(); err != nil {
+				return fmt.Errorf("session holder: %w", err)
+			}
 		}
 	case r.Operation == OpRetire:
 		if r.Retirement == nil || !nkeys.IsValidPublicUserKey(r.Retirement.ID) {

@@ -1,0 +1,77 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/remotemgr"
+	"github.com/gocotal/cotal/wire"
+)
+
+// remoteSessions establishes a remote manager's attach sessions through its host, the trusted
+// auth path (SPEC §13.6): the host's ledger resolves the holder, the host redeems the session
+// there for it, and signs the serving half for the manager. The holder takes its half from the
+// host's ledger and closes the session there, which has the broker refuse it; the serving half,
+// recorded by the host against the instance, lapses with the session or is revoked with the
+// manager. Only a caller with a lifecycle in the host's ledger (its operator) can hold a session.
+type remoteSessions struct {
+	c *remotemgr.Client
+
+	mu sync.Mutex
+	// serving holds each established session's serving half until its bridge connects on it.
+	serving map[string]*authority.Credential
+}
+
+func newRemoteSessions(c *remotemgr.Client) *remoteSessions {
+	return &remoteSessions{c: c, serving: map[string]*authority.Credential{}}
+}
+
+// SessionHolder asks the host which lifecycle holds caller's session, and at which epoch.
+func (r *remoteSessions) SessionHolder(ctx context.Context, caller wire.Lifecycle) (wire.Lifecycle, int64, error) {
+	h, err := r.c.SessionHolder(ctx, caller)
+	if err != nil {
+		return wire.Lifecycle{}, 0, err
+	}
+	lc, err := h.Lifecycle()
+	if err != nil {
+		return wire.Lifecycle{}, 0, fmt.Errorf("the host's session holder: %w", err)
+	}
+	return lc, h.ProcessEpoch, nil
+}
+
+// RedeemSession has the host redeem the session for its holder and keeps the serving half for
+// the bridge. The caller's half stays in the host's ledger for the holder: it returns none.
+func (r *remoteSessions) RedeemSession(ctx context.Context, req authority.SessionRequest) (*authority.Credential, error) {
+	holder := remotemgr.SessionHolder{ID: req.Holder.Principal.String(), LifecycleUID: string(req.Holder.UID), ProcessEpoch: req.HolderEpoch}
+	serving, err := r.c.Session(ctx, req.SessionID, req.ServingEpoch, req.Expires, holder)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.serving[req.SessionID] = serving
+	r.mu.Unlock()
+	return nil, nil
+}
+
+// SessionServing hands the bridge the serving half RedeemSession kept, once.
+func (r *remoteSessions) SessionServing(_ context.Context, sessionID string, _ wire.LifecycleUID, _ int64) (*authority.Credential, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cred, ok := r.serving[sessionID]
+	if !ok {
+		return nil, fmt.Errorf("session %s was not established here, or is served already", sessionID)
+	}
+	delete(r.serving, sessionID)
+	return cred, nil
+}
+
+// CloseSession forgets a session whose bridge never took its serving half. The session's row is
+// the host's: its holder closes it there.
+func (r *remoteSessions) CloseSession(_ context.Context, sessionID string, _ authority.SessionCloser, _ authority.SessionState) error {
+	r.mu.Lock()
+	delete(r.serving, sessionID)
+	r.mu.Unlock()
+	return nil
+}
