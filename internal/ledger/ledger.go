@@ -26,6 +26,11 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
+// ControlActor is the actor of the operator's control instrument: the endpoint commands the CLI
+// runs call as local.cotal_control, each on a one-shot lifecycle whose rows the standing
+// lifecycle of that principal holds.
+const ControlActor = "cotal_control"
+
 // The actors of the ledger's own credentials.
 const (
 	ledgerActor        = "cotal_ledger"

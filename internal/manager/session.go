@@ -23,7 +23,7 @@ import (
 // refused by the broker.
 
 // SessionAuthority is the trusted path the manager establishes and ends sessions through: the
-// mesh's ledger.
+// mesh's ledger, or for a remote manager its host's, reached through the host.
 type SessionAuthority interface {
 	// SessionHolder returns the lifecycle that holds a session caller asks for, and its epoch.
 	SessionHolder(ctx context.Context, caller wire.Lifecycle) (wire.Lifecycle, int64, error)
@@ -32,7 +32,7 @@ type SessionAuthority interface {
 	RedeemSession(ctx context.Context, req authority.SessionRequest) (*authority.Credential, error)
 	// SessionServing releases a session's serving half to the instance that serves it.
 	SessionServing(ctx context.Context, sessionID string, instance wire.LifecycleUID, epoch int64) (*authority.Credential, error)
-	// CloseSession ends a session and has the broker refuse both halves.
+	// CloseSession ends a session and has the broker refuse the halves the ledger released.
 	CloseSession(ctx context.Context, sessionID string, closer authority.SessionCloser, to authority.SessionState) error
 }
 

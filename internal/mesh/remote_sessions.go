@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -12,10 +13,12 @@ import (
 
 // remoteSessions establishes a remote manager's attach sessions through its host, the trusted
 // auth path (SPEC §13.6): the host's ledger resolves the holder, the host redeems the session
-// there for it, and signs the serving half for the manager. The holder takes its half from the
-// host's ledger and closes the session there, which has the broker refuse it; the serving half,
-// recorded by the host against the instance, lapses with the session or is revoked with the
-// manager. Only a caller with a lifecycle in the host's ledger (its operator) can hold a session.
+// there for it, and signs the serving half for the manager's own key. The holder takes its half
+// from the host's ledger; either party ends the session there (the manager as its serving
+// party), which has the broker refuse the holder's half. The manager's serving half, recorded by
+// the host against the instance, is dropped with the bridge and lapses with the session, or is
+// revoked with the manager. Only the host operator's control instrument can hold a session: its
+// half waits in a ledger nobody else reads.
 type remoteSessions struct {
 	c *remotemgr.Client
 
@@ -44,8 +47,11 @@ func (r *remoteSessions) SessionHolder(ctx context.Context, caller wire.Lifecycl
 // RedeemSession has the host redeem the session for its holder and keeps the serving half for
 // the bridge. The caller's half stays in the host's ledger for the holder: it returns none.
 func (r *remoteSessions) RedeemSession(ctx context.Context, req authority.SessionRequest) (*authority.Credential, error) {
+	if req.Target == nil {
+		return nil, fmt.Errorf("session %s names no target", req.SessionID)
+	}
 	holder := remotemgr.SessionHolder{ID: req.Holder.Principal.String(), LifecycleUID: string(req.Holder.UID), ProcessEpoch: req.HolderEpoch}
-	serving, err := r.c.Session(ctx, req.SessionID, req.ServingEpoch, req.Expires, holder)
+	serving, err := r.c.Session(ctx, req.SessionID, req.ServingEpoch, req.Expires, holder, *req.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +73,16 @@ func (r *remoteSessions) SessionServing(_ context.Context, sessionID string, _ w
 	return cred, nil
 }
 
-// CloseSession forgets a session whose bridge never took its serving half. The session's row is
-// the host's: its holder closes it there.
-func (r *remoteSessions) CloseSession(_ context.Context, sessionID string, _ authority.SessionCloser, _ authority.SessionState) error {
+// CloseSession has the host end the session in its ledger, as its serving party, which revokes
+// the holder's half; one the host holds no row of (its redeem failed) or already ended is no
+// error.
+func (r *remoteSessions) CloseSession(ctx context.Context, sessionID string, _ authority.SessionCloser, to authority.SessionState) error {
 	r.mu.Lock()
 	delete(r.serving, sessionID)
 	r.mu.Unlock()
-	return nil
+	err := r.c.EndSession(ctx, sessionID, to)
+	if ref, ok := errors.AsType[*remotemgr.Refusal](err); ok && ref.Code == wire.CodeNotFound {
+		return nil
+	}
+	return err
 }

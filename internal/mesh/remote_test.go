@@ -240,8 +240,9 @@ func hostOperator(t *testing.T, m *meshtest.Mesh) (*manager.Client, jetstream.Ke
 // TestRemoteManagerAttach: A's operator attaches to an agent that runs on B under a remote
 // manager. The host redeems the session in its own ledger for the operator and signs the serving
 // half for the manager; the operator takes its half from the ledger, what it types reaches the
-// agent and the agent's screen comes back. The broker holds the half to the session's rails, and
-// closing the session in the ledger has the broker close the operator's connection.
+// agent and the agent's screen comes back. The broker holds the half to the session's rails.
+// Ending the session, on B (a detach: the manager ends it at the host) or in the ledger by the
+// holder, has the broker close the operator's connection.
 func TestRemoteManagerAttach(t *testing.T) {
 	t.Parallel()
 	r := startRemote(t, 0)
@@ -319,12 +320,27 @@ func TestRemoteManagerAttach(t *testing.T) {
 			t.Errorf("%s on %s with the caller half: refused %v (%v)", deny.op, deny.subject, refused, err)
 		}
 	}
-	// The holder ends it in the host's ledger: the broker closes its connection.
+	// A detach ends the session on B, and the manager ends it in the host's ledger as its
+	// serving party: the broker closes the holder's connection.
 	send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: wire.EndClosed})
-	if err := l.CloseSession(ctx, g.SessionID, authority.SessionCloser{Holder: &me}, authority.SessionClosed); err != nil {
+	meshtest.Eventually(t, 20*time.Second, "the holder's half closed once the manager ended the session", c.IsClosed)
+	if row, err := l.Session(ctx, g.SessionID); err != nil || row.Row.State != authority.SessionClosed {
+		t.Fatalf("the session's row after the manager ended it: %+v %v", row, err)
+	}
+	// The holder may end the next one in the ledger itself, as cotal attach does.
+	g2, err := mc.Attach(ctx, records, "erin")
+	if err != nil {
 		t.Fatal(err)
 	}
-	meshtest.Eventually(t, 10*time.Second, "the caller half's connection closed", c.IsClosed)
+	half2, err := l.SessionCaller(ctx, g2.SessionID, me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := m.Connect(t, half2)
+	if err := l.CloseSession(ctx, g2.SessionID, authority.SessionCloser{Holder: &me}, authority.SessionClosed); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 10*time.Second, "the holder's half closed once it ended the session", c2.IsClosed)
 
 	// Alice herself, through her manager-caller view of the instance: her half would wait in a
 	// ledger she cannot read, so the manager refuses before anything is redeemed.

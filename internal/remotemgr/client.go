@@ -443,22 +443,32 @@ func (c *Client) SessionHolder(ctx context.Context, caller wire.Lifecycle) (*Ses
 	return resp.SessionHolder, nil
 }
 
-// Session has the host redeem a session in its ledger for holder and sign the session's serving
-// half, on a key made here, for this manager to bridge the session on; it lives until exp, but
-// never past a day, and epoch is the serving incarnation's.
-func (c *Client) Session(ctx context.Context, sessionID string, epoch int64, exp time.Time, holder SessionHolder) (*authority.Credential, error) {
+// Session has the host redeem a session on target's terminal in its ledger for holder and sign
+// the session's serving half, on a key made here, for this manager to bridge the session on; it
+// lives until exp, but never past a day, and epoch is the serving incarnation's.
+func (c *Client) Session(ctx context.Context, sessionID string, epoch int64, exp time.Time, holder SessionHolder, target wire.Lifecycle) (*authority.Credential, error) {
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		return nil, err
 	}
 	pub, _ := kp.PublicKey()
 	r := c.hosted(KindAuthority, OpSession)
-	r.Session = &SessionAsk{ID: pub, Endpoint: wire.ManagerEndpoint.Token(), SessionID: sessionID, Epoch: epoch, Exp: exp.Unix(), Holder: &holder}
+	r.Session = &SessionAsk{ID: pub, Endpoint: wire.ManagerEndpoint.Token(), SessionID: sessionID, Epoch: epoch, Exp: exp.Unix(), Holder: &holder,
+		Target: &Target{Owner: target.Principal.Owner(), Actor: target.Principal.Actor(), LifecycleUID: string(target.UID)}}
 	resp, err := c.do(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	return c.issuedFor(resp, CredSessionServing, authority.ProfileSessionServing, c.actors.Serve, kp)
+}
+
+// EndSession has the host end a session this manager serves in its ledger, in state to: the
+// broker refuses both halves from then on.
+func (c *Client) EndSession(ctx context.Context, sessionID string, to authority.SessionState) error {
+	r := c.hosted(KindAuthority, OpSession)
+	r.Session = &SessionAsk{Endpoint: wire.ManagerEndpoint.Token(), SessionID: sessionID, End: to}
+	_, err := c.do(ctx, r)
+	return err
 }
 
 // adminAuthorization asks the host what it decides of caller on this manager.

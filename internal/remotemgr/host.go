@@ -517,11 +517,14 @@ func (h *Host) renewRunDriver(ctx context.Context, who *Person, r *Request, resp
 // holder it first redeems the session in the ledger for that holder, which must be the lifecycle
 // the ledger itself resolves, at its current epoch: the holder's half waits there for it, and
 // closing the session there revokes it at the broker.
-func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Response) error {
+func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Response) (err error) {
 	if _, err := h.current(ctx, who, r); err != nil {
 		return err
 	}
 	s := r.Session
+	if s.End != "" {
+		return h.endSession(ctx, r)
+	}
 	now := time.Now()
 	exp := time.Unix(s.Exp, 0)
 	if limit := now.Add(authority.SessionMaxLifetime); exp.After(limit) {
@@ -530,17 +533,26 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 	if !exp.After(now) {
 		return refuse(wire.CodeFailedPrecondition, "session %s has expired", s.SessionID)
 	}
-	// A session of this host's own manager has its row in the ledger: its rails are not a remote
-	// manager's to serve, whoever learned its id.
+	// A session in the ledger already (its own manager's, or one redeemed for a remote manager)
+	// has its serving half: its rails are not for a remote manager to serve again, whoever
+	// learned its id.
 	if own, err := h.Ledger.Session(ctx, s.SessionID); err != nil {
 		return refuse(wire.CodeUnavailable, "read session %s: %v", s.SessionID, err)
 	} else if own != nil {
-		return refuse(wire.CodeConflict, "session %s is one of this host's own manager", s.SessionID)
+		return refuse(wire.CodeConflict, "session %s is in this host's ledger already", s.SessionID)
 	}
 	if s.Holder != nil {
 		if err := h.redeemFor(ctx, r, *s.Holder, exp); err != nil {
 			return err
 		}
+		defer func() {
+			if err != nil { // redeemed, but the manager gets no serving half: nobody serves it
+				cerr := h.Ledger.CloseSession(context.WithoutCancel(ctx), s.SessionID, authority.SessionCloser{Operator: true}, authority.SessionClosed)
+				if cerr != nil {
+					h.log().Warn("close a session left unserved", "session", s.SessionID, "err", cerr)
+				}
+			}
+		}()
 	}
 	g := authority.Grant{Session: authority.SessionRails{Endpoint: s.Endpoint, SessionID: s.SessionID, Epoch: s.Epoch}}
 	if err := h.Registry.AddKey(r.InstanceID, s.ID); err != nil {
@@ -556,16 +568,14 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 }
 
 // redeemFor redeems the session r asks for in the host's ledger for holder, served by the
-// manager instance r is from at the session's epoch.
+// manager instance r is from at the session's epoch. The holder must be the operator's control
+// principal, the one whose half the ledger can hold for it: a manager naming anyone else would
+// have the host write rows for principals that never attached.
 func (h *Host) redeemFor(ctx context.Context, r *Request, named SessionHolder, exp time.Time) error {
 	s := r.Session
-	lc, err := named.Lifecycle()
-	if err != nil {
-		return refuse(wire.CodeBadRequest, "session holder: %v", err)
-	}
-	if lc.Principal.Owner() != wire.DevOwner {
-		// Its half would wait in a ledger only the host's operator reads.
-		return refuse(wire.CodeFailedPrecondition, "%s cannot hold a session of a remote manager: only the host's operator can", lc)
+	lc, _ := named.Lifecycle() // validated with the request
+	if lc.Principal != operatorPrincipal {
+		return refuse(wire.CodeFailedPrecondition, "%s cannot hold a session of a remote manager: only the host's operator can", lc.Principal)
 	}
 	holder, epoch, err := h.Ledger.SessionHolder(ctx, lc)
 	switch {
@@ -574,8 +584,9 @@ func (h *Host) redeemFor(ctx context.Context, r *Request, named SessionHolder, e
 	case holder != lc || epoch != named.ProcessEpoch:
 		return refuse(wire.CodeConflict, "the session's holder is %s at epoch %d, not %s at %d", holder, epoch, lc, named.ProcessEpoch)
 	}
+	target := s.Target.lifecycle()
 	_, err = h.Ledger.RedeemSession(ctx, authority.SessionRequest{
-		SessionID: s.SessionID, Holder: holder, HolderEpoch: epoch, ServingEpoch: s.Epoch, Expires: exp,
+		SessionID: s.SessionID, Holder: holder, HolderEpoch: epoch, ServingEpoch: s.Epoch, Expires: exp, Target: &target,
 		Serving: authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.LifecycleUID(r.InstanceID)},
 	})
 	switch {
@@ -586,6 +597,37 @@ func (h *Host) redeemFor(ctx context.Context, r *Request, named SessionHolder, e
 	}
 	return nil
 }
+
+// endSession ends a session of the instance r is from in the host's ledger, as its serving
+// party at the epoch the host checked: both halves are revoked at the broker. A session of
+// another instance or epoch is refused; one already ended is no error.
+func (h *Host) endSession(ctx context.Context, r *Request) error {
+	s := r.Session
+	serving := authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.LifecycleUID(r.InstanceID)}
+	row, err := h.Ledger.Session(ctx, s.SessionID)
+	switch {
+	case err != nil:
+		return refuse(wire.CodeUnavailable, "read session %s: %v", s.SessionID, err)
+	case row == nil:
+		return refuse(wire.CodeNotFound, "no session %s", s.SessionID)
+	case row.Row.Serving.InstanceID != serving.InstanceID || row.Row.Serving.Epoch != *r.ProcessEpoch:
+		return refuse(wire.CodePermissionDenied, "session %s is not served by instance %s at epoch %d", s.SessionID, r.InstanceID, *r.ProcessEpoch)
+	}
+	closer := authority.SessionCloser{Serving: &serving, Epoch: *r.ProcessEpoch}
+	if err := h.Ledger.CloseSession(ctx, s.SessionID, closer, s.End); err != nil {
+		return refuse(wire.CodeUnavailable, "end session %s: %v", s.SessionID, err)
+	}
+	return nil
+}
+
+// operatorPrincipal is the host operator's control principal, local.cotal_control.
+var operatorPrincipal = func() wire.Principal {
+	p, err := wire.NewPrincipal(wire.DevOwner, ledger.ControlActor)
+	if err != nil {
+		panic(err) // two constant, valid tokens
+	}
+	return p
+}()
 
 // transferReader signs a transfer reader for the key the request names: the instance's own
 // transfer store, read by its serve identity for a few minutes, while the manager still serves at
@@ -833,7 +875,7 @@ func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp
 		}
 	}
 	resp.Authorized = &ok
-	if instrument && caller.Principal.Owner() == wire.DevOwner {
+	if instrument && caller.Principal == operatorPrincipal {
 		// The host's operator may hold a session of the manager: its half waits in the host's
 		// ledger, which only the operator reads.
 		if holder, epoch, err := h.Ledger.SessionHolder(ctx, caller); err == nil {

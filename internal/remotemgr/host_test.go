@@ -475,25 +475,29 @@ func TestEvictFamilyPrincipal(t *testing.T) {
 }
 
 // TestSessionRedeemedForAHolder: a session asked for with a holder is redeemed in the host's
-// ledger for that holder, which takes its half from there; a holder the ledger resolves
-// otherwise, or at another epoch, or has no lifecycle of, or that is not one of the host's own
-// principals (whose half would wait in a ledger they cannot read), is refused before anything is
-// signed.
+// ledger for that holder, which takes its half from there. The holder must be the host
+// operator's control principal at the lifecycle and epoch the ledger resolves: anything else is
+// refused before anything is written or signed. The manager ends the session there as its
+// serving party, which revokes the holder's half; an unknown session or a stale epoch is refused.
 func TestSessionRedeemedForAHolder(t *testing.T) {
 	r := newHostRig(t, 0)
 	ctx := t.Context()
 	l := r.m.Ledger(r.m.Space)
 	c, _, _ := r.activated(t, "alice-token")
-	cred := r.m.AgentCred(t, ledger.Request{Name: "operator"})
-	lc := wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
-	holder, epoch, err := l.SessionHolder(ctx, lc)
+	ctl, err := l.Issue(ctx, ledger.Request{Profile: authority.ProfileControlAdmin, Name: ledger.ControlActor})
 	if err != nil {
 		t.Fatal(err)
 	}
+	holder, epoch, err := l.SessionHolder(ctx, wire.Lifecycle{Principal: ctl.Principal, UID: ctl.Instrument})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := r.m.AgentCred(t, ledger.Request{Name: "erin"})
+	target := remotemgr.Target{Owner: agent.Principal.Owner(), Actor: agent.Principal.Actor(), LifecycleUID: string(agent.LifecycleUID)}
 	ask := func(sid string, h remotemgr.SessionHolder) remotemgr.Request {
 		req := c.Hosted(remotemgr.KindAuthority, remotemgr.OpSession)
 		req.Session = &remotemgr.SessionAsk{ID: newUserKey(t), Endpoint: "manager", SessionID: sid, Epoch: c.Epoch(),
-			Exp: time.Now().Add(time.Hour).Unix(), Holder: &h}
+			Exp: time.Now().Add(time.Hour).Unix(), Holder: &h, Target: &target}
 		return req
 	}
 	named := remotemgr.SessionHolder{ID: holder.Principal.String(), LifecycleUID: string(holder.UID), ProcessEpoch: epoch}
@@ -503,7 +507,8 @@ func TestSessionRedeemedForAHolder(t *testing.T) {
 		code wire.ErrorCode
 	}{
 		{"another epoch", remotemgr.SessionHolder{ID: named.ID, LifecycleUID: named.LifecycleUID, ProcessEpoch: epoch + 1}, wire.CodeConflict},
-		{"no lifecycle in the ledger", remotemgr.SessionHolder{ID: "local.nobody", LifecycleUID: string(wire.NewLifecycleUID())}, wire.CodeFailedPrecondition},
+		{"another lifecycle", remotemgr.SessionHolder{ID: named.ID, LifecycleUID: string(wire.NewLifecycleUID())}, wire.CodeConflict},
+		{"an agent of the host", remotemgr.SessionHolder{ID: agent.Principal.String(), LifecycleUID: string(agent.LifecycleUID)}, wire.CodeFailedPrecondition},
 		{"another owner", remotemgr.SessionHolder{ID: alice + ".cli", LifecycleUID: string(wire.NewLifecycleUID())}, wire.CodeFailedPrecondition},
 	} {
 		sid := "refused_session-" + strings.ReplaceAll(tc.name, " ", "_")
@@ -525,13 +530,37 @@ func TestSessionRedeemedForAHolder(t *testing.T) {
 		row.Row.Serving.InstanceID != wire.LifecycleUID(req.InstanceID) {
 		t.Fatalf("the session's row in the host's ledger: %+v %v", row, err)
 	}
-	if _, err := l.SessionCaller(ctx, sid, holder); err != nil {
+	half, err := l.SessionCaller(ctx, sid, holder)
+	if err != nil {
 		t.Fatalf("the holder takes its half: %v", err)
 	}
+	conn := r.m.Connect(t, half)
 	// Asked again, the session is the ledger's already: refused.
 	if _, status, code := r.send(t, "alice-token", ask(sid, named)); status != 403 || code != string(wire.CodeConflict) {
 		t.Fatalf("the same session asked again: HTTP %d %s", status, code)
 	}
+
+	// The manager ends it: not at another epoch, not one the ledger has no row of.
+	end := func(sid string, epoch int64) (int, string) {
+		req := c.Hosted(remotemgr.KindAuthority, remotemgr.OpSession)
+		req.ProcessEpoch = &epoch
+		req.Session = &remotemgr.SessionAsk{Endpoint: "manager", SessionID: sid, End: authority.SessionClosed}
+		_, status, code := r.send(t, "alice-token", req)
+		return status, code
+	}
+	if status, code := end(sid, c.Epoch()+1); status != 403 || code != string(wire.CodePermissionDenied) { // the proof is the epoch's
+		t.Errorf("end at a stale epoch: HTTP %d %s", status, code)
+	}
+	if status, code := end("no_such_session-0123456789", c.Epoch()); code != string(wire.CodeNotFound) {
+		t.Errorf("end an unknown session: HTTP %d %s", status, code)
+	}
+	if err := c.EndSession(ctx, sid, authority.SessionClosed); err != nil {
+		t.Fatalf("the manager ends its session: %v", err)
+	}
+	if row, err := l.Session(ctx, sid); err != nil || row.Row.State != authority.SessionClosed {
+		t.Fatalf("the ended session's row: %+v %v", row, err)
+	}
+	meshtest.Eventually(t, 10*time.Second, "the holder's half closed by the broker", conn.IsClosed)
 }
 
 // ownSession redeems a session of a manager instance of the host's own in its ledger, as the

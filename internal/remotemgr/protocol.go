@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -70,15 +71,19 @@ func (ids Identities) keys() []string {
 
 // SessionAsk names a session whose serving half the manager asks for. With Holder (cotal-go's
 // addition) the host also redeems the session in its own ledger for that holder, the trusted
-// auth path of SPEC §13.6: the holder then takes its half from there, as it would for a session
-// of the host's own manager.
+// auth path of SPEC §13.6, the session carrying Target's terminal: the holder then takes its half
+// from there, as it would for a session of the host's own manager. With End (cotal-go's addition
+// too) the manager ends such a session instead, as its serving party, in that state; nothing is
+// signed.
 type SessionAsk struct {
-	ID        string         `json:"id"` // the serving half's public key
-	Endpoint  string         `json:"endpoint"`
-	SessionID string         `json:"sessionId"`
-	Epoch     int64          `json:"epoch"`
-	Exp       int64          `json:"exp"` // unix seconds
-	Holder    *SessionHolder `json:"holder,omitempty"`
+	ID        string                 `json:"id,omitempty"` // the serving half's public key
+	Endpoint  string                 `json:"endpoint"`
+	SessionID string                 `json:"sessionId"`
+	Epoch     int64                  `json:"epoch"`
+	Exp       int64                  `json:"exp"` // unix seconds
+	Holder    *SessionHolder         `json:"holder,omitempty"`
+	Target    *Target                `json:"target,omitempty"`
+	End       authority.SessionState `json:"end,omitempty"`
 }
 
 // SessionHolder is the lifecycle a session's grant binds and its process epoch, as the host's
@@ -241,8 +246,9 @@ type Response struct {
 	Authorized  *bool       `json:"authorized,omitempty"`
 	CallerGrant *AgentGrant `json:"callerGrant,omitempty"`
 	// SessionHolder also answers KindAdminAuthorization (cotal-go's addition): the lifecycle that
-	// holds a session the caller attaches, as the host's ledger resolves it; absent when the
-	// ledger holds no lifecycle of the caller (a person, or an agent on bearers).
+	// holds a session the caller attaches, as the host's ledger resolves it, when the caller is
+	// the host operator's control instrument, the one caller whose half the ledger can hold for
+	// it; absent otherwise.
 	SessionHolder *SessionHolder `json:"sessionHolder,omitempty"`
 	// Evicted reports what evict-family-principal ended.
 	Evicted *Eviction `json:"evicted,omitempty"`
@@ -359,15 +365,27 @@ func (r *Request) validate() error {
 		}
 	case r.Operation == OpSession:
 		s := r.Session
+		if s != nil && s.End != "" {
+			if s.Endpoint != wire.ManagerEndpoint.Token() || !s.End.Terminal() || s.ID != "" || s.Holder != nil || s.Target != nil {
+				return errors.New("a session's end needs {endpoint: manager, sessionId, end: closed|expired|superseded|retired} and nothing to sign")
+			}
+			return wire.ValidateSessionID(s.SessionID)
+		}
 		if s == nil || !nkeys.IsValidPublicUserKey(s.ID) || s.Endpoint != wire.ManagerEndpoint.Token() || s.Epoch < 0 || s.Exp <= 0 {
 			return errors.New("session needs {id: a user nkey, endpoint: manager, sessionId, epoch, exp}")
 		}
 		if err := wire.ValidateSessionID(s.SessionID); err != nil {
 			return err
 		}
+		if (s.Holder == nil) != (s.Target == nil) {
+			return errors.New("a session's holder and target come together")
+		}
 		if s.Holder != nil {
 			if _, err := s.Holder.Lifecycle(); err != nil {
 				return fmt.Errorf("session holder: %w", err)
+			}
+			if err := s.Target.validate(); err != nil {
+				return fmt.Errorf("session target: %w", err)
 			}
 		}
 	case r.Operation == OpRetire:

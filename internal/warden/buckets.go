@@ -186,7 +186,9 @@ func (m *judgedMark) set(consumer string, seq uint64) {
 
 // covers reports whether every row the consumer of info delivered has been judged. It goes by
 // the consumer's sequence, not the stream's: a consumer made on a bucket whose rows all expired
-// starts past the stream's last sequence and delivers nothing.
+// starts past the stream's last sequence and delivers nothing. It speaks for the current
+// consumer only: a row its predecessor delivered just before being replaced may still be in
+// judgement, and is judged all the same.
 func (m *judgedMark) covers(info *jetstream.ConsumerInfo) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -251,10 +251,6 @@ func (f *Factory) StartAgent(ctx context.Context, req ledger.Request) (cred *aut
 	return cred, stop, nil
 }
 
-// ControlName is the actor of the operator's control instrument: the endpoint commands call as
-// local.cotal_control.
-const ControlName = "cotal_control"
-
 // openControl is the refusal of an endpoint command on an open mesh.
 const openControl = "the endpoint commands need an authenticated mesh: an open mesh has no service registry and no control credential"
 
@@ -297,7 +293,7 @@ func (f *Factory) control(ctx context.Context, life time.Duration) (*Control, er
 	if _, _, _, err := f.Mesh(openControl); err != nil {
 		return nil, err
 	}
-	cred, st, sp, err := f.issueOneShot(ctx, "", authority.ProfileControlAdmin, ControlName, life)
+	cred, st, sp, err := f.issueOneShot(ctx, "", authority.ProfileControlAdmin, ledger.ControlActor, life)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +312,7 @@ func (f *Factory) control(ctx context.Context, life time.Duration) (*Control, er
 		return nil, fmt.Errorf("open the records bucket of space %s: %w", sp, err)
 	}
 	me := wire.Lifecycle{Principal: cred.Principal, UID: cred.Instrument}
-	mc := manager.NewClient(nc, sp, me, ControlName)
+	mc := manager.NewClient(nc, sp, me, ledger.ControlActor)
 	mc.Any = true
 	return &Control{Conn: nc, Space: sp, Me: me, Manager: mc, Records: records}, nil
 }
