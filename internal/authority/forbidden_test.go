@@ -88,6 +88,9 @@ type fbOp struct {
 	hdr     nats.Header
 }
 
+// fbLifetime is how long the matrix's credentials live.
+const fbLifetime = 30 * time.Minute
+
 func (o fbOp) key() string { return o.op + " " + o.subject }
 
 // fbWorld holds the coordinates the universe is generated from.
@@ -1189,7 +1192,9 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 			coords = fbCoords{lifecycle: wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID},
 				allowPublish: req.AllowPublish, allowSubscribe: req.AllowSubscribe, role: req.Role}
 		case g.Principal.IsZero():
-			cred = m.Mint(t, ledger.Request{Space: home, Profile: p, Name: name})
+			// Every credential outlives the run, which takes minutes on a loaded machine: a probe
+			// or run operator's default minute would end its connection before its controls.
+			cred = m.Mint(t, ledger.Request{Space: home, Profile: p, Name: name, Expires: fbLifetime})
 			if p == authority.ProfileControlAdmin {
 				// Its instrument lifecycle is fresh at the mint; the SDK reads it off the creds.
 				parsed, err := cotal.ParseCreds(cred.Creds)
@@ -1203,7 +1208,7 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cred, err = sk.Mint(authority.MintRequest{Profile: p, Grant: g}); err != nil {
+			if cred, err = sk.Mint(authority.MintRequest{Profile: p, Grant: g, Expires: fbLifetime}); err != nil {
 				t.Fatalf("mint %s: %v", p, err)
 			}
 		}
