@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal"
@@ -353,11 +354,28 @@ func TestClusterAuthorityFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	carol, err := dial.As(ctx, c.states[2].URL, carolCred)
+	var carolMu sync.Mutex
+	var carolLog []string // what befell carol's connection, for a failure's report
+	note := func(format string, args ...any) {
+		carolMu.Lock()
+		defer carolMu.Unlock()
+		carolLog = append(carolLog, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+	}
+	carol, err := dial.As(ctx, c.states[2].URL, carolCred,
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) { note("disconnected: %v", err) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { note("reconnected to %s", nc.ConnectedServerName()) }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer carol.Close()
+	note("connected to %s", carol.ConnectedServerName())
+	defer func() {
+		if t.Failed() {
+			carolMu.Lock()
+			defer carolMu.Unlock()
+			t.Logf("carol's connection (now on %q, connected %v):\n%s", carol.ConnectedServerName(), carol.IsConnected(), strings.Join(carolLog, "\n"))
+		}
+	}()
 	t.Logf("killing %s, which serves the daemons", c.names[active])
 	sent := traffic(ctx, alice, bob.Principal(), "failover", clusterDMs)
 	for range clusterDMs / 10 {
@@ -411,6 +429,7 @@ func TestClusterAuthorityFailover(t *testing.T) {
 	}
 	_ = dave.Close(ctx)
 	for _, args := range [][]string{{"send", "msg", "general", "through the others"}, {"creds", "revoke", "carol"}} {
+		note("run %q", args)
 		meshtest.Eventually(t, 60*time.Second, fmt.Sprintf("%q in the killed node's directory", args), func() bool {
 			code, _, stderr := run(t, append(args, "--dir", c.dirs[active])...)
 			if code != exit.OK {

@@ -1,6 +1,7 @@
 // Package connz reads the broker's view of an account's connections: the system account's
 // connection list ($SYS.REQ.ACCOUNT.<account>.CONNZ), with each connection's subscriptions and
-// the principal it acts as. Only a system-account connection allowed that request can read it.
+// the principal it acts as, as every server of a cluster lists its own. Only a system-account
+// connection allowed that request can read it.
 package connz
 
 import (
@@ -8,10 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
 )
@@ -64,55 +67,97 @@ func principal(dotForm string) (wire.Principal, bool) {
 	return p, true
 }
 
-// pageSize is how many connections one request asks for (the broker's default), and maxPages
-// bounds how many pages List reads before it gives up rather than report a partial list.
+// pageSize is how many connections one request asks of a server (the broker's default), and
+// maxPages bounds how many pages List reads before it gives up rather than report a partial list.
 const (
 	pageSize = 1024
 	maxPages = 64
 )
 
-// List returns every connection of account, paging through the broker's list on nc, a
-// system-account connection. It reads one broker's list: a cluster's other servers are not
-// asked. A list it could not read to the end is an error, never a partial list.
+// The waits for the servers' answers: the first, then each next. A server that runs alone says
+// so in its answer, and then none is waited for.
+const (
+	firstAnswer = 5 * time.Second
+	nextAnswer  = 500 * time.Millisecond
+)
+
+// List returns every connection of account on every server that answers, paging through each
+// server's list on nc, a system-account connection: every server of a cluster answers the
+// request with its own connections. A list it could not read to the end is an error, never a
+// partial list.
 func List(ctx context.Context, nc *nats.Conn, account string) ([]Conn, error) {
 	var all []Conn
+	totals := map[string]int{} // each server's count of the account's connections
 	for page := range maxPages {
-		conns, total, err := listPage(ctx, nc, account, page*pageSize)
+		offset := page * pageSize
+		pages, err := listPage(ctx, nc, account, offset)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, conns...)
-		if len(conns) < pageSize || page*pageSize+len(conns) >= total {
+		more := false
+		for _, p := range pages {
+			if page == 0 {
+				totals[p.server] = p.total
+			} else if totals[p.server] <= offset {
+				continue // a server whose list ended: its answer to a later page is empty
+			}
+			all = append(all, p.conns...)
+			more = more || offset+len(p.conns) < totals[p.server] && len(p.conns) == pageSize
+		}
+		if !more {
 			return all, nil
 		}
 	}
-	return nil, fmt.Errorf("list the connections of %s: more than %d connections", account, maxPages*pageSize)
+	return nil, fmt.Errorf("list the connections of %s: more than %d connections on a server", account, maxPages*pageSize)
 }
 
-// listPage reads the page of account's connections at offset, and the account's total.
-func listPage(ctx context.Context, nc *nats.Conn, account string, offset int) ([]Conn, int, error) {
+// serverPage is one server's page of an account's connections.
+type serverPage struct {
+	server string // the server's id
+	total  int    // the account's connections on the server
+	conns  []Conn
+}
+
+// connzAnswer is a server's answer to an account's connection-list request.
+type connzAnswer struct {
+	Server *struct {
+		ID      string `json:"id"`
+		Cluster string `json:"cluster"`
+	} `json:"server"`
+	Data *struct {
+		Total       int    `json:"total"`
+		Connections []Conn `json:"connections"`
+	} `json:"data"`
+	Error *struct {
+		Code        int    `json:"code"`
+		Description string `json:"description"`
+	} `json:"error"`
+}
+
+// listPage reads every server's page of account's connections at offset, with each server's
+// count of them.
+func listPage(ctx context.Context, nc *nats.Conn, account string, offset int) ([]serverPage, error) {
 	req, _ := json.Marshal(map[string]any{"subscriptions": true, "auth": true, "offset": offset, "limit": pageSize}) // always encodes
-	msg, err := nc.RequestWithContext(ctx, jsapi.AccountConnz(account), req)
+	alone := func(reply []byte) bool {
+		var a connzAnswer
+		return json.Unmarshal(reply, &a) == nil && a.Server != nil && a.Server.Cluster == ""
+	}
+	replies, err := dial.Gather(ctx, nc, jsapi.AccountConnz(account), req, firstAnswer, nextAnswer, alone)
 	if err != nil {
-		return nil, 0, fmt.Errorf("list the connections of %s: %w", account, err)
+		return nil, fmt.Errorf("list the connections of %s: %w", account, err)
 	}
-	var rep struct {
-		Data *struct {
-			Total       int    `json:"total"`
-			Connections []Conn `json:"connections"`
-		} `json:"data"`
-		Error *struct {
-			Code        int    `json:"code"`
-			Description string `json:"description"`
-		} `json:"error"`
+	out := make([]serverPage, 0, len(replies))
+	for _, r := range replies {
+		var a connzAnswer
+		switch err := json.Unmarshal(r, &a); {
+		case err != nil:
+			return nil, fmt.Errorf("list the connections of %s: the broker's answer %q is not a connection list: %w", account, r, err)
+		case a.Error != nil:
+			return nil, fmt.Errorf("list the connections of %s: the broker refused (%d): %s", account, a.Error.Code, a.Error.Description)
+		case a.Data == nil || a.Server == nil:
+			return nil, fmt.Errorf("list the connections of %s: the broker's answer %q holds no list", account, r)
+		}
+		out = append(out, serverPage{server: a.Server.ID, total: a.Data.Total, conns: a.Data.Connections})
 	}
-	switch err := json.Unmarshal(msg.Data, &rep); {
-	case err != nil:
-		return nil, 0, fmt.Errorf("list the connections of %s: the broker's answer %q is not a connection list: %w", account, msg.Data, err)
-	case rep.Error != nil:
-		return nil, 0, fmt.Errorf("list the connections of %s: the broker refused (%d): %s", account, rep.Error.Code, rep.Error.Description)
-	case rep.Data == nil:
-		return nil, 0, fmt.Errorf("list the connections of %s: the broker's answer %q holds no list", account, msg.Data)
-	}
-	return rep.Data.Connections, rep.Data.Total, nil
+	return out, nil
 }

@@ -32,13 +32,20 @@ func Servers(ctx context.Context, kr *authority.Keyring, url, subject string, fi
 // the cluster), then up to more after each. No reply within first is an error, and a subject no
 // server answers is nats.ErrNoResponders, at once.
 func ServersOn(ctx context.Context, nc *nats.Conn, subject string, first, more time.Duration) ([][]byte, error) {
+	return Gather(ctx, nc, subject, nil, first, more, nil)
+}
+
+// Gather is ServersOn with a request body, data, and a test of the first reply: when alone
+// reports that its server runs outside any cluster (its reply says so), no other server can
+// answer and Gather returns at once rather than wait out more. alone may be nil.
+func Gather(ctx context.Context, nc *nats.Conn, subject string, data []byte, first, more time.Duration, alone func(reply []byte) bool) ([][]byte, error) {
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
 		return nil, err
 	}
 	defer sub.Unsubscribe() //nolint:errcheck // the connection's own close reaps it too
-	if err := nc.PublishRequest(subject, inbox, nil); err != nil {
+	if err := nc.PublishRequest(subject, inbox, data); err != nil {
 		return nil, err
 	}
 	var out [][]byte
@@ -56,5 +63,8 @@ func ServersOn(ctx context.Context, nc *nats.Conn, subject string, first, more t
 			return nil, fmt.Errorf("%s: %w", subject, nats.ErrNoResponders)
 		}
 		out = append(out, msg.Data)
+		if len(out) == 1 && alone != nil && alone(msg.Data) {
+			return out, nil
+		}
 	}
 }

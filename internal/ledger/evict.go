@@ -42,7 +42,8 @@ const evictionWait = 10 * time.Second
 // space's account in kr and pushes the updated account JWT to the broker (a $SYS claims update,
 // which every server of a cluster receives), on a system credential minted for the one push.
 // From then on the broker refuses those credentials at connect and closes their live
-// connections; Evict returns once the broker's connection list (CONNZ) shows none of them. On a
+// connections; Evict returns once no server's connection list (CONNZ) shows any of them, and
+// pushes again while one does. On a
 // cluster whose servers share the distributed resolver, the push carries, and the list takes in,
 // the revocations other authority nodes pushed (reconcile). Once the broker showed it runs alone
 // (no server answers the lookup), the evictor pushes at once from then on.
@@ -93,6 +94,7 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 	}
 	vctx, cancelWait := context.WithTimeout(ctx, evictionWait)
 	defer cancelWait()
+	pushed := time.Now()
 	for {
 		live, err := liveConnections(vctx, nc, acct, userKeys)
 		if err != nil {
@@ -101,6 +103,14 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 		if live == 0 {
 			return nil
 		}
+		if time.Since(pushed) > repushAfter {
+			// A server still serves a revoked connection: the push did not reach it, or a newer
+			// JWT without the revocation replaced it there. Push the whole list again.
+			if err := reconcile(vctx, nc, kr, sp, acct, true, alone); err != nil {
+				return fmt.Errorf("verify the eviction: %w", err)
+			}
+			pushed = time.Now()
+		}
 		select {
 		case <-vctx.Done():
 			return fmt.Errorf("verify the eviction: %d revoked connections still open after %s", live, evictionWait)
@@ -108,6 +118,10 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 		}
 	}
 }
+
+// repushAfter is how long a revoked connection may stay listed after a push before the list is
+// pushed again.
+const repushAfter = 2 * time.Second
 
 // ReconcileRevocations brings the revocations of the ledger's space in its keyring and on the
 // cluster at its URL together (reconcileRevocations).

@@ -17,7 +17,9 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/connz"
 	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
@@ -81,6 +83,42 @@ func TestClusterOfThree(t *testing.T) {
 		got <- d.Message.Parts[0].Text
 		return nil
 	})
+	// The broker's connection list read through node a holds every node's connections: alice's
+	// on node b and bob's on node c.
+	listed := func() map[string]bool {
+		t.Helper()
+		kr, err := dirs[0].OpenKeyring()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sk, err := kr.Space("main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sys, err := kr.MintSystemUser("check", []string{jsapi.AccountConnz(sk.AccountPublicKey())}, nil, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := dial.As(ctx, nodes[0].URL(), sys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		conns, err := connz.List(ctx, nc, sk.AccountPublicKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, c := range conns {
+			if p, ok := c.Principal(); ok {
+				out[p.Actor()] = true
+			}
+		}
+		return out
+	}
+	if on := listed(); !on["alice"] || !on["bob"] {
+		t.Fatalf("the connection list through node a holds %v, want alice and bob", on)
+	}
 	if _, err := alice.DirectMessage(ctx, bob.Principal(), []wire.Part{wire.TextPart("across the cluster")}); err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +155,13 @@ func TestClusterOfThree(t *testing.T) {
 		t.Fatal("the DM sent after node b died never reached bob")
 	}
 
-	// Revoked on the authority node, refused by node c.
+	// Revoked on the authority node, refused by node c. The revocation returns once no node
+	// lists bob's connection.
 	if _, err := l.RevokeUserKey(ctx, bobCred.PublicKey, "test"); err != nil {
 		t.Fatal(err)
+	}
+	if on := listed(); on["bob"] {
+		t.Fatalf("bob's revoked connection still listed: %v", on)
 	}
 	meshtest.Eventually(t, 20*time.Second, "bob's credential refused by node c", func() bool {
 		nc, err := dial.As(ctx, nodes[2].URL(), bobCred)
