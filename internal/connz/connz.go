@@ -74,11 +74,14 @@ const (
 	maxPages = 64
 )
 
-// The waits for the servers' answers: the first, then each next. A server that runs alone says
-// so in its answer, and then none is waited for.
+// The waits for the servers' answers. A census (a one-connection page without details, small
+// and quick) finds the servers and what each holds: the first answer, then each next, but none
+// once a server says it runs alone. A page of details (up to a user JWT per connection) may take
+// a loaded server a while to build; it is awaited from every server the census found.
 const (
 	firstAnswer = 5 * time.Second
 	nextAnswer  = 500 * time.Millisecond
+	pageAnswer  = 15 * time.Second
 )
 
 // List returns every connection of account on every server that answers, paging through each
@@ -86,35 +89,85 @@ const (
 // request with its own connections. A list it could not read to the end is an error, never a
 // partial list.
 func List(ctx context.Context, nc *nats.Conn, account string) ([]Conn, error) {
+	conns, _, err := list(ctx, nc, account, "")
+	return conns, err
+}
+
+// OfUser returns the connections of account that authenticated as the user key, on every server
+// that answers (each server filters its own list), and how many servers answered.
+func OfUser(ctx context.Context, nc *nats.Conn, account, userKey string) (conns []Conn, servers int, err error) {
+	return list(ctx, nc, account, userKey)
+}
+
+// list reads every answering server's list of account's connections, only those of user when it
+// is set: a census finds the servers and their counts, then each server's pages are read until
+// its list ends. A server the census found that does not answer a page it owes is an error.
+func list(ctx context.Context, nc *nats.Conn, account, user string) ([]Conn, int, error) {
+	census, err := gather(ctx, nc, account, query{user: user, limit: 1}, firstAnswer, nextAnswer, func(got []serverPage) bool {
+		return len(got) == 1 && got[0].alone
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	owed := map[string]int{} // each server's count of the connections still to read
+	for _, p := range census {
+		owed[p.server] = p.total
+	}
 	var all []Conn
-	totals := map[string]int{} // each server's count of the account's connections
 	for page := range maxPages {
 		offset := page * pageSize
-		pages, err := listPage(ctx, nc, account, offset)
-		if err != nil {
-			return nil, err
-		}
-		more := false
-		for _, p := range pages {
-			if page == 0 {
-				totals[p.server] = p.total
-			} else if totals[p.server] <= offset {
-				continue // a server whose list ended: its answer to a later page is empty
+		want := map[string]bool{}
+		for server, n := range owed {
+			if n > 0 {
+				want[server] = true
 			}
-			all = append(all, p.conns...)
-			more = more || offset+len(p.conns) < totals[p.server] && len(p.conns) == pageSize
 		}
-		if !more {
-			return all, nil
+		if len(want) == 0 {
+			return all, len(census), nil
+		}
+		pages, err := gather(ctx, nc, account, query{user: user, offset: offset, limit: pageSize, details: true}, pageAnswer, pageAnswer, func(got []serverPage) bool {
+			n := 0
+			for _, p := range got {
+				if want[p.server] {
+					n++
+				}
+			}
+			return n == len(want)
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, p := range pages {
+			if !want[p.server] {
+				continue // a server whose list ended, or one the census did not find
+			}
+			delete(want, p.server)
+			all = append(all, p.conns...)
+			if len(p.conns) < pageSize {
+				owed[p.server] = 0
+			} else {
+				owed[p.server] = max(p.total-offset-len(p.conns), 0)
+			}
+		}
+		for server := range want {
+			return nil, 0, fmt.Errorf("list the connections of %s: server %s did not answer for its connections from %d", account, server, offset)
 		}
 	}
-	return nil, fmt.Errorf("list the connections of %s: more than %d connections on a server", account, maxPages*pageSize)
+	return nil, 0, fmt.Errorf("list the connections of %s: more than %d connections on a server", account, maxPages*pageSize)
+}
+
+// query is one request of an account's connection list.
+type query struct {
+	user          string // only this user's connections, when set
+	offset, limit int
+	details       bool // each connection's subscriptions, user and tags
 }
 
 // serverPage is one server's page of an account's connections.
 type serverPage struct {
 	server string // the server's id
-	total  int    // the account's connections on the server
+	alone  bool   // the server is in no cluster: no other answers
+	total  int    // the account's connections on the server that the query matches
 	conns  []Conn
 }
 
@@ -134,30 +187,47 @@ type connzAnswer struct {
 	} `json:"error"`
 }
 
-// listPage reads every server's page of account's connections at offset, with each server's
-// count of them.
-func listPage(ctx context.Context, nc *nats.Conn, account string, offset int) ([]serverPage, error) {
-	req, _ := json.Marshal(map[string]any{"subscriptions": true, "auth": true, "offset": offset, "limit": pageSize}) // always encodes
-	alone := func(reply []byte) bool {
-		var a connzAnswer
-		return json.Unmarshal(reply, &a) == nil && a.Server != nil && a.Server.Cluster == ""
+// gather sends q to every server and reads their pages: the first within first, each next within
+// more, until enough reports the pages so far are all there are.
+func gather(ctx context.Context, nc *nats.Conn, account string, q query, first, more time.Duration, enough func([]serverPage) bool) ([]serverPage, error) {
+	body := map[string]any{"offset": q.offset, "limit": q.limit}
+	if q.details {
+		body["subscriptions"], body["auth"] = true, true
 	}
-	replies, err := dial.Gather(ctx, nc, jsapi.AccountConnz(account), req, firstAnswer, nextAnswer, alone)
-	if err != nil {
+	if q.user != "" {
+		body["user"] = q.user
+	}
+	req, _ := json.Marshal(body) // always encodes
+	var pages []serverPage
+	var bad error
+	_, err := dial.Gather(ctx, nc, jsapi.AccountConnz(account), req, first, more, func(replies [][]byte) bool {
+		p, err := decodePage(account, replies[len(replies)-1])
+		if err != nil {
+			bad = err
+			return true
+		}
+		pages = append(pages, p)
+		return enough(pages)
+	})
+	switch {
+	case bad != nil:
+		return nil, bad
+	case err != nil:
 		return nil, fmt.Errorf("list the connections of %s: %w", account, err)
 	}
-	out := make([]serverPage, 0, len(replies))
-	for _, r := range replies {
-		var a connzAnswer
-		switch err := json.Unmarshal(r, &a); {
-		case err != nil:
-			return nil, fmt.Errorf("list the connections of %s: the broker's answer %q is not a connection list: %w", account, r, err)
-		case a.Error != nil:
-			return nil, fmt.Errorf("list the connections of %s: the broker refused (%d): %s", account, a.Error.Code, a.Error.Description)
-		case a.Data == nil || a.Server == nil:
-			return nil, fmt.Errorf("list the connections of %s: the broker's answer %q holds no list", account, r)
-		}
-		out = append(out, serverPage{server: a.Server.ID, total: a.Data.Total, conns: a.Data.Connections})
+	return pages, nil
+}
+
+// decodePage reads one server's answer.
+func decodePage(account string, r []byte) (serverPage, error) {
+	var a connzAnswer
+	switch err := json.Unmarshal(r, &a); {
+	case err != nil:
+		return serverPage{}, fmt.Errorf("list the connections of %s: the broker's answer %q is not a connection list: %w", account, r[:min(len(r), 200)], err)
+	case a.Error != nil:
+		return serverPage{}, fmt.Errorf("list the connections of %s: the broker refused (%d): %s", account, a.Error.Code, a.Error.Description)
+	case a.Data == nil || a.Server == nil:
+		return serverPage{}, fmt.Errorf("list the connections of %s: the broker's answer %q holds no list", account, r[:min(len(r), 200)])
 	}
-	return out, nil
+	return serverPage{server: a.Server.ID, alone: a.Server.Cluster == "", total: a.Data.Total, conns: a.Data.Connections}, nil
 }

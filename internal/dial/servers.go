@@ -35,10 +35,11 @@ func ServersOn(ctx context.Context, nc *nats.Conn, subject string, first, more t
 	return Gather(ctx, nc, subject, nil, first, more, nil)
 }
 
-// Gather is ServersOn with a request body, data, and a test of the first reply: when alone
-// reports that its server runs outside any cluster (its reply says so), no other server can
-// answer and Gather returns at once rather than wait out more. alone may be nil.
-func Gather(ctx context.Context, nc *nats.Conn, subject string, data []byte, first, more time.Duration, alone func(reply []byte) bool) ([][]byte, error) {
+// Gather is ServersOn with a request body, data, and a test of the replies so far: once enough
+// reports that they are all there can be (a server that runs alone says so in its reply; the
+// caller knows which servers owe one), Gather returns without waiting out more. enough may be
+// nil.
+func Gather(ctx context.Context, nc *nats.Conn, subject string, data []byte, first, more time.Duration, enough func(replies [][]byte) bool) ([][]byte, error) {
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
@@ -63,7 +64,7 @@ func Gather(ctx context.Context, nc *nats.Conn, subject string, data []byte, fir
 			return nil, fmt.Errorf("%s: %w", subject, nats.ErrNoResponders)
 		}
 		out = append(out, msg.Data)
-		if len(out) == 1 && alone != nil && alone(msg.Data) {
+		if enough != nil && enough(out) {
 			return out, nil
 		}
 	}

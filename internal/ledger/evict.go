@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -89,30 +88,40 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 		return err
 	}
 	defer nc.Close()
-	if err := reconcile(ctx, nc, kr, sp, acct, true, alone); err != nil {
+	servers, err := reconcile(ctx, nc, kr, sp, acct, true, alone)
+	if err != nil || len(userKeys) == 0 {
 		return err
 	}
 	vctx, cancelWait := context.WithTimeout(ctx, evictionWait)
 	defer cancelWait()
 	pushed := time.Now()
 	for {
-		live, err := liveConnections(vctx, nc, acct, userKeys)
-		if err != nil {
-			return fmt.Errorf("verify the eviction: %w", err)
-		}
-		if live == 0 {
+		// A listing that fails (a server slow to answer while the cluster elects leaders) is
+		// asked again while the wait lasts.
+		live, answered, err := liveConnections(vctx, nc, acct, userKeys)
+		// A server that did not answer this time may still serve a revoked connection: every
+		// server known to be up must have answered.
+		servers = max(servers, answered)
+		if err == nil && live == 0 && answered >= servers {
 			return nil
 		}
-		if time.Since(pushed) > repushAfter {
+		if live > 0 && time.Since(pushed) > repushAfter && hasTime(vctx, repushNeeds) {
 			// A server still serves a revoked connection: the push did not reach it, or a newer
-			// JWT without the revocation replaced it there. Push the whole list again.
-			if err := reconcile(vctx, nc, kr, sp, acct, true, alone); err != nil {
-				return fmt.Errorf("verify the eviction: %w", err)
+			// JWT without the revocation replaced it there. Push the whole list again; a push
+			// that fails now is tried again on the next turn while the wait lasts.
+			if n, err := reconcile(vctx, nc, kr, sp, acct, true, alone); err == nil {
+				servers = max(servers, n)
 			}
 			pushed = time.Now()
 		}
 		select {
 		case <-vctx.Done():
+			if err != nil {
+				return fmt.Errorf("verify the eviction: %w", err)
+			}
+			if live == 0 {
+				return fmt.Errorf("verify the eviction: %d of the %d servers up answered the connection list within %s", answered, servers, evictionWait)
+			}
 			return fmt.Errorf("verify the eviction: %d revoked connections still open after %s", live, evictionWait)
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -120,8 +129,18 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 }
 
 // repushAfter is how long a revoked connection may stay listed after a push before the list is
-// pushed again.
-const repushAfter = 2 * time.Second
+// pushed again, and repushNeeds the time a push and its read-back take at most: the lookup's
+// first answer, the settling and the push itself.
+const (
+	repushAfter = 2 * time.Second
+	repushNeeds = lookupFirst + settle + time.Second
+)
+
+// hasTime reports whether ctx leaves at least d.
+func hasTime(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || time.Until(deadline) >= d
+}
 
 // ReconcileRevocations brings the revocations of the ledger's space in its keyring and on the
 // cluster at its URL together (reconcileRevocations).
@@ -141,7 +160,8 @@ func reconcileRevocations(ctx context.Context, kr *authority.Keyring, url string
 		return err
 	}
 	defer nc.Close()
-	return reconcile(ctx, nc, kr, sp, acct, false, new(atomic.Bool))
+	_, err = reconcile(ctx, nc, kr, sp, acct, false, new(atomic.Bool))
+	return err
 }
 
 // reconcileRounds bounds the pushes of one reconcile: each round merges what the servers hold and
@@ -163,51 +183,52 @@ const settle = 500 * time.Millisecond
 // reconcile merges into kr what the servers' account JWTs of sp revoke and pushes the JWT
 // rendered from the merged list while one of them lacks part of it (at once when push is set),
 // under the keyring's lock so the last local push carries every revocation. A broker that runs
-// alone (no server answered a lookup) is recorded in alone, and then not asked again.
-func reconcile(ctx context.Context, nc *nats.Conn, kr *authority.Keyring, sp wire.Space, acct string, push bool, alone *atomic.Bool) error {
+// alone (no server answered a lookup) is recorded in alone, and then not asked again. It returns
+// the most servers that answered one of its lookups (0 alone).
+func reconcile(ctx context.Context, nc *nats.Conn, kr *authority.Keyring, sp wire.Space, acct string, push bool, alone *atomic.Bool) (servers int, err error) {
 	for round := 0; ; round++ {
-		var clustered, behind bool
+		var answered int
+		var behind bool
 		if !alone.Load() {
-			var err error
-			if clustered, behind, err = mergeLive(ctx, nc, kr, sp, acct); err != nil {
-				return err
+			if answered, behind, err = mergeLive(ctx, nc, kr, sp, acct); err != nil {
+				return servers, err
 			}
-			alone.Store(!clustered)
+			servers = max(servers, answered)
+			alone.Store(answered == 0)
 		}
-		if round > 0 && clustered && !behind {
+		if round > 0 && answered > 0 && !behind {
 			// Pushed and read back whole: read again once a concurrent push landed too.
 			if err := sleep(ctx, settle); err != nil {
-				return err
+				return servers, err
 			}
-			var err error
-			if _, behind, err = mergeLive(ctx, nc, kr, sp, acct); err != nil {
-				return err
+			if answered, behind, err = mergeLive(ctx, nc, kr, sp, acct); err != nil {
+				return servers, err
 			}
+			servers = max(servers, answered)
 		}
 		if !push && !behind {
-			return nil
+			return servers, nil
 		}
 		if round == reconcileRounds {
-			return fmt.Errorf("push the revocations of space %s: a server still lacks some after %d pushes", sp, round)
+			return servers, fmt.Errorf("push the revocations of space %s: a server still lacks some after %d pushes", sp, round)
 		}
 		if err := kr.RevokeAndPush(sp, nil, func(token string) error { return pushClaims(ctx, nc, acct, token) }); err != nil {
-			return err
+			return servers, err
 		}
 		push = false
 	}
 }
 
 // mergeLive asks every server for its JWT of the account, merges their revocations into kr's list
-// and reports whether any server answered (the mesh runs on a cluster) and whether any of them
-// lacks one of the list's. No server answering the lookup (the in-memory resolver of a single
-// server) is nothing to merge and nothing behind.
-func mergeLive(ctx context.Context, nc *nats.Conn, kr *authority.Keyring, sp wire.Space, acct string) (clustered, behind bool, err error) {
+// and reports how many servers answered (none: the in-memory resolver of a single server, with
+// nothing to merge and nothing behind) and whether any of them lacks one of the list's.
+func mergeLive(ctx context.Context, nc *nats.Conn, kr *authority.Keyring, sp wire.Space, acct string) (servers int, behind bool, err error) {
 	tokens, err := dial.ServersOn(ctx, nc, jsapi.AccountClaimsLookup(acct), lookupFirst, lookupMore)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return false, false, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return false, false, fmt.Errorf("look up the account of space %s on the servers: %w", sp, err)
+		return 0, false, fmt.Errorf("look up the account of space %s on the servers: %w", sp, err)
 	}
 	since := time.Now().Add(-Retention)
 	for _, t := range tokens {
@@ -216,7 +237,7 @@ func mergeLive(ctx context.Context, nc *nats.Conn, kr *authority.Keyring, sp wir
 			continue
 		}
 		if _, err := kr.MergeRevocations(sp, string(t), since); err != nil {
-			return true, false, err
+			return len(tokens), false, err
 		}
 	}
 	for _, t := range tokens {
@@ -225,11 +246,11 @@ func mergeLive(ctx context.Context, nc *nats.Conn, kr *authority.Keyring, sp wir
 		}
 		ok, err := kr.Carries(sp, string(t))
 		if err != nil {
-			return true, false, err
+			return len(tokens), false, err
 		}
 		behind = behind || !ok
 	}
-	return true, behind, nil
+	return len(tokens), behind, nil
 }
 
 // sleep waits d, or until ctx ends.
@@ -260,18 +281,18 @@ func pushClaims(ctx context.Context, nc *nats.Conn, acct, token string) error {
 	return nil
 }
 
-// liveConnections counts the account's connections, as the broker lists them, that authenticated
-// as any of the user keys.
-func liveConnections(ctx context.Context, nc *nats.Conn, account string, userKeys []string) (int, error) {
-	conns, err := connz.List(ctx, nc, account)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, c := range conns {
-		if slices.Contains(userKeys, c.AuthorizedUser) || slices.Contains(userKeys, c.NKey) {
-			n++
+// liveConnections counts the account's connections, as the servers list them, that
+// authenticated as any of the user keys, and how many servers answered every key's listing.
+func liveConnections(ctx context.Context, nc *nats.Conn, account string, userKeys []string) (live, servers int, err error) {
+	for i, key := range userKeys {
+		conns, n, err := connz.OfUser(ctx, nc, account, key)
+		if err != nil {
+			return 0, 0, err
+		}
+		live += len(conns)
+		if i == 0 || n < servers {
+			servers = n
 		}
 	}
-	return n, nil
+	return live, servers, nil
 }

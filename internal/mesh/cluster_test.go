@@ -85,40 +85,38 @@ func TestClusterOfThree(t *testing.T) {
 	})
 	// The broker's connection list read through node a holds every node's connections: alice's
 	// on node b and bob's on node c.
-	listed := func() map[string]bool {
-		t.Helper()
-		kr, err := dirs[0].OpenKeyring()
+	kr, err := dirs[0].OpenKeyring()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := kr.Space("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := sk.AccountPublicKey()
+	sys, err := kr.MintSystemUser("check", []string{jsapi.AccountConnz(acct)}, nil, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sysc, err := dial.As(ctx, nodes[0].URL(), sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sysc.Close()
+	var on map[string]bool
+	meshtest.Eventually(t, 10*time.Second, "alice's and bob's connections listed through node a", func() bool {
+		conns, err := connz.List(ctx, sysc, acct)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sk, err := kr.Space("main")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sys, err := kr.MintSystemUser("check", []string{jsapi.AccountConnz(sk.AccountPublicKey())}, nil, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nc, err := dial.As(ctx, nodes[0].URL(), sys)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		conns, err := connz.List(ctx, nc, sk.AccountPublicKey())
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]bool{}
+		on = map[string]bool{}
 		for _, c := range conns {
 			if p, ok := c.Principal(); ok {
-				out[p.Actor()] = true
+				on[p.Actor()] = true
 			}
 		}
-		return out
-	}
-	if on := listed(); !on["alice"] || !on["bob"] {
-		t.Fatalf("the connection list through node a holds %v, want alice and bob", on)
-	}
+		return on["alice"] && on["bob"]
+	})
 	if _, err := alice.DirectMessage(ctx, bob.Principal(), []wire.Part{wire.TextPart("across the cluster")}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +158,8 @@ func TestClusterOfThree(t *testing.T) {
 	if _, err := l.RevokeUserKey(ctx, bobCred.PublicKey, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if on := listed(); on["bob"] {
-		t.Fatalf("bob's revoked connection still listed: %v", on)
+	if conns, servers, err := connz.OfUser(ctx, sysc, acct, bobCred.PublicKey); err != nil || len(conns) != 0 || servers != 2 {
+		t.Fatalf("bob's connections after the revocation: %d listed by %d servers (%v), want none by the 2 up", len(conns), servers, err)
 	}
 	meshtest.Eventually(t, 20*time.Second, "bob's credential refused by node c", func() bool {
 		nc, err := dial.As(ctx, nodes[2].URL(), bobCred)
@@ -475,4 +473,62 @@ func TestAuthorityBundleChecked(t *testing.T) {
 	if _, err := mesh.ReadBundle(pa); err == nil || !strings.Contains(err.Error(), "not the operator") {
 		t.Fatalf("a bundle whose keys are another authority's: %v", err)
 	}
+}
+
+// TestClusterConnectionListPages reads an account's connections through one node of three while
+// another node holds more of them than one page of its list: every server's list is read to its
+// end, and a user's connections are counted on every node, with the servers that answered.
+func TestClusterConnectionListPages(t *testing.T) {
+	dirs, nodes, _ := threeNodes(t, false, false)
+	ctx := t.Context()
+	cred, _, err := nodes[0].Ledger("").StartAgent(ctx, ledger.Request{Name: "many"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const onB, onC = 1030, 3 // past the 1,024 connections of a page on node b
+	for i, n := range map[int]int{1: onB, 2: onC} {
+		for range n {
+			nc, err := dial.As(ctx, nodes[i].URL(), cred)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+		}
+	}
+	kr, err := dirs[0].OpenKeyring()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := kr.Space("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := sk.AccountPublicKey()
+	sys, err := kr.MintSystemUser("check", []string{jsapi.AccountConnz(acct)}, nil, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sysc, err := dial.As(ctx, nodes[0].URL(), sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sysc.Close()
+	meshtest.Eventually(t, 10*time.Second, "every connection listed through node a", func() bool {
+		conns, servers, err := connz.OfUser(ctx, sysc, acct, cred.PublicKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := connz.List(ctx, sysc, acct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, c := range all {
+			if c.AuthorizedUser == cred.PublicKey {
+				n++
+			}
+		}
+		t.Logf("%d of the user's connections by %d servers; %d in the whole list", len(conns), servers, n)
+		return len(conns) == onB+onC && servers == 3 && n == onB+onC
+	})
 }
