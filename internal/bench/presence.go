@@ -223,11 +223,14 @@ func issueMany(ctx context.Context, env *Env, n int, prefix string) ([]*authorit
 	return creds, g.Wait()
 }
 
+// convergeTimeout bounds how long a roster may take to show every agent of a round online.
+const convergeTimeout = 30 * time.Second
+
 // waitOnline returns once the roster shows n online peers whose actor starts with prefix.
 func waitOnline(ctx context.Context, r *cotal.Roster, prefix string, n int) error {
 	t := time.NewTicker(presencePoll)
 	defer t.Stop()
-	deadline := time.Now().Add(stallTimeout)
+	deadline := time.Now().Add(convergeTimeout)
 	for {
 		online, rows := 0, 0
 		for _, p := range r.Peers() {
@@ -242,7 +245,7 @@ func waitOnline(ctx context.Context, r *cotal.Roster, prefix string, n int) erro
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the roster shows %d of %d agents online after %s (%d rows of theirs in all)", online, n, stallTimeout, rows)
+			return fmt.Errorf("the roster shows %d of %d agents online after %s (%d rows of theirs in all)", online, n, convergeTimeout, rows)
 		}
 		select {
 		case <-r.Done():
