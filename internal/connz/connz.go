@@ -24,8 +24,6 @@ type Conn struct {
 	// AuthorizedUser is the user the connection authenticated as: a statically minted
 	// credential's user key, or the name a callout-minted credential carries.
 	AuthorizedUser string `json:"authorized_user"`
-	// NKey is the user key a connection authenticated with by nkey alone.
-	NKey string `json:"nkey"`
 	// Tags are the tags of the connection's user JWT.
 	Tags []string `json:"tags"`
 	// Subscriptions are the subjects the connection subscribes, wildcards kept.
@@ -89,29 +87,56 @@ const (
 // request with its own connections. A list it could not read to the end is an error, never a
 // partial list.
 func List(ctx context.Context, nc *nats.Conn, account string) ([]Conn, error) {
-	conns, _, err := list(ctx, nc, account, "")
+	conns, _, err := list(ctx, nc, account, []string{""}, 0)
 	return conns, err
 }
 
-// OfUser returns the connections of account that authenticated as the user key, on every server
-// that answers (each server filters its own list), and how many servers answered.
-func OfUser(ctx context.Context, nc *nats.Conn, account, userKey string) (conns []Conn, servers int, err error) {
-	return list(ctx, nc, account, userKey)
+// OfUsers returns the connections of account that authenticated as one of the user keys, on
+// every server that answers (each server filters its own list), and how many servers answered.
+// expect, when not 0, is how many servers the caller knows to be up: the census stops waiting
+// once that many answered.
+func OfUsers(ctx context.Context, nc *nats.Conn, account string, userKeys []string, expect int) (conns []Conn, servers int, err error) {
+	if len(userKeys) == 0 {
+		return nil, 0, nil
+	}
+	return list(ctx, nc, account, userKeys, expect)
 }
 
-// list reads every answering server's list of account's connections, only those of user when it
-// is set: a census finds the servers and their counts, then each server's pages are read until
-// its list ends. A server the census found that does not answer a page it owes is an error.
-func list(ctx context.Context, nc *nats.Conn, account, user string) ([]Conn, int, error) {
-	census, err := gather(ctx, nc, account, query{user: user, limit: 1}, firstAnswer, nextAnswer, func(got []serverPage) bool {
-		return len(got) == 1 && got[0].alone
+// list reads every answering server's list of account's connections, once for each of users ("":
+// all of them, else only that user's). A census finds the servers and how many connections each
+// holds; then each server's pages are read until its list ends. A server the census missed but
+// that answers a first page is read too. A server that does not answer a page it owes is an
+// error.
+func list(ctx context.Context, nc *nats.Conn, account string, users []string, expect int) ([]Conn, int, error) {
+	census, err := gather(ctx, nc, account, query{limit: 1}, firstAnswer, nextAnswer, func(got []serverPage) bool {
+		return len(got) == 1 && got[0].alone || expect > 0 && len(got) >= expect
 	})
 	if err != nil {
 		return nil, 0, err
 	}
-	owed := map[string]int{} // each server's count of the connections still to read
+	held := map[string]int{} // each server's count of the account's connections
 	for _, p := range census {
-		owed[p.server] = p.total
+		held[p.server] = p.total
+	}
+	var all []Conn
+	for _, user := range users {
+		conns, err := pages(ctx, nc, account, user, held)
+		if err != nil {
+			return nil, 0, err
+		}
+		all = append(all, conns...)
+	}
+	return all, len(held), nil
+}
+
+// pages reads each server's pages of account's connections, only user's when it is set, until its
+// list ends; held is each server's count of the account's connections (a user filter does not
+// lower the count a server reports, so a short page is what ends a filtered list). A server that
+// held none owes nothing; one that answers a first page without being in held joins it.
+func pages(ctx context.Context, nc *nats.Conn, account, user string, held map[string]int) ([]Conn, error) {
+	owed := map[string]int{} // each server's count of the connections still to read
+	for server, n := range held {
+		owed[server] = n
 	}
 	var all []Conn
 	for page := range maxPages {
@@ -123,9 +148,9 @@ func list(ctx context.Context, nc *nats.Conn, account, user string) ([]Conn, int
 			}
 		}
 		if len(want) == 0 {
-			return all, len(census), nil
+			return all, nil
 		}
-		pages, err := gather(ctx, nc, account, query{user: user, offset: offset, limit: pageSize, details: true}, pageAnswer, pageAnswer, func(got []serverPage) bool {
+		got, err := gather(ctx, nc, account, query{user: user, offset: offset, limit: pageSize, details: true}, pageAnswer, pageAnswer, func(got []serverPage) bool {
 			n := 0
 			for _, p := range got {
 				if want[p.server] {
@@ -135,11 +160,15 @@ func list(ctx context.Context, nc *nats.Conn, account, user string) ([]Conn, int
 			return n == len(want)
 		})
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		for _, p := range pages {
-			if !want[p.server] {
-				continue // a server whose list ended, or one the census did not find
+		for _, p := range got {
+			_, known := held[p.server]
+			switch {
+			case !known && page == 0 && len(p.conns) > 0:
+				held[p.server] = p.total // missed by the census: its list is read from its start
+			case !want[p.server]:
+				continue // a server whose list ended, or one first heard after its start
 			}
 			delete(want, p.server)
 			all = append(all, p.conns...)
@@ -150,10 +179,10 @@ func list(ctx context.Context, nc *nats.Conn, account, user string) ([]Conn, int
 			}
 		}
 		for server := range want {
-			return nil, 0, fmt.Errorf("list the connections of %s: server %s did not answer for its connections from %d", account, server, offset)
+			return nil, fmt.Errorf("list the connections of %s: server %s did not answer for its connections from %d", account, server, offset)
 		}
 	}
-	return nil, 0, fmt.Errorf("list the connections of %s: more than %d connections on a server", account, maxPages*pageSize)
+	return nil, fmt.Errorf("list the connections of %s: more than %d connections on a server", account, maxPages*pageSize)
 }
 
 // query is one request of an account's connection list.
@@ -167,7 +196,7 @@ type query struct {
 type serverPage struct {
 	server string // the server's id
 	alone  bool   // the server is in no cluster: no other answers
-	total  int    // the account's connections on the server that the query matches
+	total  int    // the account's connections on the server (a user filter does not lower it)
 	conns  []Conn
 }
 

@@ -94,16 +94,22 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 	}
 	vctx, cancelWait := context.WithTimeout(ctx, evictionWait)
 	defer cancelWait()
-	pushed := time.Now()
+	pushed, counted := time.Now(), time.Now()
 	for {
 		// A listing that fails (a server slow to answer while the cluster elects leaders) is
 		// asked again while the wait lasts.
-		live, answered, err := liveConnections(vctx, nc, acct, userKeys)
+		conns, answered, err := connz.OfUsers(vctx, nc, acct, userKeys, servers)
+		live := len(conns)
 		// A server that did not answer this time may still serve a revoked connection: every
 		// server known to be up must have answered.
-		servers = max(servers, answered)
 		if err == nil && live == 0 && answered >= servers {
 			return nil
+		}
+		if err == nil && live == 0 && time.Since(counted) > recountAfter && !alone.Load() {
+			// Fewer servers answer than were up: count them again, in case one went down.
+			if n, _, lerr := mergeLive(vctx, nc, kr, sp, acct); lerr == nil {
+				servers, counted = max(n, answered), time.Now()
+			}
 		}
 		if live > 0 && time.Since(pushed) > repushAfter && hasTime(vctx, repushNeeds) {
 			// A server still serves a revoked connection: the push did not reach it, or a newer
@@ -116,10 +122,10 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 		}
 		select {
 		case <-vctx.Done():
-			if err != nil {
+			switch {
+			case err != nil:
 				return fmt.Errorf("verify the eviction: %w", err)
-			}
-			if live == 0 {
+			case live == 0:
 				return fmt.Errorf("verify the eviction: %d of the %d servers up answered the connection list within %s", answered, servers, evictionWait)
 			}
 			return fmt.Errorf("verify the eviction: %d revoked connections still open after %s", live, evictionWait)
@@ -130,10 +136,12 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 
 // repushAfter is how long a revoked connection may stay listed after a push before the list is
 // pushed again, and repushNeeds the time a push and its read-back take at most: the lookup's
-// first answer, the settling and the push itself.
+// first answer, the settling and the push itself. recountAfter is how long fewer servers may
+// answer than were counted up before they are counted again.
 const (
-	repushAfter = 2 * time.Second
-	repushNeeds = lookupFirst + settle + time.Second
+	repushAfter  = 2 * time.Second
+	repushNeeds  = lookupFirst + settle + time.Second
+	recountAfter = 2 * time.Second
 )
 
 // hasTime reports whether ctx leaves at least d.
@@ -279,20 +287,4 @@ func pushClaims(ctx context.Context, nc *nats.Conn, acct, token string) error {
 		return fmt.Errorf("push the revocation to the broker: it answered %s", rep.Data)
 	}
 	return nil
-}
-
-// liveConnections counts the account's connections, as the servers list them, that
-// authenticated as any of the user keys, and how many servers answered every key's listing.
-func liveConnections(ctx context.Context, nc *nats.Conn, account string, userKeys []string) (live, servers int, err error) {
-	for i, key := range userKeys {
-		conns, n, err := connz.OfUser(ctx, nc, account, key)
-		if err != nil {
-			return 0, 0, err
-		}
-		live += len(conns)
-		if i == 0 || n < servers {
-			servers = n
-		}
-	}
-	return live, servers, nil
 }

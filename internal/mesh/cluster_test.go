@@ -158,7 +158,7 @@ func TestClusterOfThree(t *testing.T) {
 	if _, err := l.RevokeUserKey(ctx, bobCred.PublicKey, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if conns, servers, err := connz.OfUser(ctx, sysc, acct, bobCred.PublicKey); err != nil || len(conns) != 0 || servers != 2 {
+	if conns, servers, err := connz.OfUsers(ctx, sysc, acct, []string{bobCred.PublicKey}, 0); err != nil || len(conns) != 0 || servers != 2 {
 		t.Fatalf("bob's connections after the revocation: %d listed by %d servers (%v), want none by the 2 up", len(conns), servers, err)
 	}
 	meshtest.Eventually(t, 20*time.Second, "bob's credential refused by node c", func() bool {
@@ -477,7 +477,7 @@ func TestAuthorityBundleChecked(t *testing.T) {
 
 // TestClusterConnectionListPages reads an account's connections through one node of three while
 // another node holds more of them than one page of its list: every server's list is read to its
-// end, and a user's connections are counted on every node, with the servers that answered.
+// end, and two users' connections are counted on every node, with the servers that answered.
 func TestClusterConnectionListPages(t *testing.T) {
 	dirs, nodes, _ := threeNodes(t, false, false)
 	ctx := t.Context()
@@ -485,10 +485,17 @@ func TestClusterConnectionListPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const onB, onC = 1030, 3 // past the 1,024 connections of a page on node b
-	for i, n := range map[int]int{1: onB, 2: onC} {
-		for range n {
-			nc, err := dial.As(ctx, nodes[i].URL(), cred)
+	few, _, err := nodes[0].Ledger("").StartAgent(ctx, ledger.Request{Name: "few"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const onB, onC, ofFew = 1030, 3, 2 // past the 1,024 connections of a page on node b
+	for _, c := range []struct {
+		node, n int
+		cred    *authority.Credential
+	}{{1, onB, cred}, {2, onC, cred}, {2, ofFew, few}} {
+		for range c.n {
+			nc, err := dial.As(ctx, nodes[c.node].URL(), c.cred)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -514,7 +521,7 @@ func TestClusterConnectionListPages(t *testing.T) {
 	}
 	defer sysc.Close()
 	meshtest.Eventually(t, 10*time.Second, "every connection listed through node a", func() bool {
-		conns, servers, err := connz.OfUser(ctx, sysc, acct, cred.PublicKey)
+		conns, servers, err := connz.OfUsers(ctx, sysc, acct, []string{cred.PublicKey, few.PublicKey}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -528,7 +535,7 @@ func TestClusterConnectionListPages(t *testing.T) {
 				n++
 			}
 		}
-		t.Logf("%d of the user's connections by %d servers; %d in the whole list", len(conns), servers, n)
-		return len(conns) == onB+onC && servers == 3 && n == onB+onC
+		t.Logf("%d of the two users' connections by %d servers; %d of the first in the whole list", len(conns), servers, n)
+		return len(conns) == onB+onC+ofFew && servers == 3 && n == onB+onC
 	})
 }
