@@ -265,7 +265,10 @@ func (s *AuthStore) RedeemSession(ctx context.Context, keys *SpaceKeys, req Sess
 		if rerr != nil {
 			return nil, rerr
 		}
-		if have != nil && have.Row.State == SessionActive && have.Row.Holder == row.Holder {
+		// The holder's retry of a redemption whose answer it lost: the same grant, holder and
+		// serving side alike. Anything else presenting the id finds its one use spent.
+		if have != nil && have.Row.State == SessionActive && have.Row.Holder == row.Holder &&
+			have.Row.Endpoint == row.Endpoint && have.Row.Serving == row.Serving {
 			return s.releaseSession(ctx, keys, &have.Row, partyCaller)
 		}
 		return nil, fmt.Errorf("redeem session %s: %w: it was already redeemed", req.SessionID, ErrConflict)

@@ -67,6 +67,18 @@ func TestRedeemSession(t *testing.T) {
 	if _, err := e.store.RedeemSession(ctx, e.keys, other); !errors.Is(err, ErrConflict) {
 		t.Errorf("a second redemption by another lifecycle = %v, want ErrConflict", err)
 	}
+	// The same holder naming another serving side is not a retry of this grant.
+	for _, vary := range []func(*SessionRequest){
+		func(r *SessionRequest) { r.ServingEpoch = 2 },
+		func(r *SessionRequest) { r.Serving.InstanceID = wire.NewLifecycleUID() },
+		func(r *SessionRequest) { r.Serving.Name = "other" },
+	} {
+		req := e.request(sid, time.Hour)
+		vary(&req)
+		if _, err := e.store.RedeemSession(ctx, e.keys, req); !errors.Is(err, ErrConflict) {
+			t.Errorf("the holder's redemption for another serving side %+v, epoch %d = %v, want ErrConflict", req.Serving, req.ServingEpoch, err)
+		}
+	}
 
 	serving, err := e.store.ServingCredential(ctx, e.keys, sid, e.serving, 1)
 	if err != nil {
