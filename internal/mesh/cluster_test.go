@@ -85,24 +85,7 @@ func TestClusterOfThree(t *testing.T) {
 	})
 	// The broker's connection list read through node a holds every node's connections: alice's
 	// on node b and bob's on node c.
-	kr, err := dirs[0].OpenKeyring()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sk, err := kr.Space("main")
-	if err != nil {
-		t.Fatal(err)
-	}
-	acct := sk.AccountPublicKey()
-	sys, err := kr.MintSystemUser("check", []string{jsapi.AccountConnz(acct)}, nil, 10*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sysc, err := dial.As(ctx, nodes[0].URL(), sys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sysc.Close()
+	sysc, acct := connectionLister(t, dirs[0], nodes[0].URL())
 	var on map[string]bool
 	meshtest.Eventually(t, 10*time.Second, "alice's and bob's connections listed through node a", func() bool {
 		conns, err := connz.List(ctx, sysc, acct)
@@ -502,24 +485,7 @@ func TestClusterConnectionListPages(t *testing.T) {
 			t.Cleanup(nc.Close)
 		}
 	}
-	kr, err := dirs[0].OpenKeyring()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sk, err := kr.Space("main")
-	if err != nil {
-		t.Fatal(err)
-	}
-	acct := sk.AccountPublicKey()
-	sys, err := kr.MintSystemUser("check", []string{jsapi.AccountConnz(acct)}, nil, 10*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sysc, err := dial.As(ctx, nodes[0].URL(), sys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sysc.Close()
+	sysc, acct := connectionLister(t, dirs[0], nodes[0].URL())
 	meshtest.Eventually(t, 10*time.Second, "every connection listed through node a", func() bool {
 		conns, servers, err := connz.OfUsers(ctx, sysc, acct, []string{cred.PublicKey, few.PublicKey}, 0)
 		if err != nil {
@@ -538,4 +504,29 @@ func TestClusterConnectionListPages(t *testing.T) {
 		t.Logf("%d of the two users' connections by %d servers; %d of the first in the whole list", len(conns), servers, n)
 		return len(conns) == onB+onC+ofFew && servers == 3 && n == onB+onC
 	})
+}
+
+// connectionLister connects a system user of the keys in dir to url, allowed to list the
+// connections of space main's account, and returns it with the account.
+func connectionLister(t *testing.T, dir mesh.Dir, url string) (*nats.Conn, string) {
+	t.Helper()
+	kr, err := dir.OpenKeyring()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := kr.Space("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := sk.AccountPublicKey()
+	sys, err := kr.MintSystemUser("check", []string{jsapi.AccountConnz(acct)}, nil, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := dial.As(t.Context(), url, sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, acct
 }
