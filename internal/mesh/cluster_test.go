@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/gocotal/cotal/internal/connz"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
@@ -66,7 +68,7 @@ func TestClusterOfThree(t *testing.T) {
 		}
 	}
 	connect := func(name string, on *mesh.Mesh, handler cotal.Handler) (*cotal.Client, *authority.Credential) {
-		cred, _, err := l.StartAgent(ctx, ledger.Request{Name: name})
+		cred, _, err := l.StartAgent(ctx, ledger.Request{Name: name, Subscribe: []string{"general"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -529,4 +531,46 @@ func connectionLister(t *testing.T, dir mesh.Dir, url string) (*nats.Conn, strin
 	}
 	t.Cleanup(nc.Close)
 	return nc, acct
+}
+
+// TestClusterMembershipFeed runs the delivery daemon on node a and two agents on nodes b and c:
+// the membership feed it writes shows both live in the channel they joined, their connections
+// read from the nodes they are on.
+func TestClusterMembershipFeed(t *testing.T) {
+	_, nodes, _ := threeNodes(t, false, true)
+	ctx := t.Context()
+	l := nodes[0].Ledger("")
+	var names []string
+	for i, name := range map[int]string{1: "alice", 2: "bob"} {
+		cred, _, err := l.StartAgent(ctx, ledger.Request{Name: name, Subscribe: []string{"general"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := cotal.Connect(ctx, nodes[i].URL(), cotal.WithCredsData(cred.Creds), cotal.WithJoin("general"))
+		if err != nil {
+			t.Fatalf("%s on node %d: %v", name, i, err)
+		}
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		names = append(names, c.Principal().String())
+	}
+	reader, err := l.Issue(ctx, ledger.Request{Profile: authority.ProfileMembership, Name: "reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := dial.As(ctx, nodes[0].URL(), reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	feed := wire.Space("main").MembershipBucket()
+	for _, p := range names {
+		meshtest.Eventually(t, 60*time.Second, p+"'s membership row live in general", func() bool {
+			e, err := kvget.Get(ctx, rc, feed, p)
+			if err != nil {
+				return false
+			}
+			var row wire.MembershipRow
+			return json.Unmarshal(e.Value, &row) == nil && slices.Contains(row.Live, "general")
+		})
+	}
 }
