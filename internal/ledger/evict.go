@@ -42,10 +42,10 @@ const evictionWait = 10 * time.Second
 // which every server of a cluster receives), on a system credential minted for the one push.
 // From then on the broker refuses those credentials at connect and closes their live
 // connections; Evict returns once no server's connection list (CONNZ) shows any of them, and
-// pushes again while one does. On a
-// cluster whose servers share the distributed resolver, the push carries, and the list takes in,
-// the revocations other authority nodes pushed (reconcile). Once the broker showed it runs alone
-// (no server answers the lookup), the evictor pushes at once from then on.
+// pushes again while one does. On a cluster whose servers share the distributed resolver, the
+// push carries, and the list takes in, the revocations other authority nodes pushed (reconcile).
+// Once the broker showed it runs alone (no server answers the lookup), the evictor pushes at
+// once from then on.
 func BrokerEvictor(kr *authority.Keyring, url string) Evictor {
 	var alone atomic.Bool
 	return EvictFunc(func(ctx context.Context, sp wire.Space, userKeys ...string) error {
