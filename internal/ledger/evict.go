@@ -107,8 +107,8 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 		}
 		if err == nil && live == 0 && time.Since(counted) > recountAfter && !alone.Load() {
 			// Fewer servers answer than were up: count them again, in case one went down.
-			if n, _, lerr := mergeLive(vctx, nc, kr, sp, acct); lerr == nil {
-				servers, counted = max(n, answered), time.Now()
+			if tokens, lerr := dial.ServersOn(vctx, nc, jsapi.AccountClaimsLookup(acct), lookupFirst, lookupMore); lerr == nil {
+				servers, counted = max(len(tokens), answered), time.Now()
 			}
 		}
 		if live > 0 && time.Since(pushed) > repushAfter && hasTime(vctx, repushNeeds) {
