@@ -213,6 +213,8 @@ func (s *Service) serveFaces(ctx context.Context, ck *authority.CalloutKeys, key
 		// SPEC §13.6 puts this route on the operator's loopback face; a remote manager runs on
 		// another machine, so the public face serves it too, as the reference does.
 		remotemgr.Path: func(ctx context.Context, in *userauth.Incoming) (int, any) { return host.Handle(ctx, in.Body) },
+		// A person on another machine takes their half of a session of their remote manager here.
+		remotemgr.HolderPath: func(ctx context.Context, in *userauth.Incoming) (int, any) { return host.HandleHolder(ctx, in.Body) },
 	}
 	sentinel, err := ck.SentinelCreds()
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/gocotal/cotal"
 
 	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
@@ -283,4 +284,20 @@ func DialManager(ctx context.Context, hc *http.Client, sessionsPath, meshURL, ac
 	mu.Lock()
 	defer mu.Unlock()
 	return &ManagerCall{Conn: nc, Space: wire.Space(doc.Space), Me: me, Instance: req.ManagerInstanceID}, nil
+}
+
+// SessionHolder returns the person's side of the session-holder route of the mesh at meshURL
+// (sessionsPath, as DialManager), what takes the caller half of a session their remote manager
+// redeemed for them as actor and ends it, and the broker the half connects to.
+func SessionHolder(ctx context.Context, hc *http.Client, sessionsPath, meshURL, actor string) (*remotemgr.HolderClient, string, error) {
+	doc, err := FetchMeshDocument(ctx, hc, meshURL)
+	if err != nil {
+		return nil, "", err
+	}
+	tokens, err := IDTokens(ctx, hc, sessionsPath, meshURL, doc)
+	if err != nil {
+		return nil, "", err
+	}
+	return &remotemgr.HolderClient{URL: remotemgr.HolderURL(doc.ExchangeURL), Space: wire.Space(doc.Space), Actor: actor,
+		IDToken: tokens, HTTP: hc}, doc.Server, nil
 }

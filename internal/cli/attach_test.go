@@ -69,6 +69,11 @@ func (s *tmuxSession) waitFor(what string, match func(line string) bool) {
 
 func equals(want string) func(string) bool { return func(l string) bool { return l == want } }
 
+// bashPrompt matches the prompt of bash --norc --noprofile.
+func bashPrompt(l string) bool {
+	return strings.HasPrefix(l, "bash-") && (strings.HasSuffix(l, "$") || strings.HasSuffix(l, "#"))
+}
+
 // TestAttachUnderTmux drives `cotal attach` as a person would, in tmux: the shell's prompt
 // shows, a typed line runs, `cotal input` types into the same terminal from outside, and Ctrl-]
 // detaches, closing the session's ledger row with both credentials revoked.
@@ -96,10 +101,7 @@ func TestAttachUnderTmux(t *testing.T) {
 		t.Fatal(err)
 	}
 	pane := newTmux(t, fmt.Sprintf("env %s=1 %s attach shell --dir %s; echo \"[exit $?]\"", envRunCLI, self, dir))
-	prompt := func(l string) bool {
-		return strings.HasPrefix(l, "bash-") && (strings.HasSuffix(l, "$") || strings.HasSuffix(l, "#"))
-	}
-	pane.waitFor("the prompt", prompt)
+	pane.waitFor("the prompt", bashPrompt)
 	pane.run("send-keys", "-t", "t", "echo hi", "Enter")
 	pane.waitFor("hi", equals("hi"))
 
@@ -135,7 +137,7 @@ func TestAttachUnderTmux(t *testing.T) {
 
 	// Attached again, the agent's process is killed: the session ends with process-exit.
 	again := newTmux(t, fmt.Sprintf("env %s=1 %s attach shell --dir %s; echo \"[exit $?]\"", envRunCLI, self, dir))
-	again.waitFor("the prompt", prompt)
+	again.waitFor("the prompt", bashPrompt)
 	pid := psRows(t, dir)["local.shell"].Process.PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

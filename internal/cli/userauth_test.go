@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/actor"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
@@ -169,6 +171,38 @@ func TestUserAuthRemoteManager(t *testing.T) {
 	// Her manager retired her through the auth endpoint, as her retirement requester: her
 	// credentials are revoked at the host.
 	meshtest.Eventually(t, 15*time.Second, "erin's credentials retired", func() bool { return !credActive(t, a, owner+".erin") })
+
+	// alice attaches from B to a terminal of hers there, in tmux as a person would: her half of
+	// the session waits in A's ledger, and she takes it on A's session-holder route; Ctrl-] ends
+	// the session at A.
+	if code, _, stderr := run(t, "attach", "--instance", instance, "shell"); code != exit.Usage {
+		t.Errorf("attach --instance without --mesh: exit %d %s", code, stderr)
+	}
+	// As a person would: the spawn waits in the foreground for its agent, a shell that never joins.
+	_, _, stopShell := background(t, "spawn", "--mesh", url, "--name", "shell", "--", "bash", "--norc", "--noprofile")
+	meshtest.Eventually(t, 20*time.Second, "the shell running on B", func() bool { return psMesh()[owner+".shell"].Status == "running" })
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pane := newTmux(t, fmt.Sprintf("env HOME=%s %s=1 %s attach --mesh %s shell; echo \"[exit $?]\"", os.Getenv("HOME"), envRunCLI, self, url))
+	pane.waitFor("the prompt", bashPrompt)
+	pane.run("send-keys", "-t", "t", "echo hi from B", "Enter")
+	pane.waitFor("the typed line's output", equals("hi from B"))
+	l := openLedger(t, a, waitUp(t, a, nil).URL)
+	sessionID := openSession(t, l)
+	held, err := l.Session(t.Context(), sessionID)
+	if err != nil || held == nil || held.Row.Holder.Principal != owner+".cli" || held.Row.Serving.InstanceID != wire.LifecycleUID(instance) {
+		t.Fatalf("the session in A's ledger: %+v %v", held, err)
+	}
+	pane.run("send-keys", "-t", "t", "C-]")
+	pane.waitFor("the detach", func(l string) bool { return strings.Contains(l, "[cotal: detached from shell]") })
+	pane.waitFor("cotal attach exiting 0 after Ctrl-]", equals("[exit 0]"))
+	meshtest.Eventually(t, 15*time.Second, "the session closed at A", func() bool {
+		os, err := l.Session(t.Context(), sessionID)
+		return err == nil && os.Row.State == authority.SessionClosed && os.Row.Revoked.Caller && os.Row.Revoked.Serving
+	})
+	stopShell()
 
 	// dana is a managed agent: her actor token, in her launch material on B, buys bearers of at
 	// most five minutes on A's loopback face; a wrong token buys nothing.

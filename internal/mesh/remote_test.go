@@ -25,6 +25,7 @@ import (
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
@@ -271,35 +272,11 @@ func TestRemoteManagerAttach(t *testing.T) {
 		t.Fatalf("take the caller half from the host's ledger: %v", err)
 	}
 	c := m.Connect(t, half)
-	frames := make(chan *nats.Msg, 1024)
-	if _, err := c.ChanSubscribe(g.Subjects.Out, frames); err != nil {
-		t.Fatal(err)
-	}
+	converse(t, c, g, "hello from A")
 	send := func(f *wire.AttachFrame) {
 		t.Helper()
 		if err := c.Publish(g.Subjects.In, f.Encode()); err != nil {
 			t.Fatal(err)
-		}
-	}
-	send(&wire.AttachFrame{Kind: wire.AttachReady})
-	send(&wire.AttachFrame{Kind: wire.AttachData, Data: []byte("hello from A\r")})
-	var screen strings.Builder
-	deadline := time.After(20 * time.Second)
-	for !strings.Contains(screen.String(), "got hello from A") {
-		select {
-		case msg := <-frames:
-			f, err := wire.DecodeAttachFrame(msg.Data)
-			if err != nil {
-				t.Fatalf("a malformed frame %q: %v", msg.Data, err)
-			}
-			switch f.Kind {
-			case wire.AttachData:
-				screen.Write(f.Data)
-			case wire.AttachEnd:
-				t.Fatalf("the session ended: %+v; the screen: %q", f, screen.String())
-			}
-		case <-deadline:
-			t.Fatalf("the agent's answer never came back; the screen: %q", screen.String())
 		}
 	}
 	// The half reaches its session's rails and nothing else.
@@ -342,8 +319,8 @@ func TestRemoteManagerAttach(t *testing.T) {
 	}
 	meshtest.Eventually(t, 10*time.Second, "the holder's half closed once it ended the session", c2.IsClosed)
 
-	// Alice herself, through her manager-caller view of the instance: her half would wait in a
-	// ledger she cannot read, so the manager refuses before anything is redeemed.
+	// Alice herself, through her manager-caller view of the instance: the manager redeems her
+	// session in the host's ledger, and she takes her half from the host's session-holder route.
 	tok, act, err := userauth.FetchPersonBearer(ctx, http.DefaultClient, r.doc.ExchangeURL, r.idToken,
 		userauth.PersonBearer{Actor: "cli", View: userauth.ViewManagerCaller, ManagerInstanceID: rm.instance})
 	if err != nil {
@@ -358,17 +335,89 @@ func TestRemoteManagerAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	pc := manager.NewClient(nc, m.Space, wire.Lifecycle{Principal: alice, UID: act.LifecycleUID}, "cli")
+	aliceMe := wire.Lifecycle{Principal: alice, UID: act.LifecycleUID}
+	pc := manager.NewClient(nc, m.Space, aliceMe, "cli")
 	pc.Pinned = rm.instance
-	if _, err := pc.Attach(ctx, nil, "erin"); !isCode(err, wire.CodeFailedPrecondition) {
-		t.Fatalf("alice's own attach: %v, want failed-precondition", err)
+	ga, err := pc.Attach(ctx, nil, "erin")
+	if err != nil {
+		t.Fatalf("alice's own attach: %v", err)
+	}
+	if ga.Holder.ID != alice.String() || ga.Holder.LifecycleUID != act.LifecycleUID {
+		t.Fatalf("alice's grant names holder %+v, not %s", ga.Holder, aliceMe)
+	}
+	holderRoute := &remotemgr.HolderClient{URL: remotemgr.HolderURL(r.doc.ExchangeURL), Space: m.Space, Actor: "cli", HTTP: http.DefaultClient,
+		IDToken: func(context.Context) (string, error) { return r.idToken, nil }}
+	// Her route gives out her own sessions alone: the operator's is as unknown to her as one that
+	// never was, and ending it is refused the same way.
+	for _, id := range []string{g2.SessionID, wire.NewSessionID()} {
+		if _, err := holderRoute.Caller(ctx, id, aliceMe); !isRefusal(err, wire.CodeNotFound) {
+			t.Errorf("alice takes the half of session %s: %v, want not-found", id, err)
+		}
+		if err := holderRoute.End(ctx, id); !isRefusal(err, wire.CodeNotFound) {
+			t.Errorf("alice ends session %s: %v, want not-found", id, err)
+		}
+	}
+	aliceHalf, err := holderRoute.Caller(ctx, ga.SessionID, aliceMe)
+	if err != nil {
+		t.Fatalf("alice takes her half: %v", err)
+	}
+	ac := m.Connect(t, aliceHalf)
+	converse(t, ac, ga, "hello from alice")
+	_ = ac.Publish(g.Subjects.In, nil) // another session's rail
+	if refused, err := ac.Refused("Publish", g.Subjects.In); err != nil || !refused {
+		t.Errorf("alice's half publishes on another session's rail: refused %v (%v)", refused, err)
+	}
+	// Ending it at the host as its holder has the broker close her half, and the half is not
+	// given out again.
+	if err := holderRoute.End(ctx, ga.SessionID); err != nil {
+		t.Fatalf("alice ends her session: %v", err)
+	}
+	meshtest.Eventually(t, 10*time.Second, "alice's half closed once she ended the session", ac.IsClosed)
+	if _, err := holderRoute.Caller(ctx, ga.SessionID, aliceMe); !isRefusal(err, wire.CodeFailedPrecondition) {
+		t.Fatalf("alice takes the half of her ended session: %v, want failed-precondition", err)
 	}
 }
 
-// isCode reports whether err is an endpoint error of code.
-func isCode(err error, code wire.ErrorCode) bool {
-	e, ok := errors.AsType[*wire.EndpointError](err)
-	return ok && e.Code == code
+// converse is a holder's turn on a session, on c, its half: ready, then line typed into the
+// agent's terminal, and the agent's answer awaited on the screen. The session ending first fails.
+func converse(t *testing.T, c *meshtest.Client, g *manager.SessionGrant, line string) {
+	t.Helper()
+	frames := make(chan *nats.Msg, 1024)
+	sub, err := c.ChanSubscribe(g.Subjects.Out, frames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	for _, f := range []*wire.AttachFrame{{Kind: wire.AttachReady}, {Kind: wire.AttachData, Data: []byte(line + "\r")}} {
+		if err := c.Publish(g.Subjects.In, f.Encode()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var screen strings.Builder
+	deadline := time.After(20 * time.Second)
+	for !strings.Contains(screen.String(), "got "+line) {
+		select {
+		case msg := <-frames:
+			f, err := wire.DecodeAttachFrame(msg.Data)
+			if err != nil {
+				t.Fatalf("a malformed frame %q: %v", msg.Data, err)
+			}
+			switch f.Kind {
+			case wire.AttachData:
+				screen.Write(f.Data)
+			case wire.AttachEnd:
+				t.Fatalf("the session ended: %+v; the screen: %q", f, screen.String())
+			}
+		case <-deadline:
+			t.Fatalf("the agent's answer to %q never came back; the screen: %q", line, screen.String())
+		}
+	}
+}
+
+// isRefusal reports whether err is the host's refusal with code.
+func isRefusal(err error, code wire.ErrorCode) bool {
+	ref, ok := errors.AsType[*remotemgr.Refusal](err)
+	return ok && ref.Code == code
 }
 
 // TestRemoteManagerRenews runs a remote manager whose standing credentials live ten seconds, the

@@ -1,14 +1,12 @@
 package remotemgr
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -118,28 +116,9 @@ func (c *Client) do(ctx context.Context, r Request) (*Response, error) {
 		return nil, fmt.Errorf("remote manager %s: the person's IdP token: %w", r.Operation, err)
 	}
 	body, _ := json.Marshal(Envelope{IDPToken: tok, Request: r}) // always encodes
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(body))
+	raw, err := post(ctx, c.cfg.HTTP, c.cfg.URL, body, "remote manager "+opName(r))
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := c.cfg.HTTP.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("remote manager %s: %w", opName(r), err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	if err != nil {
-		return nil, fmt.Errorf("remote manager %s: read the answer: %w", opName(r), err)
-	}
-	if res.StatusCode != http.StatusOK {
-		var refusal struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(raw, &refusal) != nil || refusal.Error == "" {
-			refusal.Error = string(wire.CodeUnavailable)
-		}
-		return nil, &Refusal{Code: wire.ErrorCode(refusal.Error), Reason: fmt.Sprintf("the host refused %s (HTTP %d)", opName(r), res.StatusCode)}
 	}
 	var resp Response
 	if err := json.Unmarshal(raw, &resp); err != nil {
@@ -430,15 +409,15 @@ func (c *Client) AuthorizeAdmin(ctx context.Context, caller wire.Lifecycle) (boo
 }
 
 // SessionHolder asks the host which lifecycle holds a session caller attaches, as its ledger
-// resolves it, with its process epoch; an error when caller is not the host's operator, the one
-// caller whose half the host's ledger can hold.
+// resolves it, with its process epoch; an error when caller is neither the host's operator nor
+// this manager's own person, the callers whose half the host's ledger can hold.
 func (c *Client) SessionHolder(ctx context.Context, caller wire.Lifecycle) (*SessionHolder, error) {
 	resp, err := c.adminAuthorization(ctx, caller)
 	if err != nil {
 		return nil, err
 	}
 	if resp.SessionHolder == nil {
-		return nil, fmt.Errorf("only the host's operator holds a session of a remote manager, and %s is not it", caller)
+		return nil, fmt.Errorf("only the host's operator and the manager's own person hold a session of a remote manager, and %s is neither", caller)
 	}
 	return resp.SessionHolder, nil
 }

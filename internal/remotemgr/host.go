@@ -90,6 +90,13 @@ func (h *Host) log() *slog.Logger {
 // reason and answered with its catalog code alone.
 func (h *Host) Handle(ctx context.Context, body []byte) (int, any) {
 	resp, err := h.handle(ctx, body)
+	return h.answer("remote manager request refused", resp, err)
+}
+
+// answer is the status and reply of a request that answered resp or failed with err: 200, or the
+// refusal's catalog code alone (400 for a malformed request, 404 for what the caller may not
+// learn of, 503 when the host could not answer, 403 otherwise), its reason logged as msg.
+func (h *Host) answer(msg string, resp any, err error) (int, any) {
 	if err == nil {
 		return 200, resp
 	}
@@ -97,11 +104,13 @@ func (h *Host) Handle(ctx context.Context, body []byte) (int, any) {
 	if !errors.As(err, &ref) {
 		ref = &Refusal{Code: wire.CodeInternal, Reason: err.Error()}
 	}
-	h.log().Warn("remote manager request refused", "code", ref.Code, "reason", ref.Reason)
+	h.log().Warn(msg, "code", ref.Code, "reason", ref.Reason)
 	status := 403
 	switch ref.Code {
 	case wire.CodeBadRequest:
 		status = 400
+	case wire.CodeNotFound:
+		status = 404
 	case wire.CodeInternal, wire.CodeUnavailable:
 		status = 503
 	}
@@ -542,7 +551,7 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 		return refuse(wire.CodeConflict, "session %s is in this host's ledger already", s.SessionID)
 	}
 	if s.Holder != nil {
-		if err := h.redeemFor(ctx, r, *s.Holder, exp); err != nil {
+		if err := h.redeemFor(ctx, who, r, *s.Holder, exp); err != nil {
 			return err
 		}
 		defer func() {
@@ -569,13 +578,14 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 
 // redeemFor redeems the session r asks for in the host's ledger for holder, served by the
 // manager instance r is from at the session's epoch. The holder must be the operator's control
-// principal, the one whose half the ledger can hold for it: a manager naming anyone else would
-// have the host write rows for principals that never attached.
-func (h *Host) redeemFor(ctx context.Context, r *Request, named SessionHolder, exp time.Time) error {
+// principal or the manager's own person at their current incarnation (personHolder), the two
+// whose half the ledger can hold for them: a manager naming anyone else would have the host write
+// rows for principals that never attached.
+func (h *Host) redeemFor(ctx context.Context, who *Person, r *Request, named SessionHolder, exp time.Time) error {
 	s := r.Session
 	lc, _ := named.Lifecycle() // validated with the request
-	if lc.Principal != operatorPrincipal {
-		return refuse(wire.CodeFailedPrecondition, "%s cannot hold a session of a remote manager: only the host's operator can", lc.Principal)
+	if lc.Principal != operatorPrincipal && !h.personHolder(who, lc) {
+		return refuse(wire.CodeFailedPrecondition, "%s cannot hold a session of a remote manager: only the host's operator and the manager's own person can", lc)
 	}
 	holder, epoch, err := h.Ledger.SessionHolder(ctx, lc)
 	switch {
@@ -875,9 +885,10 @@ func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp
 		}
 	}
 	resp.Authorized = &ok
-	if instrument && caller.Principal == operatorPrincipal {
-		// The host's operator may hold a session of the manager: its half waits in the host's
-		// ledger, which only the operator reads.
+	if instrument && caller.Principal == operatorPrincipal || h.personHolder(who, caller) {
+		// The host's operator may hold a session of the manager, and so may the person who
+		// supervises it: the half waits in the host's ledger, which the operator reads and the
+		// person takes theirs from on HolderPath.
 		if holder, epoch, err := h.Ledger.SessionHolder(ctx, caller); err == nil {
 			resp.SessionHolder = &SessionHolder{ID: holder.Principal.String(), LifecycleUID: string(holder.UID), ProcessEpoch: epoch}
 		}

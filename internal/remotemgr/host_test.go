@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -101,7 +102,11 @@ func newHostRig(t *testing.T, life time.Duration) *hostRig {
 	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		status, reply := h.Handle(r.Context(), body)
+		handle := h.Handle
+		if r.URL.Path == remotemgr.HolderPath {
+			handle = h.HandleHolder
+		}
+		status, reply := handle(r.Context(), body)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(reply)
@@ -493,13 +498,7 @@ func TestSessionRedeemedForAHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := r.m.AgentCred(t, ledger.Request{Name: "erin"})
-	target := remotemgr.Target{Owner: agent.Principal.Owner(), Actor: agent.Principal.Actor(), LifecycleUID: string(agent.LifecycleUID)}
-	ask := func(sid string, h remotemgr.SessionHolder) remotemgr.Request {
-		req := c.Hosted(remotemgr.KindAuthority, remotemgr.OpSession)
-		req.Session = &remotemgr.SessionAsk{ID: newUserKey(t), Endpoint: "manager", SessionID: sid, Epoch: c.Epoch(),
-			Exp: time.Now().Add(time.Hour).Unix(), Holder: &h, Target: &target}
-		return req
-	}
+	ask := sessionAsk(t, c, agent)
 	named := remotemgr.SessionHolder{ID: holder.Principal.String(), LifecycleUID: string(holder.UID), ProcessEpoch: epoch}
 	for _, tc := range []struct {
 		name string
@@ -561,6 +560,144 @@ func TestSessionRedeemedForAHolder(t *testing.T) {
 		t.Fatalf("the ended session's row: %+v %v", row, err)
 	}
 	meshtest.Eventually(t, 10*time.Second, "the holder's half closed by the broker", conn.IsClosed)
+}
+
+// TestSessionHeldByThePerson: the person who supervises a remote manager may hold a session of
+// it, at their own incarnation; they take its caller half on the holder route and end it there,
+// and nobody else does either. Bad input is refused before anything is read.
+func TestSessionHeldByThePerson(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	l := r.m.Ledger(r.m.Space)
+	person := func(owner string) wire.Lifecycle {
+		t.Helper()
+		r.grantRow(t, owner, []string{">"}, []string{">"})
+		row, err := r.people.Get(owner, "cli")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.EnsureRoot(ctx, owner, "cli", row.LifecycleUID); err != nil { // their first bearer's
+			t.Fatal(err)
+		}
+		return wire.Lifecycle{Principal: row.Principal(), UID: row.LifecycleUID}
+	}
+	aliceMe, bobMe := person(alice), person(bob)
+	c, _, _ := r.activated(t, "alice-token")
+
+	// The manager asks who holds a session each caller attaches: alice herself; not bob.
+	held, err := c.SessionHolder(ctx, aliceMe)
+	if err != nil || held.ID != aliceMe.Principal.String() || held.LifecycleUID != string(aliceMe.UID) {
+		t.Fatalf("the holder of alice's session: %+v %v", held, err)
+	}
+	if _, err := c.SessionHolder(ctx, bobMe); err == nil {
+		t.Fatal("bob holds a session of alice's manager")
+	}
+	agent := r.m.AgentCred(t, ledger.Request{Name: "erin"})
+	ask := sessionAsk(t, c, agent)
+	bobHolder, _, err := l.SessionHolder(ctx, bobMe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bobSID = "bob_session-0123456789abcdef"
+	if _, status, code := r.send(t, "alice-token", ask(bobSID, remotemgr.SessionHolder{ID: bobHolder.Principal.String(), LifecycleUID: string(bobHolder.UID)})); status == 200 || code != string(wire.CodeFailedPrecondition) {
+		t.Fatalf("alice's manager redeems a session for bob: HTTP %d %s", status, code)
+	}
+	const sid = "alice_session-0123456789abcdef"
+	if _, status, code := r.send(t, "alice-token", ask(sid, *held)); status != 200 {
+		t.Fatalf("alice's manager redeems her session: HTTP %d %s", status, code)
+	}
+
+	holder := func(token string) *remotemgr.HolderClient {
+		return &remotemgr.HolderClient{URL: r.url + remotemgr.HolderPath, Space: r.m.Space, Actor: "cli", HTTP: http.DefaultClient,
+			IDToken: func(context.Context) (string, error) { return token, nil }}
+	}
+	raw := func(body string) (int, string) {
+		t.Helper()
+		res, err := http.Post(r.url+remotemgr.HolderPath, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var refusal struct {
+			Error string `json:"error"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&refusal)
+		return res.StatusCode, refusal.Error
+	}
+	good := fmt.Sprintf(`{"v":1,"idpToken":"alice-token","space":%q,"actor":"cli","sessionId":%q}`, r.m.Space, sid)
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		code       wire.ErrorCode
+	}{
+		{"not JSON", "{", 400, wire.CodeBadRequest},
+		{"an unknown field", strings.Replace(good, `"v":1`, `"v":1,"holder":"x"`, 1), 400, wire.CodeBadRequest},
+		{"trailing data", good + "{}", 400, wire.CodeBadRequest},
+		{"another version", strings.Replace(good, `"v":1`, `"v":2`, 1), 400, wire.CodeBadRequest},
+		{"no idpToken", strings.Replace(good, `"alice-token"`, `""`, 1), 400, wire.CodeBadRequest},
+		{"a malformed session id", strings.Replace(good, sid, "a.b", 1), 400, wire.CodeBadRequest},
+		{"a malformed actor", strings.Replace(good, `"cli"`, `"a.b"`, 1), 400, wire.CodeBadRequest},
+		{"another space", strings.Replace(good, fmt.Sprintf("%q", r.m.Space), `"other"`, 1), 403, wire.CodePermissionDenied},
+		{"an unknown token", strings.Replace(good, "alice-token", "mallory-token", 1), 403, wire.CodePermissionDenied},
+		{"a person without supervise", strings.Replace(good, "alice-token", "carol-token", 1), 403, wire.CodePermissionDenied},
+		{"another person with supervise", strings.Replace(good, "alice-token", "bob-token", 1), 404, wire.CodeNotFound},
+		{"a session nobody redeemed", strings.Replace(good, sid, bobSID, 1), 404, wire.CodeNotFound},
+	} {
+		if status, code := raw(tc.body); status != tc.status || code != string(tc.code) {
+			t.Errorf("%s: HTTP %d %s, want %d %s", tc.name, status, code, tc.status, tc.code)
+		}
+	}
+	// A session of the host's own manager is no person's to take, even its holder's id known.
+	if _, err := holder("alice-token").Caller(ctx, ownSession(t, r.m), aliceMe); code(err) != wire.CodeNotFound {
+		t.Errorf("alice takes a half of the host's own session: %v", err)
+	}
+
+	half, err := holder("alice-token").Caller(ctx, sid, aliceMe)
+	if err != nil {
+		t.Fatalf("alice takes her half: %v", err)
+	}
+	if half.Profile != authority.ProfileSessionCaller || half.Principal != aliceMe.Principal || half.Expires.After(time.Now().Add(time.Hour+time.Minute)) {
+		t.Fatalf("alice's half: %v, expiring %s", half, half.Expires)
+	}
+	conn := r.m.Connect(t, half)
+	if err := holder("bob-token").End(ctx, sid); code(err) != wire.CodeNotFound {
+		t.Fatalf("bob ends alice's session: %v", err)
+	}
+	if err := holder("alice-token").End(ctx, sid); err != nil {
+		t.Fatalf("alice ends her session: %v", err)
+	}
+	meshtest.Eventually(t, 10*time.Second, "alice's half closed by the broker", conn.IsClosed)
+	if row, err := l.Session(ctx, sid); err != nil || row.Row.State != authority.SessionClosed || !row.Row.Revoked.Caller || !row.Row.Revoked.Serving {
+		t.Fatalf("the ended session's row: %+v %v", row, err)
+	}
+	if _, err := holder("alice-token").Caller(ctx, sid, aliceMe); code(err) != wire.CodeFailedPrecondition {
+		t.Fatalf("the half of an ended session: %v", err)
+	}
+
+	// supervise revoked while her half was read: the session ends, and no half goes out.
+	const late = "late_session-0123456789abcdef"
+	if _, status, code := r.send(t, "alice-token", ask(late, *held)); status != 200 {
+		t.Fatalf("redeem the second session: HTTP %d %s", status, code)
+	}
+	r.host.People = &losesSupervise{}
+	if _, err := holder("alice-token").Caller(ctx, late, aliceMe); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("a half read while supervise went: %v", err)
+	}
+	if row, err := l.Session(ctx, late); err != nil || row.Row.State != authority.SessionClosed {
+		t.Fatalf("the session whose person lost supervise: %+v %v", row, err)
+	}
+}
+
+// sessionAsk returns how c, an activated manager, asks for a session on agent's terminal held by
+// a holder, for an hour.
+func sessionAsk(t *testing.T, c *remotemgr.Client, agent *authority.Credential) func(sid string, h remotemgr.SessionHolder) remotemgr.Request {
+	target := remotemgr.Target{Owner: agent.Principal.Owner(), Actor: agent.Principal.Actor(), LifecycleUID: string(agent.LifecycleUID)}
+	return func(sid string, h remotemgr.SessionHolder) remotemgr.Request {
+		req := c.Hosted(remotemgr.KindAuthority, remotemgr.OpSession)
+		req.Session = &remotemgr.SessionAsk{ID: newUserKey(t), Endpoint: "manager", SessionID: sid, Epoch: c.Epoch(),
+			Exp: time.Now().Add(time.Hour).Unix(), Holder: &h, Target: &target}
+		return req
+	}
 }
 
 // ownSession redeems a session of a manager instance of the host's own in its ledger, as the

@@ -247,8 +247,8 @@ type Response struct {
 	CallerGrant *AgentGrant `json:"callerGrant,omitempty"`
 	// SessionHolder also answers KindAdminAuthorization (cotal-go's addition): the lifecycle that
 	// holds a session the caller attaches, as the host's ledger resolves it, when the caller is
-	// the host operator's control instrument, the one caller whose half the ledger can hold for
-	// it; absent otherwise.
+	// the host operator's control instrument or the manager's own person (the two callers whose
+	// half the ledger can hold for them); absent otherwise.
 	SessionHolder *SessionHolder `json:"sessionHolder,omitempty"`
 	// Evicted reports what evict-family-principal ended.
 	Evicted *Eviction `json:"evicted,omitempty"`
@@ -286,17 +286,9 @@ func refuse(code wire.ErrorCode, format string, args ...any) error {
 // ParseEnvelope decodes and validates a request body: a single JSON object with exactly the known
 // fields, and a request well formed for its kind and operation. Anything else is bad-request.
 func ParseEnvelope(body []byte) (*Envelope, error) {
-	if len(body) > maxBody {
-		return nil, refuse(wire.CodeBadRequest, "the body is over %d bytes", maxBody)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var env Envelope
-	if err := dec.Decode(&env); err != nil {
-		return nil, refuse(wire.CodeBadRequest, "decode: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, refuse(wire.CodeBadRequest, "trailing data after the request")
+	if err := decodeClosed(body, &env); err != nil {
+		return nil, err
 	}
 	if env.IDPToken == "" {
 		return nil, refuse(wire.CodeBadRequest, "idpToken is required")
@@ -305,6 +297,23 @@ func ParseEnvelope(body []byte) (*Envelope, error) {
 		return nil, refuse(wire.CodeBadRequest, "%v", err)
 	}
 	return &env, nil
+}
+
+// decodeClosed decodes body into v: one JSON object of at most maxBody bytes with only v's fields
+// and nothing after it. Anything else is bad-request.
+func decodeClosed(body []byte, v any) error {
+	if len(body) > maxBody {
+		return refuse(wire.CodeBadRequest, "the body is over %d bytes", maxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return refuse(wire.CodeBadRequest, "decode: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return refuse(wire.CodeBadRequest, "trailing data after the request")
+	}
+	return nil
 }
 
 // validate checks the fields every request carries and those its operation needs.

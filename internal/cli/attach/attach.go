@@ -25,6 +25,8 @@ import (
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -42,31 +44,109 @@ type Options struct {
 	*factory.Factory
 	Name        string
 	NoReconnect bool
+	// MeshURL and Instance attach as the person logged in to a user-auth mesh, through their
+	// manager-caller view of Instance (or the only live manager they may address).
+	MeshURL  string
+	Instance string
 }
 
 // NewCmdAttach returns the `cotal attach` command.
 func NewCmdAttach(f *factory.Factory) *cobra.Command {
 	o := &Options{Factory: f}
 	cmd := &cobra.Command{
-		Use:   "attach NAME",
+		Use:   "attach NAME [--mesh URL [--instance ID]]",
 		Short: "Attach your terminal to a spawned agent's terminal; Ctrl-] detaches",
 		Long: "Attach to the terminal of agent NAME, spawned with the pty runtime, through a session its\n" +
 			"manager serves over the broker: you see its current screen, then live output, and what you\n" +
 			"type reaches it. Ctrl-] detaches, ending the session: both of its credentials are revoked.\n" +
 			"A lost connection reconnects with a fresh session after 1, 2, 5, 10, then every 30 s, until\n" +
-			"the agent is gone or you detach.",
+			"the agent is gone or you detach.\n\n" +
+			"With --mesh URL, attach as yourself (`cotal login --mesh URL` first) to an agent of the\n" +
+			"remote manager you run for that user-auth mesh: your half of the session is kept by the\n" +
+			"mesh's host, which gives it to you alone and ends the session when you detach.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
 			if err := agentflags.ValidName("NAME", o.Name); err != nil {
 				return err
 			}
+			switch {
+			case o.MeshURL != "":
+				if err := o.CheckMesh(o.MeshURL); err != nil {
+					return err
+				}
+			case o.Instance != "":
+				return &exit.UsageError{Err: errors.New("--instance names the manager of a --mesh attach; without --mesh the manager that runs the agent is found")}
+			}
 			return attachRun(cmd.Context(), o)
 		},
 	}
 	o.Target.Register(cmd.Flags())
 	cmd.Flags().BoolVar(&o.NoReconnect, "no-reconnect", false, "exit when the session is lost instead of reconnecting")
+	cmd.Flags().StringVar(&o.MeshURL, "mesh", "", "attach, as yourself (`cotal login --mesh` first), to an agent of your remote manager on the user-auth mesh whose exchange is at this URL")
+	cmd.Flags().StringVar(&o.Instance, "instance", "", "with --mesh, the manager instance to ask (default: the only live one you may address)")
 	return cmd
+}
+
+// halves is where the holder of a session takes its half and ends the session: the mesh's
+// ledger for the host's operator, or the host's session-holder route for a person attaching
+// from another machine.
+type halves interface {
+	Caller(ctx context.Context, sessionID string, holder wire.Lifecycle) (*authority.Credential, error)
+	End(ctx context.Context, sessionID string, holder wire.Lifecycle) error
+}
+
+// ledgerHalves are the operator's: the mesh's own ledger.
+type ledgerHalves struct{ l *ledger.Ledger }
+
+func (h ledgerHalves) Caller(ctx context.Context, sessionID string, holder wire.Lifecycle) (*authority.Credential, error) {
+	return h.l.SessionCaller(ctx, sessionID, holder)
+}
+
+func (h ledgerHalves) End(ctx context.Context, sessionID string, holder wire.Lifecycle) error {
+	return h.l.CloseSession(ctx, sessionID, authority.SessionCloser{Holder: &holder}, authority.SessionClosed)
+}
+
+// hostHalves are a person's: the host's session-holder route, which authenticates them.
+type hostHalves struct{ c *remotemgr.HolderClient }
+
+func (h hostHalves) Caller(ctx context.Context, sessionID string, holder wire.Lifecycle) (*authority.Credential, error) {
+	return h.c.Caller(ctx, sessionID, holder)
+}
+
+func (h hostHalves) End(ctx context.Context, sessionID string, _ wire.Lifecycle) error {
+	return h.c.End(ctx, sessionID)
+}
+
+// connect connects the caller of the manager and finds where the session halves are taken and
+// which broker they connect to: the operator's control instrument and the mesh's ledger, or with
+// --mesh the person's manager-caller view and their host's session-holder route.
+func (o *Options) connect(ctx context.Context) (*factory.Control, halves, string, error) {
+	if o.MeshURL != "" {
+		ctl, err := o.MeshControl(ctx, o.MeshURL, wire.LifecycleUID(o.Instance))
+		if err != nil {
+			return nil, nil, "", err
+		}
+		hc, server, err := o.MeshSessionHolder(ctx, o.MeshURL)
+		if err != nil {
+			ctl.Close()
+			return nil, nil, "", err
+		}
+		return ctl, hostHalves{hc}, server, nil
+	}
+	ctl, err := o.WatchControl(ctx)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	l, err := o.Ledger(ctx, ctl.Space)
+	if err == nil {
+		var st *mesh.State
+		if _, st, _, err = o.Mesh(""); err == nil {
+			return ctl, ledgerHalves{l}, st.URL, nil
+		}
+	}
+	ctl.Close()
+	return nil, nil, "", err
 }
 
 // errDetached ends an attach the person ended.
@@ -76,26 +156,18 @@ var errDetached = errors.New("detached")
 var errGone = errors.New("the agent is gone")
 
 func attachRun(ctx context.Context, o *Options) error {
-	ctl, err := o.WatchControl(ctx)
+	ctl, h, url, err := o.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer ctl.Close()
-	l, err := o.Ledger(ctx, ctl.Space)
-	if err != nil {
-		return err
-	}
-	_, st, _, err := o.Mesh("")
-	if err != nil {
-		return err
-	}
 	in := newInput(o.IO.In)
 	restore := rawMode(o.IO.In)
 	defer restore()
 	attempt := 0
 	for {
 		began := time.Now()
-		lost, err := session(ctx, o, ctl, l, st.URL, in)
+		lost, err := session(ctx, o, ctl, h, url, in)
 		switch {
 		case errors.Is(err, errDetached):
 			fmt.Fprintf(o.IO.ErrOut, "\r\n[cotal: detached from %s]\r\n", o.Name)
@@ -134,7 +206,7 @@ const sessionSettled = 5 * time.Second
 
 // session runs one session until it ends. lost reports a session that went away without the
 // person or the agent ending it, which a reconnect may resume.
-func session(ctx context.Context, o *Options, ctl *factory.Control, l *ledger.Ledger, url string, in *input) (lost bool, err error) {
+func session(ctx context.Context, o *Options, ctl *factory.Control, h halves, url string, in *input) (lost bool, err error) {
 	g, err := ctl.Manager.Attach(ctx, ctl.Records, o.Name)
 	if e, ok := errors.AsType[*wire.EndpointError](err); ok && e.Code == wire.CodeNotFound {
 		return false, errGone
@@ -147,14 +219,14 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, l *ledger.Le
 		return false, fmt.Errorf("the grant's holder: %w", err)
 	}
 	me := wire.Lifecycle{Principal: holder, UID: g.Holder.LifecycleUID}
-	cred, err := l.SessionCaller(ctx, g.SessionID, me)
+	cred, err := h.Caller(ctx, g.SessionID, me)
 	if err != nil {
 		return true, fmt.Errorf("redeem the session: %w", err)
 	}
 	defer func() { // ending is the ledger's close: both halves refused by the broker
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
-		_ = l.CloseSession(cctx, g.SessionID, authority.SessionCloser{Holder: &me}, authority.SessionClosed)
+		_ = h.End(cctx, g.SessionID, me)
 	}()
 	closed := make(chan struct{})
 	nc, err := dial.As(ctx, url, cred, nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))

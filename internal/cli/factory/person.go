@@ -8,6 +8,7 @@ import (
 	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
@@ -54,4 +55,15 @@ func (f *Factory) MeshControl(ctx context.Context, meshURL string, instance wire
 	m := manager.NewClient(mc.Conn, mc.Space, mc.Me, MeshActor)
 	m.Pinned = mc.Instance
 	return &Control{Conn: mc.Conn, Space: mc.Space, Me: mc.Me, Manager: m}, nil
+}
+
+// MeshSessionHolder is where the person logged in to the user-auth mesh at meshURL takes their
+// half of a session their remote manager redeemed for them (as MeshActor) and ends it, and the
+// broker the half connects to.
+func (f *Factory) MeshSessionHolder(ctx context.Context, meshURL string) (*remotemgr.HolderClient, string, error) {
+	path, err := oidc.DefaultSessionsPath()
+	if err != nil {
+		return nil, "", err
+	}
+	return authservice.SessionHolder(ctx, userauth.NewHTTPClient(), path, meshURL, MeshActor)
 }

@@ -1,0 +1,245 @@
+package remotemgr
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/userauth"
+	"github.com/gocotal/cotal/wire"
+)
+
+// A person who supervises a remote manager may attach to the agents it runs from their own
+// machine (cotal-go's addition; SPEC §13.6 leaves a remote party's redemption to the
+// implementation). The manager redeems such a session in the host's ledger for the person's
+// lifecycle, as it does for the host's operator, and the caller half waits there. The person,
+// who cannot read that ledger, takes it on HolderPath with their IdP token, and ends the session
+// there as its holder: both halves are then refused by the broker, as for any session.
+
+// HolderPath is the exchange route a session's holder takes its half on, or ends the session.
+const HolderPath = "/manager-session-holder"
+
+// HolderRequest is a holder's request on HolderPath (closed: an unknown field is bad-request).
+// Without End it asks for the caller half of session SessionID; with End it ends the session.
+type HolderRequest struct {
+	V         int    `json:"v"`
+	IDPToken  string `json:"idpToken"`
+	Space     string `json:"space"`
+	Actor     string `json:"actor"`
+	SessionID string `json:"sessionId"`
+	End       bool   `json:"end,omitempty"`
+}
+
+// HolderResponse answers a HolderRequest: the caller half's user JWT and seed (Creds, the
+// decorated form) and when it expires, or Ended.
+type HolderResponse struct {
+	SessionID string `json:"sessionId"`
+	Creds     string `json:"creds,omitempty"`
+	Exp       int64  `json:"exp,omitempty"`
+	Ended     bool   `json:"ended,omitempty"`
+}
+
+// parseHolderRequest decodes and validates a holder's body; anything malformed is bad-request.
+func parseHolderRequest(body []byte) (*HolderRequest, error) {
+	var r HolderRequest
+	if err := decodeClosed(body, &r); err != nil {
+		return nil, err
+	}
+	switch {
+	case r.V != protocolVersion:
+		return nil, refuse(wire.CodeBadRequest, "v must be %d", protocolVersion)
+	case r.IDPToken == "":
+		return nil, refuse(wire.CodeBadRequest, "idpToken is required")
+	}
+	if _, err := wire.ParseSpace(r.Space); err != nil {
+		return nil, refuse(wire.CodeBadRequest, "%v", err)
+	}
+	if err := wire.ValidateActor(r.Actor); err != nil {
+		return nil, refuse(wire.CodeBadRequest, "%v", err)
+	}
+	if err := wire.ValidateSessionID(r.SessionID); err != nil {
+		return nil, refuse(wire.CodeBadRequest, "%v", err)
+	}
+	return &r, nil
+}
+
+// HandleHolder answers one holder's request body: the status and the reply to send. A refusal is
+// logged with its reason and answered with its catalog code alone.
+func (h *Host) HandleHolder(ctx context.Context, body []byte) (int, any) {
+	resp, err := h.holder(ctx, body)
+	return h.answer("session holder request refused", resp, err)
+}
+
+func (h *Host) holder(ctx context.Context, body []byte) (*HolderResponse, error) {
+	r, err := parseHolderRequest(body)
+	if err != nil {
+		return nil, err
+	}
+	if wire.Space(r.Space) != h.Space {
+		return nil, refuse(wire.CodePermissionDenied, "the request is for space %s, this host serves %s", r.Space, h.Space)
+	}
+	who, err := h.supervisor(ctx, r.IDPToken, r.Actor)
+	if err != nil {
+		return nil, err
+	}
+	me, err := h.heldBy(ctx, who, r)
+	if err != nil {
+		return nil, err
+	}
+	if r.End {
+		err := h.Ledger.CloseSession(ctx, r.SessionID, authority.SessionCloser{Holder: &me}, authority.SessionClosed)
+		if err != nil {
+			return nil, refuse(wire.CodeUnavailable, "end session %s: %v", r.SessionID, err)
+		}
+		return &HolderResponse{SessionID: r.SessionID, Ended: true}, nil
+	}
+	half, err := h.Ledger.SessionCaller(ctx, r.SessionID, me)
+	switch {
+	case errors.Is(err, authority.ErrConflict):
+		return nil, refuse(wire.CodeFailedPrecondition, "release session %s: %v", r.SessionID, err)
+	case err != nil:
+		return nil, refuse(wire.CodeUnavailable, "release session %s: %v", r.SessionID, err)
+	}
+	// supervise may have gone while the half was read: the person no longer holds sessions of
+	// the managers it evicted, so the session ends rather than a half going out.
+	if _, err := h.supervisor(ctx, r.IDPToken, r.Actor); err != nil {
+		cerr := h.Ledger.CloseSession(context.WithoutCancel(ctx), r.SessionID, authority.SessionCloser{Holder: &me}, authority.SessionClosed)
+		return nil, errors.Join(err, cerr)
+	}
+	return &HolderResponse{SessionID: r.SessionID, Creds: string(half.Creds), Exp: half.Expires.Unix()}, nil
+}
+
+// heldBy checks that session r names is one the person holds: its row names the person's actor
+// at the incarnation their ledger row has now, and it is served by a remote manager the person
+// registered. It returns the holder's lifecycle. A session of anyone else is not-found, so a
+// person probing ids learns nothing of others' sessions.
+func (h *Host) heldBy(ctx context.Context, who *Person, r *HolderRequest) (wire.Lifecycle, error) {
+	os, err := h.Ledger.Session(ctx, r.SessionID)
+	if err != nil {
+		return wire.Lifecycle{}, refuse(wire.CodeUnavailable, "read session %s: %v", r.SessionID, err)
+	}
+	if os == nil {
+		return wire.Lifecycle{}, refuse(wire.CodeNotFound, "no session %s", r.SessionID)
+	}
+	me := wire.Lifecycle{Principal: principal(who.Owner, r.Actor), UID: os.Row.Holder.LifecycleUID}
+	if os.Row.Holder.Principal != me.Principal.String() || !h.personHolder(who, me) {
+		return wire.Lifecycle{}, refuse(wire.CodeNotFound, "session %s is held by %s.%s, not by %s at its current incarnation",
+			r.SessionID, os.Row.Holder.Principal, os.Row.Holder.LifecycleUID, me.Principal)
+	}
+	reg, err := h.Registry.Get(string(os.Row.Serving.InstanceID))
+	switch {
+	case err != nil:
+		return wire.Lifecycle{}, refuse(wire.CodeUnavailable, "read the registration of %s: %v", os.Row.Serving.InstanceID, err)
+	case reg == nil || reg.Owner != who.Owner:
+		return wire.Lifecycle{}, refuse(wire.CodeNotFound, "session %s is not served by a remote manager of %s", r.SessionID, who.Owner)
+	}
+	return me, nil
+}
+
+// personHolder reports whether caller may hold a session of a remote manager its person
+// supervises: the person's own interactive row, at its current incarnation, holding supervise.
+// Their half waits in the host's ledger, and they take it on HolderPath.
+func (h *Host) personHolder(who *Person, caller wire.Lifecycle) bool {
+	row := h.ownRow(who, caller)
+	return row != nil && row.Kind == userauth.KindInteractive && row.Has(userauth.ScopeSupervise)
+}
+
+// HolderClient is a person's side of HolderPath.
+type HolderClient struct {
+	// URL is the route's address: the exchange's URL and HolderPath.
+	URL   string
+	Space wire.Space
+	// Actor is the person's actor, the session's holder.
+	Actor string
+	// IDToken returns a fresh IdP token of the person.
+	IDToken func(ctx context.Context) (string, error)
+	HTTP    *http.Client
+}
+
+// Caller takes the caller half of a session the person holds, as a credential of holder's.
+func (c *HolderClient) Caller(ctx context.Context, sessionID string, holder wire.Lifecycle) (*authority.Credential, error) {
+	resp, err := c.do(ctx, sessionID, false)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Creds == "" {
+		return nil, fmt.Errorf("session %s: the host answered no caller half", sessionID)
+	}
+	token, err := jwt.ParseDecoratedJWT([]byte(resp.Creds))
+	if err != nil {
+		return nil, fmt.Errorf("session %s: the caller half: %w", sessionID, err)
+	}
+	claims, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: the caller half: %w", sessionID, err)
+	}
+	return &authority.Credential{Profile: authority.ProfileSessionCaller, Principal: holder.Principal, LifecycleUID: holder.UID,
+		PublicKey: claims.Subject, JWT: token, Expires: time.Unix(claims.Expires, 0), Creds: []byte(resp.Creds)}, nil
+}
+
+// End ends a session the person holds: the broker refuses both halves from then on.
+func (c *HolderClient) End(ctx context.Context, sessionID string) error {
+	_, err := c.do(ctx, sessionID, true)
+	return err
+}
+
+func (c *HolderClient) do(ctx context.Context, sessionID string, end bool) (*HolderResponse, error) {
+	tok, err := c.IDToken(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: the person's IdP token: %w", sessionID, err)
+	}
+	body, _ := json.Marshal(HolderRequest{V: protocolVersion, IDPToken: tok, Space: string(c.Space), Actor: c.Actor, SessionID: sessionID, End: end}) // always encodes
+	raw, err := post(ctx, c.HTTP, c.URL, body, "session "+sessionID)
+	if err != nil {
+		return nil, err
+	}
+	var resp HolderResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return nil, fmt.Errorf("session %s: decode the answer: %w", sessionID, err)
+	}
+	if resp.SessionID != sessionID || resp.Ended != end {
+		return nil, fmt.Errorf("session %s: the answer is for another request", sessionID)
+	}
+	return &resp, nil
+}
+
+// post sends body to url and returns the answer's body; a refusal is a *Refusal with the code the
+// host answered, what names the request in errors.
+func post(ctx context.Context, hc *http.Client, url string, body []byte, what string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s: read the answer: %w", what, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		var refusal struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(raw, &refusal) != nil || refusal.Error == "" {
+			refusal.Error = string(wire.CodeUnavailable)
+		}
+		return nil, &Refusal{Code: wire.ErrorCode(refusal.Error), Reason: fmt.Sprintf("the host refused %s (HTTP %d)", what, res.StatusCode)}
+	}
+	return raw, nil
+}
+
+// HolderURL returns the address of HolderPath on the exchange at exchangeURL.
+func HolderURL(exchangeURL string) string { return strings.TrimSuffix(exchangeURL, "/") + HolderPath }
