@@ -131,7 +131,8 @@ func (l *Ledger) RenewRemoteManager(ctx context.Context, instance wire.Lifecycle
 }
 
 // EvictManager ends what manager instance holds: each of its active serving credentials is
-// revoked for reason, and the broker refuses those keys and keys (a remote manager's other
+// revoked for reason, with the sessions it serves (superseded: their holders' halves are refused
+// too), and the broker refuses those keys and keys (a remote manager's other
 // identities, which have no ledger row) and closes their connections. The gate stays, so the
 // instance may be activated again, at the next epoch, once its holder is allowed to.
 func (l *Ledger) EvictManager(ctx context.Context, instance wire.LifecycleUID, reason string, keys ...string) error {
@@ -142,12 +143,19 @@ func (l *Ledger) EvictManager(ctx context.Context, instance wire.LifecycleUID, r
 		}
 		rows, err := g.Credentials(ctx)
 		for _, r := range rows {
-			if r.State == authority.CredActive {
-				if _, rerr := g.Revoke(ctx, r.CredentialID, reason); rerr != nil {
-					err = errors.Join(err, rerr)
-				}
-			}
 			keys = append(keys, r.UserKey)
+			if r.State != authority.CredActive {
+				continue // revoked already, and the session a serving half served ended with it
+			}
+			if _, rerr := g.Revoke(ctx, r.CredentialID, reason); rerr != nil {
+				err = errors.Join(err, rerr)
+				continue
+			}
+			// A session the instance served ends with it, its holder's half refused too: its rails
+			// have nobody to serve them any more.
+			more, serr := s.SupersedeSessions(ctx, r)
+			keys = append(keys, more...)
+			err = errors.Join(err, serr)
 		}
 		return keys, err
 	})

@@ -148,8 +148,9 @@ func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, err
 		return nil, notExecuted(wire.CodeUnimplemented, "this manager serves no sessions")
 	}
 	if !svc.cfg.HostLaunch(ctx, req.Caller()) {
-		// Redeeming a session's half needs the mesh's ledger, which only the operator holds here.
-		return nil, notExecuted(wire.CodePermissionDenied, "only the operator's instrument can redeem a session on this mesh")
+		// A session's half waits in the mesh's ledger, for the operator's instrument (or a remote
+		// manager's own person, through its host) alone.
+		return nil, notExecuted(wire.CodePermissionDenied, "only the operator's instrument, or a remote manager's own person, can hold a session of this manager")
 	}
 	st, term, refusal := svc.terminalOf(req)
 	if refusal != nil {

@@ -14,11 +14,11 @@ import (
 // remoteSessions establishes a remote manager's attach sessions through its host, the trusted
 // auth path (SPEC §13.6): the host's ledger resolves the holder, the host redeems the session
 // there for it, and signs the serving half for the manager's own key. The holder takes its half
-// from the host's ledger; either party ends the session there (the manager as its serving
+// from the host's ledger (the host's operator directly, the manager's own person through the
+// host's session-holder route); either party ends the session there (the manager as its serving
 // party), which has the broker refuse the holder's half. The manager's serving half, recorded by
 // the host against the instance, is dropped with the bridge and lapses with the session, or is
-// revoked with the manager. Only the host operator's control instrument can hold a session: its
-// half waits in a ledger nobody else reads.
+// revoked with the manager.
 type remoteSessions struct {
 	c *remotemgr.Client
 

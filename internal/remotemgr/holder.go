@@ -40,11 +40,10 @@ type HolderRequest struct {
 }
 
 // HolderResponse answers a HolderRequest: the caller half's user JWT and seed (Creds, the
-// decorated form) and when it expires, or Ended.
+// decorated form, its expiry in the JWT), or Ended.
 type HolderResponse struct {
 	SessionID string `json:"sessionId"`
 	Creds     string `json:"creds,omitempty"`
-	Exp       int64  `json:"exp,omitempty"`
 	Ended     bool   `json:"ended,omitempty"`
 }
 
@@ -109,36 +108,44 @@ func (h *Host) holder(ctx context.Context, body []byte) (*HolderResponse, error)
 	case err != nil:
 		return nil, refuse(wire.CodeUnavailable, "release session %s: %v", r.SessionID, err)
 	}
-	// supervise may have gone while the half was read: the person no longer holds sessions of
-	// the managers it evicted, so the session ends rather than a half going out.
-	if _, err := h.supervisor(ctx, r.IDPToken, r.Actor); err != nil {
-		cerr := h.Ledger.CloseSession(context.WithoutCancel(ctx), r.SessionID, authority.SessionCloser{Holder: &me}, authority.SessionClosed)
-		return nil, errors.Join(err, cerr)
+	// supervise may have gone, or the row been granted anew, while the half was read: the
+	// person's revocation evicts their managers with their sessions, and one that ran before the
+	// read must not be outlived by a half going out, so the session ends instead. A check that
+	// could not answer releases nothing and ends nothing.
+	if again, err := h.supervisor(ctx, r.IDPToken, r.Actor); err != nil || !h.personHolder(again, me) {
+		if err == nil {
+			err = refuse(wire.CodePermissionDenied, "%s no longer holds session %s at its current incarnation", me.Principal, r.SessionID)
+		}
+		if ref, ok := errors.AsType[*Refusal](err); ok && ref.Code == wire.CodePermissionDenied {
+			cerr := h.Ledger.CloseSession(context.WithoutCancel(ctx), r.SessionID, authority.SessionCloser{Holder: &me}, authority.SessionClosed)
+			err = errors.Join(err, cerr)
+		}
+		return nil, err
 	}
-	return &HolderResponse{SessionID: r.SessionID, Creds: string(half.Creds), Exp: half.Expires.Unix()}, nil
+	return &HolderResponse{SessionID: r.SessionID, Creds: string(half.Creds)}, nil
 }
 
 // heldBy checks that session r names is one the person holds: its row names the person's actor
-// at the incarnation their ledger row has now, and it is served by a remote manager the person
-// registered. It returns the holder's lifecycle. A session of anyone else is not-found, so a
+// at the incarnation their ledger row has now, and it is served by a remote manager of the
+// person's (registered by any of their actors). It returns the holder's lifecycle. A session of anyone else is not-found, so a
 // person probing ids learns nothing of others' sessions.
 func (h *Host) heldBy(ctx context.Context, who *Person, r *HolderRequest) (wire.Lifecycle, error) {
-	os, err := h.Ledger.Session(ctx, r.SessionID)
+	sess, err := h.Ledger.Session(ctx, r.SessionID)
 	if err != nil {
 		return wire.Lifecycle{}, refuse(wire.CodeUnavailable, "read session %s: %v", r.SessionID, err)
 	}
-	if os == nil {
+	if sess == nil {
 		return wire.Lifecycle{}, refuse(wire.CodeNotFound, "no session %s", r.SessionID)
 	}
-	me := wire.Lifecycle{Principal: principal(who.Owner, r.Actor), UID: os.Row.Holder.LifecycleUID}
-	if os.Row.Holder.Principal != me.Principal.String() || !h.personHolder(who, me) {
+	me := wire.Lifecycle{Principal: principal(who.Owner, r.Actor), UID: sess.Row.Holder.LifecycleUID}
+	if sess.Row.Holder.Principal != me.Principal.String() || !h.personHolder(who, me) {
 		return wire.Lifecycle{}, refuse(wire.CodeNotFound, "session %s is held by %s.%s, not by %s at its current incarnation",
-			r.SessionID, os.Row.Holder.Principal, os.Row.Holder.LifecycleUID, me.Principal)
+			r.SessionID, sess.Row.Holder.Principal, sess.Row.Holder.LifecycleUID, me.Principal)
 	}
-	reg, err := h.Registry.Get(string(os.Row.Serving.InstanceID))
+	reg, err := h.Registry.Get(string(sess.Row.Serving.InstanceID))
 	switch {
 	case err != nil:
-		return wire.Lifecycle{}, refuse(wire.CodeUnavailable, "read the registration of %s: %v", os.Row.Serving.InstanceID, err)
+		return wire.Lifecycle{}, refuse(wire.CodeUnavailable, "read the registration of %s: %v", sess.Row.Serving.InstanceID, err)
 	case reg == nil || reg.Owner != who.Owner:
 		return wire.Lifecycle{}, refuse(wire.CodeNotFound, "session %s is not served by a remote manager of %s", r.SessionID, who.Owner)
 	}

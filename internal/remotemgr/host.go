@@ -885,7 +885,7 @@ func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp
 		}
 	}
 	resp.Authorized = &ok
-	if instrument && caller.Principal == operatorPrincipal || h.personHolder(who, caller) {
+	if (instrument && caller.Principal == operatorPrincipal) || h.personHolder(who, caller) {
 		// The host's operator may hold a session of the manager, and so may the person who
 		// supervises it: the half waits in the host's ledger, which the operator reads and the
 		// person takes theirs from on HolderPath.

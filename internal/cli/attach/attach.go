@@ -221,7 +221,13 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, h halves, ur
 	me := wire.Lifecycle{Principal: holder, UID: g.Holder.LifecycleUID}
 	cred, err := h.Caller(ctx, g.SessionID, me)
 	if err != nil {
-		return true, fmt.Errorf("redeem the session: %w", err)
+		// The session was established for nothing: end it rather than hold a manager's slot.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		_ = h.End(cctx, g.SessionID, me)
+		cancel()
+		// A refusal the host decided is final; no answer may not be.
+		ref, refused := errors.AsType[*remotemgr.Refusal](err)
+		return !refused || ref.Code == wire.CodeUnavailable, fmt.Errorf("redeem the session: %w", err)
 	}
 	defer func() { // ending is the ledger's close: both halves refused by the broker
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
