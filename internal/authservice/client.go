@@ -85,8 +85,9 @@ func (d *MeshDocument) validate() error {
 }
 
 // IDTokens returns a source of fresh IdP tokens for the person logged in to the mesh at meshURL
-// (`cotal login`), from the sessions file at path: the cached token, or a refreshed one, saved
-// back. A mesh nobody logged in to is an error that says to log in.
+// (`cotal login`), from the sessions file at path: the cached token, or one renewed as
+// oidc.RenewStored does, so every source of one login, in this process or another, shares each
+// renewal. A mesh nobody logged in to is an error that says to log in; a logout ends the renewals.
 func IDTokens(ctx context.Context, hc *http.Client, path, meshURL string, doc *MeshDocument) (func(context.Context) (string, error), error) {
 	sessions, err := oidc.LoadSessions(path)
 	if err != nil {
@@ -104,25 +105,13 @@ func IDTokens(ctx context.Context, hc *http.Client, path, meshURL string, doc *M
 	if err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex // the session is refreshed in place, by one caller at a time
+	var mu sync.Mutex // the session is renewed in place, by one caller at a time
 	return func(ctx context.Context) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		tok, refreshed, err := oidc.FreshIDToken(ctx, hc, provider, &sess)
+		tok, err := oidc.RenewStored(ctx, hc, provider, path, key, &sess)
 		if err != nil {
 			return "", fmt.Errorf("renew the login for %s (`cotal login --mesh %s` if it has ended): %w", key, key, err)
-		}
-		if refreshed {
-			all, err := oidc.LoadSessions(path)
-			if err == nil {
-				err = all.Put(key, sess)
-			}
-			if err == nil {
-				err = all.Save(path)
-			}
-			if err != nil {
-				return "", fmt.Errorf("save the renewed login: %w", err)
-			}
 		}
 		return tok, nil
 	}, nil

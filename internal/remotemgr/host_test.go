@@ -63,6 +63,21 @@ func (r *hostRig) grantRow(t *testing.T, owner string, read, post []string) {
 	}
 }
 
+// person grants owner's interactive row anew (a new incarnation) and starts its lifecycle in the
+// ledger, as their first bearer does; it returns that lifecycle.
+func (r *hostRig) person(t *testing.T, owner string) wire.Lifecycle {
+	t.Helper()
+	r.grantRow(t, owner, []string{">"}, []string{">"})
+	row, err := r.people.Get(owner, "cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.m.Ledger(r.m.Space).EnsureRoot(t.Context(), owner, "cli", row.LifecycleUID); err != nil {
+		t.Fatal(err)
+	}
+	return wire.Lifecycle{Principal: row.Principal(), UID: row.LifecycleUID}
+}
+
 func newHostRig(t *testing.T, life time.Duration) *hostRig {
 	t.Helper()
 	m := meshtest.Start(t)
@@ -569,19 +584,7 @@ func TestSessionHeldByThePerson(t *testing.T) {
 	r := newHostRig(t, 0)
 	ctx := t.Context()
 	l := r.m.Ledger(r.m.Space)
-	person := func(owner string) wire.Lifecycle {
-		t.Helper()
-		r.grantRow(t, owner, []string{">"}, []string{">"})
-		row, err := r.people.Get(owner, "cli")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := l.EnsureRoot(ctx, owner, "cli", row.LifecycleUID); err != nil { // their first bearer's
-			t.Fatal(err)
-		}
-		return wire.Lifecycle{Principal: row.Principal(), UID: row.LifecycleUID}
-	}
-	aliceMe, bobMe := person(alice), person(bob)
+	aliceMe, bobMe := r.person(t, alice), r.person(t, bob)
 	c, _, _ := r.activated(t, "alice-token")
 
 	// The manager asks who holds a session each caller attaches: alice herself; not bob.
@@ -701,35 +704,132 @@ func sessionAsk(t *testing.T, c *remotemgr.Client, agent *authority.Credential) 
 }
 
 // ownSession redeems a session of a manager instance of the host's own in its ledger, as the
-// host's supervisor does for an attach, and returns its id.
+// host's supervisor does for an attach, held by an agent of the host, and returns its id.
 func ownSession(t *testing.T, m *meshtest.Mesh) string {
 	t.Helper()
-	ctx := t.Context()
 	cred := m.AgentCred(t, ledger.Request{Name: "attacher"})
-	holder := wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
-	serving := authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.NewLifecycleUID()}
 	const sid = "own_session-0123456789abcdef"
-	err := m.Ledger(m.Space).Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+	ownSessionFor(t, m, sid, wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID})
+	return sid
+}
+
+// ownSessionFor redeems session sid held by holder and served by a manager instance of the
+// host's own, which no registration names.
+func ownSessionFor(t *testing.T, m *meshtest.Mesh, sid string, holder wire.Lifecycle) {
+	t.Helper()
+	serving := authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.NewLifecycleUID()}
+	err := m.Ledger(m.Space).Do(t.Context(), func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
 		g, err := s.ServeGate(serving)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := g.Move(ctx, nil, authority.EndpointGateRow{State: authority.GateOpen, Generation: 1, ProcessEpoch: 1,
-			Principal: "local.cotal_manager", Op: &authority.EndpointGateOp{OpID: "op-own", Kind: authority.OpActivation}}); err != nil {
-			return nil, err
-		}
-		epoch, err := s.CurrentEpoch(ctx, holder)
-		if err != nil {
-			return nil, err
-		}
-		_, err = s.RedeemSession(ctx, keys, authority.SessionRequest{SessionID: sid, Holder: holder, HolderEpoch: epoch,
-			Serving: serving, ServingEpoch: 1, Expires: time.Now().Add(time.Hour)})
+		_, err = g.Move(t.Context(), nil, authority.EndpointGateRow{State: authority.GateOpen, Generation: 1, ProcessEpoch: 1,
+			Principal: "local.cotal_manager", Op: &authority.EndpointGateOp{OpID: "op-own", Kind: authority.OpActivation}})
 		return nil, err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sid
+	redeemIn(t, m, sid, holder, serving, 1)
+}
+
+// redeemIn redeems session sid in the host's ledger directly, held by holder at its current
+// epoch and served by serving at servingEpoch, for an hour.
+func redeemIn(t *testing.T, m *meshtest.Mesh, sid string, holder wire.Lifecycle, serving authority.Endpoint, servingEpoch int64) {
+	t.Helper()
+	ctx := t.Context()
+	err := m.Ledger(m.Space).Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+		epoch, err := s.CurrentEpoch(ctx, holder)
+		if err != nil {
+			return nil, err
+		}
+		_, err = s.RedeemSession(ctx, keys, authority.SessionRequest{SessionID: sid, Holder: holder, HolderEpoch: epoch,
+			Serving: serving, ServingEpoch: servingEpoch, Expires: time.Now().Add(time.Hour)})
+		return nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPersonHolderRefusals covers what a person's session must be besides theirs by name: served
+// by a remote manager registered to them, held at their current incarnation, and held by their
+// own interactive row, never by one of their managed agents.
+func TestPersonHolderRefusals(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	l := r.m.Ledger(r.m.Space)
+	aliceMe := r.person(t, alice)
+	c, _, _ := r.activated(t, "alice-token")
+	bobC, _, bobInst := r.activated(t, "bob-token")
+	ask := sessionAsk(t, c, r.m.AgentCred(t, ledger.Request{Name: "erin"}))
+	held, err := c.SessionHolder(ctx, aliceMe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alices := &remotemgr.HolderClient{URL: r.url + remotemgr.HolderPath, Space: r.m.Space, Actor: "cli", HTTP: http.DefaultClient,
+		IDToken: func(context.Context) (string, error) { return "alice-token", nil }}
+	stillActive := func(sid string) {
+		t.Helper()
+		if row, err := l.Session(ctx, sid); err != nil || row == nil || row.Row.State != authority.SessionActive {
+			t.Fatalf("session %s after a refused request: %+v %v; want it active and untouched", sid, row, err)
+		}
+	}
+
+	// Held by alice at her incarnation, but served by no remote manager of hers: the host's own
+	// manager (no registration), or bob's. Neither half nor end is hers.
+	const ownSID, bobSID = "own_alice-0123456789abcdef", "bob_alice-0123456789abcdef"
+	ownSessionFor(t, r.m, ownSID, aliceMe)
+	redeemIn(t, r.m, bobSID, aliceMe, authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: bobInst}, bobC.Epoch())
+	for _, sid := range []string{ownSID, bobSID} {
+		if _, err := alices.Caller(ctx, sid, aliceMe); code(err) != wire.CodeNotFound {
+			t.Errorf("alice takes the half of %s: %v, want not-found", sid, err)
+		}
+		if err := alices.End(ctx, sid); code(err) != wire.CodeNotFound {
+			t.Errorf("alice ends %s: %v, want not-found", sid, err)
+		}
+		stillActive(sid)
+	}
+
+	// A managed agent of alice's, even one delegated supervise, cannot hold a session.
+	bot, err := r.people.GrantManaged(&userauth.Row{Owner: alice, Actor: "bot", Parent: aliceMe.Principal.String(), Scope: []string{"supervise"},
+		TokenHash: strings.Repeat("ab", 32), LifecycleUID: wire.NewLifecycleUID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	botMe := wire.Lifecycle{Principal: bot.Principal(), UID: bot.LifecycleUID}
+	if _, err := l.EnsureRoot(ctx, alice, "bot", bot.LifecycleUID); err != nil {
+		t.Fatal(err)
+	}
+	botHolder, botEpoch, err := l.SessionHolder(ctx, botMe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const botSID = "bot_session-0123456789abcdef"
+	if _, status, code := r.send(t, "alice-token", ask(botSID, remotemgr.SessionHolder{ID: botHolder.Principal.String(), LifecycleUID: string(botHolder.UID), ProcessEpoch: botEpoch})); status == 200 || code != string(wire.CodeFailedPrecondition) {
+		t.Errorf("a session held by alice's managed agent: HTTP %d %s, want failed-precondition", status, code)
+	}
+
+	// A new incarnation of alice (her row granted anew, started by her next bearer) supersedes
+	// the sessions of the former one: their halves are revoked and not hers to take, and a
+	// redemption for the former incarnation is refused.
+	const oldSID = "old_session-0123456789abcdef"
+	if _, status, code := r.send(t, "alice-token", ask(oldSID, *held)); status != 200 {
+		t.Fatalf("redeem at alice's incarnation: HTTP %d %s", status, code)
+	}
+	r.person(t, alice)
+	if _, err := alices.Caller(ctx, oldSID, aliceMe); code(err) != wire.CodeNotFound {
+		t.Errorf("the half of a session of alice's former incarnation: %v, want not-found", err)
+	}
+	if row, err := l.Session(ctx, oldSID); err != nil || row.Row.State != authority.SessionSuperseded || !row.Row.Revoked.Caller {
+		t.Errorf("the session of alice's former incarnation: %+v %v; want it superseded", row, err)
+	}
+	if _, status, code := r.send(t, "alice-token", ask("stale_session-0123456789abcdef", *held)); status == 200 || code != string(wire.CodeFailedPrecondition) {
+		t.Errorf("a redemption for alice's former incarnation: HTTP %d %s, want failed-precondition", status, code)
+	}
+	if row, err := l.Session(ctx, "stale_session-0123456789abcdef"); err != nil || row != nil {
+		t.Errorf("the refused redemption wrote %+v %v", row, err)
+	}
 }
 
 func TestSessionRetireAndEnrollmentChecks(t *testing.T) {

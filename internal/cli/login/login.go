@@ -65,11 +65,17 @@ func NewCmdLogout(f *factory.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sessions, err := oidc.LoadSessions(path)
-			if err != nil {
-				return err
-			}
-			sess, err := sessions.Get(url)
+			// The login is forgotten first, under the lock a running command's renewal takes, so
+			// that renewal cannot save it back; its refresh token is revoked after, from memory.
+			var sess oidc.Session
+			err = oidc.UpdateSessions(path, func(all *oidc.Sessions) error {
+				var err error
+				if sess, err = all.Get(url); err != nil {
+					return err
+				}
+				all.Delete(url)
+				return nil
+			})
 			if errors.Is(err, oidc.ErrNoSession) {
 				fmt.Fprintf(o.IO.ErrOut, "not logged in to %s\n", url)
 				return nil
@@ -77,13 +83,7 @@ func NewCmdLogout(f *factory.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// The refresh token is revoked first, while it is still at hand; the login is
-			// forgotten whatever the provider answers.
 			revoked := revoke(cmd.Context(), sess)
-			sessions.Delete(url)
-			if err := sessions.Save(path); err != nil {
-				return err
-			}
 			fmt.Fprintf(o.IO.ErrOut, "logged out of %s\n", url)
 			switch {
 			case errors.Is(revoked, oidc.ErrNoRevocation):
@@ -167,15 +167,11 @@ func loginRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	sessions, err := oidc.LoadSessions(path)
+	err = oidc.UpdateSessions(path, func(all *oidc.Sessions) error {
+		return all.Put(url, oidc.Session{Issuer: id.Issuer, ClientID: doc.IdP.ClientID, IDToken: tok.IDToken,
+			RefreshToken: tok.RefreshToken, Subject: id.Subject, Name: id.Name, ExpiresAt: id.Expires})
+	})
 	if err != nil {
-		return err
-	}
-	if err := sessions.Put(url, oidc.Session{Issuer: id.Issuer, ClientID: doc.IdP.ClientID, IDToken: tok.IDToken,
-		RefreshToken: tok.RefreshToken, Subject: id.Subject, Name: id.Name, ExpiresAt: id.Expires}); err != nil {
-		return err
-	}
-	if err := sessions.Save(path); err != nil {
 		return err
 	}
 	who := id.Subject

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,5 +183,122 @@ func TestRevoke(t *testing.T) {
 	none.RevocationEndpoint = ""
 	if err := none.Revoke(t.Context(), nil, devidp.DefaultClientID, toks.RefreshToken); !errors.Is(err, ErrNoRevocation) {
 		t.Errorf("revoke without an endpoint: %v", err)
+	}
+}
+
+// devLogin logs user in at the development IdP with the device flow and returns their session.
+func devLogin(t *testing.T, idp *devidp.Server, p *Provider, user string) Session {
+	t.Helper()
+	dc, err := p.StartDevice(t.Context(), nil, devidp.DefaultClientID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := devidp.Approve(t.Context(), nil, idp.URL(), dc.UserCode, user); err != nil {
+		t.Fatal(err)
+	}
+	toks, err := p.PollDevice(t.Context(), nil, devidp.DefaultClientID, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := NewVerifier(p, devidp.DefaultClientID, nil).Verify(t.Context(), toks.IDToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Session{Issuer: p.Issuer, ClientID: devidp.DefaultClientID, IDToken: toks.IDToken, RefreshToken: toks.RefreshToken,
+		Subject: id.Subject, Name: id.Name, ExpiresAt: id.Expires}
+}
+
+// TestRenewStoredShared holds one stored login in several places at once, as two commands on one
+// machine do: the provider rotates refresh tokens, so only one holder may refresh and the rest
+// must adopt its renewal; a logout or another person's login ends the renewals, and nothing is
+// saved back over them.
+func TestRenewStoredShared(t *testing.T) {
+	idp, p := startDevIdP(t)
+	path := filepath.Join(t.TempDir(), ".cotal", "idp-sessions.json")
+	const key = "http://127.0.0.1:9"
+	store := func(s Session) {
+		t.Helper()
+		if err := UpdateSessions(path, func(all *Sessions) error { return all.Put(key, s) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored := func() (Session, error) {
+		all, err := LoadSessions(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return all.Get(key)
+	}
+	login := devLogin(t, idp, p, "alice")
+	login.ExpiresAt = time.Now().Add(30 * time.Second) // under a minute left: due for renewal
+	store(login)
+
+	a, b := login, login
+	tokA, err := RenewStored(t.Context(), nil, p, path, key, &a)
+	// (The development IdP signs the same ID token within one second: the rotated refresh token
+	// is what shows a refresh.)
+	if err != nil || a.RefreshToken == login.RefreshToken {
+		t.Fatalf("first holder's renewal = %v (refresh token rotated %v)", err, a.RefreshToken != login.RefreshToken)
+	}
+	if got, err := stored(); err != nil || got.RefreshToken != a.RefreshToken || got.IDToken != tokA {
+		t.Fatalf("stored login after the renewal = %v; want the renewed one", err)
+	}
+	// The second holder's refresh token is spent: refreshing with it is what failed before.
+	spent := login
+	if _, _, err := FreshIDToken(t.Context(), nil, p, &spent); !errors.Is(err, ErrInvalidGrant) {
+		t.Fatalf("refresh with the spent token = %v, want ErrInvalidGrant", err)
+	}
+	if tokB, err := RenewStored(t.Context(), nil, p, path, key, &b); err != nil || tokB != tokA || b.RefreshToken != a.RefreshToken {
+		t.Fatalf("second holder's renewal = %v (same token %v); want the first holder's renewal adopted", err, tokB == tokA)
+	}
+
+	// Holders due at once: one refreshes, every other waits for the lock and adopts it.
+	due, _ := stored()
+	due.ExpiresAt = time.Now().Add(30 * time.Second)
+	store(due)
+	toks := make([]string, 4)
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for i := range toks {
+		wg.Go(func() {
+			s := due
+			toks[i], errs[i] = RenewStored(t.Context(), nil, p, path, key, &s)
+		})
+	}
+	wg.Wait()
+	for i := range toks {
+		if errs[i] != nil || toks[i] != toks[0] {
+			t.Fatalf("concurrent holder %d = %v (token shared %v)", i, errs[i], toks[i] == toks[0])
+		}
+	}
+	if got, err := stored(); err != nil || got.RefreshToken == due.RefreshToken || got.IDToken != toks[0] {
+		t.Fatalf("stored login after the concurrent renewals = %v; want the one renewal", err)
+	}
+
+	// A live token is handed out without the file.
+	live, _ := stored()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := RenewStored(t.Context(), nil, p, path, key, &live); err != nil || tok != live.IDToken {
+		t.Fatalf("live token = %v, want it handed out as it is", err)
+	}
+
+	// Logged out: the holder's renewal fails and does not save the login back.
+	live.ExpiresAt = time.Now()
+	if _, err := RenewStored(t.Context(), nil, p, path, key, &live); !errors.Is(err, ErrLoginReplaced) {
+		t.Fatalf("renewal after a logout = %v, want ErrLoginReplaced", err)
+	}
+	if _, err := stored(); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("stored login after a refused renewal = %v, want none", err)
+	}
+	// Another person logged in under the key: alice's holder stops; bob's login is untouched.
+	bob := devLogin(t, idp, p, "bob")
+	store(bob)
+	if _, err := RenewStored(t.Context(), nil, p, path, key, &live); !errors.Is(err, ErrLoginReplaced) {
+		t.Fatalf("renewal over another person's login = %v, want ErrLoginReplaced", err)
+	}
+	if got, err := stored(); err != nil || got.Subject != "bob" || got.RefreshToken != bob.RefreshToken {
+		t.Fatalf("bob's stored login = %+v, %v; want it untouched", got.Subject, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
@@ -259,4 +260,90 @@ func FreshIDToken(ctx context.Context, hc *http.Client, p *Provider, s *Session)
 	}
 	s.IDToken, s.RefreshToken, s.Name, s.ExpiresAt = toks.IDToken, toks.RefreshToken, id.Name, id.Expires
 	return s.IDToken, true, nil
+}
+
+// ErrLoginReplaced is returned by [RenewStored] when the sessions file no longer holds the login a
+// process started with under its key: the person logged out, or another login took its place. A
+// process acting for the old login stops renewing rather than undo the logout.
+var ErrLoginReplaced = errors.New("the login was ended or replaced")
+
+// RenewStored is FreshIDToken for s, a login cached in the sessions file at path under key, for a
+// process that may share that login with others (two connections of one command, a long-running
+// `cotal supervise` beside a `cotal attach`). Providers rotate refresh tokens, so a refresh by one
+// holder spends the token every other copy holds. While s's ID token is fresh it is returned
+// with no file access. Otherwise, holding an exclusive lock beside the file, it reads the stored
+// login: a newer one another holder saved is adopted into s; only if that too is stale is s
+// refreshed, and the result saved for the others. It fails with [ErrLoginReplaced] when the
+// stored login is gone or is another person's or provider's.
+func RenewStored(ctx context.Context, hc *http.Client, p *Provider, path, key string, s *Session) (string, error) {
+	if s.IDToken != "" && time.Until(s.ExpiresAt) >= minIDTokenLife {
+		return s.IDToken, nil
+	}
+	var tok string
+	err := editSessions(path, func(all *Sessions) (bool, error) {
+		stored, err := all.Get(key)
+		switch {
+		case errors.Is(err, ErrNoSession):
+			return false, fmt.Errorf("%s: logged out: %w", key, ErrLoginReplaced)
+		case err != nil:
+			return false, err
+		case stored.Issuer != s.Issuer || stored.ClientID != s.ClientID || stored.Subject != s.Subject:
+			return false, fmt.Errorf("%s: the stored login is now %s's at %s: %w", key, stored.Subject, stored.Issuer, ErrLoginReplaced)
+		}
+		if stored.ExpiresAt.After(s.ExpiresAt) || stored.RefreshToken != s.RefreshToken {
+			*s = stored // another holder renewed it
+		}
+		t, refreshed, err := FreshIDToken(ctx, hc, p, s)
+		tok = t
+		if err != nil || !refreshed {
+			return false, err
+		}
+		return true, all.Put(key, *s)
+	})
+	if err != nil {
+		return "", err
+	}
+	return tok, nil
+}
+
+// UpdateSessions applies fn to the sessions file at path and saves the result, holding the lock
+// [RenewStored] takes, so a login, a logout and a renewal never undo one another.
+func UpdateSessions(path string, fn func(*Sessions) error) error {
+	return editSessions(path, func(all *Sessions) (bool, error) { return true, fn(all) })
+}
+
+// editSessions reads the sessions file at path under its lock, applies fn, and saves the result
+// when fn asks for it and succeeds.
+func editSessions(path string, fn func(*Sessions) (save bool, err error)) error {
+	unlock, err := lockSessions(path)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	all, err := LoadSessions(path)
+	if err != nil {
+		return err
+	}
+	save, err := fn(all)
+	if err != nil || !save {
+		return err
+	}
+	return all.Save(path)
+}
+
+// lockSessions takes an exclusive lock on the file beside the sessions file at path (the file
+// itself is replaced on save, so it cannot carry the lock) and returns its release.
+func lockSessions(path string) (func(), error) {
+	if err := atomicfile.MkdirPrivate(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("lock sessions: %w", err)
+	}
+	f, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock sessions: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock sessions %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil // closing the file releases the lock
 }
