@@ -62,9 +62,10 @@ const (
 	term                // a permanent anomaly: never redeliver
 )
 
-// deliver judges and surfaces one message. historical marks a backfilled channel message.
+// deliver judges and surfaces one message. historical marks a backfilled channel message. data is
+// given away: the message's strings share it, as nats.go hands every message a copy of its own.
 func (d *deliverer) deliver(subject string, data []byte, historical bool) (outcome, *wire.RejectError) {
-	dl, err := wire.Guard(subject, data)
+	dl, err := wire.GuardOwned(subject, data)
 	if err != nil {
 		return d.rejected(subject, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"unsafe"
 )
 
 // decodeEnvelopeFast decodes the common shape of a message in one pass without reflection. That
@@ -15,12 +16,17 @@ import (
 // encoding/json, so the fast path never decides what the general decoder would decide
 // differently (FuzzEnvelopeFast holds it to that). data must be valid UTF-8.
 //
-// The decoded strings share one copy of data, and the envelope's fields point into its own
-// storage, so a message costs a handful of allocations rather than one per field. The strings a
-// receiver keeps past the message (its id, replyTo and contextId, as de-duplication and
-// correlation keys) are copied on their own, so that keeping them does not pin the payload.
-func decodeEnvelopeFast(data []byte) (e *envelope, ok bool) {
-	s := &scanner{b: data, src: string(data)}
+// The decoded strings share one copy of data, or data itself when owned (the caller gives it
+// away and never changes it), and the envelope's fields point into its own storage, so a message
+// costs a handful of allocations rather than one per field. The strings a receiver keeps past
+// the message (its id, replyTo and contextId, as de-duplication and correlation keys) are copied
+// on their own, so that keeping them does not pin the payload.
+func decodeEnvelopeFast(data []byte, owned bool) (e *envelope, ok bool) {
+	src := unsafe.String(unsafe.SliceData(data), len(data))
+	if !owned {
+		src = string(data)
+	}
+	s := &scanner{b: data, src: src}
 	e = &envelope{}
 	var seen uint16
 	if !s.next('{') {

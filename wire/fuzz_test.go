@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"strings"
@@ -82,6 +83,11 @@ func FuzzGuard(f *testing.F) {
 	f.Add("cotal.main.chat."+A+".x", []byte(`{"id":"m","ts":1e999,"space":"s","from":{"id":"`+A+`","name":"a"},"channel":"x","parts":[{"kind":"bogus"}]}`))
 	f.Fuzz(func(t *testing.T, subject string, payload []byte) {
 		d, err := Guard(subject, payload)
+		// Given the payload to keep, the guard decides the same and decodes the same.
+		owned, ownedErr := GuardOwned(subject, bytes.Clone(payload))
+		if (err == nil) != (ownedErr == nil) || err != nil && err.Error() != ownedErr.Error() || err == nil && !reflect.DeepEqual(d, owned) {
+			t.Fatalf("Guard = %+v, %v; GuardOwned = %+v, %v", d, err, owned, ownedErr)
+		}
 		if err != nil {
 			var rej *RejectError
 			if !errors.As(err, &rej) {
@@ -140,7 +146,7 @@ func FuzzEnvelopeFast(f *testing.F) {
 		if !utf8.Valid(data) {
 			return // decodeEnvelope refuses it before either decoder
 		}
-		fast, ok := decodeEnvelopeFast(data)
+		fast, ok := decodeEnvelopeFast(data, false)
 		if !ok {
 			return
 		}

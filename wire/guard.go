@@ -81,6 +81,17 @@ type Delivery struct {
 // valid message, and from.id must equal the subject's sender. It returns the delivery, or a
 // *RejectError whose Reason says why it must be terminated. Unknown fields are ignored.
 func Guard(subject string, payload []byte) (*Delivery, error) {
+	return guard(subject, payload, false)
+}
+
+// GuardOwned is Guard for a payload the caller gives away, as a receiver does with each message
+// nats.go hands it (every one a copy of its own): the delivery's strings may share payload's
+// memory instead of a copy of it, so the caller must never change payload afterwards.
+func GuardOwned(subject string, payload []byte) (*Delivery, error) {
+	return guard(subject, payload, true)
+}
+
+func guard(subject string, payload []byte, owned bool) (*Delivery, error) {
 	ps, sender, rej := guardSubject(subject)
 	if rej != nil {
 		return nil, rej
@@ -88,7 +99,7 @@ func Guard(subject string, payload []byte) (*Delivery, error) {
 	reject := func(r Reason, err error) (*Delivery, error) {
 		return nil, &RejectError{Reason: r, Subject: shorten(subject), Err: err}
 	}
-	env, err := decodeEnvelope(payload)
+	env, err := decodeEnvelope(payload, owned)
 	if err != nil {
 		return reject(ReasonMalformedJSON, err)
 	}

@@ -76,24 +76,31 @@ func TestGuardEmptyIDsStayDistinct(t *testing.T) {
 
 // BenchmarkGuard is the receive guard on a channel message with one text part, as every member
 // runs it on every live message.
+// BenchmarkGuard runs the receive guard on a copy of the payload (Guard) and on the payload
+// given away (GuardOwned, as the SDK's receivers run it).
 func BenchmarkGuard(b *testing.B) {
-	for _, size := range []int{128, 4096} {
-		b.Run(strconv.Itoa(size), func(b *testing.B) {
-			sender, _ := NewPrincipal("local", "alice")
-			subject, _ := Space("main").ChatSubject(sender, "general")
-			m := &CotalMessage{ID: NewMessageID(), TS: 1, Space: "main", Channel: "general",
-				From: EndpointRef{ID: sender.String(), Name: "alice"}, Parts: []Part{TextPart(strings.Repeat("x", size))}}
-			payload, err := EncodeMessage(m, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(int64(len(payload)))
-			for b.Loop() {
-				if _, err := Guard(subject, payload); err != nil {
+	for _, g := range []struct {
+		name  string
+		guard func(string, []byte) (*Delivery, error)
+	}{{"copy", Guard}, {"owned", GuardOwned}} {
+		for _, size := range []int{128, 4096} {
+			b.Run(g.name+"/"+strconv.Itoa(size), func(b *testing.B) {
+				sender, _ := NewPrincipal("local", "alice")
+				subject, _ := Space("main").ChatSubject(sender, "general")
+				m := &CotalMessage{ID: NewMessageID(), TS: 1, Space: "main", Channel: "general",
+					From: EndpointRef{ID: sender.String(), Name: "alice"}, Parts: []Part{TextPart(strings.Repeat("x", size))}}
+				payload, err := EncodeMessage(m, 0)
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-		})
+				b.SetBytes(int64(len(payload)))
+				for b.Loop() {
+					if _, err := g.guard(subject, payload); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -153,7 +160,7 @@ func TestEnvelopeFastTakesWhatClientsWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, ok := decodeEnvelopeFast(payload)
+		e, ok := decodeEnvelopeFast(payload, false)
 		if !ok {
 			t.Errorf("the fast path refused %s", payload)
 			continue
@@ -217,7 +224,7 @@ func TestReceiveRefusesLongNames(t *testing.T) {
 			if _, err := slow.message(); err == nil {
 				t.Error("the encoding/json path accepts the name")
 			}
-			if fast, ok := decodeEnvelopeFast(data); ok {
+			if fast, ok := decodeEnvelopeFast(data, false); ok {
 				if _, err := fast.message(); err == nil {
 					t.Error("the fast path accepts the name")
 				}
@@ -256,6 +263,14 @@ func TestGuardAllocations(t *testing.T) {
 	}); n > 6 {
 		t.Errorf("Guard allocates %.0f times per message, want at most 6", n)
 	}
+	// Given the payload, the guard copies nothing of it.
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := GuardOwned(subject, payload); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 5 {
+		t.Errorf("GuardOwned allocates %.0f times per message, want at most 5", n)
+	}
 }
 
 // TestKeptStringsDoNotPinThePayload checks that the strings a receiver keeps past a message (its
@@ -287,6 +302,21 @@ func TestKeptStringsDoNotPinThePayload(t *testing.T) {
 	for name, s := range map[string]string{"id": d.Message.ID, "replyTo": d.Message.ReplyTo, "contextId": d.Message.ContextID} {
 		if within(s) {
 			t.Errorf("%s %q is cut from the payload's copy: keeping it pins %d bytes", name, s, len(payload))
+		}
+	}
+
+	// GuardOwned cuts the same strings from the payload itself, and still copies the kept ones.
+	d, err = GuardOwned(subject, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = uintptr(unsafe.Pointer(unsafe.SliceData(payload)))
+	if !within(d.Message.Parts[0].Text) || !within(d.Message.From.Name) || !within(d.Message.Channel) {
+		t.Error("GuardOwned copied the payload it was given")
+	}
+	for name, s := range map[string]string{"id": d.Message.ID, "replyTo": d.Message.ReplyTo, "contextId": d.Message.ContextID} {
+		if within(s) {
+			t.Errorf("GuardOwned: %s %q is cut from the payload: keeping it pins %d bytes", name, s, len(payload))
 		}
 	}
 }

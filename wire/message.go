@@ -262,12 +262,13 @@ type refEnvelope struct {
 }
 
 // decodeEnvelope decodes data as a JSON object, refusing invalid UTF-8 (which encoding/json would
-// silently replace) and type mismatches in known fields.
-func decodeEnvelope(data []byte) (*envelope, error) {
+// silently replace) and type mismatches in known fields. With owned, data is the caller's to give
+// away: the decoded strings may share its memory rather than a copy of it.
+func decodeEnvelope(data []byte, owned bool) (*envelope, error) {
 	if !utf8.Valid(data) {
 		return nil, invalid("message", "", "is not valid UTF-8")
 	}
-	if e, ok := decodeEnvelopeFast(data); ok {
+	if e, ok := decodeEnvelopeFast(data, owned); ok {
 		return e, nil
 	}
 	return decodeEnvelopeJSON(data)
@@ -374,7 +375,7 @@ func (m *CotalMessage) UnmarshalJSON(data []byte) error {
 // that breaks the schema or a from.name over MaxNameLength. It does not compare the sender with a
 // subject; Guard does. Its strings are held as UnmarshalJSON holds them.
 func DecodeMessage(data []byte) (*CotalMessage, error) {
-	e, err := decodeEnvelope(data)
+	e, err := decodeEnvelope(data, false)
 	if err != nil {
 		return nil, err
 	}

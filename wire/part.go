@@ -239,10 +239,19 @@ func plainTextPart(data []byte) (string, bool) {
 }
 
 // hasControl reports whether b holds a byte below 0x20, which a JSON string must escape. It
-// tests eight bytes at a time: a word has a byte below n (n <= 128) exactly when
+// tests eight bytes at a time, 32 to a branch: a word has a byte below n (n <= 128) exactly when
 // (w - n*0x0101...) &^ w & 0x8080... is not zero.
 func hasControl(b []byte) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	below := func(w uint64) uint64 { return (w - 0x20*ones) &^ w }
+	for len(b) >= 32 {
+		w0, w1 := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+		w2, w3 := binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])
+		if (below(w0)|below(w1)|below(w2)|below(w3))&highs != 0 {
+			return true
+		}
+		b = b[32:]
+	}
 	for len(b) >= 8 {
 		w := binary.LittleEndian.Uint64(b)
 		if (w-0x20*ones)&^w&highs != 0 {

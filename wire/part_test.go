@@ -30,7 +30,13 @@ func TestHasControl(t *testing.T) {
 		}
 		return false
 	}
+	// Every length to 19 (the eight-byte loop and the tail), and lengths around the 32-byte one.
+	var lengths []int
 	for n := 1; n <= 19; n++ {
+		lengths = append(lengths, n)
+	}
+	lengths = append(lengths, 31, 32, 33, 39, 40, 63, 64, 65, 71)
+	for _, n := range lengths {
 		for pos := range n {
 			for c := range 256 {
 				for _, fill := range []byte{'a', 0x20, 0x7f, 0x80, 0xff} {

@@ -159,6 +159,7 @@ func BenchmarkMulticast(b *testing.B) {
 				}
 				b.SetBytes(int64(size))
 				benchSides(b, env, mc.cotal, mc.raw)
+				b.Run("raw+guard", func(b *testing.B) { benchSide(b, env, mc.guarded) })
 			})
 		}
 	}

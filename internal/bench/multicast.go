@@ -117,6 +117,17 @@ func (mc *multicast) cotal(ctx context.Context, f *fleet) (side, error) {
 // raw publishes the same bytes to the same subject through JetStream with a fresh Nats-Msg-Id,
 // as Post does, to core subscriptions on the channel's filter.
 func (mc *multicast) raw(ctx context.Context, f *fleet) (side, error) {
+	return mc.rawSide(ctx, f, false)
+}
+
+// guarded is raw whose subscribers also run the receive guard every Cotal receiver runs (SPEC
+// §12) on each message before counting it: the guard's share of the gap, measured apart from
+// the rest of the SDK's receive path.
+func (mc *multicast) guarded(ctx context.Context, f *fleet) (side, error) {
+	return mc.rawSide(ctx, f, true)
+}
+
+func (mc *multicast) rawSide(ctx context.Context, f *fleet, guard bool) (side, error) {
 	_, js, err := f.conn(ctx, mc.pub)
 	if err != nil {
 		return nil, err
@@ -129,7 +140,14 @@ func (mc *multicast) raw(ctx context.Context, f *fleet) (side, error) {
 		if err != nil {
 			return nil, err
 		}
-		sub, err := nc.Subscribe(filter, func(*nats.Msg) { got.add() })
+		sub, err := nc.Subscribe(filter, func(m *nats.Msg) {
+			if guard {
+				if _, err := wire.GuardOwned(m.Subject, m.Data); err != nil {
+					return // never counted: the round stalls and says so
+				}
+			}
+			got.add()
+		})
 		if err != nil {
 			return nil, err
 		}
