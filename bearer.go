@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
 
 	"github.com/gocotal/cotal/wire"
 )
@@ -30,16 +30,11 @@ type bearerAuth struct {
 // excludes WithCreds.
 func WithBearer(sentinelCreds []byte, g Grant, token func(ctx context.Context) (string, error)) Option {
 	return func(o *options) error {
-		sjwt, err := jwt.ParseDecoratedJWT(sentinelCreds)
+		sjwt, seed, err := splitCreds(sentinelCreds)
 		if err != nil {
 			return fmt.Errorf("%w: sentinel creds: %w", ErrInvalidOption, err)
 		}
-		kp, err := jwt.ParseDecoratedNKey(sentinelCreds)
-		if err != nil {
-			return fmt.Errorf("%w: sentinel creds: %w", ErrInvalidOption, err)
-		}
-		seed, err := kp.Seed()
-		if err != nil {
+		if _, err := nkeys.FromSeed([]byte(seed)); err != nil {
 			return fmt.Errorf("%w: sentinel creds: %w", ErrInvalidOption, err)
 		}
 		switch {
@@ -55,7 +50,7 @@ func WithBearer(sentinelCreds []byte, g Grant, token func(ctx context.Context) (
 			return fmt.Errorf("%w: the grant's lifecycle: %w", ErrInvalidOption, err)
 		}
 		g.jwt, g.seed, g.UserKey, g.Expires = "", "", "", time.Time{}
-		o.bearer = &bearerAuth{sentinelJWT: sjwt, sentinelSeed: string(seed), token: token, grant: g}
+		o.bearer = &bearerAuth{sentinelJWT: sjwt, sentinelSeed: seed, token: token, grant: g}
 		return nil
 	}
 }

@@ -1,6 +1,8 @@
 package cotal
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
 
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
@@ -64,38 +67,119 @@ func ReadCreds(path string) (*Grant, error) {
 	return g, nil
 }
 
-// ParseCreds parses the contents of a creds file (a user JWT and its seed).
+// ParseCreds parses the contents of a creds file (a user JWT and its seed). It checks that the
+// seed is a user seed and the JWT's user's, but not the JWT's signature: the broker verifies it
+// at every connect, and verifying it here too cost every agent's connect a second time.
 func ParseCreds(raw []byte) (*Grant, error) {
-	tok, err := jwt.ParseDecoratedJWT(raw)
-	if err != nil {
-		return nil, fmt.Errorf("not a creds file: %w", err)
-	}
-	kp, err := jwt.ParseDecoratedUserNKey(raw)
-	if err != nil {
-		return nil, fmt.Errorf("no user seed: %w", err)
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		return nil, fmt.Errorf("no user seed: %w", err)
-	}
-	g, err := ParseJWT(tok)
+	tok, seed, err := splitCreds(raw)
 	if err != nil {
 		return nil, err
 	}
-	if pub, err := kp.PublicKey(); err != nil || pub != g.UserKey {
+	kp, err := nkeys.FromSeed([]byte(seed))
+	if err != nil {
+		return nil, fmt.Errorf("no user seed: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil || !nkeys.IsValidPublicUserKey(pub) {
+		return nil, errors.New("no user seed: the creds file's seed is not a user's")
+	}
+	uc, err := userClaims(tok, false)
+	if err != nil {
+		return nil, err
+	}
+	g, err := grantOf(tok, uc)
+	if err != nil {
+		return nil, err
+	}
+	if pub != g.UserKey {
 		return nil, fmt.Errorf("the seed does not belong to the jwt's user %s", g.UserKey)
 	}
-	g.seed = string(seed)
+	g.seed = seed
 	return g, nil
 }
 
-// ParseJWT parses the grant a Cotal user JWT carries, without its seed: what a credential may
-// do, as read from its permission rows and tags. A grant parsed this way cannot connect.
-func ParseJWT(token string) (*Grant, error) {
-	uc, err := jwt.DecodeUserClaims(token)
-	if err != nil {
-		return nil, fmt.Errorf("user jwt: %w", err)
+// splitCreds finds the JWT and the seed in a creds file: the first two values each framed by
+// lines of three dashes or more, as the decorated format writes them (jwt.FormatUserConfig) and
+// nats.go reads them, without the regular expressions the jwt package parses them with, which
+// cost more than all the rest of reading a credential.
+func splitCreds(raw []byte) (token, seed string, err error) {
+	lines := strings.Split(string(raw), "\n")
+	var vals []string
+	for i := 0; i+2 < len(lines) && len(vals) < 2; i++ {
+		if v := strings.TrimRight(lines[i+1], "\r"); isFence(lines[i]) && isFence(lines[i+2]) && isCredsValue(v) {
+			vals = append(vals, v)
+			i += 2
+		}
 	}
+	switch {
+	case len(vals) == 0, len(vals) == 1 && strings.HasPrefix(vals[0], "SU"): // a user seed's prefix
+		return "", "", errors.New("not a creds file: no JWT framed by dashed lines")
+	case len(vals) == 1:
+		return "", "", errors.New("no user seed: the creds file holds a JWT only")
+	}
+	return vals[0], vals[1], nil
+}
+
+// isFence reports whether line is a creds file's frame line: three dashes or more at each end.
+func isFence(line string) bool {
+	line = strings.TrimSpace(line)
+	return len(line) >= 6 && strings.HasPrefix(line, "---") && strings.HasSuffix(line, "---")
+}
+
+// isCredsValue reports whether v can be a framed JWT or seed: base64url text and dots.
+func isCredsValue(v string) bool {
+	for i := range len(v) {
+		switch c := v[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '.', c == '=':
+		default:
+			return false
+		}
+	}
+	return v != ""
+}
+
+// ParseJWT parses the grant a Cotal user JWT carries, without its seed: what a credential may
+// do, as read from its permission rows and tags. It verifies the JWT's signature (by its
+// issuer, which it does not judge). A grant parsed this way cannot connect.
+func ParseJWT(token string) (*Grant, error) {
+	uc, err := userClaims(token, true)
+	if err != nil {
+		return nil, err
+	}
+	return grantOf(token, uc)
+}
+
+// userClaims decodes a user JWT's claims, verifying its signature when verify is set. Unverified,
+// it reads the claims segment itself, and still refuses anything but a version-2 user JWT.
+func userClaims(token string, verify bool) (*jwt.UserClaims, error) {
+	if verify {
+		uc, err := jwt.DecodeUserClaims(token)
+		if err != nil {
+			return nil, fmt.Errorf("user jwt: %w", err)
+		}
+		return uc, nil
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return nil, errors.New("user jwt: not a JWT (three dot-separated parts)")
+	}
+	body, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return nil, fmt.Errorf("user jwt: its claims: %w", err)
+	}
+	uc := &jwt.UserClaims{}
+	if err := json.Unmarshal(body, uc); err != nil {
+		return nil, fmt.Errorf("user jwt: its claims: %w", err)
+	}
+	if uc.Type != jwt.UserClaim || uc.Version != 2 {
+		return nil, fmt.Errorf("user jwt: a %q JWT of version %d, not a version-2 user JWT", uc.Type, uc.Version)
+	}
+	return uc, nil
+}
+
+// grantOf reads the grant from a user JWT's claims.
+func grantOf(token string, uc *jwt.UserClaims) (*Grant, error) {
+	var err error
 	g := &Grant{Profile: uc.Name, UserKey: uc.Subject, jwt: token}
 	if uc.Expires > 0 {
 		g.Expires = time.Unix(uc.Expires, 0)

@@ -87,7 +87,16 @@ const (
 // request with its own connections. A list it could not read to the end is an error, never a
 // partial list.
 func List(ctx context.Context, nc *nats.Conn, account string) ([]Conn, error) {
-	conns, _, err := list(ctx, nc, account, []string{""}, 0)
+	conns, _, err := list(ctx, nc, account, []query{{}}, 0)
+	return conns, err
+}
+
+// Subscribing is List of only the connections holding a subscription that collides with subject
+// (each server filters its own list): what a reader of those subscriptions needs, without the
+// details of every other connection, a user JWT each, which made listing a mesh of thousands
+// of agents cost more than their joining it.
+func Subscribing(ctx context.Context, nc *nats.Conn, account, subject string) ([]Conn, error) {
+	conns, _, err := list(ctx, nc, account, []query{{subject: subject}}, 0)
 	return conns, err
 }
 
@@ -99,15 +108,19 @@ func OfUsers(ctx context.Context, nc *nats.Conn, account string, userKeys []stri
 	if len(userKeys) == 0 {
 		return nil, 0, nil
 	}
-	return list(ctx, nc, account, userKeys, expect)
+	filters := make([]query, len(userKeys))
+	for i, key := range userKeys {
+		filters[i].user = key
+	}
+	return list(ctx, nc, account, filters, expect)
 }
 
-// list reads every answering server's list of account's connections, once for each of users ("":
-// all of them, else only that user's). A census finds the servers and how many connections each
-// holds; then each server's pages are read until its list ends. A server the census missed but
-// that answers a first page is read too. A server that does not answer a page it owes is an
-// error.
-func list(ctx context.Context, nc *nats.Conn, account string, users []string, expect int) ([]Conn, int, error) {
+// list reads every answering server's list of account's connections, once for each of filters
+// (its user or subject; neither: all of them). A census finds the servers and how many
+// connections each holds; then each server's pages are read until its list ends. A server the
+// census missed but that answers a first page is read too. A server that does not answer a page
+// it owes is an error.
+func list(ctx context.Context, nc *nats.Conn, account string, filters []query, expect int) ([]Conn, int, error) {
 	census, err := gather(ctx, nc, account, query{limit: 1}, firstAnswer, nextAnswer, func(got []serverPage) bool {
 		return len(got) == 1 && got[0].alone || expect > 0 && len(got) >= expect
 	})
@@ -119,8 +132,8 @@ func list(ctx context.Context, nc *nats.Conn, account string, users []string, ex
 		held[p.server] = p.total
 	}
 	var all []Conn
-	for _, user := range users {
-		conns, err := pages(ctx, nc, account, user, held)
+	for _, filter := range filters {
+		conns, err := pages(ctx, nc, account, filter, held)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -129,11 +142,12 @@ func list(ctx context.Context, nc *nats.Conn, account string, users []string, ex
 	return all, len(held), nil
 }
 
-// pages reads each server's pages of account's connections, only user's when it is set, until its
-// list ends; held is each server's count of the account's connections (a user filter does not
-// lower the count a server reports, so a short page is what ends a filtered list). A server that
-// held none owes nothing; one that answers a first page without being in held joins it.
-func pages(ctx context.Context, nc *nats.Conn, account, user string, held map[string]int) ([]Conn, error) {
+// pages reads each server's pages of account's connections, only those filter's user or subject
+// selects when it names one, until its list ends; held is each server's count of the account's
+// connections (a filter need not lower the count a server reports, so a short page is what ends
+// a filtered list). A server that held none owes nothing; one that answers a first page without
+// being in held joins it.
+func pages(ctx context.Context, nc *nats.Conn, account string, filter query, held map[string]int) ([]Conn, error) {
 	owed := map[string]int{} // each server's count of the connections still to read
 	for server, n := range held {
 		owed[server] = n
@@ -150,7 +164,9 @@ func pages(ctx context.Context, nc *nats.Conn, account, user string, held map[st
 		if len(want) == 0 {
 			return all, nil
 		}
-		got, err := gather(ctx, nc, account, query{user: user, offset: offset, limit: pageSize, details: true}, pageAnswer, pageAnswer, func(got []serverPage) bool {
+		q := filter
+		q.offset, q.limit, q.details = offset, pageSize, true
+		got, err := gather(ctx, nc, account, q, pageAnswer, pageAnswer, func(got []serverPage) bool {
 			n := 0
 			for _, p := range got {
 				if want[p.server] {
@@ -188,6 +204,7 @@ func pages(ctx context.Context, nc *nats.Conn, account, user string, held map[st
 // query is one request of an account's connection list.
 type query struct {
 	user          string // only this user's connections, when set
+	subject       string // only connections holding a subscription colliding with it, when set
 	offset, limit int
 	details       bool // each connection's subscriptions, user and tags
 }
@@ -222,6 +239,9 @@ func gather(ctx context.Context, nc *nats.Conn, account string, q query, first, 
 	body := map[string]any{"offset": q.offset, "limit": q.limit}
 	if q.details {
 		body["subscriptions"], body["auth"] = true, true
+	}
+	if q.subject != "" {
+		body["filter_subject"] = q.subject
 	}
 	if q.user != "" {
 		body["user"] = q.user

@@ -45,8 +45,9 @@ type FeedConfig struct {
 	Interval time.Duration
 }
 
-// Feed timing: a trigger waits feedSettle for the ones that follow it (a connect storm) before the
-// reconcile they share, and one reconcile takes at most feedTimeout.
+// Feed timing: a trigger waits feedSettle (or twice the last reconcile's time, if longer) for the
+// ones that follow it (a connect storm) before the reconcile they share, and one reconcile takes
+// at most feedTimeout.
 const (
 	feedInterval = 15 * time.Second
 	feedSettle   = 400 * time.Millisecond
@@ -127,13 +128,18 @@ func (f *feed) run(ctx context.Context) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
+		began := time.Now()
 		f.reconcile(ctx)
+		// A storm of connections brings reconciles forward back to back, each listing every
+		// connection that reads a channel: a trigger waits twice as long as the last reconcile
+		// took, so the feed, display only, keeps to a third of the time however many there are.
+		settleFor := max(feedSettle, 2*time.Since(began))
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		case <-f.kick:
-			settle := time.NewTimer(feedSettle)
+			settle := time.NewTimer(settleFor)
 			select {
 			case <-ctx.Done():
 				settle.Stop()
@@ -159,7 +165,8 @@ func (f *feed) reconcile(ctx context.Context) {
 }
 
 func (f *feed) write(ctx context.Context) error {
-	conns, err := connz.List(ctx, f.cfg.Observer, f.cfg.Account)
+	// Only connections subscribing the space's chat subjects can add a row.
+	conns, err := connz.Subscribing(ctx, f.cfg.Observer, f.cfg.Account, f.d.cfg.Space.KindAll(wire.KindChat))
 	if err != nil {
 		return err // a partial view would prune members that are there
 	}
