@@ -83,7 +83,7 @@ func ParseCreds(raw []byte) (*Grant, error) {
 	if err != nil || !nkeys.IsValidPublicUserKey(pub) {
 		return nil, errors.New("no user seed: the creds file's seed is not a user's")
 	}
-	uc, err := userClaims(tok, false)
+	uc, err := readClaims(tok)
 	if err != nil {
 		return nil, err
 	}
@@ -99,9 +99,9 @@ func ParseCreds(raw []byte) (*Grant, error) {
 }
 
 // splitCreds finds the JWT and the seed in a creds file: the first two values each framed by
-// lines of three dashes or more, as the decorated format writes them (jwt.FormatUserConfig) and
-// nats.go reads them, without the regular expressions the jwt package parses them with, which
-// cost more than all the rest of reading a credential.
+// lines of three dashes or more, as the decorated format writes them (jwt.FormatUserConfig),
+// without the regular expressions the jwt package reads them with, which cost more than all the
+// rest of reading a credential.
 func splitCreds(raw []byte) (token, seed string, err error) {
 	lines := strings.Split(string(raw), "\n")
 	var vals []string
@@ -142,23 +142,16 @@ func isCredsValue(v string) bool {
 // do, as read from its permission rows and tags. It verifies the JWT's signature (by its
 // issuer, which it does not judge). A grant parsed this way cannot connect.
 func ParseJWT(token string) (*Grant, error) {
-	uc, err := userClaims(token, true)
+	uc, err := jwt.DecodeUserClaims(token)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("user jwt: %w", err)
 	}
 	return grantOf(token, uc)
 }
 
-// userClaims decodes a user JWT's claims, verifying its signature when verify is set. Unverified,
-// it reads the claims segment itself, and still refuses anything but a version-2 user JWT.
-func userClaims(token string, verify bool) (*jwt.UserClaims, error) {
-	if verify {
-		uc, err := jwt.DecodeUserClaims(token)
-		if err != nil {
-			return nil, fmt.Errorf("user jwt: %w", err)
-		}
-		return uc, nil
-	}
+// readClaims decodes a user JWT's claims without verifying its signature, refusing anything but
+// a version-2 user JWT.
+func readClaims(token string) (*jwt.UserClaims, error) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
 		return nil, errors.New("user jwt: not a JWT (three dot-separated parts)")
