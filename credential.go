@@ -103,7 +103,7 @@ func ParseCreds(raw []byte) (*Grant, error) {
 // without the regular expressions the jwt package reads them with, which cost more than all the
 // rest of reading a credential.
 func splitCreds(raw []byte) (token, seed string, err error) {
-	lines := strings.Split(string(raw), "\n")
+	lines := strings.Split(strings.TrimPrefix(string(raw), "\ufeff"), "\n") // an editor's byte-order mark
 	var vals []string
 	for i := 0; i+2 < len(lines) && len(vals) < 2; i++ {
 		if v := strings.TrimRight(lines[i+1], "\r"); isFence(lines[i]) && isFence(lines[i+2]) && isCredsValue(v) {

@@ -85,15 +85,21 @@ func TestExpiredCredsAreRefused(t *testing.T) {
 }
 
 // TestParseCredsRefuses covers what reading a creds file refuses, with the message that names
-// it, and that a file written with CRLF line ends reads as the same credential.
+// it, and that a file written with CRLF line ends or a byte-order mark reads as the same
+// credential.
 func TestParseCredsRefuses(t *testing.T) {
 	t.Parallel()
 	m := meshtest.Start(t)
 	cred := m.AgentCred(t, ledger.Request{Name: "alice"})
 	tok, _ := jwt.ParseDecoratedJWT(cred.Creds)
-	crlf, err := cotal.ParseCreds([]byte(strings.ReplaceAll(string(cred.Creds), "\n", "\r\n")))
-	if err != nil || crlf.Principal != cred.Principal || crlf.UserKey != cred.PublicKey {
-		t.Fatalf("creds with CRLF line ends: %+v %v", crlf, err)
+	for name, raw := range map[string]string{
+		"CRLF line ends":    strings.ReplaceAll(string(cred.Creds), "\n", "\r\n"),
+		"a byte-order mark": "\ufeff" + string(cred.Creds),
+	} {
+		g, err := cotal.ParseCreds([]byte(raw))
+		if err != nil || g.Principal != cred.Principal || g.UserKey != cred.PublicKey {
+			t.Fatalf("creds with %s: %+v %v", name, g, err)
+		}
 	}
 	acct, _ := nkeys.CreateAccount()
 	acctSeed, _ := acct.Seed()

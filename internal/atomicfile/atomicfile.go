@@ -1,12 +1,16 @@
 // Package atomicfile writes files so that a reader or a crash never sees them half-written: the
 // bytes go to a temporary file in the same directory, are synced, and are renamed (or linked)
-// into place.
+// into place. Lock serialises the read-modify-writes of such a file across processes.
 package atomicfile
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 )
 
 // Write replaces path with data, created with perm. The parent directory must exist. On failure
@@ -91,4 +95,34 @@ func MkdirPrivate(dir string) error {
 		return fmt.Errorf("restrict %s: %w", dir, err)
 	}
 	return nil
+}
+
+// lockPoll is how often Lock tries again for a lock another holds.
+const lockPoll = 20 * time.Millisecond
+
+// Lock takes an exclusive lock on the file at path (created 0600 if missing), held by one
+// process and one caller at a time, and returns its release. Lock the file beside the one Write
+// replaces, not that file: a replaced file takes its lock with it. It waits for another holder
+// until ctx ends.
+func Lock(ctx context.Context, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing the file releases the lock
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock %s: another process holds it: %w", path, ctx.Err())
+		case <-time.After(lockPoll):
+		}
+	}
 }

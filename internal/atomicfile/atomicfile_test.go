@@ -1,11 +1,13 @@
 package atomicfile
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestWrite(t *testing.T) {
@@ -84,5 +86,37 @@ func TestCreateIsExclusive(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	if len(entries) != 1 {
 		t.Errorf("temporary files left behind: %v", entries)
+	}
+}
+
+// TestLock holds the lock against a second taker until it is released, and gives up when the
+// second taker's context ends first.
+func TestLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.lock")
+	unlock, err := Lock(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := Lock(ctx, path); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second lock while the first is held = %v, want it to wait until its context ends", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		second, err := Lock(t.Context(), path)
+		if err == nil {
+			second()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("the second lock was taken while the first was held: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	unlock()
+	if err := <-got; err != nil {
+		t.Fatalf("the second lock after the first's release: %v", err)
 	}
 }

@@ -1,13 +1,13 @@
 package authority
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -47,15 +47,11 @@ func (k *Keyring) Revocations(space wire.Space) (map[string]int64, error) {
 // every revocation. unlock releases it.
 func (k *Keyring) lockRevocations(space wire.Space) (unlock func(), err error) {
 	path := filepath.Join(k.dir, "space."+string(space)+".revocations.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	unlock, err = atomicfile.Lock(context.Background(), path) // a revocation waits its turn
 	if err != nil {
 		return nil, &KeyFileError{Path: path, Err: err}
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, &KeyFileError{Path: path, Err: err}
-	}
-	return func() { f.Close() }, nil // closing the file releases the lock
+	return unlock, nil
 }
 
 // RevokeAndPush records that the user keys may no longer connect to the space (as of now) and

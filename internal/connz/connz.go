@@ -213,7 +213,7 @@ type query struct {
 type serverPage struct {
 	server string // the server's id
 	alone  bool   // the server is in no cluster: no other answers
-	total  int    // the account's connections on the server (a user filter does not lower it)
+	total  int    // the account's connections on the server (a filter does not lower it)
 	conns  []Conn
 }
 

@@ -132,8 +132,11 @@ func (f *feed) run(ctx context.Context) {
 		f.reconcile(ctx)
 		// A storm of connections brings reconciles forward back to back, each listing every
 		// connection that reads a channel: a trigger waits twice as long as the last reconcile
-		// took, so the feed, display only, keeps to a third of the time however many there are.
-		settleFor := max(feedSettle, 2*time.Since(began))
+		// took (never past the interval), so the feed, display only, keeps to a third of the time
+		// however many there are. The interval counts from the end of a reconcile, so a tick
+		// that came during one does not start the next at once.
+		settleFor := min(max(feedSettle, 2*time.Since(began)), interval)
+		tick.Reset(interval)
 		select {
 		case <-ctx.Done():
 			return

@@ -68,7 +68,7 @@ func NewCmdLogout(f *factory.Factory) *cobra.Command {
 			// The login is forgotten first, under the lock a running command's renewal takes, so
 			// that renewal cannot save it back; its refresh token is revoked after, from memory.
 			var sess oidc.Session
-			err = oidc.UpdateSessions(path, func(all *oidc.Sessions) error {
+			err = oidc.UpdateSessions(cmd.Context(), path, func(all *oidc.Sessions) error {
 				var err error
 				if sess, err = all.Get(url); err != nil {
 					return err
@@ -167,7 +167,7 @@ func loginRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	err = oidc.UpdateSessions(path, func(all *oidc.Sessions) error {
+	err = oidc.UpdateSessions(ctx, path, func(all *oidc.Sessions) error {
 		return all.Put(url, oidc.Session{Issuer: id.Issuer, ClientID: doc.IdP.ClientID, IDToken: tok.IDToken,
 			RefreshToken: tok.RefreshToken, Subject: id.Subject, Name: id.Name, ExpiresAt: id.Expires})
 	})

@@ -218,7 +218,7 @@ func TestRenewStoredShared(t *testing.T) {
 	const key = "http://127.0.0.1:9"
 	store := func(s Session) {
 		t.Helper()
-		if err := UpdateSessions(path, func(all *Sessions) error { return all.Put(key, s) }); err != nil {
+		if err := UpdateSessions(t.Context(), path, func(all *Sessions) error { return all.Put(key, s) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -273,6 +273,17 @@ func TestRenewStoredShared(t *testing.T) {
 	}
 	if got, err := stored(); err != nil || got.RefreshToken == due.RefreshToken || got.IDToken != toks[0] {
 		t.Fatalf("stored login after the concurrent renewals = %v; want the one renewal", err)
+	}
+
+	// A holder whose own renewal was not saved keeps its newer refresh token rather than adopt
+	// the older, spent one the file still holds.
+	mine, _ := stored()
+	mine.ExpiresAt = time.Now().Add(30 * time.Second)
+	older := mine
+	older.ExpiresAt, older.RefreshToken = time.Now().Add(20*time.Second), login.RefreshToken // spent above
+	store(older)
+	if _, err := RenewStored(t.Context(), nil, p, path, key, &mine); err != nil {
+		t.Fatalf("renewal beside an older stored login = %v; want the holder's own refresh token used", err)
 	}
 
 	// A live token is handed out without the file.

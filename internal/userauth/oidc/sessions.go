@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
@@ -216,6 +215,9 @@ func (s *Sessions) Save(path string) error {
 	return nil
 }
 
+// fresh reports whether s holds an ID token with at least minIDTokenLife left.
+func (s *Session) fresh() bool { return s.IDToken != "" && time.Until(s.ExpiresAt) >= minIDTokenLife }
+
 // validate checks the fields a usable session needs.
 func (s Session) validate() error {
 	switch {
@@ -233,7 +235,8 @@ func (s Session) validate() error {
 
 // FreshIDToken returns an ID token for s with at least a minute of life left: the cached one if
 // it qualifies, or else one obtained with s.RefreshToken from p, verified, after which s is updated
-// (refreshed is true and the caller should Put and Save it). It fails with [ErrNoRefreshToken] or
+// (refreshed is true and the caller should save it: a login cached in a sessions file is renewed
+// with [RenewStored], which does so under the file's lock). It fails with [ErrNoRefreshToken] or
 // an error matching [ErrInvalidGrant] when the person must log in again, with an error matching
 // [ErrInvalidToken] if the new ID token does not verify or names another subject, and with a
 // plain error if p is not s's issuer.
@@ -241,7 +244,7 @@ func FreshIDToken(ctx context.Context, hc *http.Client, p *Provider, s *Session)
 	if p.Issuer != s.Issuer {
 		return "", false, fmt.Errorf("fresh id token: session issuer %q is not provider %q", s.Issuer, p.Issuer)
 	}
-	if s.IDToken != "" && time.Until(s.ExpiresAt) >= minIDTokenLife {
+	if s.fresh() {
 		return s.IDToken, false, nil
 	}
 	if s.RefreshToken == "" {
@@ -276,11 +279,11 @@ var ErrLoginReplaced = errors.New("the login was ended or replaced")
 // refreshed, and the result saved for the others. It fails with [ErrLoginReplaced] when the
 // stored login is gone or is another person's or provider's.
 func RenewStored(ctx context.Context, hc *http.Client, p *Provider, path, key string, s *Session) (string, error) {
-	if s.IDToken != "" && time.Until(s.ExpiresAt) >= minIDTokenLife {
+	if s.fresh() {
 		return s.IDToken, nil
 	}
 	var tok string
-	err := editSessions(path, func(all *Sessions) (bool, error) {
+	err := editSessions(ctx, path, func(all *Sessions) (bool, error) {
 		stored, err := all.Get(key)
 		switch {
 		case errors.Is(err, ErrNoSession):
@@ -290,8 +293,8 @@ func RenewStored(ctx context.Context, hc *http.Client, p *Provider, path, key st
 		case stored.Issuer != s.Issuer || stored.ClientID != s.ClientID || stored.Subject != s.Subject:
 			return false, fmt.Errorf("%s: the stored login is now %s's at %s: %w", key, stored.Subject, stored.Issuer, ErrLoginReplaced)
 		}
-		if stored.ExpiresAt.After(s.ExpiresAt) || stored.RefreshToken != s.RefreshToken {
-			*s = stored // another holder renewed it
+		if stored.RefreshToken != s.RefreshToken && !stored.ExpiresAt.Before(s.ExpiresAt) {
+			*s = stored // another holder renewed it (an older stored login is one whose save failed)
 		}
 		t, refreshed, err := FreshIDToken(ctx, hc, p, s)
 		tok = t
@@ -308,16 +311,20 @@ func RenewStored(ctx context.Context, hc *http.Client, p *Provider, path, key st
 
 // UpdateSessions applies fn to the sessions file at path and saves the result, holding the lock
 // [RenewStored] takes, so a login, a logout and a renewal never undo one another.
-func UpdateSessions(path string, fn func(*Sessions) error) error {
-	return editSessions(path, func(all *Sessions) (bool, error) { return true, fn(all) })
+func UpdateSessions(ctx context.Context, path string, fn func(*Sessions) error) error {
+	return editSessions(ctx, path, func(all *Sessions) (bool, error) { return true, fn(all) })
 }
 
-// editSessions reads the sessions file at path under its lock, applies fn, and saves the result
-// when fn asks for it and succeeds.
-func editSessions(path string, fn func(*Sessions) (save bool, err error)) error {
-	unlock, err := lockSessions(path)
+// editSessions reads the sessions file at path under the lock beside it (the file itself is
+// replaced on save, so it cannot carry the lock), applies fn, and saves the result when fn asks
+// for it and succeeds. It waits for another holder of the lock until ctx ends.
+func editSessions(ctx context.Context, path string, fn func(*Sessions) (save bool, err error)) error {
+	if err := atomicfile.MkdirPrivate(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("lock sessions: %w", err)
+	}
+	unlock, err := atomicfile.Lock(ctx, path+".lock")
 	if err != nil {
-		return err
+		return fmt.Errorf("lock sessions: %w", err)
 	}
 	defer unlock()
 	all, err := LoadSessions(path)
@@ -329,21 +336,4 @@ func editSessions(path string, fn func(*Sessions) (save bool, err error)) error 
 		return err
 	}
 	return all.Save(path)
-}
-
-// lockSessions takes an exclusive lock on the file beside the sessions file at path (the file
-// itself is replaced on save, so it cannot carry the lock) and returns its release.
-func lockSessions(path string) (func(), error) {
-	if err := atomicfile.MkdirPrivate(filepath.Dir(path)); err != nil {
-		return nil, fmt.Errorf("lock sessions: %w", err)
-	}
-	f, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock sessions: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock sessions %s: %w", path, err)
-	}
-	return func() { f.Close() }, nil // closing the file releases the lock
 }
