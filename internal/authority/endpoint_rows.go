@@ -25,6 +25,8 @@ const (
 	cmdInspect       = "inspect"
 	cmdListPersonas  = "list-personas"
 	cmdShowPersona   = "show-persona"
+	cmdModels        = "models"
+	cmdLaunch        = "launch"
 )
 
 // CapabilitySpawn lets an agent spawn agents through the manager and follow their goals: the
@@ -190,6 +192,38 @@ func (r rowsFor) managerCaller() Permissions {
 		pub = append(pub, on(cmdSpawn), on(cmdDespawn, string(wire.ModeOwner), o), on(cmdAttach, string(wire.ModeOwner), o), on(wire.CommandCancel))
 		sub = append(sub, r.s.GoalProgressFilter(wire.ManagerEndpoint, l))
 	}
+	return Permissions{PubAllow: pub, SubAllow: sub}
+}
+
+// deployer is the deployer view (SPEC §10; the reference's privileged control tier): a
+// person's manifest deploy of their own team. One connection reads the live state a deploy plans
+// against (the roster, the channel registry and the membership feed, with watches; the manager
+// leases and the delivery lease, point reads only) and calls, untargeted and as the holder's own
+// lifecycle, the manager's read commands (status, ps on one or every instance, inspect, models),
+// its persona commands, spawn and launch; it follows its own goals' progress. It holds no
+// targeted command (no despawn, attach, input or stop of anyone), no write of any bucket and no
+// message rail: a deploy's reach is the spawn family's, and its containment is the bearer's
+// lifetime.
+func (r rowsFor) deployer() Permissions {
+	l, mgr := r.lifecycle(), wire.ManagerEndpoint.Token()
+	one := func(cmd string) string { return r.s.RequestGrant(l, "", wire.AddressOne, mgr, cmd) }
+	pub := []string{jsapi.Info, jsapi.FlowControl}
+	for _, b := range []wire.Bucket{r.s.PresenceBucket(), r.s.ChannelsBucket(), r.s.MembershipBucket()} {
+		st := b.Stream()
+		pub = append(pub, jsapi.StreamInfo+st, jsapi.MsgGet+st, directGet(b),
+			watchCreate(b), jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>")
+	}
+	for _, b := range []wire.Bucket{r.s.ManagerBucket(), r.s.DeliveryBucket()} {
+		pub = append(pub, jsapi.StreamInfo+b.Stream(), jsapi.MsgGet+b.Stream(), directGet(b))
+	}
+	pub = append(pub,
+		r.s.RequestGrant(l, "", wire.AddressOne, "*", wire.CommandDescribe), r.contractRead(),
+		r.s.RequestGrant(l, "", wire.AddressAll, mgr, cmdPs),
+	)
+	for _, c := range []string{cmdStatus, cmdPs, cmdInspect, cmdModels, cmdListPersonas, cmdShowPersona, cmdSpawn, cmdDefinePersona, cmdLaunch} {
+		pub = append(pub, one(c))
+	}
+	sub := []string{r.inbox(), r.s.ReplyReadGrant(l, ""), r.s.GoalProgressFilter(wire.ManagerEndpoint, l)}
 	return Permissions{PubAllow: pub, SubAllow: sub}
 }
 

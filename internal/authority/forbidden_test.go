@@ -485,6 +485,8 @@ func (w *fbWorld) endpointOps(s wire.Space, lcs []wire.Lifecycle) []fbOp {
 			{Address: one, Endpoint: mgr, Command: "despawn", Mode: ownMode, Target: foreign},
 			{Address: one, Endpoint: mgr, Command: "despawn", Mode: wire.ModeAny, Target: own},
 			{Address: one, Endpoint: mgr, Command: "attach", Mode: ownMode, Target: own},
+			{Address: one, Endpoint: mgr, Command: "input", Mode: wire.ModeAny, Target: own},
+			{Address: all, Endpoint: mgr, Command: "spawn"},
 			{Address: one, Endpoint: mgr, Command: "purge"},
 			{Address: inst, Endpoint: search, Instance: w.instance, Command: "turn", Mode: wire.ModeHandle, Target: wire.EndpointTarget{Owner: w.bob.Owner(), Actor: w.bob.Actor(), UID: w.bobL.UID}},
 			{Generation: strings.Repeat("a", wire.GenerationLength), Address: one, Endpoint: mgr, Command: "spawn"},
@@ -870,6 +872,24 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 			g.pub = append(g.pub, I+"spawn."+cu+".*", I+"despawn.owner."+o+"."+cu+".*", I+"attach.owner."+o+"."+cu+".*", I+"cancel."+cu+".*")
 			g.sub = append(g.sub, P+"epe.manager.*.*.goal."+cu+".>")
 		}
+	case authority.ProfileDeployer:
+		// SPEC §10's deployer view, as the reference's privileged control tier spells it: the
+		// live state a deploy plans against (roster, registry and membership feed with watches;
+		// the manager and delivery leases by point read), and untargeted as its own lifecycle the
+		// manager's reads, persona commands, spawn and launch, ps also scattered; its replies and
+		// its own goals' progress. Nothing targeted, nothing written.
+		cu := c.lifecycle.String()
+		g.pub = []string{jsapi.Info, jsapi.FlowControl, P + "ep.one.*.describe." + cu + ".*", epc, P + "ep.all.manager.ps." + cu + ".*"}
+		for _, b := range []wire.Bucket{presence, channels, membership, manager, lease} {
+			g.pub = append(g.pub, jsapi.StreamInfo+b.Stream(), jsapi.MsgGet+b.Stream(), jsapi.DirectGet+b.Stream()+".$KV."+string(b)+".>")
+		}
+		for _, b := range []wire.Bucket{presence, channels, membership} {
+			g.pub = append(g.pub, watch(b)...)
+		}
+		for _, cmd := range []string{"status", "ps", "inspect", "models", "list-personas", "show-persona", "spawn", "define-persona", "launch"} {
+			g.pub = append(g.pub, P+"ep.one.manager."+cmd+"."+cu+".*")
+		}
+		g.sub = append(g.sub, P+"ep.reply.*.*.*."+cu+".*", P+"epe.manager.*.*.goal."+cu+".>")
 	case authority.ProfileRetirementRequester:
 		// SPEC §13.9 retirement requester rows: its one exact-mode retire-lifecycle request for
 		// its one target, the describe row and the contract read; its own reply rail.
@@ -1271,6 +1291,10 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 			caps := []string{authority.CapabilitySpawn}
 			g := authority.Grant{Principal: person.Principal, LifecycleUID: person.UID, Serve: at, Capabilities: caps}
 			mint("main", p, "", g, fbCoords{lifecycle: person, serve: at, capabilities: caps})
+		case authority.ProfileDeployer:
+			// A person's deployer view, of another person's owner than the matrix's agents.
+			person := wire.Lifecycle{Principal: fbPrincipal("u_dddddddddddddddddddddddddd.dave"), UID: wire.NewLifecycleUID()}
+			mint("main", p, "", authority.Grant{Principal: person.Principal, LifecycleUID: person.UID}, fbCoords{lifecycle: person})
 		case authority.ProfileRunDriver, authority.ProfileRunMediator:
 			g := authority.Grant{Principal: runCaller.Principal, Serve: at, Run: authority.RunReplay{RunID: w.runs[0], TakeoverID: w.takeover}}
 			coords := fbCoords{serve: at, run: w.runs[0]}
@@ -1500,6 +1524,7 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 	ctl := byName["control-caller-admin@main"].coords.lifecycle
 	retirer := byName["retirement-requester@main"].coords.lifecycle
 	caller := byName["manager-caller@main"].coords.lifecycle
+	deployer := byName["deployer@main"].coords.lifecycle
 	answered := wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn", Caller: w.aliceL, Nonce: "fbnonce_forbidden_00000"}
 	oneRail, _, _ := s.ServeFilters(mgr, w.instance, "spawn", false)
 	for name, want := range map[string][]fbOp{
@@ -1527,6 +1552,16 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 			request(caller, wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: w.instance, Command: "purge"}),
 			request(caller, wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: w.instance, Command: "despawn", Mode: wire.ModeOwner, Target: wire.EndpointTarget{Owner: w.forged.Owner()}}),
 			request(w.aliceL, wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: w.instance, Command: "ps"}),
+		},
+		"deployer@main": {
+			request(deployer, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "despawn", Mode: wire.ModeOwner, Target: wire.EndpointTarget{Owner: deployer.Principal.Owner()}}),
+			request(deployer, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "attach", Mode: wire.ModeOwner, Target: wire.EndpointTarget{Owner: deployer.Principal.Owner()}}),
+			request(deployer, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "input", Mode: wire.ModeAny, Target: wire.EndpointTarget{Owner: deployer.Principal.Owner()}}),
+			request(deployer, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "purge"}),
+			request(deployer, wire.EndpointRoute{Address: wire.AddressAll, Endpoint: mgr, Command: "spawn"}),
+			request(deployer, wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: w.instance, Command: "spawn"}),
+			request(w.aliceL, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"}),
+			{op: "Publish", subject: s.PresenceBucket().Subject(wire.PresenceKey(deployer.Principal))},
 		},
 		"transfer-reader@main": {
 			{op: "Publish", subject: jsapi.StreamCreate + s.TransferBucket(w.instance).ObjectStream()},
@@ -1606,6 +1641,12 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 		inst := c.coords.serve.Instance
 		return append(out, pub(request(wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: inst, Command: "ps"})),
 			pub(request(wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: inst, Command: "despawn", Mode: wire.ModeOwner, Target: wire.EndpointTarget{Owner: me.Owner()}})),
+			sub(h.GoalProgressFilter(mgr, c.coords.lifecycle)), sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
+	case c.profile == authority.ProfileDeployer:
+		presence := h.PresenceBucket()
+		return append(out, pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "launch"})),
+			pub(request(wire.EndpointRoute{Address: wire.AddressAll, Endpoint: mgr, Command: "ps"})),
+			pub(jsapi.MsgGet+h.ManagerBucket().Stream()), pub(jsapi.DirectGet+presence.Stream()+"."+presence.Subject(wire.PresenceKey(w.alice))),
 			sub(h.GoalProgressFilter(mgr, c.coords.lifecycle)), sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
 	case c.profile == authority.ProfileRunDriver:
 		return append(out, pub(h.WFJSubject(c.coords.run)),

@@ -159,6 +159,8 @@ func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
 		return r.runMediator(), nil
 	case ProfileManagerCaller:
 		return r.managerCaller(), nil
+	case ProfileDeployer:
+		return r.deployer(), nil
 	}
 	_, err := ParseProfile(string(profile))
 	return Permissions{}, err
@@ -295,6 +297,12 @@ func kvRead(b wire.Bucket) []string {
 // consumer at random (nats.go a hash, nats.js "oc_<nuid>_<n>") and rename it on every reset.
 func watchCreate(b wire.Bucket) string {
 	return jsapi.ConsumerCreate + b.Stream() + ".*." + b.Subject(">")
+}
+
+// directGet is the Direct Get row of a bucket, its subject tail spelled in full
+// ("$JS.API.DIRECT.GET.KV_<bucket>.$KV.<bucket>.>", SPEC §13.9's convention, as watchCreate).
+func directGet(b wire.Bucket) string {
+	return jsapi.DirectGet + b.Stream() + "." + b.Subject(">")
 }
 
 // agent is the agent profile (SPEC §9, Appendix B). Every metadata row it holds is one the SPEC

@@ -107,6 +107,13 @@ const (
 	// with the spawn capability, the spawn commands of its own owner. The auth callout mints it
 	// for a bearer of that view; it is never handed out by name.
 	ProfileManagerCaller Profile = "manager-caller"
+	// ProfileDeployer is a person's deployer view in user-auth mode (SPEC §10): the manifest
+	// deploy of their own team, as their own principal and lifecycle. It reads the roster, the
+	// channel registry, the membership feed and the leases, and calls the manager's read
+	// commands, its persona commands, spawn and launch on any instance; it never targets an
+	// existing agent. The auth callout mints it for a bearer of that view, whose row holds spawn;
+	// it is never handed out by name.
+	ProfileDeployer Profile = "deployer"
 )
 
 // Profiles lists every profile.
@@ -116,7 +123,7 @@ var Profiles = []Profile{
 	ProfileLedger, ProfileSessionCaller, ProfileSessionServing, ProfileRunOperator, ProfileWarden,
 	ProfileMembership, ProfileControlAdmin, ProfileRemoteManager, ProfileEndpointServe,
 	ProfileGoalWriter, ProfileSessionLedger, ProfileTransferReader, ProfileRetirementRequester,
-	ProfileRunDriver, ProfileRunMediator, ProfileManagerCaller,
+	ProfileRunDriver, ProfileRunMediator, ProfileManagerCaller, ProfileDeployer,
 }
 
 // Handed lists the profiles an operator may mint for a process by name alone. The others are the
@@ -183,5 +190,5 @@ func (p Profile) needsLifecycle() bool {
 // callsAs reports whether p's rows pin a caller lifecycle of Grant.Principal and
 // Grant.LifecycleUID on the endpoint rails besides an agent's.
 func (p Profile) callsAs() bool {
-	return p == ProfileRetirementRequester || p == ProfileRunMediator || p == ProfileManagerCaller
+	return p == ProfileRetirementRequester || p == ProfileRunMediator || p == ProfileManagerCaller || p == ProfileDeployer
 }

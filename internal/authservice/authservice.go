@@ -423,6 +423,8 @@ func viewProfile(v userauth.View) (authority.Profile, error) {
 		return authority.ProfilePurger, nil
 	case userauth.ViewManagerCaller:
 		return authority.ProfileManagerCaller, nil
+	case userauth.ViewDeployer:
+		return authority.ProfileDeployer, nil
 	}
 	return "", fmt.Errorf("view %s has no profile here", v)
 }

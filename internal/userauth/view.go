@@ -16,7 +16,9 @@ const (
 	ViewAdmin View = "admin"
 	// ViewPurger purges space history. Needs admin; loopback only.
 	ViewPurger View = "purger"
-	// ViewDeployer runs a manifest deploy of the caller's own team. Needs spawn; loopback only.
+	// ViewDeployer runs a manifest deploy of the caller's own team (the deployer profile: the
+	// live state a deploy plans against, and the manager's untargeted spawn family). Needs
+	// spawn; loopback only.
 	ViewDeployer View = "deployer"
 	// ViewManagerService is the remote manager's authority view (SPEC §13.1). Needs supervise,
 	// which spawn and admin never imply; loopback only.
