@@ -2,8 +2,6 @@ package authservice_test
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -33,19 +31,8 @@ func TestManagerCallerView(t *testing.T) {
 		if status != 200 {
 			return status, nil, ""
 		}
-		var reply struct{ Token string }
-		if err := json.Unmarshal(out, &reply); err != nil {
-			t.Fatal(err)
-		}
-		raw, err := base64.RawURLEncoding.DecodeString(strings.Split(reply.Token, ".")[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		var c userauth.Claims
-		if err := json.Unmarshal(raw, &c); err != nil {
-			t.Fatal(err)
-		}
-		return status, &c.Act, reply.Token
+		token, act := bearerAct(t, out)
+		return status, act, token
 	}
 	// The host's manager comes up with the daemons: the exchange picks it once it is live.
 	var act *userauth.Act
