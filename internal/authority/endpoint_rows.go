@@ -203,7 +203,8 @@ func (r rowsFor) managerCaller() Permissions {
 // its persona commands, spawn and launch; it follows its own goals' progress. It holds no
 // targeted command (no despawn, attach, input or stop of anyone), no write of any bucket and no
 // message rail: a deploy's reach is the spawn family's, and its containment is the bearer's
-// lifetime.
+// lifetime. Like the reference's tier it holds no cancel row: a deploy that must stop an agent
+// it started asks for a view that may despawn.
 func (r rowsFor) deployer() Permissions {
 	l, mgr := r.lifecycle(), wire.ManagerEndpoint.Token()
 	one := func(cmd string) string { return r.s.RequestGrant(l, "", wire.AddressOne, mgr, cmd) }

@@ -180,6 +180,7 @@ func TestWatchCreatesArePinned(t *testing.T) {
 		{ProfileOperator, []string{"cotal_presence_main", "cotal_channels_main"}},
 		{ProfileSupervisor, []string{"cotal_presence_main"}},
 		{ProfileTeardown, []string{"cotal_presence_main", "cotal_channels_main"}},
+		{ProfileDeployer, []string{"cotal_presence_main", "cotal_channels_main", "cotal_membership_main"}},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.profile), func(t *testing.T) {

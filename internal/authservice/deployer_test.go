@@ -63,8 +63,9 @@ func bearerAct(t *testing.T, reply []byte) (string, *userauth.Act) {
 // TestDeployerView: the deployer view (SPEC §10) is issued on the loopback face only, to a person
 // whose row holds spawn, and the callout mints it the deployer profile. On it the broker lets the
 // person read what a deploy plans against (the roster, the registry, the manager leases) and ask
-// every manager for its agents; it refuses a message, a write, and every targeted command of the
-// manager. Losing spawn refuses the next connect of the same bearer.
+// every manager for its agents; it refuses a message, a roster write, and the targeted despawn and
+// input (the forbidden matrix tries the others). Losing spawn refuses the next connect of the same
+// bearer.
 func TestDeployerView(t *testing.T) {
 	r := start(t, meshtest.WithDaemons())
 	ctx := t.Context()
@@ -143,6 +144,18 @@ func TestDeployerView(t *testing.T) {
 		t.Error("the roster watch never delivered")
 	}
 	_ = w.Stop()
+	// The delivery daemon holds its lease before the manager serves; the membership feed is read
+	// by key (an absent one is an answer, a refusal is not).
+	for bucket, key := range map[wire.Bucket]string{r.m.Space.DeliveryBucket(): wire.LeaseKey(0), r.m.Space.MembershipBucket(): "none"} {
+		kv, err := js.KeyValue(ctx, string(bucket))
+		if err != nil {
+			t.Fatalf("open %s: %v", bucket, err)
+		}
+		_, err = kv.Get(ctx, key)
+		if err != nil && (bucket == r.m.Space.DeliveryBucket() || !errors.Is(err, jetstream.ErrKeyNotFound)) {
+			t.Errorf("read %s in %s: %v", key, bucket, err)
+		}
+	}
 	channels, err := js.KeyValue(ctx, string(r.m.Space.ChannelsBucket()))
 	if err != nil {
 		t.Fatalf("open the registry: %v", err)
@@ -151,7 +164,7 @@ func TestDeployerView(t *testing.T) {
 		t.Errorf("read the registry: %v", err)
 	}
 
-	// Refused by the broker: a message, a roster write, and the manager's targeted commands.
+	// Refused by the broker: a message, a roster write, and two targeted commands of the manager.
 	post, _ := r.m.Space.ChatSubject(p, "general")
 	despawn := wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.ManagerEndpoint, Command: manager.CommandDespawn,
 		Mode: wire.ModeOwner, Target: wire.EndpointTarget{Owner: p.Owner()}, Caller: me, Nonce: wire.NewNonce()}

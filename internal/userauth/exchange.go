@@ -169,6 +169,9 @@ func parseExchangeRequest(body []byte) (*parsed, error) {
 		if err != nil {
 			return nil, &badRequest{err.Error()}
 		}
+		if v == ViewManagerService {
+			return nil, &badRequest{"view manager-service is not issued as a bearer: a remote manager asks for its authority at /manager-service-authority"}
+		}
 		p.view = v
 	}
 	if req.ManagerInstanceID != nil {

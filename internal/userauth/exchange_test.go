@@ -204,9 +204,9 @@ func TestExchangeViews(t *testing.T) {
 		{"channel-purger without admin", true, map[string]any{"idpToken": "idp-alice", "actor": "cli", "view": "channel-purger"}, 401},
 		{"admin without admin", false, map[string]any{"idpToken": "idp-alice", "actor": "cli", "view": "admin"}, 401},
 		{"deployer with spawn", false, map[string]any{"idpToken": "idp-alice", "actor": "cli", "view": "deployer"}, 200},
-		{"manager-service with admin and spawn only", false, map[string]any{"idpToken": "idp-root", "actor": "cli", "view": "manager-service"}, 401},
-		{"manager-service with supervise", false, map[string]any{"idpToken": "idp-sup", "actor": "cli", "view": "manager-service"}, 200},
-		{"manager-service on the public face", true, map[string]any{"idpToken": "idp-sup", "actor": "cli", "view": "manager-service"}, 401},
+		// A remote manager's authority is the manager-service-authority route, never a bearer.
+		{"manager-service with supervise", false, map[string]any{"idpToken": "idp-sup", "actor": "cli", "view": "manager-service"}, 400},
+		{"manager-service on the public face", true, map[string]any{"idpToken": "idp-sup", "actor": "cli", "view": "manager-service"}, 400},
 		{"manager-caller on the public face", true, map[string]any{"idpToken": "idp-alice", "actor": "cli", "view": "manager-caller"}, 200},
 		{"manager-caller naming a dead instance", true, map[string]any{"idpToken": "idp-alice", "actor": "cli", "view": "manager-caller", "managerInstanceId": "dddddddddddddddddddddddddddddddd"}, 401},
 		{"manager-caller without a live manager", false, map[string]any{"idpToken": "idp-root", "actor": "cli", "view": "manager-caller"}, 401},

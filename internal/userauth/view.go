@@ -20,8 +20,10 @@ const (
 	// live state a deploy plans against, and the manager's untargeted spawn family). Needs
 	// spawn; loopback only.
 	ViewDeployer View = "deployer"
-	// ViewManagerService is the remote manager's authority view (SPEC §13.1). Needs supervise,
-	// which spawn and admin never imply; loopback only.
+	// ViewManagerService is the reference's remote-manager authority view (SPEC §13.1). It is
+	// never issued here: a remote manager asks the host for its authority over the exchange's
+	// /manager-service-authority route, with the person's IdP token and supervise checked there,
+	// so the exchange refuses the view by name rather than issue a bearer nothing accepts.
 	ViewManagerService View = "manager-service"
 	// ViewChannelWriter edits the channel registry. Needs admin; served on the public face.
 	ViewChannelWriter View = "channel-writer"
@@ -51,8 +53,6 @@ func (v View) RequiredScope() string {
 		return ScopeAdmin
 	case ViewDeployer:
 		return ScopeSpawn
-	case ViewManagerService:
-		return ScopeSupervise
 	}
 	return ""
 }
