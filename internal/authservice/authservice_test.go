@@ -20,8 +20,6 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/connz"
-	"github.com/gocotal/cotal/internal/dial"
-	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/userauth"
@@ -157,16 +155,7 @@ func TestPersonConnectsOnABearerTheLedgerRechecks(t *testing.T) {
 	}
 	// The broker's connection list attributes the connection to alice's principal, as the
 	// membership feed and eviction read it.
-	acct := r.m.Ledger("").Account()
-	sys, err := r.m.Keyring().MintSystemUser("test-connz", []string{jsapi.AccountConnz(acct)}, nil, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snc, err := dial.As(ctx, r.m.URL(), sys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snc.Close()
+	snc, acct := r.m.ConnzObserver(t)
 	conns, err := connz.List(ctx, snc, acct)
 	if err != nil {
 		t.Fatal(err)

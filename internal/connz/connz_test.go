@@ -3,11 +3,8 @@ package connz_test
 import (
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/gocotal/cotal/internal/connz"
-	"github.com/gocotal/cotal/internal/dial"
-	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
@@ -18,20 +15,7 @@ import (
 func TestSubscribing(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
-	keys, err := m.Keyring().Space(m.Space)
-	if err != nil {
-		t.Fatal(err)
-	}
-	account := keys.AccountPublicKey()
-	observer, err := m.Keyring().MintSystemUser("test-connz", []string{jsapi.AccountConnz(account)}, nil, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sys, err := dial.As(ctx, m.URL(), observer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sys.Close()
+	sys, account := m.ConnzObserver(t)
 
 	reader, rc := m.Agent(t, ledger.Request{Name: "reader", Subscribe: []string{"general"}})
 	filter, _ := m.Space.ChatFilter("general")

@@ -14,8 +14,6 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/delivery"
-	"github.com/gocotal/cotal/internal/dial"
-	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
@@ -27,20 +25,7 @@ import (
 // even subscribe its connection events), and a writer on the membership bucket.
 func feedConfig(t *testing.T, m *meshtest.Mesh, interval time.Duration) *delivery.FeedConfig {
 	t.Helper()
-	keys, err := m.Keyring().Space(m.Space)
-	if err != nil {
-		t.Fatal(err)
-	}
-	account := keys.AccountPublicKey()
-	observer, err := m.Keyring().MintSystemUser("membership-observer", []string{jsapi.AccountConnz(account)}, nil, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := dial.As(t.Context(), m.URL(), observer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc, account := m.ConnzObserver(t)
 	writer := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileMembership, Name: "membership"}))
 	return &delivery.FeedConfig{Observer: nc, Account: account, Writer: writer.Conn, Interval: interval}
 }

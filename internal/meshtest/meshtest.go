@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/broker/brokertest"
 	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
@@ -129,6 +130,27 @@ func (m *Mesh) Connect(t testing.TB, cred *authority.Credential, opts ...nats.Op
 	return m.Dial(t, cred.Principal.String(), func(more ...nats.Option) (*nats.Conn, error) {
 		return dial.As(t.Context(), m.URL(), cred, append(opts, more...)...)
 	})
+}
+
+// ConnzObserver connects a system-account user that may list the connections of the mesh's
+// space account (CONNZ) and nothing else, closed at cleanup, and returns it with that account.
+func (m *Mesh) ConnzObserver(t testing.TB) (*nats.Conn, string) {
+	t.Helper()
+	keys, err := m.Keyring().Space(m.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	account := keys.AccountPublicKey()
+	observer, err := m.Keyring().MintSystemUser("connz-observer", []string{jsapi.AccountConnz(account)}, nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := dial.As(t.Context(), m.URL(), observer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, account
 }
 
 // Dial connects with connect, which must apply the options it is given, recording the broker's
