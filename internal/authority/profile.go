@@ -110,8 +110,8 @@ const (
 	// ProfileDeployer is a person's deployer view in user-auth mode (SPEC §10): the manifest
 	// deploy of their own team, as their own principal and lifecycle. It reads the roster, the
 	// channel registry, the membership feed and the leases, and calls the manager's read
-	// commands, its persona commands, spawn and launch on any instance; it never targets an
-	// existing agent. The auth callout mints it for a bearer of that view, whose row holds spawn;
+	// commands, its persona commands, spawn and launch on the class rail (whichever instance the
+	// queue picks) and ps on every instance; it never targets an existing agent. The auth callout mints it for a bearer of that view, whose row holds spawn;
 	// it is never handed out by name.
 	ProfileDeployer Profile = "deployer"
 )

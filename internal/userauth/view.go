@@ -53,6 +53,8 @@ func (v View) RequiredScope() string {
 		return ScopeAdmin
 	case ViewDeployer:
 		return ScopeSpawn
+	case ViewManagerService: // never issued; a bearer claiming it still needs supervise
+		return ScopeSupervise
 	}
 	return ""
 }
