@@ -110,7 +110,11 @@ func (a *anycast) raw(ctx context.Context, f *fleet) (side, error) {
 		}
 	}
 	subject, _ := a.env.Space.AnycastSubject(anycastRawRole, a.producer.Principal) // a valid role
-	return &sendSide{got: got, per: 1, send: rawPublish(js, subject, rawBody(a.env.Space, a.producer.Principal, "", anycastSize))}, nil
+	body, err := rawBody(a.env.Space, a.producer.Principal, subject, wire.CotalMessage{ToService: anycastRawRole}, anycastSize)
+	if err != nil {
+		return nil, err
+	}
+	return &sendSide{got: got, per: 1, send: rawPublish(js, subject, body)}, nil
 }
 
 // once counts the tasks of a round that surface, and those of the side's whole run that

@@ -110,7 +110,10 @@ func (a *async) raw(ctx context.Context, f *fleet) (side, error) {
 		return nil, err
 	}
 	subject, _ := a.env.Space.ChatSubject(a.pub.Principal, a.rawChannel) // validated at issue
-	body := rawBody(a.env.Space, a.pub.Principal, a.rawChannel, asyncSize)
+	body, err := rawBody(a.env.Space, a.pub.Principal, subject, wire.CotalMessage{Channel: a.rawChannel}, asyncSize)
+	if err != nil {
+		return nil, err
+	}
 	return &pipeSide{send: func(ctx context.Context) (func(context.Context) error, error) {
 		// Like the SDK's, a send finding the window full waits for a slot (the default gives up
 		// after 200 ms, which a loaded machine exceeds).

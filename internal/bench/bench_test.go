@@ -14,12 +14,17 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/wire"
 )
 
 // startEnv runs a throwaway embedded mesh for the test.
-func startEnv(tb testing.TB) *Env {
+func startEnv(tb testing.TB) *Env { return startLoggedEnv(tb, nil) }
+
+// startLoggedEnv runs a throwaway embedded mesh whose broker and daemons log to log.
+func startLoggedEnv(tb testing.TB, log *slog.Logger) *Env {
 	tb.Helper()
-	env, stop, err := Embedded(tb.Context(), filepath.Join(tb.TempDir(), ".cotal"), nil)
+	env, stop, err := Embedded(tb.Context(), filepath.Join(tb.TempDir(), ".cotal"), log)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -34,10 +39,13 @@ func startEnv(tb testing.TB) *Env {
 }
 
 // TestRunEveryCase runs every case briefly on a real mesh and checks that each reports the
-// figures it promises: rates with their raw baseline and ratio, latency percentiles, sizes.
+// figures it promises: rates with their raw baseline and ratio, latency percentiles, sizes. No
+// side may publish what the warden refuses: it would race the warden's delete of every such
+// message, and a raw side that lost the race stalled.
 func TestRunEveryCase(t *testing.T) {
 	t.Parallel()
-	env := startEnv(t)
+	warnings := &meshtest.Logs{Min: slog.LevelWarn}
+	env := startLoggedEnv(t, slog.New(warnings))
 	var log *slog.Logger
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -89,6 +97,38 @@ func TestRunEveryCase(t *testing.T) {
 		if _, ok := byName[name]; !ok {
 			t.Errorf("no %s result", name)
 		}
+	}
+	if q := warnings.At(slog.LevelWarn, "quarantined"); len(q) > 0 {
+		t.Errorf("the warden quarantined %d message(s) the bench stored, first: %s %s", len(q), meshtest.Attr(q[0], "subject"), meshtest.Attr(q[0], "reason"))
+	}
+}
+
+// TestRawBodyPassesTheGuard checks that a raw side's body is refused at setup unless it is a
+// message the receive guard accepts on its subject.
+func TestRawBodyPassesTheGuard(t *testing.T) {
+	sp := wire.Space("main")
+	alice, err := wire.NewPrincipal("local", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := wire.NewPrincipal("local", "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm := sp.DMSubject(bob, alice)
+	if _, err := rawBody(sp, alice, dm, wire.CotalMessage{To: bob.String()}, 128); err != nil {
+		t.Fatalf("a DM body: %v", err)
+	}
+	chat, _ := sp.ChatSubject(alice, "general")
+	if _, err := rawBody(sp, alice, chat, wire.CotalMessage{Channel: "general"}, 4096); err != nil {
+		t.Fatalf("a post body: %v", err)
+	}
+	task, _ := sp.AnycastSubject("review", alice)
+	if _, err := rawBody(sp, alice, task, wire.CotalMessage{ToService: "review"}, 128); err != nil {
+		t.Fatalf("a task body: %v", err)
+	}
+	if _, err := rawBody(sp, alice, dm, wire.CotalMessage{}, 128); err == nil || !strings.Contains(err.Error(), "routing") {
+		t.Fatalf("a body with no routing: %v, want a guard error naming the routing", err)
 	}
 }
 

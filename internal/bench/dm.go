@@ -102,7 +102,11 @@ func (d *dm) raw(ctx context.Context, f *fleet) (side, error) {
 		return nil, err
 	}
 	subject := d.env.Space.DMSubject(d.rawTo.Principal, d.from.Principal)
-	return &sendSide{got: got, per: 1, lat: &d.rawLat, send: rawPublish(js, subject, rawBody(d.env.Space, d.from.Principal, "", dmSize))}, nil
+	body, err := rawBody(d.env.Space, d.from.Principal, subject, wire.CotalMessage{To: d.rawTo.Principal.String()}, dmSize)
+	if err != nil {
+		return nil, err
+	}
+	return &sendSide{got: got, per: 1, lat: &d.rawLat, send: rawPublish(js, subject, body)}, nil
 }
 
 // consume binds a durable and acks everything it delivers after handing it to got. The

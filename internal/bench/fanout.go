@@ -147,7 +147,11 @@ func (fo *fanout) raw(ctx context.Context, f *fleet) (side, error) {
 			return nil, err
 		}
 	}
-	return &sendSide{got: got, per: len(fo.observers), send: rawPublish(js, subject, rawBody(fo.env.Space, fo.pub.Principal, fanoutRawChannel, fanoutSize))}, nil
+	body, err := rawBody(fo.env.Space, fo.pub.Principal, subject, wire.CotalMessage{Channel: fanoutRawChannel}, fanoutSize)
+	if err != nil {
+		return nil, err
+	}
+	return &sendSide{got: got, per: len(fo.observers), send: rawPublish(js, subject, body)}, nil
 }
 
 // cotalFanout posts through the SDK and counts a round done when every member's dlv_ durable has

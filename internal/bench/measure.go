@@ -63,8 +63,7 @@ func rawPublish(js jetstream.JetStream, subject string, body []byte) func(contex
 }
 
 // stallTimeout fails a round in which nothing arrives for this long: past the consumers'
-// AckWait, so that a delivery lost in flight (sent to a pull request that expired as the broker
-// sent it, on a loaded machine) comes back before the round is called stalled.
+// AckWait, so that a delivery lost in flight is redelivered before the round is called stalled.
 const stallTimeout = wire.AckWait + 15*time.Second
 
 // counter counts arrivals and signals when a round's target is reached.

@@ -27,17 +27,25 @@ const (
 // text is a message body of one text part of size bytes.
 func text(size int) []wire.Part { return []wire.Part{wire.TextPart(strings.Repeat("x", size))} }
 
-// rawBody is the body a raw publisher sends: a valid Cotal message of the sender with a text
-// part of size bytes, so both sides move the same bytes. Raw receivers neither decode nor
-// de-duplicate, so one body serves every publish.
-func rawBody(sp wire.Space, from wire.Principal, channel string, size int) []byte {
-	msg := wire.CotalMessage{
-		ID: wire.NewMessageID(), TS: wire.MillisOf(time.Now()), Space: string(sp), Channel: channel,
-		From:  wire.EndpointRef{ID: from.String(), Name: from.Actor()},
-		Parts: text(size),
+// rawBody is the body a raw publisher sends to subject: a valid Cotal message of the sender,
+// routed as route says (its Channel, To or ToService), with a text part of size bytes, so both
+// sides move the same bytes. It must pass the receive guard (SPEC §12): the warden deletes a
+// stored message that fails it, and a raw side that published one would race the warden for
+// every message and sometimes lose. Raw receivers neither decode nor de-duplicate, so one body
+// serves every publish.
+func rawBody(sp wire.Space, from wire.Principal, subject string, route wire.CotalMessage, size int) ([]byte, error) {
+	msg := route
+	msg.ID, msg.TS, msg.Space = wire.NewMessageID(), wire.MillisOf(time.Now()), string(sp)
+	msg.From = wire.EndpointRef{ID: from.String(), Name: from.Actor()}
+	msg.Parts = text(size)
+	raw, err := json.Marshal(msg)
+	if err != nil {
+		return nil, err
 	}
-	raw, _ := json.Marshal(msg) // always encodes
-	return raw
+	if _, err := wire.Guard(subject, raw); err != nil {
+		return nil, fmt.Errorf("the raw body fails the receive guard: %w", err)
+	}
+	return raw, nil
 }
 
 // multicastCase measures one publisher posting to subs subscribers of a live channel, through
@@ -158,5 +166,9 @@ func (mc *multicast) rawSide(ctx context.Context, f *fleet, guard bool) (side, e
 			return nil, err
 		}
 	}
-	return &sendSide{got: got, per: len(mc.subs), send: rawPublish(js, subject, rawBody(mc.env.Space, mc.pub.Principal, mc.rawChannel, mc.size))}, nil
+	body, err := rawBody(mc.env.Space, mc.pub.Principal, subject, wire.CotalMessage{Channel: mc.rawChannel}, mc.size)
+	if err != nil {
+		return nil, err
+	}
+	return &sendSide{got: got, per: len(mc.subs), send: rawPublish(js, subject, body)}, nil
 }
