@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/coremsg"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/wire"
@@ -240,8 +241,13 @@ func (svc *Service) serveSession(ctx context.Context, g SessionGrant, agent stri
 
 // receive takes one frame off the in rail: an end at once, anything else to the bridge's loop in
 // order. It waits while the loop is behind (the connection's own buffer holds what follows), so no
-// keystroke or end is lost to a full queue.
+// keystroke or end is lost to a full queue. A stored message JetStream delivered onto the rail (a
+// pull naming the rail as its reply subject) is never a frame: it is dropped unread.
 func (b *bridge) receive(msg *nats.Msg) {
+	if !coremsg.Published(msg) {
+		b.svc.cfg.Log.Warn("drop a delivery onto a session rail", "session", b.grant.SessionID, "subject", msg.Subject)
+		return
+	}
 	f, err := wire.DecodeAttachFrame(msg.Data)
 	if err != nil {
 		b.svc.cfg.Log.Warn("drop a malformed session frame", "session", b.grant.SessionID, "err", err)

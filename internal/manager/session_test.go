@@ -335,3 +335,65 @@ func TestSessionBackpressure(t *testing.T) {
 		t.Fatalf("an agent's attach: %v", err)
 	}
 }
+
+// TestSessionRailRefusesDeliveries: an agent that pulls a direct message it wrote to itself with
+// the session's in rail as the pull's reply subject makes JetStream deliver it onto the rail (the
+// broker checks a pull's subject, never its reply subject). The bridge takes only what was
+// published on the rail, so the delivered frame is never typed; the holder's own frames are.
+func TestSessionRailRefusesDeliveries(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.serveSessions(t, 0)
+	mc, records, _ := operator(t, f.m)
+	ctx := t.Context()
+	if _, err := f.sup.Spawn(ctx, manager.Spec{Name: "shell", Command: []string{"sh", "-i"}, Env: []string{"PS1=prompt$ "}}); err != nil {
+		t.Fatal(err)
+	}
+	a := attachTo(t, f, mc, records, "shell")
+	a.send(&wire.AttachFrame{Kind: wire.AttachReady})
+	if end := a.until("prompt$ "); end != nil {
+		t.Fatalf("the session ended before the prompt: %+v", end)
+	}
+	// A witness on the serving half's credential sees what reaches the rail.
+	servingCred, err := f.m.Ledger("").SessionServing(ctx, a.grant.SessionID, s.instance, s.epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cred, mal := f.m.Agent(t, ledger.Request{Name: "mallory"})
+	me := cred.Principal
+	evil := (&wire.AttachFrame{Kind: wire.AttachData, Data: []byte("echo pwned-$((6*7))\r")}).Encode()
+	if err := mal.Publish(f.m.Space.DMSubject(me, me), evil); err != nil {
+		t.Fatal(err)
+	}
+	if err := mal.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	durable := wire.DMDurable(wire.Lifecycle{Principal: me, UID: cred.LifecycleUID})
+	delivered := make(chan *nats.Msg, 1)
+	witness, err := f.m.Connect(t, servingCred).ChanSubscribe(a.grant.Subjects.In, delivered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = witness.Unsubscribe() }()
+	next := "$JS.API.CONSUMER.MSG.NEXT." + f.m.Space.DMStream() + "." + durable
+	if err := mal.PublishRequest(next, a.grant.Subjects.In, []byte(`{"batch":1,"no_wait":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-delivered:
+		if m.Subject == a.grant.Subjects.In {
+			t.Fatalf("the delivery arrived under the rail's own subject: the test no longer shows the attack")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("JetStream never delivered the pulled message onto the rail: the attack did not land")
+	}
+
+	a.send(&wire.AttachFrame{Kind: wire.AttachData, Data: []byte("echo fine-$((2*3))\r")})
+	if end := a.until("fine-6"); end != nil {
+		t.Fatalf("the session ended: %+v", end)
+	}
+	if strings.Contains(a.screen.String(), "pwned-42") {
+		t.Fatalf("the manager typed a frame delivered onto its rail: %q", a.screen.String())
+	}
+}

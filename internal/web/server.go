@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/coremsg"
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
@@ -141,6 +142,9 @@ func (s *Server) Close(ctx context.Context) error {
 func (s *Server) tap() error {
 	for _, k := range []wire.SubjectKind{wire.KindChat, wire.KindInst, wire.KindSvc} {
 		sub, err := s.cfg.Client.Conn().Subscribe(s.space.KindAll(k), func(m *nats.Msg) {
+			if !coremsg.Published(m) { // a stored message JetStream delivered onto the feed
+				return
+			}
 			if ev, ok := eventOf(m.Subject, m.Data); ok {
 				s.hub.publish("message", ev)
 				if s.questions.fold(ev, wire.EpochMillis(time.Now().UnixMilli())) {

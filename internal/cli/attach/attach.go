@@ -22,6 +22,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/coremsg"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
@@ -246,6 +247,9 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, h halves, ur
 	done := make(chan struct{})
 	defer close(done)
 	if _, err := nc.Subscribe(g.Subjects.Out, func(m *nats.Msg) {
+		if !coremsg.Published(m) { // a stored message JetStream delivered onto the rail
+			return
+		}
 		select {
 		case frames <- m:
 		case <-done:
