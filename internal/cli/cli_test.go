@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -219,6 +221,40 @@ func TestDetachAndDown(t *testing.T) {
 	}
 	if code, _, stderr := run(t, "down", "--dir", dir); code != exit.OK || !strings.Contains(stderr, "no mesh") {
 		t.Errorf("down with nothing running: exit %d, %q", code, stderr)
+	}
+}
+
+// TestDownLeavesAnotherProcess: a mesh.json naming a live process that is not a mesh (a pid
+// reused after a crash) makes `cotal down` report no mesh and signal nothing.
+func TestDownLeavesAnotherProcess(t *testing.T) {
+	dir := t.TempDir()
+	other := exec.Command("sleep", "60")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- other.Wait() }()
+	t.Cleanup(func() { _ = other.Process.Kill() })
+	d := mesh.Dir{Path: filepath.Join(dir, mesh.DirName)}
+	if err := os.MkdirAll(d.Path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range map[string]string{
+		"a record with a start time": `{"pid":%d,"processStart":"1","url":"nats://127.0.0.1:1"}`,
+		"a record without one":       `{"pid":%d,"url":"nats://127.0.0.1:1"}`,
+	} {
+		if err := os.WriteFile(d.StatePath(), fmt.Appendf(nil, st, other.Process.Pid), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := run(t, "down", "--dir", dir)
+		if code != exit.OK || !strings.Contains(stderr, "no mesh is running") {
+			t.Errorf("%s: down exit %d: %s", name, code, stderr)
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("%s: down signalled an unrelated process: %v", name, err)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 

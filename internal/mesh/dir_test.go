@@ -66,3 +66,46 @@ func TestStaleStateIsNotRunning(t *testing.T) {
 		t.Errorf("a corrupt state must be reported: %v", err)
 	}
 }
+
+// TestStateOfAnotherProcessIsNotRunning: a state file naming a live process that is not the mesh
+// that wrote it (a pid reused after a crash) reads as no mesh running, and is removed.
+func TestStateOfAnotherProcessIsNotRunning(t *testing.T) {
+	if processStart(os.Getpid()) == "" {
+		t.Skip("this kernel shows no process start times")
+	}
+	d := Dir{Path: t.TempDir()}
+	self := State{PID: os.Getpid(), ProcessStart: processStart(os.Getpid()), URL: "nats://127.0.0.1:1"}
+	if err := d.writeState(&self); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := d.ReadState(); err != nil || st.PID != self.PID {
+		t.Fatalf("the state of this very process: %+v, %v", st, err)
+	}
+	for name, st := range map[string]State{
+		"another start time":         {PID: os.Getpid(), ProcessStart: "1", URL: self.URL},
+		"no start time, another exe": {PID: 1, URL: self.URL},
+	} {
+		if err := d.writeState(&st); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.ReadState(); !errors.Is(err, ErrNotRunning) {
+			t.Errorf("%s: %v", name, err)
+		}
+		if _, err := os.Stat(d.StatePath()); !os.IsNotExist(err) {
+			t.Errorf("%s: the stale state was not removed", name)
+		}
+	}
+}
+
+func TestProcessStart(t *testing.T) {
+	if _, err := os.Stat(procRoot); err != nil {
+		t.Skip("no /proc")
+	}
+	a, b := processStart(os.Getpid()), processStart(os.Getpid())
+	if a == "" || a != b {
+		t.Fatalf("processStart = %q then %q", a, b)
+	}
+	if got := processStart(1 << 30); got != "" {
+		t.Errorf("a pid that cannot exist started at %q", got)
+	}
+}

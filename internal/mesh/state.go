@@ -11,7 +11,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
@@ -22,11 +21,15 @@ import (
 // State records a running mesh in its directory, so that other commands find and stop it. The
 // field names are a stable interface (`cotal status --json` prints them).
 type State struct {
-	PID       int          `json:"pid"`
-	URL       string       `json:"url"`
-	Spaces    []wire.Space `json:"spaces"`
-	Open      bool         `json:"open"`
-	StartedAt time.Time    `json:"startedAt"`
+	PID int `json:"pid"`
+	// ProcessStart is when the kernel started PID (Linux's clock ticks since boot), so that a pid
+	// reused by another process after a crash is not taken for the mesh's; empty where the
+	// kernel does not show it.
+	ProcessStart string       `json:"processStart,omitempty"`
+	URL          string       `json:"url"`
+	Spaces       []wire.Space `json:"spaces"`
+	Open         bool         `json:"open"`
+	StartedAt    time.Time    `json:"startedAt"`
 	// Listen is the address the client port is bound to, such as 127.0.0.1:4222 or 0.0.0.0:4222.
 	// A record written before it was kept lacks it; Exposure then reads the URL.
 	Listen string `json:"listen,omitempty"`
@@ -114,7 +117,8 @@ func loopbackHost(host string) bool {
 var ErrNotRunning = errors.New("no mesh is running")
 
 // ReadState returns the recorded state of the mesh in d. It returns ErrNotRunning when none is
-// recorded or the recorded process is gone (a stale record, which it removes).
+// recorded or the recorded process is gone or is not the one that wrote the record (a stale
+// record, which it removes).
 func (d Dir) ReadState() (*State, error) {
 	raw, err := os.ReadFile(d.StatePath())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -127,7 +131,7 @@ func (d Dir) ReadState() (*State, error) {
 	if err := json.Unmarshal(raw, &st); err != nil || st.PID <= 0 || st.URL == "" {
 		return nil, fmt.Errorf("mesh state %s is not valid (remove it if no mesh is running): %v", d.StatePath(), err)
 	}
-	if !processAlive(st.PID) {
+	if !st.ownsProcess() {
 		_ = os.Remove(d.StatePath()) // stale: its process is gone; a failed remove is retried next time
 		return nil, ErrNotRunning
 	}
@@ -152,10 +156,4 @@ func (d Dir) clearState(pid int) {
 	if json.Unmarshal(raw, &st) == nil && st.PID == pid {
 		_ = os.Remove(d.StatePath()) // best effort on shutdown; ReadState treats a dead pid as stale
 	}
-}
-
-// processAlive reports whether a process with pid exists.
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }

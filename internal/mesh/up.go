@@ -330,7 +330,7 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 
 // record writes the running mesh's state to d; on failure it stops everything it started.
 func (m *Mesh) record(d Dir, o Options, url string, spaces []wire.Space) error {
-	m.state = State{PID: os.Getpid(), URL: url, Spaces: spaces, Open: o.Open, StartedAt: time.Now().UTC().Truncate(time.Second),
+	m.state = State{PID: os.Getpid(), ProcessStart: processStart(os.Getpid()), URL: url, Spaces: spaces, Open: o.Open, StartedAt: time.Now().UTC().Truncate(time.Second),
 		Listen: listenAddr(o.Host, m.server.Addr()), TLS: o.TLS != nil}
 	if m.auth != nil {
 		m.state.ExchangeURL = m.auth.PublicURL
