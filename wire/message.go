@@ -64,6 +64,15 @@ func validateName(name string) error {
 	return checkNameLength(name)
 }
 
+// ValidateAgentName checks a name that is both an agent's actor and its display name (a spawned
+// or issued agent's): the actor grammar and at most MaxNameLength characters.
+func ValidateAgentName(name string) error {
+	if err := ValidateActor(name); err != nil {
+		return err
+	}
+	return checkNameLength(name)
+}
+
 // checkNameLength refuses a name over MaxNameLength UTF-16 units. A receiver checks only this
 // much of a sender's name: an empty from.name still decodes, as the schema allows.
 func checkNameLength(name string) error {

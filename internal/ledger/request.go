@@ -45,7 +45,7 @@ func (r Request) readACL() []string {
 // subscribed channel must be covered by the read ACL. The grant's own rows are checked when it is
 // built. It returns a *wire.ValidationError.
 func (r Request) Validate() error {
-	if err := wire.ValidateActor(r.Name); err != nil {
+	if err := wire.ValidateAgentName(r.Name); err != nil {
 		return fmt.Errorf("name: %w", err)
 	}
 	for _, c := range r.Capabilities {

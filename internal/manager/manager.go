@@ -48,10 +48,13 @@ type Spec struct {
 	Dir string `json:"cwd,omitempty"`
 	// Runtime is how the process runs; empty means RuntimePTY.
 	Runtime Runtime `json:"runtime,omitempty"`
+	// SpawnedBy is the lifecycle (dot-form) of the agent that asked for this spawn; empty when the
+	// host's operator did. Such an agent may despawn what it spawned and nothing else.
+	SpawnedBy string `json:"spawnedBy,omitempty"`
 }
 
 func (s Spec) validate() error {
-	if err := wire.ValidateActor(s.Name); err != nil {
+	if err := wire.ValidateAgentName(s.Name); err != nil {
 		return fmt.Errorf("name: %w", err)
 	}
 	if err := s.Agent.validate(); err != nil {
@@ -163,6 +166,8 @@ type Status struct {
 	Dir   string  `json:"cwd,omitempty"`
 	// Runtime is how the agent's process runs.
 	Runtime Runtime `json:"runtime"`
+	// SpawnedBy is the lifecycle of the agent that spawned this one; empty for the operator's.
+	SpawnedBy string `json:"spawnedBy,omitempty"`
 	// Started is when the agent was spawned.
 	Started  time.Time `json:"started"`
 	State    State     `json:"state"`
@@ -393,7 +398,7 @@ func (s *Supervisor) launch(ctx context.Context, spec Spec) (*agent, error) {
 	a := &agent{spec: spec, launch: launch, stop: make(chan struct{}), done: make(chan struct{})}
 	now := time.Now()
 	a.status = Status{Name: spec.Name, Principal: launch.Principal.String(), LifecycleUID: launch.UID, Role: spec.Role,
-		Agent: spec.Agent, Dir: spec.Dir, Runtime: spec.Runtime.orDefault(), Started: now, Since: now}
+		Agent: spec.Agent, Dir: spec.Dir, Runtime: spec.Runtime.orDefault(), SpawnedBy: spec.SpawnedBy, Started: now, Since: now}
 	if a.status.Runtime == RuntimePTY {
 		a.term = newTerminal(spec.Name)
 	}

@@ -355,6 +355,7 @@ func (svc *Service) spawn(ctx context.Context, req *endpoint.Request) (any, erro
 		if refusal := svc.withinCaller(ctx, req.Caller(), spec); refusal != nil {
 			return nil, refusal
 		}
+		spec.SpawnedBy = req.Caller().String()
 	}
 	fingerprint, err := wire.Fingerprint(req.Route, req.Envelope)
 	if err != nil {
@@ -445,6 +446,13 @@ func (svc *Service) despawn(ctx context.Context, req *endpoint.Request) (any, er
 	st, refusal := svc.seatOf(req)
 	if refusal != nil {
 		return nil, refusal
+	}
+	// An agent despawns itself and what it spawned (SPEC's child mode); only host launch authority reaches
+	// the operator's agents and other agents' children.
+	caller := req.Caller()
+	self := st.Principal == caller.Principal.String() && st.LifecycleUID == caller.UID
+	if !self && st.SpawnedBy != caller.String() && !svc.cfg.HostLaunch(ctx, caller) {
+		return nil, notExecuted(wire.CodePermissionDenied, "%s was not spawned by %s: an agent despawns only the agents it spawned", st.Name, caller.Principal)
 	}
 	svc.endSessions(st.Name, wire.EndTargetDespawn)
 	if err := svc.sup.StopAgent(ctx, st.Name, graceful); err != nil {

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/contract"
 	"github.com/gocotal/cotal/internal/endpoint"
@@ -558,5 +560,87 @@ func TestServicePsShowsOwnAgents(t *testing.T) {
 	}
 	if _, _, err := person.Find(ctx, nil, "hosted"); codeOf(err) != wire.CodeNotFound {
 		t.Fatalf("another owner's inspect of the host's agent: %v", err)
+	}
+}
+
+// TestDespawnOnlyOwnChildren: an agent with the spawn capability despawns the agents it spawned
+// and itself, never the operator's agents nor another agent's children (SPEC's child mode); a
+// name over the SPEC's bound is a bad request, and nothing runs.
+func TestDespawnOnlyOwnChildren(t *testing.T) {
+	bin := t.TempDir()
+	standIn := "#!/bin/sh\n" + harnessEnv + "=present exec " + os.Args[0] + " -test.run='^$'\n"
+	if err := os.WriteFile(filepath.Join(bin, "claude"), []byte(standIn), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	f := newFixture(t)
+	l := f.m.Ledger("")
+	instance := wire.NewLifecycleUID()
+	h, epoch, err := l.HoldManager(t.Context(), "cotal_manager", instance, manager.Commands(), time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := f.sup.Serve(t.Context(), manager.ServiceConfig{
+		Conn: h.Conn, Space: f.m.Space, Instance: instance, Epoch: epoch, Owner: wire.DevOwner, Readiness: 20 * time.Second,
+		CallerGrant: func(ctx context.Context, caller wire.Lifecycle) (*cotal.Grant, error) {
+			token, err := l.ActiveCredential(ctx, caller.UID, authority.ProfileAgent)
+			if err != nil {
+				return nil, err
+			}
+			return cotal.ParseJWT(token)
+		},
+		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool { ok, _ := l.Instrument(ctx, caller); return ok },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = f.sup.Close(ctx)
+		_ = svc.Stop(ctx)
+		_ = h.Release()
+	})
+	ctx := t.Context()
+	mc, records, _ := operator(t, f.m)
+	agent := func(name string) *manager.Client {
+		cred, c := f.m.Agent(t, ledger.Request{Name: name, Capabilities: []string{authority.CapabilitySpawn},
+			Subscribe: []string{"general"}, AllowPublish: []string{"general"}})
+		return manager.NewClient(c.Conn, f.m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}, name)
+	}
+	alice, bob := agent("alice"), agent("bob")
+
+	if _, err := alice.Spawn(ctx, manager.SpawnArgs{Name: strings.Repeat("n", 5000), Agent: string(manager.HarnessClaude)}); codeOf(err) != wire.CodeBadRequest || endpoint.Outcome(err) != wire.OutcomeNotExecuted {
+		t.Fatalf("a 5,000-character name: %v", err)
+	}
+	if _, err := mc.Spawn(ctx, manager.SpawnArgs{Name: strings.Repeat("n", wire.MaxNameLength+1), LaunchOptions: harnessArgs("", "present").LaunchOptions}); codeOf(err) != wire.CodeBadRequest {
+		t.Fatalf("a name one over the bound from the operator: %v", err)
+	}
+
+	for _, a := range []struct {
+		c    *manager.Client
+		name string
+	}{{alice, "alice_kid"}, {bob, "bob_kid"}} {
+		if got, err := a.c.Spawn(ctx, manager.SpawnArgs{Name: a.name, Agent: string(manager.HarnessClaude), Subscribe: []string{"general"}}); err != nil || got.State != manager.GoalSucceeded {
+			t.Fatalf("spawn %s: %+v, %v", a.name, got, err)
+		}
+	}
+	if got, err := mc.Spawn(ctx, harnessArgs("op_agent", "present")); err != nil || got.State != manager.GoalSucceeded {
+		t.Fatalf("the operator's spawn: %+v, %v", got, err)
+	}
+	for _, name := range []string{"op_agent", "bob_kid"} {
+		// An agent cannot read the registry: it asks whichever manager answers the class rail.
+		if _, err := alice.Despawn(ctx, nil, name, false); codeOf(err) != wire.CodePermissionDenied || !strings.Contains(err.Error(), "was not spawned by") {
+			t.Errorf("alice despawning %s: %v", name, err)
+		}
+		if st, ok := f.sup.Lookup(name); !ok || st.State != manager.StateRunning {
+			t.Errorf("a refused despawn touched %s: %+v", name, st)
+		}
+	}
+	if _, err := alice.Despawn(ctx, nil, "alice_kid", false); err != nil {
+		t.Fatalf("alice despawning her own child: %v", err)
+	}
+	if _, err := mc.Despawn(ctx, records, "bob_kid", false); err != nil {
+		t.Fatalf("the operator despawning bob's child: %v", err)
 	}
 }

@@ -363,16 +363,17 @@ func TestSessionRailRefusesDeliveries(t *testing.T) {
 	cred, mal := f.m.Agent(t, ledger.Request{Name: "mallory"})
 	me := cred.Principal
 	evil := (&wire.AttachFrame{Kind: wire.AttachData, Data: []byte("echo pwned-$((6*7))\r")}).Encode()
-	if err := mal.Publish(f.m.Space.DMSubject(me, me), evil); err != nil {
-		t.Fatal(err)
-	}
-	if err := mal.Flush(); err != nil {
+	if _, err := mal.JS.Publish(ctx, f.m.Space.DMSubject(me, me), evil); err != nil {
 		t.Fatal(err)
 	}
 	durable := wire.DMDurable(wire.Lifecycle{Principal: me, UID: cred.LifecycleUID})
 	delivered := make(chan *nats.Msg, 1)
-	witness, err := f.m.Connect(t, servingCred).ChanSubscribe(a.grant.Subjects.In, delivered)
+	wc := f.m.Connect(t, servingCred)
+	witness, err := wc.ChanSubscribe(a.grant.Subjects.In, delivered)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = witness.Unsubscribe() }()
