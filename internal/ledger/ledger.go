@@ -391,6 +391,41 @@ func (l *Ledger) RevokeUserKey(ctx context.Context, userKey, reason string) (str
 	return "", l.evicted(ctx, []string{userKey}, listErr)
 }
 
+// RevokePrincipal revokes every active credential issued to p, recording reason, and has the
+// broker refuse each: what the warden does to a principal it caught aiming a reply subject at a
+// store. It returns how many credentials it revoked; the rows are scanned, as RevokeUserKey's are.
+func (l *Ledger) RevokePrincipal(ctx context.Context, p wire.Principal, reason string) (int, error) {
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("revoke %s: %w", p, err)
+	}
+	rows, listErr := s.Credentials(ctx, "")
+	var keys []string
+	var errs []error
+	n := 0
+	for _, r := range rows {
+		if r.Principal != p.String() || r.State != authority.CredActive {
+			continue
+		}
+		n++
+		_, reached, err := s.Revoke(ctx, r.LifecycleUID, r.CredentialID, reason)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("revoke %s of %s: %w", r.CredentialID, p, err))
+		}
+		keys = append(keys, reached...)
+		if !slices.Contains(keys, r.UserKey) {
+			keys = append(keys, r.UserKey)
+		}
+	}
+	if listErr != nil && len(keys) == 0 {
+		errs = append(errs, fmt.Errorf("revoke %s: %w", p, listErr))
+	}
+	if len(keys) == 0 {
+		return 0, errors.Join(errs...)
+	}
+	return n, l.evicted(ctx, keys, errors.Join(errs...))
+}
+
 // Takeover runs the takeover barrier on a lifecycle whose process is being replaced: its gate
 // freezes, its credentials are revoked and their connections closed (verified through the
 // evictor), the alias head moves to the next process epoch and the gate reopens. It returns the

@@ -221,7 +221,7 @@ func (ds *Daemons) newWarden(ctx context.Context, l *ledger.Ledger, log *slog.Lo
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := warden.New(dc.Conn, warden.Config{Space: l.Space(), Log: log, Revoke: l.RevokeUserKey})
+	w, err := warden.New(dc.Conn, warden.Config{Space: l.Space(), Log: log, Revoke: l.RevokeUserKey, RevokeSender: l.RevokePrincipal})
 	if err != nil {
 		ds.drop(dc)
 		return nil, nil, err

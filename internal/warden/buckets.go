@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -221,7 +222,7 @@ func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, msg jetstream.Msg)
 	if !ok {
 		// A consumer delivery keeps its message's own subject (see judgeStored).
 		w.quarantine(ctx, location{stream: b.Stream(), seq: seq}, msg.Subject(),
-			fmt.Sprintf("%s is not a key of %s", msg.Subject(), b), "a JetStream consumer delivery aimed at this bucket")
+			fmt.Sprintf("%s is not a key of %s", msg.Subject(), b), culprit{kind: "consumer-delivery", text: "a JetStream consumer delivery aimed at this bucket"})
 		return meta
 	}
 	h := msg.Headers()
@@ -230,7 +231,9 @@ func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, msg jetstream.Msg)
 		return meta
 	}
 	if err := jetStreamReply(msg.Data()); err != nil {
-		w.repairRow(ctx, b, key, seq, err.Error(), w.cause(ctx, msg.Subject(), msg.Data()))
+		c := w.culpritOf(ctx, msg.Subject(), msg.Data())
+		w.repairRow(ctx, b, key, seq, err.Error(), c)
+		w.punish(ctx, c, string(b))
 		return meta
 	}
 	ttl, _ := time.ParseDuration(h.Get(jsapi.MsgTTL)) // absent or unreadable: no TTL of its own
@@ -255,8 +258,9 @@ func (w *Warden) maxAge(ctx context.Context, b wire.Bucket) time.Duration {
 // the row is deleted. A restored row keeps its original deadline: one with its own TTL is written
 // with what is left of it, one that expires by the bucket's max age is deleted at that deadline.
 // A newer write since then is left alone: it is judged on its own.
-func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq uint64, why, cause string) {
-	attrs := []any{"bucket", string(b), "key", key, "seq", seq, "reason", why, "cause", cause}
+func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq uint64, why string, c culprit) {
+	attrs := []any{"bucket", string(b), "key", key, "seq", seq, "reason", why, "cause", c.text}
+	logKey := "repair " + string(b) + " " + c.kind
 	prev := w.rows.before(b, key, seq)
 	var left time.Duration
 	if prev != nil && !prev.deadline.IsZero() {
@@ -276,7 +280,7 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq u
 		var ack *jetstream.PubAck
 		ack, err = w.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(seq))
 		if jsapi.Conflict(err) {
-			w.log.Info("bucket row changed before its repair", attrs...)
+			w.limited(logKey+" conflict", slog.LevelInfo, "bucket row changed before its repair", attrs...)
 			return
 		}
 		if err == nil {
@@ -294,10 +298,10 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq u
 		attrs = append(attrs, "restored", "none: removed")
 	}
 	if err != nil {
-		w.log.Error("repair a bucket row", append(attrs, "err", err)...)
+		w.limited(logKey+" failed", slog.LevelError, "repair a bucket row", append(attrs, "err", err)...)
 		return
 	}
-	w.log.Warn("bucket row repaired", attrs...)
+	w.limited(logKey, slog.LevelWarn, "bucket row repaired", attrs...)
 }
 
 // expireAt deletes the message at seq of b's stream at deadline: a row restored in a bucket that

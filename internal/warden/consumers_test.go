@@ -533,3 +533,36 @@ func TestConsumerAuditIgnoresForgedAdvisories(t *testing.T) {
 	cm.waitRevoked(t, malCred, "over the quota")
 	cm.waitNoConsumers(t, presence.Stream(), "flood-")
 }
+
+// TestCaptureSenderIsRevoked: an agent that aims a publish acknowledgement at a bucket is caught by
+// the message the acknowledgement names, and revoked: the broker then refuses its credential, so a
+// flood of captures from it lands a handful of times at most, and the warden writes one line a
+// second of it, not one per capture.
+func TestCaptureSenderIsRevoked(t *testing.T) {
+	cm := startConsumerMesh(t)
+	sp := cm.Space
+	req := ledger.Request{Subscribe: []string{"general"}, AllowPublish: []string{"general"}}
+	req.Name = "flooder"
+	cred, mal := cm.Agent(t, req)
+	own, _ := sp.ChatSubject(cred.Principal, "general")
+	target := sp.ChannelsBucket().Subject("general")
+	body := []byte(`{"id":"x"}`) // the chat stream's judge refuses it; only the acknowledgement matters
+	sent := 0
+	for range 500 {
+		if err := mal.PublishMsg(&nats.Msg{Subject: own, Reply: target, Data: body}); err != nil {
+			break // the broker closed the connection: revoked
+		}
+		sent++
+		time.Sleep(time.Millisecond)
+	}
+	cm.waitRevoked(t, cred, "aimed a JetStream reply at")
+	repaired := 0
+	for _, r := range cm.warn.Records() {
+		if r.Message == "bucket row repaired" {
+			repaired++
+		}
+	}
+	if repaired == 0 || repaired > 5 {
+		t.Errorf("%d captures sent, %d repair lines logged: want at least one and at most a line a second; log: %v", sent, repaired, cm.warn)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ type replyMesh struct {
 	sp                  wire.Space
 	alice, bob, malCred *authority.Credential
 	mal                 *meshtest.Client
+	attackers           int
 	// inspector is a warden credential of the test's own: it reads every stream.
 	inspector *nats.Conn
 	js        jetstream.JetStream
@@ -44,8 +46,7 @@ func startReplyMesh(t *testing.T) *replyMesh {
 	r.alice = m.AgentCred(t, gen)
 	gen.Name = "bob"
 	r.bob = m.AgentCred(t, gen)
-	gen.Name = "mallory"
-	r.malCred, r.mal = m.Agent(t, gen)
+	r.newMallory(t)
 	r.inspector = m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileWarden, Name: "inspector"})).Conn
 	r.js = mustJS(t, r.inspector)
 
@@ -60,6 +61,16 @@ func startReplyMesh(t *testing.T) *replyMesh {
 		t.Fatalf("write #general's registry row: %v", err)
 	}
 	return r
+}
+
+// newMallory gives the test a fresh attacker: an ordinary agent of #general, connected. The warden
+// revokes an agent caught aiming a reply subject, so each attack that lands needs its own.
+func (r *replyMesh) newMallory(t *testing.T) {
+	t.Helper()
+	r.attackers++
+	req := ledger.Request{Subscribe: []string{"general"}, AllowPublish: []string{"general"}}
+	req.Name = fmt.Sprintf("mallory%d", r.attackers)
+	r.malCred, r.mal = r.Agent(t, req)
 }
 
 // message returns a valid Cotal message from sender, routed by set.
@@ -189,7 +200,9 @@ func TestReplyPathCapturesAreRepaired(t *testing.T) {
 	var slowest time.Duration
 	defer func() { t.Logf("slowest repair after a capture landed: %v", slowest) }()
 	for _, v := range vectors {
-		for _, tg := range r.targets(t) {
+		for i := range r.targets(t) {
+			r.newMallory(t)
+			tg := r.targets(t)[i]
 			t.Run(v.name+"/"+tg.name, func(t *testing.T) {
 				before, seq := r.last(t, tg.stream, tg.subject), r.lastSeq(t, tg.stream)
 				v.aim(t, r, tg)
@@ -413,6 +426,7 @@ func TestRepeatedCapturesDoNotExtendARow(t *testing.T) {
 	}
 	// Captures every 300 ms until well past the deadline; the row must be gone by then.
 	for end := deadline.Add(3 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		r.newMallory(t) // each capture revokes its sender
 		vectors[0].aim(t, r, target{subject: subject})
 	}
 	// The last capture came long after the deadline: it is removed, not answered with the row

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -168,11 +169,13 @@ func (w *Warden) judgeStored(ctx context.Context, stream string, judge judge, su
 	if err := w.ownSubject(ctx, stream, subject); err != nil {
 		// A consumer delivery keeps its message's own subject: a copy whose reply or deliver
 		// subject a stream captured is stored there under a subject the stream does not take.
-		w.quarantine(ctx, here, subject, err.Error(), "a JetStream consumer delivery aimed at this stream")
+		w.quarantine(ctx, here, subject, err.Error(), culprit{kind: "consumer-delivery", text: "a JetStream consumer delivery aimed at this stream"})
 		return
 	}
 	if err := judge(subject, body); err != nil {
-		w.quarantine(ctx, here, subject, err.Error(), w.cause(ctx, subject, body))
+		c := w.culpritOf(ctx, subject, body)
+		w.quarantine(ctx, here, subject, err.Error(), c)
+		w.punish(ctx, c, stream)
 	}
 }
 
@@ -182,18 +185,20 @@ type location struct {
 	seq    uint64
 }
 
-// quarantine deletes one stored message by sequence and logs why and what caused it.
-func (w *Warden) quarantine(ctx context.Context, at location, subject, why, cause string) {
+// quarantine deletes one stored message by sequence and logs why and what caused it, one line a
+// second per stream and kind of cause.
+func (w *Warden) quarantine(ctx context.Context, at location, subject, why string, c culprit) {
 	st, err := w.stream(ctx, at.stream)
 	if err == nil {
 		err = st.DeleteMsg(ctx, at.seq)
 	}
-	attrs := []any{"stream", at.stream, "seq", at.seq, "subject", subject, "reason", why, "cause", cause}
+	attrs := []any{"stream", at.stream, "seq", at.seq, "subject", subject, "reason", why, "cause", c.text}
+	key := "quarantine " + at.stream + " " + c.kind
 	if err != nil {
-		w.log.Error("quarantine a stored message", append(attrs, "err", err)...)
+		w.limited(key+" failed", slog.LevelError, "quarantine a stored message", append(attrs, "err", err)...)
 		return
 	}
-	w.log.Warn("stored message quarantined", attrs...)
+	w.limited(key, slog.LevelWarn, "stored message quarantined", attrs...)
 }
 
 // ownSubject returns an error when subject is none of stream's configured subjects.
@@ -223,44 +228,6 @@ func (w *Warden) stream(ctx context.Context, name string) (jetstream.Stream, err
 	}
 	w.streams[name] = st
 	return st, nil
-}
-
-// cause names what made the broker store a refused body, as far as the body shows it. A JetStream
-// publish acknowledgement names the stream and sequence of the message whose reply subject
-// aimed it, and that message's subject names its sender, whom the broker authenticated. An API
-// response names no requester; anything else was either published by its subject's sender or
-// delivered there by a consumer.
-func (w *Warden) cause(ctx context.Context, subject string, body []byte) string {
-	var ack struct {
-		Stream    string `json:"stream"`
-		Seq       uint64 `json:"seq"`
-		Duplicate bool   `json:"duplicate"`
-		Type      string `json:"type"`
-	}
-	if json.Unmarshal(body, &ack) == nil {
-		switch {
-		case ack.Duplicate:
-			// A duplicate's acknowledgement names the original message, whose sender is not
-			// who re-sent its id.
-			return fmt.Sprintf("a duplicate publish to %s (its sender is not recorded)", ack.Stream)
-		case ack.Stream != "" && ack.Seq > 0:
-			if !strings.HasPrefix(ack.Stream, "$") {
-				if src, err := kvget.ReadSeq(ctx, w.nc, ack.Stream, ack.Seq); err == nil {
-					if ps, err := wire.ParseSubject(src.Subject); err == nil {
-						return fmt.Sprintf("%s, through the reply subject of %s seq %d", ps.Sender(), ack.Stream, ack.Seq)
-					}
-					return fmt.Sprintf("the publisher of %s on %s seq %d", src.Subject, ack.Stream, ack.Seq)
-				}
-			}
-			return fmt.Sprintf("the reply subject of %s seq %d", ack.Stream, ack.Seq)
-		case strings.HasPrefix(ack.Type, "io.nats.jetstream."):
-			return "a JetStream API response aimed by its requester's reply subject"
-		}
-	}
-	if ps, err := wire.ParseSubject(subject); err == nil {
-		return fmt.Sprintf("%s, or a consumer delivery onto its subject", ps.Sender())
-	}
-	return "unknown"
 }
 
 // streamHandles caches stream handles; embedded in Warden.

@@ -50,6 +50,9 @@ type Config struct {
 	Log *slog.Logger
 	// Revoke, when set, revokes an offender's credential; when nil offenders are only logged.
 	Revoke RevokeFunc
+	// RevokeSender, when set, revokes every credential of a principal proven to have aimed a
+	// JetStream reply at a store; when nil such senders are only logged.
+	RevokeSender func(ctx context.Context, p wire.Principal, reason string) (int, error)
 	// ConsumerQuota is how many consumers one credential may hold on the space's streams at once;
 	// DefaultConsumerQuota when zero.
 	ConsumerQuota int
@@ -69,6 +72,10 @@ type Warden struct {
 	rows     rows
 	expiries sync.WaitGroup // restored rows' scheduled expiries (buckets.go expireAt)
 	streamHandles
+	logs logLimiter
+
+	revokedMu sync.Mutex
+	revokedAt map[wire.Principal]time.Time // guarded by revokedMu: senders punish revoked lately
 }
 
 // parts is how many loops Run starts; each reports once when it is watching.
@@ -96,7 +103,7 @@ func New(nc *nats.Conn, cfg Config) (*Warden, error) {
 	}
 	w := &Warden{
 		nc: nc, js: js, cfg: cfg, log: log.With("space", string(cfg.Space)), readyCh: make(chan struct{}),
-		streamHandles: streamHandles{streams: map[string]jetstream.Stream{}},
+		streamHandles: streamHandles{streams: map[string]jetstream.Stream{}}, revokedAt: map[wire.Principal]time.Time{},
 	}
 	w.pending.Store(parts)
 	return w, nil
