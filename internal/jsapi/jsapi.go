@@ -98,3 +98,11 @@ const (
 	MarkerReason = "Nats-Marker-Reason"
 	MsgTTL       = "Nats-TTL"
 )
+
+// Rollup is the header that has the server purge, as it stores a message, the other messages of
+// its subject (RollupSubject, as a KV purge does) or of its whole stream (RollupAll).
+const (
+	Rollup        = "Nats-Rollup"
+	RollupSubject = "sub"
+	RollupAll     = "all"
+)

@@ -70,6 +70,20 @@ func (r *rows) forget(b wire.Bucket, key string) {
 	delete(r.good[b], key)
 }
 
+// live returns a copy of b's kept rows stored before seq whose deadline has not passed.
+func (r *rows) live(b wire.Bucket, seq uint64) map[string]row {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	out := map[string]row{}
+	for k, v := range r.good[b] {
+		if v.seq < seq && (v.deadline.IsZero() || v.deadline.After(now)) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // before returns the last valid row of key stored before seq, or nil.
 func (r *rows) before(b wire.Bucket, key string, seq uint64) *row {
 	r.mu.Lock()
@@ -226,6 +240,11 @@ func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, msg jetstream.Msg)
 		return meta
 	}
 	h := msg.Headers()
+	if h.Get(jsapi.Rollup) == jsapi.RollupAll {
+		// No writer of a bucket rolls the whole of it up: a writer of one key wiped every other.
+		w.undoRollup(ctx, b, key, seq)
+		return meta
+	}
 	if h.Get(jsapi.KVOperation) != "" || h.Get(jsapi.MarkerReason) != "" || key == wire.TTLCanaryKey {
 		w.rows.forget(b, key)
 		return meta
@@ -233,7 +252,7 @@ func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, msg jetstream.Msg)
 	if err := jetStreamReply(msg.Data()); err != nil {
 		c := w.culpritOf(ctx, msg.Subject(), msg.Data())
 		w.repairRow(ctx, b, key, seq, err.Error(), c)
-		w.punish(ctx, c, string(b))
+		w.punish(ctx, c, "aimed a JetStream reply at "+string(b))
 		return meta
 	}
 	ttl, _ := time.ParseDuration(h.Get(jsapi.MsgTTL)) // absent or unreadable: no TTL of its own
@@ -272,22 +291,10 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq u
 	}
 	var err error
 	if prev != nil {
-		msg := nats.NewMsg(b.Subject(key))
-		msg.Data = prev.value
-		if prev.ttl > 0 {
-			msg.Header.Set(jsapi.MsgTTL, strconv.FormatInt(int64(left/time.Second), 10))
-		}
-		var ack *jetstream.PubAck
-		ack, err = w.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(seq))
+		err = w.restore(ctx, b, key, prev, left, seq)
 		if jsapi.Conflict(err) {
 			w.limited(logKey+" conflict", slog.LevelInfo, "bucket row changed before its repair", attrs...)
 			return
-		}
-		if err == nil {
-			w.rows.keep(b, key, row{value: prev.value, seq: ack.Sequence, ttl: prev.ttl, deadline: prev.deadline})
-			if prev.ttl == 0 && !prev.deadline.IsZero() {
-				w.expireAt(ctx, b, ack.Sequence, prev.deadline)
-			}
 		}
 		attrs = append(attrs, "restored", prev.seq)
 	} else {
@@ -302,6 +309,68 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq u
 		return
 	}
 	w.limited(logKey, slog.LevelWarn, "bucket row repaired", attrs...)
+}
+
+// restore writes prev back as key's row, if the key's last revision is still after (zero: the key
+// has no message), with left of its own TTL, and schedules the end of a row that expires by the
+// bucket's max age at its original deadline. A conflict means the key moved on: a newer write is
+// judged on its own.
+func (w *Warden) restore(ctx context.Context, b wire.Bucket, key string, prev *row, left time.Duration, after uint64) error {
+	msg := nats.NewMsg(b.Subject(key))
+	msg.Data = prev.value
+	if prev.ttl > 0 {
+		msg.Header.Set(jsapi.MsgTTL, strconv.FormatInt(int64(left/time.Second), 10))
+	}
+	ack, err := w.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(after))
+	if err != nil {
+		return err
+	}
+	w.rows.keep(b, key, row{value: prev.value, seq: ack.Sequence, ttl: prev.ttl, deadline: prev.deadline})
+	if prev.ttl == 0 && !prev.deadline.IsZero() {
+		w.expireAt(ctx, b, ack.Sequence, prev.deadline)
+	}
+	return nil
+}
+
+// undoRollup answers a row stored at seq under key with a rollup of the whole bucket: its sender
+// (a presence key names its only writer) is revoked, every other key's last valid row that still
+// has a second to live is written back where the key is still empty, and the rollup row itself is
+// deleted.
+func (w *Warden) undoRollup(ctx context.Context, b wire.Bucket, key string, seq uint64) {
+	c := culprit{kind: "rollup", text: "a rollup of the whole bucket by the writer of " + key}
+	if p, ok := w.senderOf(b.Subject(key)); ok {
+		c.sender = &p
+		c.text = p.String() + ", rolling up the whole bucket from its own key"
+	}
+	w.punish(ctx, c, "rolled up the whole of "+string(b))
+	restored, failed := 0, 0
+	for k, r := range w.rows.live(b, seq) {
+		if k == key {
+			continue
+		}
+		left := time.Duration(0)
+		if !r.deadline.IsZero() {
+			if left = time.Until(r.deadline).Truncate(time.Second); left < time.Second {
+				continue
+			}
+		}
+		switch err := w.restore(ctx, b, k, &r, left, 0); {
+		case err == nil:
+			restored++
+		case !jsapi.Conflict(err): // a conflict: its writer wrote it again first
+			failed++
+		}
+	}
+	var err error
+	st, err := w.stream(ctx, b.Stream())
+	if err == nil {
+		err = st.DeleteMsg(ctx, seq)
+	}
+	attrs := []any{"bucket", string(b), "key", key, "seq", seq, "cause", c.text, "restored", restored, "failed", failed}
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		attrs = append(attrs, "err", err)
+	}
+	w.limited("rollup "+string(b), slog.LevelWarn, "bucket rollup undone", attrs...)
 }
 
 // expireAt deletes the message at seq of b's stream at deadline: a row restored in a bucket that

@@ -83,9 +83,9 @@ func (w *Warden) senderOf(subject string) (wire.Principal, bool) {
 // from one credential revokes it once.
 const revokeWindow = time.Minute
 
-// punish revokes the credentials of the principal proven to have aimed a capture, once per
+// punish revokes, for reason, the credentials of the principal proven to have caused c, once per
 // revokeWindow. Without Config.RevokeSender it only logs.
-func (w *Warden) punish(ctx context.Context, c culprit, what string) {
+func (w *Warden) punish(ctx context.Context, c culprit, reason string) {
 	if c.sender == nil || w.cfg.RevokeSender == nil {
 		return
 	}
@@ -103,11 +103,10 @@ func (w *Warden) punish(ctx context.Context, c culprit, what string) {
 		}
 	}
 	w.revokedMu.Unlock()
-	reason := "aimed a JetStream reply at " + what
 	n, err := w.cfg.RevokeSender(ctx, p, reason)
 	if err != nil {
-		w.log.Error("revoke a capture's sender", "principal", p.String(), "reason", reason, "revoked", n, "err", err)
+		w.log.Error("revoke an offender", "principal", p.String(), "reason", reason, "revoked", n, "err", err)
 		return
 	}
-	w.log.Warn("capture's sender revoked", "principal", p.String(), "reason", reason, "credentials", n)
+	w.log.Warn("offender revoked", "principal", p.String(), "reason", reason, "credentials", n)
 }

@@ -175,7 +175,7 @@ func (w *Warden) judgeStored(ctx context.Context, stream string, judge judge, su
 	if err := judge(subject, body); err != nil {
 		c := w.culpritOf(ctx, subject, body)
 		w.quarantine(ctx, here, subject, err.Error(), c)
-		w.punish(ctx, c, stream)
+		w.punish(ctx, c, "aimed a JetStream reply at "+stream)
 	}
 }
 

@@ -16,7 +16,13 @@
 //     shows it (streams.go);
 //   - watches every bucket of the space, keeps each key's last valid row, and puts it back (while
 //     it is still alive) over a row that has the shape only a JetStream reply has, or removes
-//     such a row when the key had none (buckets.go).
+//     such a row when the key had none; and undoes a write that rolled up a whole bucket by
+//     putting back every row it wiped (buckets.go);
+//   - revokes every credential of a principal a finding proves guilty: the sender of the message
+//     a stored publish acknowledgement names, or the writer of a key that rolled its bucket up
+//     (culprit.go).
+//
+// What it finds is logged one line a second per store and kind of cause (loglimit.go).
 //
 // Rows, inbox entries, hand-offs and journal records are judged only by shapes no writer of any
 // version stores; readers hold them to their own types. Messages are judged by the receive
