@@ -131,7 +131,7 @@ func Serve(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	reg, err := endpoint.Register(ctx, records, cfg.Instance, cfg.Epoch, endpoint.ServiceSpec{
 		Endpoint: string(wire.AuthEndpoint), Owner: wire.DevOwner, ClusterDigests: []string{cluster.Closure.Digest}, Protocol: endpoint.Protocol{V: 1},
-	})
+	}, cfg.Log)
 	if err != nil {
 		return nil, errors.Join(err, srv.Stop(ctx))
 	}

@@ -439,13 +439,13 @@ func TestScatterClassifiesEveryReply(t *testing.T) {
 
 	live, silent, restarted, stray, gone := wire.NewLifecycleUID(), wire.NewLifecycleUID(), wire.NewLifecycleUID(), wire.NewLifecycleUID(), wire.NewLifecycleUID()
 	for _, in := range []wire.LifecycleUID{live, silent, restarted, gone} {
-		if _, err := Register(ctx, kv, in, 1, spec); err != nil {
+		if _, err := Register(ctx, kv, in, 1, spec, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// gone stops cleanly: it leaves the expected set. Registering it again advances nothing
 	// here (the epoch is the caller's), but its CAS must see the delete marker.
-	reg, err := Register(ctx, kv, gone, 1, spec)
+	reg, err := Register(ctx, kv, gone, 1, spec, nil)
 	if err == nil {
 		err = reg.Deregister(ctx, 1)
 	}

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -35,12 +38,27 @@ type ServiceSpec struct {
 	Protocol       Protocol `json:"protocol"`
 }
 
+// valid reports whether the spec is a whole record of endpoint: its name, an owner, at least one
+// cluster digest and protocol v1.
+func (s ServiceSpec) valid(endpoint wire.EndpointName) error {
+	switch {
+	case s.Endpoint != string(endpoint):
+		return fmt.Errorf("a service spec of %s names endpoint %q", endpoint, s.Endpoint)
+	case s.Owner == "" || len(s.ClusterDigests) == 0 || s.Protocol.V != 1:
+		return errors.New("a service spec names an owner, at least one cluster digest and protocol v1")
+	}
+	return nil
+}
+
 // ServiceStatus is an instance's svc status record.
 type ServiceStatus struct {
 	State                string `json:"state"`
 	Epoch                int64  `json:"epoch"`
 	ObservedSpecRevision uint64 `json:"observedSpecRevision"`
 }
+
+// valid reports whether the status is a whole record: a state, observing a spec revision.
+func (st ServiceStatus) valid() bool { return st.State != "" && st.ObservedSpecRevision > 0 }
 
 // The status states a registry reader distinguishes.
 const (
@@ -56,45 +74,78 @@ type Instance struct {
 	Epoch                int64
 }
 
-// Registration is one instance's place in the registry, as its server holds it.
+// Registration is one instance's place in the registry, as its server holds it. From Register
+// to Deregister it keeps its two records: a write it did not make (a JetStream reply captured
+// under one of its keys: NATS never checks a reply subject) is answered by writing both again.
 type Registration struct {
 	kv       jetstream.KeyValue
 	endpoint wire.EndpointName
 	instance wire.LifecycleUID
-	spec     uint64 // the spec key's revision
-	status   uint64 // the status key's revision
+	log      *slog.Logger
+
+	mu     sync.Mutex
+	spec   ServiceSpec
+	specAt uint64 // the spec key's revision, as last written
+	state  string
+	epoch  int64
+	status uint64 // the status key's revision, as last written
+	gone   bool   // deregistered: nothing is kept any more
+
+	stop context.CancelFunc
+	kept chan struct{} // closed when the keeper has stopped
 }
 
 // Register writes the instance's spec, then its status at epoch (state ready, observing the
 // spec's revision), each by revision CAS against what the registry held: a lost race is an
-// error wrapping jetstream.ErrKeyExists.
-func Register(ctx context.Context, kv jetstream.KeyValue, instance wire.LifecycleUID, epoch int64, spec ServiceSpec) (*Registration, error) {
+// error wrapping jetstream.ErrKeyExists. The registration keeps its records until Deregister;
+// log (nil to discard) hears of each one it had to write again.
+func Register(ctx context.Context, kv jetstream.KeyValue, instance wire.LifecycleUID, epoch int64, spec ServiceSpec, log *slog.Logger) (*Registration, error) {
 	endpoint, err := wire.ParseEndpointName(spec.Endpoint)
 	if err != nil {
 		return nil, err
 	}
-	if len(spec.ClusterDigests) == 0 || spec.Protocol.V != 1 {
-		return nil, errors.New("a service spec names at least one cluster digest and protocol v1")
+	if err := spec.valid(endpoint); err != nil {
+		return nil, err
 	}
-	held, err := readSubtree(ctx, kv, wire.ServiceKey(endpoint, instance, ">"))
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Registration{kv: kv, endpoint: endpoint, instance: instance, log: log, spec: spec, state: StateReady, epoch: epoch, kept: make(chan struct{})}
+	// The keeper watches from before the first write, so no foreign row slips in between.
+	kctx, stop := context.WithCancel(context.Background())
+	w, err := kv.Watch(kctx, wire.ServiceKey(endpoint, instance, ">"), jetstream.UpdatesOnly())
 	if err != nil {
+		stop()
+		return nil, fmt.Errorf("keep the registration of %s %s: %w", endpoint, instance, err)
+	}
+	if err := r.write(ctx); err != nil {
+		stop()
+		_ = w.Stop() // the registration failed: nothing to keep
 		return nil, err
 	}
-	r := &Registration{kv: kv, endpoint: endpoint, instance: instance}
-	raw, _ := json.Marshal(spec) // strings and numbers always encode
-	if r.spec, err = kv.Update(ctx, wire.ServiceKey(endpoint, instance, wire.ServiceSpecLeaf), raw, held[wire.ServiceSpecLeaf]); err != nil {
-		return nil, fmt.Errorf("register %s %s: %w", endpoint, instance, err)
-	}
-	r.status = held[wire.ServiceStatusLeaf]
-	if err := r.SetStatus(ctx, StateReady, epoch); err != nil {
-		return nil, err
-	}
+	r.stop = stop
+	go r.keep(kctx, w) // owned: ends with Deregister
 	return r, nil
 }
 
-// SetStatus writes the instance's status at the revision it last wrote.
-func (r *Registration) SetStatus(ctx context.Context, state string, epoch int64) error {
-	raw, _ := json.Marshal(ServiceStatus{State: state, Epoch: epoch, ObservedSpecRevision: r.spec}) // always encodes
+// write writes the spec, then the status observing it, each at the revision the registry holds
+// now. The caller holds mu or owns r alone.
+func (r *Registration) write(ctx context.Context) error {
+	held, err := readSubtree(ctx, r.kv, wire.ServiceKey(r.endpoint, r.instance, ">"))
+	if err != nil {
+		return err
+	}
+	raw, _ := json.Marshal(r.spec) // strings and numbers always encode
+	if r.specAt, err = r.kv.Update(ctx, wire.ServiceKey(r.endpoint, r.instance, wire.ServiceSpecLeaf), raw, held[wire.ServiceSpecLeaf]); err != nil {
+		return fmt.Errorf("register %s %s: %w", r.endpoint, r.instance, err)
+	}
+	r.status = held[wire.ServiceStatusLeaf]
+	return r.writeStatus(ctx)
+}
+
+// writeStatus writes the status at the revision last written. The caller holds mu or owns r alone.
+func (r *Registration) writeStatus(ctx context.Context) error {
+	raw, _ := json.Marshal(ServiceStatus{State: r.state, Epoch: r.epoch, ObservedSpecRevision: r.specAt}) // always encodes
 	rev, err := r.kv.Update(ctx, wire.ServiceKey(r.endpoint, r.instance, wire.ServiceStatusLeaf), raw, r.status)
 	if err != nil {
 		return fmt.Errorf("write the status of %s %s: %w", r.endpoint, r.instance, err)
@@ -103,11 +154,89 @@ func (r *Registration) SetStatus(ctx context.Context, state string, epoch int64)
 	return nil
 }
 
+// keepWrite bounds one rewrite of the records.
+const keepWrite = 10 * time.Second
+
+// keep writes the records again whenever a revision it did not write lands on one of them, until
+// ctx ends. A foreign row is one stored after the registration's own last write: the events of its
+// own writes carry revisions at most that.
+func (r *Registration) keep(ctx context.Context, w jetstream.KeyWatcher) {
+	defer close(r.kept)
+	defer func() { _ = w.Stop() }() // the keeper is done either way
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if e == nil {
+				continue
+			}
+			r.mu.Lock()
+			if !r.gone && e.Revision() > max(r.specAt, r.status) && r.superseded(e) {
+				// Another writer of the instance (its next incarnation, or MarkExited) took
+				// the records over: they are no longer this registration's to keep.
+				r.gone = true
+				r.log.Info("registration taken over", "endpoint", string(r.endpoint), "instance", string(r.instance), "key", e.Key(), "revision", e.Revision())
+			}
+			if !r.gone && e.Revision() > max(r.specAt, r.status) {
+				wctx, cancel := context.WithTimeout(ctx, keepWrite)
+				err := r.write(wctx)
+				cancel()
+				if err != nil && ctx.Err() == nil {
+					r.log.Error("write a displaced registration again", "endpoint", string(r.endpoint), "instance", string(r.instance), "key", e.Key(), "err", err)
+				} else if err == nil {
+					r.log.Warn("registration written again over a row it did not write", "endpoint", string(r.endpoint), "instance", string(r.instance), "key", e.Key(), "revision", e.Revision())
+				}
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// superseded reports whether e, a revision the registration did not write, is one a writer of the
+// registry made: a deletion, or a whole record. A JetStream reply captured under the key is
+// neither.
+func (r *Registration) superseded(e jetstream.KeyValueEntry) bool {
+	if e.Operation() != jetstream.KeyValuePut {
+		return true
+	}
+	switch e.Key()[strings.LastIndexByte(e.Key(), '.')+1:] {
+	case wire.ServiceSpecLeaf:
+		var spec ServiceSpec
+		return json.Unmarshal(e.Value(), &spec) == nil && spec.valid(r.endpoint) == nil
+	case wire.ServiceStatusLeaf:
+		var st ServiceStatus
+		return json.Unmarshal(e.Value(), &st) == nil && st.valid()
+	}
+	return false
+}
+
+// SetStatus writes the instance's status at the revision it last wrote.
+func (r *Registration) SetStatus(ctx context.Context, state string, epoch int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.state, r.epoch = state, epoch
+	return r.writeStatus(ctx)
+}
+
 // Deregister marks the instance exited and deletes its spec at the revision it wrote, so a
-// scatter no longer expects it; the next registration of the instance advances its epoch.
+// scatter no longer expects it; the next registration of the instance advances its epoch. The
+// records are no longer kept.
 func (r *Registration) Deregister(ctx context.Context, epoch int64) error {
-	err := r.SetStatus(ctx, StateExited, epoch)
-	return errors.Join(err, r.kv.Delete(ctx, wire.ServiceKey(r.endpoint, r.instance, wire.ServiceSpecLeaf), jetstream.LastRevision(r.spec)))
+	r.mu.Lock()
+	r.gone = true
+	r.state, r.epoch = StateExited, epoch
+	err := r.writeStatus(ctx)
+	err = errors.Join(err, r.kv.Delete(ctx, wire.ServiceKey(r.endpoint, r.instance, wire.ServiceSpecLeaf), jetstream.LastRevision(r.specAt)))
+	r.mu.Unlock()
+	if r.stop != nil {
+		r.stop()
+		<-r.kept
+	}
+	return err
 }
 
 // LoadOrCreateInstance returns the instance id a server keeps in path across restarts (so each
@@ -147,7 +276,7 @@ func MarkExited(ctx context.Context, kv jetstream.KeyValue, endpoint wire.Endpoi
 	if err != nil {
 		return err
 	}
-	r := &Registration{kv: kv, endpoint: endpoint, instance: instance, spec: held[wire.ServiceSpecLeaf], status: held[wire.ServiceStatusLeaf]}
+	r := &Registration{kv: kv, endpoint: endpoint, instance: instance, specAt: held[wire.ServiceSpecLeaf], status: held[wire.ServiceStatusLeaf]}
 	if rows[i].Spec == nil { // the spec is gone already: only the status is left to mark
 		return r.SetStatus(ctx, StateExited, rows[i].Status.Epoch)
 	}
@@ -236,15 +365,17 @@ func registry(ctx context.Context, kv jetstream.KeyValue, filter string) ([]Regi
 		if e.Operation() != jetstream.KeyValuePut {
 			return nil
 		}
+		// A record is taken only whole: a JetStream reply captured under the key decodes into
+		// the record's type too, with nothing set.
 		switch t[2] {
 		case wire.ServiceSpecLeaf:
 			var spec ServiceSpec
-			if json.Unmarshal(e.Value(), &spec) == nil {
+			if json.Unmarshal(e.Value(), &spec) == nil && spec.valid(name) == nil {
 				r.Spec, r.SpecRevision = &spec, e.Revision()
 			}
 		case wire.ServiceStatusLeaf:
 			var st ServiceStatus
-			if json.Unmarshal(e.Value(), &st) == nil {
+			if json.Unmarshal(e.Value(), &st) == nil && st.valid() {
 				r.Status = &st
 			}
 		}

@@ -180,7 +180,7 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 	}
 	svc.reg, err = endpoint.Register(ctx, records, cfg.Instance, cfg.Epoch, endpoint.ServiceSpec{
 		Endpoint: string(wire.ManagerEndpoint), Owner: cfg.Owner, ClusterDigests: []string{cluster.Closure.Digest}, Protocol: endpoint.Protocol{V: 1},
-	})
+	}, cfg.Log)
 	if err != nil {
 		_ = svc.srv.Stop(ctx)
 		return nil, err

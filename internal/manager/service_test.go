@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/contract"
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshtest"
@@ -642,5 +644,50 @@ func TestDespawnOnlyOwnChildren(t *testing.T) {
 	}
 	if _, err := mc.Despawn(ctx, records, "bob_kid", false); err != nil {
 		t.Fatalf("the operator despawning bob's child: %v", err)
+	}
+}
+
+// TestRegistryCapturesAreInert: an agent aims publish acknowledgements at the manager's spec and
+// status records (their keys are in describe's reply subject). The registry's readers take a
+// record only whole, and the manager writes its records again over any row it did not write, so
+// the manager stays registered: spawn, despawn and ps still reach it.
+func TestRegistryCapturesAreInert(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	s := f.serve(t, "cotal_manager", 0)
+	mc, records, _ := operator(t, f.m)
+	ctx := t.Context()
+	cred, mal := f.m.Agent(t, ledger.Request{Name: "mallory", Subscribe: []string{"general"}, AllowPublish: []string{"general"}})
+	own, _ := f.m.Space.ChatSubject(cred.Principal, "general")
+	body := []byte(`{"not":"a message"}`)
+	for range 3 {
+		for _, leaf := range []string{wire.ServiceSpecLeaf, wire.ServiceStatusLeaf, "junk"} {
+			for _, instance := range []wire.LifecycleUID{s.instance, wire.NewLifecycleUID()} {
+				key := f.m.Space.RecordsBucket().Subject(wire.ServiceKey(wire.ManagerEndpoint, instance, leaf))
+				if err := mal.PublishMsg(&nats.Msg{Subject: own, Reply: key, Data: body}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := mal.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The captures landed: the records stream stored acknowledgements.
+	inspector := f.m.Connect(t, f.m.Mint(t, ledger.Request{Profile: authority.ProfileWarden, Name: "inspector"}))
+	junk := f.m.Space.RecordsBucket().Subject(wire.ServiceKey(wire.ManagerEndpoint, s.instance, "junk"))
+	meshtest.Eventually(t, 10*time.Second, "a capture stored under the manager's keys", func() bool {
+		m, err := kvget.ReadLast(ctx, inspector.Conn, f.m.Space.RecordsBucket().Stream(), junk)
+		return err == nil && strings.Contains(string(m.Data), `"seq"`)
+	})
+	meshtest.Eventually(t, 10*time.Second, "the manager registered alone, whole", func() bool {
+		got, err := endpoint.Instances(ctx, records, wire.ManagerEndpoint)
+		return err == nil && len(got) == 1 && got[0].ID == s.instance
+	})
+	if got, err := mc.Spawn(ctx, harnessArgs("survivor", "present")); err != nil || got.State != manager.GoalSucceeded {
+		t.Fatalf("spawn after the captures: %+v, %v", got, err)
+	}
+	if _, err := mc.Despawn(ctx, records, "survivor", true); err != nil {
+		t.Fatalf("despawn after the captures: %v", err)
 	}
 }
