@@ -102,6 +102,9 @@ func Serve(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Retire == nil {
 		return nil, errors.New("authendpoint: no Retire")
 	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	cluster, err := Contract()
 	if err != nil {
 		return nil, err
@@ -114,7 +117,10 @@ func Serve(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the records bucket: %w", err)
 	}
-	if err := contract.Publish(ctx, js, cfg.Space, cluster.Artifacts); err != nil {
+	if err := contract.Publish(ctx, js, cfg.Space, cluster.Artifacts); errors.Is(err, contract.ErrCorrupt) {
+		// A capture holds a digest subject: describe carries the documents all the same.
+		cfg.Log.Warn("the contract store holds a foreign message at a digest subject of the auth contract", "err", err)
+	} else if err != nil {
 		return nil, fmt.Errorf("publish the auth contract: %w", err)
 	}
 	c := cluster.Document.Commands[0]

@@ -607,9 +607,11 @@ func (r rowsFor) ledger() Permissions {
 func (r rowsFor) warden() Permissions {
 	records := r.s.RecordsBucket()
 	pub := []string{jsapi.Info, jsapi.FlowControl}
-	for _, st := range spaceStreams(r.s) {
+	// The endpoint streams are read too: a capture can land in any stream of the account. The
+	// contract stream refuses deletes whoever asks, and no profile holds one on it.
+	for _, st := range append(spaceStreams(r.s), r.s.ContractStream(), r.s.EventStream(), r.s.FactStream()) {
 		pub = append(pub, jsapi.StreamInfo+st, jsapi.MsgGet+st)
-		if st != records.Stream() {
+		if st != records.Stream() && st != r.s.ContractStream() {
 			pub = append(pub, jsapi.MsgDelete+st)
 		}
 		pub = append(pub, jsapi.ConsumerList+st,

@@ -16,10 +16,15 @@ import (
 // Publish stores each artifact, in the order given, at its digest subject in space's contract
 // stream (SPEC §13.7 "Contract stream"), create-only: the publish expects the subject to hold no
 // message (Nats-Expected-Last-Subject-Sequence: 0). A subject that already holds the same artifact
-// is success, so publishing twice is idempotent; one that holds anything else is an error matching
-// ErrCorrupt. Each artifact must be the strict canonical JSON its digest names, within
-// MaxDocumentBytes; otherwise nothing more is published and the error matches ErrInvalid.
+// is success, so publishing twice is idempotent. One that holds anything else (a JetStream reply
+// an agent aimed there first: NATS never checks a reply subject, and the stream refuses deletes)
+// does not stop the others: once every artifact is tried the error matches ErrCorrupt and names
+// each such subject. Readers check every artifact against its digest, so what is stored there is
+// inert; a server whose describe carries its documents goes on serving. Each artifact must be the
+// strict canonical JSON its digest names, within MaxDocumentBytes; otherwise nothing more is
+// published and the error matches ErrInvalid.
 func Publish(ctx context.Context, js jetstream.JetStream, space wire.Space, artifacts []Artifact) error {
+	var taken []error
 	for _, a := range artifacts {
 		subject, err := artifactSubject(space, a.Digest)
 		if err != nil {
@@ -39,11 +44,15 @@ func Publish(ctx context.Context, js jetstream.JetStream, space wire.Space, arti
 		}
 		// The subject is taken. Fetch verifies that it holds canonical bytes whose digest is
 		// a.Digest: a.Bytes themselves.
-		if _, err := Fetch(ctx, js, space, a.Digest); err != nil {
+		_, err = Fetch(ctx, js, space, a.Digest)
+		switch {
+		case errors.Is(err, ErrCorrupt):
+			taken = append(taken, fmt.Errorf("publish %s: the subject is taken: %w", subject, err))
+		case err != nil:
 			return fmt.Errorf("publish %s: the subject is taken: %w", subject, err)
 		}
 	}
-	return nil
+	return errors.Join(taken...)
 }
 
 // Fetch reads the artifact at digest ("sha256:<hex>") from space's contract stream, with a

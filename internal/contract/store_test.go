@@ -122,6 +122,27 @@ func TestTakenSubject(t *testing.T) {
 	}
 }
 
+// TestTakenSubjectDoesNotStopTheOthers: a subject held by a foreign message (a captured reply)
+// fails Publish with ErrCorrupt once every artifact has been tried: the ones after it are stored.
+func TestTakenSubjectDoesNotStopTheOthers(t *testing.T) {
+	t.Parallel()
+	js := provisioned(t)
+	ctx := t.Context()
+	void := mustCompile(t, contract.VoidSchema, nil).Artifacts()
+	if _, err := js.Publish(ctx, subject(t, void[0].Digest), []byte(`{"stream":"CHAT_main","seq":7}`)); err != nil {
+		t.Fatal(err)
+	}
+	err := contract.Publish(ctx, js, sp, void)
+	if !errors.Is(err, contract.ErrCorrupt) || !strings.Contains(err.Error(), subject(t, void[0].Digest)) {
+		t.Fatalf("Publish over a captured subject: %v", err)
+	}
+	for _, a := range void[1:] {
+		if _, err := contract.Fetch(ctx, js, sp, a.Digest); err != nil {
+			t.Errorf("the artifact after the captured one, %s: %v", a.Digest, err)
+		}
+	}
+}
+
 func TestPublishRefusesWhatIsNotTheArtifact(t *testing.T) {
 	t.Parallel()
 	js := provisioned(t)

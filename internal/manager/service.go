@@ -153,7 +153,10 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 		goalIndex: map[goalKey]*goal{}, sessions: map[string]*bridge{}, sessionSlots: make(chan struct{}, cfg.MaxSessions)}
 	svc.ctx, svc.cancel = context.WithCancel(context.Background())
 
-	if err := contract.Publish(ctx, js, cfg.Space, cluster.Artifacts); err != nil {
+	if err := contract.Publish(ctx, js, cfg.Space, cluster.Artifacts); errors.Is(err, contract.ErrCorrupt) {
+		// A capture holds a digest subject: describe carries the documents all the same.
+		cfg.Log.Warn("the contract store holds a foreign message at a digest subject of the manager contract", "err", err)
+	} else if err != nil {
 		return nil, fmt.Errorf("publish the manager's contract: %w", err)
 	}
 	handlers := map[string]endpoint.Handler{

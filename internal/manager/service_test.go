@@ -691,3 +691,45 @@ func TestRegistryCapturesAreInert(t *testing.T) {
 		t.Fatalf("despawn after the captures: %v", err)
 	}
 }
+
+// TestContractStoreCapturesAreInert: before the manager first serves, an agent aims publish
+// acknowledgements at the digest subjects of its contract (digests anyone can compute from the
+// source). The contract stream keeps the first message per subject and refuses deletes, so the
+// manager's artifacts cannot be stored there; it serves all the same, its describe carrying the
+// documents a caller checks against their digests.
+func TestContractStoreCapturesAreInert(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := t.Context()
+	cluster, err := manager.Contract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, mal := f.m.Agent(t, ledger.Request{Name: "mallory", Subscribe: []string{"general"}, AllowPublish: []string{"general"}})
+	own, _ := f.m.Space.ChatSubject(cred.Principal, "general")
+	for _, a := range cluster.Artifacts {
+		at, err := f.m.Space.ContractSubject(strings.TrimPrefix(a.Digest, "sha256:"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mal.PublishMsg(&nats.Msg{Subject: own, Reply: at, Data: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mal.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	inspector := f.m.Connect(t, f.m.Mint(t, ledger.Request{Profile: authority.ProfileWarden, Name: "inspector"}))
+	root, _ := f.m.Space.ContractSubject(strings.TrimPrefix(cluster.Closure.Digest, "sha256:"))
+	meshtest.Eventually(t, 10*time.Second, "the captures stored at the contract's digest subjects", func() bool {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		m, err := kvget.ReadLast(rctx, inspector.Conn, f.m.Space.ContractStream(), root)
+		return err == nil && strings.Contains(string(m.Data), `"seq"`)
+	})
+	f.serve(t, "cotal_manager", 0)
+	mc, _, _ := operator(t, f.m)
+	if got, err := mc.Spawn(ctx, harnessArgs("after_mining", "present")); err != nil || got.State != manager.GoalSucceeded {
+		t.Fatalf("spawn on a manager whose contract subjects were mined: %+v, %v", got, err)
+	}
+}

@@ -566,3 +566,31 @@ func TestCaptureSenderIsRevoked(t *testing.T) {
 		t.Errorf("%d captures sent, %d repair lines logged: want at least one and at most a line a second; log: %v", sent, repaired, cm.warn)
 	}
 }
+
+// TestContractStoreCaptureIsReported: the warden reads the contract stream too. A capture stored
+// there cannot be deleted (the stream refuses deletes whoever asks); the warden reports it and
+// revokes its sender.
+func TestContractStoreCaptureIsReported(t *testing.T) {
+	cm := startConsumerMesh(t)
+	sp := cm.Space
+	req := ledger.Request{Subscribe: []string{"general"}, AllowPublish: []string{"general"}}
+	req.Name = "miner"
+	cred, mal := cm.Agent(t, req)
+	own, _ := sp.ChatSubject(cred.Principal, "general")
+	at, err := sp.ContractSubject(strings.Repeat("ab", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mal.PublishMsg(&nats.Msg{Subject: own, Reply: at, Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	cm.waitRevoked(t, cred, "aimed a JetStream reply at "+sp.ContractStream())
+	until(t, "the warden reports the capture it cannot delete", func() (bool, string) {
+		for _, r := range cm.warn.Records() {
+			if r.Message == "capture stored where the broker refuses deletes" && meshtest.Attr(r, "subject") == at {
+				return true, ""
+			}
+		}
+		return false, cm.warn.String()
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gocotal/cotal/internal/kvget"
@@ -44,15 +45,20 @@ func (w *Warden) culpritOf(ctx context.Context, subject string, body []byte) cul
 			if strings.HasPrefix(ack.Stream, "$") {
 				return c
 			}
-			src, err := kvget.ReadSeq(ctx, w.nc, ack.Stream, ack.Seq)
-			if err != nil {
-				return c
+			at := location{stream: ack.Stream, seq: ack.Seq}
+			subj, ok := w.deleted.subject(at)
+			if !ok {
+				src, err := kvget.ReadSeq(ctx, w.nc, ack.Stream, ack.Seq)
+				if err != nil {
+					return c
+				}
+				subj = src.Subject
 			}
-			if p, ok := w.senderOf(src.Subject); ok {
+			if p, ok := w.senderOf(subj); ok {
 				c.sender = &p
 				c.text = fmt.Sprintf("%s, through the reply subject of %s seq %d", p, ack.Stream, ack.Seq)
 			} else {
-				c.text = fmt.Sprintf("the publisher of %s on %s seq %d", src.Subject, ack.Stream, ack.Seq)
+				c.text = fmt.Sprintf("the publisher of %s on %s seq %d", subj, ack.Stream, ack.Seq)
 			}
 			return c
 		case strings.HasPrefix(ack.Type, "io.nats.jetstream."):
@@ -109,4 +115,41 @@ func (w *Warden) punish(ctx context.Context, c culprit, reason string) {
 		return
 	}
 	w.log.Warn("offender revoked", "principal", p.String(), "reason", reason, "credentials", n)
+}
+
+// deletedSubjects remembers the subjects of the last messages the warden deleted, so that an
+// acknowledgement naming one still names its sender: an agent must not escape revocation by making
+// the message whose reply subject it aimed one the warden quarantines first. It is safe for
+// concurrent use.
+type deletedSubjects struct {
+	mu    sync.Mutex
+	at    map[location]string // guarded by mu
+	order []location          // guarded by mu: oldest first
+}
+
+// rememberDeleted is how many deleted messages' subjects are kept.
+const rememberDeleted = 4096
+
+func (d *deletedSubjects) add(at location, subject string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.at == nil {
+		d.at = map[location]string{}
+	}
+	if _, ok := d.at[at]; ok {
+		return
+	}
+	d.at[at] = subject
+	d.order = append(d.order, at)
+	if len(d.order) > rememberDeleted {
+		delete(d.at, d.order[0])
+		d.order = d.order[1:]
+	}
+}
+
+func (d *deletedSubjects) subject(at location) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.at[at]
+	return s, ok
 }

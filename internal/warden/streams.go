@@ -33,14 +33,22 @@ func messageStreams(s wire.Space) map[string]judge {
 	}
 	reply := func(_ string, body []byte) error { return jetStreamReply(body) }
 	return map[string]judge{
-		s.ChatStream():  guard,
-		s.DMStream():    guard,
-		s.TaskStream():  guard,
-		s.InboxStream(): reply,
-		s.DLVStream():   reply,
-		s.WFJStream():   reply,
+		s.ChatStream():     guard,
+		s.DMStream():       guard,
+		s.TaskStream():     guard,
+		s.InboxStream():    reply,
+		s.DLVStream():      reply,
+		s.WFJStream():      reply,
+		s.ContractStream(): reply,
+		s.EventStream():    reply,
+		s.FactStream():     reply,
 	}
 }
+
+// undeletable reports whether stream refuses message deletes whoever asks (the contract stream,
+// SPEC §13.12): a capture stored there is logged and its sender revoked, and its readers, which
+// check every artifact against its digest, leave it inert.
+func undeletable(s wire.Space, stream string) bool { return stream == s.ContractStream() }
 
 // ackFields are the fields of a JetStream publish acknowledgement, its error form included.
 var ackFields = []string{"stream", "seq", "domain", "duplicate", "val", "batch", "count", "error"}
@@ -174,7 +182,12 @@ func (w *Warden) judgeStored(ctx context.Context, stream string, judge judge, su
 	}
 	if err := judge(subject, body); err != nil {
 		c := w.culpritOf(ctx, subject, body)
-		w.quarantine(ctx, here, subject, err.Error(), c)
+		if undeletable(w.cfg.Space, stream) {
+			w.limited("capture kept "+stream+" "+c.kind, slog.LevelWarn, "capture stored where the broker refuses deletes",
+				"stream", stream, "seq", seq, "subject", subject, "reason", err.Error(), "cause", c.text)
+		} else {
+			w.quarantine(ctx, here, subject, err.Error(), c)
+		}
 		w.punish(ctx, c, "aimed a JetStream reply at "+stream)
 	}
 }
@@ -188,6 +201,7 @@ type location struct {
 // quarantine deletes one stored message by sequence and logs why and what caused it, one line a
 // second per stream and kind of cause.
 func (w *Warden) quarantine(ctx context.Context, at location, subject, why string, c culprit) {
+	w.deleted.add(at, subject)
 	st, err := w.stream(ctx, at.stream)
 	if err == nil {
 		err = st.DeleteMsg(ctx, at.seq)

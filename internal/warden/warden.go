@@ -78,7 +78,8 @@ type Warden struct {
 	rows     rows
 	expiries sync.WaitGroup // restored rows' scheduled expiries (buckets.go expireAt)
 	streamHandles
-	logs logLimiter
+	logs    logLimiter
+	deleted deletedSubjects
 
 	revokedMu sync.Mutex
 	revokedAt map[wire.Principal]time.Time // guarded by revokedMu: senders punish revoked lately
