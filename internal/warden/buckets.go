@@ -130,6 +130,15 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 	for _, b := range names {
 		once := new(sync.Once)
 		judged := new(judgedMark)
+		st, err := w.stream(ctx, b.Stream())
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", b, err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", b, err)
+		}
+		trail := newSeqTrail(info.State.LastSeq)
 		// No filter: a copy stored under a subject outside the bucket is seen too.
 		cons, err := w.js.OrderedConsumer(ctx, b.Stream(), jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
@@ -138,7 +147,7 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 			return fmt.Errorf("watch %s: %w", b, err)
 		}
 		cc, err := w.consume(b.Stream(), cons, func(msg jetstream.Msg) {
-			meta := w.judgeRow(ctx, b, msg)
+			meta := w.judgeRow(ctx, b, trail, msg)
 			if meta != nil {
 				judged.set(meta.Consumer, meta.Sequence.Consumer)
 				if meta.NumPending == 0 {
@@ -225,13 +234,14 @@ func (w *Warden) consume(stream string, cons jetstream.Consumer, h jetstream.Mes
 	return cons.Consume(h)
 }
 
-// judgeRow judges one stored row and returns its metadata.
-func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, msg jetstream.Msg) *jetstream.MsgMetadata {
+// judgeRow judges one stored row and returns its metadata; trail is the bucket's watch so far.
+func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, trail *seqTrail, msg jetstream.Msg) *jetstream.MsgMetadata {
 	meta, err := msg.Metadata()
 	if err != nil {
 		return nil
 	}
 	seq := meta.Sequence.Stream
+	trail.observe(seq)
 	key, ok := strings.CutPrefix(msg.Subject(), b.Subject(""))
 	if !ok {
 		// A consumer delivery keeps its message's own subject (see judgeStored).
@@ -251,7 +261,7 @@ func (w *Warden) judgeRow(ctx context.Context, b wire.Bucket, msg jetstream.Msg)
 	}
 	if err := jetStreamReply(msg.Data()); err != nil {
 		c := w.culpritOf(ctx, msg.Subject(), msg.Data())
-		w.repairRow(ctx, b, key, seq, err.Error(), c)
+		w.repairRow(ctx, b, trail, key, seq, err.Error(), c)
 		w.punish(ctx, c, "aimed a JetStream reply at "+string(b))
 		return meta
 	}
@@ -273,14 +283,19 @@ func (w *Warden) maxAge(ctx context.Context, b wire.Bucket) time.Duration {
 }
 
 // repairRow undoes the row stored at seq under key: the last valid row before it is written back
-// if seq is still the key's last revision and the row has at least a second left to live, or else
-// the row is deleted. A restored row keeps its original deadline: one with its own TTL is written
+// if seq is still the key's last revision, the row has at least a second left to live and the
+// watch skipped no sequence between the two (a skipped one may have been a newer write of the key
+// that the capture replaced: the older row is then never put back); or else the row is deleted. A restored row keeps its original deadline: one with its own TTL is written
 // with what is left of it, one that expires by the bucket's max age is deleted at that deadline.
 // A newer write since then is left alone: it is judged on its own.
-func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, key string, seq uint64, why string, c culprit) {
+func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, trail *seqTrail, key string, seq uint64, why string, c culprit) {
 	attrs := []any{"bucket", string(b), "key", key, "seq", seq, "reason", why, "cause", c.text}
 	logKey := "repair " + string(b) + " " + c.kind
 	prev := w.rows.before(b, key, seq)
+	if prev != nil && !trail.unbroken(prev.seq, seq) {
+		attrs = append(attrs, "stale", prev.seq)
+		prev = nil
+	}
 	var left time.Duration
 	if prev != nil && !prev.deadline.IsZero() {
 		// Whole seconds only: the server takes no TTL under a second, and rounding up would let
