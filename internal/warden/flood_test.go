@@ -32,7 +32,9 @@ func TestNoAcknowledgedWriteIsRolledBack(t *testing.T) {
 	sp := r.sp
 	subject := sp.ChannelsBucket().Subject("general")
 	writer := mustJS(t, r.Connect(t, r.Mint(t, ledger.Request{Profile: authority.ProfileChannelWriter, Name: "flood_writer"})).Conn)
-	row := func(n int) []byte { return fmt.Appendf(nil, `{"deliveryClass":"durable","description":"revision %d"}`, n) }
+	row := func(n int) []byte {
+		return fmt.Appendf(nil, `{"deliveryClass":"durable","description":"revision %d"}`, n)
+	}
 	revision := func(b []byte) int {
 		var n int
 		if _, err := fmt.Sscanf(string(b), `{"deliveryClass":"durable","description":"revision %d"}`, &n); err != nil {
