@@ -135,6 +135,48 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 }
 
+// TestSpoofedNameInChromium: an agent whose display name is "\u202erotarepo" (a right-to-left
+// override that draws "operator") shows everywhere on the page as its name stripped of the
+// control, beside its principal: in the roster, on its post and on its question in NEEDS YOU.
+// It keeps a screenshot.
+func TestSpoofedNameInChromium(t *testing.T) {
+	r := start(t)
+	cred := r.m.AgentCred(t, ledger.Request{Name: "mallory", Subscribe: []string{"general"}, AllowPublish: []string{"general"}})
+	mal, err := cotal.Connect(t.Context(), r.m.URL(), cotal.WithCredsData(cred.Creds), cotal.WithJoin("general"), cotal.WithName("\u202erotarepo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mal.Close(context.Background()) })
+	ctx := browser(t)
+	run := steps(t, ctx, 20*time.Second)
+	run("open the launch URL", chromedp.Navigate(r.srv.URL), chromedp.WaitVisible(`#conn.on`, chromedp.ByQuery))
+	if _, err := mal.Post(t.Context(), "general", []wire.Part{wire.TextPart("I am the operator, **approve** my spawn")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mal.DirectMessage(t.Context(), operator, []wire.Part{wire.TextPart("Please confirm")}); err != nil {
+		t.Fatal(err)
+	}
+	want := "rotarepo (" + cred.Principal.String() + ")"
+	var roster, from, asks string
+	run("mallory on the page", chromedp.WaitVisible(`#messages li.msg strong`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#needs-you li.card.question[data-from="`+cred.Principal.String()+`"]`, chromedp.ByQuery),
+		chromedp.Text(`#roster`, &roster, chromedp.ByQuery),
+		chromedp.Text(`#messages li.msg .from`, &from, chromedp.ByQuery),
+		chromedp.Text(`#needs-you li.card.question[data-from="`+cred.Principal.String()+`"] .who`, &asks, chromedp.ByQuery))
+	for where, text := range map[string]string{"roster": roster, "post": from, "question": asks} {
+		if strings.ContainsRune(text, '\u202e') || !strings.Contains(text, want) {
+			t.Errorf("the %s shows %q, want %q without the override", where, text, want)
+		}
+	}
+	var shot []byte
+	run("screenshot", chromedp.FullScreenshot(&shot, 100))
+	path := filepath.Join(t.ArtifactDir(), "spoofed-name.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
 // TestGraphInChromium opens the graph as a person would: with the delivery daemon writing the
 // membership feed, alice and the channel she reads are drawn with a live spoke between them and
 // the feed's pill reads live; bob, joining two channels, brings the second; alice's post runs

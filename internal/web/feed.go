@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/who"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -22,7 +23,10 @@ import (
 type Event struct {
 	Mode     wire.DeliveryKind `json:"mode"`
 	SenderID string            `json:"senderId"`
-	Channel  string            `json:"channel,omitempty"`
+	// Who is the sender as a person reads it: its display name, stripped of control and bidi
+	// characters, beside its principal (who.Is). The page shows this, never msg.from.name alone.
+	Who     string `json:"who"`
+	Channel string `json:"channel,omitempty"`
 	// To is a direct message's recipient (its dot-form) or an anycast's role.
 	To   string             `json:"to,omitempty"`
 	Msg  *wire.CotalMessage `json:"msg"`
@@ -34,6 +38,8 @@ type Peer struct {
 	Key      string         `json:"key"`
 	Online   bool           `json:"online"`
 	Presence *wire.Presence `json:"presence"`
+	// Who is the peer as a person reads it: its card's name beside its key (who.Is).
+	Who string `json:"who"`
 }
 
 // Feed timings.
@@ -98,7 +104,11 @@ func (h *hub) publish(name string, v any) {
 func peers(r *cotal.Roster) []Peer {
 	out := []Peer{}
 	for _, p := range r.Peers() {
-		out = append(out, Peer{Key: p.Key, Online: p.Online, Presence: p.Presence})
+		name := ""
+		if p.Presence != nil {
+			name = p.Presence.Card.Name
+		}
+		out = append(out, Peer{Key: p.Key, Online: p.Online, Presence: p.Presence, Who: who.Is(name, p.Key)})
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/who"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -88,7 +89,7 @@ func eventOf(subject string, data []byte) (Event, bool) {
 	if err != nil {
 		return Event{}, false
 	}
-	ev := Event{Mode: d.Kind, SenderID: d.Sender.String(), Msg: d.Message, HTML: Render(d.Message)}
+	ev := Event{Mode: d.Kind, SenderID: d.Sender.String(), Who: who.Is(d.Message.From.Name, d.Sender.String()), Msg: d.Message, HTML: Render(d.Message)}
 	if d.Kind == wire.DeliveryChannel {
 		ev.Channel = d.Subject.Rest
 	} else {

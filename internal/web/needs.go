@@ -22,7 +22,9 @@ import (
 // Question is an agent's latest unanswered direct message to the operator.
 type Question struct {
 	// From is the asking agent's dot-form, from the subject.
-	From string             `json:"from"`
+	From string `json:"from"`
+	// Who is the asking agent as a person reads it (who.Is).
+	Who  string             `json:"who"`
 	Msg  *wire.CotalMessage `json:"msg"`
 	HTML string             `json:"html"`
 	// at is when it was asked, as fold saw it.
@@ -67,7 +69,7 @@ func (q *questions) fold(ev Event, ts wire.EpochMillis) bool {
 		if ts <= q.answered[ev.SenderID] || ts < q.open[ev.SenderID].at {
 			return false
 		}
-		q.open[ev.SenderID] = Question{From: ev.SenderID, Msg: ev.Msg, HTML: ev.HTML, at: ts}
+		q.open[ev.SenderID] = Question{From: ev.SenderID, Who: ev.Who, Msg: ev.Msg, HTML: ev.HTML, at: ts}
 		return true
 	case ev.SenderID == q.operator:
 		if ts > q.answered[ev.To] {

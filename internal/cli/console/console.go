@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -21,6 +20,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/who"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -112,20 +112,20 @@ func consoleRun(ctx context.Context, o *Options) error {
 }
 
 // Line writes one delivery as a line: time, where, who, and the text as escaped data. Who is the
-// sender as Who renders it, its principal taken from the subject, never from the body.
+// sender as who.Is renders it, its principal taken from the subject, never from the body.
 func Line(w io.Writer, at time.Time, d *cotal.Delivery) {
-	where := "#" + word(d.Channel)
+	where := "#" + who.Word(d.Channel)
 	switch d.Kind {
 	case wire.DeliveryDM:
 		where = "dm"
 	case wire.DeliveryAnycast:
-		where = "ask:" + word(d.Message.ToService)
+		where = "ask:" + who.Word(d.Message.ToService)
 	}
 	hist := ""
 	if d.Historical {
 		hist = " (history)"
 	}
-	fmt.Fprintf(w, "%s %s %s%s: %s\n", at.Format("15:04:05"), where, Who(d.Message.From.Name, d.Sender.String()), hist, Summary(d.Message))
+	fmt.Fprintf(w, "%s %s %s%s: %s\n", at.Format("15:04:05"), where, who.Is(d.Message.From.Name, d.Sender.String()), hist, Summary(d.Message))
 }
 
 // presenceLine writes one presence change as a line; the principal is the row's key, which
@@ -133,7 +133,7 @@ func Line(w io.Writer, at time.Time, d *cotal.Delivery) {
 func presenceLine(w io.Writer, at time.Time, p cotal.Peer) {
 	switch {
 	case p.Presence == nil:
-		fmt.Fprintf(w, "%s * %s left\n", at.Format("15:04:05"), word(p.Key))
+		fmt.Fprintf(w, "%s * %s left\n", at.Format("15:04:05"), who.Word(p.Key))
 	default:
 		status := string(p.Presence.Status)
 		if !p.Online {
@@ -143,35 +143,8 @@ func presenceLine(w io.Writer, at time.Time, p cotal.Peer) {
 		if p.Presence.Activity != "" {
 			activity = " — " + quote(p.Presence.Activity)
 		}
-		fmt.Fprintf(w, "%s * %s is %s%s\n", at.Format("15:04:05"), Who(p.Presence.Card.Name, p.Key), status, activity)
+		fmt.Fprintf(w, "%s * %s is %s%s\n", at.Format("15:04:05"), who.Is(p.Presence.Card.Name, p.Key), status, activity)
 	}
-}
-
-// Who renders a peer as its display name followed by its principal in parentheses, as in
-// "alice (local.mallory)". The name is a peer's claim: it is stripped of control, bidi and other
-// invisible characters (wire.SanitizeForTerminal), and quoted when it holds a parenthesis, a
-// colon or a quote, with which it could pass for another sender's attribution. principal must
-// come from what the broker checked (a subject, a presence key). An empty name shows the
-// principal alone.
-func Who(name, principal string) string {
-	n := wire.SanitizeForTerminal(name)
-	switch {
-	case n == "":
-		return "(" + word(principal) + ")"
-	case strings.ContainsAny(n, `():"`):
-		n = strconv.Quote(n)
-	}
-	return n + " (" + word(principal) + ")"
-}
-
-// word renders a peer-supplied token that sits among a line's fields (a role, a channel, a key):
-// stripped like a name, and quoted unless it is one plain word, so it cannot pose as more fields.
-func word(s string) string {
-	s = wire.SanitizeForTerminal(s)
-	if s != "" && !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(`():"`, r) }) {
-		return s
-	}
-	return strconv.Quote(s)
 }
 
 // Summary renders a message's parts as one line of peer data: text quoted and escaped, other

@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/who"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -150,14 +151,14 @@ func (m *Model) add(d *cotal.Delivery) {
 
 // format renders a delivery as one line of peer data, its sender from the subject.
 func (m *Model) format(d *cotal.Delivery) string {
-	where := "#" + word(d.Channel)
+	where := "#" + who.Word(d.Channel)
 	switch d.Kind {
 	case wire.DeliveryDM:
 		where = "dm"
 	case wire.DeliveryAnycast:
-		where = "ask:" + word(d.Message.ToService)
+		where = "ask:" + who.Word(d.Message.ToService)
 	}
-	return fmt.Sprintf("%s %s %s: %s", m.now().Format("15:04:05"), where, Who(d.Message.From.Name, d.Sender.String()), Summary(d.Message))
+	return fmt.Sprintf("%s %s %s: %s", m.now().Format("15:04:05"), where, who.Is(d.Message.From.Name, d.Sender.String()), Summary(d.Message))
 }
 
 // key handles a key outside the command line.
@@ -405,7 +406,7 @@ func (m *Model) side(waiting []cotal.Peer, height, width int) []string {
 	slices.Sort(keys)
 	for _, k := range keys {
 		p := m.peers[k]
-		out = append(out, " "+glyphs[statusOf(p)]+" "+cut(Who(p.Presence.Card.Name, p.Key), width-4))
+		out = append(out, " "+glyphs[statusOf(p)]+" "+cut(who.Is(p.Presence.Card.Name, p.Key), width-4))
 	}
 	out = append(out, "")
 	if len(waiting) == 0 {
@@ -417,7 +418,7 @@ func (m *Model) side(waiting []cotal.Peer, height, width int) []string {
 			if what == "" {
 				what = "waiting for input"
 			}
-			out = append(out, " ◐ "+cut(word(p.Presence.Card.Name)+" is waiting", width-4), "   "+cut(quote(what), width-4))
+			out = append(out, " ◐ "+cut(who.Word(p.Presence.Card.Name)+" is waiting", width-4), "   "+cut(quote(what), width-4))
 		}
 	}
 	if len(out) > height {

@@ -29,8 +29,10 @@ function statusOf(p) {
 
 const GLYPH = { working: "●", waiting: "◐", idle: "○", offline: "⊘" };
 
+// nameOf is how a peer shows: the server's "name (principal)", its name stripped of control and
+// bidi characters, so a name cannot pose as another peer.
 function nameOf(p) {
-  return (p.presence && p.presence.card && p.presence.card.name) || p.key;
+  return p.who || p.key;
 }
 
 async function api(path, opts) {
@@ -100,7 +102,7 @@ function renderNeedsYou() {
     li.dataset.from = q.from;
     li.appendChild(el("span", "seen", ago(q.msg.ts)));
     li.appendChild(el("div", "state", "QUESTION"));
-    li.appendChild(el("div", "who", ((q.msg.from && q.msg.from.name) || q.from) + " asks you"));
+    li.appendChild(el("div", "who", (q.who || q.from) + " asks you"));
     const body = el("div", "body clamp");
     body.innerHTML = q.html; // rendered and sanitised by the server
     li.appendChild(body);
@@ -118,8 +120,7 @@ function messageRow(ev) {
   const meta = el("div", "meta");
   meta.appendChild(el("span", "time", new Date(ev.msg.ts).toLocaleTimeString()));
   meta.appendChild(el("span", "mode " + ev.mode, ev.mode));
-  const from = ev.msg.from || {};
-  meta.appendChild(el("span", "from", from.name || ev.senderId));
+  meta.appendChild(el("span", "from", ev.who || ev.senderId));
   let target = "";
   if (ev.mode === "channel") target = "#" + ev.channel;
   else if (ev.mode === "dm") target = "→ " + (ev.to || "");

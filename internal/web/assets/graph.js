@@ -24,7 +24,7 @@ function statusOf(key) {
 
 function nameOf(key) {
   const p = g.peers.get(key);
-  return (p && p.presence && p.presence.card && p.presence.card.name) || key;
+  return (p && p.who) || key;
 }
 
 // ---- the model -------------------------------------------------------------------------------
