@@ -188,10 +188,25 @@ func TestPersonConnectsOnABearerTheLedgerRechecks(t *testing.T) {
 	if err := r.connect(fresh); err != nil {
 		t.Fatalf("a fresh bearer: %v", err)
 	}
-	// Revoked: refused.
+	// Revoked: refused, and the connection alice holds open is closed within 5 s.
+	closed := make(chan struct{})
+	live := r.m.Dial(t, "alice's live connection", func(opts ...nats.Option) (*nats.Conn, error) {
+		opts = append(opts, nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+		return asBearer(ctx, r.m.URL(), []byte(r.doc.SentinelCreds), fresh, opts...)
+	})
 	owner, _ := r.st.Owner("alice")
+	revoked := time.Now()
 	if err := r.st.Revoke(ctx, r.m.Ledger(""), owner, "cli"); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-closed:
+		t.Logf("the live connection closed %v after the revocation began", time.Since(revoked))
+	case <-time.After(5*time.Second - time.Since(revoked)):
+		t.Fatal("a revoked person's live connection is still open 5 s after the revocation")
+	}
+	if err := live.Publish(mine, []byte("{}")); err == nil {
+		t.Error("the revoked person's connection still publishes")
 	}
 	if err := r.connect(fresh); err == nil {
 		t.Fatal("a revoked person's bearer still connects")

@@ -56,7 +56,8 @@ func (s *State) Owner(subject string) (string, error) {
 }
 
 // Revoke deletes owner.actor's row, retires its incarnation (its bearers are refused at the next
-// connect) and evicts the remote managers it registered, retiring their agents.
+// connect), closes the connections the person has open on every server, and evicts the remote
+// managers it registered, retiring their agents.
 func (s *State) Revoke(ctx context.Context, l *ledger.Ledger, owner, actor string) error {
 	row, err := s.People.Get(owner, actor)
 	if err != nil {
@@ -65,7 +66,8 @@ func (s *State) Revoke(ctx context.Context, l *ledger.Ledger, owner, actor strin
 	if err := s.People.Revoke(owner, actor); err != nil {
 		return err
 	}
-	return errors.Join(s.retire(ctx, l, row), s.EvictManagers(ctx, l, owner, actor))
+	_, evictErr := l.EvictConnectionsOf(ctx, row.Principal())
+	return errors.Join(s.retire(ctx, l, row), evictErr, s.EvictManagers(ctx, l, owner, actor))
 }
 
 // retire retires the incarnation row names, if it was ever activated.

@@ -28,6 +28,10 @@ type Conn struct {
 	Tags []string `json:"tags"`
 	// Subscriptions are the subjects the connection subscribes, wildcards kept.
 	Subscriptions []string `json:"subscriptions_list"`
+	// CID is the connection's id on its server.
+	CID uint64 `json:"cid"`
+	// Server is the id of the server that lists the connection.
+	Server string `json:"-"`
 }
 
 // Principal returns the principal the connection acts as, and false when it names none: the
@@ -277,6 +281,9 @@ func decodePage(account string, r []byte) (serverPage, error) {
 		return serverPage{}, fmt.Errorf("list the connections of %s: the broker refused (%d): %s", account, a.Error.Code, a.Error.Description)
 	case a.Data == nil || a.Server == nil:
 		return serverPage{}, fmt.Errorf("list the connections of %s: the broker's answer %q holds no list", account, r[:min(len(r), 200)])
+	}
+	for i := range a.Data.Connections {
+		a.Data.Connections[i].Server = a.Server.ID
 	}
 	return serverPage{server: a.Server.ID, alone: a.Server.Cluster == "", total: a.Data.Total, conns: a.Data.Connections}, nil
 }

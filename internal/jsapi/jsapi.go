@@ -69,6 +69,13 @@ func AccountClaimsLookup(account string) string {
 	return "$SYS.REQ.ACCOUNT." + account + ".CLAIMS.LOOKUP"
 }
 
+// ServerKick returns the subject that has the server whose id is server close one of its
+// connections ({"cid": N}).
+func ServerKick(server string) string { return "$SYS.REQ.SERVER." + server + ".KICK" }
+
+// ServerKickAny is the grant row for ServerKick on every server.
+const ServerKickAny = "$SYS.REQ.SERVER.*.KICK"
+
 // AccountConnz returns the subject that lists account's connections.
 func AccountConnz(account string) string { return "$SYS.REQ.ACCOUNT." + account + ".CONNZ" }
 

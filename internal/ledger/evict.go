@@ -134,6 +134,49 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 	}
 }
 
+// EvictConnectionsOf closes every live connection of the space that acts as p under a credential
+// the auth callout minted (a person's bearer, which the broker lists under p's name-form and
+// reports no JWT for): each server is asked to close its own (KICK), and the call returns once no
+// server lists one, or fails when one is still listed after evictionWait. It returns how many
+// connections it closed. The callout refuses the next connect of a person whose row was deleted
+// or whose incarnation moved on; this ends the connections already open, which would otherwise
+// last as long as their bearer.
+func (l *Ledger) EvictConnectionsOf(ctx context.Context, p wire.Principal) (int, error) {
+	acct := l.keys.AccountPublicKey()
+	sys, err := l.kr.MintSystemUser("cotal-evictor", []string{jsapi.AccountConnz(acct), jsapi.ServerKickAny}, nil, time.Minute)
+	if err != nil {
+		return 0, err
+	}
+	nc, err := dial.As(ctx, l.url, sys)
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	vctx, cancel := context.WithTimeout(ctx, evictionWait)
+	defer cancel()
+	closed := 0
+	for {
+		conns, _, err := connz.OfUsers(vctx, nc, acct, []string{p.Name()}, 0)
+		if err == nil && len(conns) == 0 {
+			return closed, nil
+		}
+		for _, c := range conns {
+			body, _ := json.Marshal(map[string]uint64{"cid": c.CID}) // always encodes
+			if _, err := nc.RequestWithContext(vctx, jsapi.ServerKick(c.Server), body); err == nil {
+				closed++
+			}
+		}
+		select {
+		case <-vctx.Done():
+			if err != nil {
+				return closed, fmt.Errorf("close the connections of %s: %w", p, err)
+			}
+			return closed, fmt.Errorf("close the connections of %s: %d still open after %s", p, len(conns), evictionWait)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // repushAfter is how long a revoked connection may stay listed after a push before the list is
 // pushed again, and repushNeeds the time a push and its read-back take at most: the lookup's
 // first answer, the settling and the push itself. recountAfter is how long fewer servers may

@@ -171,8 +171,9 @@ func newCmdRevoke(f *factory.Factory) *cobra.Command {
 		Use:   "revoke NAME [--scope S]",
 		Short: "Revoke a person's row, or some of its scopes",
 		Long: "Without --scope, delete the row of the person logged in as NAME: its incarnation is\n" +
-			"retired and every bearer of it refused. With --scope, take those scopes away (a new\n" +
-			"incarnation, so bearers issued before are refused). Taking supervise away evicts the\n" +
+			"retired, every bearer of it refused and the person's open connections closed on every\n" +
+			"server. With --scope, take those scopes away (a new incarnation, so bearers issued before\n" +
+			"are refused and the connections open on them closed). Taking supervise away evicts the\n" +
 			"remote managers the person runs: the broker refuses their credentials, closes their\n" +
 			"connections, and the agents they spawned are retired.",
 		Args: cobra.ExactArgs(1),
@@ -203,6 +204,10 @@ func newCmdRevoke(f *factory.Factory) *cobra.Command {
 			}
 			row.Scope = slices.DeleteFunc(row.Scope, func(s string) bool { return slices.Contains(scopes, s) })
 			if _, err := st.People.Grant(row); err != nil {
+				return err
+			}
+			// The connections open on the old incarnation's bearers hold the scopes taken away.
+			if _, err := l.EvictConnectionsOf(cmd.Context(), row.Principal()); err != nil {
 				return err
 			}
 			if slices.Contains(scopes, remotemgr.ScopeSupervise) {
