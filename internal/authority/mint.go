@@ -162,6 +162,9 @@ func (s *SpaceKeys) signAs(req MintRequest, pub string, conn wire.ConnID, now ti
 		uc.Tags = append(uc.Tags, TagCapability+c)
 	}
 	uc.Permissions = perms.jwt()
+	if req.Profile.bounded() {
+		uc.Limits.Subs, uc.Limits.Payload = MaxSubscriptions, MaxPayload
+	}
 	uc.IssuedAt = now.Unix()
 	life := req.Expires
 	if life == 0 {

@@ -178,6 +178,25 @@ func (p Profile) Daemon() bool {
 	return p == ProfileSupervisor || p == ProfileDelivery || p == ProfileWarden || p == ProfileMembership
 }
 
+// Per-credential limits the broker enforces on the profiles held outside the mesh's own processes
+// (an agent, a person's bearer, a session's caller half, a manager's or deployer's caller view): a
+// connection past MaxSubscriptions is refused the next subscribe, and a publish over MaxPayload is
+// refused, whatever the broker's own max_payload. One credential's subscriptions cannot then
+// swell the broker for everyone (a red team held 200,000 on one agent credential).
+const (
+	MaxSubscriptions = 4096
+	MaxPayload       = wire.DefaultMaxPayload
+)
+
+// bounded reports whether p's credentials carry MaxSubscriptions and MaxPayload.
+func (p Profile) bounded() bool {
+	switch p {
+	case ProfileAgent, ProfileSessionCaller, ProfileManagerCaller, ProfileDeployer, ProfileRetirementRequester, ProfileObserver:
+		return true
+	}
+	return false
+}
+
 // instrument reports whether p's rows pin a one-shot instrument lifecycle of their own
 // (Grant.Instrument), fresh at every mint.
 func (p Profile) instrument() bool { return p == ProfileControlAdmin }

@@ -180,16 +180,19 @@ func (w *Warden) judgeStored(ctx context.Context, stream string, judge judge, su
 		w.quarantine(ctx, here, subject, err.Error(), culprit{kind: "consumer-delivery", text: "a JetStream consumer delivery aimed at this stream"})
 		return
 	}
-	if err := judge(subject, body); err != nil {
-		c := w.culpritOf(ctx, subject, body)
-		if undeletable(w.cfg.Space, stream) {
-			w.limited("capture kept "+stream+" "+c.kind, slog.LevelWarn, "capture stored where the broker refuses deletes",
-				"stream", stream, "seq", seq, "subject", subject, "reason", err.Error(), "cause", c.text)
-		} else {
-			w.quarantine(ctx, here, subject, err.Error(), c)
-		}
-		w.punish(ctx, c, "aimed a JetStream reply at "+stream)
+	err := judge(subject, body)
+	if err == nil {
+		w.holdUnserved(ctx, stream, subject, len(body), seq)
+		return
 	}
+	c := w.culpritOf(ctx, subject, body)
+	if undeletable(w.cfg.Space, stream) {
+		w.limited("capture kept "+stream+" "+c.kind, slog.LevelWarn, "capture stored where the broker refuses deletes",
+			"stream", stream, "seq", seq, "subject", subject, "reason", err.Error(), "cause", c.text)
+	} else {
+		w.quarantine(ctx, here, subject, err.Error(), c)
+	}
+	w.punish(ctx, c, "aimed a JetStream reply at "+stream)
 }
 
 // location is one stored message: its stream and sequence.

@@ -62,6 +62,12 @@ type Config struct {
 	// ConsumerQuota is how many consumers one credential may hold on the space's streams at once;
 	// DefaultConsumerQuota when zero.
 	ConsumerQuota int
+	// UnservedBytes, UnservedMessages and UnservedAge bound the mail waiting for each recipient or
+	// role no consumer takes (unserved.go); DefaultUnservedBytes, DefaultUnservedMessages and
+	// DefaultUnservedAge when zero.
+	UnservedBytes    int64
+	UnservedMessages int
+	UnservedAge      time.Duration
 }
 
 // Warden guards one space. It is created by New and runs until Run's context ends. It is safe
@@ -78,8 +84,9 @@ type Warden struct {
 	rows     rows
 	expiries sync.WaitGroup // restored rows' scheduled expiries (buckets.go expireAt)
 	streamHandles
-	logs    logLimiter
-	deleted deletedSubjects
+	logs     logLimiter
+	deleted  deletedSubjects
+	unserved unservedMail
 
 	revokedMu sync.Mutex
 	revokedAt map[wire.Principal]time.Time // guarded by revokedMu: senders punish revoked lately
@@ -104,6 +111,15 @@ func New(nc *nats.Conn, cfg Config) (*Warden, error) {
 	if cfg.ConsumerQuota <= 0 {
 		cfg.ConsumerQuota = DefaultConsumerQuota
 	}
+	if cfg.UnservedBytes <= 0 {
+		cfg.UnservedBytes = DefaultUnservedBytes
+	}
+	if cfg.UnservedMessages <= 0 {
+		cfg.UnservedMessages = DefaultUnservedMessages
+	}
+	if cfg.UnservedAge <= 0 {
+		cfg.UnservedAge = DefaultUnservedAge
+	}
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -123,6 +139,7 @@ func (w *Warden) Run(ctx context.Context) error {
 	g.Go(func() error { return w.guardStreams(gctx) })
 	g.Go(func() error { return w.guardBuckets(gctx) })
 	g.Go(func() error { return w.watchConnection(gctx) })
+	g.Go(func() error { w.sweepUnserved(gctx); return nil })
 	err := g.Wait()
 	if ctx.Err() != nil {
 		return nil
