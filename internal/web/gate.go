@@ -13,14 +13,30 @@ import (
 // The gate in front of every route (the reference's): a foreign Origin is refused, the session
 // cookie passes, and the single-use launch token, the one secret the printed URL carries, is burnt
 // for that cookie on its first use. Anything else is unauthenticated.
+//
+// A browser sends a cookie to every port of its host, so any other server on a loopback port can
+// read the session cookie and replay it. The routes that carry data (the API and the feed) also
+// take a second secret, the binding, which the launch redirect hands the page in its URL fragment
+// (never sent to a server) and the page keeps in its origin's storage, which another port cannot
+// read: it sends it as the BindHeader header, or the bind query parameter where it cannot set a
+// header (EventSource). A replayed cookie alone reaches nothing but the static page.
 
 // sessionCookie names the session cookie.
 const sessionCookie = "cotal_web_session"
 
-// gate holds the launch token and the session secret.
+// BindHeader and bindParam carry the session's binding on a data route; bindFragment names it in
+// the launch redirect's fragment.
+const (
+	BindHeader   = "X-Cotal-Bind"
+	bindParam    = "bind"
+	bindFragment = "bind"
+)
+
+// gate holds the launch token and the session secrets.
 type gate struct {
 	port    string
 	session string // the cookie's value
+	bind    string // the binding the page sends beside the cookie
 	mu      sync.Mutex
 	launch  string // the launch token; empty once used
 	used    string // the token as it was, to name its reuse
@@ -34,7 +50,7 @@ func newSecret() string {
 }
 
 func newGate(port string) *gate {
-	return &gate{port: port, session: newSecret(), launch: newSecret()}
+	return &gate{port: port, session: newSecret(), bind: newSecret(), launch: newSecret()}
 }
 
 // equal compares secrets in constant time.
@@ -64,6 +80,10 @@ func (g *gate) wrap(next http.Handler) http.Handler {
 			return
 		}
 		if c, err := r.Cookie(sessionCookie); err == nil && equal(c.Value, g.session) {
+			if dataRoute(r.URL.Path) && !g.bound(r) {
+				writeError(w, http.StatusUnauthorized, "unbound-session")
+				return
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -73,6 +93,18 @@ func (g *gate) wrap(next http.Handler) http.Handler {
 		}
 		writeError(w, http.StatusUnauthorized, "unauthenticated")
 	})
+}
+
+// dataRoute reports whether path carries data, and so needs the binding beside the cookie.
+func dataRoute(path string) bool { return path == "/feed" || strings.HasPrefix(path, "/api/") }
+
+// bound reports whether r carries the session's binding.
+func (g *gate) bound(r *http.Request) bool {
+	b := r.Header.Get(BindHeader)
+	if b == "" {
+		b = r.URL.Query().Get(bindParam)
+	}
+	return b != "" && equal(b, g.bind)
 }
 
 // redeem burns the launch token for the session cookie and sends the browser on without it.
@@ -99,7 +131,7 @@ func (g *gate) redeem(w http.ResponseWriter, r *http.Request, k string) {
 	if enc := q.Encode(); enc != "" {
 		to += "?" + enc
 	}
-	http.Redirect(w, r, to, http.StatusFound)
+	http.Redirect(w, r, to+"#"+bindFragment+"="+g.bind, http.StatusFound)
 }
 
 // loopbackName reports whether host names this machine.

@@ -206,7 +206,7 @@ func TestEscalatedSpawn(t *testing.T) {
 	}
 	run("crashy in NEEDS YOU", chromedp.WaitVisible(`#needs-you li.card.escalated[data-name="crashy"]`, chromedp.ByQuery))
 	var needs web.NeedsYou
-	run("GET /api/needs-you", chromedp.Evaluate(`fetch("/api/needs-you").then((r) => r.json())`, &needs,
+	run("GET /api/needs-you", chromedp.Evaluate(`fetch("/api/needs-you", bound()).then((r) => r.json())`, &needs,
 		func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
 	if len(needs.Escalated) != 1 || needs.Escalated[0].ID != "local.crashy" ||
 		(needs.Escalated[0].Status != string(manager.StateEscalated) && needs.Escalated[0].Status != string(manager.StateFailed)) {

@@ -88,6 +88,22 @@ func (r *rig) login(t *testing.T) {
 	if res.StatusCode != http.StatusOK || res.Request.URL.Query().Get("k") != "" {
 		t.Fatalf("the launch URL: HTTP %d at %s", res.StatusCode, res.Request.URL)
 	}
+	// The page keeps the binding from the redirect's fragment and sends it with every data
+	// request, as bind.js does.
+	frag, _ := url.ParseQuery(res.Request.URL.Fragment)
+	if frag.Get("bind") == "" {
+		t.Fatalf("the launch redirect handed no binding: %s", res.Request.URL)
+	}
+	r.http.Transport = binding{value: frag.Get("bind")}
+}
+
+// binding sends the session's binding with every request, as the page does.
+type binding struct{ value string }
+
+func (b binding) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set(web.BindHeader, b.value)
+	return http.DefaultTransport.RoundTrip(req)
 }
 
 // get fetches path and decodes its JSON into v, returning the status.
@@ -110,7 +126,7 @@ func (r *rig) feed(t *testing.T) (next func(want string) string) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, r.base+"/feed", nil)
 	// The feed streams until the test ends: a client without the rig's timeout.
-	res, err := (&http.Client{Jar: r.http.Jar}).Do(req)
+	res, err := (&http.Client{Jar: r.http.Jar, Transport: r.http.Transport}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +193,15 @@ func TestGate(t *testing.T) {
 	if res.StatusCode != http.StatusFound || !strings.Contains(cookie, "HttpOnly") || !strings.Contains(cookie, "SameSite=Strict") || strings.Contains(res.Header.Get("Location"), "k=") {
 		t.Fatalf("the launch token: HTTP %d, cookie %q, location %q", res.StatusCode, cookie, res.Header.Get("Location"))
 	}
+	to, err := url.Parse(res.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frag, _ := url.ParseQuery(to.Fragment)
+	bind := frag.Get("bind")
+	if bind == "" || strings.Contains(cookie, bind) {
+		t.Fatalf("the launch redirect's binding: %q (cookie %q)", to, cookie)
+	}
 	res, err = plain.Get(r.srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -188,6 +213,7 @@ func TestGate(t *testing.T) {
 	do := func(mutate func(*http.Request)) *http.Response {
 		req, _ := http.NewRequest(http.MethodGet, r.base+"/api/meta", nil)
 		req.Header.Set("Cookie", session)
+		req.Header.Set(web.BindHeader, bind)
 		mutate(req)
 		res, err := plain.Do(req)
 		if err != nil {
@@ -196,7 +222,27 @@ func TestGate(t *testing.T) {
 		return res
 	}
 	if res := do(func(*http.Request) {}); res.StatusCode != http.StatusOK {
-		t.Fatalf("with the cookie: HTTP %d", res.StatusCode)
+		t.Fatalf("with the cookie and the binding: HTTP %d", res.StatusCode)
+	}
+	// The cookie alone, as a server on another loopback port receives it from the browser and
+	// replays it: no data route answers, on the header, the feed's parameter or neither.
+	for path, mutate := range map[string]func(*http.Request){
+		"/api/meta":   func(q *http.Request) { q.Header.Del(web.BindHeader) },
+		"/api/roster": func(q *http.Request) { q.Header.Set(web.BindHeader, "guessed") },
+		"/feed":       func(q *http.Request) { q.Header.Del(web.BindHeader); q.URL.RawQuery = "bind=guessed" },
+	} {
+		res := do(func(q *http.Request) { q.URL.Path = path; mutate(q) })
+		if res.StatusCode != http.StatusUnauthorized || errorOf(t, res) != "unbound-session" {
+			t.Errorf("the replayed cookie on %s: HTTP %d", path, res.StatusCode)
+		}
+	}
+	if res := do(func(q *http.Request) {
+		q.URL.Path, q.URL.RawQuery = "/feed", "bind="+url.QueryEscape(bind)
+		q.Header.Del(web.BindHeader)
+	}); res.StatusCode != http.StatusOK {
+		t.Errorf("the feed with its binding as a parameter: HTTP %d", res.StatusCode)
+	} else {
+		res.Body.Close()
 	}
 	if res := do(func(q *http.Request) { q.Header.Set("Origin", "http://evil.example") }); res.StatusCode != http.StatusForbidden || errorOf(t, res) != "cross-origin" {
 		t.Fatalf("a foreign Origin: HTTP %d", res.StatusCode)

@@ -36,7 +36,7 @@ function nameOf(p) {
 }
 
 async function api(path, opts) {
-  const r = await fetch(path, Object.assign({ credentials: "same-origin" }, opts || {}));
+  const r = await fetch(path, bound(opts));
   if (!r.ok) throw new Error(path + ": HTTP " + r.status);
   return r.json();
 }
@@ -242,7 +242,7 @@ function renderChannels() {
 // ---- start -----------------------------------------------------------------------------------
 
 function connect() {
-  const es = new EventSource("/feed");
+  const es = boundFeed();
   es.addEventListener("open", () => { $("conn").textContent = "live"; $("conn").className = "pill on"; });
   es.addEventListener("error", () => { $("conn").textContent = "disconnected"; $("conn").className = "pill off"; });
   es.addEventListener("roster", (e) => { state.peers = JSON.parse(e.data); renderRoster(); });

@@ -227,14 +227,14 @@ function setFeed(state, title) {
 
 async function start() {
   $("hide-offline").addEventListener("change", (e) => { g.hideOffline = e.target.checked; rebuild(); });
-  const meta = await fetch("/api/meta").then((r) => r.json()).catch(() => null);
+  const meta = await fetch("/api/meta", bound()).then((r) => r.json()).catch(() => null);
   if (meta) $("space").textContent = meta.space;
   // Recent traffic, for a space without a membership feed.
-  const act = await fetch("/api/activity?limit=200").then((r) => r.json()).catch(() => null);
+  const act = await fetch("/api/activity?limit=200", bound()).then((r) => r.json()).catch(() => null);
   for (const e of (act && act.entries) || []) {
     if (e.mode === "chat") g.traffic.set(e.senderId + "|" + hubID(e.channel), { a: e.senderId, b: hubID(e.channel) });
   }
-  const es = new EventSource("/feed");
+  const es = boundFeed();
   es.addEventListener("open", () => { $("conn").textContent = "live"; $("conn").className = "pill on"; });
   es.addEventListener("error", () => { $("conn").textContent = "disconnected"; $("conn").className = "pill off"; });
   es.addEventListener("roster", (e) => {
