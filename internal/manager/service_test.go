@@ -36,7 +36,7 @@ type served struct {
 
 // serve serves f's supervisor as manager instance name, with the readiness deadline given, until
 // the test ends.
-func (f *fixture) serve(t *testing.T, name string, readiness time.Duration) *served {
+func (f *fixture) serve(t *testing.T, name string, readiness time.Duration, edits ...func(*manager.ServiceConfig)) *served {
 	t.Helper()
 	l := f.m.Ledger("")
 	instance := wire.NewLifecycleUID()
@@ -44,13 +44,17 @@ func (f *fixture) serve(t *testing.T, name string, readiness time.Duration) *ser
 	if err != nil {
 		t.Fatalf("hold the manager credential: %v", err)
 	}
-	svc, err := f.sup.Serve(t.Context(), manager.ServiceConfig{
+	cfg := manager.ServiceConfig{
 		Conn: h.Conn, Space: f.m.Space, Instance: instance, Epoch: epoch, Owner: wire.DevOwner, Readiness: readiness,
 		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool {
 			ok, _ := l.Instrument(ctx, caller)
 			return ok
 		},
-	})
+	}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	svc, err := f.sup.Serve(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("serve the manager: %v", err)
 	}
@@ -577,31 +581,15 @@ func TestDespawnOnlyOwnChildren(t *testing.T) {
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	f := newFixture(t)
 	l := f.m.Ledger("")
-	instance := wire.NewLifecycleUID()
-	h, epoch, err := l.HoldManager(t.Context(), "cotal_manager", instance, manager.Commands(), time.Hour, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := f.sup.Serve(t.Context(), manager.ServiceConfig{
-		Conn: h.Conn, Space: f.m.Space, Instance: instance, Epoch: epoch, Owner: wire.DevOwner, Readiness: 20 * time.Second,
-		CallerGrant: func(ctx context.Context, caller wire.Lifecycle) (*cotal.Grant, error) {
+	// Agents may spawn here within their own grant, as on a mesh from cotal up.
+	f.serve(t, "cotal_manager", 20*time.Second, func(c *manager.ServiceConfig) {
+		c.CallerGrant = func(ctx context.Context, caller wire.Lifecycle) (*cotal.Grant, error) {
 			token, err := l.ActiveCredential(ctx, caller.UID, authority.ProfileAgent)
 			if err != nil {
 				return nil, err
 			}
 			return cotal.ParseJWT(token)
-		},
-		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool { ok, _ := l.Instrument(ctx, caller); return ok },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = f.sup.Close(ctx)
-		_ = svc.Stop(ctx)
-		_ = h.Release()
+		}
 	})
 	ctx := t.Context()
 	mc, records, _ := operator(t, f.m)

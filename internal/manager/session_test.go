@@ -115,25 +115,33 @@ func (a *attached) until(want string) *wire.AttachFrame {
 	return nil
 }
 
+// shellSession serves sessions, spawns an interactive shell and attaches to it as the operator,
+// up to its first prompt.
+func shellSession(t *testing.T) (*fixture, *served, *attached) {
+	t.Helper()
+	f := newFixture(t)
+	s := f.serveSessions(t, 0)
+	mc, records, _ := operator(t, f.m)
+	if _, err := f.sup.Spawn(t.Context(), manager.Spec{Name: "shell", Command: []string{"sh", "-i"}, Env: []string{"PS1=prompt$ "}}); err != nil {
+		t.Fatal(err)
+	}
+	a := attachTo(t, f, mc, records, "shell")
+	a.send(&wire.AttachFrame{Kind: wire.AttachReady})
+	if end := a.until("prompt$ "); end != nil {
+		t.Fatalf("the session ended before the prompt: %+v", end)
+	}
+	return f, s, a
+}
+
 // TestAttachSession: a session on a shell shows its screen, carries keystrokes, survives a
 // malformed frame, and ends with revocation: both halves refused by the broker, the row closed,
 // a second redeem refused.
 func TestAttachSession(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	s := f.serveSessions(t, 0)
-	mc, records, _ := operator(t, f.m)
+	f, s, a := shellSession(t)
 	ctx := t.Context()
-	if _, err := f.sup.Spawn(ctx, manager.Spec{Name: "shell", Command: []string{"sh", "-i"}, Env: []string{"PS1=prompt$ "}}); err != nil {
-		t.Fatal(err)
-	}
-	a := attachTo(t, f, mc, records, "shell")
 	if a.grant.Serving.InstanceID != s.instance || a.grant.Target.Actor != "shell" || !strings.Contains(a.grant.Subjects.In, ".eps.manager."+a.grant.SessionID+".") {
 		t.Fatalf("grant = %+v", a.grant)
-	}
-	a.send(&wire.AttachFrame{Kind: wire.AttachReady})
-	if end := a.until("prompt$ "); end != nil {
-		t.Fatalf("the session ended before the prompt: %+v", end)
 	}
 	a.send(&wire.AttachFrame{Kind: wire.AttachResize, Cols: 100, Rows: 30})
 	// A malformed frame and an oversized one are dropped; the session goes on.
@@ -342,18 +350,8 @@ func TestSessionBackpressure(t *testing.T) {
 // published on the rail, so the delivered frame is never typed; the holder's own frames are.
 func TestSessionRailRefusesDeliveries(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	s := f.serveSessions(t, 0)
-	mc, records, _ := operator(t, f.m)
+	f, s, a := shellSession(t)
 	ctx := t.Context()
-	if _, err := f.sup.Spawn(ctx, manager.Spec{Name: "shell", Command: []string{"sh", "-i"}, Env: []string{"PS1=prompt$ "}}); err != nil {
-		t.Fatal(err)
-	}
-	a := attachTo(t, f, mc, records, "shell")
-	a.send(&wire.AttachFrame{Kind: wire.AttachReady})
-	if end := a.until("prompt$ "); end != nil {
-		t.Fatalf("the session ended before the prompt: %+v", end)
-	}
 	// A witness on the serving half's credential sees what reaches the rail.
 	servingCred, err := f.m.Ledger("").SessionServing(ctx, a.grant.SessionID, s.instance, s.epoch)
 	if err != nil {
