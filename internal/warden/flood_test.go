@@ -2,25 +2,25 @@ package warden_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 )
 
 // TestNoAcknowledgedWriteIsRolledBack: while a writer keeps writing a channel's registry row,
 // attackers (a fresh one for each capture, as the warden revokes each) aim publish
-// acknowledgements at the row. Every read after a write was acknowledged shows that write or a
-// later one, never an older row put back over a capture. The flood lasts 20 seconds, 3 with
+// acknowledgements at the row. No row stored after a write was acknowledged holds an older
+// revision: the warden never puts a row back over a newer write it missed. The flood lasts 20 seconds, 3 with
 // -short.
 func TestNoAcknowledgedWriteIsRolledBack(t *testing.T) {
 	flood := 20 * time.Second
@@ -59,21 +59,51 @@ func TestNoAcknowledgedWriteIsRolledBack(t *testing.T) {
 	}
 	close(mals)
 
+	// Every row the bucket stores is watched in order. A row stored after revision n's
+	// acknowledgement (a later stream sequence) that holds an older revision is a rollback.
+	var mu sync.Mutex
+	acks := []uint64{0} // acks[n] is the stream sequence revision n was stored at
+	rollbacks, rows := 0, 0
+	watch, err := r.js.OrderedConsumer(ctx, sp.ChannelsBucket().Stream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := watch.Consume(func(m jetstream.Msg) {
+		meta, err := m.Metadata()
+		got := revision(m.Data())
+		if err != nil || got < 0 {
+			return // a capture, or a deletion
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		rows++
+		// The newest revision acknowledged before this row was stored.
+		n := sort.Search(len(acks), func(i int) bool { return acks[i] >= meta.Sequence.Stream }) - 1
+		if got < n {
+			rollbacks++
+			t.Errorf("revision %d stored at seq %d, after revision %d was acknowledged at seq %d", got, meta.Sequence.Stream, n, acks[n])
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+
 	fctx, stop := context.WithTimeout(ctx, flood)
 	defer stop()
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	acked := 0 // the newest acknowledged revision
 	wg.Go(func() {
 		for n := 1; fctx.Err() == nil; n++ {
-			if _, err := writer.Publish(fctx, subject, row(n)); err != nil {
+			ack, err := writer.Publish(fctx, subject, row(n))
+			if err != nil {
 				if fctx.Err() == nil {
 					t.Errorf("write revision %d: %v", n, err)
 				}
 				return
 			}
 			mu.Lock()
-			acked = n
+			acks = append(acks, ack.Sequence)
 			mu.Unlock()
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -94,24 +124,12 @@ func TestNoAcknowledgedWriteIsRolledBack(t *testing.T) {
 			}
 		}
 	})
-	rollbacks := 0
-	reads := 0
-	for fctx.Err() == nil {
-		mu.Lock()
-		floor := acked
-		mu.Unlock()
-		m, err := kvget.ReadLast(ctx, r.inspector, sp.ChannelsBucket().Stream(), subject)
-		if err == nil && m.Header.Get("KV-Operation") == "" {
-			if got := revision(m.Data); got >= 0 && got < floor {
-				rollbacks++
-				t.Errorf("read revision %d after revision %d was acknowledged", got, floor)
-			}
-		} else if err != nil && !errors.Is(err, kvget.ErrNotFound) {
-			t.Fatal(err)
-		}
-		reads++
-		time.Sleep(5 * time.Millisecond)
-	}
 	wg.Wait()
-	t.Logf("%d reads, %d rollbacks, last acknowledged revision %d", reads, rollbacks, acked)
+	time.Sleep(time.Second) // the warden's last repairs, and the watch, catch up
+	mu.Lock()
+	defer mu.Unlock()
+	if rows == 0 {
+		t.Fatal("the watch saw no row")
+	}
+	t.Logf("%d rows watched, %d rollbacks, %d revisions acknowledged", rows, rollbacks, len(acks)-1)
 }
