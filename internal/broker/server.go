@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -116,4 +117,69 @@ func (s *Server) Cluster() ClusterStatus {
 		st.MetaLeader, st.Size = js.Meta.Leader, js.Meta.Size
 	}
 	return st
+}
+
+// catchUpSync is how often the catch-up broker asks the cluster for the accounts it holds newer,
+// and catchUpRounds how many rounds it waits once a route is up.
+const (
+	catchUpSync   = 500 * time.Millisecond
+	catchUpRounds = 4
+)
+
+// CatchUp brings a cluster node's account resolver up to the cluster before the node serves a
+// client. A node's distributed resolver loads the account JWTs it stored, which lack whatever
+// another node pushed while it was down (a revocation), and syncs with the others only on its
+// interval: a restarted node would accept a revoked credential until then. CatchUp starts the
+// broker of confPath on its resolver directory (ResolverDir of its store) with no client port a client knows (a random
+// one on loopback), a random route port, no JetStream and a short sync interval, waits for a
+// route and a few sync rounds (the others answer with every account JWT newer than the node's,
+// which it stores), and stops it. It returns false when no route came up within wait: the
+// cluster's other nodes are down, and the node starts on what it holds.
+func CatchUp(ctx context.Context, confPath, resolverDir string, wait time.Duration, log *slog.Logger) (bool, error) {
+	opts, err := server.ProcessConfigFile(confPath)
+	if err != nil {
+		return false, fmt.Errorf("load broker config %s: %w", confPath, err)
+	}
+	dr, ok := opts.AccountResolver.(*server.DirAccResolver)
+	if !ok || opts.Cluster.Name == "" {
+		return false, errors.New("catch up: the broker of " + confPath + " is no cluster node with a distributed resolver")
+	}
+	resolver, err := server.NewDirAccResolver(resolverDir, 0, catchUpSync, server.NoDelete)
+	if err != nil {
+		return false, fmt.Errorf("catch up: %w", err)
+	}
+	dr.Close()
+	opts.AccountResolver = resolver
+	opts.NoSigs, opts.JetStream = true, false
+	opts.Host, opts.Port, opts.Cluster.Port = "127.0.0.1", server.RANDOM_PORT, server.RANDOM_PORT
+	opts.HTTPPort, opts.HTTPSPort = 0, 0
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return false, fmt.Errorf("catch up: %w", err)
+	}
+	if log != nil {
+		ns.SetLoggerV2(&logAdapter{log: log}, false, false, false)
+	}
+	ns.Start()
+	defer func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}()
+	deadline := time.Now().Add(wait)
+	for ns.NumRoutes() == 0 {
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-time.After(catchUpRounds * catchUpSync):
+	}
+	return true, nil
 }

@@ -574,3 +574,53 @@ func TestClusterMembershipFeed(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartedNodeEnforcesRevocations: a node without keys is down while the authority node
+// revokes a credential; restarted, it refuses that credential from the first connect, having
+// caught its accounts up with the cluster before serving, and still admits one not revoked.
+func TestRestartedNodeEnforcesRevocations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of three")
+	}
+	dirs, nodes, opts := threeNodes(t, false, false)
+	ctx := t.Context()
+	l := nodes[0].Ledger("")
+	issue := func(name string) *authority.Credential {
+		cred, _, err := l.StartAgent(ctx, ledger.Request{Name: name, Subscribe: []string{"general"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cred
+	}
+	victim, bystander := issue("victim"), issue("bystander")
+	// Both connect to node c while it is up: it holds the accounts as they were then.
+	for _, cred := range []*authority.Credential{victim, bystander} {
+		nc, err := dial.As(ctx, nodes[2].URL(), cred, nats.NoReconnect())
+		if err != nil {
+			t.Fatalf("%s on node c: %v", cred.Principal, err)
+		}
+		nc.Close()
+	}
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := nodes[2].Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.RevokeUserKey(ctx, victim.PublicKey, "revoked while node c was down"); err != nil {
+		t.Fatal(err)
+	}
+	restarted, err := mesh.Up(ctx, dirs[2], opts[2])
+	if err != nil {
+		t.Fatalf("restart node c: %v", err)
+	}
+	nodes[2] = restarted // stopped at cleanup
+	if nc, err := dial.As(ctx, restarted.URL(), victim, nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Fatal("the restarted node admitted a credential revoked while it was down")
+	}
+	nc, err := dial.As(ctx, restarted.URL(), bystander, nats.NoReconnect())
+	if err != nil {
+		t.Fatalf("the restarted node refused a credential never revoked: %v", err)
+	}
+	nc.Close()
+}

@@ -111,6 +111,10 @@ type Mesh struct {
 	Reports map[wire.Space]*space.Report
 }
 
+// catchUpWait bounds how long a node without keys waits for a route to another node before it
+// serves the accounts as it holds them.
+const catchUpWait = 10 * time.Second
+
 // Up starts the mesh of d: it loads or creates the keys (auth mode), renders and writes the broker
 // configuration, starts the embedded broker, provisions every space under a least-privilege
 // provisioner credential, and records the mesh as running. It returns *AlreadyRunningError when
@@ -204,6 +208,18 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 	}
 	if err := atomicfile.Write(d.ConfPath(), conf, 0o600); err != nil {
 		return nil, err
+	}
+	if o.Cluster != nil && o.Cluster.Bundle != nil {
+		// A node without keys holds the accounts as it stored them or its bundle carried them,
+		// without what the others pushed since (a revocation): it takes the cluster's newer ones
+		// in before it serves a client.
+		synced, err := broker.CatchUp(ctx, d.ConfPath(), broker.ResolverDir(cfg.StoreDir), catchUpWait, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		if !synced && o.Log != nil {
+			o.Log.Warn("no other node of the cluster answered: serving the accounts as this node holds them", "waited", catchUpWait)
+		}
 	}
 	if m.server, err = broker.Start(ctx, d.ConfPath(), o.Log); err != nil {
 		return nil, err
