@@ -19,12 +19,14 @@ import (
 // configs, which a client must find unchanged). The warden bounds what waits for each such
 // recipient or role: past DefaultUnservedBytes or DefaultUnservedMessages a new message is
 // deleted as it is stored (the waiting ones stay, as a mailbox that is full refuses more), and a
-// message that has waited DefaultUnservedAge is deleted. The bounds count from the warden's start:
-// it does not reread what was stored before.
+// message that has waited DefaultUnservedAge is deleted. All such mail together is held to
+// DefaultUnservedTotalBytes, so many made-up recipients do not add up to an unbounded store. The
+// bounds count from the warden's start: it does not reread what was stored before.
 const (
-	DefaultUnservedBytes    = 16 << 20
-	DefaultUnservedMessages = 1000
-	DefaultUnservedAge      = 7 * 24 * time.Hour
+	DefaultUnservedBytes      = 16 << 20
+	DefaultUnservedMessages   = 1000
+	DefaultUnservedAge        = 7 * 24 * time.Hour
+	DefaultUnservedTotalBytes = 256 << 20
 )
 
 // servedRefresh is how often the warden lists a stream's consumers again, and servedRecheck the
@@ -42,6 +44,7 @@ type unservedMail struct {
 	served map[string]map[string]bool // guarded by mu: stream -> consumer filters
 	listed map[string]time.Time       // guarded by mu: stream -> when its consumers were listed
 	boxes  map[string]*mailbox        // guarded by mu: stream + " " + filter
+	total  int64                      // guarded by mu: the bytes every box holds
 }
 
 type mailbox struct {
@@ -78,25 +81,9 @@ func (w *Warden) holdUnserved(ctx context.Context, stream, subject string, size 
 	if filter == "" || w.isServed(ctx, stream, filter) {
 		return
 	}
-	u := &w.unserved
-	u.mu.Lock()
-	if u.boxes == nil {
-		u.boxes = map[string]*mailbox{}
-	}
-	key := stream + " " + filter
-	box := u.boxes[key]
-	if box == nil {
-		box = &mailbox{stream: stream, filter: filter}
-		u.boxes[key] = box
-	}
-	over := box.bytes+int64(size) > w.cfg.UnservedBytes || len(box.waiting)+1 > w.cfg.UnservedMessages
-	if !over {
-		box.bytes += int64(size)
-		box.waiting = append(box.waiting, waitingMsg{seq: seq, size: int64(size), at: time.Now()})
-	}
-	waiting, bytes := len(box.waiting), box.bytes
-	u.mu.Unlock()
-	if !over {
+	admitted, waiting, bytes := w.unserved.admit(stream, filter, seq, int64(size), unservedBounds{
+		perBytes: w.cfg.UnservedBytes, perMessages: w.cfg.UnservedMessages, totalBytes: w.cfg.UnservedTotalBytes})
+	if admitted {
 		return
 	}
 	err := w.deleteMsg(ctx, stream, seq)
@@ -106,6 +93,36 @@ func (w *Warden) holdUnserved(ctx context.Context, stream, subject string, size 
 		return
 	}
 	w.limited("unserved "+stream, slog.LevelWarn, "mail no consumer takes refused over its bound", attrs...)
+}
+
+// unservedBounds are the warden's bounds on mail no consumer takes.
+type unservedBounds struct {
+	perBytes    int64
+	perMessages int
+	totalBytes  int64
+}
+
+// admit counts a message of size stored at seq on stream for filter's mailbox when it fits the
+// bounds, and reports whether it did, with how many messages and bytes the mailbox then holds.
+func (u *unservedMail) admit(stream, filter string, seq uint64, size int64, b unservedBounds) (bool, int, int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.boxes == nil {
+		u.boxes = map[string]*mailbox{}
+	}
+	key := stream + " " + filter
+	box := u.boxes[key]
+	if box == nil {
+		box = &mailbox{stream: stream, filter: filter}
+		u.boxes[key] = box
+	}
+	if box.bytes+size > b.perBytes || len(box.waiting)+1 > b.perMessages || u.total+size > b.totalBytes {
+		return false, len(box.waiting), box.bytes
+	}
+	box.bytes += size
+	u.total += size
+	box.waiting = append(box.waiting, waitingMsg{seq: seq, size: size, at: time.Now()})
+	return true, len(box.waiting), box.bytes
 }
 
 // isServed reports whether a consumer of stream filters exactly filter, listing the stream's
@@ -130,6 +147,7 @@ func (w *Warden) isServed(ctx context.Context, stream, filter string) bool {
 	u.served[stream], u.listed[stream] = filters, time.Now()
 	for key, box := range u.boxes {
 		if box.stream == stream && filters[box.filter] {
+			u.total -= box.bytes
 			delete(u.boxes, key) // a consumer takes it now: its mail is delivered, not bounded
 		}
 	}
@@ -174,6 +192,7 @@ func (w *Warden) sweepUnserved(ctx context.Context) {
 			n := 0
 			for n < len(box.waiting) && time.Since(box.waiting[n].at) > w.cfg.UnservedAge {
 				box.bytes -= box.waiting[n].size
+				u.total -= box.waiting[n].size
 				expired = append(expired, box.waiting[n])
 				from = append(from, box.stream)
 				n++

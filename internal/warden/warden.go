@@ -63,11 +63,12 @@ type Config struct {
 	// DefaultConsumerQuota when zero.
 	ConsumerQuota int
 	// UnservedBytes, UnservedMessages and UnservedAge bound the mail waiting for each recipient or
-	// role no consumer takes (unserved.go); DefaultUnservedBytes, DefaultUnservedMessages and
-	// DefaultUnservedAge when zero.
-	UnservedBytes    int64
-	UnservedMessages int
-	UnservedAge      time.Duration
+	// role no consumer takes, and UnservedTotalBytes all of it (unserved.go); the Default values
+	// when zero.
+	UnservedBytes      int64
+	UnservedMessages   int
+	UnservedAge        time.Duration
+	UnservedTotalBytes int64
 }
 
 // Warden guards one space. It is created by New and runs until Run's context ends. It is safe
@@ -119,6 +120,9 @@ func New(nc *nats.Conn, cfg Config) (*Warden, error) {
 	}
 	if cfg.UnservedAge <= 0 {
 		cfg.UnservedAge = DefaultUnservedAge
+	}
+	if cfg.UnservedTotalBytes <= 0 {
+		cfg.UnservedTotalBytes = DefaultUnservedTotalBytes
 	}
 	log := cfg.Log
 	if log == nil {
