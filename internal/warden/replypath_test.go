@@ -222,15 +222,37 @@ func TestReplyPathCapturesAreRepaired(t *testing.T) {
 // lastSeq returns the last sequence stream stored.
 func (r *replyMesh) lastSeq(t *testing.T, stream string) uint64 {
 	t.Helper()
-	st, err := r.js.Stream(t.Context(), stream)
-	if err != nil {
-		t.Fatalf("stream %s: %v", stream, err)
-	}
-	info, err := st.Info(t.Context())
-	if err != nil {
-		t.Fatalf("stream %s: %v", stream, err)
-	}
+	var info *jetstream.StreamInfo
+	patient(t, func() error {
+		st, err := r.js.Stream(t.Context(), stream)
+		if err == nil {
+			info, err = st.Info(t.Context())
+		}
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", stream, err)
+		}
+		return nil
+	})
 	return info.State.LastSeq
+}
+
+// patient runs call until it succeeds, again while the request finds no responder, for up to five
+// seconds. Each capture that lands here revokes its sender, which pushes a new account JWT; while
+// the broker applies one it may answer a JetStream API request with no responders (seen once in
+// CI, under load).
+func patient(t *testing.T, call func() error) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := call()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // captured waits until tg's stream stored something after seq: the broker did let the attack
@@ -250,10 +272,8 @@ func (r *replyMesh) captured(t *testing.T, tg target, seq uint64) {
 // consumer delivery keeps its message's own subject, so that is where its copy lands.
 func (r *replyMesh) noStrays(t *testing.T, stream string, seq uint64) {
 	t.Helper()
-	st, err := r.js.Stream(t.Context(), stream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var st jetstream.Stream
+	patient(t, func() (err error) { st, err = r.js.Stream(t.Context(), stream); return err })
 	own := func(subject string) bool {
 		for _, f := range st.CachedInfo().Config.Subjects {
 			if wire.SubjectMatches(f, subject) {
@@ -265,6 +285,10 @@ func (r *replyMesh) noStrays(t *testing.T, stream string, seq uint64) {
 	deadline := time.Now().Add(10 * time.Second)
 	for s := seq + 1; s <= r.lastSeq(t, stream); {
 		m, err := kvget.ReadSeq(t.Context(), r.inspector, stream, s)
+		if errors.Is(err, nats.ErrNoResponders) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond) // see patient
+			continue
+		}
 		if errors.Is(err, kvget.ErrNotFound) {
 			s++
 			continue
