@@ -130,11 +130,11 @@ const (
 // client. A node's distributed resolver loads the account JWTs it stored, which lack whatever
 // another node pushed while it was down (a revocation), and syncs with the others only on its
 // interval: a restarted node would accept a revoked credential until then. CatchUp starts the
-// broker of confPath on its resolver directory (ResolverDir of its store) with no client port a client knows (a random
-// one on loopback), a random route port, no JetStream and a short sync interval, waits for a
-// route and a few sync rounds (the others answer with every account JWT newer than the node's,
-// which it stores), and stops it. It returns false when no route came up within wait: the
-// cluster's other nodes are down, and the node starts on what it holds.
+// broker of confPath on its resolver directory (ResolverDir of its store) with no client port a
+// client knows (a random one on loopback), a random route port, no JetStream and a short sync
+// interval, waits for a route and a few sync rounds (the others answer with every account JWT
+// newer than the node's, which it stores), and stops it. It returns false when no route came up
+// within wait: the cluster's other nodes are down, and the node starts on what it holds.
 func CatchUp(ctx context.Context, confPath, resolverDir string, wait time.Duration, log *slog.Logger) (bool, error) {
 	opts, err := server.ProcessConfigFile(confPath)
 	if err != nil {

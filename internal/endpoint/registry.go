@@ -175,25 +175,35 @@ func (r *Registration) keep(ctx context.Context, w jetstream.KeyWatcher) {
 				continue
 			}
 			r.mu.Lock()
-			if !r.gone && e.Revision() > max(r.specAt, r.status) && r.superseded(e) {
-				// Another writer of the instance (its next incarnation, or MarkExited) took
-				// the records over: they are no longer this registration's to keep.
-				r.gone = true
-				r.log.Info("registration taken over", "endpoint", string(r.endpoint), "instance", string(r.instance), "key", e.Key(), "revision", e.Revision())
-			}
-			if !r.gone && e.Revision() > max(r.specAt, r.status) {
-				wctx, cancel := context.WithTimeout(ctx, keepWrite)
-				err := r.write(wctx)
-				cancel()
-				if err != nil && ctx.Err() == nil {
-					r.log.Error("write a displaced registration again", "endpoint", string(r.endpoint), "instance", string(r.instance), "key", e.Key(), "err", err)
-				} else if err == nil {
-					r.log.Warn("registration written again over a row it did not write", "endpoint", string(r.endpoint), "instance", string(r.instance), "key", e.Key(), "revision", e.Revision())
-				}
-			}
+			r.answer(ctx, e)
 			r.mu.Unlock()
 		}
 	}
+}
+
+// answer takes in one revision the watch delivered, r.mu held: nothing after Deregister or for its
+// own writes; a record or deletion another writer of the instance made (its next incarnation,
+// MarkExited) ends the keeping; anything else is a foreign row, and both records are written
+// again.
+func (r *Registration) answer(ctx context.Context, e jetstream.KeyValueEntry) {
+	if r.gone || e.Revision() <= max(r.specAt, r.status) {
+		return
+	}
+	attrs := []any{"endpoint", string(r.endpoint), "instance", string(r.instance), "key", e.Key(), "revision", e.Revision()}
+	if r.superseded(e) {
+		r.gone = true
+		r.log.Info("registration taken over", attrs...)
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, keepWrite)
+	defer cancel()
+	if err := r.write(wctx); err != nil {
+		if ctx.Err() == nil {
+			r.log.Error("write a displaced registration again", append(attrs, "err", err)...)
+		}
+		return
+	}
+	r.log.Warn("registration written again over a row it did not write", attrs...)
 }
 
 // superseded reports whether e, a revision the registration did not write, is one a writer of the

@@ -154,24 +154,28 @@ func (l *Ledger) EvictConnectionsOf(ctx context.Context, p wire.Principal) (int,
 	defer nc.Close()
 	vctx, cancel := context.WithTimeout(ctx, evictionWait)
 	defer cancel()
-	closed := 0
+	type conn struct {
+		server string
+		cid    uint64
+	}
+	kicked := map[conn]bool{}
 	for {
 		conns, _, err := connz.OfUsers(vctx, nc, acct, []string{p.Name()}, 0)
 		if err == nil && len(conns) == 0 {
-			return closed, nil
+			return len(kicked), nil
 		}
 		for _, c := range conns {
 			body, _ := json.Marshal(map[string]uint64{"cid": c.CID}) // always encodes
 			if _, err := nc.RequestWithContext(vctx, jsapi.ServerKick(c.Server), body); err == nil {
-				closed++
+				kicked[conn{c.Server, c.CID}] = true
 			}
 		}
 		select {
 		case <-vctx.Done():
 			if err != nil {
-				return closed, fmt.Errorf("close the connections of %s: %w", p, err)
+				return len(kicked), fmt.Errorf("close the connections of %s: %w", p, err)
 			}
-			return closed, fmt.Errorf("close the connections of %s: %d still open after %s", p, len(conns), evictionWait)
+			return len(kicked), fmt.Errorf("close the connections of %s: %d still open after %s", p, len(conns), evictionWait)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

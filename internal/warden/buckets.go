@@ -2,7 +2,6 @@ package warden
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -284,10 +283,11 @@ func (w *Warden) maxAge(ctx context.Context, b wire.Bucket) time.Duration {
 
 // repairRow undoes the row stored at seq under key: the last valid row before it is written back
 // if seq is still the key's last revision, the row has at least a second left to live and the
-// watch skipped no sequence between the two (a skipped one may have been a newer write of the key
-// that the capture replaced: the older row is then never put back); or else the row is deleted. A restored row keeps its original deadline: one with its own TTL is written
-// with what is left of it, one that expires by the bucket's max age is deleted at that deadline.
-// A newer write since then is left alone: it is judged on its own.
+// watch skipped no sequence between the two (a skipped one may have been a newer write of the
+// key that the capture replaced: the older row is then never put back); or else the row is
+// deleted. A restored row keeps its original deadline: one with its own TTL is written with what
+// is left of it, one that expires by the bucket's max age is deleted at that deadline. A newer
+// write since then is left alone: it is judged on its own.
 func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, trail *seqTrail, key string, seq uint64, why string, c culprit) {
 	attrs := []any{"bucket", string(b), "key", key, "seq", seq, "reason", why, "cause", c.text}
 	logKey := "repair " + string(b) + " " + c.kind
@@ -296,27 +296,21 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, trail *seqTrail, 
 		attrs = append(attrs, "stale", prev.seq)
 		prev = nil
 	}
-	var left time.Duration
-	if prev != nil && !prev.deadline.IsZero() {
-		// Whole seconds only: the server takes no TTL under a second, and rounding up would let
-		// repeated captures keep a row alive.
-		if left = time.Until(prev.deadline).Truncate(time.Second); left < time.Second {
+	if prev != nil {
+		if _, alive := prev.lifeLeft(); !alive {
 			prev = nil
 		}
 	}
 	var err error
 	if prev != nil {
-		err = w.restore(ctx, b, key, prev, left, seq)
+		err = w.restore(ctx, b, key, prev, seq)
 		if jsapi.Conflict(err) {
 			w.limited(logKey+" conflict", slog.LevelInfo, "bucket row changed before its repair", attrs...)
 			return
 		}
 		attrs = append(attrs, "restored", prev.seq)
 	} else {
-		var st jetstream.Stream
-		if st, err = w.stream(ctx, b.Stream()); err == nil {
-			err = st.DeleteMsg(ctx, seq)
-		}
+		err = w.deleteMsg(ctx, b.Stream(), seq)
 		attrs = append(attrs, "restored", "none: removed")
 	}
 	if err != nil {
@@ -326,14 +320,26 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, trail *seqTrail, 
 	w.limited(logKey, slog.LevelWarn, "bucket row repaired", attrs...)
 }
 
+// lifeLeft returns how long r has left to live, in whole seconds (the server takes no TTL under a
+// second, and rounding up would let repeated captures keep a row alive), and whether that is at
+// least a second: a row with less is not put back. A row that never expires has all the time.
+func (r *row) lifeLeft() (time.Duration, bool) {
+	if r.deadline.IsZero() {
+		return 0, true
+	}
+	left := time.Until(r.deadline).Truncate(time.Second)
+	return left, left >= time.Second
+}
+
 // restore writes prev back as key's row, if the key's last revision is still after (zero: the key
-// has no message), with left of its own TTL, and schedules the end of a row that expires by the
-// bucket's max age at its original deadline. A conflict means the key moved on: a newer write is
-// judged on its own.
-func (w *Warden) restore(ctx context.Context, b wire.Bucket, key string, prev *row, left time.Duration, after uint64) error {
+// has no message), with what is left of its own TTL, and schedules the end of a row that expires
+// by the bucket's max age at its original deadline. A conflict means the key moved on: a newer
+// write is judged on its own.
+func (w *Warden) restore(ctx context.Context, b wire.Bucket, key string, prev *row, after uint64) error {
 	msg := nats.NewMsg(b.Subject(key))
 	msg.Data = prev.value
 	if prev.ttl > 0 {
+		left, _ := prev.lifeLeft()
 		msg.Header.Set(jsapi.MsgTTL, strconv.FormatInt(int64(left/time.Second), 10))
 	}
 	ack, err := w.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(after))
@@ -360,29 +366,18 @@ func (w *Warden) undoRollup(ctx context.Context, b wire.Bucket, key string, seq 
 	w.punish(ctx, c, "rolled up the whole of "+string(b))
 	restored, failed := 0, 0
 	for k, r := range w.rows.live(b, seq) {
-		if k == key {
+		if _, alive := r.lifeLeft(); k == key || !alive {
 			continue
 		}
-		left := time.Duration(0)
-		if !r.deadline.IsZero() {
-			if left = time.Until(r.deadline).Truncate(time.Second); left < time.Second {
-				continue
-			}
-		}
-		switch err := w.restore(ctx, b, k, &r, left, 0); {
+		switch err := w.restore(ctx, b, k, &r, 0); {
 		case err == nil:
 			restored++
 		case !jsapi.Conflict(err): // a conflict: its writer wrote it again first
 			failed++
 		}
 	}
-	var err error
-	st, err := w.stream(ctx, b.Stream())
-	if err == nil {
-		err = st.DeleteMsg(ctx, seq)
-	}
 	attrs := []any{"bucket", string(b), "key", key, "seq", seq, "cause", c.text, "restored", restored, "failed", failed}
-	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if err := w.deleteMsg(ctx, b.Stream(), seq); err != nil {
 		attrs = append(attrs, "err", err)
 	}
 	w.limited("rollup "+string(b), slog.LevelWarn, "bucket rollup undone", attrs...)
@@ -401,11 +396,7 @@ func (w *Warden) expireAt(ctx context.Context, b wire.Bucket, seq uint64, deadli
 			return
 		case <-t.C:
 		}
-		st, err := w.stream(ctx, b.Stream())
-		if err == nil {
-			err = st.DeleteMsg(ctx, seq)
-		}
-		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && ctx.Err() == nil {
+		if err := w.deleteMsg(ctx, b.Stream(), seq); err != nil && ctx.Err() == nil {
 			w.log.Warn("expire a restored row", "bucket", string(b), "seq", seq, "err", err)
 		}
 	})

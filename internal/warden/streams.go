@@ -205,10 +205,7 @@ type location struct {
 // second per stream and kind of cause.
 func (w *Warden) quarantine(ctx context.Context, at location, subject, why string, c culprit) {
 	w.deleted.add(at, subject)
-	st, err := w.stream(ctx, at.stream)
-	if err == nil {
-		err = st.DeleteMsg(ctx, at.seq)
-	}
+	err := w.deleteMsg(ctx, at.stream, at.seq)
 	attrs := []any{"stream", at.stream, "seq", at.seq, "subject", subject, "reason", why, "cause", c.text}
 	key := "quarantine " + at.stream + " " + c.kind
 	if err != nil {
@@ -245,6 +242,18 @@ func (w *Warden) stream(ctx context.Context, name string) (jetstream.Stream, err
 	}
 	w.streams[name] = st
 	return st, nil
+}
+
+// deleteMsg deletes the message at seq of stream; one already gone is no error.
+func (w *Warden) deleteMsg(ctx context.Context, stream string, seq uint64) error {
+	st, err := w.stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return err
+	}
+	return nil
 }
 
 // streamHandles caches stream handles; embedded in Warden.

@@ -2,13 +2,10 @@ package warden
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/wire"
 )
@@ -207,18 +204,3 @@ func (w *Warden) sweepUnserved(ctx context.Context) {
 		}
 	}
 }
-
-// deleteMsg deletes the message at seq of stream; one already gone is no error.
-func (w *Warden) deleteMsg(ctx context.Context, stream string, seq uint64) error {
-	st, err := w.stream(ctx, stream)
-	if err != nil {
-		return err
-	}
-	if err := st.DeleteMsg(ctx, seq); err != nil && !jsMsgGone(err) {
-		return err
-	}
-	return nil
-}
-
-// jsMsgGone reports whether err says the message is no longer there.
-func jsMsgGone(err error) bool { return errors.Is(err, jetstream.ErrMsgNotFound) }
