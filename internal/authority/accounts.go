@@ -33,16 +33,18 @@ func (k *Keyring) SystemAccountJWT() (string, error) {
 	return tok, nil
 }
 
-// AccountJWT returns the space's account JWT, signed by the operator. It grants JetStream without
-// limits (in operator mode an account without JetStream limits has no JetStream at all) and lists
-// the space's signing key, which signs every user of the space so the account key itself stays
-// off the minting path.
+// AccountJWT returns the space's account JWT, signed by the operator. It grants JetStream within
+// the space's StorageLimits (in operator mode an account without JetStream limits has no
+// JetStream at all) and lists the space's signing key, which signs every user of the space so the
+// account key itself stays off the minting path.
 func (k *Keyring) AccountJWT(s *SpaceKeys) (string, error) {
 	ac := jwt.NewAccountClaims(s.AccountPublicKey())
 	ac.Name = string(s.Space)
-	// Only the two storage limits, as the reference sets them: zero stream and consumer counts
-	// mean unlimited to the server and stay out of the JWT.
-	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit}
+	storage, err := k.StorageLimits(s.Space)
+	if err != nil {
+		return "", err
+	}
+	ac.Limits.JetStreamLimits = storage.jetStream()
 	ac.SigningKeys.Add(mustPublic(s.signing))
 	revoked, err := k.Revocations(s.Space)
 	if err != nil {

@@ -110,8 +110,8 @@ func TestAccountJWTs(t *testing.T) {
 	if ac.Issuer != kr.OperatorPublicKey() || ac.Subject != sk.AccountPublicKey() || ac.Name != "main" {
 		t.Errorf("account claims %+v", ac.ClaimsData)
 	}
-	if js := ac.Limits.JetStreamLimits; js.DiskStorage != jwt.NoLimit || js.MemoryStorage != jwt.NoLimit {
-		t.Errorf("the space account must grant JetStream: %+v", js)
+	if js := ac.Limits.JetStreamLimits; js.DiskStorage != DefaultStorageLimits.Disk || js.MemoryStorage != DefaultStorageLimits.Memory {
+		t.Errorf("the space account must grant JetStream within the default limits: %+v", js)
 	}
 	if !ac.SigningKeys.Contains(mustPublic(sk.signing)) {
 		t.Error("the signing key is not listed")

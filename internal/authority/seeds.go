@@ -22,10 +22,12 @@ type Seeds struct {
 	Spaces   map[wire.Space]SpaceSeeds `json:"spaces"`
 }
 
-// SpaceSeeds are one space's account and signing keys.
+// SpaceSeeds are one space's account and signing keys, and the storage limits the account JWT
+// carries, so that every authority mints the same account.
 type SpaceSeeds struct {
-	Account string `json:"account"`
-	Signing string `json:"signing"`
+	Account string         `json:"account"`
+	Signing string         `json:"signing"`
+	Storage *StorageLimits `json:"storage,omitempty"`
 }
 
 // Export returns the keyring's seeds for spaces, creating a space's keys on first use as Space
@@ -53,14 +55,19 @@ func (k *Keyring) Export(spaces []wire.Space) (*Seeds, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.Spaces[sp] = SpaceSeeds{Account: string(acct), Signing: string(signing)}
+		storage, err := k.StorageLimits(sp)
+		if err != nil {
+			return nil, err
+		}
+		s.Spaces[sp] = SpaceSeeds{Account: string(acct), Signing: string(signing), Storage: &storage}
 	}
 	return s, nil
 }
 
 // ImportSeeds writes the seeds into the keyring directory dir (created 0700), each key file 0600.
 // A key file already there must hold the same seed: a directory holds one authority, never two.
-// Every seed is checked before the first file is written.
+// A space's storage limits, when the seeds carry them, replace those dir held. Every seed and
+// limit is checked before the first file is written.
 func ImportSeeds(dir string, s *Seeds) error {
 	type keyFile struct {
 		name, seed string
@@ -73,6 +80,11 @@ func ImportSeeds(dir string, s *Seeds) error {
 	for sp, ss := range s.Spaces {
 		if _, err := wire.ParseSpace(string(sp)); err != nil {
 			return fmt.Errorf("import keys: %w", err)
+		}
+		if ss.Storage != nil {
+			if err := ss.Storage.Validate(); err != nil {
+				return fmt.Errorf("import keys: space %s: %w", sp, err)
+			}
 		}
 		files = append(files,
 			keyFile{"space." + string(sp) + ".nk", ss.Account, nkeys.PrefixByteAccount},
@@ -102,6 +114,14 @@ func ImportSeeds(dir string, s *Seeds) error {
 		err := atomicfile.Create(filepath.Join(dir, f.name), []byte(f.seed+"\n"), 0o600)
 		if err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
+		}
+	}
+	for sp, ss := range s.Spaces {
+		if ss.Storage == nil {
+			continue
+		}
+		if err := writeStorageLimits(dir, sp, *ss.Storage); err != nil {
+			return fmt.Errorf("import keys: space %s: %w", sp, err)
 		}
 	}
 	return nil

@@ -26,6 +26,7 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/ps"
@@ -201,13 +202,24 @@ func inboxOf(t *testing.T, credsPath string) string {
 func TestDetachAndDown(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(envRunCLI, "1")
-	code, out, stderr := run(t, "up", "--detach", "--dir", dir, "--port", "0")
+	code, out, stderr := run(t, "up", "--detach", "--dir", dir, "--port", "0", "--space", "main,extra", "--max-disk", "1GiB")
 	if code != exit.OK {
 		t.Fatalf("up --detach exit %d: %s", code, stderr)
 	}
 	st := waitUp(t, dir, nil)
 	if st.PID == os.Getpid() || !strings.Contains(out, st.URL) {
 		t.Errorf("detached mesh pid %d, output %q", st.PID, out)
+	}
+	// The detached mesh ran with every flag given, the list and the size included.
+	if want := []wire.Space{"main", "extra"}; !slices.Equal(st.Spaces, want) {
+		t.Errorf("the detached mesh serves %v, want %v", st.Spaces, want)
+	}
+	kr, err := authority.OpenKeyring(mesh.Dir{Path: filepath.Join(dir, mesh.DirName)}.AuthDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := kr.StorageLimits("extra"); err != nil || l.Disk != 1<<30 || l.Memory != authority.DefaultStorageLimits.Memory {
+		t.Errorf("the detached mesh's storage limits: %+v, %v", l, err)
 	}
 	if code, _, stderr := run(t, "status", "--dir", dir); code != exit.OK {
 		t.Errorf("status of the detached mesh exit %d: %s", code, stderr)
@@ -328,6 +340,9 @@ func TestBadInput(t *testing.T) {
 		{"bad up space", []string{"up", "--dir", dir, "--port", "0", "--space", "x.y"}, exit.Usage, "--space"},
 		{"open on a public host", []string{"up", "--dir", dir, "--port", "0", "--open", "--host", "0.0.0.0"}, exit.Failed, "loopback only"},
 		{"half TLS", []string{"up", "--dir", dir, "--tls-cert", "c.pem"}, exit.Usage, "--tls-key"},
+		{"max-disk not a size", []string{"up", "--dir", dir, "--port", "0", "--max-disk", "lots"}, exit.Usage, `--max-disk: "lots" is not a size`},
+		{"max-memory too small", []string{"up", "--dir", dir, "--port", "0", "--max-memory", "1MiB"}, exit.Usage, "--max-memory 1MiB: a space needs at least 16 MiB"},
+		{"max-disk on an open mesh", []string{"up", "--dir", dir, "--port", "0", "--open", "--max-disk", "1GiB"}, exit.Usage, "an open mesh has none"},
 		{"corrupt key file", []string{"up", "--dir", corrupt, "--port", "0"}, exit.Failed, keyFile},
 		{"corrupt key file on mint", []string{"mint", "a", "--dir", corrupt, "--profile", "observer"}, exit.Failed, "left untouched"},
 		{"agent without a mesh", []string{"mint", "a", "--dir", dir}, exit.Failed, "needs the mesh running"},

@@ -59,6 +59,43 @@ type Options struct {
 	UserAuth *UserAuthOptions
 	// Cluster, when set, runs this mesh as one node of a NATS cluster (cluster.go).
 	Cluster *ClusterOptions
+	// Storage, when set, changes every served space's JetStream storage limits before the
+	// accounts are minted; only an authority node holds them.
+	Storage *StorageChange
+}
+
+// StorageChange changes a space's storage limits (authority.StorageLimits): a nil field keeps
+// the limit its keyring holds.
+type StorageChange struct {
+	Disk, Memory *int64
+}
+
+// apply records the change for every space in the keyring, each checked before the first is
+// written.
+func (c *StorageChange) apply(kr *authority.Keyring, spaces []wire.Space) error {
+	next := make([]authority.StorageLimits, len(spaces))
+	for i, s := range spaces {
+		l, err := kr.StorageLimits(s)
+		if err != nil {
+			return err
+		}
+		if c.Disk != nil {
+			l.Disk = *c.Disk
+		}
+		if c.Memory != nil {
+			l.Memory = *c.Memory
+		}
+		if err := l.Validate(); err != nil {
+			return err
+		}
+		next[i] = l
+	}
+	for i, s := range spaces {
+		if err := kr.SetStorageLimits(s, next[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // UserAuthOptions configure user-auth mode.
@@ -132,6 +169,9 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 	if o.UserAuth != nil && (o.Open || len(spaces) != 1) {
 		return nil, errors.New("user-auth mode runs an authenticated mesh of one space")
 	}
+	if o.Storage != nil && (o.Open || (o.Cluster != nil && o.Cluster.Bundle != nil && !o.Cluster.Bundle.authorityNode())) {
+		return nil, errors.New("storage limits are set on an authority node of an authenticated mesh")
+	}
 	if o.Cluster == nil {
 		if name, ok := d.clusterOf(); ok {
 			return nil, fmt.Errorf("this mesh directory is a node of cluster %q: start it with its cluster flags (--cluster-port, --routes)", name)
@@ -196,6 +236,11 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 	default:
 		if m.keyring, err = d.OpenKeyring(); err != nil {
 			return nil, err
+		}
+		if o.Storage != nil {
+			if err := o.Storage.apply(m.keyring, spaces); err != nil {
+				return nil, err
+			}
 		}
 		var t broker.Trust
 		if t, err = trust(m.keyring, spaces, o.UserAuth != nil); err != nil {

@@ -13,12 +13,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/authority"
@@ -78,6 +77,12 @@ type Options struct {
 	Routes        []string
 	ServerName    string
 	ClusterBundle string
+	// MaxDisk and MaxMemory, when set, are each space's JetStream storage limits (parseSize).
+	MaxDisk   string
+	MaxMemory string
+	// setFlags are the flags given on the command line as --name=value, for a detached start to
+	// pass on.
+	setFlags []string
 }
 
 // detachWait bounds how long a detached start may take before `up` gives up on it.
@@ -95,6 +100,7 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 			"foreground until Ctrl-C, or in the background with --detach.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.setFlags = givenFlags(cmd.Flags())
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
@@ -130,11 +136,45 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.StringVar(&o.ServerName, "server-name", "", "with --cluster-port: this node's name in the cluster (default: host name and client port)")
 	fs.StringVar(&o.ClusterBundle, "cluster-bundle", "", "start a node without keys from this bundle (cotal cluster bundle on an authority node)")
 	fs.StringVar(&o.AdvertisedServer, "advertised-server", "", "with --user-auth: the broker URL (nats://, tls://, ws://, wss://) other machines are told, when not the one up listens at")
+	fs.StringVar(&o.MaxDisk, "max-disk", "", "on an authority node: each space's JetStream file storage limit, over every replica (e.g. 64GiB, or unlimited; default: what the keyring holds, 16GiB at first)")
+	fs.StringVar(&o.MaxMemory, "max-memory", "", "on an authority node: each space's JetStream memory storage limit (e.g. 1GiB, or unlimited; default: what the keyring holds, 256MiB at first)")
 	return cmd
 }
 
-func (o *Options) meshOptions() (mesh.Options, error) {
-	var mo mesh.Options
+// storage returns the change to each space's storage limits that --max-disk and --max-memory
+// ask for, nil when neither is given.
+func (o *Options) storage() (*mesh.StorageChange, error) {
+	if o.MaxDisk == "" && o.MaxMemory == "" {
+		return nil, nil
+	}
+	if o.Open {
+		return nil, &exit.UsageError{Err: errors.New("--max-disk and --max-memory bound an authenticated mesh's accounts; an open mesh has none")}
+	}
+	if o.ClusterBundle != "" {
+		return nil, &exit.UsageError{Err: errors.New("--max-disk and --max-memory are set on an authority node; a node without keys serves the limits it is sent")}
+	}
+	c := &mesh.StorageChange{}
+	for _, f := range []struct {
+		name, v string
+		min     int64
+		into    **int64
+	}{{"--max-disk", o.MaxDisk, authority.MinDiskLimit, &c.Disk}, {"--max-memory", o.MaxMemory, authority.MinMemoryLimit, &c.Memory}} {
+		if f.v == "" {
+			continue
+		}
+		n, err := parseSize(f.v)
+		if err != nil {
+			return nil, &exit.UsageError{Err: fmt.Errorf("%s: %w", f.name, err)}
+		}
+		if n >= 0 && n < f.min {
+			return nil, &exit.UsageError{Err: fmt.Errorf("%s %s: a space needs at least %d MiB, or unlimited", f.name, f.v, f.min>>20)}
+		}
+		*f.into = &n
+	}
+	return c, nil
+}
+
+func (o *Options) meshOptions() (mo mesh.Options, err error) {
 	for _, s := range o.Spaces {
 		sp, err := wire.ParseSpace(s)
 		if err != nil {
@@ -154,6 +194,9 @@ func (o *Options) meshOptions() (mesh.Options, error) {
 		return mo, &exit.UsageError{Err: fmt.Errorf("--max-sessions %d: must be at least 1", o.MaxSessions)}
 	}
 	mo.MaxSessions = o.MaxSessions
+	if mo.Storage, err = o.storage(); err != nil {
+		return mo, err
+	}
 	ua, err := o.userAuth()
 	if err != nil {
 		return mo, err
@@ -351,6 +394,25 @@ func shutdown(m *mesh.Mesh) error {
 	return m.Shutdown(ctx)
 }
 
+// givenFlags returns the flags given on the command line, each as --name=value (a list flag once
+// per item), leaving out --detach and --dir.
+func givenFlags(fs *pflag.FlagSet) []string {
+	var out []string
+	fs.Visit(func(f *pflag.Flag) {
+		if f.Name == "detach" || f.Name == "dir" {
+			return
+		}
+		if list, ok := f.Value.(pflag.SliceValue); ok {
+			for _, v := range list.GetSlice() {
+				out = append(out, "--"+f.Name+"="+v)
+			}
+			return
+		}
+		out = append(out, "--"+f.Name+"="+f.Value.String())
+	})
+	return out
+}
+
 // detach starts `cotal up` again in the background, as its own session so a closed terminal does
 // not stop it, with its output in the log, and waits until it records itself as running.
 func detach(ctx context.Context, o *Options, d mesh.Dir) error {
@@ -366,64 +428,9 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 		return fmt.Errorf("open the mesh log: %w", err)
 	}
 	defer log.Close()
-	args := []string{"up", "--dir", d.Path, "--host", o.Host, "--port", strconv.Itoa(o.Port)}
-	for _, s := range o.Spaces {
-		args = append(args, "--space", s)
-	}
-	if o.Open {
-		args = append(args, "--open")
-	}
-	if o.TLSCert != "" {
-		args = append(args, "--tls-cert", o.TLSCert, "--tls-key", o.TLSKey)
-	}
-	if o.Verbose {
-		args = append(args, "--verbose")
-	}
-	if o.NoManager {
-		args = append(args, "--no-manager")
-	}
-	if o.NoDelivery {
-		args = append(args, "--no-delivery")
-	}
-	if o.UserAuth {
-		args = append(args, "--user-auth", "--dev-idp-addr", o.DevIdPAddr, "--client-id", o.ClientID, "--exchange-public-port", strconv.Itoa(o.ExchangePort))
-		if o.DevIdP {
-			args = append(args, "--dev-idp")
-		} else {
-			args = append(args, "--idp", o.IdP)
-		}
-		if o.ExchangeURL != "" {
-			args = append(args, "--exchange-public-url", o.ExchangeURL)
-		}
-		if o.TrustedProxy {
-			args = append(args, "--exchange-trusted-proxy")
-		}
-		if o.AdvertisedServer != "" {
-			args = append(args, "--advertised-server", o.AdvertisedServer)
-		}
-		args = append(args, "--remote-manager-lifetime", o.RemoteManagerLifetime.String())
-	}
-	if o.ClusterPort != 0 {
-		args = append(args, "--cluster-port", strconv.Itoa(o.ClusterPort))
-		if o.ClusterName != "" {
-			args = append(args, "--cluster-name", o.ClusterName)
-		}
-		if len(o.Routes) > 0 {
-			args = append(args, "--routes", strings.Join(o.Routes, ","))
-		}
-		if o.ServerName != "" {
-			args = append(args, "--server-name", o.ServerName)
-		}
-		if o.ClusterBundle != "" {
-			bundle, err := filepath.Abs(o.ClusterBundle)
-			if err != nil {
-				return err
-			}
-			args = append(args, "--cluster-bundle", bundle)
-		}
-	}
-	args = append(args, "--max-sessions", strconv.Itoa(o.MaxSessions))
-	args = append(args, "--daemon-credential-lifetime", o.DaemonLifetime.String())
+	// The child runs in this directory, so relative paths in the flags mean the same to it; --dir
+	// is the directory found here, wherever the child would look.
+	args := append([]string{"up", "--dir", d.Path}, o.setFlags...)
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
