@@ -77,7 +77,7 @@ type storedMsg struct {
 // "secret", exchange direct messages and hand out a task, and a post of carol's is purged. The
 // content stays out of mallory's reach (the refusals at the end), but the metadata does not: each
 // subtest asserts the fact one call reveals, so a change in exposure shows up here. Every call
-// measured is a row of the SPEC's agent profile (§9, Appendix B); the README's security section
+// measured is a row of the SPEC's agent profile (§9, Appendix B); docs/security.md
 // states the residual.
 func TestAgentMetadataExposure(t *testing.T) {
 	t.Parallel()
