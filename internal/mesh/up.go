@@ -156,52 +156,14 @@ const catchUpWait = 10 * time.Second
 // configuration, starts the embedded broker, provisions every space under a least-privilege
 // provisioner credential, and records the mesh as running. It returns *AlreadyRunningError when
 // d's mesh is up, and leaves nothing running when it fails.
+//
+// The modes differ in what follows the broker: a node without keys serves the broker alone; an
+// open mesh provisions its spaces; an authenticated one (static, user-auth, or an authority node
+// of a cluster) also opens its ledgers and runs its daemons.
 func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
-	spaces := o.Spaces
-	if len(spaces) == 0 {
-		spaces = []wire.Space{DefaultSpace}
-	}
-	for _, s := range spaces {
-		if _, err := wire.ParseSpace(string(s)); err != nil {
-			return nil, err
-		}
-	}
-	if o.UserAuth != nil && (o.Open || len(spaces) != 1) {
-		return nil, errors.New("user-auth mode runs an authenticated mesh of one space")
-	}
-	if o.Storage != nil && (o.Open || (o.Cluster != nil && o.Cluster.Bundle != nil && !o.Cluster.Bundle.authorityNode())) {
-		return nil, errors.New("storage limits are set on an authority node of an authenticated mesh")
-	}
-	if o.Cluster == nil {
-		if name, ok := d.clusterOf(); ok {
-			return nil, fmt.Errorf("this mesh directory is a node of cluster %q: start it with its cluster flags (--cluster-port, --routes)", name)
-		}
-	}
-	if c := o.Cluster; c != nil {
-		switch {
-		case o.Open:
-			return nil, errors.New("an open mesh cannot join a cluster: anyone could join it")
-		case o.UserAuth != nil:
-			return nil, errors.New("user-auth mode runs on one node: it cannot join a cluster yet")
-		case c.Bundle != nil && c.Bundle.authorityNode():
-			// A second authority node: once its directory holds the keys and the route secret, it
-			// starts as the first one does.
-			spaces = c.Bundle.Spaces
-			if err := d.adoptAuthorityBundle(c.Bundle); err != nil {
-				return nil, err
-			}
-			adopted := *c
-			adopted.Bundle = nil
-			o.Cluster = &adopted
-		case c.Bundle != nil:
-			spaces = c.Bundle.Spaces
-			if err := d.markKeyless(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if l := o.DaemonCredentialLifetime; l != 0 && l < ledger.MinHeldLifetime {
-		return nil, fmt.Errorf("daemon credential lifetime %s: must be at least %s", l, ledger.MinHeldLifetime)
+	spaces, o, err := o.resolve(d)
+	if err != nil {
+		return nil, err
 	}
 	if err := atomicfile.MkdirPrivate(d.Path); err != nil {
 		return nil, err
@@ -211,6 +173,84 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 	} else if !errors.Is(err, ErrNotRunning) {
 		return nil, err
 	}
+	m := &Mesh{dir: d, Reports: map[wire.Space]*space.Report{}, replicas: 1}
+	url, err := m.startBroker(ctx, d, o, spaces)
+	if err != nil {
+		return nil, err
+	}
+	if o.keyless() {
+		return m, m.record(d, o, url, spaces)
+	}
+	if err := m.serve(ctx, d, o, url, spaces); err != nil {
+		m.stopServer()
+		return nil, err
+	}
+	if err := m.record(d, o, url, spaces); err != nil {
+		return nil, err
+	}
+	if o.Cluster != nil && m.keyring != nil {
+		m.keepClusterCurrent(ctx, o.Log)
+	}
+	return m, nil
+}
+
+// keyless reports whether o starts a cluster node without keys, from a bundle.
+func (o Options) keyless() bool { return o.Cluster != nil && o.Cluster.Bundle != nil }
+
+// resolve checks o against itself and d, and returns the spaces to serve and the options to serve
+// them with: a second authority node's bundle is adopted into d (its keys and route secret) and
+// the node then starts as the first one did; a node without keys is marked so in d.
+func (o Options) resolve(d Dir) ([]wire.Space, Options, error) {
+	spaces := o.Spaces
+	if len(spaces) == 0 {
+		spaces = []wire.Space{DefaultSpace}
+	}
+	for _, s := range spaces {
+		if _, err := wire.ParseSpace(string(s)); err != nil {
+			return nil, o, err
+		}
+	}
+	c := o.Cluster
+	switch {
+	case o.UserAuth != nil && (o.Open || len(spaces) != 1):
+		return nil, o, errors.New("user-auth mode runs an authenticated mesh of one space")
+	case o.Storage != nil && (o.Open || (o.keyless() && !c.Bundle.authorityNode())):
+		return nil, o, errors.New("storage limits are set on an authority node of an authenticated mesh")
+	case c != nil && o.Open:
+		return nil, o, errors.New("an open mesh cannot join a cluster: anyone could join it")
+	case c != nil && o.UserAuth != nil:
+		return nil, o, errors.New("user-auth mode runs on one node: it cannot join a cluster yet")
+	case o.DaemonCredentialLifetime != 0 && o.DaemonCredentialLifetime < ledger.MinHeldLifetime:
+		return nil, o, fmt.Errorf("daemon credential lifetime %s: must be at least %s", o.DaemonCredentialLifetime, ledger.MinHeldLifetime)
+	}
+	if c == nil {
+		if name, ok := d.clusterOf(); ok {
+			return nil, o, fmt.Errorf("this mesh directory is a node of cluster %q: start it with its cluster flags (--cluster-port, --routes)", name)
+		}
+		return spaces, o, nil
+	}
+	switch {
+	case c.Bundle != nil && c.Bundle.authorityNode():
+		if err := d.adoptAuthorityBundle(c.Bundle); err != nil {
+			return nil, o, err
+		}
+		adopted := *c
+		adopted.Bundle = nil
+		o.Cluster = &adopted
+		return c.Bundle.Spaces, o, nil
+	case c.Bundle != nil:
+		if err := d.markKeyless(); err != nil {
+			return nil, o, err
+		}
+		return c.Bundle.Spaces, o, nil
+	}
+	return spaces, o, nil
+}
+
+// startBroker renders the broker's configuration for o's mode, writes it to d and starts the
+// broker, and returns the URL clients reach it at. An authority's keyring is opened (and told the
+// storage limits o sets) to render the accounts it trusts.
+func (m *Mesh) startBroker(ctx context.Context, d Dir, o Options, spaces []wire.Space) (string, error) {
 	port := o.Port
 	switch {
 	case port == 0:
@@ -219,58 +259,67 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 		port = 0
 	}
 	cfg := broker.Config{Host: o.Host, Port: port, StoreDir: d.StoreDir(), TLS: o.TLS}
-	m := &Mesh{dir: d, Reports: map[wire.Space]*space.Report{}, replicas: 1}
-	var conf []byte
 	var err error
 	if c := o.Cluster; c != nil {
 		if cfg.Cluster, err = d.brokerCluster(c); err != nil {
-			return nil, err
+			return "", err
 		}
 		cfg.ServerName = cmp.Or(c.ServerName, DefaultServerName(port))
 	}
+	var conf []byte
 	switch {
 	case o.Open:
 		conf, err = broker.RenderOpen(cfg)
-	case o.Cluster != nil && o.Cluster.Bundle != nil:
+	case o.keyless():
 		conf, err = broker.RenderAuth(cfg, o.Cluster.Bundle.trust())
 	default:
 		if m.keyring, err = d.OpenKeyring(); err != nil {
-			return nil, err
+			return "", err
 		}
 		if o.Storage != nil {
 			if err := o.Storage.apply(m.keyring, spaces); err != nil {
-				return nil, err
+				return "", err
 			}
 		}
 		var t broker.Trust
 		if t, err = trust(m.keyring, spaces, o.UserAuth != nil); err != nil {
-			return nil, err
+			return "", err
 		}
 		conf, err = broker.RenderAuth(cfg, t)
 	}
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if err := atomicfile.Write(d.ConfPath(), conf, 0o600); err != nil {
-		return nil, err
+		return "", err
 	}
-	if o.Cluster != nil && o.Cluster.Bundle != nil {
+	if o.keyless() {
 		// A node without keys holds the accounts as it stored them or its bundle carried them,
 		// without what the others pushed since (a revocation): it takes the cluster's newer ones
 		// in before it serves a client.
 		synced, err := broker.CatchUp(ctx, d.ConfPath(), broker.ResolverDir(cfg.StoreDir), catchUpWait, o.Log)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		if !synced && o.Log != nil {
 			o.Log.Warn("no other node of the cluster answered: serving the accounts as this node holds them", "waited", catchUpWait)
 		}
 	}
 	if m.server, err = broker.Start(ctx, d.ConfPath(), o.Log); err != nil {
-		return nil, err
+		return "", err
 	}
-	// Each step of the start is logged (at --verbose) with the time since the broker came up, so
-	// a start that stalls (a cluster node whose streams are slow to recover) says where.
+	if o.TLS != nil {
+		return "tls://" + m.server.Addr().String(), nil
+	}
+	return m.server.ClientURL(), nil
+}
+
+// serve brings up what runs over the broker: the cluster's quorum, the provisioned spaces and, on
+// an authenticated mesh, the ledgers, the daemons and user-auth mode's auth service. Up stops
+// whatever it started when it fails.
+func (m *Mesh) serve(ctx context.Context, d Dir, o Options, url string, spaces []wire.Space) error {
+	// Each step is logged (at --verbose) with the time since the broker came up, so a start that
+	// stalls (a cluster node whose streams are slow to recover) says where.
 	began := time.Now()
 	step := func(msg string) {
 		if o.Log != nil {
@@ -278,115 +327,106 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 		}
 	}
 	step("the broker is up")
-	url := m.server.ClientURL()
-	if o.TLS != nil {
-		url = "tls://" + m.server.Addr().String()
-	}
-	if o.Cluster != nil && o.Cluster.Bundle != nil {
-		// A node without keys serves the cluster's broker and nothing else.
-		if err := m.record(d, o, url, spaces); err != nil {
-			return nil, err
-		}
-		return m, nil
-	}
 	if o.Cluster != nil {
 		if err := m.awaitQuorum(ctx, len(o.Cluster.Routes)); err != nil {
-			m.stopServer()
-			return nil, err
+			return err
 		}
 		step("the cluster's JetStream is ready")
 	}
 	if err := m.provision(ctx, url, spaces, o.Open); err != nil {
-		m.stopServer()
-		return nil, err
+		return err
 	}
 	step("the spaces are provisioned")
-	if !o.Open {
-		for _, sp := range spaces {
-			l, err := ledger.Open(ctx, url, m.keyring, sp)
-			if err != nil {
-				m.stopServer()
-				return nil, err
-			}
-			m.ledgers = append(m.ledgers, l)
+	if o.Open {
+		return nil
+	}
+	if err := m.openLedgers(ctx, url, spaces, o.Cluster != nil); err != nil {
+		return err
+	}
+	step("the ledgers are open")
+	if !o.NoDaemons {
+		if err := m.startDaemons(ctx, d, o); err != nil {
+			return err
 		}
-		if err := m.writeAdminCreds(ctx); err != nil {
-			m.stopServer()
-			return nil, err
-		}
-		if o.Cluster != nil {
-			// What another authority node revoked while this one was down joins this node's list,
-			// and what this one recorded but never pushed reaches the cluster.
-			if err := m.reconcileRevocations(ctx); err != nil {
-				m.stopServer()
-				return nil, err
-			}
-		}
-		step("the ledgers are open")
-		if !o.NoDaemons {
-			if m.daemons, err = StartDaemons(m.ledgers, o.DaemonCredentialLifetime, o.NoDelivery, o.Log); err != nil {
-				m.stopServer()
-				return nil, err
-			}
-			// The mesh serves once its wardens judge what is stored: a capture made before would
-			// go unseen.
-			rctx, cancel := context.WithTimeout(ctx, wardenStart)
-			err := m.daemons.WardensReady(rctx)
-			cancel()
-			if err != nil {
-				m.daemons.Stop()
-				m.stopServer()
-				return nil, fmt.Errorf("the warden did not start: %w", err)
-			}
-			step("the daemons are up and the wardens ready")
-			// A supervisor per space, each holding its space's manager lease.
-			for _, l := range m.ledgers {
-				if o.NoManager {
-					break
-				}
-				if o.Cluster != nil {
-					// Another authority node may serve the instance: this one stands by until it
-					// does not.
-					m.daemons.standBySupervisor(d, l, SupervisorOptions{Name: ManagerActor, MaxSessions: o.MaxSessions}, o.Log)
-					continue
-				}
-				if err := m.daemons.startSupervisor(m.daemons.ctx, d, l, SupervisorOptions{Name: ManagerActor, MaxSessions: o.MaxSessions}, o.Log); err != nil {
-					m.daemons.Stop()
-					m.stopServer()
-					return nil, err
-				}
-			}
-		}
+		step("the daemons are up and the wardens ready")
 	}
 	if o.UserAuth != nil {
-		if err := m.startUserAuth(ctx, url, *o.UserAuth, o.Log); err != nil {
-			m.stopServer()
-			return nil, err
+		return m.startUserAuth(ctx, url, *o.UserAuth, o.Log)
+	}
+	return nil
+}
+
+// openLedgers opens a ledger per space and writes the admin credentials; on a cluster it also
+// merges the revocations another authority node made while this one was down, and pushes those it
+// recorded but never pushed.
+func (m *Mesh) openLedgers(ctx context.Context, url string, spaces []wire.Space, cluster bool) error {
+	for _, sp := range spaces {
+		l, err := ledger.Open(ctx, url, m.keyring, sp)
+		if err != nil {
+			return err
+		}
+		m.ledgers = append(m.ledgers, l)
+	}
+	if err := m.writeAdminCreds(ctx); err != nil {
+		return err
+	}
+	if cluster {
+		return m.reconcileRevocations(ctx)
+	}
+	return nil
+}
+
+// startDaemons runs the daemons on the ledgers and waits for the wardens, then starts a
+// supervisor per space (on a cluster, one that stands by while another node serves the instance).
+func (m *Mesh) startDaemons(ctx context.Context, d Dir, o Options) error {
+	var err error
+	if m.daemons, err = StartDaemons(m.ledgers, o.DaemonCredentialLifetime, o.NoDelivery, o.Log); err != nil {
+		return err
+	}
+	// The mesh serves once its wardens judge what is stored: a capture made before would go
+	// unseen.
+	rctx, cancel := context.WithTimeout(ctx, wardenStart)
+	err = m.daemons.WardensReady(rctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("the warden did not start: %w", err)
+	}
+	if o.NoManager {
+		return nil
+	}
+	opts := SupervisorOptions{Name: ManagerActor, MaxSessions: o.MaxSessions}
+	for _, l := range m.ledgers {
+		if o.Cluster != nil {
+			m.daemons.standBySupervisor(d, l, opts, o.Log)
+			continue
+		}
+		if err := m.daemons.startSupervisor(m.daemons.ctx, d, l, opts, o.Log); err != nil {
+			return err
 		}
 	}
-	if err := m.record(d, o, url, spaces); err != nil {
-		return nil, err
+	return nil
+}
+
+// keepClusterCurrent records the cluster's peers, so the CLI in this directory reaches the
+// cluster through the other nodes while this one is down, and keeps the list and the revocations
+// current while the node runs.
+func (m *Mesh) keepClusterCurrent(ctx context.Context, log *slog.Logger) {
+	if err := m.recordPeers(ctx); err != nil && log != nil {
+		log.Warn("record the cluster's peers", "err", err)
 	}
-	if o.Cluster != nil && m.keyring != nil {
-		// The CLI in this directory reaches the cluster through the other nodes while this one is
-		// down; the list is kept current while the node runs, as the revocations are.
-		if err := m.recordPeers(ctx); err != nil && o.Log != nil {
-			o.Log.Warn("record the cluster's peers", "err", err)
-		}
-		if m.daemons != nil {
-			m.daemons.wg.Go(func() {
-				every(m.daemons.ctx, sessionSweepEvery, func() {
-					if err := m.reconcileRevocations(m.daemons.ctx); err != nil && o.Log != nil {
-						o.Log.Warn("reconcile the revocations with the cluster", "err", err)
-					}
-					if err := m.recordPeers(m.daemons.ctx); err != nil && o.Log != nil {
-						o.Log.Warn("record the cluster's peers", "err", err)
-					}
-				})
-			})
-		}
+	if m.daemons == nil {
+		return
 	}
-	return m, nil
+	m.daemons.wg.Go(func() {
+		every(m.daemons.ctx, sessionSweepEvery, func() {
+			if err := m.reconcileRevocations(m.daemons.ctx); err != nil && log != nil {
+				log.Warn("reconcile the revocations with the cluster", "err", err)
+			}
+			if err := m.recordPeers(m.daemons.ctx); err != nil && log != nil {
+				log.Warn("record the cluster's peers", "err", err)
+			}
+		})
+	})
 }
 
 // record writes the running mesh's state to d; on failure it stops everything it started.

@@ -346,6 +346,11 @@ func (r *Request) validate() error {
 		}
 		seen[k] = true
 	}
+	return r.validateOperation()
+}
+
+// validateOperation checks the request's kind and operation, and the fields the operation needs.
+func (r *Request) validateOperation() error {
 	ops := map[string][]string{
 		KindAuthority:          {OpPrepare, OpActivate, OpRenew, OpSession, OpRetire, OpRenewStandingBundle, OpRenewRunDriver, OpTransferReader},
 		KindMaintenance:        {OpEvictFamily},
@@ -373,30 +378,7 @@ func (r *Request) validate() error {
 			}
 		}
 	case r.Operation == OpSession:
-		s := r.Session
-		if s != nil && s.End != "" {
-			if s.Endpoint != wire.ManagerEndpoint.Token() || !s.End.Terminal() || s.ID != "" || s.Holder != nil || s.Target != nil {
-				return errors.New("a session's end needs {endpoint: manager, sessionId, end: closed|expired|superseded|retired} and nothing to sign")
-			}
-			return wire.ValidateSessionID(s.SessionID)
-		}
-		if s == nil || !nkeys.IsValidPublicUserKey(s.ID) || s.Endpoint != wire.ManagerEndpoint.Token() || s.Epoch < 0 || s.Exp <= 0 {
-			return errors.New("session needs {id: a user nkey, endpoint: manager, sessionId, epoch, exp}")
-		}
-		if err := wire.ValidateSessionID(s.SessionID); err != nil {
-			return err
-		}
-		if (s.Holder == nil) != (s.Target == nil) {
-			return errors.New("a session's holder and target come together")
-		}
-		if s.Holder != nil {
-			if _, err := s.Holder.Lifecycle(); err != nil {
-				return fmt.Errorf("session holder: %w", err)
-			}
-			if err := s.Target.validate(); err != nil {
-				return fmt.Errorf("session target: %w", err)
-			}
-		}
+		return r.Session.validate()
 	case r.Operation == OpRetire:
 		if r.Retirement == nil || !nkeys.IsValidPublicUserKey(r.Retirement.ID) {
 			return errors.New("retire needs retirement {id: a user nkey, target, opId, serveEpoch}")
@@ -442,6 +424,34 @@ func (r *Request) validate() error {
 		}
 		if err := r.Caller.validate(); err != nil {
 			return fmt.Errorf("caller: %w", err)
+		}
+	}
+	return nil
+}
+
+// validate checks a session request: the end of a session, or a session to sign.
+func (s *SessionAsk) validate() error {
+	if s != nil && s.End != "" {
+		if s.Endpoint != wire.ManagerEndpoint.Token() || !s.End.Terminal() || s.ID != "" || s.Holder != nil || s.Target != nil {
+			return errors.New("a session's end needs {endpoint: manager, sessionId, end: closed|expired|superseded|retired} and nothing to sign")
+		}
+		return wire.ValidateSessionID(s.SessionID)
+	}
+	if s == nil || !nkeys.IsValidPublicUserKey(s.ID) || s.Endpoint != wire.ManagerEndpoint.Token() || s.Epoch < 0 || s.Exp <= 0 {
+		return errors.New("session needs {id: a user nkey, endpoint: manager, sessionId, epoch, exp}")
+	}
+	if err := wire.ValidateSessionID(s.SessionID); err != nil {
+		return err
+	}
+	if (s.Holder == nil) != (s.Target == nil) {
+		return errors.New("a session's holder and target come together")
+	}
+	if s.Holder != nil {
+		if _, err := s.Holder.Lifecycle(); err != nil {
+			return fmt.Errorf("session holder: %w", err)
+		}
+		if err := s.Target.validate(); err != nil {
+			return fmt.Errorf("session target: %w", err)
 		}
 	}
 	return nil
