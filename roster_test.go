@@ -73,6 +73,9 @@ func gone(p cotal.Peer) bool   { return p.Presence == nil && !p.Online }
 // peer that left while the watch was down is reported gone rather than kept, a peer that arrives
 // afterwards is reported, and Done stays open until the client closes.
 func TestRosterWatchesAgainAfterTheBrokerEndsIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (waits out the broker ending a consumer): runs without -short")
+	}
 	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
@@ -164,6 +167,9 @@ func TestRosterEndsWhenItsClientCloses(t *testing.T) {
 // warden does to a consumer it judges). The roster goes on reporting presence changes: a peer that
 // arrives afterwards is reported.
 func TestRosterSurvivesItsConsumerDeleted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long (waits out the broker ending a consumer): runs without -short")
+	}
 	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()

@@ -43,6 +43,7 @@ func startLoggedEnv(tb testing.TB, log *slog.Logger) *Env {
 // side may publish what the warden refuses: it would race the warden's delete of every such
 // message, and a raw side that lost the race stalled.
 func TestRunEveryCase(t *testing.T) {
+	meshtest.Long(t, "runs every bench case")
 	t.Parallel()
 	warnings := &meshtest.Logs{Min: slog.LevelWarn}
 	env := startLoggedEnv(t, slog.New(warnings))
@@ -317,6 +318,7 @@ func TestFailedCaseReported(t *testing.T) {
 // observer's roster shows every one of them online, then as many raw connections write their
 // rows and it shows those too. Under the race detector (CI) it holds 1,000, its bounded form.
 func TestRosterHoldsThousands(t *testing.T) {
+	meshtest.Long(t, "5,000 agents")
 	n := 5000
 	if raceDetector {
 		// Under the race detector, beside other packages' tests, 128 handshakes at once outlast

@@ -29,6 +29,7 @@ type tmuxSession struct {
 // newTmux starts command in a 120x40 tmux session that stays on screen after it exits.
 func newTmux(t *testing.T, command string) *tmuxSession {
 	t.Helper()
+	meshtest.Long(t, "drives tmux")
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("tmux is not installed: .ci/run installs it")
 	}

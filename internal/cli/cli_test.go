@@ -33,6 +33,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/spawn"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -671,6 +672,7 @@ func TestBenchJSON(t *testing.T) {
 // TestBenchHTML: --html draws each case's Cotal figure beside raw NATS's, on a page that runs
 // nothing.
 func TestBenchHTML(t *testing.T) {
+	meshtest.Long(t, "runs the bench")
 	page := filepath.Join(t.TempDir(), "bench.html")
 	if code, _, stderr := run(t, "bench", "--only", "multicast", "--duration", "200ms", "--html", page); code != exit.OK {
 		t.Fatalf("exit %d: %s", code, stderr)

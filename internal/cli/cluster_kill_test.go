@@ -297,6 +297,7 @@ func (r *receiver) all(t *testing.T, n int) {
 // durable channel flow (each retried under its own id until the cluster acknowledges it): every
 // message arrives, none twice, and the killed node, started again, catches up.
 func TestClusterSurvivesNodeKill(t *testing.T) {
+	meshtest.Long(t, "a cluster of several nodes")
 	c := startCluster(t)
 	ctx := t.Context()
 	r := &receiver{got: map[string]bool{}}
@@ -331,6 +332,7 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 // down, `send` posts, `creds revoke` revokes); the agent it revoked is refused by the surviving
 // nodes and by the killed one once it is back, which stands by.
 func TestClusterAuthorityFailover(t *testing.T) {
+	meshtest.Long(t, "a cluster of several nodes")
 	c := startCluster(t)
 	ctx := t.Context()
 	active := -1
@@ -470,6 +472,7 @@ func TestClusterAuthorityFailover(t *testing.T) {
 // SIGTERM and started again once the others carry the DM stream, while 2,000 direct messages and
 // 2,000 posts to a durable channel flow: every message arrives, none twice.
 func TestClusterRollingRestart(t *testing.T) {
+	meshtest.Long(t, "a cluster of several nodes")
 	c := startCluster(t)
 	ctx := t.Context()
 	r := &receiver{got: map[string]bool{}}

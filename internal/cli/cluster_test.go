@@ -22,6 +22,7 @@ import (
 // directory, and a node started from the bundle refuses to write bundles. Bad cluster flags are
 // usage errors.
 func TestClusterCommands(t *testing.T) {
+	meshtest.Long(t, "a cluster of several nodes")
 	// Six ports free now: three client ports, then three route ports.
 	ports := meshtest.FreePorts(t, 6)
 	routes := fmt.Sprintf("nats://127.0.0.1:%d,nats://127.0.0.1:%d,nats://127.0.0.1:%d", ports[3], ports[4], ports[5])

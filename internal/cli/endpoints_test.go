@@ -13,6 +13,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -182,6 +183,7 @@ func invokeSpawn(t *testing.T, dir, name string, instance ...string) endpoints.R
 // TestTwoSupervisors serves one space from the manager of `cotal up` and a `cotal supervise
 // --name second`: each spawns one agent, and one ps shows both agents' processes from both.
 func TestTwoSupervisors(t *testing.T) {
+	meshtest.Long(t, "two supervisor processes")
 	dir := upMesh(t)
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan int, 1)
@@ -243,6 +245,7 @@ func TestInvokeCancel(t *testing.T) {
 // TestInvokeSpawnUncertain spawns a command that never joins the space: its goal settles
 // uncertain at the manager's 30 s readiness deadline, and invoke exits 1 naming it.
 func TestInvokeSpawnUncertain(t *testing.T) {
+	meshtest.Long(t, "waits out the manager's readiness deadline")
 	dir := upMesh(t)
 	args := `{"name":"mute","launchOptions":{"command":["sleep","600"]}}`
 	code, res, stderr := invoke(t, "manager", "spawn", "--dir", dir, "--args", args, "--timeout", "45s")

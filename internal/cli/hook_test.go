@@ -85,6 +85,7 @@ func (a *hookedAgent) status(t *testing.T, want wire.PresenceStatus, activity st
 // unknown event or principal is a usage error; an agent not running is a note, never a failure of
 // the harness.
 func TestHookCommand(t *testing.T) {
+	meshtest.Long(t, "many agents and hook calls")
 	ctx := t.Context()
 	agent := newHookedAgent(t, "hooked")
 	inbox, start := agent.inbox, agent.start

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/status"
+	"github.com/gocotal/cotal/internal/meshtest"
 )
 
 // activeRows returns the principals of the active rows `creds list --json --state active`
@@ -100,6 +101,7 @@ func TestStatusShowsDaemonCredentials(t *testing.T) {
 // spawned into the second space, listed by `ps --space`, and stopped there, and the manager
 // plane of both spaces is bound.
 func TestSupervisorPerSpace(t *testing.T) {
+	meshtest.Long(t, "a supervisor per space")
 	t.Parallel()
 	dir := upMesh(t, "--space", "main,ops")
 	code, out, stderr := run(t, append([]string{"spawn", "--dir", dir, "--space", "ops", "--name", "sleeper", "--detach", "--json", "--"}, agentCommand(t)...)...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -43,6 +44,7 @@ for await (const line of createInterface({ input: process.stdin })) {
 // installs the tool, makes that a failure.
 func toolOrSkip(t *testing.T, name, require, install string) string {
 	t.Helper()
+	meshtest.Long(t, "runs "+name)
 	path, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv(require) != "" {

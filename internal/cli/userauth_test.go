@@ -33,6 +33,7 @@ import (
 // and stops their own agents through it (a manager-caller view); revoking supervise ends it and
 // retires its agent.
 func TestUserAuthRemoteManager(t *testing.T) {
+	meshtest.Long(t, "a remote manager process")
 	t.Setenv("HOME", t.TempDir()) // the login cache of the person on B
 	a := upMesh(t, "--user-auth", "--dev-idp", "--dev-idp-addr", "127.0.0.1:0", "--no-manager")
 	code, out, stderr := run(t, "status", "--dir", a, "--json")

@@ -167,6 +167,7 @@ func TestRetiredEntryIsDeleted(t *testing.T) {
 // deleted. The broker refuses the daemon's delete (a file stream answers "no message found"), and
 // the daemon settles the entry without retrying it or reporting a failure.
 func TestDeleteOfAGoneEntrySucceeds(t *testing.T) {
+	meshtest.Long(t, "waits out delete retries")
 	t.Parallel()
 	nc, js := openSpace(t)
 	sp := wire.Space("main")
@@ -222,6 +223,7 @@ func TestDeleteOfAGoneEntrySucceeds(t *testing.T) {
 // a growing backoff, the bounded number of times, then logs the permanent failure, naming the entry,
 // which stays in the stream, and settles the delivery instead of retrying it forever.
 func TestRefusedDeleteIsRetriedThenReported(t *testing.T) {
+	meshtest.Long(t, "waits out delete retries")
 	t.Parallel()
 	nc, js := openSpace(t)
 	sp := wire.Space("main")

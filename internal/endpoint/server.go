@@ -88,7 +88,13 @@ type Request struct {
 	Envelope *wire.EndpointRequest
 	// Epoch is the serving incarnation's epoch.
 	Epoch int64
+	// after runs once the reply is on its way (AfterReply).
+	after []func()
 }
+
+// AfterReply has fn run once the request's reply (or refusal) has been published and flushed to
+// the broker: for an effect that would end the caller, such as an agent stopping itself.
+func (r *Request) AfterReply(fn func()) { r.after = append(r.after, fn) }
 
 // Caller returns the broker-authenticated caller: the subject's triple.
 func (r *Request) Caller() wire.Lifecycle { return r.Route.Caller }
@@ -269,7 +275,19 @@ func (s *Server) handle(route wire.EndpointRoute, body []byte) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, deadline)
 	defer cancel()
-	data, err := cmd.Handle(ctx, &Request{Route: route, Envelope: req, Epoch: s.cfg.Epoch})
+	r := &Request{Route: route, Envelope: req, Epoch: s.cfg.Epoch}
+	defer func() {
+		if len(r.after) == 0 {
+			return
+		}
+		if err := s.nc.FlushTimeout(afterReplyFlush); err != nil {
+			s.log.Warn("flush a reply before what follows it", "command", cmd.Name, "err", err)
+		}
+		for _, fn := range r.after {
+			fn()
+		}
+	}()
+	data, err := cmd.Handle(ctx, r)
 	if err != nil {
 		s.answer(route, body, req, asEndpointError(err, wire.OutcomeUnknown))
 		return
@@ -285,6 +303,9 @@ func (s *Server) handle(route wire.EndpointRoute, body []byte) {
 	}
 	s.answer(route, body, req, raw)
 }
+
+// afterReplyFlush bounds the wait for the broker to take a reply before AfterReply's functions run.
+const afterReplyFlush = 5 * time.Second
 
 func encode(data any) (json.RawMessage, error) {
 	switch d := data.(type) {

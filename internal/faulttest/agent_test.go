@@ -12,6 +12,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -32,6 +33,7 @@ import (
 //
 // The wait for the ack wait (60 s) bounds the test's length.
 func TestAgentKilledWithUnackedDMs(t *testing.T) {
+	meshtest.Long(t, "kills and restarts real processes")
 	t.Parallel()
 	n := count(20, 200)
 	ctx := bounded(t, 3*time.Minute)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -36,6 +37,7 @@ import (
 // order, so once it is through their newest 1,000 hold every post CHAT still stores: CHAT's
 // stored set is the offline member's expectation too.
 func TestBrokerKilledInFlight(t *testing.T) {
+	meshtest.Long(t, "kills and restarts real processes")
 	t.Parallel()
 	nDM, nPost := count(300, 2000), count(300, 2000)
 	ctx := bounded(t, 3*time.Minute)

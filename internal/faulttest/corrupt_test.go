@@ -15,6 +15,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -37,6 +38,7 @@ import (
 // shape of a JetStream reply, which the warden undoes: it removes the new one and puts bob's
 // row back, so the doctor never sees them.
 func TestCorruptAuthRows(t *testing.T) {
+	meshtest.Long(t, "kills and restarts real processes")
 	t.Parallel()
 	ctx := bounded(t, 2*time.Minute)
 	m := startMesh(t, "--no-manager")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -36,6 +37,7 @@ import (
 // The hand-offs the killed daemon held unacknowledged come back after its consumers' ack wait
 // (wire.AckWait, 60 s), not with the lease: that wait, not the lease TTL, bounds the test.
 func TestDeliveryDaemonKilledMidFanout(t *testing.T) {
+	meshtest.Long(t, "kills and restarts real processes")
 	t.Parallel()
 	burst, after := count(150, 1000), count(50, 500)
 	ctx := bounded(t, 3*time.Minute)

@@ -3,6 +3,7 @@ package faulttest
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,6 +25,10 @@ const envChild = "COTAL_FAULTTEST_CHILD"
 func TestMain(m *testing.M) {
 	if role := os.Getenv(envChild); role != "" {
 		os.Exit(runChild(role))
+	}
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run()) // every test skips: no binary to build
 	}
 	dir, err := os.MkdirTemp("", "cotal-faulttest-")
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -31,6 +32,7 @@ import (
 //
 // A thousand mints, the count, take a few seconds under -race.
 func TestConcurrentMintsForOneName(t *testing.T) {
+	meshtest.Long(t, "kills and restarts real processes")
 	t.Parallel()
 	const n = 1000
 	ctx := bounded(t, 3*time.Minute)
@@ -209,6 +211,7 @@ func toStrings[S ~string](in []S) []string {
 //
 // A thousand racers, the count, take a few seconds under -race.
 func TestRacingSessionRedeems(t *testing.T) {
+	meshtest.Long(t, "kills and restarts real processes")
 	t.Parallel()
 	const n = 1000
 	ctx := bounded(t, 3*time.Minute)
@@ -391,6 +394,7 @@ func sessionKeys(ctx context.Context, t *testing.T, m *meshProc) []string {
 //
 // Counts: 40 lifecycles by default, 200 with COTAL_SOAK=1.
 func TestConcurrentRetirementsReachTheBroker(t *testing.T) {
+	meshtest.Long(t, "kills and restarts real processes")
 	t.Parallel()
 	n := count(40, 200)
 	ctx := bounded(t, 2*time.Minute)

@@ -481,17 +481,16 @@ func (svc *Service) stop(_ context.Context, req *endpoint.Request) (any, error) 
 	default:
 		return nil, notExecuted(wire.CodeResourceExhausted, "this manager is busy")
 	}
-	go func() { // owned: holds a goals slot that Stop waits for
-		defer func() { <-svc.goals }()
-		time.Sleep(stopReplyGrace) // let the reply reach the caller first
-		ctx, cancel := context.WithTimeout(svc.ctx, time.Minute)
-		defer cancel()
-		if err := svc.sup.StopAgent(ctx, me.Principal.Actor(), graceful); err != nil {
-			svc.cfg.Log.Warn("stop an agent at its request", "agent", me, "err", err)
-		}
-	}()
+	// The reply leaves first: the stop ends the caller.
+	req.AfterReply(func() {
+		go func() { // owned: holds a goals slot that Stop waits for
+			defer func() { <-svc.goals }()
+			ctx, cancel := context.WithTimeout(svc.ctx, time.Minute)
+			defer cancel()
+			if err := svc.sup.StopAgent(ctx, me.Principal.Actor(), graceful); err != nil {
+				svc.cfg.Log.Warn("stop an agent at its request", "agent", me, "err", err)
+			}
+		}()
+	})
 	return stopResult{Name: me.Principal.Actor(), Stopped: true, Graceful: graceful}, nil
 }
-
-// stopReplyGrace is how long a self-stop waits for its reply to leave before it signals.
-const stopReplyGrace = 100 * time.Millisecond

@@ -36,6 +36,7 @@ import (
 // dies its agent reconnects to another and its DMs still flow; a node from a bundle refuses to
 // make keys.
 func TestClusterOfThree(t *testing.T) {
+	meshtest.Long(t, "a cluster of several nodes")
 	dirs, nodes, _ := threeNodes(t, false, false)
 	ctx := t.Context()
 	for i, n := range nodes {
@@ -234,6 +235,7 @@ func threeNodes(t *testing.T, secondAuthority, daemons bool) ([]mesh.Dir, []*mes
 // first pull request may reach a node before the interest it needs has; the join must wait for it
 // rather than fail with no responders.
 func TestClusterHistoryFromEveryNode(t *testing.T) {
+	meshtest.Long(t, "a cluster of several nodes")
 	_, nodes, _ := threeNodes(t, false, false)
 	ctx := t.Context()
 	l := nodes[0].Ledger("")
@@ -284,6 +286,7 @@ func TestClusterHistoryFromEveryNode(t *testing.T) {
 // the other takes the daemons over and the durable channel keeps delivering; what it revokes then
 // is refused by the stopped node once it is back, which stands by.
 func TestClusterSecondAuthority(t *testing.T) {
+	meshtest.Long(t, "a cluster of several nodes")
 	dirs, nodes, opts := threeNodes(t, true, true)
 	ctx := t.Context()
 	if st := nodes[1].State(); st.Keyless {
@@ -464,6 +467,7 @@ func TestAuthorityBundleChecked(t *testing.T) {
 // another node holds more of them than one page of its list: every server's list is read to its
 // end, and two users' connections are counted on every node, with the servers that answered.
 func TestClusterConnectionListPages(t *testing.T) {
+	meshtest.Long(t, "a cluster of several nodes")
 	dirs, nodes, _ := threeNodes(t, false, false)
 	ctx := t.Context()
 	cred, _, err := nodes[0].Ledger("").StartAgent(ctx, ledger.Request{Name: "many"})
@@ -537,6 +541,7 @@ func connectionLister(t *testing.T, dir mesh.Dir, url string) (*nats.Conn, strin
 // the membership feed it writes shows both live in the channel they joined, their connections
 // read from the nodes they are on.
 func TestClusterMembershipFeed(t *testing.T) {
+	meshtest.Long(t, "a cluster of several nodes")
 	_, nodes, _ := threeNodes(t, false, true)
 	ctx := t.Context()
 	l := nodes[0].Ledger("")

@@ -245,6 +245,7 @@ func hostOperator(t *testing.T, m *meshtest.Mesh) (*manager.Client, jetstream.Ke
 // Ending the session, on B (a detach: the manager ends it at the host) or in the ledger by the
 // holder, has the broker close the operator's connection.
 func TestRemoteManagerAttach(t *testing.T) {
+	meshtest.Long(t, "a remote manager and a terminal session")
 	t.Parallel()
 	r := startRemote(t, 0)
 	m, rm, ctx := r.m, r.ready, t.Context()
@@ -425,6 +426,7 @@ func isRefusal(err error, code wire.ErrorCode) bool {
 // lifetime through the host, so after more than two lifetimes it still serves, on a serving
 // credential whose expiry has moved, and its liveness plane still answers bound.
 func TestRemoteManagerRenews(t *testing.T) {
+	meshtest.Long(t, "waits out credential renewals")
 	t.Parallel()
 	const life = ledger.MinHeldLifetime
 	r := startRemote(t, life)

@@ -22,6 +22,7 @@ func soak() bool { return os.Getenv("COTAL_SOAK") == "1" }
 // delivered, both liveness planes stay bound, and each daemon keeps one ledger row whose
 // expiry moves forward, rather than a row per renewal.
 func TestDaemonCredentialsRenew(t *testing.T) {
+	meshtest.Long(t, "waits out credential renewals")
 	t.Parallel()
 	life, span := 10*time.Second, 35*time.Second
 	if soak() {

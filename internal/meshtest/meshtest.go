@@ -259,3 +259,12 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Long skips the test under `go test -short`: it starts several processes or a cluster, drives a
+// browser, a terminal or a harness, or soaks. why says which, in the skip message.
+func Long(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("long (%s): runs without -short", why)
+	}
+}

@@ -17,6 +17,7 @@ import (
 // last sequence is past zero. A warden started then must still count it loaded, or it never
 // watches and a restarted node never comes up.
 func TestWardenReadyOverAnExpiredBucket(t *testing.T) {
+	meshtest.Long(t, "waits out a bucket TTL")
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	inspector := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileWarden, Name: "inspector"})).Conn

@@ -407,6 +407,7 @@ func (cm *consumerMesh) stored(t *testing.T, stream string, first, last uint64) 
 // quota, as an ordinary SDK agent does over a long session: rosters opened and stopped, channels
 // joined (with their history read) and left, reconnects. The warden judges none of it.
 func TestConsumerAuditSparesOrdinaryAgents(t *testing.T) {
+	meshtest.Long(t, "a soak of consumer churn")
 	cm := startConsumerMesh(t)
 	ctx := t.Context()
 	chans := []string{"team.a", "team.b", "team.c"}

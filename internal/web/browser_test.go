@@ -21,6 +21,7 @@ import (
 // COTAL_REQUIRE_BROWSER is set (CI sets it, having installed Chromium), when they fail.
 func chromium(t *testing.T) string {
 	t.Helper()
+	meshtest.Long(t, "drives Chromium")
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p

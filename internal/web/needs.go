@@ -165,7 +165,7 @@ const DefaultAgentsEvery = 5 * time.Second
 
 // watchAgents asks the managers for their agents until the server closes, announcing the
 // escalations whenever they change. A failed ask keeps the last rows.
-func (s *Server) watchAgents() {
+func (s *Server) watchAgents(life context.Context) {
 	if s.cfg.Agents == nil {
 		return
 	}
@@ -174,7 +174,7 @@ func (s *Server) watchAgents() {
 	defer tick.Stop()
 	var lastErr string // a failure is logged when it changes, not at every poll
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), every)
+		ctx, cancel := context.WithTimeout(life, every)
 		rows, err := s.cfg.Agents(ctx)
 		cancel()
 		if err != nil {

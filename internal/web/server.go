@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -72,7 +73,11 @@ type Server struct {
 	escalated escalations
 	srv       *http.Server
 	subs      []*nats.Subscription
-	done      chan struct{}
+	// done ends the server's goroutines, which wg waits for; stop cancels what they have in
+	// flight.
+	done chan struct{}
+	stop context.CancelFunc
+	wg   sync.WaitGroup
 	// URL is the launch URL: open it once; its token is burnt for a session cookie.
 	URL string
 }
@@ -119,22 +124,35 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.srv = &http.Server{Handler: s.gate.wrap(s.routes()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
-	go s.watchRoster()
-	go s.watchMembership()
-	go s.loadQuestions(context.WithoutCancel(ctx))
-	go s.watchAgents()
-	go func() { _ = s.srv.Serve(ln) }()
+	// The server's own work outlives the start's context, and ends at Close.
+	life, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = stop
+	s.wg.Go(s.watchRoster)
+	s.wg.Go(s.watchMembership)
+	s.wg.Go(func() { s.loadQuestions(life) })
+	s.wg.Go(func() { s.watchAgents(life) })
+	s.wg.Go(func() { _ = s.srv.Serve(ln) })
 	return s, nil
 }
 
-// Close stops serving, the tap and the roster.
+// Close stops serving, the tap and the roster, and waits (within ctx) for every goroutine the
+// server started.
 func (s *Server) Close(ctx context.Context) error {
 	close(s.done)
+	s.stop()
 	for _, sub := range s.subs {
 		_ = sub.Unsubscribe() // the connection may be gone already
 	}
 	s.roster.Stop()
-	return s.srv.Shutdown(ctx)
+	err := s.srv.Shutdown(ctx)
+	stopped := make(chan struct{})
+	go func() { s.wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		return errors.Join(err, fmt.Errorf("the dashboard's goroutines did not end: %w", ctx.Err()))
+	}
+	return err
 }
 
 // tap subscribes the messaging plane of the space (chat, inst, svc: never the ep rails) and
