@@ -45,9 +45,9 @@ func (k *Keyring) Revocations(space wire.Space) (map[string]int64, error) {
 // held by one process and one caller at a time, so that read-modify-writes of the list and the
 // pushes of the account JWT rendered from it happen one after another and the last push carries
 // every revocation. unlock releases it.
-func (k *Keyring) lockRevocations(space wire.Space) (unlock func(), err error) {
+func (k *Keyring) lockRevocations(ctx context.Context, space wire.Space) (unlock func(), err error) {
 	path := filepath.Join(k.dir, "space."+string(space)+".revocations.lock")
-	unlock, err = atomicfile.Lock(context.Background(), path) // a revocation waits its turn
+	unlock, err = atomicfile.Lock(ctx, path) // a revocation waits its turn, within ctx
 	if err != nil {
 		return nil, &KeyFileError{Path: path, Err: err}
 	}
@@ -58,8 +58,8 @@ func (k *Keyring) lockRevocations(space wire.Space) (unlock func(), err error) {
 // calls push with the account JWT rendered from the whole list, under the space's revocation
 // lock: revocations made at once, by this process or another on the same keyring, are never
 // lost to a push that did not carry them.
-func (k *Keyring) RevokeAndPush(space wire.Space, userKeys []string, push func(accountJWT string) error) error {
-	unlock, err := k.lockRevocations(space)
+func (k *Keyring) RevokeAndPush(ctx context.Context, space wire.Space, userKeys []string, push func(accountJWT string) error) error {
+	unlock, err := k.lockRevocations(ctx, space)
 	if err != nil {
 		return err
 	}
@@ -81,8 +81,8 @@ func (k *Keyring) RevokeAndPush(space wire.Space, userKeys []string, push func(a
 // Revoke records that the user keys may no longer connect to the space (as of now). The account
 // JWT carries the list from then on; pushing it to a running broker is the caller's step
 // (RevokeAndPush does both).
-func (k *Keyring) Revoke(space wire.Space, userKeys ...string) error {
-	unlock, err := k.lockRevocations(space)
+func (k *Keyring) Revoke(ctx context.Context, space wire.Space, userKeys ...string) error {
+	unlock, err := k.lockRevocations(ctx, space)
 	if err != nil {
 		return err
 	}
@@ -142,12 +142,12 @@ func (k *Keyring) liveRevocations(space wire.Space, token string) (jwt.Revocatio
 // revocations another authority node of the cluster pushed. A revocation made before since is
 // left out: it is one the nodes prune, and merging it back would undo the prune. It reports
 // whether the list grew.
-func (k *Keyring) MergeRevocations(space wire.Space, token string, since time.Time) (bool, error) {
+func (k *Keyring) MergeRevocations(ctx context.Context, space wire.Space, token string, since time.Time) (bool, error) {
 	live, err := k.liveRevocations(space, token)
 	if err != nil {
 		return false, err
 	}
-	unlock, err := k.lockRevocations(space)
+	unlock, err := k.lockRevocations(ctx, space)
 	if err != nil {
 		return false, err
 	}
@@ -190,8 +190,8 @@ func (k *Keyring) Carries(space wire.Space, token string) (bool, error) {
 // PruneRevocations drops the revocations drop names, given each user key and when it was
 // revoked, and returns how many it dropped. The account JWT rendered from then on carries the
 // shorter list; pushing it to a running broker is the caller's step.
-func (k *Keyring) PruneRevocations(space wire.Space, drop func(userKey string, revokedAt time.Time) bool) (int, error) {
-	unlock, err := k.lockRevocations(space)
+func (k *Keyring) PruneRevocations(ctx context.Context, space wire.Space, drop func(userKey string, revokedAt time.Time) bool) (int, error) {
+	unlock, err := k.lockRevocations(ctx, space)
 	if err != nil {
 		return 0, err
 	}

@@ -118,7 +118,7 @@ func TestClusterSharesAccounts(t *testing.T) {
 		}
 		return nil
 	}
-	if err := kr.RevokeAndPush(wire.Space("main"), []string{revoked}, push); err != nil {
+	if err := kr.RevokeAndPush(t.Context(), wire.Space("main"), []string{revoked}, push); err != nil {
 		t.Fatal(err)
 	}
 	// A push made before the third node's interest reached the first is not lost for good (the
@@ -129,7 +129,7 @@ func TestClusterSharesAccounts(t *testing.T) {
 		if stored := storedAccount(t, broker.ResolverDir(stores[2]), acct); stored != nil && stored.Revocations[revoked] != 0 {
 			return
 		}
-		if err := kr.RevokeAndPush(wire.Space("main"), nil, push); err != nil {
+		if err := kr.RevokeAndPush(t.Context(), wire.Space("main"), nil, push); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -79,6 +79,7 @@ func bashPrompt(l string) bool {
 // shows, a typed line runs, `cotal input` types into the same terminal from outside, and Ctrl-]
 // detaches, closing the session's ledger row with both credentials revoked.
 func TestAttachUnderTmux(t *testing.T) {
+	meshtest.Long(t, "drives tmux")
 	dir := upMesh(t)
 	// As a person would: the spawn waits in the foreground for its agent.
 	_, _, stopSpawn := background(t, "spawn", "--dir", dir, "--name", "shell", "--", "bash", "--norc", "--noprofile")

@@ -10,6 +10,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -18,6 +19,7 @@ import (
 // its glyphs and NEEDS YOU the agent waiting on a person, :msg is refused under the read-only
 // credential with its reason, an unknown command is named, and q quits.
 func TestConsoleUnderTmux(t *testing.T) {
+	meshtest.Long(t, "drives tmux")
 	dir := upMesh(t)
 	st := waitUp(t, dir, nil)
 	self, err := os.Executable()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,9 @@ func startWeb(t *testing.T, dir string) string {
 				t.Errorf("cotal web ended with %d", code)
 			}
 		case <-time.After(15 * time.Second):
-			t.Error("cotal web did not stop")
+			var stacks strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			t.Errorf("cotal web did not stop; goroutines:\n%s", stacks.String())
 		}
 	})
 	line := make(chan string, 1)

@@ -76,13 +76,13 @@ func revoker(ctx context.Context, kr *authority.Keyring, url string, sp wire.Spa
 func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp wire.Space, userKeys []string, alone *atomic.Bool) error {
 	// The keys are recorded before anything can fail: a push that does not happen now is made by
 	// the next one, by the next reconcile, or by the next start of the broker, which loads the list.
-	if err := kr.Revoke(sp, userKeys...); err != nil {
-		return err
-	}
-	// A revocation already in the ledger must reach the broker even when the caller's context
-	// is nearly spent.
+	// A revocation already in the ledger must be recorded and reach the broker even when the
+	// caller's context is nearly spent.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*evictionWait)
 	defer cancel()
+	if err := kr.Revoke(ctx, sp, userKeys...); err != nil {
+		return err
+	}
 	nc, acct, err := revoker(ctx, kr, url, sp)
 	if err != nil {
 		return err
@@ -267,7 +267,7 @@ func reconcile(ctx context.Context, nc *nats.Conn, kr *authority.Keyring, sp wir
 		if round == reconcileRounds {
 			return servers, fmt.Errorf("push the revocations of space %s: a server still lacks some after %d pushes", sp, round)
 		}
-		if err := kr.RevokeAndPush(sp, nil, func(token string) error { return pushClaims(ctx, nc, acct, token) }); err != nil {
+		if err := kr.RevokeAndPush(ctx, sp, nil, func(token string) error { return pushClaims(ctx, nc, acct, token) }); err != nil {
 			return servers, err
 		}
 		push = false
@@ -291,7 +291,7 @@ func mergeLive(ctx context.Context, nc *nats.Conn, kr *authority.Keyring, sp wir
 			behind = true // a server without the account yet: the push gives it
 			continue
 		}
-		if _, err := kr.MergeRevocations(sp, string(t), since); err != nil {
+		if _, err := kr.MergeRevocations(ctx, sp, string(t), since); err != nil {
 			return len(tokens), false, err
 		}
 	}

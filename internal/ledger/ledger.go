@@ -492,7 +492,7 @@ func (l *Ledger) Prune(ctx context.Context, now time.Time, retention time.Durati
 	for _, r := range rows {
 		named[r.UserKey] = true
 	}
-	if p.Revocations, err = l.kr.PruneRevocations(l.sp, func(key string, at time.Time) bool {
+	if p.Revocations, err = l.kr.PruneRevocations(ctx, l.sp, func(key string, at time.Time) bool {
 		return !named[key] && now.Sub(at) >= retention
 	}); err != nil {
 		errs = append(errs, err)
