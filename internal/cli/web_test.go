@@ -34,7 +34,7 @@ func startWeb(t *testing.T, dir string) string {
 			if code != exit.OK {
 				t.Errorf("cotal web ended with %d", code)
 			}
-		case <-time.After(15 * time.Second):
+		case <-time.After(30 * time.Second): // past the dashboard's close and the factory's release bounds
 			var stacks strings.Builder
 			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
 			t.Errorf("cotal web did not stop; goroutines:\n%s", stacks.String())

@@ -16,7 +16,7 @@ import (
 // credential pinned to it by name. Missing pieces are not an error; a JetStream API that did not
 // answer is asked again.
 func (l *Ledger) deprovision(ctx context.Context, lc wire.Lifecycle) error {
-	return retryUnanswered(ctx, func() error { return l.deprovisionOnce(ctx, lc) })
+	return retryUnanswered(ctx, func(ctx context.Context) error { return l.deprovisionOnce(ctx, lc) })
 }
 
 func (l *Ledger) deprovisionOnce(ctx context.Context, lc wire.Lifecycle) error {

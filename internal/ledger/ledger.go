@@ -122,22 +122,30 @@ func (l *Ledger) Close() {
 // It serves the idempotent operations (retire, revoke, sweep), so a JetStream API that did not
 // answer is asked again (retryUnanswered).
 func (l *Ledger) run(ctx context.Context, fn func(s *authority.AuthStore) (revoked []string, err error)) error {
-	return retryUnanswered(ctx, func() error {
+	return retryUnanswered(ctx, func(ctx context.Context) error {
 		return l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) { return fn(s) })
 	})
 }
 
-// unansweredAttempts bounds how often retryUnanswered runs an operation.
-const unansweredAttempts = 4
+// unansweredAttempts bounds how often retryUnanswered runs an operation, and attemptWait how long
+// one attempt may wait for the broker.
+const (
+	unansweredAttempts = 4
+	attemptWait        = 5 * time.Second
+)
 
-// retryUnanswered runs op, idempotent, again while it fails only because the JetStream API had no
-// responders, with a doubling wait: while the broker applies an account update (a revocation
-// pushed for another lifecycle) the account's JetStream API can briefly not answer.
-func retryUnanswered(ctx context.Context, op func() error) error {
+// retryUnanswered runs op, idempotent, again while it fails only because the JetStream API did not
+// answer, with a doubling wait: while the broker applies an account update (a revocation pushed
+// for another lifecycle) the account's JetStream API can briefly have no responders, or drop a
+// request, which then waits out its attempt's attemptWait.
+func retryUnanswered(ctx context.Context, op func(ctx context.Context) error) error {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := op()
-		if err == nil || attempt == unansweredAttempts || !errors.Is(err, nats.ErrNoResponders) {
+		actx, cancel := context.WithTimeout(ctx, attemptWait)
+		err := op(actx)
+		cancel()
+		unanswered := errors.Is(err, nats.ErrNoResponders) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil)
+		if err == nil || attempt == unansweredAttempts || !unanswered {
 			return err
 		}
 		select {
@@ -307,7 +315,7 @@ func (l *Ledger) ProvisionAgent(ctx context.Context, cred *authority.Credential,
 		return err
 	}
 	agent := space.Agent{Lifecycle: wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}, Role: req.Role, AllowSubscribe: req.readACL()}
-	return retryUnanswered(ctx, func() error { return space.ProvisionAgent(ctx, js, l.sp, agent) })
+	return retryUnanswered(ctx, func(ctx context.Context) error { return space.ProvisionAgent(ctx, js, l.sp, agent) })
 }
 
 // Retire ends a lifecycle: in the ledger its gate closes, its credentials are revoked and the

@@ -246,7 +246,7 @@ func (l *Ledger) Instrument(ctx context.Context, caller wire.Lifecycle) (bool, e
 	// Asked while the broker applies an account update (a revocation just pushed), the read can
 	// find no responder; it is asked again rather than taken for a refusal.
 	var reserved bool
-	err = retryUnanswered(ctx, func() error {
+	err = retryUnanswered(ctx, func(ctx context.Context) error {
 		var rerr error
 		reserved, rerr = s.Reserved(ctx, caller.UID)
 		return rerr

@@ -37,7 +37,7 @@ func (l *Ledger) SessionCaller(ctx context.Context, sessionID string, holder wir
 // rows and returns the credential a row already holds, so asking again changes nothing.
 func (l *Ledger) release(ctx context.Context, fn func(*authority.AuthStore, *authority.SpaceKeys) (*authority.Credential, error)) (*authority.Credential, error) {
 	var cred *authority.Credential
-	err := retryUnanswered(ctx, func() error {
+	err := retryUnanswered(ctx, func(ctx context.Context) error {
 		return l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
 			var err error
 			cred, err = fn(s, keys)
