@@ -11,6 +11,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/hooksock"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mcptools"
 	"github.com/gocotal/cotal/internal/meshtest"
@@ -53,7 +54,7 @@ func newHookedAgent(t *testing.T, name string) *hookedAgent {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.roster.Stop)
-	path, err := mcptools.HookSocket(a.Space(), a.Principal())
+	path, err := hooksock.Socket(a.Space(), a.Principal())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/hooksock"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mcptools"
@@ -121,7 +122,7 @@ func TestClaudeChannel(t *testing.T) {
 	t.Cleanup(func() { closer.Close() })
 	hook := func(event string) {
 		t.Helper()
-		if _, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: event}); err != nil {
+		if _, err := hooksock.Ask(ctx, path, hooksock.Request{Event: event}); err != nil {
 			t.Fatalf("hook %s: %v", event, err)
 		}
 	}

@@ -9,13 +9,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/hooksock"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
 )
@@ -25,52 +24,9 @@ import (
 // what the harness does (working while a prompt runs, waiting on a permission prompt, idle when
 // the turn stops) and the messages that arrived between turns are handed in at the next one.
 
-// HookRequest is one hook call: the event and what the harness said of it (its hook input).
-type HookRequest struct {
-	Event   string          `json:"event"`
-	Payload json.RawMessage `json:"payload,omitempty"`
-}
-
-// HookReply is the agent's answer: context to hand the model at this boundary, if any.
-type HookReply struct {
-	Context string `json:"context,omitempty"`
-	Error   string `json:"error,omitempty"`
-}
-
-// hookWindow bounds the context one hook hands in; the rest waits for cotal_inbox or the next turn.
-// It stays under the 10,000 characters of a hook's additionalContext that Codex hands the model
-// whole: a longer one it cuts to its head and tail, and the messages in between would be lost.
-const hookWindow = 9000
-
 // hookWait is how long one wait hook waits for an arrival that should wake the agent; the
 // harness asks again.
 const hookWait = 8 * time.Second
-
-// Limits of the hook socket. A reply carries at most hookWindow bytes of context, which JSON may
-// grow sixfold (a control character becomes \u00XX).
-const (
-	maxHookRequest = 256 << 10
-	maxHookReply   = 6*hookWindow + 4096
-	hookDeadline   = 10 * time.Second
-)
-
-// HookSocket returns the socket path of the hooks of principal p of space sp, in a directory of
-// this user's alone (created 0700 and checked): TMPDIR/cotal-<uid>/hook-<space>.<principal>.sock.
-func HookSocket(sp wire.Space, p wire.Principal) (string, error) {
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("cotal-%d", os.Getuid()))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return "", err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 || !ok || int(st.Uid) != os.Getuid() {
-		return "", fmt.Errorf("%s is not a private directory of this user's: hooks are not served there", dir)
-	}
-	return filepath.Join(dir, "hook-"+string(sp)+"."+p.String()+".sock"), nil
-}
 
 // ServeHooks answers the agent's hooks on the socket at path until ctx ends or the listener is
 // closed. A socket another live `cotal mcp` answers on is left to it (an error); a stale one is
@@ -104,17 +60,17 @@ func (t *Tools) ServeHooks(ctx context.Context, path string) (io.Closer, error) 
 // serveHook answers one request on conn.
 func (t *Tools) serveHook(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(hookDeadline))
-	line, err := bufio.NewReader(io.LimitReader(conn, maxHookRequest)).ReadBytes('\n')
-	var reply HookReply
-	var req HookRequest
+	_ = conn.SetDeadline(time.Now().Add(hooksock.Deadline))
+	line, err := bufio.NewReader(io.LimitReader(conn, hooksock.MaxRequest)).ReadBytes('\n')
+	var reply hooksock.Reply
+	var req hooksock.Request
 	switch {
 	case err != nil && !errors.Is(err, io.EOF):
 		reply.Error = "read: " + err.Error()
 	case json.Unmarshal(line, &req) != nil:
 		reply.Error = "the request is not JSON"
 	default:
-		hctx, cancel := context.WithTimeout(ctx, hookDeadline)
+		hctx, cancel := context.WithTimeout(ctx, hooksock.Deadline)
 		reply.Context, err = t.hook(hctx, req)
 		cancel()
 		if err != nil {
@@ -138,7 +94,7 @@ type toolUse struct {
 }
 
 // hook applies one event to the agent's presence and inbox.
-func (t *Tools) hook(ctx context.Context, req HookRequest) (string, error) {
+func (t *Tools) hook(ctx context.Context, req hooksock.Request) (string, error) {
 	switch req.Event {
 	case manager.HookSessionStart:
 		t.inbox.SetAttention(wire.AttentionOpen)
@@ -198,11 +154,11 @@ func (t *Tools) setStatus(ctx context.Context, st wire.PresenceStatus, activity 
 	return t.c.SetStatus(ctx, st, activity)
 }
 
-// handIn takes what waits in the inbox, but what is held for recall, up to hookWindow, as context
+// handIn takes what waits in the inbox, but what is held for recall, up to hooksock.Window, as context
 // for the model; what it takes is shown, so its durable messages are acknowledged.
 func (t *Tools) handIn() string {
 	size := func(d *cotal.Delivery) int { return len(inboxLine(d, false)) }
-	got := t.inbox.Take(hookWindow, size)
+	got := t.inbox.Take(hooksock.Window, size)
 	var b strings.Builder
 	if len(got.Messages) > 0 {
 		b.WriteString("Messages from the Cotal mesh since your last turn. " + peerDataNote + "\n")
@@ -275,31 +231,4 @@ func cut(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
-}
-
-// AskHook sends one hook request to the socket at path and returns the agent's reply.
-func AskHook(ctx context.Context, path string, req HookRequest) (*HookReply, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", path)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(hookDeadline + time.Second))
-	raw, _ := json.Marshal(req) // a raw payload was read as JSON by the caller
-	if _, err := conn.Write(append(raw, '\n')); err != nil {
-		return nil, err
-	}
-	line, err := bufio.NewReader(io.LimitReader(conn, maxHookReply)).ReadBytes('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	var reply HookReply
-	if err := json.Unmarshal(line, &reply); err != nil {
-		return nil, fmt.Errorf("the agent's hook answer: %w", err)
-	}
-	if reply.Error != "" {
-		return &reply, errors.New(reply.Error)
-	}
-	return &reply, nil
 }

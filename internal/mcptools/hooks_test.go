@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocotal/cotal/internal/hooksock"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mcptools"
@@ -50,10 +51,10 @@ func TestHooks(t *testing.T) {
 	ctx := t.Context()
 	tools := newAgent(t, m, ledger.Request{Name: "claude", Subscribe: []string{"general"}, AllowPublish: []string{"general"}}, nil, "general")
 	path := serveHooks(t, tools)
-	ask := func(event string, payload any) *mcptools.HookReply {
+	ask := func(event string, payload any) *hooksock.Reply {
 		t.Helper()
 		raw, _ := json.Marshal(payload)
-		reply, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: event, Payload: raw})
+		reply, err := hooksock.Ask(ctx, path, hooksock.Request{Event: event, Payload: raw})
 		if err != nil {
 			t.Fatalf("hook %s: %v", event, err)
 		}
@@ -94,7 +95,7 @@ func TestHooks(t *testing.T) {
 	if tools.inbox.Unread() != 1 {
 		t.Error("the held chatter left the inbox")
 	}
-	if _, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: "frobnicate"}); err == nil || !strings.Contains(err.Error(), "frobnicate") {
+	if _, err := hooksock.Ask(ctx, path, hooksock.Request{Event: "frobnicate"}); err == nil || !strings.Contains(err.Error(), "frobnicate") {
 		t.Errorf("an unknown event: %v", err)
 	}
 }
@@ -111,7 +112,7 @@ func TestHooksMidTurn(t *testing.T) {
 	path := serveHooks(t, tools)
 	ask := func(event string) string {
 		t.Helper()
-		reply, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: event})
+		reply, err := hooksock.Ask(ctx, path, hooksock.Request{Event: event})
 		if err != nil {
 			t.Fatalf("hook %s: %v", event, err)
 		}
@@ -173,7 +174,7 @@ func TestHooksIdleWait(t *testing.T) {
 	idleWait := func() <-chan string {
 		got := make(chan string, 1)
 		go func() {
-			reply, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: manager.HookIdleWait})
+			reply, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookIdleWait})
 			if err != nil {
 				t.Error(err)
 			}
@@ -188,7 +189,7 @@ func TestHooksIdleWait(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: manager.HookSessionStart}); err != nil {
+	if _, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookSessionStart}); err != nil {
 		t.Fatal(err)
 	}
 	first := idleWait()
@@ -206,7 +207,7 @@ func TestHooksIdleWait(t *testing.T) {
 	}
 	// The same arrival again, then the agent at work with a new one: neither answers.
 	second := idleWait()
-	if reply, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: manager.HookPrompt}); err != nil || !strings.Contains(reply.Context, "are you there?") {
+	if reply, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookPrompt}); err != nil || !strings.Contains(reply.Context, "are you there?") {
 		t.Fatalf("the prompt handed in %v %v", reply, err)
 	}
 	dm("and now?")

@@ -14,9 +14,9 @@ import (
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/hooksock"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
-	"github.com/gocotal/cotal/internal/mcptools"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -132,11 +132,11 @@ type SupervisorOptions struct {
 // it is idle (manager.Config.AwaitWake).
 func awaitWake(sp wire.Space) func(context.Context, wire.Principal) (string, error) {
 	return func(ctx context.Context, p wire.Principal) (string, error) {
-		path, err := mcptools.HookSocket(sp, p)
+		path, err := hooksock.Socket(sp, p)
 		if err != nil {
 			return "", err
 		}
-		reply, err := mcptools.AskHook(ctx, path, mcptools.HookRequest{Event: manager.HookIdleWait})
+		reply, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookIdleWait})
 		if err != nil {
 			return "", err
 		}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/hooksock"
 	"github.com/gocotal/cotal/internal/manager"
-	"github.com/gocotal/cotal/internal/mcptools"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -72,7 +72,7 @@ func NewCmdHook(f *factory.Factory) *cobra.Command {
 			} else if input, err = io.ReadAll(io.LimitReader(f.IO.In, maxInput)); err != nil || !json.Valid(input) {
 				input = nil // a harness without hook input, or one we cannot read, still has an event
 			}
-			return run(cmd.Context(), f, sp, p, mcptools.HookRequest{Event: event, Payload: input})
+			return run(cmd.Context(), f, sp, p, hooksock.Request{Event: event, Payload: input})
 		},
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "the agent's principal, owner.actor (required)")
@@ -80,11 +80,11 @@ func NewCmdHook(f *factory.Factory) *cobra.Command {
 	return cmd
 }
 
-func run(ctx context.Context, f *factory.Factory, sp wire.Space, p wire.Principal, req mcptools.HookRequest) error {
-	path, err := mcptools.HookSocket(sp, p)
+func run(ctx context.Context, f *factory.Factory, sp wire.Space, p wire.Principal, req hooksock.Request) error {
+	path, err := hooksock.Socket(sp, p)
 	if err == nil {
-		var reply *mcptools.HookReply
-		if reply, err = mcptools.AskHook(ctx, path, req); err == nil {
+		var reply *hooksock.Reply
+		if reply, err = hooksock.Ask(ctx, path, req); err == nil {
 			name, hands := hookEvents[req.Event]
 			switch {
 			case reply.Context == "":

@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/version"
+	"github.com/gocotal/cotal/internal/hooksock"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mcptools"
 	"github.com/gocotal/cotal/internal/mesh"
@@ -131,7 +132,7 @@ func mcpRun(ctx context.Context, o *Options) error {
 	tools := mcptools.New(c, inbox, roster, version.Read(debug.ReadBuildInfo).Version, topts...)
 	// The harness's hooks (`cotal hook`) reach this server on a socket of the user's alone; without
 	// it the agent still works, pulling through cotal_inbox.
-	if path, err := mcptools.HookSocket(c.Space(), c.Principal()); err != nil {
+	if path, err := hooksock.Socket(c.Space(), c.Principal()); err != nil {
 		fmt.Fprintf(o.IO.ErrOut, "cotal mcp: hooks are off: %v\n", err)
 	} else if hooks, err := tools.ServeHooks(ctx, path); err != nil {
 		fmt.Fprintf(o.IO.ErrOut, "cotal mcp: hooks are off: %v\n", err)
