@@ -215,7 +215,7 @@ func (o Options) resolve(d Dir) ([]wire.Space, Options, error) {
 	case o.UserAuth != nil && (o.Open || len(spaces) != 1):
 		return nil, o, errors.New("user-auth mode runs an authenticated mesh of one space")
 	case o.Storage != nil && (o.Open || (o.keyless() && !c.Bundle.authorityNode())):
-		return nil, o, errors.New("storage limits are set on an authority node of an authenticated mesh")
+		return nil, o, errors.New("storage limits are set on an authority node of an authenticated mesh: a node without keys serves the limits the authority sends")
 	case c != nil && o.Open:
 		return nil, o, errors.New("an open mesh cannot join a cluster: anyone could join it")
 	case c != nil && o.UserAuth != nil:

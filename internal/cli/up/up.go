@@ -150,9 +150,6 @@ func (o *Options) storage() (*mesh.StorageChange, error) {
 	if o.Open {
 		return nil, &exit.UsageError{Err: errors.New("--max-disk and --max-memory bound an authenticated mesh's accounts; an open mesh has none")}
 	}
-	if o.ClusterBundle != "" {
-		return nil, &exit.UsageError{Err: errors.New("--max-disk and --max-memory are set on an authority node; a node without keys serves the limits it is sent")}
-	}
 	c := &mesh.StorageChange{}
 	for _, f := range []struct {
 		name, v string
