@@ -322,10 +322,10 @@ func TestRosterHoldsThousands(t *testing.T) {
 	n := 5000
 	if raceDetector {
 		// Under the race detector, beside other packages' tests, 128 handshakes at once outlast
-		// the handshake timeout on 2 cores: the bounded form dials 16 at a time.
+		// the handshake timeout on 2 cores: the bounded form dials 8 at a time.
 		n = 1000
 		dial := presenceDial
-		presenceDial = 16
+		presenceDial = 8
 		t.Cleanup(func() { presenceDial = dial })
 	}
 	env := startEnv(t)
