@@ -65,7 +65,7 @@ func Fetch(ctx context.Context, js jetstream.JetStream, space wire.Space, digest
 	if err != nil {
 		return nil, err
 	}
-	msg, err := js.Conn().RequestWithContext(ctx, jsapi.DirectGet+space.ContractStream()+"."+subject, nil)
+	msg, err := jsapi.Request(ctx, js.Conn(), jsapi.DirectGet+space.ContractStream()+"."+subject, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", subject, err)
 	}

@@ -246,7 +246,7 @@ func (d *Daemon) deleteMsgOnce(ctx context.Context, stream string, seq uint64) e
 	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
 	defer cancel()
 	req, _ := json.Marshal(map[string]uint64{"seq": seq}) // a map of numbers always encodes
-	msg, err := d.nc.RequestWithContext(ctx, jsapi.MsgDelete+stream, req)
+	msg, err := jsapi.Request(ctx, d.nc, jsapi.MsgDelete+stream, req)
 	if err != nil {
 		return fmt.Errorf("delete message %d of %s: %w", seq, stream, err)
 	}

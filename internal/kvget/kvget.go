@@ -79,7 +79,7 @@ func ReadSeq(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*St
 // read sends one STREAM.MSG.GET; a reply that there is no such message is ErrNotFound, unwrapped.
 func read(ctx context.Context, nc *nats.Conn, stream string, req map[string]any) (*Stored, error) {
 	body, _ := json.Marshal(req) // strings and integers always encode
-	msg, err := nc.RequestWithContext(ctx, jsapi.MsgGet+stream, body)
+	msg, err := jsapi.Request(ctx, nc, jsapi.MsgGet+stream, body)
 	if err != nil {
 		return nil, err
 	}

@@ -399,7 +399,7 @@ func PurgeChannel(ctx context.Context, nc *nats.Conn, space wire.Space, channel 
 		return 0, err
 	}
 	body, _ := json.Marshal(map[string]string{"filter": filter}) // strings always encode
-	msg, err := nc.RequestWithContext(ctx, jsapi.StreamPurge+space.ChatStream(), body)
+	msg, err := jsapi.Request(ctx, nc, jsapi.StreamPurge+space.ChatStream(), body)
 	if err != nil {
 		return 0, fmt.Errorf("purge %s: %w", channel, err)
 	}
