@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -115,7 +116,7 @@ func (k *Keyring) AuthAccountJWT(c *CalloutKeys, data *SpaceKeys) (string, error
 func (c *CalloutKeys) CalloutCreds() ([]byte, error) {
 	uc := jwt.NewUserClaims(c.CalloutPublicKey())
 	uc.Name = "auth-callout"
-	uc.Sub.Allow.Add(wire.AuthCalloutSubject + " " + wire.AuthCalloutQueue)
+	uc.Sub.Allow.Add(meshwire.AuthCalloutSubject + " " + meshwire.AuthCalloutQueue)
 	uc.Pub.Deny.Add(">")
 	// Answers go to the server's reply subject, which a response permission opens for one
 	// message; the deny above does not close it.

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -203,7 +204,7 @@ func TestCalloutUsers(t *testing.T) {
 		{
 			name: "callout", creds: ck.CalloutCreds, user: ck.CalloutPublicKey(),
 			pub:  jwt.Permission{Deny: jwt.StringList{">"}},
-			sub:  jwt.Permission{Allow: jwt.StringList{wire.AuthCalloutSubject + " " + wire.AuthCalloutQueue}},
+			sub:  jwt.Permission{Allow: jwt.StringList{meshwire.AuthCalloutSubject + " " + meshwire.AuthCalloutQueue}},
 			resp: &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute},
 		},
 		{

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -335,7 +336,7 @@ func (r rowsFor) remoteManager() Permissions {
 	sv := r.Serve
 	gate := Endpoint{Name: sv.Endpoint.Token(), InstanceID: sv.Instance}.gateKey()
 	p := Permissions{PubAllow: []string{jsapi.Info, r.s.AuthBucket().Subject(gate)}, SubAllow: []string{r.inbox()}}
-	if r.Principal.Actor() != wire.RemoteManagerActorsOf(sv.Instance).Supervisor {
+	if r.Principal.Actor() != meshwire.RemoteManagerActorsOf(sv.Instance).Supervisor {
 		return p
 	}
 	mgr, presence := r.s.ManagerBucket(), r.s.PresenceBucket()

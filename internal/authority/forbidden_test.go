@@ -18,6 +18,7 @@ import (
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -828,7 +829,7 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 		// responder side of the manager liveness plane (seed core 0.59).
 		I := string(c.serve.Instance)
 		g.pub = append(g.pub, jsapi.Info, "$KV."+string(auth)+".epgate."+c.serve.Endpoint.Token()+"."+I)
-		if a == wire.RemoteManagerActorsOf(c.serve.Instance).Supervisor {
+		if a == meshwire.RemoteManagerActorsOf(c.serve.Instance).Supervisor {
 			g.pub = append(g.pub, "$KV."+string(manager)+".lease."+I, P+"live.manager.*.*.reply.>", jsapi.StreamInfo+manager.Stream(), jsapi.MsgGet+manager.Stream(), jsapi.FlowControl, jsapi.StreamInfo+presence.Stream())
 			g.pub = append(g.pub, watch(presence)...)
 			g.sub = append(g.sub, P+"live.manager.*.*")
@@ -1243,7 +1244,7 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 	// The coordinates of the host-issued profiles: the manager instance at the matrix's epoch it
 	// acts for, the manager's serve identity as a caller, and the run caller of the matrix's run.
 	at := &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: w.instance, Epoch: w.epoch}
-	managerCaller := wire.Lifecycle{Principal: fbPrincipal("local." + wire.RemoteManagerActorsOf(w.instance).Serve), UID: wire.NewLifecycleUID()}
+	managerCaller := wire.Lifecycle{Principal: fbPrincipal("local." + meshwire.RemoteManagerActorsOf(w.instance).Serve), UID: wire.NewLifecycleUID()}
 	runCaller := wire.Lifecycle{Principal: fbPrincipal("local.wf_0123456789ab"), UID: wire.NewLifecycleUID()}
 	for _, p := range authority.Profiles {
 		switch p {
@@ -1263,7 +1264,7 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 		case authority.ProfileRemoteManager:
 			// Both identities: the supervisor, which answers the liveness plane, and the
 			// executor, which may not.
-			actors := wire.RemoteManagerActorsOf(w.instance)
+			actors := meshwire.RemoteManagerActorsOf(w.instance)
 			serve := &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: w.instance}
 			for _, actor := range []string{actors.Supervisor, actors.Executor} {
 				mint("main", p, "", authority.Grant{Principal: fbPrincipal("local." + actor), Serve: serve}, fbCoords{serve: serve})
@@ -1271,15 +1272,15 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 			}
 		case authority.ProfileEndpointServe:
 			serve := &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: w.instance, Epoch: w.epoch, Commands: []string{"spawn", "ps", "stop"}}
-			mint("main", p, "", authority.Grant{Principal: fbPrincipal("local." + wire.RemoteManagerActorsOf(w.instance).Serve), Serve: serve}, fbCoords{serve: serve})
+			mint("main", p, "", authority.Grant{Principal: fbPrincipal("local." + meshwire.RemoteManagerActorsOf(w.instance).Serve), Serve: serve}, fbCoords{serve: serve})
 		case authority.ProfileGoalWriter, authority.ProfileTransferReader:
-			actor := wire.RemoteManagerActorsOf(w.instance).GoalWriter
+			actor := meshwire.RemoteManagerActorsOf(w.instance).GoalWriter
 			if p == authority.ProfileTransferReader {
-				actor = wire.RemoteManagerActorsOf(w.instance).Serve
+				actor = meshwire.RemoteManagerActorsOf(w.instance).Serve
 			}
 			mint("main", p, "", authority.Grant{Principal: fbPrincipal("local." + actor), Serve: at}, fbCoords{serve: at})
 		case authority.ProfileSessionLedger:
-			mint("main", p, "", authority.Grant{Principal: fbPrincipal("local." + wire.RemoteManagerActorsOf(w.instance).SessionLedger)}, fbCoords{})
+			mint("main", p, "", authority.Grant{Principal: fbPrincipal("local." + meshwire.RemoteManagerActorsOf(w.instance).SessionLedger)}, fbCoords{})
 		case authority.ProfileRetirementRequester:
 			// The manager's serve identity, as the caller of one retirement of the matrix's agent.
 			g := authority.Grant{Principal: managerCaller.Principal, LifecycleUID: managerCaller.UID, Target: w.aliceL}
@@ -1611,7 +1612,7 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 		return out
 	case c.profile == authority.ProfileRemoteManager:
 		gate := pub(h.AuthBucket().Subject("epgate.manager." + string(c.coords.serve.Instance)))
-		if me.Actor() == wire.RemoteManagerActorsOf(c.coords.serve.Instance).Supervisor {
+		if me.Actor() == meshwire.RemoteManagerActorsOf(c.coords.serve.Instance).Supervisor {
 			return append(out, gate, sub(h.LivenessServeFilter(wire.PlaneManager)), pub(h.ManagerBucket().Subject(wire.ManagerLeaseKey(c.coords.serve.Instance))))
 		}
 		return append(out, gate)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -81,7 +82,7 @@ func TestPermissionsGolden(t *testing.T) {
 // of the instance (sampleServe) the profile belongs to, and a run's caller, run and target.
 func remoteGrant(t testing.TB, p Profile, g *Grant) {
 	t.Helper()
-	actors := wire.RemoteManagerActorsOf(testInstance)
+	actors := meshwire.RemoteManagerActorsOf(testInstance)
 	actor := ""
 	switch p {
 	case ProfileRemoteManager:

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
@@ -85,7 +86,7 @@ func (m managers) candidates(ctx context.Context, owner string) ([]wire.Lifecycl
 			continue
 		}
 		// A remote manager serves as its owner's serve identity; the host's own as the host.
-		if ok && (remote && p.String() == owner+"."+wire.RemoteManagerActorsOf(id).Serve || !remote && p.Owner() == wire.DevOwner) {
+		if ok && (remote && p.String() == owner+"."+meshwire.RemoteManagerActorsOf(id).Serve || !remote && p.Owner() == wire.DevOwner) {
 			live = append(live, id)
 		}
 	}

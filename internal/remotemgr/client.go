@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/meshwire"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -49,7 +50,7 @@ type Client struct {
 	lifecycle wire.LifecycleUID
 	ids       Identities
 	seeds     map[string]nkeys.KeyPair // by public key
-	actors    wire.RemoteManagerActors
+	actors    meshwire.RemoteManagerActors
 
 	mu      sync.Mutex
 	owner   string
@@ -65,7 +66,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Actor == "" {
 		return nil, errors.New("remote manager: the person's actor is required")
 	}
-	c := &Client{cfg: cfg, lifecycle: wire.NewLifecycleUID(), seeds: map[string]nkeys.KeyPair{}, actors: wire.RemoteManagerActorsOf(cfg.Instance)}
+	c := &Client{cfg: cfg, lifecycle: wire.NewLifecycleUID(), seeds: map[string]nkeys.KeyPair{}, actors: meshwire.RemoteManagerActorsOf(cfg.Instance)}
 	for _, id := range []*Identity{&c.ids.Supervisor, &c.ids.Executor, &c.ids.Serve, &c.ids.GoalWriter, &c.ids.SessionLedger} {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
@@ -78,7 +79,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 }
 
 // Actors returns the manager's actors.
-func (c *Client) Actors() wire.RemoteManagerActors { return c.actors }
+func (c *Client) Actors() meshwire.RemoteManagerActors { return c.actors }
 
 // Owner returns the owner the host derived for the person, once prepared.
 func (c *Client) Owner() string {

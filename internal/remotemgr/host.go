@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
@@ -133,7 +134,7 @@ func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
 	resp := &Response{
 		V: protocolVersion, Kind: r.Kind, Operation: r.Operation, Space: r.Space, InstanceID: r.InstanceID,
 		ManagerLifecycleUID: r.ManagerLifecycleUID, RequestID: r.RequestID, Owner: who.Owner, IssuedAt: time.Now().Unix(),
-		Actors: wire.RemoteManagerActorsOf(wire.LifecycleUID(r.InstanceID)),
+		Actors: meshwire.RemoteManagerActorsOf(wire.LifecycleUID(r.InstanceID)),
 	}
 	var reg *Registration
 	if r.Operation != OpPrepare {
@@ -403,7 +404,7 @@ func (h *Host) current(ctx context.Context, who *Person, r *Request) (*authority
 		return nil, refuse(wire.CodeConflict, "the gate of %s is %s", r.InstanceID, og.Row.State)
 	case og.Row.ProcessEpoch != *r.ProcessEpoch:
 		return nil, refuse(wire.CodeConflict, "epoch %d is stale: the gate of %s is at %d", *r.ProcessEpoch, r.InstanceID, og.Row.ProcessEpoch)
-	case og.Row.Principal != principal(who.Owner, wire.RemoteManagerActorsOf(wire.LifecycleUID(r.InstanceID)).Serve).String():
+	case og.Row.Principal != principal(who.Owner, meshwire.RemoteManagerActorsOf(wire.LifecycleUID(r.InstanceID)).Serve).String():
 		return nil, refuse(wire.CodeConflict, "the gate of %s names %s", r.InstanceID, og.Row.Principal)
 	}
 	return og, nil
@@ -789,7 +790,7 @@ func (h *Host) enroll(ctx context.Context, who *Person, r *Request, resp *Respon
 		return err
 	}
 	e := r.Enrollment
-	if wire.IsRemoteManagerActor(e.Name) || e.Name == r.Actor {
+	if meshwire.IsRemoteManagerActor(e.Name) || e.Name == r.Actor {
 		return refuse(wire.CodePermissionDenied, "an agent may not take the name %s", e.Name)
 	}
 	if _, err := h.Managed.GetKind(userauth.KindManaged, who.Owner, e.Name); err == nil {

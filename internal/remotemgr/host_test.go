@@ -25,6 +25,7 @@ import (
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
@@ -907,7 +908,7 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 		"beyond the publish ACL":       {Name: "loud", Subscribe: []string{"team.a"}, AllowPublish: []string{"team.b"}},
 		"a role the person lacks":      {Name: "worker", Subscribe: []string{"team.a"}, Role: "builder"},
 		"the manager's own identity":   {Name: c.Actors().Serve},
-		"another manager's identity":   {Name: wire.RemoteManagerActorsOf(wire.NewLifecycleUID()).Serve},
+		"another manager's identity":   {Name: meshwire.RemoteManagerActorsOf(wire.NewLifecycleUID()).Serve},
 		"the person's own actor (cli)": {Name: "cli"},
 	} {
 		if _, err := c.Enroll(ctx, e); code(err) != wire.CodePermissionDenied {

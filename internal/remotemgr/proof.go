@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -18,14 +19,14 @@ import (
 
 // registrationFacts is the canonical object a registration proof digests.
 type registrationFacts struct {
-	V               int                      `json:"v"`
-	Space           string                   `json:"space"`
-	Owner           string                   `json:"owner"`
-	InstanceID      string                   `json:"instanceId"`
-	LifecycleUID    string                   `json:"lifecycleUid"`
-	Actors          wire.RemoteManagerActors `json:"actors"`
-	Identities      Identities               `json:"identities"`
-	ArtifactDigests []string                 `json:"artifactDigests"`
+	V               int                          `json:"v"`
+	Space           string                       `json:"space"`
+	Owner           string                       `json:"owner"`
+	InstanceID      string                       `json:"instanceId"`
+	LifecycleUID    string                       `json:"lifecycleUid"`
+	Actors          meshwire.RemoteManagerActors `json:"actors"`
+	Identities      Identities                   `json:"identities"`
+	ArtifactDigests []string                     `json:"artifactDigests"`
 }
 
 // RegistrationProof returns the registration proof of r for owner: "sha256:<hex>" of the RFC 8785
@@ -38,7 +39,7 @@ func RegistrationProof(owner string, r *Request) string {
 	}
 	raw, _ := json.Marshal(registrationFacts{ // strings always encode
 		V: protocolVersion, Space: r.Space, Owner: owner, InstanceID: r.InstanceID, LifecycleUID: r.ManagerLifecycleUID,
-		Actors: wire.RemoteManagerActorsOf(wire.LifecycleUID(r.InstanceID)), Identities: r.Identities, ArtifactDigests: digests,
+		Actors: meshwire.RemoteManagerActorsOf(wire.LifecycleUID(r.InstanceID)), Identities: r.Identities, ArtifactDigests: digests,
 	})
 	d, err := wire.Digest(raw)
 	if err != nil {
@@ -50,17 +51,17 @@ func RegistrationProof(owner string, r *Request) string {
 // currentFacts is what the current-registration proof binds: the registration at one gate
 // revision and process epoch.
 type currentFacts struct {
-	V                    int                      `json:"v"`
-	Kind                 string                   `json:"kind"`
-	Space                string                   `json:"space"`
-	Owner                string                   `json:"owner"`
-	Actor                string                   `json:"actor"`
-	InstanceID           string                   `json:"instanceId"`
-	LifecycleUID         string                   `json:"lifecycleUid"`
-	Actors               wire.RemoteManagerActors `json:"actors"`
-	Identities           Identities               `json:"identities"`
-	RegistrationRevision int64                    `json:"registrationRevision"`
-	ProcessEpoch         int64                    `json:"processEpoch"`
+	V                    int                          `json:"v"`
+	Kind                 string                       `json:"kind"`
+	Space                string                       `json:"space"`
+	Owner                string                       `json:"owner"`
+	Actor                string                       `json:"actor"`
+	InstanceID           string                       `json:"instanceId"`
+	LifecycleUID         string                       `json:"lifecycleUid"`
+	Actors               meshwire.RemoteManagerActors `json:"actors"`
+	Identities           Identities                   `json:"identities"`
+	RegistrationRevision int64                        `json:"registrationRevision"`
+	ProcessEpoch         int64                        `json:"processEpoch"`
 }
 
 // currentProofDomain separates the current-registration proof from every other MAC of the keys.
@@ -72,7 +73,7 @@ const currentProofDomain = "cotal/manager-current-registration/v1"
 func currentProof(keys *authority.SpaceKeys, owner string, r *Request, revision, epoch int64) string {
 	raw, _ := json.Marshal(currentFacts{
 		V: protocolVersion, Kind: KindAuthority, Space: r.Space, Owner: owner, Actor: r.Actor, InstanceID: r.InstanceID,
-		LifecycleUID: r.ManagerLifecycleUID, Actors: wire.RemoteManagerActorsOf(wire.LifecycleUID(r.InstanceID)),
+		LifecycleUID: r.ManagerLifecycleUID, Actors: meshwire.RemoteManagerActorsOf(wire.LifecycleUID(r.InstanceID)),
 		Identities: r.Identities, RegistrationRevision: revision, ProcessEpoch: epoch,
 	})
 	c, err := wire.Canonicalize(raw)

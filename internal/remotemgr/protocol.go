@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -221,20 +222,20 @@ type Issued struct {
 
 // Response answers a Request: its echo, the owner the host derived, and what was issued.
 type Response struct {
-	V                     int                      `json:"v"`
-	Kind                  string                   `json:"kind"`
-	Operation             string                   `json:"operation"`
-	Space                 string                   `json:"space"`
-	InstanceID            string                   `json:"instanceId"`
-	ManagerLifecycleUID   string                   `json:"managerLifecycleUid"`
-	RequestID             string                   `json:"requestId"`
-	Owner                 string                   `json:"owner"`
-	IssuedAt              int64                    `json:"issuedAt"`
-	ExpiresAt             int64                    `json:"expiresAt,omitempty"`
-	Actors                wire.RemoteManagerActors `json:"actors"`
-	ProcessEpoch          *int64                   `json:"processEpoch,omitempty"`
-	NextRegistrationProof string                   `json:"nextRegistrationProof,omitempty"`
-	Credentials           map[string]Issued        `json:"credentials,omitempty"`
+	V                     int                          `json:"v"`
+	Kind                  string                       `json:"kind"`
+	Operation             string                       `json:"operation"`
+	Space                 string                       `json:"space"`
+	InstanceID            string                       `json:"instanceId"`
+	ManagerLifecycleUID   string                       `json:"managerLifecycleUid"`
+	RequestID             string                       `json:"requestId"`
+	Owner                 string                       `json:"owner"`
+	IssuedAt              int64                        `json:"issuedAt"`
+	ExpiresAt             int64                        `json:"expiresAt,omitempty"`
+	Actors                meshwire.RemoteManagerActors `json:"actors"`
+	ProcessEpoch          *int64                       `json:"processEpoch,omitempty"`
+	NextRegistrationProof string                       `json:"nextRegistrationProof,omitempty"`
+	Credentials           map[string]Issued            `json:"credentials,omitempty"`
 	// LifecycleUID, ActorToken and Agent are a managed agent's (KindEnrollment): its lifecycle,
 	// the secret it exchanges for bearers, and what its row grants.
 	LifecycleUID string      `json:"lifecycleUid,omitempty"`

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/gocotal/cotal/wire"
+	"github.com/gocotal/cotal/internal/meshwire"
 )
 
 // DefaultStartTimeout bounds Serve's readiness flush when its ctx has no deadline.
@@ -106,10 +106,10 @@ func Serve(ctx context.Context, nc *nats.Conn, cfg Config) (*Service, error) {
 		sem: make(chan struct{}, maxInFlight),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.sub, err = nc.QueueSubscribe(wire.AuthCalloutSubject, wire.AuthCalloutQueue, s.onMsg)
+	s.sub, err = nc.QueueSubscribe(meshwire.AuthCalloutSubject, meshwire.AuthCalloutQueue, s.onMsg)
 	if err != nil {
 		s.cancel()
-		return nil, fmt.Errorf("subscribe %s: %w", wire.AuthCalloutSubject, err)
+		return nil, fmt.Errorf("subscribe %s: %w", meshwire.AuthCalloutSubject, err)
 	}
 	if err := s.flush(ctx, nc); err != nil {
 		s.Stop()
@@ -131,10 +131,10 @@ func (s *Service) flush(ctx context.Context, nc *nats.Conn) error {
 		defer cancel()
 	}
 	if err := nc.FlushWithContext(ctx); err != nil {
-		return fmt.Errorf("flush subscription to %s: %w", wire.AuthCalloutSubject, err)
+		return fmt.Errorf("flush subscription to %s: %w", meshwire.AuthCalloutSubject, err)
 	}
 	if err := nc.LastError(); errors.Is(err, nats.ErrPermissionViolation) {
-		return fmt.Errorf("subscribe %s in queue %s: %w", wire.AuthCalloutSubject, wire.AuthCalloutQueue, err)
+		return fmt.Errorf("subscribe %s in queue %s: %w", meshwire.AuthCalloutSubject, meshwire.AuthCalloutQueue, err)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/broker"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/userauth/callout"
 	"github.com/gocotal/cotal/wire"
 )
@@ -300,7 +301,7 @@ func TestCalloutOnTheBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		for _, subj := range []string{"foo", wire.AuthCalloutSubject, "$SYS._INBOX.x.y"} {
+		for _, subj := range []string{"foo", meshwire.AuthCalloutSubject, "$SYS._INBOX.x.y"} {
 			if err := nc.Publish(subj, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -310,14 +311,14 @@ func TestCalloutOnTheBroker(t *testing.T) {
 			t.Fatal(err)
 		}
 		v.expect(t, nc, "Subscription", "foo")
-		if _, err := nc.SubscribeSync(wire.AuthCalloutSubject); err != nil {
+		if _, err := nc.SubscribeSync(meshwire.AuthCalloutSubject); err != nil {
 			t.Fatal(err)
 		}
-		v.expect(t, nc, "Subscription", wire.AuthCalloutSubject)
-		if _, err := nc.QueueSubscribeSync(wire.AuthCalloutSubject, "elsewhere"); err != nil {
+		v.expect(t, nc, "Subscription", meshwire.AuthCalloutSubject)
+		if _, err := nc.QueueSubscribeSync(meshwire.AuthCalloutSubject, "elsewhere"); err != nil {
 			t.Fatal(err)
 		}
-		v.expect(t, nc, "Subscription", wire.AuthCalloutSubject)
+		v.expect(t, nc, "Subscription", meshwire.AuthCalloutSubject)
 	})
 
 	t.Run("with no callout service the sentinel times out", func(t *testing.T) {

@@ -1,6 +1,10 @@
-package wire
+package meshwire
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/gocotal/cotal/wire"
+)
 
 // A remote manager (SPEC §13.1, §13.6) is a supervisor on a machine without the space's signing
 // key. It holds five identities, each an actor of its owner named after its instance id.
@@ -32,7 +36,7 @@ func IsRemoteManagerActor(actor string) bool {
 }
 
 // RemoteManagerActorsOf returns the actors of remote manager instance.
-func RemoteManagerActorsOf(instance LifecycleUID) RemoteManagerActors {
+func RemoteManagerActorsOf(instance wire.LifecycleUID) RemoteManagerActors {
 	id := string(instance)
 	return RemoteManagerActors{
 		Supervisor: remoteManagerSupervisor + id, Executor: remoteManagerExecutor + id, Serve: remoteManagerServe + id,
