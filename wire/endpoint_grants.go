@@ -32,12 +32,12 @@ func (s Space) RequestGrant(caller Lifecycle, generation string, address Address
 // fact of every goal of endpoint, whichever caller's.
 func (s Space) GoalResultGrant(endpoint EndpointName) string {
 	anyCaller := Lifecycle{Principal: Principal{owner: "*", actor: "*"}, UID: "*"}
-	return s.subject(KindEpf, append([]string{endpoint.Token()}, GoalResultTopic(anyCaller, "*")...)...)
+	return s.Subject(KindEpf, append([]string{endpoint.Token()}, GoalResultTopic(anyCaller, "*")...)...)
 }
 
 // ContractPublishGrant returns "cotal.<space>.epc.*": every artifact subject of the contract
 // stream, which a publisher writes create-only, one artifact per digest.
-func (s Space) ContractPublishGrant() string { return s.subject(KindEpc, "*") }
+func (s Space) ContractPublishGrant() string { return s.Subject(KindEpc, "*") }
 
 // The service registry in the records bucket (SPEC §13.7): one spec and one status record per
 // serving instance.

@@ -77,13 +77,13 @@ func (s Space) EventSubject(endpoint EndpointName, instance LifecycleUID, epoch 
 		return "", err
 	}
 	t := append([]string{endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10)}, topic...)
-	return s.subject(KindEpe, t...), nil
+	return s.Subject(KindEpe, t...), nil
 }
 
 // EventPublishGrant returns "cotal.<space>.epe.<endpoint>.<instanceId>.<epoch>.>", the events an
 // incarnation may publish.
 func (s Space) EventPublishGrant(endpoint EndpointName, instance LifecycleUID, epoch int64) string {
-	return s.subject(KindEpe, endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), ">")
+	return s.Subject(KindEpe, endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), ">")
 }
 
 // FactSubject returns "cotal.<space>.epf.<endpoint>.<topic...>", a canonical fact.
@@ -94,7 +94,7 @@ func (s Space) FactSubject(endpoint EndpointName, topic ...string) (string, erro
 	if err := validateTopic(topic); err != nil {
 		return "", err
 	}
-	return s.subject(KindEpf, append([]string{endpoint.Token()}, topic...)...), nil
+	return s.Subject(KindEpf, append([]string{endpoint.Token()}, topic...)...), nil
 }
 
 // GoalTopic returns "goal.<cOwner>.<cActor>.<cUid>.<goalId>.<leaf>", the topic of one goal of a
@@ -124,7 +124,7 @@ func ClusterEventTopic(cluster, event string) []string { return []string{topicEv
 // GoalProgressFilter returns "cotal.<space>.epe.<endpoint>.*.*.goal.<cOwner>.<cActor>.<cUid>.>":
 // the progress of every goal of one caller, from any incarnation of endpoint.
 func (s Space) GoalProgressFilter(endpoint EndpointName, caller Lifecycle) string {
-	return s.subject(KindEpe, endpoint.Token(), "*", "*", topicGoal, caller.Principal.owner, caller.Principal.actor, string(caller.UID), ">")
+	return s.Subject(KindEpe, endpoint.Token(), "*", "*", topicGoal, caller.Principal.owner, caller.Principal.actor, string(caller.UID), ">")
 }
 
 // SubmissionSubject returns the journal submission subject of route (its nonce and generation are
@@ -135,7 +135,7 @@ func (s Space) SubmissionSubject(r EndpointRoute) (string, error) {
 	}
 	t := append([]string{r.Endpoint.Token(), r.Command}, r.modeBlock()...)
 	t = append(t, r.Caller.Principal.owner, r.Caller.Principal.actor, string(r.Caller.UID))
-	return s.subject(KindEpj, t...), nil
+	return s.Subject(KindEpj, t...), nil
 }
 
 // TimerSubject returns "cotal.<space>.ept.<endpoint>.<instanceId>.<epoch>.<timerId>.<phase>".
@@ -149,7 +149,7 @@ func (s Space) TimerSubject(endpoint EndpointName, instance LifecycleUID, epoch 
 	if phase != TimerSchedule && phase != TimerArmed && phase != TimerFire {
 		return "", invalidf("timer phase", string(phase), "must be %q, %q or %q", TimerSchedule, TimerArmed, TimerFire)
 	}
-	return s.subject(KindEpt, endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), timerID, string(phase)), nil
+	return s.Subject(KindEpt, endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), timerID, string(phase)), nil
 }
 
 // RecordWriteSubject returns "cotal.<space>.epr.<endpoint>.<instanceId>.<epoch>.<kind>.<qualifier...>",
@@ -162,7 +162,7 @@ func (s Space) RecordWriteSubject(endpoint EndpointName, instance LifecycleUID, 
 		return "", err
 	}
 	t := append([]string{endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), kind}, qualifier...)
-	return s.subject(KindEpr, t...), nil
+	return s.Subject(KindEpr, t...), nil
 }
 
 // WorkSubject returns "cotal.<space>.epw.<endpoint>.<pool>.<cOwner>.<cActor>.<cUid>.<id>", one
@@ -177,5 +177,12 @@ func (s Space) WorkSubject(endpoint EndpointName, pool string, caller Lifecycle,
 	if err := ValidateIDToken("id", id); err != nil {
 		return "", err
 	}
-	return s.subject(KindEpw, endpoint.Token(), pool, caller.Principal.owner, caller.Principal.actor, string(caller.UID), id), nil
+	return s.Subject(KindEpw, endpoint.Token(), pool, caller.Principal.owner, caller.Principal.actor, string(caller.UID), id), nil
+}
+
+// GoalBindGrant returns "cotal.<space>.epf.<endpoint>.goal.*.*.*.*.bind": the first-wins bind of
+// every goal of endpoint, whichever caller's (SPEC §13.4).
+func (s Space) GoalBindGrant(endpoint EndpointName) string {
+	anyCaller := Lifecycle{Principal: Principal{owner: "*", actor: "*"}, UID: "*"}
+	return s.Subject(KindEpf, append([]string{endpoint.Token()}, GoalBindTopic(anyCaller, "*")...)...)
 }

@@ -385,3 +385,25 @@ func FuzzParseRequestSubject(f *testing.F) {
 		}
 	})
 }
+
+// TestGoalBindGrant pins the bind grant's spelling, and shows it admits a real bind and nothing of
+// its sibling result leaf.
+func TestGoalBindGrant(t *testing.T) {
+	s := Space("main")
+	caller := testCaller(t)
+	grant := s.GoalBindGrant(ManagerEndpoint)
+	if want := "cotal.main.epf.manager.goal.*.*.*.*.bind"; grant != want {
+		t.Errorf("goal bind grant = %q, want %q", grant, want)
+	}
+	bind, err := s.FactSubject(ManagerEndpoint, GoalBindTopic(caller, "g1")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !SubjectMatches(grant, bind) {
+		t.Errorf("the bind grant does not admit %s", bind)
+	}
+	result, _ := s.FactSubject(ManagerEndpoint, GoalResultTopic(caller, "g1")...)
+	if SubjectMatches(grant, result) {
+		t.Errorf("the bind grant admits the result fact %s", result)
+	}
+}

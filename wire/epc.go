@@ -21,5 +21,5 @@ func (s Space) ContractSubject(hexDigest string) (string, error) {
 	if !IsDigest(digestPrefix + hexDigest) {
 		return "", invalid("digest", hexDigest, "must be 64 lowercase hex digits, without the sha256: prefix")
 	}
-	return s.subject(KindEpc, hexDigest), nil
+	return s.Subject(KindEpc, hexDigest), nil
 }

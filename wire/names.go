@@ -50,38 +50,39 @@ const (
 	bucketArtifacts  = "artifacts"
 )
 
-func (s Space) bucket(stem string) Bucket { return Bucket(Root + "_" + stem + "_" + s.Token()) }
+// Bucket returns "cotal_<stem>_<space>", the space's bucket named by stem.
+func (s Space) Bucket(stem string) Bucket { return Bucket(Root + "_" + stem + "_" + s.Token()) }
 
 // PresenceBucket returns "cotal_presence_<space>", keyed by principal dot-form (SPEC §6).
-func (s Space) PresenceBucket() Bucket { return s.bucket(bucketPresence) }
+func (s Space) PresenceBucket() Bucket { return s.Bucket(bucketPresence) }
 
 // ChannelsBucket returns "cotal_channels_<space>", the channel registry keyed by concrete channel,
 // with the space defaults under ChannelDefaultsKey (SPEC §7).
-func (s Space) ChannelsBucket() Bucket { return s.bucket(bucketChannels) }
+func (s Space) ChannelsBucket() Bucket { return s.Bucket(bucketChannels) }
 
 // MembersBucket returns "cotal_members_<space>", durable channel membership keyed by MemberKey.
-func (s Space) MembersBucket() Bucket { return s.bucket(bucketMembers) }
+func (s Space) MembersBucket() Bucket { return s.Bucket(bucketMembers) }
 
 // ACLBucket returns "cotal_acl_<space>", each lifecycle's read ACL keyed by ACLKey.
-func (s Space) ACLBucket() Bucket { return s.bucket(bucketACL) }
+func (s Space) ACLBucket() Bucket { return s.Bucket(bucketACL) }
 
 // MembershipBucket returns "cotal_membership_<space>", the display-only membership feed keyed by
 // principal, with its heartbeat under MembershipFeedKey.
-func (s Space) MembershipBucket() Bucket { return s.bucket(bucketMembership) }
+func (s Space) MembershipBucket() Bucket { return s.Bucket(bucketMembership) }
 
 // DeliveryBucket returns "cotal_delivery_<space>", the delivery daemon's lease keyed by LeaseKey.
-func (s Space) DeliveryBucket() Bucket { return s.bucket(bucketDelivery) }
+func (s Space) DeliveryBucket() Bucket { return s.Bucket(bucketDelivery) }
 
 // ManagerBucket returns "cotal_manager_<space>", the managers' leases keyed by ManagerLeaseKey,
 // plus ManagerRenewalKey.
-func (s Space) ManagerBucket() Bucket { return s.bucket(bucketManager) }
+func (s Space) ManagerBucket() Bucket { return s.Bucket(bucketManager) }
 
 // RecordsBucket returns "cotal_records_<space>", the endpoint plane's records store (SPEC
 // §13.12): per-key CAS rows of the §13.7 and §14 record kinds.
-func (s Space) RecordsBucket() Bucket { return s.bucket(bucketRecords) }
+func (s Space) RecordsBucket() Bucket { return s.Bucket(bucketRecords) }
 
 // AuthBucket returns "cotal_auth_<space>", the authority plane's ledger (SPEC §13.1).
-func (s Space) AuthBucket() Bucket { return s.bucket(bucketAuth) }
+func (s Space) AuthBucket() Bucket { return s.Bucket(bucketAuth) }
 
 // Buckets returns the key-value buckets of a space's messaging and authority planes, in the
 // reference's order: presence, channels, members, ACL, membership, delivery lease, manager lease,
@@ -94,10 +95,10 @@ func (s Space) Buckets() []Bucket {
 }
 
 // SessionsBucket returns "cotal_sessions_<space>", the session ledger.
-func (s Space) SessionsBucket() Bucket { return s.bucket(bucketSessions) }
+func (s Space) SessionsBucket() Bucket { return s.Bucket(bucketSessions) }
 
 // ArtifactsBucket returns "cotal_artifacts_<space>", the object store holding artifact bytes.
-func (s Space) ArtifactsBucket() Bucket { return s.bucket(bucketArtifacts) }
+func (s Space) ArtifactsBucket() Bucket { return s.Bucket(bucketArtifacts) }
 
 // Stream returns "KV_<bucket>", the stream backing a key-value bucket.
 func (b Bucket) Stream() string { return "KV_" + string(b) }

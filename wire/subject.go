@@ -60,7 +60,9 @@ func (s Space) Token() string { return Token(string(s)) }
 // Prefix returns "cotal.<space>", the root of every subject in the space.
 func (s Space) Prefix() string { return Root + "." + s.Token() }
 
-func (s Space) subject(kind SubjectKind, tokens ...string) string {
+// Subject returns "cotal.<space>.<kind>" followed by tokens, each after a dot. It checks
+// nothing: callers pass tokens they validated.
+func (s Space) Subject(kind SubjectKind, tokens ...string) string {
 	var b strings.Builder
 	b.WriteString(s.Prefix())
 	b.WriteByte('.')
@@ -77,7 +79,7 @@ func (s Space) All() string { return s.Prefix() + ".>" }
 
 // KindAll returns "cotal.<space>.<kind>.>", every subject of one rail (the subjects of the
 // CHAT, DM, TASK, INBOX and DLV streams, the observer and admin taps).
-func (s Space) KindAll(kind SubjectKind) string { return s.subject(kind, ">") }
+func (s Space) KindAll(kind SubjectKind) string { return s.Subject(kind, ">") }
 
 // ChatSubject returns the subject sender publishes a multicast on:
 // "cotal.<space>.chat.<owner>.<actor>.<channel>". The channel must be concrete (no '*' or '>'),
@@ -88,7 +90,7 @@ func (s Space) ChatSubject(sender Principal, channel string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.subject(KindChat, sender.owner, sender.actor, path), nil
+	return s.Subject(KindChat, sender.owner, sender.actor, path), nil
 }
 
 // ChatPattern returns "cotal.<space>.chat.<owner>.<actor>.<channel>" for a grant or a
@@ -107,7 +109,7 @@ func (s Space) ChatPattern(owner, actor, channel string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.subject(KindChat, o, a, path), nil
+	return s.Subject(KindChat, o, a, path), nil
 }
 
 // ChatFilter returns "cotal.<space>.chat.*.*.<channel>": a channel (or channel pattern) from any
@@ -129,19 +131,19 @@ func identityOrWildcard(field, v string) (string, error) {
 // DMSubject returns the subject sender publishes a direct message to recipient on:
 // "cotal.<space>.inst.<recipOwner>.<recipActor>.<owner>.<actor>".
 func (s Space) DMSubject(recipient, sender Principal) string {
-	return s.subject(KindInst, recipient.owner, recipient.actor, sender.owner, sender.actor)
+	return s.Subject(KindInst, recipient.owner, recipient.actor, sender.owner, sender.actor)
 }
 
 // DMSendGrant returns "cotal.<space>.inst.*.*.<owner>.<actor>": a direct message to anyone, only
 // as sender. The broker's enforcement of this row is the forge lock of SPEC §3.
 func (s Space) DMSendGrant(sender Principal) string {
-	return s.subject(KindInst, "*", "*", sender.owner, sender.actor)
+	return s.Subject(KindInst, "*", "*", sender.owner, sender.actor)
 }
 
 // DMFilter returns "cotal.<space>.inst.<owner>.<actor>.>": every direct message to recipient,
 // the filter of its dm_ durable.
 func (s Space) DMFilter(recipient Principal) string {
-	return s.subject(KindInst, recipient.owner, recipient.actor, ">")
+	return s.Subject(KindInst, recipient.owner, recipient.actor, ">")
 }
 
 // AnycastSubject returns the subject sender hands a task to role on:
@@ -151,13 +153,13 @@ func (s Space) AnycastSubject(role string, sender Principal) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.subject(KindSvc, r, sender.owner, sender.actor), nil
+	return s.Subject(KindSvc, r, sender.owner, sender.actor), nil
 }
 
 // AnycastSendGrant returns "cotal.<space>.svc.*.<owner>.<actor>": a task to any role, only as
 // sender.
 func (s Space) AnycastSendGrant(sender Principal) string {
-	return s.subject(KindSvc, "*", sender.owner, sender.actor)
+	return s.Subject(KindSvc, "*", sender.owner, sender.actor)
 }
 
 // AnycastFilter returns "cotal.<space>.svc.<role>.>": every task for role, the filter of its svc_
@@ -167,7 +169,7 @@ func (s Space) AnycastFilter(role string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.subject(KindSvc, r, ">"), nil
+	return s.Subject(KindSvc, r, ">"), nil
 }
 
 // roleToken sanitises a role (SPEC §8: names and filters use token(role)), refusing a role that
@@ -202,19 +204,19 @@ func ParseControlService(s string) (ControlService, error) {
 // ControlSubject returns "cotal.<space>.ctl.<service>.<owner>.<actor>", the subject caller sends a
 // control request on.
 func (s Space) ControlSubject(svc ControlService, caller Principal) string {
-	return s.subject(KindCtl, string(svc), caller.owner, caller.actor)
+	return s.Subject(KindCtl, string(svc), caller.owner, caller.actor)
 }
 
 // ControlServeFilter returns "cotal.<space>.ctl.<service>.*.*", what the serving daemon
 // queue-subscribes.
 func (s Space) ControlServeFilter(svc ControlService) string {
-	return s.subject(KindCtl, string(svc), "*", "*")
+	return s.Subject(KindCtl, string(svc), "*", "*")
 }
 
 // ControlReplyGrant returns "cotal.<space>.ctl.<service>.*.*.reply.>": the daemon may answer any
 // caller, but only on the reply leaf, so it can never forge a request.
 func (s Space) ControlReplyGrant(svc ControlService) string {
-	return s.subject(KindCtl, string(svc), "*", "*", replyToken, ">")
+	return s.Subject(KindCtl, string(svc), "*", "*", replyToken, ">")
 }
 
 // Plane is a liveness plane: a daemon whose liveness any peer may probe. The set is closed.
@@ -242,19 +244,19 @@ func ParsePlane(s string) (Plane, error) {
 // LivenessSubject returns "cotal.<space>.live.<plane>.<owner>.<actor>", the request subject a peer
 // probes plane on. The plane rides the subject so a credential can be scoped to it.
 func (s Space) LivenessSubject(plane Plane, caller Principal) string {
-	return s.subject(KindLive, string(plane), caller.owner, caller.actor)
+	return s.Subject(KindLive, string(plane), caller.owner, caller.actor)
 }
 
 // LivenessServeFilter returns "cotal.<space>.live.<plane>.*.*", what the plane's responder
 // queue-subscribes.
 func (s Space) LivenessServeFilter(plane Plane) string {
-	return s.subject(KindLive, string(plane), "*", "*")
+	return s.Subject(KindLive, string(plane), "*", "*")
 }
 
 // LivenessReplyGrant returns "cotal.<space>.live.<plane>.*.*.reply.>", the responder's only
 // publish row on the rail.
 func (s Space) LivenessReplyGrant(plane Plane) string {
-	return s.subject(KindLive, string(plane), "*", "*", replyToken, ">")
+	return s.Subject(KindLive, string(plane), "*", "*", replyToken, ">")
 }
 
 // ReplySubject returns "<request>.reply.<nonce>", the reply subject of a request on the ctl and
@@ -278,26 +280,26 @@ func Subtree(subject string) string { return subject + ".>" }
 // DinboxSubject returns "cotal.<space>.dinbox.<owner>.<actor>.<uid>", the fan-out target of a
 // member's durable copies.
 func (s Space) DinboxSubject(member Lifecycle) string {
-	return s.subject(KindDinbox, member.Principal.owner, member.Principal.actor, string(member.UID))
+	return s.Subject(KindDinbox, member.Principal.owner, member.Principal.actor, string(member.UID))
 }
 
 // DlvSubject returns "cotal.<space>.dlv.<owner>.<actor>.<uid>", where the delivery daemon hands a
 // re-authorised durable copy to its member.
 func (s Space) DlvSubject(member Lifecycle) string {
-	return s.subject(KindDlv, member.Principal.owner, member.Principal.actor, string(member.UID))
+	return s.Subject(KindDlv, member.Principal.owner, member.Principal.actor, string(member.UID))
 }
 
 // LifecycleWriteGrant returns "cotal.<space>.<kind>.*.*.*", a write to any lifecycle's subject on
 // the dinbox or dlv rail (the delivery daemon's rows).
 func (s Space) LifecycleWriteGrant(kind SubjectKind) string {
-	return s.subject(kind, "*", "*", "*")
+	return s.Subject(kind, "*", "*", "*")
 }
 
 // WFJSubject returns "cotal.<space>.wfj.<runId>", the journal subject of one workflow run.
-func (s Space) WFJSubject(runID string) string { return s.subject(KindWfj, Token(runID)) }
+func (s Space) WFJSubject(runID string) string { return s.Subject(KindWfj, Token(runID)) }
 
 // WFJFilter returns "cotal.<space>.wfj.*", the subjects of the WFJ stream.
-func (s Space) WFJFilter() string { return s.subject(KindWfj, "*") }
+func (s Space) WFJFilter() string { return s.Subject(KindWfj, "*") }
 
 // SessionDir is a session rail's direction: in carries caller to endpoint, out the reverse.
 type SessionDir string
@@ -338,11 +340,11 @@ func (s Space) SessionRail(endpoint, sessionID string, epoch int64, dir SessionD
 	if dir != SessionIn && dir != SessionOut {
 		return "", invalid("dir", string(dir), `must be "in" or "out"`)
 	}
-	return s.subject(KindEps, Token(endpoint), sessionID, strconv.FormatInt(epoch, 10), string(dir)), nil
+	return s.Subject(KindEps, Token(endpoint), sessionID, strconv.FormatInt(epoch, 10), string(dir)), nil
 }
 
 // TraceSubject returns "cotal.<space>.trace.<instance>", reserved for lifecycle traces.
-func (s Space) TraceSubject(instance string) string { return s.subject(KindTrace, Token(instance)) }
+func (s Space) TraceSubject(instance string) string { return s.Subject(KindTrace, Token(instance)) }
 
 // SubjectMatches reports whether the NATS subject pattern (with '*' and a final '>') matches
 // subject. Channels are dotted tokens too, so the same rule answers "does an ACL entry cover this

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/contract"
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -41,14 +42,14 @@ const (
 // Contract returns the auth endpoint's cluster, built once.
 var Contract = sync.OnceValues(func() (*contract.Cluster, error) {
 	return contract.NewCluster(ClusterURN, ClusterRevision, contract.Declaration{
-		Command: contract.Command{Name: wire.CommandRetireLifecycle, Class: wire.ClassEphemeral, Targeted: true,
+		Command: contract.Command{Name: meshwire.CommandRetireLifecycle, Class: wire.ClassEphemeral, Targeted: true,
 			Modes: []wire.AuthzMode{wire.ModeExact}, Capability: capAdmin},
 		Input: json.RawMessage(retireInput), Output: json.RawMessage(retireOutput),
 	})
 })
 
 // Commands returns the commands the auth endpoint serves: the rows its serving credential holds.
-func Commands() []string { return []string{wire.CommandRetireLifecycle} }
+func Commands() []string { return []string{meshwire.CommandRetireLifecycle} }
 
 // RetireArgs are retire-lifecycle's args: the requester's stable operation id, and the serve gate
 // the requester serves under (its endpoint, instance and the process epoch it declares).
@@ -127,7 +128,7 @@ func Serve(ctx context.Context, cfg Config) (*Service, error) {
 	sch := cluster.Schemas[c.Name]
 	doc, _ := json.Marshal(cluster.Document) // always encodes
 	srv, err := endpoint.Serve(cfg.Conn, endpoint.Config{
-		Space: cfg.Space, Endpoint: wire.AuthEndpoint, Owner: wire.DevOwner, Instance: cfg.Instance, Epoch: cfg.Epoch, Log: cfg.Log,
+		Space: cfg.Space, Endpoint: meshwire.AuthEndpoint, Owner: wire.DevOwner, Instance: cfg.Instance, Epoch: cfg.Epoch, Log: cfg.Log,
 		Commands: []endpoint.Command{{Name: c.Name, Class: c.Class, Modes: c.Modes, InputDigest: c.InputDigest, OutputDigest: c.OutputDigest,
 			Input: sch.Input, Output: sch.Output, Handle: retireHandler(cfg.Retire)}},
 		Clusters: []endpoint.Cluster{{Digest: cluster.Closure.Digest, Commands: []string{c.Name}, Document: doc}},
@@ -136,7 +137,7 @@ func Serve(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	reg, err := endpoint.Register(ctx, records, cfg.Instance, cfg.Epoch, endpoint.ServiceSpec{
-		Endpoint: string(wire.AuthEndpoint), Owner: wire.DevOwner, ClusterDigests: []string{cluster.Closure.Digest}, Protocol: endpoint.Protocol{V: 1},
+		Endpoint: string(meshwire.AuthEndpoint), Owner: wire.DevOwner, ClusterDigests: []string{cluster.Closure.Digest}, Protocol: endpoint.Protocol{V: 1},
 	}, cfg.Log)
 	if err != nil {
 		return nil, errors.Join(err, srv.Stop(ctx))

@@ -128,14 +128,14 @@ func (s fbSession) rail(sp wire.Space, dir wire.SessionDir) string {
 
 // fbBuckets are every bucket of a space, beyond the messaging and authority planes' list.
 func fbBuckets(s wire.Space) []wire.Bucket {
-	return append(s.Buckets(), s.RecordsBucket(), s.SessionsBucket(), s.AdmissionBucket())
+	return append(s.Buckets(), s.RecordsBucket(), s.SessionsBucket(), meshwire.AdmissionBucket(s))
 }
 
 // hostStreams are the streams outside the contract's setup that a host-issued credential names:
 // the timer stream and each manager instance's transfer store. The generous host oracles never
 // reach them through the contract's list.
 func (w *fbWorld) hostStreams(s wire.Space) []string {
-	return []string{s.TimerStream(), s.TransferBucket(w.instance).ObjectStream(), s.TransferBucket(w.other).ObjectStream()}
+	return []string{meshwire.TimerStream(s), meshwire.TransferBucket(s, w.instance).ObjectStream(), meshwire.TransferBucket(s, w.other).ObjectStream()}
 }
 
 // fbStreams are every stream of a space: the message streams, the artifact store, the contract
@@ -281,10 +281,10 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	ops = append(ops, w.endpointOps(s, callers)...)
 	subscribe("$O." + string(s.ArtifactsBucket()) + ".>")
 	for _, iid := range []wire.LifecycleUID{w.instance, w.other} {
-		b := s.TransferBucket(iid)
-		subscribe(b.ObjectAll())
-		pub(fbPublish, b.ObjectSubject(wire.ObjectMeta, "eA"), []byte(`{"forbidden":true}`))
-		pub(fbPublish, b.ObjectSubject(wire.ObjectChunk, fbDigest), []byte(`forbidden`))
+		b := meshwire.TransferBucket(s, iid)
+		subscribe(meshwire.ObjectAll(b))
+		pub(fbPublish, meshwire.ObjectSubject(b, meshwire.ObjectMeta, "eA"), []byte(`{"forbidden":true}`))
+		pub(fbPublish, meshwire.ObjectSubject(b, meshwire.ObjectChunk, fbDigest), []byte(`forbidden`))
 	}
 
 	// Bucket writes: a put and a delete marker on every bucket, for the keys of the contract.
@@ -304,26 +304,26 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	for _, ep := range []wire.EndpointName{wire.ManagerEndpoint, "com.acme.search"} {
 		goal := []string{a.Principal.Owner(), a.Principal.Actor(), string(a.UID), "g1"}
 		storeKeys = append(storeKeys,
-			wire.RecordKey(wire.RecordGoal, ep, append(goal, wire.RecordStatusLeaf)...),
-			wire.RecordKey(wire.RecordGoalIndex, ep, goal...),
-			wire.RecordKey(wire.RecordGoalEffect, ep, append(goal, "7")...),
-			wire.RecordKey(wire.RecordCheckpoint, ep, "tok1", wire.RecordStatusLeaf),
-			wire.RecordKey(wire.RecordLease, ep, "pool1", a.Principal.Owner(), a.Principal.Actor(), string(a.UID), "i1", wire.RecordSpecLeaf),
-			wire.RecordKey(wire.RecordName, ep, "n1"),
-			wire.RecordKey(wire.RecordMigrate, ep),
-			wire.RecordKey(wire.RecordAnswer, ep, "tok1", "a1"),
+			meshwire.RecordKey(meshwire.RecordGoal, ep, append(goal, meshwire.RecordStatusLeaf)...),
+			meshwire.RecordKey(meshwire.RecordGoalIndex, ep, goal...),
+			meshwire.RecordKey(meshwire.RecordGoalEffect, ep, append(goal, "7")...),
+			meshwire.RecordKey(meshwire.RecordCheckpoint, ep, "tok1", meshwire.RecordStatusLeaf),
+			meshwire.RecordKey(meshwire.RecordLease, ep, "pool1", a.Principal.Owner(), a.Principal.Actor(), string(a.UID), "i1", meshwire.RecordSpecLeaf),
+			meshwire.RecordKey(meshwire.RecordName, ep, "n1"),
+			meshwire.RecordKey(meshwire.RecordMigrate, ep),
+			meshwire.RecordKey(meshwire.RecordAnswer, ep, "tok1", "a1"),
 			"dec."+ep.Token()+".x",
 		)
 		for _, r := range w.runs {
 			storeKeys = append(storeKeys,
-				wire.RecordKey(wire.RecordRun, ep, r, wire.RecordStatusLeaf),
-				wire.RecordKey(wire.RecordNotice, ep, r, "ad1", "n1", wire.RecordSpecLeaf),
-				wire.RecordKey(wire.RecordMigration, ep, r, "m1", wire.RecordSpecLeaf),
-				wire.AdmissionKey(ep, r),
+				meshwire.RecordKey(meshwire.RecordRun, ep, r, meshwire.RecordStatusLeaf),
+				meshwire.RecordKey(meshwire.RecordNotice, ep, r, "ad1", "n1", meshwire.RecordSpecLeaf),
+				meshwire.RecordKey(meshwire.RecordMigration, ep, r, "m1", meshwire.RecordSpecLeaf),
+				meshwire.AdmissionKey(ep, r),
 			)
 		}
 	}
-	storeKeys = append(storeKeys, strings.TrimSuffix(wire.SessionLedgerKeys(), "*")+w.sessions[0].id)
+	storeKeys = append(storeKeys, strings.TrimSuffix(meshwire.SessionLedgerKeys(), "*")+w.sessions[0].id)
 	for _, l := range lcs {
 		keys = append(keys, wire.ACLKey(l))
 		for _, ch := range []string{"general", "team.backend"} {
@@ -332,7 +332,7 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	}
 	for _, b := range fbBuckets(s) {
 		bk := keys
-		if slices.Contains([]wire.Bucket{s.RecordsBucket(), s.AuthBucket(), s.SessionsBucket(), s.AdmissionBucket()}, b) {
+		if slices.Contains([]wire.Bucket{s.RecordsBucket(), s.AuthBucket(), s.SessionsBucket(), meshwire.AdmissionBucket(s)}, b) {
 			bk = append(slices.Clone(keys), storeKeys...)
 		}
 		for _, k := range bk {
@@ -413,13 +413,13 @@ func (w *fbWorld) filters(s wire.Space, st string) (filters []string, sample str
 	case s.ContractStream():
 		artifact := fbMust(s.ContractSubject(fbDigest))
 		return []string{s.KindAll(wire.KindEpc), artifact}, artifact
-	case s.TimerStream():
+	case meshwire.TimerStream(s):
 		fire := fbMust(s.TimerSubject(wire.ManagerEndpoint, w.instance, w.epoch, "t1", wire.TimerFire))
 		return []string{s.KindAll(wire.KindEpt), fire}, fire
 	}
 	for _, iid := range []wire.LifecycleUID{w.instance, w.other} {
-		if b := s.TransferBucket(iid); b.ObjectStream() == st {
-			return []string{b.ObjectAll(), b.ObjectSubject(wire.ObjectChunk, ">")}, b.ObjectSubject(wire.ObjectMeta, "eA")
+		if b := meshwire.TransferBucket(s, iid); b.ObjectStream() == st {
+			return []string{meshwire.ObjectAll(b), meshwire.ObjectSubject(b, meshwire.ObjectChunk, ">")}, meshwire.ObjectSubject(b, meshwire.ObjectMeta, "eA")
 		}
 	}
 	for _, b := range fbBuckets(s) {
@@ -492,9 +492,9 @@ func (w *fbWorld) endpointOps(s wire.Space, lcs []wire.Lifecycle) []fbOp {
 			{Address: inst, Endpoint: search, Instance: w.instance, Command: "turn", Mode: wire.ModeHandle, Target: wire.EndpointTarget{Owner: w.bob.Owner(), Actor: w.bob.Actor(), UID: w.bobL.UID}},
 			{Generation: strings.Repeat("a", wire.GenerationLength), Address: one, Endpoint: mgr, Command: "spawn"},
 			{Address: one, Endpoint: mgr, Command: "turn", Mode: ownMode, Target: own},
-			{Address: one, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.aliceL)},
-			{Address: one, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.bobL)},
-			{Address: one, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeHandle, Target: w.target(w.aliceL)},
+			{Address: one, Endpoint: meshwire.AuthEndpoint, Command: meshwire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.aliceL)},
+			{Address: one, Endpoint: meshwire.AuthEndpoint, Command: meshwire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.bobL)},
+			{Address: one, Endpoint: meshwire.AuthEndpoint, Command: meshwire.CommandRetireLifecycle, Mode: wire.ModeHandle, Target: w.target(w.aliceL)},
 		} {
 			r.Caller, r.Nonce = l, "fbnonce_forbidden_00000"
 			pub(fbMust(s.RequestSubject(r)))
@@ -520,7 +520,7 @@ func (w *fbWorld) endpointOps(s wire.Space, lcs []wire.Lifecycle) []fbOp {
 	// The other fact families of a commit path, and the canonicalizer's, per endpoint; and the
 	// timer subjects of each instance and epoch.
 	for _, ep := range []wire.EndpointName{mgr, search} {
-		for _, family := range []string{string(wire.FactEffect), string(wire.FactReceipt), string(wire.FactWork), string(wire.FactCheckpoint), "dec", "quar"} {
+		for _, family := range []string{string(meshwire.FactEffect), string(meshwire.FactReceipt), string(meshwire.FactWork), string(meshwire.FactCheckpoint), "dec", "quar"} {
 			pub(fbMust(s.FactSubject(ep, family, "local", "alice", "x1")))
 		}
 		for _, iid := range instances {
@@ -1541,9 +1541,9 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 			request(w.aliceL, wire.EndpointRoute{Address: wire.AddressAll, Endpoint: mgr, Command: "ps"}),
 		},
 		"retirement-requester@main": {
-			request(retirer, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.bobL)}),
-			request(retirer, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeHandle, Target: w.target(w.aliceL)}),
-			request(w.aliceL, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.aliceL)}),
+			request(retirer, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: meshwire.AuthEndpoint, Command: meshwire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.bobL)}),
+			request(retirer, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: meshwire.AuthEndpoint, Command: meshwire.CommandRetireLifecycle, Mode: wire.ModeHandle, Target: w.target(w.aliceL)}),
+			request(w.aliceL, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: meshwire.AuthEndpoint, Command: meshwire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.aliceL)}),
 		},
 		"manager-caller@main": {
 			request(caller, wire.EndpointRoute{Address: wire.AddressInst, Endpoint: mgr, Instance: w.other, Command: wire.CommandDescribe}),
@@ -1565,8 +1565,8 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 			{op: "Publish", subject: s.PresenceBucket().Subject(wire.PresenceKey(deployer.Principal))},
 		},
 		"transfer-reader@main": {
-			{op: "Publish", subject: jsapi.StreamCreate + s.TransferBucket(w.instance).ObjectStream()},
-			{op: "Publish", subject: jsapi.StreamInfo + s.TransferBucket(w.other).ObjectStream()},
+			{op: "Publish", subject: jsapi.StreamCreate + meshwire.TransferBucket(s, w.instance).ObjectStream()},
+			{op: "Publish", subject: jsapi.StreamInfo + meshwire.TransferBucket(s, w.other).ObjectStream()},
 		},
 		"goal-writer@main": {
 			{op: "Publish", subject: fbMust(s.FactSubject("com.acme.search", wire.GoalBindTopic(w.aliceL, "g1")...))},
@@ -1574,7 +1574,7 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 		},
 		"run-driver@main": {
 			{op: "Publish", subject: s.WFJSubject(w.runs[1])},
-			{op: "Publish", subject: jsapi.MsgGet + s.AdmissionBucket().Stream()},
+			{op: "Publish", subject: jsapi.MsgGet + meshwire.AdmissionBucket(s).Stream()},
 		},
 		"supervisor+serve@main": {
 			{op: "Subscription", subject: oneRail},
@@ -1625,18 +1625,18 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 		return out
 	case c.profile == authority.ProfileGoalWriter:
 		return append(out, pub(fbMust(h.FactSubject(mgr, wire.GoalBindTopic(w.aliceL, "g1")...))),
-			pub(h.RecordsBucket().Subject(wire.RecordKey(wire.RecordGoalIndex, mgr, w.aliceL.Principal.Owner(), w.aliceL.Principal.Actor(), string(w.aliceL.UID), "g1"))),
+			pub(h.RecordsBucket().Subject(meshwire.RecordKey(meshwire.RecordGoalIndex, mgr, w.aliceL.Principal.Owner(), w.aliceL.Principal.Actor(), string(w.aliceL.UID), "g1"))),
 			pub(jsapi.MsgGet+h.AuthBucket().Stream()))
 	case c.profile == authority.ProfileSessionLedger:
-		return append(out, pub(h.SessionsBucket().Subject(strings.TrimSuffix(wire.SessionLedgerKeys(), "*")+w.sessions[0].id)),
+		return append(out, pub(h.SessionsBucket().Subject(strings.TrimSuffix(meshwire.SessionLedgerKeys(), "*")+w.sessions[0].id)),
 			pub(jsapi.MsgGet+h.SessionsBucket().Stream()))
 	case c.profile == authority.ProfileTransferReader:
-		b := h.TransferBucket(c.coords.serve.Instance)
-		return append(out, pub(jsapi.StreamInfo+b.ObjectStream()), pub(b.ObjectSubject(wire.ObjectMeta, "eA")))
+		b := meshwire.TransferBucket(h, c.coords.serve.Instance)
+		return append(out, pub(jsapi.StreamInfo+b.ObjectStream()), pub(meshwire.ObjectSubject(b, meshwire.ObjectMeta, "eA")))
 	case c.profile == authority.ProfileRetirementRequester:
 		return append(out,
-			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(c.coords.target)})),
-			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: wire.AuthEndpoint, Command: wire.CommandDescribe})),
+			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: meshwire.AuthEndpoint, Command: meshwire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(c.coords.target)})),
+			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: meshwire.AuthEndpoint, Command: wire.CommandDescribe})),
 			sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
 	case c.profile == authority.ProfileManagerCaller:
 		inst := c.coords.serve.Instance
@@ -1651,9 +1651,9 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 			sub(h.GoalProgressFilter(mgr, c.coords.lifecycle)), sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
 	case c.profile == authority.ProfileRunDriver:
 		return append(out, pub(h.WFJSubject(c.coords.run)),
-			pub(h.RecordsBucket().Subject(wire.RecordKey(wire.RecordRun, mgr, c.coords.run, wire.RecordStatusLeaf))))
+			pub(h.RecordsBucket().Subject(meshwire.RecordKey(meshwire.RecordRun, mgr, c.coords.run, meshwire.RecordStatusLeaf))))
 	case c.profile == authority.ProfileRunMediator:
-		return append(out, pub(jsapi.MsgGet+h.AdmissionBucket().Stream()),
+		return append(out, pub(jsapi.MsgGet+meshwire.AdmissionBucket(h).Stream()),
 			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"})),
 			sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
 	case c.profile == authority.ProfileControlAdmin:

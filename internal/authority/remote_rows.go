@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -68,14 +69,14 @@ func (r rowsFor) goalWriter() Permissions {
 	e := r.Serve.Endpoint
 	records := r.s.RecordsBucket()
 	pub := []string{jsapi.Info, r.s.GoalResultGrant(e), r.s.GoalBindGrant(e)}
-	for _, f := range []wire.FactFamily{wire.FactEffect, wire.FactReceipt, wire.FactWork, wire.FactCheckpoint} {
-		pub = append(pub, r.s.FactFamilyGrant(e, f))
+	for _, f := range []meshwire.FactFamily{meshwire.FactEffect, meshwire.FactReceipt, meshwire.FactWork, meshwire.FactCheckpoint} {
+		pub = append(pub, meshwire.FactFamilyGrant(r.s, e, f))
 	}
-	for _, k := range []wire.RecordKind{wire.RecordGoal, wire.RecordCheckpoint, wire.RecordLease, wire.RecordGoalEffect, wire.RecordName, wire.RecordGoalIndex} {
-		pub = append(pub, records.Subject(wire.RecordKey(k, e, ">")))
+	for _, k := range []meshwire.RecordKind{meshwire.RecordGoal, meshwire.RecordCheckpoint, meshwire.RecordLease, meshwire.RecordGoalEffect, meshwire.RecordName, meshwire.RecordGoalIndex} {
+		pub = append(pub, records.Subject(meshwire.RecordKey(k, e, ">")))
 	}
 	pub = append(pub,
-		records.Subject(wire.RecordKey(wire.RecordMigrate, e)),
+		records.Subject(meshwire.RecordKey(meshwire.RecordMigrate, e)),
 		jsapi.MsgGet+r.s.FactStream(), jsapi.MsgGet+records.Stream(), jsapi.MsgGet+r.s.AuthBucket().Stream(),
 	)
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
@@ -89,7 +90,7 @@ func (r rowsFor) goalWriter() Permissions {
 func (r rowsFor) sessionLedger() Permissions {
 	b := r.s.SessionsBucket()
 	return Permissions{
-		PubAllow: []string{jsapi.Info, b.Subject(wire.SessionLedgerKeys()), jsapi.StreamInfo + b.Stream(), jsapi.MsgGet + b.Stream()},
+		PubAllow: []string{jsapi.Info, b.Subject(meshwire.SessionLedgerKeys()), jsapi.StreamInfo + b.Stream(), jsapi.MsgGet + b.Stream()},
 		SubAllow: []string{r.inbox()},
 	}
 }
@@ -102,13 +103,13 @@ func (r rowsFor) sessionLedger() Permissions {
 // create the store: a create's body chooses the stream's subjects, so the grant would let it
 // capture any subject of the account no stream captures yet.
 func (r rowsFor) transferReader() Permissions {
-	b := r.s.TransferBucket(r.Serve.Instance)
+	b := meshwire.TransferBucket(r.s, r.Serve.Instance)
 	st := b.ObjectStream()
 	return Permissions{
 		PubAllow: []string{
 			jsapi.Info, jsapi.StreamInfo + st, jsapi.MsgGet + st, jsapi.StreamPurge + st,
 			jsapi.ConsumerCreate + st, jsapi.ConsumerCreate + st + ".>", jsapi.ConsumerInfo + st + ".>", jsapi.ConsumerDelete + st + ".>",
-			jsapi.FlowControl, b.ObjectMetaGrant(),
+			jsapi.FlowControl, meshwire.ObjectMetaGrant(b),
 		},
 		SubAllow: []string{r.inbox()},
 	}
@@ -122,7 +123,7 @@ func (r rowsFor) transferReader() Permissions {
 func (r rowsFor) retirementRequester() Permissions {
 	c, t := r.lifecycle(), r.Target
 	retire := r.s.RequestGrant(c, "", wire.AddressOne,
-		wire.AuthEndpoint.Token(), wire.CommandRetireLifecycle, string(wire.ModeExact), t.Principal.Owner(), t.Principal.Actor(), string(t.UID))
+		meshwire.AuthEndpoint.Token(), meshwire.CommandRetireLifecycle, string(wire.ModeExact), t.Principal.Owner(), t.Principal.Actor(), string(t.UID))
 	return Permissions{
 		PubAllow: []string{retire, r.s.RequestGrant(c, "", wire.AddressOne, "*", wire.CommandDescribe), r.contractRead()},
 		SubAllow: []string{r.inbox(), r.s.ReplyReadGrant(c, "")},
@@ -152,11 +153,11 @@ func (r rowsFor) runDriver() Permissions {
 	records := r.s.RecordsBucket()
 	pub := append([]string{jsapi.Info, r.s.WFJSubject(run)}, r.replayRows()...)
 	pub = append(pub,
-		records.Subject(wire.RecordKey(wire.RecordRun, e, run, wire.RecordSpecLeaf)),
-		records.Subject(wire.RecordKey(wire.RecordRun, e, run, wire.RecordStatusLeaf)),
-		records.Subject(wire.RecordKey(wire.RecordNotice, e, run, ">")),
-		records.Subject(wire.RecordKey(wire.RecordMigration, e, run, ">")),
-		records.Subject(wire.RecordKey(wire.RecordAnswer, e, ">")),
+		records.Subject(meshwire.RecordKey(meshwire.RecordRun, e, run, meshwire.RecordSpecLeaf)),
+		records.Subject(meshwire.RecordKey(meshwire.RecordRun, e, run, meshwire.RecordStatusLeaf)),
+		records.Subject(meshwire.RecordKey(meshwire.RecordNotice, e, run, ">")),
+		records.Subject(meshwire.RecordKey(meshwire.RecordMigration, e, run, ">")),
+		records.Subject(meshwire.RecordKey(meshwire.RecordAnswer, e, ">")),
 	)
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
 }
@@ -178,9 +179,9 @@ func (r rowsFor) runMediator() Permissions {
 	one := func(route ...string) string { return r.s.RequestGrant(c, "", wire.AddressOne, route...) }
 	pub := []string{
 		jsapi.Info,
-		jsapi.MsgGet + r.s.AdmissionBucket().Stream(), jsapi.MsgGet + records.Stream(),
-		records.Subject(wire.RecordKey(wire.RecordCheckpoint, e, ">")), r.s.FactFamilyGrant(e, wire.FactCheckpoint),
-		jsapi.MsgGet + r.s.FactStream(), r.s.TimerScheduleGrant(e, sv.Instance, sv.Epoch), jsapi.MsgGet + r.s.TimerStream(),
+		jsapi.MsgGet + meshwire.AdmissionBucket(r.s).Stream(), jsapi.MsgGet + records.Stream(),
+		records.Subject(meshwire.RecordKey(meshwire.RecordCheckpoint, e, ">")), meshwire.FactFamilyGrant(r.s, e, meshwire.FactCheckpoint),
+		jsapi.MsgGet + r.s.FactStream(), meshwire.TimerScheduleGrant(r.s, e, sv.Instance, sv.Epoch), jsapi.MsgGet + meshwire.TimerStream(r.s),
 		jsapi.StreamInfo + chat, jsapi.MsgGet + chat,
 		jsapi.ConsumerCreate + chat + ".>", jsapi.ConsumerInfo + chat + ".>", jsapi.ConsumerNext + chat + ".>", jsapi.ConsumerDelete + chat + ".>", jsapi.Ack + chat + ".>",
 		jsapi.StreamInfo + presence.Stream(), watchCreate(presence), jsapi.ConsumerInfo + presence.Stream() + ".>", jsapi.ConsumerDelete + presence.Stream() + ".>",

@@ -13,6 +13,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/journal"
 	"github.com/gocotal/cotal/internal/kvget"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -43,7 +44,7 @@ func (l *Ledger) RunStatus(ctx context.Context, runID string) (*wire.RunStatus, 
 	}
 	var e *kvget.Entry
 	err = l.withOneShot(ctx, cred, func(nc *nats.Conn, _ jetstream.JetStream) error {
-		e, err = kvget.Get(ctx, nc, l.sp.RecordsBucket(), wire.RecordKey(wire.RecordRun, wire.ManagerEndpoint, runID, wire.RecordStatusLeaf))
+		e, err = kvget.Get(ctx, nc, l.sp.RecordsBucket(), meshwire.RecordKey(meshwire.RecordRun, wire.ManagerEndpoint, runID, meshwire.RecordStatusLeaf))
 		return err
 	})
 	switch {

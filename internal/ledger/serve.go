@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -194,7 +195,7 @@ func (l *Ledger) HoldManager(ctx context.Context, name string, instance wire.Lif
 // HoldAuth holds the serving credential of instance of the auth endpoint, as HoldManager holds a
 // manager's: an endpoint-serve credential for local.<name>, serving commands and nothing else.
 func (l *Ledger) HoldAuth(ctx context.Context, name string, instance wire.LifecycleUID, commands []string, life time.Duration, log *slog.Logger) (*Held, int64, error) {
-	return l.holdServing(ctx, wire.AuthEndpoint, authority.ProfileEndpointServe, name, instance, commands, life, log)
+	return l.holdServing(ctx, meshwire.AuthEndpoint, authority.ProfileEndpointServe, name, instance, commands, life, log)
 }
 
 // holdServing issues, connects and keeps renewed a serving credential of endpoint.

@@ -374,11 +374,11 @@ func (c *Client) Retire(ctx context.Context, l wire.Lifecycle) error {
 	}
 	defer nc.Close()
 	caller := endpoint.NewCaller(nc, c.cfg.Space, wire.Lifecycle{Principal: cred.Principal, UID: c.lifecycle}, "retire")
-	res, err := caller.Describe(ctx, wire.AuthEndpoint, "")
+	res, err := caller.Describe(ctx, meshwire.AuthEndpoint, "")
 	if err != nil {
 		return fmt.Errorf("retire %s: resolve the auth endpoint: %w", l, err)
 	}
-	call, err := res.Call(wire.CommandRetireLifecycle, authendpoint.RetireArgs{
+	call, err := res.Call(meshwire.CommandRetireLifecycle, authendpoint.RetireArgs{
 		OpID: opID, ServeEndpoint: wire.ManagerEndpoint.Token(), ServeInstanceID: c.cfg.Instance, ServeEpoch: epoch})
 	if err != nil {
 		return err

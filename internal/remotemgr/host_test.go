@@ -1021,7 +1021,7 @@ func TestRenewRunDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	wc := r.m.Connect(t, writer)
-	statusKey := r.m.Space.RecordsBucket().Subject(wire.RecordKey(wire.RecordRun, wire.ManagerEndpoint, runID, wire.RecordStatusLeaf))
+	statusKey := r.m.Space.RecordsBucket().Subject(meshwire.RecordKey(meshwire.RecordRun, wire.ManagerEndpoint, runID, meshwire.RecordStatusLeaf))
 	holder := string(inst) // the run is held here
 	setStatus := func(state wire.RunState, token int64) {
 		t.Helper()
@@ -1167,7 +1167,7 @@ func TestRetireLifecycleChecks(t *testing.T) {
 	defer nc.Close()
 	manager := wire.Lifecycle{Principal: serve, UID: wire.LifecycleUID(resp.ManagerLifecycleUID)}
 	caller := endpoint.NewCaller(nc, r.m.Space, manager, "retire")
-	res, err := caller.Describe(ctx, wire.AuthEndpoint, "")
+	res, err := caller.Describe(ctx, meshwire.AuthEndpoint, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1176,7 +1176,7 @@ func TestRetireLifecycleChecks(t *testing.T) {
 		if edit != nil {
 			edit(&args)
 		}
-		call, err := res.Call(wire.CommandRetireLifecycle, args)
+		call, err := res.Call(meshwire.CommandRetireLifecycle, args)
 		if err != nil {
 			t.Fatal(err)
 		}
