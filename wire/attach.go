@@ -77,31 +77,31 @@ func (f *AttachFrame) Validate() error {
 	switch f.Kind {
 	case AttachData:
 		if len(f.Data) > MaxAttachData {
-			return invalidf("b", strconv.Itoa(len(f.Data)), "must carry at most %d bytes", MaxAttachData)
+			return Invalidf("b", strconv.Itoa(len(f.Data)), "must carry at most %d bytes", MaxAttachData)
 		}
 		extra = window || reason || dropped
 	case AttachReady:
 		extra = data || window || reason || dropped
 	case AttachResize:
 		if f.Cols < 1 || f.Cols > maxWindow || f.Rows < 1 || f.Rows > maxWindow {
-			return invalidf("resize", fmt.Sprintf("%dx%d", f.Cols, f.Rows), "cols and rows must be 1 to %d", maxWindow)
+			return Invalidf("resize", fmt.Sprintf("%dx%d", f.Cols, f.Rows), "cols and rows must be 1 to %d", maxWindow)
 		}
 		extra = data || reason || dropped
 	case AttachEnd:
 		if !slices.Contains(EndReasons, f.Reason) {
-			return invalidf("reason", string(f.Reason), "must be one of %q", EndReasons)
+			return Invalidf("reason", string(f.Reason), "must be one of %q", EndReasons)
 		}
 		extra = data || window || dropped
 	case AttachDrop:
 		if f.Bytes < 1 {
-			return invalid("bytes", strconv.FormatInt(f.Bytes, 10), "must be positive")
+			return Invalid("bytes", strconv.FormatInt(f.Bytes, 10), "must be positive")
 		}
 		extra = data || window || reason
 	default:
-		return invalidf("k", string(f.Kind), "must be one of data, ready, resize, end, drop")
+		return Invalidf("k", string(f.Kind), "must be one of data, ready, resize, end, drop")
 	}
 	if extra {
-		return invalidf("k", string(f.Kind), "a %s frame carries another kind's members", f.Kind)
+		return Invalidf("k", string(f.Kind), "a %s frame carries another kind's members", f.Kind)
 	}
 	return nil
 }
@@ -113,10 +113,10 @@ func DecodeAttachFrame(raw []byte) (*AttachFrame, error) {
 	dec.DisallowUnknownFields()
 	var f AttachFrame
 	if err := dec.Decode(&f); err != nil {
-		return nil, invalid("frame", "", "must be one JSON object of k, b, cols, rows, reason and bytes: "+err.Error())
+		return nil, Invalid("frame", "", "must be one JSON object of k, b, cols, rows, reason and bytes: "+err.Error())
 	}
 	if dec.More() {
-		return nil, invalid("frame", "", "must be one JSON object")
+		return nil, Invalid("frame", "", "must be one JSON object")
 	}
 	if err := f.Validate(); err != nil {
 		return nil, err

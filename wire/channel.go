@@ -14,7 +14,7 @@ import (
 // segments, '>' only last, and only when wildcards are allowed (patterns, never a publish).
 func channelPath(channel string, wildcards bool) (string, error) {
 	if n := utf16Len(channel); n > MaxChannelLength {
-		return "", invalidf("channel", channel, "is %d characters long; the limit is %d", n, MaxChannelLength)
+		return "", Invalidf("channel", channel, "is %d characters long; the limit is %d", n, MaxChannelLength)
 	}
 	segs := make([]string, 0, strings.Count(channel, ".")+1)
 	for seg := range strings.SplitSeq(channel, ".") {
@@ -23,16 +23,16 @@ func channelPath(channel string, wildcards bool) (string, error) {
 		}
 	}
 	if len(segs) == 0 {
-		return "", invalid("channel", channel, "must name at least one segment")
+		return "", Invalid("channel", channel, "must name at least one segment")
 	}
 	for i, seg := range segs {
 		switch {
 		case seg == "*" || seg == ">":
 			if !wildcards {
-				return "", invalid("channel", channel, "a published channel must be concrete: no '*' or '>' segment")
+				return "", Invalid("channel", channel, "a published channel must be concrete: no '*' or '>' segment")
 			}
 			if seg == ">" && i != len(segs)-1 {
-				return "", invalid("channel", channel, "'>' is only valid as the last segment")
+				return "", Invalid("channel", channel, "'>' is only valid as the last segment")
 			}
 		default:
 			segs[i] = Token(seg)
@@ -47,24 +47,24 @@ func channelPath(channel string, wildcards bool) (string, error) {
 // entry "foo/bar" would otherwise grant the channel "foo_bar", which nobody named.
 func ValidateChannelPattern(channel string) error {
 	if n := utf16Len(channel); n > MaxChannelLength {
-		return invalidf("channel", channel, "is %d characters long; the limit is %d", n, MaxChannelLength)
+		return Invalidf("channel", channel, "is %d characters long; the limit is %d", n, MaxChannelLength)
 	}
 	if channel == "" {
-		return invalid("channel", channel, "must not be empty")
+		return Invalid("channel", channel, "must not be empty")
 	}
 	last := strings.Count(channel, ".")
 	i := 0
 	for seg := range strings.SplitSeq(channel, ".") {
 		switch {
 		case seg == "":
-			return invalid("channel", channel, "has an empty segment (a leading, trailing or double '.')")
+			return Invalid("channel", channel, "has an empty segment (a leading, trailing or double '.')")
 		case seg == ">":
 			if i != last {
-				return invalid("channel", channel, "'>' is only valid as the last segment")
+				return Invalid("channel", channel, "'>' is only valid as the last segment")
 			}
 		case seg == "*":
 		case !isTokenSafe(seg):
-			return invalidf("channel", channel, "segment %q must be one token of [A-Za-z0-9_-], '*' or '>'", seg)
+			return Invalidf("channel", channel, "segment %q must be one token of [A-Za-z0-9_-], '*' or '>'", seg)
 		}
 		i++
 	}
@@ -78,7 +78,7 @@ func ValidateChannel(channel string) error {
 		return err
 	}
 	if !IsConcreteChannel(channel) {
-		return invalid("channel", channel, "must be concrete: no '*' or '>' segment")
+		return Invalid("channel", channel, "must be concrete: no '*' or '>' segment")
 	}
 	return nil
 }
@@ -153,10 +153,10 @@ func (c *ChannelConfig) Validate() error {
 		return err
 	}
 	if n := utf16Len(c.Description); n > MaxChannelDescription {
-		return invalidf("description", "", "is %d characters long; the limit is %d", n, MaxChannelDescription)
+		return Invalidf("description", "", "is %d characters long; the limit is %d", n, MaxChannelDescription)
 	}
 	if n := utf16Len(c.Instructions); n > MaxChannelInstructions {
-		return invalidf("instructions", "", "is %d characters long; the limit is %d", n, MaxChannelInstructions)
+		return Invalidf("instructions", "", "is %d characters long; the limit is %d", n, MaxChannelInstructions)
 	}
 	return nil
 }
@@ -176,7 +176,7 @@ func validateChannelOptions(window string, class DeliveryClass) error {
 	case "", ClassLive, ClassDurable:
 		return nil
 	}
-	return invalidf("deliveryClass", string(class), "must be %q or %q", ClassLive, ClassDurable)
+	return Invalidf("deliveryClass", string(class), "must be %q or %q", ClassLive, ClassDurable)
 }
 
 // DecodeChannelConfig decodes and validates a channels-bucket entry. Unknown fields are ignored,
@@ -217,12 +217,12 @@ func DecodeChannelDefaults(data []byte) (*ChannelDefaults, error) {
 // returns a *ValidationError for any other form, or for a window too long to represent.
 func ParseReplayWindow(s string) (time.Duration, error) {
 	if len(s) < 2 {
-		return 0, invalid("replayWindow", s, `must match ^\d+(s|m|h|d)$, e.g. "24h"`)
+		return 0, Invalid("replayWindow", s, `must match ^\d+(s|m|h|d)$, e.g. "24h"`)
 	}
 	digits, unit := s[:len(s)-1], s[len(s)-1]
 	for i := 0; i < len(digits); i++ {
 		if digits[i] < '0' || digits[i] > '9' {
-			return 0, invalid("replayWindow", s, `must match ^\d+(s|m|h|d)$, e.g. "24h"`)
+			return 0, Invalid("replayWindow", s, `must match ^\d+(s|m|h|d)$, e.g. "24h"`)
 		}
 	}
 	var per time.Duration
@@ -236,11 +236,11 @@ func ParseReplayWindow(s string) (time.Duration, error) {
 	case 'd':
 		per = 24 * time.Hour
 	default:
-		return 0, invalid("replayWindow", s, `must match ^\d+(s|m|h|d)$, e.g. "24h"`)
+		return 0, Invalid("replayWindow", s, `must match ^\d+(s|m|h|d)$, e.g. "24h"`)
 	}
 	n, err := strconv.ParseInt(digits, 10, 64)
 	if err != nil || n > int64(maxDuration/per) {
-		return 0, invalid("replayWindow", s, "is too long to represent")
+		return 0, Invalid("replayWindow", s, "is too long to represent")
 	}
 	return time.Duration(n) * per, nil
 }

@@ -126,73 +126,6 @@ type ListMembershipsResult struct {
 	Memberships []Membership `json:"memberships"`
 }
 
-// Member row states.
-const (
-	MemberDurableActive = "durable-active"
-	MemberLiveConfirmed = "live-confirmed" // a left (tombstoned) membership
-)
-
-// MemberRow is a durable membership in the members bucket under MemberKey. A leave rewrites it
-// with a LeaveCursor (a tombstone); a rejoin starts a new generation with a new JoinCursor.
-type MemberRow struct {
-	Channel string `json:"channel"`
-	// Owner is the member's principal dot-form (the name is the reference's).
-	Owner          string       `json:"owner"`
-	LifecycleUID   LifecycleUID `json:"lifecycleUid"`
-	State          string       `json:"state"`
-	JoinCursor     uint64       `json:"joinCursor"`
-	LeaveCursor    *uint64      `json:"leaveCursor,omitempty"`
-	Generation     int64        `json:"generation"`
-	Activated      bool         `json:"activated"`
-	WriterIdentity string       `json:"writerIdentity"`
-	UpdatedAt      EpochMillis  `json:"updatedAt"`
-}
-
-// Eligible reports whether the CHAT message at seq falls in the membership's interval:
-// joinCursor < seq ≤ leaveCursor (SPEC §7: a leave is a hard boundary).
-func (r *MemberRow) Eligible(seq uint64) bool {
-	return seq > r.JoinCursor && (r.LeaveCursor == nil || seq <= *r.LeaveCursor)
-}
-
-// Open reports whether the membership is current (joined and not left).
-func (r *MemberRow) Open() bool { return r.State == MemberDurableActive && r.LeaveCursor == nil }
-
-// ACLRow is a lifecycle's read ACL in the ACL bucket under ACLKey, which the delivery daemon
-// re-checks before every durable hand-off. An empty AllowSubscribe reads nothing.
-type ACLRow struct {
-	AllowSubscribe []string `json:"allowSubscribe"`
-	// IssuedAllowSubscribe is the ceiling minted into the credential.
-	IssuedAllowSubscribe []string    `json:"issuedAllowSubscribe"`
-	Revision             int64       `json:"revision"`
-	UpdatedAt            EpochMillis `json:"updatedAt"`
-}
-
-// DeliveryLease is the delivery daemon's lease row under LeaseKey(0): one active daemon per
-// space. Holder is the daemon's principal; Incarnation tells a restarted daemon from its
-// predecessor with the same credential.
-type DeliveryLease struct {
-	Holder      string      `json:"holder"`
-	Incarnation string      `json:"incarnation"`
-	Since       EpochMillis `json:"since"`
-	Ready       bool        `json:"ready"`
-}
-
-// Why a copy entered a member's durable inbox.
-const (
-	ReasonDurableChannel = "durable-channel"
-	ReasonLiveMention    = "live-mention"
-)
-
-// InboxEntry is what the fan-out writes to a member's dinbox subject: the channel message and
-// the CHAT sequence the reader re-authorises it against.
-type InboxEntry struct {
-	Msg        *CotalMessage `json:"msg"`
-	Channel    string        `json:"channel"`
-	Seq        uint64        `json:"seq"`
-	Reason     string        `json:"reason"`
-	Generation int64         `json:"generation"`
-}
-
 // DeliveryFrameHeader marks a durable hand-off on the dlv rail; its value is the frame version.
 const DeliveryFrameHeader = "Cotal-Delivery-Frame"
 
@@ -212,40 +145,30 @@ type DeliveryFrame struct {
 func DecodeDeliveryFrame(data []byte) (*DeliveryFrame, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
-		return nil, invalid("delivery frame", "", "must be a JSON object")
+		return nil, Invalid("delivery frame", "", "must be a JSON object")
 	}
 	if len(raw) != 3 || raw["version"] == nil || raw["channel"] == nil || raw["msg"] == nil {
-		return nil, invalid("delivery frame", "", "must have exactly version, channel and msg")
+		return nil, Invalid("delivery frame", "", "must have exactly version, channel and msg")
 	}
 	var f DeliveryFrame
 	if err := json.Unmarshal(raw["version"], &f.Version); err != nil || f.Version != DeliveryFrameVersion {
-		return nil, invalidf("delivery frame version", string(raw["version"]), "must be %d", DeliveryFrameVersion)
+		return nil, Invalidf("delivery frame version", string(raw["version"]), "must be %d", DeliveryFrameVersion)
 	}
 	if err := json.Unmarshal(raw["channel"], &f.Channel); err != nil {
-		return nil, invalid("delivery frame channel", "", "must be a string")
+		return nil, Invalid("delivery frame channel", "", "must be a string")
 	}
 	if err := ValidateChannel(f.Channel); err != nil {
 		return nil, err
 	}
 	m, err := DecodeMessage(raw["msg"])
 	if err != nil {
-		return nil, within("msg", err)
+		return nil, Within("msg", err)
 	}
 	if m.Channel != f.Channel {
-		return nil, invalidf("msg.channel", m.Channel, "must equal the frame's channel %q", f.Channel)
+		return nil, Invalidf("msg.channel", m.Channel, "must equal the frame's channel %q", f.Channel)
 	}
 	f.Msg = m
 	return &f, nil
-}
-
-// PlaneMsgID is the Nats-Msg-Id of a durable copy: "<id>:<owner>.<actor>:<uid>:<generation>",
-// so one message is stored once per member lifecycle and membership generation. An id-less
-// message gets none (SPEC §8): "" must never de-duplicate.
-func PlaneMsgID(msgID string, member Lifecycle, generation int64) string {
-	if msgID == "" {
-		return ""
-	}
-	return fmt.Sprintf("%s:%s:%s:%d", msgID, member.Principal, member.UID, generation)
 }
 
 // The time budgets of a durable join on the control rail: the client waits ControlJoinWait for
@@ -253,6 +176,5 @@ func PlaneMsgID(msgID string, member Lifecycle, generation int64) string {
 // included, within ControlServeBudget. The daemon's budget is the shorter, so that its reply (a
 // retry code included) reaches the client before the client gives up.
 const (
-	ControlJoinWait    = 30 * time.Second
-	ControlServeBudget = 25 * time.Second
+	ControlJoinWait = 30 * time.Second
 )

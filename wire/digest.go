@@ -34,10 +34,10 @@ func ArtifactDigest(content []byte) string { return sha256Digest(content) }
 // using them (SPEC §5). It returns a *ValidationError on a mismatch. It never looks at Size.
 func VerifyArtifact(p *Part, content []byte) error {
 	if p.Kind != PartArtifact {
-		return invalid("kind", string(p.Kind), "is not an artifact part")
+		return Invalid("kind", string(p.Kind), "is not an artifact part")
 	}
 	if got := sha256Digest(content); got != p.Digest {
-		return invalidf("digest", p.Digest, "does not match the fetched bytes (%s)", got)
+		return Invalidf("digest", p.Digest, "does not match the fetched bytes (%s)", got)
 	}
 	return nil
 }

@@ -56,11 +56,11 @@ type EndpointName string
 // ParseEndpointName validates s as an endpoint name whose wire token fits the token bound.
 func ParseEndpointName(s string) (EndpointName, error) {
 	if s == "" || len(s) > MaxEndpointTokenLength {
-		return "", invalidf("endpoint", s, "must be 1 to %d characters", MaxEndpointTokenLength)
+		return "", Invalidf("endpoint", s, "must be 1 to %d characters", MaxEndpointTokenLength)
 	}
 	for label := range strings.SplitSeq(s, ".") {
 		if !isEndpointLabel(label) {
-			return "", invalid("endpoint", s, "each dot-separated label must match [a-z0-9]([a-z0-9-]*[a-z0-9])?")
+			return "", Invalid("endpoint", s, "each dot-separated label must match [a-z0-9]([a-z0-9-]*[a-z0-9])?")
 		}
 	}
 	return EndpointName(s), nil
@@ -93,11 +93,11 @@ func (n EndpointName) Reserved() bool { return n != "" && !strings.Contains(stri
 // ValidateCommand checks a command name against [a-z0-9-]{1,32}.
 func ValidateCommand(c string) error {
 	if c == "" || len(c) > MaxCommandLength {
-		return invalidf("command", c, "must be 1 to %d characters of [a-z0-9-]", MaxCommandLength)
+		return Invalidf("command", c, "must be 1 to %d characters of [a-z0-9-]", MaxCommandLength)
 	}
 	for i := 0; i < len(c); i++ {
 		if ch := c[i]; !('a' <= ch && ch <= 'z' || '0' <= ch && ch <= '9' || ch == '-') {
-			return invalidf("command", c, "must be 1 to %d characters of [a-z0-9-]", MaxCommandLength)
+			return Invalidf("command", c, "must be 1 to %d characters of [a-z0-9-]", MaxCommandLength)
 		}
 	}
 	return nil
@@ -139,7 +139,7 @@ func ParseAuthzMode(s string) (AuthzMode, error) {
 	if m := AuthzMode(s); m.TargetTokens() >= 0 && m != ModeNone {
 		return m, nil
 	}
-	return "", invalidf("authz", s, "must be one of %q", AuthzModes)
+	return "", Invalidf("authz", s, "must be one of %q", AuthzModes)
 }
 
 // TargetTokens returns how many target tokens follow the mode token: 0 for self, 1 (<tOwner>)
@@ -200,7 +200,7 @@ func NewGeneration() string {
 // ValidateNonce checks a nonce against [A-Za-z0-9_-]{22,64}.
 func ValidateNonce(n string) error {
 	if len(n) < MinNonceLength || !isIDToken(n) {
-		return invalidf("nonce", n, "must be %d to %d characters of [A-Za-z0-9_-]", MinNonceLength, MaxEndpointTokenLength)
+		return Invalidf("nonce", n, "must be %d to %d characters of [A-Za-z0-9_-]", MinNonceLength, MaxEndpointTokenLength)
 	}
 	return nil
 }
@@ -209,7 +209,7 @@ func ValidateNonce(n string) error {
 // grammar [A-Za-z0-9_-]{1,64}.
 func ValidateIDToken(field, id string) error {
 	if !isIDToken(id) {
-		return invalid(field, id, "must be 1 to 64 characters of [A-Za-z0-9_-]")
+		return Invalid(field, id, "must be 1 to 64 characters of [A-Za-z0-9_-]")
 	}
 	return nil
 }
@@ -217,7 +217,7 @@ func ValidateIDToken(field, id string) error {
 // ValidateGeneration checks an issued caller's generation: 32 lowercase hex characters.
 func ValidateGeneration(g string) error {
 	if len(g) != GenerationLength || !isLowerHex(g) {
-		return invalidf("generation", g, "must be %d lowercase hex characters", GenerationLength)
+		return Invalidf("generation", g, "must be %d lowercase hex characters", GenerationLength)
 	}
 	return nil
 }
@@ -235,7 +235,7 @@ func isLowerHex(s string) bool {
 // rails' bound.
 func validateEndpointIdentity(field, s string) error {
 	if len(s) > MaxEndpointTokenLength {
-		return invalidf(field, s, "must be at most %d characters", MaxEndpointTokenLength)
+		return Invalidf(field, s, "must be at most %d characters", MaxEndpointTokenLength)
 	}
 	return validateIdentity(field, s)
 }
@@ -255,14 +255,14 @@ func (r EndpointRoute) validateRoute() error {
 	switch r.Address {
 	case AddressOne, AddressAll:
 		if r.Instance != "" {
-			return invalid("instanceId", string(r.Instance), "is carried only on the inst rail")
+			return Invalid("instanceId", string(r.Instance), "is carried only on the inst rail")
 		}
 	case AddressInst:
 		if _, err := ParseLifecycleUID(string(r.Instance)); err != nil {
-			return within("instanceId", err)
+			return Within("instanceId", err)
 		}
 	default:
-		return invalidf("addressing", string(r.Address), "must be %q, %q or %q", AddressOne, AddressAll, AddressInst)
+		return Invalidf("addressing", string(r.Address), "must be %q, %q or %q", AddressOne, AddressAll, AddressInst)
 	}
 	if _, err := ParseEndpointName(string(r.Endpoint)); err != nil {
 		return err
@@ -277,13 +277,13 @@ func (r EndpointRoute) validateRoute() error {
 		return err
 	}
 	if !IsPrincipalOwner(r.Caller.Principal.owner) {
-		return invalid("caller owner", r.Caller.Principal.owner, `must be "local" or "u_" and 26 base32 characters`)
+		return Invalid("caller owner", r.Caller.Principal.owner, `must be "local" or "u_" and 26 base32 characters`)
 	}
 	if err := validateEndpointIdentity("caller actor", r.Caller.Principal.actor); err != nil {
 		return err
 	}
 	if _, err := ParseLifecycleUID(string(r.Caller.UID)); err != nil {
-		return within("caller", err)
+		return Within("caller", err)
 	}
 	if r.Generation != "" {
 		return ValidateGeneration(r.Generation)
@@ -294,12 +294,12 @@ func (r EndpointRoute) validateRoute() error {
 func (r EndpointRoute) validateTarget() error {
 	n := r.Mode.TargetTokens()
 	if n < 0 {
-		return invalidf("authz", string(r.Mode), "must be one of %q or empty", AuthzModes)
+		return Invalidf("authz", string(r.Mode), "must be one of %q or empty", AuthzModes)
 	}
 	t := r.Target
 	if n == 0 {
 		if t != (EndpointTarget{}) {
-			return invalidf("target", t.Owner, "mode %q carries no target tokens", r.Mode)
+			return Invalidf("target", t.Owner, "mode %q carries no target tokens", r.Mode)
 		}
 		return nil
 	}
@@ -308,7 +308,7 @@ func (r EndpointRoute) validateTarget() error {
 	}
 	if n == 1 {
 		if t.Actor != "" || t.UID != "" {
-			return invalidf("target", t.Actor, "mode %q carries only the target owner", r.Mode)
+			return Invalidf("target", t.Actor, "mode %q carries only the target owner", r.Mode)
 		}
 		return nil
 	}
@@ -316,7 +316,7 @@ func (r EndpointRoute) validateTarget() error {
 		return err
 	}
 	if _, err := ParseLifecycleUID(string(t.UID)); err != nil {
-		return within("target", err)
+		return Within("target", err)
 	}
 	return nil
 }
@@ -356,7 +356,7 @@ func (r EndpointRoute) callerTail() []string {
 func endpointSubject(s Space, tokens []string) (string, error) {
 	subj := Root + "." + s.Token() + "." + strings.Join(tokens, ".")
 	if len(subj) > MaxEndpointSubjectLength {
-		return "", invalidf("subject", subj, "must be at most %d bytes", MaxEndpointSubjectLength)
+		return "", Invalidf("subject", subj, "must be at most %d bytes", MaxEndpointSubjectLength)
 	}
 	return subj, nil
 }
@@ -387,10 +387,10 @@ func (s Space) RequestSubject(r EndpointRoute) (string, error) {
 // the payload.
 func (s Space) ReplySubject(r EndpointRoute, instance LifecycleUID, epoch int64) (string, error) {
 	if _, err := ParseLifecycleUID(string(instance)); err != nil {
-		return "", within("instanceId", err)
+		return "", Within("instanceId", err)
 	}
 	if epoch < 0 {
-		return "", invalid("epoch", strconv.FormatInt(epoch, 10), "must not be negative")
+		return "", Invalid("epoch", strconv.FormatInt(epoch, 10), "must not be negative")
 	}
 	return endpointSubject(s, r.replyTokens(r.Endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10)))
 }
@@ -425,7 +425,7 @@ func (s Space) NoRespondersSubject(r EndpointRoute) string {
 // matches no form is refused: it has no sender and must not be handled.
 func (s Space) ParseRequestSubject(subject string) (EndpointRoute, error) {
 	fail := func(rule string) (EndpointRoute, error) {
-		return EndpointRoute{}, invalid("subject", subject, rule)
+		return EndpointRoute{}, Invalid("subject", subject, rule)
 	}
 	if len(subject) > MaxEndpointSubjectLength {
 		return fail("is longer than 1024 bytes")
@@ -493,7 +493,7 @@ func (s Space) ParseRequestSubject(subject string) (EndpointRoute, error) {
 	}
 	r.Nonce = t[len(t)-1]
 	if err := r.Validate(); err != nil {
-		return EndpointRoute{}, within("subject", err)
+		return EndpointRoute{}, Within("subject", err)
 	}
 	return r, nil
 }
@@ -562,19 +562,19 @@ func (s Space) ParseReplySubject(subject string) (EndpointReplyFrom, error) {
 	}
 	t := strings.Split(rest, ".")
 	if !ok || len(t) < 7 {
-		return EndpointReplyFrom{}, invalid("subject", subject, "is not a reply subject of this space's ep rail")
+		return EndpointReplyFrom{}, Invalid("subject", subject, "is not a reply subject of this space's ep rail")
 	}
 	name, err := ParseEndpointToken(t[0])
 	if err != nil {
-		return EndpointReplyFrom{}, within("subject", err)
+		return EndpointReplyFrom{}, Within("subject", err)
 	}
 	uid, err := ParseLifecycleUID(t[1])
 	if err != nil {
-		return EndpointReplyFrom{}, within("subject", err)
+		return EndpointReplyFrom{}, Within("subject", err)
 	}
 	epoch, err := strconv.ParseInt(t[2], 10, 64)
 	if err != nil || epoch < 0 || strconv.FormatInt(epoch, 10) != t[2] {
-		return EndpointReplyFrom{}, invalid("subject", subject, "carries an epoch that is not a non-negative decimal")
+		return EndpointReplyFrom{}, Invalid("subject", subject, "carries an epoch that is not a non-negative decimal")
 	}
 	return EndpointReplyFrom{Endpoint: name, Instance: uid, Epoch: epoch}, nil
 }

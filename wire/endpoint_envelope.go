@@ -65,9 +65,9 @@ func (o *EndpointOp) validate() error {
 	}
 	switch {
 	case o.InputDigest != "" && !IsDigest(o.InputDigest):
-		return invalid("inputDigest", o.InputDigest, "must be sha256:<64 lower-case hex digits>")
+		return Invalid("inputDigest", o.InputDigest, "must be sha256:<64 lower-case hex digits>")
 	case o.OutputDigest != "" && !IsDigest(o.OutputDigest):
-		return invalid("outputDigest", o.OutputDigest, "must be sha256:<64 lower-case hex digits>")
+		return Invalid("outputDigest", o.OutputDigest, "must be sha256:<64 lower-case hex digits>")
 	}
 	return nil
 }
@@ -110,7 +110,7 @@ func (t *Target) validate() error {
 		return err
 	}
 	if t.MappingRevision >= maxExactInteger {
-		return invalid("mappingRevision", strconv.FormatUint(t.MappingRevision, 10), "must be at most 2^53-1")
+		return Invalid("mappingRevision", strconv.FormatUint(t.MappingRevision, 10), "must be at most 2^53-1")
 	}
 	_, err := ParseLifecycleUID(t.LifecycleUID)
 	return err
@@ -146,7 +146,7 @@ func (b *Bind) validate() error {
 		return asField(err, "instanceId")
 	}
 	if b.Epoch < 0 || b.Epoch >= maxExactInteger {
-		return invalid("epoch", strconv.FormatInt(b.Epoch, 10), "must be an integer from 0 to 2^53-1")
+		return Invalid("epoch", strconv.FormatInt(b.Epoch, 10), "must be an integer from 0 to 2^53-1")
 	}
 	return nil
 }
@@ -256,7 +256,7 @@ func (r *EndpointRequest) decodeFields(f envFields) error {
 	if raw, ok := f["auth"]; ok {
 		out.Auth = new(string)
 		if !decodeString(raw, out.Auth) {
-			return invalid("auth", "", "must be a string")
+			return Invalid("auth", "", "must be a string")
 		}
 	}
 	*r = out
@@ -282,11 +282,11 @@ func (r *EndpointRequest) check() error {
 	if err := ValidateIDToken("id", r.ID); err != nil {
 		return err
 	}
-	if err := within("op", r.Op.validate()); err != nil {
+	if err := Within("op", r.Op.validate()); err != nil {
 		return err
 	}
 	if r.Class != ClassEphemeral && r.Class != ClassJournal {
-		return invalid("class", string(r.Class), `must be "ephemeral" or "journal"`)
+		return Invalid("class", string(r.Class), `must be "ephemeral" or "journal"`)
 	}
 	if r.GoalID != "" {
 		if err := ValidateIDToken("goalId", r.GoalID); err != nil {
@@ -294,29 +294,29 @@ func (r *EndpointRequest) check() error {
 		}
 	}
 	if r.Target != nil {
-		if err := within("target", r.Target.validate()); err != nil {
+		if err := Within("target", r.Target.validate()); err != nil {
 			return err
 		}
 	}
 	if r.Bind != nil {
 		if r.Op.Command == CommandDescribe {
-			return invalid("bind", "", "must be absent on describe, which resolves the incarnation to bind")
+			return Invalid("bind", "", "must be absent on describe, which resolves the incarnation to bind")
 		}
-		if err := within("bind", r.Bind.validate()); err != nil {
+		if err := Within("bind", r.Bind.validate()); err != nil {
 			return err
 		}
 	}
 	if len(r.Args) > 0 && !isJSONObject(r.Args) && string(r.Args) != string(jsonNull) {
-		return invalid("args", "", "must be a JSON object, or null for a command that takes none")
+		return Invalid("args", "", "must be a JSON object, or null for a command that takes none")
 	}
-	if err := within("from", r.From.Validate()); err != nil {
+	if err := Within("from", r.From.Validate()); err != nil {
 		return err
 	}
 	switch {
 	case r.DeadlineMs < 0 || r.DeadlineMs >= maxExactInteger:
-		return invalid("deadlineMs", strconv.FormatInt(r.DeadlineMs, 10), "must be a positive integer of at most 2^53-1")
+		return Invalid("deadlineMs", strconv.FormatInt(r.DeadlineMs, 10), "must be a positive integer of at most 2^53-1")
 	case r.DeadlineMs == 0 && (r.ReplyExpected || r.Class == ClassJournal):
-		return invalid("deadlineMs", "", "is required on a call and on a journal submission")
+		return Invalid("deadlineMs", "", "is required on a call and on a journal submission")
 	}
 	return nil
 }
@@ -437,17 +437,17 @@ func (r *EndpointReply) check() error {
 	}
 	switch {
 	case r.OK && len(r.Data) == 0:
-		return invalid("data", "", "is required on an ok reply (null for a void output)")
+		return Invalid("data", "", "is required on an ok reply (null for a void output)")
 	case r.OK && r.Error != nil:
-		return invalid("error", "", "must be absent on an ok reply")
+		return Invalid("error", "", "must be absent on an ok reply")
 	case !r.OK && len(r.Data) > 0:
-		return invalid("data", "", "must be absent on an error reply")
+		return Invalid("data", "", "must be absent on an error reply")
 	case !r.OK && r.Error == nil:
-		return invalid("error", "", "is required on an error reply")
+		return Invalid("error", "", "is required on an error reply")
 	case len(r.Data) > 0 && !json.Valid(r.Data):
-		return invalid("data", "", "must be a JSON value")
+		return Invalid("data", "", "must be a JSON value")
 	case r.Error != nil:
-		return within("error", r.Error.Validate())
+		return Within("error", r.Error.Validate())
 	}
 	return nil
 }
@@ -502,7 +502,7 @@ func (e *EventPayload) decodeFields(f envFields) error {
 	}
 	raw, ok := f["ts"]
 	if !ok {
-		return invalid("ts", "", "is required")
+		return Invalid("ts", "", "is required")
 	}
 	if err := out.TS.UnmarshalJSON(raw); err != nil {
 		return asField(err, "ts")
@@ -517,18 +517,18 @@ func (e *EventPayload) decodeFields(f envFields) error {
 // positive and data is a JSON value. It returns a *ValidationError naming the first bad field.
 func (e *EventPayload) Validate() error {
 	if e.V != EndpointEnvelopeVersion {
-		return invalidf("v", strconv.Itoa(e.V), "must be %d", EndpointEnvelopeVersion)
+		return Invalidf("v", strconv.Itoa(e.V), "must be %d", EndpointEnvelopeVersion)
 	}
 	if err := validateTopic(strings.Split(e.Topic, ".")); err != nil {
 		return err
 	}
 	switch {
 	case e.TS <= 0:
-		return invalid("ts", "", "must be a positive epoch-millisecond time")
+		return Invalid("ts", "", "must be a positive epoch-millisecond time")
 	case len(e.Data) == 0:
-		return invalid("data", "", "is required")
+		return Invalid("data", "", "is required")
 	case !json.Valid(e.Data):
-		return invalid("data", "", "must be a JSON value")
+		return Invalid("data", "", "must be a JSON value")
 	}
 	return nil
 }
@@ -548,7 +548,7 @@ type envFields map[string]json.RawMessage
 func envObject(data []byte, what string) (envFields, error) {
 	var f envFields
 	if err := json.Unmarshal(data, &f); err != nil || f == nil {
-		return nil, invalid(what, "", "must be a JSON object")
+		return nil, Invalid(what, "", "must be a JSON object")
 	}
 	return f, nil
 }
@@ -558,7 +558,7 @@ func envObject(data []byte, what string) (envFields, error) {
 func canonicalFields(data []byte, what string) (envFields, error) {
 	c, err := Canonicalize(data)
 	if err != nil {
-		return nil, invalidf(what, "", "must be I-JSON: %v", err)
+		return nil, Invalidf(what, "", "must be I-JSON: %v", err)
 	}
 	return envObject(c, what)
 }
@@ -594,13 +594,13 @@ func (f envFields) str(name string, dst *string, p presence) error {
 	raw, ok := f[name]
 	switch {
 	case !ok && p == memberRequired:
-		return invalid(name, "", "is required")
+		return Invalid(name, "", "is required")
 	case !ok:
 		return nil
 	case !decodeString(raw, dst):
-		return invalid(name, "", "must be a string")
+		return Invalid(name, "", "must be a string")
 	case p == memberNonEmpty && *dst == "":
-		return invalid(name, "", "must not be empty when present")
+		return Invalid(name, "", "must not be empty when present")
 	}
 	return nil
 }
@@ -610,7 +610,7 @@ func (f envFields) integer(name string, dst *int64, p presence, least int64) err
 	raw, ok := f[name]
 	if !ok {
 		if p == memberRequired {
-			return invalid(name, "", "is required")
+			return Invalid(name, "", "is required")
 		}
 		return nil
 	}
@@ -619,7 +619,7 @@ func (f envFields) integer(name string, dst *int64, p presence, least int64) err
 		return asField(err, name)
 	}
 	if n < least || n >= maxExactInteger {
-		return invalidf(name, string(raw), "must be an integer from %d to 2^53-1", least)
+		return Invalidf(name, string(raw), "must be an integer from %d to 2^53-1", least)
 	}
 	*dst = n
 	return nil
@@ -629,13 +629,13 @@ func (f envFields) integer(name string, dst *int64, p presence, least int64) err
 func (f envFields) boolean(name string, dst *bool) error {
 	switch raw, ok := f[name]; {
 	case !ok:
-		return invalid(name, "", "is required")
+		return Invalid(name, "", "is required")
 	case string(raw) == "true":
 		*dst = true
 	case string(raw) == "false":
 		*dst = false
 	default:
-		return invalid(name, "", "must be a boolean")
+		return Invalid(name, "", "must be a boolean")
 	}
 	return nil
 }
@@ -644,13 +644,13 @@ func (f envFields) boolean(name string, dst *bool) error {
 func (f envFields) ref(name string, dst *EndpointRef) error {
 	raw, ok := f[name]
 	if !ok {
-		return invalid(name, "", "is required")
+		return Invalid(name, "", "is required")
 	}
 	r, err := envObject(raw, name)
 	if err != nil {
 		return err
 	}
-	return within(name, firstErr(
+	return Within(name, firstErr(
 		r.str("id", &dst.ID, memberRequired),
 		r.str("name", &dst.Name, memberRequired),
 		r.str("role", &dst.Role, memberOptional),
@@ -661,9 +661,9 @@ func (f envFields) ref(name string, dst *EndpointRef) error {
 func decodeRequired(f envFields, name string, dst json.Unmarshaler) error {
 	raw, ok := f[name]
 	if !ok {
-		return invalid(name, "", "is required")
+		return Invalid(name, "", "is required")
 	}
-	return within(name, dst.UnmarshalJSON(raw))
+	return Within(name, dst.UnmarshalJSON(raw))
 }
 
 // decodeOptional decodes the object member name, when present, into a new T.
@@ -677,7 +677,7 @@ func decodeOptional[T any, PT interface {
 	}
 	v := PT(new(T))
 	if err := v.UnmarshalJSON(raw); err != nil {
-		return within(name, err)
+		return Within(name, err)
 	}
 	*dst = v
 	return nil

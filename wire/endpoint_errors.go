@@ -58,7 +58,7 @@ func ParseErrorCode(s string) (ErrorCode, error) {
 	if n, err := ParseEndpointName(s); err == nil && !n.Reserved() {
 		return c, nil
 	}
-	return "", invalid("code", s, "must be a catalog code or a reverse-DNS extension code (such as com.acme.quota) of at most 64 bytes")
+	return "", Invalid("code", s, "must be a catalog code or a reverse-DNS extension code (such as com.acme.quota) of at most 64 bytes")
 }
 
 // IsCatalog reports whether c is one of the catalog codes, which facts that carry a "catalog
@@ -142,14 +142,14 @@ func (d *ErrorDetail) validate() error {
 	// use, rather than the stricter lower-case grammar of codes and endpoint names: a detail is
 	// informative, and refusing a whole reply over the case of one is not worth it.
 	if !PartKind(d.Kind).IsExtension() {
-		return invalid("kind", d.Kind, "must be reverse-DNS, such as ai.cotal.ep.bind-refused")
+		return Invalid("kind", d.Kind, "must be reverse-DNS, such as ai.cotal.ep.bind-refused")
 	}
 	if _, ok := d.Extra["kind"]; ok {
-		return invalid("kind", "", "a detail's kind is its Kind field, not an Extra entry")
+		return Invalid("kind", "", "a detail's kind is its Kind field, not an Extra entry")
 	}
 	for k, v := range d.Extra {
 		if !json.Valid(v) {
-			return invalid(k, "", "must be a JSON value")
+			return Invalid(k, "", "must be a JSON value")
 		}
 	}
 	return nil
@@ -214,11 +214,11 @@ func (e *EndpointError) Validate() error {
 		return err
 	}
 	if e.Outcome != "" && !e.Outcome.valid() {
-		return invalid("outcome", string(e.Outcome), `must be "executed", "not-executed" or "unknown"`)
+		return Invalid("outcome", string(e.Outcome), `must be "executed", "not-executed" or "unknown"`)
 	}
 	for i := range e.Details {
 		if err := e.Details[i].validate(); err != nil {
-			return within(fmt.Sprintf("details[%d]", i), err)
+			return Within(fmt.Sprintf("details[%d]", i), err)
 		}
 	}
 	return nil
@@ -247,14 +247,14 @@ func (e *EndpointError) UnmarshalJSON(data []byte) error {
 	if raw, ok := f["details"]; ok {
 		var items []json.RawMessage
 		if err := json.Unmarshal(raw, &items); err != nil || items == nil {
-			return invalid("details", "", "must be an array")
+			return Invalid("details", "", "must be an array")
 		}
 		if len(items) > 0 {
 			out.Details = make([]ErrorDetail, len(items))
 		}
 		for i, item := range items {
 			if err := out.Details[i].UnmarshalJSON(item); err != nil {
-				return within(fmt.Sprintf("details[%d]", i), err)
+				return Within(fmt.Sprintf("details[%d]", i), err)
 			}
 		}
 	}

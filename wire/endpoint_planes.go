@@ -44,11 +44,11 @@ const (
 // validateTopic checks each topic token is a non-empty token of [A-Za-z0-9_-] within the bound.
 func validateTopic(topic []string) error {
 	if len(topic) == 0 {
-		return invalid("topic", "", "must have at least one token")
+		return Invalid("topic", "", "must have at least one token")
 	}
 	for _, t := range topic {
 		if !isIDToken(t) {
-			return invalid("topic", t, "each token must be 1 to 64 characters of [A-Za-z0-9_-]")
+			return Invalid("topic", t, "each token must be 1 to 64 characters of [A-Za-z0-9_-]")
 		}
 	}
 	return nil
@@ -59,10 +59,10 @@ func validateInstanceEpoch(endpoint EndpointName, instance LifecycleUID, epoch i
 		return err
 	}
 	if _, err := ParseLifecycleUID(string(instance)); err != nil {
-		return within("instanceId", err)
+		return Within("instanceId", err)
 	}
 	if epoch < 0 {
-		return invalid("epoch", strconv.FormatInt(epoch, 10), "must not be negative")
+		return Invalid("epoch", strconv.FormatInt(epoch, 10), "must not be negative")
 	}
 	return nil
 }
@@ -147,7 +147,7 @@ func (s Space) TimerSubject(endpoint EndpointName, instance LifecycleUID, epoch 
 		return "", err
 	}
 	if phase != TimerSchedule && phase != TimerArmed && phase != TimerFire {
-		return "", invalidf("timer phase", string(phase), "must be %q, %q or %q", TimerSchedule, TimerArmed, TimerFire)
+		return "", Invalidf("timer phase", string(phase), "must be %q, %q or %q", TimerSchedule, TimerArmed, TimerFire)
 	}
 	return s.Subject(KindEpt, endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), timerID, string(phase)), nil
 }
@@ -172,7 +172,7 @@ func (s Space) WorkSubject(endpoint EndpointName, pool string, caller Lifecycle,
 		return "", err
 	}
 	if err := ValidateCommand(pool); err != nil {
-		return "", within("pool", err)
+		return "", Within("pool", err)
 	}
 	if err := ValidateIDToken("id", id); err != nil {
 		return "", err

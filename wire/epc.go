@@ -19,7 +19,7 @@ func (s Space) ContractStream() string { return epcStreamPrefix + s.Token() }
 // malformed token ever names an artifact.
 func (s Space) ContractSubject(hexDigest string) (string, error) {
 	if !IsDigest(digestPrefix + hexDigest) {
-		return "", invalid("digest", hexDigest, "must be 64 lowercase hex digits, without the sha256: prefix")
+		return "", Invalid("digest", hexDigest, "must be 64 lowercase hex digits, without the sha256: prefix")
 	}
 	return s.Subject(KindEpc, hexDigest), nil
 }

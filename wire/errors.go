@@ -23,12 +23,15 @@ type ValidationError struct {
 // tool results, and a 4 KiB channel name helps nobody there.
 const maxQuotedValue = 64
 
-func invalid(field, value, rule string) *ValidationError {
+// Invalid returns the *ValidationError of value in field breaking rule, the value shortened
+// when long.
+func Invalid(field, value, rule string) *ValidationError {
 	return &ValidationError{Field: field, Value: shorten(value), Rule: rule}
 }
 
-func invalidf(field, value, format string, args ...any) *ValidationError {
-	return invalid(field, value, fmt.Sprintf(format, args...))
+// Invalidf is Invalid with the rule formatted as fmt.Sprintf does.
+func Invalidf(field, value, format string, args ...any) *ValidationError {
+	return Invalid(field, value, fmt.Sprintf(format, args...))
 }
 
 // Error implements error.
@@ -54,9 +57,9 @@ func shorten(s string) string {
 	return s[:cut] + "…"
 }
 
-// within prefixes the Field of a *ValidationError with a parent path, so a nested failure reads
+// Within prefixes the Field of a *ValidationError with a parent path, so a nested failure reads
 // as "from.id" or "parts[1].digest"; other errors pass through unchanged.
-func within(parent string, err error) error {
+func Within(parent string, err error) error {
 	var v *ValidationError
 	if err == nil || !errors.As(err, &v) {
 		return err

@@ -105,9 +105,9 @@ func guard(subject string, payload []byte, owned bool) (*Delivery, error) {
 	}
 	switch {
 	case env.From == nil:
-		return reject(ReasonSenderMismatch, invalid("from", "", "is missing"))
+		return reject(ReasonSenderMismatch, Invalid("from", "", "is missing"))
 	case env.From.ID == nil || *env.From.ID != ps.Sender():
-		return reject(ReasonSenderMismatch, invalidf("from.id", deref(env.From.ID), "must equal the subject's sender %q", ps.Sender()))
+		return reject(ReasonSenderMismatch, Invalidf("from.id", deref(env.From.ID), "must equal the subject's sender %q", ps.Sender()))
 	}
 	msg, err := env.message()
 	if err != nil {
@@ -126,7 +126,7 @@ func GuardDecoded(subject string, m *CotalMessage) (*Delivery, error) {
 	}
 	if m.From.ID != ps.Sender() {
 		return nil, &RejectError{Reason: ReasonSenderMismatch, Subject: shorten(subject),
-			Err: invalidf("from.id", m.From.ID, "must equal the subject's sender %q", ps.Sender())}
+			Err: Invalidf("from.id", m.From.ID, "must equal the subject's sender %q", ps.Sender())}
 	}
 	return &Delivery{Kind: deliveryKinds[ps.Kind], Sender: sender, Subject: ps, Message: m}, nil
 }
@@ -141,11 +141,11 @@ func guardSubject(subject string) (ParsedSubject, Principal, *RejectError) {
 		return reject(err)
 	}
 	if !IsPrincipalOwner(ps.Owner) {
-		return reject(invalid("subject owner", ps.Owner, `is not a principal owner token (u_ + 26 base32-lower, or "local")`))
+		return reject(Invalid("subject owner", ps.Owner, `is not a principal owner token (u_ + 26 base32-lower, or "local")`))
 	}
 	sender, err := ps.Principal()
 	if err != nil {
-		return reject(within("subject", err))
+		return reject(Within("subject", err))
 	}
 	return ps, sender, nil
 }

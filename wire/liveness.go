@@ -37,21 +37,21 @@ type LivenessAnswer struct {
 func ParseLivenessAnswer(plane Plane, data []byte) (*LivenessAnswer, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil || raw == nil {
-		return nil, invalid("liveness answer", shorten(string(data)), "must be a JSON object")
+		return nil, Invalid("liveness answer", shorten(string(data)), "must be a JSON object")
 	}
 	var a LivenessAnswer
 	if err := json.Unmarshal(raw["plane"], &a.Plane); err != nil || a.Plane != plane {
-		return nil, invalidf("plane", string(a.Plane), "must be %q, the plane probed", plane)
+		return nil, Invalidf("plane", string(a.Plane), "must be %q, the plane probed", plane)
 	}
 	if err := json.Unmarshal(raw["responder"], &a.Responder); err != nil {
-		return nil, invalid("responder", "", "must be a string")
+		return nil, Invalid("responder", "", "must be a string")
 	}
 	if err := oneOf("responder", a.Responder, responderStates); err != nil {
 		return nil, err
 	}
 	if inst, ok := raw["instance"]; ok {
 		if err := json.Unmarshal(inst, &a.Instance); err != nil || a.Instance == "" {
-			return nil, invalid("instance", "", "must be a non-empty string when present")
+			return nil, Invalid("instance", "", "must be a non-empty string when present")
 		}
 	}
 	return &a, nil

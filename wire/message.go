@@ -31,7 +31,7 @@ func (m *EpochMillis) UnmarshalJSON(b []byte) error {
 	}
 	f, err := strconv.ParseFloat(string(b), 64)
 	if err != nil || math.IsInf(f, 0) || f >= math.MaxInt64 || f <= math.MinInt64 {
-		return invalid("time", shorten(string(b)), "must be a JSON number of epoch milliseconds")
+		return Invalid("time", shorten(string(b)), "must be a JSON number of epoch milliseconds")
 	}
 	*m = EpochMillis(f)
 	return nil
@@ -52,14 +52,14 @@ const MaxNameLength = 128
 // characters, returning a *ValidationError.
 func (r *EndpointRef) Validate() error {
 	if _, err := ParsePrincipal(r.ID); err != nil {
-		return within("id", asField(err, ""))
+		return Within("id", asField(err, ""))
 	}
 	return validateName(r.Name)
 }
 
 func validateName(name string) error {
 	if name == "" {
-		return invalid("name", name, "is required")
+		return Invalid("name", name, "is required")
 	}
 	return checkNameLength(name)
 }
@@ -77,7 +77,7 @@ func ValidateAgentName(name string) error {
 // much of a sender's name: an empty from.name still decodes, as the schema allows.
 func checkNameLength(name string) error {
 	if n := utf16Len(name); n > MaxNameLength {
-		return invalidf("name", name, "is %d characters long; the limit is %d", n, MaxNameLength)
+		return Invalidf("name", name, "is %d characters long; the limit is %d", n, MaxNameLength)
 	}
 	return nil
 }
@@ -120,14 +120,14 @@ const DefaultMaxPayload = 1 << 20
 func (m *CotalMessage) Validate() error {
 	switch {
 	case m.ID == "":
-		return invalid("id", "", "is required: publishers supply a unique id")
+		return Invalid("id", "", "is required: publishers supply a unique id")
 	case m.TS <= 0:
-		return invalid("ts", "", "must be a positive epoch-millisecond time")
+		return Invalid("ts", "", "must be a positive epoch-millisecond time")
 	case m.Space == "":
-		return invalid("space", "", "is required")
+		return Invalid("space", "", "is required")
 	}
 	if err := m.From.Validate(); err != nil {
-		return within("from", err)
+		return Within("from", err)
 	}
 	if err := m.validateRouting(); err != nil {
 		return err
@@ -142,11 +142,11 @@ func (m *CotalMessage) Validate() error {
 			return asField(err, "to")
 		}
 	case trimSpaceES(m.ToService) == "":
-		return invalid("toService", m.ToService, "must not be blank")
+		return Invalid("toService", m.ToService, "must not be blank")
 	}
 	for i := range m.Parts {
 		if err := m.Parts[i].Validate(); err != nil {
-			return within(fmt.Sprintf("parts[%d]", i), err)
+			return Within(fmt.Sprintf("parts[%d]", i), err)
 		}
 	}
 	return nil
@@ -160,7 +160,7 @@ func (m *CotalMessage) validateRouting() error {
 		}
 	}
 	if n != 1 {
-		return invalidf("routing", "", "exactly one of channel, to and toService must be set; %d are", n)
+		return Invalidf("routing", "", "exactly one of channel, to and toService must be set; %d are", n)
 	}
 	return nil
 }
@@ -180,7 +180,7 @@ func EncodeMessage(m *CotalMessage, maxPayload int) ([]byte, error) {
 		maxPayload = DefaultMaxPayload
 	}
 	if len(b) > maxPayload {
-		return nil, invalidf("message", m.ID, "encodes to %d bytes, over the broker's max_payload of %d; move the content into an artifact part", len(b), maxPayload)
+		return nil, Invalidf("message", m.ID, "encodes to %d bytes, over the broker's max_payload of %d; move the content into an artifact part", len(b), maxPayload)
 	}
 	return b, nil
 }
@@ -275,7 +275,7 @@ type refEnvelope struct {
 // away: the decoded strings may share its memory rather than a copy of it.
 func decodeEnvelope(data []byte, owned bool) (*envelope, error) {
 	if !utf8.Valid(data) {
-		return nil, invalid("message", "", "is not valid UTF-8")
+		return nil, Invalid("message", "", "is not valid UTF-8")
 	}
 	if e, ok := decodeEnvelopeFast(data, owned); ok {
 		return e, nil
@@ -287,7 +287,7 @@ func decodeEnvelope(data []byte, owned bool) (*envelope, error) {
 func decodeEnvelopeJSON(data []byte) (*envelope, error) {
 	var e envelope
 	if err := json.Unmarshal(data, &e); err != nil {
-		return nil, invalidf("message", "", "is not a JSON message object: %v", err)
+		return nil, Invalidf("message", "", "is not a JSON message object: %v", err)
 	}
 	return &e, nil
 }
@@ -298,19 +298,19 @@ func decodeEnvelopeJSON(data []byte) (*envelope, error) {
 func (e *envelope) message() (*CotalMessage, error) {
 	switch {
 	case e.ID == nil:
-		return nil, invalid("id", "", "is required and must be a string")
+		return nil, Invalid("id", "", "is required and must be a string")
 	case e.TS == nil:
-		return nil, invalid("ts", "", "is required and must be a number")
+		return nil, Invalid("ts", "", "is required and must be a number")
 	case e.Space == nil:
-		return nil, invalid("space", "", "is required and must be a string")
+		return nil, Invalid("space", "", "is required and must be a string")
 	case e.From == nil || e.From.ID == nil || e.From.Name == nil:
-		return nil, invalid("from", "", "is required with string id and name")
+		return nil, Invalid("from", "", "is required with string id and name")
 	case e.Parts == nil:
-		return nil, invalid("parts", "", "is required and must be an array")
+		return nil, Invalid("parts", "", "is required and must be an array")
 	}
 	// A name longer than any sender may write is refused here too, so no receiver surfaces it.
 	if err := checkNameLength(*e.From.Name); err != nil {
-		return nil, within("from", err)
+		return nil, Within("from", err)
 	}
 	m := &CotalMessage{
 		ID: *e.ID, TS: *e.TS, Space: *e.Space,
@@ -327,7 +327,7 @@ func (e *envelope) message() (*CotalMessage, error) {
 		}
 	}
 	if n != 1 {
-		return nil, invalidf("routing", "", "exactly one of channel, to and toService must be present; %d are", n)
+		return nil, Invalidf("routing", "", "exactly one of channel, to and toService must be present; %d are", n)
 	}
 	if e.allText() {
 		m.Parts = e.texts[:len(e.texts):len(e.texts)] // read already, in the decoder's own pass
@@ -340,7 +340,7 @@ func (e *envelope) message() (*CotalMessage, error) {
 			continue
 		}
 		if err := m.Parts[i].UnmarshalJSON(raw); err != nil {
-			return nil, within(fmt.Sprintf("parts[%d]", i), err)
+			return nil, Within(fmt.Sprintf("parts[%d]", i), err)
 		}
 	}
 	return m, nil

@@ -48,32 +48,32 @@ func ParseSubject(subject string) (ParsedSubject, error) {
 	t[n] = rest
 	n++
 	if t[0] != Root || n < 3 {
-		return ParsedSubject{}, invalidf("subject", subject, "must start with %q.<space>.<kind>", Root)
+		return ParsedSubject{}, Invalidf("subject", subject, "must start with %q.<space>.<kind>", Root)
 	}
 	p := ParsedSubject{Kind: SubjectKind(t[2]), Space: t[1]}
 	more := n == len(t) && strings.IndexByte(t[n-1], '.') >= 0 // more than seven tokens
 	switch p.Kind {
 	case KindChat:
 		if n < 6 {
-			return ParsedSubject{}, invalid("subject", subject, "a chat subject is cotal.<space>.chat.<owner>.<actor>.<channel...> and needs a channel")
+			return ParsedSubject{}, Invalid("subject", subject, "a chat subject is cotal.<space>.chat.<owner>.<actor>.<channel...> and needs a channel")
 		}
 		p.Owner, p.Actor = t[3], t[4]
 		p.Rest = subject[len(t[0])+len(t[1])+len(t[2])+len(t[3])+len(t[4])+5:]
 	case KindInst:
 		if n != 7 || more {
-			return ParsedSubject{}, invalid("subject", subject, "an inst subject is exactly cotal.<space>.inst.<recipOwner>.<recipActor>.<owner>.<actor>")
+			return ParsedSubject{}, Invalid("subject", subject, "an inst subject is exactly cotal.<space>.inst.<recipOwner>.<recipActor>.<owner>.<actor>")
 		}
 		at := len(t[0]) + len(t[1]) + len(t[2]) + 3
 		p.Owner, p.Actor, p.Rest = t[5], t[6], subject[at:at+len(t[3])+1+len(t[4])]
 	case KindSvc:
 		if n != 6 {
-			return ParsedSubject{}, invalid("subject", subject, "an svc subject is exactly cotal.<space>.svc.<role>.<owner>.<actor>")
+			return ParsedSubject{}, Invalid("subject", subject, "an svc subject is exactly cotal.<space>.svc.<role>.<owner>.<actor>")
 		}
 		p.Owner, p.Actor, p.Rest = t[4], t[5], t[3]
 	case KindCtl:
-		return ParsedSubject{}, invalid("subject", subject, "the ctl rail carries control requests, never deliveries")
+		return ParsedSubject{}, Invalid("subject", subject, "the ctl rail carries control requests, never deliveries")
 	default:
-		return ParsedSubject{}, invalidf("subject", subject, "kind %q carries no delivery", t[2])
+		return ParsedSubject{}, Invalidf("subject", subject, "kind %q carries no delivery", t[2])
 	}
 	return p, nil
 }
@@ -93,11 +93,11 @@ type RequestSubject struct {
 func ParseRequestSubject(subject string) (RequestSubject, error) {
 	t := strings.Split(subject, ".")
 	if len(t) != 6 || t[0] != Root || (t[2] != string(KindCtl) && t[2] != string(KindLive)) {
-		return RequestSubject{}, invalid("subject", subject, "a request subject is exactly cotal.<space>.<ctl|live>.<service>.<owner>.<actor>")
+		return RequestSubject{}, Invalid("subject", subject, "a request subject is exactly cotal.<space>.<ctl|live>.<service>.<owner>.<actor>")
 	}
 	caller, err := NewPrincipal(t[4], t[5])
 	if err != nil {
-		return RequestSubject{}, within("subject", err)
+		return RequestSubject{}, Within("subject", err)
 	}
 	return RequestSubject{Kind: SubjectKind(t[2]), Space: t[1], Service: t[3], Caller: caller}, nil
 }
@@ -107,11 +107,11 @@ func ParseRequestSubject(subject string) (RequestSubject, error) {
 func ParseLifecycleSubject(subject string) (SubjectKind, Lifecycle, error) {
 	t := strings.Split(subject, ".")
 	if len(t) != 6 || t[0] != Root || (t[2] != string(KindDinbox) && t[2] != string(KindDlv)) {
-		return "", Lifecycle{}, invalid("subject", subject, "a lifecycle subject is exactly cotal.<space>.<dinbox|dlv>.<owner>.<actor>.<lifecycleUid>")
+		return "", Lifecycle{}, Invalid("subject", subject, "a lifecycle subject is exactly cotal.<space>.<dinbox|dlv>.<owner>.<actor>.<lifecycleUid>")
 	}
 	l, err := ParseLifecycle(strings.Join(t[3:], "."))
 	if err != nil {
-		return "", Lifecycle{}, within("subject", err)
+		return "", Lifecycle{}, Within("subject", err)
 	}
 	return SubjectKind(t[2]), l, nil
 }

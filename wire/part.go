@@ -73,9 +73,9 @@ func DataPart(v any) (Part, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		if path, why := findUnrepresentable(reflect.ValueOf(v), "data", 0); path != "" {
-			return Part{}, invalid(path, "", why)
+			return Part{}, Invalid(path, "", why)
 		}
-		return Part{}, invalidf("data", "", "cannot be encoded as JSON: %v", err)
+		return Part{}, Invalidf("data", "", "cannot be encoded as JSON: %v", err)
 	}
 	return Part{Kind: PartData, Data: b}, nil
 }
@@ -97,26 +97,26 @@ func (p *Part) Validate() error {
 	case p.Kind == PartText:
 	case p.Kind == PartData:
 		if len(p.Data) == 0 || !json.Valid(p.Data) {
-			return invalid("data", "", "must be a JSON value")
+			return Invalid("data", "", "must be a JSON value")
 		}
 	case p.Kind == PartArtifact:
 		if !IsDigest(p.Digest) {
-			return invalid("digest", p.Digest, "must be sha256:<64 lower-case hex digits>")
+			return Invalid("digest", p.Digest, "must be sha256:<64 lower-case hex digits>")
 		}
 		if p.Size < 0 {
-			return invalidf("size", strconv.FormatInt(p.Size, 10), "must not be negative")
+			return Invalidf("size", strconv.FormatInt(p.Size, 10), "must not be negative")
 		}
 	case p.Kind.IsExtension():
 		if _, ok := p.Extra["kind"]; ok {
-			return invalid("kind", "", "an extension part's kind is its Kind field, not an Extra entry")
+			return Invalid("kind", "", "an extension part's kind is its Kind field, not an Extra entry")
 		}
 		for k, v := range p.Extra {
 			if !json.Valid(v) {
-				return invalid(k, "", "must be a JSON value")
+				return Invalid(k, "", "must be a JSON value")
 			}
 		}
 	default:
-		return invalid("kind", string(p.Kind), `must be "text", "data", "artifact" or a reverse-DNS extension kind such as "com.acme.snapshot"`)
+		return Invalid("kind", string(p.Kind), `must be "text", "data", "artifact" or a reverse-DNS extension kind such as "com.acme.snapshot"`)
 	}
 	return nil
 }
@@ -171,11 +171,11 @@ func (p *Part) UnmarshalJSON(data []byte) error {
 func (p *Part) decodeFields(data []byte) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
-		return invalid("", "", "must be a JSON object")
+		return Invalid("", "", "must be a JSON object")
 	}
 	var kind string
 	if err := json.Unmarshal(fields["kind"], &kind); err != nil || fields["kind"] == nil {
-		return invalid("kind", "", "is required and must be a string")
+		return Invalid("kind", "", "is required and must be a string")
 	}
 	out := Part{Kind: PartKind(kind)}
 	switch out.Kind {
@@ -186,7 +186,7 @@ func (p *Part) decodeFields(data []byte) error {
 	case PartData:
 		raw, ok := fields["data"]
 		if !ok {
-			return invalid("data", "", "is required")
+			return Invalid("data", "", "is required")
 		}
 		out.Data = raw
 	case PartArtifact:
@@ -205,7 +205,7 @@ func (p *Part) decodeFields(data []byte) error {
 		out.Size = size
 	default:
 		if !out.Kind.IsExtension() {
-			return invalid("kind", kind, `must be "text", "data", "artifact" or a reverse-DNS extension kind such as "com.acme.snapshot"`)
+			return Invalid("kind", kind, `must be "text", "data", "artifact" or a reverse-DNS extension kind such as "com.acme.snapshot"`)
 		}
 		delete(fields, "kind")
 		if len(fields) > 0 {
@@ -270,7 +270,7 @@ func hasControl(b []byte) bool {
 func requireString(fields map[string]json.RawMessage, name string, dst *string) error {
 	raw, ok := fields[name]
 	if !ok || !decodeString(raw, dst) {
-		return invalid(name, "", "is required and must be a string")
+		return Invalid(name, "", "is required and must be a string")
 	}
 	return nil
 }
@@ -297,17 +297,17 @@ const maxExactInteger = 1 << 53
 // integral float is accepted too.
 func decodeSize(raw json.RawMessage) (int64, error) {
 	if raw == nil {
-		return 0, invalid("size", "", "is required")
+		return 0, Invalid("size", "", "is required")
 	}
 	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 		if n < 0 {
-			return 0, invalid("size", string(raw), "must not be negative")
+			return 0, Invalid("size", string(raw), "must not be negative")
 		}
 		return n, nil
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil || f != math.Trunc(f) || f < 0 || f > maxExactInteger {
-		return 0, invalid("size", shorten(string(raw)), "must be a non-negative integer")
+		return 0, Invalid("size", shorten(string(raw)), "must be a non-negative integer")
 	}
 	return int64(f), nil
 }

@@ -100,7 +100,7 @@ func oneOf[T ~string](field string, v T, set []T) error {
 			return nil
 		}
 	}
-	return invalidf(field, string(v), "must be one of %q", set)
+	return Invalidf(field, string(v), "must be one of %q", set)
 }
 
 // AgentSkill is one skill an AgentCard advertises.
@@ -141,14 +141,14 @@ func (c *AgentCard) Validate() error {
 		return err
 	}
 	if c.Owner != "" && c.Owner != p.Owner() {
-		return invalidf("owner", c.Owner, "must equal the owner of id %q", c.ID)
+		return Invalidf("owner", c.Owner, "must equal the owner of id %q", c.ID)
 	}
 	if c.Actor != "" && c.Actor != p.Actor() {
-		return invalidf("actor", c.Actor, "must equal the actor of id %q", c.ID)
+		return Invalidf("actor", c.Actor, "must equal the actor of id %q", c.ID)
 	}
 	for i, s := range c.Skills {
 		if s.ID == "" || s.Name == "" {
-			return invalid(fmt.Sprintf("skills[%d]", i), "", "needs an id and a name")
+			return Invalid(fmt.Sprintf("skills[%d]", i), "", "needs an id and a name")
 		}
 	}
 	return nil
@@ -181,13 +181,13 @@ type Presence struct {
 // Validate checks the row, returning a *ValidationError naming the first bad field.
 func (p *Presence) Validate() error {
 	if err := p.Card.Validate(); err != nil {
-		return within("card", err)
+		return Within("card", err)
 	}
 	if err := oneOf("status", p.Status, statuses); err != nil {
 		return err
 	}
 	if p.TS <= 0 {
-		return invalid("ts", "", "must be a positive epoch-millisecond time")
+		return Invalid("ts", "", "must be a positive epoch-millisecond time")
 	}
 	if p.Attention != "" {
 		if err := oneOf("attention", p.Attention, attentionModes); err != nil {
@@ -196,7 +196,7 @@ func (p *Presence) Validate() error {
 	}
 	for ch, mode := range p.ChannelModes {
 		if err := ValidateChannel(ch); err != nil {
-			return within("channelModes", err)
+			return Within("channelModes", err)
 		}
 		if err := oneOf("channelModes."+ch, mode, channelModes); err != nil {
 			return err
@@ -231,10 +231,10 @@ func DecodePresence(key string, data []byte) (*Presence, error) {
 	}
 	var p Presence
 	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, invalidf("presence", key, "is not a JSON presence row: %v", err)
+		return nil, Invalidf("presence", key, "is not a JSON presence row: %v", err)
 	}
 	if p.Card.ID != key {
-		return nil, invalidf("card.id", p.Card.ID, "must equal its presence key %q", key)
+		return nil, Invalidf("card.id", p.Card.ID, "must equal its presence key %q", key)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err

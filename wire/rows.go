@@ -34,11 +34,11 @@ func CheckForeignRow(what string, data []byte) error {
 func checkForeignFields(what string, data []byte, foreign []string) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
-		return invalid(what, "", "must be a JSON object")
+		return Invalid(what, "", "must be a JSON object")
 	}
 	for _, f := range foreign {
 		if _, ok := fields[f]; ok {
-			return invalidf(what, f, "carries %q, a field of another stored shape: it is a copy, not a row", f)
+			return Invalidf(what, f, "carries %q, a field of another stored shape: it is a copy, not a row", f)
 		}
 	}
 	return nil
@@ -50,67 +50,10 @@ func DecodeRowStrict(what string, data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return invalidf(what, "", "is not a valid row: %v", err)
+		return Invalidf(what, "", "is not a valid row: %v", err)
 	}
 	if dec.More() {
-		return invalid(what, "", "has data after the row")
+		return Invalid(what, "", "has data after the row")
 	}
 	return nil
-}
-
-// DecodeACLRow decodes an ACL-bucket row strictly: exactly ACLRow's fields, every channel
-// pattern in the channel grammar.
-func DecodeACLRow(data []byte) (*ACLRow, error) {
-	var r ACLRow
-	if err := DecodeRowStrict("acl row", data, &r); err != nil {
-		return nil, err
-	}
-	for _, p := range append(slices.Clip(r.AllowSubscribe), r.IssuedAllowSubscribe...) {
-		if err := ValidateChannelPattern(p); err != nil {
-			return nil, within("allowSubscribe", err)
-		}
-	}
-	return &r, nil
-}
-
-// DecodeMemberRow decodes a members-bucket row strictly and checks it against its key: the key
-// must be the MemberKey of the row's channel and lifecycle.
-func DecodeMemberRow(key string, data []byte) (*MemberRow, error) {
-	var r MemberRow
-	if err := DecodeRowStrict("member row", data, &r); err != nil {
-		return nil, err
-	}
-	p, err := ParsePrincipal(r.Owner)
-	if err != nil {
-		return nil, within("owner", err)
-	}
-	want, err := MemberKey(r.Channel, Lifecycle{Principal: p, UID: r.LifecycleUID})
-	if err != nil {
-		return nil, err
-	}
-	if want != key {
-		return nil, invalidf("member row", key, "is stored under a key other than its own %q", want)
-	}
-	switch r.State {
-	case MemberDurableActive, MemberLiveConfirmed:
-	default:
-		return nil, invalidf("state", r.State, "must be %q or %q", MemberDurableActive, MemberLiveConfirmed)
-	}
-	return &r, nil
-}
-
-// DecodeDeliveryLease decodes a lease row of the delivery or manager bucket strictly: exactly
-// DeliveryLease's fields, with a holder in principal form.
-func DecodeDeliveryLease(data []byte) (*DeliveryLease, error) {
-	var r DeliveryLease
-	if err := DecodeRowStrict("lease row", data, &r); err != nil {
-		return nil, err
-	}
-	if _, err := ParsePrincipal(r.Holder); err != nil {
-		return nil, within("holder", err)
-	}
-	if r.Incarnation == "" {
-		return nil, invalid("incarnation", "", "is required")
-	}
-	return &r, nil
 }

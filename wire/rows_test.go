@@ -56,37 +56,3 @@ func TestPresenceRefusesACopiedMessage(t *testing.T) {
 		t.Fatal("a message that also carries a presence row's fields was taken as presence")
 	}
 }
-
-func TestMeshRowsAreStrict(t *testing.T) {
-	acl := `{"allowSubscribe":["general"],"issuedAllowSubscribe":["general","team.*"],"revision":2,"updatedAt":5}`
-	if _, err := wire.DecodeACLRow([]byte(acl)); err != nil {
-		t.Fatalf("acl row: %v", err)
-	}
-	member := `{"channel":"general","owner":"local.bob","lifecycleUid":"abc123","state":"durable-active","joinCursor":4,"generation":1,"activated":true,"writerIdentity":"local.cotal_delivery","updatedAt":9}`
-	if _, err := wire.DecodeMemberRow("general/local.bob.abc123", []byte(member)); err != nil {
-		t.Fatalf("member row: %v", err)
-	}
-	lease := `{"holder":"local.cotal_delivery","incarnation":"i1","since":3,"ready":true}`
-	if _, err := wire.DecodeDeliveryLease([]byte(lease)); err != nil {
-		t.Fatalf("lease row: %v", err)
-	}
-	for _, tc := range []struct {
-		name string
-		err  error
-	}{
-		{"acl: a publish acknowledgement", err2(wire.DecodeACLRow([]byte(pubAck)))},
-		{"acl: an extra field", err2(wire.DecodeACLRow([]byte(`{"allowSubscribe":[">"],"issuedAllowSubscribe":[">"],"revision":1,"updatedAt":1,"id":"x"}`)))},
-		{"acl: a bad pattern", err2(wire.DecodeACLRow([]byte(`{"allowSubscribe":["a..b"],"issuedAllowSubscribe":[],"revision":1,"updatedAt":1}`)))},
-		{"acl: trailing data", err2(wire.DecodeACLRow([]byte(acl + `{}`)))},
-		{"member: another key", err2(wire.DecodeMemberRow("secret/local.bob.abc123", []byte(member)))},
-		{"member: an API response", err2(wire.DecodeMemberRow("general/local.bob.abc123", []byte(apiResponse)))},
-		{"lease: a publish acknowledgement", err2(wire.DecodeDeliveryLease([]byte(pubAck)))},
-		{"lease: no holder", err2(wire.DecodeDeliveryLease([]byte(`{"holder":"","incarnation":"i","since":1,"ready":true}`)))},
-	} {
-		if tc.err == nil {
-			t.Errorf("%s: accepted", tc.name)
-		}
-	}
-}
-
-func err2[T any](_ T, err error) error { return err }

@@ -46,10 +46,10 @@ type Space string
 // be one that sanitising would rewrite, or two names would share one space.
 func ParseSpace(s string) (Space, error) {
 	if !isTokenSafe(s) {
-		return "", invalid("space", s, "must be one token of [A-Za-z0-9_-]")
+		return "", Invalid("space", s, "must be one token of [A-Za-z0-9_-]")
 	}
 	if len(s) > MaxSpaceLength {
-		return "", invalidf("space", s, "must be at most %d characters", MaxSpaceLength)
+		return "", Invalidf("space", s, "must be at most %d characters", MaxSpaceLength)
 	}
 	return Space(s), nil
 }
@@ -176,7 +176,7 @@ func (s Space) AnycastFilter(role string) (string, error) {
 // is empty or blank, which would otherwise collapse into the shared role "_".
 func roleToken(role string) (string, error) {
 	if trimSpaceES(role) == "" {
-		return "", invalid("role", role, "must not be empty")
+		return "", Invalid("role", role, "must not be empty")
 	}
 	return Token(role), nil
 }
@@ -198,7 +198,7 @@ func ParseControlService(s string) (ControlService, error) {
 	case ControlDelivery, ControlDeliveryAdmin:
 		return svc, nil
 	}
-	return "", invalidf("control service", s, "must be %q or %q", ControlDelivery, ControlDeliveryAdmin)
+	return "", Invalidf("control service", s, "must be %q or %q", ControlDelivery, ControlDeliveryAdmin)
 }
 
 // ControlSubject returns "cotal.<space>.ctl.<service>.<owner>.<actor>", the subject caller sends a
@@ -238,7 +238,7 @@ func ParsePlane(s string) (Plane, error) {
 	case PlaneManager, PlaneDelivery:
 		return p, nil
 	}
-	return "", invalidf("liveness plane", s, "must be %q or %q", PlaneManager, PlaneDelivery)
+	return "", Invalidf("liveness plane", s, "must be %q or %q", PlaneManager, PlaneDelivery)
 }
 
 // LivenessSubject returns "cotal.<space>.live.<plane>.<owner>.<actor>", the request subject a peer
@@ -320,7 +320,7 @@ const (
 // ValidateSessionID checks a session id against the id grammar and the unguessability floor.
 func ValidateSessionID(id string) error {
 	if len(id) < SessionIDMinLen || !isIDToken(id) {
-		return invalid("sessionId", id, "must be 22 to 64 characters of [A-Za-z0-9_-]")
+		return Invalid("sessionId", id, "must be 22 to 64 characters of [A-Za-z0-9_-]")
 	}
 	return nil
 }
@@ -335,10 +335,10 @@ func (s Space) SessionRail(endpoint, sessionID string, epoch int64, dir SessionD
 		return "", err
 	}
 	if epoch < 0 {
-		return "", invalid("epoch", strconv.FormatInt(epoch, 10), "must not be negative")
+		return "", Invalid("epoch", strconv.FormatInt(epoch, 10), "must not be negative")
 	}
 	if dir != SessionIn && dir != SessionOut {
-		return "", invalid("dir", string(dir), `must be "in" or "out"`)
+		return "", Invalid("dir", string(dir), `must be "in" or "out"`)
 	}
 	return s.Subject(KindEps, Token(endpoint), sessionID, strconv.FormatInt(epoch, 10), string(dir)), nil
 }

@@ -189,44 +189,23 @@ func TestNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := MemberKey("team.backend", life)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tests := []struct{ name, got, want string }{
 		{"chat stream", sp.ChatStream(), "CHAT_main"},
 		{"dm stream", sp.DMStream(), "DM_main"},
 		{"task stream", sp.TaskStream(), "TASK_main"},
-		{"inbox stream", sp.InboxStream(), "INBOX_main"},
 		{"dlv stream", sp.DLVStream(), "DLV_main"},
 		{"wfj stream", sp.WFJStream(), "WFJ_main"},
 		{"presence", string(sp.PresenceBucket()), "cotal_presence_main"},
 		{"channels", string(sp.ChannelsBucket()), "cotal_channels_main"},
-		{"members", string(sp.MembersBucket()), "cotal_members_main"},
-		{"acl", string(sp.ACLBucket()), "cotal_acl_main"},
-		{"membership", string(sp.MembershipBucket()), "cotal_membership_main"},
-		{"delivery", string(sp.DeliveryBucket()), "cotal_delivery_main"},
-		{"manager", string(sp.ManagerBucket()), "cotal_manager_main"},
-		{"records", string(sp.RecordsBucket()), "cotal_records_main"},
-		{"auth", string(sp.AuthBucket()), "cotal_auth_main"},
-		{"sessions", string(sp.SessionsBucket()), "cotal_sessions_main"},
 		{"artifacts", string(sp.ArtifactsBucket()), "cotal_artifacts_main"},
 		{"kv stream", sp.PresenceBucket().Stream(), "KV_cotal_presence_main"},
 		{"obj stream", sp.ArtifactsBucket().ObjectStream(), "OBJ_cotal_artifacts_main"},
 		{"presence put", sp.PresenceBucket().Subject(PresenceKey(life.Principal)), "$KV.cotal_presence_main." + ownerA + ".alice"},
-		{"lease grant", sp.DeliveryBucket().Subject(LeaseKeys()), "$KV.cotal_delivery_main.lease.*"},
-		{"lease key", LeaseKey(0), "lease.0"},
-		{"manager lease", ManagerLeaseKey(life.UID), "lease." + uidA},
-		{"acl key", ACLKey(life), ownerA + ".alice." + uidA},
-		{"member key", member, "team.backend/" + ownerA + ".alice." + uidA},
 		{"dm durable", DMDurable(life), "dm_" + lname},
 		{"dlv durable", DLVDurable(life), "dlv_" + lname},
 		{"chathist", ChatHistConsumer(life), "chathist_" + lname},
 		{"task durable", task, "svc_code_review"},
 		{"defaults key", ChannelDefaultsKey, "=defaults"},
-		{"feed key", MembershipFeedKey, "=feed"},
-		{"fanout", FanoutDurable, "fanout"},
-		{"reader", ReaderDurable, "reader"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,9 +213,6 @@ func TestNames(t *testing.T) {
 				t.Errorf("got %q, want %q", tt.got, tt.want)
 			}
 		})
-	}
-	if _, err := MemberKey("team.>", life); err == nil {
-		t.Error("a member key needs a concrete channel")
 	}
 	if _, err := TaskDurable(""); err == nil {
 		t.Error("an empty role has no durable")

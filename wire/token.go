@@ -116,7 +116,7 @@ func ValidateActor(actor string) error {
 
 func validateIdentity(field, s string) error {
 	if !isIdentityToken(s) {
-		return invalid(field, s, "must be one token of [A-Za-z0-9_] (no '.', '*', '>' or '-')")
+		return Invalid(field, s, "must be one token of [A-Za-z0-9_] (no '.', '*', '>' or '-')")
 	}
 	return nil
 }
@@ -166,11 +166,11 @@ func NewPrincipal(owner, actor string) (Principal, error) {
 func ParsePrincipal(s string) (Principal, error) {
 	owner, actor, ok := strings.Cut(s, ".")
 	if !ok {
-		return Principal{}, invalid("principal", s, `must be the dot-form "<owner>.<actor>"`)
+		return Principal{}, Invalid("principal", s, `must be the dot-form "<owner>.<actor>"`)
 	}
 	p, err := NewPrincipal(owner, actor)
 	if err != nil {
-		return Principal{}, within("principal", err)
+		return Principal{}, Within("principal", err)
 	}
 	return p, nil
 }
@@ -217,11 +217,11 @@ const (
 // ParseLifecycleUID validates s as a lifecycle UID and returns a *ValidationError otherwise.
 func ParseLifecycleUID(s string) (LifecycleUID, error) {
 	if len(s) < minLifecycleUIDLen || len(s) > maxLifecycleUIDLen {
-		return "", invalidf("lifecycleUid", s, "must be %d to %d characters of [a-z0-9]", minLifecycleUIDLen, maxLifecycleUIDLen)
+		return "", Invalidf("lifecycleUid", s, "must be %d to %d characters of [a-z0-9]", minLifecycleUIDLen, maxLifecycleUIDLen)
 	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
-			return "", invalidf("lifecycleUid", s, "must be %d to %d characters of [a-z0-9]", minLifecycleUIDLen, maxLifecycleUIDLen)
+			return "", Invalidf("lifecycleUid", s, "must be %d to %d characters of [a-z0-9]", minLifecycleUIDLen, maxLifecycleUIDLen)
 		}
 	}
 	return LifecycleUID(s), nil
@@ -257,15 +257,15 @@ func (l Lifecycle) Name() string { return l.Principal.Name() + "-" + string(l.UI
 func ParseLifecycle(s string) (Lifecycle, error) {
 	i := strings.LastIndexByte(s, '.')
 	if i < 0 {
-		return Lifecycle{}, invalid("lifecycle", s, `must be the dot-form "<owner>.<actor>.<lifecycleUid>"`)
+		return Lifecycle{}, Invalid("lifecycle", s, `must be the dot-form "<owner>.<actor>.<lifecycleUid>"`)
 	}
 	p, err := ParsePrincipal(s[:i])
 	if err != nil {
-		return Lifecycle{}, within("lifecycle", err)
+		return Lifecycle{}, Within("lifecycle", err)
 	}
 	uid, err := ParseLifecycleUID(s[i+1:])
 	if err != nil {
-		return Lifecycle{}, within("lifecycle", err)
+		return Lifecycle{}, Within("lifecycle", err)
 	}
 	return Lifecycle{Principal: p, UID: uid}, nil
 }
@@ -286,7 +286,7 @@ const inboxPrefixStem = "_INBOX_"
 // ParseConnID validates s as a connection id and returns a *ValidationError otherwise.
 func ParseConnID(s string) (ConnID, error) {
 	if len(s) < minConnIDLen || len(s) > maxConnIDLen || !isTokenSafe(s) {
-		return "", invalidf("connId", s, "must be %d to %d characters of [A-Za-z0-9_-]", minConnIDLen, maxConnIDLen)
+		return "", Invalidf("connId", s, "must be %d to %d characters of [A-Za-z0-9_-]", minConnIDLen, maxConnIDLen)
 	}
 	return ConnID(s), nil
 }

@@ -114,7 +114,7 @@ func Serve(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	records, err := js.KeyValue(ctx, string(cfg.Space.RecordsBucket()))
+	records, err := js.KeyValue(ctx, string(meshwire.RecordsBucket(cfg.Space)))
 	if err != nil {
 		return nil, fmt.Errorf("open the records bucket: %w", err)
 	}

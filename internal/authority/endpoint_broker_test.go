@@ -13,6 +13,7 @@ import (
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -149,7 +150,7 @@ func TestControlInstrumentOnTheBroker(t *testing.T) {
 		Target: wire.EndpointTarget{Owner: "local", Actor: "alice", UID: alice.UID}}
 	versioned := one
 	versioned.Generation = strings.Repeat("a", 32)
-	records := s.RecordsBucket()
+	records := meshwire.RecordsBucket(s)
 	run(t, cl, []check{
 		pub("call on the class rail", rq(me, one), true),
 		pub("scatter", rq(me, all), true),
@@ -254,7 +255,7 @@ func TestManagerServeRowsOnTheBroker(t *testing.T) {
 	event := func(e int64) string { return fbMust(s.EventSubject(mgr, iid, e, wire.GoalProgressTopic(c, "g1")...)) }
 	_, all, inst := s.ServeFilters(mgr, iid, "spawn", false)
 	_, _, otherInst := s.ServeFilters(mgr, wire.NewLifecycleUID(), "spawn", false)
-	records := s.RecordsBucket()
+	records := meshwire.RecordsBucket(s)
 	run(t, mc, []check{
 		sub("the scatter rail", all, true),
 		sub("its instance rail", inst, true),

@@ -210,12 +210,12 @@ func (r rowsFor) deployer() Permissions {
 	l, mgr := r.lifecycle(), wire.ManagerEndpoint.Token()
 	one := func(cmd string) string { return r.s.RequestGrant(l, "", wire.AddressOne, mgr, cmd) }
 	pub := []string{jsapi.Info, jsapi.FlowControl}
-	for _, b := range []wire.Bucket{r.s.PresenceBucket(), r.s.ChannelsBucket(), r.s.MembershipBucket()} {
+	for _, b := range []wire.Bucket{r.s.PresenceBucket(), r.s.ChannelsBucket(), meshwire.MembershipBucket(r.s)} {
 		st := b.Stream()
 		pub = append(pub, jsapi.StreamInfo+st, jsapi.MsgGet+st, directGet(b),
 			watchCreate(b), jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>")
 	}
-	for _, b := range []wire.Bucket{r.s.ManagerBucket(), r.s.DeliveryBucket()} {
+	for _, b := range []wire.Bucket{meshwire.ManagerBucket(r.s), meshwire.DeliveryBucket(r.s)} {
 		pub = append(pub, jsapi.StreamInfo+b.Stream(), jsapi.MsgGet+b.Stream(), directGet(b))
 	}
 	pub = append(pub,
@@ -265,7 +265,7 @@ func (r rowsFor) controlAdmin() Permissions {
 			pub = append(pub, r.s.RequestGrant(c, "", sh.address, stars(n)...))
 		}
 	}
-	records := r.s.RecordsBucket()
+	records := meshwire.RecordsBucket(r.s)
 	st := records.Stream()
 	pub = append(pub,
 		r.contractRead(),
@@ -298,7 +298,7 @@ func (r rowsFor) serve(p *Permissions) {
 			p.SubAllow = append(p.SubAllow, one+" "+sv.Endpoint.QueueGroup(), all, inst)
 		}
 	}
-	records := r.s.RecordsBucket()
+	records := meshwire.RecordsBucket(r.s)
 	st := records.Stream()
 	p.PubAllow = append(p.PubAllow,
 		r.s.ReplyPublishGrant(sv.Endpoint, sv.Instance, sv.Epoch, false),
@@ -335,13 +335,13 @@ func (r rowsFor) endpointServe() Permissions {
 func (r rowsFor) remoteManager() Permissions {
 	sv := r.Serve
 	gate := Endpoint{Name: sv.Endpoint.Token(), InstanceID: sv.Instance}.gateKey()
-	p := Permissions{PubAllow: []string{jsapi.Info, r.s.AuthBucket().Subject(gate)}, SubAllow: []string{r.inbox()}}
+	p := Permissions{PubAllow: []string{jsapi.Info, meshwire.AuthBucket(r.s).Subject(gate)}, SubAllow: []string{r.inbox()}}
 	if r.Principal.Actor() != meshwire.RemoteManagerActorsOf(sv.Instance).Supervisor {
 		return p
 	}
-	mgr, presence := r.s.ManagerBucket(), r.s.PresenceBucket()
+	mgr, presence := meshwire.ManagerBucket(r.s), r.s.PresenceBucket()
 	p.PubAllow = append(p.PubAllow,
-		jsapi.StreamInfo+mgr.Stream(), jsapi.MsgGet+mgr.Stream(), mgr.Subject(wire.ManagerLeaseKey(sv.Instance)),
+		jsapi.StreamInfo+mgr.Stream(), jsapi.MsgGet+mgr.Stream(), mgr.Subject(meshwire.ManagerLeaseKey(sv.Instance)),
 		r.s.LivenessReplyGrant(wire.PlaneManager),
 		// The spawned agents' presence, watched for their readiness.
 		jsapi.StreamInfo+presence.Stream(), watchCreate(presence), jsapi.ConsumerInfo+presence.Stream()+".>", jsapi.FlowControl,

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -127,7 +128,7 @@ func TestServeGateRefusesBadInput(t *testing.T) {
 		}
 	}
 	// A corrupt endpoint row is reported by Check, by name.
-	auth := wire.Space("main").AuthBucket()
+	auth := meshwire.AuthBucket(wire.Space("main"))
 	if _, err := e.js.Publish(t.Context(), auth.Subject("epgate.search."+string(g.endpoint.InstanceID)), []byte(`{"state":"open","bogus":1}`)); err != nil {
 		t.Fatal(err)
 	}

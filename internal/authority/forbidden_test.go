@@ -128,7 +128,7 @@ func (s fbSession) rail(sp wire.Space, dir wire.SessionDir) string {
 
 // fbBuckets are every bucket of a space, beyond the messaging and authority planes' list.
 func fbBuckets(s wire.Space) []wire.Bucket {
-	return append(s.Buckets(), s.RecordsBucket(), s.SessionsBucket(), meshwire.AdmissionBucket(s))
+	return append(meshwire.Buckets(s), meshwire.RecordsBucket(s), meshwire.SessionsBucket(s), meshwire.AdmissionBucket(s))
 }
 
 // hostStreams are the streams outside the contract's setup that a host-issued credential names:
@@ -141,7 +141,7 @@ func (w *fbWorld) hostStreams(s wire.Space) []string {
 // fbStreams are every stream of a space: the message streams, the artifact store, the contract
 // stream and the buckets.
 func fbStreams(s wire.Space) []string {
-	st := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), s.InboxStream(), s.DLVStream(), s.WFJStream(), s.ArtifactsBucket().ObjectStream(), s.ContractStream()}
+	st := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), s.WFJStream(), s.ArtifactsBucket().ObjectStream(), s.ContractStream()}
 	for _, b := range fbBuckets(s) {
 		st = append(st, b.Stream())
 	}
@@ -288,7 +288,7 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	}
 
 	// Bucket writes: a put and a delete marker on every bucket, for the keys of the contract.
-	keys := []string{wire.LeaseKey(0), wire.ManagerLeaseKey(w.aliceL.UID), wire.ManagerRenewalKey, wire.MembershipFeedKey,
+	keys := []string{meshwire.LeaseKey(0), meshwire.ManagerLeaseKey(w.aliceL.UID), meshwire.ManagerRenewalKey, meshwire.MembershipFeedKey,
 		wire.TTLCanaryKey, "team.backend"}
 	for _, iid := range []wire.LifecycleUID{w.instance, w.other} {
 		keys = append(keys, wire.ServiceKey(wire.ManagerEndpoint, iid, wire.ServiceSpecLeaf), wire.ServiceKey(wire.ManagerEndpoint, iid, wire.ServiceStatusLeaf))
@@ -325,14 +325,14 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	}
 	storeKeys = append(storeKeys, strings.TrimSuffix(meshwire.SessionLedgerKeys(), "*")+w.sessions[0].id)
 	for _, l := range lcs {
-		keys = append(keys, wire.ACLKey(l))
+		keys = append(keys, meshwire.ACLKey(l))
 		for _, ch := range []string{"general", "team.backend"} {
-			keys = append(keys, fbMust(wire.MemberKey(ch, l)))
+			keys = append(keys, fbMust(meshwire.MemberKey(ch, l)))
 		}
 	}
 	for _, b := range fbBuckets(s) {
 		bk := keys
-		if slices.Contains([]wire.Bucket{s.RecordsBucket(), s.AuthBucket(), s.SessionsBucket(), meshwire.AdmissionBucket(s)}, b) {
+		if slices.Contains([]wire.Bucket{meshwire.RecordsBucket(s), meshwire.AuthBucket(s), meshwire.SessionsBucket(s), meshwire.AdmissionBucket(s)}, b) {
 			bk = append(slices.Clone(keys), storeKeys...)
 		}
 		for _, k := range bk {
@@ -343,7 +343,7 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	}
 
 	// The JetStream API on every stream, under every consumer name of the contract.
-	names := []string{"w1", wire.FanoutDurable, wire.ReaderDurable}
+	names := []string{"w1", meshwire.FanoutDurable, meshwire.ReaderDurable}
 	for _, l := range lcs {
 		names = append(names, wire.DMDurable(l), wire.DLVDurable(l), wire.ChatHistConsumer(l))
 	}
@@ -351,7 +351,7 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 		names = append(names, fbMust(wire.TaskDurable(role)))
 	}
 	for _, r := range w.runs {
-		names = append(names, wire.WFJReplayDurable(r, w.takeover))
+		names = append(names, meshwire.WFJReplayDurable(r, w.takeover))
 	}
 	for _, st := range append(fbStreams(s), w.hostStreams(s)...) {
 		filters, sample := w.filters(s, st)
@@ -401,7 +401,7 @@ func (w *fbWorld) filters(s wire.Space, st string) (filters []string, sample str
 		return []string{s.KindAll(wire.KindInst), s.DMFilter(w.bob), s.DMFilter(w.alice)}, s.DMSubject(w.alice, w.bob)
 	case s.TaskStream():
 		return []string{s.KindAll(wire.KindSvc), fbMust(s.AnycastFilter("reviewer"))}, fbMust(s.AnycastSubject("reviewer", w.bob))
-	case s.InboxStream():
+	case meshwire.InboxStream(s):
 		return []string{s.KindAll(wire.KindDinbox), s.DinboxSubject(w.bobL)}, s.DinboxSubject(w.bobL)
 	case s.DLVStream():
 		return []string{s.KindAll(wire.KindDlv), s.DlvSubject(w.aliceL)}, s.DlvSubject(w.bobL)
@@ -424,7 +424,7 @@ func (w *fbWorld) filters(s wire.Space, st string) (filters []string, sample str
 	}
 	for _, b := range fbBuckets(s) {
 		if b.Stream() == st {
-			outside := s.ACLBucket()
+			outside := meshwire.ACLBucket(s)
 			if b == outside {
 				outside = s.PresenceBucket()
 			}
@@ -683,10 +683,10 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 	me := cred.Principal
 	o, a := me.Owner(), me.Actor()
 	inbox := wire.ConnID(cred.PublicKey).InboxGrant()
-	chat, dm, task, inboxSt, dlv, wfj := home.ChatStream(), home.DMStream(), home.TaskStream(), home.InboxStream(), home.DLVStream(), home.WFJStream()
-	presence, channels, members, acl := home.PresenceBucket(), home.ChannelsBucket(), home.MembersBucket(), home.ACLBucket()
-	membership, lease, manager, records, auth := home.MembershipBucket(), home.DeliveryBucket(), home.ManagerBucket(), home.RecordsBucket(), home.AuthBucket()
-	sessions := home.SessionsBucket()
+	chat, dm, task, inboxSt, dlv, wfj := home.ChatStream(), home.DMStream(), home.TaskStream(), meshwire.InboxStream(home), home.DLVStream(), home.WFJStream()
+	presence, channels, members, acl := home.PresenceBucket(), home.ChannelsBucket(), meshwire.MembersBucket(home), meshwire.ACLBucket(home)
+	membership, lease, manager, records, auth := meshwire.MembershipBucket(home), meshwire.DeliveryBucket(home), meshwire.ManagerBucket(home), meshwire.RecordsBucket(home), meshwire.AuthBucket(home)
+	sessions := meshwire.SessionsBucket(home)
 
 	// A bucket watch: SPEC §9 grants CONSUMER.{CREATE,INFO,DELETE}.<KV>.>, and §13.9 pins the
 	// create to one consumer name and a fully qualified filter tail inside the bucket.
@@ -901,7 +901,7 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 		// SPEC §14.6: the one journal subject, the takeover's replay durable, and the commit path of
 		// its run's run, notice and migration records and its endpoint's answers. No admission row.
 		E, R := c.serve.Endpoint.Token(), c.run
-		d := wire.WFJReplayDurable(R, takeover)
+		d := meshwire.WFJReplayDurable(R, takeover)
 		rec := "$KV." + string(records) + "."
 		g.pub = []string{jsapi.Info, P + "wfj." + R,
 			jsapi.ConsumerCreate + wfj + "." + d + "." + P + "wfj." + R, jsapi.ConsumerInfo + wfj + "." + d, jsapi.ConsumerNext + wfj + "." + d,
@@ -960,11 +960,11 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 		g.pub = []string{jsapi.Info,
 			jsapi.ConsumerDelete + dm + "." + wire.DMDurable(t), jsapi.ConsumerInfo + dm + "." + wire.DMDurable(t),
 			jsapi.ConsumerDelete + dlv + "." + wire.DLVDurable(t), jsapi.ConsumerInfo + dlv + "." + wire.DLVDurable(t),
-			jsapi.StreamInfo + acl.Stream(), jsapi.MsgGet + acl.Stream(), "$KV." + string(acl) + "." + wire.ACLKey(t),
+			jsapi.StreamInfo + acl.Stream(), jsapi.MsgGet + acl.Stream(), "$KV." + string(acl) + "." + meshwire.ACLKey(t),
 			jsapi.StreamInfo + members.Stream(), jsapi.MsgGet + members.Stream(),
 		}
 		for _, ch := range c.targetChannels {
-			g.pub = append(g.pub, "$KV."+string(members)+"."+fbMust(wire.MemberKey(ch, t)))
+			g.pub = append(g.pub, "$KV."+string(members)+"."+fbMust(meshwire.MemberKey(ch, t)))
 		}
 	case authority.ProfileOperator:
 		// The CLI's one-shot send: post, message and hand out tasks as itself, its own presence,
@@ -1007,7 +1007,7 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 	case authority.ProfileRunOperator:
 		// SPEC §14.3: the leader-served read of the run records and a read-only replay of one
 		// run's journal through its own durable.
-		d := wire.WFJReplayDurable(c.run, takeover)
+		d := meshwire.WFJReplayDurable(c.run, takeover)
 		g.pub = []string{jsapi.Info, jsapi.MsgGet + records.Stream(),
 			jsapi.ConsumerCreate + wfj + "." + d + "." + home.WFJSubject(c.run),
 			jsapi.ConsumerInfo + wfj + "." + d, jsapi.ConsumerNext + wfj + "." + d, jsapi.ConsumerDelete + wfj + "." + d, jsapi.Ack + wfj + "." + d + ".>"}
@@ -1611,9 +1611,9 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 			sub(h.GoalProgressFilter(mgr, c.coords.lifecycle)), sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
 		return out
 	case c.profile == authority.ProfileRemoteManager:
-		gate := pub(h.AuthBucket().Subject("epgate.manager." + string(c.coords.serve.Instance)))
+		gate := pub(meshwire.AuthBucket(h).Subject("epgate.manager." + string(c.coords.serve.Instance)))
 		if me.Actor() == meshwire.RemoteManagerActorsOf(c.coords.serve.Instance).Supervisor {
-			return append(out, gate, sub(h.LivenessServeFilter(wire.PlaneManager)), pub(h.ManagerBucket().Subject(wire.ManagerLeaseKey(c.coords.serve.Instance))))
+			return append(out, gate, sub(h.LivenessServeFilter(wire.PlaneManager)), pub(meshwire.ManagerBucket(h).Subject(meshwire.ManagerLeaseKey(c.coords.serve.Instance))))
 		}
 		return append(out, gate)
 	case (c.profile == authority.ProfileSupervisor || c.profile == authority.ProfileEndpointServe) && c.coords.serve != nil:
@@ -1625,11 +1625,11 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 		return out
 	case c.profile == authority.ProfileGoalWriter:
 		return append(out, pub(fbMust(h.FactSubject(mgr, wire.GoalBindTopic(w.aliceL, "g1")...))),
-			pub(h.RecordsBucket().Subject(meshwire.RecordKey(meshwire.RecordGoalIndex, mgr, w.aliceL.Principal.Owner(), w.aliceL.Principal.Actor(), string(w.aliceL.UID), "g1"))),
-			pub(jsapi.MsgGet+h.AuthBucket().Stream()))
+			pub(meshwire.RecordsBucket(h).Subject(meshwire.RecordKey(meshwire.RecordGoalIndex, mgr, w.aliceL.Principal.Owner(), w.aliceL.Principal.Actor(), string(w.aliceL.UID), "g1"))),
+			pub(jsapi.MsgGet+meshwire.AuthBucket(h).Stream()))
 	case c.profile == authority.ProfileSessionLedger:
-		return append(out, pub(h.SessionsBucket().Subject(strings.TrimSuffix(meshwire.SessionLedgerKeys(), "*")+w.sessions[0].id)),
-			pub(jsapi.MsgGet+h.SessionsBucket().Stream()))
+		return append(out, pub(meshwire.SessionsBucket(h).Subject(strings.TrimSuffix(meshwire.SessionLedgerKeys(), "*")+w.sessions[0].id)),
+			pub(jsapi.MsgGet+meshwire.SessionsBucket(h).Stream()))
 	case c.profile == authority.ProfileTransferReader:
 		b := meshwire.TransferBucket(h, c.coords.serve.Instance)
 		return append(out, pub(jsapi.StreamInfo+b.ObjectStream()), pub(meshwire.ObjectSubject(b, meshwire.ObjectMeta, "eA")))
@@ -1647,11 +1647,11 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 		presence := h.PresenceBucket()
 		return append(out, pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "launch"})),
 			pub(request(wire.EndpointRoute{Address: wire.AddressAll, Endpoint: mgr, Command: "ps"})),
-			pub(jsapi.MsgGet+h.ManagerBucket().Stream()), pub(jsapi.DirectGet+presence.Stream()+"."+presence.Subject(wire.PresenceKey(w.alice))),
+			pub(jsapi.MsgGet+meshwire.ManagerBucket(h).Stream()), pub(jsapi.DirectGet+presence.Stream()+"."+presence.Subject(wire.PresenceKey(w.alice))),
 			sub(h.GoalProgressFilter(mgr, c.coords.lifecycle)), sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
 	case c.profile == authority.ProfileRunDriver:
 		return append(out, pub(h.WFJSubject(c.coords.run)),
-			pub(h.RecordsBucket().Subject(meshwire.RecordKey(meshwire.RecordRun, mgr, c.coords.run, meshwire.RecordStatusLeaf))))
+			pub(meshwire.RecordsBucket(h).Subject(meshwire.RecordKey(meshwire.RecordRun, mgr, c.coords.run, meshwire.RecordStatusLeaf))))
 	case c.profile == authority.ProfileRunMediator:
 		return append(out, pub(jsapi.MsgGet+meshwire.AdmissionBucket(h).Stream()),
 			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"})),
@@ -1659,7 +1659,7 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 	case c.profile == authority.ProfileControlAdmin:
 		out = append(out, pub(request(wire.EndpointRoute{Address: wire.AddressAll, Endpoint: mgr, Command: "ps"})),
 			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "despawn", Mode: wire.ModeAny, Target: wire.EndpointTarget{Owner: "local"}})),
-			sub(h.ReplyReadGrant(c.coords.lifecycle, "")), pub(jsapi.MsgGet+h.RecordsBucket().Stream()))
+			sub(h.ReplyReadGrant(c.coords.lifecycle, "")), pub(jsapi.MsgGet+meshwire.RecordsBucket(h).Stream()))
 		return out
 	}
 	switch c.profile {
@@ -1677,13 +1677,13 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 		out = append(out, sub(h.KindAll(wire.KindInst)), sub(h.KindAll(wire.KindSvc)), pub(jsapi.StreamInfo+h.DMStream()))
 	case authority.ProfileSupervisor:
 		out = append(out, sub(h.LivenessServeFilter(wire.PlaneManager)), pub(wire.ReplySubject(h.LivenessSubject(wire.PlaneManager, w.alice), "n1")),
-			pub(jsapi.StreamInfo+h.ManagerBucket().Stream()))
+			pub(jsapi.StreamInfo+meshwire.ManagerBucket(h).Stream()))
 	case authority.ProfileDelivery:
-		out = append(out, sub(h.ControlServeFilter(wire.ControlDelivery)), pub(h.DinboxSubject(w.bobL)), pub(jsapi.StreamInfo+h.InboxStream()))
+		out = append(out, sub(h.ControlServeFilter(wire.ControlDelivery)), pub(h.DinboxSubject(w.bobL)), pub(jsapi.StreamInfo+meshwire.InboxStream(h)))
 	case authority.ProfileProvisioner:
 		out = append(out, pub(jsapi.StreamInfo+h.ChatStream()), pub(jsapi.ConsumerInfo+h.DMStream()+"."+wire.DMDurable(w.aliceL)))
 	case authority.ProfileDeprovisioner:
-		out = append(out, pub(jsapi.StreamInfo+h.ACLBucket().Stream()), pub(jsapi.Info))
+		out = append(out, pub(jsapi.StreamInfo+meshwire.ACLBucket(h).Stream()), pub(jsapi.Info))
 	case authority.ProfileOperator:
 		out = append(out, pub(fbMust(h.ChatSubject(me, "general"))), pub(h.DMSubject(w.bob, me)), pub(jsapi.MsgGet+h.ChannelsBucket().Stream()))
 	case authority.ProfileChannelWriter:
@@ -1693,17 +1693,17 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 	case authority.ProfileTeardown:
 		out = append(out, pub(jsapi.Info), pub(jsapi.StreamInfo+h.ChatStream()))
 	case authority.ProfileLedger:
-		out = append(out, pub(jsapi.StreamInfo+h.AuthBucket().Stream()), pub(jsapi.Info))
+		out = append(out, pub(jsapi.StreamInfo+meshwire.AuthBucket(h).Stream()), pub(jsapi.Info))
 	case authority.ProfileSessionCaller:
 		out = append(out, pub(c.coords.session.rail(h, wire.SessionIn)), sub(c.coords.session.rail(h, wire.SessionOut)))
 	case authority.ProfileSessionServing:
 		out = append(out, pub(c.coords.session.rail(h, wire.SessionOut)), sub(c.coords.session.rail(h, wire.SessionIn)))
 	case authority.ProfileRunOperator:
-		out = append(out, pub(jsapi.Info), pub(jsapi.MsgGet+h.RecordsBucket().Stream()))
+		out = append(out, pub(jsapi.Info), pub(jsapi.MsgGet+meshwire.RecordsBucket(h).Stream()))
 	case authority.ProfileWarden:
 		out = append(out, sub(jsapi.AuditAdvisory), pub(jsapi.StreamInfo+h.ChatStream()))
 	case authority.ProfileMembership:
-		out = append(out, pub(jsapi.Info), pub(jsapi.StreamInfo+h.MembershipBucket().Stream()))
+		out = append(out, pub(jsapi.Info), pub(jsapi.StreamInfo+meshwire.MembershipBucket(h).Stream()))
 	}
 	return out
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/broker"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -210,7 +211,7 @@ func TestCorruptRowsAreReported(t *testing.T) {
 	if _, err := e.store.Issue(ctx, e.keys, req, "good"); err != nil {
 		t.Fatal(err)
 	}
-	auth := wire.Space("main").AuthBucket()
+	auth := meshwire.AuthBucket(wire.Space("main"))
 	for key, value := range map[string]string{
 		"cred." + string(l.UID) + ".garbage": "{not json",
 		"cred." + string(l.UID) + ".extra":   `{"v":1,"credentialId":"extra","surprise":true}`,

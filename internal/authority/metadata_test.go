@@ -13,6 +13,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -203,8 +204,8 @@ func TestAgentMetadataExposure(t *testing.T) {
 			}
 		}
 		var lease jetstream.StreamInfo
-		jsOK(t, mallory, "$JS.API.STREAM.INFO."+sp.DeliveryBucket().Stream(), map[string]any{"subjects_filter": ">"}, &lease)
-		if lease.State.Subjects[sp.DeliveryBucket().Subject(wire.LeaseKey(0))] != 1 {
+		jsOK(t, mallory, "$JS.API.STREAM.INFO."+meshwire.DeliveryBucket(sp).Stream(), map[string]any{"subjects_filter": ">"}, &lease)
+		if lease.State.Subjects[meshwire.DeliveryBucket(sp).Subject(meshwire.LeaseKey(0))] != 1 {
 			t.Errorf("the delivery lease's subjects = %v", lease.State.Subjects)
 		}
 	})
@@ -219,7 +220,7 @@ func TestAgentMetadataExposure(t *testing.T) {
 			t.Errorf("secret's registry row = %q (%v)", row.Message.Data, err)
 		}
 		var leaseRow storedMsg
-		jsOK(t, mallory, "$JS.API.STREAM.MSG.GET."+sp.DeliveryBucket().Stream(), map[string]string{"last_by_subj": sp.DeliveryBucket().Subject(wire.LeaseKey(0))}, &leaseRow)
+		jsOK(t, mallory, "$JS.API.STREAM.MSG.GET."+meshwire.DeliveryBucket(sp).Stream(), map[string]string{"last_by_subj": meshwire.DeliveryBucket(sp).Subject(meshwire.LeaseKey(0))}, &leaseRow)
 		var lease struct {
 			Holder string `json:"holder"`
 		}
@@ -321,14 +322,14 @@ func TestAgentMetadataExposure(t *testing.T) {
 		run(t, mallory, []check{
 			pub("STREAM.INFO on DM", "$JS.API.STREAM.INFO."+sp.DMStream(), false),
 			pub("STREAM.INFO on DLV", "$JS.API.STREAM.INFO."+sp.DLVStream(), false),
-			pub("STREAM.INFO on INBOX", "$JS.API.STREAM.INFO."+sp.InboxStream(), false),
+			pub("STREAM.INFO on INBOX", "$JS.API.STREAM.INFO."+meshwire.InboxStream(sp), false),
 			pub("STREAM.INFO on TASK without a role", "$JS.API.STREAM.INFO."+sp.TaskStream(), false),
 			pub("STREAM.INFO on WFJ", "$JS.API.STREAM.INFO."+sp.WFJStream(), false),
-			pub("STREAM.INFO on the membership feed", "$JS.API.STREAM.INFO."+sp.MembershipBucket().Stream(), false),
-			pub("STREAM.INFO on the ACL bucket", "$JS.API.STREAM.INFO."+sp.ACLBucket().Stream(), false),
-			pub("STREAM.INFO on the members bucket", "$JS.API.STREAM.INFO."+sp.MembersBucket().Stream(), false),
-			pub("STREAM.INFO on the manager lease", "$JS.API.STREAM.INFO."+sp.ManagerBucket().Stream(), false),
-			pub("STREAM.INFO on the auth store", "$JS.API.STREAM.INFO."+sp.AuthBucket().Stream(), false),
+			pub("STREAM.INFO on the membership feed", "$JS.API.STREAM.INFO."+meshwire.MembershipBucket(sp).Stream(), false),
+			pub("STREAM.INFO on the ACL bucket", "$JS.API.STREAM.INFO."+meshwire.ACLBucket(sp).Stream(), false),
+			pub("STREAM.INFO on the members bucket", "$JS.API.STREAM.INFO."+meshwire.MembersBucket(sp).Stream(), false),
+			pub("STREAM.INFO on the manager lease", "$JS.API.STREAM.INFO."+meshwire.ManagerBucket(sp).Stream(), false),
+			pub("STREAM.INFO on the auth store", "$JS.API.STREAM.INFO."+meshwire.AuthBucket(sp).Stream(), false),
 			pub("list stream names", "$JS.API.STREAM.NAMES", false),
 			pub("list streams", "$JS.API.STREAM.LIST", false),
 			pub("list CHAT consumers", "$JS.API.CONSUMER.LIST."+sp.ChatStream(), false),
@@ -338,7 +339,7 @@ func TestAgentMetadataExposure(t *testing.T) {
 			pub("direct-get CHAT", "$JS.API.DIRECT.GET."+sp.ChatStream(), false),
 			pub("direct-get a CHAT subject", "$JS.API.DIRECT.GET."+sp.ChatStream()+"."+S+"chat.local.alice.secret", false),
 			pub("point-read presence", "$JS.API.STREAM.MSG.GET."+sp.PresenceBucket().Stream(), false),
-			pub("point-read the ACL bucket", "$JS.API.STREAM.MSG.GET."+sp.ACLBucket().Stream(), false),
+			pub("point-read the ACL bucket", "$JS.API.STREAM.MSG.GET."+meshwire.ACLBucket(sp).Stream(), false),
 			pub("direct-get the registry", "$JS.API.DIRECT.GET."+sp.ChannelsBucket().Stream()+"."+sp.ChannelsBucket().Subject("secret"), false),
 			pub("consumer info of another's dm durable", "$JS.API.CONSUMER.INFO."+sp.DMStream()+"."+wire.DMDurable(bobLife), false),
 			pub("consumer info of another's history read", "$JS.API.CONSUMER.INFO."+sp.ChatStream()+"."+wire.ChatHistConsumer(aliceLife), false),

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -197,11 +198,11 @@ func (g *Grant) validate(profile Profile) error {
 		}
 	}
 	if profile == ProfileRunOperator {
-		if err := wire.ValidateTakeoverID(g.Run.TakeoverID); err != nil {
+		if err := meshwire.ValidateTakeoverID(g.Run.TakeoverID); err != nil {
 			return err
 		}
 		if g.Run.RunID != "" {
-			if err := wire.ValidateRunID(g.Run.RunID); err != nil {
+			if err := meshwire.ValidateRunID(g.Run.RunID); err != nil {
 				return err
 			}
 		}
@@ -249,7 +250,7 @@ func (r rowsFor) session(pub, sub wire.SessionDir) (Permissions, error) {
 // records and, when it names a run, a read-only replay of that one run's journal through its own
 // durable. It may never append to a journal or write a record.
 func (r rowsFor) runOperator() Permissions {
-	pub := []string{jsapi.MsgGet + r.s.RecordsBucket().Stream()}
+	pub := []string{jsapi.MsgGet + meshwire.RecordsBucket(r.s).Stream()}
 	if r.Run.RunID != "" {
 		pub = append(pub, r.replayRows()...)
 	}
@@ -343,7 +344,7 @@ func (r rowsFor) agent() Permissions {
 		jsapi.FlowControl, presence.Subject(wire.PresenceKey(r.Principal)),
 		jsapi.MsgGet+channels.Stream(),
 		watchCreate(channels), jsapi.ConsumerInfo+channels.Stream()+".>", jsapi.ConsumerDelete+channels.Stream()+".>",
-		jsapi.StreamInfo+r.s.DeliveryBucket().Stream(), jsapi.MsgGet+r.s.DeliveryBucket().Stream(),
+		jsapi.StreamInfo+meshwire.DeliveryBucket(r.s).Stream(), jsapi.MsgGet+meshwire.DeliveryBucket(r.s).Stream(),
 	)
 	if r.Role != "" {
 		svc, _ := wire.TaskDurable(r.Role) // validated by Grant.validate
@@ -377,13 +378,13 @@ func (r rowsFor) observer(admin bool) Permissions {
 		jsapi.ConsumerCreate + chat, jsapi.ConsumerCreate + chat + ".>", jsapi.ConsumerInfo + chat + ".>", jsapi.ConsumerNext + chat + ".>", jsapi.ConsumerDelete + chat + ".>", jsapi.Ack + chat + ".>",
 		watchCreate(presence), jsapi.ConsumerInfo + presence.Stream() + ".>", jsapi.ConsumerDelete + presence.Stream() + ".>",
 	}
-	for _, b := range []wire.Bucket{r.s.ChannelsBucket(), r.s.MembershipBucket()} {
+	for _, b := range []wire.Bucket{r.s.ChannelsBucket(), meshwire.MembershipBucket(r.s)} {
 		st := b.Stream()
 		pub = append(pub, jsapi.StreamInfo+st, jsapi.MsgGet+st, watchCreate(b), jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>")
 	}
 	// SPEC Appendix B also lets observers read the delivery lease (delivery health); the
 	// reference's code lacks the two rows. Read-only, so the SPEC wins.
-	pub = append(pub, jsapi.StreamInfo+r.s.DeliveryBucket().Stream(), jsapi.MsgGet+r.s.DeliveryBucket().Stream())
+	pub = append(pub, jsapi.StreamInfo+meshwire.DeliveryBucket(r.s).Stream(), jsapi.MsgGet+meshwire.DeliveryBucket(r.s).Stream())
 	pub = append(pub, jsapi.FlowControl)
 	sub := []string{r.s.KindAll(wire.KindChat)}
 	if admin {
@@ -395,10 +396,10 @@ func (r rowsFor) observer(admin bool) Permissions {
 }
 
 func (r rowsFor) supervisor() Permissions {
-	mgr, presence := r.s.ManagerBucket(), r.s.PresenceBucket()
+	mgr, presence := meshwire.ManagerBucket(r.s), r.s.PresenceBucket()
 	p := Permissions{
 		PubAllow: []string{
-			jsapi.Info, jsapi.StreamInfo + mgr.Stream(), jsapi.MsgGet + mgr.Stream(), mgr.Subject(wire.LeaseKeys()),
+			jsapi.Info, jsapi.StreamInfo + mgr.Stream(), jsapi.MsgGet + mgr.Stream(), mgr.Subject(meshwire.LeaseKeys()),
 			presence.Subject(wire.PresenceKey(r.Principal)), jsapi.StreamInfo + presence.Stream(),
 			watchCreate(presence), jsapi.ConsumerInfo + presence.Stream() + ".>",
 			jsapi.FlowControl,
@@ -433,8 +434,8 @@ func serveDeny(filters ...string) []string {
 }
 
 func (r rowsFor) delivery() Permissions {
-	chat, inbox, dlv := r.s.ChatStream(), r.s.InboxStream(), r.s.DLVStream()
-	reader := inbox + "." + wire.ReaderDurable
+	chat, inbox, dlv := r.s.ChatStream(), meshwire.InboxStream(r.s), r.s.DLVStream()
+	reader := inbox + "." + meshwire.ReaderDurable
 	pub := []string{
 		jsapi.Info, jsapi.StreamInfo + chat, jsapi.StreamInfo + inbox, jsapi.StreamInfo + dlv,
 		jsapi.ConsumerCreate + chat, jsapi.ConsumerCreate + chat + ".>", jsapi.ConsumerDurable + chat + ".>", jsapi.ConsumerInfo + chat + ".>", jsapi.ConsumerNext + chat + ".>", jsapi.ConsumerDelete + chat + ".>", jsapi.Ack + chat + ".>",
@@ -442,13 +443,13 @@ func (r rowsFor) delivery() Permissions {
 		jsapi.MsgDelete + inbox,
 		jsapi.FlowControl,
 	}
-	for _, b := range []wire.Bucket{r.s.PresenceBucket(), r.s.ChannelsBucket(), r.s.MembersBucket(), r.s.ACLBucket()} {
+	for _, b := range []wire.Bucket{r.s.PresenceBucket(), r.s.ChannelsBucket(), meshwire.MembersBucket(r.s), meshwire.ACLBucket(r.s)} {
 		pub = append(pub, kvRead(b)...)
 	}
-	lease := r.s.DeliveryBucket()
+	lease := meshwire.DeliveryBucket(r.s)
 	pub = append(pub,
-		r.s.MembersBucket().Subject(">"),
-		jsapi.StreamInfo+lease.Stream(), jsapi.MsgGet+lease.Stream(), lease.Subject(wire.LeaseKeys()),
+		meshwire.MembersBucket(r.s).Subject(">"),
+		jsapi.StreamInfo+lease.Stream(), jsapi.MsgGet+lease.Stream(), lease.Subject(meshwire.LeaseKeys()),
 		r.s.LifecycleWriteGrant(wire.KindDinbox), r.s.LifecycleWriteGrant(wire.KindDlv),
 		r.s.ControlReplyGrant(wire.ControlDelivery), r.s.ControlReplyGrant(wire.ControlDeliveryAdmin),
 		r.s.LivenessReplyGrant(wire.PlaneDelivery),
@@ -467,8 +468,8 @@ func (r rowsFor) delivery() Permissions {
 // spaceStreams lists the streams of a space's messaging plane, in the reference's order: the
 // message streams, the artifact store, then the buckets.
 func spaceStreams(s wire.Space) []string {
-	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), s.InboxStream(), s.DLVStream(), s.WFJStream(), s.ArtifactsBucket().ObjectStream()}
-	for _, b := range s.Buckets() {
+	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), s.WFJStream(), s.ArtifactsBucket().ObjectStream()}
+	for _, b := range meshwire.Buckets(s) {
 		streams = append(streams, b.Stream())
 	}
 	return streams
@@ -476,7 +477,7 @@ func spaceStreams(s wire.Space) []string {
 
 // ttlBuckets are the buckets whose max_age is their TTL, reconciled at every provisioning.
 func ttlBuckets(s wire.Space) []wire.Bucket {
-	return []wire.Bucket{s.PresenceBucket(), s.DeliveryBucket(), s.ManagerBucket()}
+	return []wire.Bucket{s.PresenceBucket(), meshwire.DeliveryBucket(s), meshwire.ManagerBucket(s)}
 }
 
 func (r rowsFor) provisioner() Permissions {
@@ -493,7 +494,7 @@ func (r rowsFor) provisioner() Permissions {
 	for _, st := range []string{r.s.DMStream(), r.s.DLVStream(), r.s.TaskStream()} {
 		pub = append(pub, jsapi.ConsumerCreate+st+".>", jsapi.ConsumerDurable+st+".>", jsapi.ConsumerInfo+st+".>")
 	}
-	acl, channels := r.s.ACLBucket(), r.s.ChannelsBucket()
+	acl, channels := meshwire.ACLBucket(r.s), r.s.ChannelsBucket()
 	pub = append(pub,
 		acl.Subject(">"), channels.Subject(">"),
 		jsapi.MsgGet+acl.Stream(), jsapi.DirectGet+acl.Stream()+".>",
@@ -506,18 +507,18 @@ func (r rowsFor) provisioner() Permissions {
 // reach a same-name successor's durables or rows.
 func (r rowsFor) deprovisioner() Permissions {
 	t := r.Target
-	acl, members := r.s.ACLBucket(), r.s.MembersBucket()
+	acl, members := meshwire.ACLBucket(r.s), meshwire.MembersBucket(r.s)
 	pub := []string{
 		jsapi.Info,
 		jsapi.ConsumerDelete + r.s.DMStream() + "." + wire.DMDurable(t),
 		jsapi.ConsumerDelete + r.s.DLVStream() + "." + wire.DLVDurable(t),
 		jsapi.StreamInfo + acl.Stream(),
-		acl.Subject(wire.ACLKey(t)),
+		acl.Subject(meshwire.ACLKey(t)),
 	}
 	if len(r.Channels) > 0 {
 		pub = append(pub, jsapi.StreamInfo+members.Stream())
 		for _, ch := range r.Channels {
-			key, _ := wire.MemberKey(ch, t) // validated by Grant.validate
+			key, _ := meshwire.MemberKey(ch, t) // validated by Grant.validate
 			pub = append(pub, members.Subject(key))
 		}
 	}
@@ -569,7 +570,7 @@ func (r rowsFor) teardown() Permissions {
 		watchCreate(channels), jsapi.ConsumerInfo + channels.Stream() + ".>",
 		jsapi.FlowControl,
 	}
-	records := r.s.RecordsBucket().Stream()
+	records := meshwire.RecordsBucket(r.s).Stream()
 	for _, st := range spaceStreams(r.s) {
 		pub = append(pub, jsapi.StreamInfo+st)
 		if st != records { // the records store is never deleted (SPEC §13.12's retention floor)
@@ -586,7 +587,7 @@ func (r rowsFor) teardown() Permissions {
 
 // ledger writes the auth store and reads it leader-served; the watch rows list its keys.
 func (r rowsFor) ledger() Permissions {
-	auth := r.s.AuthBucket()
+	auth := meshwire.AuthBucket(r.s)
 	st := auth.Stream()
 	return Permissions{
 		PubAllow: []string{
@@ -605,7 +606,7 @@ func (r rowsFor) ledger() Permissions {
 // The records store it only reads: SPEC §13.9 lets only each record kind's writer write it, and
 // §13.12 deletes nothing there.
 func (r rowsFor) warden() Permissions {
-	records := r.s.RecordsBucket()
+	records := meshwire.RecordsBucket(r.s)
 	pub := []string{jsapi.Info, jsapi.FlowControl}
 	// The endpoint streams are read too: a capture can land in any stream of the account. The
 	// contract stream refuses deletes whoever asks, and no profile holds one on it.
@@ -618,7 +619,7 @@ func (r rowsFor) warden() Permissions {
 			jsapi.ConsumerCreate+st+".>", jsapi.ConsumerInfo+st+".>", jsapi.ConsumerNext+st+".>", jsapi.ConsumerDelete+st+".>",
 		)
 	}
-	for _, b := range r.s.Buckets() {
+	for _, b := range meshwire.Buckets(r.s) {
 		if b != records {
 			pub = append(pub, b.Subject(">"))
 		}
@@ -629,7 +630,7 @@ func (r rowsFor) warden() Permissions {
 // membership writes the membership feed and reads the durable memberships it reports: the
 // reference's membership-rw rows.
 func (r rowsFor) membership() Permissions {
-	feed, members := r.s.MembershipBucket(), r.s.MembersBucket()
+	feed, members := meshwire.MembershipBucket(r.s), meshwire.MembersBucket(r.s)
 	pub := []string{jsapi.Info}
 	for _, b := range []wire.Bucket{feed, members} {
 		st := b.Stream()

@@ -10,6 +10,7 @@ import (
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -144,7 +145,7 @@ func TestRepairAllRefusesACorruptSession(t *testing.T) {
 	caller, server := openSession(t, l, holder, authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}, sid)
 
 	admin := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileLedger, Name: "admin_hand"}))
-	kv, err := admin.JS.KeyValue(ctx, string(m.Space.AuthBucket()))
+	kv, err := admin.JS.KeyValue(ctx, string(meshwire.AuthBucket(m.Space)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,10 +22,10 @@ const cmdTurn = "turn"
 func (g *Grant) validateRemote(profile Profile) error {
 	switch profile {
 	case ProfileRunDriver, ProfileRunMediator:
-		if err := wire.ValidateRunID(g.Run.RunID); err != nil {
+		if err := meshwire.ValidateRunID(g.Run.RunID); err != nil {
 			return fmt.Errorf("the %s profile names its run: %w", profile, err)
 		}
-		if err := wire.ValidateTakeoverID(g.Run.TakeoverID); err != nil {
+		if err := meshwire.ValidateTakeoverID(g.Run.TakeoverID); err != nil {
 			return fmt.Errorf("the %s profile names its takeover: %w", profile, err)
 		}
 	case ProfileRetirementRequester:
@@ -67,7 +67,7 @@ func (p Profile) namesInstance() bool {
 // named residual of the SPEC row. It holds no records consumer: the index sweep runs elsewhere.
 func (r rowsFor) goalWriter() Permissions {
 	e := r.Serve.Endpoint
-	records := r.s.RecordsBucket()
+	records := meshwire.RecordsBucket(r.s)
 	pub := []string{jsapi.Info, r.s.GoalResultGrant(e), r.s.GoalBindGrant(e)}
 	for _, f := range []meshwire.FactFamily{meshwire.FactEffect, meshwire.FactReceipt, meshwire.FactWork, meshwire.FactCheckpoint} {
 		pub = append(pub, meshwire.FactFamilyGrant(r.s, e, f))
@@ -77,7 +77,7 @@ func (r rowsFor) goalWriter() Permissions {
 	}
 	pub = append(pub,
 		records.Subject(meshwire.RecordKey(meshwire.RecordMigrate, e)),
-		jsapi.MsgGet+r.s.FactStream(), jsapi.MsgGet+records.Stream(), jsapi.MsgGet+r.s.AuthBucket().Stream(),
+		jsapi.MsgGet+r.s.FactStream(), jsapi.MsgGet+records.Stream(), jsapi.MsgGet+meshwire.AuthBucket(r.s).Stream(),
 	)
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
 }
@@ -88,7 +88,7 @@ func (r rowsFor) goalWriter() Permissions {
 // rail and nothing of the auth store, whose session rows only the trusted auth path writes
 // (SPEC §13.6, §13.9).
 func (r rowsFor) sessionLedger() Permissions {
-	b := r.s.SessionsBucket()
+	b := meshwire.SessionsBucket(r.s)
 	return Permissions{
 		PubAllow: []string{jsapi.Info, b.Subject(meshwire.SessionLedgerKeys()), jsapi.StreamInfo + b.Stream(), jsapi.MsgGet + b.Stream()},
 		SubAllow: []string{r.inbox()},
@@ -133,7 +133,7 @@ func (r rowsFor) retirementRequester() Permissions {
 // replayRows are the rows of one run's journal replay through the takeover's own durable
 // (SPEC §14.4): created filtered to the run's subject, bound, acked and deleted by name.
 func (r rowsFor) replayRows() []string {
-	wfj, durable := r.s.WFJStream(), wire.WFJReplayDurable(r.Run.RunID, r.Run.TakeoverID)
+	wfj, durable := r.s.WFJStream(), meshwire.WFJReplayDurable(r.Run.RunID, r.Run.TakeoverID)
 	return []string{
 		jsapi.ConsumerCreate + wfj + "." + durable + "." + r.s.WFJSubject(r.Run.RunID),
 		jsapi.ConsumerInfo + wfj + "." + durable,
@@ -150,7 +150,7 @@ func (r rowsFor) replayRows() []string {
 // Its reads and effects ride the run mediator; it holds no admission row (SPEC §13.9).
 func (r rowsFor) runDriver() Permissions {
 	e, run := r.Serve.Endpoint, r.Run.RunID
-	records := r.s.RecordsBucket()
+	records := meshwire.RecordsBucket(r.s)
 	pub := append([]string{jsapi.Info, r.s.WFJSubject(run)}, r.replayRows()...)
 	pub = append(pub,
 		records.Subject(meshwire.RecordKey(meshwire.RecordRun, e, run, meshwire.RecordSpecLeaf)),
@@ -174,8 +174,8 @@ func (r rowsFor) runDriver() Permissions {
 func (r rowsFor) runMediator() Permissions {
 	sv, c := r.Serve, r.lifecycle()
 	e, o := sv.Endpoint, c.Principal.Owner()
-	records, chat := r.s.RecordsBucket(), r.s.ChatStream()
-	presence, channels, members := r.s.PresenceBucket(), r.s.ChannelsBucket(), r.s.MembersBucket()
+	records, chat := meshwire.RecordsBucket(r.s), r.s.ChatStream()
+	presence, channels, members := r.s.PresenceBucket(), r.s.ChannelsBucket(), meshwire.MembersBucket(r.s)
 	one := func(route ...string) string { return r.s.RequestGrant(c, "", wire.AddressOne, route...) }
 	pub := []string{
 		jsapi.Info,

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/gocotal/cotal/internal/meshtest"
-	"github.com/gocotal/cotal/wire"
+	"github.com/gocotal/cotal/internal/meshwire"
 )
 
 // TestRunOperatorAtTheBroker: a run operator replays its one run's journal and the broker
@@ -26,7 +26,7 @@ func TestRunOperatorAtTheBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := m.Connect(t, cred)
-	other := "$JS.API.CONSUMER.CREATE." + m.Space.WFJStream() + "." + wire.WFJReplayDurable("r-2", "tk1") + "." + m.Space.WFJSubject("r-2")
+	other := "$JS.API.CONSUMER.CREATE." + m.Space.WFJStream() + "." + meshwire.WFJReplayDurable("r-2", "tk1") + "." + m.Space.WFJSubject("r-2")
 	for _, subject := range []string{other, m.Space.WFJSubject("r-1"), "$JS.API.STREAM.INFO." + m.Space.WFJStream()} {
 		if err := c.Publish(subject, []byte("{}")); err != nil {
 			t.Fatal(err)

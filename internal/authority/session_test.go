@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -271,7 +272,7 @@ func TestSweepSessions(t *testing.T) {
 	if _, err := e.store.RedeemSession(ctx, e.keys, e.request(sid, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	auth := wire.Space("main").AuthBucket()
+	auth := meshwire.AuthBucket(wire.Space("main"))
 	if _, err := e.js.Publish(ctx, auth.Subject("session.sess_aaaaaaaaaaaaaaaaaaaaaa"), []byte(`{"sessionId":"x"}`)); err != nil {
 		t.Fatal(err)
 	}

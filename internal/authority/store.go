@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/kvget"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -38,7 +39,7 @@ func OpenAuthStore(ctx context.Context, nc *nats.Conn, space wire.Space) (*AuthS
 	if err != nil {
 		return nil, err
 	}
-	b := space.AuthBucket()
+	b := meshwire.AuthBucket(space)
 	st, err := js.Stream(ctx, b.Stream())
 	if err != nil {
 		return nil, fmt.Errorf("open the auth store %s: %w", b, err)

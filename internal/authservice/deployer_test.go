@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
@@ -123,11 +124,11 @@ func TestDeployerView(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leases, err := js.KeyValue(ctx, string(r.m.Space.ManagerBucket()))
+	leases, err := js.KeyValue(ctx, string(meshwire.ManagerBucket(r.m.Space)))
 	if err != nil {
 		t.Fatalf("open the manager leases: %v", err)
 	}
-	if _, err := leases.Get(ctx, wire.ManagerLeaseKey(instance)); err != nil {
+	if _, err := leases.Get(ctx, meshwire.ManagerLeaseKey(instance)); err != nil {
 		t.Errorf("read the serving manager's lease: %v", err)
 	}
 	roster, err := js.KeyValue(ctx, string(r.m.Space.PresenceBucket()))
@@ -146,13 +147,13 @@ func TestDeployerView(t *testing.T) {
 	_ = w.Stop()
 	// The delivery daemon holds its lease before the manager serves; the membership feed is read
 	// by key (an absent one is an answer, a refusal is not).
-	for bucket, key := range map[wire.Bucket]string{r.m.Space.DeliveryBucket(): wire.LeaseKey(0), r.m.Space.MembershipBucket(): "none"} {
+	for bucket, key := range map[wire.Bucket]string{meshwire.DeliveryBucket(r.m.Space): meshwire.LeaseKey(0), meshwire.MembershipBucket(r.m.Space): "none"} {
 		kv, err := js.KeyValue(ctx, string(bucket))
 		if err != nil {
 			t.Fatalf("open %s: %v", bucket, err)
 		}
 		_, err = kv.Get(ctx, key)
-		if err != nil && (bucket == r.m.Space.DeliveryBucket() || !errors.Is(err, jetstream.ErrKeyNotFound)) {
+		if err != nil && (bucket == meshwire.DeliveryBucket(r.m.Space) || !errors.Is(err, jetstream.ErrKeyNotFound)) {
 			t.Errorf("read %s in %s: %v", key, bucket, err)
 		}
 	}

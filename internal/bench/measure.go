@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -64,7 +65,7 @@ func rawPublish(js jetstream.JetStream, subject string, body []byte) func(contex
 
 // stallTimeout fails a round in which nothing arrives for this long: past the consumers'
 // AckWait, so that a delivery lost in flight is redelivered before the round is called stalled.
-const stallTimeout = wire.AckWait + 15*time.Second
+const stallTimeout = meshwire.AckWait + 15*time.Second
 
 // counter counts arrivals and signals when a round's target is reached.
 type counter struct {

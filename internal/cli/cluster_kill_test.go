@@ -24,6 +24,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -461,7 +462,7 @@ func TestClusterAuthorityFailover(t *testing.T) {
 			return strings.Contains(strings.ToLower(err.Error()), "authorization violation")
 		})
 	}
-	time.Sleep(2 * wire.ManagerLeaseTTL)
+	time.Sleep(2 * meshwire.ManagerLeaseTTL)
 	if c.serving(active) {
 		t.Errorf("%s, back, took the daemons from %s", c.names[active], c.names[standby])
 	}

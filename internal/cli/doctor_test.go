@@ -15,6 +15,7 @@ import (
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshwire"
 )
 
 // TestDoctorFixReplacesCorruptCredentialRows corrupts, as an admin could, an agent's credential
@@ -69,7 +70,7 @@ func TestDoctorFixReplacesCorruptCredentialRows(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	kv, err := js.KeyValue(ctx, string(st.Spaces[0].AuthBucket()))
+	kv, err := js.KeyValue(ctx, string(meshwire.AuthBucket(st.Spaces[0])))
 	if err != nil {
 		t.Fatal(err)
 	}

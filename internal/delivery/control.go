@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -78,7 +79,7 @@ func (c *controller) run(msg *nats.Msg, name string, op controlOp) {
 		c.d.reply(msg, nil, errNotServing)
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.t.ctx, wire.ControlServeBudget)
+	ctx, cancel := context.WithTimeout(c.t.ctx, meshwire.ControlServeBudget)
 	defer cancel()
 	defer c.d.traced(ctx, name)()
 	out, err := op(ctx)
@@ -218,8 +219,8 @@ func orEmpty(raw json.RawMessage) json.RawMessage {
 
 // aclFor finds the caller's one live ACL row: its lifecycle and read ACL. The lifecycle is never
 // taken from the caller.
-func (d *Daemon) aclFor(ctx context.Context, caller wire.Principal) (wire.Lifecycle, *wire.ACLRow, error) {
-	b := d.cfg.Space.ACLBucket()
+func (d *Daemon) aclFor(ctx context.Context, caller wire.Principal) (wire.Lifecycle, *meshwire.ACLRow, error) {
+	b := meshwire.ACLBucket(d.cfg.Space)
 	kv, err := d.js.KeyValue(ctx, string(b))
 	if err != nil {
 		return wire.Lifecycle{}, nil, fmt.Errorf("open %s: %w", b, err)
@@ -229,7 +230,7 @@ func (d *Daemon) aclFor(ctx context.Context, caller wire.Principal) (wire.Lifecy
 		return wire.Lifecycle{}, nil, fmt.Errorf("list ACL rows of %s: %w", caller, err)
 	}
 	var found []wire.Lifecycle
-	var row *wire.ACLRow
+	var row *meshwire.ACLRow
 	for key := range keys.Keys() {
 		l, err := wire.ParseLifecycle(key)
 		if err != nil {
@@ -276,7 +277,7 @@ func (d *Daemon) durableJoin(ctx context.Context, caller wire.Principal, channel
 		if row != nil {
 			gen = row.Generation + 1
 		}
-		row = &wire.MemberRow{Channel: channel, Owner: caller.String(), LifecycleUID: l.UID, State: wire.MemberDurableActive, JoinCursor: cursor, Generation: gen}
+		row = &meshwire.MemberRow{Channel: channel, Owner: caller.String(), LifecycleUID: l.UID, State: meshwire.MemberDurableActive, JoinCursor: cursor, Generation: gen}
 		if err := d.writeMember(ctx, row); err != nil {
 			return nil, fmt.Errorf("durableJoin: %w", err)
 		}
@@ -294,7 +295,7 @@ func (d *Daemon) durableJoin(ctx context.Context, caller wire.Principal, channel
 // catchUp copies into the member's inbox what was posted on the channel after its join cursor
 // and up to what the fan-out had reached, so nothing between the cursor and the fan-out's next
 // message is missed. Duplicates with the fan-out's own copies collapse on the message id.
-func (d *Daemon) catchUp(ctx context.Context, l wire.Lifecycle, row *wire.MemberRow) error {
+func (d *Daemon) catchUp(ctx context.Context, l wire.Lifecycle, row *meshwire.MemberRow) error {
 	frontier, err := d.chatFrontier(ctx)
 	if err != nil {
 		return err
@@ -338,7 +339,7 @@ func (d *Daemon) catchUp(ctx context.Context, l wire.Lifecycle, row *wire.Member
 			dl, err := wire.Guard(msg.Subject(), msg.Data())
 			if err == nil && dl.Sender != l.Principal {
 				// One copy stored before the next: all of them go to one member, in order.
-				ack, err := d.toInbox(l, newInboxCopies(dl, meta.Sequence.Stream, wire.ReasonDurableChannel), row.Generation)
+				ack, err := d.toInbox(l, newInboxCopies(dl, meta.Sequence.Stream, meshwire.ReasonDurableChannel), row.Generation)
 				if err == nil {
 					err = stored(ctx, []jetstream.PubAckFuture{ack})
 				}
@@ -381,7 +382,7 @@ func (d *Daemon) durableLeave(ctx context.Context, caller wire.Principal, args w
 	if err != nil {
 		return nil, err
 	}
-	row.State, row.LeaveCursor = wire.MemberLiveConfirmed, &cursor
+	row.State, row.LeaveCursor = meshwire.MemberLiveConfirmed, &cursor
 	if err := d.writeMember(ctx, row); err != nil {
 		return nil, fmt.Errorf("durableLeave: %w", err)
 	}

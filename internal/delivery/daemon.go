@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/internal/liveness"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -46,7 +47,7 @@ type Config struct {
 
 // LeaseTTL is the delivery bucket's TTL, wire.DeliveryLeaseTTL: a lease not renewed for this
 // long lapses.
-const LeaseTTL = wire.DeliveryLeaseTTL
+const LeaseTTL = meshwire.DeliveryLeaseTTL
 
 // Daemon is a delivery daemon on one connection (with the delivery profile's grants).
 type Daemon struct {
@@ -67,7 +68,7 @@ type Daemon struct {
 	hook func(ctx context.Context, handler string) (end func())
 
 	mu      sync.Mutex // guards the fields below
-	members map[string]*wire.MemberRow
+	members map[string]*meshwire.MemberRow
 	revs    map[string]uint64 // member key → revision
 	lease   uint64            // the lease row's revision while held
 	active  bool
@@ -139,14 +140,14 @@ func (d *Daemon) Active() bool {
 func (d *Daemon) acquire(ctx context.Context) error {
 	t := time.NewTicker(d.cfg.Standby)
 	defer t.Stop()
-	b := d.cfg.Space.DeliveryBucket()
+	b := meshwire.DeliveryBucket(d.cfg.Space)
 	for {
-		rev, err := d.put(ctx, b, wire.LeaseKey(0), d.leaseRow(false), 0)
+		rev, err := d.put(ctx, b, meshwire.LeaseKey(0), d.leaseRow(false), 0)
 		if errors.Is(err, errKeyExists) {
 			// This incarnation's own row, put back by a repair after a renewal lost the race
 			// with the foreign row it replaced: take it up again rather than wait out its TTL.
-			if cur := rewrittenAs(ctx, d, b, wire.LeaseKey(0), leaseRow, d.ownLease); cur != 0 {
-				rev, err = d.put(ctx, b, wire.LeaseKey(0), d.leaseRow(false), cur)
+			if cur := rewrittenAs(ctx, d, b, meshwire.LeaseKey(0), leaseRow, d.ownLease); cur != 0 {
+				rev, err = d.put(ctx, b, meshwire.LeaseKey(0), d.leaseRow(false), cur)
 			}
 		}
 		if err == nil {
@@ -168,12 +169,12 @@ func (d *Daemon) acquire(ctx context.Context) error {
 }
 
 func (d *Daemon) leaseRow(ready bool) []byte {
-	b, _ := json.Marshal(wire.DeliveryLease{Holder: d.cfg.Holder, Incarnation: d.inst, Since: wire.MillisOf(time.Now()), Ready: ready}) // a struct of strings and numbers always encodes
+	b, _ := json.Marshal(meshwire.DeliveryLease{Holder: d.cfg.Holder, Incarnation: d.inst, Since: wire.MillisOf(time.Now()), Ready: ready}) // a struct of strings and numbers always encodes
 	return b
 }
 
 // ownLease reports whether l is this incarnation's lease row.
-func (d *Daemon) ownLease(l *wire.DeliveryLease) bool {
+func (d *Daemon) ownLease(l *meshwire.DeliveryLease) bool {
 	return l.Holder == d.cfg.Holder && l.Incarnation == d.inst
 }
 
@@ -182,12 +183,12 @@ func (d *Daemon) renew(ctx context.Context, ready bool) error {
 	d.mu.Lock()
 	rev := d.lease
 	d.mu.Unlock()
-	b := d.cfg.Space.DeliveryBucket()
-	next, err := d.put(ctx, b, wire.LeaseKey(0), d.leaseRow(ready), rev)
+	b := meshwire.DeliveryBucket(d.cfg.Space)
+	next, err := d.put(ctx, b, meshwire.LeaseKey(0), d.leaseRow(ready), rev)
 	if err != nil && wrongRevision(err) {
 		// Still this incarnation's row at another revision: restored by a repair, not taken.
-		if cur := rewrittenAs(ctx, d, b, wire.LeaseKey(0), leaseRow, d.ownLease); cur != 0 {
-			next, err = d.put(ctx, b, wire.LeaseKey(0), d.leaseRow(ready), cur)
+		if cur := rewrittenAs(ctx, d, b, meshwire.LeaseKey(0), leaseRow, d.ownLease); cur != 0 {
+			next, err = d.put(ctx, b, meshwire.LeaseKey(0), d.leaseRow(ready), cur)
 		}
 	}
 	if err != nil {
@@ -206,7 +207,7 @@ func (d *Daemon) release() {
 	d.mu.Lock()
 	rev := d.lease
 	d.mu.Unlock()
-	if err := d.remove(ctx, d.cfg.Space.DeliveryBucket(), wire.LeaseKey(0), rev); err != nil {
+	if err := d.remove(ctx, meshwire.DeliveryBucket(d.cfg.Space), meshwire.LeaseKey(0), rev); err != nil {
 		d.log.Warn("release the delivery lease", "err", err)
 	}
 }
@@ -258,8 +259,8 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 	fanouts := startBatcher(t.ctx, fanoutBatch, d.fanout)
 	stops = append(stops, fanouts.close)
 	fanout, err := d.consume(ctx, sp.ChatStream(), jetstream.ConsumerConfig{
-		Durable: wire.FanoutDurable, FilterSubject: sp.KindAll(wire.KindChat), DeliverPolicy: jetstream.DeliverNewPolicy,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: wire.AckWait,
+		Durable: meshwire.FanoutDurable, FilterSubject: sp.KindAll(wire.KindChat), DeliverPolicy: jetstream.DeliverNewPolicy,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: meshwire.AckWait,
 	}, t.handler(fanouts.add))
 	if err != nil {
 		return err
@@ -267,9 +268,9 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 	stops = append(stops, func() { stopConsuming(fanout) })
 	reads := startBatcher(t.ctx, readerBatch, d.read)
 	stops = append(stops, reads.close)
-	reader, err := d.consume(ctx, sp.InboxStream(), jetstream.ConsumerConfig{
-		Durable: wire.ReaderDurable, FilterSubject: sp.KindAll(wire.KindDinbox), DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: wire.AckWait, MaxAckPending: readerWindow,
+	reader, err := d.consume(ctx, meshwire.InboxStream(sp), jetstream.ConsumerConfig{
+		Durable: meshwire.ReaderDurable, FilterSubject: sp.KindAll(wire.KindDinbox), DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: meshwire.AckWait, MaxAckPending: readerWindow,
 	}, t.handler(reads.add))
 	if err != nil {
 		return err
@@ -337,7 +338,7 @@ func (d *Daemon) consume(ctx context.Context, stream string, cfg jetstream.Consu
 // grade answers a delivery-plane probe from the lease row: absent or not ready is unbound,
 // another incarnation's is stale, this one's is bound, a failed read unknown.
 func (d *Daemon) grade(ctx context.Context) (wire.ResponderState, string) {
-	row, _, err := getRow(ctx, d, d.cfg.Space.DeliveryBucket(), wire.LeaseKey(0), leaseRow)
+	row, _, err := getRow(ctx, d, meshwire.DeliveryBucket(d.cfg.Space), meshwire.LeaseKey(0), leaseRow)
 	switch {
 	case err != nil:
 		return wire.ResponderUnknown, d.inst

@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/delivery"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -140,7 +141,7 @@ func inboxDrained(t *testing.T, m *meshtest.Mesh) {
 		return info.NumPending == 0 && info.NumAckPending == 0
 	}
 	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the fan-out and the inbox reader to settle", func() bool {
-		return settled(m.Space.ChatStream(), wire.FanoutDurable) && settled(m.Space.InboxStream(), wire.ReaderDurable)
+		return settled(m.Space.ChatStream(), meshwire.FanoutDurable) && settled(meshwire.InboxStream(m.Space), meshwire.ReaderDurable)
 	})
 }
 
@@ -361,8 +362,8 @@ func TestLivenessVerdicts(t *testing.T) {
 	meshtest.Eventually(t, wait+delivery.LeaseTTL, "bound", func() bool { return verdict() == wire.ResponderBound })
 	// Another incarnation takes the lease row (the daemon renews only hourly here).
 	other := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileDelivery, Name: "usurper"}))
-	row, _ := json.Marshal(wire.DeliveryLease{Holder: "local.usurper", Incarnation: "x", Since: wire.MillisOf(time.Now()), Ready: true})
-	if _, err := other.JS.Publish(ctx, m.Space.DeliveryBucket().Subject(wire.LeaseKey(0)), row); err != nil {
+	row, _ := json.Marshal(meshwire.DeliveryLease{Holder: "local.usurper", Incarnation: "x", Since: wire.MillisOf(time.Now()), Ready: true})
+	if _, err := other.JS.Publish(ctx, meshwire.DeliveryBucket(m.Space).Subject(meshwire.LeaseKey(0)), row); err != nil {
 		t.Fatal(err)
 	}
 	if v := verdict(); v != wire.ResponderStale {
@@ -473,7 +474,7 @@ func TestStopDrainsHandlers(t *testing.T) {
 	}
 	// An inbox entry, for the reader, written where the fan-out would.
 	inj := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileDelivery, Name: "injector"}))
-	entry, _ := json.Marshal(wire.InboxEntry{Msg: &wire.CotalMessage{ID: "m1"}, Channel: "team", Seq: 1, Reason: wire.ReasonDurableChannel, Generation: 1})
+	entry, _ := json.Marshal(meshwire.InboxEntry{Msg: &wire.CotalMessage{ID: "m1"}, Channel: "team", Seq: 1, Reason: meshwire.ReasonDurableChannel, Generation: 1})
 	life := wire.Lifecycle{Principal: aliceCred.Principal, UID: aliceCred.LifecycleUID}
 	if _, err := inj.JS.Publish(ctx, m.Space.DinboxSubject(life), entry); err != nil {
 		t.Fatal(err)

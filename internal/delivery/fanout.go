@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -55,19 +56,19 @@ func (d *Daemon) fanout(ctx context.Context, msgs []jetstream.Msg) {
 type fanoutRun struct {
 	d        *Daemon
 	channels map[string]wire.EffectiveChannel
-	members  map[string][]wire.MemberRow
+	members  map[string][]meshwire.MemberRow
 	targets  map[wire.Principal]mentionTarget
 }
 
 // mentionTarget is a resolved @mention's lifecycle and read ACL, or why it has none.
 type mentionTarget struct {
 	l   wire.Lifecycle
-	acl *wire.ACLRow
+	acl *meshwire.ACLRow
 	err error
 }
 
 func newFanoutRun(d *Daemon) *fanoutRun {
-	return &fanoutRun{d: d, channels: map[string]wire.EffectiveChannel{}, members: map[string][]wire.MemberRow{}, targets: map[wire.Principal]mentionTarget{}}
+	return &fanoutRun{d: d, channels: map[string]wire.EffectiveChannel{}, members: map[string][]meshwire.MemberRow{}, targets: map[wire.Principal]mentionTarget{}}
 }
 
 // post publishes the copies msg (the batch's i-th) is owed on f.
@@ -100,7 +101,7 @@ func (b *fanoutRun) post(ctx context.Context, f *flight, i int, msg jetstream.Ms
 		b.channels[channel] = eff
 	}
 	if eff.DeliveryClass == wire.ClassDurable {
-		copies := newInboxCopies(dl, seq, wire.ReasonDurableChannel)
+		copies := newInboxCopies(dl, seq, meshwire.ReasonDurableChannel)
 		for _, row := range rows {
 			if row.Owner == dl.Sender.String() || !row.Eligible(seq) {
 				continue
@@ -116,7 +117,7 @@ func (b *fanoutRun) post(ctx context.Context, f *flight, i int, msg jetstream.Ms
 		}
 		return nil
 	}
-	copies := newInboxCopies(dl, seq, wire.ReasonLiveMention)
+	copies := newInboxCopies(dl, seq, meshwire.ReasonLiveMention)
 	for _, name := range dl.Message.Mentions {
 		target, ok := d.presence.resolve(name)
 		if !ok || target == dl.Sender {
@@ -173,7 +174,7 @@ func (c *inboxCopies) body(gen int64) ([]byte, error) {
 	}
 	m := *c.dl.Message
 	m.Channel, m.To, m.ToService = c.dl.Subject.Rest, "", "" // the channel the subject proves
-	b, err := json.Marshal(wire.InboxEntry{Msg: &m, Channel: m.Channel, Seq: c.seq, Reason: c.reason, Generation: gen})
+	b, err := json.Marshal(meshwire.InboxEntry{Msg: &m, Channel: m.Channel, Seq: c.seq, Reason: c.reason, Generation: gen})
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +190,7 @@ func (d *Daemon) toInbox(member wire.Lifecycle, c *inboxCopies, gen int64) (jets
 		return nil, err
 	}
 	var opts []jetstream.PublishOpt
-	if id := wire.PlaneMsgID(c.dl.Message.ID, member, gen); id != "" {
+	if id := meshwire.PlaneMsgID(c.dl.Message.ID, member, gen); id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
 	return d.js.PublishAsync(d.cfg.Space.DinboxSubject(member), body, opts...)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/connz"
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -179,7 +180,7 @@ func (f *feed) write(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b := f.d.cfg.Space.MembershipBucket()
+	b := meshwire.MembershipBucket(f.d.cfg.Space)
 	for key, row := range next {
 		if cur, ok := stored[key]; ok && cur.SameMembership(row) {
 			continue // unchanged: no new revision, no watcher woken
@@ -195,13 +196,13 @@ func (f *feed) write(ctx context.Context) error {
 			}
 		}
 	}
-	return f.put(ctx, b.Subject(wire.MembershipFeedKey), wire.MembershipFeedRow{ObservedAt: now, Count: len(next)})
+	return f.put(ctx, b.Subject(meshwire.MembershipFeedKey), meshwire.MembershipFeedRow{ObservedAt: now, Count: len(next)})
 }
 
 // stored reads the feed's principal rows. A row that does not decode reads as an empty one, to
 // be written again.
-func (f *feed) stored(ctx context.Context) (map[string]*wire.MembershipRow, error) {
-	b := f.d.cfg.Space.MembershipBucket()
+func (f *feed) stored(ctx context.Context) (map[string]*meshwire.MembershipRow, error) {
+	b := meshwire.MembershipBucket(f.d.cfg.Space)
 	kv, err := f.js.KeyValue(ctx, string(b))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", b, err)
@@ -211,7 +212,7 @@ func (f *feed) stored(ctx context.Context) (map[string]*wire.MembershipRow, erro
 		return nil, fmt.Errorf("read %s: %w", b, err)
 	}
 	defer func() { _ = w.Stop() }()
-	out := map[string]*wire.MembershipRow{}
+	out := map[string]*meshwire.MembershipRow{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -222,8 +223,8 @@ func (f *feed) stored(ctx context.Context) (map[string]*wire.MembershipRow, erro
 				return nil, fmt.Errorf("read %s: the watch ended", b)
 			case e == nil: // every current row is read
 				return out, nil
-			case e.Key() != wire.MembershipFeedKey:
-				row := &wire.MembershipRow{}
+			case e.Key() != meshwire.MembershipFeedKey:
+				row := &meshwire.MembershipRow{}
 				_ = json.Unmarshal(e.Value(), row)
 				out[e.Key()] = row
 			}
@@ -268,7 +269,7 @@ func (d *Daemon) openMemberships() map[string][]string {
 // membershipRows derives the feed's rows, keyed by principal dot-form: the live channel patterns
 // of each attributable connection, united per principal, and each principal's durable channels.
 // A principal with neither has no row.
-func membershipRows(sp wire.Space, conns []connz.Conn, durable map[string][]string, now wire.EpochMillis) map[string]*wire.MembershipRow {
+func membershipRows(sp wire.Space, conns []connz.Conn, durable map[string][]string, now wire.EpochMillis) map[string]*meshwire.MembershipRow {
 	live := map[string][]string{}
 	for _, c := range conns {
 		p, ok := c.Principal()
@@ -281,13 +282,13 @@ func membershipRows(sp wire.Space, conns []connz.Conn, durable map[string][]stri
 			}
 		}
 	}
-	rows := map[string]*wire.MembershipRow{}
+	rows := map[string]*meshwire.MembershipRow{}
 	for key, chans := range live {
-		rows[key] = &wire.MembershipRow{Live: sorted(chans), Durable: []string{}, ObservedAt: now}
+		rows[key] = &meshwire.MembershipRow{Live: sorted(chans), Durable: []string{}, ObservedAt: now}
 	}
 	for key, chans := range durable {
 		if rows[key] == nil {
-			rows[key] = &wire.MembershipRow{Live: []string{}, ObservedAt: now}
+			rows[key] = &meshwire.MembershipRow{Live: []string{}, ObservedAt: now}
 		}
 		rows[key].Durable = sorted(chans)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -58,7 +59,7 @@ type feedReader struct {
 func newFeedReader(t *testing.T, m *meshtest.Mesh) *feedReader {
 	t.Helper()
 	c := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileObserver, Name: "dashboard"}))
-	return &feedReader{t: t, nc: c.Conn, b: m.Space.MembershipBucket()}
+	return &feedReader{t: t, nc: c.Conn, b: meshwire.MembershipBucket(m.Space)}
 }
 
 // raw returns key's row, nil when it has none.
@@ -78,13 +79,13 @@ func (r *feedReader) raw(key string) []byte {
 }
 
 // row returns p's membership row, nil when it has none.
-func (r *feedReader) row(p wire.Principal) *wire.MembershipRow {
+func (r *feedReader) row(p wire.Principal) *meshwire.MembershipRow {
 	r.t.Helper()
 	b := r.raw(p.String())
 	if b == nil {
 		return nil
 	}
-	var row wire.MembershipRow
+	var row meshwire.MembershipRow
 	if err := json.Unmarshal(b, &row); err != nil {
 		r.t.Fatalf("row of %s = %s: %v", p, b, err)
 	}
@@ -130,9 +131,9 @@ func TestMembershipFeedFollowsJoinsLeavesAndConnections(t *testing.T) {
 	runFeedDaemon(t, m, feedConfig(t, m, time.Hour))
 	feed := newFeedReader(t, m)
 
-	var beat wire.MembershipFeedRow
+	var beat meshwire.MembershipFeedRow
 	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the feed's heartbeat", func() bool {
-		b := feed.raw(wire.MembershipFeedKey)
+		b := feed.raw(meshwire.MembershipFeedKey)
 		return b != nil && json.Unmarshal(b, &beat) == nil && beat.ObservedAt > 0
 	})
 
@@ -170,8 +171,8 @@ func TestMembershipFeedFollowsJoinsLeavesAndConnections(t *testing.T) {
 	}
 	feed.awaitRow(aliceCred.Principal, []string{}, general, "alice's row after she disconnects")
 
-	var last wire.MembershipFeedRow
-	if err := json.Unmarshal(feed.raw(wire.MembershipFeedKey), &last); err != nil {
+	var last meshwire.MembershipFeedRow
+	if err := json.Unmarshal(feed.raw(meshwire.MembershipFeedKey), &last); err != nil {
 		t.Fatal(err)
 	}
 	if last.Count != 1 || last.ObservedAt <= beat.ObservedAt {

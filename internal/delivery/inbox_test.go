@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -115,7 +116,7 @@ func publishRetired(t *testing.T, js jetstream.JetStream, sp wire.Space) uint64 
 	life := wire.Lifecycle{Principal: ghost, UID: wire.NewLifecycleUID()}
 	from := wire.EndpointRef{ID: "local.alice", Name: "alice"}
 	msg := &wire.CotalMessage{ID: "m1", TS: wire.MillisOf(time.Now()), Space: string(sp), From: from, Channel: "general", Parts: say("for a ghost")}
-	body, err := json.Marshal(wire.InboxEntry{Msg: msg, Channel: "general", Seq: 1, Reason: wire.ReasonDurableChannel, Generation: 1})
+	body, err := json.Marshal(meshwire.InboxEntry{Msg: msg, Channel: "general", Seq: 1, Reason: meshwire.ReasonDurableChannel, Generation: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func publishRetired(t *testing.T, js jetstream.JetStream, sp wire.Space) uint64 
 
 // readerSettled reports whether the reader holds nothing pending or unacknowledged.
 func readerSettled(ctx context.Context, js jetstream.JetStream, sp wire.Space) bool {
-	c, err := js.Consumer(ctx, sp.InboxStream(), wire.ReaderDurable)
+	c, err := js.Consumer(ctx, meshwire.InboxStream(sp), meshwire.ReaderDurable)
 	if err != nil {
 		return false
 	}
@@ -139,7 +140,7 @@ func readerSettled(ctx context.Context, js jetstream.JetStream, sp wire.Space) b
 // inboxMsgs returns how many entries the inbox stream holds.
 func inboxMsgs(t *testing.T, js jetstream.JetStream, sp wire.Space) uint64 {
 	t.Helper()
-	st, err := js.Stream(t.Context(), sp.InboxStream())
+	st, err := js.Stream(t.Context(), meshwire.InboxStream(sp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,14 +172,14 @@ func TestDeleteOfAGoneEntrySucceeds(t *testing.T) {
 	t.Parallel()
 	nc, js := openSpace(t)
 	sp := wire.Space("main")
-	deletes := audits(t, nc, jsapi.MsgDelete+sp.InboxStream())
+	deletes := audits(t, nc, jsapi.MsgDelete+meshwire.InboxStream(sp))
 	var seq atomic.Uint64
 	var reads atomic.Int32
 	hook := func(_ context.Context, handler string) func() {
 		// The fifth delivery is the one the daemon gives the lifecycle up on: take the entry
 		// away just before it deletes it.
 		if handler == "reader" && reads.Add(1) == 5 {
-			st, err := js.Stream(context.Background(), sp.InboxStream())
+			st, err := js.Stream(context.Background(), meshwire.InboxStream(sp))
 			if err == nil {
 				err = st.DeleteMsg(context.Background(), seq.Load())
 			}
@@ -227,7 +228,7 @@ func TestRefusedDeleteIsRetriedThenReported(t *testing.T) {
 	t.Parallel()
 	nc, js := openSpace(t)
 	sp := wire.Space("main")
-	st, err := js.Stream(t.Context(), sp.InboxStream())
+	st, err := js.Stream(t.Context(), meshwire.InboxStream(sp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestRefusedDeleteIsRetriedThenReported(t *testing.T) {
 	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	deletes := audits(t, nc, jsapi.MsgDelete+sp.InboxStream())
+	deletes := audits(t, nc, jsapi.MsgDelete+meshwire.InboxStream(sp))
 	logs := &meshtest.Logs{Min: slog.LevelDebug}
 	runOpenDaemon(t, nc.ConnectedUrl(), slog.New(logs), nil)
 	seq := publishRetired(t, js, sp)

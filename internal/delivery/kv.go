@@ -11,6 +11,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/kvget"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -43,9 +44,9 @@ func getRow[T any](ctx context.Context, d *Daemon, b wire.Bucket, key string, de
 }
 
 // Row decoders of the buckets the daemon reads, in getRow's form.
-func aclRow(_ string, data []byte) (*wire.ACLRow, error) { return wire.DecodeACLRow(data) }
-func leaseRow(_ string, data []byte) (*wire.DeliveryLease, error) {
-	return wire.DecodeDeliveryLease(data)
+func aclRow(_ string, data []byte) (*meshwire.ACLRow, error) { return meshwire.DecodeACLRow(data) }
+func leaseRow(_ string, data []byte) (*meshwire.DeliveryLease, error) {
+	return meshwire.DecodeDeliveryLease(data)
 }
 func channelRow(_ string, data []byte) (*wire.ChannelConfig, error) {
 	return wire.DecodeChannelConfig(data)

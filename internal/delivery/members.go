@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -15,7 +16,7 @@ import (
 
 // loadMembers reads every membership row of the space.
 func (d *Daemon) loadMembers(ctx context.Context) error {
-	b := d.cfg.Space.MembersBucket()
+	b := meshwire.MembersBucket(d.cfg.Space)
 	kv, err := d.js.KeyValue(ctx, string(b))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", b, err)
@@ -24,9 +25,9 @@ func (d *Daemon) loadMembers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list %s: %w", b, err)
 	}
-	members, revs := map[string]*wire.MemberRow{}, map[string]uint64{}
+	members, revs := map[string]*meshwire.MemberRow{}, map[string]uint64{}
 	for key := range keys.Keys() {
-		row, e, err := getRow(ctx, d, b, key, wire.DecodeMemberRow)
+		row, e, err := getRow(ctx, d, b, key, meshwire.DecodeMemberRow)
 		if err != nil {
 			d.log.Warn("membership row skipped", "key", key, "err", err)
 			continue
@@ -43,8 +44,8 @@ func (d *Daemon) loadMembers(ctx context.Context) error {
 }
 
 // member returns a copy of the row of l's membership of channel, or nil.
-func (d *Daemon) member(channel string, l wire.Lifecycle) *wire.MemberRow {
-	key, err := wire.MemberKey(channel, l)
+func (d *Daemon) member(channel string, l wire.Lifecycle) *meshwire.MemberRow {
+	key, err := meshwire.MemberKey(channel, l)
 	if err != nil {
 		return nil
 	}
@@ -58,10 +59,10 @@ func (d *Daemon) member(channel string, l wire.Lifecycle) *wire.MemberRow {
 }
 
 // membersOf returns copies of every membership row of channel.
-func (d *Daemon) membersOf(channel string) []wire.MemberRow {
+func (d *Daemon) membersOf(channel string) []meshwire.MemberRow {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []wire.MemberRow
+	var out []meshwire.MemberRow
 	for _, r := range d.members {
 		if r.Channel == channel {
 			out = append(out, *r)
@@ -71,12 +72,12 @@ func (d *Daemon) membersOf(channel string) []wire.MemberRow {
 }
 
 // writeMember stores row with a compare-and-set on the revision this daemon last saw.
-func (d *Daemon) writeMember(ctx context.Context, row *wire.MemberRow) error {
+func (d *Daemon) writeMember(ctx context.Context, row *meshwire.MemberRow) error {
 	p, err := wire.ParsePrincipal(row.Owner)
 	if err != nil {
 		return err
 	}
-	key, err := wire.MemberKey(row.Channel, wire.Lifecycle{Principal: p, UID: row.LifecycleUID})
+	key, err := meshwire.MemberKey(row.Channel, wire.Lifecycle{Principal: p, UID: row.LifecycleUID})
 	if err != nil {
 		return err
 	}
@@ -88,12 +89,12 @@ func (d *Daemon) writeMember(ctx context.Context, row *wire.MemberRow) error {
 	d.mu.Lock()
 	rev, cached := d.revs[key], d.members[key]
 	d.mu.Unlock()
-	b := d.cfg.Space.MembersBucket()
+	b := meshwire.MembersBucket(d.cfg.Space)
 	next, err := d.put(ctx, b, key, value, rev)
 	if err != nil && rev != 0 && cached != nil && wrongRevision(err) {
 		// The row this daemon last wrote, stored again at a new revision by a repair.
-		same := func(r *wire.MemberRow) bool { return reflect.DeepEqual(r, cached) }
-		if cur := rewrittenAs(ctx, d, b, key, wire.DecodeMemberRow, same); cur != 0 {
+		same := func(r *meshwire.MemberRow) bool { return reflect.DeepEqual(r, cached) }
+		if cur := rewrittenAs(ctx, d, b, key, meshwire.DecodeMemberRow, same); cur != 0 {
 			next, err = d.put(ctx, b, key, value, cur)
 		}
 	}
@@ -119,7 +120,7 @@ func (d *Daemon) chatFrontier(ctx context.Context) (uint64, error) {
 
 // fanoutPosition is how far the fan-out consumer has delivered in CHAT.
 func (d *Daemon) fanoutPosition(ctx context.Context) (uint64, error) {
-	c, err := d.js.Consumer(ctx, d.cfg.Space.ChatStream(), wire.FanoutDurable)
+	c, err := d.js.Consumer(ctx, d.cfg.Space.ChatStream(), meshwire.FanoutDurable)
 	if err != nil {
 		return 0, fmt.Errorf("read the fan-out position: %w", err)
 	}

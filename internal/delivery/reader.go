@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -43,15 +44,15 @@ func (d *Daemon) read(ctx context.Context, msgs []jetstream.Msg) {
 		e := &entries[i]
 		e.msg = msg
 		e.parse(bodies)
-		if e.member != nil && !seen[wire.ACLKey(*e.member)] {
-			seen[wire.ACLKey(*e.member)] = true
-			keys = append(keys, wire.ACLKey(*e.member))
+		if e.member != nil && !seen[meshwire.ACLKey(*e.member)] {
+			seen[meshwire.ACLKey(*e.member)] = true
+			keys = append(keys, meshwire.ACLKey(*e.member))
 		}
 	}
-	acls := readAll(ctx, keys, func(ctx context.Context, key string) (*wire.ACLRow, error) {
+	acls := readAll(ctx, keys, func(ctx context.Context, key string) (*meshwire.ACLRow, error) {
 		ctx, cancel := context.WithTimeout(ctx, handleTimeout)
 		defer cancel()
-		row, _, err := getRow(ctx, d, d.cfg.Space.ACLBucket(), key, aclRow)
+		row, _, err := getRow(ctx, d, meshwire.ACLBucket(d.cfg.Space), key, aclRow)
 		return row, err
 	})
 	f := newFlight(ctx)
@@ -60,7 +61,7 @@ func (d *Daemon) read(ctx context.Context, msgs []jetstream.Msg) {
 		if e.member == nil {
 			continue // malformed: acknowledged, never handed over
 		}
-		acl := acls[wire.ACLKey(*e.member)]
+		acl := acls[meshwire.ACLKey(*e.member)]
 		switch {
 		case acl.err != nil:
 			f.fail(i, acl.err)
@@ -107,7 +108,7 @@ type inboxEntry struct {
 // entryBody is an inbox entry's body, decoded, and the frame of its hand-off, encoded once for
 // every member whose entry has this body.
 type entryBody struct {
-	entry wire.InboxEntry
+	entry meshwire.InboxEntry
 	frame []byte
 }
 
@@ -149,12 +150,12 @@ func (b *entryBody) handOffFrame() ([]byte, error) {
 
 // handOff publishes entry i's hand-off on f when the member's read ACL acl covers its channel
 // and, for a durable-channel copy, the member's membership holds it.
-func (d *Daemon) handOff(f *flight, i int, e *inboxEntry, acl *wire.ACLRow) {
+func (d *Daemon) handOff(f *flight, i int, e *inboxEntry, acl *meshwire.ACLRow) {
 	entry, member := &e.body.entry, *e.member
 	if !wire.ChannelInAllow(acl.AllowSubscribe, entry.Channel) {
 		return // outside the read ACL now: never handed over
 	}
-	if entry.Reason == wire.ReasonDurableChannel {
+	if entry.Reason == meshwire.ReasonDurableChannel {
 		row := d.member(entry.Channel, member)
 		if row == nil || !row.Eligible(entry.Seq) {
 			return // left, or not yet a member, at that message
@@ -169,7 +170,7 @@ func (d *Daemon) handOff(f *flight, i int, e *inboxEntry, acl *wire.ACLRow) {
 	out.Data = frame
 	out.Header.Set(wire.DeliveryFrameHeader, deliveryFrameVersion)
 	var opts []jetstream.PublishOpt
-	if id := wire.PlaneMsgID(entry.Msg.ID, member, entry.Generation); id != "" {
+	if id := meshwire.PlaneMsgID(entry.Msg.ID, member, entry.Generation); id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
 	f.publish(i, func() (jetstream.PubAckFuture, error) { return d.js.PublishMsgAsync(out, opts...) })
@@ -184,7 +185,7 @@ var deliveryFrameVersion = strconv.Itoa(wire.DeliveryFrameVersion)
 // the entry does not hold a place in the reader's window for good. A delete that got no answer,
 // or was cut short, is tried again on redelivery.
 func (d *Daemon) deleteEntry(ctx context.Context, msg jetstream.Msg, meta *jetstream.MsgMetadata) {
-	stream, seq := d.cfg.Space.InboxStream(), meta.Sequence.Stream
+	stream, seq := meshwire.InboxStream(d.cfg.Space), meta.Sequence.Stream
 	err := d.deleteMsg(ctx, stream, seq)
 	var refused *jetstream.APIError
 	switch {
@@ -292,7 +293,7 @@ func (d *Daemon) forget(ctx context.Context, l wire.Lifecycle) {
 		d.mu.Lock()
 		rev := d.revs[key]
 		d.mu.Unlock()
-		if err := d.remove(ctx, d.cfg.Space.MembersBucket(), key, rev); err != nil {
+		if err := d.remove(ctx, meshwire.MembersBucket(d.cfg.Space), key, rev); err != nil {
 			d.log.Warn("remove the membership of a retired lifecycle", "key", key, "err", err)
 			continue
 		}

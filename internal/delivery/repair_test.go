@@ -12,7 +12,7 @@ import (
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
-	"github.com/gocotal/cotal/wire"
+	"github.com/gocotal/cotal/internal/meshwire"
 )
 
 // TestLeaseSurvivesARepair: the mesh's warden undoes a foreign row by writing the key's last
@@ -33,20 +33,20 @@ func TestLeaseSurvivesARepair(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	inspector := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileWarden, Name: "inspector"})).Conn
-	b := m.Space.DeliveryBucket()
-	read := func() (*wire.DeliveryLease, uint64) {
-		e, err := kvget.Get(ctx, inspector, b, wire.LeaseKey(0))
+	b := meshwire.DeliveryBucket(m.Space)
+	read := func() (*meshwire.DeliveryLease, uint64) {
+		e, err := kvget.Get(ctx, inspector, b, meshwire.LeaseKey(0))
 		if err != nil || e.Deleted { // kvget.ErrNotFound when there is no lease
 			return nil, 0
 		}
-		l, err := wire.DecodeDeliveryLease(e.Value)
+		l, err := meshwire.DecodeDeliveryLease(e.Value)
 		if err != nil {
 			return nil, 0
 		}
 		return l, e.Revision
 	}
 	deadline := time.Now().Add(wait)
-	var held *wire.DeliveryLease
+	var held *meshwire.DeliveryLease
 	for held == nil || !held.Ready {
 		if time.Now().After(deadline) {
 			t.Fatal("the daemon never held its lease")
@@ -60,11 +60,11 @@ func TestLeaseSurvivesARepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := kvget.Get(ctx, inspector, b, wire.LeaseKey(0))
+	e, err := kvget.Get(ctx, inspector, b, meshwire.LeaseKey(0))
 	if err != nil {
 		t.Fatalf("read the lease: %v", err)
 	}
-	if _, err := js.Publish(ctx, b.Subject(wire.LeaseKey(0)), e.Value, jetstream.WithExpectLastSequencePerSubject(e.Revision)); err != nil {
+	if _, err := js.Publish(ctx, b.Subject(meshwire.LeaseKey(0)), e.Value, jetstream.WithExpectLastSequencePerSubject(e.Revision)); err != nil {
 		t.Fatalf("write the lease back: %v", err)
 	}
 	repaired := time.Now()

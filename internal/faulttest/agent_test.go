@@ -13,6 +13,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -106,7 +107,7 @@ func TestAgentKilledWithUnackedDMs(t *testing.T) {
 		t.Fatalf("the restarted lifecycle (epoch %d) lost %d of %d unacknowledged DMs: %q", epoch, len(miss), n, sample(miss, 10))
 	}
 	t.Logf("the restarted process (same lifecycle, epoch %d) got all %d unacknowledged DMs %s after the kill (ack wait %s), %d duplicates surfaced",
-		epoch, n, restarted.lastArrival(batch1).Sub(killed).Round(time.Millisecond), wire.AckWait, restarted.duplicates(batch1))
+		epoch, n, restarted.lastArrival(batch1).Sub(killed).Round(time.Millisecond), meshwire.AckWait, restarted.duplicates(batch1))
 	if info := ackPending(life1, 0); info == nil || info.NumAckPending != 0 || info.NumPending != 0 {
 		t.Errorf("the durable after the restart: %+v, want nothing pending", info)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -53,7 +54,7 @@ func TestDeliveryDaemonKilledMidFanout(t *testing.T) {
 		cmd := exec.Command(cotalBin, "deliver", "--dir", m.root, "--name", name)
 		daemons["local."+name] = startChild(t, name, m.root, cmd, false)
 	}
-	lease := func() *wire.DeliveryLease {
+	lease := func() *meshwire.DeliveryLease {
 		ls, err := readLease(ctx, pc.Conn())
 		if err != nil {
 			t.Logf("read the lease: %v", err)
@@ -164,7 +165,7 @@ func TestDeliveryDaemonKilledMidFanout(t *testing.T) {
 		post(i, "after")
 	}
 	want := sentIDs()
-	t.Logf("the standby %s took the lease %s after the kill (lease TTL %s); %d posts during the outage, %d after", standby, tookOver.Round(time.Millisecond), wire.DeliveryLeaseTTL, during.Load(), after)
+	t.Logf("the standby %s took the lease %s after the kill (lease TTL %s); %d posts during the outage, %d after", standby, tookOver.Round(time.Millisecond), meshwire.DeliveryLeaseTTL, during.Load(), after)
 
 	kept := m.retainedPosts(ctx, channel, want) // final: no post follows
 	for i, mt := range members {

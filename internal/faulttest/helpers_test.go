@@ -28,6 +28,7 @@ import (
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -246,7 +247,7 @@ func (m *meshProc) rawAuth(ctx context.Context) (*nats.Conn, jetstream.KeyValue)
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	kv, err := js.KeyValue(ctx, string(space.AuthBucket()))
+	kv, err := js.KeyValue(ctx, string(meshwire.AuthBucket(space)))
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -620,8 +621,8 @@ func startBlockingAgent(ctx context.Context, t *testing.T, dir, url string, cred
 }
 
 // readLease reads the delivery daemon's lease row on nc (nil when no daemon holds it).
-func readLease(ctx context.Context, nc *nats.Conn) (*wire.DeliveryLease, error) {
-	e, err := kvget.Get(ctx, nc, space.DeliveryBucket(), wire.LeaseKey(0))
+func readLease(ctx context.Context, nc *nats.Conn) (*meshwire.DeliveryLease, error) {
+	e, err := kvget.Get(ctx, nc, meshwire.DeliveryBucket(space), meshwire.LeaseKey(0))
 	if errors.Is(err, kvget.ErrNotFound) {
 		return nil, nil
 	}
@@ -631,7 +632,7 @@ func readLease(ctx context.Context, nc *nats.Conn) (*wire.DeliveryLease, error) 
 	if e.Deleted {
 		return nil, nil
 	}
-	var l wire.DeliveryLease
+	var l meshwire.DeliveryLease
 	if err := json.Unmarshal(e.Value, &l); err != nil {
 		return nil, fmt.Errorf("lease row %q: %w", e.Value, err)
 	}

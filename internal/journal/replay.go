@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -26,7 +27,7 @@ const (
 
 // Replayed is a run's journal as one replay read it.
 type Replayed struct {
-	Records []wire.JournalRecord
+	Records []meshwire.JournalRecord
 	// LastSeq is the stream sequence of the last record, 0 for an empty journal: the expected
 	// last-subject sequence of the run's next append.
 	LastSeq uint64
@@ -35,7 +36,7 @@ type Replayed struct {
 // ConsumerConfig is the replay durable of one run and takeover.
 func ConsumerConfig(space wire.Space, runID, takeoverID string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:           wire.WFJReplayDurable(runID, takeoverID),
+		Durable:           meshwire.WFJReplayDurable(runID, takeoverID),
 		FilterSubject:     space.WFJSubject(runID),
 		AckPolicy:         jetstream.AckExplicitPolicy,
 		AckWait:           replayAckWait,
@@ -49,10 +50,10 @@ func ConsumerConfig(space wire.Space, runID, takeoverID string) jetstream.Consum
 // creates and always deletes. It needs only the replay rows of a run-operator (or driver)
 // credential for that run and takeover.
 func Replay(ctx context.Context, js jetstream.JetStream, space wire.Space, runID, takeoverID string) (_ *Replayed, err error) {
-	if err := wire.ValidateRunID(runID); err != nil {
+	if err := meshwire.ValidateRunID(runID); err != nil {
 		return nil, err
 	}
-	if err := wire.ValidateTakeoverID(takeoverID); err != nil {
+	if err := meshwire.ValidateTakeoverID(takeoverID); err != nil {
 		return nil, err
 	}
 	cfg := ConsumerConfig(space, runID, takeoverID)
@@ -81,7 +82,7 @@ func Replay(ctx context.Context, js jetstream.JetStream, space wire.Space, runID
 			if err != nil {
 				return nil, fmt.Errorf("replay run %s: %w", runID, err)
 			}
-			rec, err := wire.ParseJournalRecord(msg.Data())
+			rec, err := meshwire.ParseJournalRecord(msg.Data())
 			if err != nil {
 				return nil, fmt.Errorf("%w: run %s, stream seq %d: %v", ErrBroken, runID, meta.Sequence.Stream, err)
 			}
@@ -103,14 +104,14 @@ func Replay(ctx context.Context, js jetstream.JetStream, space wire.Space, runID
 
 // checkChain checks that records are ordinals 0, 1, ... of run runID, starting with the genesis
 // activation (one that replayed nothing).
-func checkChain(runID string, records []wire.JournalRecord) error {
+func checkChain(runID string, records []meshwire.JournalRecord) error {
 	for i, r := range records {
 		switch {
 		case r.Run != runID:
 			return fmt.Errorf("%w: record %d belongs to run %q", ErrBroken, i, r.Run)
 		case r.N != int64(i):
 			return fmt.Errorf("%w: record %d has ordinal %d", ErrBroken, i, r.N)
-		case i == 0 && (r.Kind != wire.JournalActivation || r.ReplayedTo != 0):
+		case i == 0 && (r.Kind != meshwire.JournalActivation || r.ReplayedTo != 0):
 			return fmt.Errorf("%w: run %s does not start with its genesis activation", ErrBroken, runID)
 		}
 	}

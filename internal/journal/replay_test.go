@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/journal"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -72,11 +73,11 @@ func TestReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Records) != steps+1 || got.LastSeq != seq || got.Records[0].Kind != wire.JournalActivation || string(got.Records[steps].Entry) != fmt.Sprintf(`{"i":%d}`, steps) {
+	if len(got.Records) != steps+1 || got.LastSeq != seq || got.Records[0].Kind != meshwire.JournalActivation || string(got.Records[steps].Entry) != fmt.Sprintf(`{"i":%d}`, steps) {
 		t.Fatalf("replayed %d records up to seq %d, want %d up to %d", len(got.Records), got.LastSeq, steps+1, seq)
 	}
 	// The durable is gone after the replay, so the same takeover id can replay again.
-	if _, err := js.Consumer(ctx, sp.WFJStream(), wire.WFJReplayDurable("r-1", "tk1")); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if _, err := js.Consumer(ctx, sp.WFJStream(), meshwire.WFJReplayDurable("r-1", "tk1")); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Errorf("the replay durable outlived its replay: %v", err)
 	}
 	empty, err := journal.Replay(ctx, js, sp, "r-3", "tk1")

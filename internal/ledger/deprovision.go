@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -39,9 +40,9 @@ func (l *Ledger) deprovisionWith(ctx context.Context, js jetstream.JetStream, lc
 			errs = append(errs, fmt.Errorf("delete %s: %w", c.name, err))
 		}
 	}
-	kv, err := js.KeyValue(ctx, string(l.sp.ACLBucket()))
+	kv, err := js.KeyValue(ctx, string(meshwire.ACLBucket(l.sp)))
 	if err == nil {
-		err = kv.Purge(ctx, wire.ACLKey(lc))
+		err = kv.Purge(ctx, meshwire.ACLKey(lc))
 	}
 	if err != nil {
 		errs = append(errs, fmt.Errorf("purge the ACL row of %s: %w", lc, err))

@@ -37,14 +37,14 @@ func (l *Ledger) ReadJournal(ctx context.Context, runID string) (*journal.Replay
 // RunStatus reads the status record of run runID hosted by the manager endpoint, from the leader,
 // under a run-operator credential of its own (a minute's lifetime, its own connection, closed
 // after): nil when the run has no status record, or a deleted one.
-func (l *Ledger) RunStatus(ctx context.Context, runID string) (*wire.RunStatus, error) {
+func (l *Ledger) RunStatus(ctx context.Context, runID string) (*meshwire.RunStatus, error) {
 	cred, err := l.RunOperator(runID, newTakeoverID())
 	if err != nil {
 		return nil, err
 	}
 	var e *kvget.Entry
 	err = l.withOneShot(ctx, cred, func(nc *nats.Conn, _ jetstream.JetStream) error {
-		e, err = kvget.Get(ctx, nc, l.sp.RecordsBucket(), meshwire.RecordKey(meshwire.RecordRun, wire.ManagerEndpoint, runID, meshwire.RecordStatusLeaf))
+		e, err = kvget.Get(ctx, nc, meshwire.RecordsBucket(l.sp), meshwire.RecordKey(meshwire.RecordRun, wire.ManagerEndpoint, runID, meshwire.RecordStatusLeaf))
 		return err
 	})
 	switch {
@@ -55,7 +55,7 @@ func (l *Ledger) RunStatus(ctx context.Context, runID string) (*wire.RunStatus, 
 	case e.Deleted:
 		return nil, nil
 	}
-	st, err := wire.ParseRunStatus(e.Value)
+	st, err := meshwire.ParseRunStatus(e.Value)
 	if err != nil {
 		return nil, fmt.Errorf("the status record of run %s: %w", runID, err)
 	}
@@ -64,7 +64,7 @@ func (l *Ledger) RunStatus(ctx context.Context, runID string) (*wire.RunStatus, 
 
 // RunOperator mints a run-operator credential that replays run runID under takeoverID.
 func (l *Ledger) RunOperator(runID, takeoverID string) (*authority.Credential, error) {
-	if err := wire.ValidateRunID(runID); err != nil {
+	if err := meshwire.ValidateRunID(runID); err != nil {
 		return nil, err
 	}
 	p, err := wire.NewPrincipal(wire.DevOwner, runOperatorActor)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -180,7 +181,7 @@ func (l *Ledger) DeregisterManager(ctx context.Context, instance wire.LifecycleU
 		return err
 	}
 	return l.withOneShot(ctx, cred, func(_ *nats.Conn, js jetstream.JetStream) error {
-		kv, err := js.KeyValue(ctx, string(l.sp.RecordsBucket()))
+		kv, err := js.KeyValue(ctx, string(meshwire.RecordsBucket(l.sp)))
 		if err != nil {
 			return fmt.Errorf("open the records of space %s: %w", l.sp, err)
 		}

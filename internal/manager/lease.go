@@ -13,6 +13,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/liveness"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -44,7 +45,7 @@ func HoldLease(ctx context.Context, nc *nats.Conn, sp wire.Space, holder wire.Pr
 	if err := l.write(ctx); err != nil {
 		return nil, fmt.Errorf("write the manager lease: %w", err)
 	}
-	bucket, key := sp.ManagerBucket(), wire.ManagerLeaseKey(l.instance)
+	bucket, key := meshwire.ManagerBucket(sp), meshwire.ManagerLeaseKey(l.instance)
 	grade := func(ctx context.Context) (wire.ResponderState, string) {
 		e, err := kvget.Get(ctx, nc, bucket, key)
 		switch {
@@ -64,8 +65,8 @@ func HoldLease(ctx context.Context, nc *nats.Conn, sp wire.Space, holder wire.Pr
 }
 
 func (l *Lease) write(ctx context.Context) error {
-	row, _ := json.Marshal(wire.DeliveryLease{Holder: l.holder.String(), Incarnation: string(l.instance), Since: wire.MillisOf(time.Now()), Ready: true}) // strings and numbers always encode
-	_, err := l.js.Publish(ctx, l.space.ManagerBucket().Subject(wire.ManagerLeaseKey(l.instance)), row)
+	row, _ := json.Marshal(meshwire.DeliveryLease{Holder: l.holder.String(), Incarnation: string(l.instance), Since: wire.MillisOf(time.Now()), Ready: true}) // strings and numbers always encode
+	_, err := l.js.Publish(ctx, meshwire.ManagerBucket(l.space).Subject(meshwire.ManagerLeaseKey(l.instance)), row)
 	return err
 }
 
@@ -89,7 +90,7 @@ func (l *Lease) Renew(ctx context.Context) {
 // is there, renewed within wire.ManagerLeaseTTL. A row that cannot be read counts as served, so
 // a standby never takes over on a read that failed.
 func Served(ctx context.Context, nc *nats.Conn, sp wire.Space, instance wire.LifecycleUID) bool {
-	e, err := kvget.Get(ctx, nc, sp.ManagerBucket(), wire.ManagerLeaseKey(instance))
+	e, err := kvget.Get(ctx, nc, meshwire.ManagerBucket(sp), meshwire.ManagerLeaseKey(instance))
 	switch {
 	case errors.Is(err, kvget.ErrNotFound):
 		return false

@@ -17,6 +17,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/contract"
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -144,7 +145,7 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 	if err != nil {
 		return nil, fmt.Errorf("open presence: %w", err)
 	}
-	records, err := js.KeyValue(ctx, string(cfg.Space.RecordsBucket()))
+	records, err := js.KeyValue(ctx, string(meshwire.RecordsBucket(cfg.Space)))
 	if err != nil {
 		return nil, fmt.Errorf("open the records bucket: %w", err)
 	}
@@ -360,7 +361,7 @@ func (svc *Service) spawn(ctx context.Context, req *endpoint.Request) (any, erro
 		}
 		spec.SpawnedBy = req.Caller().String()
 	}
-	fingerprint, err := wire.Fingerprint(req.Route, req.Envelope)
+	fingerprint, err := meshwire.Fingerprint(req.Route, req.Envelope)
 	if err != nil {
 		return nil, notExecuted(wire.CodeBadRequest, "fingerprint: %v", err)
 	}

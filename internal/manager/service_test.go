@@ -21,6 +21,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -79,7 +80,7 @@ func operator(t *testing.T, m *meshtest.Mesh) (*manager.Client, jetstream.KeyVal
 		t.Fatal(err)
 	}
 	c := m.Connect(t, cred)
-	records, err := c.JS.KeyValue(t.Context(), string(m.Space.RecordsBucket()))
+	records, err := c.JS.KeyValue(t.Context(), string(meshwire.RecordsBucket(m.Space)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -654,7 +655,7 @@ func TestRegistryCapturesAreInert(t *testing.T) {
 	for range 3 {
 		for _, leaf := range []string{wire.ServiceSpecLeaf, wire.ServiceStatusLeaf, "junk"} {
 			for _, instance := range []wire.LifecycleUID{s.instance, wire.NewLifecycleUID()} {
-				key := f.m.Space.RecordsBucket().Subject(wire.ServiceKey(wire.ManagerEndpoint, instance, leaf))
+				key := meshwire.RecordsBucket(f.m.Space).Subject(wire.ServiceKey(wire.ManagerEndpoint, instance, leaf))
 				if err := mal.PublishMsg(&nats.Msg{Subject: own, Reply: key, Data: body}); err != nil {
 					t.Fatal(err)
 				}
@@ -666,9 +667,9 @@ func TestRegistryCapturesAreInert(t *testing.T) {
 	}
 	// The captures landed: the records stream stored acknowledgements.
 	inspector := f.m.Connect(t, f.m.Mint(t, ledger.Request{Profile: authority.ProfileWarden, Name: "inspector"}))
-	junk := f.m.Space.RecordsBucket().Subject(wire.ServiceKey(wire.ManagerEndpoint, s.instance, "junk"))
+	junk := meshwire.RecordsBucket(f.m.Space).Subject(wire.ServiceKey(wire.ManagerEndpoint, s.instance, "junk"))
 	meshtest.Eventually(t, 10*time.Second, "a capture stored under the manager's keys", func() bool {
-		m, err := kvget.ReadLast(ctx, inspector.Conn, f.m.Space.RecordsBucket().Stream(), junk)
+		m, err := kvget.ReadLast(ctx, inspector.Conn, meshwire.RecordsBucket(f.m.Space).Stream(), junk)
 		return err == nil && strings.Contains(string(m.Data), `"seq"`)
 	})
 	meshtest.Eventually(t, 10*time.Second, "the manager registered alone, whole", func() bool {

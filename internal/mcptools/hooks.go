@@ -16,6 +16,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/hooksock"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/termsafe"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -109,13 +110,13 @@ func (t *Tools) hook(ctx context.Context, req hooksock.Request) (string, error) 
 		_ = json.Unmarshal(req.Payload, &tu) // an input it cannot read still means working
 		activity := ""
 		if tu.ToolName != "" {
-			activity = "running " + wire.SanitizeForTerminal(tu.ToolName)
+			activity = "running " + termsafe.Sanitize(tu.ToolName)
 		}
 		return "", t.setStatus(ctx, wire.StatusWorking, activity)
 	case manager.HookNotification:
 		var n notification
 		_ = json.Unmarshal(req.Payload, &n)
-		what := wire.SanitizeForTerminal(n.Message)
+		what := termsafe.Sanitize(n.Message)
 		if what == "" {
 			what = "waiting for its person"
 		}

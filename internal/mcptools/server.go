@@ -13,6 +13,7 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/termsafe"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -248,7 +249,7 @@ func (t *Tools) rosterTool(context.Context, noArgs) (*mcp.CallToolResult, error)
 		if !p.Online {
 			state = "offline"
 		}
-		fmt.Fprintf(&b, "%s (%s)", wire.SanitizeForTerminal(p.Presence.Card.Name), p.Key)
+		fmt.Fprintf(&b, "%s (%s)", termsafe.Sanitize(p.Presence.Card.Name), p.Key)
 		if p.Presence.Card.Role != "" {
 			fmt.Fprintf(&b, " role %s", p.Presence.Card.Role)
 		}
@@ -303,7 +304,7 @@ func inboxLine(d *cotal.Delivery, held bool) string {
 	if held {
 		where += ", held"
 	}
-	return fmt.Sprintf("[%s] from %s (%s, id %s): %s\n", where, wire.SanitizeForTerminal(d.Message.From.Name), d.Sender, d.Message.ID, quote(d.Message))
+	return fmt.Sprintf("[%s] from %s (%s, id %s): %s\n", where, termsafe.Sanitize(d.Message.From.Name), d.Sender, d.Message.ID, quote(d.Message))
 }
 
 func (t *Tools) inboxTool(_ context.Context, in inboxArgs) (*mcp.CallToolResult, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -421,7 +422,7 @@ func TestClusterSecondAuthority(t *testing.T) {
 			return refused(nodes[active].URL(), cred)
 		})
 	}
-	time.Sleep(2 * wire.ManagerLeaseTTL)
+	time.Sleep(2 * meshwire.ManagerLeaseTTL)
 	if serving() != standby {
 		t.Error("the restarted authority took the daemons back from the serving one")
 	}
@@ -567,14 +568,14 @@ func TestClusterMembershipFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	feed := wire.Space("main").MembershipBucket()
+	feed := meshwire.MembershipBucket(wire.Space("main"))
 	for _, p := range names {
 		meshtest.Eventually(t, 60*time.Second, p+"'s membership row live in general", func() bool {
 			e, err := kvget.Get(ctx, rc, feed, p)
 			if err != nil {
 				return false
 			}
-			var row wire.MembershipRow
+			var row meshwire.MembershipRow
 			return json.Unmarshal(e.Value, &row) == nil && slices.Contains(row.Live, "general")
 		})
 	}

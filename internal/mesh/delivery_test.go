@@ -12,7 +12,7 @@ import (
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
-	"github.com/gocotal/cotal/wire"
+	"github.com/gocotal/cotal/internal/meshwire"
 )
 
 // TestMeshWritesTheMembershipFeed: the delivery daemon `cotal up` runs writes the membership
@@ -30,8 +30,8 @@ func TestMeshWritesTheMembershipFeed(t *testing.T) {
 	defer c.Close(ctx)
 
 	reader := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileMembership, Name: "reader"}))
-	feed := m.Space.MembershipBucket()
-	var row wire.MembershipRow
+	feed := meshwire.MembershipBucket(m.Space)
+	var row meshwire.MembershipRow
 	meshtest.Eventually(t, 30*time.Second, "alice's membership row", func() bool {
 		e, err := kvget.Get(ctx, reader.Conn, feed, alice.Principal.String())
 		if err != nil {
@@ -45,7 +45,7 @@ func TestMeshWritesTheMembershipFeed(t *testing.T) {
 		}
 		return slices.Contains(row.Live, "general") && slices.Contains(row.Durable, "general")
 	})
-	if _, err := kvget.Get(ctx, reader.Conn, feed, wire.MembershipFeedKey); err != nil {
+	if _, err := kvget.Get(ctx, reader.Conn, feed, meshwire.MembershipFeedKey); err != nil {
 		t.Errorf("the feed's heartbeat row: %v", err)
 	}
 }

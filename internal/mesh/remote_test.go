@@ -25,6 +25,7 @@ import (
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
@@ -229,7 +230,7 @@ func hostOperator(t *testing.T, m *meshtest.Mesh) (*manager.Client, jetstream.Ke
 		t.Fatal(err)
 	}
 	oc := m.Connect(t, cred)
-	records, err := oc.JS.KeyValue(t.Context(), string(m.Space.RecordsBucket()))
+	records, err := oc.JS.KeyValue(t.Context(), string(meshwire.RecordsBucket(m.Space)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -252,7 +252,7 @@ func (c *Client) Register(ctx context.Context, nc *nats.Conn) error {
 		return err
 	}
 	key := authority.ManagerGateKey(c.cfg.Instance)
-	msg := nats.NewMsg(c.cfg.Space.AuthBucket().Subject(key))
+	msg := nats.NewMsg(meshwire.AuthBucket(c.cfg.Space).Subject(key))
 	msg.Data = authority.RegistrationGate(serve, "register-"+string(c.lifecycle))
 	msg.Header.Set(nats.ExpectedLastSubjSeqHdr, "0")
 	reply, err := nc.RequestMsgWithContext(ctx, msg)

@@ -486,7 +486,7 @@ func (h *Host) renewRunDriver(ctx context.Context, who *Person, r *Request, resp
 		return refuse(wire.CodeUnavailable, "read the status of run %s: %v", run.RunID, err)
 	case st == nil:
 		return refuse(wire.CodeConflict, "run %s has no status record", run.RunID)
-	case st.State != wire.RunRunning:
+	case st.State != meshwire.RunRunning:
 		return refuse(wire.CodeConflict, "run %s is %s, not running", run.RunID, st.State)
 	case st.Holder != r.InstanceID:
 		// Run records are keyed by run id alone: only a run held here is this instance's to drive,
@@ -496,7 +496,7 @@ func (h *Host) renewRunDriver(ctx context.Context, who *Person, r *Request, resp
 		return refuse(wire.CodeConflict, "run %s is held by %s at epoch %d, fencing token %d; the request names %s, %d, %d",
 			run.RunID, st.Holder, st.Epoch, st.FencingToken, run.Holder, run.Epoch, run.FencingToken)
 	}
-	caller, err := wire.RunCaller(who.Owner, run.RunID)
+	caller, err := meshwire.RunCaller(who.Owner, run.RunID)
 	if err != nil {
 		return refuse(wire.CodeBadRequest, "%v", err)
 	}

@@ -461,7 +461,7 @@ func TestRemoteManagerLivenessRows(t *testing.T) {
 		t.Fatalf("the supervisor's liveness subscription: refused=%v %v", refused, err)
 	}
 	// Another instance's gate is out of reach of both.
-	other := r.m.Space.AuthBucket().Subject(authority.ManagerGateKey(wire.NewLifecycleUID()))
+	other := meshwire.AuthBucket(r.m.Space).Subject(authority.ManagerGateKey(wire.NewLifecycleUID()))
 	for _, conn := range []*meshtest.Client{exe, sup} {
 		if err := conn.Publish(other, []byte("{}")); err != nil {
 			t.Fatal(err)
@@ -1021,11 +1021,11 @@ func TestRenewRunDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	wc := r.m.Connect(t, writer)
-	statusKey := r.m.Space.RecordsBucket().Subject(meshwire.RecordKey(meshwire.RecordRun, wire.ManagerEndpoint, runID, meshwire.RecordStatusLeaf))
+	statusKey := meshwire.RecordsBucket(r.m.Space).Subject(meshwire.RecordKey(meshwire.RecordRun, wire.ManagerEndpoint, runID, meshwire.RecordStatusLeaf))
 	holder := string(inst) // the run is held here
-	setStatus := func(state wire.RunState, token int64) {
+	setStatus := func(state meshwire.RunState, token int64) {
 		t.Helper()
-		raw, _ := json.Marshal(wire.RunStatus{V: 1, State: state, Holder: holder, Epoch: 2, FencingToken: token, JournalHigh: 3, At: 1})
+		raw, _ := json.Marshal(meshwire.RunStatus{V: 1, State: state, Holder: holder, Epoch: 2, FencingToken: token, JournalHigh: 3, At: 1})
 		if _, err := wc.JS.Publish(ctx, statusKey, raw); err != nil { // a KV put, as the driver's grant holds it
 			t.Fatal(err)
 		}
@@ -1043,12 +1043,12 @@ func TestRenewRunDriver(t *testing.T) {
 	if _, status, got := renew(nil); status != 403 || got != string(wire.CodeConflict) {
 		t.Fatalf("renew a run with no status record: HTTP %d %q", status, got)
 	}
-	setStatus(wire.RunRunning, 5)
+	setStatus(meshwire.RunRunning, 5)
 	resp, status, got := renew(nil)
 	if status != 200 || len(resp.Credentials) != 2 {
 		t.Fatalf("renew a running run: HTTP %d %q, %d credentials", status, got, len(resp.Credentials))
 	}
-	caller, err := wire.RunCaller(alice, runID)
+	caller, err := meshwire.RunCaller(alice, runID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1089,12 +1089,12 @@ func TestRenewRunDriver(t *testing.T) {
 	}
 	// A run another instance holds: its lease copied off the record buys nothing here.
 	holder = string(wire.NewLifecycleUID())
-	setStatus(wire.RunRunning, 5)
+	setStatus(meshwire.RunRunning, 5)
 	if _, status, got := renew(nil); status != 403 || got != string(wire.CodeConflict) {
 		t.Fatalf("renew a run another instance holds: HTTP %d %q", status, got)
 	}
 	holder = string(inst)
-	setStatus(wire.RunCompleted, 5)
+	setStatus(meshwire.RunCompleted, 5)
 	if _, status, got := renew(nil); status != 403 || got != string(wire.CodeConflict) {
 		t.Fatalf("renew a completed run: HTTP %d %q", status, got)
 	}

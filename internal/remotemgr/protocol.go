@@ -142,10 +142,10 @@ type RunAttempt struct {
 
 // validate checks the run's ids, its lease and its two keys.
 func (a *RunAttempt) validate() error {
-	if err := wire.ValidateRunID(a.RunID); err != nil {
+	if err := meshwire.ValidateRunID(a.RunID); err != nil {
 		return err
 	}
-	if err := wire.ValidateTakeoverID(a.TakeoverID); err != nil {
+	if err := meshwire.ValidateTakeoverID(a.TakeoverID); err != nil {
 		return err
 	}
 	switch {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -42,7 +43,7 @@ func ProvisionAgent(ctx context.Context, js jetstream.JetStream, space wire.Spac
 		Durable:       wire.DLVDurable(a.Lifecycle),
 		FilterSubject: space.DlvSubject(a.Lifecycle),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       wire.AckWait,
+		AckWait:       meshwire.AckWait,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 	if err := createConsumer(ctx, js, space.DLVStream(), dlv); err != nil {
@@ -68,7 +69,7 @@ func ProvisionRole(ctx context.Context, js jetstream.JetStream, space wire.Space
 	if err != nil {
 		return err
 	}
-	cfg := jetstream.ConsumerConfig{Durable: name, FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy, AckWait: wire.AckWait}
+	cfg := jetstream.ConsumerConfig{Durable: name, FilterSubject: filter, AckPolicy: jetstream.AckExplicitPolicy, AckWait: meshwire.AckWait}
 	return createConsumer(ctx, js, space.TaskStream(), cfg)
 }
 
@@ -89,7 +90,7 @@ func ensureDM(ctx context.Context, js jetstream.JetStream, space wire.Space, l w
 		Durable:       name,
 		FilterSubject: space.DMFilter(l.Principal),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       wire.AckWait,
+		AckWait:       meshwire.AckWait,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 	if frontier := st.CachedInfo().State.LastSeq; frontier > 0 {
@@ -128,13 +129,13 @@ func WriteACL(ctx context.Context, js jetstream.JetStream, space wire.Space, l w
 			return err
 		}
 	}
-	bucket := space.ACLBucket()
+	bucket := meshwire.ACLBucket(space)
 	kv, err := js.KeyValue(ctx, string(bucket))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", bucket, err)
 	}
-	key := wire.ACLKey(l)
-	row := wire.ACLRow{AllowSubscribe: nonNil(allow), IssuedAllowSubscribe: nonNil(allow), Revision: 1, UpdatedAt: wire.MillisOf(time.Now())}
+	key := meshwire.ACLKey(l)
+	row := meshwire.ACLRow{AllowSubscribe: nonNil(allow), IssuedAllowSubscribe: nonNil(allow), Revision: 1, UpdatedAt: wire.MillisOf(time.Now())}
 	entry, err := kv.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -148,7 +149,7 @@ func WriteACL(ctx context.Context, js jetstream.JetStream, space wire.Space, l w
 	case err != nil:
 		return fmt.Errorf("read the ACL of %s: %w", l, err)
 	}
-	var old wire.ACLRow
+	var old meshwire.ACLRow
 	if json.Unmarshal(entry.Value(), &old) == nil {
 		row.Revision = old.Revision + 1
 		if !reissue {

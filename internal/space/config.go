@@ -5,6 +5,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -93,7 +94,7 @@ func resources(s wire.Space) []resource {
 	chat.AllowDirect = true
 	task := messageStream(s.TaskStream(), s.KindAll(wire.KindSvc))
 	task.Retention = jetstream.WorkQueuePolicy
-	inbox := messageStream(s.InboxStream(), s.KindAll(wire.KindDinbox))
+	inbox := messageStream(meshwire.InboxStream(s), s.KindAll(wire.KindDinbox))
 	inbox.MaxMsgsPerSubject, inbox.Duplicates = chatHistoryPerSubject, inboxDuplicateWindow
 	dlv := messageStream(s.DLVStream(), s.KindAll(wire.KindDlv))
 	dlv.MaxMsgsPerSubject, dlv.Duplicates = chatHistoryPerSubject, inboxDuplicateWindow
@@ -107,12 +108,12 @@ func resources(s wire.Space) []resource {
 		{cfg: inbox},
 		{cfg: dlv},
 		{cfg: kvStream(s.PresenceBucket(), PresenceTTL, jetstream.MemoryStorage, 0), ttl: true},
-		{cfg: kvStream(s.DeliveryBucket(), wire.DeliveryLeaseTTL, jetstream.FileStorage, 0), ttl: true},
-		{cfg: kvStream(s.ManagerBucket(), wire.ManagerLeaseTTL, jetstream.FileStorage, 0), ttl: true},
+		{cfg: kvStream(meshwire.DeliveryBucket(s), meshwire.DeliveryLeaseTTL, jetstream.FileStorage, 0), ttl: true},
+		{cfg: kvStream(meshwire.ManagerBucket(s), meshwire.ManagerLeaseTTL, jetstream.FileStorage, 0), ttl: true},
 		{cfg: kvStream(s.ChannelsBucket(), 0, jetstream.FileStorage, 0)},
-		{cfg: kvStream(s.MembersBucket(), 0, jetstream.FileStorage, 0)},
-		{cfg: kvStream(s.ACLBucket(), 0, jetstream.FileStorage, 0)},
-		{cfg: kvStream(s.MembershipBucket(), 0, jetstream.FileStorage, membershipMaxBytes)},
+		{cfg: kvStream(meshwire.MembersBucket(s), 0, jetstream.FileStorage, 0)},
+		{cfg: kvStream(meshwire.ACLBucket(s), 0, jetstream.FileStorage, 0)},
+		{cfg: kvStream(meshwire.MembershipBucket(s), 0, jetstream.FileStorage, membershipMaxBytes)},
 		{cfg: recordsStore(s)},
 		{cfg: AuthStoreConfig(s)},
 		{cfg: wfj},
@@ -163,7 +164,7 @@ func contractStore(s wire.Space) jetstream.StreamConfig {
 // authority key's row, and neither rollups, message deletes nor purges, since lifecycle, govern,
 // uid, policy and oblig rows are never deleted.
 func recordsStore(s wire.Space) jetstream.StreamConfig {
-	c := kvStream(s.RecordsBucket(), 0, jetstream.FileStorage, 0)
+	c := kvStream(meshwire.RecordsBucket(s), 0, jetstream.FileStorage, 0)
 	c.AllowRollup = false
 	c.DenyDelete, c.DenyPurge = true, true
 	return c
@@ -173,7 +174,7 @@ func recordsStore(s wire.Space) jetstream.StreamConfig {
 // Direct Get, so every read is leader-served and can fence; no age or size limit, since gates and
 // heads are never deleted; per-message TTLs allowed, used only on credential rows.
 func AuthStoreConfig(s wire.Space) jetstream.StreamConfig {
-	c := kvStream(s.AuthBucket(), 0, jetstream.FileStorage, 0)
+	c := kvStream(meshwire.AuthBucket(s), 0, jetstream.FileStorage, 0)
 	c.AllowDirect = false
 	c.AllowMsgTTL = true
 	c.SubjectDeleteMarkerTTL = time.Hour

@@ -13,6 +13,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -402,7 +403,7 @@ func TestMeshProvisionsTheRecordsStore(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	c := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileProvisioner, Name: "setup"}))
-	st, err := c.JS.Stream(ctx, m.Space.RecordsBucket().Stream())
+	st, err := c.JS.Stream(ctx, meshwire.RecordsBucket(m.Space).Stream())
 	if err != nil {
 		t.Fatal(err)
 	}

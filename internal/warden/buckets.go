@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -116,7 +117,7 @@ func (w *Warden) guardBuckets(ctx context.Context) error {
 		w.expiries.Wait()
 		polls.Wait()
 	}()
-	names := w.cfg.Space.Buckets()
+	names := meshwire.Buckets(w.cfg.Space)
 	var loading atomic.Int32
 	loading.Store(int32(len(names)))
 	loaded := func(once *sync.Once) {

@@ -8,8 +8,8 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/warden"
-	"github.com/gocotal/cotal/wire"
 )
 
 // TestWardenReadyOverAnExpiredBucket: a bucket whose every row has aged out (the manager bucket
@@ -22,7 +22,7 @@ func TestWardenReadyOverAnExpiredBucket(t *testing.T) {
 	ctx := t.Context()
 	inspector := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileWarden, Name: "inspector"})).Conn
 	js := mustJS(t, inspector)
-	bucket := m.Space.ManagerBucket()
+	bucket := meshwire.ManagerBucket(m.Space)
 	if _, err := js.Publish(ctx, bucket.Subject("lapsed"), []byte(`{"v":1}`)); err != nil {
 		t.Fatalf("write a lease row: %v", err)
 	}
@@ -31,7 +31,7 @@ func TestWardenReadyOverAnExpiredBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The row ages out after wire.ManagerLeaseTTL.
-	meshtest.Eventually(t, wire.ManagerLeaseTTL+20*time.Second, "the manager bucket emptied by age", func() bool {
+	meshtest.Eventually(t, meshwire.ManagerLeaseTTL+20*time.Second, "the manager bucket emptied by age", func() bool {
 		info, err := stream.Info(ctx)
 		return err == nil && info.State.Msgs == 0 && info.State.LastSeq > 0
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/kvget"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -33,15 +34,15 @@ func messageStreams(s wire.Space) map[string]judge {
 	}
 	reply := func(_ string, body []byte) error { return jetStreamReply(body) }
 	return map[string]judge{
-		s.ChatStream():     guard,
-		s.DMStream():       guard,
-		s.TaskStream():     guard,
-		s.InboxStream():    reply,
-		s.DLVStream():      reply,
-		s.WFJStream():      reply,
-		s.ContractStream(): reply,
-		s.EventStream():    reply,
-		s.FactStream():     reply,
+		s.ChatStream():          guard,
+		s.DMStream():            guard,
+		s.TaskStream():          guard,
+		meshwire.InboxStream(s): reply,
+		s.DLVStream():           reply,
+		s.WFJStream():           reply,
+		s.ContractStream():      reply,
+		s.EventStream():         reply,
+		s.FactStream():          reply,
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -51,7 +52,7 @@ func readMembership(ctx context.Context, js jetstream.JetStream, space wire.Spac
 	ctx, cancel := context.WithTimeout(ctx, readDeadline)
 	defer cancel()
 	out := &Membership{State: FeedTrafficOnly, Members: []Member{}}
-	kv, err := js.KeyValue(ctx, string(space.MembershipBucket()))
+	kv, err := js.KeyValue(ctx, string(meshwire.MembershipBucket(space)))
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return out, nil
 	}
@@ -73,14 +74,14 @@ func readMembership(ctx context.Context, js jetstream.JetStream, space wire.Spac
 		if e == nil {
 			break // the initial values are all in
 		}
-		if e.Key() == wire.MembershipFeedKey {
-			var hb wire.MembershipFeedRow
+		if e.Key() == meshwire.MembershipFeedKey {
+			var hb meshwire.MembershipFeedRow
 			if json.Unmarshal(e.Value(), &hb) == nil {
 				out.AsOf = hb.ObservedAt
 			}
 			continue
 		}
-		var row wire.MembershipRow
+		var row meshwire.MembershipRow
 		if _, err := wire.ParsePrincipal(e.Key()); err != nil || json.Unmarshal(e.Value(), &row) != nil {
 			continue // a row no principal names, or one that does not decode: shown as nothing
 		}
@@ -131,7 +132,7 @@ const membershipDebounce = time.Second
 func (s *Server) watchMembership() {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-s.done; cancel() }()
-	kv, err := s.js.KeyValue(ctx, string(s.space.MembershipBucket()))
+	kv, err := s.js.KeyValue(ctx, string(meshwire.MembershipBucket(s.space)))
 	if err != nil {
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/web"
 	"github.com/gocotal/cotal/wire"
 )
@@ -166,7 +167,7 @@ func TestEscalatedSpawn(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := r.m.Connect(t, cred)
-	records, err := c.JS.KeyValue(ctx, string(r.m.Space.RecordsBucket()))
+	records, err := c.JS.KeyValue(ctx, string(meshwire.RecordsBucket(r.m.Space)))
 	if err != nil {
 		t.Fatal(err)
 	}

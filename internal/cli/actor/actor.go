@@ -18,6 +18,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/remotemgr"
+	"github.com/gocotal/cotal/internal/termsafe"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
@@ -270,7 +271,7 @@ func newCmdList(f *factory.Factory) *cobra.Command {
 			tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tOWNER\tACTOR\tSCOPE\tREAD\tPOST")
 			for _, r := range out {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dash(wire.SanitizeForTerminal(r.Name)), r.Owner, r.Actor,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dash(termsafe.Sanitize(r.Name)), r.Owner, r.Actor,
 					dash(strings.Join(r.Scope, ",")), dash(strings.Join(r.AllowSubscribe, ",")), dash(strings.Join(r.AllowPublish, ",")))
 			}
 			return tw.Flush()

@@ -18,6 +18,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/termsafe"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -129,7 +130,7 @@ func agentRun(ctx context.Context, o *Options) error {
 			return c.Close(cctx)
 		case err := <-c.Errors():
 			// An error can quote what a peer wrote (a rejected message's subject, say).
-			fmt.Fprintf(o.IO.ErrOut, "broker: %s\n", wire.SanitizeForTerminal(err.Error()))
+			fmt.Fprintf(o.IO.ErrOut, "broker: %s\n", termsafe.Sanitize(err.Error()))
 		case dl := <-echoes:
 			reply := []wire.Part{wire.TextPart("echo: " + console.Summary(dl.Message))}
 			if _, err := c.DirectMessage(ctx, dl.Sender, reply, cotal.ReplyTo(dl.Message.ID)); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/termsafe"
 	"github.com/gocotal/cotal/internal/who"
 	"github.com/gocotal/cotal/wire"
 )
@@ -106,7 +107,7 @@ func consoleRun(ctx context.Context, o *Options) error {
 			presenceLine(out, o.Now(), p)
 		case err := <-c.Errors():
 			// An error can quote what a peer wrote (a presence row it dropped, say).
-			fmt.Fprintf(o.IO.ErrOut, "broker: %s\n", wire.SanitizeForTerminal(err.Error()))
+			fmt.Fprintf(o.IO.ErrOut, "broker: %s\n", termsafe.Sanitize(err.Error()))
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/termsafe"
 	"github.com/gocotal/cotal/internal/who"
 	"github.com/gocotal/cotal/wire"
 )
@@ -238,7 +239,7 @@ func (m *Model) run(line string) tea.Cmd {
 			defer cancel()
 			out, err := f(ctx)
 			if err != nil {
-				return resultMsg{name + ": " + wire.SanitizeForTerminal(err.Error())}
+				return resultMsg{name + ": " + termsafe.Sanitize(err.Error())}
 			}
 			return resultMsg{out}
 		}
@@ -296,7 +297,7 @@ func (m *Model) run(line string) tea.Cmd {
 	case "q", "quit":
 		return tea.Quit
 	}
-	m.status = "unknown command: " + wire.SanitizeForTerminal(name)
+	m.status = "unknown command: " + termsafe.Sanitize(name)
 	return nil
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -306,7 +307,7 @@ func (f *Factory) control(ctx context.Context, life time.Duration) (*Control, er
 		nc.Close()
 		return nil, fmt.Errorf("jetstream on %s: %w", st.URL, err)
 	}
-	records, err := js.KeyValue(ctx, string(sp.RecordsBucket()))
+	records, err := js.KeyValue(ctx, string(meshwire.RecordsBucket(sp)))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("open the records bucket of space %s: %w", sp, err)

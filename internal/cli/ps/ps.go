@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/termsafe"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -221,7 +222,7 @@ func (o *Options) printRows(rows []Row) error {
 		}
 		// Peer-written text is made safe for the terminal: no escapes, bidi or tabs that would
 		// recolour the screen or shift the columns.
-		safe := wire.SanitizeForTerminal
+		safe := termsafe.Sanitize
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safe(r.Name), r.Principal, r.Status, dash(safe(r.Role)), dash(safe(r.Activity)), seen, proc)
 	}
 	return tw.Flush()

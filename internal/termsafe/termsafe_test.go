@@ -1,4 +1,4 @@
-package wire
+package termsafe
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// displayVectors are SanitizeForTerminal's cases: what a peer might put in a display name or an
+// displayVectors are Sanitize's cases: what a peer might put in a display name or an
 // activity, and what a terminal must be shown instead.
 var displayVectors = []struct {
 	name, in, want string
@@ -59,19 +59,19 @@ var displayVectors = []struct {
 	{"a name posing as another", "\x1b[31mmallory\u202e\x1b[0m", "mallory"},
 }
 
-func TestSanitizeForTerminal(t *testing.T) {
+func TestSanitize(t *testing.T) {
 	for _, tt := range displayVectors {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := SanitizeForTerminal(tt.in); got != tt.want {
-				t.Errorf("SanitizeForTerminal(%q) = %q, want %q", tt.in, got, tt.want)
+			if got := Sanitize(tt.in); got != tt.want {
+				t.Errorf("Sanitize(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}
 }
 
-// TestSanitizeForTerminalRemovesEachListedRune checks every rune the issue names one by one, so
+// TestSanitizeForTerminalRemovesEachListedRune checks every rune the doc comment names one by one, so
 // a change to the category test cannot quietly let one through.
-func TestSanitizeForTerminalRemovesEachListedRune(t *testing.T) {
+func TestSanitizeRemovesEachListedRune(t *testing.T) {
 	var listed []rune
 	for r := rune(0); r < 0x20; r++ {
 		listed = append(listed, r)
@@ -83,32 +83,32 @@ func TestSanitizeForTerminalRemovesEachListedRune(t *testing.T) {
 		0x202d, 0x202e, 0x2060, 0x2066, 0x2067, 0x2068, 0x2069, 0xfeff)
 	for _, r := range listed {
 		in := "a" + string(r) + "b"
-		got := SanitizeForTerminal(in)
+		got := Sanitize(in)
 		switch r {
 		case 0x1b, 0x90, 0x98, 0x9b, 0x9d, 0x9e, 0x9f:
 			// An introducer takes what follows into its sequence, b included.
 			if got != "a" {
-				t.Errorf("SanitizeForTerminal(%q) = %q, want %q", in, got, "a")
+				t.Errorf("Sanitize(%q) = %q, want %q", in, got, "a")
 			}
 		default:
 			if got != "ab" {
-				t.Errorf("SanitizeForTerminal(%q) = %q, want %q", in, got, "ab")
+				t.Errorf("Sanitize(%q) = %q, want %q", in, got, "ab")
 			}
 		}
 	}
 }
 
-func TestSanitizeForTerminalKeepsSafeText(t *testing.T) {
+func TestSanitizeKeepsSafeText(t *testing.T) {
 	s := "plain name"
-	if got := SanitizeForTerminal(s); got != s {
-		t.Fatalf("SanitizeForTerminal(%q) = %q", s, got)
+	if got := Sanitize(s); got != s {
+		t.Fatalf("Sanitize(%q) = %q", s, got)
 	}
-	if n := testing.AllocsPerRun(100, func() { SanitizeForTerminal(s) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { Sanitize(s) }); n != 0 {
 		t.Errorf("a safe string costs %v allocations, want 0", n)
 	}
 }
 
-// forbiddenOnTerminal is the fuzz test's own statement of what SanitizeForTerminal must never
+// forbiddenOnTerminal is the fuzz test's own statement of what Sanitize must never
 // return, written apart from the implementation so the two check each other.
 func forbiddenOnTerminal(r rune) bool {
 	switch {
@@ -124,7 +124,7 @@ func forbiddenOnTerminal(r rune) bool {
 	return unicode.Is(unicode.Cf, r)
 }
 
-func FuzzSanitizeForTerminal(f *testing.F) {
+func FuzzSanitize(f *testing.F) {
 	for _, v := range displayVectors {
 		f.Add(v.in)
 	}
@@ -140,24 +140,24 @@ func FuzzSanitizeForTerminal(f *testing.F) {
 	f.Add("\x1b[\xe2\x80\xae")          // a CSI broken by an RLO
 	f.Add(strings.Repeat("\u202e", 64)) // nothing but format characters
 	f.Fuzz(func(t *testing.T, s string) {
-		out := SanitizeForTerminal(s)
+		out := Sanitize(s)
 		if !utf8.ValidString(out) {
-			t.Fatalf("SanitizeForTerminal(%q) = %q, not valid UTF-8", s, out)
+			t.Fatalf("Sanitize(%q) = %q, not valid UTF-8", s, out)
 		}
 		for _, r := range out {
 			if forbiddenOnTerminal(r) {
-				t.Fatalf("SanitizeForTerminal(%q) = %q, which keeps %U", s, out, r)
+				t.Fatalf("Sanitize(%q) = %q, which keeps %U", s, out, r)
 			}
 		}
-		if again := SanitizeForTerminal(out); again != out {
+		if again := Sanitize(out); again != out {
 			t.Fatalf("not idempotent: %q -> %q -> %q", s, out, again)
 		}
 		if len(out) > len(s)*3 {
-			t.Fatalf("SanitizeForTerminal(%q) grew to %d bytes", s, len(out)) // only U+FFFD may grow a byte to three
+			t.Fatalf("Sanitize(%q) grew to %d bytes", s, len(out)) // only U+FFFD may grow a byte to three
 		}
 		clean := utf8.ValidString(s) && !strings.ContainsFunc(s, forbiddenOnTerminal)
 		if clean && !strings.ContainsAny(s, "\u115f\u1160\u3164\uffa0") && out != s {
-			t.Fatalf("SanitizeForTerminal(%q) = %q, but it holds nothing to remove", s, out)
+			t.Fatalf("Sanitize(%q) = %q, but it holds nothing to remove", s, out)
 		}
 	})
 }

@@ -1,4 +1,5 @@
-package wire
+// Package termsafe makes text that arrived from the wire safe to print on a terminal.
+package termsafe
 
 import (
 	"strings"
@@ -6,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// SanitizeForTerminal returns s with everything removed that would let a peer's text act on a
+// Sanitize returns s with everything removed that would let a peer's text act on a
 // terminal or disguise itself there, for showing a display name, an activity or a role that
 // arrived from the wire. It removes:
 //
@@ -23,7 +24,7 @@ import (
 // script are kept. The result contains none of the removed runes, so sanitizing it again changes
 // nothing. It does not quote or shorten: a caller that places the text among other fields decides
 // how to delimit it.
-func SanitizeForTerminal(s string) string {
+func Sanitize(s string) string {
 	if terminalSafe(s) {
 		return s
 	}
@@ -45,7 +46,7 @@ func SanitizeForTerminal(s string) string {
 	return b.String()
 }
 
-// terminalSafe reports whether SanitizeForTerminal would return s unchanged, so the common case
+// terminalSafe reports whether Sanitize would return s unchanged, so the common case
 // allocates nothing.
 func terminalSafe(s string) bool {
 	for i, r := range s {
@@ -61,7 +62,7 @@ func terminalSafe(s string) bool {
 	return true
 }
 
-// hiddenOnTerminal reports whether SanitizeForTerminal removes r wherever it stands: a control
+// hiddenOnTerminal reports whether Sanitize removes r wherever it stands: a control
 // character (C0, DEL, C1), a format character, a line or paragraph separator, or a Hangul filler.
 func hiddenOnTerminal(r rune) bool {
 	switch {
