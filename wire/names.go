@@ -6,7 +6,6 @@ const (
 	dmStreamPrefix   = "DM_"
 	taskStreamPrefix = "TASK_"
 	dlvStreamPrefix  = "DLV_"
-	wfjStreamPrefix  = "WFJ_"
 )
 
 // ChatStream returns "CHAT_<space>", the stream of every multicast (cotal.<space>.chat.>).
@@ -21,9 +20,6 @@ func (s Space) TaskStream() string { return taskStreamPrefix + s.Token() }
 // DLVStream returns "DLV_<space>", the per-member hand-off store of durable channel copies
 // (cotal.<space>.dlv.>).
 func (s Space) DLVStream() string { return dlvStreamPrefix + s.Token() }
-
-// WFJStream returns "WFJ_<space>", the workflow-run journals (cotal.<space>.wfj.*).
-func (s Space) WFJStream() string { return wfjStreamPrefix + s.Token() }
 
 // Bucket is the name of a JetStream key-value bucket.
 type Bucket string

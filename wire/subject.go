@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"strconv"
 	"strings"
 )
 
@@ -295,53 +294,8 @@ func (s Space) LifecycleWriteGrant(kind SubjectKind) string {
 	return s.Subject(kind, "*", "*", "*")
 }
 
-// WFJSubject returns "cotal.<space>.wfj.<runId>", the journal subject of one workflow run.
-func (s Space) WFJSubject(runID string) string { return s.Subject(KindWfj, Token(runID)) }
-
-// WFJFilter returns "cotal.<space>.wfj.*", the subjects of the WFJ stream.
-func (s Space) WFJFilter() string { return s.Subject(KindWfj, "*") }
-
-// SessionDir is a session rail's direction: in carries caller to endpoint, out the reverse.
-type SessionDir string
-
-// The two session rails.
-const (
-	SessionIn  SessionDir = "in"
-	SessionOut SessionDir = "out"
-)
-
-// Session ids are [A-Za-z0-9_-] tokens of 22 to 64 characters: fresh, unguessable (at least 128
-// bits) and bounded.
-const (
-	SessionIDMinLen = 22
-	SessionIDMaxLen = 64
-)
-
-// ValidateSessionID checks a session id against the id grammar and the unguessability floor.
-func ValidateSessionID(id string) error {
-	if len(id) < SessionIDMinLen || !isIDToken(id) {
-		return Invalid("sessionId", id, "must be 22 to 64 characters of [A-Za-z0-9_-]")
-	}
-	return nil
-}
-
 // isIDToken reports whether s is an id token (SPEC §13.2): 1 to 64 characters of [A-Za-z0-9_-].
 func isIDToken(s string) bool { return len(s) <= 64 && isTokenSafe(s) }
-
-// SessionRail returns "cotal.<space>.eps.<endpoint>.<sessionId>.<epoch>.<dir>", one epoch-pinned
-// rail of a session (SPEC §13.6). The rails are core-only: no stream captures them.
-func (s Space) SessionRail(endpoint, sessionID string, epoch int64, dir SessionDir) (string, error) {
-	if err := ValidateSessionID(sessionID); err != nil {
-		return "", err
-	}
-	if epoch < 0 {
-		return "", Invalid("epoch", strconv.FormatInt(epoch, 10), "must not be negative")
-	}
-	if dir != SessionIn && dir != SessionOut {
-		return "", Invalid("dir", string(dir), `must be "in" or "out"`)
-	}
-	return s.Subject(KindEps, Token(endpoint), sessionID, strconv.FormatInt(epoch, 10), string(dir)), nil
-}
 
 // TraceSubject returns "cotal.<space>.trace.<instance>", reserved for lifecycle traces.
 func (s Space) TraceSubject(instance string) string { return s.Subject(KindTrace, Token(instance)) }

@@ -48,8 +48,6 @@ func TestSubjectBuilders(t *testing.T) {
 		{"dinbox", sp.DinboxSubject(life), "cotal.main.dinbox." + A + "." + uidA},
 		{"dlv", sp.DlvSubject(life), "cotal.main.dlv." + A + "." + uidA},
 		{"dinbox write grant", sp.LifecycleWriteGrant(KindDinbox), "cotal.main.dinbox.*.*.*"},
-		{"wfj", sp.WFJSubject("run-1"), "cotal.main.wfj.run-1"},
-		{"wfj filter", sp.WFJFilter(), "cotal.main.wfj.*"},
 		{"trace", sp.TraceSubject("x.y"), "cotal.main.trace.x_y"},
 		{"space sanitised", Space("my space").Prefix(), "cotal.my_space"},
 	}
@@ -194,7 +192,6 @@ func TestNames(t *testing.T) {
 		{"dm stream", sp.DMStream(), "DM_main"},
 		{"task stream", sp.TaskStream(), "TASK_main"},
 		{"dlv stream", sp.DLVStream(), "DLV_main"},
-		{"wfj stream", sp.WFJStream(), "WFJ_main"},
 		{"presence", string(sp.PresenceBucket()), "cotal_presence_main"},
 		{"channels", string(sp.ChannelsBucket()), "cotal_channels_main"},
 		{"artifacts", string(sp.ArtifactsBucket()), "cotal_artifacts_main"},

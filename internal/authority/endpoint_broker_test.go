@@ -172,7 +172,7 @@ func TestControlInstrumentOnTheBroker(t *testing.T) {
 		pub("watch the registry", jsapi.ConsumerCreate+records.Stream()+".w1."+records.Subject("svc.manager.>"), true),
 		pub("watch the goal records", jsapi.ConsumerCreate+records.Stream()+".w1."+records.Subject("goal.>"), false),
 		pub("watch the whole records bucket", jsapi.ConsumerCreate+records.Stream()+".w1."+records.Subject(">"), false),
-		pub("write a svc record", records.Subject(wire.ServiceKey(wire.ManagerEndpoint, iid, wire.ServiceSpecLeaf)), false),
+		pub("write a svc record", records.Subject(meshwire.ServiceKey(wire.ManagerEndpoint, iid, meshwire.ServiceSpecLeaf)), false),
 		pub("answer as the manager", fbMust(s.ReplySubject(epRoute{Address: wire.AddressOne, Endpoint: wire.ManagerEndpoint, Command: "ps", Caller: me, Nonce: wire.NewNonce()}, iid, 0)), false),
 	})
 	// The registry watch works through the jetstream client, as `cotal ps` reads it.
@@ -180,7 +180,7 @@ func TestControlInstrumentOnTheBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := kv.Watch(ctx, wire.ServiceRegistryKeys())
+	w, err := kv.Watch(ctx, meshwire.ServiceRegistryKeys())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,9 +271,9 @@ func TestManagerServeRowsOnTheBroker(t *testing.T) {
 		pub("a goal's bind", goal(mgr, wire.GoalBindTopic(c, "g1")), false),
 		pub("another endpoint's goal result", goal("com.acme.search", wire.GoalResultTopic(c, "g1")), false),
 		pub("a contract artifact", fbMust(s.ContractSubject(strings.Repeat("cd", 32))), true),
-		pub("its svc spec", records.Subject(wire.ServiceKey(mgr, iid, wire.ServiceSpecLeaf)), true),
-		pub("its svc status", records.Subject(wire.ServiceKey(mgr, iid, wire.ServiceStatusLeaf)), true),
-		pub("another instance's svc spec", records.Subject(wire.ServiceKey(mgr, wire.NewLifecycleUID(), wire.ServiceSpecLeaf)), false),
+		pub("its svc spec", records.Subject(meshwire.ServiceKey(mgr, iid, meshwire.ServiceSpecLeaf)), true),
+		pub("its svc status", records.Subject(meshwire.ServiceKey(mgr, iid, meshwire.ServiceStatusLeaf)), true),
+		pub("another instance's svc spec", records.Subject(meshwire.ServiceKey(mgr, wire.NewLifecycleUID(), meshwire.ServiceSpecLeaf)), false),
 		pub("a goal record", records.Subject("goal.manager.x"), false),
 		pub("call the manager", epSubject(t, s, epRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "ps", Caller: c}), false),
 		sub("a caller's reply rail", s.ReplyReadGrant(c, ""), false),
@@ -332,7 +332,7 @@ func TestManagerServeRowsOnTheBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := kv.Watch(ctx, wire.ServiceKey(mgr, iid, ">"))
+	w, err := kv.Watch(ctx, meshwire.ServiceKey(mgr, iid, ">"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +354,7 @@ func TestManagerServeRowsOnTheBroker(t *testing.T) {
 		}
 		revs[key] = next
 	}
-	spec := wire.ServiceKey(mgr, iid, wire.ServiceSpecLeaf)
+	spec := meshwire.ServiceKey(mgr, iid, meshwire.ServiceSpecLeaf)
 	if err := kv.Delete(ctx, spec, jetstream.LastRevision(revs[spec])); err != nil {
 		t.Errorf("deregister: %v", err)
 	}

@@ -270,7 +270,7 @@ func (r rowsFor) controlAdmin() Permissions {
 	pub = append(pub,
 		r.contractRead(),
 		jsapi.Info, jsapi.StreamInfo+st, jsapi.MsgGet+st,
-		jsapi.ConsumerCreate+st+".*."+records.Subject(wire.ServiceRegistryKeys()), jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>",
+		jsapi.ConsumerCreate+st+".*."+records.Subject(meshwire.ServiceRegistryKeys()), jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>",
 		jsapi.FlowControl,
 	)
 	// "*" as the endpoint token: the progress of its own goals, from any endpoint's incarnation.
@@ -306,10 +306,10 @@ func (r rowsFor) serve(p *Permissions) {
 		r.s.EventPublishGrant(sv.Endpoint, sv.Instance, sv.Epoch),
 		r.s.GoalResultGrant(sv.Endpoint),
 		r.s.ContractPublishGrant(), r.contractRead(),
-		records.Subject(wire.ServiceKey(sv.Endpoint, sv.Instance, wire.ServiceSpecLeaf)),
-		records.Subject(wire.ServiceKey(sv.Endpoint, sv.Instance, wire.ServiceStatusLeaf)),
+		records.Subject(meshwire.ServiceKey(sv.Endpoint, sv.Instance, meshwire.ServiceSpecLeaf)),
+		records.Subject(meshwire.ServiceKey(sv.Endpoint, sv.Instance, meshwire.ServiceStatusLeaf)),
 		jsapi.StreamInfo+st, jsapi.MsgGet+st,
-		jsapi.ConsumerCreate+st+".*."+records.Subject(wire.ServiceKey(sv.Endpoint, sv.Instance, ">")),
+		jsapi.ConsumerCreate+st+".*."+records.Subject(meshwire.ServiceKey(sv.Endpoint, sv.Instance, ">")),
 		jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>",
 	)
 }

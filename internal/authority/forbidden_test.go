@@ -118,8 +118,8 @@ type fbSession struct {
 	epoch        int64
 }
 
-func (s fbSession) rail(sp wire.Space, dir wire.SessionDir) string {
-	r, err := sp.SessionRail(s.endpoint, s.id, s.epoch, dir)
+func (s fbSession) rail(sp wire.Space, dir meshwire.SessionDir) string {
+	r, err := meshwire.SessionRail(sp, s.endpoint, s.id, s.epoch, dir)
 	if err != nil {
 		panic(err)
 	}
@@ -141,7 +141,7 @@ func (w *fbWorld) hostStreams(s wire.Space) []string {
 // fbStreams are every stream of a space: the message streams, the artifact store, the contract
 // stream and the buckets.
 func fbStreams(s wire.Space) []string {
-	st := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), s.WFJStream(), s.ArtifactsBucket().ObjectStream(), s.ContractStream()}
+	st := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), meshwire.WFJStream(s), s.ArtifactsBucket().ObjectStream(), s.ContractStream()}
 	for _, b := range fbBuckets(s) {
 		st = append(st, b.Stream())
 	}
@@ -223,11 +223,11 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 		rails = append(rails, s.DinboxSubject(l), s.DlvSubject(l))
 	}
 	for _, r := range w.runs {
-		rails = append(rails, s.WFJSubject(r))
+		rails = append(rails, meshwire.WFJSubject(s, r))
 	}
 	rails = append(rails, s.TraceSubject("x"))
 	for _, ss := range w.sessions {
-		rails = append(rails, ss.rail(s, wire.SessionIn), ss.rail(s, wire.SessionOut))
+		rails = append(rails, ss.rail(s, meshwire.SessionIn), ss.rail(s, meshwire.SessionOut))
 	}
 	for _, r := range rails {
 		pub(fbPublish, r, []byte(`{"forbidden":true}`))
@@ -269,7 +269,7 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	}
 	subscribe(s.LifecycleWriteGrant(wire.KindDinbox))
 	subscribe(s.LifecycleWriteGrant(wire.KindDlv))
-	subscribe(s.WFJFilter())
+	subscribe(meshwire.WFJFilter(s))
 	subscribe(s.Prefix() + ".eps.search.>")
 	for _, b := range fbBuckets(s) {
 		subscribe(b.Subject(">"))
@@ -291,7 +291,7 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	keys := []string{meshwire.LeaseKey(0), meshwire.ManagerLeaseKey(w.aliceL.UID), meshwire.ManagerRenewalKey, meshwire.MembershipFeedKey,
 		wire.TTLCanaryKey, "team.backend"}
 	for _, iid := range []wire.LifecycleUID{w.instance, w.other} {
-		keys = append(keys, wire.ServiceKey(wire.ManagerEndpoint, iid, wire.ServiceSpecLeaf), wire.ServiceKey(wire.ManagerEndpoint, iid, wire.ServiceStatusLeaf))
+		keys = append(keys, meshwire.ServiceKey(wire.ManagerEndpoint, iid, meshwire.ServiceSpecLeaf), meshwire.ServiceKey(wire.ManagerEndpoint, iid, meshwire.ServiceStatusLeaf))
 	}
 	for _, p := range principals {
 		keys = append(keys, wire.PresenceKey(p))
@@ -405,8 +405,8 @@ func (w *fbWorld) filters(s wire.Space, st string) (filters []string, sample str
 		return []string{s.KindAll(wire.KindDinbox), s.DinboxSubject(w.bobL)}, s.DinboxSubject(w.bobL)
 	case s.DLVStream():
 		return []string{s.KindAll(wire.KindDlv), s.DlvSubject(w.aliceL)}, s.DlvSubject(w.bobL)
-	case s.WFJStream():
-		return []string{s.WFJFilter(), s.WFJSubject(w.runs[0]), s.WFJSubject(w.runs[1])}, s.WFJSubject(w.runs[1])
+	case meshwire.WFJStream(s):
+		return []string{meshwire.WFJFilter(s), meshwire.WFJSubject(s, w.runs[0]), meshwire.WFJSubject(s, w.runs[1])}, meshwire.WFJSubject(s, w.runs[1])
 	case s.ArtifactsBucket().ObjectStream():
 		o := "$O." + string(s.ArtifactsBucket())
 		return []string{o + ".>", o + ".C.>"}, o + ".M.x"
@@ -428,7 +428,7 @@ func (w *fbWorld) filters(s wire.Space, st string) (filters []string, sample str
 			if b == outside {
 				outside = s.PresenceBucket()
 			}
-			return []string{b.Subject(">"), b.Subject(wire.PresenceKey(w.bob)), b.Subject(wire.ServiceRegistryKeys()), outside.Subject(">"), wire.PresenceKey(w.bob)}, b.Subject(wire.PresenceKey(w.bob))
+			return []string{b.Subject(">"), b.Subject(wire.PresenceKey(w.bob)), b.Subject(meshwire.ServiceRegistryKeys()), outside.Subject(">"), wire.PresenceKey(w.bob)}, b.Subject(wire.PresenceKey(w.bob))
 		}
 	}
 	panic("no filters for stream " + st)
@@ -683,7 +683,7 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 	me := cred.Principal
 	o, a := me.Owner(), me.Actor()
 	inbox := wire.ConnID(cred.PublicKey).InboxGrant()
-	chat, dm, task, inboxSt, dlv, wfj := home.ChatStream(), home.DMStream(), home.TaskStream(), meshwire.InboxStream(home), home.DLVStream(), home.WFJStream()
+	chat, dm, task, inboxSt, dlv, wfj := home.ChatStream(), home.DMStream(), home.TaskStream(), meshwire.InboxStream(home), home.DLVStream(), meshwire.WFJStream(home)
 	presence, channels, members, acl := home.PresenceBucket(), home.ChannelsBucket(), meshwire.MembersBucket(home), meshwire.ACLBucket(home)
 	membership, lease, manager, records, auth := meshwire.MembershipBucket(home), meshwire.DeliveryBucket(home), meshwire.ManagerBucket(home), meshwire.RecordsBucket(home), meshwire.AuthBucket(home)
 	sessions := meshwire.SessionsBucket(home)
@@ -998,7 +998,7 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 		g.pub = append(g.pub, consume(sessions.Stream())...)
 	case authority.ProfileSessionCaller, authority.ProfileSessionServing:
 		// SPEC §13.6: one party publishes on one rail of its session and reads the other.
-		in, out := c.session.rail(home, wire.SessionIn), c.session.rail(home, wire.SessionOut)
+		in, out := c.session.rail(home, meshwire.SessionIn), c.session.rail(home, meshwire.SessionOut)
 		if profile == authority.ProfileSessionServing {
 			in, out = out, in
 		}
@@ -1009,7 +1009,7 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 		// run's journal through its own durable.
 		d := meshwire.WFJReplayDurable(c.run, takeover)
 		g.pub = []string{jsapi.Info, jsapi.MsgGet + records.Stream(),
-			jsapi.ConsumerCreate + wfj + "." + d + "." + home.WFJSubject(c.run),
+			jsapi.ConsumerCreate + wfj + "." + d + "." + meshwire.WFJSubject(home, c.run),
 			jsapi.ConsumerInfo + wfj + "." + d, jsapi.ConsumerNext + wfj + "." + d, jsapi.ConsumerDelete + wfj + "." + d, jsapi.Ack + wfj + "." + d + ".>"}
 	case authority.ProfileWarden:
 		// The integrity warden: audits the API, consumes and repairs every stream and bucket of
@@ -1573,7 +1573,7 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 			{op: "Publish", subject: fbMust(s.FactSubject(mgr, "dec", "local", "alice", "x1"))},
 		},
 		"run-driver@main": {
-			{op: "Publish", subject: s.WFJSubject(w.runs[1])},
+			{op: "Publish", subject: meshwire.WFJSubject(s, w.runs[1])},
 			{op: "Publish", subject: jsapi.MsgGet + meshwire.AdmissionBucket(s).Stream()},
 		},
 		"supervisor+serve@main": {
@@ -1650,7 +1650,7 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 			pub(jsapi.MsgGet+meshwire.ManagerBucket(h).Stream()), pub(jsapi.DirectGet+presence.Stream()+"."+presence.Subject(wire.PresenceKey(w.alice))),
 			sub(h.GoalProgressFilter(mgr, c.coords.lifecycle)), sub(h.ReplyReadGrant(c.coords.lifecycle, "")))
 	case c.profile == authority.ProfileRunDriver:
-		return append(out, pub(h.WFJSubject(c.coords.run)),
+		return append(out, pub(meshwire.WFJSubject(h, c.coords.run)),
 			pub(meshwire.RecordsBucket(h).Subject(meshwire.RecordKey(meshwire.RecordRun, mgr, c.coords.run, meshwire.RecordStatusLeaf))))
 	case c.profile == authority.ProfileRunMediator:
 		return append(out, pub(jsapi.MsgGet+meshwire.AdmissionBucket(h).Stream()),
@@ -1695,9 +1695,9 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 	case authority.ProfileLedger:
 		out = append(out, pub(jsapi.StreamInfo+meshwire.AuthBucket(h).Stream()), pub(jsapi.Info))
 	case authority.ProfileSessionCaller:
-		out = append(out, pub(c.coords.session.rail(h, wire.SessionIn)), sub(c.coords.session.rail(h, wire.SessionOut)))
+		out = append(out, pub(c.coords.session.rail(h, meshwire.SessionIn)), sub(c.coords.session.rail(h, meshwire.SessionOut)))
 	case authority.ProfileSessionServing:
-		out = append(out, pub(c.coords.session.rail(h, wire.SessionOut)), sub(c.coords.session.rail(h, wire.SessionIn)))
+		out = append(out, pub(c.coords.session.rail(h, meshwire.SessionOut)), sub(c.coords.session.rail(h, meshwire.SessionIn)))
 	case authority.ProfileRunOperator:
 		out = append(out, pub(jsapi.Info), pub(jsapi.MsgGet+meshwire.RecordsBucket(h).Stream()))
 	case authority.ProfileWarden:

@@ -324,7 +324,7 @@ func TestAgentMetadataExposure(t *testing.T) {
 			pub("STREAM.INFO on DLV", "$JS.API.STREAM.INFO."+sp.DLVStream(), false),
 			pub("STREAM.INFO on INBOX", "$JS.API.STREAM.INFO."+meshwire.InboxStream(sp), false),
 			pub("STREAM.INFO on TASK without a role", "$JS.API.STREAM.INFO."+sp.TaskStream(), false),
-			pub("STREAM.INFO on WFJ", "$JS.API.STREAM.INFO."+sp.WFJStream(), false),
+			pub("STREAM.INFO on WFJ", "$JS.API.STREAM.INFO."+meshwire.WFJStream(sp), false),
 			pub("STREAM.INFO on the membership feed", "$JS.API.STREAM.INFO."+meshwire.MembershipBucket(sp).Stream(), false),
 			pub("STREAM.INFO on the ACL bucket", "$JS.API.STREAM.INFO."+meshwire.ACLBucket(sp).Stream(), false),
 			pub("STREAM.INFO on the members bucket", "$JS.API.STREAM.INFO."+meshwire.MembersBucket(sp).Stream(), false),

@@ -131,9 +131,9 @@ func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
 	case ProfileLedger:
 		return r.ledger(), nil
 	case ProfileSessionCaller:
-		return r.session(wire.SessionIn, wire.SessionOut)
+		return r.session(meshwire.SessionIn, meshwire.SessionOut)
 	case ProfileSessionServing:
-		return r.session(wire.SessionOut, wire.SessionIn)
+		return r.session(meshwire.SessionOut, meshwire.SessionIn)
 	case ProfileRunOperator:
 		return r.runOperator(), nil
 	case ProfileWarden:
@@ -231,9 +231,9 @@ func (g *Grant) validate(profile Profile) error {
 
 // session is a session party's rows: publish on one rail, read the other, and its own inbox.
 // The rails are core-only, so no JetStream row is granted.
-func (r rowsFor) session(pub, sub wire.SessionDir) (Permissions, error) {
-	rail := func(dir wire.SessionDir) (string, error) {
-		return r.s.SessionRail(r.Session.Endpoint, r.Session.SessionID, r.Session.Epoch, dir)
+func (r rowsFor) session(pub, sub meshwire.SessionDir) (Permissions, error) {
+	rail := func(dir meshwire.SessionDir) (string, error) {
+		return meshwire.SessionRail(r.s, r.Session.Endpoint, r.Session.SessionID, r.Session.Epoch, dir)
 	}
 	p, err := rail(pub)
 	if err != nil {
@@ -468,7 +468,7 @@ func (r rowsFor) delivery() Permissions {
 // spaceStreams lists the streams of a space's messaging plane, in the reference's order: the
 // message streams, the artifact store, then the buckets.
 func spaceStreams(s wire.Space) []string {
-	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), s.WFJStream(), s.ArtifactsBucket().ObjectStream()}
+	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), meshwire.WFJStream(s), s.ArtifactsBucket().ObjectStream()}
 	for _, b := range meshwire.Buckets(s) {
 		streams = append(streams, b.Stream())
 	}

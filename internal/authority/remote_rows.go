@@ -133,9 +133,9 @@ func (r rowsFor) retirementRequester() Permissions {
 // replayRows are the rows of one run's journal replay through the takeover's own durable
 // (SPEC §14.4): created filtered to the run's subject, bound, acked and deleted by name.
 func (r rowsFor) replayRows() []string {
-	wfj, durable := r.s.WFJStream(), meshwire.WFJReplayDurable(r.Run.RunID, r.Run.TakeoverID)
+	wfj, durable := meshwire.WFJStream(r.s), meshwire.WFJReplayDurable(r.Run.RunID, r.Run.TakeoverID)
 	return []string{
-		jsapi.ConsumerCreate + wfj + "." + durable + "." + r.s.WFJSubject(r.Run.RunID),
+		jsapi.ConsumerCreate + wfj + "." + durable + "." + meshwire.WFJSubject(r.s, r.Run.RunID),
 		jsapi.ConsumerInfo + wfj + "." + durable,
 		jsapi.ConsumerNext + wfj + "." + durable,
 		jsapi.Ack + wfj + "." + durable + ".>",
@@ -151,7 +151,7 @@ func (r rowsFor) replayRows() []string {
 func (r rowsFor) runDriver() Permissions {
 	e, run := r.Serve.Endpoint, r.Run.RunID
 	records := meshwire.RecordsBucket(r.s)
-	pub := append([]string{jsapi.Info, r.s.WFJSubject(run)}, r.replayRows()...)
+	pub := append([]string{jsapi.Info, meshwire.WFJSubject(r.s, run)}, r.replayRows()...)
 	pub = append(pub,
 		records.Subject(meshwire.RecordKey(meshwire.RecordRun, e, run, meshwire.RecordSpecLeaf)),
 		records.Subject(meshwire.RecordKey(meshwire.RecordRun, e, run, meshwire.RecordStatusLeaf)),

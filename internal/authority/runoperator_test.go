@@ -26,8 +26,8 @@ func TestRunOperatorAtTheBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := m.Connect(t, cred)
-	other := "$JS.API.CONSUMER.CREATE." + m.Space.WFJStream() + "." + meshwire.WFJReplayDurable("r-2", "tk1") + "." + m.Space.WFJSubject("r-2")
-	for _, subject := range []string{other, m.Space.WFJSubject("r-1"), "$JS.API.STREAM.INFO." + m.Space.WFJStream()} {
+	other := "$JS.API.CONSUMER.CREATE." + meshwire.WFJStream(m.Space) + "." + meshwire.WFJReplayDurable("r-2", "tk1") + "." + meshwire.WFJSubject(m.Space, "r-2")
+	for _, subject := range []string{other, meshwire.WFJSubject(m.Space, "r-1"), "$JS.API.STREAM.INFO." + meshwire.WFJStream(m.Space)} {
 		if err := c.Publish(subject, []byte("{}")); err != nil {
 			t.Fatal(err)
 		}

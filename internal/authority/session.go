@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -171,7 +172,7 @@ type SessionRequest struct {
 const SessionMaxLifetime = 24 * time.Hour
 
 func (r SessionRequest) validate(now time.Time) error {
-	if err := wire.ValidateSessionID(r.SessionID); err != nil {
+	if err := meshwire.ValidateSessionID(r.SessionID); err != nil {
 		return err
 	}
 	if _, err := wire.ParseLifecycleUID(string(r.Holder.UID)); err != nil {
@@ -199,7 +200,7 @@ type ObservedSession struct {
 
 // Session reads session.<sessionId>; nil when there is none.
 func (s *AuthStore) Session(ctx context.Context, sessionID string) (*ObservedSession, error) {
-	if err := wire.ValidateSessionID(sessionID); err != nil {
+	if err := meshwire.ValidateSessionID(sessionID); err != nil {
 		return nil, err
 	}
 	return s.readSession(ctx, keySession+sessionID)

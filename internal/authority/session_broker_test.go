@@ -10,6 +10,7 @@ import (
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -60,8 +61,8 @@ func TestSessionRailsAtTheBroker(t *testing.T) {
 	const sid = "sess_brokerbrokerbroker0"
 
 	caller, server := openSession(t, m.Ledger(""), holder, serving, sid)
-	in, _ := m.Space.SessionRail("search", sid, 1, wire.SessionIn)
-	out, _ := m.Space.SessionRail("search", sid, 1, wire.SessionOut)
+	in, _ := meshwire.SessionRail(m.Space, "search", sid, 1, meshwire.SessionIn)
+	out, _ := meshwire.SessionRail(m.Space, "search", sid, 1, meshwire.SessionOut)
 
 	c, sv := m.Connect(t, caller), m.Connect(t, server)
 	sub, err := sv.SubscribeSync(in)

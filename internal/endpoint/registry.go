@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -113,7 +114,7 @@ func Register(ctx context.Context, kv jetstream.KeyValue, instance wire.Lifecycl
 	r := &Registration{kv: kv, endpoint: endpoint, instance: instance, log: log, spec: spec, state: StateReady, epoch: epoch, kept: make(chan struct{})}
 	// The keeper watches from before the first write, so no foreign row slips in between.
 	kctx, stop := context.WithCancel(context.Background())
-	w, err := kv.Watch(kctx, wire.ServiceKey(endpoint, instance, ">"), jetstream.UpdatesOnly())
+	w, err := kv.Watch(kctx, meshwire.ServiceKey(endpoint, instance, ">"), jetstream.UpdatesOnly())
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("keep the registration of %s %s: %w", endpoint, instance, err)
@@ -131,22 +132,22 @@ func Register(ctx context.Context, kv jetstream.KeyValue, instance wire.Lifecycl
 // write writes the spec, then the status observing it, each at the revision the registry holds
 // now. The caller holds mu or owns r alone.
 func (r *Registration) write(ctx context.Context) error {
-	held, err := readSubtree(ctx, r.kv, wire.ServiceKey(r.endpoint, r.instance, ">"))
+	held, err := readSubtree(ctx, r.kv, meshwire.ServiceKey(r.endpoint, r.instance, ">"))
 	if err != nil {
 		return err
 	}
 	raw, _ := json.Marshal(r.spec) // strings and numbers always encode
-	if r.specAt, err = r.kv.Update(ctx, wire.ServiceKey(r.endpoint, r.instance, wire.ServiceSpecLeaf), raw, held[wire.ServiceSpecLeaf]); err != nil {
+	if r.specAt, err = r.kv.Update(ctx, meshwire.ServiceKey(r.endpoint, r.instance, meshwire.ServiceSpecLeaf), raw, held[meshwire.ServiceSpecLeaf]); err != nil {
 		return fmt.Errorf("register %s %s: %w", r.endpoint, r.instance, err)
 	}
-	r.status = held[wire.ServiceStatusLeaf]
+	r.status = held[meshwire.ServiceStatusLeaf]
 	return r.writeStatus(ctx)
 }
 
 // writeStatus writes the status at the revision last written. The caller holds mu or owns r alone.
 func (r *Registration) writeStatus(ctx context.Context) error {
 	raw, _ := json.Marshal(ServiceStatus{State: r.state, Epoch: r.epoch, ObservedSpecRevision: r.specAt}) // always encodes
-	rev, err := r.kv.Update(ctx, wire.ServiceKey(r.endpoint, r.instance, wire.ServiceStatusLeaf), raw, r.status)
+	rev, err := r.kv.Update(ctx, meshwire.ServiceKey(r.endpoint, r.instance, meshwire.ServiceStatusLeaf), raw, r.status)
 	if err != nil {
 		return fmt.Errorf("write the status of %s %s: %w", r.endpoint, r.instance, err)
 	}
@@ -214,10 +215,10 @@ func (r *Registration) superseded(e jetstream.KeyValueEntry) bool {
 		return true
 	}
 	switch e.Key()[strings.LastIndexByte(e.Key(), '.')+1:] {
-	case wire.ServiceSpecLeaf:
+	case meshwire.ServiceSpecLeaf:
 		var spec ServiceSpec
 		return json.Unmarshal(e.Value(), &spec) == nil && spec.valid(r.endpoint) == nil
-	case wire.ServiceStatusLeaf:
+	case meshwire.ServiceStatusLeaf:
 		var st ServiceStatus
 		return json.Unmarshal(e.Value(), &st) == nil && st.valid()
 	}
@@ -240,7 +241,7 @@ func (r *Registration) Deregister(ctx context.Context, epoch int64) error {
 	r.gone = true
 	r.state, r.epoch = StateExited, epoch
 	err := r.writeStatus(ctx)
-	err = errors.Join(err, r.kv.Delete(ctx, wire.ServiceKey(r.endpoint, r.instance, wire.ServiceSpecLeaf), jetstream.LastRevision(r.specAt)))
+	err = errors.Join(err, r.kv.Delete(ctx, meshwire.ServiceKey(r.endpoint, r.instance, meshwire.ServiceSpecLeaf), jetstream.LastRevision(r.specAt)))
 	r.mu.Unlock()
 	if r.stop != nil {
 		r.stop()
@@ -274,7 +275,7 @@ func LoadOrCreateInstance(path string) (wire.LifecycleUID, error) {
 // registered, is left as it is.
 func MarkExited(ctx context.Context, kv jetstream.KeyValue, endpoint wire.EndpointName, instance wire.LifecycleUID) error {
 	// The instance's own subtree: a credential pinned to one instance reads no other.
-	rows, err := registry(ctx, kv, wire.ServiceKey(endpoint, instance, ">"))
+	rows, err := registry(ctx, kv, meshwire.ServiceKey(endpoint, instance, ">"))
 	if err != nil {
 		return err
 	}
@@ -282,11 +283,11 @@ func MarkExited(ctx context.Context, kv jetstream.KeyValue, endpoint wire.Endpoi
 	if i < 0 || rows[i].Status == nil || rows[i].Status.State == StateExited {
 		return nil
 	}
-	held, err := readSubtree(ctx, kv, wire.ServiceKey(endpoint, instance, ">"))
+	held, err := readSubtree(ctx, kv, meshwire.ServiceKey(endpoint, instance, ">"))
 	if err != nil {
 		return err
 	}
-	r := &Registration{kv: kv, endpoint: endpoint, instance: instance, specAt: held[wire.ServiceSpecLeaf], status: held[wire.ServiceStatusLeaf]}
+	r := &Registration{kv: kv, endpoint: endpoint, instance: instance, specAt: held[meshwire.ServiceSpecLeaf], status: held[meshwire.ServiceStatusLeaf]}
 	if rows[i].Spec == nil { // the spec is gone already: only the status is left to mark
 		return r.SetStatus(ctx, StateExited, rows[i].Status.Epoch)
 	}
@@ -343,16 +344,16 @@ type Registered struct {
 // empty, sorted by endpoint and instance. A key that is not an instance's spec or status, or a
 // record that does not decode, names nothing and is skipped.
 func Registry(ctx context.Context, kv jetstream.KeyValue, endpoint wire.EndpointName) ([]Registered, error) {
-	filter := wire.ServiceRegistryKeys()
+	filter := meshwire.ServiceRegistryKeys()
 	if endpoint != "" {
-		filter = wire.ServiceEndpointKeys(endpoint)
+		filter = meshwire.ServiceEndpointKeys(endpoint)
 	}
 	return registry(ctx, kv, filter)
 }
 
 // registry reads the records under filter: Registry's, or one instance's subtree.
 func registry(ctx context.Context, kv jetstream.KeyValue, filter string) ([]Registered, error) {
-	prefix := strings.TrimSuffix(wire.ServiceRegistryKeys(), ">")
+	prefix := strings.TrimSuffix(meshwire.ServiceRegistryKeys(), ">")
 	found := map[string]*Registered{}
 	err := watchAll(ctx, kv, filter, func(e jetstream.KeyValueEntry) error {
 		t := strings.Split(strings.TrimPrefix(e.Key(), prefix), ".")
@@ -378,12 +379,12 @@ func registry(ctx context.Context, kv jetstream.KeyValue, filter string) ([]Regi
 		// A record is taken only whole: a JetStream reply captured under the key decodes into
 		// the record's type too, with nothing set.
 		switch t[2] {
-		case wire.ServiceSpecLeaf:
+		case meshwire.ServiceSpecLeaf:
 			var spec ServiceSpec
 			if json.Unmarshal(e.Value(), &spec) == nil && spec.valid(name) == nil {
 				r.Spec, r.SpecRevision = &spec, e.Revision()
 			}
-		case wire.ServiceStatusLeaf:
+		case meshwire.ServiceStatusLeaf:
 			var st ServiceStatus
 			if json.Unmarshal(e.Value(), &st) == nil && st.valid() {
 				r.Status = &st

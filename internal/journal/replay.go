@@ -37,7 +37,7 @@ type Replayed struct {
 func ConsumerConfig(space wire.Space, runID, takeoverID string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:           meshwire.WFJReplayDurable(runID, takeoverID),
-		FilterSubject:     space.WFJSubject(runID),
+		FilterSubject:     meshwire.WFJSubject(space, runID),
 		AckPolicy:         jetstream.AckExplicitPolicy,
 		AckWait:           replayAckWait,
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
@@ -57,7 +57,7 @@ func Replay(ctx context.Context, js jetstream.JetStream, space wire.Space, runID
 		return nil, err
 	}
 	cfg := ConsumerConfig(space, runID, takeoverID)
-	cons, err := js.CreateConsumer(ctx, space.WFJStream(), cfg)
+	cons, err := js.CreateConsumer(ctx, meshwire.WFJStream(space), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create the replay durable of run %s: %w", runID, err)
 	}
@@ -66,7 +66,7 @@ func Replay(ctx context.Context, js jetstream.JetStream, space wire.Space, runID
 		return nil, fmt.Errorf("replay run %s: %w", runID, ErrRaced) // the durable is the other replay's to delete
 	}
 	defer func() {
-		derr := js.DeleteConsumer(context.WithoutCancel(ctx), space.WFJStream(), cfg.Durable)
+		derr := js.DeleteConsumer(context.WithoutCancel(ctx), meshwire.WFJStream(space), cfg.Durable)
 		if derr != nil && !errors.Is(derr, jetstream.ErrConsumerNotFound) {
 			err = errors.Join(err, fmt.Errorf("delete the replay durable %s: %w", cfg.Durable, derr))
 		}

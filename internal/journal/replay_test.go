@@ -40,7 +40,7 @@ func openJS(t *testing.T) jetstream.JetStream {
 // subject's last sequence.
 func appendRecord(t *testing.T, js jetstream.JetStream, runID string, expect uint64, body string) uint64 {
 	t.Helper()
-	msg := nats.NewMsg(sp.WFJSubject(runID))
+	msg := nats.NewMsg(meshwire.WFJSubject(sp, runID))
 	msg.Data = []byte(body)
 	msg.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(expect, 10))
 	ack, err := js.PublishMsg(t.Context(), msg)
@@ -77,7 +77,7 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("replayed %d records up to seq %d, want %d up to %d", len(got.Records), got.LastSeq, steps+1, seq)
 	}
 	// The durable is gone after the replay, so the same takeover id can replay again.
-	if _, err := js.Consumer(ctx, sp.WFJStream(), meshwire.WFJReplayDurable("r-1", "tk1")); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if _, err := js.Consumer(ctx, meshwire.WFJStream(sp), meshwire.WFJReplayDurable("r-1", "tk1")); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Errorf("the replay durable outlived its replay: %v", err)
 	}
 	empty, err := journal.Replay(ctx, js, sp, "r-3", "tk1")

@@ -195,7 +195,7 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 // Stop ends every session (manager-restart), deregisters the instance, stops serving and waits
 // for the goal followers.
 func (svc *Service) Stop(ctx context.Context) error {
-	svc.endSessions("", wire.EndManagerRestart)
+	svc.endSessions("", meshwire.EndManagerRestart)
 	waited := make(chan struct{})
 	go func() { svc.sessionsWG.Wait(); svc.closes.Wait(); close(waited) }()
 	var err error
@@ -458,7 +458,7 @@ func (svc *Service) despawn(ctx context.Context, req *endpoint.Request) (any, er
 	if !self && st.SpawnedBy != caller.String() && !svc.cfg.HostLaunch(ctx, caller) {
 		return nil, notExecuted(wire.CodePermissionDenied, "%s was not spawned by %s: an agent despawns only the agents it spawned", st.Name, caller.Principal)
 	}
-	svc.endSessions(st.Name, wire.EndTargetDespawn)
+	svc.endSessions(st.Name, meshwire.EndTargetDespawn)
 	if err := svc.sup.StopAgent(ctx, st.Name, graceful); err != nil {
 		return nil, wire.NewEndpointError(wire.CodeInternal, wire.OutcomeUnknown, "stop %s: %v", st.Name, err)
 	}

@@ -653,9 +653,9 @@ func TestRegistryCapturesAreInert(t *testing.T) {
 	own, _ := f.m.Space.ChatSubject(cred.Principal, "general")
 	body := []byte(`{"not":"a message"}`)
 	for range 3 {
-		for _, leaf := range []string{wire.ServiceSpecLeaf, wire.ServiceStatusLeaf, "junk"} {
+		for _, leaf := range []string{meshwire.ServiceSpecLeaf, meshwire.ServiceStatusLeaf, "junk"} {
 			for _, instance := range []wire.LifecycleUID{s.instance, wire.NewLifecycleUID()} {
-				key := meshwire.RecordsBucket(f.m.Space).Subject(wire.ServiceKey(wire.ManagerEndpoint, instance, leaf))
+				key := meshwire.RecordsBucket(f.m.Space).Subject(meshwire.ServiceKey(wire.ManagerEndpoint, instance, leaf))
 				if err := mal.PublishMsg(&nats.Msg{Subject: own, Reply: key, Data: body}); err != nil {
 					t.Fatal(err)
 				}
@@ -667,7 +667,7 @@ func TestRegistryCapturesAreInert(t *testing.T) {
 	}
 	// The captures landed: the records stream stored acknowledgements.
 	inspector := f.m.Connect(t, f.m.Mint(t, ledger.Request{Profile: authority.ProfileWarden, Name: "inspector"}))
-	junk := meshwire.RecordsBucket(f.m.Space).Subject(wire.ServiceKey(wire.ManagerEndpoint, s.instance, "junk"))
+	junk := meshwire.RecordsBucket(f.m.Space).Subject(meshwire.ServiceKey(wire.ManagerEndpoint, s.instance, "junk"))
 	meshtest.Eventually(t, 10*time.Second, "a capture stored under the manager's keys", func() bool {
 		m, err := kvget.ReadLast(ctx, inspector.Conn, meshwire.RecordsBucket(f.m.Space).Stream(), junk)
 		return err == nil && strings.Contains(string(m.Data), `"seq"`)

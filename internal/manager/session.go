@@ -13,6 +13,7 @@ import (
 	"github.com/gocotal/cotal/internal/coremsg"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -103,12 +104,12 @@ type bridge struct {
 	agent string
 	term  *Terminal
 	nc    *nats.Conn
-	in    chan *wire.AttachFrame
+	in    chan *meshwire.AttachFrame
 	typed chan []byte // keystrokes for the terminal, written by their own goroutine
 
 	endOnce sync.Once
 	ended   chan struct{} // closed by end
-	reason  wire.EndReason
+	reason  meshwire.EndReason
 }
 
 // seatOf checks the target of a lifecycle command (despawn, attach, input) against the running
@@ -180,12 +181,12 @@ func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, err
 		return nil, notExecuted(wire.CodeFailedPrecondition, "the caller cannot hold a session: %v", err)
 	}
 	now := time.Now()
-	g := SessionGrant{V: 1, SessionID: wire.NewSessionID(), Space: string(svc.cfg.Space), Endpoint: string(wire.ManagerEndpoint),
+	g := SessionGrant{V: 1, SessionID: meshwire.NewSessionID(), Space: string(svc.cfg.Space), Endpoint: string(wire.ManagerEndpoint),
 		Holder:  GrantHolder{ID: holder.Principal.String(), LifecycleUID: holder.UID, ProcessEpoch: holderEpoch},
 		Serving: GrantServing{InstanceID: svc.cfg.Instance, Epoch: svc.cfg.Epoch},
 		Target:  *req.Envelope.Target, Window: sessionWindow, Iat: wire.MillisOf(now), Exp: wire.MillisOf(now.Add(SessionLifetime))}
-	for dir, dst := range map[wire.SessionDir]*string{wire.SessionIn: &g.Subjects.In, wire.SessionOut: &g.Subjects.Out} {
-		if *dst, err = svc.cfg.Space.SessionRail(wire.ManagerEndpoint.Token(), g.SessionID, svc.cfg.Epoch, dir); err != nil {
+	for dir, dst := range map[meshwire.SessionDir]*string{meshwire.SessionIn: &g.Subjects.In, meshwire.SessionOut: &g.Subjects.Out} {
+		if *dst, err = meshwire.SessionRail(svc.cfg.Space, wire.ManagerEndpoint.Token(), g.SessionID, svc.cfg.Epoch, dir); err != nil {
 			return nil, err
 		}
 	}
@@ -213,10 +214,10 @@ func (svc *Service) serveSession(ctx context.Context, g SessionGrant, agent stri
 	if err != nil {
 		return nil, err
 	}
-	b := &bridge{svc: svc, grant: g, agent: agent, term: term, in: make(chan *wire.AttachFrame, sessionWindow),
+	b := &bridge{svc: svc, grant: g, agent: agent, term: term, in: make(chan *meshwire.AttachFrame, sessionWindow),
 		typed: make(chan []byte, sessionWindow), ended: make(chan struct{})}
 	// The broker closes the connection when either half is revoked: the session ended elsewhere.
-	b.nc, err = dial.As(ctx, svc.sup.cfg.URL, cred, nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { b.end(wire.EndClosed, false) }))
+	b.nc, err = dial.As(ctx, svc.sup.cfg.URL, cred, nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { b.end(meshwire.EndClosed, false) }))
 	if err != nil {
 		return nil, err
 	}
@@ -248,13 +249,13 @@ func (b *bridge) receive(msg *nats.Msg) {
 		b.svc.cfg.Log.Warn("drop a delivery onto a session rail", "session", b.grant.SessionID, "subject", msg.Subject)
 		return
 	}
-	f, err := wire.DecodeAttachFrame(msg.Data)
+	f, err := meshwire.DecodeAttachFrame(msg.Data)
 	if err != nil {
 		b.svc.cfg.Log.Warn("drop a malformed session frame", "session", b.grant.SessionID, "err", err)
 		return
 	}
-	if f.Kind == wire.AttachEnd { // the holder detached: end it for both
-		b.end(wire.EndClosed, false)
+	if f.Kind == meshwire.AttachEnd { // the holder detached: end it for both
+		b.end(meshwire.EndClosed, false)
 		return
 	}
 	select {
@@ -305,9 +306,9 @@ func (b *bridge) run() {
 			b.nc.Close()
 			return
 		case <-expire.C:
-			b.end(wire.EndExpired, true)
+			b.end(meshwire.EndExpired, true)
 		case <-idle.C: // the holder is gone without a word
-			b.end(wire.EndClosed, true)
+			b.end(meshwire.EndClosed, true)
 		case <-exited:
 			for drained := false; !drained; { // the tail queued before the end
 				select {
@@ -317,23 +318,23 @@ func (b *bridge) run() {
 					drained = true
 				}
 			}
-			b.end(wire.EndProcessExit, true)
+			b.end(meshwire.EndProcessExit, true)
 		case chunk := <-out:
 			if n := tap.Dropped(); n > 0 {
-				b.send(&wire.AttachFrame{Kind: wire.AttachDrop, Bytes: n})
+				b.send(&meshwire.AttachFrame{Kind: meshwire.AttachDrop, Bytes: n})
 			}
 			b.sendData(chunk)
 		case f := <-b.in:
 			idle.Reset(b.svc.cfg.SessionIdle)
 			switch f.Kind {
-			case wire.AttachReady: // the current screen, then live output; again on every ready
+			case meshwire.AttachReady: // the current screen, then live output; again on every ready
 				if tap != nil {
 					tap.Close()
 				}
 				tap = b.term.Attach(sessionWindow)
 				b.sendData(tap.Snapshot)
 				out, exited = tap.Out(), tap.Done()
-			case wire.AttachData:
+			case meshwire.AttachData:
 				if len(f.Data) == 0 {
 					continue // a keepalive
 				}
@@ -344,7 +345,7 @@ func (b *bridge) run() {
 						b.svc.cfg.Log.Warn("drop keystrokes the agent does not read", "session", b.grant.SessionID, "frames", typedDropped)
 					}
 				}
-			case wire.AttachResize:
+			case meshwire.AttachResize:
 				if err := b.term.Resize(uint16(f.Cols), uint16(f.Rows)); err != nil {
 					b.svc.cfg.Log.Warn("resize an attached terminal", "session", b.grant.SessionID, "err", err)
 				}
@@ -358,13 +359,13 @@ func (b *bridge) run() {
 // sendData sends bytes as data frames of at most wire.MaxAttachData each.
 func (b *bridge) sendData(p []byte) {
 	for len(p) > 0 {
-		n := min(len(p), wire.MaxAttachData)
-		b.send(&wire.AttachFrame{Kind: wire.AttachData, Data: p[:n]})
+		n := min(len(p), meshwire.MaxAttachData)
+		b.send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: p[:n]})
 		p = p[n:]
 	}
 }
 
-func (b *bridge) send(f *wire.AttachFrame) {
+func (b *bridge) send(f *meshwire.AttachFrame) {
 	if err := b.nc.Publish(b.grant.Subjects.Out, f.Encode()); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 		b.svc.cfg.Log.Warn("send a session frame", "session", b.grant.SessionID, "err", err)
 	}
@@ -372,18 +373,18 @@ func (b *bridge) send(f *wire.AttachFrame) {
 
 // end ends the session once, for reason: with tell, the holder is sent an end frame first; the
 // ledger closes the row and revokes both halves either way.
-func (b *bridge) end(reason wire.EndReason, tell bool) {
+func (b *bridge) end(reason meshwire.EndReason, tell bool) {
 	b.endOnce.Do(func() {
 		b.reason = reason
 		if tell {
-			b.send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: reason})
+			b.send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: reason})
 			_ = b.nc.Flush() // best effort: the revocation below closes the rail either way
 		}
 		to := authority.SessionClosed
 		switch reason {
-		case wire.EndExpired:
+		case meshwire.EndExpired:
 			to = authority.SessionExpired
-		case wire.EndTargetDespawn:
+		case meshwire.EndTargetDespawn:
 			to = authority.SessionRetired
 		}
 		b.svc.closes.Go(func() { b.svc.closeSession(b.grant.SessionID, to) }) // not under the connection's callback
@@ -408,7 +409,7 @@ func (svc *Service) forget(sessionID string) {
 }
 
 // endSessions ends every session of agent (every session when agent is empty) for reason.
-func (svc *Service) endSessions(agent string, reason wire.EndReason) {
+func (svc *Service) endSessions(agent string, reason meshwire.EndReason) {
 	svc.mu.Lock()
 	if agent == "" {
 		svc.stopping = true // no session starts from here on

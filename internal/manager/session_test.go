@@ -16,6 +16,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -83,7 +84,7 @@ func attachTo(t *testing.T, f *fixture, mc *manager.Client, records jetstream.Ke
 	return a
 }
 
-func (a *attached) send(f *wire.AttachFrame) {
+func (a *attached) send(f *meshwire.AttachFrame) {
 	a.t.Helper()
 	if err := a.c.Publish(a.grant.Subjects.In, f.Encode()); err != nil {
 		a.t.Fatal(err)
@@ -92,20 +93,20 @@ func (a *attached) send(f *wire.AttachFrame) {
 
 // until reads frames until the screen holds want (returning nil) or an end frame arrives
 // (returning it).
-func (a *attached) until(want string) *wire.AttachFrame {
+func (a *attached) until(want string) *meshwire.AttachFrame {
 	a.t.Helper()
 	deadline := time.After(15 * time.Second)
 	for !strings.Contains(a.screen.String(), want) {
 		select {
 		case msg := <-a.frames:
-			f, err := wire.DecodeAttachFrame(msg.Data)
+			f, err := meshwire.DecodeAttachFrame(msg.Data)
 			if err != nil {
 				a.t.Fatalf("the manager sent a malformed frame %q: %v", msg.Data, err)
 			}
 			switch f.Kind {
-			case wire.AttachData:
+			case meshwire.AttachData:
 				a.screen.Write(f.Data)
-			case wire.AttachEnd:
+			case meshwire.AttachEnd:
 				return f
 			}
 		case <-deadline:
@@ -126,7 +127,7 @@ func shellSession(t *testing.T) (*fixture, *served, *attached) {
 		t.Fatal(err)
 	}
 	a := attachTo(t, f, mc, records, "shell")
-	a.send(&wire.AttachFrame{Kind: wire.AttachReady})
+	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachReady})
 	if end := a.until("prompt$ "); end != nil {
 		t.Fatalf("the session ended before the prompt: %+v", end)
 	}
@@ -143,22 +144,22 @@ func TestAttachSession(t *testing.T) {
 	if a.grant.Serving.InstanceID != s.instance || a.grant.Target.Actor != "shell" || !strings.Contains(a.grant.Subjects.In, ".eps.manager."+a.grant.SessionID+".") {
 		t.Fatalf("grant = %+v", a.grant)
 	}
-	a.send(&wire.AttachFrame{Kind: wire.AttachResize, Cols: 100, Rows: 30})
+	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachResize, Cols: 100, Rows: 30})
 	// A malformed frame and an oversized one are dropped; the session goes on.
 	if err := a.c.Publish(a.grant.Subjects.In, []byte(`{"k":"data","b":"not base64!"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.c.Publish(a.grant.Subjects.In, []byte(`{"k":"data","b":"`+strings.Repeat("QUFB", wire.MaxAttachData/3+1)+`"}`)); err != nil {
+	if err := a.c.Publish(a.grant.Subjects.In, []byte(`{"k":"data","b":"`+strings.Repeat("QUFB", meshwire.MaxAttachData/3+1)+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	a.send(&wire.AttachFrame{Kind: wire.AttachData, Data: []byte("echo hi $((6*7)); stty size\r")})
+	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: []byte("echo hi $((6*7)); stty size\r")})
 	if end := a.until("30 100"); end != nil || !strings.Contains(a.screen.String(), "hi 42") {
 		t.Fatalf("typed line: %q (end %+v)", a.screen.String(), end)
 	}
 
 	// The caller's half reaches only its own rails.
-	for _, subject := range []string{a.grant.Subjects.Out, strings.Replace(a.grant.Subjects.In, a.grant.SessionID, wire.NewSessionID(), 1)} {
-		if err := a.c.Publish(subject, (&wire.AttachFrame{Kind: wire.AttachReady}).Encode()); err != nil {
+	for _, subject := range []string{a.grant.Subjects.Out, strings.Replace(a.grant.Subjects.In, a.grant.SessionID, meshwire.NewSessionID(), 1)} {
+		if err := a.c.Publish(subject, (&meshwire.AttachFrame{Kind: meshwire.AttachReady}).Encode()); err != nil {
 			t.Fatal(err)
 		}
 		if refused, err := a.c.Refused("Publish", subject); err != nil || !refused {
@@ -188,7 +189,7 @@ func TestAttachSession(t *testing.T) {
 	}
 
 	// Detach: the end frame closes the session for both.
-	a.send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: wire.EndClosed})
+	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: meshwire.EndClosed})
 	meshtest.Eventually(t, 15*time.Second, "the session row closed", func() bool {
 		os, err := f.m.Ledger("").Session(ctx, a.grant.SessionID)
 		return err == nil && os != nil && os.Row.State == authority.SessionClosed && os.Row.Revoked.Caller && os.Row.Revoked.Serving
@@ -210,7 +211,7 @@ func TestAttachSession(t *testing.T) {
 	if _, err := f.m.Ledger("").SessionCaller(ctx, a.grant.SessionID, a.holder); !errors.Is(err, authority.ErrConflict) {
 		t.Fatalf("a second redeem of a closed session: %v", err)
 	}
-	if _, err := f.m.Ledger("").SessionCaller(ctx, wire.NewSessionID(), a.holder); err == nil {
+	if _, err := f.m.Ledger("").SessionCaller(ctx, meshwire.NewSessionID(), a.holder); err == nil {
 		t.Fatal("a forged grant's session was redeemed")
 	}
 	if st, ok := f.sup.Lookup("shell"); !ok || st.State != manager.StateRunning {
@@ -253,23 +254,23 @@ func TestSessionEnds(t *testing.T) {
 	if _, err := mc.Attach(ctx, records, "two"); codeOf(err) != wire.CodeResourceExhausted || !strings.Contains(err.Error(), "--max-sessions") {
 		t.Fatalf("a session past the ceiling: %v", err)
 	}
-	a.send(&wire.AttachFrame{Kind: wire.AttachReady})
-	a.send(&wire.AttachFrame{Kind: wire.AttachData, Data: []byte("\x15exit 3\r")})
+	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachReady})
+	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: []byte("\x15exit 3\r")})
 	end := a.until("never printed")
-	if end == nil || end.Reason != wire.EndProcessExit {
+	if end == nil || end.Reason != meshwire.EndProcessExit {
 		t.Fatalf("the shell's exit ended the session with %+v", end)
 	}
 
 	meshtest.Eventually(t, 15*time.Second, "the ended session forgotten", func() bool { return s.svc.SessionCount() == 0 })
 	b := attachTo(t, f, mc, records, "two")
-	b.send(&wire.AttachFrame{Kind: wire.AttachReady})
+	b.send(&meshwire.AttachFrame{Kind: meshwire.AttachReady})
 	if end := b.until("two$ "); end != nil {
 		t.Fatalf("ended early: %+v", end)
 	}
 	if _, err := mc.Despawn(ctx, records, "two", true); err != nil {
 		t.Fatal(err)
 	}
-	if end := b.until("never printed"); end == nil || end.Reason != wire.EndTargetDespawn {
+	if end := b.until("never printed"); end == nil || end.Reason != meshwire.EndTargetDespawn {
 		t.Fatalf("a despawn ended the session with %+v", end)
 	}
 	os, err := f.m.Ledger("").Session(ctx, b.grant.SessionID)
@@ -320,20 +321,20 @@ func TestSessionBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := attachTo(t, f, mc, records, "deaf")
-	a.send(&wire.AttachFrame{Kind: wire.AttachReady})
+	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachReady})
 	if end := a.until("deaf"); end != nil {
 		t.Fatalf("ended early: %+v", end)
 	}
-	chunk := bytes.Repeat([]byte("x"), wire.MaxAttachData)
+	chunk := bytes.Repeat([]byte("x"), meshwire.MaxAttachData)
 	for range 8 {
-		a.send(&wire.AttachFrame{Kind: wire.AttachData, Data: chunk})
+		a.send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: chunk})
 	}
-	a.send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: wire.EndClosed})
+	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: meshwire.EndClosed})
 	meshtest.Eventually(t, 15*time.Second, "the session ended though its agent reads nothing", func() bool { return s.svc.SessionCount() == 0 })
 
 	// A holder that goes silent: ended at the idle deadline, with an end frame.
 	b := attachTo(t, f, mc, records, "deaf")
-	if end := b.until("never printed"); end == nil || end.Reason != wire.EndClosed {
+	if end := b.until("never printed"); end == nil || end.Reason != meshwire.EndClosed {
 		t.Fatalf("a silent holder's session ended with %+v", end)
 	}
 
@@ -360,7 +361,7 @@ func TestSessionRailRefusesDeliveries(t *testing.T) {
 
 	cred, mal := f.m.Agent(t, ledger.Request{Name: "mallory"})
 	me := cred.Principal
-	evil := (&wire.AttachFrame{Kind: wire.AttachData, Data: []byte("echo pwned-$((6*7))\r")}).Encode()
+	evil := (&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: []byte("echo pwned-$((6*7))\r")}).Encode()
 	if _, err := mal.JS.Publish(ctx, f.m.Space.DMSubject(me, me), evil); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func TestSessionRailRefusesDeliveries(t *testing.T) {
 		t.Fatal("JetStream never delivered the pulled message onto the rail: the attack did not land")
 	}
 
-	a.send(&wire.AttachFrame{Kind: wire.AttachData, Data: []byte("echo fine-$((2*3))\r")})
+	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: []byte("echo fine-$((2*3))\r")})
 	if end := a.until("fine-6"); end != nil {
 		t.Fatalf("the session ended: %+v", end)
 	}

@@ -275,7 +275,7 @@ func TestRemoteManagerAttach(t *testing.T) {
 	}
 	c := m.Connect(t, half)
 	converse(t, c, g, "hello from A")
-	send := func(f *wire.AttachFrame) {
+	send := func(f *meshwire.AttachFrame) {
 		t.Helper()
 		if err := c.Publish(g.Subjects.In, f.Encode()); err != nil {
 			t.Fatal(err)
@@ -301,7 +301,7 @@ func TestRemoteManagerAttach(t *testing.T) {
 	}
 	// A detach ends the session on B, and the manager ends it in the host's ledger as its
 	// serving party: the broker closes the holder's connection.
-	send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: wire.EndClosed})
+	send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: meshwire.EndClosed})
 	meshtest.Eventually(t, 20*time.Second, "the holder's half closed once the manager ended the session", c.IsClosed)
 	if row, err := l.Session(ctx, g.SessionID); err != nil || row.Row.State != authority.SessionClosed {
 		t.Fatalf("the session's row after the manager ended it: %+v %v", row, err)
@@ -351,7 +351,7 @@ func TestRemoteManagerAttach(t *testing.T) {
 		IDToken: func(context.Context) (string, error) { return r.idToken, nil }}
 	// Her route gives out her own sessions alone: the operator's is as unknown to her as one that
 	// never was, and ending it is refused the same way.
-	for _, id := range []string{g2.SessionID, wire.NewSessionID()} {
+	for _, id := range []string{g2.SessionID, meshwire.NewSessionID()} {
 		if _, err := holderRoute.Caller(ctx, id, aliceMe); !isRefusal(err, wire.CodeNotFound) {
 			t.Errorf("alice takes the half of session %s: %v, want not-found", id, err)
 		}
@@ -390,7 +390,7 @@ func converse(t *testing.T, c *meshtest.Client, g *manager.SessionGrant, line st
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	for _, f := range []*wire.AttachFrame{{Kind: wire.AttachReady}, {Kind: wire.AttachData, Data: []byte(line + "\r")}} {
+	for _, f := range []*meshwire.AttachFrame{{Kind: meshwire.AttachReady}, {Kind: meshwire.AttachData, Data: []byte(line + "\r")}} {
 		if err := c.Publish(g.Subjects.In, f.Encode()); err != nil {
 			t.Fatal(err)
 		}
@@ -400,14 +400,14 @@ func converse(t *testing.T, c *meshtest.Client, g *manager.SessionGrant, line st
 	for !strings.Contains(screen.String(), "got "+line) {
 		select {
 		case msg := <-frames:
-			f, err := wire.DecodeAttachFrame(msg.Data)
+			f, err := meshwire.DecodeAttachFrame(msg.Data)
 			if err != nil {
 				t.Fatalf("a malformed frame %q: %v", msg.Data, err)
 			}
 			switch f.Kind {
-			case wire.AttachData:
+			case meshwire.AttachData:
 				screen.Write(f.Data)
-			case wire.AttachEnd:
+			case meshwire.AttachEnd:
 				t.Fatalf("the session ended: %+v; the screen: %q", f, screen.String())
 			}
 		case <-deadline:

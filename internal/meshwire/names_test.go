@@ -22,6 +22,12 @@ func TestNames(t *testing.T) {
 	}
 	tests := []struct{ name, got, want string }{
 		{"inbox stream", meshwire.InboxStream(sp), "INBOX_main"},
+		{"wfj stream", meshwire.WFJStream(sp), "WFJ_main"},
+		{"wfj", meshwire.WFJSubject(sp, "run-1"), "cotal.main.wfj.run-1"},
+		{"wfj filter", meshwire.WFJFilter(sp), "cotal.main.wfj.*"},
+		{"service key", meshwire.ServiceKey(wire.ManagerEndpoint, uid, meshwire.ServiceSpecLeaf), "svc.manager." + uid + ".spec"},
+		{"service keys", meshwire.ServiceEndpointKeys("com.acme.x"), "svc.com_acme_x.>"},
+		{"registry", meshwire.ServiceRegistryKeys(), "svc.>"},
 		{"members", string(meshwire.MembersBucket(sp)), "cotal_members_main"},
 		{"acl", string(meshwire.ACLBucket(sp)), "cotal_acl_main"},
 		{"membership", string(meshwire.MembershipBucket(sp)), "cotal_membership_main"},

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
@@ -65,7 +66,7 @@ func parseHolderRequest(body []byte) (*HolderRequest, error) {
 	if err := wire.ValidateActor(r.Actor); err != nil {
 		return nil, refuse(wire.CodeBadRequest, "%v", err)
 	}
-	if err := wire.ValidateSessionID(r.SessionID); err != nil {
+	if err := meshwire.ValidateSessionID(r.SessionID); err != nil {
 		return nil, refuse(wire.CodeBadRequest, "%v", err)
 	}
 	return &r, nil

@@ -436,12 +436,12 @@ func (s *SessionAsk) validate() error {
 		if s.Endpoint != wire.ManagerEndpoint.Token() || !s.End.Terminal() || s.ID != "" || s.Holder != nil || s.Target != nil {
 			return errors.New("a session's end needs {endpoint: manager, sessionId, end: closed|expired|superseded|retired} and nothing to sign")
 		}
-		return wire.ValidateSessionID(s.SessionID)
+		return meshwire.ValidateSessionID(s.SessionID)
 	}
 	if s == nil || !nkeys.IsValidPublicUserKey(s.ID) || s.Endpoint != wire.ManagerEndpoint.Token() || s.Epoch < 0 || s.Exp <= 0 {
 		return errors.New("session needs {id: a user nkey, endpoint: manager, sessionId, epoch, exp}")
 	}
-	if err := wire.ValidateSessionID(s.SessionID); err != nil {
+	if err := meshwire.ValidateSessionID(s.SessionID); err != nil {
 		return err
 	}
 	if (s.Holder == nil) != (s.Target == nil) {

@@ -100,7 +100,7 @@ func resources(s wire.Space) []resource {
 	dlv.MaxMsgsPerSubject, dlv.Duplicates = chatHistoryPerSubject, inboxDuplicateWindow
 	// The run journals (SPEC §14.4): no age or size limit may evict a live run's prefix, and no
 	// Direct Get, so a replay reads from the leader.
-	wfj := messageStream(s.WFJStream(), s.WFJFilter())
+	wfj := messageStream(meshwire.WFJStream(s), meshwire.WFJFilter(s))
 	return []resource{
 		{cfg: chat},
 		{cfg: messageStream(s.DMStream(), s.KindAll(wire.KindInst))},

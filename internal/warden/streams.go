@@ -39,7 +39,7 @@ func messageStreams(s wire.Space) map[string]judge {
 		s.TaskStream():          guard,
 		meshwire.InboxStream(s): reply,
 		s.DLVStream():           reply,
-		s.WFJStream():           reply,
+		meshwire.WFJStream(s):   reply,
 		s.ContractStream():      reply,
 		s.EventStream():         reply,
 		s.FactStream():          reply,

@@ -27,6 +27,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/wire"
 )
@@ -257,14 +258,14 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, h halves, ur
 	}); err != nil {
 		return true, err
 	}
-	send := func(f *wire.AttachFrame) { _ = nc.Publish(g.Subjects.In, f.Encode()) }
+	send := func(f *meshwire.AttachFrame) { _ = nc.Publish(g.Subjects.In, f.Encode()) }
 	resize := func() {
 		if cols, rows, ok := size(o.IO.Out); ok {
-			send(&wire.AttachFrame{Kind: wire.AttachResize, Cols: cols, Rows: rows})
+			send(&meshwire.AttachFrame{Kind: meshwire.AttachResize, Cols: cols, Rows: rows})
 		}
 	}
 	resize()
-	send(&wire.AttachFrame{Kind: wire.AttachReady})
+	send(&meshwire.AttachFrame{Kind: meshwire.AttachReady})
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
@@ -275,46 +276,46 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, h halves, ur
 	for {
 		select {
 		case <-ctx.Done():
-			send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: wire.EndClosed})
+			send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: meshwire.EndClosed})
 			return false, ctx.Err()
 		case <-closed:
 			return true, errors.New("the session's connection closed")
 		case <-ready.C: // until the first frame: the manager may not have heard the first ready
-			send(&wire.AttachFrame{Kind: wire.AttachReady})
+			send(&meshwire.AttachFrame{Kind: meshwire.AttachReady})
 		case <-winch:
 			resize()
 		case <-keepalive.C: // an empty data frame: the manager ends a session that falls silent
-			send(&wire.AttachFrame{Kind: wire.AttachData})
+			send(&meshwire.AttachFrame{Kind: meshwire.AttachData})
 		case p, ok := <-in.bytes:
 			switch {
 			case !ok:
 				return false, errDetached // stdin ended
 			case len(p) == 1 && p[0] == DetachKey:
-				send(&wire.AttachFrame{Kind: wire.AttachEnd, Reason: wire.EndClosed})
+				send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: meshwire.EndClosed})
 				_ = nc.Flush()
 				return false, errDetached
 			}
 			for len(p) > 0 {
-				n := min(len(p), wire.MaxAttachData)
-				send(&wire.AttachFrame{Kind: wire.AttachData, Data: p[:n]})
+				n := min(len(p), meshwire.MaxAttachData)
+				send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: p[:n]})
 				p = p[n:]
 			}
 		case msg := <-frames:
 			ready.Stop()
-			f, err := wire.DecodeAttachFrame(msg.Data)
+			f, err := meshwire.DecodeAttachFrame(msg.Data)
 			if err != nil {
 				continue // a frame no manager sends: dropped
 			}
 			switch f.Kind {
-			case wire.AttachData:
+			case meshwire.AttachData:
 				_, _ = o.IO.Out.Write(f.Data)
-			case wire.AttachDrop:
+			case meshwire.AttachDrop:
 				fmt.Fprintf(o.IO.ErrOut, "\r\n[cotal: %d bytes dropped - backpressure]\r\n", f.Bytes)
-			case wire.AttachEnd:
+			case meshwire.AttachEnd:
 				switch f.Reason {
-				case wire.EndProcessExit, wire.EndTargetDespawn:
+				case meshwire.EndProcessExit, meshwire.EndTargetDespawn:
 					return false, errGone
-				case wire.EndClosed:
+				case meshwire.EndClosed:
 					return false, errDetached
 				}
 				return true, fmt.Errorf("the session ended: %s", f.Reason) // expired, manager-restart
