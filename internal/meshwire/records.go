@@ -123,3 +123,27 @@ func ObjectMetaGrant(b wire.Bucket) string { return ObjectSubject(b, ObjectMeta,
 
 // ObjectAll returns "$O.<bucket>.>", every subject of an object store bucket.
 func ObjectAll(b wire.Bucket) string { return objectSubjectRoot + string(b) + ".>" }
+
+// The service registry in the records bucket (SPEC §13.7): one spec and one status record per
+// serving instance.
+const (
+	serviceKind = "svc"
+	// ServiceSpecLeaf is the last token of an instance's spec record.
+	ServiceSpecLeaf = "spec"
+	// ServiceStatusLeaf is the last token of an instance's status record.
+	ServiceStatusLeaf = "status"
+)
+
+// ServiceKey returns "svc.<endpoint>.<instanceId>.<leaf>", a serving instance's record key in the
+// records bucket; leaf is ServiceSpecLeaf or ServiceStatusLeaf, or ">" for the instance's subtree.
+func ServiceKey(endpoint wire.EndpointName, instance wire.LifecycleUID, leaf string) string {
+	return serviceKind + "." + endpoint.Token() + "." + string(instance) + "." + leaf
+}
+
+// ServiceEndpointKeys returns "svc.<endpoint>.>", the registry keys of every instance of endpoint.
+func ServiceEndpointKeys(endpoint wire.EndpointName) string {
+	return serviceKind + "." + endpoint.Token() + ".>"
+}
+
+// ServiceRegistryKeys returns "svc.>", every key of the service registry.
+func ServiceRegistryKeys() string { return serviceKind + ".>" }

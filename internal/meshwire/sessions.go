@@ -134,43 +134,6 @@ func NewSessionID() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// The service registry in the records bucket (SPEC §13.7): one spec and one status record per
-// serving instance.
-const (
-	serviceKind = "svc"
-	// ServiceSpecLeaf is the last token of an instance's spec record.
-	ServiceSpecLeaf = "spec"
-	// ServiceStatusLeaf is the last token of an instance's status record.
-	ServiceStatusLeaf = "status"
-)
-
-// ServiceKey returns "svc.<endpoint>.<instanceId>.<leaf>", a serving instance's record key in the
-// records bucket; leaf is ServiceSpecLeaf or ServiceStatusLeaf, or ">" for the instance's subtree.
-func ServiceKey(endpoint wire.EndpointName, instance wire.LifecycleUID, leaf string) string {
-	return serviceKind + "." + endpoint.Token() + "." + string(instance) + "." + leaf
-}
-
-// ServiceEndpointKeys returns "svc.<endpoint>.>", the registry keys of every instance of endpoint.
-func ServiceEndpointKeys(endpoint wire.EndpointName) string {
-	return serviceKind + "." + endpoint.Token() + ".>"
-}
-
-// ServiceRegistryKeys returns "svc.>", every key of the service registry.
-func ServiceRegistryKeys() string { return serviceKind + ".>" }
-
-const (
-	wfjStreamPrefix = "WFJ_"
-)
-
-// WFJStream returns "WFJ_<space>", the workflow-run journals (cotal.<space>.wfj.*).
-func WFJStream(s wire.Space) string { return wfjStreamPrefix + s.Token() }
-
-// WFJSubject returns "cotal.<space>.wfj.<runId>", the journal subject of one workflow run.
-func WFJSubject(s wire.Space, runID string) string { return s.Subject(wire.KindWfj, wire.Token(runID)) }
-
-// WFJFilter returns "cotal.<space>.wfj.*", the subjects of the WFJ stream.
-func WFJFilter(s wire.Space) string { return s.Subject(wire.KindWfj, "*") }
-
 // SessionDir is a session rail's direction: in carries caller to endpoint, out the reverse.
 type SessionDir string
 
