@@ -76,9 +76,8 @@ func (r *ControlReply) Err(op string) error {
 
 // The delivery control ops.
 const (
-	OpDurableJoin     = "durableJoin"
-	OpDurableLeave    = "durableLeave"
-	OpListMemberships = "listMemberships"
+	OpDurableJoin  = "durableJoin"
+	OpDurableLeave = "durableLeave"
 )
 
 // DurableJoinArgs are the arguments of durableJoin. The daemon takes the caller's lifecycle from
@@ -107,23 +106,6 @@ type DurableLeaveArgs struct {
 type DurableLeaveResult struct {
 	Channel     string `json:"channel"`
 	AlreadyLeft bool   `json:"alreadyLeft,omitempty"`
-}
-
-// ListMembershipsArgs are the arguments of listMemberships.
-type ListMembershipsArgs struct {
-	LifecycleUID LifecycleUID `json:"lifecycleUid"`
-}
-
-// Membership is one entry of listMemberships' data.
-type Membership struct {
-	Channel    string `json:"channel"`
-	Generation int64  `json:"generation"`
-	Activated  bool   `json:"activated"`
-}
-
-// ListMembershipsResult is listMemberships' data.
-type ListMembershipsResult struct {
-	Memberships []Membership `json:"memberships"`
 }
 
 // DeliveryFrameHeader marks a durable hand-off on the dlv rail; its value is the frame version.

@@ -34,7 +34,3 @@ func (s Space) GoalResultGrant(endpoint EndpointName) string {
 	anyCaller := Lifecycle{Principal: Principal{owner: "*", actor: "*"}, UID: "*"}
 	return s.Subject(KindEpf, append([]string{endpoint.Token()}, GoalResultTopic(anyCaller, "*")...)...)
 }
-
-// ContractPublishGrant returns "cotal.<space>.epc.*": every artifact subject of the contract
-// stream, which a publisher writes create-only, one artifact per digest.
-func (s Space) ContractPublishGrant() string { return s.Subject(KindEpc, "*") }

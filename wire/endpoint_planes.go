@@ -8,20 +8,6 @@ import (
 // journal submissions, timers, record-writer ingress and work items. The publishing instance's
 // identity (and epoch, where the plane carries it) rides the subject, pinned by the serve grant.
 
-// The streams that capture the event and fact planes (SPEC §13.12).
-const (
-	epeStreamPrefix = "EPE_"
-	epfStreamPrefix = "EPF_"
-)
-
-// EventStream returns "EPE_<space>", the stream of the space's endpoint events
-// (cotal.<space>.epe.>): ordered and replayable, kept a day.
-func (s Space) EventStream() string { return epeStreamPrefix + s.Token() }
-
-// FactStream returns "EPF_<space>", the stream of the space's canonical facts
-// (cotal.<space>.epf.>), written create-only by their mediated writers.
-func (s Space) FactStream() string { return epfStreamPrefix + s.Token() }
-
 // TimerPhase is the last token of a timer subject.
 type TimerPhase string
 
@@ -35,7 +21,6 @@ const (
 // Reserved topic heads on the event and fact planes.
 const (
 	topicGoal   = "goal"
-	topicEvent  = "ev"
 	goalProgess = "progress"
 	goalResult  = "result"
 	goalBind    = "bind"
@@ -80,12 +65,6 @@ func (s Space) EventSubject(endpoint EndpointName, instance LifecycleUID, epoch 
 	return s.Subject(KindEpe, t...), nil
 }
 
-// EventPublishGrant returns "cotal.<space>.epe.<endpoint>.<instanceId>.<epoch>.>", the events an
-// incarnation may publish.
-func (s Space) EventPublishGrant(endpoint EndpointName, instance LifecycleUID, epoch int64) string {
-	return s.Subject(KindEpe, endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), ">")
-}
-
 // FactSubject returns "cotal.<space>.epf.<endpoint>.<topic...>", a canonical fact.
 func (s Space) FactSubject(endpoint EndpointName, topic ...string) (string, error) {
 	if _, err := ParseEndpointName(string(endpoint)); err != nil {
@@ -117,9 +96,6 @@ func GoalResultTopic(caller Lifecycle, goalID string) []string {
 func GoalBindTopic(caller Lifecycle, goalID string) []string {
 	return GoalTopic(caller, goalID, goalBind)
 }
-
-// ClusterEventTopic returns "ev.<cluster>.<event>", a cluster event's topic.
-func ClusterEventTopic(cluster, event string) []string { return []string{topicEvent, cluster, event} }
 
 // GoalProgressFilter returns "cotal.<space>.epe.<endpoint>.*.*.goal.<cOwner>.<cActor>.<cUid>.>":
 // the progress of every goal of one caller, from any incarnation of endpoint.
@@ -163,21 +139,6 @@ func (s Space) RecordWriteSubject(endpoint EndpointName, instance LifecycleUID, 
 	}
 	t := append([]string{endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), kind}, qualifier...)
 	return s.Subject(KindEpr, t...), nil
-}
-
-// WorkSubject returns "cotal.<space>.epw.<endpoint>.<pool>.<cOwner>.<cActor>.<cUid>.<id>", one
-// work item keyed by its acceptance identity.
-func (s Space) WorkSubject(endpoint EndpointName, pool string, caller Lifecycle, id string) (string, error) {
-	if _, err := ParseEndpointName(string(endpoint)); err != nil {
-		return "", err
-	}
-	if err := ValidateCommand(pool); err != nil {
-		return "", Within("pool", err)
-	}
-	if err := ValidateIDToken("id", id); err != nil {
-		return "", err
-	}
-	return s.Subject(KindEpw, endpoint.Token(), pool, caller.Principal.owner, caller.Principal.actor, string(caller.UID), id), nil
 }
 
 // GoalBindGrant returns "cotal.<space>.epf.<endpoint>.goal.*.*.*.*.bind": the first-wins bind of

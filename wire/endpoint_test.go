@@ -318,7 +318,7 @@ func TestPlaneSubjects(t *testing.T) {
 	if err != nil || ev != "cotal.main.epe.manager."+string(testUID2)+".3.goal.local.alice."+string(testUID)+".g1.progress" {
 		t.Errorf("EventSubject = %q, %v", ev, err)
 	}
-	if !SubjectMatches(sp.GoalProgressFilter("manager", caller), ev) || !SubjectMatches(sp.EventPublishGrant("manager", testUID2, 3), ev) {
+	if !SubjectMatches(sp.GoalProgressFilter("manager", caller), ev) || !SubjectMatches("cotal.main.epe.manager."+string(testUID2)+".3.>", ev) {
 		t.Errorf("filters miss %q", ev)
 	}
 	fact, err := sp.FactSubject("manager", GoalResultTopic(caller, "g1")...)
@@ -337,10 +337,6 @@ func TestPlaneSubjects(t *testing.T) {
 	if err != nil || rec != "cotal.main.epr.manager."+string(testUID2)+".1.svc.status" {
 		t.Errorf("RecordWriteSubject = %q, %v", rec, err)
 	}
-	w, err := sp.WorkSubject("manager", "builds", caller, "i1")
-	if err != nil || w != "cotal.main.epw.manager.builds.local.alice."+string(testUID)+".i1" {
-		t.Errorf("WorkSubject = %q, %v", w, err)
-	}
 	for name, f := range map[string]func() error{
 		"event bad uid":   func() error { _, err := sp.EventSubject("manager", "x", 1, "a"); return err },
 		"event no topic":  func() error { _, err := sp.EventSubject("manager", testUID2, 1); return err },
@@ -349,7 +345,6 @@ func TestPlaneSubjects(t *testing.T) {
 		"fact bad name":   func() error { _, err := sp.FactSubject("Manager", "a"); return err },
 		"timer phase":     func() error { _, err := sp.TimerSubject("manager", testUID2, 1, "t", "later"); return err },
 		"timer id":        func() error { _, err := sp.TimerSubject("manager", testUID2, 1, "a.b", TimerFire); return err },
-		"work pool":       func() error { _, err := sp.WorkSubject("manager", "Pool", caller, "i"); return err },
 		"submission mode": func() error {
 			_, err := sp.SubmissionSubject(EndpointRoute{Address: AddressOne, Endpoint: "m", Command: "c", Mode: ModeOwner, Caller: caller})
 			return err

@@ -6,13 +6,6 @@ package wire
 // KindEpc is the contract stream's rail: epc.<digest-hex>.
 const KindEpc SubjectKind = "epc"
 
-// epcStreamPrefix starts the name of a space's contract stream.
-const epcStreamPrefix = "EPC_"
-
-// ContractStream returns "EPC_<space>", the stream of the space's contract artifacts
-// (cotal.<space>.epc.>).
-func (s Space) ContractStream() string { return epcStreamPrefix + s.Token() }
-
 // ContractSubject returns "cotal.<space>.epc.<hexDigest>", the subject of the artifact whose
 // digest is "sha256:<hexDigest>". The subject token is the 64 lowercase hex digits alone, without
 // the "sha256:" prefix (SPEC §13.7); anything else is a *ValidationError, so no wildcard or

@@ -8,9 +8,6 @@ import (
 
 func TestContractStreamAndSubject(t *testing.T) {
 	s := Space("main")
-	if got := s.ContractStream(); got != "EPC_main" {
-		t.Errorf("ContractStream = %q", got)
-	}
 	if got := s.KindAll(KindEpc); got != "cotal.main.epc.>" {
 		t.Errorf("KindAll(KindEpc) = %q", got)
 	}

@@ -26,9 +26,8 @@ type Bucket string
 
 // Bucket name stems: a space's bucket is "cotal_<stem>_<space>".
 const (
-	bucketPresence  = "presence"
-	bucketChannels  = "channels"
-	bucketArtifacts = "artifacts"
+	bucketPresence = "presence"
+	bucketChannels = "channels"
 )
 
 // Bucket returns "cotal_<stem>_<space>", the space's bucket named by stem.
@@ -40,9 +39,6 @@ func (s Space) PresenceBucket() Bucket { return s.Bucket(bucketPresence) }
 // ChannelsBucket returns "cotal_channels_<space>", the channel registry keyed by concrete channel,
 // with the space defaults under ChannelDefaultsKey (SPEC §7).
 func (s Space) ChannelsBucket() Bucket { return s.Bucket(bucketChannels) }
-
-// ArtifactsBucket returns "cotal_artifacts_<space>", the object store holding artifact bytes.
-func (s Space) ArtifactsBucket() Bucket { return s.Bucket(bucketArtifacts) }
 
 // Stream returns "KV_<bucket>", the stream backing a key-value bucket.
 func (b Bucket) Stream() string { return "KV_" + string(b) }

@@ -100,13 +100,12 @@ func TestParseRequestSubject(t *testing.T) {
 }
 
 func TestParseLifecycleSubject(t *testing.T) {
-	sp := Space("main")
 	life := mustLifecycle(t, ownerA, "alice", uidA)
-	kind, got, err := ParseLifecycleSubject(sp.DinboxSubject(life))
+	kind, got, err := ParseLifecycleSubject("cotal.main.dinbox." + ownerA + ".alice." + uidA)
 	if err != nil || kind != KindDinbox || got != life {
 		t.Errorf("dinbox parsed as %s %v, %v", kind, got, err)
 	}
-	kind, got, err = ParseLifecycleSubject(sp.DlvSubject(life))
+	kind, got, err = ParseLifecycleSubject("cotal.main.dlv." + ownerA + ".alice." + uidA)
 	if err != nil || kind != KindDlv || got != life {
 		t.Errorf("dlv parsed as %s %v, %v", kind, got, err)
 	}

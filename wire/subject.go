@@ -133,18 +133,6 @@ func (s Space) DMSubject(recipient, sender Principal) string {
 	return s.Subject(KindInst, recipient.owner, recipient.actor, sender.owner, sender.actor)
 }
 
-// DMSendGrant returns "cotal.<space>.inst.*.*.<owner>.<actor>": a direct message to anyone, only
-// as sender. The broker's enforcement of this row is the forge lock of SPEC §3.
-func (s Space) DMSendGrant(sender Principal) string {
-	return s.Subject(KindInst, "*", "*", sender.owner, sender.actor)
-}
-
-// DMFilter returns "cotal.<space>.inst.<owner>.<actor>.>": every direct message to recipient,
-// the filter of its dm_ durable.
-func (s Space) DMFilter(recipient Principal) string {
-	return s.Subject(KindInst, recipient.owner, recipient.actor, ">")
-}
-
 // AnycastSubject returns the subject sender hands a task to role on:
 // "cotal.<space>.svc.<role>.<owner>.<actor>". It returns a *ValidationError for an empty role.
 func (s Space) AnycastSubject(role string, sender Principal) (string, error) {
@@ -153,12 +141,6 @@ func (s Space) AnycastSubject(role string, sender Principal) (string, error) {
 		return "", err
 	}
 	return s.Subject(KindSvc, r, sender.owner, sender.actor), nil
-}
-
-// AnycastSendGrant returns "cotal.<space>.svc.*.<owner>.<actor>": a task to any role, only as
-// sender.
-func (s Space) AnycastSendGrant(sender Principal) string {
-	return s.Subject(KindSvc, "*", sender.owner, sender.actor)
 }
 
 // AnycastFilter returns "cotal.<space>.svc.<role>.>": every task for role, the filter of its svc_
@@ -206,12 +188,6 @@ func (s Space) ControlSubject(svc ControlService, caller Principal) string {
 	return s.Subject(KindCtl, string(svc), caller.owner, caller.actor)
 }
 
-// ControlServeFilter returns "cotal.<space>.ctl.<service>.*.*", what the serving daemon
-// queue-subscribes.
-func (s Space) ControlServeFilter(svc ControlService) string {
-	return s.Subject(KindCtl, string(svc), "*", "*")
-}
-
 // ControlReplyGrant returns "cotal.<space>.ctl.<service>.*.*.reply.>": the daemon may answer any
 // caller, but only on the reply leaf, so it can never forge a request.
 func (s Space) ControlReplyGrant(svc ControlService) string {
@@ -246,12 +222,6 @@ func (s Space) LivenessSubject(plane Plane, caller Principal) string {
 	return s.Subject(KindLive, string(plane), caller.owner, caller.actor)
 }
 
-// LivenessServeFilter returns "cotal.<space>.live.<plane>.*.*", what the plane's responder
-// queue-subscribes.
-func (s Space) LivenessServeFilter(plane Plane) string {
-	return s.Subject(KindLive, string(plane), "*", "*")
-}
-
 // LivenessReplyGrant returns "cotal.<space>.live.<plane>.*.*.reply.>", the responder's only
 // publish row on the rail.
 func (s Space) LivenessReplyGrant(plane Plane) string {
@@ -276,29 +246,8 @@ func IsBoundReply(request, reply string) bool {
 // replies under its own request subject.
 func Subtree(subject string) string { return subject + ".>" }
 
-// DinboxSubject returns "cotal.<space>.dinbox.<owner>.<actor>.<uid>", the fan-out target of a
-// member's durable copies.
-func (s Space) DinboxSubject(member Lifecycle) string {
-	return s.Subject(KindDinbox, member.Principal.owner, member.Principal.actor, string(member.UID))
-}
-
-// DlvSubject returns "cotal.<space>.dlv.<owner>.<actor>.<uid>", where the delivery daemon hands a
-// re-authorised durable copy to its member.
-func (s Space) DlvSubject(member Lifecycle) string {
-	return s.Subject(KindDlv, member.Principal.owner, member.Principal.actor, string(member.UID))
-}
-
-// LifecycleWriteGrant returns "cotal.<space>.<kind>.*.*.*", a write to any lifecycle's subject on
-// the dinbox or dlv rail (the delivery daemon's rows).
-func (s Space) LifecycleWriteGrant(kind SubjectKind) string {
-	return s.Subject(kind, "*", "*", "*")
-}
-
 // isIDToken reports whether s is an id token (SPEC §13.2): 1 to 64 characters of [A-Za-z0-9_-].
 func isIDToken(s string) bool { return len(s) <= 64 && isTokenSafe(s) }
-
-// TraceSubject returns "cotal.<space>.trace.<instance>", reserved for lifecycle traces.
-func (s Space) TraceSubject(instance string) string { return s.Subject(KindTrace, Token(instance)) }
 
 // SubjectMatches reports whether the NATS subject pattern (with '*' and a final '>') matches
 // subject. Channels are dotted tokens too, so the same rule answers "does an ACL entry cover this

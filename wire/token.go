@@ -301,6 +301,3 @@ func NewConnID() ConnID {
 // InboxPrefix returns "_INBOX_<connId>", the inbox prefix a client must set before its first
 // request, pull or watch (SPEC §10).
 func (c ConnID) InboxPrefix() string { return inboxPrefixStem + string(c) }
-
-// InboxGrant returns "_INBOX_<connId>.>", the only inbox subtree a credential may subscribe.
-func (c ConnID) InboxGrant() string { return c.InboxPrefix() + ".>" }

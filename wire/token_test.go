@@ -220,8 +220,8 @@ func TestConnID(t *testing.T) {
 			if (err == nil) != tt.ok {
 				t.Fatalf("ParseConnID(%q) = %v, want ok=%v", tt.in, err, tt.ok)
 			}
-			if err == nil && c.InboxGrant() != "_INBOX_"+tt.in+".>" {
-				t.Errorf("InboxGrant() = %q", c.InboxGrant())
+			if err == nil && c.InboxPrefix() != "_INBOX_"+tt.in {
+				t.Errorf("InboxPrefix() = %q", c.InboxPrefix())
 			}
 		})
 	}

@@ -89,8 +89,8 @@ func TestAgentEndpointRowsOnTheBroker(t *testing.T) {
 			sub("another agent's reply rail", s.ReplyReadGrant(bob, ""), false),
 			sub("every reply", s.Prefix()+".ep.reply.>", false),
 			sub("goal progress without the capability", s.GoalProgressFilter(mgr, me), false),
-			pub("fetch a contract artifact", jsapi.DirectGet+s.ContractStream()+"."+fbMust(s.ContractSubject(strings.Repeat("ab", 32))), true),
-			pub("a bare direct get on the contract stream", jsapi.DirectGet+s.ContractStream(), false),
+			pub("fetch a contract artifact", jsapi.DirectGet+meshwire.ContractStream(s)+"."+fbMust(s.ContractSubject(strings.Repeat("ab", 32))), true),
+			pub("a bare direct get on the contract stream", jsapi.DirectGet+meshwire.ContractStream(s), false),
 		})
 	})
 	t.Run("spawn", func(t *testing.T) {

@@ -134,7 +134,7 @@ func (g *Grant) validateEndpoint(profile Profile) error {
 // contractRead is the Direct Get of the contract stream, its subject tail fully qualified (SPEC
 // §13.9): every artifact, content-addressed and public within the space.
 func (r rowsFor) contractRead() string {
-	return jsapi.DirectGet + r.s.ContractStream() + "." + r.s.KindAll(wire.KindEpc)
+	return jsapi.DirectGet + meshwire.ContractStream(r.s) + "." + r.s.KindAll(wire.KindEpc)
 }
 
 // agentEndpoint is an agent's caller rows on the endpoint rails, as the reference grants them
@@ -303,9 +303,9 @@ func (r rowsFor) serve(p *Permissions) {
 	p.PubAllow = append(p.PubAllow,
 		r.s.ReplyPublishGrant(sv.Endpoint, sv.Instance, sv.Epoch, false),
 		r.s.ReplyPublishGrant(sv.Endpoint, sv.Instance, sv.Epoch, true),
-		r.s.EventPublishGrant(sv.Endpoint, sv.Instance, sv.Epoch),
+		meshwire.EventPublishGrant(r.s, sv.Endpoint, sv.Instance, sv.Epoch),
 		r.s.GoalResultGrant(sv.Endpoint),
-		r.s.ContractPublishGrant(), r.contractRead(),
+		meshwire.ContractPublishGrant(r.s), r.contractRead(),
 		records.Subject(meshwire.ServiceKey(sv.Endpoint, sv.Instance, meshwire.ServiceSpecLeaf)),
 		records.Subject(meshwire.ServiceKey(sv.Endpoint, sv.Instance, meshwire.ServiceStatusLeaf)),
 		jsapi.StreamInfo+st, jsapi.MsgGet+st,
@@ -346,7 +346,7 @@ func (r rowsFor) remoteManager() Permissions {
 		// The spawned agents' presence, watched for their readiness.
 		jsapi.StreamInfo+presence.Stream(), watchCreate(presence), jsapi.ConsumerInfo+presence.Stream()+".>", jsapi.FlowControl,
 	)
-	p.SubAllow = append(p.SubAllow, r.s.LivenessServeFilter(wire.PlaneManager))
-	p.SubDeny = serveDeny(r.s.LivenessServeFilter(wire.PlaneManager))
+	p.SubAllow = append(p.SubAllow, meshwire.LivenessServeFilter(r.s, wire.PlaneManager))
+	p.SubDeny = serveDeny(meshwire.LivenessServeFilter(r.s, wire.PlaneManager))
 	return p
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -70,7 +71,7 @@ func TestAgentCredentialWorks(t *testing.T) {
 
 	// An agent binds but never creates its durables: the broker refuses the request, so it is
 	// sent without waiting for a reply that will not come.
-	create := "$JS.API.CONSUMER.CREATE." + sp.DMStream() + ".mine." + sp.DMFilter(bobCred.Principal)
+	create := "$JS.API.CONSUMER.CREATE." + sp.DMStream() + ".mine." + meshwire.DMFilter(sp, bobCred.Principal)
 	if err := bob.Publish(create, []byte(`{"stream_name":"DM_main","config":{"durable_name":"mine"}}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func (w *fbWorld) hostStreams(s wire.Space) []string {
 // fbStreams are every stream of a space: the message streams, the artifact store, the contract
 // stream and the buckets.
 func fbStreams(s wire.Space) []string {
-	st := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), meshwire.WFJStream(s), s.ArtifactsBucket().ObjectStream(), s.ContractStream()}
+	st := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), meshwire.WFJStream(s), meshwire.ArtifactsBucket(s).ObjectStream(), meshwire.ContractStream(s)}
 	for _, b := range fbBuckets(s) {
 		st = append(st, b.Stream())
 	}
@@ -220,12 +220,12 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 		}
 	}
 	for _, l := range lcs {
-		rails = append(rails, s.DinboxSubject(l), s.DlvSubject(l))
+		rails = append(rails, meshwire.DinboxSubject(s, l), meshwire.DlvSubject(s, l))
 	}
 	for _, r := range w.runs {
 		rails = append(rails, meshwire.WFJSubject(s, r))
 	}
-	rails = append(rails, s.TraceSubject("x"))
+	rails = append(rails, meshwire.TraceSubject(s, "x"))
 	for _, ss := range w.sessions {
 		rails = append(rails, ss.rail(s, meshwire.SessionIn), ss.rail(s, meshwire.SessionOut))
 	}
@@ -248,7 +248,7 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	}
 	for _, p := range principals {
 		subscribe(fbMust(s.ChatPattern(p.Owner(), p.Actor(), ">")))
-		subscribe(s.DMFilter(p))
+		subscribe(meshwire.DMFilter(s, p))
 		for _, svc := range []wire.ControlService{wire.ControlDelivery, wire.ControlDeliveryAdmin} {
 			subscribe(wire.Subtree(s.ControlSubject(svc, p)))
 		}
@@ -260,15 +260,15 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 		subscribe(fbMust(s.AnycastFilter(role)))
 	}
 	for _, svc := range []wire.ControlService{wire.ControlDelivery, wire.ControlDeliveryAdmin} {
-		subscribe(s.ControlServeFilter(svc))
+		subscribe(meshwire.ControlServeFilter(s, svc))
 		subscribe(s.Prefix() + ".ctl." + string(svc) + ".*.>")
 	}
 	for _, plane := range wire.Planes {
-		subscribe(s.LivenessServeFilter(plane))
+		subscribe(meshwire.LivenessServeFilter(s, plane))
 		subscribe(s.Prefix() + ".live." + string(plane) + ".*.>")
 	}
-	subscribe(s.LifecycleWriteGrant(wire.KindDinbox))
-	subscribe(s.LifecycleWriteGrant(wire.KindDlv))
+	subscribe(meshwire.LifecycleWriteGrant(s, wire.KindDinbox))
+	subscribe(meshwire.LifecycleWriteGrant(s, wire.KindDlv))
 	subscribe(meshwire.WFJFilter(s))
 	subscribe(s.Prefix() + ".eps.search.>")
 	for _, b := range fbBuckets(s) {
@@ -279,7 +279,7 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 		callers = append(slices.Clone(lcs), own)
 	}
 	ops = append(ops, w.endpointOps(s, callers)...)
-	subscribe("$O." + string(s.ArtifactsBucket()) + ".>")
+	subscribe("$O." + string(meshwire.ArtifactsBucket(s)) + ".>")
 	for _, iid := range []wire.LifecycleUID{w.instance, w.other} {
 		b := meshwire.TransferBucket(s, iid)
 		subscribe(meshwire.ObjectAll(b))
@@ -398,19 +398,19 @@ func (w *fbWorld) filters(s wire.Space, st string) (filters []string, sample str
 	case s.ChatStream():
 		return []string{s.KindAll(wire.KindChat), fbMust(s.ChatFilter("secret")), fbMust(s.ChatFilter("general"))}, fbMust(s.ChatSubject(w.bob, "general"))
 	case s.DMStream():
-		return []string{s.KindAll(wire.KindInst), s.DMFilter(w.bob), s.DMFilter(w.alice)}, s.DMSubject(w.alice, w.bob)
+		return []string{s.KindAll(wire.KindInst), meshwire.DMFilter(s, w.bob), meshwire.DMFilter(s, w.alice)}, s.DMSubject(w.alice, w.bob)
 	case s.TaskStream():
 		return []string{s.KindAll(wire.KindSvc), fbMust(s.AnycastFilter("reviewer"))}, fbMust(s.AnycastSubject("reviewer", w.bob))
 	case meshwire.InboxStream(s):
-		return []string{s.KindAll(wire.KindDinbox), s.DinboxSubject(w.bobL)}, s.DinboxSubject(w.bobL)
+		return []string{s.KindAll(wire.KindDinbox), meshwire.DinboxSubject(s, w.bobL)}, meshwire.DinboxSubject(s, w.bobL)
 	case s.DLVStream():
-		return []string{s.KindAll(wire.KindDlv), s.DlvSubject(w.aliceL)}, s.DlvSubject(w.bobL)
+		return []string{s.KindAll(wire.KindDlv), meshwire.DlvSubject(s, w.aliceL)}, meshwire.DlvSubject(s, w.bobL)
 	case meshwire.WFJStream(s):
 		return []string{meshwire.WFJFilter(s), meshwire.WFJSubject(s, w.runs[0]), meshwire.WFJSubject(s, w.runs[1])}, meshwire.WFJSubject(s, w.runs[1])
-	case s.ArtifactsBucket().ObjectStream():
-		o := "$O." + string(s.ArtifactsBucket())
+	case meshwire.ArtifactsBucket(s).ObjectStream():
+		o := "$O." + string(meshwire.ArtifactsBucket(s))
 		return []string{o + ".>", o + ".C.>"}, o + ".M.x"
-	case s.ContractStream():
+	case meshwire.ContractStream(s):
 		artifact := fbMust(s.ContractSubject(fbDigest))
 		return []string{s.KindAll(wire.KindEpc), artifact}, artifact
 	case meshwire.TimerStream(s):
@@ -682,7 +682,7 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 	P := home.Prefix() + "."
 	me := cred.Principal
 	o, a := me.Owner(), me.Actor()
-	inbox := wire.ConnID(cred.PublicKey).InboxGrant()
+	inbox := meshwire.InboxGrant(wire.ConnID(cred.PublicKey))
 	chat, dm, task, inboxSt, dlv, wfj := home.ChatStream(), home.DMStream(), home.TaskStream(), meshwire.InboxStream(home), home.DLVStream(), meshwire.WFJStream(home)
 	presence, channels, members, acl := home.PresenceBucket(), home.ChannelsBucket(), meshwire.MembersBucket(home), meshwire.ACLBucket(home)
 	membership, lease, manager, records, auth := meshwire.MembershipBucket(home), meshwire.DeliveryBucket(home), meshwire.ManagerBucket(home), meshwire.RecordsBucket(home), meshwire.AuthBucket(home)
@@ -704,7 +704,7 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 		}
 	}
 	// The Direct Get of the contract artifacts, its subject tail fully qualified.
-	epc := jsapi.DirectGet + home.ContractStream() + "." + P + "epc.>"
+	epc := jsapi.DirectGet + meshwire.ContractStream(home) + "." + P + "epc.>"
 	// The contract's streams of the home space: host verbs never reach a stream outside them.
 	var contract []string
 	contract = append(contract, fbStreams(home)...)
@@ -1186,7 +1186,7 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 			{"search", "sess_forbiddenforbidden0", 2},
 			{"search", "sess_forbiddenforbidden1", 1},
 		},
-		foreignInbox: wire.NewConnID().InboxGrant(),
+		foreignInbox: meshwire.InboxGrant(wire.NewConnID()),
 		instance:     wire.NewLifecycleUID(),
 		other:        wire.NewLifecycleUID(),
 		epoch:        3,
@@ -1613,7 +1613,7 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 	case c.profile == authority.ProfileRemoteManager:
 		gate := pub(meshwire.AuthBucket(h).Subject("epgate.manager." + string(c.coords.serve.Instance)))
 		if me.Actor() == meshwire.RemoteManagerActorsOf(c.coords.serve.Instance).Supervisor {
-			return append(out, gate, sub(h.LivenessServeFilter(wire.PlaneManager)), pub(meshwire.ManagerBucket(h).Subject(meshwire.ManagerLeaseKey(c.coords.serve.Instance))))
+			return append(out, gate, sub(meshwire.LivenessServeFilter(h, wire.PlaneManager)), pub(meshwire.ManagerBucket(h).Subject(meshwire.ManagerLeaseKey(c.coords.serve.Instance))))
 		}
 		return append(out, gate)
 	case (c.profile == authority.ProfileSupervisor || c.profile == authority.ProfileEndpointServe) && c.coords.serve != nil:
@@ -1676,10 +1676,10 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 	case authority.ProfileAdmin:
 		out = append(out, sub(h.KindAll(wire.KindInst)), sub(h.KindAll(wire.KindSvc)), pub(jsapi.StreamInfo+h.DMStream()))
 	case authority.ProfileSupervisor:
-		out = append(out, sub(h.LivenessServeFilter(wire.PlaneManager)), pub(wire.ReplySubject(h.LivenessSubject(wire.PlaneManager, w.alice), "n1")),
+		out = append(out, sub(meshwire.LivenessServeFilter(h, wire.PlaneManager)), pub(wire.ReplySubject(h.LivenessSubject(wire.PlaneManager, w.alice), "n1")),
 			pub(jsapi.StreamInfo+meshwire.ManagerBucket(h).Stream()))
 	case authority.ProfileDelivery:
-		out = append(out, sub(h.ControlServeFilter(wire.ControlDelivery)), pub(h.DinboxSubject(w.bobL)), pub(jsapi.StreamInfo+meshwire.InboxStream(h)))
+		out = append(out, sub(meshwire.ControlServeFilter(h, wire.ControlDelivery)), pub(meshwire.DinboxSubject(h, w.bobL)), pub(jsapi.StreamInfo+meshwire.InboxStream(h)))
 	case authority.ProfileProvisioner:
 		out = append(out, pub(jsapi.StreamInfo+h.ChatStream()), pub(jsapi.ConsumerInfo+h.DMStream()+"."+wire.DMDurable(w.aliceL)))
 	case authority.ProfileDeprovisioner:

@@ -264,7 +264,7 @@ type rowsFor struct {
 	S string
 }
 
-func (r rowsFor) inbox() string { return r.ConnID.InboxGrant() }
+func (r rowsFor) inbox() string { return meshwire.InboxGrant(r.ConnID) }
 
 // chat renders a chat subject or pattern; the channels were validated by Grant.validate.
 func (r rowsFor) chat(owner, actor, channel string) string {
@@ -324,8 +324,8 @@ func (r rowsFor) agent() Permissions {
 		pub = append(pub, r.chat(o, a, ch))
 	}
 	pub = append(pub,
-		r.s.DMSendGrant(r.Principal),
-		r.s.AnycastSendGrant(r.Principal),
+		meshwire.DMSendGrant(r.s, r.Principal),
+		meshwire.AnycastSendGrant(r.s, r.Principal),
 		r.s.ControlSubject(wire.ControlDelivery, r.Principal),
 	)
 	for _, plane := range wire.Planes {
@@ -409,9 +409,9 @@ func (r rowsFor) supervisor() Permissions {
 		SubAllow: []string{
 			r.inbox(),
 			wire.Subtree(r.s.ControlSubject(wire.ControlDeliveryAdmin, r.Principal)),
-			r.s.LivenessServeFilter(wire.PlaneManager),
+			meshwire.LivenessServeFilter(r.s, wire.PlaneManager),
 		},
-		SubDeny: serveDeny(r.s.LivenessServeFilter(wire.PlaneManager)),
+		SubDeny: serveDeny(meshwire.LivenessServeFilter(r.s, wire.PlaneManager)),
 	}
 	if r.Serve != nil {
 		r.serve(&p)
@@ -450,25 +450,25 @@ func (r rowsFor) delivery() Permissions {
 	pub = append(pub,
 		meshwire.MembersBucket(r.s).Subject(">"),
 		jsapi.StreamInfo+lease.Stream(), jsapi.MsgGet+lease.Stream(), lease.Subject(meshwire.LeaseKeys()),
-		r.s.LifecycleWriteGrant(wire.KindDinbox), r.s.LifecycleWriteGrant(wire.KindDlv),
+		meshwire.LifecycleWriteGrant(r.s, wire.KindDinbox), meshwire.LifecycleWriteGrant(r.s, wire.KindDlv),
 		r.s.ControlReplyGrant(wire.ControlDelivery), r.s.ControlReplyGrant(wire.ControlDeliveryAdmin),
 		r.s.LivenessReplyGrant(wire.PlaneDelivery),
 	)
 	return Permissions{
 		PubAllow: pub,
 		SubAllow: []string{
-			r.inbox(), r.s.ControlServeFilter(wire.ControlDelivery), r.s.ControlServeFilter(wire.ControlDeliveryAdmin),
-			r.s.LivenessServeFilter(wire.PlaneDelivery),
+			r.inbox(), meshwire.ControlServeFilter(r.s, wire.ControlDelivery), meshwire.ControlServeFilter(r.s, wire.ControlDeliveryAdmin),
+			meshwire.LivenessServeFilter(r.s, wire.PlaneDelivery),
 		},
-		SubDeny: serveDeny(r.s.ControlServeFilter(wire.ControlDelivery), r.s.ControlServeFilter(wire.ControlDeliveryAdmin),
-			r.s.LivenessServeFilter(wire.PlaneDelivery)),
+		SubDeny: serveDeny(meshwire.ControlServeFilter(r.s, wire.ControlDelivery), meshwire.ControlServeFilter(r.s, wire.ControlDeliveryAdmin),
+			meshwire.LivenessServeFilter(r.s, wire.PlaneDelivery)),
 	}
 }
 
 // spaceStreams lists the streams of a space's messaging plane, in the reference's order: the
 // message streams, the artifact store, then the buckets.
 func spaceStreams(s wire.Space) []string {
-	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), meshwire.WFJStream(s), s.ArtifactsBucket().ObjectStream()}
+	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), meshwire.WFJStream(s), meshwire.ArtifactsBucket(s).ObjectStream()}
 	for _, b := range meshwire.Buckets(s) {
 		streams = append(streams, b.Stream())
 	}
@@ -485,7 +485,7 @@ func (r rowsFor) provisioner() Permissions {
 	// The contract stream is not among spaceStreams, whose rows in other profiles (the warden's
 	// message deletes, teardown's stream deletes) must never reach it: no profile holds a delete,
 	// purge, update or message delete on EPC_<space> (SPEC §13.9, §13.12).
-	for _, st := range append(spaceStreams(r.s), r.s.ContractStream(), r.s.EventStream(), r.s.FactStream()) {
+	for _, st := range append(spaceStreams(r.s), meshwire.ContractStream(r.s), meshwire.EventStream(r.s), meshwire.FactStream(r.s)) {
 		pub = append(pub, jsapi.StreamCreate+st, jsapi.StreamInfo+st)
 	}
 	for _, b := range ttlBuckets(r.s) {
@@ -532,7 +532,7 @@ func (r rowsFor) operator() Permissions {
 	return Permissions{
 		PubAllow: []string{
 			r.chat(r.Principal.Owner(), r.Principal.Actor(), ">"),
-			r.s.DMSendGrant(r.Principal), r.s.AnycastSendGrant(r.Principal),
+			meshwire.DMSendGrant(r.s, r.Principal), meshwire.AnycastSendGrant(r.s, r.Principal),
 			presence.Subject(wire.PresenceKey(r.Principal)),
 			jsapi.Info, jsapi.StreamInfo + presence.Stream(), watchCreate(presence), jsapi.ConsumerInfo + presence.Stream() + ".>",
 			jsapi.StreamInfo + channels.Stream(), jsapi.MsgGet + channels.Stream(), jsapi.DirectGet + channels.Stream() + ".>",
@@ -578,9 +578,9 @@ func (r rowsFor) teardown() Permissions {
 		}
 	}
 	// The contract stream is read, never deleted: its artifacts are permanent (SPEC §13.12).
-	pub = append(pub, jsapi.StreamInfo+r.s.ContractStream())
+	pub = append(pub, jsapi.StreamInfo+meshwire.ContractStream(r.s))
 	// Events are a day's notifications and go with the space; facts outlive it (SPEC §13.12).
-	pub = append(pub, jsapi.StreamInfo+r.s.EventStream(), jsapi.StreamDelete+r.s.EventStream(), jsapi.StreamInfo+r.s.FactStream())
+	pub = append(pub, jsapi.StreamInfo+meshwire.EventStream(r.s), jsapi.StreamDelete+meshwire.EventStream(r.s), jsapi.StreamInfo+meshwire.FactStream(r.s))
 	pub = append(pub, jsapi.StreamPurge+r.s.ChatStream(), channels.Subject(">"))
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
 }
@@ -610,9 +610,9 @@ func (r rowsFor) warden() Permissions {
 	pub := []string{jsapi.Info, jsapi.FlowControl}
 	// The endpoint streams are read too: a capture can land in any stream of the account. The
 	// contract stream refuses deletes whoever asks, and no profile holds one on it.
-	for _, st := range append(spaceStreams(r.s), r.s.ContractStream(), r.s.EventStream(), r.s.FactStream()) {
+	for _, st := range append(spaceStreams(r.s), meshwire.ContractStream(r.s), meshwire.EventStream(r.s), meshwire.FactStream(r.s)) {
 		pub = append(pub, jsapi.StreamInfo+st, jsapi.MsgGet+st)
-		if st != records.Stream() && st != r.s.ContractStream() {
+		if st != records.Stream() && st != meshwire.ContractStream(r.s) {
 			pub = append(pub, jsapi.MsgDelete+st)
 		}
 		pub = append(pub, jsapi.ConsumerList+st,

@@ -77,7 +77,7 @@ func (r rowsFor) goalWriter() Permissions {
 	}
 	pub = append(pub,
 		records.Subject(meshwire.RecordKey(meshwire.RecordMigrate, e)),
-		jsapi.MsgGet+r.s.FactStream(), jsapi.MsgGet+records.Stream(), jsapi.MsgGet+meshwire.AuthBucket(r.s).Stream(),
+		jsapi.MsgGet+meshwire.FactStream(r.s), jsapi.MsgGet+records.Stream(), jsapi.MsgGet+meshwire.AuthBucket(r.s).Stream(),
 	)
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
 }
@@ -181,7 +181,7 @@ func (r rowsFor) runMediator() Permissions {
 		jsapi.Info,
 		jsapi.MsgGet + meshwire.AdmissionBucket(r.s).Stream(), jsapi.MsgGet + records.Stream(),
 		records.Subject(meshwire.RecordKey(meshwire.RecordCheckpoint, e, ">")), meshwire.FactFamilyGrant(r.s, e, meshwire.FactCheckpoint),
-		jsapi.MsgGet + r.s.FactStream(), meshwire.TimerScheduleGrant(r.s, e, sv.Instance, sv.Epoch), jsapi.MsgGet + meshwire.TimerStream(r.s),
+		jsapi.MsgGet + meshwire.FactStream(r.s), meshwire.TimerScheduleGrant(r.s, e, sv.Instance, sv.Epoch), jsapi.MsgGet + meshwire.TimerStream(r.s),
 		jsapi.StreamInfo + chat, jsapi.MsgGet + chat,
 		jsapi.ConsumerCreate + chat + ".>", jsapi.ConsumerInfo + chat + ".>", jsapi.ConsumerNext + chat + ".>", jsapi.ConsumerDelete + chat + ".>", jsapi.Ack + chat + ".>",
 		jsapi.StreamInfo + presence.Stream(), watchCreate(presence), jsapi.ConsumerInfo + presence.Stream() + ".>", jsapi.ConsumerDelete + presence.Stream() + ".>",

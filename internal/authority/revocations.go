@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -226,7 +227,7 @@ func (k *Keyring) MintSystemUser(name string, pubAllow, subAllow []string, life 
 	uc := jwt.NewUserClaims(pub)
 	uc.Name = name
 	uc.Permissions.Pub.Allow = jwt.StringList(pubAllow)
-	uc.Permissions.Sub.Allow = append(jwt.StringList{wire.ConnID(pub).InboxGrant()}, subAllow...)
+	uc.Permissions.Sub.Allow = append(jwt.StringList{meshwire.InboxGrant(wire.ConnID(pub))}, subAllow...)
 	seed, err := user.Seed()
 	if err != nil {
 		return nil, err

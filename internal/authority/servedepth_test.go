@@ -7,6 +7,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -26,10 +27,10 @@ func TestServeFilterHoldsItsDepth(t *testing.T) {
 		requester *meshtest.Client
 		request   string
 	}{
-		{authority.ProfileSupervisor, m.Space.LivenessServeFilter(wire.PlaneManager), alice, m.Space.LivenessSubject(wire.PlaneManager, aliceCred.Principal)},
-		{authority.ProfileDelivery, m.Space.LivenessServeFilter(wire.PlaneDelivery), alice, m.Space.LivenessSubject(wire.PlaneDelivery, aliceCred.Principal)},
-		{authority.ProfileDelivery, m.Space.ControlServeFilter(wire.ControlDelivery), alice, m.Space.ControlSubject(wire.ControlDelivery, aliceCred.Principal)},
-		{authority.ProfileDelivery, m.Space.ControlServeFilter(wire.ControlDeliveryAdmin), supervisor, m.Space.ControlSubject(wire.ControlDeliveryAdmin, sup.Principal)},
+		{authority.ProfileSupervisor, meshwire.LivenessServeFilter(m.Space, wire.PlaneManager), alice, m.Space.LivenessSubject(wire.PlaneManager, aliceCred.Principal)},
+		{authority.ProfileDelivery, meshwire.LivenessServeFilter(m.Space, wire.PlaneDelivery), alice, m.Space.LivenessSubject(wire.PlaneDelivery, aliceCred.Principal)},
+		{authority.ProfileDelivery, meshwire.ControlServeFilter(m.Space, wire.ControlDelivery), alice, m.Space.ControlSubject(wire.ControlDelivery, aliceCred.Principal)},
+		{authority.ProfileDelivery, meshwire.ControlServeFilter(m.Space, wire.ControlDeliveryAdmin), supervisor, m.Space.ControlSubject(wire.ControlDeliveryAdmin, sup.Principal)},
 	} {
 		t.Run(tc.filter, func(t *testing.T) {
 			snoop := m.Connect(t, m.Mint(t, ledger.Request{Profile: tc.profile, Name: "snoop"}))

@@ -13,6 +13,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -207,7 +208,7 @@ func readDM(t *testing.T, url, creds, principal string) *wire.CotalMessage {
 	}
 	sp := wire.Space("main")
 	cons, err := js.OrderedConsumer(t.Context(), sp.DMStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{sp.DMFilter(to)}, DeliverPolicy: jetstream.DeliverLastPolicy,
+		FilterSubjects: []string{meshwire.DMFilter(sp, to)}, DeliverPolicy: jetstream.DeliverLastPolicy,
 	})
 	if err != nil {
 		t.Fatalf("read %s: %v", sp.DMStream(), err)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -65,7 +66,7 @@ func Fetch(ctx context.Context, js jetstream.JetStream, space wire.Space, digest
 	if err != nil {
 		return nil, err
 	}
-	msg, err := jsapi.Request(ctx, js.Conn(), jsapi.DirectGet+space.ContractStream()+"."+subject, nil)
+	msg, err := jsapi.Request(ctx, js.Conn(), jsapi.DirectGet+meshwire.ContractStream(space)+"."+subject, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", subject, err)
 	}

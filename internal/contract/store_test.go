@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/contract"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -60,7 +61,7 @@ func TestPublishAndFetch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := js.Stream(ctx, sp.ContractStream())
+	st, err := js.Stream(ctx, meshwire.ContractStream(sp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestPublishRefusesWhatIsNotTheArtifact(t *testing.T) {
 			t.Errorf("%s: %v, want contract-invalid", name, err)
 		}
 	}
-	st, err := js.Stream(ctx, sp.ContractStream())
+	st, err := js.Stream(ctx, meshwire.ContractStream(sp))
 	if err != nil {
 		t.Fatal(err)
 	}

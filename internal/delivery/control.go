@@ -152,8 +152,8 @@ func (d *Daemon) parseControl(msg *nats.Msg) (string, controlOp, error) {
 			defer unlock()
 			return d.durableLeave(ctx, caller, args)
 		}, nil
-	case wire.OpListMemberships:
-		var args wire.ListMembershipsArgs
+	case meshwire.OpListMemberships:
+		var args meshwire.ListMembershipsArgs
 		if err := json.Unmarshal(orEmpty(req.Args), &args); err != nil {
 			return "", nil, fmt.Errorf("listMemberships: %v", err)
 		}
@@ -390,16 +390,16 @@ func (d *Daemon) durableLeave(ctx context.Context, caller wire.Principal, args w
 }
 
 // listMemberships lists the caller lifecycle's open memberships.
-func (d *Daemon) listMemberships(caller wire.Principal, uid wire.LifecycleUID) (*wire.ListMembershipsResult, error) {
+func (d *Daemon) listMemberships(caller wire.Principal, uid wire.LifecycleUID) (*meshwire.ListMembershipsResult, error) {
 	if _, err := wire.ParseLifecycleUID(string(uid)); err != nil {
 		return nil, fmt.Errorf("listMemberships: %w", err)
 	}
-	out := &wire.ListMembershipsResult{Memberships: []wire.Membership{}}
+	out := &meshwire.ListMembershipsResult{Memberships: []meshwire.Membership{}}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, r := range d.members {
 		if r.Owner == caller.String() && r.LifecycleUID == uid && r.LeaveCursor == nil {
-			out.Memberships = append(out.Memberships, wire.Membership{Channel: r.Channel, Generation: r.Generation, Activated: r.Activated})
+			out.Memberships = append(out.Memberships, meshwire.Membership{Channel: r.Channel, Generation: r.Generation, Activated: r.Activated})
 		}
 	}
 	return out, nil

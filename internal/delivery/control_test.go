@@ -11,6 +11,7 @@ import (
 	"github.com/gocotal/cotal/internal/delivery"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -49,7 +50,7 @@ func TestControlRefusalsCarryTheirCode(t *testing.T) {
 		return rep.Err(op) // as the SDK's control turns a reply into an error
 	}
 	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the daemon to serve", func() bool {
-		return ask(wire.OpListMemberships, wire.ListMembershipsArgs{LifecycleUID: cred.LifecycleUID}) == nil
+		return ask(meshwire.OpListMemberships, meshwire.ListMembershipsArgs{LifecycleUID: cred.LifecycleUID}) == nil
 	})
 
 	for _, tt := range []struct {
@@ -58,7 +59,7 @@ func TestControlRefusalsCarryTheirCode(t *testing.T) {
 	}{
 		{"an unknown op", "dropMemberships", struct{}{}},
 		{"a channel outside the read ACL", wire.OpDurableJoin, wire.DurableJoinArgs{Channel: "elsewhere"}},
-		{"a malformed lifecycle", wire.OpListMemberships, wire.ListMembershipsArgs{LifecycleUID: "not-a-uid"}},
+		{"a malformed lifecycle", meshwire.OpListMemberships, meshwire.ListMembershipsArgs{LifecycleUID: "not-a-uid"}},
 	} {
 		err := ask(tt.op, tt.args)
 		var ce *wire.ControlError

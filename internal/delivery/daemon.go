@@ -246,7 +246,7 @@ func (d *Daemon) serve(ctx context.Context) (err error) {
 	stops = append(stops, stopFeed)
 	ctl := d.startControl(t)
 	stops = append(stops, ctl.close)
-	ctlSub, err := d.nc.QueueSubscribe(sp.ControlServeFilter(wire.ControlDelivery), string(wire.ControlDelivery), ctl.serve)
+	ctlSub, err := d.nc.QueueSubscribe(meshwire.ControlServeFilter(sp, wire.ControlDelivery), string(wire.ControlDelivery), ctl.serve)
 	if err != nil {
 		return fmt.Errorf("serve %s: %w", wire.ControlDelivery, err)
 	}

@@ -476,7 +476,7 @@ func TestStopDrainsHandlers(t *testing.T) {
 	inj := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileDelivery, Name: "injector"}))
 	entry, _ := json.Marshal(meshwire.InboxEntry{Msg: &wire.CotalMessage{ID: "m1"}, Channel: "team", Seq: 1, Reason: meshwire.ReasonDurableChannel, Generation: 1})
 	life := wire.Lifecycle{Principal: aliceCred.Principal, UID: aliceCred.LifecycleUID}
-	if _, err := inj.JS.Publish(ctx, m.Space.DinboxSubject(life), entry); err != nil {
+	if _, err := inj.JS.Publish(ctx, meshwire.DinboxSubject(m.Space, life), entry); err != nil {
 		t.Fatal(err)
 	}
 	meshtest.Eventually(t, wait+delivery.LeaseTTL, "a fan-out and a reader hand-off in their handlers", seen(entered, "fanout", "reader"))
@@ -530,7 +530,7 @@ func TestSlowJoinsDoNotBlockControl(t *testing.T) {
 	list := func() (*wire.ControlReply, error) {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		return control(lctx, nc, m.Space, cred.Principal, wire.OpListMemberships, wire.ListMembershipsArgs{LifecycleUID: cred.LifecycleUID})
+		return control(lctx, nc, m.Space, cred.Principal, meshwire.OpListMemberships, meshwire.ListMembershipsArgs{LifecycleUID: cred.LifecycleUID})
 	}
 	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the daemon to serve", func() bool {
 		rep, err := list()

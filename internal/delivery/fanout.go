@@ -193,7 +193,7 @@ func (d *Daemon) toInbox(member wire.Lifecycle, c *inboxCopies, gen int64) (jets
 	if id := meshwire.PlaneMsgID(c.dl.Message.ID, member, gen); id != "" {
 		opts = append(opts, jetstream.WithMsgID(id))
 	}
-	return d.js.PublishAsync(d.cfg.Space.DinboxSubject(member), body, opts...)
+	return d.js.PublishAsync(meshwire.DinboxSubject(d.cfg.Space, member), body, opts...)
 }
 
 // channelConfig resolves a channel's effective config from the registry with leader reads.

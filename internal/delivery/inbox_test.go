@@ -120,7 +120,7 @@ func publishRetired(t *testing.T, js jetstream.JetStream, sp wire.Space) uint64 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ack, err := js.Publish(t.Context(), sp.DinboxSubject(life), body)
+	ack, err := js.Publish(t.Context(), meshwire.DinboxSubject(sp, life), body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -104,7 +105,7 @@ func TestRevocationAndLeaveRaceTheBackstop(t *testing.T) {
 	handed := func(name string) []uint64 {
 		cred := members[name]
 		cons, err := js.OrderedConsumer(ctx, m.Space.DLVStream(), jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{m.Space.DlvSubject(wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID})},
+			FilterSubjects: []string{meshwire.DlvSubject(m.Space, wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID})},
 		})
 		if err != nil {
 			t.Fatal(err)

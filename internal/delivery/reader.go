@@ -166,7 +166,7 @@ func (d *Daemon) handOff(f *flight, i int, e *inboxEntry, acl *meshwire.ACLRow) 
 		f.fail(i, err)
 		return
 	}
-	out := nats.NewMsg(d.cfg.Space.DlvSubject(member))
+	out := nats.NewMsg(meshwire.DlvSubject(d.cfg.Space, member))
 	out.Data = frame
 	out.Header.Set(wire.DeliveryFrameHeader, deliveryFrameVersion)
 	var opts []jetstream.PublishOpt

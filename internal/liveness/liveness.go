@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -34,7 +35,7 @@ func Serve(nc *nats.Conn, space wire.Space, plane wire.Plane, grade Grader, log 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sub, err := nc.QueueSubscribe(space.LivenessServeFilter(plane), string(plane), func(msg *nats.Msg) {
+	sub, err := nc.QueueSubscribe(meshwire.LivenessServeFilter(space, plane), string(plane), func(msg *nats.Msg) {
 		if _, err := wire.ParseRequestSubject(msg.Subject); err != nil || !wire.IsBoundReply(msg.Subject, msg.Reply) {
 			log.Warn("liveness probe ignored", "subject", msg.Subject, "reply", msg.Reply)
 			return

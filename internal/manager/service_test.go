@@ -716,7 +716,7 @@ func TestContractStoreCapturesAreInert(t *testing.T) {
 	meshtest.Eventually(t, 10*time.Second, "the captures stored at the contract's digest subjects", func() bool {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		m, err := kvget.ReadLast(rctx, inspector.Conn, f.m.Space.ContractStream(), root)
+		m, err := kvget.ReadLast(rctx, inspector.Conn, meshwire.ContractStream(f.m.Space), root)
 		return err == nil && strings.Contains(string(m.Data), `"seq"`)
 	})
 	f.serve(t, "cotal_manager", 0)

@@ -40,7 +40,7 @@ func TestRecordAndGrantBuilders(t *testing.T) {
 		}
 	}
 	// Two instances never share a transfer stream, and no instance's is the artifact store's.
-	if meshwire.TransferBucket(s, iid) == meshwire.TransferBucket(s, testUID2) || meshwire.TransferBucket(s, iid) == s.ArtifactsBucket() {
+	if meshwire.TransferBucket(s, iid) == meshwire.TransferBucket(s, testUID2) || meshwire.TransferBucket(s, iid) == meshwire.ArtifactsBucket(s) {
 		t.Error("transfer buckets collide")
 	}
 }

@@ -446,7 +446,7 @@ func TestRemoteManagerLivenessRows(t *testing.T) {
 	c := r.client(t, "alice-token", inst)
 	st := register(t, r, c)
 	exe := r.m.Connect(t, st.Executor)
-	filter := r.m.Space.LivenessServeFilter(wire.PlaneManager)
+	filter := meshwire.LivenessServeFilter(r.m.Space, wire.PlaneManager)
 	if _, err := exe.QueueSubscribe(filter, "q", func(*nats.Msg) {}); err != nil {
 		t.Fatal(err)
 	}

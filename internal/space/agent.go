@@ -41,7 +41,7 @@ func ProvisionAgent(ctx context.Context, js jetstream.JetStream, space wire.Spac
 	}
 	dlv := jetstream.ConsumerConfig{
 		Durable:       wire.DLVDurable(a.Lifecycle),
-		FilterSubject: space.DlvSubject(a.Lifecycle),
+		FilterSubject: meshwire.DlvSubject(space, a.Lifecycle),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       meshwire.AckWait,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
@@ -88,7 +88,7 @@ func ensureDM(ctx context.Context, js jetstream.JetStream, space wire.Space, l w
 	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       name,
-		FilterSubject: space.DMFilter(l.Principal),
+		FilterSubject: meshwire.DMFilter(space, l.Principal),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       meshwire.AckWait,
 		DeliverPolicy: jetstream.DeliverAllPolicy,

@@ -129,7 +129,7 @@ const eventRetention = 24 * time.Hour
 
 // eventStream is EPE_<space> (SPEC §13.12), as the reference makes it: every limit open but age.
 func eventStream(s wire.Space) jetstream.StreamConfig {
-	c := messageStream(s.EventStream(), s.KindAll(wire.KindEpe))
+	c := messageStream(meshwire.EventStream(s), s.KindAll(wire.KindEpe))
 	c.MaxAge = eventRetention
 	return c
 }
@@ -138,7 +138,7 @@ func eventStream(s wire.Space) jetstream.StreamConfig {
 // subject, with no age limit (a fact outlives the idempotency horizon) and Direct Get on for the
 // last-by-subject read of a goal's result.
 func factStream(s wire.Space) jetstream.StreamConfig {
-	c := messageStream(s.FactStream(), s.KindAll(wire.KindEpf))
+	c := messageStream(meshwire.FactStream(s), s.KindAll(wire.KindEpf))
 	c.AllowDirect = true
 	return c
 }
@@ -150,7 +150,7 @@ func factStream(s wire.Space) jetstream.StreamConfig {
 // publisher's headers (one message per subject, discard new per subject), so no later append can
 // shadow a published artifact.
 func contractStore(s wire.Space) jetstream.StreamConfig {
-	c := messageStream(s.ContractStream(), s.KindAll(wire.KindEpc))
+	c := messageStream(meshwire.ContractStream(s), s.KindAll(wire.KindEpc))
 	c.MaxMsgsPerSubject = 1
 	c.Discard, c.DiscardNewPerSubject = jetstream.DiscardNew, true
 	c.AllowDirect = true

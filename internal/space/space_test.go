@@ -251,7 +251,7 @@ func TestProvisionAgentDurables(t *testing.T) {
 		t.Errorf("re-provisioning moved the frontier: %v", err)
 	}
 	dlv, err := js.Consumer(ctx, sp.DLVStream(), wire.DLVDurable(life))
-	if err != nil || dlv.CachedInfo().Config.FilterSubject != sp.DlvSubject(life) {
+	if err != nil || dlv.CachedInfo().Config.FilterSubject != meshwire.DlvSubject(sp, life) {
 		t.Errorf("dlv_ durable: %v", err)
 	}
 	svc, err := js.Consumer(ctx, sp.TaskStream(), "svc_reviewer")

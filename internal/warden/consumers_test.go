@@ -21,6 +21,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/warden"
 	"github.com/gocotal/cotal/wire"
 )
@@ -585,7 +586,7 @@ func TestContractStoreCaptureIsReported(t *testing.T) {
 	if err := mal.PublishMsg(&nats.Msg{Subject: own, Reply: at, Data: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	cm.waitRevoked(t, cred, "aimed a JetStream reply at "+sp.ContractStream())
+	cm.waitRevoked(t, cred, "aimed a JetStream reply at "+meshwire.ContractStream(sp))
 	until(t, "the warden reports the capture it cannot delete", func() (bool, string) {
 		for _, r := range cm.warn.Records() {
 			if r.Message == "capture stored where the broker refuses deletes" && meshtest.Attr(r, "subject") == at {

@@ -34,22 +34,22 @@ func messageStreams(s wire.Space) map[string]judge {
 	}
 	reply := func(_ string, body []byte) error { return jetStreamReply(body) }
 	return map[string]judge{
-		s.ChatStream():          guard,
-		s.DMStream():            guard,
-		s.TaskStream():          guard,
-		meshwire.InboxStream(s): reply,
-		s.DLVStream():           reply,
-		meshwire.WFJStream(s):   reply,
-		s.ContractStream():      reply,
-		s.EventStream():         reply,
-		s.FactStream():          reply,
+		s.ChatStream():             guard,
+		s.DMStream():               guard,
+		s.TaskStream():             guard,
+		meshwire.InboxStream(s):    reply,
+		s.DLVStream():              reply,
+		meshwire.WFJStream(s):      reply,
+		meshwire.ContractStream(s): reply,
+		meshwire.EventStream(s):    reply,
+		meshwire.FactStream(s):     reply,
 	}
 }
 
 // undeletable reports whether stream refuses message deletes whoever asks (the contract stream,
 // SPEC §13.12): a capture stored there is logged and its sender revoked, and its readers, which
 // check every artifact against its digest, leave it inert.
-func undeletable(s wire.Space, stream string) bool { return stream == s.ContractStream() }
+func undeletable(s wire.Space, stream string) bool { return stream == meshwire.ContractStream(s) }
 
 // ackFields are the fields of a JetStream publish acknowledgement, its error form included.
 var ackFields = []string{"stream", "seq", "domain", "duplicate", "val", "batch", "count", "error"}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/warden"
 	"github.com/gocotal/cotal/wire"
 )
@@ -57,7 +58,7 @@ func TestMailToNobodyIsBounded(t *testing.T) {
 		}
 		return n
 	}
-	toGhost, toRole := sp.DMFilter(ghost), "cotal."+string(sp)+".svc.nobody_serves.>"
+	toGhost, toRole := meshwire.DMFilter(sp, ghost), "cotal."+string(sp)+".svc.nobody_serves.>"
 	until := time.Now().Add(15 * time.Second)
 	for count(sp.DMStream(), toGhost) > bound || count(sp.TaskStream(), toRole) > bound {
 		if time.Now().After(until) {
@@ -65,7 +66,7 @@ func TestMailToNobodyIsBounded(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := count(sp.DMStream(), sp.DMFilter(bob)); n != 8 {
+	if n := count(sp.DMStream(), meshwire.DMFilter(sp, bob)); n != 8 {
 		t.Errorf("bob's mail: %d of 8 kept", n)
 	}
 }
