@@ -168,7 +168,7 @@ func (d *ChannelDefaults) Validate() error {
 
 func validateChannelOptions(window string, class DeliveryClass) error {
 	if window != "" {
-		if _, err := ParseReplayWindow(window); err != nil {
+		if _, err := parseReplayWindow(window); err != nil {
 			return err
 		}
 	}
@@ -213,9 +213,9 @@ func DecodeChannelDefaults(data []byte) (*ChannelDefaults, error) {
 	return &d, nil
 }
 
-// ParseReplayWindow parses a replay window matching ^\d+(s|m|h|d)$, such as "24h" or "7d". It
+// parseReplayWindow parses a replay window matching ^\d+(s|m|h|d)$, such as "24h" or "7d". It
 // returns a *ValidationError for any other form, or for a window too long to represent.
-func ParseReplayWindow(s string) (time.Duration, error) {
+func parseReplayWindow(s string) (time.Duration, error) {
 	if len(s) < 2 {
 		return 0, Invalid("replayWindow", s, `must match ^\d+(s|m|h|d)$, e.g. "24h"`)
 	}
@@ -278,7 +278,7 @@ func ResolveChannel(ch *ChannelConfig, defaults *ChannelDefaults) EffectiveChann
 	}
 	window := cmp.Or(ch.ReplayWindow, defaults.ReplayWindow)
 	if window != "" {
-		eff.ReplayWindow, _ = ParseReplayWindow(window) // validated on decode; a bad one reads as unset
+		eff.ReplayWindow, _ = parseReplayWindow(window) // validated on decode; a bad one reads as unset
 	}
 	if class := cmp.Or(ch.DeliveryClass, defaults.DeliveryClass); class != "" {
 		eff.DeliveryClass = class

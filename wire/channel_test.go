@@ -95,15 +95,15 @@ func TestParseReplayWindow(t *testing.T) {
 	for in, want := range map[string]time.Duration{
 		"30s": 30 * time.Second, "5m": 5 * time.Minute, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour, "0s": 0,
 	} {
-		if got, err := ParseReplayWindow(in); err != nil || got != want {
-			t.Errorf("ParseReplayWindow(%q) = %v, %v; want %v", in, got, err, want)
+		if got, err := parseReplayWindow(in); err != nil || got != want {
+			t.Errorf("parseReplayWindow(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", "h", "24", "1.5h", "-1h", "1w", "24H", " 1h", "1h ", "99999999999999999999d"} {
-		_, err := ParseReplayWindow(bad)
+		_, err := parseReplayWindow(bad)
 		var v *ValidationError
 		if !errors.As(err, &v) || v.Field != "replayWindow" {
-			t.Errorf("ParseReplayWindow(%q) = %v, want a replayWindow error", bad, err)
+			t.Errorf("parseReplayWindow(%q) = %v, want a replayWindow error", bad, err)
 		}
 	}
 }

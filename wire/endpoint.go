@@ -276,7 +276,7 @@ func (r EndpointRoute) validateRoute() error {
 	if err := validateEndpointIdentity("caller owner", r.Caller.Principal.owner); err != nil {
 		return err
 	}
-	if !IsPrincipalOwner(r.Caller.Principal.owner) {
+	if !isPrincipalOwner(r.Caller.Principal.owner) {
 		return Invalid("caller owner", r.Caller.Principal.owner, `must be "local" or "u_" and 26 base32 characters`)
 	}
 	if err := validateEndpointIdentity("caller actor", r.Caller.Principal.actor); err != nil {

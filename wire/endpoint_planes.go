@@ -76,25 +76,25 @@ func (s Space) FactSubject(endpoint EndpointName, topic ...string) (string, erro
 	return s.Subject(KindEpf, append([]string{endpoint.Token()}, topic...)...), nil
 }
 
-// GoalTopic returns "goal.<cOwner>.<cActor>.<cUid>.<goalId>.<leaf>", the topic of one goal of a
+// goalTopic returns "goal.<cOwner>.<cActor>.<cUid>.<goalId>.<leaf>", the topic of one goal of a
 // caller: leaf is "progress" on the event plane, "result" or "bind" on the fact plane.
-func GoalTopic(caller Lifecycle, goalID, leaf string) []string {
+func goalTopic(caller Lifecycle, goalID, leaf string) []string {
 	return []string{topicGoal, caller.Principal.owner, caller.Principal.actor, string(caller.UID), goalID, leaf}
 }
 
 // GoalProgressTopic returns the event topic of a goal's progress.
 func GoalProgressTopic(caller Lifecycle, goalID string) []string {
-	return GoalTopic(caller, goalID, goalProgess)
+	return goalTopic(caller, goalID, goalProgess)
 }
 
 // GoalResultTopic returns the fact topic of a goal's terminal result.
 func GoalResultTopic(caller Lifecycle, goalID string) []string {
-	return GoalTopic(caller, goalID, goalResult)
+	return goalTopic(caller, goalID, goalResult)
 }
 
 // GoalBindTopic returns the fact topic that binds a goal id to its accepted fingerprint.
 func GoalBindTopic(caller Lifecycle, goalID string) []string {
-	return GoalTopic(caller, goalID, goalBind)
+	return goalTopic(caller, goalID, goalBind)
 }
 
 // GoalProgressFilter returns "cotal.<space>.epe.<endpoint>.*.*.goal.<cOwner>.<cActor>.<cUid>.>":

@@ -140,7 +140,7 @@ func guardSubject(subject string) (ParsedSubject, Principal, *RejectError) {
 	if err != nil {
 		return reject(err)
 	}
-	if !IsPrincipalOwner(ps.Owner) {
+	if !isPrincipalOwner(ps.Owner) {
 		return reject(Invalid("subject owner", ps.Owner, `is not a principal owner token (u_ + 26 base32-lower, or "local")`))
 	}
 	sender, err := ps.Principal()

@@ -172,9 +172,9 @@ const (
 	ControlDeliveryAdmin ControlService = "delivery-admin" // privileged admin ops, called by the supervisor
 )
 
-// ParseControlService returns s as a ControlService, or a *ValidationError when it is not one of
+// parseControlService returns s as a ControlService, or a *ValidationError when it is not one of
 // the two the delivery daemon serves.
-func ParseControlService(s string) (ControlService, error) {
+func parseControlService(s string) (ControlService, error) {
 	switch svc := ControlService(s); svc {
 	case ControlDelivery, ControlDeliveryAdmin:
 		return svc, nil

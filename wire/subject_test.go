@@ -109,11 +109,11 @@ func TestParsePlaneAndService(t *testing.T) {
 		}
 	}
 	for _, ok := range []ControlService{ControlDelivery, ControlDeliveryAdmin} {
-		if _, err := ParseControlService(string(ok)); err != nil {
-			t.Errorf("ParseControlService(%q) = %v", ok, err)
+		if _, err := parseControlService(string(ok)); err != nil {
+			t.Errorf("parseControlService(%q) = %v", ok, err)
 		}
 	}
-	if _, err := ParseControlService("manager"); err == nil {
+	if _, err := parseControlService("manager"); err == nil {
 		t.Error("the manager's ctl service is retired and must be refused")
 	}
 }

@@ -102,10 +102,10 @@ const derivedOwnerPrefix = "u_"
 
 const derivedOwnerBodyLen = 26
 
-// ValidateOwner checks that owner matches the owner and actor grammar [A-Za-z0-9_]+. Identity
+// validateOwner checks that owner matches the owner and actor grammar [A-Za-z0-9_]+. Identity
 // tokens are never sanitised: a '.', '*', '>' or '-' in an id would break out of its subject lane
 // or make the dash-form ambiguous, so it is an error rather than a rewrite.
-func ValidateOwner(owner string) error {
+func validateOwner(owner string) error {
 	return validateIdentity("owner", owner)
 }
 
@@ -135,10 +135,10 @@ func IsDerivedOwner(owner string) bool {
 	return true
 }
 
-// IsPrincipalOwner reports whether owner may be trusted as the owner of a delivery: a derived
+// isPrincipalOwner reports whether owner may be trusted as the owner of a delivery: a derived
 // owner token or DevOwner. A subject that splits but carries anything else in its owner slot (an
 // nkey from the pre-principal grammar, say) is not surfaced (SPEC §3, §12 item 5).
-func IsPrincipalOwner(owner string) bool {
+func isPrincipalOwner(owner string) bool {
 	return owner == DevOwner || IsDerivedOwner(owner)
 }
 
@@ -152,7 +152,7 @@ type Principal struct {
 // NewPrincipal returns the principal (owner, actor), or a *ValidationError naming the token that
 // breaks the [A-Za-z0-9_]+ grammar.
 func NewPrincipal(owner, actor string) (Principal, error) {
-	if err := ValidateOwner(owner); err != nil {
+	if err := validateOwner(owner); err != nil {
 		return Principal{}, err
 	}
 	if err := ValidateActor(actor); err != nil {
@@ -202,7 +202,7 @@ func (p Principal) Name() string {
 }
 
 // HasPrincipalOwner reports whether p's owner is a derived owner token or DevOwner.
-func (p Principal) HasPrincipalOwner() bool { return IsPrincipalOwner(p.owner) }
+func (p Principal) HasPrincipalOwner() bool { return isPrincipalOwner(p.owner) }
 
 // LifecycleUID names one incarnation of a principal (SPEC §13.1): [a-z0-9]{26,32}. It is part of
 // every per-lifecycle resource name, so a same-name successor never inherits a predecessor's

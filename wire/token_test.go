@@ -80,9 +80,9 @@ func TestIdentityTokens(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := ValidateOwner(tt.in)
+			err := validateOwner(tt.in)
 			if (err == nil) != tt.valid {
-				t.Fatalf("ValidateOwner(%q) = %v, want valid=%v", tt.in, err, tt.valid)
+				t.Fatalf("validateOwner(%q) = %v, want valid=%v", tt.in, err, tt.valid)
 			}
 			if err != nil {
 				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "owner") {
@@ -95,8 +95,8 @@ func TestIdentityTokens(t *testing.T) {
 			if got := IsDerivedOwner(tt.in); got != tt.derived {
 				t.Errorf("IsDerivedOwner(%q) = %v", tt.in, got)
 			}
-			if got := IsPrincipalOwner(tt.in); got != tt.owner {
-				t.Errorf("IsPrincipalOwner(%q) = %v", tt.in, got)
+			if got := isPrincipalOwner(tt.in); got != tt.owner {
+				t.Errorf("isPrincipalOwner(%q) = %v", tt.in, got)
 			}
 		})
 	}
@@ -235,7 +235,7 @@ func TestConnID(t *testing.T) {
 }
 
 func TestValidationErrorShortensValue(t *testing.T) {
-	err := ValidateOwner(strings.Repeat("é", 100))
+	err := validateOwner(strings.Repeat("é", 100))
 	if len(err.Error()) > 200 {
 		t.Errorf("error repeats a long value in full: %d bytes", len(err.Error()))
 	}
