@@ -57,7 +57,9 @@ func (e Endpoint) validate() error {
 	return err
 }
 
-func (e Endpoint) gateKey() string { return keyEpGate + e.Name + "." + string(e.InstanceID) }
+// GateKey returns the auth-store key of the endpoint instance's serve gate,
+// "epgate.<endpoint>.<instanceId>".
+func (e Endpoint) GateKey() string { return keyEpGate + e.Name + "." + string(e.InstanceID) }
 
 func (e Endpoint) credKey(credentialID string) string {
 	return keyEpCred + e.Name + "." + string(e.InstanceID) + "." + credentialID
@@ -89,7 +91,7 @@ type ObservedEndpointGate struct {
 // Observe reads the gate (leader-served); nil when the instance has none. A delete marker is
 // corruption: gates are never deleted.
 func (g *ServeGate) Observe(ctx context.Context) (*ObservedEndpointGate, error) {
-	key := g.endpoint.gateKey()
+	key := g.endpoint.GateKey()
 	r, err := g.store.readNeverDeleted(ctx, key)
 	if err != nil || r == nil {
 		return nil, err
@@ -119,7 +121,7 @@ func (g *ServeGate) Move(ctx context.Context, og *ObservedEndpointGate, next End
 		return nil, err
 	}
 	raw, _ := json.Marshal(next) // always encodes
-	nrev, err := g.store.write(ctx, g.endpoint.gateKey(), raw, rev, 0)
+	nrev, err := g.store.write(ctx, g.endpoint.GateKey(), raw, rev, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +152,7 @@ func (g *ServeGate) Commit(ctx context.Context, og *ObservedEndpointGate) error 
 	if og == nil || og.Row.State != GateOpen {
 		return fmt.Errorf("%w: the gate of %s is not open", ErrConflict, g.endpoint.Name)
 	}
-	_, err := g.store.write(ctx, g.endpoint.gateKey(), og.raw, og.Revision, 0)
+	_, err := g.store.write(ctx, g.endpoint.GateKey(), og.raw, og.Revision, 0)
 	return err
 }
 

@@ -2,6 +2,8 @@ package authority
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -175,4 +177,18 @@ func kindName(p nkeys.PrefixByte) string {
 		return "user"
 	}
 	return p.String()
+}
+
+// MAC returns the HMAC-SHA256 of msg under a key derived from the space's signing seed for
+// domain: a proof only the holder of the space's keys can make or check, never the seed itself.
+func (s *SpaceKeys) MAC(domain string, msg []byte) []byte {
+	_, raw, err := nkeys.DecodeSeed(mustSeed(s.signing))
+	if err != nil {
+		panic("authority: decode a loaded signing seed: " + err.Error())
+	}
+	k := hmac.New(sha256.New, raw)
+	k.Write([]byte("cotal proof key v1:" + domain))
+	m := hmac.New(sha256.New, k.Sum(nil))
+	m.Write(msg)
+	return m.Sum(nil)
 }

@@ -16,7 +16,7 @@ import (
 // AllowPublish, AllowSubscribe, Role and Capabilities; deprovisioner names its Target lifecycle
 // and the concrete Channels whose membership rows it may delete; a control instrument names its
 // Instrument; a supervisor that serves an endpoint names its Serve rows; the host-issued
-// profiles of remote_rows.go name the instance (Serve), run (Run), caller (LifecycleUID) and
+// profiles of host_rows.go name the instance (Serve), run (Run), caller (LifecycleUID) and
 // target (Target) they are pinned to.
 type Grant struct {
 	Space        wire.Space

@@ -47,14 +47,8 @@ func TestPruneKeepsOnlyWhatStillGuards(t *testing.T) {
 	holder := wire.Lifecycle{Principal: bob.Principal, UID: bob.LifecycleUID}
 	serving := authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
 	const sid = "sess_prunepruneprune0000"
-	openSession(t, l, holder, serving, sid)
-	err = l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
-		td, err := s.CloseSession(ctx, sid, authority.SessionCloser{Holder: &holder}, "")
-		if td == nil {
-			return nil, err
-		}
-		return td.RevokedKeys, err
-	})
+	openSession(t, m, holder, serving, sid)
+	err = m.Ledger("").CloseSession(ctx, sid, authority.SessionCloser{Holder: &holder}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,10 +106,10 @@ func TestPruneKeepsOnlyWhatStillGuards(t *testing.T) {
 	// The pruned session is gone once its marker expires: no row, no corrupt read.
 	meshtest.Eventually(t, 15*time.Second, "the pruned session's key gone", func() bool {
 		var gone bool
-		err := l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
+		err := m.WithStore(t, func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
 			os, err := s.Session(ctx, sid)
 			gone = err == nil && os == nil
-			return nil, nil
+			return nil
 		})
 		return err == nil && gone
 	})
@@ -142,7 +136,7 @@ func TestRepairAllRefusesACorruptSession(t *testing.T) {
 	}
 	holder := wire.Lifecycle{Principal: bob.Principal, UID: bob.LifecycleUID}
 	const sid = "sess_repairrepairrepair0"
-	caller, server := openSession(t, l, holder, authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}, sid)
+	caller, server := openSession(t, m, holder, authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}, sid)
 
 	admin := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileLedger, Name: "admin_hand"}))
 	kv, err := admin.JS.KeyValue(ctx, string(meshwire.AuthBucket(m.Space)))

@@ -93,7 +93,7 @@ func (g *ServeGate) issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndp
 	row := &CredentialRow{
 		CredentialID: credentialID, Principal: cred.Principal.String(), Profile: cred.Profile, UserKey: cred.PublicKey,
 		State: CredActive, IssuedAt: wire.MillisOf(time.Now()), JWT: cred.JWT,
-		SourceChain: []string{g.endpoint.gateKey(), servedEpochSource + strconv.FormatInt(og.Row.ProcessEpoch, 10)},
+		SourceChain: []string{g.endpoint.GateKey(), servedEpochSource + strconv.FormatInt(og.Row.ProcessEpoch, 10)},
 	}
 	if !cred.Expires.IsZero() {
 		row.ExpiresAt = wire.MillisOf(cred.Expires)

@@ -16,32 +16,32 @@ import (
 
 // openSession opens the serve gate of serving and redeems session sid for holder, returning its
 // caller and serving halves.
-func openSession(t *testing.T, l *ledger.Ledger, holder wire.Lifecycle, serving authority.Endpoint, sid string) (caller, server *authority.Credential) {
+func openSession(t *testing.T, m *meshtest.Mesh, holder wire.Lifecycle, serving authority.Endpoint, sid string) (caller, server *authority.Credential) {
 	t.Helper()
 	ctx := t.Context()
-	err := l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+	err := m.WithStore(t, func(s *authority.AuthStore, keys *authority.SpaceKeys) error {
 		g, err := s.ServeGate(serving)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if _, err := g.Move(ctx, nil, authority.EndpointGateRow{
 			State: authority.GateOpen, Generation: 1, ProcessEpoch: 1, Principal: "local.search1",
 			Op: &authority.EndpointGateOp{OpID: "op-ep", Kind: authority.OpActivation},
 		}); err != nil {
-			return nil, err
+			return err
 		}
 		epoch, err := s.CurrentEpoch(ctx, holder)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if caller, err = s.RedeemSession(ctx, keys, authority.SessionRequest{
 			SessionID: sid, Holder: holder, HolderEpoch: epoch, Serving: serving, ServingEpoch: 1,
 			Expires: time.Now().Add(time.Hour),
 		}); err != nil {
-			return nil, err
+			return err
 		}
 		server, err = s.ServingCredential(ctx, keys, sid, serving, 1)
-		return nil, err
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func TestSessionRailsAtTheBroker(t *testing.T) {
 	serving := authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
 	const sid = "sess_brokerbrokerbroker0"
 
-	caller, server := openSession(t, m.Ledger(""), holder, serving, sid)
+	caller, server := openSession(t, m, holder, serving, sid)
 	in, _ := meshwire.SessionRail(m.Space, "search", sid, 1, meshwire.SessionIn)
 	out, _ := meshwire.SessionRail(m.Space, "search", sid, 1, meshwire.SessionOut)
 
@@ -96,13 +96,7 @@ func TestSessionRailsAtTheBroker(t *testing.T) {
 	for _, cl := range []*meshtest.Client{c, sv} {
 		cl.SetClosedHandler(func(*nats.Conn) { closed <- struct{}{} })
 	}
-	err = m.Ledger("").Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
-		td, err := s.CloseSession(ctx, sid, authority.SessionCloser{Holder: &holder}, "")
-		if td == nil {
-			return nil, err
-		}
-		return td.RevokedKeys, err
-	})
+	err = m.Ledger("").CloseSession(ctx, sid, authority.SessionCloser{Holder: &holder}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func (m managers) candidates(ctx context.Context, owner string) ([]wire.Lifecycl
 		ids = append(ids, wire.LifecycleUID(r.InstanceID))
 	}
 	if !remote {
-		if ids, err = m.ledger.ManagerInstances(ctx); err != nil {
+		if ids, err = m.ledger.RemoteManagers().Instances(ctx); err != nil {
 			return nil, fmt.Errorf("%w: list the manager instances: %v", userauth.ErrUnavailable, err)
 		}
 	}
@@ -79,7 +79,7 @@ func (m managers) candidates(ctx context.Context, owner string) ([]wire.Lifecycl
 				continue
 			}
 		}
-		p, ok, err := m.ledger.LiveManager(ctx, id)
+		p, ok, err := m.ledger.RemoteManagers().Live(ctx, id)
 		if err != nil {
 			// One unreadable instance is not live; it does not deny the others.
 			m.log.Warn("a manager instance's gate or credentials could not be read", "instance", id, "err", err)

@@ -91,10 +91,10 @@ func TestAgentKilledWithUnackedDMs(t *testing.T) {
 		t.Fatalf("the takeover barrier on %s: %v", life1, err)
 	}
 	var bob2 *authority.Credential
-	if err := l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+	if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, keys *authority.SpaceKeys) error {
 		var err error
 		bob2, err = s.Issue(ctx, keys, authority.MintRequest{Profile: authority.ProfileAgent, Grant: authority.Grant{Principal: life1.Principal, LifecycleUID: life1.UID}}, nuid.Next())
-		return nil, err
+		return err
 	}); err != nil {
 		t.Fatalf("issue the restarted process's credential: %v", err)
 	}

@@ -126,9 +126,9 @@ func TestCorruptAuthRows(t *testing.T) {
 	refuse("retiring carol's lifecycle", l.Retire(ctx, carolLife))
 	_, err = l.Takeover(ctx, carolLife, "op-"+nuid.Next())
 	refuse("taking carol's lifecycle over", err)
-	err = l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+	err = meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, keys *authority.SpaceKeys) error {
 		_, err := s.Issue(ctx, keys, authority.MintRequest{Profile: authority.ProfileAgent, Grant: authority.Grant{Principal: carol.Principal, LifecycleUID: carol.LifecycleUID}}, nuid.Next())
-		return nil, err
+		return err
 	})
 	refuse("issuing on carol's lifecycle", err)
 	_, err = l.Revoke(ctx, carol.LifecycleUID, badID, "faulttest")
@@ -166,9 +166,10 @@ func intact(ctx context.Context, t *testing.T, m *meshProc, l *ledger.Ledger, wh
 			t.Errorf("%s: %s's credential row is %s (listed: %v), want active (reason %q)", when, c.Principal, r.State, ok, r.Reason)
 		}
 		var og *authority.ObservedGate
-		if err := l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) (_ []string, err error) {
+		if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
+			var err error
 			og, err = s.ObserveGate(ctx, c.LifecycleUID)
-			return nil, err
+			return err
 		}); err != nil || og == nil || og.Row.State != authority.GateOpen {
 			t.Errorf("%s: %s's gate is %+v (%v), want open", when, c.Principal, og, err)
 		}

@@ -80,10 +80,10 @@ func TestConcurrentMintsForOneName(t *testing.T) {
 	var head *authority.LifecycleHead
 	gates := map[wire.LifecycleUID]authority.GateState{}
 	var rows []authority.CredentialRow
-	err := l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
+	err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
 		var err error
 		if head, _, err = s.Head(ctx, x); err != nil {
-			return nil, err
+			return err
 		}
 		all, err := s.Credentials(ctx, "")
 		for _, r := range all {
@@ -91,16 +91,17 @@ func TestConcurrentMintsForOneName(t *testing.T) {
 				rows = append(rows, r)
 			}
 		}
-		return nil, err
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, uid := range lifecyclesOf(ctx, t, m, x) {
 		var og *authority.ObservedGate
-		if err := l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) (_ []string, err error) {
+		if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
+			var err error
 			og, err = s.ObserveGate(ctx, uid)
-			return nil, err
+			return err
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -221,16 +222,16 @@ func TestRacingSessionRedeems(t *testing.T) {
 
 	// The serving instance, and one holder lifecycle per racer.
 	serving := authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
-	if err := l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
+	if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
 		g, err := s.ServeGate(serving)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		_, err = g.Move(ctx, nil, authority.EndpointGateRow{
 			State: authority.GateOpen, Generation: 1, ProcessEpoch: 1, Principal: "local.search1",
 			Op: &authority.EndpointGateOp{OpID: "op-ep", Kind: authority.OpActivation},
 		})
-		return nil, err
+		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -261,10 +262,10 @@ func TestRacingSessionRedeems(t *testing.T) {
 		return authority.SessionRequest{SessionID: sid, Holder: h, HolderEpoch: 1, Serving: serving, ServingEpoch: 1, Expires: time.Now().Add(time.Hour)}
 	}
 	redeem := func(req authority.SessionRequest) (cred *authority.Credential, err error) {
-		err = l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+		err = meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, keys *authority.SpaceKeys) error {
 			var err error
 			cred, err = s.RedeemSession(ctx, keys, req)
-			return nil, err
+			return err
 		})
 		return cred, err
 	}
@@ -337,10 +338,10 @@ func TestRacingSessionRedeems(t *testing.T) {
 
 	var session *authority.ObservedSession
 	callerRows := map[wire.LifecycleUID]int{}
-	if err := l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
+	if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
 		var err error
 		if session, err = s.Session(ctx, sid); err != nil {
-			return nil, err
+			return err
 		}
 		rows, err := s.Credentials(ctx, "")
 		for _, r := range rows {
@@ -348,7 +349,7 @@ func TestRacingSessionRedeems(t *testing.T) {
 				callerRows[r.LifecycleUID]++
 			}
 		}
-		return nil, err
+		return err
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -335,3 +335,9 @@ func pushClaims(ctx context.Context, nc *nats.Conn, acct, token string) error {
 	}
 	return nil
 }
+
+// EvictKeys has the broker refuse userKeys, which no ledger row holds (a remote manager's
+// identities signed for keys its holder generated), and close their connections.
+func (l *Ledger) EvictKeys(ctx context.Context, userKeys ...string) error {
+	return l.evicted(ctx, userKeys, nil)
+}

@@ -123,7 +123,7 @@ func (l *Ledger) Close() {
 // answer is asked again (retryUnanswered).
 func (l *Ledger) run(ctx context.Context, fn func(s *authority.AuthStore) (revoked []string, err error)) error {
 	return retryUnanswered(ctx, func(ctx context.Context) error {
-		return l.Do(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) { return fn(s) })
+		return l.withStore(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) { return fn(s) })
 	})
 }
 
@@ -157,11 +157,11 @@ func retryUnanswered(ctx context.Context, op func(ctx context.Context) error) er
 	}
 }
 
-// Do runs fn on the auth store with the space's signing keys, then has the broker refuse every
-// user key fn reports revoked (even when fn also failed: a revocation already in the ledger must
-// reach the broker). It serves the ledger operations that have no method of their own yet, such
-// as the session rows' redeem and close.
-func (l *Ledger) Do(ctx context.Context, fn func(s *authority.AuthStore, keys *authority.SpaceKeys) (revoked []string, err error)) error {
+// withStore runs fn on the auth store with the space's signing keys, then has the broker refuse
+// every user key fn reports revoked (even when fn also failed: a revocation already in the
+// ledger must reach the broker). Every ledger operation that writes goes through it; the store
+// is never handed out.
+func (l *Ledger) withStore(ctx context.Context, fn func(s *authority.AuthStore, keys *authority.SpaceKeys) (revoked []string, err error)) error {
 	s, err := l.store.get(ctx)
 	if err != nil {
 		return err
@@ -542,7 +542,7 @@ func (l *Ledger) ActiveCredential(ctx context.Context, uid wire.LifecycleUID, pr
 // broker refuse every key the repairs revoked (authority.AuthStore.RepairAll).
 func (l *Ledger) Repair(ctx context.Context) ([]authority.Repair, error) {
 	var repairs []authority.Repair
-	err := l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) (revoked []string, err error) {
+	err := l.withStore(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) (revoked []string, err error) {
 		repairs, revoked, err = s.RepairAll(ctx, keys)
 		return revoked, err
 	})

@@ -11,7 +11,6 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
-	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -19,19 +18,19 @@ import (
 var managerCommands = []string{"status", "ps", "spawn", "despawn", "stop"}
 
 // servingRows reads the serving credential rows of a manager instance.
-func servingRows(t *testing.T, l *ledger.Ledger, iid wire.LifecycleUID) map[string]authority.CredentialRow {
+func servingRows(t *testing.T, m *meshtest.Mesh, iid wire.LifecycleUID) map[string]authority.CredentialRow {
 	t.Helper()
 	out := map[string]authority.CredentialRow{}
-	err := l.Do(t.Context(), func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
+	err := m.WithStore(t, func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
 		g, err := s.ServeGate(authority.Endpoint{Name: "manager", InstanceID: iid})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		rows, err := g.Credentials(t.Context())
 		for _, r := range rows {
 			out[r.CredentialID] = r
 		}
-		return nil, err
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +93,7 @@ func TestServeManagerAdvancesAndFences(t *testing.T) {
 	if refusedAtConnect(t, m, cred1) {
 		t.Fatal("the broker refused the current credential")
 	}
-	rows := servingRows(t, l, iid)
+	rows := servingRows(t, m, iid)
 	if r := rows[cred0.CredentialID]; r.State != authority.CredRevoked || r.Reason == "" {
 		t.Errorf("the fenced row is %s (%q)", r.State, r.Reason)
 	}
@@ -164,7 +163,7 @@ func TestServeManagerRace(t *testing.T) {
 		t.Fatal("no serve won")
 	}
 	active := 0
-	for _, r := range servingRows(t, l, iid) {
+	for _, r := range servingRows(t, m, iid) {
 		if r.State == authority.CredActive {
 			active++
 		}
@@ -203,7 +202,7 @@ func TestHoldManager(t *testing.T) {
 	if err := h.Release(); err != nil {
 		t.Fatal(err)
 	}
-	if r := servingRows(t, l, iid)[cred.CredentialID]; r.State != authority.CredRevoked {
+	if r := servingRows(t, m, iid)[cred.CredentialID]; r.State != authority.CredRevoked {
 		t.Errorf("a released credential's row is %s", r.State)
 	}
 	if !refusedAtConnect(t, m, cred) {

@@ -16,7 +16,7 @@ import (
 // second redeem by another holder, or of an ended session, is authority.ErrConflict.
 func (l *Ledger) RedeemSession(ctx context.Context, req authority.SessionRequest) (*authority.Credential, error) {
 	var cred *authority.Credential
-	err := l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+	err := l.withStore(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
 		var err error
 		cred, err = s.RedeemSession(ctx, keys, req)
 		return nil, err
@@ -38,7 +38,7 @@ func (l *Ledger) SessionCaller(ctx context.Context, sessionID string, holder wir
 func (l *Ledger) release(ctx context.Context, fn func(*authority.AuthStore, *authority.SpaceKeys) (*authority.Credential, error)) (*authority.Credential, error) {
 	var cred *authority.Credential
 	err := retryUnanswered(ctx, func(ctx context.Context) error {
-		return l.Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+		return l.withStore(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
 			var err error
 			cred, err = fn(s, keys)
 			return nil, err

@@ -21,6 +21,13 @@ import (
 // renewals fit in it.
 const LeaseRenew = 3 * time.Second
 
+// The deadlines of a supervisor's stop: its service's (the sessions' ledger closes), then its
+// agents' own, so a slow service never leaves the agents running.
+const (
+	ServiceStopWait = 15 * time.Second
+	AgentsStopWait  = 30 * time.Second
+)
+
 // Lease is a manager instance's lease row in cotal_manager_<space>, and the manager liveness
 // plane it answers from: bound while its own row is there.
 type Lease struct {
@@ -29,10 +36,14 @@ type Lease struct {
 	holder   wire.Principal
 	instance wire.LifecycleUID
 	log      *slog.Logger
+
+	probes *nats.Subscription
+	stop   context.CancelFunc
+	done   chan struct{}
 }
 
-// HoldLease writes the lease row of manager instance on nc (a supervisor credential) and starts
-// answering manager-plane probes. Renew keeps the row alive.
+// HoldLease writes the lease row of manager instance on nc (a supervisor credential), starts
+// answering manager-plane probes, and rewrites the row every LeaseRenew until Close.
 func HoldLease(ctx context.Context, nc *nats.Conn, sp wire.Space, holder wire.Principal, instance wire.LifecycleUID, log *slog.Logger) (*Lease, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -58,10 +69,21 @@ func HoldLease(ctx context.Context, nc *nats.Conn, sp wire.Space, holder wire.Pr
 		}
 		return wire.ResponderBound, string(l.instance)
 	}
-	if _, err := liveness.Serve(nc, sp, wire.PlaneManager, grade, log); err != nil {
+	if l.probes, err = liveness.Serve(nc, sp, wire.PlaneManager, grade, log); err != nil {
 		return nil, err
 	}
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	l.stop, l.done = stop, make(chan struct{})
+	go l.renew(rctx)
 	return l, nil
+}
+
+// Close stops renewing the row and answering probes, and returns once the renewal has ended.
+// The row itself lapses wire.ManagerLeaseTTL after its last write.
+func (l *Lease) Close() {
+	l.stop()
+	<-l.done
+	_ = l.probes.Unsubscribe() // a closed connection has dropped it already
 }
 
 func (l *Lease) write(ctx context.Context) error {
@@ -70,8 +92,9 @@ func (l *Lease) write(ctx context.Context) error {
 	return err
 }
 
-// Renew rewrites the lease row every LeaseRenew until ctx ends.
-func (l *Lease) Renew(ctx context.Context) {
+// renew rewrites the lease row every LeaseRenew until ctx ends.
+func (l *Lease) renew(ctx context.Context) {
+	defer close(l.done)
 	t := time.NewTicker(LeaseRenew)
 	defer t.Stop()
 	for {

@@ -170,14 +170,17 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 		inst.release()
 		return fmt.Errorf("issue the manager's serving credential: %w", err)
 	}
-	fail := func(err error) error {
+	lease, err := manager.HoldLease(ctx, h.Conn, l.Space(), h.Credential().Principal, inst.id, log)
+	if err != nil {
 		ds.release(h)
 		inst.release()
 		return err
 	}
-	lease, err := manager.HoldLease(ctx, h.Conn, l.Space(), h.Credential().Principal, inst.id, log)
-	if err != nil {
-		return fail(err)
+	fail := func(err error) error {
+		lease.Close()
+		ds.release(h)
+		inst.release()
+		return err
 	}
 	svc, err := sup.Serve(ctx, manager.ServiceConfig{
 		Conn: h.Conn, Space: l.Space(), Instance: inst.id, Epoch: epoch, Owner: wire.DevOwner, Log: log,
@@ -201,10 +204,8 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 		return fail(fmt.Errorf("serve the manager endpoint: %w", err))
 	}
 	ds.mu.Lock()
-	lctx, stopLease := context.WithCancel(ctx)
-	ds.supervisors = append(ds.supervisors, &servedSupervisor{space: l.Space(), sup: sup, svc: svc, held: h, instance: inst, stopLease: stopLease})
+	ds.supervisors = append(ds.supervisors, &servedSupervisor{space: l.Space(), sup: sup, svc: svc, held: h, instance: inst, lease: lease})
 	ds.mu.Unlock()
-	ds.wg.Go(func() { lease.Renew(lctx) })
 	return nil
 }
 
@@ -271,33 +272,26 @@ var errServing = errors.New("serving")
 
 // servedSupervisor is a supervisor the daemons run, with what it serves on.
 type servedSupervisor struct {
-	space     wire.Space
-	sup       *manager.Supervisor
-	svc       *manager.Service
-	held      *ledger.Held
-	instance  *managerInstance
-	stopLease context.CancelFunc
+	space    wire.Space
+	sup      *manager.Supervisor
+	svc      *manager.Service
+	held     *ledger.Held
+	instance *managerInstance
+	lease    *manager.Lease
 }
-
-// The deadlines of a supervisor's stop: the service's (its sessions' ledger closes), then the
-// agents' own, so a slow service never leaves the agents running.
-const (
-	serviceStopWait = 15 * time.Second
-	agentsStopWait  = 30 * time.Second
-)
 
 // stop ends the service (its sessions first), then the agents, and lets the credential and the
 // instance go.
 func (s *servedSupervisor) stop(ds *Daemons) {
-	sctx, cancel := context.WithTimeout(context.Background(), serviceStopWait)
+	sctx, cancel := context.WithTimeout(context.Background(), manager.ServiceStopWait)
 	if err := s.svc.Stop(sctx); err != nil && ds.log != nil {
 		ds.log.Warn("stop serving the manager endpoint", "err", err)
 	}
 	cancel()
-	actx, cancel := context.WithTimeout(context.Background(), agentsStopWait)
+	actx, cancel := context.WithTimeout(context.Background(), manager.AgentsStopWait)
 	defer cancel()
 	_ = s.sup.Close(actx) // each agent's own failure is logged by the supervisor
-	s.stopLease()
+	s.lease.Close()
 	ds.release(s.held)
 	s.instance.release()
 }

@@ -268,3 +268,36 @@ func Long(t testing.TB, why string) {
 		t.Skipf("long (%s): runs without -short", why)
 	}
 }
+
+// WithStore runs fn on the auth store of space, opened on the broker at url as the ledger opens
+// it, with kr's signing keys: for a test that sets up or reads rows no ledger operation covers.
+// What fn writes bypasses the ledger, so a revocation it makes is not pushed to the broker.
+func WithStore(t testing.TB, url string, kr *authority.Keyring, space wire.Space, fn func(s *authority.AuthStore, keys *authority.SpaceKeys) error) error {
+	t.Helper()
+	keys, err := kr.Space(space)
+	if err != nil {
+		return err
+	}
+	cred, err := ledger.Mint(kr, ledger.Request{Space: space, Profile: authority.ProfileLedger, Name: "test_store"})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := dial.As(ctx, url, cred)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	s, err := authority.OpenAuthStore(ctx, nc, space)
+	if err != nil {
+		return err
+	}
+	return fn(s, keys)
+}
+
+// WithStore runs fn on the auth store of the mesh's first space (see the function WithStore).
+func (m *Mesh) WithStore(t testing.TB, fn func(s *authority.AuthStore, keys *authority.SpaceKeys) error) error {
+	t.Helper()
+	return WithStore(t, m.URL(), m.Keyring(), m.Space, fn)
+}

@@ -92,3 +92,10 @@ func MemberKey(channel string, l wire.Lifecycle) (string, error) {
 	}
 	return channel + "/" + l.String(), nil
 }
+
+// The NATS auth callout of user-auth mode (SPEC §10): the subject the broker asks on and the queue
+// group the auth service's callout answers in.
+const (
+	AuthCalloutSubject = "$SYS.REQ.USER.AUTH"
+	AuthCalloutQueue   = "cotal-auth-callout"
+)

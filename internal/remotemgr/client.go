@@ -251,9 +251,9 @@ func (c *Client) Register(ctx context.Context, nc *nats.Conn) error {
 	if err != nil {
 		return err
 	}
-	key := authority.ManagerGateKey(c.cfg.Instance)
+	key := managerGateKey(c.cfg.Instance)
 	msg := nats.NewMsg(meshwire.AuthBucket(c.cfg.Space).Subject(key))
-	msg.Data = authority.RegistrationGate(serve, "register-"+string(c.lifecycle))
+	msg.Data = registrationGate(serve, "register-"+string(c.lifecycle))
 	msg.Header.Set(nats.ExpectedLastSubjSeqHdr, "0")
 	reply, err := nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {

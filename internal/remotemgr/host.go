@@ -288,7 +288,7 @@ func (h *Host) prepare(ctx context.Context, who *Person, r *Request, resp *Respo
 	// The executor may write the instance's gate: an instance whose gate another principal holds
 	// (a local manager's, whose id the registry shows) is never prepared, or its executor could
 	// rewrite that gate and take the instance over.
-	og, err := h.Ledger.ObserveManagerGate(ctx, wire.LifecycleUID(r.InstanceID))
+	og, err := h.Ledger.RemoteManagers().ObserveGate(ctx, wire.LifecycleUID(r.InstanceID))
 	if err != nil {
 		return refuse(wire.CodeInternal, "observe the gate of %s: %v", r.InstanceID, err)
 	}
@@ -359,7 +359,7 @@ func (h *Host) activate(ctx context.Context, who *Person, r *Request, resp *Resp
 		GoalWriter:    ledger.HeldIdentity{Principal: principal(who.Owner, resp.Actors.GoalWriter), Key: r.Identities.GoalWriter.ID},
 		SessionLedger: ledger.HeldIdentity{Principal: principal(who.Owner, resp.Actors.SessionLedger), Key: r.Identities.SessionLedger.ID},
 	}
-	act, err := h.Ledger.ActivateRemoteManager(ctx, ids, wire.LifecycleUID(r.InstanceID), manager.Commands(), h.life())
+	act, err := h.Ledger.RemoteManagers().Activate(ctx, ids, wire.LifecycleUID(r.InstanceID), manager.Commands(), h.life())
 	switch {
 	case errors.Is(err, ledger.ErrNoGate):
 		return refuse(wire.CodeFailedPrecondition, "%v", err)
@@ -371,7 +371,7 @@ func (h *Host) activate(ctx context.Context, who *Person, r *Request, resp *Resp
 		return refuse(wire.CodeInternal, "activate %s: %v", r.InstanceID, err)
 	}
 	epoch := act.Epoch
-	og, err := h.Ledger.ObserveManagerGate(ctx, wire.LifecycleUID(r.InstanceID))
+	og, err := h.Ledger.RemoteManagers().ObserveGate(ctx, wire.LifecycleUID(r.InstanceID))
 	if err != nil || og == nil {
 		return refuse(wire.CodeInternal, "observe the gate of %s after activation: %v", r.InstanceID, err)
 	}
@@ -389,7 +389,7 @@ func (h *Host) current(ctx context.Context, who *Person, r *Request) (*authority
 	if r.ProcessEpoch == nil {
 		return nil, refuse(wire.CodeBadRequest, "processEpoch is required")
 	}
-	og, err := h.Ledger.ObserveManagerGate(ctx, wire.LifecycleUID(r.InstanceID))
+	og, err := h.Ledger.RemoteManagers().ObserveGate(ctx, wire.LifecycleUID(r.InstanceID))
 	switch {
 	case err != nil:
 		return nil, refuse(wire.CodeInternal, "observe the gate of %s: %v", r.InstanceID, err)
@@ -417,7 +417,7 @@ func (h *Host) renewSupervisor(ctx context.Context, who *Person, r *Request, res
 	if !proofEqual(r.RegistrationProof, RegistrationProof(who.Owner, r)) {
 		return refuse(wire.CodePermissionDenied, "the registration proof does not match this registration")
 	}
-	og, err := h.Ledger.ObserveManagerGate(ctx, wire.LifecycleUID(r.InstanceID))
+	og, err := h.Ledger.RemoteManagers().ObserveGate(ctx, wire.LifecycleUID(r.InstanceID))
 	switch {
 	case err != nil:
 		return refuse(wire.CodeInternal, "observe the gate of %s: %v", r.InstanceID, err)
@@ -438,7 +438,7 @@ func (h *Host) renew(ctx context.Context, who *Person, r *Request, resp *Respons
 	if _, err := h.current(ctx, who, r); err != nil {
 		return err
 	}
-	rows, err := h.Ledger.ManagerCredentials(ctx, wire.LifecycleUID(r.InstanceID))
+	rows, err := h.Ledger.RemoteManagers().Credentials(ctx, wire.LifecycleUID(r.InstanceID))
 	if err != nil {
 		return refuse(wire.CodeInternal, "read the serving credentials of %s: %v", r.InstanceID, err)
 	}
@@ -455,7 +455,7 @@ func (h *Host) renew(ctx context.Context, who *Person, r *Request, resp *Respons
 		if i < 0 {
 			return refuse(wire.CodeConflict, "instance %s holds no active %s credential at epoch %d", r.InstanceID, held.name, *r.ProcessEpoch)
 		}
-		cred, err := h.Ledger.RenewRemoteManager(ctx, wire.LifecycleUID(r.InstanceID), rows[i].CredentialID, h.life())
+		cred, err := h.Ledger.RemoteManagers().Renew(ctx, wire.LifecycleUID(r.InstanceID), rows[i].CredentialID, h.life())
 		if errors.Is(err, authority.ErrConflict) {
 			return refuse(wire.CodeConflict, "%v", err)
 		} else if err != nil {
@@ -707,7 +707,7 @@ func (h *Host) RetireLifecycle(ctx context.Context, caller, target wire.Lifecycl
 	if _, err := wire.ParseLifecycleUID(string(a.ServeInstanceID)); err != nil {
 		return nil, no(wire.CodeBadRequest, "serveInstanceId: %v", err)
 	}
-	og, err := h.Ledger.ObserveManagerGate(ctx, a.ServeInstanceID)
+	og, err := h.Ledger.RemoteManagers().ObserveGate(ctx, a.ServeInstanceID)
 	switch {
 	case err != nil:
 		return nil, no(wire.CodeUnavailable, "read the gate of %s: %v", a.ServeInstanceID, err)
@@ -755,7 +755,7 @@ func (h *Host) evictFamily(ctx context.Context, who *Person, r *Request, resp *R
 		return err
 	}
 	instance := wire.LifecycleUID(r.InstanceID)
-	rows, err := h.Ledger.ManagerCredentials(ctx, instance)
+	rows, err := h.Ledger.RemoteManagers().Credentials(ctx, instance)
 	if err != nil {
 		return refuse(wire.CodeInternal, "read the serving credentials of %s: %v", instance, err)
 	}

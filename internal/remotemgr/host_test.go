@@ -334,7 +334,7 @@ func TestActivateChecksTheGateAndTheProof(t *testing.T) {
 	if _, _, err := c.Activate(ctx); code(err) != wire.CodeFailedPrecondition {
 		t.Fatalf("activate without a gate: %v, want failed-precondition", err)
 	}
-	rows, err := r.m.Ledger(r.m.Space).ManagerCredentials(ctx, inst)
+	rows, err := r.m.Ledger(r.m.Space).RemoteManagers().Credentials(ctx, inst)
 	if err != nil || len(rows) != 0 {
 		t.Fatalf("serving rows after a refused activation: %v %v", rows, err)
 	}
@@ -343,14 +343,14 @@ func TestActivateChecksTheGateAndTheProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	og, err := r.m.Ledger(r.m.Space).ObserveManagerGate(ctx, inst)
+	og, err := r.m.Ledger(r.m.Space).RemoteManagers().ObserveGate(ctx, inst)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if og.Row.State != authority.GateOpen || og.Row.Principal != alice+"."+c.Actors().Serve || og.Row.ProcessEpoch != epoch {
 		t.Fatalf("gate after activation: %+v, epoch %d", og.Row, epoch)
 	}
-	rows, err = r.m.Ledger(r.m.Space).ManagerCredentials(ctx, inst)
+	rows, err = r.m.Ledger(r.m.Space).RemoteManagers().Credentials(ctx, inst)
 	profiles := map[authority.Profile]bool{}
 	for _, row := range rows {
 		if e, _ := row.ServedEpoch(); row.State == authority.CredActive && e == epoch {
@@ -461,7 +461,7 @@ func TestRemoteManagerLivenessRows(t *testing.T) {
 		t.Fatalf("the supervisor's liveness subscription: refused=%v %v", refused, err)
 	}
 	// Another instance's gate is out of reach of both.
-	other := meshwire.AuthBucket(r.m.Space).Subject(authority.ManagerGateKey(wire.NewLifecycleUID()))
+	other := meshwire.AuthBucket(r.m.Space).Subject(authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.NewLifecycleUID()}.GateKey())
 	for _, conn := range []*meshtest.Client{exe, sup} {
 		if err := conn.Publish(other, []byte("{}")); err != nil {
 			t.Fatal(err)
@@ -719,14 +719,14 @@ func ownSession(t *testing.T, m *meshtest.Mesh) string {
 func ownSessionFor(t *testing.T, m *meshtest.Mesh, sid string, holder wire.Lifecycle) {
 	t.Helper()
 	serving := authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.NewLifecycleUID()}
-	err := m.Ledger(m.Space).Do(t.Context(), func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) {
+	err := m.WithStore(t, func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
 		g, err := s.ServeGate(serving)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		_, err = g.Move(t.Context(), nil, authority.EndpointGateRow{State: authority.GateOpen, Generation: 1, ProcessEpoch: 1,
 			Principal: "local.cotal_manager", Op: &authority.EndpointGateOp{OpID: "op-own", Kind: authority.OpActivation}})
-		return nil, err
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -739,14 +739,14 @@ func ownSessionFor(t *testing.T, m *meshtest.Mesh, sid string, holder wire.Lifec
 func redeemIn(t *testing.T, m *meshtest.Mesh, sid string, holder wire.Lifecycle, serving authority.Endpoint, servingEpoch int64) {
 	t.Helper()
 	ctx := t.Context()
-	err := m.Ledger(m.Space).Do(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) ([]string, error) {
+	err := m.WithStore(t, func(s *authority.AuthStore, keys *authority.SpaceKeys) error {
 		epoch, err := s.CurrentEpoch(ctx, holder)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		_, err = s.RedeemSession(ctx, keys, authority.SessionRequest{SessionID: sid, Holder: holder, HolderEpoch: epoch,
 			Serving: serving, ServingEpoch: servingEpoch, Expires: time.Now().Add(time.Hour)})
-		return nil, err
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/userauth"
 
@@ -186,7 +187,7 @@ func EvictOwner(ctx context.Context, l *ledger.Ledger, reg *Registry, people *us
 	regs, err := reg.Of(owner, actor)
 	var done []wire.LifecycleUID
 	for _, r := range regs {
-		if eerr := l.EvictManager(ctx, wire.LifecycleUID(r.InstanceID), reason, append(r.Identities.keys(), r.Keys...)...); eerr != nil {
+		if eerr := l.RemoteManagers().Evict(ctx, wire.LifecycleUID(r.InstanceID), reason, append(r.Identities.keys(), r.Keys...)...); eerr != nil {
 			err = errors.Join(err, fmt.Errorf("evict remote manager %s: %w", r.InstanceID, eerr))
 			continue
 		}
@@ -197,10 +198,26 @@ func EvictOwner(ctx context.Context, l *ledger.Ledger, reg *Registry, people *us
 		}
 		// Its own deregistration needs the credentials just refused: without this, a scatter
 		// would expect it, and find it silent, for ever.
-		if derr := l.DeregisterManager(ctx, wire.LifecycleUID(r.InstanceID)); derr != nil {
+		if derr := l.RemoteManagers().Deregister(ctx, wire.LifecycleUID(r.InstanceID)); derr != nil {
 			err = errors.Join(err, fmt.Errorf("deregister remote manager %s: %w", r.InstanceID, derr))
 		}
 		done = append(done, wire.LifecycleUID(r.InstanceID))
 	}
 	return done, err
+}
+
+// managerGateKey returns the auth-store key of manager instance's serve gate,
+// "epgate.manager.<instanceId>", the one key a remote manager's identities may write.
+func managerGateKey(instance wire.LifecycleUID) string {
+	return authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: instance}.GateKey()
+}
+
+// registrationGate returns the gate row a remote manager's executor registers its instance with:
+// open at epoch 0, naming serve, the principal the host will issue the serve credential to.
+func registrationGate(serve wire.Principal, opID string) []byte {
+	raw, _ := json.Marshal(authority.EndpointGateRow{ // strings and numbers always encode
+		State: authority.GateOpen, Generation: 1, Principal: serve.String(),
+		Op: &authority.EndpointGateOp{OpID: opID, Kind: authority.OpActivation},
+	})
+	return raw
 }

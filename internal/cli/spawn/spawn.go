@@ -26,6 +26,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
@@ -451,7 +452,7 @@ func superviseRemote(ctx context.Context, f *factory.Factory, meshURL, actor str
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	err = mesh.SuperviseRemote(ctx, d, mesh.RemoteOptions{
+	err = mesh.SuperviseRemote(ctx, d, remotemgr.SuperviseConfig{
 		Space: wire.Space(doc.Space), Server: doc.Server, AuthorityURL: doc.ManagerAuthorityURL, Actor: actor,
 		ExchangeURL: doc.ExchangeURL, SentinelCreds: []byte(doc.SentinelCreds),
 		IDToken: tokens, HTTP: hc, MaxSessions: maxSessions, Log: log,

@@ -43,10 +43,3 @@ func RemoteManagerActorsOf(instance wire.LifecycleUID) RemoteManagerActors {
 		GoalWriter: remoteManagerGoalWriter + id, SessionLedger: remoteManagerSessionLedger + id,
 	}
 }
-
-// The NATS auth callout of user-auth mode (SPEC §10): the subject the broker asks on and the queue
-// group the auth service's callout answers in.
-const (
-	AuthCalloutSubject = "$SYS.REQ.USER.AUTH"
-	AuthCalloutQueue   = "cotal-auth-callout"
-)

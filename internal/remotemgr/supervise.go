@@ -1,4 +1,4 @@
-package mesh
+package remotemgr
 
 import (
 	"context"
@@ -16,16 +16,11 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/manager"
-	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/wire"
 )
 
-// RemoteManagerName names a remote manager's instance in the mesh directory of the machine it runs
-// on.
-const RemoteManagerName = "remote"
-
-// RemoteOptions are what `cotal supervise --mesh URL` runs with.
-type RemoteOptions struct {
+// SuperviseConfig is what a remote manager (`cotal supervise --mesh URL`) runs with.
+type SuperviseConfig struct {
 	Space wire.Space
 	// Server is the broker URL agents and the manager connect to.
 	Server string
@@ -42,32 +37,33 @@ type RemoteOptions struct {
 	HTTP    *http.Client
 	// MaxSessions is its ceiling of attach sessions; manager.DefaultMaxSessions when zero.
 	MaxSessions int
+	// Instance is the manager's instance id, claimed by the caller for as long as Supervise runs.
+	Instance wire.LifecycleUID
+	// MaterialDir is where the manager writes its agents' launch material; AwaitWake asks an
+	// agent's harness hook for its idle wait.
+	MaterialDir string
+	AwaitWake   func(context.Context, wire.Principal) (string, error)
 	// Ready, when set, is called once the manager serves, with its instance and epoch.
 	Ready func(instance wire.LifecycleUID, epoch int64)
 	Log   *slog.Logger
 }
 
-// renewRetryRemote bounds the wait before a failed bundle renewal is tried again.
-const renewRetryRemote = 10 * time.Second
+// renewRetry bounds the wait before a failed bundle renewal is tried again.
+const renewRetry = 10 * time.Second
 
-// SuperviseRemote runs a remote manager for o.Space until ctx ends or its host takes its authority
+// Supervise runs a remote manager for o.Space until ctx ends or its host takes its authority
 // away: it prepares with the host, registers its serve gate as its executor, activates, and serves
 // the manager endpoint on the serve credential while the supervisor credential holds its lease and
 // answers the manager liveness plane. The standing bundle is renewed at three quarters of its
 // lifetime; a renewal the host refuses (the person's supervise scope revoked, a newer incarnation)
 // or a connection the broker closes (an eviction) ends it with an error, after it has stopped its
 // agents, which are retired through the host.
-func SuperviseRemote(ctx context.Context, d Dir, o RemoteOptions) error {
+func Supervise(ctx context.Context, o SuperviseConfig) error {
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	inst, err := d.claimManagerInstance(o.Space, RemoteManagerName)
-	if err != nil {
-		return err
-	}
-	defer inst.release()
-	c, err := remotemgr.NewClient(remotemgr.ClientConfig{Space: o.Space, URL: o.AuthorityURL, Actor: o.Actor, Instance: inst.id, IDToken: o.IDToken, HTTP: o.HTTP, Server: o.Server})
+	c, err := NewClient(ClientConfig{Space: o.Space, URL: o.AuthorityURL, Actor: o.Actor, Instance: o.Instance, IDToken: o.IDToken, HTTP: o.HTTP, Server: o.Server})
 	if err != nil {
 		return err
 	}
@@ -96,23 +92,29 @@ func SuperviseRemote(ctx context.Context, d Dir, o RemoteOptions) error {
 		return fmt.Errorf("connect as the remote manager's serve identity: %w", err)
 	}
 	defer serveConn.Close()
-	lease, err := manager.HoldLease(ctx, supConn.Conn, o.Space, st.Supervisor.Principal, inst.id, log)
+	lease, err := manager.HoldLease(ctx, supConn.Conn, o.Space, st.Supervisor.Principal, o.Instance, log)
 	if err != nil {
 		return err
 	}
+	defer lease.Close()
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	sup, err := manager.New(manager.Config{
-		Issue: remoteIssuer(c, o), Space: o.Space, URL: o.Server, MaterialDir: d.launchDir(o.Space),
-		MCPCommand: []string{exe, "mcp"}, AwaitWake: awaitWake(o.Space), Log: log,
+		Issue: remoteIssuer(c, o), Space: o.Space, URL: o.Server, MaterialDir: o.MaterialDir,
+		MCPCommand: []string{exe, "mcp"}, AwaitWake: o.AwaitWake, Log: log,
 	})
 	if err != nil {
 		return err
 	}
+	defer func() {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), manager.AgentsStopWait)
+		defer cancel()
+		_ = sup.Close(actx) // each agent's own failure is logged by the supervisor
+	}()
 	svc, err := sup.Serve(ctx, manager.ServiceConfig{
-		Conn: serveConn.Conn, Presence: supConn.Conn, Space: o.Space, Instance: inst.id, Epoch: epoch, Owner: c.Owner(), Log: log,
+		Conn: serveConn.Conn, Presence: supConn.Conn, Space: o.Space, Instance: o.Instance, Epoch: epoch, Owner: c.Owner(), Log: log,
 		Sessions: newRemoteSessions(c), MaxSessions: o.MaxSessions,
 		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool {
 			ok, _, err := c.AuthorizeAdmin(ctx, caller)
@@ -136,27 +138,21 @@ func SuperviseRemote(ctx context.Context, d Dir, o RemoteOptions) error {
 		return fmt.Errorf("serve the manager endpoint: %w", err)
 	}
 	if o.Ready != nil {
-		o.Ready(inst.id, epoch)
+		o.Ready(o.Instance, epoch)
 	}
-	lctx, stopLease := context.WithCancel(ctx)
-	leaseDone := make(chan struct{})
-	go func() { defer close(leaseDone); lease.Renew(lctx) }()
 	runErr := keepRemote(ctx, c, account, supConn, serveConn, earliest(st.Supervisor, serve), log)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serviceStopWait)
+	// The service stops first (its sessions' ledger closes), then the deferred: the agents, the
+	// lease, the connections.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), manager.ServiceStopWait)
+	defer cancel()
 	if err := svc.Stop(sctx); err != nil {
 		log.Warn("stop serving the manager endpoint", "err", err)
 	}
-	cancel()
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), agentsStopWait)
-	_ = sup.Close(actx) // each agent's own failure is logged by the supervisor
-	cancel()
-	stopLease()
-	<-leaseDone
 	return runErr
 }
 
 // register connects as the executor and writes the instance's serve gate.
-func register(ctx context.Context, server string, c *remotemgr.Client, exe *authority.Credential) error {
+func register(ctx context.Context, server string, c *Client, exe *authority.Credential) error {
 	nc, err := dial.As(ctx, server, exe)
 	if err != nil {
 		return fmt.Errorf("connect as the remote manager's executor: %w", err)
@@ -176,9 +172,9 @@ func issuerAccount(token string) (string, error) {
 
 // remoteIssuer enrolls agents through the host: each a managed agent of the manager's person,
 // connecting on bearers it exchanges its actor token for, retired through the host when done.
-func remoteIssuer(c *remotemgr.Client, o RemoteOptions) manager.Issuer {
+func remoteIssuer(c *Client, o SuperviseConfig) manager.Issuer {
 	return func(ctx context.Context, spec manager.Spec) (*manager.Launch, error) {
-		e, err := c.Enroll(ctx, remotemgr.Enrollment{Name: spec.Name, Role: spec.Role, Subscribe: spec.Subscribe,
+		e, err := c.Enroll(ctx, Enrollment{Name: spec.Name, Role: spec.Role, Subscribe: spec.Subscribe,
 			AllowSubscribe: spec.AllowSubscribe, AllowPublish: spec.AllowPublish})
 		if err != nil {
 			return nil, err
@@ -196,7 +192,7 @@ func remoteIssuer(c *remotemgr.Client, o RemoteOptions) manager.Issuer {
 
 // keepRemote renews the standing bundle at three quarters of its lifetime and watches the two
 // connections, until ctx ends (nil), the host refuses a renewal, or the broker closes a connection.
-func keepRemote(ctx context.Context, c *remotemgr.Client, account string, sup, serve *dial.Renewing, expires time.Time, log *slog.Logger) error {
+func keepRemote(ctx context.Context, c *Client, account string, sup, serve *dial.Renewing, expires time.Time, log *slog.Logger) error {
 	closed := make(chan string, 4)
 	ended := func(name string) {
 		select {
@@ -230,7 +226,7 @@ func keepRemote(ctx context.Context, c *remotemgr.Client, account string, sup, s
 					expires = earliest(st.Supervisor, st.Serve)
 				}
 			}
-			var ref *remotemgr.Refusal
+			var ref *Refusal
 			switch {
 			case err == nil:
 			case ctx.Err() != nil:
@@ -246,7 +242,7 @@ func keepRemote(ctx context.Context, c *remotemgr.Client, account string, sup, s
 					return nil
 				case name := <-closed:
 					return fmt.Errorf("remote supervision ended: the broker closed the %s connection", name)
-				case <-time.After(min(renewRetryRemote, time.Until(expires)/4)):
+				case <-time.After(min(renewRetry, time.Until(expires)/4)):
 				}
 				continue
 			}

@@ -1,4 +1,4 @@
-package mesh
+package remotemgr
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -20,14 +19,14 @@ import (
 // the host against the instance, is dropped with the bridge and lapses with the session, or is
 // revoked with the manager.
 type remoteSessions struct {
-	c *remotemgr.Client
+	c *Client
 
 	mu sync.Mutex
 	// serving holds each established session's serving half until its bridge connects on it.
 	serving map[string]*authority.Credential
 }
 
-func newRemoteSessions(c *remotemgr.Client) *remoteSessions {
+func newRemoteSessions(c *Client) *remoteSessions {
 	return &remoteSessions{c: c, serving: map[string]*authority.Credential{}}
 }
 
@@ -50,7 +49,7 @@ func (r *remoteSessions) RedeemSession(ctx context.Context, req authority.Sessio
 	if req.Target == nil {
 		return nil, fmt.Errorf("session %s names no target", req.SessionID)
 	}
-	holder := remotemgr.SessionHolder{ID: req.Holder.Principal.String(), LifecycleUID: string(req.Holder.UID), ProcessEpoch: req.HolderEpoch}
+	holder := SessionHolder{ID: req.Holder.Principal.String(), LifecycleUID: string(req.Holder.UID), ProcessEpoch: req.HolderEpoch}
 	serving, err := r.c.Session(ctx, req.SessionID, req.ServingEpoch, req.Expires, holder, *req.Target)
 	if err != nil {
 		return nil, err
@@ -81,7 +80,7 @@ func (r *remoteSessions) CloseSession(ctx context.Context, sessionID string, _ a
 	delete(r.serving, sessionID)
 	r.mu.Unlock()
 	err := r.c.EndSession(ctx, sessionID, to)
-	if ref, ok := errors.AsType[*remotemgr.Refusal](err); ok && ref.Code == wire.CodeNotFound {
+	if ref, ok := errors.AsType[*Refusal](err); ok && ref.Code == wire.CodeNotFound {
 		return nil
 	}
 	return err

@@ -16,6 +16,13 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
+// RemoteManagers is the ledger's part in the space's remote manager instances (SPEC §13.6):
+// their serve gates, activation, standing credentials, eviction and deregistration.
+type RemoteManagers struct{ l *Ledger }
+
+// RemoteManagers returns the ledger's remote manager operations.
+func (l *Ledger) RemoteManagers() *RemoteManagers { return &RemoteManagers{l: l} }
+
 // Remote managers (SPEC §13.1, §13.6): a manager on a machine without the space's signing key.
 // Its executor registers the instance by writing the instance's serve gate, open and naming the
 // serve principal; the host then issues the serve credential through that gate, for a user key
@@ -29,9 +36,9 @@ var (
 	ErrForeignGate = errors.New("the serve gate names another principal")
 )
 
-// ObserveManagerGate returns the serve gate of manager instance, or nil when there is none.
-func (l *Ledger) ObserveManagerGate(ctx context.Context, instance wire.LifecycleUID) (*authority.ObservedEndpointGate, error) {
-	g, err := l.managerGate(ctx, instance)
+// ObserveGate returns the serve gate of manager instance, or nil when there is none.
+func (r *RemoteManagers) ObserveGate(ctx context.Context, instance wire.LifecycleUID) (*authority.ObservedEndpointGate, error) {
+	g, err := r.l.managerGate(ctx, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +65,7 @@ type RemoteActivation struct {
 	Epoch int64
 }
 
-// ActivateRemoteManager issues a remote manager instance's serve credential, serving commands,
+// Activate issues a remote manager instance's serve credential, serving commands,
 // and its goal-writer and session-ledger siblings, each living life, for the keys ids name. The
 // gate must exist (ErrNoGate: nothing is minted) and name ids.Serve (ErrForeignGate). It then
 // moves as a local manager's does (ServeManager): frozen, every serving credential of an older
@@ -66,8 +73,8 @@ type RemoteActivation struct {
 // the gate at that epoch, each against the revision the issue before it left, so a gate that moves
 // in between (another incarnation) stops the activation with ErrConflict; all three are fenced
 // together by the next.
-func (l *Ledger) ActivateRemoteManager(ctx context.Context, ids RemoteServe, instance wire.LifecycleUID, commands []string, life time.Duration) (*RemoteActivation, error) {
-	g, err := l.managerGate(ctx, instance)
+func (r *RemoteManagers) Activate(ctx context.Context, ids RemoteServe, instance wire.LifecycleUID, commands []string, life time.Duration) (*RemoteActivation, error) {
+	g, err := r.l.managerGate(ctx, instance)
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +103,11 @@ func (l *Ledger) ActivateRemoteManager(ctx context.Context, ids RemoteServe, ins
 	keys := []string{ids.Serve.Key, ids.GoalWriter.Key, ids.SessionLedger.Key}
 	// A dry run before the gate moves, as ServeManager's.
 	for i, mr := range reqs(og.Row.ProcessEpoch + 1) {
-		if _, err := l.keys.SignUser(mr, keys[i]); err != nil {
+		if _, err := r.l.keys.SignUser(mr, keys[i]); err != nil {
 			return nil, err
 		}
 	}
-	if og, err = l.advanceServeGate(ctx, g, og, ids.Serve.Principal, "serve-"+nuid.Next()); err != nil {
+	if og, err = r.l.advanceServeGate(ctx, g, og, ids.Serve.Principal, "serve-"+nuid.Next()); err != nil {
 		return nil, err
 	}
 	epoch := og.Row.ProcessEpoch
@@ -114,30 +121,30 @@ func (l *Ledger) ActivateRemoteManager(ctx context.Context, ids RemoteServe, ins
 				return nil, fmt.Errorf("activate manager %s: %w: the gate moved during the activation", instance, authority.ErrConflict)
 			}
 		}
-		if issued[i], err = g.IssueHeld(ctx, l.keys, og, mr, nuid.Next(), keys[i]); err != nil {
+		if issued[i], err = g.IssueHeld(ctx, r.l.keys, og, mr, nuid.Next(), keys[i]); err != nil {
 			return nil, err
 		}
 	}
 	return &RemoteActivation{Serve: issued[0], GoalWriter: issued[1], SessionLedger: issued[2], Epoch: epoch}, nil
 }
 
-// RenewRemoteManager renews a remote manager's serve credential in place (authority
+// Renew renews a remote manager's serve credential in place (authority
 // ServeGate.RenewHeld): the same key, a fresh JWT living life, refused once the gate has moved.
-func (l *Ledger) RenewRemoteManager(ctx context.Context, instance wire.LifecycleUID, credentialID string, life time.Duration) (*authority.Credential, error) {
-	g, err := l.managerGate(ctx, instance)
+func (r *RemoteManagers) Renew(ctx context.Context, instance wire.LifecycleUID, credentialID string, life time.Duration) (*authority.Credential, error) {
+	g, err := r.l.managerGate(ctx, instance)
 	if err != nil {
 		return nil, err
 	}
-	return g.RenewHeld(ctx, l.keys, credentialID, life)
+	return g.RenewHeld(ctx, r.l.keys, credentialID, life)
 }
 
-// EvictManager ends what manager instance holds: each of its active serving credentials is
+// Evict ends what manager instance holds: each of its active serving credentials is
 // revoked for reason, with the sessions it serves (superseded: their holders' halves are refused
 // too), and the broker refuses those keys and keys (a remote manager's other
 // identities, which have no ledger row) and closes their connections. The gate stays, so the
 // instance may be activated again, at the next epoch, once its holder is allowed to.
-func (l *Ledger) EvictManager(ctx context.Context, instance wire.LifecycleUID, reason string, keys ...string) error {
-	return l.run(ctx, func(s *authority.AuthStore) ([]string, error) {
+func (r *RemoteManagers) Evict(ctx context.Context, instance wire.LifecycleUID, reason string, keys ...string) error {
+	return r.l.run(ctx, func(s *authority.AuthStore) ([]string, error) {
 		g, err := s.ServeGate(authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: instance})
 		if err != nil {
 			return keys, err
@@ -162,51 +169,51 @@ func (l *Ledger) EvictManager(ctx context.Context, instance wire.LifecycleUID, r
 	})
 }
 
-// DeregisterManager marks manager instance exited in the service registry, for an instance that
+// Deregister marks manager instance exited in the service registry, for an instance that
 // cannot do it itself because it was evicted: a one-shot credential pinned to the instance's
 // service records, held for this call alone, writes what its own deregistration would have. An
 // instance already exited, never registered, or live again (activated since) is left as it is.
-func (l *Ledger) DeregisterManager(ctx context.Context, instance wire.LifecycleUID) error {
+func (r *RemoteManagers) Deregister(ctx context.Context, instance wire.LifecycleUID) error {
 	// An instance activated again since its eviction serves: its record is its own.
-	if _, live, err := l.LiveManager(ctx, instance); err != nil || live {
+	if _, live, err := r.Live(ctx, instance); err != nil || live {
 		return err
 	}
 	p, err := wire.NewPrincipal(wire.DevOwner, deregistrarActor)
 	if err != nil {
 		return err
 	}
-	cred, err := l.keys.Mint(authority.MintRequest{Profile: authority.ProfileEndpointServe, Expires: authority.OneShotLifetime,
+	cred, err := r.l.keys.Mint(authority.MintRequest{Profile: authority.ProfileEndpointServe, Expires: authority.OneShotLifetime,
 		Grant: authority.Grant{Principal: p, Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: instance}}})
 	if err != nil {
 		return err
 	}
-	return l.withOneShot(ctx, cred, func(_ *nats.Conn, js jetstream.JetStream) error {
-		kv, err := js.KeyValue(ctx, string(meshwire.RecordsBucket(l.sp)))
+	return r.l.withOneShot(ctx, cred, func(_ *nats.Conn, js jetstream.JetStream) error {
+		kv, err := js.KeyValue(ctx, string(meshwire.RecordsBucket(r.l.sp)))
 		if err != nil {
-			return fmt.Errorf("open the records of space %s: %w", l.sp, err)
+			return fmt.Errorf("open the records of space %s: %w", r.l.sp, err)
 		}
 		return endpoint.MarkExited(ctx, kv, wire.ManagerEndpoint, instance)
 	})
 }
 
-// ManagerInstances lists every manager instance that holds or held a serving credential.
-func (l *Ledger) ManagerInstances(ctx context.Context) ([]wire.LifecycleUID, error) {
-	s, err := l.store.get(ctx)
+// Instances lists every manager instance that holds or held a serving credential.
+func (r *RemoteManagers) Instances(ctx context.Context) ([]wire.LifecycleUID, error) {
+	s, err := r.l.store.get(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return s.ServingInstances(ctx, wire.ManagerEndpoint.Token())
 }
 
-// LiveManager returns the principal manager instance serves as while it is live: its serve gate
+// Live returns the principal manager instance serves as while it is live: its serve gate
 // open, and a serving credential of the gate's principal active and unexpired. ok is false for an
 // instance that is not live (no gate, a frozen or retired one, no such credential).
-func (l *Ledger) LiveManager(ctx context.Context, instance wire.LifecycleUID) (p wire.Principal, ok bool, err error) {
-	og, err := l.ObserveManagerGate(ctx, instance)
+func (r *RemoteManagers) Live(ctx context.Context, instance wire.LifecycleUID) (p wire.Principal, ok bool, err error) {
+	og, err := r.ObserveGate(ctx, instance)
 	if err != nil || og == nil || og.Row.State != authority.GateOpen {
 		return wire.Principal{}, false, err
 	}
-	rows, err := l.ManagerCredentials(ctx, instance)
+	rows, err := r.Credentials(ctx, instance)
 	if err != nil {
 		return wire.Principal{}, false, err
 	}
@@ -220,17 +227,11 @@ func (l *Ledger) LiveManager(ctx context.Context, instance wire.LifecycleUID) (p
 	return wire.Principal{}, false, nil
 }
 
-// ManagerCredentials lists the serving credential rows of manager instance.
-func (l *Ledger) ManagerCredentials(ctx context.Context, instance wire.LifecycleUID) ([]authority.CredentialRow, error) {
-	g, err := l.managerGate(ctx, instance)
+// Credentials lists the serving credential rows of manager instance.
+func (r *RemoteManagers) Credentials(ctx context.Context, instance wire.LifecycleUID) ([]authority.CredentialRow, error) {
+	g, err := r.l.managerGate(ctx, instance)
 	if err != nil {
 		return nil, err
 	}
 	return g.Credentials(ctx)
-}
-
-// EvictKeys has the broker refuse userKeys, which no ledger row holds (a remote manager's
-// identities signed for keys its holder generated), and close their connections.
-func (l *Ledger) EvictKeys(ctx context.Context, userKeys ...string) error {
-	return l.evicted(ctx, userKeys, nil)
 }

@@ -121,7 +121,7 @@ func startRemote(t *testing.T, life time.Duration) *remote {
 	b := mesh.Dir{Path: t.TempDir() + "/" + mesh.DirName}
 	readyc, done := make(chan ready, 1), make(chan error, 1)
 	go func() {
-		done <- mesh.SuperviseRemote(ctx, b, mesh.RemoteOptions{
+		done <- mesh.SuperviseRemote(ctx, b, remotemgr.SuperviseConfig{
 			Space: m.Space, Server: doc.Server, AuthorityURL: doc.ManagerAuthorityURL, ExchangeURL: doc.ExchangeURL,
 			SentinelCreds: []byte(doc.SentinelCreds), Actor: "cli",
 			IDToken: func(context.Context) (string, error) { return idToken, nil },
@@ -435,7 +435,7 @@ func TestRemoteManagerRenews(t *testing.T) {
 	l := r.m.Ledger(r.m.Space)
 	serving := func() authority.CredentialRow {
 		t.Helper()
-		rows, err := l.ManagerCredentials(ctx, r.ready.instance)
+		rows, err := l.RemoteManagers().Credentials(ctx, r.ready.instance)
 		if err != nil {
 			t.Fatal(err)
 		}
