@@ -7,6 +7,7 @@ package meshtest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +44,11 @@ func WithDaemons() Option {
 // WithDaemonLifetime runs the daemons on credentials that live life, renewed at two thirds of it.
 func WithDaemonLifetime(life time.Duration) Option {
 	return func(o *mesh.Options) { o.DaemonCredentialLifetime = life }
+}
+
+// WithLog sends the broker's and the daemons' logs to log.
+func WithLog(log *slog.Logger) Option {
+	return func(o *mesh.Options) { o.Log = log }
 }
 
 // WithSpaces serves these spaces instead of "main".

@@ -304,14 +304,17 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, trail *seqTrail, 
 	}
 	var err error
 	if prev != nil {
-		err = w.restore(ctx, b, key, prev, seq)
-		if jsapi.Conflict(err) {
-			w.limited(logKey+" conflict", slog.LevelInfo, "bucket row changed before its repair", attrs...)
-			return
-		}
-		attrs = append(attrs, "restored", prev.seq)
+		err = retrying(ctx, func() error { return w.restore(ctx, b, key, prev, seq) })
 	} else {
 		err = w.deleteMsg(ctx, b.Stream(), seq)
+	}
+	switch {
+	case prev != nil && jsapi.Conflict(err):
+		w.limited(logKey+" conflict", slog.LevelInfo, "bucket row changed before its repair", attrs...)
+		return
+	case prev != nil:
+		attrs = append(attrs, "restored", prev.seq)
+	default:
 		attrs = append(attrs, "restored", "none: removed")
 	}
 	if err != nil {

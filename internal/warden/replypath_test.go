@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -31,17 +32,20 @@ type replyMesh struct {
 	// inspector is a warden credential of the test's own: it reads every stream.
 	inspector *nats.Conn
 	js        jetstream.JetStream
+	// logs keeps the mesh's warnings and errors, for a failure to show what the warden did.
+	logs *meshtest.Logs
 }
 
 func startReplyMesh(t *testing.T) *replyMesh {
 	t.Helper()
-	m := meshtest.Start(t, meshtest.WithDaemons())
+	logs := &meshtest.Logs{Min: slog.LevelWarn}
+	m := meshtest.Start(t, meshtest.WithDaemons(), meshtest.WithLog(slog.New(logs)))
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if err := m.WardensReady(ctx); err != nil {
 		t.Fatalf("warden not ready: %v", err)
 	}
-	r := &replyMesh{Mesh: m, sp: m.Space}
+	r := &replyMesh{Mesh: m, sp: m.Space, logs: logs}
 	gen := ledger.Request{Subscribe: []string{"general"}, AllowPublish: []string{"general"}}
 	gen.Name = "alice"
 	r.alice = m.AgentCred(t, gen)
@@ -319,7 +323,7 @@ func (r *replyMesh) settled(t *testing.T, tg target, before []byte) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s still holds %q, want %q", tg.subject, got, before)
+			t.Fatalf("%s still holds %q, want %q; the mesh logged:%s", tg.subject, got, before, r.logs)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
@@ -251,10 +252,37 @@ func (w *Warden) deleteMsg(ctx context.Context, stream string, seq uint64) error
 	if err != nil {
 		return err
 	}
-	if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return err
+	return retrying(ctx, func() error {
+		if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return err
+		}
+		return nil
+	})
+}
+
+// repairAttempts bounds how often a repair is tried: a JetStream API request can find no
+// responder, or go unanswered, while the broker applies an account update (every revocation
+// pushes one), and a capture left in place is what the repair is for. The waits between
+// attempts double from 100 ms (1.5 s in all).
+const repairAttempts = 5
+
+// retrying runs op until it succeeds or fails with a conflict (the row moved on: nothing left to
+// repair), at most repairAttempts times while ctx lasts, and returns its last error.
+func retrying(ctx context.Context, op func() error) error {
+	var err error
+	for attempt := range repairAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
+			}
+		}
+		if err = op(); err == nil || jsapi.Conflict(err) {
+			return err
+		}
 	}
-	return nil
+	return err
 }
 
 // streamHandles caches stream handles; embedded in Warden.
