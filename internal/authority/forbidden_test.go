@@ -1166,6 +1166,7 @@ func fbSnapshot(t *testing.T, nc *nats.Conn, accounts []string) map[string]fbStr
 // deleted, purged, created or reconfigured, and that a few allowed operations per credential
 // are not refused.
 func TestForbiddenOperationsAtScale(t *testing.T) {
+	meshtest.Long(t, "hundreds of thousands of operations at the broker")
 	t.Parallel()
 	start := time.Now()
 	m := meshtest.Start(t, meshtest.WithSpaces("main", "other"))

@@ -490,6 +490,7 @@ func credActive(t *testing.T, dir, principal string) bool {
 // --detach returns once the agent is present on its own ledger credential, ps shows its process
 // row, stop ends it and retires its credential.
 func TestSpawnPsStop(t *testing.T) {
+	meshtest.Long(t, "spawns and stops agent processes")
 	dir := upMesh(t)
 
 	args := append([]string{"spawn", "--dir", dir, "--name", "sleeper", "--subscribe", "general", "--detach", "--json", "--"}, agentCommand(t)...)
@@ -578,6 +579,7 @@ func TestSpawnForeground(t *testing.T) {
 // until it runs, a second one of the same name is refused, and when it stops it retires what it
 // spawned.
 func TestSupervise(t *testing.T) {
+	meshtest.Long(t, "a supervisor process beside the mesh")
 	dir := upMesh(t, "--no-manager")
 	ctx := t.Context()
 	if code, _, stderr := run(t, "spawn", "--dir", dir, "--name", "early", "--detach", "--", "true"); code != exit.Failed || !strings.Contains(stderr, "no supervisor") {

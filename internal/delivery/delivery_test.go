@@ -284,6 +284,7 @@ func TestMentionReachesOnlyAnAuthorisedTarget(t *testing.T) {
 }
 
 func TestDaemonKilledStandbyTakesOver(t *testing.T) {
+	meshtest.Long(t, "waits out a killed daemon's delivery lease")
 	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()

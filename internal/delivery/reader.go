@@ -235,47 +235,12 @@ func (d *Daemon) deleteMsg(ctx context.Context, stream string, seq uint64) error
 	}
 }
 
-// msgDeleteReply is the JetStream API's answer to a message delete.
-type msgDeleteReply struct {
-	Success bool                `json:"success"`
-	Error   *jetstream.APIError `json:"error"`
-}
-
-// deleteMsgOnce asks the JetStream API once to delete the message at seq of stream, and checks
-// its answer: a message the stream does not hold (any more) counts as deleted.
+// deleteMsgOnce asks the JetStream API once, within deleteTimeout, to delete the message at seq
+// of stream; a message the stream does not hold (any more) counts as deleted.
 func (d *Daemon) deleteMsgOnce(ctx context.Context, stream string, seq uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
 	defer cancel()
-	req, _ := json.Marshal(map[string]uint64{"seq": seq}) // a map of numbers always encodes
-	msg, err := jsapi.Request(ctx, d.nc, jsapi.MsgDelete+stream, req)
-	if err != nil {
-		return fmt.Errorf("delete message %d of %s: %w", seq, stream, err)
-	}
-	var rep msgDeleteReply
-	switch err := json.Unmarshal(msg.Data, &rep); {
-	case err != nil:
-		return fmt.Errorf("delete message %d of %s: the broker's answer %q is not a JetStream API reply: %w", seq, stream, msg.Data, err)
-	case rep.Error != nil && msgGone(rep.Error):
-		return nil
-	case rep.Error != nil:
-		return fmt.Errorf("delete message %d of %s: %w", seq, stream, rep.Error)
-	case !rep.Success:
-		return fmt.Errorf("delete message %d of %s: the broker answered %s without success", seq, stream, msg.Data)
-	}
-	return nil
-}
-
-// msgGone reports whether a message delete was refused because the stream does not hold the
-// message: a memory stream says the sequence is not found, a file stream that its store has no
-// such message.
-func msgGone(e *jetstream.APIError) bool {
-	switch int(e.ErrorCode) {
-	case jsapi.ErrCodeNoMessage, jsapi.ErrCodeSequenceNotFound:
-		return true
-	case jsapi.ErrCodeMsgDeleteFailed:
-		return e.Description == jsapi.StoreNoMessage || e.Description == jsapi.StoreEOF
-	}
-	return false
+	return jsapi.DeleteMsg(ctx, d.nc, stream, seq)
 }
 
 // forget removes the membership rows of a retired lifecycle (its ACL row is gone), so the

@@ -19,3 +19,21 @@ func Conflict(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && WrongLastSequence(int(apiErr.ErrorCode))
 }
+
+// MsgGone reports whether err is a JetStream API error of a message delete or get that found no
+// message at the sequence: it was never stored, or is deleted already (a file stream's store
+// answers that with ErrCodeMsgDeleteFailed and a description, a memory stream's with
+// ErrCodeSequenceNotFound).
+func MsgGone(err error) bool {
+	var e *jetstream.APIError
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch int(e.ErrorCode) {
+	case ErrCodeNoMessage, ErrCodeSequenceNotFound:
+		return true
+	case ErrCodeMsgDeleteFailed:
+		return e.Description == StoreNoMessage || e.Description == StoreEOF
+	}
+	return false
+}

@@ -2,10 +2,13 @@ package jsapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // requestWaits bounds how often Request waits, 50 ms longer each time (under 1.1 s in all), for
@@ -29,4 +32,33 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, body []byte) (*
 		case <-time.After(time.Duration(waits+1) * 50 * time.Millisecond):
 		}
 	}
+}
+
+// msgDeleteReply is the JetStream API's answer to a message delete.
+type msgDeleteReply struct {
+	Success bool                `json:"success"`
+	Error   *jetstream.APIError `json:"error"`
+}
+
+// DeleteMsg asks the JetStream API on nc to delete the message at seq of stream, and checks its
+// answer: a message the stream does not hold (any more) counts as deleted (MsgGone). Unlike
+// nats.go's Stream.DeleteMsg, a refusal keeps its *jetstream.APIError for errors.As.
+func DeleteMsg(ctx context.Context, nc *nats.Conn, stream string, seq uint64) error {
+	req, _ := json.Marshal(map[string]uint64{"seq": seq}) // a map of numbers always encodes
+	msg, err := Request(ctx, nc, MsgDelete+stream, req)
+	if err != nil {
+		return fmt.Errorf("delete message %d of %s: %w", seq, stream, err)
+	}
+	var rep msgDeleteReply
+	switch err := json.Unmarshal(msg.Data, &rep); {
+	case err != nil:
+		return fmt.Errorf("delete message %d of %s: the broker's answer %q is not a JetStream API reply: %w", seq, stream, msg.Data, err)
+	case rep.Error != nil && MsgGone(rep.Error):
+		return nil
+	case rep.Error != nil:
+		return fmt.Errorf("delete message %d of %s: %w", seq, stream, rep.Error)
+	case !rep.Success:
+		return fmt.Errorf("delete message %d of %s: the broker answered %s without success", seq, stream, msg.Data)
+	}
+	return nil
 }

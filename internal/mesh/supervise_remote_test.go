@@ -145,6 +145,7 @@ func startRemote(t *testing.T, life time.Duration) *remote {
 // connects on bearers of its own, and its liveness plane answers bound; revoking supervise evicts
 // it, ends it, and retires its agent.
 func TestRemoteManager(t *testing.T) {
+	meshtest.Long(t, "a remote manager supervising beside the mesh")
 	t.Parallel()
 	r := startRemote(t, 0)
 	m, st, owner, rm, done, ctx := r.m, r.st, r.owner, r.ready, r.done, t.Context()

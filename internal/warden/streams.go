@@ -248,16 +248,7 @@ func (w *Warden) stream(ctx context.Context, name string) (jetstream.Stream, err
 
 // deleteMsg deletes the message at seq of stream; one already gone is no error.
 func (w *Warden) deleteMsg(ctx context.Context, stream string, seq uint64) error {
-	st, err := w.stream(ctx, stream)
-	if err != nil {
-		return err
-	}
-	return retrying(ctx, func() error {
-		if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return err
-		}
-		return nil
-	})
+	return retrying(ctx, func() error { return jsapi.DeleteMsg(ctx, w.nc, stream, seq) })
 }
 
 // repairAttempts bounds how often a repair is tried: a JetStream API request can find no
