@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/authservice"
+	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
@@ -52,7 +53,7 @@ func presentAgent() int {
 	signal.Notify(sig, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	opts, err := mat.ConnectOptions()
+	opts, err := factory.MaterialOptions(mat)
 	if err != nil {
 		return 3
 	}

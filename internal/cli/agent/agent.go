@@ -158,7 +158,7 @@ func (o *Options) credential(ctx context.Context) (string, credentials, error) {
 		if err != nil {
 			return "", credentials{}, err
 		}
-		opts, err := m.ConnectOptions()
+		opts, err := factory.MaterialOptions(m)
 		if err != nil {
 			return "", credentials{}, err
 		}

@@ -89,7 +89,7 @@ func mcpRun(ctx context.Context, o *Options) error {
 		if err != nil {
 			return err
 		}
-		more, err := m.ConnectOptions()
+		more, err := factory.MaterialOptions(m)
 		if err != nil {
 			return err
 		}
