@@ -13,8 +13,8 @@ import (
 // trimmed, empty ones dropped and each sanitised with Token; '*' and '>' survive only as whole
 // segments, '>' only last, and only when wildcards are allowed (patterns, never a publish).
 func channelPath(channel string, wildcards bool) (string, error) {
-	if n := utf16Len(channel); n > MaxChannelLength {
-		return "", Invalidf("channel", channel, "is %d characters long; the limit is %d", n, MaxChannelLength)
+	if n := utf16Len(channel); n > maxChannelLength {
+		return "", Invalidf("channel", channel, "is %d characters long; the limit is %d", n, maxChannelLength)
 	}
 	segs := make([]string, 0, strings.Count(channel, ".")+1)
 	for seg := range strings.SplitSeq(channel, ".") {
@@ -46,8 +46,8 @@ func channelPath(channel string, wildcards bool) (string, error) {
 // [A-Za-z0-9_-], or '*', or a final '>'. Unlike a subject builder it never sanitises: an ACL
 // entry "foo/bar" would otherwise grant the channel "foo_bar", which nobody named.
 func ValidateChannelPattern(channel string) error {
-	if n := utf16Len(channel); n > MaxChannelLength {
-		return Invalidf("channel", channel, "is %d characters long; the limit is %d", n, MaxChannelLength)
+	if n := utf16Len(channel); n > maxChannelLength {
+		return Invalidf("channel", channel, "is %d characters long; the limit is %d", n, maxChannelLength)
 	}
 	if channel == "" {
 		return Invalid("channel", channel, "must not be empty")
@@ -116,9 +116,9 @@ const (
 	ClassDurable DeliveryClass = "durable"
 )
 
-// DefaultDeliveryClass is the effective class when neither the channel nor the space defaults
+// defaultDeliveryClass is the effective class when neither the channel nor the space defaults
 // name one.
-const DefaultDeliveryClass = ClassDurable
+const defaultDeliveryClass = ClassDurable
 
 // ChannelDefaultsKey is the channels-bucket key holding the space defaults. '=' is a legal KV key
 // character that Token never produces, so it cannot collide with a channel.
@@ -126,8 +126,8 @@ const ChannelDefaultsKey = "=defaults"
 
 // Limits of ChannelConfig's free-text fields (SPEC §7).
 const (
-	MaxChannelDescription  = 200
-	MaxChannelInstructions = 2000
+	maxChannelDescription  = 200
+	maxChannelInstructions = 2000
 )
 
 // ChannelConfig is one channel's entry in the channels bucket (SPEC §7). Every field is optional;
@@ -152,11 +152,11 @@ func (c *ChannelConfig) Validate() error {
 	if err := validateChannelOptions(c.ReplayWindow, c.DeliveryClass); err != nil {
 		return err
 	}
-	if n := utf16Len(c.Description); n > MaxChannelDescription {
-		return Invalidf("description", "", "is %d characters long; the limit is %d", n, MaxChannelDescription)
+	if n := utf16Len(c.Description); n > maxChannelDescription {
+		return Invalidf("description", "", "is %d characters long; the limit is %d", n, maxChannelDescription)
 	}
-	if n := utf16Len(c.Instructions); n > MaxChannelInstructions {
-		return Invalidf("instructions", "", "is %d characters long; the limit is %d", n, MaxChannelInstructions)
+	if n := utf16Len(c.Instructions); n > maxChannelInstructions {
+		return Invalidf("instructions", "", "is %d characters long; the limit is %d", n, maxChannelInstructions)
 	}
 	return nil
 }
@@ -269,7 +269,7 @@ func ResolveChannel(ch *ChannelConfig, defaults *ChannelDefaults) EffectiveChann
 	if defaults == nil {
 		defaults = &ChannelDefaults{}
 	}
-	eff := EffectiveChannel{Replay: true, DeliveryClass: DefaultDeliveryClass}
+	eff := EffectiveChannel{Replay: true, DeliveryClass: defaultDeliveryClass}
 	switch {
 	case ch.Replay != nil:
 		eff.Replay = *ch.Replay

@@ -28,7 +28,7 @@ func TestValidateChannelPattern(t *testing.T) {
 		{"trailing dot", "team.", false, false},
 		{"double dot", "team..backend", false, false},
 		{"partial wildcard", "team*", false, false},
-		{"too long", strings.Repeat("a", MaxChannelLength+1), false, false},
+		{"too long", strings.Repeat("a", maxChannelLength+1), false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,8 +119,8 @@ func TestChannelConfigDecode(t *testing.T) {
 	for name, tt := range map[string]struct{ in, field string }{
 		"bad class":          {`{"deliveryClass":"sometimes"}`, "deliveryClass"},
 		"bad window":         {`{"replayWindow":"soon"}`, "replayWindow"},
-		"long description":   {`{"description":"` + strings.Repeat("x", MaxChannelDescription+1) + `"}`, "description"},
-		"long instructions":  {`{"instructions":"` + strings.Repeat("x", MaxChannelInstructions+1) + `"}`, "instructions"},
+		"long description":   {`{"description":"` + strings.Repeat("x", maxChannelDescription+1) + `"}`, "description"},
+		"long instructions":  {`{"instructions":"` + strings.Repeat("x", maxChannelInstructions+1) + `"}`, "instructions"},
 		"replay not boolean": {`{"replay":"yes"}`, ""},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -27,14 +27,14 @@ const versionedRail = "v1"
 
 // Bounds of the endpoint rails (SPEC §13.2).
 const (
-	// MaxEndpointTokenLength bounds an endpoint token and every owner, actor, nonce and id token.
-	MaxEndpointTokenLength = 64
-	// MaxCommandLength bounds a command token.
-	MaxCommandLength = 32
-	// MaxEndpointSubjectLength bounds a whole request or reply subject, in bytes.
-	MaxEndpointSubjectLength = 1024
-	// MinNonceLength is the shortest nonce: 22 characters of base64url carry 128 bits.
-	MinNonceLength = 22
+	// maxEndpointTokenLength bounds an endpoint token and every owner, actor, nonce and id token.
+	maxEndpointTokenLength = 64
+	// maxCommandLength bounds a command token.
+	maxCommandLength = 32
+	// maxEndpointSubjectLength bounds a whole request or reply subject, in bytes.
+	maxEndpointSubjectLength = 1024
+	// minNonceLength is the shortest nonce: 22 characters of base64url carry 128 bits.
+	minNonceLength = 22
 	// GenerationLength is the length of an issued caller's generation token (lowercase hex).
 	GenerationLength = 32
 )
@@ -55,8 +55,8 @@ type EndpointName string
 
 // ParseEndpointName validates s as an endpoint name whose wire token fits the token bound.
 func ParseEndpointName(s string) (EndpointName, error) {
-	if s == "" || len(s) > MaxEndpointTokenLength {
-		return "", Invalidf("endpoint", s, "must be 1 to %d characters", MaxEndpointTokenLength)
+	if s == "" || len(s) > maxEndpointTokenLength {
+		return "", Invalidf("endpoint", s, "must be 1 to %d characters", maxEndpointTokenLength)
 	}
 	for label := range strings.SplitSeq(s, ".") {
 		if !isEndpointLabel(label) {
@@ -92,12 +92,12 @@ func (n EndpointName) Reserved() bool { return n != "" && !strings.Contains(stri
 
 // ValidateCommand checks a command name against [a-z0-9-]{1,32}.
 func ValidateCommand(c string) error {
-	if c == "" || len(c) > MaxCommandLength {
-		return Invalidf("command", c, "must be 1 to %d characters of [a-z0-9-]", MaxCommandLength)
+	if c == "" || len(c) > maxCommandLength {
+		return Invalidf("command", c, "must be 1 to %d characters of [a-z0-9-]", maxCommandLength)
 	}
 	for i := 0; i < len(c); i++ {
 		if ch := c[i]; !('a' <= ch && ch <= 'z' || '0' <= ch && ch <= '9' || ch == '-') {
-			return Invalidf("command", c, "must be 1 to %d characters of [a-z0-9-]", MaxCommandLength)
+			return Invalidf("command", c, "must be 1 to %d characters of [a-z0-9-]", maxCommandLength)
 		}
 	}
 	return nil
@@ -199,8 +199,8 @@ func NewGeneration() string {
 
 // ValidateNonce checks a nonce against [A-Za-z0-9_-]{22,64}.
 func ValidateNonce(n string) error {
-	if len(n) < MinNonceLength || !isIDToken(n) {
-		return Invalidf("nonce", n, "must be %d to %d characters of [A-Za-z0-9_-]", MinNonceLength, MaxEndpointTokenLength)
+	if len(n) < minNonceLength || !isIDToken(n) {
+		return Invalidf("nonce", n, "must be %d to %d characters of [A-Za-z0-9_-]", minNonceLength, maxEndpointTokenLength)
 	}
 	return nil
 }
@@ -234,8 +234,8 @@ func isLowerHex(s string) bool {
 // validateEndpointIdentity checks a caller or target owner/actor token: an identity token within the
 // rails' bound.
 func validateEndpointIdentity(field, s string) error {
-	if len(s) > MaxEndpointTokenLength {
-		return Invalidf(field, s, "must be at most %d characters", MaxEndpointTokenLength)
+	if len(s) > maxEndpointTokenLength {
+		return Invalidf(field, s, "must be at most %d characters", maxEndpointTokenLength)
 	}
 	return validateIdentity(field, s)
 }
@@ -355,8 +355,8 @@ func (r EndpointRoute) callerTail() []string {
 // join validates the assembled subject's length.
 func endpointSubject(s Space, tokens []string) (string, error) {
 	subj := Root + "." + s.Token() + "." + strings.Join(tokens, ".")
-	if len(subj) > MaxEndpointSubjectLength {
-		return "", Invalidf("subject", subj, "must be at most %d bytes", MaxEndpointSubjectLength)
+	if len(subj) > maxEndpointSubjectLength {
+		return "", Invalidf("subject", subj, "must be at most %d bytes", maxEndpointSubjectLength)
 	}
 	return subj, nil
 }
@@ -427,7 +427,7 @@ func (s Space) ParseRequestSubject(subject string) (EndpointRoute, error) {
 	fail := func(rule string) (EndpointRoute, error) {
 		return EndpointRoute{}, Invalid("subject", subject, rule)
 	}
-	if len(subject) > MaxEndpointSubjectLength {
+	if len(subject) > maxEndpointSubjectLength {
 		return fail("is longer than 1024 bytes")
 	}
 	rest, ok := strings.CutPrefix(subject, s.Prefix()+"."+string(KindEp)+".")

@@ -183,7 +183,7 @@ func TestRequestSubjectRefusals(t *testing.T) {
 	r.Endpoint = EndpointName(strings.Repeat("e", 30) + "." + strings.Repeat("f", 33))
 	r.Nonce = strings.Repeat("n", 64)
 	r.Generation = testGen
-	if s, err := long.RequestSubject(r); err != nil || len(s) > MaxEndpointSubjectLength {
+	if s, err := long.RequestSubject(r); err != nil || len(s) > maxEndpointSubjectLength {
 		t.Fatalf("the largest form: %d bytes, %v", len(s), err)
 	}
 }

@@ -27,28 +27,28 @@ const (
 // replyToken separates a request subject from the reply leaf beneath it on the ctl and live rails.
 const replyToken = "reply"
 
-// MaxChannelLength bounds a channel name (SPEC §3): every channel a credential may use rides its
+// maxChannelLength bounds a channel name (SPEC §3): every channel a credential may use rides its
 // CONNECT line, so an unbounded channel is an unbounded connect. It counts UTF-16 code units, as
 // the reference does.
-const MaxChannelLength = 4096
+const maxChannelLength = 4096
 
-// MaxSpaceLength bounds a space name. Space names end up in stream and bucket names
+// maxSpaceLength bounds a space name. Space names end up in stream and bucket names
 // ("KV_cotal_presence_<space>"), which JetStream limits in length.
-const MaxSpaceLength = 64
+const maxSpaceLength = 64
 
 // Space is the name of one Cotal space (one NATS account). Subjects and resource names use its
 // Token form; methods build every subject and name the contract defines for the space.
 type Space string
 
 // ParseSpace validates a space name given by a user: one token of [A-Za-z0-9_-], at most
-// MaxSpaceLength long. Peers sanitise space names instead (Token), but a name we create must not
+// maxSpaceLength long. Peers sanitise space names instead (Token), but a name we create must not
 // be one that sanitising would rewrite, or two names would share one space.
 func ParseSpace(s string) (Space, error) {
 	if !isTokenSafe(s) {
 		return "", Invalid("space", s, "must be one token of [A-Za-z0-9_-]")
 	}
-	if len(s) > MaxSpaceLength {
-		return "", Invalidf("space", s, "must be at most %d characters", MaxSpaceLength)
+	if len(s) > maxSpaceLength {
+		return "", Invalidf("space", s, "must be at most %d characters", maxSpaceLength)
 	}
 	return Space(s), nil
 }

@@ -58,8 +58,8 @@ func TestChatSubjectErrors(t *testing.T) {
 		{"only dots", "..", "at least one segment"},
 		{"star in publish", "team.*", "concrete"},
 		{"gt in publish", "team.>", "concrete"},
-		{"too long", strings.Repeat("a", MaxChannelLength+1), "limit is 4096"},
-		{"too long in UTF-16 units", strings.Repeat("🎉", MaxChannelLength/2+1), "limit is 4096"},
+		{"too long", strings.Repeat("a", maxChannelLength+1), "limit is 4096"},
+		{"too long in UTF-16 units", strings.Repeat("🎉", maxChannelLength/2+1), "limit is 4096"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,8 +70,8 @@ func TestChatSubjectErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := sp.ChatSubject(alice, strings.Repeat("a", MaxChannelLength)); err != nil {
-		t.Errorf("a channel of exactly %d characters is allowed: %v", MaxChannelLength, err)
+	if _, err := sp.ChatSubject(alice, strings.Repeat("a", maxChannelLength)); err != nil {
+		t.Errorf("a channel of exactly %d characters is allowed: %v", maxChannelLength, err)
 	}
 	if _, err := sp.ChatPattern("*", "*", "a.>.b"); err == nil || !strings.Contains(err.Error(), "last segment") {
 		t.Errorf("'>' before the end must be refused, got %v", err)
@@ -85,12 +85,12 @@ func TestChatSubjectErrors(t *testing.T) {
 }
 
 func TestParseSpace(t *testing.T) {
-	for _, ok := range []string{"main", "team-1", "A_b", strings.Repeat("s", MaxSpaceLength)} {
+	for _, ok := range []string{"main", "team-1", "A_b", strings.Repeat("s", maxSpaceLength)} {
 		if _, err := ParseSpace(ok); err != nil {
 			t.Errorf("ParseSpace(%q) = %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "my space", "a.b", "*", strings.Repeat("s", MaxSpaceLength+1)} {
+	for _, bad := range []string{"", "my space", "a.b", "*", strings.Repeat("s", maxSpaceLength+1)} {
 		if _, err := ParseSpace(bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("ParseSpace(%q) = %v, want ErrInvalid", bad, err)
 		}
