@@ -261,13 +261,10 @@ func TestRacingSessionRedeems(t *testing.T) {
 	request := func(h wire.Lifecycle) authority.SessionRequest {
 		return authority.SessionRequest{SessionID: sid, Holder: h, HolderEpoch: 1, Serving: serving, ServingEpoch: 1, Expires: time.Now().Add(time.Hour)}
 	}
-	redeem := func(req authority.SessionRequest) (cred *authority.Credential, err error) {
-		err = meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, keys *authority.SpaceKeys) error {
-			var err error
-			cred, err = s.RedeemSession(ctx, keys, req)
-			return err
-		})
-		return cred, err
+	// Every redemption goes through one store on one connection, as the ledger's do.
+	store, keys := meshtest.OpenStore(t, l.URL(), m.keyring(), l.Space())
+	redeem := func(req authority.SessionRequest) (*authority.Credential, error) {
+		return store.RedeemSession(ctx, keys, req)
 	}
 	race := func(reqs []authority.SessionRequest) ([]*authority.Credential, []error, time.Duration) {
 		creds, errs := make([]*authority.Credential, len(reqs)), make([]error, len(reqs))

@@ -275,31 +275,54 @@ func Long(t testing.TB, why string) {
 	}
 }
 
-// WithStore runs fn on the auth store of space, opened on the broker at url as the ledger opens
-// it, with kr's signing keys: for a test that sets up or reads rows no ledger operation covers.
-// What fn writes bypasses the ledger, so a revocation it makes is not pushed to the broker.
+// OpenStore opens the auth store of space on the broker at url as the ledger opens it, on a
+// connection of its own closed at cleanup, with kr's signing keys: for a test that sets up or
+// reads rows no ledger operation covers. What it writes bypasses the ledger, so a revocation it
+// makes is not pushed to the broker. The store is safe for concurrent use.
+func OpenStore(t testing.TB, url string, kr *authority.Keyring, space wire.Space) (*authority.AuthStore, *authority.SpaceKeys) {
+	t.Helper()
+	s, keys, nc, err := openStore(url, kr, space)
+	if err != nil {
+		t.Fatalf("open the auth store: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return s, keys
+}
+
+// WithStore runs fn on the auth store of space (OpenStore), on a connection of its own that it
+// closes after.
 func WithStore(t testing.TB, url string, kr *authority.Keyring, space wire.Space, fn func(s *authority.AuthStore, keys *authority.SpaceKeys) error) error {
 	t.Helper()
-	keys, err := kr.Space(space)
+	s, keys, nc, err := openStore(url, kr, space)
 	if err != nil {
 		return err
 	}
+	defer nc.Close()
+	return fn(s, keys)
+}
+
+// openStore connects a ledger-profile credential of its own to url and opens space's auth store on it.
+func openStore(url string, kr *authority.Keyring, space wire.Space) (*authority.AuthStore, *authority.SpaceKeys, *nats.Conn, error) {
+	keys, err := kr.Space(space)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	cred, err := ledger.Mint(kr, ledger.Request{Space: space, Profile: authority.ProfileLedger, Name: "test_store"})
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	nc, err := dial.As(ctx, url, cred)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	defer nc.Close()
 	s, err := authority.OpenAuthStore(ctx, nc, space)
 	if err != nil {
-		return err
+		nc.Close()
+		return nil, nil, nil, err
 	}
-	return fn(s, keys)
+	return s, keys, nc, nil
 }
 
 // WithStore runs fn on the auth store of the mesh's first space (see the function WithStore).
