@@ -66,7 +66,7 @@ const (
 	ProfileControlAdmin Profile = "control-caller-admin"
 	// ProfileRemoteManager is a remote manager's supervisor or executor identity (SPEC §13.1):
 	// both may write the instance's serve gate, which registers it; only the supervisor
-	// (wire.RemoteManagerActors.Supervisor) holds the instance's lease and answers the manager
+	// (meshwire.RemoteManagerActors.Supervisor) holds the instance's lease and answers the manager
 	// liveness plane. Grant.Serve names the instance. The auth service issues it; it is never
 	// handed out by name.
 	ProfileRemoteManager Profile = "remote-manager"

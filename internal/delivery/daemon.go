@@ -45,7 +45,7 @@ type Config struct {
 	Feed *FeedConfig
 }
 
-// LeaseTTL is the delivery bucket's TTL, wire.DeliveryLeaseTTL: a lease not renewed for this
+// LeaseTTL is the delivery bucket's TTL, meshwire.DeliveryLeaseTTL: a lease not renewed for this
 // long lapses.
 const LeaseTTL = meshwire.DeliveryLeaseTTL
 

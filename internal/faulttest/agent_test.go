@@ -24,7 +24,7 @@ import (
 //   - A supervised restart preserves the lifecycle (§13.1: the takeover barrier revokes the dead
 //     process's credential and advances the process epoch; the lifecycle UID stays): the
 //     restarted process, on a credential issued for the same lifecycle, gets every
-//     unacknowledged DM again (once the durable's ack wait, wire.AckWait, has run out), each
+//     unacknowledged DM again (once the durable's ack wait, meshwire.AckWait, has run out), each
 //     exactly once after de-duplication, none lost.
 //   - A fresh lifecycle of the same name (a new mint, which retires the old lifecycle by
 //     takeover) inherits none of its predecessor's pending DMs (§8: a same-name successor's

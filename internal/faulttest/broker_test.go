@@ -27,8 +27,8 @@ import (
 // Counts: 300 DMs and 300 posts by default, the 2,000 and 2,000 with COTAL_SOAK=1. CHAT
 // keeps the newest 1,000 messages per subject (max_msgs_per_subject, discard old; one sender on
 // one channel is one subject), and after the restart the delivery daemon waits out its dead
-// incarnation's lease (up to wire.DeliveryLeaseTTL) before it fans out again: with the full count
-// the sender's posts outgrow the limit meanwhile, and CHAT drops the oldest before the fan-out
+// incarnation's lease (up to meshwire.DeliveryLeaseTTL) before it fans out again: with the full
+// count the sender's posts outgrow the limit meanwhile, and CHAT drops the oldest before the fan-out
 // reads them. What the contract owes the members is what CHAT still stores at the end, read back
 // after the last send; the posts it evicted are counted and logged (the online member has them
 // live anyway, the offline one only those handed over before the kill), and at the default count,

@@ -23,7 +23,7 @@ import (
 // durably, then came back without a live subscription), while a poster posts a burst; the
 // active daemon is killed with SIGKILL part way through the burst's fan-out, the poster goes on
 // posting through the outage, and a last burst follows the takeover. The standby must take the
-// lease once it lapses (wire.DeliveryLeaseTTL) and every stored post must reach every member
+// lease once it lapses (meshwire.DeliveryLeaseTTL) and every stored post must reach every member
 // exactly once after de-duplication by id: none lost, duplicates counted and logged.
 //
 // Counts: a 150-post burst, posts every 250 ms during the outage, and a 50-post burst after the
@@ -36,7 +36,7 @@ import (
 // the limit, none may be evicted.
 //
 // The hand-offs the killed daemon held unacknowledged come back after its consumers' ack wait
-// (wire.AckWait, 60 s), not with the lease: that wait, not the lease TTL, bounds the test.
+// (meshwire.AckWait, 60 s), not with the lease: that wait, not the lease TTL, bounds the test.
 func TestDeliveryDaemonKilledMidFanout(t *testing.T) {
 	meshtest.Long(t, "kills and restarts real processes")
 	t.Parallel()

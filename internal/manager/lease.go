@@ -17,7 +17,7 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// LeaseRenew renews the manager lease well within its TTL, wire.ManagerLeaseTTL (10 s): three
+// LeaseRenew renews the manager lease well within its TTL, meshwire.ManagerLeaseTTL (10 s): three
 // renewals fit in it.
 const LeaseRenew = 3 * time.Second
 
@@ -79,7 +79,7 @@ func HoldLease(ctx context.Context, nc *nats.Conn, sp wire.Space, holder wire.Pr
 }
 
 // Close stops renewing the row and answering probes, and returns once the renewal has ended.
-// The row itself lapses wire.ManagerLeaseTTL after its last write.
+// The row itself lapses meshwire.ManagerLeaseTTL after its last write.
 func (l *Lease) Close() {
 	l.stop()
 	<-l.done
@@ -110,7 +110,7 @@ func (l *Lease) renew(ctx context.Context) {
 }
 
 // Served reports whether manager instance of space sp holds its lease, as read on nc: its row
-// is there, renewed within wire.ManagerLeaseTTL. A row that cannot be read counts as served, so
+// is there, renewed within meshwire.ManagerLeaseTTL. A row that cannot be read counts as served, so
 // a standby never takes over on a read that failed.
 func Served(ctx context.Context, nc *nats.Conn, sp wire.Space, instance wire.LifecycleUID) bool {
 	e, err := kvget.Get(ctx, nc, meshwire.ManagerBucket(sp), meshwire.ManagerLeaseKey(instance))

@@ -356,7 +356,7 @@ func (b *bridge) run() {
 	}
 }
 
-// sendData sends bytes as data frames of at most wire.MaxAttachData each.
+// sendData sends bytes as data frames of at most meshwire.MaxAttachData each.
 func (b *bridge) sendData(p []byte) {
 	for len(p) > 0 {
 		n := min(len(p), meshwire.MaxAttachData)

@@ -216,7 +216,7 @@ const supervisorStandby = 2 * time.Second
 // serves and no other authority node of the cluster serves the manager's instance (the instance
 // is shared: adoptManagerInstance). The delivery lease is a compare-and-set row only one daemon
 // of the cluster holds, so two nodes started at once never both take the instance; while the
-// instance's lease row lives (renewed within wire.ManagerLeaseTTL) another node's supervisor
+// instance's lease row lives (renewed within meshwire.ManagerLeaseTTL) another node's supervisor
 // serves it and this one stands by, reading the row on a supervisor credential of its own (the
 // profile that reads the manager bucket), which serves nothing. Once the row
 // lapses (that node died or stopped) it serves the instance at the next epoch, which fences the

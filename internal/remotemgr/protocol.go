@@ -56,7 +56,7 @@ type Identity struct {
 	ID string `json:"id"`
 }
 
-// Identities are a remote manager's five keys, one per actor (wire.RemoteManagerActors).
+// Identities are a remote manager's five keys, one per actor (meshwire.RemoteManagerActors).
 type Identities struct {
 	Supervisor    Identity `json:"supervisor"`
 	Executor      Identity `json:"executor"`

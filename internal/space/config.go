@@ -10,7 +10,8 @@ import (
 )
 
 // Bucket TTLs and stream sizes (SPEC §6, §8). The lease TTLs and the consumers' ack wait are the
-// wire contract's own constants (wire.DeliveryLeaseTTL, wire.ManagerLeaseTTL, wire.AckWait).
+// mesh wire's own constants (meshwire.DeliveryLeaseTTL, meshwire.ManagerLeaseTTL,
+// meshwire.AckWait).
 const (
 	// PresenceTTL expires a presence row once its writer stops heartbeating: the liveness window
 	// (SPEC §6, §8: 6000 ms).

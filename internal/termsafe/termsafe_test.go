@@ -69,7 +69,7 @@ func TestSanitize(t *testing.T) {
 	}
 }
 
-// TestSanitizeForTerminalRemovesEachListedRune checks every rune the doc comment names one by one, so
+// TestSanitizeRemovesEachListedRune checks every rune the doc comment names one by one, so
 // a change to the category test cannot quietly let one through.
 func TestSanitizeRemovesEachListedRune(t *testing.T) {
 	var listed []rune

@@ -30,7 +30,7 @@ func TestWardenReadyOverAnExpiredBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The row ages out after wire.ManagerLeaseTTL.
+	// The row ages out after meshwire.ManagerLeaseTTL.
 	meshtest.Eventually(t, meshwire.ManagerLeaseTTL+20*time.Second, "the manager bucket emptied by age", func() bool {
 		info, err := stream.Info(ctx)
 		return err == nil && info.State.Msgs == 0 && info.State.LastSeq > 0
