@@ -180,11 +180,11 @@ func validateChannelOptions(window string, class DeliveryClass) error {
 }
 
 // DecodeChannelConfig decodes and validates a channels-bucket entry. Unknown fields are ignored,
-// but a row carrying a field of another stored shape is refused (CheckForeignRow): a JetStream
+// but a row carrying a field of another stored shape is refused (checkForeignRow): a JetStream
 // acknowledgement or a copied message stored under a channel's key must never read as a config
 // of all defaults.
 func DecodeChannelConfig(data []byte) (*ChannelConfig, error) {
-	if err := CheckForeignRow("channel config", data); err != nil {
+	if err := checkForeignRow("channel config", data); err != nil {
 		return nil, err
 	}
 	var c ChannelConfig
@@ -200,7 +200,7 @@ func DecodeChannelConfig(data []byte) (*ChannelConfig, error) {
 // DecodeChannelDefaults decodes and validates the ChannelDefaultsKey entry, refusing a row that
 // carries a field of another stored shape as DecodeChannelConfig does.
 func DecodeChannelDefaults(data []byte) (*ChannelDefaults, error) {
-	if err := CheckForeignRow("channel defaults", data); err != nil {
+	if err := checkForeignRow("channel defaults", data); err != nil {
 		return nil, err
 	}
 	var d ChannelDefaults

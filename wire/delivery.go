@@ -46,7 +46,7 @@ const (
 )
 
 // ControlError is a control request the delivery daemon answered with ok false. Callers branch on
-// it with errors.As, and on Retry to tell a transient refusal from a permanent one.
+// it with errors.As, and on its Code to tell a transient refusal (ControlCodeRetry) from a permanent one.
 type ControlError struct {
 	// Op is the control op that was asked (OpDurableJoin, OpDurableLeave, OpListMemberships).
 	Op string
@@ -61,10 +61,6 @@ type ControlError struct {
 func (e *ControlError) Error() string {
 	return fmt.Sprintf("%s: the delivery daemon refused: %s", e.Op, e.Message)
 }
-
-// Retry reports whether the same request may succeed if sent again later (Code is
-// ControlCodeRetry). A refusal without a code is not retried.
-func (e *ControlError) Retry() bool { return e.Code == ControlCodeRetry }
 
 // Err returns nil for an ok reply, else the refusal as a *ControlError of op.
 func (r *ControlReply) Err(op string) error {

@@ -27,8 +27,9 @@ func IsDigest(s string) bool {
 	return true
 }
 
-// ArtifactDigest returns the digest of an artifact's raw bytes, the identity its part carries.
-func ArtifactDigest(content []byte) string { return sha256Digest(content) }
+// ContentDigest returns "sha256:<hex>" of raw bytes, never re-canonicalized: the identity an
+// artifact part carries (SPEC §5) and a request's authDigest (SPEC §13.4).
+func ContentDigest(content []byte) string { return sha256Digest(content) }
 
 // VerifyArtifact checks fetched bytes against an artifact part's digest, as a receiver must before
 // using them (SPEC §5). It returns a *ValidationError on a mismatch. It never looks at Size.

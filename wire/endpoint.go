@@ -3,7 +3,6 @@ package wire
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"strconv"
 	"strings"
 )
@@ -16,14 +15,10 @@ const (
 	KindEp  SubjectKind = "ep"  // requests and replies: ep[.v1].<one|all|inst|reply>...
 	KindEpe SubjectKind = "epe" // events: epe.<endpoint>.<instanceId>.<epoch>.<topic...>
 	KindEpf SubjectKind = "epf" // canonical facts: epf.<endpoint>.<topic...>
-	KindEpj SubjectKind = "epj" // journal submissions: epj.<endpoint>.<command>[.<authz>[.targets]].<owner>.<actor>.<uid>
-	KindEpt SubjectKind = "ept" // timers: ept.<endpoint>.<instanceId>.<epoch>.<timerId>.<schedule|armed|fire>
-	KindEpr SubjectKind = "epr" // record-writer ingress: epr.<endpoint>.<instanceId>.<epoch>.<kind>.<qualifier...>
-	KindEpw SubjectKind = "epw" // work items: epw.<endpoint>.<pool>.<cOwner>.<cActor>.<cUid>.<id>
 )
 
-// versionedRail is the token after "ep" on the versioned rail (SPEC §13.15).
-const versionedRail = "v1"
+// VersionedRail is the token after "ep" on the versioned rail (SPEC §13.15).
+const VersionedRail = "v1"
 
 // Bounds of the endpoint rails (SPEC §13.2).
 const (
@@ -35,8 +30,8 @@ const (
 	maxEndpointSubjectLength = 1024
 	// minNonceLength is the shortest nonce: 22 characters of base64url carry 128 bits.
 	minNonceLength = 22
-	// GenerationLength is the length of an issued caller's generation token (lowercase hex).
-	GenerationLength = 32
+	// generationLength is the length of an issued caller's generation token (lowercase hex).
+	generationLength = 32
 )
 
 // Reserved command names (SPEC §13.2, §13.5–§13.7).
@@ -47,6 +42,9 @@ const (
 	CommandCommit   = "commit"   // commit a leased work item
 	CommandResume   = "resume"   // resume a checkpoint
 )
+
+// ManagerEndpoint is the contract's manager endpoint: the space's agent supervisor.
+const ManagerEndpoint EndpointName = "manager"
 
 // EndpointName is an endpoint's name (SPEC §13.2): one or more DNS-shaped labels of
 // [a-z0-9]([a-z0-9-]*[a-z0-9])? joined by '.'. A single-label name (manager, delivery) is reserved
@@ -87,8 +85,8 @@ func isEndpointLabel(l string) bool {
 // because no label holds '_'.
 func (n EndpointName) Token() string { return strings.ReplaceAll(string(n), ".", "_") }
 
-// Reserved reports whether n is a single-label name, reserved for the contract's own endpoints.
-func (n EndpointName) Reserved() bool { return n != "" && !strings.Contains(string(n), ".") }
+// reserved reports whether n is a single-label name, reserved for the contract's own endpoints.
+func (n EndpointName) reserved() bool { return n != "" && !strings.Contains(string(n), ".") }
 
 // ValidateCommand checks a command name against [a-z0-9-]{1,32}.
 func ValidateCommand(c string) error {
@@ -113,7 +111,9 @@ const (
 	AddressInst Addressing = "inst" // one instance, by its id
 )
 
-const addressReply = "reply"
+// AddressReply is the token at the addressing's place on the reply rail,
+// "ep[.v1].reply.<endpoint>.<instanceId>.<epoch>...": no request routes there.
+const AddressReply = "reply"
 
 // AuthzMode is a targeted command's authorization-mode token (SPEC §13.2). The empty mode is an
 // untargeted command's: no mode token at all.
@@ -189,16 +189,8 @@ func NewNonce() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// NewGeneration returns a fresh issued generation (SPEC §13.15): 32 lowercase hex characters
-// carrying 128 random bits, chosen by the issuer and never reused.
-func NewGeneration() string {
-	var b [GenerationLength / 2]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error since Go 1.24
-	return hex.EncodeToString(b[:])
-}
-
-// ValidateNonce checks a nonce against [A-Za-z0-9_-]{22,64}.
-func ValidateNonce(n string) error {
+// validateNonce checks a nonce against [A-Za-z0-9_-]{22,64}.
+func validateNonce(n string) error {
 	if len(n) < minNonceLength || !isIDToken(n) {
 		return Invalidf("nonce", n, "must be %d to %d characters of [A-Za-z0-9_-]", minNonceLength, maxEndpointTokenLength)
 	}
@@ -216,8 +208,8 @@ func ValidateIDToken(field, id string) error {
 
 // ValidateGeneration checks an issued caller's generation: 32 lowercase hex characters.
 func ValidateGeneration(g string) error {
-	if len(g) != GenerationLength || !isLowerHex(g) {
-		return Invalidf("generation", g, "must be %d lowercase hex characters", GenerationLength)
+	if len(g) != generationLength || !isLowerHex(g) {
+		return Invalidf("generation", g, "must be %d lowercase hex characters", generationLength)
 	}
 	return nil
 }
@@ -247,7 +239,7 @@ func (r EndpointRoute) Validate() error {
 	if err := r.validateRoute(); err != nil {
 		return err
 	}
-	return ValidateNonce(r.Nonce)
+	return validateNonce(r.Nonce)
 }
 
 // validateRoute checks every token Validate checks but the nonce.
@@ -324,7 +316,7 @@ func (r EndpointRoute) validateTarget() error {
 // railTokens returns the tokens after the space: "ep" or "ep.v1".
 func (r EndpointRoute) rail() []string {
 	if r.Generation != "" {
-		return []string{string(KindEp), versionedRail}
+		return []string{string(KindEp), VersionedRail}
 	}
 	return []string{string(KindEp)}
 }
@@ -398,7 +390,7 @@ func (s Space) ReplySubject(r EndpointRoute, instance LifecycleUID, epoch int64)
 // replyTokens returns the reply rail's tokens after the space, with the three responder tokens
 // given.
 func (r EndpointRoute) replyTokens(endpoint, instance, epoch string) []string {
-	return append(append(r.rail(), addressReply, endpoint, instance, epoch), r.callerTail()...)
+	return append(append(r.rail(), AddressReply, endpoint, instance, epoch), r.callerTail()...)
 }
 
 // noResponders fills the responder's three places on the no-responders sentinel: no endpoint
@@ -420,124 +412,14 @@ func (s Space) NoRespondersSubject(r EndpointRoute) string {
 	return Root + "." + s.Token() + "." + strings.Join(r.replyTokens(noResponders, noResponders, noResponders), ".")
 }
 
-// ParseRequestSubject parses a request subject on either ep rail of space s. Dispatch is on the
-// closed set of mode words at the token after the command (never on arity), and a subject that
-// matches no form is refused: it has no sender and must not be handled.
-func (s Space) ParseRequestSubject(subject string) (EndpointRoute, error) {
-	fail := func(rule string) (EndpointRoute, error) {
-		return EndpointRoute{}, Invalid("subject", subject, rule)
-	}
-	if len(subject) > maxEndpointSubjectLength {
-		return fail("is longer than 1024 bytes")
-	}
-	rest, ok := strings.CutPrefix(subject, s.Prefix()+"."+string(KindEp)+".")
-	if !ok {
-		return fail("is not on this space's ep rail")
-	}
-	t := strings.Split(rest, ".")
-	var r EndpointRoute
-	versioned := len(t) > 0 && t[0] == versionedRail
-	if versioned {
-		t = t[1:]
-	}
-	if len(t) < 3 {
-		return fail("has too few tokens")
-	}
-	r.Address = Addressing(t[0])
-	name, err := ParseEndpointToken(t[1])
-	if err != nil || name.Token() != t[1] {
-		return fail("does not carry a valid endpoint token")
-	}
-	r.Endpoint = name
-	t = t[2:]
-	if r.Address == AddressInst {
-		r.Instance = LifecycleUID(t[0])
-		t = t[1:]
-	}
-	if len(t) < 2 {
-		return fail("has too few tokens")
-	}
-	r.Command = t[0]
-	t = t[1:]
-	if m := AuthzMode(t[0]); m != ModeNone && m.TargetTokens() >= 0 {
-		r.Mode = m
-		n := m.TargetTokens()
-		if len(t) < 1+n {
-			return fail("has too few target tokens for its mode")
-		}
-		switch n {
-		case 1:
-			r.Target.Owner = t[1]
-		case 3:
-			r.Target = EndpointTarget{Owner: t[1], Actor: t[2], UID: LifecycleUID(t[3])}
-		}
-		t = t[1+n:]
-	}
-	want := 4
-	if versioned {
-		want = 5
-	}
-	if len(t) != want {
-		return fail("does not end in the caller's <owner>.<actor>.<uid>[.<generation>].<nonce>")
-	}
-	p, err := NewPrincipal(t[0], t[1])
-	if err != nil {
-		return fail("does not carry a valid caller principal")
-	}
-	r.Caller = Lifecycle{Principal: p, UID: LifecycleUID(t[2])}
-	if versioned {
-		r.Generation = t[3]
-		if r.Generation == "" {
-			return fail("carries an empty generation")
-		}
-	}
-	r.Nonce = t[len(t)-1]
-	if err := r.Validate(); err != nil {
-		return EndpointRoute{}, Within("subject", err)
-	}
-	return r, nil
-}
-
-// ServeFilters returns what one instance of endpoint subscribes for command on one rail:
-// "ep[.v1].one.<endpoint>.<command>.>" (queue-subscribed in the group QueueGroup names, the only
-// form), "ep[.v1].all.<endpoint>.<command>.>" and "ep[.v1].inst.<endpoint>.<instanceId>.<command>.>".
-func (s Space) ServeFilters(endpoint EndpointName, instance LifecycleUID, command string, versioned bool) (one, all, inst string) {
-	rail := s.Prefix() + "." + string(KindEp) + "."
-	if versioned {
-		rail += versionedRail + "."
-	}
-	e := endpoint.Token()
-	return rail + string(AddressOne) + "." + e + "." + command + ".>",
-		rail + string(AddressAll) + "." + e + "." + command + ".>",
-		rail + string(AddressInst) + "." + e + "." + string(instance) + "." + command + ".>"
-}
-
-// QueueGroup returns the queue group of an endpoint's class rail: its token.
-func (n EndpointName) QueueGroup() string { return n.Token() }
-
-// ReplyPublishGrant returns what an instance at epoch may publish its replies on:
-// "ep.reply.<endpoint>.<instanceId>.<epoch>.*.*.*.*" (legacy) or the versioned
-// "ep.v1.reply.<endpoint>.<instanceId>.<epoch>.*.*.*.*.*".
-func (s Space) ReplyPublishGrant(endpoint EndpointName, instance LifecycleUID, epoch int64, versioned bool) string {
-	t := []string{string(KindEp)}
-	if versioned {
-		t = append(t, versionedRail)
-	}
-	t = append(t, addressReply, endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), "*", "*", "*", "*")
-	if versioned {
-		t = append(t, "*")
-	}
-	return Root + "." + s.Token() + "." + strings.Join(t, ".")
-}
-
 // ReplyReadGrant returns a caller's reply rail: "ep.reply.*.*.*.<owner>.<actor>.<uid>.*", or on
 // the versioned rail "ep.v1.reply.*.*.*.<owner>.<actor>.<uid>.<generation>.*".
 func (s Space) ReplyReadGrant(caller Lifecycle, generation string) string {
 	t := []string{string(KindEp)}
 	if generation != "" {
-		t = append(t, versionedRail)
+		t = append(t, VersionedRail)
 	}
-	t = append(t, addressReply, "*", "*", "*", caller.Principal.owner, caller.Principal.actor, string(caller.UID))
+	t = append(t, AddressReply, "*", "*", "*", caller.Principal.owner, caller.Principal.actor, string(caller.UID))
 	if generation != "" {
 		t = append(t, generation)
 	}
@@ -557,8 +439,8 @@ type EndpointReplyFrom struct {
 func (s Space) ParseReplySubject(subject string) (EndpointReplyFrom, error) {
 	rest, ok := strings.CutPrefix(subject, s.Prefix()+"."+string(KindEp)+".")
 	if ok {
-		rest = strings.TrimPrefix(rest, versionedRail+".")
-		rest, ok = strings.CutPrefix(rest, addressReply+".")
+		rest = strings.TrimPrefix(rest, VersionedRail+".")
+		rest, ok = strings.CutPrefix(rest, AddressReply+".")
 	}
 	t := strings.Split(rest, ".")
 	if !ok || len(t) < 7 {

@@ -28,7 +28,7 @@ const (
 )
 
 // EndpointOp names what a request invokes. The digests pin the input and output contract; they
-// are required on every command but describe, which RequireDigests checks.
+// are required on every command but describe, as a responder checks.
 type EndpointOp struct {
 	Endpoint     string `json:"endpoint"`
 	Command      string `json:"command"`
@@ -321,31 +321,9 @@ func (r *EndpointRequest) check() error {
 	return nil
 }
 
-// RequireDigests returns a contract-mismatch *EndpointError (outcome not-executed) when either op
-// digest is missing, as a responder must for every command but describe; nil otherwise.
-func (r *EndpointRequest) RequireDigests() error {
-	switch {
-	case r.Op.InputDigest == "":
-		return NewEndpointError(CodeContractMismatch, OutcomeNotExecuted, "op.inputDigest is required on command %q", r.Op.Command)
-	case r.Op.OutputDigest == "":
-		return NewEndpointError(CodeContractMismatch, OutcomeNotExecuted, "op.outputDigest is required on command %q", r.Op.Command)
-	}
-	return nil
-}
-
-// AuthDigest returns the authDigest of the journal fingerprint (SPEC §13.4): sha256:<hex> over the
-// UTF-8 bytes of auth exactly as carried, never re-canonicalized. It returns "" when auth is
-// absent, which leaves authDigest out of the fingerprint.
-func (r *EndpointRequest) AuthDigest() string {
-	if r.Auth == nil {
-		return ""
-	}
-	return sha256Digest([]byte(*r.Auth))
-}
-
 // EndpointReply is the answer to a call (SPEC §13.3): Data iff OK, Error iff not. A void output
-// is the JSON null, which is present: OKReply writes it for a nil data. The answering instance,
-// its epoch and the addressee come from the reply subject, never from here.
+// is the JSON null, which is present. The answering instance, its epoch and the addressee come
+// from the reply subject, never from here.
 type EndpointReply struct {
 	V       int             `json:"v"`
 	ID      string          `json:"id"`
@@ -357,19 +335,6 @@ type EndpointReply struct {
 
 // jsonNull is the JSON null, the data of a void output.
 var jsonNull = json.RawMessage("null")
-
-// OKReply returns the successful reply to request id carrying data, or null when data is nil.
-func OKReply(id string, data json.RawMessage) *EndpointReply {
-	if data == nil {
-		data = jsonNull
-	}
-	return &EndpointReply{V: EndpointEnvelopeVersion, ID: id, OK: true, Data: data}
-}
-
-// ErrorReply returns the reply refusing request id with e.
-func ErrorReply(id string, e *EndpointError) *EndpointReply {
-	return &EndpointReply{V: EndpointEnvelopeVersion, ID: id, Error: e}
-}
 
 // DecodeEndpointReply decodes and validates a reply body as a caller must before trusting it, with
 // the rules of DecodeEndpointRequest. The error is always an *EndpointError (bad-request, or

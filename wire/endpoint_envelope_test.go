@@ -1,8 +1,6 @@
 package wire
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -324,35 +322,6 @@ func TestEndpointRequestValidate(t *testing.T) {
 	wantEndpointError(t, r.Validate(), CodeBadRequest, OutcomeNotExecuted, "target.mappingRevision")
 }
 
-func TestRequireDigests(t *testing.T) {
-	r := fullRequest()
-	if err := r.RequireDigests(); err != nil {
-		t.Errorf("RequireDigests with both digests = %v", err)
-	}
-	r.Op.InputDigest = ""
-	wantEndpointError(t, r.RequireDigests(), CodeContractMismatch, OutcomeNotExecuted, "op.inputDigest")
-	r = fullRequest()
-	r.Op.OutputDigest = ""
-	wantEndpointError(t, r.RequireDigests(), CodeContractMismatch, OutcomeNotExecuted, "op.outputDigest")
-}
-
-func TestAuthDigest(t *testing.T) {
-	// The slot is digested as the decoded string's UTF-8 bytes: the escape \u00e9 is é.
-	b := requestBody(t, func(m map[string]any) { m["auth"] = json.RawMessage(`"tok-\u00e9"`) })
-	r, err := DecodeEndpointRequest(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte("tok-é"))
-	if got, want := r.AuthDigest(), "sha256:"+hex.EncodeToString(sum[:]); got != want {
-		t.Errorf("AuthDigest = %s, want %s", got, want)
-	}
-	r.Auth = nil
-	if got := r.AuthDigest(); got != "" {
-		t.Errorf("AuthDigest without auth = %q, want empty", got)
-	}
-}
-
 func TestDecodeEndpointReply(t *testing.T) {
 	const errObj = `{"code":"not-found","message":"no such goal","outcome":"not-executed"}`
 	tests := []struct {
@@ -411,37 +380,6 @@ func TestDecodeEndpointReply(t *testing.T) {
 	}
 }
 
-func TestReplyHelpers(t *testing.T) {
-	ok := OKReply("r1", nil)
-	b, err := json.Marshal(ok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(b) != `{"v":1,"id":"r1","ok":true,"data":null}` {
-		t.Errorf("OKReply(nil) encodes as %s", b)
-	}
-	if err := ok.Validate(); err != nil {
-		t.Errorf("OKReply(nil).Validate() = %v", err)
-	}
-	e := NewEndpointError(CodeExpired, OutcomeNotExecuted, "epoch %d is gone", 3).WithDetail(DetailBindRefused)
-	b, err = json.Marshal(ErrorReply("r1", e))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const want = `{"v":1,"id":"r1","ok":false,"error":{"code":"expired","message":"epoch 3 is gone",` +
-		`"details":[{"kind":"ai.cotal.ep.bind-refused"}],"outcome":"not-executed"}}`
-	if string(b) != want {
-		t.Errorf("ErrorReply encodes as\n %s\nwant\n %s", b, want)
-	}
-	got, err := DecodeEndpointReply(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got.Error, e) {
-		t.Errorf("round trip %+v, want %+v", got.Error, e)
-	}
-}
-
 func TestEndpointErrorRoundTrip(t *testing.T) {
 	// An extension code and a detail with members this package does not know: both survive.
 	const in = `{"code":"com.acme.quota","details":[{"kind":"com.acme.limit","limit":5,"window":{"n":[1,2],"unit":"s"}}],` +
@@ -497,7 +435,7 @@ func TestEndpointErrorMethods(t *testing.T) {
 	}
 }
 
-func TestParseErrorCode(t *testing.T) {
+func TestErrorCodeParse(t *testing.T) {
 	// The catalog exactly as SPEC §13.3 lists it.
 	const catalog = "bad-request unsupported-version op-mismatch class-mismatch target-mismatch sender-mismatch " +
 		"unauthenticated permission-denied not-found already-exists conflict contract-mismatch contract-invalid " +
@@ -510,21 +448,21 @@ func TestParseErrorCode(t *testing.T) {
 		t.Errorf("catalog = %s", strings.Join(got, " "))
 	}
 	for _, s := range strings.Fields(catalog) {
-		if c, err := ParseErrorCode(s); err != nil || !c.IsCatalog() {
-			t.Errorf("ParseErrorCode(%q) = %q, %v", s, c, err)
+		if c, err := parseErrorCode(s); err != nil || !c.isCatalog() {
+			t.Errorf("parseErrorCode(%q) = %q, %v", s, c, err)
 		}
 	}
 	for _, s := range []string{"com.acme.quota", "ai.cotal.ep.x", "a.b", strings.Repeat("a", 30) + "." + strings.Repeat("b", 33)} {
-		if c, err := ParseErrorCode(s); err != nil || c.IsCatalog() {
-			t.Errorf("ParseErrorCode(%q) = %q, %v; want an extension code", s, c, err)
+		if c, err := parseErrorCode(s); err != nil || c.isCatalog() {
+			t.Errorf("parseErrorCode(%q) = %q, %v; want an extension code", s, c, err)
 		}
 	}
 	for _, s := range []string{
 		"", "oops", "Bad-Request", "com.Acme.quota", "com..acme", "com.acme.", ".com.acme", "com.-acme", "com_acme.x",
 		"com.acme quota", strings.Repeat("a", 30) + "." + strings.Repeat("b", 34), // 65 bytes
 	} {
-		if _, err := ParseErrorCode(s); !errors.Is(err, ErrInvalid) {
-			t.Errorf("ParseErrorCode(%q) = %v, want invalid", s, err)
+		if _, err := parseErrorCode(s); !errors.Is(err, ErrInvalid) {
+			t.Errorf("parseErrorCode(%q) = %v, want invalid", s, err)
 		}
 	}
 }
@@ -583,12 +521,12 @@ func TestUnmarshalNamesAreExact(t *testing.T) {
 }
 
 func TestReplyValidate(t *testing.T) {
-	r := OKReply("r1", json.RawMessage(`{"n":1}`))
+	r := &EndpointReply{V: EndpointEnvelopeVersion, ID: "r1", OK: true, Data: json.RawMessage(`{"n":1}`)}
 	r.V = 2
 	wantEndpointError(t, r.Validate(), CodeUnsupportedVersion, OutcomeUnknown, "version 2")
-	r = OKReply("r1", json.RawMessage(`{"n":`))
+	r = &EndpointReply{V: EndpointEnvelopeVersion, ID: "r1", OK: true, Data: json.RawMessage(`{"n":`)}
 	wantEndpointError(t, r.Validate(), CodeBadRequest, OutcomeUnknown, "data")
-	r = ErrorReply("r1", &EndpointError{Code: CodeInternal, Details: []ErrorDetail{{Kind: "com.acme.x", Extra: map[string]json.RawMessage{"kind": json.RawMessage(`"y"`)}}}})
+	r = &EndpointReply{V: EndpointEnvelopeVersion, ID: "r1", Error: &EndpointError{Code: CodeInternal, Details: []ErrorDetail{{Kind: "com.acme.x", Extra: map[string]json.RawMessage{"kind": json.RawMessage(`"y"`)}}}}}
 	wantEndpointError(t, r.Validate(), CodeBadRequest, OutcomeUnknown, "error.details[0].kind")
 	r.Error.Details[0].Extra = map[string]json.RawMessage{"n": json.RawMessage(`{`)}
 	wantEndpointError(t, r.Validate(), CodeBadRequest, OutcomeUnknown, "error.details[0].n")

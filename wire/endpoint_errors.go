@@ -45,25 +45,25 @@ var catalogCodes = [...]ErrorCode{
 	CodeResourceExhausted, CodeInternal,
 }
 
-// ParseErrorCode returns s as an ErrorCode: a catalog code, or an extension code of two or more
+// parseErrorCode returns s as an ErrorCode: a catalog code, or an extension code of two or more
 // reverse-DNS labels [a-z0-9]([a-z0-9-]*[a-z0-9])? of at most 64 bytes in all. It returns a
 // *ValidationError for anything else, including a bare unknown word.
-func ParseErrorCode(s string) (ErrorCode, error) {
+func parseErrorCode(s string) (ErrorCode, error) {
 	c := ErrorCode(s)
-	if c.IsCatalog() {
+	if c.isCatalog() {
 		return c, nil
 	}
 	// An extension code has the grammar of a third-party endpoint name: lower-case DNS labels,
 	// two or more, within the same 64-byte bound.
-	if n, err := ParseEndpointName(s); err == nil && !n.Reserved() {
+	if n, err := ParseEndpointName(s); err == nil && !n.reserved() {
 		return c, nil
 	}
 	return "", Invalid("code", s, "must be a catalog code or a reverse-DNS extension code (such as com.acme.quota) of at most 64 bytes")
 }
 
-// IsCatalog reports whether c is one of the catalog codes, which facts that carry a "catalog
+// isCatalog reports whether c is one of the catalog codes, which facts that carry a "catalog
 // token" (RejectionFact, QuarantineFact) are limited to.
-func (c ErrorCode) IsCatalog() bool { return slices.Contains(catalogCodes[:], c) }
+func (c ErrorCode) isCatalog() bool { return slices.Contains(catalogCodes[:], c) }
 
 // Outcome says whether the effect of a refused command occurred (SPEC §13.3 "Effect outcome"). A
 // responder that refuses before its handler runs says OutcomeNotExecuted, after it
@@ -141,7 +141,7 @@ func (d *ErrorDetail) validate() error {
 	// A detail kind is checked with the schema's reverse-DNS pattern, the one extension part kinds
 	// use, rather than the stricter lower-case grammar of codes and endpoint names: a detail is
 	// informative, and refusing a whole reply over the case of one is not worth it.
-	if !PartKind(d.Kind).IsExtension() {
+	if !PartKind(d.Kind).isExtension() {
 		return Invalid("kind", d.Kind, "must be reverse-DNS, such as ai.cotal.ep.bind-refused")
 	}
 	if _, ok := d.Extra["kind"]; ok {
@@ -210,7 +210,7 @@ func (e *EndpointError) HasDetail(kind string) bool {
 // Validate checks e as a reply carries it: a valid code, an outcome from the three when present,
 // and reverse-DNS detail kinds. It returns a *ValidationError naming the first bad field.
 func (e *EndpointError) Validate() error {
-	if _, err := ParseErrorCode(string(e.Code)); err != nil {
+	if _, err := parseErrorCode(string(e.Code)); err != nil {
 		return err
 	}
 	if e.Outcome != "" && !e.Outcome.valid() {

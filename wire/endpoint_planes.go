@@ -4,19 +4,9 @@ import (
 	"strconv"
 )
 
-// The planes an endpoint publishes on besides its replies (SPEC §13.2): events, canonical facts,
-// journal submissions, timers, record-writer ingress and work items. The publishing instance's
-// identity (and epoch, where the plane carries it) rides the subject, pinned by the serve grant.
-
-// TimerPhase is the last token of a timer subject.
-type TimerPhase string
-
-// The three timer subjects of one timer.
-const (
-	TimerSchedule TimerPhase = "schedule" // the instance's schedule request
-	TimerArmed    TimerPhase = "armed"    // the timer writer's authoritative schedule
-	TimerFire     TimerPhase = "fire"     // written by the broker's scheduler alone
-)
+// The event and fact planes of an endpoint (SPEC §13.2), and a goal's topics on them. The
+// publishing instance's identity (and epoch, on the event plane) rides the subject, pinned by the
+// serve grant.
 
 // Reserved topic heads on the event and fact planes.
 const (
@@ -101,49 +91,4 @@ func GoalBindTopic(caller Lifecycle, goalID string) []string {
 // the progress of every goal of one caller, from any incarnation of endpoint.
 func (s Space) GoalProgressFilter(endpoint EndpointName, caller Lifecycle) string {
 	return s.Subject(KindEpe, endpoint.Token(), "*", "*", topicGoal, caller.Principal.owner, caller.Principal.actor, string(caller.UID), ">")
-}
-
-// SubmissionSubject returns the journal submission subject of route (its nonce and generation are
-// not part of it): "cotal.<space>.epj.<endpoint>.<command>[.<authz>[.<targets>]].<owner>.<actor>.<uid>".
-func (s Space) SubmissionSubject(r EndpointRoute) (string, error) {
-	if err := r.validateRoute(); err != nil {
-		return "", err
-	}
-	t := append([]string{r.Endpoint.Token(), r.Command}, r.modeBlock()...)
-	t = append(t, r.Caller.Principal.owner, r.Caller.Principal.actor, string(r.Caller.UID))
-	return s.Subject(KindEpj, t...), nil
-}
-
-// TimerSubject returns "cotal.<space>.ept.<endpoint>.<instanceId>.<epoch>.<timerId>.<phase>".
-func (s Space) TimerSubject(endpoint EndpointName, instance LifecycleUID, epoch int64, timerID string, phase TimerPhase) (string, error) {
-	if err := validateInstanceEpoch(endpoint, instance, epoch); err != nil {
-		return "", err
-	}
-	if err := ValidateIDToken("timerId", timerID); err != nil {
-		return "", err
-	}
-	if phase != TimerSchedule && phase != TimerArmed && phase != TimerFire {
-		return "", Invalidf("timer phase", string(phase), "must be %q, %q or %q", TimerSchedule, TimerArmed, TimerFire)
-	}
-	return s.Subject(KindEpt, endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), timerID, string(phase)), nil
-}
-
-// RecordWriteSubject returns "cotal.<space>.epr.<endpoint>.<instanceId>.<epoch>.<kind>.<qualifier...>",
-// an incarnation's epoch-pinned write request to the record writer.
-func (s Space) RecordWriteSubject(endpoint EndpointName, instance LifecycleUID, epoch int64, kind string, qualifier ...string) (string, error) {
-	if err := validateInstanceEpoch(endpoint, instance, epoch); err != nil {
-		return "", err
-	}
-	if err := validateTopic(append([]string{kind}, qualifier...)); err != nil {
-		return "", err
-	}
-	t := append([]string{endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), kind}, qualifier...)
-	return s.Subject(KindEpr, t...), nil
-}
-
-// GoalBindGrant returns "cotal.<space>.epf.<endpoint>.goal.*.*.*.*.bind": the first-wins bind of
-// every goal of endpoint, whichever caller's (SPEC §13.4).
-func (s Space) GoalBindGrant(endpoint EndpointName) string {
-	anyCaller := Lifecycle{Principal: Principal{owner: "*", actor: "*"}, UID: "*"}
-	return s.Subject(KindEpf, append([]string{endpoint.Token()}, GoalBindTopic(anyCaller, "*")...)...)
 }

@@ -21,9 +21,6 @@ const (
 	ReasonMalformedJSON Reason = "malformed-json"
 )
 
-// String returns the reason's wire token.
-func (r Reason) String() string { return string(r) }
-
 // RejectError is returned by Guard for a delivery that must be terminated. Err holds the detail,
 // usually a *ValidationError.
 type RejectError struct {

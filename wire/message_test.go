@@ -103,11 +103,11 @@ func TestDecodeMessageShape(t *testing.T) {
 		}), "parts[1].digest"},
 		{"negative size", with(func(m map[string]any) {
 			m["channel"] = "x"
-			m["parts"] = []any{map[string]any{"kind": "artifact", "name": "n", "mediaType": "t", "digest": ArtifactDigest(nil), "size": -1}}
+			m["parts"] = []any{map[string]any{"kind": "artifact", "name": "n", "mediaType": "t", "digest": ContentDigest(nil), "size": -1}}
 		}), "parts[0].size"},
 		{"fractional size", with(func(m map[string]any) {
 			m["channel"] = "x"
-			m["parts"] = []any{map[string]any{"kind": "artifact", "name": "n", "mediaType": "t", "digest": ArtifactDigest(nil), "size": 1.5}}
+			m["parts"] = []any{map[string]any{"kind": "artifact", "name": "n", "mediaType": "t", "digest": ContentDigest(nil), "size": 1.5}}
 		}), "parts[0].size"},
 		{"data without data", with(func(m map[string]any) {
 			m["channel"] = "x"
@@ -141,7 +141,7 @@ func TestDecodeMessageNotJSON(t *testing.T) {
 }
 
 func TestPartsRoundTrip(t *testing.T) {
-	art, err := ArtifactPart("report.html", "text/html", ArtifactDigest([]byte("hello")), 5)
+	art, err := ArtifactPart("report.html", "text/html", ContentDigest([]byte("hello")), 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestNewMessageID(t *testing.T) {
 }
 
 func TestVerifyArtifact(t *testing.T) {
-	p, err := ArtifactPart("a", "text/plain", ArtifactDigest([]byte("abc")), 3)
+	p, err := ArtifactPart("a", "text/plain", ContentDigest([]byte("abc")), 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,9 +43,6 @@ func (s Space) ChannelsBucket() Bucket { return s.Bucket(bucketChannels) }
 // Stream returns "KV_<bucket>", the stream backing a key-value bucket.
 func (b Bucket) Stream() string { return "KV_" + string(b) }
 
-// ObjectStream returns "OBJ_<bucket>", the stream backing an object store bucket.
-func (b Bucket) ObjectStream() string { return "OBJ_" + string(b) }
-
 // Subject returns "$KV.<bucket>.<key>", the subject a put of key publishes on; with a pattern key
 // ("lease.*", ">") it is the matching grant row.
 func (b Bucket) Subject(key string) string { return "$KV." + string(b) + "." + key }

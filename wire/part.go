@@ -24,9 +24,9 @@ const (
 	PartArtifact PartKind = "artifact"
 )
 
-// IsExtension reports whether k is a reverse-DNS extension kind:
+// isExtension reports whether k is a reverse-DNS extension kind:
 // ^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$.
-func (k PartKind) IsExtension() bool {
+func (k PartKind) isExtension() bool {
 	s := string(k)
 	if !strings.Contains(s, ".") {
 		return false
@@ -106,7 +106,7 @@ func (p *Part) Validate() error {
 		if p.Size < 0 {
 			return Invalidf("size", strconv.FormatInt(p.Size, 10), "must not be negative")
 		}
-	case p.Kind.IsExtension():
+	case p.Kind.isExtension():
 		if _, ok := p.Extra["kind"]; ok {
 			return Invalid("kind", "", "an extension part's kind is its Kind field, not an Extra entry")
 		}
@@ -204,7 +204,7 @@ func (p *Part) decodeFields(data []byte) error {
 		}
 		out.Size = size
 	default:
-		if !out.Kind.IsExtension() {
+		if !out.Kind.isExtension() {
 			return Invalid("kind", kind, `must be "text", "data", "artifact" or a reverse-DNS extension kind such as "com.acme.snapshot"`)
 		}
 		delete(fields, "kind")

@@ -223,7 +223,7 @@ func (p *Presence) Stale(now time.Time) bool {
 
 // DecodePresence decodes and validates a presence row read under key. A row whose card.id is not
 // its key is refused (SPEC §6: readers drop it), as is one that fails Validate or carries a field
-// of another stored shape (a message's from or parts: a copy, see CheckForeignRow); the error is
+// of another stored shape (a message's from or parts: a copy, see checkForeignRow); the error is
 // a *ValidationError.
 func DecodePresence(key string, data []byte) (*Presence, error) {
 	if err := checkForeignFields("presence", data, presenceForeignFields); err != nil {

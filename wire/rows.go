@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"slices"
 )
@@ -22,14 +21,14 @@ var foreignFields = []string{"from", "parts", "card", "stream", "seq", "type", "
 // presenceForeignFields are foreignFields less the presence row's own card.
 var presenceForeignFields = slices.DeleteFunc(slices.Clone(foreignFields), func(f string) bool { return f == "card" })
 
-// CheckForeignRow returns a *ValidationError when data is not a JSON object or carries a field
+// checkForeignRow returns a *ValidationError when data is not a JSON object or carries a field
 // of another stored shape (foreignFields); the error names the field. It does not validate the
 // row's own fields.
-func CheckForeignRow(what string, data []byte) error {
+func checkForeignRow(what string, data []byte) error {
 	return checkForeignFields(what, data, foreignFields)
 }
 
-// checkForeignFields is CheckForeignRow with the list of foreign fields given: a row type that
+// checkForeignFields is checkForeignRow with the list of foreign fields given: a row type that
 // owns one of foreignFields passes the others.
 func checkForeignFields(what string, data []byte, foreign []string) error {
 	var fields map[string]json.RawMessage
@@ -40,20 +39,6 @@ func checkForeignFields(what string, data []byte, foreign []string) error {
 		if _, ok := fields[f]; ok {
 			return Invalidf(what, f, "carries %q, a field of another stored shape: it is a copy, not a row", f)
 		}
-	}
-	return nil
-}
-
-// DecodeRowStrict decodes a row of one of the mesh's own buckets into v: one JSON object with
-// only v's fields and nothing after it. It returns a *ValidationError naming what is wrong.
-func DecodeRowStrict(what string, data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return Invalidf(what, "", "is not a valid row: %v", err)
-	}
-	if dec.More() {
-		return Invalid(what, "", "has data after the row")
 	}
 	return nil
 }

@@ -59,7 +59,7 @@ func TestMessagesValidateAgainstSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	art, err := ArtifactPart("report.html", "text/html", ArtifactDigest([]byte("x")), 1)
+	art, err := ArtifactPart("report.html", "text/html", ContentDigest([]byte("x")), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,13 +19,10 @@ const (
 	KindLive   SubjectKind = "live"   // liveness probes: live.<plane>.<owner>.<actor>
 	KindDinbox SubjectKind = "dinbox" // durable fan-out inbox: dinbox.<owner>.<actor>.<uid>
 	KindDlv    SubjectKind = "dlv"    // post-authorisation durable hand-off: dlv.<owner>.<actor>.<uid>
-	KindWfj    SubjectKind = "wfj"    // workflow journal: wfj.<runId>
-	KindTrace  SubjectKind = "trace"  // reserved: trace.<instance>
-	KindEps    SubjectKind = "eps"    // session rails: eps.<endpoint>.<sessionId>.<epoch>.<in|out>
 )
 
-// replyToken separates a request subject from the reply leaf beneath it on the ctl and live rails.
-const replyToken = "reply"
+// ReplyLeaf separates a request subject from the reply leaf beneath it on the ctl and live rails.
+const ReplyLeaf = "reply"
 
 // maxChannelLength bounds a channel name (SPEC §3): every channel a credential may use rides its
 // CONNECT line, so an unbounded channel is an unbounded connect. It counts UTF-16 code units, as
@@ -72,9 +69,6 @@ func (s Space) Subject(kind SubjectKind, tokens ...string) string {
 	}
 	return b.String()
 }
-
-// All returns "cotal.<space>.>", every subject of the space.
-func (s Space) All() string { return s.Prefix() + ".>" }
 
 // KindAll returns "cotal.<space>.<kind>.>", every subject of one rail (the subjects of the
 // CHAT, DM, TASK, INBOX and DLV streams, the observer and admin taps).
@@ -188,12 +182,6 @@ func (s Space) ControlSubject(svc ControlService, caller Principal) string {
 	return s.Subject(KindCtl, string(svc), caller.owner, caller.actor)
 }
 
-// ControlReplyGrant returns "cotal.<space>.ctl.<service>.*.*.reply.>": the daemon may answer any
-// caller, but only on the reply leaf, so it can never forge a request.
-func (s Space) ControlReplyGrant(svc ControlService) string {
-	return s.Subject(KindCtl, string(svc), "*", "*", replyToken, ">")
-}
-
 // Plane is a liveness plane: a daemon whose liveness any peer may probe. The set is closed.
 type Plane string
 
@@ -222,29 +210,11 @@ func (s Space) LivenessSubject(plane Plane, caller Principal) string {
 	return s.Subject(KindLive, string(plane), caller.owner, caller.actor)
 }
 
-// LivenessReplyGrant returns "cotal.<space>.live.<plane>.*.*.reply.>", the responder's only
-// publish row on the rail.
-func (s Space) LivenessReplyGrant(plane Plane) string {
-	return s.Subject(KindLive, string(plane), "*", "*", replyToken, ">")
-}
-
 // ReplySubject returns "<request>.reply.<nonce>", the reply subject of a request on the ctl and
 // live rails. The nonce is sanitised into one token.
 func ReplySubject(request, nonce string) string {
-	return request + "." + replyToken + "." + Token(nonce)
+	return request + "." + ReplyLeaf + "." + Token(nonce)
 }
-
-// IsBoundReply reports whether reply lies under request's reply leaf ("<request>.reply.<...>").
-// A responder answers only such replies; anything else would let a caller aim the answer at a
-// subject of its choosing.
-func IsBoundReply(request, reply string) bool {
-	rest, ok := strings.CutPrefix(reply, request+"."+replyToken+".")
-	return ok && rest != "" && !strings.HasPrefix(rest, ".") && !strings.HasSuffix(rest, ".") && !strings.Contains(rest, "..")
-}
-
-// Subtree returns "<subject>.>", everything beneath a subject: what a caller subscribes to receive
-// replies under its own request subject.
-func Subtree(subject string) string { return subject + ".>" }
 
 // isIDToken reports whether s is an id token (SPEC §13.2): 1 to 64 characters of [A-Za-z0-9_-].
 func isIDToken(s string) bool { return len(s) <= 64 && isTokenSafe(s) }

@@ -209,22 +209,22 @@ func TestManagerServeRowsOnTheBroker(t *testing.T) {
 	}
 	mc := m.Connect(t, cred)
 	mgr := wire.ManagerEndpoint
-	queue := mgr.QueueGroup()
+	queue := meshwire.QueueGroup(mgr)
 
 	// The class rail admits a queue subscription in the endpoint's group, and nothing else.
 	for _, tc := range []struct {
 		name, subject, queue string
 		allowed              bool
 	}{
-		{"queue-subscribe the class rail", first(s.ServeFilters(mgr, iid, "spawn", false)), queue, true},
-		{"queue-subscribe the versioned class rail", first(s.ServeFilters(mgr, iid, "spawn", true)), queue, true},
-		{"queue-subscribe describe", first(s.ServeFilters(mgr, iid, "describe", false)), queue, true},
-		{"plain-subscribe the class rail", first(s.ServeFilters(mgr, iid, "spawn", false)), "", false},
-		{"plain-subscribe the versioned class rail", first(s.ServeFilters(mgr, iid, "spawn", true)), "", false},
-		{"queue-subscribe in another group", first(s.ServeFilters(mgr, iid, "spawn", false)), "other", false},
+		{"queue-subscribe the class rail", first(meshwire.ServeFilters(s, mgr, iid, "spawn", false)), queue, true},
+		{"queue-subscribe the versioned class rail", first(meshwire.ServeFilters(s, mgr, iid, "spawn", true)), queue, true},
+		{"queue-subscribe describe", first(meshwire.ServeFilters(s, mgr, iid, "describe", false)), queue, true},
+		{"plain-subscribe the class rail", first(meshwire.ServeFilters(s, mgr, iid, "spawn", false)), "", false},
+		{"plain-subscribe the versioned class rail", first(meshwire.ServeFilters(s, mgr, iid, "spawn", true)), "", false},
+		{"queue-subscribe in another group", first(meshwire.ServeFilters(s, mgr, iid, "spawn", false)), "other", false},
 		{"queue-subscribe every command", s.Prefix() + ".ep.one.manager.>", queue, false},
-		{"queue-subscribe a command it does not serve", first(s.ServeFilters(mgr, iid, "purge", false)), queue, false},
-		{"queue-subscribe another endpoint", first(s.ServeFilters("com.acme.search", iid, "spawn", false)), "com_acme_search", false},
+		{"queue-subscribe a command it does not serve", first(meshwire.ServeFilters(s, mgr, iid, "purge", false)), queue, false},
+		{"queue-subscribe another endpoint", first(meshwire.ServeFilters(s, "com.acme.search", iid, "spawn", false)), "com_acme_search", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A connection per case: the verdicts on one subject must not mix.
@@ -253,8 +253,8 @@ func TestManagerServeRowsOnTheBroker(t *testing.T) {
 		return fbMust(s.FactSubject(endpoint, topic...))
 	}
 	event := func(e int64) string { return fbMust(s.EventSubject(mgr, iid, e, wire.GoalProgressTopic(c, "g1")...)) }
-	_, all, inst := s.ServeFilters(mgr, iid, "spawn", false)
-	_, _, otherInst := s.ServeFilters(mgr, wire.NewLifecycleUID(), "spawn", false)
+	_, all, inst := meshwire.ServeFilters(s, mgr, iid, "spawn", false)
+	_, _, otherInst := meshwire.ServeFilters(s, mgr, wire.NewLifecycleUID(), "spawn", false)
 	records := meshwire.RecordsBucket(s)
 	run(t, mc, []check{
 		sub("the scatter rail", all, true),
@@ -281,7 +281,7 @@ func TestManagerServeRowsOnTheBroker(t *testing.T) {
 
 	// End to end: a caller's request reaches the queue subscription, and the answer on the
 	// derived reply subject reaches the caller's reply rail.
-	srv, err := mc.QueueSubscribeSync(first(s.ServeFilters(mgr, iid, "spawn", false)), queue)
+	srv, err := mc.QueueSubscribeSync(first(meshwire.ServeFilters(s, mgr, iid, "spawn", false)), queue)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestManagerServeRowsOnTheBroker(t *testing.T) {
 	if err != nil || got.Subject != request {
 		t.Fatalf("the manager got %v, %v", got, err)
 	}
-	parsed, err := s.ParseRequestSubject(got.Subject)
+	parsed, err := meshwire.ParseRequestSubject(s, got.Subject)
 	if err != nil {
 		t.Fatal(err)
 	}

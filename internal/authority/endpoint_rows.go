@@ -145,7 +145,7 @@ func (r rowsFor) contractRead() string {
 // agent holds, so those three rows are not granted.
 func (r rowsFor) agentEndpoint() (pub, sub []string) {
 	l, mgr := r.lifecycle(), wire.ManagerEndpoint.Token()
-	one := func(route ...string) string { return r.s.RequestGrant(l, "", wire.AddressOne, route...) }
+	one := func(route ...string) string { return meshwire.RequestGrant(r.s, l, "", wire.AddressOne, route...) }
 	pub = []string{
 		one("*", wire.CommandDescribe),
 		r.contractRead(),
@@ -154,7 +154,7 @@ func (r rowsFor) agentEndpoint() (pub, sub []string) {
 	sub = []string{r.s.ReplyReadGrant(l, "")}
 	if g := r.Generation; g != "" {
 		// The versioned rail: the baseline's describe and self-stop, and the replies to them.
-		v1 := func(route ...string) string { return r.s.RequestGrant(l, g, wire.AddressOne, route...) }
+		v1 := func(route ...string) string { return meshwire.RequestGrant(r.s, l, g, wire.AddressOne, route...) }
 		pub = append(pub, v1("*", wire.CommandDescribe), v1(mgr, cmdStop, string(wire.ModeSelf)))
 		sub = append(sub, r.s.ReplyReadGrant(l, g))
 	}
@@ -165,7 +165,7 @@ func (r rowsFor) agentEndpoint() (pub, sub []string) {
 			one(mgr, cmdDespawn, string(wire.ModeOwner), o),
 			one(mgr, cmdAttach, string(wire.ModeOwner), o),
 			// The reserved cancel of its own spawn goals, on the accepting instance's rail.
-			r.s.RequestGrant(l, "", wire.AddressInst, mgr, "*", wire.CommandCancel),
+			meshwire.RequestGrant(r.s, l, "", wire.AddressInst, mgr, "*", wire.CommandCancel),
 		)
 		for _, c := range []string{cmdDefinePersona, cmdInspect, cmdListPersonas, cmdShowPersona} {
 			pub = append(pub, one(mgr, c))
@@ -185,7 +185,7 @@ func (r rowsFor) agentEndpoint() (pub, sub []string) {
 func (r rowsFor) managerCaller() Permissions {
 	l, o := r.lifecycle(), r.Principal.Owner()
 	on := func(route ...string) string {
-		return r.s.RequestGrant(l, "", wire.AddressInst, append([]string{wire.ManagerEndpoint.Token(), string(r.Serve.Instance)}, route...)...)
+		return meshwire.RequestGrant(r.s, l, "", wire.AddressInst, append([]string{wire.ManagerEndpoint.Token(), string(r.Serve.Instance)}, route...)...)
 	}
 	pub := []string{on(wire.CommandDescribe), r.contractRead(), on(cmdStatus), on(cmdPs), on(cmdInspect)}
 	sub := []string{r.s.ReplyReadGrant(l, ""), r.inbox()}
@@ -208,7 +208,7 @@ func (r rowsFor) managerCaller() Permissions {
 // it started asks for a view that may despawn.
 func (r rowsFor) deployer() Permissions {
 	l, mgr := r.lifecycle(), wire.ManagerEndpoint.Token()
-	one := func(cmd string) string { return r.s.RequestGrant(l, "", wire.AddressOne, mgr, cmd) }
+	one := func(cmd string) string { return meshwire.RequestGrant(r.s, l, "", wire.AddressOne, mgr, cmd) }
 	pub := []string{jsapi.Info, jsapi.FlowControl}
 	for _, b := range []wire.Bucket{r.s.PresenceBucket(), r.s.ChannelsBucket(), meshwire.MembershipBucket(r.s)} {
 		st := b.Stream()
@@ -219,8 +219,8 @@ func (r rowsFor) deployer() Permissions {
 		pub = append(pub, jsapi.StreamInfo+b.Stream(), jsapi.MsgGet+b.Stream(), directGet(b))
 	}
 	pub = append(pub,
-		r.s.RequestGrant(l, "", wire.AddressOne, "*", wire.CommandDescribe), r.contractRead(),
-		r.s.RequestGrant(l, "", wire.AddressAll, mgr, cmdPs),
+		meshwire.RequestGrant(r.s, l, "", wire.AddressOne, "*", wire.CommandDescribe), r.contractRead(),
+		meshwire.RequestGrant(r.s, l, "", wire.AddressAll, mgr, cmdPs),
 	)
 	for _, c := range []string{cmdStatus, cmdPs, cmdInspect, cmdModels, cmdListPersonas, cmdShowPersona, cmdSpawn, cmdDefinePersona, cmdLaunch} {
 		pub = append(pub, one(c))
@@ -262,7 +262,7 @@ func (r rowsFor) controlAdmin() Permissions {
 	var pub []string
 	for _, sh := range controlShapes {
 		for _, n := range sh.tokens {
-			pub = append(pub, r.s.RequestGrant(c, "", sh.address, stars(n)...))
+			pub = append(pub, meshwire.RequestGrant(r.s, c, "", sh.address, stars(n)...))
 		}
 	}
 	records := meshwire.RecordsBucket(r.s)
@@ -294,17 +294,17 @@ func (r rowsFor) serve(p *Permissions) {
 	sv := r.Serve
 	for _, cmd := range sv.commands() {
 		for _, versioned := range []bool{false, true} {
-			one, all, inst := r.s.ServeFilters(sv.Endpoint, sv.Instance, cmd, versioned)
-			p.SubAllow = append(p.SubAllow, one+" "+sv.Endpoint.QueueGroup(), all, inst)
+			one, all, inst := meshwire.ServeFilters(r.s, sv.Endpoint, sv.Instance, cmd, versioned)
+			p.SubAllow = append(p.SubAllow, one+" "+meshwire.QueueGroup(sv.Endpoint), all, inst)
 		}
 	}
 	records := meshwire.RecordsBucket(r.s)
 	st := records.Stream()
 	p.PubAllow = append(p.PubAllow,
-		r.s.ReplyPublishGrant(sv.Endpoint, sv.Instance, sv.Epoch, false),
-		r.s.ReplyPublishGrant(sv.Endpoint, sv.Instance, sv.Epoch, true),
+		meshwire.ReplyPublishGrant(r.s, sv.Endpoint, sv.Instance, sv.Epoch, false),
+		meshwire.ReplyPublishGrant(r.s, sv.Endpoint, sv.Instance, sv.Epoch, true),
 		meshwire.EventPublishGrant(r.s, sv.Endpoint, sv.Instance, sv.Epoch),
-		r.s.GoalResultGrant(sv.Endpoint),
+		meshwire.GoalResultGrant(r.s, sv.Endpoint),
 		meshwire.ContractPublishGrant(r.s), r.contractRead(),
 		records.Subject(meshwire.ServiceKey(sv.Endpoint, sv.Instance, meshwire.ServiceSpecLeaf)),
 		records.Subject(meshwire.ServiceKey(sv.Endpoint, sv.Instance, meshwire.ServiceStatusLeaf)),
@@ -342,7 +342,7 @@ func (r rowsFor) remoteManager() Permissions {
 	mgr, presence := meshwire.ManagerBucket(r.s), r.s.PresenceBucket()
 	p.PubAllow = append(p.PubAllow,
 		jsapi.StreamInfo+mgr.Stream(), jsapi.MsgGet+mgr.Stream(), mgr.Subject(meshwire.ManagerLeaseKey(sv.Instance)),
-		r.s.LivenessReplyGrant(wire.PlaneManager),
+		meshwire.LivenessReplyGrant(r.s, wire.PlaneManager),
 		// The spawned agents' presence, watched for their readiness.
 		jsapi.StreamInfo+presence.Stream(), watchCreate(presence), jsapi.ConsumerInfo+presence.Stream()+".>", jsapi.FlowControl,
 	)

@@ -135,13 +135,13 @@ func fbBuckets(s wire.Space) []wire.Bucket {
 // the timer stream and each manager instance's transfer store. The generous host oracles never
 // reach them through the contract's list.
 func (w *fbWorld) hostStreams(s wire.Space) []string {
-	return []string{meshwire.TimerStream(s), meshwire.TransferBucket(s, w.instance).ObjectStream(), meshwire.TransferBucket(s, w.other).ObjectStream()}
+	return []string{meshwire.TimerStream(s), meshwire.ObjectStream(meshwire.TransferBucket(s, w.instance)), meshwire.ObjectStream(meshwire.TransferBucket(s, w.other))}
 }
 
 // fbStreams are every stream of a space: the message streams, the artifact store, the contract
 // stream and the buckets.
 func fbStreams(s wire.Space) []string {
-	st := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), meshwire.WFJStream(s), meshwire.ArtifactsBucket(s).ObjectStream(), meshwire.ContractStream(s)}
+	st := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), meshwire.WFJStream(s), meshwire.ObjectStream(meshwire.ArtifactsBucket(s)), meshwire.ContractStream(s)}
 	for _, b := range fbBuckets(s) {
 		st = append(st, b.Stream())
 	}
@@ -235,9 +235,9 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	}
 
 	// Subscriptions to patterns: whole rails, other principals' filters, the serving filters.
-	subscribe(s.All())
+	subscribe(meshwire.Subtree(s.Prefix()))
 	for _, k := range []wire.SubjectKind{wire.KindChat, wire.KindInst, wire.KindSvc, wire.KindCtl, wire.KindLive, wire.KindDinbox,
-		wire.KindDlv, wire.KindWfj, wire.KindTrace, wire.KindEps,
+		wire.KindDlv, meshwire.KindWfj, meshwire.KindTrace, meshwire.KindEps,
 		// The endpoint rails of SPEC §13 (no wire builder yet): Appendix B denies them all to
 		// every profile here, the admin's tap included.
 		"ep", "epe", "epc", "epj", "epf", "epr", "ept", "epw"} {
@@ -250,10 +250,10 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 		subscribe(fbMust(s.ChatPattern(p.Owner(), p.Actor(), ">")))
 		subscribe(meshwire.DMFilter(s, p))
 		for _, svc := range []wire.ControlService{wire.ControlDelivery, wire.ControlDeliveryAdmin} {
-			subscribe(wire.Subtree(s.ControlSubject(svc, p)))
+			subscribe(meshwire.Subtree(s.ControlSubject(svc, p)))
 		}
 		for _, plane := range wire.Planes {
-			subscribe(wire.Subtree(s.LivenessSubject(plane, p)))
+			subscribe(meshwire.Subtree(s.LivenessSubject(plane, p)))
 		}
 	}
 	for _, role := range w.roles {
@@ -407,18 +407,18 @@ func (w *fbWorld) filters(s wire.Space, st string) (filters []string, sample str
 		return []string{s.KindAll(wire.KindDlv), meshwire.DlvSubject(s, w.aliceL)}, meshwire.DlvSubject(s, w.bobL)
 	case meshwire.WFJStream(s):
 		return []string{meshwire.WFJFilter(s), meshwire.WFJSubject(s, w.runs[0]), meshwire.WFJSubject(s, w.runs[1])}, meshwire.WFJSubject(s, w.runs[1])
-	case meshwire.ArtifactsBucket(s).ObjectStream():
+	case meshwire.ObjectStream(meshwire.ArtifactsBucket(s)):
 		o := "$O." + string(meshwire.ArtifactsBucket(s))
 		return []string{o + ".>", o + ".C.>"}, o + ".M.x"
 	case meshwire.ContractStream(s):
 		artifact := fbMust(s.ContractSubject(fbDigest))
 		return []string{s.KindAll(wire.KindEpc), artifact}, artifact
 	case meshwire.TimerStream(s):
-		fire := fbMust(s.TimerSubject(wire.ManagerEndpoint, w.instance, w.epoch, "t1", wire.TimerFire))
-		return []string{s.KindAll(wire.KindEpt), fire}, fire
+		fire := meshwire.TimerSubject(s, wire.ManagerEndpoint, w.instance, w.epoch, "t1", meshwire.TimerFire)
+		return []string{s.KindAll(meshwire.KindEpt), fire}, fire
 	}
 	for _, iid := range []wire.LifecycleUID{w.instance, w.other} {
-		if b := meshwire.TransferBucket(s, iid); b.ObjectStream() == st {
+		if b := meshwire.TransferBucket(s, iid); meshwire.ObjectStream(b) == st {
 			return []string{meshwire.ObjectAll(b), meshwire.ObjectSubject(b, meshwire.ObjectChunk, ">")}, meshwire.ObjectSubject(b, meshwire.ObjectMeta, "eA")
 		}
 	}
@@ -490,7 +490,7 @@ func (w *fbWorld) endpointOps(s wire.Space, lcs []wire.Lifecycle) []fbOp {
 			{Address: all, Endpoint: mgr, Command: "spawn"},
 			{Address: one, Endpoint: mgr, Command: "purge"},
 			{Address: inst, Endpoint: search, Instance: w.instance, Command: "turn", Mode: wire.ModeHandle, Target: wire.EndpointTarget{Owner: w.bob.Owner(), Actor: w.bob.Actor(), UID: w.bobL.UID}},
-			{Generation: strings.Repeat("a", wire.GenerationLength), Address: one, Endpoint: mgr, Command: "spawn"},
+			{Generation: meshwire.NewGeneration(), Address: one, Endpoint: mgr, Command: "spawn"},
 			{Address: one, Endpoint: mgr, Command: "turn", Mode: ownMode, Target: own},
 			{Address: one, Endpoint: meshwire.AuthEndpoint, Command: meshwire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.aliceL)},
 			{Address: one, Endpoint: meshwire.AuthEndpoint, Command: meshwire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.bobL)},
@@ -525,8 +525,8 @@ func (w *fbWorld) endpointOps(s wire.Space, lcs []wire.Lifecycle) []fbOp {
 		}
 		for _, iid := range instances {
 			for _, e := range []int64{w.epoch, w.epoch + 1} {
-				for _, phase := range []wire.TimerPhase{wire.TimerSchedule, wire.TimerArmed, wire.TimerFire} {
-					pub(fbMust(s.TimerSubject(ep, iid, e, "t1", phase)))
+				for _, phase := range []meshwire.TimerPhase{meshwire.TimerSchedule, meshwire.TimerArmed, meshwire.TimerFire} {
+					pub(meshwire.TimerSubject(s, ep, iid, e, "t1", phase))
 				}
 			}
 		}
@@ -536,7 +536,7 @@ func (w *fbWorld) endpointOps(s wire.Space, lcs []wire.Lifecycle) []fbOp {
 		for _, cmd := range []string{wire.CommandDescribe, "spawn", "purge"} {
 			for _, versioned := range []bool{false, true} {
 				for _, iid := range instances {
-					oneF, allF, instF := s.ServeFilters(ep, iid, cmd, versioned)
+					oneF, allF, instF := meshwire.ServeFilters(s, ep, iid, cmd, versioned)
 					subscribe(oneF)
 					subscribe(allF)
 					subscribe(instF)
@@ -1528,7 +1528,7 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 	caller := byName["manager-caller@main"].coords.lifecycle
 	deployer := byName["deployer@main"].coords.lifecycle
 	answered := wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn", Caller: w.aliceL, Nonce: "fbnonce_forbidden_00000"}
-	oneRail, _, _ := s.ServeFilters(mgr, w.instance, "spawn", false)
+	oneRail, _, _ := meshwire.ServeFilters(s, mgr, w.instance, "spawn", false)
 	for name, want := range map[string][]fbOp{
 		"agent@main": {request(w.aliceL, wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"})},
 		"agent+spawn@main": {
@@ -1538,7 +1538,7 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 		},
 		"control-caller-admin@main": {
 			{op: "Subscription", subject: s.ReplyReadGrant(w.aliceL, "")},
-			request(ctl, wire.EndpointRoute{Generation: strings.Repeat("a", wire.GenerationLength), Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"}),
+			request(ctl, wire.EndpointRoute{Generation: meshwire.NewGeneration(), Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"}),
 			request(w.aliceL, wire.EndpointRoute{Address: wire.AddressAll, Endpoint: mgr, Command: "ps"}),
 		},
 		"retirement-requester@main": {
@@ -1566,8 +1566,8 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 			{op: "Publish", subject: s.PresenceBucket().Subject(wire.PresenceKey(deployer.Principal))},
 		},
 		"transfer-reader@main": {
-			{op: "Publish", subject: jsapi.StreamCreate + meshwire.TransferBucket(s, w.instance).ObjectStream()},
-			{op: "Publish", subject: jsapi.StreamInfo + meshwire.TransferBucket(s, w.other).ObjectStream()},
+			{op: "Publish", subject: jsapi.StreamCreate + meshwire.ObjectStream(meshwire.TransferBucket(s, w.instance))},
+			{op: "Publish", subject: jsapi.StreamInfo + meshwire.ObjectStream(meshwire.TransferBucket(s, w.other))},
 		},
 		"goal-writer@main": {
 			{op: "Publish", subject: fbMust(s.FactSubject("com.acme.search", wire.GoalBindTopic(w.aliceL, "g1")...))},
@@ -1619,7 +1619,7 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 		return append(out, gate)
 	case (c.profile == authority.ProfileSupervisor || c.profile == authority.ProfileEndpointServe) && c.coords.serve != nil:
 		sv := c.coords.serve
-		_, all, inst := h.ServeFilters(sv.Endpoint, sv.Instance, "spawn", true)
+		_, all, inst := meshwire.ServeFilters(h, sv.Endpoint, sv.Instance, "spawn", true)
 		answered := wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn", Caller: w.aliceL, Nonce: wire.NewNonce()}
 		out = append(out, sub(all), sub(inst), pub(fbMust(h.ReplySubject(answered, sv.Instance, sv.Epoch))),
 			pub(fbMust(h.EventSubject(mgr, sv.Instance, sv.Epoch, wire.GoalProgressTopic(w.aliceL, "g1")...))))
@@ -1633,7 +1633,7 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 			pub(jsapi.MsgGet+meshwire.SessionsBucket(h).Stream()))
 	case c.profile == authority.ProfileTransferReader:
 		b := meshwire.TransferBucket(h, c.coords.serve.Instance)
-		return append(out, pub(jsapi.StreamInfo+b.ObjectStream()), pub(meshwire.ObjectSubject(b, meshwire.ObjectMeta, "eA")))
+		return append(out, pub(jsapi.StreamInfo+meshwire.ObjectStream(b)), pub(meshwire.ObjectSubject(b, meshwire.ObjectMeta, "eA")))
 	case c.profile == authority.ProfileRetirementRequester:
 		return append(out,
 			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: meshwire.AuthEndpoint, Command: meshwire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(c.coords.target)})),

@@ -68,7 +68,7 @@ func (p Profile) namesInstance() bool {
 func (r rowsFor) goalWriter() Permissions {
 	e := r.Serve.Endpoint
 	records := meshwire.RecordsBucket(r.s)
-	pub := []string{jsapi.Info, r.s.GoalResultGrant(e), r.s.GoalBindGrant(e)}
+	pub := []string{jsapi.Info, meshwire.GoalResultGrant(r.s, e), meshwire.GoalBindGrant(r.s, e)}
 	for _, f := range []meshwire.FactFamily{meshwire.FactEffect, meshwire.FactReceipt, meshwire.FactWork, meshwire.FactCheckpoint} {
 		pub = append(pub, meshwire.FactFamilyGrant(r.s, e, f))
 	}
@@ -104,7 +104,7 @@ func (r rowsFor) sessionLedger() Permissions {
 // capture any subject of the account no stream captures yet.
 func (r rowsFor) transferReader() Permissions {
 	b := meshwire.TransferBucket(r.s, r.Serve.Instance)
-	st := b.ObjectStream()
+	st := meshwire.ObjectStream(b)
 	return Permissions{
 		PubAllow: []string{
 			jsapi.Info, jsapi.StreamInfo + st, jsapi.MsgGet + st, jsapi.StreamPurge + st,
@@ -122,10 +122,10 @@ func (r rowsFor) transferReader() Permissions {
 // artifacts, so a generic client can resolve the auth endpoint first; and its own reply rail.
 func (r rowsFor) retirementRequester() Permissions {
 	c, t := r.lifecycle(), r.Target
-	retire := r.s.RequestGrant(c, "", wire.AddressOne,
+	retire := meshwire.RequestGrant(r.s, c, "", wire.AddressOne,
 		meshwire.AuthEndpoint.Token(), meshwire.CommandRetireLifecycle, string(wire.ModeExact), t.Principal.Owner(), t.Principal.Actor(), string(t.UID))
 	return Permissions{
-		PubAllow: []string{retire, r.s.RequestGrant(c, "", wire.AddressOne, "*", wire.CommandDescribe), r.contractRead()},
+		PubAllow: []string{retire, meshwire.RequestGrant(r.s, c, "", wire.AddressOne, "*", wire.CommandDescribe), r.contractRead()},
 		SubAllow: []string{r.inbox(), r.s.ReplyReadGrant(c, "")},
 	}
 }
@@ -176,7 +176,7 @@ func (r rowsFor) runMediator() Permissions {
 	e, o := sv.Endpoint, c.Principal.Owner()
 	records, chat := meshwire.RecordsBucket(r.s), r.s.ChatStream()
 	presence, channels, members := r.s.PresenceBucket(), r.s.ChannelsBucket(), meshwire.MembersBucket(r.s)
-	one := func(route ...string) string { return r.s.RequestGrant(c, "", wire.AddressOne, route...) }
+	one := func(route ...string) string { return meshwire.RequestGrant(r.s, c, "", wire.AddressOne, route...) }
 	pub := []string{
 		jsapi.Info,
 		jsapi.MsgGet + meshwire.AdmissionBucket(r.s).Stream(), jsapi.MsgGet + records.Stream(),

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -137,7 +138,7 @@ func (s *SpaceKeys) signAs(req MintRequest, pub string, conn wire.ConnID, now ti
 		g.Instrument = wire.NewLifecycleUID()
 	}
 	if req.Profile == ProfileAgent && g.Generation == "" {
-		g.Generation = wire.NewGeneration()
+		g.Generation = meshwire.NewGeneration()
 	}
 	perms, err := PermissionsFor(req.Profile, g)
 	if err != nil {

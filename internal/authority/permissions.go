@@ -358,9 +358,9 @@ func (r rowsFor) agent() Permissions {
 	for _, st := range []string{dm, task, dlv} {
 		deny = append(deny, jsapi.ConsumerCreate+st, jsapi.ConsumerCreate+st+".>", jsapi.ConsumerDurable+st+".>")
 	}
-	sub := []string{r.inbox(), wire.Subtree(r.s.ControlSubject(wire.ControlDelivery, r.Principal))}
+	sub := []string{r.inbox(), meshwire.Subtree(r.s.ControlSubject(wire.ControlDelivery, r.Principal))}
 	for _, plane := range wire.Planes {
-		sub = append(sub, wire.Subtree(r.s.LivenessSubject(plane, r.Principal)))
+		sub = append(sub, meshwire.Subtree(r.s.LivenessSubject(plane, r.Principal)))
 	}
 	for _, ch := range r.AllowSubscribe {
 		sub = append(sub, r.chat("*", "*", ch))
@@ -404,11 +404,11 @@ func (r rowsFor) supervisor() Permissions {
 			watchCreate(presence), jsapi.ConsumerInfo + presence.Stream() + ".>",
 			jsapi.FlowControl,
 			r.s.ControlSubject(wire.ControlDeliveryAdmin, r.Principal),
-			r.s.LivenessReplyGrant(wire.PlaneManager),
+			meshwire.LivenessReplyGrant(r.s, wire.PlaneManager),
 		},
 		SubAllow: []string{
 			r.inbox(),
-			wire.Subtree(r.s.ControlSubject(wire.ControlDeliveryAdmin, r.Principal)),
+			meshwire.Subtree(r.s.ControlSubject(wire.ControlDeliveryAdmin, r.Principal)),
 			meshwire.LivenessServeFilter(r.s, wire.PlaneManager),
 		},
 		SubDeny: serveDeny(meshwire.LivenessServeFilter(r.s, wire.PlaneManager)),
@@ -451,8 +451,8 @@ func (r rowsFor) delivery() Permissions {
 		meshwire.MembersBucket(r.s).Subject(">"),
 		jsapi.StreamInfo+lease.Stream(), jsapi.MsgGet+lease.Stream(), lease.Subject(meshwire.LeaseKeys()),
 		meshwire.LifecycleWriteGrant(r.s, wire.KindDinbox), meshwire.LifecycleWriteGrant(r.s, wire.KindDlv),
-		r.s.ControlReplyGrant(wire.ControlDelivery), r.s.ControlReplyGrant(wire.ControlDeliveryAdmin),
-		r.s.LivenessReplyGrant(wire.PlaneDelivery),
+		meshwire.ControlReplyGrant(r.s, wire.ControlDelivery), meshwire.ControlReplyGrant(r.s, wire.ControlDeliveryAdmin),
+		meshwire.LivenessReplyGrant(r.s, wire.PlaneDelivery),
 	)
 	return Permissions{
 		PubAllow: pub,
@@ -468,7 +468,7 @@ func (r rowsFor) delivery() Permissions {
 // spaceStreams lists the streams of a space's messaging plane, in the reference's order: the
 // message streams, the artifact store, then the buckets.
 func spaceStreams(s wire.Space) []string {
-	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), meshwire.WFJStream(s), meshwire.ArtifactsBucket(s).ObjectStream()}
+	streams := []string{s.ChatStream(), s.DMStream(), s.TaskStream(), meshwire.InboxStream(s), s.DLVStream(), meshwire.WFJStream(s), meshwire.ObjectStream(meshwire.ArtifactsBucket(s))}
 	for _, b := range meshwire.Buckets(s) {
 		streams = append(streams, b.Stream())
 	}

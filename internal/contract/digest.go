@@ -14,7 +14,7 @@ const VoidSchema = `{"type":"null"}`
 // voidDigest is the void schema's closure digest, computed once. VoidSchema is written in canonical
 // form, so its bytes hash to its artifact digest, and it is self-contained, so its closure has no
 // members.
-var voidDigest = newClosure(wire.ArtifactDigest([]byte(VoidSchema)), nil).Digest
+var voidDigest = newClosure(wire.ContentDigest([]byte(VoidSchema)), nil).Digest
 
 // VoidDigest returns the closure digest of the void schema: the inputDigest or outputDigest of
 // every payload-free side.
@@ -47,7 +47,7 @@ func canonicalArtifact(b []byte) (Artifact, error) {
 		return Artifact{}, invalidf("the artifact is %d bytes in canonical form, over the %d-byte bound", len(c), MaxDocumentBytes)
 	}
 	// The bytes are canonical, so the digest of the raw bytes is the digest of the canonical form.
-	return Artifact{Digest: wire.ArtifactDigest(c), Bytes: c}, nil
+	return Artifact{Digest: wire.ContentDigest(c), Bytes: c}, nil
 }
 
 // Closure is a resolved bundle's identity (SPEC §13.7 "Content addressing"): a root artifact, the
@@ -92,5 +92,5 @@ func newClosure(root string, members []string) Closure {
 	if err != nil {
 		panic("contract: a manifest is not I-JSON: " + err.Error())
 	}
-	return Closure{Root: root, Members: members, Manifest: c, Digest: wire.ArtifactDigest(c)}
+	return Closure{Root: root, Members: members, Manifest: c, Digest: wire.ContentDigest(c)}
 }

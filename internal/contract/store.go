@@ -104,7 +104,7 @@ func verify(b []byte, digest string) error {
 	if !bytes.Equal(c, b) {
 		return errors.New("not in RFC 8785 canonical form")
 	}
-	if got := wire.ArtifactDigest(c); got != digest {
+	if got := wire.ContentDigest(c); got != digest {
 		return fmt.Errorf("its digest is %s", got)
 	}
 	return nil

@@ -52,7 +52,7 @@ func (c *controller) close() {
 // for an op. It answers only on the request's own .reply. leaf, and only a caller whose from.id
 // is the subject's sender.
 func (c *controller) serve(msg *nats.Msg) {
-	if !wire.IsBoundReply(msg.Subject, msg.Reply) {
+	if !meshwire.IsBoundReply(msg.Subject, msg.Reply) {
 		c.d.log.Warn("control request with an unbound reply ignored", "subject", msg.Subject, "reply", msg.Reply)
 		return
 	}
@@ -113,7 +113,7 @@ func (d *Daemon) parseControl(msg *nats.Msg) (string, controlOp, error) {
 	if !active {
 		return "", nil, errNotServing
 	}
-	rs, err := wire.ParseRequestSubject(msg.Subject)
+	rs, err := meshwire.ParseRailRequest(msg.Subject)
 	if err != nil {
 		return "", nil, err
 	}

@@ -26,7 +26,7 @@ func (d *Daemon) get(ctx context.Context, b wire.Bucket, key string) (*kvget.Ent
 }
 
 // getRow reads key's row in b and decodes it with decode, which refuses a malformed row: a
-// bucket can be made to store bytes no writer meant for it (see wire.CheckForeignRow), and such a
+// bucket can be made to store bytes no writer meant for it (JetStream publishes its acknowledgements to whatever reply subject a client names), and such a
 // row is never taken as the key's value. It returns nil, nil when no live value is there.
 func getRow[T any](ctx context.Context, d *Daemon, b wire.Bucket, key string, decode func(key string, data []byte) (*T, error)) (*T, *kvget.Entry, error) {
 	e, err := d.get(ctx, b, key)

@@ -119,7 +119,7 @@ func (e *inboxEntry) parse(bodies map[string]*entryBody) {
 	if err != nil {
 		return
 	}
-	kind, member, err := wire.ParseLifecycleSubject(e.msg.Subject())
+	kind, member, err := meshwire.ParseLifecycleSubject(e.msg.Subject())
 	if err != nil || kind != wire.KindDinbox {
 		return
 	}

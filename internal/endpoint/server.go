@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -190,8 +191,8 @@ func Serve(nc *nats.Conn, cfg Config) (*Server, error) {
 	names := append([]string{wire.CommandDescribe}, slices.Sorted(maps.Keys(s.commands))...)
 	for _, name := range names {
 		for _, versioned := range []bool{false, true} {
-			one, all, inst := cfg.Space.ServeFilters(cfg.Endpoint, cfg.Instance, name, versioned)
-			subs := []struct{ subj, queue string }{{one, cfg.Endpoint.QueueGroup()}, {all, ""}, {inst, ""}}
+			one, all, inst := meshwire.ServeFilters(cfg.Space, cfg.Endpoint, cfg.Instance, name, versioned)
+			subs := []struct{ subj, queue string }{{one, meshwire.QueueGroup(cfg.Endpoint)}, {all, ""}, {inst, ""}}
 			for _, sb := range subs {
 				sub, err := nc.QueueSubscribe(sb.subj, sb.queue, s.receive)
 				if err != nil {
@@ -235,7 +236,7 @@ func (s *Server) Stop(ctx context.Context) error {
 // receive takes one message off a serve subscription: a request that parses is handled on its own
 // goroutine; a subject outside the grammar has no sender and is dropped.
 func (s *Server) receive(msg *nats.Msg) {
-	route, err := s.cfg.Space.ParseRequestSubject(msg.Subject)
+	route, err := meshwire.ParseRequestSubject(s.cfg.Space, msg.Subject)
 	if err != nil || route.Endpoint != s.cfg.Endpoint || route.Address == wire.AddressInst && route.Instance != s.cfg.Instance {
 		s.log.Debug("dropped a request outside the grammar", "subject", msg.Subject, "err", err)
 		return
@@ -384,7 +385,7 @@ func (s *Server) admit(route wire.EndpointRoute, req *wire.EndpointRequest) (*Co
 			return refuse(wire.CodeBadRequest, "cancel names the goal it cancels in goalId")
 		}
 	} else {
-		if err := req.RequireDigests(); err != nil {
+		if err := meshwire.RequireDigests(req); err != nil {
 			return nil, asEndpointError(err, wire.OutcomeNotExecuted)
 		}
 		if req.Op.InputDigest != cmd.InputDigest || req.Op.OutputDigest != cmd.OutputDigest {
@@ -467,9 +468,9 @@ func (s *Server) answer(route wire.EndpointRoute, body []byte, req *wire.Endpoin
 	var reply *wire.EndpointReply
 	switch r := result.(type) {
 	case *wire.EndpointError:
-		reply = wire.ErrorReply(id, r)
+		reply = meshwire.ErrorReply(id, r)
 	case json.RawMessage:
-		reply = wire.OKReply(id, r)
+		reply = meshwire.OKReply(id, r)
 	}
 	data, err := json.Marshal(reply)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -192,8 +193,8 @@ func TestHoldManager(t *testing.T) {
 	if epoch != 0 || !h.IsConnected() {
 		t.Fatalf("held at epoch %d, connected %v", epoch, h.IsConnected())
 	}
-	one, _, _ := m.Space.ServeFilters(wire.ManagerEndpoint, iid, "ps", false)
-	if _, err := h.QueueSubscribeSync(one, wire.ManagerEndpoint.QueueGroup()); err != nil {
+	one, _, _ := meshwire.ServeFilters(m.Space, wire.ManagerEndpoint, iid, "ps", false)
+	if _, err := h.QueueSubscribeSync(one, meshwire.QueueGroup(wire.ManagerEndpoint)); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Flush(); err != nil {

@@ -36,7 +36,7 @@ func Serve(nc *nats.Conn, space wire.Space, plane wire.Plane, grade Grader, log 
 		log = slog.New(slog.DiscardHandler)
 	}
 	sub, err := nc.QueueSubscribe(meshwire.LivenessServeFilter(space, plane), string(plane), func(msg *nats.Msg) {
-		if _, err := wire.ParseRequestSubject(msg.Subject); err != nil || !wire.IsBoundReply(msg.Subject, msg.Reply) {
+		if _, err := meshwire.ParseRailRequest(msg.Subject); err != nil || !meshwire.IsBoundReply(msg.Subject, msg.Reply) {
 			log.Warn("liveness probe ignored", "subject", msg.Subject, "reply", msg.Reply)
 			return
 		}

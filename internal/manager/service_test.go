@@ -382,7 +382,7 @@ func TestRawAgentOnTheManager(t *testing.T) {
 
 	// The broker pins the generation: another one, or the versioned rail without one, is refused.
 	forged := route(wire.CommandDescribe, "")
-	forged.Generation = wire.NewGeneration()
+	forged.Generation = meshwire.NewGeneration()
 	forgedSubject, err := sp.RequestSubject(forged)
 	if err != nil {
 		t.Fatal(err)

@@ -140,7 +140,7 @@ const (
 // pattern in the channel grammar.
 func DecodeACLRow(data []byte) (*ACLRow, error) {
 	var r ACLRow
-	if err := wire.DecodeRowStrict("acl row", data, &r); err != nil {
+	if err := decodeRowStrict("acl row", data, &r); err != nil {
 		return nil, err
 	}
 	for _, p := range append(slices.Clip(r.AllowSubscribe), r.IssuedAllowSubscribe...) {
@@ -155,7 +155,7 @@ func DecodeACLRow(data []byte) (*ACLRow, error) {
 // must be the MemberKey of the row's channel and lifecycle.
 func DecodeMemberRow(key string, data []byte) (*MemberRow, error) {
 	var r MemberRow
-	if err := wire.DecodeRowStrict("member row", data, &r); err != nil {
+	if err := decodeRowStrict("member row", data, &r); err != nil {
 		return nil, err
 	}
 	p, err := wire.ParsePrincipal(r.Owner)
@@ -181,7 +181,7 @@ func DecodeMemberRow(key string, data []byte) (*MemberRow, error) {
 // DeliveryLease's fields, with a holder in principal form.
 func DecodeDeliveryLease(data []byte) (*DeliveryLease, error) {
 	var r DeliveryLease
-	if err := wire.DecodeRowStrict("lease row", data, &r); err != nil {
+	if err := decodeRowStrict("lease row", data, &r); err != nil {
 		return nil, err
 	}
 	if _, err := wire.ParsePrincipal(r.Holder); err != nil {

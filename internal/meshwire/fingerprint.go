@@ -44,8 +44,13 @@ func Fingerprint(route wire.EndpointRoute, req *wire.EndpointRequest) (string, e
 	obj := fingerprintObject{
 		Endpoint: req.Op.Endpoint, Command: req.Op.Command, Class: req.Class, Authz: route.Mode,
 		InputDigest: req.Op.InputDigest, OutputDigest: req.Op.OutputDigest, Args: req.Args,
-		AuthDigest: req.AuthDigest(), GoalID: req.GoalID, ID: req.ID,
+		GoalID: req.GoalID, ID: req.ID,
 		Caller: fingerprintCaller{ID: route.Caller.Principal.String(), LifecycleUID: string(route.Caller.UID)},
+	}
+	if req.Auth != nil {
+		// authDigest is over the auth slot's UTF-8 bytes exactly as carried, never re-canonicalized;
+		// absent auth leaves it out.
+		obj.AuthDigest = wire.ContentDigest([]byte(*req.Auth))
 	}
 	if t := req.Target; t != nil {
 		obj.Target = &fingerprintTarget{Owner: t.Owner, Actor: t.Actor, LifecycleUID: t.LifecycleUID, MappingRevision: t.MappingRevision}

@@ -1,6 +1,8 @@
 package meshwire
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -43,5 +45,25 @@ func TestFingerprint(t *testing.T) {
 		if other, _ := Fingerprint(r, &q); other == got {
 			t.Errorf("changing %s kept the fingerprint", name)
 		}
+	}
+}
+
+// TestFingerprintAuthDigest: authDigest is over the auth slot's UTF-8 bytes as carried, and absent
+// auth leaves the member out.
+func TestFingerprintAuthDigest(t *testing.T) {
+	caller := testCaller(t)
+	route := wire.EndpointRoute{Address: wire.AddressOne, Endpoint: "manager", Command: "ps", Caller: caller, Nonce: wire.NewNonce()}
+	auth := "tok-é"
+	req := &wire.EndpointRequest{V: 1, ID: "r1", Op: wire.EndpointOp{Endpoint: "manager", Command: "ps"}, Auth: &auth}
+	sum := sha256.Sum256([]byte(auth))
+	want := `{"authDigest":"sha256:` + hex.EncodeToString(sum[:]) + `","caller":{"id":"local.alice","lifecycleUid":"` + string(testUID) + `"},"command":"ps","endpoint":"manager","id":"r1"}`
+	wantDigest, _ := wire.Digest([]byte(want))
+	if got, err := Fingerprint(route, req); err != nil || got != wantDigest {
+		t.Errorf("Fingerprint with auth = %s, %v; want the digest of %s", got, err, want)
+	}
+	req.Auth = nil
+	noAuth, _ := wire.Digest([]byte(strings.Replace(want, want[1:strings.Index(want, `"caller"`)], "", 1)))
+	if got, _ := Fingerprint(route, req); got != noAuth {
+		t.Error("absent auth did not leave authDigest out")
 	}
 }

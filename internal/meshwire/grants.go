@@ -70,7 +70,7 @@ func WorkSubject(s wire.Space, endpoint wire.EndpointName, pool string, caller w
 	if err := wire.ValidateIDToken("id", id); err != nil {
 		return "", err
 	}
-	return s.Subject(wire.KindEpw, endpoint.Token(), pool, caller.Principal.Owner(), caller.Principal.Actor(), string(caller.UID), id), nil
+	return s.Subject(KindEpw, endpoint.Token(), pool, caller.Principal.Owner(), caller.Principal.Actor(), string(caller.UID), id), nil
 }
 
 // epcStreamPrefix starts the name of a space's contract stream.
@@ -117,6 +117,18 @@ func LivenessServeFilter(s wire.Space, plane wire.Plane) string {
 	return s.Subject(wire.KindLive, string(plane), "*", "*")
 }
 
+// ControlReplyGrant returns "cotal.<space>.ctl.<service>.*.*.reply.>": the daemon may answer any
+// caller, but only on the reply leaf, so it can never forge a request.
+func ControlReplyGrant(s wire.Space, svc wire.ControlService) string {
+	return s.Subject(wire.KindCtl, string(svc), "*", "*", wire.ReplyLeaf, ">")
+}
+
+// LivenessReplyGrant returns "cotal.<space>.live.<plane>.*.*.reply.>", the responder's only
+// publish row on the rail.
+func LivenessReplyGrant(s wire.Space, plane wire.Plane) string {
+	return s.Subject(wire.KindLive, string(plane), "*", "*", wire.ReplyLeaf, ">")
+}
+
 // DinboxSubject returns "cotal.<space>.dinbox.<owner>.<actor>.<uid>", the fan-out target of a
 // member's durable copies.
 func DinboxSubject(s wire.Space, member wire.Lifecycle) string {
@@ -137,8 +149,11 @@ func LifecycleWriteGrant(s wire.Space, kind wire.SubjectKind) string {
 
 // TraceSubject returns "cotal.<space>.trace.<instance>", reserved for lifecycle traces.
 func TraceSubject(s wire.Space, instance string) string {
-	return s.Subject(wire.KindTrace, wire.Token(instance))
+	return s.Subject(KindTrace, wire.Token(instance))
 }
 
+// Subtree returns "<subject>.>", everything beneath a subject.
+func Subtree(subject string) string { return subject + ".>" }
+
 // InboxGrant returns "_INBOX_<connId>.>", the only inbox subtree a credential may subscribe.
-func InboxGrant(c wire.ConnID) string { return c.InboxPrefix() + ".>" }
+func InboxGrant(c wire.ConnID) string { return Subtree(c.InboxPrefix()) }

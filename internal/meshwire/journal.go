@@ -121,7 +121,7 @@ const wfjStreamPrefix = "WFJ_"
 func WFJStream(s wire.Space) string { return wfjStreamPrefix + s.Token() }
 
 // WFJSubject returns "cotal.<space>.wfj.<runId>", the journal subject of one workflow run.
-func WFJSubject(s wire.Space, runID string) string { return s.Subject(wire.KindWfj, wire.Token(runID)) }
+func WFJSubject(s wire.Space, runID string) string { return s.Subject(KindWfj, wire.Token(runID)) }
 
 // WFJFilter returns "cotal.<space>.wfj.*", the subjects of the WFJ stream.
-func WFJFilter(s wire.Space) string { return s.Subject(wire.KindWfj, "*") }
+func WFJFilter(s wire.Space) string { return s.Subject(KindWfj, "*") }

@@ -98,10 +98,27 @@ func AdmissionKey(endpoint wire.EndpointName, runID string) string {
 // timers (SPEC §13.12).
 func TimerStream(s wire.Space) string { return timerStreamPrefix + s.Token() }
 
+// TimerPhase is the last token of a timer subject,
+// "cotal.<space>.ept.<endpoint>.<instanceId>.<epoch>.<timerId>.<phase>".
+type TimerPhase string
+
+// The three timer subjects of one timer.
+const (
+	TimerSchedule TimerPhase = "schedule" // the instance's schedule request
+	TimerArmed    TimerPhase = "armed"    // the timer writer's authoritative schedule
+	TimerFire     TimerPhase = "fire"     // written by the broker's scheduler alone
+)
+
+// TimerSubject returns "cotal.<space>.ept.<endpoint>.<instanceId>.<epoch>.<timerId>.<phase>", one
+// subject of a timer of one incarnation; timerID "*" makes it the row for every timer.
+func TimerSubject(s wire.Space, endpoint wire.EndpointName, instance wire.LifecycleUID, epoch int64, timerID string, phase TimerPhase) string {
+	return s.Subject(KindEpt, endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), timerID, string(phase))
+}
+
 // TimerScheduleGrant returns "cotal.<space>.ept.<endpoint>.<instanceId>.<epoch>.*.schedule": the
 // schedule requests of every timer of one incarnation (SPEC §13.9, the timer schedule row).
 func TimerScheduleGrant(s wire.Space, endpoint wire.EndpointName, instance wire.LifecycleUID, epoch int64) string {
-	return s.Subject(wire.KindEpt, endpoint.Token(), string(instance), strconv.FormatInt(epoch, 10), "*", string(wire.TimerSchedule))
+	return TimerSubject(s, endpoint, instance, epoch, "*", TimerSchedule)
 }
 
 // TransferBucket returns "cotal_xfer_<space>_<instanceId>", the object store one manager instance
@@ -110,6 +127,12 @@ func TimerScheduleGrant(s wire.Space, endpoint wire.EndpointName, instance wire.
 func TransferBucket(s wire.Space, instance wire.LifecycleUID) wire.Bucket {
 	return wire.Bucket(string(s.Bucket(bucketTransfer)) + "_" + string(instance))
 }
+
+// objectStreamPrefix starts the name of the stream behind every object store bucket.
+const objectStreamPrefix = "OBJ_"
+
+// ObjectStream returns "OBJ_<bucket>", the stream backing an object store bucket.
+func ObjectStream(b wire.Bucket) string { return objectStreamPrefix + string(b) }
 
 // ObjectSubject returns "$O.<bucket>.<kind>.<token>", a subject of an object store bucket; kind is
 // ObjectChunk or ObjectMeta.

@@ -30,7 +30,7 @@ func TestRecordAndGrantBuilders(t *testing.T) {
 		{"timer stream", meshwire.TimerStream(s), "EPT_main"},
 		{"timer schedule", meshwire.TimerScheduleGrant(s, manager, iid, 3), "cotal.main.ept.manager." + string(iid) + ".3.*.schedule"},
 		{"transfer bucket", string(meshwire.TransferBucket(s, iid)), "cotal_xfer_main_" + string(iid)},
-		{"transfer stream", meshwire.TransferBucket(s, iid).ObjectStream(), "OBJ_cotal_xfer_main_" + string(iid)},
+		{"transfer stream", meshwire.ObjectStream(meshwire.TransferBucket(s, iid)), "OBJ_cotal_xfer_main_" + string(iid)},
 		{"object chunk", meshwire.ObjectSubject(meshwire.TransferBucket(s, iid), meshwire.ObjectChunk, "ab"), "$O.cotal_xfer_main_" + string(iid) + ".C.ab"},
 		{"object meta grant", meshwire.ObjectMetaGrant(meshwire.TransferBucket(s, iid)), "$O.cotal_xfer_main_" + string(iid) + ".M.>"},
 		{"object all", meshwire.ObjectAll(meshwire.TransferBucket(s, iid)), "$O.cotal_xfer_main_" + string(iid) + ".>"},

@@ -170,5 +170,5 @@ func SessionRail(s wire.Space, endpoint, sessionID string, epoch int64, dir Sess
 	if dir != SessionIn && dir != SessionOut {
 		return "", wire.Invalid("dir", string(dir), `must be "in" or "out"`)
 	}
-	return s.Subject(wire.KindEps, wire.Token(endpoint), sessionID, strconv.FormatInt(epoch, 10), string(dir)), nil
+	return s.Subject(KindEps, wire.Token(endpoint), sessionID, strconv.FormatInt(epoch, 10), string(dir)), nil
 }

@@ -93,7 +93,7 @@ func TestPresenceLine(t *testing.T) {
 }
 
 func TestSummary(t *testing.T) {
-	digest := wire.ArtifactDigest([]byte("x"))
+	digest := wire.ContentDigest([]byte("x"))
 	data, err := wire.DataPart(map[string]any{"k": "v\n"})
 	if err != nil {
 		t.Fatal(err)
