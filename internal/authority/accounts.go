@@ -45,7 +45,7 @@ func (k *Keyring) AccountJWT(s *SpaceKeys) (string, error) {
 		return "", err
 	}
 	ac.Limits.JetStreamLimits = storage.jetStream()
-	ac.SigningKeys.Add(mustPublic(s.signing))
+	ac.SigningKeys.Add(PublicKey(s.signing))
 	revoked, err := k.Revocations(s.Space)
 	if err != nil {
 		return "", err

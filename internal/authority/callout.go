@@ -59,7 +59,7 @@ func (k *Keyring) Callout(space wire.Space) (*CalloutKeys, error) {
 	if ck.xkey, err = loadOrCreate(stem+".xkey.nk", nkeys.PrefixByteCurve); err != nil {
 		return nil, err
 	}
-	ck.accountPub = mustPublic(ck.account)
+	ck.accountPub = PublicKey(ck.account)
 	return ck, nil
 }
 
@@ -67,13 +67,13 @@ func (k *Keyring) Callout(space wire.Space) (*CalloutKeys, error) {
 func (c *CalloutKeys) AccountPublicKey() string { return c.accountPub }
 
 // CalloutPublicKey returns the callout user's public key, the account's one auth user.
-func (c *CalloutKeys) CalloutPublicKey() string { return mustPublic(c.callout) }
+func (c *CalloutKeys) CalloutPublicKey() string { return PublicKey(c.callout) }
 
 // SentinelPublicKey returns the sentinel user's public key.
-func (c *CalloutKeys) SentinelPublicKey() string { return mustPublic(c.sentinel) }
+func (c *CalloutKeys) SentinelPublicKey() string { return PublicKey(c.sentinel) }
 
 // XKeyPublicKey returns the public curve key the broker seals authorization requests to.
-func (c *CalloutKeys) XKeyPublicKey() string { return mustPublic(c.xkey) }
+func (c *CalloutKeys) XKeyPublicKey() string { return PublicKey(c.xkey) }
 
 // Account returns the auth account's key pair, which signs the callout's responses. It is
 // secret: it admits any connection to the space.

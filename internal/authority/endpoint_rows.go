@@ -334,7 +334,7 @@ func (r rowsFor) endpointServe() Permissions {
 // presence for its spawns' readiness.
 func (r rowsFor) remoteManager() Permissions {
 	sv := r.Serve
-	gate := Endpoint{Name: sv.Endpoint.Token(), InstanceID: sv.Instance}.GateKey()
+	gate := meshwire.EndpointGateKey(sv.Endpoint.Token(), sv.Instance)
 	p := Permissions{PubAllow: []string{jsapi.Info, meshwire.AuthBucket(r.s).Subject(gate)}, SubAllow: []string{r.inbox()}}
 	if r.Principal.Actor() != meshwire.RemoteManagerActorsOf(sv.Instance).Supervisor {
 		return p

@@ -7,24 +7,9 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// Errors of the auth store and the ledger, for errors.Is.
-var (
-	// ErrConflict: the row or gate moved since it was observed; the operation lost and changed
-	// nothing it could not undo.
-	ErrConflict = errors.New("authority: conflict")
-	// ErrCorrupt: a row that must exist is deleted or malformed. It is reported, never treated
-	// as absence, and never overwritten.
-	ErrCorrupt = errors.New("authority: corrupt auth store")
-	// ErrStoreShape: the auth bucket's stream is not shaped as the contract requires.
-	ErrStoreShape = errors.New("authority: auth store has the wrong shape")
-	// ErrTransition is returned for a gate move its operation kind does not allow.
-	ErrTransition = errors.New("authority: gate transition not allowed")
-	// ErrSessionState reports a session state move the grammar forbids.
-	ErrSessionState = errors.New("authority: session state move not allowed")
-	// ErrJWTTooLarge is matched by the *JWTTooLargeError Mint returns for a grant whose JWT would
-	// exceed MaxJWTSize.
-	ErrJWTTooLarge = errors.New("authority: user jwt exceeds the 16 KiB size gate")
-)
+// ErrJWTTooLarge is matched by the *JWTTooLargeError Mint returns for a grant whose JWT would
+// exceed MaxJWTSize.
+var ErrJWTTooLarge = errors.New("authority: user jwt exceeds the 16 KiB size gate")
 
 // JWTTooLargeError reports a grant too large to mint: the JWT's size and its rows. It matches
 // ErrJWTTooLarge.

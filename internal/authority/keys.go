@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
@@ -53,10 +54,10 @@ func OpenKeyring(dir string) (*Keyring, error) {
 }
 
 // OperatorPublicKey returns the operator's public key.
-func (k *Keyring) OperatorPublicKey() string { return mustPublic(k.operator) }
+func (k *Keyring) OperatorPublicKey() string { return PublicKey(k.operator) }
 
 // SystemAccountPublicKey returns the system account's public key.
-func (k *Keyring) SystemAccountPublicKey() string { return mustPublic(k.system) }
+func (k *Keyring) SystemAccountPublicKey() string { return PublicKey(k.system) }
 
 // SpaceKeys are one space's account key and the signing key that mints its users. Whoever holds
 // them can mint any identity in the space.
@@ -88,7 +89,7 @@ func (k *Keyring) Space(space wire.Space) (*SpaceKeys, error) {
 	if err != nil {
 		return nil, err
 	}
-	sk := &SpaceKeys{Space: space, account: acct, signing: signing, accountPub: mustPublic(acct)}
+	sk := &SpaceKeys{Space: space, account: acct, signing: signing, accountPub: PublicKey(acct)}
 	if k.spaces == nil {
 		k.spaces = map[wire.Space]*SpaceKeys{}
 	}
@@ -100,11 +101,11 @@ func (k *Keyring) Space(space wire.Space) (*SpaceKeys, error) {
 func (s *SpaceKeys) AccountPublicKey() string { return s.accountPub }
 
 // SigningPublicKey returns the public key of the account signing key user JWTs are signed with.
-func (s *SpaceKeys) SigningPublicKey() string { return mustPublic(s.signing) }
+func (s *SpaceKeys) SigningPublicKey() string { return PublicKey(s.signing) }
 
-// mustPublic returns a key pair's public key. The pairs here all come from validated seeds, for
-// which PublicKey cannot fail.
-func mustPublic(kp nkeys.KeyPair) string {
+// PublicKey returns a key pair's public key. The pairs here all come from validated seeds or are
+// derived (UserKey), for which PublicKey cannot fail.
+func PublicKey(kp nkeys.KeyPair) string {
 	pub, err := kp.PublicKey()
 	if err != nil {
 		panic(fmt.Sprintf("authority: public key of a validated seed: %v", err))
@@ -178,6 +179,31 @@ func kindName(p nkeys.PrefixByte) string {
 	}
 	return p.String()
 }
+
+// UserKey derives a credential's user key from the space's signing key and the credential id,
+// so a retried release returns the same creds without any secret being stored.
+func (s *SpaceKeys) UserKey(credentialID string) (nkeys.KeyPair, error) {
+	_, raw, err := nkeys.DecodeSeed(mustSeed(s.signing))
+	if err != nil {
+		return nil, err
+	}
+	mac := hmac.New(sha256.New, raw)
+	mac.Write([]byte("cotal user key v1:" + credentialID))
+	return nkeys.FromRawSeed(nkeys.PrefixByteUser, mac.Sum(nil))
+}
+
+// mustSeed returns a loaded key pair's seed, which cannot fail for a pair from a validated seed.
+func mustSeed(kp nkeys.KeyPair) []byte {
+	seed, err := kp.Seed()
+	if err != nil {
+		panic(fmt.Sprintf("authority: seed of a loaded key: %v", err))
+	}
+	return seed
+}
+
+// SignClaims signs user claims with the space's account signing key: how the ledger renews a
+// credential's JWT in place or rewrites one it repairs.
+func (s *SpaceKeys) SignClaims(c *jwt.UserClaims) (string, error) { return c.Encode(s.signing) }
 
 // MAC returns the HMAC-SHA256 of msg under a key derived from the space's signing seed for
 // domain: a proof only the holder of the space's keys can make or check, never the seed itself.

@@ -113,7 +113,7 @@ func TestAccountJWTs(t *testing.T) {
 	if js := ac.Limits.JetStreamLimits; js.DiskStorage != DefaultStorageLimits.Disk || js.MemoryStorage != DefaultStorageLimits.Memory {
 		t.Errorf("the space account must grant JetStream within the default limits: %+v", js)
 	}
-	if !ac.SigningKeys.Contains(mustPublic(sk.signing)) {
+	if !ac.SigningKeys.Contains(PublicKey(sk.signing)) {
 		t.Error("the signing key is not listed")
 	}
 	op, err := kr.OperatorJWT()

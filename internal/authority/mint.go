@@ -107,7 +107,7 @@ func (s *SpaceKeys) SignUser(req MintRequest, pub string) (*Credential, error) {
 
 // mintWith mints a credential for the given user key, with its creds.
 func (s *SpaceKeys) mintWith(req MintRequest, user nkeys.KeyPair, now time.Time) (*Credential, error) {
-	cred, err := s.sign(req, mustPublic(user), now)
+	cred, err := s.sign(req, PublicKey(user), now)
 	if err != nil {
 		return nil, err
 	}
@@ -121,8 +121,14 @@ func (s *SpaceKeys) mintWith(req MintRequest, user nkeys.KeyPair, now time.Time)
 	return cred, nil
 }
 
-// sign signs the user JWT of a credential for the user key pub, without its creds: the ledger
-// formats those only once the credential's row is committed.
+// SignFor signs the user JWT of a credential for the user key pub (one UserKey derives), with
+// the inbox keyed by pub, without its creds: the ledger formats those only once the credential's
+// row is committed.
+func (s *SpaceKeys) SignFor(req MintRequest, pub string) (*Credential, error) {
+	return s.sign(req, pub, time.Now())
+}
+
+// sign is SignFor at now.
 func (s *SpaceKeys) sign(req MintRequest, pub string, now time.Time) (*Credential, error) {
 	return s.signAs(req, pub, wire.ConnID(pub), now)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
@@ -45,10 +46,10 @@ func TestPruneKeepsOnlyWhatStillGuards(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder := wire.Lifecycle{Principal: bob.Principal, UID: bob.LifecycleUID}
-	serving := authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
+	serving := authstore.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
 	const sid = "sess_prunepruneprune0000"
 	openSession(t, m, holder, serving, sid)
-	err = m.Ledger("").CloseSession(ctx, sid, authority.SessionCloser{Holder: &holder}, "")
+	err = m.Ledger("").CloseSession(ctx, sid, authstore.SessionCloser{Holder: &holder}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestPruneKeepsOnlyWhatStillGuards(t *testing.T) {
 	// The pruned session is gone once its marker expires: no row, no corrupt read.
 	meshtest.Eventually(t, 15*time.Second, "the pruned session's key gone", func() bool {
 		var gone bool
-		err := m.WithStore(t, func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
+		err := m.WithStore(t, func(s *authstore.Store, _ *authority.SpaceKeys) error {
 			os, err := s.Session(ctx, sid)
 			gone = err == nil && os == nil
 			return nil
@@ -136,7 +137,7 @@ func TestRepairAllRefusesACorruptSession(t *testing.T) {
 	}
 	holder := wire.Lifecycle{Principal: bob.Principal, UID: bob.LifecycleUID}
 	const sid = "sess_repairrepairrepair0"
-	caller, server := openSession(t, m, holder, authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}, sid)
+	caller, server := openSession(t, m, holder, authstore.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}, sid)
 
 	admin := m.Connect(t, m.Mint(t, ledger.Request{Profile: authority.ProfileLedger, Name: "admin_hand"}))
 	kv, err := admin.JS.KeyValue(ctx, string(meshwire.AuthBucket(m.Space)))

@@ -223,7 +223,7 @@ func (k *Keyring) MintSystemUser(name string, pubAllow, subAllow []string, life 
 	if err != nil {
 		return nil, err
 	}
-	pub := mustPublic(user)
+	pub := PublicKey(user)
 	uc := jwt.NewUserClaims(pub)
 	uc.Name = name
 	uc.Permissions.Pub.Allow = jwt.StringList(pubAllow)

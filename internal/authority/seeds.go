@@ -135,7 +135,7 @@ func (s *Seeds) PublicKeys() (operator, system string, accounts map[wire.Space]s
 		if err != nil {
 			return "", fmt.Errorf("keys: not an nkey seed: %w", err)
 		}
-		pub := mustPublic(kp)
+		pub := PublicKey(kp)
 		if nkeys.Prefix(pub) != kind {
 			return "", fmt.Errorf("keys: a %s seed, want an %s seed", kindName(nkeys.Prefix(pub)), kindName(kind))
 		}

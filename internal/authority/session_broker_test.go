@@ -9,6 +9,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
@@ -16,17 +17,17 @@ import (
 
 // openSession opens the serve gate of serving and redeems session sid for holder, returning its
 // caller and serving halves.
-func openSession(t *testing.T, m *meshtest.Mesh, holder wire.Lifecycle, serving authority.Endpoint, sid string) (caller, server *authority.Credential) {
+func openSession(t *testing.T, m *meshtest.Mesh, holder wire.Lifecycle, serving authstore.Endpoint, sid string) (caller, server *authority.Credential) {
 	t.Helper()
 	ctx := t.Context()
-	err := m.WithStore(t, func(s *authority.AuthStore, keys *authority.SpaceKeys) error {
+	err := m.WithStore(t, func(s *authstore.Store, keys *authority.SpaceKeys) error {
 		g, err := s.ServeGate(serving)
 		if err != nil {
 			return err
 		}
-		if _, err := g.Move(ctx, nil, authority.EndpointGateRow{
-			State: authority.GateOpen, Generation: 1, ProcessEpoch: 1, Principal: "local.search1",
-			Op: &authority.EndpointGateOp{OpID: "op-ep", Kind: authority.OpActivation},
+		if _, err := g.Move(ctx, nil, authstore.EndpointGateRow{
+			State: authstore.GateOpen, Generation: 1, ProcessEpoch: 1, Principal: "local.search1",
+			Op: &authstore.EndpointGateOp{OpID: "op-ep", Kind: authstore.OpActivation},
 		}); err != nil {
 			return err
 		}
@@ -34,7 +35,7 @@ func openSession(t *testing.T, m *meshtest.Mesh, holder wire.Lifecycle, serving 
 		if err != nil {
 			return err
 		}
-		if caller, err = s.RedeemSession(ctx, keys, authority.SessionRequest{
+		if caller, err = s.RedeemSession(ctx, keys, authstore.SessionRequest{
 			SessionID: sid, Holder: holder, HolderEpoch: epoch, Serving: serving, ServingEpoch: 1,
 			Expires: time.Now().Add(time.Hour),
 		}); err != nil {
@@ -57,7 +58,7 @@ func TestSessionRailsAtTheBroker(t *testing.T) {
 	ctx := t.Context()
 	aliceCred := m.AgentCred(t, ledger.Request{Name: "alice"})
 	holder := wire.Lifecycle{Principal: aliceCred.Principal, UID: aliceCred.LifecycleUID}
-	serving := authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
+	serving := authstore.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
 	const sid = "sess_brokerbrokerbroker0"
 
 	caller, server := openSession(t, m, holder, serving, sid)
@@ -96,7 +97,7 @@ func TestSessionRailsAtTheBroker(t *testing.T) {
 	for _, cl := range []*meshtest.Client{c, sv} {
 		cl.SetClosedHandler(func(*nats.Conn) { closed <- struct{}{} })
 	}
-	err = m.Ledger("").CloseSession(ctx, sid, authority.SessionCloser{Holder: &holder}, "")
+	err = m.Ledger("").CloseSession(ctx, sid, authstore.SessionCloser{Holder: &holder}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

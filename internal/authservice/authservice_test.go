@@ -17,9 +17,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/connz"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/userauth"
@@ -328,10 +328,10 @@ func TestOneAuthServicePerSpace(t *testing.T) {
 	l := r.m.Ledger("")
 	_, err := authservice.Start(ctx, authservice.Config{Dir: t.TempDir(), Space: r.m.Space, Keyring: r.m.Keyring(), Ledger: l,
 		Server: r.m.URL(), IdP: r.doc.IdP})
-	if !errors.Is(err, authority.ErrPlaneHeld) {
+	if !errors.Is(err, authstore.ErrPlaneHeld) {
 		t.Fatalf("a second auth service: %v, want ErrPlaneHeld", err)
 	}
-	if _, err := l.HoldPlane(ctx, "another", func(error) {}); !errors.Is(err, authority.ErrPlaneHeld) {
+	if _, err := l.HoldPlane(ctx, "another", func(error) {}); !errors.Is(err, authstore.ErrPlaneHeld) {
 		t.Fatalf("a second claim: %v", err)
 	}
 }
@@ -346,7 +346,7 @@ func TestPlaneClaimReleasedAndTakenAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.HoldPlane(ctx, "second", func(error) {}); !errors.Is(err, authority.ErrPlaneHeld) {
+	if _, err := l.HoldPlane(ctx, "second", func(error) {}); !errors.Is(err, authstore.ErrPlaneHeld) {
 		t.Fatalf("a claim while held: %v", err)
 	}
 	if err := h.Release(ctx); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/creds"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
@@ -120,7 +121,7 @@ func TestAttachUnderTmux(t *testing.T) {
 	st := waitUp(t, dir, nil)
 	l := openLedger(t, dir, st.URL)
 	sessionID := openSession(t, l)
-	if err := l.CloseSession(t.Context(), sessionID, authority.SessionCloser{Operator: true}, authority.SessionClosed); err != nil {
+	if err := l.CloseSession(t.Context(), sessionID, authstore.SessionCloser{Operator: true}, authstore.SessionClosed); err != nil {
 		t.Fatal(err)
 	}
 	pane.waitFor("the reconnect", func(l string) bool { return strings.Contains(l, "[cotal: connection lost") })
@@ -157,11 +158,11 @@ func TestAttachUnderTmux(t *testing.T) {
 		for _, r := range rows {
 			if r.Profile == authority.ProfileSessionCaller || r.Profile == authority.ProfileSessionServing {
 				halves++
-				if r.State != authority.CredRevoked {
+				if r.State != authstore.CredRevoked {
 					return false
 				}
 				id, _, _ := strings.Cut(r.CredentialID, ".")
-				if os, err := l.Session(t.Context(), id); err != nil || os == nil || os.Row.State != authority.SessionClosed {
+				if os, err := l.Session(t.Context(), id); err != nil || os == nil || os.Row.State != authstore.SessionClosed {
 					return false
 				}
 			}
@@ -207,7 +208,7 @@ func openSession(t *testing.T, l *ledger.Ledger) string {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		if r.Profile == authority.ProfileSessionCaller && r.State == authority.CredActive {
+		if r.Profile == authority.ProfileSessionCaller && r.State == authstore.CredActive {
 			id, _, _ := strings.Cut(r.CredentialID, ".")
 			return id
 		}

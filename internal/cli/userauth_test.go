@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/actor"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/ps"
 	"github.com/gocotal/cotal/internal/cli/status"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
@@ -201,7 +201,7 @@ func TestUserAuthRemoteManager(t *testing.T) {
 	pane.waitFor("cotal attach exiting 0 after Ctrl-]", equals("[exit 0]"))
 	meshtest.Eventually(t, 15*time.Second, "the session closed at A", func() bool {
 		os, err := l.Session(t.Context(), sessionID)
-		return err == nil && os.Row.State == authority.SessionClosed && os.Row.Revoked.Caller && os.Row.Revoked.Serving
+		return err == nil && os.Row.State == authstore.SessionClosed && os.Row.Revoked.Caller && os.Row.Revoked.Serving
 	})
 	stopShell()
 

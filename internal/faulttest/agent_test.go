@@ -12,6 +12,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
@@ -91,7 +92,7 @@ func TestAgentKilledWithUnackedDMs(t *testing.T) {
 		t.Fatalf("the takeover barrier on %s: %v", life1, err)
 	}
 	var bob2 *authority.Credential
-	if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, keys *authority.SpaceKeys) error {
+	if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authstore.Store, keys *authority.SpaceKeys) error {
 		var err error
 		bob2, err = s.Issue(ctx, keys, authority.MintRequest{Profile: authority.ProfileAgent, Grant: authority.Grant{Principal: life1.Principal, LifecycleUID: life1.UID}}, nuid.Next())
 		return err

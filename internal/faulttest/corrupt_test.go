@@ -15,6 +15,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -117,7 +118,7 @@ func TestCorruptAuthRows(t *testing.T) {
 		switch {
 		case err == nil:
 			t.Errorf("%s succeeded over a corrupt row", what)
-		case !errors.Is(err, authority.ErrCorrupt):
+		case !errors.Is(err, authstore.ErrCorrupt):
 			t.Errorf("%s failed without naming the corruption: %v", what, err)
 		default:
 			t.Logf("%s refused: %v", what, err)
@@ -126,7 +127,7 @@ func TestCorruptAuthRows(t *testing.T) {
 	refuse("retiring carol's lifecycle", l.Retire(ctx, carolLife))
 	_, err = l.Takeover(ctx, carolLife, "op-"+nuid.Next())
 	refuse("taking carol's lifecycle over", err)
-	err = meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, keys *authority.SpaceKeys) error {
+	err = meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authstore.Store, keys *authority.SpaceKeys) error {
 		_, err := s.Issue(ctx, keys, authority.MintRequest{Profile: authority.ProfileAgent, Grant: authority.Grant{Principal: carol.Principal, LifecycleUID: carol.LifecycleUID}}, nuid.Next())
 		return err
 	})
@@ -157,20 +158,20 @@ func TestCorruptAuthRows(t *testing.T) {
 func intact(ctx context.Context, t *testing.T, m *meshProc, l *ledger.Ledger, when string, alice, bob *authority.Credential) {
 	t.Helper()
 	rows, _ := l.Credentials(ctx) // the corrupt row's error was checked already
-	byID := map[string]authority.CredentialRow{}
+	byID := map[string]authstore.CredentialRow{}
 	for _, r := range rows {
 		byID[r.CredentialID] = r
 	}
 	for _, c := range []*authority.Credential{alice, bob} {
-		if r, ok := byID[c.CredentialID]; !ok || r.State != authority.CredActive {
+		if r, ok := byID[c.CredentialID]; !ok || r.State != authstore.CredActive {
 			t.Errorf("%s: %s's credential row is %s (listed: %v), want active (reason %q)", when, c.Principal, r.State, ok, r.Reason)
 		}
-		var og *authority.ObservedGate
-		if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
+		var og *authstore.ObservedGate
+		if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authstore.Store, _ *authority.SpaceKeys) error {
 			var err error
 			og, err = s.ObserveGate(ctx, c.LifecycleUID)
 			return err
-		}); err != nil || og == nil || og.Row.State != authority.GateOpen {
+		}); err != nil || og == nil || og.Row.State != authstore.GateOpen {
 			t.Errorf("%s: %s's gate is %+v (%v), want open", when, c.Principal, og, err)
 		}
 		if no, err := refused(ctx, m.url, c); err != nil || no {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -60,7 +61,7 @@ func TestConcurrentMintsForOneName(t *testing.T) {
 		switch {
 		case err == nil:
 			released = append(released, creds[i])
-		case errors.Is(err, authority.ErrConflict):
+		case errors.Is(err, authstore.ErrConflict):
 			reasons["conflict"]++
 		default:
 			reasons[err.Error()]++
@@ -77,10 +78,10 @@ func TestConcurrentMintsForOneName(t *testing.T) {
 	}
 
 	x, _ := wire.NewPrincipal(wire.DevOwner, "x")
-	var head *authority.LifecycleHead
-	gates := map[wire.LifecycleUID]authority.GateState{}
-	var rows []authority.CredentialRow
-	err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
+	var head *authstore.LifecycleHead
+	gates := map[wire.LifecycleUID]authstore.GateState{}
+	var rows []authstore.CredentialRow
+	err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authstore.Store, _ *authority.SpaceKeys) error {
 		var err error
 		if head, _, err = s.Head(ctx, x); err != nil {
 			return err
@@ -97,8 +98,8 @@ func TestConcurrentMintsForOneName(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, uid := range lifecyclesOf(ctx, t, m, x) {
-		var og *authority.ObservedGate
-		if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
+		var og *authstore.ObservedGate
+		if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authstore.Store, _ *authority.SpaceKeys) error {
 			var err error
 			og, err = s.ObserveGate(ctx, uid)
 			return err
@@ -110,14 +111,14 @@ func TestConcurrentMintsForOneName(t *testing.T) {
 		}
 	}
 
-	if head == nil || head.State != authority.HeadActive {
+	if head == nil || head.State != authstore.HeadActive {
 		t.Fatalf("after the race the alias head of local.x is %+v: no lifecycle is active", head)
 	}
 	var open []wire.LifecycleUID
-	states := map[authority.GateState]int{}
+	states := map[authstore.GateState]int{}
 	for uid, st := range gates {
 		states[st]++
-		if st == authority.GateOpen {
+		if st == authstore.GateOpen {
 			open = append(open, uid)
 		}
 	}
@@ -126,9 +127,9 @@ func TestConcurrentMintsForOneName(t *testing.T) {
 		slices.Sort(open)
 		t.Errorf("%d open gates among local.x's lifecycles (%q), want exactly the head's %s: a mint that lost the head CAS left its gate open", len(open), sample(toStrings(open), 5), head.LifecycleUID)
 	}
-	var active []authority.CredentialRow
+	var active []authstore.CredentialRow
 	for _, r := range rows {
-		if r.State == authority.CredActive {
+		if r.State == authstore.CredActive {
 			active = append(active, r)
 		}
 	}
@@ -221,15 +222,15 @@ func TestRacingSessionRedeems(t *testing.T) {
 	const sid = "sess_faulttestfaulttest0"
 
 	// The serving instance, and one holder lifecycle per racer.
-	serving := authority.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
-	if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
+	serving := authstore.Endpoint{Name: "search", InstanceID: wire.NewLifecycleUID()}
+	if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authstore.Store, _ *authority.SpaceKeys) error {
 		g, err := s.ServeGate(serving)
 		if err != nil {
 			return err
 		}
-		_, err = g.Move(ctx, nil, authority.EndpointGateRow{
-			State: authority.GateOpen, Generation: 1, ProcessEpoch: 1, Principal: "local.search1",
-			Op: &authority.EndpointGateOp{OpID: "op-ep", Kind: authority.OpActivation},
+		_, err = g.Move(ctx, nil, authstore.EndpointGateRow{
+			State: authstore.GateOpen, Generation: 1, ProcessEpoch: 1, Principal: "local.search1",
+			Op: &authstore.EndpointGateOp{OpID: "op-ep", Kind: authstore.OpActivation},
 		})
 		return err
 	}); err != nil {
@@ -258,15 +259,15 @@ func TestRacingSessionRedeems(t *testing.T) {
 	if issueErr != nil {
 		t.Fatalf("issue the holders: %v", issueErr)
 	}
-	request := func(h wire.Lifecycle) authority.SessionRequest {
-		return authority.SessionRequest{SessionID: sid, Holder: h, HolderEpoch: 1, Serving: serving, ServingEpoch: 1, Expires: time.Now().Add(time.Hour)}
+	request := func(h wire.Lifecycle) authstore.SessionRequest {
+		return authstore.SessionRequest{SessionID: sid, Holder: h, HolderEpoch: 1, Serving: serving, ServingEpoch: 1, Expires: time.Now().Add(time.Hour)}
 	}
 	// Every redemption goes through one store on one connection, as the ledger's do.
 	store, keys := meshtest.OpenStore(t, l.URL(), m.keyring(), l.Space())
-	redeem := func(req authority.SessionRequest) (*authority.Credential, error) {
+	redeem := func(req authstore.SessionRequest) (*authority.Credential, error) {
 		return store.RedeemSession(ctx, keys, req)
 	}
-	race := func(reqs []authority.SessionRequest) ([]*authority.Credential, []error, time.Duration) {
+	race := func(reqs []authstore.SessionRequest) ([]*authority.Credential, []error, time.Duration) {
 		creds, errs := make([]*authority.Credential, len(reqs)), make([]error, len(reqs))
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -282,7 +283,7 @@ func TestRacingSessionRedeems(t *testing.T) {
 		return creds, errs, time.Since(began)
 	}
 
-	reqs := make([]authority.SessionRequest, n)
+	reqs := make([]authstore.SessionRequest, n)
 	for i := range reqs {
 		reqs[i] = request(holders[i])
 	}
@@ -293,7 +294,7 @@ func TestRacingSessionRedeems(t *testing.T) {
 		switch {
 		case err == nil:
 			winners = append(winners, i)
-		case errors.Is(err, authority.ErrConflict) && strings.Contains(err.Error(), "already redeemed"):
+		case errors.Is(err, authstore.ErrConflict) && strings.Contains(err.Error(), "already redeemed"):
 			refusals["already redeemed"]++
 		default:
 			refusals[err.Error()]++
@@ -315,7 +316,7 @@ func TestRacingSessionRedeems(t *testing.T) {
 	}
 
 	// The winner's retries race too: the same bytes, or a conflict; nothing new.
-	retries := make([]authority.SessionRequest, n)
+	retries := make([]authstore.SessionRequest, n)
 	for i := range retries {
 		retries[i] = request(winner)
 	}
@@ -327,15 +328,15 @@ func TestRacingSessionRedeems(t *testing.T) {
 			same++
 		case err == nil:
 			t.Error("a retry of the winner's redemption released different credential bytes")
-		case !errors.Is(err, authority.ErrConflict):
+		case !errors.Is(err, authstore.ErrConflict):
 			t.Errorf("a retry of the winner's redemption failed with %v", err)
 		}
 	}
 	t.Logf("%d racing retries by the winner: %d got the same credential back", n, same)
 
-	var session *authority.ObservedSession
+	var session *authstore.ObservedSession
 	callerRows := map[wire.LifecycleUID]int{}
-	if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
+	if err := meshtest.WithStore(t, l.URL(), m.keyring(), l.Space(), func(s *authstore.Store, _ *authority.SpaceKeys) error {
 		var err error
 		if session, err = s.Session(ctx, sid); err != nil {
 			return err
@@ -350,7 +351,7 @@ func TestRacingSessionRedeems(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if session == nil || session.Row.State != authority.SessionActive || session.Row.Holder.LifecycleUID != winner.UID {
+	if session == nil || session.Row.State != authstore.SessionActive || session.Row.Holder.LifecycleUID != winner.UID {
 		t.Errorf("the session row is %+v, want active and pinned to the winner %s", session, winner)
 	}
 	if len(callerRows) != 1 || callerRows[winner.UID] != 1 {
@@ -446,7 +447,7 @@ func TestConcurrentRetirementsReachTheBroker(t *testing.T) {
 	}
 	active := 0
 	for _, r := range rows {
-		if strings.HasPrefix(r.Principal, "local.y") && r.State == authority.CredActive {
+		if strings.HasPrefix(r.Principal, "local.y") && r.State == authstore.CredActive {
 			active++
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 )
 
 // MinHeldLifetime is the shortest credential lifetime Hold accepts: the credential is renewed at
@@ -117,8 +118,8 @@ const renewalSlack = renewRetry
 
 // RenewalOverdue reports whether the credential of row, held and renewed at two thirds of its
 // lifetime, has missed its renewal at now: its holder stopped, or renewals fail.
-func RenewalOverdue(row authority.CredentialRow, now time.Time) bool {
-	if row.State != authority.CredActive || row.ExpiresAt == 0 {
+func RenewalOverdue(row authstore.CredentialRow, now time.Time) bool {
+	if row.State != authstore.CredActive || row.ExpiresAt == 0 {
 		return false
 	}
 	exp, issued := row.ExpiresAt.Time(), row.IssuedAt.Time()
@@ -143,7 +144,7 @@ func (h *Held) keepRenewed(ctx context.Context) {
 				return
 			}
 			next, err := h.renew(ctx, cred)
-			if errors.Is(err, authority.ErrConflict) {
+			if errors.Is(err, authstore.ErrConflict) {
 				h.warn("stop renewing a held credential: it was revoked or its lifecycle retired", cred, err)
 				return
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -48,7 +49,7 @@ type Ledger struct {
 	kr    *authority.Keyring
 	keys  *authority.SpaceKeys
 	evict Evictor
-	store *held[*authority.AuthStore]
+	store *held[*authstore.Store]
 	prov  *held[jetstream.JetStream]
 }
 
@@ -69,11 +70,11 @@ func Open(ctx context.Context, url string, kr *authority.Keyring, sp wire.Space,
 	for _, o := range opts {
 		o(l)
 	}
-	l.store = &held[*authority.AuthStore]{
+	l.store = &held[*authstore.Store]{
 		url:  url,
 		mint: l.own(authority.ProfileLedger, ledgerActor),
-		open: func(ctx context.Context, nc *nats.Conn) (*authority.AuthStore, error) {
-			return authority.OpenAuthStore(ctx, nc, sp)
+		open: func(ctx context.Context, nc *nats.Conn) (*authstore.Store, error) {
+			return authstore.Open(ctx, nc, sp)
 		},
 	}
 	l.prov = &held[jetstream.JetStream]{
@@ -121,9 +122,9 @@ func (l *Ledger) Close() {
 // (even when fn also failed).
 // It serves the idempotent operations (retire, revoke, sweep), so a JetStream API that did not
 // answer is asked again (retryUnanswered).
-func (l *Ledger) run(ctx context.Context, fn func(s *authority.AuthStore) (revoked []string, err error)) error {
+func (l *Ledger) run(ctx context.Context, fn func(s *authstore.Store) (revoked []string, err error)) error {
 	return retryUnanswered(ctx, func(ctx context.Context) error {
-		return l.withStore(ctx, func(s *authority.AuthStore, _ *authority.SpaceKeys) ([]string, error) { return fn(s) })
+		return l.withStore(ctx, func(s *authstore.Store, _ *authority.SpaceKeys) ([]string, error) { return fn(s) })
 	})
 }
 
@@ -161,7 +162,7 @@ func retryUnanswered(ctx context.Context, op func(ctx context.Context) error) er
 // every user key fn reports revoked (even when fn also failed: a revocation already in the
 // ledger must reach the broker). Every ledger operation that writes goes through it; the store
 // is never handed out.
-func (l *Ledger) withStore(ctx context.Context, fn func(s *authority.AuthStore, keys *authority.SpaceKeys) (revoked []string, err error)) error {
+func (l *Ledger) withStore(ctx context.Context, fn func(s *authstore.Store, keys *authority.SpaceKeys) (revoked []string, err error)) error {
 	s, err := l.store.get(ctx)
 	if err != nil {
 		return err
@@ -212,7 +213,7 @@ func (l *Ledger) Issue(ctx context.Context, req Request) (*authority.Credential,
 		// already gone, issues again against the gate as the winner left it.
 		for attempt := 1; ; attempt++ {
 			cred, err := s.Issue(ctx, l.keys, mr, nuid.Next())
-			if !errors.Is(err, authority.ErrConflict) || attempt == standingAttempts {
+			if !errors.Is(err, authstore.ErrConflict) || attempt == standingAttempts {
 				return cred, err
 			}
 		}
@@ -226,7 +227,7 @@ func (l *Ledger) Issue(ctx context.Context, req Request) (*authority.Credential,
 		if err == nil {
 			return s.IssueObserved(ctx, l.keys, og, mr, nuid.Next())
 		}
-		if !errors.Is(err, authority.ErrConflict) || attempt == activateAttempts {
+		if !errors.Is(err, authstore.ErrConflict) || attempt == activateAttempts {
 			return nil, err
 		}
 		if err := l.takeOver(ctx, s, lc.Principal); err != nil {
@@ -248,21 +249,21 @@ func retireOp(l wire.Lifecycle) string   { return "retire-" + string(l.UID) }
 
 // standingLifecycle returns the lifecycle the alias head of p names as active, activating one
 // when there is none. Of two first issues racing, the loser finds the winner's.
-func standingLifecycle(ctx context.Context, s *authority.AuthStore, p wire.Principal) (wire.LifecycleUID, error) {
+func standingLifecycle(ctx context.Context, s *authstore.Store, p wire.Principal) (wire.LifecycleUID, error) {
 	var err error
 	for range 2 {
-		var h *authority.LifecycleHead
+		var h *authstore.LifecycleHead
 		if h, _, err = s.Head(ctx, p); err != nil {
 			return "", err
 		}
-		if h != nil && h.State == authority.HeadActive {
+		if h != nil && h.State == authstore.HeadActive {
 			return h.LifecycleUID, nil
 		}
 		l := wire.Lifecycle{Principal: p, UID: wire.NewLifecycleUID()}
 		if _, err = s.Activate(ctx, l, activateOp(l)); err == nil {
 			return l.UID, nil
 		}
-		if !errors.Is(err, authority.ErrConflict) {
+		if !errors.Is(err, authstore.ErrConflict) {
 			return "", err
 		}
 	}
@@ -271,7 +272,7 @@ func standingLifecycle(ctx context.Context, s *authority.AuthStore, p wire.Princ
 
 // takeOver retires the lifecycle the alias head of p names: its gate closes, its credentials are
 // revoked and refused by the broker, whose live connections are closed, before the alias moves.
-func (l *Ledger) takeOver(ctx context.Context, s *authority.AuthStore, p wire.Principal) error {
+func (l *Ledger) takeOver(ctx context.Context, s *authstore.Store, p wire.Principal) error {
 	h, _, err := s.Head(ctx, p)
 	if err != nil || h == nil {
 		return err
@@ -324,7 +325,7 @@ func (l *Ledger) ProvisionAgent(ctx context.Context, cred *authority.Credential,
 // already gone are not an error. A lifecycle's UID is never reused, so its credentials bind
 // nothing afterwards.
 func (l *Ledger) Retire(ctx context.Context, lc wire.Lifecycle) error {
-	err := l.run(ctx, func(s *authority.AuthStore) ([]string, error) {
+	err := l.run(ctx, func(s *authstore.Store) ([]string, error) {
 		return s.Retire(ctx, lc, retireOp(lc))
 	})
 	return errors.Join(err, l.deprovision(ctx, lc))
@@ -337,14 +338,14 @@ func (l *Ledger) Retired(ctx context.Context, uid wire.LifecycleUID) (bool, erro
 		return false, err
 	}
 	og, err := s.ObserveGate(ctx, uid)
-	return err == nil && og != nil && og.Row.State == authority.GateRetired, err
+	return err == nil && og != nil && og.Row.State == authstore.GateRetired, err
 }
 
 // Revoke revokes one credential of a lifecycle, recording reason: its ledger row, then the
 // broker.
-func (l *Ledger) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*authority.CredentialRow, error) {
-	var row *authority.CredentialRow
-	err := l.run(ctx, func(s *authority.AuthStore) (keys []string, err error) {
+func (l *Ledger) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*authstore.CredentialRow, error) {
+	var row *authstore.CredentialRow
+	err := l.run(ctx, func(s *authstore.Store) (keys []string, err error) {
 		row, keys, err = s.Revoke(ctx, uid, credentialID, reason)
 		return keys, err
 	})
@@ -352,7 +353,7 @@ func (l *Ledger) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID
 }
 
 // Renew renews cred in place for life: the same key and permissions, a fresh JWT (see
-// authority.AuthStore.Renew). The holder swaps the JWT on its connection (dial.Renewing).
+// authstore.Store.Renew). The holder swaps the JWT on its connection (dial.Renewing).
 func (l *Ledger) Renew(ctx context.Context, cred *authority.Credential, life time.Duration) (*authority.Credential, error) {
 	if cred.CredentialID == "" {
 		return nil, fmt.Errorf("renew a %s credential of %s: it has no ledger row", cred.Profile, cred.Principal)
@@ -412,7 +413,7 @@ func (l *Ledger) RevokePrincipal(ctx context.Context, p wire.Principal, reason s
 	var errs []error
 	n := 0
 	for _, r := range rows {
-		if r.Principal != p.String() || r.State != authority.CredActive {
+		if r.Principal != p.String() || r.State != authstore.CredActive {
 			continue
 		}
 		n++
@@ -455,7 +456,7 @@ func (l *Ledger) Takeover(ctx context.Context, lc wire.Lifecycle, opID string) (
 // by the broker, and unfinished revocations are retried. A malformed row fails only itself; the
 // errors of every row that failed are joined.
 func (l *Ledger) Sweep(ctx context.Context, now time.Time) error {
-	return l.run(ctx, func(s *authority.AuthStore) ([]string, error) {
+	return l.run(ctx, func(s *authstore.Store) ([]string, error) {
 		res, err := s.SweepSessions(ctx, now)
 		if err != nil {
 			return nil, err
@@ -512,7 +513,7 @@ func (l *Ledger) Prune(ctx context.Context, now time.Time, retention time.Durati
 
 // Credentials lists the ledger's credential rows: the lifecycles' credentials, then the
 // serving credentials of the endpoint instances (a manager's).
-func (l *Ledger) Credentials(ctx context.Context) ([]authority.CredentialRow, error) {
+func (l *Ledger) Credentials(ctx context.Context) ([]authstore.CredentialRow, error) {
 	s, err := l.store.get(ctx)
 	if err != nil {
 		return nil, err
@@ -531,7 +532,7 @@ func (l *Ledger) ActiveCredential(ctx context.Context, uid wire.LifecycleUID, pr
 	}
 	rows, err := s.Credentials(ctx, uid)
 	for _, r := range rows {
-		if r.State == authority.CredActive && r.Profile == profile {
+		if r.State == authstore.CredActive && r.Profile == profile {
 			return r.JWT, nil
 		}
 	}
@@ -539,10 +540,10 @@ func (l *Ledger) ActiveCredential(ctx context.Context, uid wire.LifecycleUID, pr
 }
 
 // Repair repairs every corrupt row of the auth store it knows how to, failing safe, and has the
-// broker refuse every key the repairs revoked (authority.AuthStore.RepairAll).
-func (l *Ledger) Repair(ctx context.Context) ([]authority.Repair, error) {
-	var repairs []authority.Repair
-	err := l.withStore(ctx, func(s *authority.AuthStore, keys *authority.SpaceKeys) (revoked []string, err error) {
+// broker refuse every key the repairs revoked (authstore.Store.RepairAll).
+func (l *Ledger) Repair(ctx context.Context) ([]authstore.Repair, error) {
+	var repairs []authstore.Repair
+	err := l.withStore(ctx, func(s *authstore.Store, keys *authority.SpaceKeys) (revoked []string, err error) {
 		repairs, revoked, err = s.RepairAll(ctx, keys)
 		return revoked, err
 	})
@@ -550,7 +551,7 @@ func (l *Ledger) Repair(ctx context.Context) ([]authority.Repair, error) {
 }
 
 // Check proves the auth store's shape and checks every row.
-func (l *Ledger) Check(ctx context.Context) (*authority.Checkup, error) {
+func (l *Ledger) Check(ctx context.Context) (*authstore.Checkup, error) {
 	s, err := l.store.get(ctx)
 	if err != nil {
 		return nil, err

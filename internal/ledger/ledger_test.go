@@ -13,6 +13,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -190,7 +191,7 @@ func TestRenewKeepsTheKeyAndStopsAtRevocation(t *testing.T) {
 	if _, err := l.Revoke(ctx, cred.LifecycleUID, cred.CredentialID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Renew(ctx, next, time.Hour); !errors.Is(err, authority.ErrConflict) {
+	if _, err := l.Renew(ctx, next, time.Hour); !errors.Is(err, authstore.ErrConflict) {
 		t.Errorf("renew a revoked credential = %v, want ErrConflict", err)
 	}
 	if nc, err := dial.As(ctx, m.URL(), next, nats.NoReconnect()); err == nil {
@@ -214,10 +215,10 @@ func TestHoldRefusesAShortLifetime(t *testing.T) {
 func TestRenewalOverdue(t *testing.T) {
 	t.Parallel()
 	issued := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	row := authority.CredentialRow{State: authority.CredActive, IssuedAt: wire.MillisOf(issued), ExpiresAt: wire.MillisOf(issued.Add(30 * time.Minute))}
+	row := authstore.CredentialRow{State: authstore.CredActive, IssuedAt: wire.MillisOf(issued), ExpiresAt: wire.MillisOf(issued.Add(30 * time.Minute))}
 	for _, tc := range []struct {
 		name string
-		row  authority.CredentialRow
+		row  authstore.CredentialRow
 		at   time.Duration
 		want bool
 	}{
@@ -225,8 +226,8 @@ func TestRenewalOverdue(t *testing.T) {
 		{"at its renewal", row, 20 * time.Minute, false},
 		{"a retry late", row, 20*time.Minute + 5*time.Second, false},
 		{"missed", row, 21 * time.Minute, true},
-		{"revoked", func() authority.CredentialRow { r := row; r.State = authority.CredRevoked; return r }(), 29 * time.Minute, false},
-		{"never expires", func() authority.CredentialRow { r := row; r.ExpiresAt = 0; return r }(), 29 * time.Minute, false},
+		{"revoked", func() authstore.CredentialRow { r := row; r.State = authstore.CredRevoked; return r }(), 29 * time.Minute, false},
+		{"never expires", func() authstore.CredentialRow { r := row; r.ExpiresAt = 0; return r }(), 29 * time.Minute, false},
 	} {
 		if got := ledger.RenewalOverdue(tc.row, issued.Add(tc.at)); got != tc.want {
 			t.Errorf("%s: RenewalOverdue = %v, want %v", tc.name, got, tc.want)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
@@ -37,7 +38,7 @@ var (
 )
 
 // ObserveGate returns the serve gate of manager instance, or nil when there is none.
-func (r *RemoteManagers) ObserveGate(ctx context.Context, instance wire.LifecycleUID) (*authority.ObservedEndpointGate, error) {
+func (r *RemoteManagers) ObserveGate(ctx context.Context, instance wire.LifecycleUID) (*authstore.ObservedEndpointGate, error) {
 	g, err := r.l.managerGate(ctx, instance)
 	if err != nil {
 		return nil, err
@@ -117,8 +118,8 @@ func (r *RemoteManagers) Activate(ctx context.Context, ids RemoteServe, instance
 			if og, err = g.Observe(ctx); err != nil {
 				return nil, err
 			}
-			if og == nil || og.Row.State != authority.GateOpen || og.Row.ProcessEpoch != epoch {
-				return nil, fmt.Errorf("activate manager %s: %w: the gate moved during the activation", instance, authority.ErrConflict)
+			if og == nil || og.Row.State != authstore.GateOpen || og.Row.ProcessEpoch != epoch {
+				return nil, fmt.Errorf("activate manager %s: %w: the gate moved during the activation", instance, authstore.ErrConflict)
 			}
 		}
 		if issued[i], err = g.IssueHeld(ctx, r.l.keys, og, mr, nuid.Next(), keys[i]); err != nil {
@@ -144,15 +145,15 @@ func (r *RemoteManagers) Renew(ctx context.Context, instance wire.LifecycleUID, 
 // identities, which have no ledger row) and closes their connections. The gate stays, so the
 // instance may be activated again, at the next epoch, once its holder is allowed to.
 func (r *RemoteManagers) Evict(ctx context.Context, instance wire.LifecycleUID, reason string, keys ...string) error {
-	return r.l.run(ctx, func(s *authority.AuthStore) ([]string, error) {
-		g, err := s.ServeGate(authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: instance})
+	return r.l.run(ctx, func(s *authstore.Store) ([]string, error) {
+		g, err := s.ServeGate(authstore.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: instance})
 		if err != nil {
 			return keys, err
 		}
 		rows, err := g.Credentials(ctx)
 		for _, r := range rows {
 			keys = append(keys, r.UserKey)
-			if r.State != authority.CredActive {
+			if r.State != authstore.CredActive {
 				continue // revoked already, and the session a serving half served ended with it
 			}
 			if _, rerr := g.Revoke(ctx, r.CredentialID, reason); rerr != nil {
@@ -210,7 +211,7 @@ func (r *RemoteManagers) Instances(ctx context.Context) ([]wire.LifecycleUID, er
 // instance that is not live (no gate, a frozen or retired one, no such credential).
 func (r *RemoteManagers) Live(ctx context.Context, instance wire.LifecycleUID) (p wire.Principal, ok bool, err error) {
 	og, err := r.ObserveGate(ctx, instance)
-	if err != nil || og == nil || og.Row.State != authority.GateOpen {
+	if err != nil || og == nil || og.Row.State != authstore.GateOpen {
 		return wire.Principal{}, false, err
 	}
 	rows, err := r.Credentials(ctx, instance)
@@ -219,7 +220,7 @@ func (r *RemoteManagers) Live(ctx context.Context, instance wire.LifecycleUID) (
 	}
 	now := time.Now()
 	for _, r := range rows {
-		if r.Principal == og.Row.Principal && r.State == authority.CredActive && (r.ExpiresAt == 0 || r.ExpiresAt.Time().After(now)) {
+		if r.Principal == og.Row.Principal && r.State == authstore.CredActive && (r.ExpiresAt == 0 || r.ExpiresAt.Time().After(now)) {
 			p, err := wire.ParsePrincipal(r.Principal)
 			return p, err == nil, err
 		}
@@ -228,7 +229,7 @@ func (r *RemoteManagers) Live(ctx context.Context, instance wire.LifecycleUID) (
 }
 
 // Credentials lists the serving credential rows of manager instance.
-func (r *RemoteManagers) Credentials(ctx context.Context, instance wire.LifecycleUID) ([]authority.CredentialRow, error) {
+func (r *RemoteManagers) Credentials(ctx context.Context, instance wire.LifecycleUID) ([]authstore.CredentialRow, error) {
 	g, err := r.l.managerGate(ctx, instance)
 	if err != nil {
 		return nil, err

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -18,7 +18,7 @@ const PlaneTTL = 30 * time.Second
 // PlaneHold is a held plane claim, refreshed until Release.
 type PlaneHold struct {
 	l     *Ledger
-	claim authority.PlaneClaim
+	claim authstore.PlaneClaim
 	stop  context.CancelFunc
 	done  chan struct{}
 
@@ -32,7 +32,7 @@ type PlaneHold struct {
 // the space's auth service.
 func (l *Ledger) HoldPlane(ctx context.Context, holder string, lost func(error)) (*PlaneHold, error) {
 	host, _ := os.Hostname()
-	c := authority.PlaneClaim{Holder: holder, Host: host, PID: os.Getpid(), ClaimedAt: wire.MillisOf(time.Now())}
+	c := authstore.PlaneClaim{Holder: holder, Host: host, PID: os.Getpid(), ClaimedAt: wire.MillisOf(time.Now())}
 	s, err := l.store.get(ctx)
 	if err != nil {
 		return nil, err
@@ -66,7 +66,7 @@ func (h *PlaneHold) refresh(ctx context.Context, lost func(error)) {
 			written = time.Now()
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, authority.ErrConflict) || time.Since(written) > PlaneTTL*2/3:
+		case errors.Is(err, authstore.ErrConflict) || time.Since(written) > PlaneTTL*2/3:
 			lost(err)
 			return
 		}

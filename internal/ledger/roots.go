@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -38,12 +38,12 @@ func (l *Ledger) EnsureRoot(ctx context.Context, owner, actor string, uid wire.L
 	if err != nil {
 		return "", err
 	}
-	var og *authority.ObservedGate
+	var og *authstore.ObservedGate
 	switch {
-	case h != nil && h.State == authority.HeadActive && h.LifecycleUID == uid:
+	case h != nil && h.State == authstore.HeadActive && h.LifecycleUID == uid:
 		og, err = s.ObserveGate(ctx, uid)
 	default:
-		if h != nil && h.State == authority.HeadActive {
+		if h != nil && h.State == authstore.HeadActive {
 			if err := l.takeOver(ctx, s, p); err != nil {
 				return "", fmt.Errorf("retire the earlier incarnation of %s: %w", p, err)
 			}
@@ -67,7 +67,7 @@ func (l *Ledger) CheckRoot(ctx context.Context, owner, actor string, uid wire.Li
 	if err != nil {
 		return err
 	}
-	if credentialID != authority.RootCredentialID(uid) {
+	if credentialID != authstore.RootCredentialID(uid) {
 		return fmt.Errorf("%w: %s is not the root of lifecycle %s", ErrRootRefused, credentialID, uid)
 	}
 	s, err := l.store.get(ctx)
@@ -88,18 +88,18 @@ func (l *Ledger) CheckRoot(ctx context.Context, owner, actor string, uid wire.Li
 	if err != nil {
 		return err
 	}
-	if h == nil || h.State != authority.HeadActive || h.LifecycleUID != uid {
+	if h == nil || h.State != authstore.HeadActive || h.LifecycleUID != uid {
 		return fmt.Errorf("%w: %s no longer names lifecycle %s", ErrRootRefused, p, uid)
 	}
 	return nil
 }
 
 // checkRoot refuses a root row that is not p's, not active or expired at now.
-func checkRoot(row *authority.CredentialRow, p wire.Principal, now time.Time) error {
+func checkRoot(row *authstore.CredentialRow, p wire.Principal, now time.Time) error {
 	switch {
 	case row.Principal != p.String():
 		return fmt.Errorf("%w: the root of lifecycle %s is held by %s", ErrRootRefused, row.LifecycleUID, row.Principal)
-	case row.State != authority.CredActive:
+	case row.State != authstore.CredActive:
 		return fmt.Errorf("%w: the root of %s is %s", ErrRootRefused, p, row.State)
 	case row.ExpiresAt != 0 && !now.Before(row.ExpiresAt.Time()):
 		return fmt.Errorf("%w: the root of %s expired", ErrRootRefused, p)

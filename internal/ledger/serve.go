@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
@@ -80,32 +81,32 @@ func (l *Ledger) serveEndpoint(ctx context.Context, endpoint wire.EndpointName, 
 // advanceServeGate opens the gate of a serving instance observed at og (nil: absent) for a new
 // incarnation served by p: an absent gate is activated open at epoch 0; an open one is frozen,
 // fenced and reopened at the next epoch, a frozen one fenced and reopened.
-func (l *Ledger) advanceServeGate(ctx context.Context, g *authority.ServeGate, og *authority.ObservedEndpointGate, p wire.Principal, opID string) (*authority.ObservedEndpointGate, error) {
+func (l *Ledger) advanceServeGate(ctx context.Context, g *authstore.ServeGate, og *authstore.ObservedEndpointGate, p wire.Principal, opID string) (*authstore.ObservedEndpointGate, error) {
 	if og == nil {
-		return g.Move(ctx, nil, authority.EndpointGateRow{
-			State: authority.GateOpen, Generation: 1, Principal: p.String(),
-			Op: &authority.EndpointGateOp{OpID: opID, Kind: authority.OpActivation},
+		return g.Move(ctx, nil, authstore.EndpointGateRow{
+			State: authstore.GateOpen, Generation: 1, Principal: p.String(),
+			Op: &authstore.EndpointGateOp{OpID: opID, Kind: authstore.OpActivation},
 		})
 	}
-	op := &authority.EndpointGateOp{OpID: opID, Kind: authority.OpTakeover, Successor: p.String()}
+	op := &authstore.EndpointGateOp{OpID: opID, Kind: authstore.OpTakeover, Successor: p.String()}
 	var err error
 	switch og.Row.State {
-	case authority.GateOpen:
+	case authstore.GateOpen:
 		frozen := og.Row
-		frozen.State, frozen.Generation, frozen.Op = authority.GateFrozen, og.Row.Generation+1, op
+		frozen.State, frozen.Generation, frozen.Op = authstore.GateFrozen, og.Row.Generation+1, op
 		if og, err = g.Move(ctx, og, frozen); err != nil {
 			return nil, fmt.Errorf("freeze the serve gate: %w", err)
 		}
-	case authority.GateFrozen: // a barrier that stopped part way: resume it
+	case authstore.GateFrozen: // a barrier that stopped part way: resume it
 	default:
-		return nil, fmt.Errorf("serve: %w: the gate is %s", authority.ErrConflict, og.Row.State)
+		return nil, fmt.Errorf("serve: %w: the gate is %s", authstore.ErrConflict, og.Row.State)
 	}
 	next := og.Row.ProcessEpoch + 1
 	if err := l.fenceServing(ctx, g, next); err != nil {
 		return nil, fmt.Errorf("fence the serving credentials before epoch %d (the gate stays frozen): %w", next, err)
 	}
 	open := og.Row
-	open.State, open.Generation, open.ProcessEpoch, open.Principal, open.Op = authority.GateOpen, og.Row.Generation+1, next, p.String(), op
+	open.State, open.Generation, open.ProcessEpoch, open.Principal, open.Op = authstore.GateOpen, og.Row.Generation+1, next, p.String(), op
 	if og, err = g.Move(ctx, og, open); err != nil {
 		return nil, fmt.Errorf("reopen the serve gate at epoch %d: %w", next, err)
 	}
@@ -117,9 +118,9 @@ func (l *Ledger) advanceServeGate(ctx context.Context, g *authority.ServeGate, o
 // with it) and has the broker refuse them and close their connections, verified. The keys of rows an earlier run already revoked are evicted again: a
 // barrier resumed after a failed eviction must finish it. A row that cannot be read does not
 // shield the others, but fails the fence: a credential it cannot revoke is not fenced.
-func (l *Ledger) fenceServing(ctx context.Context, g *authority.ServeGate, epoch int64) error {
+func (l *Ledger) fenceServing(ctx context.Context, g *authstore.ServeGate, epoch int64) error {
 	rows, err := g.Credentials(ctx)
-	if err != nil && !errors.Is(err, authority.ErrCorrupt) {
+	if err != nil && !errors.Is(err, authstore.ErrCorrupt) {
 		return err
 	}
 	var keys []string
@@ -127,7 +128,7 @@ func (l *Ledger) fenceServing(ctx context.Context, g *authority.ServeGate, epoch
 		if e, ok := r.ServedEpoch(); ok && e >= epoch {
 			continue
 		}
-		if r.State == authority.CredActive {
+		if r.State == authstore.CredActive {
 			if _, rerr := g.Revoke(ctx, r.CredentialID, fmt.Sprintf("fenced by serve epoch %d", epoch)); rerr != nil {
 				err = errors.Join(err, rerr)
 				continue
@@ -148,7 +149,7 @@ func (l *Ledger) fenceServing(ctx context.Context, g *authority.ServeGate, epoch
 }
 
 // RenewManager renews a manager serving credential in place for life: the same key and
-// permissions, a fresh JWT (authority.ServeGate.Renew). Once a newer incarnation has taken the
+// permissions, a fresh JWT (authstore.ServeGate.Renew). Once a newer incarnation has taken the
 // instance over it is ErrConflict.
 func (l *Ledger) RenewManager(ctx context.Context, cred *authority.Credential, life time.Duration) (*authority.Credential, error) {
 	return l.renewServing(ctx, wire.ManagerEndpoint, cred, life)
@@ -171,8 +172,8 @@ func (l *Ledger) ReleaseManager(ctx context.Context, instance wire.LifecycleUID,
 
 // releaseServing revokes a serving credential of endpoint, as ReleaseManager does.
 func (l *Ledger) releaseServing(ctx context.Context, endpoint wire.EndpointName, instance wire.LifecycleUID, credentialID string) error {
-	return l.run(ctx, func(s *authority.AuthStore) ([]string, error) {
-		g, err := s.ServeGate(authority.Endpoint{Name: endpoint.Token(), InstanceID: instance})
+	return l.run(ctx, func(s *authstore.Store) ([]string, error) {
+		g, err := s.ServeGate(authstore.Endpoint{Name: endpoint.Token(), InstanceID: instance})
 		if err != nil {
 			return nil, err
 		}
@@ -222,17 +223,17 @@ func (l *Ledger) holdServing(ctx context.Context, endpoint wire.EndpointName, pr
 }
 
 // managerGate returns the serve gate of a manager instance on the ledger's store.
-func (l *Ledger) managerGate(ctx context.Context, instance wire.LifecycleUID) (*authority.ServeGate, error) {
+func (l *Ledger) managerGate(ctx context.Context, instance wire.LifecycleUID) (*authstore.ServeGate, error) {
 	return l.serveGate(ctx, wire.ManagerEndpoint, instance)
 }
 
 // serveGate returns the serve gate of an instance of endpoint on the ledger's store.
-func (l *Ledger) serveGate(ctx context.Context, endpoint wire.EndpointName, instance wire.LifecycleUID) (*authority.ServeGate, error) {
+func (l *Ledger) serveGate(ctx context.Context, endpoint wire.EndpointName, instance wire.LifecycleUID) (*authstore.ServeGate, error) {
 	s, err := l.store.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.ServeGate(authority.Endpoint{Name: endpoint.Token(), InstanceID: instance})
+	return s.ServeGate(authstore.Endpoint{Name: endpoint.Token(), InstanceID: instance})
 }
 
 // Instrument reports whether caller is a control instrument of the space: the broker pins every
@@ -256,7 +257,7 @@ func (l *Ledger) Instrument(ctx context.Context, caller wire.Lifecycle) (bool, e
 }
 
 // supersedeSessions supersedes the sessions a fenced serving credential served.
-func (l *Ledger) supersedeSessions(ctx context.Context, r authority.CredentialRow) ([]string, error) {
+func (l *Ledger) supersedeSessions(ctx context.Context, r authstore.CredentialRow) ([]string, error) {
 	s, err := l.store.get(ctx)
 	if err != nil {
 		return nil, err

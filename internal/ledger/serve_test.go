@@ -11,6 +11,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
@@ -19,11 +20,11 @@ import (
 var managerCommands = []string{"status", "ps", "spawn", "despawn", "stop"}
 
 // servingRows reads the serving credential rows of a manager instance.
-func servingRows(t *testing.T, m *meshtest.Mesh, iid wire.LifecycleUID) map[string]authority.CredentialRow {
+func servingRows(t *testing.T, m *meshtest.Mesh, iid wire.LifecycleUID) map[string]authstore.CredentialRow {
 	t.Helper()
-	out := map[string]authority.CredentialRow{}
-	err := m.WithStore(t, func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
-		g, err := s.ServeGate(authority.Endpoint{Name: "manager", InstanceID: iid})
+	out := map[string]authstore.CredentialRow{}
+	err := m.WithStore(t, func(s *authstore.Store, _ *authority.SpaceKeys) error {
+		g, err := s.ServeGate(authstore.Endpoint{Name: "manager", InstanceID: iid})
 		if err != nil {
 			return err
 		}
@@ -95,16 +96,16 @@ func TestServeManagerAdvancesAndFences(t *testing.T) {
 		t.Fatal("the broker refused the current credential")
 	}
 	rows := servingRows(t, m, iid)
-	if r := rows[cred0.CredentialID]; r.State != authority.CredRevoked || r.Reason == "" {
+	if r := rows[cred0.CredentialID]; r.State != authstore.CredRevoked || r.Reason == "" {
 		t.Errorf("the fenced row is %s (%q)", r.State, r.Reason)
 	}
-	if r := rows[cred1.CredentialID]; r.State != authority.CredActive {
+	if r := rows[cred1.CredentialID]; r.State != authstore.CredActive {
 		t.Errorf("the current row is %s", r.State)
 	} else if e, ok := r.ServedEpoch(); !ok || e != 1 {
 		t.Errorf("the current row serves epoch %d, %v", e, ok)
 	}
 
-	if _, err := l.RenewManager(ctx, cred0, time.Hour); !errors.Is(err, authority.ErrConflict) {
+	if _, err := l.RenewManager(ctx, cred0, time.Hour); !errors.Is(err, authstore.ErrConflict) {
 		t.Errorf("renewing the fenced credential = %v, want ErrConflict", err)
 	}
 	renewed, err := l.RenewManager(ctx, cred1, 2*time.Hour)
@@ -156,7 +157,7 @@ func TestServeManagerRace(t *testing.T) {
 				t.Errorf("two serves won epoch %d", epochs[i])
 			}
 			won[epochs[i]] = true
-		case !errors.Is(err, authority.ErrConflict):
+		case !errors.Is(err, authstore.ErrConflict):
 			t.Errorf("a losing serve = %v, want ErrConflict", err)
 		}
 	}
@@ -165,7 +166,7 @@ func TestServeManagerRace(t *testing.T) {
 	}
 	active := 0
 	for _, r := range servingRows(t, m, iid) {
-		if r.State == authority.CredActive {
+		if r.State == authstore.CredActive {
 			active++
 		}
 	}
@@ -203,7 +204,7 @@ func TestHoldManager(t *testing.T) {
 	if err := h.Release(); err != nil {
 		t.Fatal(err)
 	}
-	if r := servingRows(t, m, iid)[cred.CredentialID]; r.State != authority.CredRevoked {
+	if r := servingRows(t, m, iid)[cred.CredentialID]; r.State != authstore.CredRevoked {
 		t.Errorf("a released credential's row is %s", r.State)
 	}
 	if !refusedAtConnect(t, m, cred) {

@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
@@ -140,7 +141,7 @@ func (f *fixture) retired(t *testing.T, name string) {
 			continue
 		}
 		found++
-		if r.State == authority.CredActive {
+		if r.State == authstore.CredActive {
 			t.Errorf("%s's credential %s is still active", name, r.CredentialID)
 		}
 		l := wire.Lifecycle{Principal: mustPrincipal(t, r.Principal), UID: r.LifecycleUID}

@@ -13,6 +13,7 @@ import (
 	"github.com/gocotal/cotal/internal/coremsg"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
@@ -31,11 +32,11 @@ type SessionAuthority interface {
 	SessionHolder(ctx context.Context, caller wire.Lifecycle) (wire.Lifecycle, int64, error)
 	// RedeemSession establishes a session: its row active, both halves staged. It returns the
 	// caller's half when it holds it.
-	RedeemSession(ctx context.Context, req authority.SessionRequest) (*authority.Credential, error)
+	RedeemSession(ctx context.Context, req authstore.SessionRequest) (*authority.Credential, error)
 	// SessionServing releases a session's serving half to the instance that serves it.
 	SessionServing(ctx context.Context, sessionID string, instance wire.LifecycleUID, epoch int64) (*authority.Credential, error)
 	// CloseSession ends a session and has the broker refuse the halves the ledger released.
-	CloseSession(ctx context.Context, sessionID string, closer authority.SessionCloser, to authority.SessionState) error
+	CloseSession(ctx context.Context, sessionID string, closer authstore.SessionCloser, to authstore.SessionState) error
 }
 
 // Session limits.
@@ -190,17 +191,17 @@ func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, err
 			return nil, err
 		}
 	}
-	_, err = svc.cfg.Sessions.RedeemSession(ctx, authority.SessionRequest{
+	_, err = svc.cfg.Sessions.RedeemSession(ctx, authstore.SessionRequest{
 		SessionID: g.SessionID, Holder: holder, HolderEpoch: holderEpoch, ServingEpoch: svc.cfg.Epoch, Expires: g.Exp.Time(),
 		Target:  &target,
-		Serving: authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: svc.cfg.Instance},
+		Serving: authstore.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: svc.cfg.Instance},
 	})
 	if err != nil {
 		return nil, wire.NewEndpointError(wire.CodeUnavailable, wire.OutcomeNotExecuted, "establish the session: %v", err)
 	}
 	b, err := svc.serveSession(ctx, g, st.Name, term)
 	if err != nil {
-		svc.closeSession(g.SessionID, authority.SessionClosed)
+		svc.closeSession(g.SessionID, authstore.SessionClosed)
 		return nil, wire.NewEndpointError(wire.CodeUnavailable, wire.OutcomeNotExecuted, "serve the session: %v", err)
 	}
 	served = true
@@ -380,12 +381,12 @@ func (b *bridge) end(reason meshwire.EndReason, tell bool) {
 			b.send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: reason})
 			_ = b.nc.Flush() // best effort: the revocation below closes the rail either way
 		}
-		to := authority.SessionClosed
+		to := authstore.SessionClosed
 		switch reason {
 		case meshwire.EndExpired:
-			to = authority.SessionExpired
+			to = authstore.SessionExpired
 		case meshwire.EndTargetDespawn:
-			to = authority.SessionRetired
+			to = authstore.SessionRetired
 		}
 		b.svc.closes.Go(func() { b.svc.closeSession(b.grant.SessionID, to) }) // not under the connection's callback
 		close(b.ended)
@@ -393,10 +394,10 @@ func (b *bridge) end(reason meshwire.EndReason, tell bool) {
 }
 
 // closeSession ends a session in the ledger as its serving party.
-func (svc *Service) closeSession(sessionID string, to authority.SessionState) {
+func (svc *Service) closeSession(sessionID string, to authstore.SessionState) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	closer := authority.SessionCloser{Serving: &authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: svc.cfg.Instance}, Epoch: svc.cfg.Epoch}
+	closer := authstore.SessionCloser{Serving: &authstore.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: svc.cfg.Instance}, Epoch: svc.cfg.Epoch}
 	if err := svc.cfg.Sessions.CloseSession(ctx, sessionID, closer, to); err != nil {
 		svc.cfg.Log.Warn("close a session", "session", sessionID, "err", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
@@ -167,7 +168,7 @@ func TestAttachSession(t *testing.T) {
 		}
 	}
 
-	servingRow := func() *authority.CredentialRow {
+	servingRow := func() *authstore.CredentialRow {
 		rows, err := f.m.Ledger("").Credentials(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -180,7 +181,7 @@ func TestAttachSession(t *testing.T) {
 		t.Fatal("the session has no serving credential row")
 		return nil
 	}
-	if r := servingRow(); r.State != authority.CredActive {
+	if r := servingRow(); r.State != authstore.CredActive {
 		t.Fatalf("the serving half is %s while the session runs", r.State)
 	}
 	servingCred, err := f.m.Ledger("").SessionServing(ctx, a.grant.SessionID, s.instance, s.epoch)
@@ -192,9 +193,9 @@ func TestAttachSession(t *testing.T) {
 	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: meshwire.EndClosed})
 	meshtest.Eventually(t, 15*time.Second, "the session row closed", func() bool {
 		os, err := f.m.Ledger("").Session(ctx, a.grant.SessionID)
-		return err == nil && os != nil && os.Row.State == authority.SessionClosed && os.Row.Revoked.Caller && os.Row.Revoked.Serving
+		return err == nil && os != nil && os.Row.State == authstore.SessionClosed && os.Row.Revoked.Caller && os.Row.Revoked.Serving
 	})
-	if r := servingRow(); r.State != authority.CredRevoked {
+	if r := servingRow(); r.State != authstore.CredRevoked {
 		t.Fatalf("the serving half is %s after the close", r.State)
 	}
 	// The row records the halves revoked in the ledger; the broker's refusal follows the push
@@ -208,7 +209,7 @@ func TestAttachSession(t *testing.T) {
 			return err != nil
 		})
 	}
-	if _, err := f.m.Ledger("").SessionCaller(ctx, a.grant.SessionID, a.holder); !errors.Is(err, authority.ErrConflict) {
+	if _, err := f.m.Ledger("").SessionCaller(ctx, a.grant.SessionID, a.holder); !errors.Is(err, authstore.ErrConflict) {
 		t.Fatalf("a second redeem of a closed session: %v", err)
 	}
 	if _, err := f.m.Ledger("").SessionCaller(ctx, meshwire.NewSessionID(), a.holder); err == nil {
@@ -298,7 +299,7 @@ func TestSessionSupersededByTakeover(t *testing.T) {
 		t.Fatalf("take the instance over: epoch %d, %v", epoch, err)
 	}
 	os, err := l.Session(ctx, a.grant.SessionID)
-	if err != nil || os == nil || os.Row.State != authority.SessionSuperseded || !os.Row.Revoked.Caller || !os.Row.Revoked.Serving {
+	if err != nil || os == nil || os.Row.State != authstore.SessionSuperseded || !os.Row.Revoked.Caller || !os.Row.Revoked.Serving {
 		t.Fatalf("the session after a takeover: %+v, %v", os, err)
 	}
 	if nc, err := dial.As(ctx, f.m.URL(), a.cred, nats.NoReconnect()); err == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshtest"
 )
@@ -114,7 +115,7 @@ func TestMCPSpawn(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range rows {
-			if r.Principal == "local.helper" && r.State == authority.CredActive {
+			if r.Principal == "local.helper" && r.State == authstore.CredActive {
 				return false
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/gocotal/cotal/cotaltest"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -79,18 +80,18 @@ func TestDaemonCredentialsRenew(t *testing.T) {
 }
 
 // daemonRows returns the one active ledger row of each daemon profile, failing on more.
-func daemonRows(t *testing.T, m *meshtest.Mesh) map[authority.Profile]authority.CredentialRow {
+func daemonRows(t *testing.T, m *meshtest.Mesh) map[authority.Profile]authstore.CredentialRow {
 	t.Helper()
 	rows, err := m.Ledger("").Credentials(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[authority.Profile]authority.CredentialRow{}
+	out := map[authority.Profile]authstore.CredentialRow{}
 	for _, r := range rows {
 		if !r.Profile.Daemon() {
 			continue
 		}
-		if r.State != authority.CredActive {
+		if r.State != authstore.CredActive {
 			continue
 		}
 		if have, ok := out[r.Profile]; ok {

@@ -23,6 +23,7 @@ import (
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
@@ -305,7 +306,7 @@ func TestRemoteManagerAttach(t *testing.T) {
 	// serving party: the broker closes the holder's connection.
 	send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: meshwire.EndClosed})
 	meshtest.Eventually(t, 20*time.Second, "the holder's half closed once the manager ended the session", c.IsClosed)
-	if row, err := l.Session(ctx, g.SessionID); err != nil || row.Row.State != authority.SessionClosed {
+	if row, err := l.Session(ctx, g.SessionID); err != nil || row.Row.State != authstore.SessionClosed {
 		t.Fatalf("the session's row after the manager ended it: %+v %v", row, err)
 	}
 	// The holder may end the next one in the ledger itself, as cotal attach does.
@@ -318,7 +319,7 @@ func TestRemoteManagerAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	c2 := m.Connect(t, half2)
-	if err := l.CloseSession(ctx, g2.SessionID, authority.SessionCloser{Holder: &me}, authority.SessionClosed); err != nil {
+	if err := l.CloseSession(ctx, g2.SessionID, authstore.SessionCloser{Holder: &me}, authstore.SessionClosed); err != nil {
 		t.Fatal(err)
 	}
 	meshtest.Eventually(t, 10*time.Second, "the holder's half closed once it ended the session", c2.IsClosed)
@@ -435,7 +436,7 @@ func TestRemoteManagerRenews(t *testing.T) {
 	r := startRemote(t, life)
 	ctx := t.Context()
 	l := r.m.Ledger(r.m.Space)
-	serving := func() authority.CredentialRow {
+	serving := func() authstore.CredentialRow {
 		t.Helper()
 		rows, err := l.RemoteManagers().Credentials(ctx, r.ready.instance)
 		if err != nil {
@@ -447,7 +448,7 @@ func TestRemoteManagerRenews(t *testing.T) {
 			}
 		}
 		t.Fatalf("the instance has no serving credential among %d", len(rows))
-		return authority.CredentialRow{}
+		return authstore.CredentialRow{}
 	}
 	first := serving()
 	select {
@@ -455,7 +456,7 @@ func TestRemoteManagerRenews(t *testing.T) {
 		t.Fatalf("the remote manager ended within %s: %v", 2*life+life/2, err)
 	case <-time.After(2*life + life/2):
 	}
-	if now := serving(); now.CredentialID != first.CredentialID || now.State != authority.CredActive || !now.ExpiresAt.Time().After(time.Now()) {
+	if now := serving(); now.CredentialID != first.CredentialID || now.State != authstore.CredActive || !now.ExpiresAt.Time().After(time.Now()) {
 		t.Fatalf("the serving credential after two lifetimes: %s %s, expires %s (first expired %s)", now.CredentialID, now.State, now.ExpiresAt.Time(), first.ExpiresAt.Time())
 	}
 	probe := r.m.AgentCred(t, ledger.Request{Name: "prober"})

@@ -22,6 +22,7 @@ import (
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/wire"
 )
@@ -279,7 +280,7 @@ func Long(t testing.TB, why string) {
 // connection of its own closed at cleanup, with kr's signing keys: for a test that sets up or
 // reads rows no ledger operation covers. What it writes bypasses the ledger, so a revocation it
 // makes is not pushed to the broker. The store is safe for concurrent use.
-func OpenStore(t testing.TB, url string, kr *authority.Keyring, space wire.Space) (*authority.AuthStore, *authority.SpaceKeys) {
+func OpenStore(t testing.TB, url string, kr *authority.Keyring, space wire.Space) (*authstore.Store, *authority.SpaceKeys) {
 	t.Helper()
 	s, keys, nc, err := openStore(url, kr, space)
 	if err != nil {
@@ -291,7 +292,7 @@ func OpenStore(t testing.TB, url string, kr *authority.Keyring, space wire.Space
 
 // WithStore runs fn on the auth store of space (OpenStore), on a connection of its own that it
 // closes after.
-func WithStore(t testing.TB, url string, kr *authority.Keyring, space wire.Space, fn func(s *authority.AuthStore, keys *authority.SpaceKeys) error) error {
+func WithStore(t testing.TB, url string, kr *authority.Keyring, space wire.Space, fn func(s *authstore.Store, keys *authority.SpaceKeys) error) error {
 	t.Helper()
 	s, keys, nc, err := openStore(url, kr, space)
 	if err != nil {
@@ -302,7 +303,7 @@ func WithStore(t testing.TB, url string, kr *authority.Keyring, space wire.Space
 }
 
 // openStore connects a ledger-profile credential of its own to url and opens space's auth store on it.
-func openStore(url string, kr *authority.Keyring, space wire.Space) (*authority.AuthStore, *authority.SpaceKeys, *nats.Conn, error) {
+func openStore(url string, kr *authority.Keyring, space wire.Space) (*authstore.Store, *authority.SpaceKeys, *nats.Conn, error) {
 	keys, err := kr.Space(space)
 	if err != nil {
 		return nil, nil, nil, err
@@ -317,7 +318,7 @@ func openStore(url string, kr *authority.Keyring, space wire.Space) (*authority.
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	s, err := authority.OpenAuthStore(ctx, nc, space)
+	s, err := authstore.Open(ctx, nc, space)
 	if err != nil {
 		nc.Close()
 		return nil, nil, nil, err
@@ -326,7 +327,7 @@ func openStore(url string, kr *authority.Keyring, space wire.Space) (*authority.
 }
 
 // WithStore runs fn on the auth store of the mesh's first space (see the function WithStore).
-func (m *Mesh) WithStore(t testing.TB, fn func(s *authority.AuthStore, keys *authority.SpaceKeys) error) error {
+func (m *Mesh) WithStore(t testing.TB, fn func(s *authstore.Store, keys *authority.SpaceKeys) error) error {
 	t.Helper()
 	return WithStore(t, m.URL(), m.Keyring(), m.Space, fn)
 }

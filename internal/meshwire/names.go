@@ -46,6 +46,15 @@ func ManagerBucket(s wire.Space) wire.Bucket { return s.Bucket(bucketManager) }
 // §13.12): per-key CAS rows of the §13.7 and §14 record kinds.
 func RecordsBucket(s wire.Space) wire.Bucket { return s.Bucket(bucketRecords) }
 
+// EndpointGatePrefix starts the auth-store key of every endpoint instance's serve gate.
+const EndpointGatePrefix = "epgate."
+
+// EndpointGateKey returns "epgate.<endpoint>.<instanceId>", the auth-store key of an endpoint
+// instance's serve gate; endpoint is the endpoint's key token.
+func EndpointGateKey(endpoint string, instance wire.LifecycleUID) string {
+	return EndpointGatePrefix + endpoint + "." + string(instance)
+}
+
 // AuthBucket returns "cotal_auth_<space>", the authority plane's ledger (SPEC §13.1).
 func AuthBucket(s wire.Space) wire.Bucket { return s.Bucket(bucketAuth) }
 

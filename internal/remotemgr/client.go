@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
 
 	"github.com/nats-io/jwt/v2"
@@ -444,7 +445,7 @@ func (c *Client) Session(ctx context.Context, sessionID string, epoch int64, exp
 
 // EndSession has the host end a session this manager serves in its ledger, in state to: the
 // broker refuses both halves from then on.
-func (c *Client) EndSession(ctx context.Context, sessionID string, to authority.SessionState) error {
+func (c *Client) EndSession(ctx context.Context, sessionID string, to authstore.SessionState) error {
 	r := c.hosted(KindAuthority, OpSession)
 	r.Session = &SessionAsk{Endpoint: wire.ManagerEndpoint.Token(), SessionID: sessionID, End: to}
 	_, err := c.do(ctx, r)

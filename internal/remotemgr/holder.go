@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
@@ -96,7 +97,7 @@ func (h *Host) holder(ctx context.Context, body []byte) (*HolderResponse, error)
 		return nil, err
 	}
 	if r.End {
-		err := h.Ledger.CloseSession(ctx, r.SessionID, authority.SessionCloser{Holder: &me}, authority.SessionClosed)
+		err := h.Ledger.CloseSession(ctx, r.SessionID, authstore.SessionCloser{Holder: &me}, authstore.SessionClosed)
 		if err != nil {
 			return nil, refuse(wire.CodeUnavailable, "end session %s: %v", r.SessionID, err)
 		}
@@ -104,7 +105,7 @@ func (h *Host) holder(ctx context.Context, body []byte) (*HolderResponse, error)
 	}
 	half, err := h.Ledger.SessionCaller(ctx, r.SessionID, me)
 	switch {
-	case errors.Is(err, authority.ErrConflict):
+	case errors.Is(err, authstore.ErrConflict):
 		return nil, refuse(wire.CodeFailedPrecondition, "release session %s: %v", r.SessionID, err)
 	case err != nil:
 		return nil, refuse(wire.CodeUnavailable, "release session %s: %v", r.SessionID, err)
@@ -118,7 +119,7 @@ func (h *Host) holder(ctx context.Context, body []byte) (*HolderResponse, error)
 			err = refuse(wire.CodePermissionDenied, "%s no longer holds session %s at its current incarnation", me.Principal, r.SessionID)
 		}
 		if ref, ok := errors.AsType[*Refusal](err); ok && ref.Code == wire.CodePermissionDenied {
-			cerr := h.Ledger.CloseSession(context.WithoutCancel(ctx), r.SessionID, authority.SessionCloser{Holder: &me}, authority.SessionClosed)
+			cerr := h.Ledger.CloseSession(context.WithoutCancel(ctx), r.SessionID, authstore.SessionCloser{Holder: &me}, authstore.SessionClosed)
 			err = errors.Join(err, cerr)
 		}
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/gocotal/cotal/internal/authendpoint"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/userauth"
@@ -365,7 +366,7 @@ func (h *Host) activate(ctx context.Context, who *Person, r *Request, resp *Resp
 		return refuse(wire.CodeFailedPrecondition, "%v", err)
 	case errors.Is(err, ledger.ErrForeignGate):
 		return refuse(wire.CodePermissionDenied, "%v", err)
-	case errors.Is(err, authority.ErrConflict):
+	case errors.Is(err, authstore.ErrConflict):
 		return refuse(wire.CodeConflict, "%v", err)
 	case err != nil:
 		return refuse(wire.CodeInternal, "activate %s: %v", r.InstanceID, err)
@@ -385,7 +386,7 @@ func (h *Host) activate(ctx context.Context, who *Person, r *Request, resp *Resp
 
 // current checks a hosted request's current-registration proof at its epoch, and that the
 // instance's gate is open at that epoch and owned by its serve principal. It returns the gate.
-func (h *Host) current(ctx context.Context, who *Person, r *Request) (*authority.ObservedEndpointGate, error) {
+func (h *Host) current(ctx context.Context, who *Person, r *Request) (*authstore.ObservedEndpointGate, error) {
 	if r.ProcessEpoch == nil {
 		return nil, refuse(wire.CodeBadRequest, "processEpoch is required")
 	}
@@ -400,7 +401,7 @@ func (h *Host) current(ctx context.Context, who *Person, r *Request) (*authority
 		return nil, refuse(wire.CodePermissionDenied, "the current-registration proof does not match this registration at epoch %d", *r.ProcessEpoch)
 	}
 	switch {
-	case og.Row.State != authority.GateOpen:
+	case og.Row.State != authstore.GateOpen:
 		return nil, refuse(wire.CodeConflict, "the gate of %s is %s", r.InstanceID, og.Row.State)
 	case og.Row.ProcessEpoch != *r.ProcessEpoch:
 		return nil, refuse(wire.CodeConflict, "epoch %d is stale: the gate of %s is at %d", *r.ProcessEpoch, r.InstanceID, og.Row.ProcessEpoch)
@@ -421,7 +422,7 @@ func (h *Host) renewSupervisor(ctx context.Context, who *Person, r *Request, res
 	switch {
 	case err != nil:
 		return refuse(wire.CodeInternal, "observe the gate of %s: %v", r.InstanceID, err)
-	case og == nil || og.Row.State != authority.GateOpen:
+	case og == nil || og.Row.State != authstore.GateOpen:
 		return refuse(wire.CodeFailedPrecondition, "renew found no open gate of %s", r.InstanceID)
 	case og.Row.Principal != principal(who.Owner, resp.Actors.Serve).String():
 		return refuse(wire.CodePermissionDenied, "the gate of %s names %s", r.InstanceID, og.Row.Principal)
@@ -448,15 +449,15 @@ func (h *Host) renew(ctx context.Context, who *Person, r *Request, resp *Respons
 	for _, held := range []struct{ name, key string }{
 		{CredServe, r.Identities.Serve.ID}, {CredGoalWriter, r.Identities.GoalWriter.ID}, {CredSessionLedger, r.Identities.SessionLedger.ID},
 	} {
-		i := slices.IndexFunc(rows, func(c authority.CredentialRow) bool {
+		i := slices.IndexFunc(rows, func(c authstore.CredentialRow) bool {
 			e, ok := c.ServedEpoch()
-			return c.State == authority.CredActive && c.UserKey == held.key && ok && e == *r.ProcessEpoch
+			return c.State == authstore.CredActive && c.UserKey == held.key && ok && e == *r.ProcessEpoch
 		})
 		if i < 0 {
 			return refuse(wire.CodeConflict, "instance %s holds no active %s credential at epoch %d", r.InstanceID, held.name, *r.ProcessEpoch)
 		}
 		cred, err := h.Ledger.RemoteManagers().Renew(ctx, wire.LifecycleUID(r.InstanceID), rows[i].CredentialID, h.life())
-		if errors.Is(err, authority.ErrConflict) {
+		if errors.Is(err, authstore.ErrConflict) {
 			return refuse(wire.CodeConflict, "%v", err)
 		} else if err != nil {
 			return refuse(wire.CodeInternal, "renew the %s credential of %s: %v", held.name, r.InstanceID, err)
@@ -537,7 +538,7 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 	}
 	now := time.Now()
 	exp := time.Unix(s.Exp, 0)
-	if limit := now.Add(authority.SessionMaxLifetime); exp.After(limit) {
+	if limit := now.Add(authstore.SessionMaxLifetime); exp.After(limit) {
 		exp = limit
 	}
 	if !exp.After(now) {
@@ -557,7 +558,7 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 		}
 		defer func() {
 			if err != nil { // redeemed, but the manager gets no serving half: nobody serves it
-				cerr := h.Ledger.CloseSession(context.WithoutCancel(ctx), s.SessionID, authority.SessionCloser{Operator: true}, authority.SessionClosed)
+				cerr := h.Ledger.CloseSession(context.WithoutCancel(ctx), s.SessionID, authstore.SessionCloser{Operator: true}, authstore.SessionClosed)
 				if cerr != nil {
 					h.log().Warn("close a session left unserved", "session", s.SessionID, "err", cerr)
 				}
@@ -596,12 +597,12 @@ func (h *Host) redeemFor(ctx context.Context, who *Person, r *Request, named Ses
 		return refuse(wire.CodeConflict, "the session's holder is %s at epoch %d, not %s at %d", holder, epoch, lc, named.ProcessEpoch)
 	}
 	target := s.Target.lifecycle()
-	_, err = h.Ledger.RedeemSession(ctx, authority.SessionRequest{
+	_, err = h.Ledger.RedeemSession(ctx, authstore.SessionRequest{
 		SessionID: s.SessionID, Holder: holder, HolderEpoch: epoch, ServingEpoch: s.Epoch, Expires: exp, Target: &target,
-		Serving: authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.LifecycleUID(r.InstanceID)},
+		Serving: authstore.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.LifecycleUID(r.InstanceID)},
 	})
 	switch {
-	case errors.Is(err, authority.ErrConflict):
+	case errors.Is(err, authstore.ErrConflict):
 		return refuse(wire.CodeConflict, "redeem session %s: %v", s.SessionID, err)
 	case err != nil:
 		return refuse(wire.CodeUnavailable, "redeem session %s: %v", s.SessionID, err)
@@ -614,7 +615,7 @@ func (h *Host) redeemFor(ctx context.Context, who *Person, r *Request, named Ses
 // another instance or epoch is refused; one already ended is no error.
 func (h *Host) endSession(ctx context.Context, r *Request) error {
 	s := r.Session
-	serving := authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.LifecycleUID(r.InstanceID)}
+	serving := authstore.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.LifecycleUID(r.InstanceID)}
 	row, err := h.Ledger.Session(ctx, s.SessionID)
 	switch {
 	case err != nil:
@@ -624,7 +625,7 @@ func (h *Host) endSession(ctx context.Context, r *Request) error {
 	case row.Row.Serving.InstanceID != serving.InstanceID || row.Row.Serving.Epoch != *r.ProcessEpoch:
 		return refuse(wire.CodePermissionDenied, "session %s is not served by instance %s at epoch %d", s.SessionID, r.InstanceID, *r.ProcessEpoch)
 	}
-	closer := authority.SessionCloser{Serving: &serving, Epoch: *r.ProcessEpoch}
+	closer := authstore.SessionCloser{Serving: &serving, Epoch: *r.ProcessEpoch}
 	if err := h.Ledger.CloseSession(ctx, s.SessionID, closer, s.End); err != nil {
 		return refuse(wire.CodeUnavailable, "end session %s: %v", s.SessionID, err)
 	}
@@ -711,7 +712,7 @@ func (h *Host) RetireLifecycle(ctx context.Context, caller, target wire.Lifecycl
 	switch {
 	case err != nil:
 		return nil, no(wire.CodeUnavailable, "read the gate of %s: %v", a.ServeInstanceID, err)
-	case og == nil || og.Row.State != authority.GateOpen:
+	case og == nil || og.Row.State != authstore.GateOpen:
 		return nil, no(wire.CodeFailedPrecondition, "instance %s has no open serve gate", a.ServeInstanceID)
 	case og.Row.Principal != caller.Principal.String():
 		return nil, no(wire.CodePermissionDenied, "the gate of %s names %s, not the caller", a.ServeInstanceID, og.Row.Principal)
@@ -761,12 +762,12 @@ func (h *Host) evictFamily(ctx context.Context, who *Person, r *Request, resp *R
 	}
 	ev := &Eviction{Principals: r.Principals}
 	for _, p := range r.Principals {
-		if !slices.ContainsFunc(rows, func(c authority.CredentialRow) bool { return c.Principal == p }) {
+		if !slices.ContainsFunc(rows, func(c authstore.CredentialRow) bool { return c.Principal == p }) {
 			return refuse(wire.CodePermissionDenied, "%s holds no serving credential of instance %s", p, instance)
 		}
 	}
 	for _, c := range rows {
-		if slices.Contains(r.Principals, c.Principal) && c.State == authority.CredActive {
+		if slices.Contains(r.Principals, c.Principal) && c.State == authstore.CredActive {
 			if _, err := h.Ledger.RevokeUserKey(ctx, c.UserKey, "evicted by its manager"); err != nil {
 				return refuse(wire.CodeInternal, "evict %s: %v", c.Principal, err)
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/remotemgr"
@@ -347,20 +348,20 @@ func TestActivateChecksTheGateAndTheProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if og.Row.State != authority.GateOpen || og.Row.Principal != alice+"."+c.Actors().Serve || og.Row.ProcessEpoch != epoch {
+	if og.Row.State != authstore.GateOpen || og.Row.Principal != alice+"."+c.Actors().Serve || og.Row.ProcessEpoch != epoch {
 		t.Fatalf("gate after activation: %+v, epoch %d", og.Row, epoch)
 	}
 	rows, err = r.m.Ledger(r.m.Space).RemoteManagers().Credentials(ctx, inst)
 	profiles := map[authority.Profile]bool{}
 	for _, row := range rows {
-		if e, _ := row.ServedEpoch(); row.State == authority.CredActive && e == epoch {
+		if e, _ := row.ServedEpoch(); row.State == authstore.CredActive && e == epoch {
 			profiles[row.Profile] = true
 		}
 	}
 	if err != nil || len(rows) != 3 || !profiles[authority.ProfileEndpointServe] || !profiles[authority.ProfileGoalWriter] || !profiles[authority.ProfileSessionLedger] {
 		t.Fatalf("serving rows: %+v %v", rows, err)
 	}
-	if i := slices.IndexFunc(rows, func(r authority.CredentialRow) bool { return r.Profile == authority.ProfileEndpointServe }); rows[i].UserKey != serve.PublicKey {
+	if i := slices.IndexFunc(rows, func(r authstore.CredentialRow) bool { return r.Profile == authority.ProfileEndpointServe }); rows[i].UserKey != serve.PublicKey {
 		t.Fatalf("the serve row names key %s", rows[i].UserKey)
 	}
 	// A gate of another person's principal is refused: bob registers his own instance, whose gate
@@ -461,7 +462,7 @@ func TestRemoteManagerLivenessRows(t *testing.T) {
 		t.Fatalf("the supervisor's liveness subscription: refused=%v %v", refused, err)
 	}
 	// Another instance's gate is out of reach of both.
-	other := meshwire.AuthBucket(r.m.Space).Subject(authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.NewLifecycleUID()}.GateKey())
+	other := meshwire.AuthBucket(r.m.Space).Subject(meshwire.EndpointGateKey(wire.ManagerEndpoint.Token(), wire.NewLifecycleUID()))
 	for _, conn := range []*meshtest.Client{exe, sup} {
 		if err := conn.Publish(other, []byte("{}")); err != nil {
 			t.Fatal(err)
@@ -541,7 +542,7 @@ func TestSessionRedeemedForAHolder(t *testing.T) {
 		t.Fatalf("session for a holder: HTTP %d %s", status, code)
 	}
 	row, err := l.Session(ctx, sid)
-	if err != nil || row == nil || row.Row.State != authority.SessionActive || row.Row.Holder.LifecycleUID != holder.UID ||
+	if err != nil || row == nil || row.Row.State != authstore.SessionActive || row.Row.Holder.LifecycleUID != holder.UID ||
 		row.Row.Serving.InstanceID != wire.LifecycleUID(req.InstanceID) {
 		t.Fatalf("the session's row in the host's ledger: %+v %v", row, err)
 	}
@@ -559,7 +560,7 @@ func TestSessionRedeemedForAHolder(t *testing.T) {
 	end := func(sid string, epoch int64) (int, string) {
 		req := c.Hosted(remotemgr.KindAuthority, remotemgr.OpSession)
 		req.ProcessEpoch = &epoch
-		req.Session = &remotemgr.SessionAsk{Endpoint: "manager", SessionID: sid, End: authority.SessionClosed}
+		req.Session = &remotemgr.SessionAsk{Endpoint: "manager", SessionID: sid, End: authstore.SessionClosed}
 		_, status, code := r.send(t, "alice-token", req)
 		return status, code
 	}
@@ -569,10 +570,10 @@ func TestSessionRedeemedForAHolder(t *testing.T) {
 	if status, code := end("no_such_session-0123456789", c.Epoch()); code != string(wire.CodeNotFound) {
 		t.Errorf("end an unknown session: HTTP %d %s", status, code)
 	}
-	if err := c.EndSession(ctx, sid, authority.SessionClosed); err != nil {
+	if err := c.EndSession(ctx, sid, authstore.SessionClosed); err != nil {
 		t.Fatalf("the manager ends its session: %v", err)
 	}
-	if row, err := l.Session(ctx, sid); err != nil || row.Row.State != authority.SessionClosed {
+	if row, err := l.Session(ctx, sid); err != nil || row.Row.State != authstore.SessionClosed {
 		t.Fatalf("the ended session's row: %+v %v", row, err)
 	}
 	meshtest.Eventually(t, 10*time.Second, "the holder's half closed by the broker", conn.IsClosed)
@@ -671,7 +672,7 @@ func TestSessionHeldByThePerson(t *testing.T) {
 		t.Fatalf("alice ends her session: %v", err)
 	}
 	meshtest.Eventually(t, 10*time.Second, "alice's half closed by the broker", conn.IsClosed)
-	if row, err := l.Session(ctx, sid); err != nil || row.Row.State != authority.SessionClosed || !row.Row.Revoked.Caller || !row.Row.Revoked.Serving {
+	if row, err := l.Session(ctx, sid); err != nil || row.Row.State != authstore.SessionClosed || !row.Row.Revoked.Caller || !row.Row.Revoked.Serving {
 		t.Fatalf("the ended session's row: %+v %v", row, err)
 	}
 	if _, err := holder("alice-token").Caller(ctx, sid, aliceMe); code(err) != wire.CodeFailedPrecondition {
@@ -687,7 +688,7 @@ func TestSessionHeldByThePerson(t *testing.T) {
 	if _, err := holder("alice-token").Caller(ctx, late, aliceMe); code(err) != wire.CodePermissionDenied {
 		t.Fatalf("a half read while supervise went: %v", err)
 	}
-	if row, err := l.Session(ctx, late); err != nil || row.Row.State != authority.SessionClosed {
+	if row, err := l.Session(ctx, late); err != nil || row.Row.State != authstore.SessionClosed {
 		t.Fatalf("the session whose person lost supervise: %+v %v", row, err)
 	}
 }
@@ -718,14 +719,14 @@ func ownSession(t *testing.T, m *meshtest.Mesh) string {
 // host's own, which no registration names.
 func ownSessionFor(t *testing.T, m *meshtest.Mesh, sid string, holder wire.Lifecycle) {
 	t.Helper()
-	serving := authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.NewLifecycleUID()}
-	err := m.WithStore(t, func(s *authority.AuthStore, _ *authority.SpaceKeys) error {
+	serving := authstore.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.NewLifecycleUID()}
+	err := m.WithStore(t, func(s *authstore.Store, _ *authority.SpaceKeys) error {
 		g, err := s.ServeGate(serving)
 		if err != nil {
 			return err
 		}
-		_, err = g.Move(t.Context(), nil, authority.EndpointGateRow{State: authority.GateOpen, Generation: 1, ProcessEpoch: 1,
-			Principal: "local.cotal_manager", Op: &authority.EndpointGateOp{OpID: "op-own", Kind: authority.OpActivation}})
+		_, err = g.Move(t.Context(), nil, authstore.EndpointGateRow{State: authstore.GateOpen, Generation: 1, ProcessEpoch: 1,
+			Principal: "local.cotal_manager", Op: &authstore.EndpointGateOp{OpID: "op-own", Kind: authstore.OpActivation}})
 		return err
 	})
 	if err != nil {
@@ -736,15 +737,15 @@ func ownSessionFor(t *testing.T, m *meshtest.Mesh, sid string, holder wire.Lifec
 
 // redeemIn redeems session sid in the host's ledger directly, held by holder at its current
 // epoch and served by serving at servingEpoch, for an hour.
-func redeemIn(t *testing.T, m *meshtest.Mesh, sid string, holder wire.Lifecycle, serving authority.Endpoint, servingEpoch int64) {
+func redeemIn(t *testing.T, m *meshtest.Mesh, sid string, holder wire.Lifecycle, serving authstore.Endpoint, servingEpoch int64) {
 	t.Helper()
 	ctx := t.Context()
-	err := m.WithStore(t, func(s *authority.AuthStore, keys *authority.SpaceKeys) error {
+	err := m.WithStore(t, func(s *authstore.Store, keys *authority.SpaceKeys) error {
 		epoch, err := s.CurrentEpoch(ctx, holder)
 		if err != nil {
 			return err
 		}
-		_, err = s.RedeemSession(ctx, keys, authority.SessionRequest{SessionID: sid, Holder: holder, HolderEpoch: epoch,
+		_, err = s.RedeemSession(ctx, keys, authstore.SessionRequest{SessionID: sid, Holder: holder, HolderEpoch: epoch,
 			Serving: serving, ServingEpoch: servingEpoch, Expires: time.Now().Add(time.Hour)})
 		return err
 	})
@@ -772,7 +773,7 @@ func TestPersonHolderRefusals(t *testing.T) {
 		IDToken: func(context.Context) (string, error) { return "alice-token", nil }}
 	stillActive := func(sid string) {
 		t.Helper()
-		if row, err := l.Session(ctx, sid); err != nil || row == nil || row.Row.State != authority.SessionActive {
+		if row, err := l.Session(ctx, sid); err != nil || row == nil || row.Row.State != authstore.SessionActive {
 			t.Fatalf("session %s after a refused request: %+v %v; want it active and untouched", sid, row, err)
 		}
 	}
@@ -781,7 +782,7 @@ func TestPersonHolderRefusals(t *testing.T) {
 	// manager (no registration), or bob's. Neither half nor end is hers.
 	const ownSID, bobSID = "own_alice-0123456789abcdef", "bob_alice-0123456789abcdef"
 	ownSessionFor(t, r.m, ownSID, aliceMe)
-	redeemIn(t, r.m, bobSID, aliceMe, authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: bobInst}, bobC.Epoch())
+	redeemIn(t, r.m, bobSID, aliceMe, authstore.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: bobInst}, bobC.Epoch())
 	for _, sid := range []string{ownSID, bobSID} {
 		if _, err := alices.Caller(ctx, sid, aliceMe); code(err) != wire.CodeNotFound {
 			t.Errorf("alice takes the half of %s: %v, want not-found", sid, err)
@@ -822,7 +823,7 @@ func TestPersonHolderRefusals(t *testing.T) {
 	if _, err := alices.Caller(ctx, oldSID, aliceMe); code(err) != wire.CodeNotFound {
 		t.Errorf("the half of a session of alice's former incarnation: %v, want not-found", err)
 	}
-	if row, err := l.Session(ctx, oldSID); err != nil || row.Row.State != authority.SessionSuperseded || !row.Row.Revoked.Caller {
+	if row, err := l.Session(ctx, oldSID); err != nil || row.Row.State != authstore.SessionSuperseded || !row.Row.Revoked.Caller {
 		t.Errorf("the session of alice's former incarnation: %+v %v; want it superseded", row, err)
 	}
 	if _, status, code := r.send(t, "alice-token", ask("stale_session-0123456789abcdef", *held)); status == 200 || code != string(wire.CodeFailedPrecondition) {

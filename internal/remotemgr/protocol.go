@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
-	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
@@ -84,7 +84,7 @@ type SessionAsk struct {
 	Exp       int64                  `json:"exp"` // unix seconds
 	Holder    *SessionHolder         `json:"holder,omitempty"`
 	Target    *Target                `json:"target,omitempty"`
-	End       authority.SessionState `json:"end,omitempty"`
+	End       authstore.SessionState `json:"end,omitempty"`
 }
 
 // SessionHolder is the lifecycle a session's grant binds and its process epoch, as the host's

@@ -12,8 +12,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/userauth"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
@@ -209,15 +210,15 @@ func EvictOwner(ctx context.Context, l *ledger.Ledger, reg *Registry, people *us
 // managerGateKey returns the auth-store key of manager instance's serve gate,
 // "epgate.manager.<instanceId>", the one key a remote manager's identities may write.
 func managerGateKey(instance wire.LifecycleUID) string {
-	return authority.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: instance}.GateKey()
+	return meshwire.EndpointGateKey(wire.ManagerEndpoint.Token(), instance)
 }
 
 // registrationGate returns the gate row a remote manager's executor registers its instance with:
 // open at epoch 0, naming serve, the principal the host will issue the serve credential to.
 func registrationGate(serve wire.Principal, opID string) []byte {
-	raw, _ := json.Marshal(authority.EndpointGateRow{ // strings and numbers always encode
-		State: authority.GateOpen, Generation: 1, Principal: serve.String(),
-		Op: &authority.EndpointGateOp{OpID: opID, Kind: authority.OpActivation},
+	raw, _ := json.Marshal(authstore.EndpointGateRow{ // strings and numbers always encode
+		State: authstore.GateOpen, Generation: 1, Principal: serve.String(),
+		Op: &authstore.EndpointGateOp{OpID: opID, Kind: authstore.OpActivation},
 	})
 	return raw
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -45,7 +46,7 @@ func (r *remoteSessions) SessionHolder(ctx context.Context, caller wire.Lifecycl
 
 // RedeemSession has the host redeem the session for its holder and keeps the serving half for
 // the bridge. The caller's half stays in the host's ledger for the holder: it returns none.
-func (r *remoteSessions) RedeemSession(ctx context.Context, req authority.SessionRequest) (*authority.Credential, error) {
+func (r *remoteSessions) RedeemSession(ctx context.Context, req authstore.SessionRequest) (*authority.Credential, error) {
 	if req.Target == nil {
 		return nil, fmt.Errorf("session %s names no target", req.SessionID)
 	}
@@ -75,7 +76,7 @@ func (r *remoteSessions) SessionServing(_ context.Context, sessionID string, _ w
 // CloseSession has the host end the session in its ledger, as its serving party, which revokes
 // the holder's half; one the host holds no row of (its redeem failed) or already ended is no
 // error.
-func (r *remoteSessions) CloseSession(ctx context.Context, sessionID string, _ authority.SessionCloser, to authority.SessionState) error {
+func (r *remoteSessions) CloseSession(ctx context.Context, sessionID string, _ authstore.SessionCloser, to authstore.SessionState) error {
 	r.mu.Lock()
 	delete(r.serving, sessionID)
 	r.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
@@ -106,7 +107,7 @@ func (cm *consumerMesh) waitRevoked(t *testing.T, cred *authority.Credential, wh
 		}
 		for _, r := range rows {
 			if r.UserKey == cred.PublicKey {
-				return r.State == authority.CredRevoked && strings.Contains(r.Reason, why), fmt.Sprintf("row %s %q; log: %v", r.State, r.Reason, cm.warn)
+				return r.State == authstore.CredRevoked && strings.Contains(r.Reason, why), fmt.Sprintf("row %s %q; log: %v", r.State, r.Reason, cm.warn)
 			}
 		}
 		return false, "no row"
@@ -493,7 +494,7 @@ func TestConsumerAuditSparesOrdinaryAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		if (r.UserKey == aliceCred.PublicKey || r.UserKey == carolCred.PublicKey) && r.State != authority.CredActive {
+		if (r.UserKey == aliceCred.PublicKey || r.UserKey == carolCred.PublicKey) && r.State != authstore.CredActive {
 			t.Errorf("%s's credential is %s: %s", r.Principal, r.State, r.Reason)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/gocotal/cotal/internal/coremsg"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshwire"
@@ -106,7 +107,7 @@ func (h ledgerHalves) Caller(ctx context.Context, sessionID string, holder wire.
 }
 
 func (h ledgerHalves) End(ctx context.Context, sessionID string, holder wire.Lifecycle) error {
-	return h.l.CloseSession(ctx, sessionID, authority.SessionCloser{Holder: &holder}, authority.SessionClosed)
+	return h.l.CloseSession(ctx, sessionID, authstore.SessionCloser{Holder: &holder}, authstore.SessionClosed)
 }
 
 // hostHalves are a person's: the host's session-holder route, which authenticates them.

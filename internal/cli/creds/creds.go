@@ -12,10 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -72,7 +72,7 @@ func NewCmdCreds(f *factory.Factory) *cobra.Command {
 
 // ledgerRows reads the ledger of the running mesh's space; corrupt rows are reported on stderr
 // and left out.
-func ledgerRows(ctx context.Context, o *Options) ([]authority.CredentialRow, *ledger.Ledger, error) {
+func ledgerRows(ctx context.Context, o *Options) ([]authstore.CredentialRow, *ledger.Ledger, error) {
 	if _, _, _, err := o.Mesh("an open mesh has no credentials"); err != nil {
 		return nil, nil, err
 	}
@@ -81,7 +81,7 @@ func ledgerRows(ctx context.Context, o *Options) ([]authority.CredentialRow, *le
 		return nil, nil, err
 	}
 	list, err := l.Credentials(ctx)
-	if err != nil && !errors.Is(err, authority.ErrCorrupt) {
+	if err != nil && !errors.Is(err, authstore.ErrCorrupt) {
 		return nil, nil, err
 	}
 	if err != nil {
@@ -95,11 +95,11 @@ func ledgerRows(ctx context.Context, o *Options) ([]authority.CredentialRow, *le
 const expired = "expired"
 
 // states are the states `creds list --state` takes.
-var states = []string{string(authority.CredActive), string(authority.CredRevoked), expired}
+var states = []string{string(authstore.CredActive), string(authstore.CredRevoked), expired}
 
 // stateOf returns the state a row is shown in at now.
-func stateOf(r authority.CredentialRow, now time.Time) string {
-	if r.State == authority.CredActive && r.ExpiresAt != 0 && !r.ExpiresAt.Time().After(now) {
+func stateOf(r authstore.CredentialRow, now time.Time) string {
+	if r.State == authstore.CredActive && r.ExpiresAt != 0 && !r.ExpiresAt.Time().After(now) {
 		return expired
 	}
 	return string(r.State)
@@ -148,9 +148,9 @@ func revokeRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	var targets []authority.CredentialRow
+	var targets []authstore.CredentialRow
 	for _, r := range list {
-		if r.State == authority.CredActive && (r.CredentialID == o.Which || r.Principal == wire.DevOwner+"."+o.Which) {
+		if r.State == authstore.CredActive && (r.CredentialID == o.Which || r.Principal == wire.DevOwner+"."+o.Which) {
 			targets = append(targets, r)
 		}
 	}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 )
 
 // Options are the inputs of `cotal doctor`.
@@ -68,7 +68,7 @@ func authRun(ctx context.Context, o *Options) error {
 		fmt.Fprintf(o.IO.Out, "corrupt: %v\n", p)
 	}
 	rows, err := l.Credentials(ctx)
-	if err != nil && !errors.Is(err, authority.ErrCorrupt) { // the corrupt ones are listed above
+	if err != nil && !errors.Is(err, authstore.ErrCorrupt) { // the corrupt ones are listed above
 		return err
 	}
 	now := o.Now()

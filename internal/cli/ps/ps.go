@@ -18,6 +18,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/termsafe"
 	"github.com/gocotal/cotal/wire"
@@ -241,7 +242,7 @@ func (o *Options) withSessions(ctx context.Context, rows []Row) error {
 	}
 	for _, c := range creds {
 		target, ok := c.SessionTarget()
-		if c.Profile != authority.ProfileSessionCaller || c.State != authority.CredActive || !ok {
+		if c.Profile != authority.ProfileSessionCaller || c.State != authstore.CredActive || !ok {
 			continue
 		}
 		if i := slices.IndexFunc(rows, func(r Row) bool { return r.Principal == target.Principal.String() }); i >= 0 {

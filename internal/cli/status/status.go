@@ -20,6 +20,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
@@ -80,12 +81,12 @@ func daemonCredentials(ctx context.Context, o *Options, sp wire.Space) ([]Daemon
 		return nil, err
 	}
 	rows, err := l.Credentials(ctx)
-	if err != nil && !errors.Is(err, authority.ErrCorrupt) { // corrupt rows are `cotal doctor auth`'s
+	if err != nil && !errors.Is(err, authstore.ErrCorrupt) { // corrupt rows are `cotal doctor auth`'s
 		return nil, err
 	}
 	var out []DaemonCredential
 	for _, r := range rows {
-		if r.State == authority.CredActive && r.ExpiresAt != 0 && r.Profile.Daemon() {
+		if r.State == authstore.CredActive && r.ExpiresAt != 0 && r.Profile.Daemon() {
 			out = append(out, DaemonCredential{Principal: r.Principal, Profile: string(r.Profile), Expires: r.ExpiresAt.Time().UTC()})
 		}
 	}

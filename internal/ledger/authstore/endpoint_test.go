@@ -1,10 +1,11 @@
-package authority
+package authstore
 
 import (
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
@@ -38,7 +39,7 @@ func TestServeGate(t *testing.T) {
 	}
 
 	row := &CredentialRow{
-		CredentialID: "s1", Principal: "local.search1", Profile: ProfileAgent,
+		CredentialID: "s1", Principal: "local.search1", Profile: authority.ProfileAgent,
 		UserKey: "UKEY", State: CredActive, IssuedAt: wire.MillisOf(time.Now()),
 		ExpiresAt:   wire.MillisOf(time.Now().Add(time.Hour)),
 		SourceChain: []string{"epgate.search." + string(ep.InstanceID)},

@@ -1,8 +1,7 @@
-package authority
+package authstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -36,15 +35,15 @@ func (r CredentialRow) ServedEpoch() (int64, bool) {
 // releases the creds; a gate moved in between loses with ErrConflict, and its staged row is
 // revoked (its creds were never released). credentialID is the idempotency key: a retry finds
 // the row a previous attempt staged and returns the same creds.
-func (g *ServeGate) Issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndpointGate, req MintRequest, credentialID string) (*Credential, error) {
+func (g *ServeGate) Issue(ctx context.Context, keys *authority.SpaceKeys, og *ObservedEndpointGate, req authority.MintRequest, credentialID string) (*authority.Credential, error) {
 	if err := checkCredentialID(credentialID); err != nil {
 		return nil, err
 	}
-	user, err := keys.userKeyFor(credentialID)
+	user, err := keys.UserKey(credentialID)
 	if err != nil {
 		return nil, err
 	}
-	row, err := g.issue(ctx, keys, og, req, credentialID, mustPublic(user))
+	row, err := g.issue(ctx, keys, og, req, credentialID, authority.PublicKey(user))
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +53,7 @@ func (g *ServeGate) Issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndp
 // IssueHeld is Issue for a user key its holder generated and keeps (a remote manager's serve
 // identity): the row records pub, and the credential comes back as its JWT alone, without creds.
 // A retry under the same credentialID must name the same key.
-func (g *ServeGate) IssueHeld(ctx context.Context, keys *SpaceKeys, og *ObservedEndpointGate, req MintRequest, credentialID, pub string) (*Credential, error) {
+func (g *ServeGate) IssueHeld(ctx context.Context, keys *authority.SpaceKeys, og *ObservedEndpointGate, req authority.MintRequest, credentialID, pub string) (*authority.Credential, error) {
 	if err := checkCredentialID(credentialID); err != nil {
 		return nil, err
 	}
@@ -72,7 +71,7 @@ func (g *ServeGate) IssueHeld(ctx context.Context, keys *SpaceKeys, og *Observed
 }
 
 // issue stages and commits the row of a serving credential for the user key pub.
-func (g *ServeGate) issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndpointGate, req MintRequest, credentialID, pub string) (*CredentialRow, error) {
+func (g *ServeGate) issue(ctx context.Context, keys *authority.SpaceKeys, og *ObservedEndpointGate, req authority.MintRequest, credentialID, pub string) (*CredentialRow, error) {
 	if keys.Space != g.store.space {
 		return nil, fmt.Errorf("serve issue: keys of space %s for the auth store of %s", keys.Space, g.store.space)
 	}
@@ -82,18 +81,18 @@ func (g *ServeGate) issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndp
 	// Every credential issued through the gate serves its instance at the gate's epoch; a
 	// session ledger's rows name no instance, and it is issued here as the serve credential's
 	// sibling, fenced with it.
-	if sv := req.Grant.Serve; (sv == nil && req.Profile != ProfileSessionLedger) ||
+	if sv := req.Grant.Serve; (sv == nil && req.Profile != authority.ProfileSessionLedger) ||
 		(sv != nil && (sv.Endpoint.Token() != g.endpoint.Name || sv.Instance != g.endpoint.InstanceID || sv.Epoch != og.Row.ProcessEpoch)) {
 		return nil, fmt.Errorf("serve issue for %s %s: the credential must serve this instance at the gate's epoch %d", g.endpoint.Name, g.endpoint.InstanceID, og.Row.ProcessEpoch)
 	}
-	cred, err := keys.sign(req, pub, time.Now())
+	cred, err := keys.SignFor(req, pub)
 	if err != nil {
 		return nil, err
 	}
 	row := &CredentialRow{
 		CredentialID: credentialID, Principal: cred.Principal.String(), Profile: cred.Profile, UserKey: cred.PublicKey,
 		State: CredActive, IssuedAt: wire.MillisOf(time.Now()), JWT: cred.JWT,
-		SourceChain: []string{g.endpoint.GateKey(), servedEpochSource + strconv.FormatInt(og.Row.ProcessEpoch, 10)},
+		SourceChain: []string{g.endpoint.gateKey(), servedEpochSource + strconv.FormatInt(og.Row.ProcessEpoch, 10)},
 	}
 	if !cred.Expires.IsZero() {
 		row.ExpiresAt = wire.MillisOf(cred.Expires)
@@ -123,13 +122,13 @@ func (g *ServeGate) issue(ctx context.Context, keys *SpaceKeys, og *ObservedEndp
 	return row, nil
 }
 
-// Renew renews an active serving credential in place, as AuthStore.Renew does an agent's: the
+// Renew renews an active serving credential in place, as Store.Renew does an agent's: the
 // same user key and permissions with a fresh JWT living life, so its holder keeps its connection
 // and subscriptions. It commits through the gate, which must be open at the epoch the credential
 // serves: once a newer incarnation has moved the gate, a renewal is ErrConflict, and a fenced
 // credential stays fenced.
-func (g *ServeGate) Renew(ctx context.Context, keys *SpaceKeys, credentialID string, life time.Duration) (*Credential, error) {
-	user, err := keys.userKeyFor(credentialID)
+func (g *ServeGate) Renew(ctx context.Context, keys *authority.SpaceKeys, credentialID string, life time.Duration) (*authority.Credential, error) {
+	user, err := keys.UserKey(credentialID)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +140,7 @@ func (g *ServeGate) Renew(ctx context.Context, keys *SpaceKeys, credentialID str
 }
 
 // RenewHeld is Renew for a credential issued with IssueHeld: the fresh JWT comes back alone.
-func (g *ServeGate) RenewHeld(ctx context.Context, keys *SpaceKeys, credentialID string, life time.Duration) (*Credential, error) {
+func (g *ServeGate) RenewHeld(ctx context.Context, keys *authority.SpaceKeys, credentialID string, life time.Duration) (*authority.Credential, error) {
 	row, err := g.renew(ctx, keys, credentialID, life)
 	if err != nil {
 		return nil, err
@@ -150,7 +149,7 @@ func (g *ServeGate) RenewHeld(ctx context.Context, keys *SpaceKeys, credentialID
 }
 
 // renew re-signs an active serving credential's row for life and commits it through the gate.
-func (g *ServeGate) renew(ctx context.Context, keys *SpaceKeys, credentialID string, life time.Duration) (*CredentialRow, error) {
+func (g *ServeGate) renew(ctx context.Context, keys *authority.SpaceKeys, credentialID string, life time.Duration) (*CredentialRow, error) {
 	if keys.Space != g.store.space {
 		return nil, fmt.Errorf("serve renew: keys of space %s for the auth store of %s", keys.Space, g.store.space)
 	}
@@ -175,17 +174,10 @@ func (g *ServeGate) renew(ctx context.Context, keys *SpaceKeys, credentialID str
 	if e, ok := row.ServedEpoch(); !ok || e != og.Row.ProcessEpoch {
 		return nil, fmt.Errorf("renew %s: %w: it serves epoch %d, the gate is at %d", key, ErrConflict, e, og.Row.ProcessEpoch)
 	}
-	claims, err := jwt.DecodeUserClaims(row.JWT)
+	raw, err := resign(keys, row, key, life)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+		return nil, err
 	}
-	now := time.Now()
-	claims.IssuedAt, claims.Expires = now.Unix(), now.Add(life).Unix()
-	if row.JWT, err = claims.Encode(keys.signing); err != nil {
-		return nil, fmt.Errorf("renew %s: sign: %w", key, err)
-	}
-	row.IssuedAt, row.ExpiresAt = wire.MillisOf(now), wire.MillisOf(time.Unix(claims.Expires, 0))
-	raw, _ := json.Marshal(row) // always encodes
 	if _, err := g.store.write(ctx, key, raw, rev, credTTL(row)); err != nil {
 		return nil, fmt.Errorf("renew %s: %w", key, err)
 	}
@@ -212,7 +204,7 @@ func (g *ServeGate) Credentials(ctx context.Context) ([]CredentialRow, error) {
 // ServingInstances lists the instances of endpoint (its token) that hold or held a serving
 // credential, each once, sorted. A key that names no instance is skipped: the rows are checked
 // where they are read.
-func (s *AuthStore) ServingInstances(ctx context.Context, endpoint string) ([]wire.LifecycleUID, error) {
+func (s *Store) ServingInstances(ctx context.Context, endpoint string) ([]wire.LifecycleUID, error) {
 	prefix := keyEpCred + endpoint + "."
 	keys, err := s.keys(ctx, prefix+">")
 	if err != nil {
@@ -231,7 +223,7 @@ func (s *AuthStore) ServingInstances(ctx context.Context, endpoint string) ([]wi
 
 // ServingCredentials lists every serving credential row of the store, of every endpoint
 // instance; a malformed row is an ErrCorrupt error naming it, after the others.
-func (s *AuthStore) ServingCredentials(ctx context.Context) ([]CredentialRow, error) {
+func (s *Store) ServingCredentials(ctx context.Context) ([]CredentialRow, error) {
 	keys, err := s.keys(ctx, keyEpCred+">")
 	if err != nil {
 		return nil, fmt.Errorf("list serving credentials: %w", err)

@@ -1,4 +1,4 @@
-package authority
+package authstore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -18,10 +19,9 @@ import (
 //	epgate.<endpoint>.<instanceId>                   the serve issuance gate
 //	epcred.<endpoint>.<instanceId>.<credentialId>    a serving credential, active → revoked
 
-const (
-	keyEpGate = "epgate."
-	keyEpCred = "epcred."
-)
+// keyEpCred starts a serving credential's key; the gate's prefix is meshwire.EndpointGatePrefix,
+// since a remote manager's grant names its own gate.
+const keyEpCred = "epcred."
 
 // EndpointGateRow is epgate.<endpoint>.<instanceId>. Principal is the serving instance's
 // connection principal, the eviction target when the endpoint is taken over or a serving
@@ -57,9 +57,9 @@ func (e Endpoint) validate() error {
 	return err
 }
 
-// GateKey returns the auth-store key of the endpoint instance's serve gate,
+// gateKey returns the auth-store key of the endpoint instance's serve gate,
 // "epgate.<endpoint>.<instanceId>".
-func (e Endpoint) GateKey() string { return keyEpGate + e.Name + "." + string(e.InstanceID) }
+func (e Endpoint) gateKey() string { return meshwire.EndpointGateKey(e.Name, e.InstanceID) }
 
 func (e Endpoint) credKey(credentialID string) string {
 	return keyEpCred + e.Name + "." + string(e.InstanceID) + "." + credentialID
@@ -69,12 +69,12 @@ func (e Endpoint) credKey(credentialID string) string {
 // revoke over its gate and serving rows. It holds its store for its lifetime rather than
 // reopening the bucket per call.
 type ServeGate struct {
-	store    *AuthStore
+	store    *Store
 	endpoint Endpoint
 }
 
 // ServeGate returns the serve issuance gate of an endpoint instance.
-func (s *AuthStore) ServeGate(e Endpoint) (*ServeGate, error) {
+func (s *Store) ServeGate(e Endpoint) (*ServeGate, error) {
 	if err := e.validate(); err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ type ObservedEndpointGate struct {
 // Observe reads the gate (leader-served); nil when the instance has none. A delete marker is
 // corruption: gates are never deleted.
 func (g *ServeGate) Observe(ctx context.Context) (*ObservedEndpointGate, error) {
-	key := g.endpoint.GateKey()
+	key := g.endpoint.gateKey()
 	r, err := g.store.readNeverDeleted(ctx, key)
 	if err != nil || r == nil {
 		return nil, err
@@ -121,7 +121,7 @@ func (g *ServeGate) Move(ctx context.Context, og *ObservedEndpointGate, next End
 		return nil, err
 	}
 	raw, _ := json.Marshal(next) // always encodes
-	nrev, err := g.store.write(ctx, g.endpoint.GateKey(), raw, rev, 0)
+	nrev, err := g.store.write(ctx, g.endpoint.gateKey(), raw, rev, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func (g *ServeGate) Commit(ctx context.Context, og *ObservedEndpointGate) error 
 	if og == nil || og.Row.State != GateOpen {
 		return fmt.Errorf("%w: the gate of %s is not open", ErrConflict, g.endpoint.Name)
 	}
-	_, err := g.store.write(ctx, g.endpoint.GateKey(), og.raw, og.Revision, 0)
+	_, err := g.store.write(ctx, g.endpoint.gateKey(), og.raw, og.Revision, 0)
 	return err
 }
 
@@ -191,7 +191,7 @@ func (g *ServeGate) Revoke(ctx context.Context, credentialID, reason string) (*C
 }
 
 // checkEndpointRow checks an epgate or epcred row for Check.
-func (s *AuthStore) checkEndpointRow(ctx context.Context, key string) error {
+func (s *Store) checkEndpointRow(ctx context.Context, key string) error {
 	fields := strings.Split(key, ".")
 	bad := func() error {
 		return fmt.Errorf("%w: %s is not epgate.<endpoint>.<instanceId> or epcred.<endpoint>.<instanceId>.<credentialId>", ErrCorrupt, key)
@@ -204,7 +204,7 @@ func (s *AuthStore) checkEndpointRow(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 	}
 	switch {
-	case strings.HasPrefix(key, keyEpGate) && len(fields) == 3:
+	case strings.HasPrefix(key, meshwire.EndpointGatePrefix) && len(fields) == 3:
 		_, err = g.Observe(ctx)
 	case strings.HasPrefix(key, keyEpCred) && len(fields) >= 4:
 		_, _, err = g.Credential(ctx, strings.Join(fields[3:], "."))

@@ -1,4 +1,4 @@
-package authority
+package authstore
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/broker"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
@@ -25,8 +26,8 @@ import (
 type ledgerEnv struct {
 	nc    *nats.Conn
 	js    jetstream.JetStream
-	store *AuthStore
-	keys  *SpaceKeys
+	store *Store
+	keys  *authority.SpaceKeys
 }
 
 func newLedgerEnv(t *testing.T) *ledgerEnv {
@@ -60,15 +61,28 @@ func newLedgerEnv(t *testing.T) *ledgerEnv {
 	if _, err := space.Provision(t.Context(), js, "main", wire.ChannelDefaults{DeliveryClass: wire.ClassDurable}); err != nil {
 		t.Fatal(err)
 	}
-	store, err := OpenAuthStore(t.Context(), nc, "main")
+	store, err := Open(t.Context(), nc, "main")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, keys := testKeys(t)
-	return &ledgerEnv{nc: nc, js: js, store: store, keys: keys}
+	return &ledgerEnv{nc: nc, js: js, store: store, keys: testKeys(t)}
 }
 
-func (e *ledgerEnv) activate(t *testing.T, actor string) (wire.Lifecycle, MintRequest) {
+// testKeys opens a keyring in a temporary directory and returns the keys of the space "main".
+func testKeys(t *testing.T) *authority.SpaceKeys {
+	t.Helper()
+	kr, err := authority.OpenKeyring(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := kr.Space("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sk
+}
+
+func (e *ledgerEnv) activate(t *testing.T, actor string) (wire.Lifecycle, authority.MintRequest) {
 	t.Helper()
 	p, err := wire.NewPrincipal("local", actor)
 	if err != nil {
@@ -78,7 +92,7 @@ func (e *ledgerEnv) activate(t *testing.T, actor string) (wire.Lifecycle, MintRe
 	if _, err := e.store.Activate(t.Context(), l, "op1"); err != nil {
 		t.Fatal(err)
 	}
-	return l, MintRequest{Profile: ProfileAgent, Grant: Grant{Principal: p, LifecycleUID: l.UID}}
+	return l, authority.MintRequest{Profile: authority.ProfileAgent, Grant: authority.Grant{Principal: p, LifecycleUID: l.UID}}
 }
 
 func TestOpenAuthStoreRefusesDrift(t *testing.T) {
@@ -95,8 +109,8 @@ func TestOpenAuthStoreRefusesDrift(t *testing.T) {
 			if _, err := e.js.CreateStream(t.Context(), cfg); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := OpenAuthStore(t.Context(), e.nc, "other"); !errors.Is(err, ErrStoreShape) {
-				t.Errorf("OpenAuthStore of a store with %s = %v, want ErrStoreShape", name, err)
+			if _, err := Open(t.Context(), e.nc, "other"); !errors.Is(err, ErrStoreShape) {
+				t.Errorf("Open of a store with %s = %v, want ErrStoreShape", name, err)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package authority
+package authstore
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -31,8 +32,8 @@ func (r CredentialRow) IsRoot() bool { return slices.Contains(r.SourceChain, roo
 
 // IssueRoot commits the root credential of p's lifecycle uid through its gate observed at og, or
 // returns the one a previous call committed. It returns the row.
-func (s *AuthStore) IssueRoot(ctx context.Context, keys *SpaceKeys, og *ObservedGate, p wire.Principal, uid wire.LifecycleUID) (*CredentialRow, error) {
-	req := MintRequest{Profile: ProfileProbe, Grant: Grant{Principal: p, LifecycleUID: uid}, Expires: RootLifetime}
+func (s *Store) IssueRoot(ctx context.Context, keys *authority.SpaceKeys, og *ObservedGate, p wire.Principal, uid wire.LifecycleUID) (*CredentialRow, error) {
+	req := authority.MintRequest{Profile: authority.ProfileProbe, Grant: authority.Grant{Principal: p, LifecycleUID: uid}, Expires: RootLifetime}
 	row, _, err := s.commit(ctx, keys, og, req, RootCredentialID(uid), rootSource)
 	if err != nil {
 		return nil, fmt.Errorf("issue the root credential of %s.%s: %w", p, uid, err)
@@ -41,7 +42,7 @@ func (s *AuthStore) IssueRoot(ctx context.Context, keys *SpaceKeys, og *Observed
 }
 
 // Root returns the root credential row of lifecycle uid, or nil when none was issued.
-func (s *AuthStore) Root(ctx context.Context, uid wire.LifecycleUID) (*CredentialRow, error) {
+func (s *Store) Root(ctx context.Context, uid wire.LifecycleUID) (*CredentialRow, error) {
 	row, _, err := s.credential(ctx, uid, RootCredentialID(uid))
 	if err != nil || row == nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package authority
+package authstore
 
 import (
 	"context"
@@ -30,7 +30,7 @@ type PlaneClaim struct {
 
 // ClaimPlane writes c as the plane's holder for ttl and returns the row's revision. A plane held
 // (its row present and unexpired) is ErrPlaneHeld, naming the holder.
-func (s *AuthStore) ClaimPlane(ctx context.Context, c PlaneClaim, ttl time.Duration) (uint64, error) {
+func (s *Store) ClaimPlane(ctx context.Context, c PlaneClaim, ttl time.Duration) (uint64, error) {
 	r, err := s.read(ctx, keyPlane)
 	if err != nil {
 		return 0, err
@@ -51,16 +51,16 @@ func (s *AuthStore) ClaimPlane(ctx context.Context, c PlaneClaim, ttl time.Durat
 
 // RefreshPlane rewrites the claim at rev for another ttl; a plane someone else took is
 // ErrConflict.
-func (s *AuthStore) RefreshPlane(ctx context.Context, c PlaneClaim, rev uint64, ttl time.Duration) (uint64, error) {
+func (s *Store) RefreshPlane(ctx context.Context, c PlaneClaim, rev uint64, ttl time.Duration) (uint64, error) {
 	return s.writePlane(ctx, c, rev, ttl)
 }
 
 // ReleasePlane removes the claim written at rev.
-func (s *AuthStore) ReleasePlane(ctx context.Context, rev uint64) error {
+func (s *Store) ReleasePlane(ctx context.Context, rev uint64) error {
 	return s.prune(ctx, keyPlane, rev)
 }
 
-func (s *AuthStore) writePlane(ctx context.Context, c PlaneClaim, rev uint64, ttl time.Duration) (uint64, error) {
+func (s *Store) writePlane(ctx context.Context, c PlaneClaim, rev uint64, ttl time.Duration) (uint64, error) {
 	raw, _ := json.Marshal(c) // strings and numbers always encode
 	return s.write(ctx, keyPlane, raw, rev, ttl)
 }

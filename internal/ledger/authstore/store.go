@@ -1,4 +1,4 @@
-package authority
+package authstore
 
 import (
 	"context"
@@ -16,22 +16,22 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// AuthStore is a space's auth store, cotal_auth_<space>, opened by OpenAuthStore after proving
+// Store is a space's auth store, cotal_auth_<space>, opened by Open after proving
 // the bucket's shape. It is bonded to its space: there is no way to build one from a KV handle
 // and a space label, so no function of the ledger can be pointed at the wrong store. Every read is
 // leader-served (STREAM.MSG.GET), since the bucket allows no Direct Get and a read may fence.
 // It is safe for concurrent use.
-type AuthStore struct {
+type Store struct {
 	space  wire.Space
 	bucket wire.Bucket
 	nc     *nats.Conn
 	js     jetstream.JetStream
 }
 
-// OpenAuthStore binds the space's auth store on nc, proving its shape from the backing stream's
+// Open binds the space's auth store on nc, proving its shape from the backing stream's
 // config first: no Direct Get, no age limit, no finite message or byte limit, neither a mirror nor
 // sourced. A drifted store is refused with ErrStoreShape naming the field.
-func OpenAuthStore(ctx context.Context, nc *nats.Conn, space wire.Space) (*AuthStore, error) {
+func Open(ctx context.Context, nc *nats.Conn, space wire.Space) (*Store, error) {
 	if _, err := wire.ParseSpace(string(space)); err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func OpenAuthStore(ctx context.Context, nc *nats.Conn, space wire.Space) (*AuthS
 	if err := proveShape(st.CachedInfo().Config); err != nil {
 		return nil, fmt.Errorf("open the auth store %s: %w", b, err)
 	}
-	return &AuthStore{space: space, bucket: b, nc: nc, js: js}, nil
+	return &Store{space: space, bucket: b, nc: nc, js: js}, nil
 }
 
 func proveShape(c jetstream.StreamConfig) error {
@@ -71,7 +71,7 @@ func proveShape(c jetstream.StreamConfig) error {
 // read returns key's last message (leader-served), or nil when the key never existed (or its
 // TTL expired): kvget.ErrNotFound becomes the nil row the store's read methods return for an
 // absent key.
-func (s *AuthStore) read(ctx context.Context, key string) (*kvget.Entry, error) {
+func (s *Store) read(ctx context.Context, key string) (*kvget.Entry, error) {
 	e, err := kvget.Get(ctx, s.nc, s.bucket, key)
 	if errors.Is(err, kvget.ErrNotFound) {
 		return nil, nil
@@ -81,7 +81,7 @@ func (s *AuthStore) read(ctx context.Context, key string) (*kvget.Entry, error) 
 
 // readNeverDeleted reads a key that is never deleted (a gate, a head, a uid reservation): a
 // delete or purge marker there is corruption, not absence.
-func (s *AuthStore) readNeverDeleted(ctx context.Context, key string) (*kvget.Entry, error) {
+func (s *Store) readNeverDeleted(ctx context.Context, key string) (*kvget.Entry, error) {
 	r, err := s.read(ctx, key)
 	if err != nil || r == nil {
 		return r, err
@@ -94,7 +94,7 @@ func (s *AuthStore) readNeverDeleted(ctx context.Context, key string) (*kvget.En
 
 // write stores value under key if its last revision is still rev (0: the key holds nothing). A
 // lost race is ErrConflict. ttl, when positive, expires the row (credential rows only).
-func (s *AuthStore) write(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
+func (s *Store) write(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
 	msg := nats.NewMsg(s.bucket.Subject(key))
 	msg.Data = value
 	if ttl > 0 {
@@ -111,7 +111,7 @@ func (s *AuthStore) write(ctx context.Context, key string, value []byte, rev uin
 }
 
 // remove deletes key if its last revision is still rev.
-func (s *AuthStore) remove(ctx context.Context, key string, rev uint64) error {
+func (s *Store) remove(ctx context.Context, key string, rev uint64) error {
 	return s.purge(ctx, key, rev, 0)
 }
 
@@ -121,13 +121,13 @@ const prunedMarkerTTL = 5 * time.Second
 
 // prune removes key (at revision rev) for good: its purge marker itself expires after
 // prunedMarkerTTL, so the key is gone from the bucket.
-func (s *AuthStore) prune(ctx context.Context, key string, rev uint64) error {
+func (s *Store) prune(ctx context.Context, key string, rev uint64) error {
 	return s.purge(ctx, key, rev, prunedMarkerTTL)
 }
 
 // purge rolls key's history up into a purge marker if its last revision is still rev; a
 // positive markerTTL expires the marker too.
-func (s *AuthStore) purge(ctx context.Context, key string, rev uint64, markerTTL time.Duration) error {
+func (s *Store) purge(ctx context.Context, key string, rev uint64, markerTTL time.Duration) error {
 	msg := nats.NewMsg(s.bucket.Subject(key))
 	msg.Header.Set(jsapi.KVOperation, jsapi.KVPurge)
 	msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
@@ -141,7 +141,7 @@ func (s *AuthStore) purge(ctx context.Context, key string, rev uint64, markerTTL
 }
 
 // keys lists the store's keys under a filter such as "cred.<uid>.>".
-func (s *AuthStore) keys(ctx context.Context, filter string) ([]string, error) {
+func (s *Store) keys(ctx context.Context, filter string) ([]string, error) {
 	kv, err := s.js.KeyValue(ctx, string(s.bucket))
 	if err != nil {
 		return nil, err

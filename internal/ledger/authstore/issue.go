@@ -1,9 +1,7 @@
-package authority
+package authstore
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,28 +11,9 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/wire"
 )
-
-// userKeyFor derives a credential's user key from the space's signing key and the credential id,
-// so a retried release returns the same creds without any secret being stored.
-func (s *SpaceKeys) userKeyFor(credentialID string) (nkeys.KeyPair, error) {
-	_, raw, err := nkeys.DecodeSeed(mustSeed(s.signing))
-	if err != nil {
-		return nil, err
-	}
-	mac := hmac.New(sha256.New, raw)
-	mac.Write([]byte("cotal user key v1:" + credentialID))
-	return nkeys.FromRawSeed(nkeys.PrefixByteUser, mac.Sum(nil))
-}
-
-func mustSeed(kp nkeys.KeyPair) []byte {
-	seed, err := kp.Seed()
-	if err != nil {
-		panic(fmt.Sprintf("authority: seed of a loaded key: %v", err))
-	}
-	return seed
-}
 
 // checkCredentialID refuses a credential id that is not one key token. Session halves'
 // <sessionId>.<c|s> ids are written by the session ledger only, so no other issue can take one.
@@ -59,7 +38,7 @@ func credTTL(r *CredentialRow) time.Duration {
 // gate at the observed revision, and only then releases the creds. If the gate moved in between
 // the mint loses with ErrConflict, removes its staged row and releases nothing. credentialID is
 // the idempotency key: a retry after a crash anywhere returns byte-identical creds.
-func (s *AuthStore) Issue(ctx context.Context, keys *SpaceKeys, req MintRequest, credentialID string) (*Credential, error) {
+func (s *Store) Issue(ctx context.Context, keys *authority.SpaceKeys, req authority.MintRequest, credentialID string) (*authority.Credential, error) {
 	og, err := s.ObserveGate(ctx, req.Grant.LifecycleUID)
 	if err != nil {
 		return nil, err
@@ -69,7 +48,7 @@ func (s *AuthStore) Issue(ctx context.Context, keys *SpaceKeys, req MintRequest,
 
 // IssueObserved is Issue against a gate already observed: of several issues against one
 // observation, exactly one commits; the others lose with ErrConflict and leave no row.
-func (s *AuthStore) IssueObserved(ctx context.Context, keys *SpaceKeys, og *ObservedGate, req MintRequest, credentialID string) (*Credential, error) {
+func (s *Store) IssueObserved(ctx context.Context, keys *authority.SpaceKeys, og *ObservedGate, req authority.MintRequest, credentialID string) (*authority.Credential, error) {
 	row, user, err := s.commit(ctx, keys, og, req, credentialID)
 	if err != nil {
 		return nil, err
@@ -79,7 +58,7 @@ func (s *AuthStore) IssueObserved(ctx context.Context, keys *SpaceKeys, og *Obse
 
 // commit stages a credential's row (with extra source-chain entries) and commits it through the
 // gate observed at og, which must be open.
-func (s *AuthStore) commit(ctx context.Context, keys *SpaceKeys, og *ObservedGate, req MintRequest, credentialID string, extra ...string) (*CredentialRow, nkeys.KeyPair, error) {
+func (s *Store) commit(ctx context.Context, keys *authority.SpaceKeys, og *ObservedGate, req authority.MintRequest, credentialID string, extra ...string) (*CredentialRow, nkeys.KeyPair, error) {
 	uid := req.Grant.LifecycleUID
 	if og == nil || og.Row.State != GateOpen {
 		return nil, nil, fmt.Errorf("issue for lifecycle %s: %w: its gate is not open", uid, ErrConflict)
@@ -101,7 +80,7 @@ func (s *AuthStore) commit(ctx context.Context, keys *SpaceKeys, og *ObservedGat
 
 // stage writes the credential's ledger row, or finds the one a previous attempt wrote. staged
 // reports that this call wrote it.
-func (s *AuthStore) stage(ctx context.Context, keys *SpaceKeys, req MintRequest, credentialID string, extra ...string) (row *CredentialRow, rev uint64, staged bool, user nkeys.KeyPair, err error) {
+func (s *Store) stage(ctx context.Context, keys *authority.SpaceKeys, req authority.MintRequest, credentialID string, extra ...string) (row *CredentialRow, rev uint64, staged bool, user nkeys.KeyPair, err error) {
 	if keys.Space != s.space {
 		return nil, 0, false, nil, fmt.Errorf("issue: keys of space %s for the auth store of %s", keys.Space, s.space)
 	}
@@ -112,10 +91,10 @@ func (s *AuthStore) stage(ctx context.Context, keys *SpaceKeys, req MintRequest,
 	if _, err := wire.ParseLifecycleUID(string(uid)); err != nil {
 		return nil, 0, false, nil, fmt.Errorf("issue: %w", err)
 	}
-	if user, err = keys.userKeyFor(credentialID); err != nil {
+	if user, err = keys.UserKey(credentialID); err != nil {
 		return nil, 0, false, nil, err
 	}
-	cred, err := keys.sign(req, mustPublic(user), time.Now())
+	cred, err := keys.SignFor(req, authority.PublicKey(user))
 	if err != nil {
 		return nil, 0, false, nil, err
 	}
@@ -159,7 +138,7 @@ func (s *AuthStore) stage(ctx context.Context, keys *SpaceKeys, req MintRequest,
 // lifecycle's gate, which must be open, and commits by rewriting the gate; a revocation or a
 // retirement that lands first wins (ErrConflict, or the row is no longer active). The JWT it
 // replaces is not revoked: it carries the same key, and expires on its own.
-func (s *AuthStore) Renew(ctx context.Context, keys *SpaceKeys, uid wire.LifecycleUID, credentialID string, life time.Duration) (*Credential, error) {
+func (s *Store) Renew(ctx context.Context, keys *authority.SpaceKeys, uid wire.LifecycleUID, credentialID string, life time.Duration) (*authority.Credential, error) {
 	if keys.Space != s.space {
 		return nil, fmt.Errorf("renew: keys of space %s for the auth store of %s", keys.Space, s.space)
 	}
@@ -180,21 +159,14 @@ func (s *AuthStore) Renew(ctx context.Context, keys *SpaceKeys, uid wire.Lifecyc
 	if row == nil || row.State != CredActive {
 		return nil, fmt.Errorf("renew %s of lifecycle %s: %w: it is not an active credential", credentialID, uid, ErrConflict)
 	}
-	user, err := keys.userKeyFor(credentialID)
+	user, err := keys.UserKey(credentialID)
 	if err != nil {
 		return nil, err
 	}
-	claims, err := jwt.DecodeUserClaims(row.JWT)
+	raw, err := resign(keys, row, "credential "+credentialID, life)
 	if err != nil {
-		return nil, fmt.Errorf("%w: credential %s: %v", ErrCorrupt, credentialID, err)
+		return nil, err
 	}
-	now := time.Now()
-	claims.IssuedAt, claims.Expires = now.Unix(), now.Add(life).Unix()
-	if row.JWT, err = claims.Encode(keys.signing); err != nil {
-		return nil, fmt.Errorf("renew %s: sign: %w", credentialID, err)
-	}
-	row.IssuedAt, row.ExpiresAt = wire.MillisOf(now), wire.MillisOf(time.Unix(claims.Expires, 0))
-	raw, _ := json.Marshal(row) // always encodes
 	if _, err := s.write(ctx, keyCred+string(uid)+"."+credentialID, raw, rev, credTTL(row)); err != nil {
 		return nil, fmt.Errorf("renew %s: %w", credentialID, err)
 	}
@@ -202,6 +174,23 @@ func (s *AuthStore) Renew(ctx context.Context, keys *SpaceKeys, uid wire.Lifecyc
 		return nil, fmt.Errorf("commit the renewal of %s: %w", credentialID, err)
 	}
 	return release(row, user)
+}
+
+// resign re-signs row's JWT for life from now, in place, and returns the row's new encoding. A JWT
+// that does not decode is ErrCorrupt, named by what.
+func resign(keys *authority.SpaceKeys, row *CredentialRow, what string, life time.Duration) ([]byte, error) {
+	claims, err := jwt.DecodeUserClaims(row.JWT)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, what, err)
+	}
+	now := time.Now()
+	claims.IssuedAt, claims.Expires = now.Unix(), now.Add(life).Unix()
+	if row.JWT, err = keys.SignClaims(claims); err != nil {
+		return nil, fmt.Errorf("renew %s: sign: %w", what, err)
+	}
+	row.IssuedAt, row.ExpiresAt = wire.MillisOf(now), wire.MillisOf(time.Unix(claims.Expires, 0))
+	raw, _ := json.Marshal(row) // always encodes
+	return raw, nil
 }
 
 // The source-chain entries naming what a credential's rows pin beyond its lifecycle, so a
@@ -232,8 +221,8 @@ func (r CredentialRow) Instrument() wire.LifecycleUID {
 func (r CredentialRow) Generation() string { return r.source(generationSource) }
 
 // release builds the creds of a committed row: its JWT and the derived seed.
-func release(row *CredentialRow, user nkeys.KeyPair) (*Credential, error) {
-	if mustPublic(user) != row.UserKey {
+func release(row *CredentialRow, user nkeys.KeyPair) (*authority.Credential, error) {
+	if authority.PublicKey(user) != row.UserKey {
 		return nil, fmt.Errorf("%w: credential %s names user %s, not the key its id derives (was the signing key rotated?)", ErrCorrupt, row.CredentialID, row.UserKey)
 	}
 	seed, err := user.Seed()
@@ -252,12 +241,12 @@ func release(row *CredentialRow, user nkeys.KeyPair) (*Credential, error) {
 
 // held returns the credential a row records without its creds: a credential whose seed only its
 // holder has (SpaceKeys.SignUser) is handed over as its JWT alone.
-func held(row *CredentialRow) (*Credential, error) {
+func held(row *CredentialRow) (*authority.Credential, error) {
 	p, err := wire.ParsePrincipal(row.Principal)
 	if err != nil {
 		return nil, err
 	}
-	c := &Credential{Profile: row.Profile, Principal: p, LifecycleUID: row.LifecycleUID, Instrument: row.Instrument(),
+	c := &authority.Credential{Profile: row.Profile, Principal: p, LifecycleUID: row.LifecycleUID, Instrument: row.Instrument(),
 		Generation: row.Generation(), CredentialID: row.CredentialID, PublicKey: row.UserKey, JWT: row.JWT}
 	if row.ExpiresAt != 0 {
 		c.Expires = row.ExpiresAt.Time()

@@ -1,4 +1,4 @@
-package authority
+package authstore
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
@@ -54,7 +55,7 @@ func TestRedeemSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if caller.Profile != ProfileSessionCaller || caller.Principal != e.holder.Principal {
+	if caller.Profile != authority.ProfileSessionCaller || caller.Principal != e.holder.Principal {
 		t.Errorf("the caller half is %s for %s", caller.Profile, caller.Principal)
 	}
 	// The holder's lost-response retry gets the same bytes; nothing new is minted.
@@ -85,14 +86,14 @@ func TestRedeemSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if serving.Profile != ProfileSessionServing || serving.Principal.String() != "local.search1" {
+	if serving.Profile != authority.ProfileSessionServing || serving.Principal.String() != "local.search1" {
 		t.Errorf("the serving half is %s for %s", serving.Profile, serving.Principal)
 	}
 	if _, err := e.store.ServingCredential(ctx, e.keys, sid, e.serving, 2); err == nil {
 		t.Error("a serving instance at another epoch got the serving half")
 	}
 	// A keyring that no longer signs with the pinned key cannot release the session.
-	_, otherKeys := testKeys(t)
+	otherKeys := testKeys(t)
 	if _, err := e.store.ServingCredential(ctx, otherKeys, sid, e.serving, 1); err == nil || !strings.Contains(err.Error(), "no longer signs") {
 		t.Errorf("a release under another signing key = %v", err)
 	}
@@ -117,7 +118,7 @@ func TestRedeemSessionRace(t *testing.T) {
 	e := newSessionEnv(t)
 	const n = 8
 	var wg sync.WaitGroup
-	creds := make([]*Credential, n)
+	creds := make([]*authority.Credential, n)
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() { creds[i], errs[i] = e.store.RedeemSession(t.Context(), e.keys, e.request(sid, time.Hour)) })

@@ -1,10 +1,11 @@
-package authority
+package authstore
 
 import (
 	"context"
 	"fmt"
 	"strings"
 
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -17,7 +18,7 @@ type Checkup struct {
 // Check reads every row of the auth store and reports each one that is malformed, for
 // `cotal doctor auth` and sweeps: a bad row is collected and reported, never a reason to stop
 // checking the others. The store's shape was proven when it was opened.
-func (s *AuthStore) Check(ctx context.Context) (*Checkup, error) {
+func (s *Store) Check(ctx context.Context) (*Checkup, error) {
 	keys, err := s.keys(ctx, ">")
 	if err != nil {
 		return nil, fmt.Errorf("list the auth store: %w", err)
@@ -32,7 +33,7 @@ func (s *AuthStore) Check(ctx context.Context) (*Checkup, error) {
 	return c, nil
 }
 
-func (s *AuthStore) checkRow(ctx context.Context, key string) error {
+func (s *Store) checkRow(ctx context.Context, key string) error {
 	switch {
 	case strings.HasPrefix(key, keyGate):
 		_, err := s.ObserveGate(ctx, wire.LifecycleUID(strings.TrimPrefix(key, keyGate)))
@@ -64,7 +65,7 @@ func (s *AuthStore) checkRow(ctx context.Context, key string) error {
 		}
 		_, _, err := s.credential(ctx, wire.LifecycleUID(u), id)
 		return err
-	case strings.HasPrefix(key, keyEpGate), strings.HasPrefix(key, keyEpCred):
+	case strings.HasPrefix(key, meshwire.EndpointGatePrefix), strings.HasPrefix(key, keyEpCred):
 		return s.checkEndpointRow(ctx, key)
 	case strings.HasPrefix(key, keySession):
 		_, err := s.readSession(ctx, key)

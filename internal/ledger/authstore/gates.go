@@ -1,4 +1,4 @@
-package authority
+package authstore
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -114,7 +115,7 @@ type CredentialRow struct {
 	CredentialID string            `json:"credentialId"`
 	LifecycleUID wire.LifecycleUID `json:"lifecycleUid"`
 	Principal    string            `json:"principal"`
-	Profile      Profile           `json:"profile"`
+	Profile      authority.Profile `json:"profile"`
 	UserKey      string            `json:"userKey"`
 	State        CredentialState   `json:"state"`
 	IssuedAt     wire.EpochMillis  `json:"issuedAt"`
@@ -177,7 +178,7 @@ type ObservedGate struct {
 }
 
 // ObserveGate reads gate.<uid> (leader-served); nil when the lifecycle has no gate.
-func (s *AuthStore) ObserveGate(ctx context.Context, uid wire.LifecycleUID) (*ObservedGate, error) {
+func (s *Store) ObserveGate(ctx context.Context, uid wire.LifecycleUID) (*ObservedGate, error) {
 	key := keyGate + string(uid)
 	r, err := s.readNeverDeleted(ctx, key)
 	if err != nil || r == nil {
@@ -191,7 +192,7 @@ func (s *AuthStore) ObserveGate(ctx context.Context, uid wire.LifecycleUID) (*Ob
 }
 
 // moveGate moves a gate observed at og (nil: absent) to next, by revision CAS.
-func (s *AuthStore) moveGate(ctx context.Context, uid wire.LifecycleUID, og *ObservedGate, next GateRow) (*ObservedGate, error) {
+func (s *Store) moveGate(ctx context.Context, uid wire.LifecycleUID, og *ObservedGate, next GateRow) (*ObservedGate, error) {
 	var from GateState
 	var rev uint64
 	if og != nil {
@@ -213,7 +214,7 @@ func (s *AuthStore) moveGate(ctx context.Context, uid wire.LifecycleUID, og *Obs
 
 // touchGate rewrites the gate's bytes at its observed revision: a commit that loses if anything
 // moved the gate since it was observed.
-func (s *AuthStore) touchGate(ctx context.Context, uid wire.LifecycleUID, og *ObservedGate) error {
+func (s *Store) touchGate(ctx context.Context, uid wire.LifecycleUID, og *ObservedGate) error {
 	_, err := s.write(ctx, keyGate+string(uid), og.raw, og.Revision, 0)
 	return err
 }
@@ -221,7 +222,7 @@ func (s *AuthStore) touchGate(ctx context.Context, uid wire.LifecycleUID, og *Ob
 // Head reads lifecycle.<owner>.<actor>; nil when the alias has none. A row that names another
 // principal than its key is ErrCorrupt: it never authorizes anything (SPEC §13.1), least of all
 // retiring the lifecycle it names.
-func (s *AuthStore) Head(ctx context.Context, p wire.Principal) (*LifecycleHead, uint64, error) {
+func (s *Store) Head(ctx context.Context, p wire.Principal) (*LifecycleHead, uint64, error) {
 	key := keyHead + p.String()
 	r, err := s.readNeverDeleted(ctx, key)
 	if err != nil || r == nil {
@@ -239,7 +240,7 @@ func (s *AuthStore) Head(ctx context.Context, p wire.Principal) (*LifecycleHead,
 
 // CurrentEpoch returns the process epoch of the holder's lifecycle, read only from an active
 // alias head that names the holder's own UID; anything else is ErrConflict.
-func (s *AuthStore) CurrentEpoch(ctx context.Context, holder wire.Lifecycle) (int64, error) {
+func (s *Store) CurrentEpoch(ctx context.Context, holder wire.Lifecycle) (int64, error) {
 	h, _, err := s.Head(ctx, holder.Principal)
 	if err != nil {
 		return 0, err
@@ -254,7 +255,7 @@ func (s *AuthStore) CurrentEpoch(ctx context.Context, holder wire.Lifecycle) (in
 // the alias head moved to it by revision CAS. An alias still held by another active lifecycle is
 // ErrConflict: that one must be retired or taken over first. It returns the open gate as
 // written, for a first issue against it (IssueObserved) without reading it back.
-func (s *AuthStore) Activate(ctx context.Context, l wire.Lifecycle, opID string) (*ObservedGate, error) {
+func (s *Store) Activate(ctx context.Context, l wire.Lifecycle, opID string) (*ObservedGate, error) {
 	if err := s.reserve(ctx, l); err != nil {
 		return nil, err
 	}
@@ -290,7 +291,7 @@ func (s *AuthStore) Activate(ctx context.Context, l wire.Lifecycle, opID string)
 
 // reserve writes uid.<uid> create-only. A reservation already there for the same principal (a
 // retried activation) is fine; one for another principal is ErrConflict.
-func (s *AuthStore) reserve(ctx context.Context, l wire.Lifecycle) error {
+func (s *Store) reserve(ctx context.Context, l wire.Lifecycle) error {
 	key := keyUID + string(l.UID)
 	res, _ := json.Marshal(uidReservation{LifecycleUID: l.UID, Principal: l.Principal.String(), ReservedAt: wire.MillisOf(time.Now())}) // always encodes
 	_, err := s.write(ctx, key, res, 0, 0)
@@ -314,7 +315,7 @@ func (s *AuthStore) reserve(ctx context.Context, l wire.Lifecycle) error {
 // Retire ends a lifecycle: its gate retired (no credential is ever issued again), every active
 // credential revoked in the ledger, and the alias head, if it names this lifecycle, retired. It
 // returns the user keys of all its revoked credentials and their sessions, for the broker to refuse.
-func (s *AuthStore) Retire(ctx context.Context, l wire.Lifecycle, opID string) ([]string, error) {
+func (s *Store) Retire(ctx context.Context, l wire.Lifecycle, opID string) ([]string, error) {
 	revoked, err := s.retireGate(ctx, l, opID)
 	if err != nil {
 		return revoked, err
@@ -332,7 +333,7 @@ func (s *AuthStore) Retire(ctx context.Context, l wire.Lifecycle, opID string) (
 }
 
 // retireGate is Retire but for the alias head: the gate retired and every credential revoked.
-func (s *AuthStore) retireGate(ctx context.Context, l wire.Lifecycle, opID string) ([]string, error) {
+func (s *Store) retireGate(ctx context.Context, l wire.Lifecycle, opID string) ([]string, error) {
 	og, err := s.ObserveGate(ctx, l.UID)
 	if err != nil {
 		return nil, err
@@ -355,7 +356,7 @@ func (s *AuthStore) retireGate(ctx context.Context, l wire.Lifecycle, opID strin
 //
 // A row that cannot be read does not shield the others: the well-formed rows are revoked, and the
 // corrupt one is reported in the error.
-func (s *AuthStore) revokeAll(ctx context.Context, uid wire.LifecycleUID, reason string) ([]string, error) {
+func (s *Store) revokeAll(ctx context.Context, uid wire.LifecycleUID, reason string) ([]string, error) {
 	rows, listErr := s.Credentials(ctx, uid)
 	if listErr != nil && !errors.Is(listErr, ErrCorrupt) {
 		return nil, listErr
@@ -373,7 +374,7 @@ func (s *AuthStore) revokeAll(ctx context.Context, uid wire.LifecycleUID, reason
 
 // revokeWithSessions revokes a credential row (if it is active) and supersedes its sessions, and
 // returns the user keys involved.
-func (s *AuthStore) revokeWithSessions(ctx context.Context, r *CredentialRow, reason string) ([]string, error) {
+func (s *Store) revokeWithSessions(ctx context.Context, r *CredentialRow, reason string) ([]string, error) {
 	if r.State == CredActive {
 		if _, err := s.revokeRow(ctx, r.LifecycleUID, r.CredentialID, reason); err != nil {
 			return nil, err
@@ -386,7 +387,7 @@ func (s *AuthStore) revokeWithSessions(ctx context.Context, r *CredentialRow, re
 // SupersedeSessions tears down every session a credential row's source chain names (a barrier
 // revoking the row must take its sessions with it, SPEC §13.6): each row goes superseded and both
 // halves are revoked. It returns the user keys the broker must refuse.
-func (s *AuthStore) SupersedeSessions(ctx context.Context, r CredentialRow) ([]string, error) {
+func (s *Store) SupersedeSessions(ctx context.Context, r CredentialRow) ([]string, error) {
 	var keys []string
 	for _, id := range sessionsOf(r) {
 		t, err := s.ReconcileSessionForTakeover(ctx, id)
@@ -407,7 +408,7 @@ func dedupe(keys []string) []string {
 }
 
 // credential reads cred.<uid>.<id>; nil when absent.
-func (s *AuthStore) credential(ctx context.Context, uid wire.LifecycleUID, id string) (*CredentialRow, uint64, error) {
+func (s *Store) credential(ctx context.Context, uid wire.LifecycleUID, id string) (*CredentialRow, uint64, error) {
 	key := keyCred + string(uid) + "." + id
 	r, err := s.read(ctx, key)
 	if err != nil || r == nil || r.Deleted {
@@ -425,7 +426,7 @@ func (s *AuthStore) credential(ctx context.Context, uid wire.LifecycleUID, id st
 
 // Credentials lists a lifecycle's credential rows ("" for every lifecycle). A malformed row is
 // an ErrCorrupt error listing it, after the others.
-func (s *AuthStore) Credentials(ctx context.Context, uid wire.LifecycleUID) ([]CredentialRow, error) {
+func (s *Store) Credentials(ctx context.Context, uid wire.LifecycleUID) ([]CredentialRow, error) {
 	filter := keyCred + ">"
 	if uid != "" {
 		filter = keyCred + string(uid) + ".>"
@@ -466,7 +467,7 @@ func readRows(keys []string, read func(key string) (*CredentialRow, error)) ([]C
 // Revoke revokes a credential: its row moves to revoked (idempotently) and, when it is a
 // session's caller half, the session is taken down with its serving half. It returns the row and
 // the user keys the broker must now refuse; it does not by itself stop anything at the broker.
-func (s *AuthStore) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*CredentialRow, []string, error) {
+func (s *Store) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*CredentialRow, []string, error) {
 	row, _, err := s.credential(ctx, uid, credentialID)
 	if err != nil {
 		return nil, nil, err
@@ -483,7 +484,7 @@ func (s *AuthStore) Revoke(ctx context.Context, uid wire.LifecycleUID, credentia
 }
 
 // revokeRow moves a credential row to revoked, idempotently, and returns it.
-func (s *AuthStore) revokeRow(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*CredentialRow, error) {
+func (s *Store) revokeRow(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*CredentialRow, error) {
 	row, rev, err := s.credential(ctx, uid, credentialID)
 	if err != nil {
 		return nil, err
@@ -512,7 +513,7 @@ type EvictKeys func(ctx context.Context, userKeys []string) error
 // alias head to the next process epoch by CAS; reopen the gate at that epoch. It returns the new
 // epoch. A barrier that stopped part way resumes when run again with the same opID; a gate
 // frozen by another operation is ErrConflict.
-func (s *AuthStore) Takeover(ctx context.Context, l wire.Lifecycle, opID string, evict EvictKeys) (int64, error) {
+func (s *Store) Takeover(ctx context.Context, l wire.Lifecycle, opID string, evict EvictKeys) (int64, error) {
 	og, err := s.ObserveGate(ctx, l.UID)
 	if err != nil {
 		return 0, err

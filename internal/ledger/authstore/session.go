@@ -1,4 +1,4 @@
-package authority
+package authstore
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
@@ -199,14 +200,14 @@ type ObservedSession struct {
 }
 
 // Session reads session.<sessionId>; nil when there is none.
-func (s *AuthStore) Session(ctx context.Context, sessionID string) (*ObservedSession, error) {
+func (s *Store) Session(ctx context.Context, sessionID string) (*ObservedSession, error) {
 	if err := meshwire.ValidateSessionID(sessionID); err != nil {
 		return nil, err
 	}
 	return s.readSession(ctx, keySession+sessionID)
 }
 
-func (s *AuthStore) readSession(ctx context.Context, key string) (*ObservedSession, error) {
+func (s *Store) readSession(ctx context.Context, key string) (*ObservedSession, error) {
 	r, err := s.readNeverDeleted(ctx, key)
 	if err != nil || r == nil {
 		return nil, err
@@ -222,7 +223,7 @@ func (s *AuthStore) readSession(ctx context.Context, key string) (*ObservedSessi
 }
 
 // moveSession rewrites a session row at its observed revision, along the state grammar.
-func (s *AuthStore) moveSession(ctx context.Context, os *ObservedSession, next SessionRow) (*ObservedSession, error) {
+func (s *Store) moveSession(ctx context.Context, os *ObservedSession, next SessionRow) (*ObservedSession, error) {
 	if next.State != os.Row.State {
 		if err := checkSessionMove(os.Row.State, next.State); err != nil {
 			return nil, err
@@ -246,7 +247,7 @@ func (s *AuthStore) moveSession(ctx context.Context, os *ObservedSession, next S
 //
 // The holder retrying after a lost response gets the same credential bytes back, as long as the
 // session is active.
-func (s *AuthStore) RedeemSession(ctx context.Context, keys *SpaceKeys, req SessionRequest) (*Credential, error) {
+func (s *Store) RedeemSession(ctx context.Context, keys *authority.SpaceKeys, req SessionRequest) (*authority.Credential, error) {
 	now := time.Now()
 	if err := req.validate(now); err != nil {
 		return nil, err
@@ -278,7 +279,7 @@ func (s *AuthStore) RedeemSession(ctx context.Context, keys *SpaceKeys, req Sess
 		return nil, err
 	}
 	os := &ObservedSession{Row: row, Revision: rev}
-	refuse := func(to SessionState, cause error) (*Credential, error) {
+	refuse := func(to SessionState, cause error) (*authority.Credential, error) {
 		_, cerr := s.terminate(ctx, os.Row.SessionID, to)
 		return nil, errors.Join(fmt.Errorf("redeem session %s: %w", req.SessionID, cause), cerr)
 	}
@@ -332,7 +333,7 @@ func (s *AuthStore) RedeemSession(ctx context.Context, keys *SpaceKeys, req Sess
 }
 
 // stageSession writes both halves' stage pins and credential rows, create-only.
-func (s *AuthStore) stageSession(ctx context.Context, keys *SpaceKeys, req SessionRequest, serve *ServeGate, servingPrincipal string) error {
+func (s *Store) stageSession(ctx context.Context, keys *authority.SpaceKeys, req SessionRequest, serve *ServeGate, servingPrincipal string) error {
 	kid := keys.SigningPublicKey()
 	thumb, err := jwkThumbprint(kid)
 	if err != nil {
@@ -342,32 +343,32 @@ func (s *AuthStore) stageSession(ctx context.Context, keys *SpaceKeys, req Sessi
 	if err != nil {
 		return fmt.Errorf("%w: the serving gate's principal: %v", ErrCorrupt, err)
 	}
-	rails := SessionRails{Endpoint: req.Serving.Name, SessionID: req.SessionID, Epoch: req.ServingEpoch}
+	rails := authority.SessionRails{Endpoint: req.Serving.Name, SessionID: req.SessionID, Epoch: req.ServingEpoch}
 	source := []string{keySession + req.SessionID}
 	if req.Target != nil {
 		source = append(source, targetSource+req.Target.String())
 	}
 	for _, half := range []struct {
 		party     sessionParty
-		profile   Profile
+		profile   authority.Profile
 		principal wire.Principal
 		uid       wire.LifecycleUID
 	}{
-		{partyCaller, ProfileSessionCaller, req.Holder.Principal, req.Holder.UID},
-		{partyServing, ProfileSessionServing, servingP, req.Serving.InstanceID},
+		{partyCaller, authority.ProfileSessionCaller, req.Holder.Principal, req.Holder.UID},
+		{partyServing, authority.ProfileSessionServing, servingP, req.Serving.InstanceID},
 	} {
 		pin, _ := json.Marshal(stagePin{Kid: kid, Thumbprint: thumb, Party: half.party}) // always encodes
 		if _, err := s.write(ctx, keyStageSession+req.SessionID+"."+string(half.party), pin, 0, 0); err != nil {
 			return fmt.Errorf("pin the %s half: %w", half.profile, err)
 		}
 		id := sessionCredentialID(req.SessionID, half.party)
-		user, err := keys.userKeyFor(id)
+		user, err := keys.UserKey(id)
 		if err != nil {
 			return err
 		}
-		mint := MintRequest{Profile: half.profile, Expires: time.Until(req.Expires),
-			Grant: Grant{Principal: half.principal, LifecycleUID: half.uid, Session: rails}}
-		cred, err := keys.sign(mint, mustPublic(user), time.Now())
+		mint := authority.MintRequest{Profile: half.profile, Expires: time.Until(req.Expires),
+			Grant: authority.Grant{Principal: half.principal, LifecycleUID: half.uid, Session: rails}}
+		cred, err := keys.SignFor(mint, authority.PublicKey(user))
 		if err != nil {
 			return err
 		}
@@ -390,7 +391,7 @@ func (s *AuthStore) stageSession(ctx context.Context, keys *SpaceKeys, req Sessi
 }
 
 // sessionCredential reads one half's credential row; nil when it was never staged.
-func (s *AuthStore) sessionCredential(ctx context.Context, row *SessionRow, p sessionParty) (*CredentialRow, error) {
+func (s *Store) sessionCredential(ctx context.Context, row *SessionRow, p sessionParty) (*CredentialRow, error) {
 	if p == partyCaller {
 		c, _, err := s.credential(ctx, row.Holder.LifecycleUID, row.CredCaller)
 		return c, err
@@ -405,7 +406,7 @@ func (s *AuthStore) sessionCredential(ctx context.Context, row *SessionRow, p se
 
 // releaseSession releases one half of an active session: the same bytes every time, under the
 // signing key pinned at stage. A pin that names a key the keyring no longer signs with fails.
-func (s *AuthStore) releaseSession(ctx context.Context, keys *SpaceKeys, row *SessionRow, p sessionParty) (*Credential, error) {
+func (s *Store) releaseSession(ctx context.Context, keys *authority.SpaceKeys, row *SessionRow, p sessionParty) (*authority.Credential, error) {
 	if row.State != SessionActive {
 		return nil, fmt.Errorf("release session %s: %w: it is %s", row.SessionID, ErrConflict, row.State)
 	}
@@ -431,7 +432,7 @@ func (s *AuthStore) releaseSession(ctx context.Context, keys *SpaceKeys, row *Se
 	if cred == nil || cred.State != CredActive {
 		return nil, fmt.Errorf("release session %s: %w: its %s credential is not active", row.SessionID, ErrConflict, p)
 	}
-	user, err := keys.userKeyFor(cred.CredentialID)
+	user, err := keys.UserKey(cred.CredentialID)
 	if err != nil {
 		return nil, err
 	}
@@ -440,7 +441,7 @@ func (s *AuthStore) releaseSession(ctx context.Context, keys *SpaceKeys, row *Se
 
 // ServingCredential releases the serving half of an active session to its serving instance,
 // which must name the session's endpoint, instance and epoch exactly.
-func (s *AuthStore) ServingCredential(ctx context.Context, keys *SpaceKeys, sessionID string, serving Endpoint, epoch int64) (*Credential, error) {
+func (s *Store) ServingCredential(ctx context.Context, keys *authority.SpaceKeys, sessionID string, serving Endpoint, epoch int64) (*authority.Credential, error) {
 	os, err := s.Session(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -457,7 +458,7 @@ func (s *AuthStore) ServingCredential(ctx context.Context, keys *SpaceKeys, sess
 // CallerCredential releases the caller half of an active session to its holder, which must be
 // the lifecycle the row names: the trusted path a holder redeems a grant through once the session
 // was established for it. It never creates a session.
-func (s *AuthStore) CallerCredential(ctx context.Context, keys *SpaceKeys, sessionID string, holder wire.Lifecycle) (*Credential, error) {
+func (s *Store) CallerCredential(ctx context.Context, keys *authority.SpaceKeys, sessionID string, holder wire.Lifecycle) (*authority.Credential, error) {
 	os, err := s.Session(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -505,7 +506,7 @@ type SessionTeardown struct {
 // CloseSession is the authoritative close (SPEC §13.6): the closer must be a party of the stored
 // row or the operator; the row goes terminal (to, closed by default) and both credentials are
 // revoked and marked. Closing a terminal session again retries any unmarked revocation.
-func (s *AuthStore) CloseSession(ctx context.Context, sessionID string, closer SessionCloser, to SessionState) (*SessionTeardown, error) {
+func (s *Store) CloseSession(ctx context.Context, sessionID string, closer SessionCloser, to SessionState) (*SessionTeardown, error) {
 	if to == "" {
 		to = SessionClosed
 	}
@@ -529,7 +530,7 @@ func (s *AuthStore) CloseSession(ctx context.Context, sessionID string, closer S
 // is revoking: the row goes superseded and both halves are revoked, so the serving half cannot
 // outlive the barrier. The session was named by a credential row's source chain and session rows
 // are never deleted, so a missing row is corruption.
-func (s *AuthStore) ReconcileSessionForTakeover(ctx context.Context, sessionID string) (*SessionTeardown, error) {
+func (s *Store) ReconcileSessionForTakeover(ctx context.Context, sessionID string) (*SessionTeardown, error) {
 	os, err := s.Session(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -542,7 +543,7 @@ func (s *AuthStore) ReconcileSessionForTakeover(ctx context.Context, sessionID s
 
 // terminate moves a session to a terminal state (if it is not one already) and revokes and marks
 // both halves, rereading the row when a concurrent writer moved it.
-func (s *AuthStore) terminate(ctx context.Context, sessionID string, to SessionState) (*SessionTeardown, error) {
+func (s *Store) terminate(ctx context.Context, sessionID string, to SessionState) (*SessionTeardown, error) {
 	t := &SessionTeardown{}
 	for range 5 {
 		t = &SessionTeardown{}
@@ -595,7 +596,7 @@ func (s *AuthStore) terminate(ctx context.Context, sessionID string, to SessionS
 
 // revokeSessionHalf revokes one half's credential row, idempotently, and returns its user key and
 // principal. A half that was never staged has nothing to revoke.
-func (s *AuthStore) revokeSessionHalf(ctx context.Context, row *SessionRow, p sessionParty) (userKey, principal string, err error) {
+func (s *Store) revokeSessionHalf(ctx context.Context, row *SessionRow, p sessionParty) (userKey, principal string, err error) {
 	cred, err := s.sessionCredential(ctx, row, p)
 	if err != nil || cred == nil {
 		return "", "", err
@@ -627,7 +628,7 @@ type SweepResult struct {
 
 // SweepSessions expires every session past its exp and retries the unmarked revocations of
 // terminal ones. A malformed row is reported in Failed and never stops the pass.
-func (s *AuthStore) SweepSessions(ctx context.Context, now time.Time) (*SweepResult, error) {
+func (s *Store) SweepSessions(ctx context.Context, now time.Time) (*SweepResult, error) {
 	keys, err := s.keys(ctx, keySession+"*")
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -663,7 +664,7 @@ func (s *AuthStore) SweepSessions(ctx context.Context, now time.Time) (*SweepRes
 // revocations both completed, with their stage pins: what SPEC §13.8 keeps for the idempotency
 // horizon (retention) and no longer. It returns how many sessions it removed; a row it cannot
 // read or remove is reported in the joined error and left for the next pass.
-func (s *AuthStore) PruneSessions(ctx context.Context, now time.Time, retention time.Duration) (int, error) {
+func (s *Store) PruneSessions(ctx context.Context, now time.Time, retention time.Duration) (int, error) {
 	keys, err := s.keys(ctx, keySession+"*")
 	if err != nil {
 		return 0, fmt.Errorf("list sessions: %w", err)
@@ -697,7 +698,7 @@ func (s *AuthStore) PruneSessions(ctx context.Context, now time.Time, retention 
 
 // removeStagePins removes the stage pins of a session's two halves; a pin already gone is not an
 // error.
-func (s *AuthStore) removeStagePins(ctx context.Context, sessionID string) error {
+func (s *Store) removeStagePins(ctx context.Context, sessionID string) error {
 	for _, p := range []sessionParty{partyCaller, partyServing} {
 		key := keyStageSession + sessionID + "." + string(p)
 		r, err := s.readNeverDeleted(ctx, key)

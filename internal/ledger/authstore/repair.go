@@ -1,4 +1,4 @@
-package authority
+package authstore
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -31,7 +32,7 @@ type Repair struct {
 // revocation is never pruned, and its JWT is one with no permissions that expired when it was
 // signed. A row whose key names no lifecycle and credential, or whose lifecycle has no readable
 // reservation, is left for the operator, with the reason.
-func (s *AuthStore) repairCredentials(ctx context.Context, keys *SpaceKeys) ([]Repair, []string, error) {
+func (s *Store) repairCredentials(ctx context.Context, keys *authority.SpaceKeys) ([]Repair, []string, error) {
 	if keys.Space != s.space {
 		return nil, nil, fmt.Errorf("repair: keys of space %s for the auth store of %s", keys.Space, s.space)
 	}
@@ -63,7 +64,7 @@ func (s *AuthStore) repairCredentials(ctx context.Context, keys *SpaceKeys) ([]R
 }
 
 // replaceCredential writes the revoked replacement of the corrupt row at key.
-func (s *AuthStore) replaceCredential(ctx context.Context, keys *SpaceKeys, key string, uid wire.LifecycleUID, id string) (string, error) {
+func (s *Store) replaceCredential(ctx context.Context, keys *authority.SpaceKeys, key string, uid wire.LifecycleUID, id string) (string, error) {
 	if err := checkCredentialID(id); err != nil {
 		return "", err
 	}
@@ -83,23 +84,23 @@ func (s *AuthStore) replaceCredential(ctx context.Context, keys *SpaceKeys, key 
 		return "", fmt.Errorf("read %s: %v", key, err)
 	}
 	var loose struct {
-		Profile Profile `json:"profile"`
+		Profile authority.Profile `json:"profile"`
 	}
 	_ = json.Unmarshal(cur.Value, &loose) // best effort: a row too broken for it keeps no profile
-	if _, err := ParseProfile(string(loose.Profile)); err != nil {
+	if _, err := authority.ParseProfile(string(loose.Profile)); err != nil {
 		loose.Profile = ""
 	}
-	user, err := keys.userKeyFor(id)
+	user, err := keys.UserKey(id)
 	if err != nil {
 		return "", err
 	}
-	pub := mustPublic(user)
+	pub := authority.PublicKey(user)
 	now := time.Now()
 	uc := jwt.NewUserClaims(pub)
 	uc.Name = "revoked"
 	uc.IssuerAccount = keys.AccountPublicKey()
 	uc.IssuedAt, uc.Expires = now.Unix(), now.Unix()
-	token, err := uc.Encode(keys.signing)
+	token, err := keys.SignClaims(uc)
 	if err != nil {
 		return "", err
 	}
@@ -131,7 +132,7 @@ func (s *AuthStore) replaceCredential(ctx context.Context, keys *SpaceKeys, key 
 //   - a stage pin: removed.
 //
 // A row it cannot repair is reported with the reason.
-func (s *AuthStore) RepairAll(ctx context.Context, keys *SpaceKeys) ([]Repair, []string, error) {
+func (s *Store) RepairAll(ctx context.Context, keys *authority.SpaceKeys) ([]Repair, []string, error) {
 	repairs, revoked, err := s.repairCredentials(ctx, keys)
 	if err != nil {
 		return repairs, revoked, err
@@ -170,7 +171,7 @@ func (s *AuthStore) RepairAll(ctx context.Context, keys *SpaceKeys) ([]Repair, [
 }
 
 // pruneRow removes key at its current revision.
-func (s *AuthStore) pruneRow(ctx context.Context, key string) error {
+func (s *Store) pruneRow(ctx context.Context, key string) error {
 	r, err := s.read(ctx, key)
 	if err != nil || r == nil {
 		return err
@@ -180,13 +181,13 @@ func (s *AuthStore) pruneRow(ctx context.Context, key string) error {
 
 // Reserved reports whether uid is a lifecycle of the store: one ever activated holds a uid
 // reservation, which is never deleted. A control instrument's caller uid is none.
-func (s *AuthStore) Reserved(ctx context.Context, uid wire.LifecycleUID) (bool, error) {
+func (s *Store) Reserved(ctx context.Context, uid wire.LifecycleUID) (bool, error) {
 	r, err := s.read(ctx, keyUID+string(uid))
 	return r != nil, err
 }
 
 // reservation reads the uid reservation of a lifecycle.
-func (s *AuthStore) reservation(ctx context.Context, uid wire.LifecycleUID) (*uidReservation, error) {
+func (s *Store) reservation(ctx context.Context, uid wire.LifecycleUID) (*uidReservation, error) {
 	r, err := s.readNeverDeleted(ctx, keyUID+string(uid))
 	if err != nil || r == nil {
 		return nil, fmt.Errorf("the reservation of lifecycle %s cannot be read (%v)", uid, err)
@@ -201,7 +202,7 @@ func (s *AuthStore) reservation(ctx context.Context, uid wire.LifecycleUID) (*ui
 const repairOp = "doctor-fix"
 
 // repairGate replaces a corrupt gate with a retired one and retires its lifecycle.
-func (s *AuthStore) repairGate(ctx context.Context, key string) (string, []string, error) {
+func (s *Store) repairGate(ctx context.Context, key string) (string, []string, error) {
 	uid := wire.LifecycleUID(strings.TrimPrefix(key, keyGate))
 	rsv, err := s.reservation(ctx, uid)
 	if err != nil {
@@ -224,7 +225,7 @@ func (s *AuthStore) repairGate(ctx context.Context, key string) (string, []strin
 }
 
 // repairHead retires every open lifecycle of the head's principal and rewrites the head retired.
-func (s *AuthStore) repairHead(ctx context.Context, key string) (string, []string, error) {
+func (s *Store) repairHead(ctx context.Context, key string) (string, []string, error) {
 	p, err := wire.ParsePrincipal(strings.TrimPrefix(key, keyHead))
 	if err != nil {
 		return "", nil, err
@@ -269,15 +270,15 @@ func (s *AuthStore) repairHead(ctx context.Context, key string) (string, []strin
 }
 
 // repairSession refuses both halves of a corrupt session and removes it with its stage pins.
-func (s *AuthStore) repairSession(ctx context.Context, keys *SpaceKeys, key string) (string, []string, error) {
+func (s *Store) repairSession(ctx context.Context, keys *authority.SpaceKeys, key string) (string, []string, error) {
 	sid := strings.TrimPrefix(key, keySession)
 	var revoked []string
 	for _, party := range []sessionParty{partyCaller, partyServing} {
-		user, err := keys.userKeyFor(sessionCredentialID(sid, party))
+		user, err := keys.UserKey(sessionCredentialID(sid, party))
 		if err != nil {
 			return "", nil, err
 		}
-		revoked = append(revoked, mustPublic(user))
+		revoked = append(revoked, authority.PublicKey(user))
 	}
 	if err := s.removeStagePins(ctx, sid); err != nil {
 		return "", revoked, err
