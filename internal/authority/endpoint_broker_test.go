@@ -203,7 +203,7 @@ func TestManagerServeRowsOnTheBroker(t *testing.T) {
 	carolCred, carol := m.Agent(t, ledger.Request{Name: "carol", Capabilities: []string{authority.CapabilitySpawn}})
 	c := lifecycleOf(carolCred)
 	iid := wire.NewLifecycleUID()
-	cred, epoch, err := m.Ledger(s).ServeManager(ctx, "cotal_manager", iid, []string{"spawn", "ps", "stop"}, time.Hour)
+	cred, epoch, err := m.Ledger(s).Serve(ctx, wire.ManagerEndpoint, "cotal_manager", iid, []string{"spawn", "ps", "stop"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/callout"
@@ -189,7 +190,7 @@ func (s *Service) serveAuthEndpoint(ctx context.Context, host *remotemgr.Host) e
 	if err != nil {
 		return err
 	}
-	h, epoch, err := s.cfg.Ledger.HoldAuth(ctx, authActor, instance, authendpoint.Commands(), authority.DaemonLifetime, s.cfg.Log)
+	h, epoch, err := s.cfg.Ledger.HoldServing(ctx, meshwire.AuthEndpoint, authActor, instance, authendpoint.Commands(), authority.DaemonLifetime, s.cfg.Log)
 	if err != nil {
 		return fmt.Errorf("issue the auth endpoint's serving credential: %w", err)
 	}

@@ -69,7 +69,7 @@ type RemoteActivation struct {
 // Activate issues a remote manager instance's serve credential, serving commands,
 // and its goal-writer and session-ledger siblings, each living life, for the keys ids name. The
 // gate must exist (ErrNoGate: nothing is minted) and name ids.Serve (ErrForeignGate). It then
-// moves as a local manager's does (ServeManager): frozen, every serving credential of an older
+// moves as a local manager's does (Serve): frozen, every serving credential of an older
 // epoch revoked and evicted, reopened at the next epoch. The three credentials are issued through
 // the gate at that epoch, each against the revision the issue before it left, so a gate that moves
 // in between (another incarnation) stops the activation with ErrConflict; all three are fenced
@@ -102,7 +102,7 @@ func (r *RemoteManagers) Activate(ctx context.Context, ids RemoteServe, instance
 		}
 	}
 	keys := []string{ids.Serve.Key, ids.GoalWriter.Key, ids.SessionLedger.Key}
-	// A dry run before the gate moves, as ServeManager's.
+	// A dry run before the gate moves, as Serve's.
 	for i, mr := range reqs(og.Row.ProcessEpoch + 1) {
 		if _, err := r.l.keys.SignUser(mr, keys[i]); err != nil {
 			return nil, err

@@ -11,7 +11,6 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
-	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -20,26 +19,24 @@ import (
 // epgate.manager.<instanceId>, with its row under epcred.manager.<instanceId>.<credentialId>.
 // Every issue after the first advances the epoch and fences the incarnations before it.
 
-// ServeManager issues the serving credential of manager instance, which serves commands (and
-// describe), for the principal local.<name>, living life (zero: the supervisor's default;
-// negative: never). It returns the credential and the epoch it serves at, the epoch the manager's
-// replies, events and svc status carry.
+// Serve issues the serving credential of an instance of endpoint, which serves commands (and
+// describe), for the principal local.<name>, living life (zero: the profile's default; negative:
+// never). A manager's is a supervisor credential, which serves beside its other rows; any other
+// endpoint's is endpoint-serve, which serves and does nothing else. It returns the credential and
+// the epoch it serves at, the epoch the instance's replies, events and svc status carry.
 //
-// The instance's gate decides the epoch. An instance with no gate is activated: its gate opens at
+// The instance's gate, epgate.<endpoint>.<instanceId>, decides the epoch. An instance with no gate is activated: its gate opens at
 // epoch 0. An instance that has one is taken over: the gate freezes, every serving credential of
 // an older epoch still active is revoked and evicted from the broker (verified), and the gate
 // reopens at the next epoch; a barrier that stopped part way (the gate left frozen) is resumed
 // the same way. The new credential's row is staged create-only and committed by rewriting the
 // gate at the revision this call observed, so of two racing issues one loses with ErrConflict. A
 // retired gate is ErrConflict.
-func (l *Ledger) ServeManager(ctx context.Context, name string, instance wire.LifecycleUID, commands []string, life time.Duration) (*authority.Credential, int64, error) {
-	return l.serveEndpoint(ctx, wire.ManagerEndpoint, authority.ProfileSupervisor, name, instance, commands, life)
-}
-
-// serveEndpoint issues the serving credential of an instance of endpoint, as ServeManager does a
-// manager's: of profile (a supervisor's, which serves beside its other rows, or endpoint-serve),
-// through the instance's gate epgate.<endpoint>.<instanceId>.
-func (l *Ledger) serveEndpoint(ctx context.Context, endpoint wire.EndpointName, profile authority.Profile, name string, instance wire.LifecycleUID, commands []string, life time.Duration) (*authority.Credential, int64, error) {
+func (l *Ledger) Serve(ctx context.Context, endpoint wire.EndpointName, name string, instance wire.LifecycleUID, commands []string, life time.Duration) (*authority.Credential, int64, error) {
+	profile := authority.ProfileEndpointServe
+	if endpoint == wire.ManagerEndpoint {
+		profile = authority.ProfileSupervisor
+	}
 	p, err := wire.NewPrincipal(wire.DevOwner, name)
 	if err != nil {
 		return nil, 0, err
@@ -148,14 +145,9 @@ func (l *Ledger) fenceServing(ctx context.Context, g *authstore.ServeGate, epoch
 	return err
 }
 
-// RenewManager renews a manager serving credential in place for life: the same key and
+// renewServing renews a serving credential of endpoint in place for life: the same key and
 // permissions, a fresh JWT (authstore.ServeGate.Renew). Once a newer incarnation has taken the
-// instance over it is ErrConflict.
-func (l *Ledger) RenewManager(ctx context.Context, cred *authority.Credential, life time.Duration) (*authority.Credential, error) {
-	return l.renewServing(ctx, wire.ManagerEndpoint, cred, life)
-}
-
-// renewServing renews a serving credential of endpoint in place, as RenewManager does.
+// instance over it is authstore.ErrConflict.
 func (l *Ledger) renewServing(ctx context.Context, endpoint wire.EndpointName, cred *authority.Credential, life time.Duration) (*authority.Credential, error) {
 	g, err := l.serveGate(ctx, endpoint, cred.LifecycleUID)
 	if err != nil {
@@ -164,13 +156,8 @@ func (l *Ledger) renewServing(ctx context.Context, endpoint wire.EndpointName, c
 	return g.Renew(ctx, l.keys, cred.CredentialID, life)
 }
 
-// ReleaseManager revokes a manager serving credential at a clean stop, and has the broker refuse
-// it. Releasing one already revoked (fenced by a newer epoch) is not an error.
-func (l *Ledger) ReleaseManager(ctx context.Context, instance wire.LifecycleUID, credentialID string) error {
-	return l.releaseServing(ctx, wire.ManagerEndpoint, instance, credentialID)
-}
-
-// releaseServing revokes a serving credential of endpoint, as ReleaseManager does.
+// releaseServing revokes a serving credential of endpoint at a clean stop, and has the broker
+// refuse it. Releasing one already revoked (fenced by a newer epoch) is not an error.
 func (l *Ledger) releaseServing(ctx context.Context, endpoint wire.EndpointName, instance wire.LifecycleUID, credentialID string) error {
 	return l.run(ctx, func(s *authstore.Store) ([]string, error) {
 		g, err := s.ServeGate(authstore.Endpoint{Name: endpoint.Token(), InstanceID: instance})
@@ -185,26 +172,15 @@ func (l *Ledger) releaseServing(ctx context.Context, endpoint wire.EndpointName,
 	})
 }
 
-// HoldManager issues a manager serving credential (ServeManager) living life (at least
-// MinHeldLifetime), connects it and keeps it renewed at its epoch until Release, which releases
-// it (ReleaseManager). It returns the epoch the connection serves at. Renewals stop for good once
-// a newer incarnation fences it.
-func (l *Ledger) HoldManager(ctx context.Context, name string, instance wire.LifecycleUID, commands []string, life time.Duration, log *slog.Logger) (*Held, int64, error) {
-	return l.holdServing(ctx, wire.ManagerEndpoint, authority.ProfileSupervisor, name, instance, commands, life, log)
-}
-
-// HoldAuth holds the serving credential of instance of the auth endpoint, as HoldManager holds a
-// manager's: an endpoint-serve credential for local.<name>, serving commands and nothing else.
-func (l *Ledger) HoldAuth(ctx context.Context, name string, instance wire.LifecycleUID, commands []string, life time.Duration, log *slog.Logger) (*Held, int64, error) {
-	return l.holdServing(ctx, meshwire.AuthEndpoint, authority.ProfileEndpointServe, name, instance, commands, life, log)
-}
-
-// holdServing issues, connects and keeps renewed a serving credential of endpoint.
-func (l *Ledger) holdServing(ctx context.Context, endpoint wire.EndpointName, profile authority.Profile, name string, instance wire.LifecycleUID, commands []string, life time.Duration, log *slog.Logger) (*Held, int64, error) {
+// HoldServing issues the serving credential of an instance of endpoint (Serve) living life (at
+// least MinHeldLifetime), connects it and keeps it renewed at its epoch until Release, which
+// revokes it. It returns the epoch the connection serves at. Renewals stop for good once a newer
+// incarnation fences it.
+func (l *Ledger) HoldServing(ctx context.Context, endpoint wire.EndpointName, name string, instance wire.LifecycleUID, commands []string, life time.Duration, log *slog.Logger) (*Held, int64, error) {
 	if life < MinHeldLifetime {
 		return nil, 0, fmt.Errorf("hold the %s credential of %s: its lifetime %s must be at least %s", endpoint, name, life, MinHeldLifetime)
 	}
-	cred, epoch, err := l.serveEndpoint(ctx, endpoint, profile, name, instance, commands, life)
+	cred, epoch, err := l.Serve(ctx, endpoint, name, instance, commands, life)
 	if err != nil {
 		return nil, 0, err
 	}

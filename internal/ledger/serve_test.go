@@ -65,7 +65,7 @@ func TestServeManagerAdvancesAndFences(t *testing.T) {
 	l := m.Ledger(m.Space)
 	iid := wire.NewLifecycleUID()
 
-	cred0, e0, err := l.ServeManager(ctx, "cotal_manager", iid, managerCommands, time.Hour)
+	cred0, e0, err := l.Serve(ctx, wire.ManagerEndpoint, "cotal_manager", iid, managerCommands, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,14 +74,14 @@ func TestServeManagerAdvancesAndFences(t *testing.T) {
 	}
 	c0 := m.Connect(t, cred0)
 
-	if _, _, err := l.ServeManager(ctx, "cotal_manager", iid, []string{"Not A Command"}, time.Hour); !errors.Is(err, wire.ErrInvalid) {
+	if _, _, err := l.Serve(ctx, wire.ManagerEndpoint, "cotal_manager", iid, []string{"Not A Command"}, time.Hour); !errors.Is(err, wire.ErrInvalid) {
 		t.Errorf("serving a malformed command = %v, want ErrInvalid", err)
 	}
 	if c0.Status() != nats.CONNECTED {
 		t.Fatal("a refused serve fenced the running incarnation")
 	}
 
-	cred1, e1, err := l.ServeManager(ctx, "cotal_manager", iid, managerCommands, time.Hour)
+	cred1, e1, err := l.Serve(ctx, wire.ManagerEndpoint, "cotal_manager", iid, managerCommands, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +105,10 @@ func TestServeManagerAdvancesAndFences(t *testing.T) {
 		t.Errorf("the current row serves epoch %d, %v", e, ok)
 	}
 
-	if _, err := l.RenewManager(ctx, cred0, time.Hour); !errors.Is(err, authstore.ErrConflict) {
+	if _, err := l.RenewServing(ctx, wire.ManagerEndpoint, cred0, time.Hour); !errors.Is(err, authstore.ErrConflict) {
 		t.Errorf("renewing the fenced credential = %v, want ErrConflict", err)
 	}
-	renewed, err := l.RenewManager(ctx, cred1, 2*time.Hour)
+	renewed, err := l.RenewServing(ctx, wire.ManagerEndpoint, cred1, 2*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,17 +116,17 @@ func TestServeManagerAdvancesAndFences(t *testing.T) {
 		t.Errorf("the renewal changed the key or kept the expiry: %s %s", renewed.PublicKey, renewed.Expires)
 	}
 
-	if err := l.ReleaseManager(ctx, iid, cred1.CredentialID); err != nil {
+	if err := l.ReleaseServing(ctx, wire.ManagerEndpoint, iid, cred1.CredentialID); err != nil {
 		t.Fatal(err)
 	}
 	if !refusedAtConnect(t, m, cred1) {
 		t.Error("the broker let a released credential connect")
 	}
-	if err := l.ReleaseManager(ctx, iid, cred1.CredentialID); err != nil {
+	if err := l.ReleaseServing(ctx, wire.ManagerEndpoint, iid, cred1.CredentialID); err != nil {
 		t.Errorf("releasing twice: %v", err)
 	}
 	// The next start of the instance advances again.
-	if _, e2, err := l.ServeManager(ctx, "cotal_manager", iid, managerCommands, time.Hour); err != nil || e2 != 2 {
+	if _, e2, err := l.Serve(ctx, wire.ManagerEndpoint, "cotal_manager", iid, managerCommands, time.Hour); err != nil || e2 != 2 {
 		t.Errorf("the third serve = epoch %d, %v; want 2", e2, err)
 	}
 }
@@ -139,14 +139,16 @@ func TestServeManagerRace(t *testing.T) {
 	ctx := t.Context()
 	l := m.Ledger(m.Space)
 	iid := wire.NewLifecycleUID()
-	if _, _, err := l.ServeManager(ctx, "cotal_manager", iid, managerCommands, time.Hour); err != nil {
+	if _, _, err := l.Serve(ctx, wire.ManagerEndpoint, "cotal_manager", iid, managerCommands, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	const n = 3
 	epochs, errs := make([]int64, n), make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { _, epochs[i], errs[i] = l.ServeManager(ctx, "cotal_manager", iid, managerCommands, time.Hour) })
+		wg.Go(func() {
+			_, epochs[i], errs[i] = l.Serve(ctx, wire.ManagerEndpoint, "cotal_manager", iid, managerCommands, time.Hour)
+		})
 	}
 	wg.Wait()
 	won := map[int64]bool{}
@@ -183,10 +185,10 @@ func TestHoldManager(t *testing.T) {
 	ctx := t.Context()
 	l := m.Ledger(m.Space)
 	iid := wire.NewLifecycleUID()
-	if _, _, err := l.HoldManager(ctx, "cotal_manager", iid, managerCommands, time.Second, nil); err == nil {
+	if _, _, err := l.HoldServing(ctx, wire.ManagerEndpoint, "cotal_manager", iid, managerCommands, time.Second, nil); err == nil {
 		t.Error("holding a manager credential for a second succeeded")
 	}
-	h, epoch, err := l.HoldManager(ctx, "cotal_manager", iid, managerCommands, time.Hour, nil)
+	h, epoch, err := l.HoldServing(ctx, wire.ManagerEndpoint, "cotal_manager", iid, managerCommands, time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func (f *fixture) serve(t *testing.T, name string, readiness time.Duration, edit
 	t.Helper()
 	l := f.m.Ledger("")
 	instance := wire.NewLifecycleUID()
-	h, epoch, err := l.HoldManager(t.Context(), name, instance, manager.Commands(), time.Hour, nil)
+	h, epoch, err := l.HoldServing(t.Context(), wire.ManagerEndpoint, name, instance, manager.Commands(), time.Hour, nil)
 	if err != nil {
 		t.Fatalf("hold the manager credential: %v", err)
 	}

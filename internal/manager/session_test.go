@@ -26,7 +26,7 @@ func (f *fixture) serveSessions(t *testing.T, maxSessions int, idle ...time.Dura
 	t.Helper()
 	l := f.m.Ledger("")
 	instance := wire.NewLifecycleUID()
-	h, epoch, err := l.HoldManager(t.Context(), "cotal_manager", instance, manager.Commands(), time.Hour, nil)
+	h, epoch, err := l.HoldServing(t.Context(), wire.ManagerEndpoint, "cotal_manager", instance, manager.Commands(), time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestSessionSupersededByTakeover(t *testing.T) {
 	a := attachTo(t, f, mc, records, "shell")
 	l := f.m.Ledger("")
 	s.fenced = true // its connection is refused from here on, so it cannot deregister
-	if _, epoch, err := l.ServeManager(ctx, "cotal_manager", s.instance, manager.Commands(), time.Hour); err != nil || epoch != s.epoch+1 {
+	if _, epoch, err := l.Serve(ctx, wire.ManagerEndpoint, "cotal_manager", s.instance, manager.Commands(), time.Hour); err != nil || epoch != s.epoch+1 {
 		t.Fatalf("take the instance over: epoch %d, %v", epoch, err)
 	}
 	os, err := l.Session(ctx, a.grant.SessionID)

@@ -165,7 +165,7 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	if err != nil {
 		return err
 	}
-	h, epoch, err := l.HoldManager(ctx, name, inst.id, manager.Commands(), ds.life, log)
+	h, epoch, err := l.HoldServing(ctx, wire.ManagerEndpoint, name, inst.id, manager.Commands(), ds.life, log)
 	if err != nil {
 		inst.release()
 		return fmt.Errorf("issue the manager's serving credential: %w", err)

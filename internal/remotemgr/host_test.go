@@ -103,7 +103,7 @@ func newHostRig(t *testing.T, life time.Duration) *hostRig {
 	h := &remotemgr.Host{Space: m.Space, Keys: keys, Ledger: m.Ledger(m.Space), People: who, Registry: reg, Managed: managed, Life: life}
 	// The auth endpoint a retirement requester asks, as the auth service serves it.
 	authInstance := wire.NewLifecycleUID()
-	held, epoch, err := m.Ledger(m.Space).HoldAuth(t.Context(), "cotal_auth", authInstance, authendpoint.Commands(), time.Hour, nil)
+	held, epoch, err := m.Ledger(m.Space).HoldServing(t.Context(), meshwire.AuthEndpoint, "cotal_auth", authInstance, authendpoint.Commands(), time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestPrepareRefusesAnotherPrincipalsInstance(t *testing.T) {
 		t.Fatalf("prepare another person's instance: %v", err)
 	}
 	local := wire.NewLifecycleUID()
-	h, _, err := r.m.Ledger("").HoldManager(ctx, "manager", local, []string{"ps"}, time.Minute, nil)
+	h, _, err := r.m.Ledger("").HoldServing(ctx, wire.ManagerEndpoint, "manager", local, []string{"ps"}, time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
