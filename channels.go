@@ -160,7 +160,7 @@ func (c *Client) confirm(sub *nats.Subscription) (*nats.Msg, error) {
 // readLive surfaces a joined channel's live messages until the join ends.
 func (c *Client) readLive(ctx context.Context, channel string, sub *nats.Subscription, first *nats.Msg) {
 	if first != nil {
-		c.deliver.deliver(first.Subject, first.Data, false)
+		c.deliver.deliver(first.Subject, first.Data, false, nil)
 	}
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)
@@ -179,7 +179,7 @@ func (c *Client) readLive(ctx context.Context, channel string, sub *nats.Subscri
 			}
 			return
 		}
-		c.deliver.deliver(msg.Subject, msg.Data, false)
+		c.deliver.deliver(msg.Subject, msg.Data, false, nil)
 	}
 }
 
@@ -272,7 +272,7 @@ func (c *Client) backfill(ctx context.Context, filter string, window time.Durati
 			if meta.Sequence.Stream > watermark {
 				return n, nil
 			}
-			if out, _ := c.deliver.deliver(msg.Subject(), msg.Data(), true); out == ack {
+			if out, _ := c.deliver.deliver(msg.Subject(), msg.Data(), true, nil); out == ack {
 				n++
 			}
 			if meta.Sequence.Stream == watermark || meta.NumPending == 0 {

@@ -132,7 +132,7 @@ func (d *deliverer) settleFrame(msg jetstream.Msg) {
 	if dl, gerr := wire.GuardDecoded(subject, frame.Msg); gerr != nil {
 		out, rej = d.rejected(subject, gerr)
 	} else {
-		out = d.surface(dl, false)
+		out = d.surface(dl, false, msg.Ack)
 	}
 	switch out {
 	case ack:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/seen"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -24,11 +25,29 @@ type Delivery struct {
 	Sender wire.Principal
 	// Message is the message.
 	Message *wire.CotalMessage
+
+	// ack acknowledges the durable copy; nil for a live channel message.
+	ack func() error
 }
 
+// Ack acknowledges a durable delivery whose handler deferred it (ErrDefer), so it is not delivered
+// again. A live channel message has nothing to acknowledge: Ack returns nil.
+func (d *Delivery) Ack() error {
+	if d.ack == nil {
+		return nil
+	}
+	return d.ack()
+}
+
+// ErrDefer, returned by a handler, leaves a durable delivery unsettled: the handler keeps it and
+// acknowledges it later (Delivery.Ack), when whatever it surfaces to has seen it. Unacknowledged,
+// it is delivered again after the ack wait, to this process or the agent's next.
+var ErrDefer = errors.New("cotal: delivery acknowledged later")
+
 // Handler surfaces a delivery. Returning nil acknowledges a durable delivery (ack-on-surface);
-// returning an error asks for redelivery later (a transient failure). Live channel messages have
-// nothing to acknowledge. The client calls the handler for one delivery at a time.
+// ErrDefer leaves it for Delivery.Ack; any other error asks for redelivery later (a transient
+// failure). Live channel messages have nothing to acknowledge. The client calls the handler for
+// one delivery at a time.
 type Handler func(ctx context.Context, d *Delivery) error
 
 // dedupSize bounds the ids remembered for de-duplication: enough to span a join's backfill and
@@ -40,36 +59,33 @@ const dedupSize = 16384
 type deliverer struct {
 	c *Client
 
-	mu   sync.Mutex // serialises handler calls; guards seen, order and oldest
-	seen map[string]bool
-	// order is a ring of the ids in seen; oldest indexes the next to forget once it is full.
-	order  []string
-	oldest int
+	mu   sync.Mutex // serialises handler calls; guards seen
+	seen *seen.Set
 }
 
 func newDeliverer(c *Client) *deliverer {
-	// The seen set grows with use: sizing it for dedupSize up front cost a quiet client (most of
-	// a large roster) half a megabyte and most of its connect time.
-	return &deliverer{c: c, seen: map[string]bool{}}
+	return &deliverer{c: c, seen: seen.New(dedupSize)}
 }
 
 // outcome is what to do with a delivery's durable copy.
 type outcome int
 
 const (
-	ack  outcome = iota // surfaced, or a duplicate of one surfaced
-	nak                 // the handler failed: redeliver later
-	term                // a permanent anomaly: never redeliver
+	ack   outcome = iota // surfaced, or a duplicate of one surfaced
+	nak                  // the handler failed: redeliver later
+	term                 // a permanent anomaly: never redeliver
+	later                // the handler acknowledges it itself (ErrDefer)
 )
 
-// deliver judges and surfaces one message. historical marks a backfilled channel message. data is
-// given away: the message's strings share it, as nats.go hands every message a copy of its own.
-func (d *deliverer) deliver(subject string, data []byte, historical bool) (outcome, *wire.RejectError) {
+// deliver judges and surfaces one message. historical marks a backfilled channel message; acker
+// acknowledges its durable copy (nil for a live one). data is given away: the message's strings
+// share it, as nats.go hands every message a copy of its own.
+func (d *deliverer) deliver(subject string, data []byte, historical bool, acker func() error) (outcome, *wire.RejectError) {
 	dl, err := wire.GuardOwned(subject, data)
 	if err != nil {
 		return d.rejected(subject, err)
 	}
-	return d.surface(dl, historical), nil
+	return d.surface(dl, historical, acker), nil
 }
 
 // rejected logs a delivery the guard refused and terminates it.
@@ -82,41 +98,33 @@ func (d *deliverer) rejected(subject string, err error) (outcome, *wire.RejectEr
 	return term, &wire.RejectError{Reason: wire.ReasonMalformedJSON, Subject: subject, Err: err}
 }
 
-// surface hands a guarded delivery to the handler once, de-duplicating by message id.
-func (d *deliverer) surface(dl *wire.Delivery, historical bool) outcome {
+// surface hands a guarded delivery to the handler once, de-duplicating by message id. acker
+// acknowledges its durable copy, for a handler that defers it.
+func (d *deliverer) surface(dl *wire.Delivery, historical bool, acker func() error) outcome {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	id := dl.Message.ID
-	if id != "" && d.seen[id] { // SPEC §4: never de-duplicate on the empty id
+	if id != "" && d.seen.Has(id) { // SPEC §4: never de-duplicate on the empty id
 		return ack
 	}
-	out := &Delivery{Kind: dl.Kind, Historical: historical, Sender: dl.Sender, Message: dl.Message}
+	out := &Delivery{Kind: dl.Kind, Historical: historical, Sender: dl.Sender, Message: dl.Message, ack: acker}
 	if dl.Kind == wire.DeliveryChannel {
 		out.Channel = dl.Subject.Rest
 	}
 	if h := d.c.opts.handler; h != nil {
-		if err := h(d.c.ctx, out); err != nil {
+		switch err := h(d.c.ctx, out); {
+		case errors.Is(err, ErrDefer) && acker != nil:
+			// Not remembered: a redelivery after the ack wait goes to the handler again.
+			return later
+		case err != nil:
 			d.c.log.Info("handler failed; asking for redelivery", "id", id, "err", err)
 			return nak
 		}
 	}
 	if id != "" {
-		d.remember(id)
+		d.seen.Add(id)
 	}
 	return ack
-}
-
-// remember adds id to the bounded seen set, forgetting the oldest once it holds dedupSize;
-// caller holds mu.
-func (d *deliverer) remember(id string) {
-	d.seen[id] = true
-	if len(d.order) < dedupSize {
-		d.order = append(d.order, id)
-		return
-	}
-	delete(d.seen, d.order[d.oldest])
-	d.order[d.oldest] = id
-	d.oldest = (d.oldest + 1) % dedupSize
 }
 
 // redeliveryDelay backs off a failing handler: a second after the first failure, doubling to
@@ -131,7 +139,7 @@ func redeliveryDelay(msg jetstream.Msg) time.Duration {
 
 // settle applies a delivery's outcome to its JetStream message.
 func (d *deliverer) settle(msg jetstream.Msg) {
-	out, rej := d.deliver(msg.Subject(), msg.Data(), false)
+	out, rej := d.deliver(msg.Subject(), msg.Data(), false, msg.Ack)
 	var err error
 	switch out {
 	case ack:

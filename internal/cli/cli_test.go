@@ -129,6 +129,10 @@ func TestUpStatusMintDown(t *testing.T) {
 	if fi, err := os.Stat(res.Creds); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("creds file %s: %v %v", res.Creds, fi, err)
 	}
+	// mint's publish policy is that of agent and mcp: it posts to the channels it subscribes to.
+	if pub := claimsOf(t, res.Creds).Pub.Allow; !slices.Contains(pub, "cotal.main.chat.local.alice.team.backend") {
+		t.Errorf("mint --subscribe team.backend may not post there: %q", pub)
+	}
 
 	// The creds file works with plain nats.go: bind the provisioned dm_ durable.
 	nc, err := nats.Connect(st.URL, nats.UserCredentials(res.Creds), nats.CustomInboxPrefix(inboxOf(t, res.Creds)))
@@ -185,6 +189,12 @@ func TestUpStatusMintDown(t *testing.T) {
 // the subject of its JWT.
 func inboxOf(t *testing.T, credsPath string) string {
 	t.Helper()
+	return "_INBOX_" + claimsOf(t, credsPath).Subject
+}
+
+// claimsOf returns the user claims of a creds file.
+func claimsOf(t *testing.T, credsPath string) *jwt.UserClaims {
+	t.Helper()
 	raw, err := os.ReadFile(credsPath)
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +207,7 @@ func inboxOf(t *testing.T, credsPath string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return "_INBOX_" + uc.Subject
+	return uc
 }
 
 func TestDetachAndDown(t *testing.T) {

@@ -294,19 +294,101 @@ func (l *Ledger) takeOver(ctx context.Context, s *authstore.Store, p wire.Princi
 func (l *Ledger) StartAgent(ctx context.Context, req Request) (cred *authority.Credential, retire func(context.Context) error, err error) {
 	req = req.WithDefaultPublish()
 	req.Profile = authority.ProfileAgent
-	if cred, err = l.Issue(ctx, req); err != nil {
+	if cred, err = l.activateAgent(ctx, req); err != nil {
 		return nil, nil, err
 	}
-	lc := wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
-	retire = func(ctx context.Context) error { return l.Retire(ctx, lc) }
-	if err := l.ProvisionAgent(ctx, cred, req); err != nil {
-		return nil, nil, errors.Join(err, retire(ctx))
+	return cred, func(ctx context.Context) error { return l.Retire(ctx, lifecycleOf(cred)) }, nil
+}
+
+// RunAgent issues a credential of the agent req names on its current lifecycle, the one the
+// principal's alias head names as active, and provisions it again with req's role and read ACL.
+// The lifecycle's dm_ durable kept its place, so a process that runs the agent again after another
+// stopped receives everything sent to the agent meanwhile. Every other active credential of the
+// lifecycle is revoked first and refused by the broker: a process still holding one is taken over.
+//
+// With no current lifecycle, or with fresh, it starts a new one as StartAgent does (taking over
+// the current one, whose undelivered messages go with it). It reports whether it resumed. The
+// lifecycle outlives the credential: the caller revokes the credential when its process stops
+// (Revoke), and retires the lifecycle only to end the agent for good.
+func (l *Ledger) RunAgent(ctx context.Context, req Request, fresh bool) (cred *authority.Credential, resumed bool, err error) {
+	req = req.WithDefaultPublish()
+	req.Profile = authority.ProfileAgent
+	if fresh {
+		cred, err = l.activateAgent(ctx, req)
+		return cred, false, err
 	}
-	return cred, retire, nil
+	if req.Space == "" {
+		req.Space = l.sp
+	}
+	if req.Space != l.sp {
+		return nil, false, fmt.Errorf("resume %s in space %s: this ledger serves %s", req.Name, req.Space, l.sp)
+	}
+	g, err := req.grant()
+	if err != nil {
+		return nil, false, err
+	}
+	err = l.run(ctx, func(s *authstore.Store) (revoked []string, err error) {
+		h, _, err := s.Head(ctx, g.Principal)
+		if err != nil || h == nil || h.State != authstore.HeadActive {
+			return nil, err
+		}
+		rows, err := s.Credentials(ctx, h.LifecycleUID)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			if r.State != authstore.CredActive {
+				continue
+			}
+			row, keys, err := s.Revoke(ctx, h.LifecycleUID, r.CredentialID, "another process resumed its lifecycle")
+			if err != nil {
+				return revoked, err
+			}
+			revoked = append(append(revoked, keys...), row.UserKey)
+		}
+		g.LifecycleUID = h.LifecycleUID
+		cred, err = s.Issue(ctx, l.keys, authority.MintRequest{Profile: req.Profile, Grant: g, Expires: req.Expires}, nuid.Next())
+		return revoked, err
+	})
+	switch {
+	case errors.Is(err, authstore.ErrConflict):
+		// The lifecycle closed under us (retired or taken over by an issue of the name): the
+		// agent starts afresh, as it would have with none.
+	case err != nil:
+		return nil, false, err
+	case cred != nil:
+		if err := l.ProvisionAgent(ctx, cred, req); err != nil {
+			_, rerr := l.Revoke(context.WithoutCancel(ctx), cred.LifecycleUID, cred.CredentialID, "its provisioning failed")
+			return nil, false, errors.Join(err, rerr)
+		}
+		return cred, true, nil
+	}
+	cred, err = l.activateAgent(ctx, req)
+	return cred, false, err
+}
+
+// activateAgent issues an agent credential for a fresh lifecycle (Issue) and provisions it; a
+// provisioning that fails retires the lifecycle again.
+func (l *Ledger) activateAgent(ctx context.Context, req Request) (*authority.Credential, error) {
+	cred, err := l.Issue(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.ProvisionAgent(ctx, cred, req); err != nil {
+		return nil, errors.Join(err, l.Retire(context.WithoutCancel(ctx), lifecycleOf(cred)))
+	}
+	return cred, nil
+}
+
+// lifecycleOf returns the lifecycle a credential is issued on.
+func lifecycleOf(cred *authority.Credential) wire.Lifecycle {
+	return wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}
 }
 
 // ProvisionAgent pre-creates the durables of an agent credential's lifecycle, issued for req, and
-// records its read ACL for the delivery daemon.
+// records its read ACL for the delivery daemon. The principal's first lifecycle (the alias head
+// names it at process epoch 1) takes the DMs stored for the principal before it ever ran
+// (space.Agent.First).
 //
 // Provisioning is idempotent, so a JetStream API that did not answer is asked again
 // (retryUnanswered).
@@ -315,7 +397,16 @@ func (l *Ledger) ProvisionAgent(ctx context.Context, cred *authority.Credential,
 	if err != nil {
 		return err
 	}
-	agent := space.Agent{Lifecycle: wire.Lifecycle{Principal: cred.Principal, UID: cred.LifecycleUID}, Role: req.Role, AllowSubscribe: req.readACL()}
+	s, err := l.store.get(ctx)
+	if err != nil {
+		return err
+	}
+	h, _, err := s.Head(ctx, cred.Principal)
+	if err != nil {
+		return err
+	}
+	first := h != nil && h.LifecycleUID == cred.LifecycleUID && h.ProcessEpoch == authstore.FirstEpoch
+	agent := space.Agent{Lifecycle: lifecycleOf(cred), Role: req.Role, AllowSubscribe: req.readACL(), First: first}
 	return retryUnanswered(ctx, func(ctx context.Context) error { return space.ProvisionAgent(ctx, js, l.sp, agent) })
 }
 

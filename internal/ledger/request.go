@@ -79,16 +79,22 @@ func (r Request) WithDefaultPublish() Request {
 	return r
 }
 
+// Principal returns the principal the request names: <Owner>.<Name>, the owner wire.DevOwner
+// when none is given.
+func (r Request) Principal() (wire.Principal, error) {
+	owner := r.Owner
+	if owner == "" {
+		owner = wire.DevOwner
+	}
+	return wire.NewPrincipal(owner, r.Name)
+}
+
 // grant validates r and builds its grant.
 func (r Request) grant() (authority.Grant, error) {
 	if err := r.Validate(); err != nil {
 		return authority.Grant{}, err
 	}
-	owner := r.Owner
-	if owner == "" {
-		owner = wire.DevOwner
-	}
-	p, err := wire.NewPrincipal(owner, r.Name)
+	p, err := r.Principal()
 	if err != nil {
 		return authority.Grant{}, err
 	}

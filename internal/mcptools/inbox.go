@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/seen"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -20,10 +21,10 @@ import (
 var errNotShown = errors.New("not yet shown to the model")
 
 // Inbox buffers what arrives between tool calls, up to a bound, as the attention state machine
-// (attention.go) decides. A durable message (a DM or an anycast task) is acknowledged only once a
-// tool result has shown it: until then every delivery of it is refused, so the broker redelivers
-// it, after a restart too. A live channel message has nothing to acknowledge; one that does not
-// fit is counted as dropped.
+// (attention.go) decides. A durable message (a DM or an anycast task) is acknowledged when a tool
+// result shows it, and not before: one never shown is delivered again after the ack wait, to this
+// process or the agent's next, and one shown is never shown again. A live channel message has
+// nothing to acknowledge; one that does not fit is counted as dropped.
 type Inbox struct {
 	limit int
 	// onArrival, when set, is called (without the lock) with each arrival that wakes the agent.
@@ -33,7 +34,7 @@ type Inbox struct {
 	att     attention
 	items   []item
 	pending map[string]bool // durable ids buffered, not yet shown
-	shown   map[string]bool // durable ids shown, waiting for a redelivery to acknowledge
+	shown   *seen.Set       // durable ids shown: a redelivery of one is acknowledged, not shown
 	dropped int
 	// woken counts the arrivals that woke the agent or wake it once its turn ends, ever: a wake
 	// with nothing new since the last is not repeated at a turn's end.
@@ -54,7 +55,7 @@ type item struct {
 
 // NewInbox returns an inbox that holds up to limit messages, attention open.
 func NewInbox(limit int) *Inbox {
-	return &Inbox{limit: limit, pending: map[string]bool{}, shown: map[string]bool{},
+	return &Inbox{limit: limit, pending: map[string]bool{}, shown: seen.New(maxShown),
 		att: attention{mode: wire.AttentionOpen, channels: map[string]wire.ChannelMode{}}}
 }
 
@@ -109,13 +110,17 @@ func (b *Inbox) Offer(_ context.Context, d *cotal.Delivery) error {
 	id := d.Message.ID
 	if durable(d) {
 		switch {
-		case b.shown[id]:
-			delete(b.shown, id)
+		case b.shown.Has(id):
 			b.mu.Unlock()
 			return nil // shown: acknowledge this redelivery
 		case b.pending[id]:
+			// Redelivered after the ack wait, still unshown: the newest delivery is the one to
+			// acknowledge.
+			if i := slices.IndexFunc(b.items, func(it item) bool { return it.d.Message.ID == id }); i >= 0 {
+				b.items[i].d = d
+			}
 			b.mu.Unlock()
-			return errNotShown
+			return cotal.ErrDefer
 		}
 	}
 	a := b.att.decide(d)
@@ -143,7 +148,7 @@ func (b *Inbox) Offer(_ context.Context, d *cotal.Delivery) error {
 		b.onArrival(d)
 	}
 	if durable(d) {
-		return errNotShown
+		return cotal.ErrDefer // acknowledged when shown (read)
 	}
 	return nil
 }
@@ -193,8 +198,9 @@ func (it item) rank() int {
 const maxTooLarge = 3
 
 // Read returns what fits budget, measured by size (a message's share of the reply), in rank order.
-// Unless peek, it removes what it returned and marks the durable messages among them shown, so
-// their next redelivery is acknowledged. What did not fit stays, in order, for the next read.
+// Unless peek, it removes what it returned and acknowledges the durable messages among them,
+// remembering them as shown, so a redelivery is acknowledged rather than shown again. What did not
+// fit stays, in order, for the next read.
 func (b *Inbox) Read(peek bool, budget int, size func(*cotal.Delivery) int) Window {
 	return b.read(peek, budget, size, true)
 }
@@ -240,12 +246,18 @@ func (b *Inbox) read(peek bool, budget int, size func(*cotal.Delivery) int, held
 	for _, d := range w.Messages {
 		if durable(d) {
 			delete(b.pending, d.Message.ID)
-			b.shown[d.Message.ID] = true
+			b.shown.Add(d.Message.ID)
+			// An acknowledgement that is lost leaves a redelivery, which shown acknowledges.
+			_ = d.Ack()
 		}
 	}
 	b.dropped = 0
 	return w
 }
+
+// maxShown bounds the shown ids remembered: a redelivery only follows an acknowledgement that was
+// lost, soon after it.
+const maxShown = 4096
 
 // Take is Read for a harness's turn boundary: what is held (for recall under focus, or pulling
 // only from a quiet channel) is never handed in this way, and stays for cotal_inbox.

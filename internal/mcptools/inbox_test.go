@@ -14,18 +14,18 @@ func delivery(kind wire.DeliveryKind, id string) *cotal.Delivery {
 	return &cotal.Delivery{Kind: kind, Message: &wire.CotalMessage{ID: id, Parts: []wire.Part{wire.TextPart(id)}}}
 }
 
-// TestInboxAcksOnlyWhatWasShown: a DM is refused (so redelivered) until a read showed it, then
-// its next delivery is acknowledged; a channel message that does not fit is dropped and counted.
+// TestInboxAcksOnlyWhatWasShown: a DM is deferred (acknowledged when a read shows it, else
+// redelivered) and a redelivery of a shown one is acknowledged; a channel message that does not fit is dropped and counted.
 func TestInboxAcksOnlyWhatWasShown(t *testing.T) {
 	b := NewInbox(2)
 	arrivals := 0
 	b.onArrival = func(*cotal.Delivery) { arrivals++ }
 	dm := delivery(wire.DeliveryDM, "dm1")
-	if err := b.Offer(t.Context(), dm); err != errNotShown {
-		t.Fatalf("a new DM = %v, want errNotShown", err)
+	if err := b.Offer(t.Context(), dm); err != cotal.ErrDefer {
+		t.Fatalf("a new DM = %v, want ErrDefer", err)
 	}
-	if err := b.Offer(t.Context(), dm); err != errNotShown || b.Unread() != 1 {
-		t.Fatalf("a redelivered, unshown DM = %v with %d unread; want errNotShown and no copy", err, b.Unread())
+	if err := b.Offer(t.Context(), dm); err != cotal.ErrDefer || b.Unread() != 1 {
+		t.Fatalf("a redelivered, unshown DM = %v with %d unread; want ErrDefer and no copy", err, b.Unread())
 	}
 	if err := b.Offer(t.Context(), delivery(wire.DeliveryChannel, "c1")); err != nil {
 		t.Fatal(err)
@@ -39,8 +39,8 @@ func TestInboxAcksOnlyWhatWasShown(t *testing.T) {
 	if got := b.Read(true, 1<<20, one); len(got.Messages) != 2 || got.Dropped != 2 {
 		t.Fatalf("peek = %d messages, %d dropped", len(got.Messages), got.Dropped)
 	}
-	if err := b.Offer(t.Context(), dm); err != errNotShown {
-		t.Fatalf("a DM only peeked at = %v, want errNotShown", err)
+	if err := b.Offer(t.Context(), dm); err != cotal.ErrDefer {
+		t.Fatalf("a DM only peeked at = %v, want ErrDefer", err)
 	}
 	if got := b.Read(false, 1<<20, one); len(got.Messages) != 2 || b.Unread() != 0 {
 		t.Fatalf("read = %d messages, %d left", len(got.Messages), b.Unread())
@@ -69,7 +69,7 @@ func TestWakingCounts(t *testing.T) {
 	}
 	b.SetAttention(wire.AttentionOpen)
 	big := delivery(wire.DeliveryDM, "big")
-	if err := b.Offer(t.Context(), big); err != errNotShown {
+	if err := b.Offer(t.Context(), big); err != cotal.ErrDefer {
 		t.Fatal(err)
 	}
 	if b.Waiting() != 1 || b.Latest() != big {

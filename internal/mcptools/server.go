@@ -41,7 +41,13 @@ type Tools struct {
 	// nudged is how many waking arrivals there had been when an idle-wait last answered: each
 	// wakes the agent once.
 	nudged atomic.Uint64
+	// takenOver names the process that took the agent over; nil while this one acts as it.
+	takenOver atomic.Pointer[string]
 }
+
+// TakenOver makes every tool answer that the process by took the agent over: this server no
+// longer acts as the agent, and its client should use the other one.
+func (t *Tools) TakenOver(by string) { t.takenOver.Store(&by) }
 
 // Option configures New.
 type Option func(*Tools)
@@ -171,9 +177,16 @@ func text(format string, args ...any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
 }
 
-// add registers a tool whose failures are tool errors with a reason, never protocol errors.
-func add[In any](s *mcp.Server, name, desc string, h func(ctx context.Context, in In) (*mcp.CallToolResult, error)) {
-	mcp.AddTool(s, &mcp.Tool{Name: name, Description: desc}, func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+// add registers a tool whose failures are tool errors with a reason, never protocol errors. Once
+// the agent is taken over (TakenOver), every tool answers so instead: an error, except
+// cotal_connection_status, whose answer it is.
+func add[In any](t *Tools, name, desc string, h func(ctx context.Context, in In) (*mcp.CallToolResult, error)) {
+	mcp.AddTool(t.server, &mcp.Tool{Name: name, Description: desc}, func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+		if by := t.takenOver.Load(); by != nil {
+			res := text("taken over by %s: this server no longer acts as %s", *by, t.c.Principal())
+			res.IsError = name != "cotal_connection_status"
+			return res, nil, nil
+		}
 		res, err := h(ctx, in)
 		if err != nil {
 			res = text("%s failed: %v", name, err)
@@ -184,24 +197,23 @@ func add[In any](s *mcp.Server, name, desc string, h func(ctx context.Context, i
 }
 
 func (t *Tools) register() {
-	s := t.server
-	add(s, "cotal_orientation", "Who you are, your channels and access, who is online, and how many messages wait.", t.orientation)
-	add(s, "cotal_connection_status", "Whether the mesh connection is up.", t.connectionStatus)
-	add(s, "cotal_roster", "Everyone present in the space, with status and activity.", t.rosterTool)
-	add(s, "cotal_channels", "The channels you are in, and the ones you may read and post to.", t.channels)
-	add(s, "cotal_channel_info", "A channel's effective configuration.", t.channelInfo)
-	add(s, "cotal_inbox", "Messages that arrived since the last call, DMs and tasks first, at most 48,000 characters a call (call again for the rest); peek leaves them unread.", t.inboxTool)
-	add(s, "cotal_send", "Post to a channel.", t.send)
-	add(s, "cotal_dm", "Send a durable direct message to one peer.", t.dm)
-	add(s, "cotal_anycast", "Hand a task to any one free member of a role.", t.anycast)
-	add(s, "cotal_status", "Set your status, attention and activity for your peers to see.", t.status)
-	add(s, "cotal_channel_mode", "Set a channel to normal, quiet (mentions only wake you) or muted.", t.channelMode)
-	add(s, "cotal_join", "Join a channel your access allows.", t.join)
-	add(s, "cotal_leave", "Leave a channel.", t.leave)
-	add(s, "cotal_spawn", "Start an agent through the space's manager and wait until it is present (needs the spawn capability).", t.spawn)
-	add(s, "cotal_despawn", "Stop an agent you may stop, by name; without a name, stop yourself.", t.despawn)
-	add(s, "cotal_docs", "Cotal's docs for agents: no argument for the index, page=NAME for a page, query=WORDS to search.", t.docs)
-	add(s, "cotal_reconnect", "Drop the mesh connection and dial again now.", t.reconnect)
+	add(t, "cotal_orientation", "Who you are, your channels and access, who is online, and how many messages wait.", t.orientation)
+	add(t, "cotal_connection_status", "Whether the mesh connection is up.", t.connectionStatus)
+	add(t, "cotal_roster", "Everyone present in the space, with status and activity.", t.rosterTool)
+	add(t, "cotal_channels", "The channels you are in, and the ones you may read and post to.", t.channels)
+	add(t, "cotal_channel_info", "A channel's effective configuration.", t.channelInfo)
+	add(t, "cotal_inbox", "Messages that arrived since the last call, DMs and tasks first, at most 48,000 characters a call (call again for the rest); peek leaves them unread.", t.inboxTool)
+	add(t, "cotal_send", "Post to a channel.", t.send)
+	add(t, "cotal_dm", "Send a durable direct message to one peer.", t.dm)
+	add(t, "cotal_anycast", "Hand a task to any one free member of a role.", t.anycast)
+	add(t, "cotal_status", "Set your status, attention and activity for your peers to see.", t.status)
+	add(t, "cotal_channel_mode", "Set a channel to normal, quiet (mentions only wake you) or muted.", t.channelMode)
+	add(t, "cotal_join", "Join a channel your access allows.", t.join)
+	add(t, "cotal_leave", "Leave a channel.", t.leave)
+	add(t, "cotal_spawn", "Start an agent through the space's manager and wait until it is present (needs the spawn capability).", t.spawn)
+	add(t, "cotal_despawn", "Stop an agent you may stop, by name; without a name, stop yourself.", t.despawn)
+	add(t, "cotal_docs", "Cotal's docs for agents: no argument for the index, page=NAME for a page, query=WORDS to search.", t.docs)
+	add(t, "cotal_reconnect", "Drop the mesh connection and dial again now.", t.reconnect)
 }
 
 func (t *Tools) orientation(context.Context, noArgs) (*mcp.CallToolResult, error) {

@@ -22,11 +22,16 @@ type Agent struct {
 	// it as the lifecycle's ACL row, which the delivery daemon re-checks before every durable
 	// hand-off.
 	AllowSubscribe []string
+	// First marks the principal's first lifecycle: no lifecycle of the principal came before it,
+	// so no predecessor's interval ends anywhere on DM, and its activation frontier is the stream's
+	// start. A DM stored for the principal before it ever ran is then delivered to it.
+	First bool
 }
 
 // ProvisionAgent pre-creates an agent lifecycle's durables, which the agent's credential may bind
 // but never create (SPEC §8): dm_<o>-<a>-<uid> on DM starting after the activation frontier, so a
-// successor inherits none of a predecessor's messages; dlv_<o>-<a>-<uid> on DLV; and svc_<role> on
+// successor inherits none of a predecessor's messages (a first lifecycle's frontier is the
+// stream's start: see Agent.First); dlv_<o>-<a>-<uid> on DLV; and svc_<role> on
 // TASK when the agent has a role. An existing dm_ durable is kept as it is, so its frontier never
 // moves. The connection needs the provisioner profile's grants.
 func ProvisionAgent(ctx context.Context, js jetstream.JetStream, space wire.Space, a Agent) error {
@@ -36,7 +41,7 @@ func ProvisionAgent(ctx context.Context, js jetstream.JetStream, space wire.Spac
 	if _, err := wire.ParseLifecycleUID(string(a.Lifecycle.UID)); err != nil {
 		return err
 	}
-	if err := ensureDM(ctx, js, space, a.Lifecycle); err != nil {
+	if err := ensureDM(ctx, js, space, a.Lifecycle, a.First); err != nil {
 		return err
 	}
 	dlv := jetstream.ConsumerConfig{
@@ -74,8 +79,9 @@ func ProvisionRole(ctx context.Context, js jetstream.JetStream, space wire.Space
 }
 
 // ensureDM creates the dm_ durable at the activation frontier: the DM stream's last sequence when
-// the lifecycle is provisioned (deliver all on a stream never written, as the reference does).
-func ensureDM(ctx context.Context, js jetstream.JetStream, space wire.Space, l wire.Lifecycle) error {
+// the lifecycle is provisioned (deliver all on a stream never written, as the reference does), or
+// the stream's start for a principal's first lifecycle.
+func ensureDM(ctx context.Context, js jetstream.JetStream, space wire.Space, l wire.Lifecycle, first bool) error {
 	stream, name := space.DMStream(), wire.DMDurable(l)
 	if _, err := js.Consumer(ctx, stream, name); err == nil {
 		return nil
@@ -93,7 +99,7 @@ func ensureDM(ctx context.Context, js jetstream.JetStream, space wire.Space, l w
 		AckWait:       meshwire.AckWait,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
-	if frontier := st.CachedInfo().State.LastSeq; frontier > 0 {
+	if frontier := st.CachedInfo().State.LastSeq; frontier > 0 && !first {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, frontier+1
 	}
 	_, err = js.CreateConsumer(ctx, stream, cfg)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/agentlock"
 	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/console"
 	"github.com/gocotal/cotal/internal/cli/exit"
@@ -49,8 +50,11 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 		Long: "Run an agent local.NAME on the running mesh: it mints and provisions its own credential,\n" +
 			"writes presence, joins --subscribe channels, and prints every message it surfaces, each\n" +
 			"sender as its display name (control and bidi characters stripped) and its principal. With\n" +
-			"--echo it answers each direct message. On Ctrl-C it writes offline and retires its\n" +
-			"lifecycle (its durables are deleted; its credential binds nothing again).\n\n" +
+			"--echo it answers each direct message. It resumes the agent's lifecycle, so it shows\n" +
+			"every DM sent to the agent while no process ran it (--fresh starts a new one). One\n" +
+			"process runs a name at a time: a second is refused, naming the first, unless --takeover,\n" +
+			"which makes the first let go and exit non-zero. On Ctrl-C it writes offline and revokes\n" +
+			"its credential; the lifecycle stays for the agent's next run.\n\n" +
 			"Spawned by a manager (`cotal spawn -- cotal agent`), it runs instead on the credential of\n" +
 			"the launch material at $" + manager.LaunchMaterialEnv + ", which names its mesh, space and identity;\n" +
 			"the manager retires that lifecycle when the process ends.",
@@ -64,6 +68,7 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 	o.Target.Register(fs)
 	o.Flags.Register(fs, "the agent's name (its actor token); required unless spawned by a manager")
 	o.Flags.RegisterCapability(fs)
+	o.Flags.RegisterRun(fs)
 	fs.BoolVar(&o.Echo, "echo", false, "answer each direct message")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON object per surfaced message")
 	return cmd
@@ -74,8 +79,10 @@ func agentRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	if creds.stop != nil {
-		defer creds.stop()
+	takenOver := make(chan agentlock.Holder, 1)
+	if creds.agent != nil {
+		defer creds.agent.Stop()
+		creds.agent.Watch(func(by agentlock.Holder) { takenOver <- by })
 	}
 	// Echoes are sent from the main loop, not the handler: the handler may run during Connect,
 	// before there is a client to send with.
@@ -128,6 +135,11 @@ func agentRun(ctx context.Context, o *Options) error {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			return c.Close(cctx)
+		case by := <-takenOver:
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = c.Close(cctx) // the other process is the agent now; a failed offline write only ages out
+			return fmt.Errorf("%s was taken over by %s", c.Principal(), by)
 		case err := <-c.Errors():
 			// An error can quote what a peer wrote (a rejected message's subject, say).
 			fmt.Fprintf(o.IO.ErrOut, "broker: %s\n", termsafe.Sanitize(err.Error()))
@@ -140,19 +152,19 @@ func agentRun(ctx context.Context, o *Options) error {
 	}
 }
 
-// credentials are what the agent connects with: its options, and stop, which retires a
-// lifecycle the command issued itself (nil for a manager's).
+// credentials are what the agent connects with: its options, and the agent the command runs by
+// name (nil for a manager's).
 type credentials struct {
-	opts []cotal.Option
-	stop func()
+	opts  []cotal.Option
+	agent *factory.RunningAgent
 }
 
 // credential returns the broker URL and the credential the agent runs on: the launch material's
 // when a manager spawned it, else a fresh lifecycle issued through the ledger of the running mesh.
 func (o *Options) credential(ctx context.Context) (string, credentials, error) {
 	if o.LaunchMaterial != "" {
-		if o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0 {
-			return "", credentials{}, &exit.UsageError{Err: fmt.Errorf("$%s carries the agent's name, role and access: drop --name, --role, --allow-publish and --capability", manager.LaunchMaterialEnv)}
+		if o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0 || o.Fresh || o.Takeover {
+			return "", credentials{}, &exit.UsageError{Err: fmt.Errorf("$%s carries the agent's name, role and access: drop --name, --role, --allow-publish, --capability, --fresh and --takeover", manager.LaunchMaterialEnv)}
 		}
 		m, err := manager.ReadMaterial(o.LaunchMaterial)
 		if err != nil {
@@ -174,9 +186,9 @@ func (o *Options) credential(ctx context.Context) (string, credentials, error) {
 	if err != nil {
 		return "", credentials{}, err
 	}
-	cred, stop, err := o.StartAgent(ctx, o.Request())
+	agent, err := o.RunAgent(ctx, o.Request(), "cotal agent", o.Fresh, o.Takeover)
 	if err != nil {
 		return "", credentials{}, err
 	}
-	return st.URL, credentials{opts: []cotal.Option{cotal.WithCredsData(cred.Creds), cotal.WithSpace(string(sp))}, stop: stop}, nil
+	return st.URL, credentials{opts: []cotal.Option{cotal.WithCredsData(agent.Cred.Creds), cotal.WithSpace(string(sp))}, agent: agent}, nil
 }

@@ -22,6 +22,8 @@ type Flags struct {
 	Subscribe    []string
 	AllowPublish []string
 	Capabilities []string
+	// Fresh and Takeover are --fresh and --takeover, where RegisterRun added them.
+	Fresh, Takeover bool
 }
 
 // Register adds the flags to fs; nameUsage says when --name is required.
@@ -35,6 +37,13 @@ func (f *Flags) Register(fs *pflag.FlagSet, nameUsage string) {
 // RegisterCapability adds --capability to fs: for the commands that issue the agent's
 // credential themselves.
 func (f *Flags) RegisterCapability(fs *pflag.FlagSet) { CapabilityVar(fs, &f.Capabilities) }
+
+// RegisterRun adds --fresh and --takeover to fs: for the commands that run the agent in their own
+// process (agent, mcp).
+func (f *Flags) RegisterRun(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.Fresh, "fresh", false, "start a new lifecycle of the agent: what was sent to its current one is dropped (default: resume it, with every DM sent while no process ran it)")
+	fs.BoolVar(&f.Takeover, "takeover", false, "take the agent over from the process that runs it now, which lets go and says so (default: refuse, naming that process)")
+}
 
 // CapabilityVar adds --capability to fs, repeatable, storing its values in p.
 func CapabilityVar(fs *pflag.FlagSet, p *[]string) {

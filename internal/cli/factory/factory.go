@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/agentlock"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
@@ -222,35 +223,75 @@ func (f *Factory) JetStream(ctx context.Context, sp wire.Space, profile authorit
 	return js, nc.Close, nil
 }
 
-// retireWait bounds how long a command that ran an agent waits for its lifecycle to retire.
-const retireWait = 10 * time.Second
+// stopWait bounds how long a command that ran an agent waits to revoke its credential.
+const stopWait = 10 * time.Second
 
-// StartAgent issues an agent credential for a fresh lifecycle through the ledger of req.Space
-// (the space Target names when empty) and provisions its durables, with the one publish policy
-// of every command that runs an agent (ledger.Request.WithDefaultPublish). stop retires the
-// lifecycle, reporting a failure on ErrOut; the caller defers it. A malformed request is a usage
-// error.
-func (f *Factory) StartAgent(ctx context.Context, req ledger.Request) (cred *authority.Credential, stop func(), err error) {
+// RunningAgent is an agent this process runs by name: its identity, held for one process at a
+// time, and the credential of its lifecycle.
+type RunningAgent struct {
+	Cred *authority.Credential
+	// Resumed reports that the agent's current lifecycle was resumed, not started.
+	Resumed bool
+	lock    *agentlock.Lock
+	stop    func()
+}
+
+// RunAgent runs the agent req names in this process, as command ("cotal mcp"). It takes the
+// agent's identity for this process (a process already running it is refused, naming it, unless
+// takeover), then issues a credential through the ledger of req.Space (the space Target names
+// when empty) on the agent's current lifecycle, which it keeps across runs so the agent receives
+// what was sent to it while no process ran it; fresh starts a new lifecycle instead. The publish
+// policy is that of every command that runs an agent (ledger.Request.WithDefaultPublish). A
+// malformed request is a usage error. Stop lets it go; the caller defers it.
+func (f *Factory) RunAgent(ctx context.Context, req ledger.Request, command string, fresh, takeover bool) (*RunningAgent, error) {
+	d, _, sp, err := f.Mesh("")
+	if err != nil {
+		return nil, err
+	}
+	if req.Space == "" {
+		req.Space = sp
+	}
+	if err := req.Validate(); err != nil {
+		return nil, &exit.UsageError{Err: err}
+	}
 	l, err := f.Ledger(ctx, req.Space)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cred, retire, err := l.StartAgent(ctx, req)
-	if _, ok := errors.AsType[*wire.ValidationError](err); ok {
-		return nil, nil, &exit.UsageError{Err: err}
-	}
+	p, err := req.Principal()
 	if err != nil {
-		return nil, nil, err
+		return nil, &exit.UsageError{Err: err}
 	}
-	stop = func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), retireWait)
-		defer cancel()
-		if err := retire(rctx); err != nil {
-			fmt.Fprintf(f.IO.ErrOut, "retire lifecycle %s.%s: %v\n", cred.Principal, cred.LifecycleUID, err)
+	lock, err := agentlock.Acquire(ctx, d.AgentsDir(), req.Space, p, command, takeover)
+	if err != nil {
+		return nil, err
+	}
+	a := &RunningAgent{lock: lock}
+	if a.Cred, a.Resumed, err = l.RunAgent(ctx, req, fresh); err != nil {
+		lock.Release()
+		if _, ok := errors.AsType[*wire.ValidationError](err); ok {
+			return nil, &exit.UsageError{Err: err}
 		}
+		return nil, err
 	}
-	return cred, stop, nil
+	a.stop = func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopWait)
+		defer cancel()
+		if _, err := l.Revoke(rctx, a.Cred.LifecycleUID, a.Cred.CredentialID, "its process stopped"); err != nil {
+			fmt.Fprintf(f.IO.ErrOut, "revoke the credential of %s.%s: %v\n", a.Cred.Principal, a.Cred.LifecycleUID, err)
+		}
+		lock.Release()
+	}
+	return a, nil
 }
+
+// Watch calls takenOver, once, when another process takes the agent over: by then this process
+// has let the identity go, and must stop acting as the agent.
+func (a *RunningAgent) Watch(takenOver func(by agentlock.Holder)) { a.lock.Watch(takenOver) }
+
+// Stop revokes the run's credential, which the broker then refuses, and lets the identity go. The
+// lifecycle stays, for the agent's next run.
+func (a *RunningAgent) Stop() { a.stop() }
 
 // openControl is the refusal of an endpoint command on an open mesh.
 const openControl = "the endpoint commands need an authenticated mesh: an open mesh has no service registry and no control credential"

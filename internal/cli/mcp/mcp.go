@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/agentlock"
 	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
@@ -43,9 +44,13 @@ func NewCmdMCP(f *factory.Factory) *cobra.Command {
 		Short: "Serve the mesh to an LLM agent as MCP tools over stdio",
 		Long: "Run a stdio MCP server for an agent local.NAME: cotal_orientation, cotal_roster,\n" +
 			"cotal_inbox, cotal_send, cotal_dm, cotal_anycast, cotal_join, cotal_spawn,\n" +
-			"cotal_despawn and the rest (spawning needs --capability spawn). Without\n" +
-			"--creds it issues and provisions its own credential on the running mesh and retires its\n" +
-			"lifecycle when the client goes away; with --creds it runs on that credential.",
+			"cotal_despawn and the rest (spawning needs --capability spawn).\n\n" +
+			"With --name it runs local.NAME on the running mesh: it resumes the agent's lifecycle, so\n" +
+			"the agent receives every DM sent to it while no process ran it (--fresh starts a new\n" +
+			"one), issues its own credential and revokes it when the client goes away. One process\n" +
+			"runs a name at a time: a second is refused, naming the first, unless --takeover, which\n" +
+			"makes the first let go; every tool of the first then answers that it was taken over.\n" +
+			"With --creds it runs on that credential.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return mcpRun(cmd.Context(), o) },
 	}
@@ -53,6 +58,7 @@ func NewCmdMCP(f *factory.Factory) *cobra.Command {
 	o.Target.Register(fs)
 	o.Flags.Register(fs, "the agent's name (required without --creds)")
 	o.Flags.RegisterCapability(fs)
+	o.Flags.RegisterRun(fs)
 	fs.StringVar(&o.Creds, "creds", "", "run on this creds file instead of issuing one")
 	fs.StringVar(&o.LaunchMaterial, "launch-material", "", "run as the agent this launch material names (a manager's spawned agent; default $"+manager.LaunchMaterialEnv+" when --name and --creds are not given)")
 	fs.IntVar(&o.InboxLimit, "inbox-limit", 500, "messages buffered between tool calls")
@@ -68,6 +74,8 @@ func mcpRun(ctx context.Context, o *Options) error {
 		o.LaunchMaterial = os.Getenv(manager.LaunchMaterialEnv)
 	}
 	switch {
+	case (o.LaunchMaterial != "" || o.Creds != "") && (o.Fresh || o.Takeover):
+		return &exit.UsageError{Err: errors.New("--fresh and --takeover are for an agent run by --name")}
 	case o.LaunchMaterial != "" && (o.Creds != "" || o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0):
 		return &exit.UsageError{Err: errors.New("--launch-material carries the agent's identity and access: drop --creds, --name, --role, --allow-publish and --capability")}
 	case o.LaunchMaterial != "":
@@ -83,7 +91,10 @@ func mcpRun(ctx context.Context, o *Options) error {
 	}
 	inbox := mcptools.NewInbox(o.InboxLimit)
 	opts := []cotal.Option{cotal.WithHandler(inbox.Offer), cotal.WithJoin(o.Subscribe...)}
-	var url string
+	var (
+		url   string
+		agent *factory.RunningAgent
+	)
 	if o.LaunchMaterial != "" {
 		m, err := manager.ReadMaterial(o.LaunchMaterial)
 		if err != nil {
@@ -103,12 +114,11 @@ func mcpRun(ctx context.Context, o *Options) error {
 		if o.Creds != "" {
 			opts = append(opts, cotal.WithCreds(o.Creds))
 		} else {
-			cred, stop, err := o.StartAgent(ctx, o.Request())
-			if err != nil {
+			if agent, err = o.RunAgent(ctx, o.Request(), "cotal mcp", o.Fresh, o.Takeover); err != nil {
 				return err
 			}
-			defer stop()
-			opts = append(opts, cotal.WithCredsData(cred.Creds))
+			defer agent.Stop()
+			opts = append(opts, cotal.WithCredsData(agent.Cred.Creds))
 		}
 	}
 	c, err := cotal.Connect(ctx, url, opts...)
@@ -130,6 +140,15 @@ func mcpRun(ctx context.Context, o *Options) error {
 		topts = append(topts, mcptools.WithClaudeChannel())
 	}
 	tools := mcptools.New(c, inbox, roster, version.Read(debug.ReadBuildInfo).Version, topts...)
+	if agent != nil {
+		agent.Watch(func(by agentlock.Holder) {
+			fmt.Fprintf(o.IO.ErrOut, "cotal mcp: %s was taken over by %s; this server no longer acts as it\n", c.Principal(), by)
+			tools.TakenOver(by.String())
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = c.Close(cctx) // the other process is the agent now; a failed offline write only ages out
+		})
+	}
 	// The harness's hooks (`cotal hook`) reach this server on a socket of the user's alone; without
 	// it the agent still works, pulling through cotal_inbox.
 	if path, err := hooksock.Socket(c.Space(), c.Principal()); err != nil {

@@ -75,7 +75,7 @@ func NewCmdMint(f *factory.Factory, runF func(context.Context, *Options) error) 
 	fs.StringVar(&o.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
 	fs.StringVar(&o.Space, "space", string(mesh.DefaultSpace), "the space")
 	fs.StringVar(&o.Profile, "profile", string(authority.ProfileAgent), fmt.Sprintf("credential profile, one of %q", authority.Handed))
-	fs.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "concrete channels the agent may post to")
+	fs.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "concrete channels the agent may post to (default: the concrete channels of --subscribe, as for `cotal agent` and `cotal mcp`)")
 	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns (team.>) the agent may read; default: --subscribe")
 	fs.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels the agent joins (implies read access)")
 	fs.StringVar(&o.Role, "role", "", "the agent's role, for anycast tasks")
@@ -119,6 +119,11 @@ func (o *Options) request() (ledger.Request, error) {
 	}
 	if err := req.Validate(); err != nil {
 		return usage(err)
+	}
+	if p == authority.ProfileAgent {
+		// The publish policy of every command that runs an agent: a minted agent posts where
+		// `cotal agent` and `cotal mcp` with the same flags would.
+		req = req.WithDefaultPublish()
 	}
 	for _, ch := range o.AllowPublish {
 		if err := wire.ValidateChannel(ch); err != nil {

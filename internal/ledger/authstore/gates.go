@@ -73,6 +73,10 @@ type GateRow struct {
 	Op           GateOp    `json:"op"`
 }
 
+// FirstEpoch is the process epoch of a principal's first lifecycle; each lifecycle that takes the
+// alias after it counts one more.
+const FirstEpoch int64 = 1
+
 // HeadState is an alias head's state.
 type HeadState string
 
@@ -263,7 +267,7 @@ func (s *Store) Activate(ctx context.Context, l wire.Lifecycle, opID string) (*O
 	if err != nil {
 		return nil, err
 	}
-	epoch := int64(1)
+	epoch := FirstEpoch
 	if h != nil {
 		if h.State == HeadActive {
 			return nil, fmt.Errorf("activate %s: %w: %s is active as lifecycle %s", l, ErrConflict, l.Principal, h.LifecycleUID)

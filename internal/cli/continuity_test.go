@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+)
+
+// mcpServer is one `cotal mcp` run in this process, driven by an MCP client.
+type mcpServer struct {
+	cs     *mcpsdk.ClientSession
+	done   chan int
+	stderr *bytes.Buffer
+}
+
+// serveMCP starts `cotal mcp` with args on the mesh in dir and connects a client to it.
+func serveMCP(t *testing.T, dir string, args ...string) *mcpServer {
+	t.Helper()
+	toServer, serverIn := io.Pipe()
+	serverOut, fromServer := io.Pipe()
+	s := &mcpServer{done: make(chan int, 1), stderr: &bytes.Buffer{}}
+	mcpIO := &iostreams.IOStreams{In: toServer, Out: fromServer, ErrOut: s.stderr}
+	go func() {
+		s.done <- Main(t.Context(), mcpIO, append([]string{"mcp", "--dir", dir}, args...))
+		fromServer.Close()
+	}()
+	cs, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "test", Version: "1"}, nil).
+		Connect(t.Context(), &mcpsdk.IOTransport{Reader: serverOut, Writer: serverIn}, nil)
+	if err != nil {
+		t.Fatalf("connect to cotal mcp: %v", err)
+	}
+	s.cs = cs
+	return s
+}
+
+// call calls a tool and returns its text.
+func (s *mcpServer) call(t *testing.T, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	res, err := s.cs.CallTool(t.Context(), &mcpsdk.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcpsdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError
+}
+
+// stop closes the client and waits for the server to exit 0.
+func (s *mcpServer) stop(t *testing.T) {
+	t.Helper()
+	s.cs.Close()
+	select {
+	case code := <-s.done:
+		if code != exit.OK {
+			t.Fatalf("cotal mcp exit %d: %s", code, s.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("cotal mcp did not exit when its client went away")
+	}
+}
+
+// inboxUntil reads cotal_inbox until it holds want, for a DM still on its way.
+func (s *mcpServer) inboxUntil(t *testing.T, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _ := s.call(t, "cotal_inbox", nil)
+		if strings.Contains(got, want) || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestAgentKeepsItsMail: an agent run by name keeps its lifecycle across restarts of its process,
+// so a DM sent while no process ran it is shown once by the next run and never again; a DM to a
+// name that never ran reaches its first run.
+func TestAgentKeepsItsMail(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a mesh and three agent processes")
+	}
+	dir := upMesh(t)
+	first := serveMCP(t, dir, "--name", "alice", "--subscribe", "general")
+	first.stop(t)
+	if code, _, stderr := run(t, "send", "dm", "alice", "while-down", "--dir", dir); code != exit.OK {
+		t.Fatalf("send dm alice (exit %d): %s", code, stderr)
+	}
+	second := serveMCP(t, dir, "--name", "alice", "--subscribe", "general")
+	if got := second.inboxUntil(t, "while-down"); strings.Count(got, "while-down") != 1 {
+		t.Fatalf("the restarted agent's inbox:\n%s", got)
+	}
+	second.stop(t)
+	third := serveMCP(t, dir, "--name", "alice", "--subscribe", "general")
+	if got, _ := third.call(t, "cotal_inbox", nil); strings.Contains(got, "while-down") {
+		t.Errorf("a DM shown once was shown again:\n%s", got)
+	}
+	third.stop(t)
+
+	// --fresh starts a new lifecycle: what was sent to the old one is not shown.
+	if code, _, stderr := run(t, "send", "dm", "alice", "to-the-old-one", "--dir", dir); code != exit.OK {
+		t.Fatalf("send dm alice (exit %d): %s", code, stderr)
+	}
+	fresh := serveMCP(t, dir, "--name", "alice", "--fresh")
+	time.Sleep(time.Second)
+	if got, _ := fresh.call(t, "cotal_inbox", nil); strings.Contains(got, "to-the-old-one") {
+		t.Errorf("--fresh showed the old lifecycle's DM:\n%s", got)
+	}
+	fresh.stop(t)
+
+	// A DM to a name that never ran reaches the name's first run.
+	if code, _, stderr := run(t, "send", "dm", "newbie", "first", "--dir", dir); code != exit.OK {
+		t.Fatalf("send dm newbie (exit %d): %s", code, stderr)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	agentIO, _, out, _ := iostreams.Test()
+	done := make(chan int, 1)
+	go func() { done <- Main(ctx, agentIO, []string{"agent", "--dir", dir, "--name", "newbie", "--json"}) }()
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(out.String(), `"first"`) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != exit.OK {
+		t.Errorf("cotal agent --name newbie exit %d", code)
+	}
+	if !strings.Contains(out.String(), `"first"`) || !strings.Contains(out.String(), `"kind":"dm"`) {
+		t.Errorf("the first run of newbie did not show the DM sent before it ran:\n%s", out)
+	}
+}
+
+// TestOneProcessPerAgent: a second process for a name that is running is refused, naming the
+// first's pid; with --takeover the first lets go, and its tools say who took it over.
+func TestOneProcessPerAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a mesh and agent processes")
+	}
+	dir := upMesh(t)
+	first := serveMCP(t, dir, "--name", "dave")
+	if got, _ := first.call(t, "cotal_connection_status", nil); !strings.HasPrefix(got, "connected") {
+		t.Fatalf("the first's status: %s", got)
+	}
+	code, _, stderr := run(t, "mcp", "--dir", dir, "--name", "dave")
+	if code == exit.OK || !strings.Contains(stderr, "local.dave is already run by pid "+strconv.Itoa(os.Getpid())) || !strings.Contains(stderr, "--takeover") {
+		t.Fatalf("a second cotal mcp --name dave (exit %d): %s", code, stderr)
+	}
+	second := serveMCP(t, dir, "--name", "dave", "--takeover")
+	defer second.stop(t)
+	if got, _ := second.call(t, "cotal_connection_status", nil); !strings.HasPrefix(got, "connected") {
+		t.Errorf("the taker's status: %s", got)
+	}
+	got, isErr := first.call(t, "cotal_connection_status", nil)
+	if !strings.HasPrefix(got, "taken over by pid "+strconv.Itoa(os.Getpid())) || isErr {
+		t.Errorf("the first's status after the takeover: %q (error %v)", got, isErr)
+	}
+	if got, isErr := first.call(t, "cotal_send", map[string]any{"channel": "general", "text": "still me?"}); !isErr || !strings.Contains(got, "taken over by") {
+		t.Errorf("the first's send after the takeover: %q (error %v)", got, isErr)
+	}
+	first.stop(t)
+}
