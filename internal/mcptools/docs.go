@@ -83,7 +83,7 @@ const reconnectWait = 10 * time.Second
 func (t *Tools) reconnect(ctx context.Context, _ noArgs) (*mcp.CallToolResult, error) {
 	nc := t.c.Conn()
 	if nc.IsClosed() {
-		return text("the connection is closed for good: this server is shutting down"), nil
+		return text("%s", connState(t.c)), nil
 	}
 	if err := nc.ForceReconnect(); err != nil {
 		return nil, err

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/manager"
@@ -247,8 +249,45 @@ func list(s []string) string {
 }
 
 func (t *Tools) connectionStatus(context.Context, noArgs) (*mcp.CallToolResult, error) {
-	nc := t.c.Conn()
-	return text("%s to %s as %s", strings.ToLower(nc.Status().String()), nc.ConnectedUrlRedacted(), t.c.Principal()), nil
+	return text("%s", connState(t.c)), nil
+}
+
+// connState says how the client's connection is, truthfully in every state: the mesh's URL
+// even when no server is connected, and why a connection that is not up is not.
+func connState(c *cotal.Client) string {
+	nc := c.Conn()
+	where := nc.ConnectedUrlRedacted()
+	if where == "" {
+		where = "the mesh"
+		if len(nc.Opts.Servers) > 0 {
+			where = redacted(nc.Opts.Servers[0])
+		}
+	}
+	switch st := nc.Status(); st {
+	case nats.CONNECTED:
+		return fmt.Sprintf("connected to %s as %s", where, c.Principal())
+	case nats.CLOSED:
+		return fmt.Sprintf("closed: the connection to %s as %s ended for good (%s); this server does not dial again, restart it to rejoin the mesh", where, c.Principal(), lastError(nc))
+	default:
+		return fmt.Sprintf("%s to %s as %s (%s); the client keeps dialling", strings.ToLower(st.String()), where, c.Principal(), lastError(nc))
+	}
+}
+
+// lastError names the connection's last error, or says there was none.
+func lastError(nc *nats.Conn) string {
+	if err := nc.LastError(); err != nil {
+		return err.Error()
+	}
+	return "no error reported"
+}
+
+// redacted returns raw with any password replaced, as nats.go redacts a connected URL.
+func redacted(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "the mesh"
+	}
+	return u.Redacted()
 }
 
 func (t *Tools) rosterTool(context.Context, noArgs) (*mcp.CallToolResult, error) {

@@ -248,3 +248,19 @@ func mustPrincipal(t *testing.T, s string) wire.Principal {
 	}
 	return p
 }
+
+// TestStatusAfterTheConnectionEnds: once the connection is closed for good, the status and
+// reconnect tools say so with the mesh's URL and the reason, never an empty URL or a shutdown
+// that is not happening.
+func TestStatusAfterTheConnectionEnds(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	cs, c := session(t, m)
+	c.Conn().Close()
+	for _, tool := range []string{"cotal_connection_status", "cotal_reconnect"} {
+		got := call(t, cs, tool, nil, false)
+		if !strings.HasPrefix(got, "closed: the connection to nats://") || !strings.Contains(got, "as local.claude") || strings.Contains(got, "shutting down") {
+			t.Errorf("%s after the connection closed: %q", tool, got)
+		}
+	}
+}
