@@ -25,13 +25,18 @@ func activeRows(t *testing.T, dir string) []string {
 	}
 	var principals []string
 	for _, r := range rows {
-		for _, k := range []string{"principal", "credentialId", "state", "profile", "lifecycleUid"} {
+		for _, k := range []string{"principal", "credentialId", "state", "profile", "lifecycleUid", "expiresAt"} {
 			if _, ok := r[k]; !ok {
 				t.Errorf("a row lacks %q: %v", k, r)
 			}
 		}
 		if r["state"] != "active" {
 			t.Errorf("--state active printed a %v row", r["state"])
+		}
+		if exp, ok := r["expiresAt"]; ok && exp != nil {
+			if _, isNum := exp.(float64); !isNum {
+				t.Errorf("expiresAt is %v: want a number, or null for no expiry", exp)
+			}
 		}
 		principals = append(principals, r["principal"].(string))
 	}

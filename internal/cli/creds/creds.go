@@ -39,7 +39,8 @@ type Row struct {
 	State        string `json:"state"`
 	UserKey      string `json:"userKey"`
 	IssuedAt     int64  `json:"issuedAt"`
-	ExpiresAt    int64  `json:"expiresAt,omitempty"`
+	// ExpiresAt is null for a credential that never expires.
+	ExpiresAt *int64 `json:"expiresAt"`
 }
 
 // NewCmdCreds returns `cotal creds` with list and revoke.
@@ -125,8 +126,12 @@ func listRun(ctx context.Context, o *Options) error {
 		}
 		out = append(out, Row{
 			Principal: r.Principal, LifecycleUID: string(r.LifecycleUID), CredentialID: r.CredentialID, Profile: string(r.Profile),
-			State: state, UserKey: r.UserKey, IssuedAt: int64(r.IssuedAt), ExpiresAt: int64(r.ExpiresAt),
+			State: state, UserKey: r.UserKey, IssuedAt: int64(r.IssuedAt),
 		})
+		if r.ExpiresAt != 0 {
+			exp := int64(r.ExpiresAt)
+			out[len(out)-1].ExpiresAt = &exp
+		}
 	}
 	if o.JSON {
 		return json.NewEncoder(o.IO.Out).Encode(out)
