@@ -108,12 +108,17 @@ func TestDashboardInChromium(t *testing.T) {
 	if _, err := r.alice.DirectMessage(t.Context(), operator, []wire.Part{wire.TextPart("Ship the **schema change** tonight, or wait for review?")}); err != nil {
 		t.Fatal(err)
 	}
-	var title string
+	var title, answer string
 	run("alice in NEEDS YOU, waiting and asking", chromedp.WaitVisible(`#needs-you li.card[data-key="`+r.alice.Principal().String()+`"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#needs-you li.card.question[data-from="`+r.alice.Principal().String()+`"] strong`, chromedp.ByQuery),
-		chromedp.Text(`#needs-title`, &title, chromedp.ByQuery))
+		chromedp.Text(`#needs-title`, &title, chromedp.ByQuery),
+		chromedp.Text(`#needs-you li.card.question code.answer`, &answer, chromedp.ByQuery))
 	if title != "NEEDS YOU · 2" {
 		t.Errorf("the lane's title: %q", title)
+	}
+	// The answer the card shows is a command that exists: `cotal send dm` takes a principal.
+	if want := "cotal send dm " + r.alice.Principal().String() + " …"; answer != want {
+		t.Errorf("the question's answer: %q, want %q", answer, want)
 	}
 	var shot []byte
 	run("screenshot", chromedp.FullScreenshot(&shot, 100))

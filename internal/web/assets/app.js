@@ -96,7 +96,7 @@ function renderNeedsYou() {
     li.addEventListener("click", () => show({ kind: "agent", key: r.id }));
     list.appendChild(li);
   }
-  // Questions addressed to the operator, until the operator answers (cotal send --to).
+  // Questions addressed to the operator, until the operator answers (cotal send dm).
   for (const q of state.questions) {
     const li = el("li", "card question");
     li.dataset.from = q.from;
@@ -106,7 +106,7 @@ function renderNeedsYou() {
     const body = el("div", "body clamp");
     body.innerHTML = q.html; // rendered and sanitised by the server
     li.appendChild(body);
-    li.appendChild(el("code", "answer", "cotal send --to " + q.from + " …"));
+    li.appendChild(el("code", "answer", "cotal send dm " + q.from + " …"));
     li.addEventListener("click", () => show({ kind: "dms" }));
     list.appendChild(li);
   }
