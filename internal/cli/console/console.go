@@ -96,15 +96,16 @@ func consoleRun(ctx context.Context, o *Options) error {
 	}
 	defer roster.Stop()
 	fmt.Fprintf(o.IO.ErrOut, "watching space %s at %s (Ctrl-C to stop)\n", sp, st.URL)
+	said := map[string]string{} // per peer, the presence last printed
 	for _, p := range roster.Peers() {
-		presenceLine(out, o.Now(), p)
+		presenceLine(out, o.Now(), p, said)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case p := <-roster.Changes():
-			presenceLine(out, o.Now(), p)
+			presenceLine(out, o.Now(), p, said)
 		case err := <-c.Errors():
 			// An error can quote what a peer wrote (a presence row it dropped, say).
 			fmt.Fprintf(o.IO.ErrOut, "broker: %s\n", termsafe.Sanitize(err.Error()))
@@ -129,12 +130,14 @@ func Line(w io.Writer, at time.Time, d *cotal.Delivery) {
 	fmt.Fprintf(w, "%s %s %s%s: %s\n", at.Format("15:04:05"), where, who.Is(d.Message.From.Name, d.Sender.String()), hist, Summary(d.Message))
 }
 
-// presenceLine writes one presence change as a line; the principal is the row's key, which
-// DecodePresence has checked equals card.id.
-func presenceLine(w io.Writer, at time.Time, p cotal.Peer) {
+// presenceLine writes a peer's presence as a line when it changed since said (per peer, what was
+// last printed): a heartbeat that rewrites the same presence prints nothing. The principal is the
+// row's key, which DecodePresence has checked equals card.id.
+func presenceLine(w io.Writer, at time.Time, p cotal.Peer, said map[string]string) {
+	var line string
 	switch {
 	case p.Presence == nil:
-		fmt.Fprintf(w, "%s * %s left\n", at.Format("15:04:05"), who.Word(p.Key))
+		line = who.Word(p.Key) + " left"
 	default:
 		status := string(p.Presence.Status)
 		if !p.Online {
@@ -144,8 +147,13 @@ func presenceLine(w io.Writer, at time.Time, p cotal.Peer) {
 		if p.Presence.Activity != "" {
 			activity = " — " + quote(p.Presence.Activity)
 		}
-		fmt.Fprintf(w, "%s * %s is %s%s\n", at.Format("15:04:05"), who.Is(p.Presence.Card.Name, p.Key), status, activity)
+		line = who.Is(p.Presence.Card.Name, p.Key) + " is " + status + activity
 	}
+	if said[p.Key] == line {
+		return
+	}
+	said[p.Key] = line
+	fmt.Fprintf(w, "%s * %s\n", at.Format("15:04:05"), line)
 }
 
 // Summary renders a message's parts as one line of peer data: text quoted and escaped, other

@@ -84,9 +84,15 @@ func TestPresenceLine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			presenceLine(&b, at, tt.p)
+			said := map[string]string{}
+			presenceLine(&b, at, tt.p, said)
 			if b.String() != tt.want {
 				t.Errorf("presenceLine wrote %q, want %q", b.String(), tt.want)
+			}
+			// The same presence again (a heartbeat) prints nothing.
+			presenceLine(&b, at.Add(time.Second), tt.p, said)
+			if b.String() != tt.want {
+				t.Errorf("a repeated presence printed again: %q", b.String())
 			}
 		})
 	}
