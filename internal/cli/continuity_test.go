@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"strconv"
@@ -11,9 +12,11 @@ import (
 	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/wire"
 )
 
 // mcpServer is one `cotal mcp` run in this process, driven by an MCP client.
@@ -171,4 +174,63 @@ func TestOneProcessPerAgent(t *testing.T) {
 		t.Errorf("the first's send after the takeover: %q (error %v)", got, isErr)
 	}
 	first.stop(t)
+}
+
+// TestReceiversShowTheSubjectsChannel: a post whose payload names another channel than the subject
+// it was published on is shown under the subject's channel, which `agent --json` carries beside
+// the payload.
+func TestReceiversShowTheSubjectsChannel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a mesh and an agent")
+	}
+	dir := upMesh(t)
+	code, out, stderr := run(t, "mint", "alice", "--dir", dir, "--subscribe", "general", "--json")
+	if code != exit.OK {
+		t.Fatalf("mint alice (exit %d): %s", code, stderr)
+	}
+	var minted struct{ Creds, Servers string }
+	if err := json.Unmarshal([]byte(out), &minted); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	agentIO, _, got, agentErr := iostreams.Test()
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, agentIO, []string{"agent", "--dir", dir, "--name", "bob", "--subscribe", "general", "--json"})
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(agentErr.String(), "Ctrl-C to stop") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	nc, err := nats.Connect(minted.Servers, nats.UserCredentials(minted.Creds), nats.CustomInboxPrefix(inboxOf(t, minted.Creds)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	p, _ := wire.NewPrincipal("local", "alice")
+	m := &wire.CotalMessage{ID: wire.NewMessageID(), Space: "main", From: wire.EndpointRef{ID: p.String(), Name: "alice"}, TS: wire.MillisOf(time.Now()),
+		Channel: "random", Parts: []wire.Part{wire.TextPart("which channel?")}}
+	raw, err := wire.EncodeMessage(m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish("cotal.main.chat.local.alice.general", raw); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(got.String(), "which channel?") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	var line struct {
+		Channel, Sender string
+		Message         struct{ Channel string }
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(got.String(), "\n", 2)[0]), &line); err != nil {
+		t.Fatalf("agent --json printed %q: %v", got, err)
+	}
+	if line.Channel != "general" || line.Sender != "local.alice" || line.Message.Channel != "random" {
+		t.Errorf("the post surfaced as channel %q from %q (payload channel %q); want general from local.alice", line.Channel, line.Sender, line.Message.Channel)
+	}
 }

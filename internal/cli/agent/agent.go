@@ -34,10 +34,14 @@ type Options struct {
 	LaunchMaterial string
 }
 
-// Surfaced is one line of `cotal agent --json`; the field names are a stable interface.
+// Surfaced is one line of `cotal agent --json`; the field names are a stable interface. Channel
+// and Sender come from the subject the message arrived on, which the broker vouches for; the
+// message's own channel field is what its sender wrote, and may differ.
 type Surfaced struct {
 	Kind       wire.DeliveryKind  `json:"kind"`
 	Historical bool               `json:"historical"`
+	Channel    string             `json:"channel,omitempty"`
+	Sender     string             `json:"sender"`
 	Message    *wire.CotalMessage `json:"message"`
 }
 
@@ -90,7 +94,7 @@ func agentRun(ctx context.Context, o *Options) error {
 	enc := json.NewEncoder(o.IO.Out)
 	handler := func(_ context.Context, dl *cotal.Delivery) error {
 		if o.JSON {
-			if err := enc.Encode(Surfaced{Kind: dl.Kind, Historical: dl.Historical, Message: dl.Message}); err != nil {
+			if err := enc.Encode(Surfaced{Kind: dl.Kind, Historical: dl.Historical, Channel: dl.Channel, Sender: dl.Sender.String(), Message: dl.Message}); err != nil {
 				return err
 			}
 		} else {
