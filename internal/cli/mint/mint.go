@@ -18,6 +18,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/natsctx"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -38,6 +39,8 @@ type Options struct {
 	ExpiresIn      time.Duration
 	Out            string
 	JSON           bool
+	// NATSContext names the nats CLI context to write for the credential; empty: none.
+	NATSContext string
 }
 
 // Result is what `cotal mint --json` prints. The field names are a stable interface.
@@ -50,6 +53,11 @@ type Result struct {
 	// Servers is what the credential connects to: on a cluster, every node's client URL,
 	// comma-separated as the SDK and nats.go take them.
 	Servers string `json:"servers"`
+	// InboxPrefix is the only inbox prefix the credential may subscribe under: a client that
+	// makes requests (JetStream's API, say) must use it (nats.go: nats.CustomInboxPrefix).
+	InboxPrefix string `json:"inboxPrefix"`
+	// NATSContext is the path of the nats CLI context written for the credential (--nats-context).
+	NATSContext string `json:"natsContext,omitempty"`
 }
 
 // NewCmdMint returns the `cotal mint` command. runF runs it; nil means mintRun.
@@ -78,6 +86,7 @@ func NewCmdMint(f *factory.Factory, runF func(context.Context, *Options) error) 
 	fs.StringSliceVar(&o.AllowPublish, "allow-publish", nil, "concrete channels the agent may post to (default: the concrete channels of --subscribe, as for `cotal agent` and `cotal mcp`)")
 	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns (team.>) the agent may read; default: --subscribe")
 	fs.StringSliceVar(&o.Subscribe, "subscribe", nil, "channels the agent joins (implies read access)")
+	fs.StringVar(&o.NATSContext, "nats-context", "", "also write a nats CLI context NAME for the credential (server, creds, inbox prefix), used as `nats --context NAME`")
 	fs.StringVar(&o.Role, "role", "", "the agent's role, for anycast tasks")
 	agentflags.CapabilityVar(fs, &o.Capabilities)
 	fs.BoolVar(&o.Provision, "provision", false, "pre-create the agent's durables on the running mesh")
@@ -105,6 +114,11 @@ func (o *Options) request() (ledger.Request, error) {
 	}
 	if o.ExpiresIn < 0 {
 		return usage(fmt.Errorf("--expires-in %s: must be positive", o.ExpiresIn))
+	}
+	if o.NATSContext != "" {
+		if err := natsctx.ValidName(o.NATSContext); err != nil {
+			return usage(fmt.Errorf("--nats-context: %w", err))
+		}
 	}
 	agentOnly := len(o.AllowPublish) > 0 || len(o.AllowSubscribe) > 0 || len(o.Subscribe) > 0 || o.Role != "" || o.Provision || len(o.Capabilities) > 0
 	if p != authority.ProfileAgent && agentOnly {
@@ -187,9 +201,15 @@ func mintRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	res := Result{Principal: cred.Principal.String(), LifecycleUID: string(cred.LifecycleUID), Creds: out, Profile: string(cred.Profile),
-		Servers: d.Servers(st)}
+		Servers: d.Servers(st), InboxPrefix: wire.ConnID(cred.PublicKey).InboxPrefix()}
 	if !cred.Expires.IsZero() {
 		res.Expires = cred.Expires.UTC().Format(time.RFC3339)
+	}
+	if o.NATSContext != "" {
+		desc := fmt.Sprintf("%s credential for %s in space %s", res.Profile, res.Principal, req.Space)
+		if res.NATSContext, err = natsctx.Write(o.NATSContext, natsctx.Context{Description: desc, URL: res.Servers, Creds: out, InboxPrefix: res.InboxPrefix}); err != nil {
+			return err
+		}
 	}
 	if o.JSON {
 		return json.NewEncoder(o.IO.Out).Encode(res)
@@ -203,6 +223,10 @@ func mintRun(ctx context.Context, o *Options) error {
 	}
 	fmt.Fprintf(o.IO.Out, "  creds:         %s\n", res.Creds)
 	fmt.Fprintf(o.IO.Out, "  servers:       %s\n", res.Servers)
+	fmt.Fprintf(o.IO.Out, "  inbox prefix:  %s\n", res.InboxPrefix)
+	if res.NATSContext != "" {
+		fmt.Fprintf(o.IO.Out, "  nats context:  %s (nats --context %s ...)\n", res.NATSContext, o.NATSContext)
+	}
 	if o.Provision {
 		fmt.Fprintln(o.IO.Out, "  durables:      provisioned")
 	}
