@@ -10,10 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/termsafe"
 	"github.com/gocotal/cotal/wire"
@@ -179,43 +181,119 @@ func text(format string, args ...any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
 }
 
-// add registers a tool whose failures are tool errors with a reason, never protocol errors. Once
-// the agent is taken over (TakenOver), every tool answers so instead: an error, except
-// cotal_connection_status, whose answer it is.
-func add[In any](t *Tools, name, desc string, h func(ctx context.Context, in In) (*mcp.CallToolResult, error)) {
-	mcp.AddTool(t.server, &mcp.Tool{Name: name, Description: desc}, func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+// effect is what a tool does to the mesh, as the MCP annotations tell a client.
+type effect int
+
+const (
+	reads   effect = iota // changes nothing
+	adds                  // adds to the mesh (a post, a DM, a spawn); repeating it adds again
+	sets                  // sets a state; repeating it changes nothing more
+	removes               // takes something away (stops an agent)
+)
+
+// spec is a tool's face to clients: its name, title and description, its effect, and the closed
+// set of values each fixed-value argument takes (its schema's enum).
+type spec struct {
+	name, title, desc string
+	effect            effect
+	// world marks a tool whose effect reaches other agents.
+	world bool
+	enums map[string][]string
+}
+
+// annotations returns the MCP annotations of s.
+func (s spec) annotations() *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{
+		Title:           s.title,
+		ReadOnlyHint:    s.effect == reads,
+		DestructiveHint: new(s.effect == removes),
+		IdempotentHint:  s.effect == reads || s.effect == sets,
+		OpenWorldHint:   new(s.world),
+	}
+}
+
+// add registers a tool whose failures are tool errors with a reason, never protocol errors. Its
+// input schema is inferred from In, with the enums of s. Once the agent is taken over
+// (TakenOver), every tool answers so instead: an error, except cotal_connection_status, whose
+// answer it is.
+func add[In any](t *Tools, s spec, h func(ctx context.Context, in In) (*mcp.CallToolResult, error)) {
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcptools: the schema of %s: %v", s.name, err)) // the argument types are this package's
+	}
+	for prop, values := range s.enums {
+		ps := schema.Properties[prop]
+		if ps == nil {
+			panic(fmt.Sprintf("mcptools: %s has no argument %q", s.name, prop))
+		}
+		for _, v := range values {
+			ps.Enum = append(ps.Enum, v)
+		}
+	}
+	tool := &mcp.Tool{Name: s.name, Title: s.title, Description: s.desc, InputSchema: schema, Annotations: s.annotations()}
+	mcp.AddTool(t.server, tool, func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
 		if by := t.takenOver.Load(); by != nil {
 			res := text("taken over by %s: this server no longer acts as %s", *by, t.c.Principal())
-			res.IsError = name != "cotal_connection_status"
+			res.IsError = s.name != "cotal_connection_status"
 			return res, nil, nil
 		}
 		res, err := h(ctx, in)
 		if err != nil {
-			res = text("%s failed: %v", name, err)
+			res = text("%s failed: %v", s.name, err)
 			res.IsError = true
 		}
 		return res, nil, nil
 	})
 }
 
+// The values of the fixed-value arguments: what the tools accept, and their schemas' enums.
+var (
+	settableStatuses = []wire.PresenceStatus{wire.StatusIdle, wire.StatusWaiting, wire.StatusWorking}
+	attentionModes   = []wire.AttentionMode{wire.AttentionOpen, wire.AttentionDND, wire.AttentionFocus}
+	// channelModes are the modes cotal_channel_mode takes: normal (no mode) and wire's.
+	channelModes = []string{normalMode, string(wire.ChannelQuiet), string(wire.ChannelMuted)}
+)
+
+// normalMode is cotal_channel_mode's word for a channel with no mode.
+const normalMode = "normal"
+
+// words returns the values of a string enum as strings.
+func words[S ~string](values []S) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// register adds the tools. cotal_spawn is listed only to a credential that carries the spawn
+// capability, and cotal_spawn and cotal_despawn only to one with a lifecycle to call the manager
+// as: a tool the credential cannot use is not offered.
 func (t *Tools) register() {
-	add(t, "cotal_orientation", "Who you are, your channels and access, who is online, and how many messages wait.", t.orientation)
-	add(t, "cotal_connection_status", "Whether the mesh connection is up.", t.connectionStatus)
-	add(t, "cotal_roster", "Everyone present in the space, with status and activity.", t.rosterTool)
-	add(t, "cotal_channels", "The channels you are in, and the ones you may read and post to.", t.channels)
-	add(t, "cotal_channel_info", "A channel's effective configuration.", t.channelInfo)
-	add(t, "cotal_inbox", "Messages that arrived since the last call, DMs and tasks first, at most 48,000 characters a call (call again for the rest); peek leaves them unread.", t.inboxTool)
-	add(t, "cotal_send", "Post to a channel.", t.send)
-	add(t, "cotal_dm", "Send a durable direct message to one peer.", t.dm)
-	add(t, "cotal_anycast", "Hand a task to any one free member of a role.", t.anycast)
-	add(t, "cotal_status", "Set your status, attention and activity for your peers to see.", t.status)
-	add(t, "cotal_channel_mode", "Set a channel to normal, quiet (mentions only wake you) or muted.", t.channelMode)
-	add(t, "cotal_join", "Join a channel your access allows.", t.join)
-	add(t, "cotal_leave", "Leave a channel.", t.leave)
-	add(t, "cotal_spawn", "Start an agent through the space's manager and wait until it is present (needs the spawn capability).", t.spawn)
-	add(t, "cotal_despawn", "Stop an agent you may stop, by name; without a name, stop yourself.", t.despawn)
-	add(t, "cotal_docs", "Cotal's docs for agents: no argument for the index, page=NAME for a page, query=WORDS to search.", t.docs)
-	add(t, "cotal_reconnect", "Drop the mesh connection and dial again now.", t.reconnect)
+	add(t, spec{name: "cotal_orientation", title: "Orientation", desc: "Who you are, your channels and access, who is online, and how many messages wait."}, t.orientation)
+	add(t, spec{name: "cotal_connection_status", title: "Connection status", desc: "Whether the mesh connection is up."}, t.connectionStatus)
+	add(t, spec{name: "cotal_roster", title: "Roster", desc: "Everyone present in the space, with status and activity."}, t.rosterTool)
+	add(t, spec{name: "cotal_channels", title: "My channels", desc: "The channels you are in, and the ones you may read and post to."}, t.channels)
+	add(t, spec{name: "cotal_channel_info", title: "Channel info", desc: "A channel's effective configuration."}, t.channelInfo)
+	add(t, spec{name: "cotal_inbox", title: "Inbox", effect: sets, desc: "Messages that arrived since the last call, DMs and tasks first, at most 48,000 characters a call (call again for the rest); peek leaves them unread."}, t.inboxTool)
+	add(t, spec{name: "cotal_send", title: "Post to a channel", effect: adds, world: true, desc: "Post to a channel."}, t.send)
+	add(t, spec{name: "cotal_dm", title: "Direct message", effect: adds, world: true, desc: "Send a durable direct message to one peer."}, t.dm)
+	add(t, spec{name: "cotal_anycast", title: "Hand a task to a role", effect: adds, world: true, desc: "Hand a task to any one free member of a role."}, t.anycast)
+	add(t, spec{name: "cotal_status", title: "Set status", effect: sets, world: true, desc: "Set your status, attention and activity for your peers to see.",
+		enums: map[string][]string{"status": words(settableStatuses), "attention": words(attentionModes)}}, t.status)
+	add(t, spec{name: "cotal_channel_mode", title: "Set a channel's mode", effect: sets, desc: "Set a channel to normal, quiet (mentions only wake you) or muted.",
+		enums: map[string][]string{"mode": channelModes}}, t.channelMode)
+	add(t, spec{name: "cotal_join", title: "Join a channel", effect: sets, desc: "Join a channel your access allows."}, t.join)
+	add(t, spec{name: "cotal_leave", title: "Leave a channel", effect: sets, desc: "Leave a channel."}, t.leave)
+	if t.mgr != nil {
+		if g := t.c.Grant(); g != nil && slices.Contains(g.Capabilities, authority.CapabilitySpawn) {
+			add(t, spec{name: "cotal_spawn", title: "Spawn an agent", effect: adds, world: true, desc: "Start an agent through the space's manager and wait until it is present.",
+				enums: map[string][]string{"agent": words(manager.Harnesses)}}, t.spawn)
+		}
+		add(t, spec{name: "cotal_despawn", title: "Stop an agent", effect: removes, world: true, desc: "Stop an agent you may stop, by name; without a name, stop yourself."}, t.despawn)
+	}
+	add(t, spec{name: "cotal_docs", title: "Cotal docs", desc: "Cotal's docs for agents: no argument for the index, page=NAME for a page, query=WORDS to search."}, t.docs)
+	add(t, spec{name: "cotal_reconnect", title: "Reconnect", effect: sets, desc: "Drop the mesh connection and dial again now."}, t.reconnect)
 }
 
 func (t *Tools) orientation(context.Context, noArgs) (*mcp.CallToolResult, error) {
@@ -448,7 +526,7 @@ func (t *Tools) status(ctx context.Context, in statusArgs) (*mcp.CallToolResult,
 	}
 	if in.Attention != "" {
 		mode := wire.AttentionMode(in.Attention)
-		if !slices.Contains([]wire.AttentionMode{wire.AttentionOpen, wire.AttentionDND, wire.AttentionFocus}, mode) {
+		if !slices.Contains(attentionModes, mode) {
 			return nil, fmt.Errorf("attention %q: must be open, dnd or focus", in.Attention)
 		}
 		if err := t.c.SetAttention(ctx, mode); err != nil {
@@ -461,7 +539,7 @@ func (t *Tools) status(ctx context.Context, in statusArgs) (*mcp.CallToolResult,
 		if status == "" {
 			status = wire.StatusWorking
 		}
-		if !slices.Contains([]wire.PresenceStatus{wire.StatusIdle, wire.StatusWaiting, wire.StatusWorking}, status) {
+		if !slices.Contains(settableStatuses, status) {
 			return nil, fmt.Errorf("status %q: must be idle, waiting or working", in.Status)
 		}
 		if err := t.c.SetStatus(ctx, status, in.Activity); err != nil {
@@ -478,7 +556,7 @@ func (t *Tools) channelMode(ctx context.Context, in modeArgs) (*mcp.CallToolResu
 	}
 	var mode wire.ChannelMode
 	switch in.Mode {
-	case "normal":
+	case normalMode:
 	case string(wire.ChannelQuiet), string(wire.ChannelMuted):
 		mode = wire.ChannelMode(in.Mode)
 	default:

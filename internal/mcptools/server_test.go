@@ -1,15 +1,21 @@
 package mcptools_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/mcptools"
 	"github.com/gocotal/cotal/internal/meshtest"
@@ -160,8 +166,8 @@ func TestMCPExchange(t *testing.T) {
 	cs, _ := session(t, m)
 
 	tools, err := cs.ListTools(t.Context(), nil)
-	if err != nil || len(tools.Tools) != 17 {
-		t.Fatalf("ListTools = %d tools, %v; want 17", len(tools.Tools), err)
+	if err != nil || len(tools.Tools) != 16 {
+		t.Fatalf("ListTools = %d tools, %v; want 16 (no cotal_spawn without the spawn capability)", len(tools.Tools), err)
 	}
 	if got := call(t, cs, "cotal_orientation", nil, false); !strings.Contains(got, "local.claude") || !strings.Contains(got, "May post to: general, team") {
 		t.Errorf("orientation: %s", got)
@@ -225,8 +231,8 @@ func TestMCPExchange(t *testing.T) {
 		{"cotal_dm", map[string]any{"to": "nobody", "text": "hi"}, "no peer named"},
 		{"cotal_send", map[string]any{"channel": "general", "text": "  "}, "text is empty"},
 		{"cotal_send", map[string]any{"channel": "secret", "text": "hi"}, "secret"},
-		{"cotal_channel_mode", map[string]any{"channel": "general", "mode": "loud"}, "must be normal, quiet or muted"},
-		{"cotal_status", map[string]any{"status": "offline"}, "must be idle, waiting or working"},
+		{"cotal_channel_mode", map[string]any{"channel": "general", "mode": "loud"}, "[normal quiet muted]"},
+		{"cotal_status", map[string]any{"status": "offline"}, "[idle waiting working]"},
 		{"cotal_join", map[string]any{"channel": "elsewhere"}, "elsewhere"},
 	} {
 		if got := call(t, cs, bad.tool, bad.args, true); !strings.Contains(got, bad.want) {
@@ -262,5 +268,80 @@ func TestStatusAfterTheConnectionEnds(t *testing.T) {
 		if !strings.HasPrefix(got, "closed: the connection to nats://") || !strings.Contains(got, "as local.claude") || strings.Contains(got, "shutting down") {
 			t.Errorf("%s after the connection closed: %q", tool, got)
 		}
+	}
+}
+
+// TestToolSchemas: every tool carries a title, annotations and an input schema that compiles as
+// JSON Schema; fixed-value arguments carry their enums; cotal_spawn is offered only to a
+// credential that may spawn.
+func TestToolSchemas(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	plain, _ := session(t, m)
+	spawner, _ := sessionAs(t, m, ledger.Request{Name: "boss", Capabilities: []string{authority.CapabilitySpawn}})
+	listed := func(cs *mcp.ClientSession) map[string]*mcp.Tool {
+		t.Helper()
+		res, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*mcp.Tool{}
+		for _, tool := range res.Tools {
+			out[tool.Name] = tool
+		}
+		return out
+	}
+	if _, ok := listed(plain)["cotal_spawn"]; ok {
+		t.Error("cotal_spawn is offered to an agent without the spawn capability")
+	}
+	tools := listed(spawner)
+	for name, tool := range tools {
+		raw, err := json.Marshal(tool.InputSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		c := jsonschema.NewCompiler()
+		if err := c.AddResource(name+".json", doc); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := c.Compile(name + ".json"); err != nil {
+			t.Errorf("%s: the input schema is not valid JSON Schema: %v", name, err)
+		}
+		if tool.Title == "" || tool.Annotations == nil || tool.Annotations.Title != tool.Title {
+			t.Errorf("%s: title %q, annotations %+v", name, tool.Title, tool.Annotations)
+		}
+	}
+	for _, want := range []struct {
+		tool, arg string
+		enum      []any
+	}{
+		{"cotal_status", "status", []any{"idle", "waiting", "working"}},
+		{"cotal_status", "attention", []any{"open", "dnd", "focus"}},
+		{"cotal_channel_mode", "mode", []any{"normal", "quiet", "muted"}},
+		{"cotal_spawn", "agent", []any{"claude", "codex", "opencode"}},
+	} {
+		raw, _ := json.Marshal(tools[want.tool].InputSchema)
+		var schema struct {
+			Properties map[string]struct{ Enum []any }
+		}
+		if err := json.Unmarshal(raw, &schema); err != nil {
+			t.Fatal(err)
+		}
+		if got := schema.Properties[want.arg].Enum; !slices.Equal(got, want.enum) {
+			t.Errorf("%s %s: enum %v, want %v", want.tool, want.arg, got, want.enum)
+		}
+	}
+	if a := tools["cotal_roster"].Annotations; !a.ReadOnlyHint {
+		t.Errorf("cotal_roster is not marked read-only: %+v", a)
+	}
+	if a := tools["cotal_despawn"].Annotations; a.ReadOnlyHint || a.DestructiveHint == nil || !*a.DestructiveHint {
+		t.Errorf("cotal_despawn is not marked destructive: %+v", a)
+	}
+	if a := tools["cotal_send"].Annotations; a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint {
+		t.Errorf("cotal_send is not marked additive: %+v", a)
 	}
 }
