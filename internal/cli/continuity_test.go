@@ -16,6 +16,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -93,9 +94,7 @@ func (s *mcpServer) inboxUntil(t *testing.T, want string) string {
 // so a DM sent while no process ran it is shown once by the next run and never again; a DM to a
 // name that never ran reaches its first run.
 func TestAgentKeepsItsMail(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a mesh and three agent processes")
-	}
+	meshtest.Long(t, "runs a mesh and agent processes one after another")
 	dir := upMesh(t)
 	first := serveMCP(t, dir, "--name", "alice", "--subscribe", "general")
 	first.stop(t)
@@ -149,9 +148,7 @@ func TestAgentKeepsItsMail(t *testing.T) {
 // TestOneProcessPerAgent: a second process for a name that is running is refused, naming the
 // first's pid; with --takeover the first lets go, and its tools say who took it over.
 func TestOneProcessPerAgent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a mesh and agent processes")
-	}
+	meshtest.Long(t, "runs a mesh and two agent processes")
 	dir := upMesh(t)
 	first := serveMCP(t, dir, "--name", "dave")
 	if got, _ := first.call(t, "cotal_connection_status", nil); !strings.HasPrefix(got, "connected") {
@@ -180,9 +177,7 @@ func TestOneProcessPerAgent(t *testing.T) {
 // it was published on is shown under the subject's channel, which `agent --json` carries beside
 // the payload.
 func TestReceiversShowTheSubjectsChannel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a mesh and an agent")
-	}
+	meshtest.Long(t, "runs a mesh and an agent")
 	dir := upMesh(t)
 	code, out, stderr := run(t, "mint", "alice", "--dir", dir, "--subscribe", "general", "--json")
 	if code != exit.OK {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/mint"
+	"github.com/gocotal/cotal/internal/meshtest"
 )
 
 // natsCLIVersion is the nats CLI the tests drive when none is on PATH.
@@ -45,9 +46,7 @@ func natsCLI(t *testing.T) string {
 // TestMintNATSContext: the context `cotal mint --nats-context` writes works with the nats CLI as
 // is: it reads a stream of the space and receives a post on a channel the credential reads.
 func TestMintNATSContext(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a mesh and the nats CLI")
-	}
+	meshtest.Long(t, "runs a mesh and the nats CLI")
 	nats := natsCLI(t)
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	dir := upMesh(t)
