@@ -111,6 +111,11 @@ func (d *deliverer) surface(dl *wire.Delivery, historical bool, acker func() err
 	if dl.Kind == wire.DeliveryChannel {
 		out.Channel = dl.Subject.Rest
 	}
+	if dl.Kind == wire.DeliveryDM {
+		if q, ok := quarantineOf(out); ok {
+			d.c.report(q)
+		}
+	}
 	if h := d.c.opts.handler; h != nil {
 		switch err := h(d.c.ctx, out); {
 		case errors.Is(err, ErrDefer) && acker != nil:

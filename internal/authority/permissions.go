@@ -624,6 +624,8 @@ func (r rowsFor) warden() Permissions {
 			pub = append(pub, b.Subject(">"))
 		}
 	}
+	// The notice to the sender of a message it deleted is a DM from the warden itself.
+	pub = append(pub, meshwire.DMSendGrant(r.s, r.Principal))
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox(), jsapi.AuditAdvisory, jsapi.ConsumerDeletedAdvs}}
 }
 

@@ -13,9 +13,11 @@ import (
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/mint"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
 )
@@ -227,5 +229,60 @@ func TestReceiversShowTheSubjectsChannel(t *testing.T) {
 	}
 	if line.Channel != "general" || line.Sender != "local.alice" || line.Message.Channel != "random" {
 		t.Errorf("the post surfaced as channel %q from %q (payload channel %q); want general from local.alice", line.Channel, line.Sender, line.Message.Channel)
+	}
+}
+
+// TestQuarantineNotice: a post whose from.id is not its sender, published raw with a minted
+// credential, is deleted, its sender finds the warden's notice naming the cause on its own DM
+// durable, and `cotal status` counts it by cause.
+func TestQuarantineNotice(t *testing.T) {
+	meshtest.Long(t, "runs a mesh with its warden")
+	dir := upMesh(t)
+	code, out, stderr := run(t, "mint", "alice", "--dir", dir, "--subscribe", "general", "--provision", "--json")
+	if code != exit.OK {
+		t.Fatalf("mint alice (exit %d): %s", code, stderr)
+	}
+	var minted mint.Result
+	if err := json.Unmarshal([]byte(out), &minted); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(minted.Servers, nats.UserCredentials(minted.Creds), nats.CustomInboxPrefix(minted.InboxPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := `{"id":"forged-1","ts":1733400000000,"space":"main","from":{"id":"local.mallory","name":"mallory"},"channel":"general","parts":[{"kind":"text","text":"not me"}]}`
+	if _, err := js.Publish(t.Context(), "cotal.main.chat.local.alice.general", []byte(forged)); err != nil {
+		t.Fatalf("the broker refused the raw post: %v", err)
+	}
+	dm, err := js.Consumer(t.Context(), "DM_main", "dm_local-alice-"+minted.LifecycleUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := dm.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notice string
+	for msg := range batch.Messages() {
+		notice = msg.Subject() + " " + string(msg.Data())
+		_ = msg.Ack()
+	}
+	if !strings.HasPrefix(notice, "cotal.main.inst.local.alice.local.cotal_warden ") || !strings.Contains(notice, "sender-mismatch") || !strings.Contains(notice, "forged-1") {
+		t.Fatalf("alice's notice: %q", notice)
+	}
+	code, out, stderr = run(t, "status", "--dir", dir, "--json")
+	if code != exit.OK {
+		t.Fatalf("status (exit %d): %s", code, stderr)
+	}
+	var rep struct {
+		Spaces []struct{ Quarantined map[string]int }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Spaces) == 0 || rep.Spaces[0].Quarantined["sender-mismatch"] != 1 {
+		t.Errorf("status counts %+v (%v), want one sender-mismatch", rep.Spaces, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/warden"
 	"github.com/gocotal/cotal/wire"
 )
@@ -36,7 +37,7 @@ type Daemons struct {
 const (
 	deliveryActor = "cotal_delivery"
 	ManagerActor  = "cotal_manager"
-	wardenActor   = "cotal_warden"
+
 	// standbyActor reads the manager lease a standby supervisor waits on.
 	standbyActor = "cotal_standby"
 )
@@ -217,7 +218,7 @@ func (ds *Daemons) startWarden(ctx context.Context, l *ledger.Ledger, log *slog.
 // newWarden issues a warden credential through l, connects it and returns its warden and
 // connection. The warden revokes through l.
 func (ds *Daemons) newWarden(ctx context.Context, l *ledger.Ledger, log *slog.Logger) (*warden.Warden, *ledger.Held, error) {
-	dc, err := ds.connect(ctx, l, authority.ProfileWarden, wardenActor)
+	dc, err := ds.connect(ctx, l, authority.ProfileWarden, meshwire.WardenActor)
 	if err != nil {
 		return nil, nil, err
 	}

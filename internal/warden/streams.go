@@ -191,8 +191,8 @@ func (w *Warden) judgeStored(ctx context.Context, stream string, judge judge, su
 	if undeletable(w.cfg.Space, stream) {
 		w.limited("capture kept "+stream+" "+c.kind, slog.LevelWarn, "capture stored where the broker refuses deletes",
 			"stream", stream, "seq", seq, "subject", subject, "reason", err.Error(), "cause", c.text)
-	} else {
-		w.quarantine(ctx, here, subject, err.Error(), c)
+	} else if w.quarantine(ctx, here, subject, err.Error(), c) {
+		w.notify(ctx, here, subject, body, err)
 	}
 	w.punish(ctx, c, "aimed a JetStream reply at "+stream)
 }
@@ -204,17 +204,18 @@ type location struct {
 }
 
 // quarantine deletes one stored message by sequence and logs why and what caused it, one line a
-// second per stream and kind of cause.
-func (w *Warden) quarantine(ctx context.Context, at location, subject, why string, c culprit) {
+// second per stream and kind of cause. It reports whether the message is gone.
+func (w *Warden) quarantine(ctx context.Context, at location, subject, why string, c culprit) bool {
 	w.deleted.add(at, subject)
 	err := w.deleteMsg(ctx, at.stream, at.seq)
 	attrs := []any{"stream", at.stream, "seq", at.seq, "subject", subject, "reason", why, "cause", c.text}
 	key := "quarantine " + at.stream + " " + c.kind
 	if err != nil {
 		w.limited(key+" failed", slog.LevelError, "quarantine a stored message", append(attrs, "err", err)...)
-		return
+		return false
 	}
 	w.limited(key, slog.LevelWarn, "stored message quarantined", attrs...)
+	return true
 }
 
 // ownSubject returns an error when subject is none of stream's configured subjects.

@@ -91,6 +91,9 @@ type Warden struct {
 
 	revokedMu sync.Mutex
 	revokedAt map[wire.Principal]time.Time // guarded by revokedMu: senders punish revoked lately
+
+	noticedMu sync.Mutex
+	noticedAt map[wire.Principal]time.Time // guarded by noticedMu: senders notify told lately
 }
 
 // parts is how many loops Run starts; each reports once when it is watching.
@@ -131,6 +134,7 @@ func New(nc *nats.Conn, cfg Config) (*Warden, error) {
 	w := &Warden{
 		nc: nc, js: js, cfg: cfg, log: log.With("space", string(cfg.Space)), readyCh: make(chan struct{}),
 		streamHandles: streamHandles{streams: map[string]jetstream.Stream{}}, revokedAt: map[wire.Principal]time.Time{},
+		noticedAt: map[wire.Principal]time.Time{},
 	}
 	w.pending.Store(parts)
 	return w, nil

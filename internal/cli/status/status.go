@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -22,6 +23,7 @@ import (
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -62,6 +64,9 @@ type SpaceStatus struct {
 	Streams     []StreamStatus `json:"streams"`
 	// Planes are the liveness verdicts of the space's daemons, by plane, as a peer probes them.
 	Planes map[wire.Plane]wire.ResponderState `json:"planes,omitempty"`
+	// Quarantined counts, by the guard's reason, the stored messages the warden deleted and told
+	// their senders of, as far back as the DM stream keeps its notices.
+	Quarantined map[string]int `json:"quarantined,omitempty"`
 	// Daemons are the active credentials of the space's daemons (delivery, warden, supervisor),
 	// each renewed before two thirds of its lifetime; one expiring soon means renewals fail.
 	Daemons []DaemonCredential `json:"daemonCredentials,omitempty"`
@@ -227,6 +232,11 @@ func inspect(ctx context.Context, o *Options, st *mesh.State, rep *Report) error
 			ss.Streams = append(ss.Streams, row)
 		}
 		closeFn()
+		if ss.Provisioned && !st.Open {
+			if ss.Quarantined, err = quarantined(ctx, o, sp); err != nil {
+				return err
+			}
+		}
 		if !st.Open {
 			if ss.Planes, err = probePlanes(ctx, o, sp); err != nil {
 				return err
@@ -361,9 +371,64 @@ func render(o *Options, rep *Report) error {
 				fmt.Fprintf(o.IO.Out, "  %s plane: %s\n", plane, v)
 			}
 		}
+		if len(s.Quarantined) > 0 {
+			var causes []string
+			for _, reason := range slices.Sorted(maps.Keys(s.Quarantined)) {
+				causes = append(causes, fmt.Sprintf("%s %d", reason, s.Quarantined[reason]))
+			}
+			fmt.Fprintf(o.IO.Out, "  quarantined: %s\n", strings.Join(causes, ", "))
+		}
 		for _, d := range s.Daemons {
 			fmt.Fprintf(o.IO.Out, "  %s credential of %s expires %s (in %s)\n", d.Profile, d.Principal, d.Expires.Format(time.RFC3339), d.Expires.Sub(o.Now()).Round(time.Second))
 		}
 	}
 	return nil
+}
+
+// maxNotices bounds the warden's notices status reads.
+const maxNotices = 10000
+
+// quarantined counts the warden's quarantine notices in space sp's DM stream by reason, read as
+// an admin observer, the profile that may read direct messages.
+func quarantined(ctx context.Context, o *Options, sp wire.Space) (map[string]int, error) {
+	js, closeFn, err := o.JetStream(ctx, sp, authority.ProfileAdmin, "cotal_status")
+	if err != nil {
+		return nil, err
+	}
+	defer closeFn()
+	filter := meshwire.DMSendGrant(sp, meshwire.WardenPrincipal())
+	s, err := js.Stream(ctx, sp.DMStream())
+	if err != nil {
+		return nil, fmt.Errorf("count quarantines: %w", err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("count quarantines: %w", err)
+	}
+	n := 0
+	for _, c := range info.State.Subjects {
+		n += int(c)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	cons, err := js.OrderedConsumer(ctx, sp.DMStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		return nil, fmt.Errorf("count quarantines: %w", err)
+	}
+	batch, err := cons.Fetch(min(n, maxNotices), jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("count quarantines: %w", err)
+	}
+	out := map[string]int{}
+	for msg := range batch.Messages() {
+		dl, err := wire.Guard(msg.Subject(), msg.Data())
+		if err != nil {
+			continue
+		}
+		if q, ok := meshwire.ParseQuarantineNotice(dl.Sender, dl.Message); ok {
+			out[q.Reason]++
+		}
+	}
+	return out, batch.Error()
 }
