@@ -83,7 +83,8 @@ const reconnectWait = 10 * time.Second
 func (t *Tools) reconnect(ctx context.Context, _ noArgs) (*mcp.CallToolResult, error) {
 	nc := t.c.Conn()
 	if nc.IsClosed() {
-		return text("%s", connState(t.c)), nil
+		_, state := connState(t.c)
+		return text("%s", state), nil
 	}
 	if err := nc.ForceReconnect(); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package mcptools
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -216,7 +217,7 @@ func (s spec) annotations() *mcp.ToolAnnotations {
 // input schema is inferred from In, with the enums of s. Once the agent is taken over
 // (TakenOver), every tool answers so instead: an error, except cotal_connection_status, whose
 // answer it is.
-func add[In any](t *Tools, s spec, h func(ctx context.Context, in In) (*mcp.CallToolResult, error)) {
+func add[In, Out any](t *Tools, s spec, h func(ctx context.Context, in In) (*mcp.CallToolResult, Out, error)) {
 	schema, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("mcptools: the schema of %s: %v", s.name, err)) // the argument types are this package's
@@ -231,19 +232,43 @@ func add[In any](t *Tools, s spec, h func(ctx context.Context, in In) (*mcp.Call
 		}
 	}
 	tool := &mcp.Tool{Name: s.name, Title: s.title, Description: s.desc, InputSchema: schema, Annotations: s.annotations()}
-	mcp.AddTool(t.server, tool, func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+	mcp.AddTool(t.server, tool, func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		var none Out
 		if by := t.takenOver.Load(); by != nil {
 			res := text("taken over by %s: this server no longer acts as %s", *by, t.c.Principal())
 			res.IsError = s.name != "cotal_connection_status"
-			return res, nil, nil
+			return res, none, nil
 		}
-		res, err := h(ctx, in)
+		res, out, err := h(ctx, in)
 		if err != nil {
 			res = text("%s failed: %v", s.name, err)
 			res.IsError = true
+			return res, none, nil
 		}
-		return res, nil, nil
+		return res, out, nil
 	})
+}
+
+// said is the structured output of a tool whose answer is a sentence.
+type said struct {
+	Text string `json:"text" jsonschema:"the answer, a sentence for people and models"`
+}
+
+// sentence adapts a tool whose answer is a sentence to add: its text is its structured output too.
+func sentence[In any](h func(ctx context.Context, in In) (*mcp.CallToolResult, error)) func(context.Context, In) (*mcp.CallToolResult, said, error) {
+	return func(ctx context.Context, in In) (*mcp.CallToolResult, said, error) {
+		res, err := h(ctx, in)
+		if err != nil {
+			return nil, said{}, err
+		}
+		var out said
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				out.Text += tc.Text
+			}
+		}
+		return res, out, nil
+	}
 }
 
 // The values of the fixed-value arguments: what the tools accept, and their schemas' enums.
@@ -275,31 +300,47 @@ func (t *Tools) register() {
 	add(t, spec{name: "cotal_roster", title: "Roster", desc: "Everyone present in the space, with status and activity."}, t.rosterTool)
 	add(t, spec{name: "cotal_channels", title: "My channels", desc: "The channels you are in, and the ones you may read and post to."}, t.channels)
 	add(t, spec{name: "cotal_channel_info", title: "Channel info", desc: "A channel's effective configuration."}, t.channelInfo)
-	add(t, spec{name: "cotal_inbox", title: "Inbox", effect: sets, desc: "Messages that arrived since the last call, DMs and tasks first, at most 48,000 characters a call (call again for the rest); peek leaves them unread."}, t.inboxTool)
+	add(t, spec{name: "cotal_inbox", title: "Inbox", effect: sets, desc: "Messages that arrived since the last call, DMs and tasks first, at most 48,000 characters a call (call again for the rest); peek leaves them unread."}, sentence(t.inboxTool))
 	add(t, spec{name: "cotal_send", title: "Post to a channel", effect: adds, world: true, desc: "Post to a channel."}, t.send)
 	add(t, spec{name: "cotal_dm", title: "Direct message", effect: adds, world: true, desc: "Send a durable direct message to one peer."}, t.dm)
 	add(t, spec{name: "cotal_anycast", title: "Hand a task to a role", effect: adds, world: true, desc: "Hand a task to any one free member of a role."}, t.anycast)
 	add(t, spec{name: "cotal_status", title: "Set status", effect: sets, world: true, desc: "Set your status, attention and activity for your peers to see.",
-		enums: map[string][]string{"status": words(settableStatuses), "attention": words(attentionModes)}}, t.status)
+		enums: map[string][]string{"status": words(settableStatuses), "attention": words(attentionModes)}}, sentence(t.status))
 	add(t, spec{name: "cotal_channel_mode", title: "Set a channel's mode", effect: sets, desc: "Set a channel to normal, quiet (mentions only wake you) or muted.",
-		enums: map[string][]string{"mode": channelModes}}, t.channelMode)
-	add(t, spec{name: "cotal_join", title: "Join a channel", effect: sets, desc: "Join a channel your access allows."}, t.join)
-	add(t, spec{name: "cotal_leave", title: "Leave a channel", effect: sets, desc: "Leave a channel."}, t.leave)
+		enums: map[string][]string{"mode": channelModes}}, sentence(t.channelMode))
+	add(t, spec{name: "cotal_join", title: "Join a channel", effect: sets, desc: "Join a channel your access allows."}, sentence(t.join))
+	add(t, spec{name: "cotal_leave", title: "Leave a channel", effect: sets, desc: "Leave a channel."}, sentence(t.leave))
 	if t.mgr != nil {
 		if g := t.c.Grant(); g != nil && slices.Contains(g.Capabilities, authority.CapabilitySpawn) {
 			add(t, spec{name: "cotal_spawn", title: "Spawn an agent", effect: adds, world: true, desc: "Start an agent through the space's manager and wait until it is present.",
-				enums: map[string][]string{"agent": words(manager.Harnesses)}}, t.spawn)
+				enums: map[string][]string{"agent": words(manager.Harnesses)}}, sentence(t.spawn))
 		}
-		add(t, spec{name: "cotal_despawn", title: "Stop an agent", effect: removes, world: true, desc: "Stop an agent you may stop, by name; without a name, stop yourself."}, t.despawn)
+		add(t, spec{name: "cotal_despawn", title: "Stop an agent", effect: removes, world: true, desc: "Stop an agent you may stop, by name; without a name, stop yourself."}, sentence(t.despawn))
 	}
-	add(t, spec{name: "cotal_docs", title: "Cotal docs", desc: "Cotal's docs for agents: no argument for the index, page=NAME for a page, query=WORDS to search."}, t.docs)
-	add(t, spec{name: "cotal_reconnect", title: "Reconnect", effect: sets, desc: "Drop the mesh connection and dial again now."}, t.reconnect)
+	add(t, spec{name: "cotal_docs", title: "Cotal docs", desc: "Cotal's docs for agents: no argument for the index, page=NAME for a page, query=WORDS to search."}, sentence(t.docs))
+	add(t, spec{name: "cotal_reconnect", title: "Reconnect", effect: sets, desc: "Drop the mesh connection and dial again now."}, sentence(t.reconnect))
 }
 
-func (t *Tools) orientation(context.Context, noArgs) (*mcp.CallToolResult, error) {
+// orientationOut is cotal_orientation's structured output.
+type orientationOut struct {
+	Principal      string   `json:"principal"`
+	Space          string   `json:"space"`
+	Role           string   `json:"role,omitempty"`
+	AllowPublish   []string `json:"allowPublish"`
+	AllowSubscribe []string `json:"allowSubscribe"`
+	Capabilities   []string `json:"capabilities"`
+	Joined         []string `json:"joined"`
+	Online         int      `json:"online" jsonschema:"peers online now"`
+	Unread         int      `json:"unread" jsonschema:"messages waiting for cotal_inbox"`
+}
+
+func (t *Tools) orientation(context.Context, noArgs) (*mcp.CallToolResult, orientationOut, error) {
+	out := orientationOut{Principal: t.c.Principal().String(), Space: string(t.c.Space()), Joined: nonNil(t.c.Channels()),
+		AllowPublish: []string{}, AllowSubscribe: []string{}, Capabilities: []string{}, Unread: t.inbox.Unread()}
 	var b strings.Builder
-	fmt.Fprintf(&b, "You are %s in space %s.\n", t.c.Principal(), t.c.Space())
+	fmt.Fprintf(&b, "You are %s in space %s.\n", out.Principal, out.Space)
 	if g := t.c.Grant(); g != nil {
+		out.Role, out.AllowPublish, out.AllowSubscribe, out.Capabilities = g.Role, nonNil(g.AllowPublish), nonNil(g.AllowSubscribe), nonNil(g.Capabilities)
 		if g.Role != "" {
 			fmt.Fprintf(&b, "Role: %s.\n", g.Role)
 		}
@@ -308,15 +349,22 @@ func (t *Tools) orientation(context.Context, noArgs) (*mcp.CallToolResult, error
 			fmt.Fprintf(&b, "Capabilities: %s.\n", list(g.Capabilities))
 		}
 	}
-	fmt.Fprintf(&b, "Joined: %s.\n", list(t.c.Channels()))
-	online := 0
+	fmt.Fprintf(&b, "Joined: %s.\n", list(out.Joined))
 	for _, p := range t.roster.Peers() {
 		if p.Online {
-			online++
+			out.Online++
 		}
 	}
-	fmt.Fprintf(&b, "Online: %d peers (cotal_roster lists them).\nUnread: %d (cotal_inbox).", online, t.inbox.Unread())
-	return text("%s", b.String()), nil
+	fmt.Fprintf(&b, "Online: %d peers (cotal_roster lists them).\nUnread: %d (cotal_inbox).", out.Online, out.Unread)
+	return text("%s", b.String()), out, nil
+}
+
+// nonNil returns s, or an empty list for nil: an output's lists are never null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func list(s []string) string {
@@ -326,37 +374,42 @@ func list(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-func (t *Tools) connectionStatus(context.Context, noArgs) (*mcp.CallToolResult, error) {
-	return text("%s", connState(t.c)), nil
+// connOut is cotal_connection_status's structured output.
+type connOut struct {
+	State     string `json:"state" jsonschema:"connected, reconnecting, connecting or closed"`
+	Server    string `json:"server" jsonschema:"the server connected to, or the mesh's URL when none is"`
+	Principal string `json:"principal"`
+	LastError string `json:"lastError,omitempty"`
+}
+
+func (t *Tools) connectionStatus(context.Context, noArgs) (*mcp.CallToolResult, connOut, error) {
+	out, line := connState(t.c)
+	return text("%s", line), out, nil
 }
 
 // connState says how the client's connection is, truthfully in every state: the mesh's URL
 // even when no server is connected, and why a connection that is not up is not.
-func connState(c *cotal.Client) string {
+func connState(c *cotal.Client) (connOut, string) {
 	nc := c.Conn()
-	where := nc.ConnectedUrlRedacted()
-	if where == "" {
-		where = "the mesh"
+	out := connOut{State: strings.ToLower(nc.Status().String()), Server: nc.ConnectedUrlRedacted(), Principal: c.Principal().String()}
+	if out.Server == "" {
+		out.Server = "the mesh"
 		if len(nc.Opts.Servers) > 0 {
-			where = redacted(nc.Opts.Servers[0])
+			out.Server = redacted(nc.Opts.Servers[0])
 		}
 	}
-	switch st := nc.Status(); st {
-	case nats.CONNECTED:
-		return fmt.Sprintf("connected to %s as %s", where, c.Principal())
-	case nats.CLOSED:
-		return fmt.Sprintf("closed: the connection to %s as %s ended for good (%s); this server does not dial again, restart it to rejoin the mesh", where, c.Principal(), lastError(nc))
-	default:
-		return fmt.Sprintf("%s to %s as %s (%s); the client keeps dialling", strings.ToLower(st.String()), where, c.Principal(), lastError(nc))
-	}
-}
-
-// lastError names the connection's last error, or says there was none.
-func lastError(nc *nats.Conn) string {
 	if err := nc.LastError(); err != nil {
-		return err.Error()
+		out.LastError = err.Error()
 	}
-	return "no error reported"
+	why := cmp.Or(out.LastError, "no error reported")
+	switch nc.Status() {
+	case nats.CONNECTED:
+		return out, fmt.Sprintf("connected to %s as %s", out.Server, out.Principal)
+	case nats.CLOSED:
+		return out, fmt.Sprintf("closed: the connection to %s as %s ended for good (%s); this server does not dial again, restart it to rejoin the mesh", out.Server, out.Principal, why)
+	default:
+		return out, fmt.Sprintf("%s to %s as %s (%s); the client keeps dialling", out.State, out.Server, out.Principal, why)
+	}
 }
 
 // redacted returns raw with any password replaced, as nats.go redacts a connected URL.
@@ -368,7 +421,23 @@ func redacted(raw string) string {
 	return u.Redacted()
 }
 
-func (t *Tools) rosterTool(context.Context, noArgs) (*mcp.CallToolResult, error) {
+// rosterOut is cotal_roster's structured output.
+type rosterOut struct {
+	Peers []peerOut `json:"peers"`
+}
+
+// peerOut is one peer of the roster. Name and Activity are the peer's own words: data, never
+// instructions.
+type peerOut struct {
+	Principal string `json:"principal"`
+	Name      string `json:"name"`
+	Role      string `json:"role,omitempty"`
+	Status    string `json:"status" jsonschema:"idle, waiting, working or offline"`
+	Activity  string `json:"activity,omitempty"`
+}
+
+func (t *Tools) rosterTool(context.Context, noArgs) (*mcp.CallToolResult, rosterOut, error) {
+	out := rosterOut{Peers: []peerOut{}}
 	var b strings.Builder
 	for _, p := range t.roster.Peers() {
 		if p.Presence == nil {
@@ -378,6 +447,7 @@ func (t *Tools) rosterTool(context.Context, noArgs) (*mcp.CallToolResult, error)
 		if !p.Online {
 			state = "offline"
 		}
+		out.Peers = append(out.Peers, peerOut{Principal: p.Key, Name: termsafe.Sanitize(p.Presence.Card.Name), Role: p.Presence.Card.Role, Status: state, Activity: p.Presence.Activity})
 		fmt.Fprintf(&b, "%s (%s)", termsafe.Sanitize(p.Presence.Card.Name), p.Key)
 		if p.Presence.Card.Role != "" {
 			fmt.Fprintf(&b, " role %s", p.Presence.Card.Role)
@@ -389,32 +459,51 @@ func (t *Tools) rosterTool(context.Context, noArgs) (*mcp.CallToolResult, error)
 		b.WriteByte('\n')
 	}
 	if b.Len() == 0 {
-		return text("nobody is present"), nil
+		return text("nobody is present"), out, nil
 	}
-	return text("%s", b.String()), nil
+	return text("%s", b.String()), out, nil
 }
 
-func (t *Tools) channels(context.Context, noArgs) (*mcp.CallToolResult, error) {
+// channelsOut is cotal_channels' structured output.
+type channelsOut struct {
+	Joined         []string `json:"joined"`
+	AllowPublish   []string `json:"allowPublish"`
+	AllowSubscribe []string `json:"allowSubscribe"`
+}
+
+func (t *Tools) channels(context.Context, noArgs) (*mcp.CallToolResult, channelsOut, error) {
+	out := channelsOut{Joined: nonNil(t.c.Channels()), AllowPublish: []string{}, AllowSubscribe: []string{}}
 	g := t.c.Grant()
 	if g == nil {
-		return text("joined: %s", list(t.c.Channels())), nil
+		return text("joined: %s", list(out.Joined)), out, nil
 	}
-	return text("joined: %s\nmay post to: %s\nmay read: %s", list(t.c.Channels()), list(g.AllowPublish), list(g.AllowSubscribe)), nil
+	out.AllowPublish, out.AllowSubscribe = nonNil(g.AllowPublish), nonNil(g.AllowSubscribe)
+	return text("joined: %s\nmay post to: %s\nmay read: %s", list(out.Joined), list(g.AllowPublish), list(g.AllowSubscribe)), out, nil
 }
 
-func (t *Tools) channelInfo(ctx context.Context, in channelArgs) (*mcp.CallToolResult, error) {
+// channelInfoOut is cotal_channel_info's structured output.
+type channelInfoOut struct {
+	Channel       string `json:"channel"`
+	DeliveryClass string `json:"deliveryClass" jsonschema:"live or durable"`
+	Replay        bool   `json:"replay" jsonschema:"whether joining replays history"`
+	ReplayWindow  string `json:"replayWindow" jsonschema:"how far back a replay reaches; empty: all retained history"`
+	Joined        bool   `json:"joined"`
+}
+
+func (t *Tools) channelInfo(ctx context.Context, in channelArgs) (*mcp.CallToolResult, channelInfoOut, error) {
 	if err := wire.ValidateChannel(in.Channel); err != nil {
-		return nil, err
+		return nil, channelInfoOut{}, err
 	}
 	cfg, err := t.c.ChannelConfig(ctx, in.Channel)
 	if err != nil {
-		return nil, err
+		return nil, channelInfoOut{}, err
 	}
+	out := channelInfoOut{Channel: in.Channel, DeliveryClass: string(cfg.DeliveryClass), Replay: cfg.Replay, Joined: slices.Contains(t.c.Channels(), in.Channel)}
 	window := "all retained history"
 	if cfg.ReplayWindow > 0 {
-		window = cfg.ReplayWindow.String()
+		window, out.ReplayWindow = cfg.ReplayWindow.String(), cfg.ReplayWindow.String()
 	}
-	return text("%s: delivery %s, replay on join %v (%s), joined %v", in.Channel, cfg.DeliveryClass, cfg.Replay, window, slices.Contains(t.c.Channels(), in.Channel)), nil
+	return text("%s: delivery %s, replay on join %v (%s), joined %v", in.Channel, cfg.DeliveryClass, cfg.Replay, window, out.Joined), out, nil
 }
 
 // InboxWindow is the most one cotal_inbox reply carries of messages, in characters, as the
@@ -483,41 +572,48 @@ func needText(s string) error {
 	return nil
 }
 
-func (t *Tools) send(ctx context.Context, in sendArgs) (*mcp.CallToolResult, error) {
+// sentOut is what a send's structured output says: the message stored, never that anyone read it.
+type sentOut struct {
+	ID  string `json:"id" jsonschema:"the message's id"`
+	Seq uint64 `json:"seq" jsonschema:"its sequence in the stream that stored it"`
+	To  string `json:"to" jsonschema:"the channel, principal or role it was addressed to"`
+}
+
+func (t *Tools) send(ctx context.Context, in sendArgs) (*mcp.CallToolResult, sentOut, error) {
 	if err := needText(in.Text); err != nil {
-		return nil, err
+		return nil, sentOut{}, err
 	}
 	sent, err := t.c.Post(ctx, in.Channel, []wire.Part{wire.TextPart(in.Text)}, cotal.Mentions(in.Mentions...))
 	if err != nil {
-		return nil, err
+		return nil, sentOut{}, err
 	}
-	return text("posted to %s as %s (seq %d)", in.Channel, sent.ID, sent.Seq), nil
+	return text("posted to %s as %s (seq %d)", in.Channel, sent.ID, sent.Seq), sentOut{ID: sent.ID, Seq: sent.Seq, To: in.Channel}, nil
 }
 
-func (t *Tools) dm(ctx context.Context, in dmArgs) (*mcp.CallToolResult, error) {
+func (t *Tools) dm(ctx context.Context, in dmArgs) (*mcp.CallToolResult, sentOut, error) {
 	if err := needText(in.Text); err != nil {
-		return nil, err
+		return nil, sentOut{}, err
 	}
 	to, err := t.roster.Resolve(in.To)
 	if err != nil {
-		return nil, err
+		return nil, sentOut{}, err
 	}
 	sent, err := t.c.DirectMessage(ctx, to, []wire.Part{wire.TextPart(in.Text)})
 	if err != nil {
-		return nil, err
+		return nil, sentOut{}, err
 	}
-	return text("stored for %s as %s (seq %d); delivery not confirmed", to, sent.ID, sent.Seq), nil
+	return text("stored for %s as %s (seq %d); delivery not confirmed", to, sent.ID, sent.Seq), sentOut{ID: sent.ID, Seq: sent.Seq, To: to.String()}, nil
 }
 
-func (t *Tools) anycast(ctx context.Context, in anycastArgs) (*mcp.CallToolResult, error) {
+func (t *Tools) anycast(ctx context.Context, in anycastArgs) (*mcp.CallToolResult, sentOut, error) {
 	if err := needText(in.Text); err != nil {
-		return nil, err
+		return nil, sentOut{}, err
 	}
 	sent, err := t.c.Ask(ctx, in.Role, []wire.Part{wire.TextPart(in.Text)})
 	if err != nil {
-		return nil, err
+		return nil, sentOut{}, err
 	}
-	return text("queued for role %s as %s (seq %d)", in.Role, sent.ID, sent.Seq), nil
+	return text("queued for role %s as %s (seq %d)", in.Role, sent.ID, sent.Seq), sentOut{ID: sent.ID, Seq: sent.Seq, To: in.Role}, nil
 }
 
 func (t *Tools) status(ctx context.Context, in statusArgs) (*mcp.CallToolResult, error) {

@@ -271,9 +271,9 @@ func TestStatusAfterTheConnectionEnds(t *testing.T) {
 	}
 }
 
-// TestToolSchemas: every tool carries a title, annotations and an input schema that compiles as
-// JSON Schema; fixed-value arguments carry their enums; cotal_spawn is offered only to a
-// credential that may spawn.
+// TestToolSchemas: every tool carries a title, annotations, and input and output schemas that
+// compile as JSON Schema; fixed-value arguments carry their enums; a tool's structured content
+// is what its output schema says; cotal_spawn is offered only to a credential that may spawn.
 func TestToolSchemas(t *testing.T) {
 	t.Parallel()
 	m := meshtest.Start(t)
@@ -296,20 +296,26 @@ func TestToolSchemas(t *testing.T) {
 	}
 	tools := listed(spawner)
 	for name, tool := range tools {
-		raw, err := json.Marshal(tool.InputSchema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		c := jsonschema.NewCompiler()
-		if err := c.AddResource(name+".json", doc); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if _, err := c.Compile(name + ".json"); err != nil {
-			t.Errorf("%s: the input schema is not valid JSON Schema: %v", name, err)
+		for which, schema := range map[string]any{"input": tool.InputSchema, "output": tool.OutputSchema} {
+			if schema == nil {
+				t.Errorf("%s has no %s schema", name, which)
+				continue
+			}
+			raw, err := json.Marshal(schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			c := jsonschema.NewCompiler()
+			if err := c.AddResource(name+"."+which+".json", doc); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if _, err := c.Compile(name + "." + which + ".json"); err != nil {
+				t.Errorf("%s: the %s schema is not valid JSON Schema: %v", name, which, err)
+			}
 		}
 		if tool.Title == "" || tool.Annotations == nil || tool.Annotations.Title != tool.Title {
 			t.Errorf("%s: title %q, annotations %+v", name, tool.Title, tool.Annotations)
@@ -334,6 +340,14 @@ func TestToolSchemas(t *testing.T) {
 		if got := schema.Properties[want.arg].Enum; !slices.Equal(got, want.enum) {
 			t.Errorf("%s %s: enum %v, want %v", want.tool, want.arg, got, want.enum)
 		}
+	}
+	res, err := spawner.CallTool(t.Context(), &mcp.CallToolParams{Name: "cotal_orientation"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o struct{ Principal string }
+	if raw, _ := json.Marshal(res.StructuredContent); json.Unmarshal(raw, &o) != nil || o.Principal != "local.boss" {
+		t.Errorf("cotal_orientation's structured content: %v", res.StructuredContent)
 	}
 	if a := tools["cotal_roster"].Annotations; !a.ReadOnlyHint {
 		t.Errorf("cotal_roster is not marked read-only: %+v", a)
