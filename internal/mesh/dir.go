@@ -73,9 +73,9 @@ func (d Dir) StoreDir() string { return filepath.Join(d.Path, "jetstream") }
 // StatePath records the running mesh.
 func (d Dir) StatePath() string { return filepath.Join(d.Path, "mesh.json") }
 
-// AgentsDir returns the directory of the locks of the agents run by name on this machine, one
-// process per identity (package agentlock).
-func (d Dir) AgentsDir() string { return filepath.Join(d.Path, "agents") }
+// LocksDir returns the directory of the locks of the agents run by name on this machine, one
+// process per identity (package agentlock). It is not agents/, which holds the agent files.
+func (d Dir) LocksDir() string { return filepath.Join(d.Path, "locks") }
 
 // LogPath is where a detached mesh logs.
 func (d Dir) LogPath() string { return filepath.Join(d.Path, "cotal.log") }

@@ -262,7 +262,7 @@ func (f *Factory) RunAgent(ctx context.Context, req ledger.Request, command stri
 	if err != nil {
 		return nil, &exit.UsageError{Err: err}
 	}
-	lock, err := agentlock.Acquire(ctx, d.AgentsDir(), req.Space, p, command, takeover)
+	lock, err := agentlock.Acquire(ctx, d.LocksDir(), req.Space, p, command, takeover)
 	if err != nil {
 		return nil, err
 	}
