@@ -490,7 +490,7 @@ func (w *fbWorld) endpointOps(s wire.Space, lcs []wire.Lifecycle) []fbOp {
 			{Address: all, Endpoint: mgr, Command: "spawn"},
 			{Address: one, Endpoint: mgr, Command: "purge"},
 			{Address: inst, Endpoint: search, Instance: w.instance, Command: "turn", Mode: wire.ModeHandle, Target: wire.EndpointTarget{Owner: w.bob.Owner(), Actor: w.bob.Actor(), UID: w.bobL.UID}},
-			{Generation: meshwire.NewGeneration(), Address: one, Endpoint: mgr, Command: "spawn"},
+			{Generation: foreignGeneration, Address: one, Endpoint: mgr, Command: "spawn"},
 			{Address: one, Endpoint: mgr, Command: "turn", Mode: ownMode, Target: own},
 			{Address: one, Endpoint: meshwire.AuthEndpoint, Command: meshwire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.aliceL)},
 			{Address: one, Endpoint: meshwire.AuthEndpoint, Command: meshwire.CommandRetireLifecycle, Mode: wire.ModeExact, Target: w.target(w.bobL)},
@@ -675,6 +675,9 @@ type fbCoords struct {
 	// serve is a supervisor's serve rows; a control instrument's lifecycle is its instrument.
 	serve *authority.ServeRows
 }
+
+// foreignGeneration is a versioned-rail generation no credential of these tests was issued.
+const foreignGeneration = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 
 // fbOracle spells each profile's grant in home from the SPEC. Subjects below are written with
 // P = "cotal.<home>", as the SPEC writes them.
@@ -1013,7 +1016,7 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 			jsapi.ConsumerInfo + wfj + "." + d, jsapi.ConsumerNext + wfj + "." + d, jsapi.ConsumerDelete + wfj + "." + d, jsapi.Ack + wfj + "." + d + ".>"}
 	case authority.ProfileWarden:
 		// The integrity warden: audits the API, consumes and repairs every stream and bucket of
-		// its space, never a messaging subject, never a stream's life cycle.
+		// its space, never a stream's life cycle; its one messaging subject is the DM below.
 		g.pub = []string{jsapi.Info, jsapi.FlowControl}
 		for _, st := range contract {
 			g.pub = append(g.pub, consume(st)...)
@@ -1022,6 +1025,9 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 		for _, b := range fbBuckets(home) {
 			g.pub = append(g.pub, "$KV."+string(b)+".>")
 		}
+		// Not the SPEC's: the warden tells the sender of a message it deleted why, in a DM sent
+		// as itself, to anyone.
+		g.pub = append(g.pub, P+"inst.*.*."+o+"."+a)
 		g.sub = append(g.sub, jsapi.AuditAdvisory, jsapi.ConsumerDeletedAdvs)
 	case authority.ProfileMembership:
 		// The membership feed's writer (SPEC §8): it writes the feed and reads the durable
@@ -1538,7 +1544,7 @@ func fbRequireEndpointRows(t *testing.T, creds []*fbCred, w *fbWorld) {
 		},
 		"control-caller-admin@main": {
 			{op: "Subscription", subject: s.ReplyReadGrant(w.aliceL, "")},
-			request(ctl, wire.EndpointRoute{Generation: meshwire.NewGeneration(), Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"}),
+			request(ctl, wire.EndpointRoute{Generation: foreignGeneration, Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"}),
 			request(w.aliceL, wire.EndpointRoute{Address: wire.AddressAll, Endpoint: mgr, Command: "ps"}),
 		},
 		"retirement-requester@main": {
