@@ -28,6 +28,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/login"
 	"github.com/gocotal/cotal/internal/cli/mcp"
 	"github.com/gocotal/cotal/internal/cli/mint"
+	"github.com/gocotal/cotal/internal/cli/personas"
 	"github.com/gocotal/cotal/internal/cli/ps"
 	"github.com/gocotal/cotal/internal/cli/send"
 	"github.com/gocotal/cotal/internal/cli/spawn"
@@ -88,6 +89,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		demo.NewCmdDemo(f),
 		deliver.NewCmdDeliver(f),
 		creds.NewCmdCreds(f),
+		personas.NewCmdPersonas(f),
 		doctor.NewCmdDoctor(f),
 		bench.NewCmdBench(f),
 		version.NewCmdVersion(f, nil),

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/personas"
+)
+
+// TestPersonas drives `cotal personas` on a mesh directory with no mesh running: new writes
+// .cotal/agents/NAME.md, list and show read it, edit checks what the editor left, rm removes it.
+func TestPersonas(t *testing.T) {
+	dir := t.TempDir()
+	code, out, stderr := run(t, "personas", "new", "reviewer", "--dir", dir)
+	path := filepath.Join(dir, ".cotal", "agents", "reviewer.md")
+	if code != exit.OK || !strings.Contains(out, path) {
+		t.Fatalf("personas new reviewer (exit %d): %s %s", code, out, stderr)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil || !strings.HasPrefix(string(raw), "---\nname: reviewer\nsubscribe: []\n") {
+		t.Fatalf("the written file: %q, %v", raw, err)
+	}
+	if code, _, stderr := run(t, "personas", "new", "builder", "--dir", dir, "--role", "builder", "--agent", "cotal", "--subscribe", "general",
+		"--allow-publish", "general", "--prompt", "Build it."); code != exit.OK {
+		t.Fatalf("personas new builder (exit %d): %s", code, stderr)
+	}
+	code, out, stderr = run(t, "personas", "list", "--dir", dir, "--json")
+	var list []personas.Summary
+	if err := json.Unmarshal([]byte(out), &list); code != exit.OK || err != nil || len(list) != 2 || list[0].Name != "builder" || list[1].Name != "reviewer" || list[0].Agent != "cotal" {
+		t.Fatalf("personas list --json (exit %d): %s %s", code, out, stderr)
+	}
+	code, out, _ = run(t, "personas", "show", "builder", "--dir", dir, "--json")
+	var d personas.Detail
+	if err := json.Unmarshal([]byte(out), &d); code != exit.OK || err != nil || d.Persona != "Build it." || d.AllowPublish[0] != "general" || d.Role != "builder" {
+		t.Fatalf("personas show --json (exit %d): %s", code, out)
+	}
+	if code, _, stderr := run(t, "personas", "new", "reviewer", "--dir", dir); code == exit.OK || !strings.Contains(stderr, "--force") {
+		t.Errorf("a second new (exit %d): %s", code, stderr)
+	}
+	for _, bad := range [][]string{
+		{"personas", "new", "a.b", "--dir", dir},
+		{"personas", "new", "x", "--dir", dir, "--subscribe", "a", "--allow-subscribe", "b"},
+		{"personas", "new", "x", "--dir", dir, "--prompt", "p", "--from", "f"},
+	} {
+		if code, _, stderr := run(t, bad...); code != exit.Usage {
+			t.Errorf("%q: exit %d, want usage: %s", bad, code, stderr)
+		}
+	}
+	if code, _, stderr := run(t, "personas", "show", "nobody", "--dir", dir); code == exit.OK || !strings.Contains(stderr, "no persona nobody") {
+		t.Errorf("show nobody (exit %d): %s", code, stderr)
+	}
+
+	// An editor that leaves the file broken is reported.
+	editor := filepath.Join(t.TempDir(), "editor")
+	if err := os.WriteFile(editor, []byte("#!/bin/sh\nprintf 'no front matter' > \"$1\"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VISUAL", editor)
+	if code, _, stderr := run(t, "personas", "edit", "builder", "--dir", dir); code == exit.OK || !strings.Contains(stderr, "no longer reads as a persona") {
+		t.Errorf("an edit that broke the file (exit %d): %s", code, stderr)
+	}
+	if code, out, _ := run(t, "personas", "rm", "builder", "--dir", dir); code != exit.OK || !strings.Contains(out, "removed") {
+		t.Errorf("rm builder (exit %d): %s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".cotal", "agents", "builder.md")); !os.IsNotExist(err) {
+		t.Errorf("builder's file after rm: %v", err)
+	}
+}
