@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/personas"
+	"github.com/gocotal/cotal/internal/meshtest"
 )
 
 // TestPersonas drives `cotal personas` on a mesh directory with no mesh running: new writes
@@ -68,5 +70,41 @@ func TestPersonas(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".cotal", "agents", "builder.md")); !os.IsNotExist(err) {
 		t.Errorf("builder's file after rm: %v", err)
+	}
+}
+
+// TestSpawnPersona: `cotal spawn PERSONA --agent cotal --detach` starts cotal's own agent under the
+// persona's name, role and grants, through the manager of `cotal up`; a flag may narrow the
+// persona's grants but not widen them.
+func TestSpawnPersona(t *testing.T) {
+	meshtest.Long(t, "runs a mesh and a spawned agent")
+	t.Setenv(envRunCLI, "1") // the manager runs this test binary as cotal, for the cotal harness
+	dir := upMesh(t)
+	if code, _, stderr := run(t, "personas", "new", "reviewer", "--dir", dir, "--role", "reviewer", "--subscribe", "general", "--allow-publish", "general"); code != exit.OK {
+		t.Fatalf("personas new (exit %d): %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "spawn", "reviewer", "--dir", dir, "--agent", "cotal", "--allow-publish", "elsewhere", "--detach"); code != exit.Usage || !strings.Contains(stderr, "never widen") {
+		t.Errorf("a spawn widening the persona (exit %d): %s", code, stderr)
+	}
+	code, out, stderr := run(t, "spawn", "reviewer", "--dir", dir, "--agent", "cotal", "--detach", "--json")
+	if code != exit.OK {
+		t.Fatalf("spawn reviewer (exit %d): %s %s", code, out, stderr)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		row, ok := psRows(t, dir)["local.reviewer"]
+		if ok && row.Online {
+			if row.Role != "reviewer" {
+				t.Errorf("reviewer joined as %+v", row)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reviewer never came online: %+v", psRows(t, dir))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code, _, stderr := run(t, "stop", "--name", "reviewer", "--dir", dir); code != exit.OK {
+		t.Errorf("stop reviewer (exit %d): %s", code, stderr)
 	}
 }

@@ -65,10 +65,10 @@ func (r Request) Validate() error {
 }
 
 // WithDefaultPublish returns r with AllowPublish defaulted to the concrete channels of Subscribe
-// (a pattern names no channel to post to) when it names none: the one publish policy of every
-// command that runs an agent.
+// (a pattern names no channel to post to) when it is nil: the one publish policy of every
+// command that runs an agent. An empty, non-nil AllowPublish is a declared "none" and stays so.
 func (r Request) WithDefaultPublish() Request {
-	if len(r.AllowPublish) > 0 {
+	if r.AllowPublish != nil {
 		return r
 	}
 	for _, ch := range r.Subscribe {

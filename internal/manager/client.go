@@ -54,25 +54,27 @@ func (c *Client) Caller() *endpoint.Caller { return c.caller }
 // defaultAgent), role, cwd, the channel lists and launchOptions (its command and env: host launch
 // authority; its runtime); it refuses the others by name as unimplemented.
 type SpawnArgs struct {
-	Name            string          `json:"name"`
-	Agent           string          `json:"agent,omitempty"`
-	DefaultAgent    string          `json:"defaultAgent,omitempty"`
-	Role            string          `json:"role,omitempty"`
-	Config          string          `json:"config,omitempty"`
-	Identity        string          `json:"identity,omitempty"`
-	Model           string          `json:"model,omitempty"`
-	Variant         string          `json:"variant,omitempty"`
-	LaunchOptions   *LaunchOptions  `json:"launchOptions,omitempty"`
-	Resume          string          `json:"resume,omitempty"`
-	ContinueSession string          `json:"continueSession,omitempty"`
-	Events          bool            `json:"events,omitempty"`
-	Cwd             string          `json:"cwd,omitempty"`
-	Prompt          string          `json:"prompt,omitempty"`
-	Subscribe       []string        `json:"subscribe,omitempty"`
-	AllowSubscribe  []string        `json:"allowSubscribe,omitempty"`
-	AllowPublish    []string        `json:"allowPublish,omitempty"`
-	ShareTools      string          `json:"shareTools,omitempty"`
-	Supervise       json.RawMessage `json:"supervise,omitempty"`
+	Name            string         `json:"name"`
+	Agent           string         `json:"agent,omitempty"`
+	DefaultAgent    string         `json:"defaultAgent,omitempty"`
+	Role            string         `json:"role,omitempty"`
+	Config          string         `json:"config,omitempty"`
+	Identity        string         `json:"identity,omitempty"`
+	Model           string         `json:"model,omitempty"`
+	Variant         string         `json:"variant,omitempty"`
+	LaunchOptions   *LaunchOptions `json:"launchOptions,omitempty"`
+	Resume          string         `json:"resume,omitempty"`
+	ContinueSession string         `json:"continueSession,omitempty"`
+	Events          bool           `json:"events,omitempty"`
+	Cwd             string         `json:"cwd,omitempty"`
+	Prompt          string         `json:"prompt,omitempty"`
+	Subscribe       []string       `json:"subscribe,omitempty"`
+	AllowSubscribe  []string       `json:"allowSubscribe,omitempty"`
+	// AllowPublish nil leaves the default (the concrete channels of Subscribe); an empty list
+	// is a declared "none", as an agent file's omitted allowPublish is.
+	AllowPublish []string        `json:"allowPublish,omitzero"`
+	ShareTools   string          `json:"shareTools,omitempty"`
+	Supervise    json.RawMessage `json:"supervise,omitempty"`
 }
 
 // LaunchOptions carry a raw command (command and env: host launch authority) and the runtime. The

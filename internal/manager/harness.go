@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	_ "embed" // the OpenCode plugin
 	"encoding/json"
 	"errors"
@@ -23,10 +24,27 @@ const (
 	HarnessClaude   Harness = "claude"   // Claude Code: --mcp-config <file>, its channel loaded
 	HarnessCodex    Harness = "codex"    // Codex: -c mcp_servers.cotal.*, its hooks and notify
 	HarnessOpenCode Harness = "opencode" // OpenCode: OPENCODE_CONFIG=<file>, with the cotal plugin
+	// HarnessCotal is cotal's own small agent (`cotal agent --echo`): it joins as the spawn names
+	// it and echoes direct messages, so a team can be tried with no LLM harness installed.
+	HarnessCotal Harness = "cotal"
 )
 
 // Harnesses lists the presets.
-var Harnesses = []Harness{HarnessClaude, HarnessCodex, HarnessOpenCode}
+var Harnesses = []Harness{HarnessClaude, HarnessCodex, HarnessOpenCode, HarnessCotal}
+
+// takes returns an error when h cannot honour a model or a persona prompt: an agent started
+// without what its spawn asked for would be the wrong agent. Claude Code takes both; Codex and
+// OpenCode take a model; cotal's agent runs no model and has no instructions to follow, so it
+// takes no model and ignores a persona's prompt.
+func (h Harness) takes(model, prompt string) error {
+	switch {
+	case model != "" && (h == "" || h == HarnessCotal):
+		return &wire.ValidationError{Field: "model", Value: model, Rule: "needs an LLM harness (claude, codex or opencode)"}
+	case prompt != "" && (h == "" || h == HarnessCodex || h == HarnessOpenCode):
+		return &wire.ValidationError{Field: "prompt", Rule: fmt.Sprintf("is not passed to %s by this manager: give its instructions in the harness's own configuration", cmp.Or(string(h), "a raw command"))}
+	}
+	return nil
+}
 
 func (h Harness) validate() error {
 	if h == "" || slices.Contains(Harnesses, h) {
@@ -38,7 +56,8 @@ func (h Harness) validate() error {
 // command returns the argv and extra environment that start harness h on the cotal MCP server
 // of the launch material m in dir, followed by the spec's own arguments; spawnEnv is the spawn's
 // own environment, which wins over the preset's.
-func (h Harness) command(m Material, dir string, args, spawnEnv []string) (argv, env []string, err error) {
+func (h Harness) command(m Material, dir string, sp Spec) (argv, env []string, err error) {
+	args, spawnEnv := sp.Command, sp.Env
 	srv, ok := m.MCPServers["cotal"]
 	if !ok {
 		return nil, nil, errors.New("the supervisor has no `cotal mcp` command to configure")
@@ -56,6 +75,12 @@ func (h Harness) command(m Material, dir string, args, spawnEnv []string) (argv,
 			return nil, nil, err
 		}
 		argv = []string{"claude", "--mcp-config", path, "--settings", settings}
+		if sp.Model != "" {
+			argv = append(argv, "--model", sp.Model)
+		}
+		if sp.Prompt != "" {
+			argv = append(argv, "--append-system-prompt", sp.Prompt)
+		}
 		// The cotal server is loaded as a channel too, so a message that should wake the session
 		// does (Claude Code 2.1.80 and later); COTAL_CHANNEL=0 in the spawn's environment leaves
 		// it out, for an older Claude Code.
@@ -68,11 +93,15 @@ func (h Harness) command(m Material, dir string, args, spawnEnv []string) (argv,
 		// Codex runs its notify program, the event's JSON as the last argument, when a turn
 		// completes: the agent goes idle then without the model's help, whatever its version.
 		notify := []string{srv.Command, "hook", HookStop, "--space", m.Space, "--agent", m.Principal}
-		argv = []string{"codex",
-			"-c", "mcp_servers.cotal.command=" + tomlString(srv.Command),
-			"-c", "mcp_servers.cotal.args=" + tomlStrings(srv.Args),
-			"-c", "notify=" + tomlStrings(notify),
+		argv = []string{"codex"}
+		if sp.Model != "" {
+			argv = append(argv, "--model", sp.Model)
 		}
+		argv = append(argv,
+			"-c", "mcp_servers.cotal.command="+tomlString(srv.Command),
+			"-c", "mcp_servers.cotal.args="+tomlStrings(srv.Args),
+			"-c", "notify="+tomlStrings(notify),
+		)
 		// Its hooks (Codex from May 2026 on) keep the status through the turn and hand in what
 		// arrives: at a prompt, after a tool (a DM, task or mention), and at the turn's end, which
 		// then goes on with it. Codex runs a hook it has not been told to trust only under
@@ -101,7 +130,14 @@ func (h Harness) command(m Material, dir string, args, spawnEnv []string) (argv,
 			return nil, nil, err
 		}
 		env := []string{"OPENCODE_CONFIG=" + path, PluginBinEnv + "=" + srv.Command, PluginSpaceEnv + "=" + m.Space, PluginAgentEnv + "=" + m.Principal}
-		return append([]string{"opencode"}, args...), env, nil
+		argv = []string{"opencode"}
+		if sp.Model != "" {
+			argv = append(argv, "--model", sp.Model)
+		}
+		return append(argv, args...), env, nil
+	case HarnessCotal:
+		// The cotal binary that serves `cotal mcp` runs the agent on the launch material.
+		return append([]string{srv.Command, "agent", "--echo"}, args...), nil, nil
 	}
 	return nil, nil, h.validate()
 }

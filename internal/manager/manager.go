@@ -37,11 +37,15 @@ type Spec struct {
 	Role           string   `json:"role,omitempty"`
 	Subscribe      []string `json:"subscribe,omitempty"`
 	AllowSubscribe []string `json:"allowSubscribe,omitempty"`
-	AllowPublish   []string `json:"allowPublish,omitempty"`
+	AllowPublish   []string `json:"allowPublish,omitzero"` // nil: the default; empty: none
 	// Command is the process to run, argv[0] first; with Agent, the harness's extra arguments.
 	Command []string `json:"command,omitempty"`
 	// Agent, when set, starts that harness with the cotal MCP server configured.
 	Agent Harness `json:"agent,omitempty"`
+	// Model is the model the harness runs, when it takes one (Harness.command).
+	Model string `json:"model,omitempty"`
+	// Prompt is the persona: instructions the harness appends to its system prompt.
+	Prompt string `json:"prompt,omitempty"`
 	// Env adds variables to the process's environment.
 	Env []string `json:"env,omitempty"`
 	// Dir is the process's working directory; empty means the supervisor's.
@@ -62,6 +66,9 @@ func (s Spec) validate() error {
 	}
 	if s.Agent == "" && (len(s.Command) == 0 || s.Command[0] == "") {
 		return &wire.ValidationError{Field: "command", Rule: "is required without an agent preset"}
+	}
+	if err := s.Agent.takes(s.Model, s.Prompt); err != nil {
+		return err
 	}
 	if s.Dir != "" {
 		if !filepath.IsAbs(s.Dir) {
@@ -407,7 +414,7 @@ func (s *Supervisor) launch(ctx context.Context, spec Spec) (*agent, error) {
 		a.argv, a.env = spec.Command, spec.Env
 		if spec.Agent != "" {
 			var env []string
-			a.argv, env, err = spec.Agent.command(m, filepath.Dir(a.material), spec.Command, spec.Env)
+			a.argv, env, err = spec.Agent.command(m, filepath.Dir(a.material), spec)
 			a.env = append(env, spec.Env...) // the spawn's own environment wins over the preset's
 		}
 	}

@@ -274,6 +274,7 @@ func TestHarnessPresets(t *testing.T) {
 			`hooks.UserPromptSubmit=[{hooks=[{type="command",command="'cotal' hook prompt --space 'main' --agent 'local.h_codex'"}]}]`,
 			"--dangerously-bypass-hook-trust\n--extra"},
 		manager.HarnessOpenCode: {`"type": "local"`, `"mcp",`, "--extra", `"plugin": [`, `cotal-opencode.js"`, "agent=local.h_opencode"},
+		manager.HarnessCotal:    {"agent\n--echo\n--extra"},
 	} {
 		out := filepath.Join(t.TempDir(), "out")
 		name := "h_" + string(h)
@@ -291,6 +292,39 @@ func TestHarnessPresets(t *testing.T) {
 			if !strings.Contains(string(got), w) {
 				t.Errorf("%s was started without %q:\n%s", h, w, got)
 			}
+		}
+	}
+	// A model and a persona reach the harnesses that take them, and a spawn asking a harness for
+	// what it cannot take is refused before anything starts.
+	for _, tc := range []struct {
+		spec manager.Spec
+		want []string
+	}{
+		{manager.Spec{Name: "m_claude", Agent: manager.HarnessClaude, Model: "opus", Prompt: "Be brief."}, []string{"--model\nopus", "--append-system-prompt\nBe brief."}},
+		{manager.Spec{Name: "m_codex", Agent: manager.HarnessCodex, Model: "gpt-5"}, []string{"codex", "--model\ngpt-5"}},
+		{manager.Spec{Name: "m_opencode", Agent: manager.HarnessOpenCode, Model: "anthropic/claude"}, []string{"--model\nanthropic/claude"}},
+		{manager.Spec{Name: "m_cotal", Agent: manager.HarnessCotal, Prompt: "ignored"}, []string{"agent\n--echo"}},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		tc.spec.Env = []string{"OUT=" + out}
+		if _, err := f.sup.Spawn(t.Context(), tc.spec); err != nil {
+			t.Fatal(err)
+		}
+		f.wait(t, tc.spec.Name)
+		got, _ := os.ReadFile(out)
+		for _, w := range tc.want {
+			if !strings.Contains(string(got), w) {
+				t.Errorf("%s was started without %q:\n%s", tc.spec.Name, w, got)
+			}
+		}
+	}
+	for _, bad := range []manager.Spec{
+		{Name: "b_cotal", Agent: manager.HarnessCotal, Model: "opus"},
+		{Name: "b_codex", Agent: manager.HarnessCodex, Prompt: "Be brief."},
+		{Name: "b_raw", Command: []string{"true"}, Model: "opus"},
+	} {
+		if _, err := f.sup.Spawn(t.Context(), bad); err == nil {
+			t.Errorf("%s (%s, model %q, prompt %q) was started", bad.Name, bad.Agent, bad.Model, bad.Prompt)
 		}
 	}
 	// COTAL_CODEX_HOOKS=0 starts Codex with notify alone, for a Codex without hooks.

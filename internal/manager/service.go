@@ -316,8 +316,8 @@ func notExecuted(code wire.ErrorCode, format string, args ...any) *wire.Endpoint
 // spec maps the args to a Spec, refusing what this manager does not implement by name.
 func (a *SpawnArgs) spec(hostLaunch bool) (Spec, *wire.EndpointError) {
 	for field, set := range map[string]bool{
-		"config": a.Config != "", "identity": a.Identity != "", "model": a.Model != "", "variant": a.Variant != "",
-		"resume": a.Resume != "", "continueSession": a.ContinueSession != "", "prompt": a.Prompt != "",
+		"config": a.Config != "", "identity": a.Identity != "", "variant": a.Variant != "",
+		"resume": a.Resume != "", "continueSession": a.ContinueSession != "",
 		"shareTools": a.ShareTools != "", "supervise": len(a.Supervise) > 0,
 	} {
 		if set {
@@ -329,7 +329,7 @@ func (a *SpawnArgs) spec(hostLaunch bool) (Spec, *wire.EndpointError) {
 		agent = a.DefaultAgent
 	}
 	sp := Spec{Name: a.Name, Role: a.Role, Subscribe: a.Subscribe, AllowSubscribe: a.AllowSubscribe, AllowPublish: a.AllowPublish,
-		Agent: Harness(agent), Dir: a.Cwd}
+		Agent: Harness(agent), Dir: a.Cwd, Model: a.Model, Prompt: a.Prompt}
 	if o := a.LaunchOptions; o != nil && (len(o.Command) > 0 || len(o.Env) > 0) {
 		if !hostLaunch {
 			return Spec{}, notExecuted(wire.CodePermissionDenied, "launchOptions.command and env are host launch authority, which the caller does not hold")
@@ -409,7 +409,7 @@ func (svc *Service) withinCaller(ctx context.Context, caller wire.Lifecycle, spe
 		}
 	}
 	post := spec.AllowPublish
-	if len(post) == 0 {
+	if post == nil {
 		post = slices.DeleteFunc(slices.Clone(spec.Subscribe), func(ch string) bool { return !wire.IsConcreteChannel(ch) })
 	}
 	for _, ch := range post {

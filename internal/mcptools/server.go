@@ -166,7 +166,7 @@ type (
 	}
 	spawnArgs struct {
 		Name      string   `json:"name" jsonschema:"the new agent's name, its actor token ([A-Za-z0-9_]+)"`
-		Agent     string   `json:"agent,omitempty" jsonschema:"the harness to start: claude, codex or opencode"`
+		Agent     string   `json:"agent,omitempty" jsonschema:"the harness to start: claude, codex, opencode or cotal (cotal's own echo agent)"`
 		Role      string   `json:"role,omitempty" jsonschema:"its role, to receive anycast tasks"`
 		Subscribe []string `json:"subscribe,omitempty" jsonschema:"channels it joins"`
 		Cwd       string   `json:"cwd,omitempty" jsonschema:"its working directory: an absolute path on the manager's host"`

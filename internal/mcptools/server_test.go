@@ -328,7 +328,7 @@ func TestToolSchemas(t *testing.T) {
 		{"cotal_status", "status", []any{"idle", "waiting", "working"}},
 		{"cotal_status", "attention", []any{"open", "dnd", "focus"}},
 		{"cotal_channel_mode", "mode", []any{"normal", "quiet", "muted"}},
-		{"cotal_spawn", "agent", []any{"claude", "codex", "opencode"}},
+		{"cotal_spawn", "agent", []any{"claude", "codex", "opencode", "cotal"}},
 	} {
 		raw, _ := json.Marshal(tools[want.tool].InputSchema)
 		var schema struct {

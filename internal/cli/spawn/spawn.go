@@ -4,10 +4,12 @@
 package spawn
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"slices"
@@ -26,6 +28,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/persona"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
@@ -49,6 +52,11 @@ type Options struct {
 	// MeshURL is a user-auth mesh's exchange URL: spawn as the person logged in there, through
 	// the one manager they may address (Instance, or the only live one).
 	MeshURL string
+	// Persona is the agent file the agent is spawned from (`cotal spawn PERSONA`); Model and
+	// Prompt override and extend it.
+	Persona string
+	Model   string
+	Prompt  string
 }
 
 // Result is what `cotal spawn --json` prints. The field names are a stable interface.
@@ -79,7 +87,7 @@ const (
 func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	o := &Options{Factory: f}
 	cmd := &cobra.Command{
-		Use:   "spawn --name NAME [flags] [--agent claude|codex|opencode] -- [COMMAND] [ARGS...]",
+		Use:   "spawn PERSONA [flags] [-- ARGS...] | spawn --name NAME [flags] [--agent A] -- [COMMAND] [ARGS...]",
 		Short: "Start an agent process through the space's manager",
 		Long: "Ask a manager of the space (the one of `cotal up`, or a `cotal supervise`) to start\n" +
 			"COMMAND as agent local.NAME (with --mesh, as your own u_….NAME), in this directory: the manager issues and provisions its\n" +
@@ -88,15 +96,31 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 			"times a minute at most), and retires its lifecycle when it is done. The spawn is a goal: it\n" +
 			"succeeds once the agent is present on the mesh, fails if its process ends first, and is\n" +
 			"uncertain if neither happens within the manager's 30 s readiness deadline.\n\n" +
+			"`cotal spawn PERSONA` starts the agent .cotal/agents/PERSONA.md describes (`cotal personas`):\n" +
+			"its name, role, harness, model, channel grants and instructions come from the file; --agent,\n" +
+			"--role and --model override it, --prompt adds to its instructions, and --subscribe,\n" +
+			"--allow-subscribe and --allow-publish may narrow its grants, never widen them.\n\n" +
 			"With --detach, spawn returns once the goal has ended: exit 0 when it succeeded, 1 otherwise.\n" +
 			"Without it, spawn then waits for the agent to end and stops it on Ctrl-C.",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			before := len(args)
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				before = dash
+			}
 			switch {
-			case len(args) > 0 && cmd.ArgsLenAtDash() != 0:
-				return &exit.UsageError{Err: fmt.Errorf("put the command after --: cotal spawn --name N -- %s", args[0])}
+			case before == 1 && o.Name == "":
+				o.Persona = args[0]
+				if err := o.fromPersona(); err != nil {
+					return err
+				}
+				return spawnRun(cmd.Context(), o, args[1:])
+			case before > 0:
+				return &exit.UsageError{Err: fmt.Errorf("put the command after --: cotal spawn --name N -- %s (or spawn a persona: cotal spawn PERSONA)", args[0])}
+			case o.Model != "" || o.Prompt != "":
+				return &exit.UsageError{Err: errors.New("--model and --prompt are for an agent spawned from a persona, or with --agent")}
 			case len(args) == 0 && o.Agent == "":
-				return &exit.UsageError{Err: errors.New("name a command after --, or a harness with --agent")}
+				return &exit.UsageError{Err: errors.New("name a persona, a command after --, or a harness with --agent")}
 			}
 			return spawnRun(cmd.Context(), o, args)
 		},
@@ -106,6 +130,8 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	o.Flags.Register(fs, "the agent's name (required)")
 	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
 	fs.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
+	fs.StringVar(&o.Model, "model", "", "the model the harness runs (overrides the persona's)")
+	fs.StringVar(&o.Prompt, "prompt", "", "instructions added to the persona's")
 	fs.StringArrayVar(&o.Env, "env", nil, "add KEY=VALUE to the agent's environment (repeatable; needs host launch authority, as a command does)")
 	fs.StringVar(&o.Runtime, "runtime", string(manager.RuntimePTY), fmt.Sprintf("run the agent in a terminal (%s, for cotal attach and input) or %s", manager.RuntimePTY, manager.RuntimeHeadless))
 	fs.StringVar(&o.Instance, "instance", "", "the manager instance to spawn on (its id, as cotal ps and cotal endpoints print it; default: any, or with --mesh the only live one you may address)")
@@ -144,7 +170,7 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 		return err
 	}
 	defer ctl.Close()
-	args := manager.SpawnArgs{Name: o.Name, Agent: o.Agent, Role: o.Role, Cwd: cwd,
+	args := manager.SpawnArgs{Name: o.Name, Agent: o.Agent, Role: o.Role, Cwd: cwd, Model: o.Model, Prompt: o.Prompt,
 		Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish}
 	args.LaunchOptions = &manager.LaunchOptions{Command: command, Env: o.Env, Runtime: o.Runtime}
 	sp, err := ctl.Manager.SpawnOn(ctx, wire.LifecycleUID(o.Instance), args)
@@ -464,4 +490,55 @@ func superviseRemote(ctx context.Context, f *factory.Factory, meshURL, actor str
 		return nil // Ctrl-C: stopped as asked
 	}
 	return err
+}
+
+// fromPersona fills the spawn from the persona's agent file: the flags given win over the file,
+// and channel flags may only narrow its grants.
+func (o *Options) fromPersona() error {
+	d, err := mesh.FindDir(o.Target.Dir, ".")
+	if err != nil {
+		return err
+	}
+	f, err := persona.Load(persona.Dir(d.Path), o.Persona)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &exit.UsageError{Err: fmt.Errorf("no persona %s in %s (`cotal personas new %s` writes one)", o.Persona, persona.Dir(d.Path), o.Persona)}
+	}
+	if err != nil {
+		return &exit.UsageError{Err: err}
+	}
+	o.Name = f.Name
+	o.Role = cmp.Or(o.Role, f.Role)
+	o.Agent = cmp.Or(o.Agent, f.Agent)
+	o.Model = cmp.Or(o.Model, f.Model)
+	if o.Agent != string(manager.HarnessCotal) {
+		// cotal's own agent follows no instructions; every other harness is given the persona.
+		o.Prompt = strings.TrimSpace(f.Persona + "\n\n" + o.Prompt)
+	}
+	narrow := func(flag string, given, file []string) ([]string, error) {
+		if given == nil {
+			return file, nil
+		}
+		for _, ch := range given {
+			if !wire.ChannelInAllow(file, ch) {
+				return nil, &exit.UsageError{Err: fmt.Errorf("%s %s: persona %s does not grant it (%q): a flag may narrow a persona's grants, never widen them", flag, ch, f.Name, file)}
+			}
+		}
+		return given, nil
+	}
+	if o.Subscribe, err = narrow("--subscribe", o.Subscribe, nonNil(f.Subscribe)); err != nil {
+		return err
+	}
+	if o.AllowSubscribe, err = narrow("--allow-subscribe", o.AllowSubscribe, nonNil(f.ReadACL())); err != nil {
+		return err
+	}
+	o.AllowPublish, err = narrow("--allow-publish", o.AllowPublish, nonNil(f.AllowPublish))
+	return err
+}
+
+// nonNil returns s, or an empty list for nil: an omitted grant is none.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
