@@ -104,7 +104,7 @@ func TestSpawnPersona(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if code, _, stderr := run(t, "stop", "--name", "reviewer", "--dir", dir); code != exit.OK {
+	if code, _, stderr := run(t, "stop", "reviewer", "--dir", dir); code != exit.OK {
 		t.Errorf("stop reviewer (exit %d): %s", code, stderr)
 	}
 }

@@ -186,7 +186,7 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 	fmt.Fprintf(o.IO.ErrOut, "%s.%s (lifecycle %s) spawned by manager %s: goal %s\n", a.Owner, a.Actor, a.UID, a.Executor.LifecycleUID, state)
 	switch {
 	case o.Detach && ctx.Err() != nil:
-		return fmt.Errorf("spawn %s: interrupted before its goal ended; it may still come up (`cotal ps`, `cotal stop --name %s`)", o.Name, o.Name)
+		return fmt.Errorf("spawn %s: interrupted before its goal ended; it may still come up (`cotal ps`, `cotal stop %s`)", o.Name, o.Name)
 	case o.Detach || sp.State == manager.GoalFailed:
 		if err := printResult(o.IO, o.JSON, res); err != nil {
 			return err
@@ -341,15 +341,21 @@ func NewCmdStop(f *factory.Factory) *cobra.Command {
 	var name, meshURL, instance string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "stop --name NAME",
+		Use:   "stop NAME",
 		Short: "Stop a spawned agent: SIGTERM, then SIGKILL after a grace period; its lifecycle is retired",
 		Long: "Ask the manager that runs agent NAME to stop it (despawn, in mode any, pinned to the\n" +
 			"lifecycle it runs), and print its row once stopped. An agent no manager runs is an error.\n" +
 			"With --mesh URL, as the person logged in to that user-auth mesh: one of your own agents,\n" +
 			"on the one manager you may address (--instance names it when you run several).",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := agentflags.ValidName("--name", name); err != nil {
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if name != "" && name != args[0] {
+					return &exit.UsageError{Err: fmt.Errorf("stop %s --name %s: name the agent once", args[0], name)}
+				}
+				name = args[0]
+			}
+			if err := agentflags.ValidName("NAME", name); err != nil {
 				return err
 			}
 			control := f.Control
@@ -388,7 +394,7 @@ func NewCmdStop(f *factory.Factory) *cobra.Command {
 		},
 	}
 	f.Target.Register(cmd.Flags())
-	cmd.Flags().StringVar(&name, "name", "", "the agent to stop (required)")
+	cmd.Flags().StringVar(&name, "name", "", "the agent to stop (the same as NAME, which it predates)")
 	cmd.Flags().StringVar(&meshURL, "mesh", "", "stop, as yourself (`cotal login --mesh` first), an agent of your manager on the user-auth mesh whose exchange is at this URL")
 	cmd.Flags().StringVar(&instance, "instance", "", "with --mesh, the manager instance to ask (default: the only live one you may address)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agent's row, as its manager reports it, as JSON")
