@@ -108,3 +108,28 @@ func TestSpawnPersona(t *testing.T) {
 		t.Errorf("stop reviewer (exit %d): %s", code, stderr)
 	}
 }
+
+// TestTopologyView: `cotal topology view -f` resolves a manifest with no broker, and refuses a bad
+// one with exit 1 and FILE:LINE:COL naming the key.
+func TestTopologyView(t *testing.T) {
+	file := filepath.Join("..", "manifest", "testdata", "cotal.yaml")
+	code, out, stderr := run(t, "topology", "view", "-f", file, "--json")
+	if code != exit.OK {
+		t.Fatalf("topology view (exit %d): %s", code, stderr)
+	}
+	var top struct {
+		Agents   map[string]struct{ Read, Post, Subscribe []string }
+		Channels map[string]struct{ Read, Post, Subscribe []string }
+	}
+	if err := json.Unmarshal([]byte(out), &top); err != nil || len(top.Agents) != 3 || len(top.Channels["general"].Post) != 3 || top.Agents["lead"].Read[0] != "decisions" {
+		t.Fatalf("topology view --json: %s (%v)", out, err)
+	}
+	bad := filepath.Join(t.TempDir(), "cotal.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: cotal/v1\nkind: Mesh\nspace: main\nchannels:\n  general:\n    allowPublish: [ghost]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = run(t, "topology", "view", "-f", bad)
+	if code != exit.Failed || !strings.Contains(stderr, bad+":6:20:") || !strings.Contains(stderr, `allowPublish names "ghost"`) {
+		t.Errorf("a manifest naming an undeclared agent (exit %d): %s", code, stderr)
+	}
+}

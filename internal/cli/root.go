@@ -33,6 +33,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/send"
 	"github.com/gocotal/cotal/internal/cli/spawn"
 	"github.com/gocotal/cotal/internal/cli/status"
+	"github.com/gocotal/cotal/internal/cli/topology"
 	"github.com/gocotal/cotal/internal/cli/up"
 	"github.com/gocotal/cotal/internal/cli/version"
 	"github.com/gocotal/cotal/internal/cli/web"
@@ -90,6 +91,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		deliver.NewCmdDeliver(f),
 		creds.NewCmdCreds(f),
 		personas.NewCmdPersonas(f),
+		topology.NewCmdTopology(f),
 		doctor.NewCmdDoctor(f),
 		bench.NewCmdBench(f),
 		version.NewCmdVersion(f, nil),
