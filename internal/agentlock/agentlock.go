@@ -139,14 +139,15 @@ func (l *Lock) Watch(takenOver func(by Holder)) {
 	if l.stop != nil || l.released {
 		return
 	}
-	l.stop, l.done = make(chan struct{}), make(chan struct{})
+	stop, done := make(chan struct{}), make(chan struct{})
+	l.stop, l.done = stop, done
 	go func() {
-		defer close(l.done)
+		defer close(done)
 		t := time.NewTicker(watchEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-l.stop:
+			case <-stop:
 				return
 			case <-t.C:
 			}

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -26,7 +24,7 @@ import (
 type mcpServer struct {
 	cs     *mcpsdk.ClientSession
 	done   chan int
-	stderr *bytes.Buffer
+	stderr *syncBuffer
 }
 
 // serveMCP starts `cotal mcp` with args on the mesh in dir and connects a client to it.
@@ -34,7 +32,7 @@ func serveMCP(t *testing.T, dir string, args ...string) *mcpServer {
 	t.Helper()
 	toServer, serverIn := io.Pipe()
 	serverOut, fromServer := io.Pipe()
-	s := &mcpServer{done: make(chan int, 1), stderr: &bytes.Buffer{}}
+	s := &mcpServer{done: make(chan int, 1), stderr: &syncBuffer{}}
 	mcpIO := &iostreams.IOStreams{In: toServer, Out: fromServer, ErrOut: s.stderr}
 	go func() {
 		s.done <- Main(t.Context(), mcpIO, append([]string{"mcp", "--dir", dir}, args...))
@@ -129,17 +127,12 @@ func TestAgentKeepsItsMail(t *testing.T) {
 	if code, _, stderr := run(t, "send", "dm", "newbie", "first", "--dir", dir); code != exit.OK {
 		t.Fatalf("send dm newbie (exit %d): %s", code, stderr)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	agentIO, _, out, _ := iostreams.Test()
-	done := make(chan int, 1)
-	go func() { done <- Main(ctx, agentIO, []string{"agent", "--dir", dir, "--name", "newbie", "--json"}) }()
+	out, _, stop := background(t, "agent", "--dir", dir, "--name", "newbie", "--json")
 	deadline := time.Now().Add(15 * time.Second)
 	for !strings.Contains(out.String(), `"first"`) && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	cancel()
-	if code := <-done; code != exit.OK {
+	if code := stop(); code != exit.OK {
 		t.Errorf("cotal agent --name newbie exit %d", code)
 	}
 	if !strings.Contains(out.String(), `"first"`) || !strings.Contains(out.String(), `"kind":"dm"`) {
@@ -189,13 +182,7 @@ func TestReceiversShowTheSubjectsChannel(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &minted); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	agentIO, _, got, agentErr := iostreams.Test()
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(ctx, agentIO, []string{"agent", "--dir", dir, "--name", "bob", "--subscribe", "general", "--json"})
-	}()
+	got, agentErr, stop := background(t, "agent", "--dir", dir, "--name", "bob", "--subscribe", "general", "--json")
 	deadline := time.Now().Add(15 * time.Second)
 	for !strings.Contains(agentErr.String(), "Ctrl-C to stop") && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
@@ -218,8 +205,7 @@ func TestReceiversShowTheSubjectsChannel(t *testing.T) {
 	for !strings.Contains(got.String(), "which channel?") && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	cancel()
-	<-done
+	stop()
 	var line struct {
 		Channel, Sender string
 		Message         struct{ Channel string }

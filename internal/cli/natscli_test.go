@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -73,7 +72,7 @@ func TestMintNATSContext(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	var got bytes.Buffer
+	var got syncBuffer
 	sub := natsCmd(ctx, "sub", "cotal.main.chat.*.*.general", "--count", "1")
 	sub.Stdout, sub.Stderr = &got, &got
 	if err := sub.Start(); err != nil {

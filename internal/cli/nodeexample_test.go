@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal/internal/cli/exit"
-	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/mint"
 )
 
@@ -41,14 +39,8 @@ func TestNodeExample(t *testing.T) {
 	}
 
 	// A Go agent watches #general.
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	watchIO, _, seen, watchErr := iostreams.Test()
-	watching := make(chan int, 1)
-	go func() {
-		watching <- Main(ctx, watchIO, []string{"agent", "--dir", dir, "--name", "watcher", "--subscribe", "general", "--json"})
-	}()
-	waitFor := func(what string, in *bytes.Buffer) {
+	seen, watchErr, stopWatching := background(t, "agent", "--dir", dir, "--name", "watcher", "--subscribe", "general", "--json")
+	waitFor := func(what string, in interface{ String() string }) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for !strings.Contains(in.String(), what) {
@@ -62,7 +54,7 @@ func TestNodeExample(t *testing.T) {
 
 	nctx, ncancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer ncancel()
-	var nodeOut bytes.Buffer
+	var nodeOut syncBuffer
 	agent := exec.CommandContext(nctx, node, "agent.mjs")
 	agent.Dir = nodeExample
 	agent.Env = append(os.Environ(), "COTAL_SERVERS="+res.Servers, "COTAL_CREDS="+res.Creds, "COTAL_INBOX_PREFIX="+res.InboxPrefix,
@@ -95,6 +87,5 @@ func TestNodeExample(t *testing.T) {
 	if !strings.Contains(nodeOut.String(), "answered 1 direct message") {
 		t.Errorf("the Node agent's output:\n%s", nodeOut.String())
 	}
-	cancel()
-	<-watching
+	stopWatching()
 }

@@ -27,15 +27,15 @@ var errNotShown = errors.New("not yet shown to the model")
 // nothing to acknowledge; one that does not fit is counted as dropped.
 type Inbox struct {
 	limit int
-	// onArrival, when set, is called (without the lock) with each arrival that wakes the agent.
+	mu    sync.Mutex
+	// onArrival, when set, is called (without the lock) with each arrival that wakes the agent;
+	// guarded by mu, since arrivals may come before it is set.
 	onArrival func(d *cotal.Delivery)
-
-	mu      sync.Mutex
-	att     attention
-	items   []item
-	pending map[string]bool // durable ids buffered, not yet shown
-	shown   *seen.Set       // durable ids shown: a redelivery of one is acknowledged, not shown
-	dropped int
+	att       attention
+	items     []item
+	pending   map[string]bool // durable ids buffered, not yet shown
+	shown     *seen.Set       // durable ids shown: a redelivery of one is acknowledged, not shown
+	dropped   int
 	// woken counts the arrivals that woke the agent or wake it once its turn ends, ever: a wake
 	// with nothing new since the last is not repeated at a turn's end.
 	woken uint64
@@ -57,6 +57,13 @@ type item struct {
 func NewInbox(limit int) *Inbox {
 	return &Inbox{limit: limit, pending: map[string]bool{}, shown: seen.New(maxShown),
 		att: attention{mode: wire.AttentionOpen, channels: map[string]wire.ChannelMode{}}}
+}
+
+// setOnArrival sets what is called with each arrival that wakes the agent.
+func (b *Inbox) setOnArrival(fn func(d *cotal.Delivery)) {
+	b.mu.Lock()
+	b.onArrival = fn
+	b.mu.Unlock()
 }
 
 // SetSelf names the agent to its mentions: a mention carries a lowercased name, and an agent's
@@ -143,9 +150,10 @@ func (b *Inbox) Offer(_ context.Context, d *cotal.Delivery) error {
 	if durable(d) {
 		b.pending[id] = true
 	}
+	arrived := b.onArrival
 	b.mu.Unlock()
-	if a.wake && b.onArrival != nil {
-		b.onArrival(d)
+	if a.wake && arrived != nil {
+		arrived(d)
 	}
 	if durable(d) {
 		return cotal.ErrDefer // acknowledged when shown (read)

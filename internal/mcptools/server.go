@@ -95,7 +95,7 @@ func New(c *cotal.Client, inbox *Inbox, roster *cotal.Roster, version string, op
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: InboxURI, MIMEType: "text/plain", Text: fmt.Sprintf("%d unread", inbox.Unread())}}}, nil
 		})
 	inbox.SetSelf(c.Principal())
-	inbox.onArrival = func(d *cotal.Delivery) {
+	inbox.setOnArrival(func(d *cotal.Delivery) {
 		select {
 		case t.arrived <- struct{}{}:
 		default:
@@ -106,7 +106,8 @@ func New(c *cotal.Client, inbox *Inbox, roster *cotal.Roster, version string, op
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = t.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: InboxURI}) // advisory: a client that missed it still reads the inbox
-	}
+	})
+
 	t.register()
 	return t
 }
