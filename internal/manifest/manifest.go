@@ -7,6 +7,7 @@ package manifest
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,6 +82,9 @@ type Agent struct {
 	Prompt             string
 	Capabilities       []string
 	PersonaPermissions string
+	// LaunchOptions are passed to the harness as they are; Events asks for the agent's events.
+	LaunchOptions map[string]any
+	Events        bool
 }
 
 // Channel is one channel: its registry card and its three member lists.
@@ -202,7 +206,7 @@ var (
 	topKeys     = []string{"apiVersion", "kind", "space", "broker", "runtime", "agent", "personaPermissions", "defaults", "agents", "channels"}
 	brokerKeys  = []string{"servers", "host", "auth", "idp"}
 	defaultKeys = []string{"replay", "replayWindow", "deliveryClass"}
-	agentKeys   = []string{"persona", "agent", "cwd", "continuity", "model", "variant", "role", "description", "instructions", "prompt", "capabilities", "personaPermissions"}
+	agentKeys   = []string{"persona", "agent", "cwd", "continuity", "model", "variant", "launchOptions", "role", "description", "instructions", "prompt", "events", "capabilities", "personaPermissions"}
 	channelKeys = []string{"description", "instructions", "replay", "replayWindow", "deliveryClass", "subscribe", "allowSubscribe", "allowPublish"}
 )
 
@@ -244,8 +248,18 @@ func Parse(path string, src []byte) (*Manifest, error) {
 				switch key {
 				case "servers":
 					m.Broker.Servers = p.str(v, key)
+					for _, u := range strings.Split(m.Broker.Servers, ",") {
+						if parsed, err := url.Parse(strings.TrimSpace(u)); p.err == nil && (err != nil || parsed.Scheme == "" || parsed.Host == "") {
+							p.fail(v, "broker.servers %q: must be comma-separated URLs such as nats://127.0.0.1:4222", u)
+						} else if p.err == nil && parsed.User != nil {
+							p.fail(v, "broker.servers: a URL must carry no credentials")
+						}
+					}
 				case "host":
 					m.Broker.Host = p.str(v, key)
+					if p.err == nil && strings.Contains(m.Broker.Host, "://") {
+						p.fail(v, "broker.host %q: a bind interface, with no scheme (the port comes from servers)", m.Broker.Host)
+					}
 				case "idp":
 					m.Broker.IdP = p.str(v, key)
 				case "auth":
@@ -275,6 +289,9 @@ func Parse(path string, src []byte) (*Manifest, error) {
 			channelsNode = v
 		}
 	})
+	if p.err == nil && m.Broker.IdP != "" && m.Broker.Auth != "user" {
+		p.fail(seen["broker"], `broker.idp is for broker.auth: "user"`)
+	}
 	for _, req := range []string{"apiVersion", "kind", "space", "channels"} {
 		if seen[req] == nil && p.err == nil {
 			p.fail(doc.Content[0], "%q is required", req)
@@ -366,14 +383,24 @@ func (p *parser) agent(m *Manifest, name string, k, v *yaml.Node) *Agent {
 				}
 			case "personaPermissions":
 				a.PersonaPermissions = p.policy(v)
+			case "launchOptions":
+				if v.Kind != yaml.MappingNode {
+					p.fail(v, "launchOptions must be a mapping of key: value pairs")
+				} else if err := v.Decode(&a.LaunchOptions); err != nil {
+					p.fail(v, "launchOptions: %v", err)
+				}
+			case "events":
+				if b := p.boolean(v, key); b != nil {
+					a.Events = *b
+				}
 			}
 		})
 	}
 	if p.err != nil {
 		return a
 	}
-	if a.Persona == "" && a.Model == "" && a.Instructions == "" {
-		p.fail(k, "agent %q: an inline agent needs at least a model or instructions (or name a persona file)", name)
+	if a.Persona == "" && a.Model == "" && a.Variant == "" && a.Instructions == "" {
+		p.fail(k, "agent %q: an inline agent needs at least a model, a variant or instructions (or name a persona file)", name)
 		return a
 	}
 	if a.Persona != "" {

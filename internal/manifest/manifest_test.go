@@ -52,6 +52,10 @@ func TestParseRefusals(t *testing.T) {
 		{"missing persona file", head + "agents:\n  a: ./nowhere.md\nchannels: {}\n", "does not exist"},
 		{"admin capability", head + "agents:\n  a:\n    model: x\n    capabilities: [admin]\nchannels: {}\n", "admin is never granted"},
 		{"bad auth", head + "broker:\n  auth: maybe\nchannels: {}\n", `broker.auth "maybe"`},
+		{"servers with creds", head + "broker:\n  servers: nats://u:p@h:4222\nchannels: {}\n", "no credentials"},
+		{"host with scheme", head + "broker:\n  host: nats://0.0.0.0\nchannels: {}\n", "no scheme"},
+		{"idp without user auth", head + "broker:\n  idp: https://idp\nchannels: {}\n", "broker.idp is for"},
+		{"bad launch options", head + "agents:\n  a:\n    model: x\n    launchOptions: [x]\nchannels: {}\n", "launchOptions must be a mapping"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("m.yaml", []byte(tc.src))
