@@ -105,6 +105,9 @@ func TestAgentKeepsItsMail(t *testing.T) {
 	if got := second.inboxUntil(t, "while-down"); strings.Count(got, "while-down") != 1 {
 		t.Fatalf("the restarted agent's inbox:\n%s", got)
 	}
+	if !strings.Contains(second.stderr.String(), "runs on its lifecycle, resumed") {
+		t.Errorf("the restarted server did not say it resumed: %s", second.stderr.String())
+	}
 	second.stop(t)
 	third := serveMCP(t, dir, "--name", "alice", "--subscribe", "general")
 	if got, _ := third.call(t, "cotal_inbox", nil); strings.Contains(got, "while-down") {

@@ -132,7 +132,14 @@ func agentRun(ctx context.Context, o *Options) error {
 	if g := c.Grant(); g != nil {
 		lifecycle = g.Lifecycle
 	}
-	fmt.Fprintf(o.IO.ErrOut, "agent %s (lifecycle %s) joined %q in space %s; Ctrl-C to stop\n", c.Principal(), lifecycle, o.Subscribe, c.Space())
+	which := "lifecycle"
+	if creds.agent != nil {
+		which = "new lifecycle"
+		if creds.agent.Resumed {
+			which = "resumed lifecycle"
+		}
+	}
+	fmt.Fprintf(o.IO.ErrOut, "agent %s (%s %s) joined %q in space %s; Ctrl-C to stop\n", c.Principal(), which, lifecycle, o.Subscribe, c.Space())
 	for {
 		select {
 		case <-ctx.Done():

@@ -141,6 +141,11 @@ func mcpRun(ctx context.Context, o *Options) error {
 	}
 	tools := mcptools.New(c, inbox, roster, version.Read(debug.ReadBuildInfo).Version, topts...)
 	if agent != nil {
+		which := "a new lifecycle"
+		if agent.Resumed {
+			which = "its lifecycle, resumed, with what was sent to it meanwhile"
+		}
+		fmt.Fprintf(o.IO.ErrOut, "cotal mcp: %s runs on %s (%s)\n", c.Principal(), which, agent.Cred.LifecycleUID)
 		agent.Watch(func(by agentlock.Holder) {
 			fmt.Fprintf(o.IO.ErrOut, "cotal mcp: %s was taken over by %s; this server no longer acts as it\n", c.Principal(), by)
 			tools.TakenOver(by.String())
