@@ -74,8 +74,8 @@ func TestPersonas(t *testing.T) {
 }
 
 // TestSpawnPersona: `cotal spawn PERSONA --agent cotal --detach` starts cotal's own agent under the
-// persona's name, role and grants, through the manager of `cotal up`; a flag may narrow the
-// persona's grants but not widen them.
+// persona's name, role, grants and capabilities, which the manager of `cotal up` reads from its
+// catalog; a flag may narrow the persona's grants but not widen them.
 func TestSpawnPersona(t *testing.T) {
 	meshtest.Long(t, "runs a mesh and a spawned agent")
 	t.Setenv(envRunCLI, "1") // the manager runs this test binary as cotal, for the cotal harness
@@ -83,7 +83,7 @@ func TestSpawnPersona(t *testing.T) {
 	if code, _, stderr := run(t, "personas", "new", "reviewer", "--dir", dir, "--role", "reviewer", "--subscribe", "general", "--allow-publish", "general"); code != exit.OK {
 		t.Fatalf("personas new (exit %d): %s", code, stderr)
 	}
-	if code, _, stderr := run(t, "spawn", "reviewer", "--dir", dir, "--agent", "cotal", "--allow-publish", "elsewhere", "--detach"); code != exit.Usage || !strings.Contains(stderr, "never widen") {
+	if code, _, stderr := run(t, "spawn", "reviewer", "--dir", dir, "--agent", "cotal", "--allow-publish", "elsewhere", "--detach"); code != exit.NotAuthorized || !strings.Contains(stderr, "never widen") {
 		t.Errorf("a spawn widening the persona (exit %d): %s", code, stderr)
 	}
 	code, out, stderr := run(t, "spawn", "reviewer", "--dir", dir, "--agent", "cotal", "--detach", "--json")

@@ -46,6 +46,9 @@ type Spec struct {
 	Model string `json:"model,omitempty"`
 	// Prompt is the persona: instructions the harness appends to its system prompt.
 	Prompt string `json:"prompt,omitempty"`
+	// Capabilities are what the agent's credential carries beyond an agent's baseline: an agent
+	// file's capabilities, which only its operator-written file grants.
+	Capabilities []string `json:"capabilities,omitempty"`
 	// Env adds variables to the process's environment.
 	Env []string `json:"env,omitempty"`
 	// Dir is the process's working directory; empty means the supervisor's.

@@ -70,6 +70,9 @@ type ServiceConfig struct {
 	CallerGrant func(ctx context.Context, caller wire.Lifecycle) (*cotal.Grant, error)
 	// Readiness is the readiness deadline; zero means ReadinessDeadline.
 	Readiness time.Duration
+	// Personas is the directory of the agent files a spawn's config names (package persona), on
+	// this manager's host; empty refuses config.
+	Personas string
 	// Sessions establishes and ends attach sessions; nil serves none (attach is unimplemented).
 	Sessions SessionAuthority
 	// MaxSessions is the ceiling of concurrent sessions; zero means DefaultMaxSessions.
@@ -351,7 +354,17 @@ func (svc *Service) spawn(ctx context.Context, req *endpoint.Request) (any, erro
 		return nil, notExecuted(wire.CodeBadRequest, "args: %v", err)
 	}
 	operator := svc.cfg.HostLaunch(ctx, req.Caller())
+	var capabilities []string
+	if args.Config != "" && svc.cfg.Personas != "" {
+		var refusal *wire.EndpointError
+		if capabilities, refusal = args.applyPersona(svc.cfg.Personas); refusal != nil {
+			return nil, refusal
+		}
+	}
 	spec, refusal := args.spec(operator)
+	if refusal == nil {
+		spec.Capabilities = capabilities
+	}
 	if refusal != nil {
 		return nil, refusal
 	}
@@ -419,6 +432,11 @@ func (svc *Service) withinCaller(ctx context.Context, caller wire.Lifecycle, spe
 	}
 	if spec.Role != "" && spec.Role != g.Role {
 		return notExecuted(wire.CodePermissionDenied, "the new agent may not take role %s: its caller does not hold it", spec.Role)
+	}
+	for _, c := range spec.Capabilities {
+		if !slices.Contains(g.Capabilities, c) {
+			return notExecuted(wire.CodePermissionDenied, "the new agent may not hold capability %s: its caller does not", c)
+		}
 	}
 	return nil
 }

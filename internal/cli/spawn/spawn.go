@@ -4,12 +4,10 @@
 package spawn
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"slices"
@@ -28,7 +26,6 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
-	"github.com/gocotal/cotal/internal/persona"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
@@ -110,10 +107,10 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 			}
 			switch {
 			case before == 1 && o.Name == "":
-				o.Persona = args[0]
-				if err := o.fromPersona(); err != nil {
+				if err := agentflags.ValidName("PERSONA", args[0]); err != nil {
 					return err
 				}
+				o.Persona, o.Name = args[0], args[0]
 				return spawnRun(cmd.Context(), o, args[1:])
 			case before > 0:
 				return &exit.UsageError{Err: fmt.Errorf("put the command after --: cotal spawn --name N -- %s (or spawn a persona: cotal spawn PERSONA)", args[0])}
@@ -170,7 +167,9 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 		return err
 	}
 	defer ctl.Close()
-	args := manager.SpawnArgs{Name: o.Name, Agent: o.Agent, Role: o.Role, Cwd: cwd, Model: o.Model, Prompt: o.Prompt,
+	// A persona is resolved by the manager, in its own catalog (the config of the reference's
+	// spawn): the file on its host is the one that runs.
+	args := manager.SpawnArgs{Name: o.Name, Config: o.Persona, Agent: o.Agent, Role: o.Role, Cwd: cwd, Model: o.Model, Prompt: o.Prompt,
 		Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish}
 	args.LaunchOptions = &manager.LaunchOptions{Command: command, Env: o.Env, Runtime: o.Runtime}
 	sp, err := ctl.Manager.SpawnOn(ctx, wire.LifecycleUID(o.Instance), args)
@@ -496,55 +495,4 @@ func superviseRemote(ctx context.Context, f *factory.Factory, meshURL, actor str
 		return nil // Ctrl-C: stopped as asked
 	}
 	return err
-}
-
-// fromPersona fills the spawn from the persona's agent file: the flags given win over the file,
-// and channel flags may only narrow its grants.
-func (o *Options) fromPersona() error {
-	d, err := mesh.FindDir(o.Target.Dir, ".")
-	if err != nil {
-		return err
-	}
-	f, err := persona.Load(persona.Dir(d.Path), o.Persona)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &exit.UsageError{Err: fmt.Errorf("no persona %s in %s (`cotal personas new %s` writes one)", o.Persona, persona.Dir(d.Path), o.Persona)}
-	}
-	if err != nil {
-		return &exit.UsageError{Err: err}
-	}
-	o.Name = f.Name
-	o.Role = cmp.Or(o.Role, f.Role)
-	o.Agent = cmp.Or(o.Agent, f.Agent)
-	o.Model = cmp.Or(o.Model, f.Model)
-	if o.Agent != string(manager.HarnessCotal) {
-		// cotal's own agent follows no instructions; every other harness is given the persona.
-		o.Prompt = strings.TrimSpace(f.Persona + "\n\n" + o.Prompt)
-	}
-	narrow := func(flag string, given, file []string) ([]string, error) {
-		if given == nil {
-			return file, nil
-		}
-		for _, ch := range given {
-			if !wire.ChannelInAllow(file, ch) {
-				return nil, &exit.UsageError{Err: fmt.Errorf("%s %s: persona %s does not grant it (%q): a flag may narrow a persona's grants, never widen them", flag, ch, f.Name, file)}
-			}
-		}
-		return given, nil
-	}
-	if o.Subscribe, err = narrow("--subscribe", o.Subscribe, nonNil(f.Subscribe)); err != nil {
-		return err
-	}
-	if o.AllowSubscribe, err = narrow("--allow-subscribe", o.AllowSubscribe, nonNil(f.ReadACL())); err != nil {
-		return err
-	}
-	o.AllowPublish, err = narrow("--allow-publish", o.AllowPublish, nonNil(f.AllowPublish))
-	return err
-}
-
-// nonNil returns s, or an empty list for nil: an omitted grant is none.
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

@@ -1,0 +1,62 @@
+package manager
+
+import (
+	"cmp"
+	"errors"
+	"io/fs"
+	"strings"
+
+	"github.com/gocotal/cotal/internal/persona"
+	"github.com/gocotal/cotal/wire"
+)
+
+// applyPersona fills a spawn from the agent file its config names in dir, the manager's catalog
+// (the reference's config: a persona name): the file gives the harness, role, model, grants and
+// instructions, the spawn's own fields win over it, and its channel fields may only narrow the
+// file's grants. It returns the file's capabilities, which the agent's credential carries: the
+// file is the operator's, so a caller cannot grant itself one through it. The config is consumed.
+func (a *SpawnArgs) applyPersona(dir string) ([]string, *wire.EndpointError) {
+	name := a.Config
+	f, err := persona.Load(dir, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, notExecuted(wire.CodeNotFound, "no persona %s in this manager's catalog %s", name, dir)
+	case err != nil:
+		return nil, notExecuted(wire.CodeBadRequest, "persona %s: %v", name, err)
+	}
+	a.Config = ""
+	a.Name = cmp.Or(a.Name, f.Name)
+	a.Agent = cmp.Or(a.Agent, f.Agent)
+	a.Role = cmp.Or(a.Role, f.Role)
+	if Harness(cmp.Or(a.Agent, a.DefaultAgent)) != HarnessCotal {
+		// cotal's own agent runs no model and follows no instructions; every other harness is
+		// given the persona's.
+		a.Model = cmp.Or(a.Model, f.Model)
+		a.Prompt = strings.TrimSpace(f.Persona + "\n\n" + a.Prompt)
+	}
+	narrow := func(field string, given, file []string) ([]string, *wire.EndpointError) {
+		if file == nil {
+			file = []string{}
+		}
+		if given == nil {
+			return file, nil
+		}
+		for _, ch := range given {
+			if !wire.ChannelInAllow(file, ch) {
+				return nil, notExecuted(wire.CodePermissionDenied, "%s %s: persona %s does not grant it (%q): a spawn may narrow a persona's grants, never widen them", field, ch, f.Name, file)
+			}
+		}
+		return given, nil
+	}
+	var refusal *wire.EndpointError
+	if a.Subscribe, refusal = narrow("subscribe", a.Subscribe, f.Subscribe); refusal != nil {
+		return nil, refusal
+	}
+	if a.AllowSubscribe, refusal = narrow("allowSubscribe", a.AllowSubscribe, f.ReadACL()); refusal != nil {
+		return nil, refusal
+	}
+	if a.AllowPublish, refusal = narrow("allowPublish", a.AllowPublish, f.AllowPublish); refusal != nil {
+		return nil, refusal
+	}
+	return f.Capabilities, nil
+}

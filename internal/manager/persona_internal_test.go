@@ -1,0 +1,54 @@
+package manager
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gocotal/cotal/wire"
+)
+
+// TestApplyPersona: a spawn's config fills it from the agent file in the manager's catalog; the
+// spawn's own fields win, its channel fields only narrow, and the file's capabilities are returned
+// for the agent's credential.
+func TestApplyPersona(t *testing.T) {
+	dir := t.TempDir()
+	file := "---\nname: lead\nrole: lead\nagent: claude\nmodel: opus\nsubscribe: [general]\nallowSubscribe: [general, team.>]\nallowPublish: [general]\ncapabilities: [spawn]\n---\nLead the team.\n"
+	if err := os.WriteFile(filepath.Join(dir, "lead.md"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := SpawnArgs{Name: "lead", Config: "lead", Model: "sonnet", Prompt: "Start with the plan."}
+	caps, refusal := a.applyPersona(dir)
+	if refusal != nil {
+		t.Fatal(refusal)
+	}
+	if a.Config != "" || a.Role != "lead" || a.Agent != "claude" || a.Model != "sonnet" || a.Prompt != "Lead the team.\n\nStart with the plan." {
+		t.Errorf("merged spawn: %+v", a)
+	}
+	if !slices.Equal(a.Subscribe, []string{"general"}) || !slices.Equal(a.AllowSubscribe, []string{"general", "team.>"}) || !slices.Equal(caps, []string{"spawn"}) {
+		t.Errorf("grants %q %q %q, capabilities %q", a.Subscribe, a.AllowSubscribe, a.AllowPublish, caps)
+	}
+	narrow := SpawnArgs{Name: "lead", Config: "lead", AllowSubscribe: []string{"team.backend"}}
+	if _, refusal := narrow.applyPersona(dir); refusal != nil || !slices.Equal(narrow.AllowSubscribe, []string{"team.backend"}) {
+		t.Errorf("a narrowing spawn: %+v, %v", narrow, refusal)
+	}
+	for _, bad := range []SpawnArgs{
+		{Name: "lead", Config: "lead", AllowPublish: []string{"team.backend"}},
+		{Name: "x", Config: "nobody"},
+		{Name: "x", Config: "../lead"},
+	} {
+		if _, refusal := bad.applyPersona(dir); refusal == nil {
+			t.Errorf("%+v was accepted", bad)
+		}
+	}
+	// cotal's own agent takes neither the file's model nor its instructions.
+	cotal := SpawnArgs{Name: "lead", Config: "lead", Agent: string(HarnessCotal)}
+	if _, refusal := cotal.applyPersona(dir); refusal != nil || cotal.Prompt != "" || cotal.Model != "" {
+		t.Errorf("the cotal harness was given the persona's model %q or instructions %q: %v", cotal.Model, cotal.Prompt, refusal)
+	}
+	if _, refusal := (&SpawnArgs{Name: "x", Config: "nobody"}).applyPersona(dir); refusal == nil || refusal.Code != wire.CodeNotFound || !strings.Contains(refusal.Message, "no persona nobody") {
+		t.Errorf("a missing persona: %v", refusal)
+	}
+}
