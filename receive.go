@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/seen"
 	"github.com/gocotal/cotal/wire"
 )
@@ -159,6 +160,11 @@ func (d *deliverer) settle(msg jetstream.Msg) {
 	}
 }
 
+// bindPatience bounds how long binding a durable waits (about 5 s in all) for the JetStream API to
+// answer: a cluster node that has just started answers no requests until it has heard from the
+// meta leader.
+var bindPatience = jsapi.Patience{Waits: 10, Step: 100 * time.Millisecond}
+
 // bindDurables binds the pre-created durables the credential names, never creating them: the
 // lifecycle's dm_ and dlv_ durables, and its role's svc_ durable.
 func (c *Client) bindDurables(ctx context.Context) error {
@@ -185,7 +191,11 @@ func (c *Client) bindDurables(ctx context.Context) error {
 }
 
 func (c *Client) consumeDurable(ctx context.Context, stream, name string, settle jetstream.MessageHandler) error {
-	cons, err := c.js.Consumer(ctx, stream, name)
+	var cons jetstream.Consumer
+	err := jsapi.Answered(ctx, bindPatience, func() (err error) {
+		cons, err = c.js.Consumer(ctx, stream, name)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("bind durable %s on %s (it must be provisioned; agents never create it): %w", name, stream, err)
 	}

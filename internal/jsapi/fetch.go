@@ -2,16 +2,14 @@ package jsapi
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// noResponderWaits bounds how often Fetch waits, 25 ms longer each time (under 2 s in all), for a
-// new consumer's pull requests to find it.
-const noResponderWaits = 12
+// fetchPatience bounds how long Fetch waits (about 2 s in all) for a new consumer's pull requests
+// to find it.
+var fetchPatience = Patience{Waits: 12, Step: 25 * time.Millisecond}
 
 // Fetch is cons.Fetch(n, opts...) with the batch read out: its messages, and the error that ended
 // it. It waits out a consumer created a moment ago on a cluster: the consumer lives on its
@@ -19,23 +17,25 @@ const noResponderWaits = 12
 // client is connected to, they are answered with no responders (a 503), which nats.go's own
 // ordered consumer also treats as passing. A batch that brought messages is returned as it is.
 func Fetch(ctx context.Context, cons jetstream.Consumer, n int, opts ...jetstream.FetchOpt) ([]jetstream.Msg, error) {
-	for waits := 0; ; waits++ {
+	var msgs []jetstream.Msg
+	var batchErr error // how a batch that brought messages ended, returned with them
+	err := Answered(ctx, fetchPatience, func() error {
 		batch, err := cons.Fetch(n, opts...)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		var msgs []jetstream.Msg
+		msgs = msgs[:0]
 		for m := range batch.Messages() {
 			msgs = append(msgs, m)
 		}
-		err = batch.Error()
-		if len(msgs) > 0 || !errors.Is(err, nats.ErrNoResponders) || waits == noResponderWaits {
-			return msgs, err
+		batchErr = batch.Error()
+		if len(msgs) > 0 {
+			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Duration(waits+1) * 25 * time.Millisecond):
-		}
+		return batchErr
+	})
+	if len(msgs) > 0 {
+		return msgs, batchErr
 	}
+	return nil, err
 }

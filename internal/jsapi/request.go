@@ -3,7 +3,6 @@ package jsapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// requestWaits bounds how often Request waits, 50 ms longer each time (under 1.1 s in all), for
-// the JetStream API to answer again.
-const requestWaits = 6
+// requestPatience bounds how long Request asks again (about 1 s in all) for the JetStream API to
+// answer.
+var requestPatience = Patience{Waits: 6, Step: 50 * time.Millisecond}
 
 // Request sends one JetStream API request on nc and returns its reply. The account's JetStream API
 // is a service the broker imports from its system account, and the broker drops and re-adds that
@@ -21,17 +20,12 @@ const requestWaits = 6
 // moment has no responders, so Request asks again, a few times within ctx, before it reports
 // nats.ErrNoResponders.
 func Request(ctx context.Context, nc *nats.Conn, subject string, body []byte) (*nats.Msg, error) {
-	for waits := 0; ; waits++ {
-		msg, err := nc.RequestWithContext(ctx, subject, body)
-		if !errors.Is(err, nats.ErrNoResponders) || waits == requestWaits {
-			return msg, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, errors.Join(err, ctx.Err())
-		case <-time.After(time.Duration(waits+1) * 50 * time.Millisecond):
-		}
-	}
+	var msg *nats.Msg
+	err := Answered(ctx, requestPatience, func() (err error) {
+		msg, err = nc.RequestWithContext(ctx, subject, body)
+		return err
+	})
+	return msg, err
 }
 
 // msgDeleteReply is the JetStream API's answer to a message delete.
