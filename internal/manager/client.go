@@ -123,6 +123,37 @@ func (c *Client) Spawn(ctx context.Context, args SpawnArgs) (*Spawned, error) {
 // SpawnOn is Spawn on manager instance, described and called on its own rail; when instance is
 // empty, on the pinned one, or else on any manager.
 func (c *Client) SpawnOn(ctx context.Context, instance wire.LifecycleUID, args SpawnArgs) (*Spawned, error) {
+	return c.goal(ctx, instance, CommandSpawn, args)
+}
+
+// LaunchArgs are launch's arguments: the agent Name of run RunID, and the run's launch spec
+// inline when the manager is not on this host.
+type LaunchArgs struct {
+	RunID string          `json:"runId"`
+	Name  string          `json:"name"`
+	Spec  json.RawMessage `json:"spec,omitempty"`
+}
+
+// Launch asks manager instance (the pinned one, or any, when empty) to start one agent of a
+// manifest deploy, and follows its goal as Spawn does.
+func (c *Client) Launch(ctx context.Context, instance wire.LifecycleUID, args LaunchArgs) (*Spawned, error) {
+	return c.goal(ctx, instance, CommandLaunch, args)
+}
+
+// Ask calls an untargeted command on the pinned manager, or any, and decodes its reply into out.
+func (c *Client) Ask(ctx context.Context, command string, args, out any) error {
+	reply, err := c.callOne(ctx, command, args)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(reply.Data, out); err != nil {
+		return fmt.Errorf("%s: the reply does not decode: %w", command, err)
+	}
+	return nil
+}
+
+// goal calls a goal-bearing command (spawn, launch) and follows its goal.
+func (c *Client) goal(ctx context.Context, instance wire.LifecycleUID, command string, args any) (*Spawned, error) {
 	if instance == "" {
 		instance = c.Pinned
 	}
@@ -136,7 +167,7 @@ func (c *Client) SpawnOn(ctx context.Context, instance wire.LifecycleUID, args S
 		return nil, fmt.Errorf("follow spawn goals: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }() // the follow is over either way
-	call, err := r.Call(CommandSpawn, args)
+	call, err := r.Call(command, args)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +180,7 @@ func (c *Client) SpawnOn(ctx context.Context, instance wire.LifecycleUID, args S
 	}
 	out := &Spawned{}
 	if err := json.Unmarshal(reply.Data, &out.Acceptance); err != nil {
-		return nil, fmt.Errorf("spawn: the acceptance does not decode: %w", err)
+		return nil, fmt.Errorf("%s: the acceptance does not decode: %w", command, err)
 	}
 	follow := max(followFloor, time.Duration(out.Acceptance.ReadinessDeadlineMs)*time.Millisecond+followSlack)
 	fctx, cancel := context.WithTimeout(ctx, follow)

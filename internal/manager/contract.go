@@ -30,6 +30,13 @@ const (
 	CommandAttach  = "attach"
 	CommandInput   = "input"
 	CommandStop    = "stop"
+	CommandModels  = "models"
+	// CommandResolveCwd resolves a working directory on the manager's host before a spawn there.
+	CommandResolveCwd    = "resolve-cwd"
+	CommandDefinePersona = "define-persona"
+	CommandListPersonas  = "list-personas"
+	CommandShowPersona   = "show-persona"
+	CommandLaunch        = "launch"
 )
 
 // The capabilities the commands require (SPEC §13.9), as the reference names them.
@@ -38,21 +45,35 @@ const (
 	capSpawn     = "manager.spawn"
 	capLifecycle = "manager.lifecycle"
 	capSelf      = "manager.self"
+	capPersona   = "manager.persona"
+	capAdmin     = "manager.admin"
 )
 
 // The schemas, byte for byte the reference's (rev 17): their canonical forms fix the digests.
+// Those of models, the persona commands and launch are the reference's as its contract source
+// spells them; resolve-cwd's and define-persona's grant fields follow its documented shapes.
 const (
-	statusOutput = `{"type":"object","additionalProperties":false,"required":["instanceId","runtime","custody","agentCount","uptimeMs","connectors","classSpawn","staticReconciliation"],"properties":{"instanceId":{"type":"string"},"runtime":{"type":"string"},"custody":{"enum":["legacy","custodied"]},"agentCount":{"type":"integer","minimum":0},"uptimeMs":{"type":"integer","minimum":0},"classSpawn":{"type":"boolean"},"connectors":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["agent","state","binaries"],"properties":{"agent":{"type":"string"},"state":{"enum":["available","unavailable"]},"binaries":{"type":"object","additionalProperties":{"type":"string"}},"reason":{"type":"string"}}}},"staticReconciliation":{"type":"object","additionalProperties":false,"required":["state","failures"],"properties":{"state":{"enum":["idle","running","retry-wait","retrying","recovered","failed"]},"lastSweep":{"type":"object","additionalProperties":false,"required":["kind","startedAt","attempted","succeeded","failed"],"properties":{"kind":{"enum":["startup","post-adoption"]},"startedAt":{"type":"string"},"completedAt":{"type":"string"},"attempted":{"type":"integer","minimum":0},"succeeded":{"type":"integer","minimum":0},"failed":{"type":"integer","minimum":0}}},"failures":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["alias","actor","lifecycleUid","phase","attempts","maxAttempts","disposition"],"properties":{"alias":{"type":"string"},"actor":{"type":"string"},"lifecycleUid":{"type":"string"},"phase":{"enum":["provisioning","active","terminalizing","retired"]},"attempts":{"type":"integer","minimum":0},"maxAttempts":{"type":"integer","minimum":1},"disposition":{"enum":["retry-scheduled","retrying","recovered","refused","refused-foreign","retry-exhausted"]},"lastError":{"type":"string"},"nextRetryAt":{"type":"string"},"recoveredAt":{"type":"string"},"remedy":{"type":"string"}}}}}}}}`
-	agentRow     = `{"type":"object","additionalProperties":false,"required":["name","id","agent","space","mode","status","uptimeMs","mesh","lifecycleUid"],"properties":{"name":{"type":"string"},"id":{"type":"string"},"role":{"type":"string"},"agent":{"type":"string"},"space":{"type":"string"},"mode":{"type":"string"},"status":{"type":"string"},"uptimeMs":{"type":"integer","minimum":0},"mesh":{"type":"string"},"meshView":{"type":"string","enum":["current","stale","unpopulated"]},"lifecycleUid":{"type":"string"},"authHealth":{"type":"string"},"authReason":{"type":"string"},"model":{"type":"string"},"variant":{"type":"string"},"cwd":{"type":"string"},"pid":{"type":"integer","minimum":1},"spawner":{"type":"string"},"instanceId":{"type":"string"},"host":{"type":"string"}}}`
-	psOutput     = `{"type":"array","items":` + agentRow + `}`
-	inspectInput = `{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","minLength":1}}}`
-	spawnInput   = `{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","minLength":1},"agent":{"type":"string"},"defaultAgent":{"type":"string"},"role":{"type":"string"},"config":{"type":"string"},"identity":{"type":"string"},"model":{"type":"string"},"variant":{"type":"string"},"launchOptions":{"type":"object"},"resume":{"type":"string"},"continueSession":{"type":"string"},"events":{"type":"boolean"},"cwd":{"type":"string"},"prompt":{"type":"string"},"subscribe":{"type":"array","items":{"type":"string"}},"allowSubscribe":{"type":"array","items":{"type":"string"}},"allowPublish":{"type":"array","items":{"type":"string"}},"shareTools":{"type":"string"},"supervise":{"type":"object","additionalProperties":false,"required":["restarts","windowMs"],"properties":{"restarts":{"type":"integer","minimum":1},"windowMs":{"type":"integer","minimum":1}}}}}`
-	spawnOutput  = `{"type":"object","additionalProperties":false,"required":["name","owner","actor","uid","goalId","fingerprint","executor"],"properties":{"name":{"type":"string"},"owner":{"type":"string"},"actor":{"type":"string"},"uid":{"type":"string"},"goalId":{"type":"string"},"fingerprint":{"type":"string"},"readinessDeadlineMs":{"type":"integer","minimum":1},"executor":{"type":"object","additionalProperties":false,"required":["lifecycleUid","epoch"],"properties":{"lifecycleUid":{"type":"string"},"epoch":{"type":"integer","minimum":0}}}}}`
-	gracefulIn   = `{"type":"object","additionalProperties":false,"properties":{"graceful":{"type":"boolean"}}}`
-	attachOutput = `{"type":"object","additionalProperties":false,"required":["grant"],"properties":{"grant":{"type":"object"}}}`
-	inputInput   = `{"type":"object","additionalProperties":false,"required":["text"],"properties":{"text":{"type":"string","minLength":1,"maxLength":65536},"enter":{"type":"boolean"}}}`
-	inputOutput  = `{"type":"object","additionalProperties":false,"required":["name","bytes"],"properties":{"name":{"type":"string"},"bytes":{"type":"integer","minimum":0}}}`
-	stopOutput   = `{"type":"object","additionalProperties":false,"required":["name","stopped","graceful"],"properties":{"name":{"type":"string"},"stopped":{"type":"boolean"},"graceful":{"type":"boolean"}}}`
+	statusOutput  = `{"type":"object","additionalProperties":false,"required":["instanceId","runtime","custody","agentCount","uptimeMs","connectors","classSpawn","staticReconciliation"],"properties":{"instanceId":{"type":"string"},"runtime":{"type":"string"},"custody":{"enum":["legacy","custodied"]},"agentCount":{"type":"integer","minimum":0},"uptimeMs":{"type":"integer","minimum":0},"classSpawn":{"type":"boolean"},"connectors":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["agent","state","binaries"],"properties":{"agent":{"type":"string"},"state":{"enum":["available","unavailable"]},"binaries":{"type":"object","additionalProperties":{"type":"string"}},"reason":{"type":"string"}}}},"staticReconciliation":{"type":"object","additionalProperties":false,"required":["state","failures"],"properties":{"state":{"enum":["idle","running","retry-wait","retrying","recovered","failed"]},"lastSweep":{"type":"object","additionalProperties":false,"required":["kind","startedAt","attempted","succeeded","failed"],"properties":{"kind":{"enum":["startup","post-adoption"]},"startedAt":{"type":"string"},"completedAt":{"type":"string"},"attempted":{"type":"integer","minimum":0},"succeeded":{"type":"integer","minimum":0},"failed":{"type":"integer","minimum":0}}},"failures":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["alias","actor","lifecycleUid","phase","attempts","maxAttempts","disposition"],"properties":{"alias":{"type":"string"},"actor":{"type":"string"},"lifecycleUid":{"type":"string"},"phase":{"enum":["provisioning","active","terminalizing","retired"]},"attempts":{"type":"integer","minimum":0},"maxAttempts":{"type":"integer","minimum":1},"disposition":{"enum":["retry-scheduled","retrying","recovered","refused","refused-foreign","retry-exhausted"]},"lastError":{"type":"string"},"nextRetryAt":{"type":"string"},"recoveredAt":{"type":"string"},"remedy":{"type":"string"}}}}}}}}`
+	agentRow      = `{"type":"object","additionalProperties":false,"required":["name","id","agent","space","mode","status","uptimeMs","mesh","lifecycleUid"],"properties":{"name":{"type":"string"},"id":{"type":"string"},"role":{"type":"string"},"agent":{"type":"string"},"space":{"type":"string"},"mode":{"type":"string"},"status":{"type":"string"},"uptimeMs":{"type":"integer","minimum":0},"mesh":{"type":"string"},"meshView":{"type":"string","enum":["current","stale","unpopulated"]},"lifecycleUid":{"type":"string"},"authHealth":{"type":"string"},"authReason":{"type":"string"},"model":{"type":"string"},"variant":{"type":"string"},"cwd":{"type":"string"},"pid":{"type":"integer","minimum":1},"spawner":{"type":"string"},"instanceId":{"type":"string"},"host":{"type":"string"}}}`
+	psOutput      = `{"type":"array","items":` + agentRow + `}`
+	inspectInput  = `{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","minLength":1}}}`
+	spawnInput    = `{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string","minLength":1},"agent":{"type":"string"},"defaultAgent":{"type":"string"},"role":{"type":"string"},"config":{"type":"string"},"identity":{"type":"string"},"model":{"type":"string"},"variant":{"type":"string"},"launchOptions":{"type":"object"},"resume":{"type":"string"},"continueSession":{"type":"string"},"events":{"type":"boolean"},"cwd":{"type":"string"},"prompt":{"type":"string"},"subscribe":{"type":"array","items":{"type":"string"}},"allowSubscribe":{"type":"array","items":{"type":"string"}},"allowPublish":{"type":"array","items":{"type":"string"}},"shareTools":{"type":"string"},"supervise":{"type":"object","additionalProperties":false,"required":["restarts","windowMs"],"properties":{"restarts":{"type":"integer","minimum":1},"windowMs":{"type":"integer","minimum":1}}}}}`
+	spawnOutput   = `{"type":"object","additionalProperties":false,"required":["name","owner","actor","uid","goalId","fingerprint","executor"],"properties":{"name":{"type":"string"},"owner":{"type":"string"},"actor":{"type":"string"},"uid":{"type":"string"},"goalId":{"type":"string"},"fingerprint":{"type":"string"},"readinessDeadlineMs":{"type":"integer","minimum":1},"executor":{"type":"object","additionalProperties":false,"required":["lifecycleUid","epoch"],"properties":{"lifecycleUid":{"type":"string"},"epoch":{"type":"integer","minimum":0}}}}}`
+	gracefulIn    = `{"type":"object","additionalProperties":false,"properties":{"graceful":{"type":"boolean"}}}`
+	attachOutput  = `{"type":"object","additionalProperties":false,"required":["grant"],"properties":{"grant":{"type":"object"}}}`
+	inputInput    = `{"type":"object","additionalProperties":false,"required":["text"],"properties":{"text":{"type":"string","minLength":1,"maxLength":65536},"enter":{"type":"boolean"}}}`
+	inputOutput   = `{"type":"object","additionalProperties":false,"required":["name","bytes"],"properties":{"name":{"type":"string"},"bytes":{"type":"integer","minimum":0}}}`
+	modelsInput   = `{"type":"object","additionalProperties":false,"properties":{"agent":{"type":"string"},"refresh":{"type":"boolean"}}}`
+	modelsOutput  = `{"type":"object","additionalProperties":false,"required":["catalogs"],"properties":{"catalogs":{"type":"array","items":{"type":"object","required":["agent","supported","models"],"properties":{"agent":{"type":"string"},"supported":{"type":"boolean"},"models":{"type":"array"},"error":{"type":"string"}}}}}}`
+	cwdInput      = `{"type":"object","additionalProperties":false,"required":["cwd"],"properties":{"cwd":{"type":"string","minLength":1}}}`
+	cwdOutput     = `{"type":"object","additionalProperties":false,"required":["cwd","host"],"properties":{"cwd":{"type":"string"},"host":{"type":"string"}}}`
+	personaIn     = `{"type":"object","additionalProperties":false,"required":["name","persona"],"properties":{"name":{"type":"string","minLength":1},"persona":{"type":"string","minLength":1},"model":{"type":"string"},"role":{"type":"string"},"agent":{"type":"string"},"subscribe":{"type":"array","items":{"type":"string"}},"allowSubscribe":{"type":"array","items":{"type":"string"}},"allowPublish":{"type":"array","items":{"type":"string"}}}}`
+	personaOut    = `{"type":"object","additionalProperties":false,"required":["name","path"],"properties":{"name":{"type":"string"},"path":{"type":"string"}}}`
+	personaSchema = `{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string"},"role":{"type":"string"},"model":{"type":"string"},"description":{"type":"string"},"owner":{"type":"string"},"error":{"type":"string"}}}`
+	personasOut   = `{"type":"object","additionalProperties":false,"required":["personas"],"properties":{"personas":{"type":"array","items":` + personaSchema + `}}}`
+	showOutput    = `{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string"},"role":{"type":"string"},"model":{"type":"string"},"description":{"type":"string"},"owner":{"type":"string"},"persona":{"type":"string"},"error":{"type":"string"}}}`
+	launchInput   = `{"type":"object","additionalProperties":false,"required":["runId","name"],"properties":{"runId":{"type":"string","minLength":1},"name":{"type":"string","minLength":1},"spec":{"type":"object"}}}`
+	stopOutput    = `{"type":"object","additionalProperties":false,"required":["name","stopped","graceful"],"properties":{"name":{"type":"string"},"stopped":{"type":"boolean"},"graceful":{"type":"boolean"}}}`
 )
 
 // declarations are the served commands in the reference's order.
@@ -67,11 +88,17 @@ func declarations() []contract.Declaration {
 		cmd(CommandStatus, capRead, nil, contract.VoidSchema, statusOutput),
 		cmd(CommandPs, capRead, nil, contract.VoidSchema, psOutput),
 		cmd(CommandInspect, capRead, nil, inspectInput, agentRow),
+		cmd(CommandModels, capRead, nil, modelsInput, modelsOutput),
+		cmd(CommandResolveCwd, capSpawn, nil, cwdInput, cwdOutput),
 		cmd(CommandSpawn, capSpawn, nil, spawnInput, spawnOutput),
 		cmd(CommandDespawn, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, gracefulIn, stopOutput),
 		cmd(CommandAttach, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, contract.VoidSchema, attachOutput),
 		cmd(CommandInput, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, inputInput, inputOutput),
 		cmd(CommandStop, capSelf, []wire.AuthzMode{wire.ModeSelf}, gracefulIn, stopOutput),
+		cmd(CommandDefinePersona, capPersona, nil, personaIn, personaOut),
+		cmd(CommandListPersonas, capRead, nil, contract.VoidSchema, personasOut),
+		cmd(CommandShowPersona, capRead, nil, inspectInput, showOutput),
+		cmd(CommandLaunch, capAdmin, nil, launchInput, spawnOutput),
 	}
 }
 

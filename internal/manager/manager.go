@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -55,6 +56,10 @@ type Spec struct {
 	Dir string `json:"cwd,omitempty"`
 	// Runtime is how the process runs; empty means RuntimePTY.
 	Runtime Runtime `json:"runtime,omitempty"`
+	// CredsFile, when set, is where the agent's creds are written instead of its private launch
+	// directory: the mesh's creds folder, for an agent a manifest launched. It is removed with
+	// the launch material.
+	CredsFile string `json:"credsFile,omitempty"`
 	// SpawnedBy is the lifecycle (dot-form) of the agent that asked for this spawn; empty when the
 	// host's operator did. Such an agent may despawn what it spawned and nothing else.
 	SpawnedBy string `json:"spawnedBy,omitempty"`
@@ -451,6 +456,12 @@ func (s *Supervisor) writeMaterial(spec Spec, launch *Launch) (string, Material,
 		m.Bearer, connect = b, []string{"--launch-material", path}
 	} else {
 		m.Creds = filepath.Join(dir, "agent.creds")
+		if spec.CredsFile != "" {
+			if err := atomicfile.MkdirPrivate(filepath.Dir(spec.CredsFile)); err != nil {
+				return "", Material{}, err
+			}
+			m.Creds = spec.CredsFile
+		}
 		if err := atomicfile.Write(m.Creds, launch.Creds, 0o600); err != nil {
 			return "", Material{}, err
 		}
@@ -468,7 +479,13 @@ func (s *Supervisor) removeMaterial(a *agent) error {
 	if a.material == "" {
 		return nil
 	}
-	return os.RemoveAll(filepath.Dir(a.material))
+	var err error
+	if f := a.spec.CredsFile; f != "" {
+		if err = os.Remove(f); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+	}
+	return errors.Join(err, os.RemoveAll(filepath.Dir(a.material)))
 }
 
 // start starts the agent's process: on a new pty of its terminal, or headless in a process group

@@ -73,6 +73,14 @@ type ServiceConfig struct {
 	// Personas is the directory of the agent files a spawn's config names (package persona), on
 	// this manager's host; empty refuses config.
 	Personas string
+	// Runs is the directory of the launch specs a launch names (package manifest), on this
+	// manager's host; empty refuses launch.
+	Runs string
+	// CredsDir, when set, is where a launched agent's creds file is written, as <name>.creds.
+	CredsDir string
+	// Workspace is the directory a launched agent's relative cwd is taken from, and the cwd of
+	// one that names none.
+	Workspace string
 	// Sessions establishes and ends attach sessions; nil serves none (attach is unimplemented).
 	Sessions SessionAuthority
 	// MaxSessions is the ceiling of concurrent sessions; zero means DefaultMaxSessions.
@@ -167,6 +175,8 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 		CommandStatus: svc.status, CommandPs: svc.ps, CommandInspect: svc.inspect,
 		CommandSpawn: svc.spawn, CommandDespawn: svc.despawn, CommandStop: svc.stop,
 		CommandAttach: svc.attach, CommandInput: svc.input,
+		CommandModels: svc.models, CommandResolveCwd: svc.resolveCwd, CommandDefinePersona: svc.definePersona,
+		CommandListPersonas: svc.listPersonas, CommandShowPersona: svc.showPersona, CommandLaunch: svc.launch,
 	}
 	var cmds []endpoint.Command
 	var names []string
@@ -353,7 +363,6 @@ func (svc *Service) spawn(ctx context.Context, req *endpoint.Request) (any, erro
 	if err := json.Unmarshal(req.Args(), &args); err != nil {
 		return nil, notExecuted(wire.CodeBadRequest, "args: %v", err)
 	}
-	operator := svc.cfg.HostLaunch(ctx, req.Caller())
 	var capabilities []string
 	if args.Config != "" && svc.cfg.Personas != "" {
 		var refusal *wire.EndpointError
@@ -361,12 +370,19 @@ func (svc *Service) spawn(ctx context.Context, req *endpoint.Request) (any, erro
 			return nil, refusal
 		}
 	}
+	return svc.start(ctx, req, args, func(sp *Spec) { sp.Capabilities = capabilities })
+}
+
+// start spawns the agent args describe, as req's caller, and follows its readiness as the goal
+// req opens. shape, when not nil, completes the spec before it is checked against the caller.
+func (svc *Service) start(ctx context.Context, req *endpoint.Request, args SpawnArgs, shape func(*Spec)) (any, error) {
+	operator := svc.cfg.HostLaunch(ctx, req.Caller())
 	spec, refusal := args.spec(operator)
-	if refusal == nil {
-		spec.Capabilities = capabilities
-	}
 	if refusal != nil {
 		return nil, refusal
+	}
+	if shape != nil {
+		shape(&spec)
 	}
 	if !operator {
 		if refusal := svc.withinCaller(ctx, req.Caller(), spec); refusal != nil {

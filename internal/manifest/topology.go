@@ -53,11 +53,7 @@ func (m *Manifest) Resolve() *Topology {
 				g.Subscribe = append(g.Subscribe, c.Name)
 			}
 		}
-		policy := a.PersonaPermissions
-		if policy == "" {
-			policy = m.PersonaPermissions
-		}
-		if policy == Include && a.File != nil {
+		if policy(m, a) == Include && a.File != nil {
 			inherit := func(dst *[]string, chans []string) {
 				for _, ch := range chans {
 					if !declared[ch] && !slices.Contains(*dst, ch) {

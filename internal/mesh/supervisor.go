@@ -17,6 +17,7 @@ import (
 	"github.com/gocotal/cotal/internal/hooksock"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/manifest"
 	"github.com/gocotal/cotal/internal/persona"
 	"github.com/gocotal/cotal/wire"
 )
@@ -187,6 +188,7 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	svc, err := sup.Serve(ctx, manager.ServiceConfig{
 		Conn: h.Conn, Space: l.Space(), Instance: inst.id, Epoch: epoch, Owner: wire.DevOwner, Log: log,
 		Sessions: l, MaxSessions: so.MaxSessions, Personas: persona.Dir(d.Path),
+		Runs: manifest.RunDir(d.Path), CredsDir: d.CredsDir(l.Space()), Workspace: filepath.Dir(d.Path),
 		CallerGrant: func(ctx context.Context, caller wire.Lifecycle) (*cotal.Grant, error) {
 			token, err := l.ActiveCredential(ctx, caller.UID, authority.ProfileAgent)
 			if err != nil {

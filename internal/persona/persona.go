@@ -403,22 +403,44 @@ func LoadFile(path string) (*File, error) {
 	return Parse(path, src)
 }
 
+// Entry is one file of a persona directory: its persona name (the file's base name), and the
+// file read, or why it could not be.
+type Entry struct {
+	Name string
+	File *File
+	Err  error
+}
+
+// Entries reads every agent file in dir, sorted by name; a file that does not parse is an entry
+// with its error.
+func Entries(dir string) ([]Entry, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, len(paths))
+	for _, p := range paths { // Glob sorts
+		f, err := LoadFile(p)
+		out = append(out, Entry{Name: strings.TrimSuffix(filepath.Base(p), ".md"), File: f, Err: err})
+	}
+	return out, nil
+}
+
 // List reads every agent file in dir, by name. A file that does not parse is an error naming it,
 // after the others are read.
 func List(dir string) ([]*File, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	entries, err := Entries(dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []*File
 	var errs []error
-	for _, p := range paths {
-		f, err := LoadFile(p)
-		if err != nil {
-			errs = append(errs, err)
+	for _, e := range entries {
+		if e.Err != nil {
+			errs = append(errs, e.Err)
 			continue
 		}
-		out = append(out, f)
+		out = append(out, e.File)
 	}
 	slices.SortFunc(out, func(a, b *File) int { return strings.Compare(a.Name, b.Name) })
 	return out, errors.Join(errs...)
