@@ -80,9 +80,14 @@ type Options struct {
 	// MaxDisk and MaxMemory, when set, are each space's JetStream storage limits (parseSize).
 	MaxDisk   string
 	MaxMemory string
+	// File is a manifest (cotal.yaml) whose team the new mesh runs; DryRun prints its plan and
+	// changes nothing.
+	File   string
+	DryRun bool
 	// setFlags are the flags given on the command line as --name=value, for a detached start to
 	// pass on.
 	setFlags []string
+	factory  *factory.Factory
 }
 
 // detachWait bounds how long a detached start may take before `up` gives up on it.
@@ -90,14 +95,19 @@ const detachWait = 60 * time.Second
 
 // NewCmdUp returns the `cotal up` command. runF runs it; nil means upRun.
 func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{IO: f.IO}
+	o := &Options{IO: f.IO, factory: f}
 	cmd := &cobra.Command{
-		Use:   "up",
+		Use:   "up [-f cotal.yaml]",
 		Short: "Run a mesh: an embedded NATS broker with the space provisioned",
 		Long: "Run a mesh from this project's .cotal directory (found by walking up from the current\n" +
 			"directory; --dir or $COTAL_DIR override): an embedded nats-server with JetStream, one NATS\n" +
 			"account per space, and least-privilege credentials the broker enforces. It runs in the\n" +
-			"foreground until Ctrl-C, or in the background with --detach.",
+			"foreground until Ctrl-C, or in the background with --detach.\n\n" +
+			"With -f cotal.yaml, the mesh is a fresh one for the manifest's team: its space, broker\n" +
+			"address and channels come from the file (flags override them), every channel is seeded,\n" +
+			"and every agent is launched through the mesh's manager, each with one least-privilege\n" +
+			"credential (written to the mesh directory's creds folder as NAME.creds). It refuses when a\n" +
+			"mesh already runs there or anything answers at the address; --dry-run prints the plan.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.setFlags = givenFlags(cmd.Flags())
@@ -137,6 +147,8 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.StringVar(&o.ClusterBundle, "cluster-bundle", "", "start a node without keys from this bundle (cotal cluster bundle on an authority node)")
 	fs.StringVar(&o.AdvertisedServer, "advertised-server", "", "with --user-auth: the broker URL (nats://, tls://, ws://, wss://) other machines are told, when not the one up listens at")
 	fs.StringVar(&o.MaxDisk, "max-disk", "", "on an authority node: each space's JetStream file storage limit, over every replica (e.g. 64GiB, or unlimited; default: what the keyring holds, 16GiB at first)")
+	fs.StringVarP(&o.File, "file", "f", "", "a manifest (cotal.yaml): bring up a fresh mesh running its team")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "with -f: print the plan and change nothing")
 	fs.StringVar(&o.MaxMemory, "max-memory", "", "on an authority node: each space's JetStream memory storage limit (e.g. 1GiB, or unlimited; default: what the keyring holds, 256MiB at first)")
 	return cmd
 }
@@ -312,6 +324,12 @@ func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 }
 
 func upRun(ctx context.Context, o *Options) error {
+	switch {
+	case o.File != "":
+		return upManifest(ctx, o)
+	case o.DryRun:
+		return &exit.UsageError{Err: errors.New("--dry-run goes with -f")}
+	}
 	mo, err := o.meshOptions()
 	if err != nil {
 		return err
