@@ -164,6 +164,12 @@ func (m *Mesh) ConnzObserver(t testing.TB) (*nats.Conn, string) {
 // asynchronous errors as Connect does; who names the connection in a failure.
 func (m *Mesh) Dial(t testing.TB, who string, connect func(opts ...nats.Option) (*nats.Conn, error)) *Client {
 	t.Helper()
+	return Dial(t, who, connect)
+}
+
+// Dial is Mesh.Dial for a broker the test did not start with Start (a `cotal up`'s).
+func Dial(t testing.TB, who string, connect func(opts ...nats.Option) (*nats.Conn, error)) *Client {
+	t.Helper()
 	c := &Client{notify: make(chan struct{}, 1)}
 	nc, err := connect(nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.record(err) }))
 	if err != nil {

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/wire"
+)
+
+// teamManifest is a two-agent team of cotal's own agent: ann posts everywhere, bob reads #review
+// but may not post there.
+const teamManifest = `apiVersion: cotal/v1
+kind: Mesh
+space: main
+agent: cotal
+agents:
+  ann:
+    instructions: Plan.
+  bob:
+    instructions: Build.
+channels:
+  general:
+    description: Everyone.
+    subscribe: [ann, bob]
+    allowPublish: [ann, bob]
+  review:
+    subscribe: [ann]
+    allowSubscribe: [ann, bob]
+    allowPublish: [ann]
+`
+
+// writeFile writes content to name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestUpManifest brings a team up from a manifest: its agents are online, each with creds in the
+// mesh's creds folder that the broker holds to the manifest (bob may post to #general, not to
+// #review), and a second up -f at the same place is refused.
+func TestUpManifest(t *testing.T) {
+	meshtest.Long(t, "a detached mesh running agent processes")
+	dir := t.TempDir()
+	file := writeFile(t, t.TempDir(), "cotal.yaml", teamManifest)
+	t.Setenv(envRunCLI, "1")
+
+	code, out, stderr := run(t, "up", "-f", file, "--dir", dir, "--port", "0", "--dry-run")
+	if code != exit.OK || !strings.Contains(out, "agent bob (cotal): read general,review, post general") {
+		t.Fatalf("up -f --dry-run (exit %d): %s %s", code, out, stderr)
+	}
+	if _, err := (mesh.Dir{Path: filepath.Join(dir, mesh.DirName)}).ReadState(); err == nil {
+		t.Fatal("a dry run started a mesh")
+	}
+
+	code, out, stderr = run(t, "up", "-f", file, "--dir", dir, "--port", "0", "--detach")
+	t.Cleanup(func() { run(t, "down", "--dir", dir) })
+	if code != exit.OK || !strings.Contains(out, "agent ann: online") || !strings.Contains(out, "agent bob: online") {
+		t.Fatalf("up -f (exit %d): %s %s", code, out, stderr)
+	}
+	rows := psRows(t, dir)
+	for _, p := range []string{"local.ann", "local.bob"} {
+		if r, ok := rows[p]; !ok || !r.Online {
+			t.Errorf("ps: %s is not online: %+v", p, r)
+		}
+	}
+	st := waitUp(t, dir, nil)
+	creds := filepath.Join(dir, mesh.DirName, "creds", "main", "bob.creds")
+	bob := meshtest.Dial(t, "bob", func(opts ...nats.Option) (*nats.Conn, error) {
+		return nats.Connect(st.URL, append(opts, nats.UserCredentials(creds), nats.CustomInboxPrefix(inboxOf(t, creds)))...)
+	})
+	sp := wire.Space("main")
+	me, _ := wire.ParsePrincipal("local.bob")
+	general, _ := sp.ChatSubject(me, "general")
+	review, _ := sp.ChatSubject(me, "review")
+	for _, c := range []struct {
+		subject string
+		refused bool
+	}{{review, true}, {general, false}} {
+		if err := bob.Publish(c.subject, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		if refused, err := bob.Refused("Publish", c.subject); err != nil || refused != c.refused {
+			t.Errorf("bob's post to %s: refused %v (%v), want %v", c.subject, refused, err, c.refused)
+		}
+	}
+
+	code, _, stderr = run(t, "up", "-f", file, "--dir", dir, "--port", "0", "--detach")
+	if code != exit.Failed || !strings.Contains(stderr, "already running") {
+		t.Errorf("a second up -f (exit %d): %s", code, stderr)
+	}
+}
