@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -98,5 +100,69 @@ func TestUpManifest(t *testing.T) {
 	code, _, stderr = run(t, "up", "-f", file, "--dir", dir, "--port", "0", "--detach")
 	if code != exit.Failed || !strings.Contains(stderr, "already running") {
 		t.Errorf("a second up -f (exit %d): %s", code, stderr)
+	}
+	spawnManifest(t, dir)
+}
+
+// moreManifest adds cid, in a new channel and the first team's #general.
+const moreManifest = `apiVersion: cotal/v1
+kind: Mesh
+space: main
+agent: cotal
+agents:
+  cid:
+    instructions: Operate.
+channels:
+  general:
+    subscribe: [cid]
+    allowPublish: [cid]
+  ops:
+    subscribe: [cid]
+    allowPublish: [cid]
+`
+
+var runLine = regexp.MustCompile(`^run ([0-9a-f]{16}) `)
+
+// spawnManifest deploys a second team additively onto the mesh in dir, runs it again unchanged
+// (nothing changes), changes it (cid is stale), and removes it with down -f, which leaves the
+// first team running.
+func spawnManifest(t *testing.T, dir string) {
+	file := writeFile(t, t.TempDir(), "more.yaml", moreManifest)
+	code, out, stderr := run(t, "spawn", "-f", file, "--dir", dir)
+	m := runLine.FindStringSubmatch(out)
+	if code != exit.OK || m == nil || !strings.Contains(out, "agent cid: online") || !strings.Contains(out, "channel ops: created") ||
+		!strings.Contains(out, "channel general: exists-unmanaged") {
+		t.Fatalf("spawn -f (exit %d): %s %s", code, out, stderr)
+	}
+	ledger := filepath.Join(dir, mesh.DirName, "manifests", m[1]+".json")
+	if _, err := os.Stat(ledger); err != nil {
+		t.Fatalf("the run's ledger: %v", err)
+	}
+	code, out, stderr = run(t, "spawn", "-f", file, "--dir", dir)
+	if code != exit.OK || !strings.Contains(out, "run "+m[1]) || !strings.Contains(out, "agent cid: already-owned") || strings.Contains(out, "online") {
+		t.Errorf("spawn -f again (exit %d): %s %s", code, out, stderr)
+	}
+	writeFile(t, filepath.Dir(file), "more.yaml", strings.Replace(moreManifest, "Operate.", "Operate carefully.", 1))
+	if code, out, _ := run(t, "spawn", "-f", file, "--dir", dir); code == exit.OK || !strings.Contains(out, "agent cid: stale") {
+		t.Errorf("spawn -f of a changed file (exit %d): %s", code, out)
+	}
+	if code, out, stderr := run(t, "spawn", "-f", file, "--dir", dir, "--allow-stale", "cid"); code != exit.OK || !strings.Contains(out, "agent cid: online") {
+		t.Errorf("spawn -f --allow-stale cid (exit %d): %s %s", code, out, stderr)
+	}
+	code, out, stderr = run(t, "down", "-f", file, "--dir", dir)
+	if code != exit.OK || !strings.Contains(out, "agent cid: stopped") || !strings.Contains(out, "channel ops: removed") {
+		t.Errorf("down -f (exit %d): %s %s", code, out, stderr)
+	}
+	if _, err := os.Stat(ledger); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the ledger of a run removed in full is still there: %v", err)
+	}
+	rows := psRows(t, dir)
+	if r := rows["local.cid"]; r.Online {
+		t.Errorf("cid is still online after down -f")
+	}
+	for _, p := range []string{"local.ann", "local.bob"} {
+		if !rows[p].Online {
+			t.Errorf("down -f stopped the first team's %s", p)
+		}
 	}
 }

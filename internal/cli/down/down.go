@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal/internal/cli/deploy"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/mesh"
@@ -20,26 +21,41 @@ type Options struct {
 	IO      *iostreams.IOStreams
 	Dir     string
 	Timeout time.Duration
+	// File and RunID name an additive deploy to remove (down -f) rather than the mesh.
+	File    string
+	RunID   string
+	factory *factory.Factory
 }
 
 // NewCmdDown returns the `cotal down` command. runF runs it; nil means downRun.
 func NewCmdDown(f *factory.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	o := &Options{IO: f.IO}
+	o := &Options{IO: f.IO, factory: f}
 	cmd := &cobra.Command{
-		Use:   "down",
+		Use:   "down [-f cotal.yaml [--run RUNID]]",
 		Short: "Stop the running mesh",
 		Long: "Stop the mesh recorded in this project's .cotal directory: the broker flushes JetStream\n" +
-			"and exits. Messages, keys and credentials stay on disk for the next `cotal up`.",
+			"and exits. Messages, keys and credentials stay on disk for the next `cotal up`.\n\n" +
+			"With -f cotal.yaml (or --run RUNID), stop only what that manifest's `cotal spawn -f` created:\n" +
+			"an agent when the one running under its name is the identity and lifecycle its ledger\n" +
+			"recorded, a channel when no other member remains. What it cannot prove its own stays, and\n" +
+			"so does the ledger, for a later `cotal down -f --run RUNID`.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(cmd.Context(), o)
+			}
+			if o.File != "" || o.RunID != "" {
+				o.factory.Target.Dir = o.Dir
+				return deploy.Down(cmd.Context(), o.factory, o.IO.Out, deploy.DownOptions{File: o.File, RunID: o.RunID})
 			}
 			return downRun(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Second, "how long to wait for a clean stop before killing it")
+	cmd.Flags().StringVarP(&o.File, "file", "f", "", "remove only what this manifest's `cotal spawn -f` created")
+	cmd.Flags().StringVar(&o.RunID, "run", "", "remove only what run RUNID created (its ledger in .cotal/manifests)")
+	cmd.Flags().StringVar(&f.Target.Space, "space", "", "with -f: the space the deploy went to (default: the mesh's first)")
 	return cmd
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/cli/agentflags"
+	"github.com/gocotal/cotal/internal/cli/deploy"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
@@ -54,6 +55,10 @@ type Options struct {
 	Persona string
 	Model   string
 	Prompt  string
+	// File is a manifest to deploy additively onto the running mesh (spawn -f).
+	File       string
+	DryRun     bool
+	AllowStale []string
 }
 
 // Result is what `cotal spawn --json` prints. The field names are a stable interface.
@@ -84,7 +89,7 @@ const (
 func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	o := &Options{Factory: f}
 	cmd := &cobra.Command{
-		Use:   "spawn PERSONA [flags] [-- ARGS...] | spawn --name NAME [flags] [--agent A] -- [COMMAND] [ARGS...]",
+		Use:   "spawn PERSONA [flags] [-- ARGS...] | spawn --name NAME [flags] [--agent A] -- [COMMAND] [ARGS...] | spawn -f cotal.yaml",
 		Short: "Start an agent process through the space's manager",
 		Long: "Ask a manager of the space (the one of `cotal up`, or a `cotal supervise`) to start\n" +
 			"COMMAND as agent local.NAME (with --mesh, as your own u_….NAME), in this directory: the manager issues and provisions its\n" +
@@ -98,9 +103,23 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 			"--role and --model override it, --prompt adds to its instructions, and --subscribe,\n" +
 			"--allow-subscribe and --allow-publish may narrow its grants, never widen them.\n\n" +
 			"With --detach, spawn returns once the goal has ended: exit 0 when it succeeded, 1 otherwise.\n" +
-			"Without it, spawn then waits for the agent to end and stops it on Ctrl-C.",
+			"Without it, spawn then waits for the agent to end and stops it on Ctrl-C.\n\n" +
+			"`cotal spawn -f cotal.yaml` deploys a manifest's team onto the running mesh, additively: it\n" +
+			"prints the run id, classifies each channel and agent (created, exists-unmanaged,\n" +
+			"already-owned, stale), creates only what is new and records it in the run's ledger,\n" +
+			".cotal/manifests/RUNID.json, which `cotal down -f` removes. Running it again on an unchanged\n" +
+			"file changes nothing; an agent whose launch fields changed is stale, and the run exits\n" +
+			"non-zero unless --allow-stale names it (which restarts it).",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case o.File != "" && len(args) > 0:
+				return &exit.UsageError{Err: fmt.Errorf("spawn -f deploys the manifest's agents: drop %q", args[0])}
+			case o.File != "":
+				return deploy.Spawn(cmd.Context(), f, f.IO.Out, deploy.SpawnOptions{File: o.File, DryRun: o.DryRun, AllowStale: o.AllowStale})
+			case o.DryRun || len(o.AllowStale) > 0:
+				return &exit.UsageError{Err: errors.New("--dry-run and --allow-stale go with -f")}
+			}
 			before := len(args)
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				before = dash
@@ -135,6 +154,9 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	fs.StringVar(&o.MeshURL, "mesh", "", "spawn as yourself (`cotal login --mesh` first) through your manager on the user-auth mesh whose exchange is at this URL")
 	fs.BoolVar(&o.Detach, "detach", false, "return once the spawn's goal has ended, leaving the agent running")
 	fs.BoolVar(&o.JSON, "json", false, "print the acceptance, the goal's state and the agent's last row as JSON")
+	fs.StringVarP(&o.File, "file", "f", "", "deploy a manifest (cotal.yaml) additively onto the running mesh, recording what it creates")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "with -f: classify every channel and agent and change nothing")
+	fs.StringSliceVar(&o.AllowStale, "allow-stale", nil, "with -f: restart these agents whose launch fields changed (default: report them stale and exit non-zero)")
 	return cmd
 }
 

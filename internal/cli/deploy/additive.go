@@ -1,0 +1,324 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/manifest"
+	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/wire"
+)
+
+// The classifications of an additive deploy's items, as the reference names them.
+const (
+	Created         = "created"
+	WillCreate      = "will-create"
+	ExistsUnmanaged = "exists-unmanaged"
+	AlreadyOwned    = "already-owned"
+	Stale           = "stale"
+)
+
+// SpawnOptions are the inputs of `cotal spawn -f`.
+type SpawnOptions struct {
+	File       string
+	DryRun     bool
+	AllowStale []string
+}
+
+// registry opens the space's channel registry as a credential of profile.
+func registry(ctx context.Context, f *factory.Factory, sp wire.Space, profile authority.Profile) (jetstream.KeyValue, func(), error) {
+	js, closeJS, err := f.JetStream(ctx, sp, profile, "cotal_deploy")
+	if err != nil {
+		return nil, nil, err
+	}
+	kv, err := js.KeyValue(ctx, string(sp.ChannelsBucket()))
+	if err != nil {
+		closeJS()
+		return nil, nil, fmt.Errorf("open the channel registry: %w", err)
+	}
+	return kv, closeJS, nil
+}
+
+// Spawn deploys a manifest additively onto the running mesh f targets: it classifies each
+// channel and agent against the live mesh and the run's ledger, creates what is new, leaves what
+// exists and is not its own untouched, restarts a stale agent only when AllowStale names it, and
+// records what it created in the run's ledger (one run per manifest file and space). It prints
+// the run id and one line per item to w.
+func Spawn(ctx context.Context, f *factory.Factory, w io.Writer, o SpawnOptions) error {
+	d, _, sp, err := f.Mesh("spawn -f deploys onto an authenticated mesh: an open one has no credentials to scope")
+	if err != nil {
+		return err
+	}
+	path, err := filepath.Abs(o.File)
+	if err != nil {
+		return err
+	}
+	ledgers := LedgerDir(d.Path)
+	l, err := LedgerOf(ledgers, path, string(sp))
+	if err != nil {
+		return err
+	}
+	runID := ""
+	if l != nil {
+		runID = l.RunID
+	}
+	plan, err := Load(o.File, runID)
+	if err != nil {
+		return err
+	}
+	if plan.Spec.Space != string(sp) {
+		return fmt.Errorf("%s deploys space %s; the mesh's space here is %s (--space names another)", o.File, plan.Spec.Space, sp)
+	}
+	if l == nil {
+		l = &Ledger{APIVersion: LedgerAPIVersion, RunID: plan.Spec.RunID, Space: string(sp), Manifest: path, Channels: []string{}, Agents: []OwnedAgent{}}
+	}
+	for _, name := range o.AllowStale {
+		if plan.Spec.Agent(name) == nil {
+			return fmt.Errorf("--allow-stale %s: %s has no agent %s", name, o.File, name)
+		}
+	}
+	kv, closeKV, err := registry(ctx, f, sp, authority.ProfileChannelWriter)
+	if err != nil {
+		return err
+	}
+	defer closeKV()
+	ctl, err := f.WatchControl(ctx)
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	fmt.Fprintf(w, "run %s (%s)\n", plan.Spec.RunID, filepath.Join(ledgers, plan.Spec.RunID+".json"))
+
+	var newChannels []*manifest.Channel
+	for _, c := range plan.Manifest.Channels {
+		_, err := kv.Get(ctx, c.Name)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			newChannels = append(newChannels, c)
+		case err != nil:
+			return fmt.Errorf("read channel %s: %w", c.Name, err)
+		case slices.Contains(l.Channels, c.Name):
+			fmt.Fprintf(w, "  channel %s: %s\n", c.Name, AlreadyOwned)
+		default:
+			fmt.Fprintf(w, "  channel %s: %s (its card is left as it is)\n", c.Name, ExistsUnmanaged)
+		}
+	}
+	var launch, restart, stale, foreign []string
+	for _, a := range plan.Spec.Agents {
+		row, _, err := ctl.Manager.Find(ctx, ctl.Records, a.Name)
+		if err != nil && !isNotFound(err) {
+			return fmt.Errorf("look %s up: %w", a.Name, err)
+		}
+		owned := l.Agent(a.Name)
+		switch {
+		case row == nil:
+			launch = append(launch, a.Name)
+			fmt.Fprintf(w, "  agent %s: %s\n", a.Name, WillCreate)
+		case owned == nil || owned.ID != row.ID || owned.LifecycleUID != row.LifecycleUID:
+			foreign = append(foreign, a.Name)
+			fmt.Fprintf(w, "  agent %s: %s (an agent of that name runs, not launched by this run)\n", a.Name, ExistsUnmanaged)
+		case owned.Hash == a.Hash:
+			fmt.Fprintf(w, "  agent %s: %s\n", a.Name, AlreadyOwned)
+		case slices.Contains(o.AllowStale, a.Name):
+			restart = append(restart, a.Name)
+			fmt.Fprintf(w, "  agent %s: %s (restarting: --allow-stale)\n", a.Name, Stale)
+		default:
+			stale = append(stale, a.Name)
+			fmt.Fprintf(w, "  agent %s: %s (its launch fields changed; --allow-stale %s restarts it)\n", a.Name, Stale, a.Name)
+		}
+	}
+	if o.DryRun {
+		fmt.Fprintln(w, "dry run: nothing changed")
+		return nil
+	}
+	created, existing, err := seed(ctx, kv, plan.Manifest, newChannels)
+	for _, c := range created {
+		l.Channels = append(l.Channels, c)
+		fmt.Fprintf(w, "  channel %s: %s\n", c, Created)
+	}
+	for _, c := range existing {
+		fmt.Fprintf(w, "  channel %s: %s (created meanwhile by someone else)\n", c, ExistsUnmanaged)
+	}
+	if err != nil {
+		return errors.Join(err, l.Save(ledgers))
+	}
+	for _, name := range restart {
+		if _, err := ctl.Manager.Despawn(ctx, ctl.Records, name, true); err != nil {
+			return errors.Join(fmt.Errorf("restart %s: %w", name, err), l.Save(ledgers))
+		}
+	}
+	results, err := Launch(ctx, ctl, manifest.RunDir(d.Path), plan.Spec, append(launch, restart...))
+	if err != nil {
+		return errors.Join(err, l.Save(ledgers))
+	}
+	for _, r := range results {
+		if r.Err == nil {
+			a := r.Spawned.Acceptance
+			l.Own(OwnedAgent{Name: r.Name, ID: a.Owner + "." + a.Actor, LifecycleUID: a.UID, Hash: plan.Spec.Agent(r.Name).Hash})
+		}
+	}
+	if err := l.Save(ledgers); err != nil {
+		return err
+	}
+	errs := []error{Report(w, results)}
+	if len(stale) > 0 {
+		errs = append(errs, fmt.Errorf("stale agents left as they run: %s (--allow-stale restarts them)", strings.Join(stale, ", ")))
+	}
+	if len(foreign) > 0 {
+		errs = append(errs, fmt.Errorf("agents not launched, their names taken by agents this run does not own: %s", strings.Join(foreign, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+// seed creates the cards of the channels given, as SeedChannels does.
+func seed(ctx context.Context, kv jetstream.KeyValue, m *manifest.Manifest, channels []*manifest.Channel) (created, existing []string, err error) {
+	sub := *m
+	sub.Channels = channels
+	return SeedChannels(ctx, kv, &sub)
+}
+
+func isNotFound(err error) bool {
+	e, ok := errors.AsType[*wire.EndpointError](err)
+	return ok && (e.Code == wire.CodeNotFound || e.Code == wire.CodeFailedPrecondition)
+}
+
+// DownOptions are the inputs of `cotal down -f`.
+type DownOptions struct {
+	File  string
+	RunID string
+}
+
+// Down removes what one additive deploy created, conservatively: an agent only when the one
+// running under its name is the identity and lifecycle the ledger recorded, a channel only when
+// no member but the run's own agents remains. Whatever it cannot prove its own stays, and so does
+// the ledger, listing it, for a later `down -f --run`.
+func Down(ctx context.Context, f *factory.Factory, w io.Writer, o DownOptions) error {
+	d, _, sp, err := f.Mesh("down -f removes a deploy from an authenticated mesh")
+	if err != nil {
+		return err
+	}
+	ledgers := LedgerDir(d.Path)
+	var l *Ledger
+	if o.RunID != "" {
+		l, err = ReadLedger(ledgers, o.RunID)
+	} else {
+		var path string
+		if path, err = filepath.Abs(o.File); err == nil {
+			l, err = LedgerOf(ledgers, path, string(sp))
+		}
+		if err == nil && l == nil {
+			err = fmt.Errorf("no deploy of %s into space %s is recorded in %s (--run names one)", o.File, sp, ledgers)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	ctl, err := f.Control(ctx)
+	if err != nil {
+		return fmt.Errorf("%w; nothing was removed, and the ledger of run %s is kept", err, l.RunID)
+	}
+	defer ctl.Close()
+	fmt.Fprintf(w, "run %s\n", l.RunID)
+	ours := map[string]bool{}
+	var kept []OwnedAgent
+	for _, a := range l.Agents {
+		ours[a.ID] = true
+		row, _, err := ctl.Manager.Find(ctx, ctl.Records, a.Name)
+		switch {
+		case err != nil && isNotFound(err):
+			fmt.Fprintf(w, "  agent %s: gone\n", a.Name)
+		case err != nil:
+			kept = append(kept, a)
+			fmt.Fprintf(w, "  agent %s: kept (%v)\n", a.Name, err)
+		case row.ID != a.ID || row.LifecycleUID != a.LifecycleUID:
+			kept = append(kept, a)
+			fmt.Fprintf(w, "  agent %s: kept (the one running is %s lifecycle %s, not this run's)\n", a.Name, row.ID, row.LifecycleUID)
+		default:
+			if _, err := ctl.Manager.Despawn(ctx, ctl.Records, a.Name, true); err != nil {
+				kept = append(kept, a)
+				fmt.Fprintf(w, "  agent %s: kept (stop: %v)\n", a.Name, err)
+				continue
+			}
+			fmt.Fprintf(w, "  agent %s: stopped\n", a.Name)
+		}
+	}
+	l.Agents = kept
+	channels, err := removeChannels(ctx, f, sp, w, l.Channels, ours)
+	l.Channels = channels
+	if err == nil && l.Empty() {
+		return l.Remove(ledgers)
+	}
+	err = errors.Join(err, l.Save(ledgers))
+	return errors.Join(err, fmt.Errorf("run %s keeps %d channels and %d agents it could not prove its own to remove; its ledger is kept for `cotal down -f --run %s`",
+		l.RunID, len(l.Channels), len(l.Agents), l.RunID))
+}
+
+// removeChannels deletes the registry card of each channel no principal but the run's own agents
+// is a member of, as the membership feed shows it, and returns the channels kept.
+func removeChannels(ctx context.Context, f *factory.Factory, sp wire.Space, w io.Writer, channels []string, ours map[string]bool) ([]string, error) {
+	if len(channels) == 0 {
+		return channels, nil
+	}
+	js, closeJS, err := f.JetStream(ctx, sp, authority.ProfileAdmin, "cotal_deploy")
+	if err != nil {
+		return channels, err
+	}
+	defer closeJS()
+	members, err := js.KeyValue(ctx, string(meshwire.MembershipBucket(sp)))
+	if err != nil {
+		return channels, fmt.Errorf("open the membership feed: %w", err)
+	}
+	others := map[string][]string{} // channel: the other principals that are members
+	keys, err := members.ListKeys(ctx)
+	if err != nil {
+		return channels, fmt.Errorf("read the membership feed: %w", err)
+	}
+	for k := range keys.Keys() {
+		if ours[k] || k == meshwire.MembershipFeedKey {
+			continue
+		}
+		e, err := members.Get(ctx, k)
+		if err != nil {
+			return channels, fmt.Errorf("read %s's membership: %w", k, err)
+		}
+		var row meshwire.MembershipRow
+		if err := json.Unmarshal(e.Value(), &row); err != nil {
+			return channels, fmt.Errorf("%s's membership row: %w", k, err)
+		}
+		for _, ch := range channels {
+			if wire.ChannelInAllow(row.Live, ch) || slices.Contains(row.Durable, ch) {
+				others[ch] = append(others[ch], k)
+			}
+		}
+	}
+	kv, closeKV, err := registry(ctx, f, sp, authority.ProfileChannelWriter)
+	if err != nil {
+		return channels, err
+	}
+	defer closeKV()
+	var kept []string
+	for _, ch := range channels {
+		if len(others[ch]) > 0 {
+			kept = append(kept, ch)
+			fmt.Fprintf(w, "  channel %s: kept (members remain: %s)\n", ch, strings.Join(others[ch], ", "))
+			continue
+		}
+		if err := kv.Delete(ctx, ch); err != nil {
+			kept = append(kept, ch)
+			fmt.Fprintf(w, "  channel %s: kept (%v)\n", ch, err)
+			continue
+		}
+		fmt.Fprintf(w, "  channel %s: removed\n", ch)
+	}
+	return kept, nil
+}
