@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/models"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/wire"
@@ -101,7 +103,24 @@ func TestUpManifest(t *testing.T) {
 	if code != exit.Failed || !strings.Contains(stderr, "already running") {
 		t.Errorf("a second up -f (exit %d): %s", code, stderr)
 	}
+	managerCatalogs(t, dir)
 	spawnManifest(t, dir)
+}
+
+// managerCatalogs asks the running manager for its model catalogs and persona catalog.
+func managerCatalogs(t *testing.T, dir string) {
+	code, out, stderr := run(t, "models", "--dir", dir, "--agent", "claude", "--json")
+	var res models.Result
+	if err := json.Unmarshal([]byte(out), &res); code != exit.OK || err != nil || len(res.Catalogs) != 1 || res.Catalogs[0].Agent != "claude" || len(res.Catalogs[0].Models) == 0 {
+		t.Errorf("models --agent claude --json (exit %d): %s %s", code, out, stderr)
+	}
+	if code, _, _ := run(t, "models", "--dir", dir, "--agent", "emacs"); code != exit.Usage {
+		t.Errorf("models --agent emacs: exit %d, want usage", code)
+	}
+	code, out, stderr = run(t, "invoke", "manager", "list-personas", "--json", "--dir", dir)
+	if code != exit.OK || !strings.Contains(out, `"personas":[]`) {
+		t.Errorf("invoke manager list-personas --json (exit %d): %s %s", code, out, stderr)
+	}
 }
 
 // moreManifest adds cid, in a new channel and the first team's #general.

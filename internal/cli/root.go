@@ -28,6 +28,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/login"
 	"github.com/gocotal/cotal/internal/cli/mcp"
 	"github.com/gocotal/cotal/internal/cli/mint"
+	"github.com/gocotal/cotal/internal/cli/models"
 	"github.com/gocotal/cotal/internal/cli/personas"
 	"github.com/gocotal/cotal/internal/cli/ps"
 	"github.com/gocotal/cotal/internal/cli/send"
@@ -79,6 +80,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		spawn.NewCmdSpawn(f),
 		spawn.NewCmdStop(f),
 		spawn.NewCmdSupervise(f),
+		models.NewCmdModels(f),
 		login.NewCmdLogin(f),
 		login.NewCmdLogout(f),
 		actor.NewCmdActor(f),
