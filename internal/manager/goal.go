@@ -21,11 +21,17 @@ type goal struct {
 	id          string         // the goal id: the spawn request's id
 	fingerprint string
 	name        string
-	agent       wire.Lifecycle  // what was spawned
-	exited      <-chan struct{} // closed when that agent is done, whatever runs under its name later
-	cancel      chan string     // a cancel's mode; buffered, the first one counts
-	done        chan struct{}   // closed once result is set
-	result      *ResultFact     // the terminal fact this goal committed; set before done closes
+	agent       wire.Lifecycle // what was spawned
+	// presence watches the presence of every agent of the goal's name, opened before the agent
+	// started so its first presence row cannot race the watch's start; nil when it could not be
+	// opened (watchErr). stopWatch ends it.
+	presence  jetstream.KeyWatcher
+	watchErr  error
+	stopWatch context.CancelFunc
+	exited    <-chan struct{} // closed when that agent is done, whatever runs under its name later
+	cancel    chan string     // a cancel's mode; buffered, the first one counts
+	done      chan struct{}   // closed once result is set
+	result    *ResultFact     // the terminal fact this goal committed; set before done closes
 }
 
 // goalKey names a goal: its id, scoped to the caller that started it.
@@ -93,10 +99,23 @@ func (g *goal) progress(phase, state string, data json.RawMessage) {
 	}
 }
 
+// watchPresence opens the presence watch of the agents named name for a goal, before the agent
+// starts: any owner's, since the principal is known only once it is issued; await keeps the one
+// the goal spawned.
+func (g *goal) watchPresence(name string) {
+	ctx, cancel := context.WithCancel(g.svc.ctx)
+	g.stopWatch = cancel
+	g.presence, g.watchErr = g.svc.presence.Watch(ctx, "*."+name)
+}
+
 // follow waits for the spawned agent's readiness and records the goal's outcome. It holds a
 // goals slot, released when it returns.
 func (g *goal) follow() {
 	defer func() { <-g.svc.goals }()
+	// The watch ends with its context: nats.go unsubscribes in a goroutine of its own, which then
+	// waits out the delete of its consumer, a request the manager's credential may not make. A
+	// KeyWatcher.Stop here would make the goal wait those seconds too.
+	defer g.stopWatch()
 	g.progress(phaseLaunched, "", nil)
 	state, data := g.await()
 	if state == "" {
@@ -120,16 +139,15 @@ func (g *goal) await() (string, map[string]any) {
 	ctx, cancel := context.WithTimeout(g.svc.ctx, g.svc.cfg.Readiness)
 	defer cancel()
 	who := map[string]any{"name": g.name, "id": g.agent.Principal.String(), "lifecycleUid": string(g.agent.UID)}
-	w, err := g.svc.presence.Watch(ctx, wire.PresenceKey(g.agent.Principal))
-	if err != nil {
-		g.svc.cfg.Log.Warn("watch a spawned agent's presence", "agent", g.agent, "err", err)
-		return GoalUncertain, map[string]any{"reason": fmt.Sprintf("the manager could not watch the agent's presence: %v; inspect it, do not re-issue", err)}
+	if g.presence == nil {
+		g.svc.cfg.Log.Warn("watch a spawned agent's presence", "agent", g.agent, "err", g.watchErr)
+		return GoalUncertain, map[string]any{"reason": fmt.Sprintf("the manager could not watch the agent's presence: %v; inspect it, do not re-issue", g.watchErr)}
 	}
-	defer func() { _ = w.Stop() }() // the goal is settled either way
+	key := wire.PresenceKey(g.agent.Principal)
 	for {
 		select {
-		case e := <-w.Updates():
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
+		case e := <-g.presence.Updates():
+			if e == nil || e.Operation() != jetstream.KeyValuePut || e.Key() != key {
 				continue
 			}
 			p, err := wire.DecodePresence(e.Key(), e.Value())

@@ -399,8 +399,12 @@ func (svc *Service) start(ctx context.Context, req *endpoint.Request, args Spawn
 	default:
 		return nil, notExecuted(wire.CodeResourceExhausted, "this manager follows %d spawns already", maxGoals)
 	}
+	g := &goal{svc: svc, caller: req.Caller(), id: req.Envelope.ID, fingerprint: fingerprint, name: spec.Name,
+		cancel: make(chan string, 1), done: make(chan struct{})}
+	g.watchPresence(spec.Name)
 	st, err := svc.sup.Spawn(ctx, spec)
 	if err != nil {
+		g.stopWatch()
 		<-svc.goals
 		switch {
 		case errors.Is(err, ErrAlreadyExists):
@@ -411,8 +415,7 @@ func (svc *Service) start(ctx context.Context, req *endpoint.Request, args Spawn
 		return nil, wire.NewEndpointError(wire.CodeInternal, wire.OutcomeUnknown, "spawn %s: %v", spec.Name, err)
 	}
 	p, _ := wire.ParsePrincipal(st.Principal) // the supervisor's own issue
-	g := &goal{svc: svc, caller: req.Caller(), id: req.Envelope.ID, fingerprint: fingerprint, name: spec.Name,
-		agent: wire.Lifecycle{Principal: p, UID: st.LifecycleUID}, exited: svc.sup.Done(spec.Name), cancel: make(chan string, 1), done: make(chan struct{})}
+	g.agent, g.exited = wire.Lifecycle{Principal: p, UID: st.LifecycleUID}, svc.sup.Done(spec.Name)
 	svc.track(g)
 	g.progress(phaseHandoff, "", nil)
 	go g.follow() // owned: holds a goals slot that Stop waits for
