@@ -171,6 +171,7 @@ type (
 		Role      string   `json:"role,omitempty" jsonschema:"its role, to receive anycast tasks"`
 		Subscribe []string `json:"subscribe,omitempty" jsonschema:"channels it joins"`
 		Cwd       string   `json:"cwd,omitempty" jsonschema:"its working directory: an absolute path on the manager's host"`
+		Persona   string   `json:"persona,omitempty" jsonschema:"a persona of the manager's catalog (cotal_personas) to start it from: its instructions, harness, model, role and channels"`
 	}
 	despawnArgs struct {
 		Name     string `json:"name,omitempty" jsonschema:"the agent to stop; omit it to stop yourself"`
@@ -315,6 +316,10 @@ func (t *Tools) register() {
 		if g := t.c.Grant(); g != nil && slices.Contains(g.Capabilities, authority.CapabilitySpawn) {
 			add(t, spec{name: "cotal_spawn", title: "Spawn an agent", effect: adds, world: true, desc: "Start an agent through the space's manager and wait until it is present.",
 				enums: map[string][]string{"agent": words(manager.Harnesses)}}, sentence(t.spawn))
+			add(t, spec{name: "cotal_persona", title: "Define a persona", effect: sets, world: true,
+				desc: "Define (or redefine one of yours) a persona in the manager's catalog, within your own access: its instructions, harness, model, role and channels. cotal_spawn with persona=NAME starts it.",
+				enums: map[string][]string{"agent": words(manager.Harnesses)}}, sentence(t.persona))
+			add(t, spec{name: "cotal_personas", title: "Personas", desc: "The personas in the manager's catalog; with a name, that one with its instructions."}, t.personas)
 		}
 		add(t, spec{name: "cotal_despawn", title: "Stop an agent", effect: removes, world: true, desc: "Stop an agent you may stop, by name; without a name, stop yourself."}, sentence(t.despawn))
 	}
@@ -698,7 +703,7 @@ func (t *Tools) spawn(ctx context.Context, in spawnArgs) (*mcp.CallToolResult, e
 	if err := wire.ValidateActor(in.Name); err != nil {
 		return nil, fmt.Errorf("name: %w", err)
 	}
-	sp, err := m.Spawn(ctx, manager.SpawnArgs{Name: in.Name, Agent: in.Agent, Role: in.Role, Subscribe: in.Subscribe, Cwd: in.Cwd})
+	sp, err := m.Spawn(ctx, manager.SpawnArgs{Name: in.Name, Config: in.Persona, Agent: in.Agent, Role: in.Role, Subscribe: in.Subscribe, Cwd: in.Cwd})
 	if err != nil {
 		return nil, err
 	}

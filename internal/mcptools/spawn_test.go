@@ -116,3 +116,28 @@ func TestMCPSpawn(t *testing.T) {
 		return true
 	})
 }
+
+// TestMCPPersonas drives cotal_persona and cotal_personas against a real manager: an agent with
+// the spawn capability defines a persona within its own grant (the manager refuses one beyond
+// it), lists and shows it, and spawns an agent from it.
+func TestMCPPersonas(t *testing.T) {
+	fakeClaude(t)
+	m := meshtest.Start(t, meshtest.WithDaemons())
+	general := []string{"general"}
+	boss, _ := sessionAs(t, m, ledger.Request{Name: "boss", Capabilities: []string{authority.CapabilitySpawn}, Subscribe: general, AllowPublish: general})
+	if got := call(t, boss, "cotal_persona", map[string]any{"name": "scribe", "prompt": "Write it down.", "allowPublish": []string{"secret"}}, true); !strings.Contains(got, "permission-denied") {
+		t.Errorf("cotal_persona beyond the caller's grant: %s", got)
+	}
+	if got := call(t, boss, "cotal_persona", map[string]any{"name": "scribe", "prompt": "Write it down.", "agent": "claude", "subscribe": general}, false); !strings.Contains(got, "defined persona scribe") {
+		t.Fatalf("cotal_persona: %s", got)
+	}
+	if got := call(t, boss, "cotal_personas", nil, false); !strings.Contains(got, "- scribe owner=local.boss") {
+		t.Errorf("cotal_personas: %s", got)
+	}
+	if got := call(t, boss, "cotal_personas", map[string]any{"name": "scribe"}, false); !strings.Contains(got, "Write it down.") {
+		t.Errorf("cotal_personas of scribe: %s", got)
+	}
+	if got := call(t, boss, "cotal_spawn", map[string]any{"name": "scribe", "persona": "scribe"}, false); !strings.Contains(got, "spawned local.scribe") {
+		t.Errorf("cotal_spawn of the persona: %s", got)
+	}
+}
