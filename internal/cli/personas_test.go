@@ -86,7 +86,21 @@ func TestSpawnPersona(t *testing.T) {
 	if code, _, stderr := run(t, "spawn", "reviewer", "--dir", dir, "--agent", "cotal", "--allow-publish", "elsewhere", "--detach"); code != exit.NotAuthorized || !strings.Contains(stderr, "never widen") {
 		t.Errorf("a spawn widening the persona (exit %d): %s", code, stderr)
 	}
-	code, out, stderr := run(t, "spawn", "reviewer", "--dir", dir, "--agent", "cotal", "--detach", "--json")
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cwd", missing}, "--cwd " + missing},
+		{[]string{"--resume"}, "resume"},
+		{[]string{"--variant", "high"}, "variant"},
+	} {
+		args := append([]string{"spawn", "reviewer", "--dir", dir, "--agent", "cotal", "--detach"}, bad.args...)
+		if code, _, stderr := run(t, args...); code == exit.OK || !strings.Contains(stderr, bad.want) {
+			t.Errorf("spawn reviewer %q (exit %d): %s", bad.args, code, stderr)
+		}
+	}
+	code, out, stderr := run(t, "spawn", "reviewer", "--dir", dir, "--agent", "cotal", "--detach", "--json", "--cwd", t.TempDir())
 	if code != exit.OK {
 		t.Fatalf("spawn reviewer (exit %d): %s %s", code, out, stderr)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -46,6 +47,39 @@ func (h Harness) takes(model, prompt string) error {
 	return nil
 }
 
+// ResumeLast is the Resume that reopens a harness's latest session in the working directory.
+const ResumeLast = "last"
+
+// sessionID is the shape of a harness session id a spawn may name.
+var sessionID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// resumes returns an error unless h can reopen the session resume names: Claude Code and
+// OpenCode reopen their latest session (ResumeLast) or one by id.
+func (h Harness) resumes(resume string) error {
+	switch {
+	case resume == "":
+		return nil
+	case h != HarnessClaude && h != HarnessOpenCode:
+		return &wire.ValidationError{Field: "resume", Value: resume, Rule: fmt.Sprintf("is for claude or opencode; this manager does not reopen a session of %s", cmp.Or(string(h), "a raw command"))}
+	case resume != ResumeLast && !sessionID.MatchString(resume):
+		return &wire.ValidationError{Field: "resume", Value: resume, Rule: fmt.Sprintf("must be %q or a session id (1 to 128 of A-Z a-z 0-9 _ -)", ResumeLast)}
+	}
+	return nil
+}
+
+// resumeArgs are the arguments that make h reopen the session resume names.
+func (h Harness) resumeArgs(resume string) []string {
+	switch {
+	case resume == "":
+		return nil
+	case resume == ResumeLast:
+		return []string{"--continue"}
+	case h == HarnessOpenCode:
+		return []string{"--session", resume}
+	}
+	return []string{"--resume", resume}
+}
+
 func (h Harness) validate() error {
 	if h == "" || slices.Contains(Harnesses, h) {
 		return nil
@@ -74,7 +108,7 @@ func (h Harness) command(m Material, dir string, sp Spec) (argv, env []string, e
 		if err := atomicfile.Write(settings, raw, 0o600); err != nil {
 			return nil, nil, err
 		}
-		argv = []string{"claude", "--mcp-config", path, "--settings", settings}
+		argv = append([]string{"claude", "--mcp-config", path, "--settings", settings}, h.resumeArgs(sp.Resume)...)
 		if sp.Model != "" {
 			argv = append(argv, "--model", sp.Model)
 		}
@@ -130,7 +164,7 @@ func (h Harness) command(m Material, dir string, sp Spec) (argv, env []string, e
 			return nil, nil, err
 		}
 		env := []string{"OPENCODE_CONFIG=" + path, PluginBinEnv + "=" + srv.Command, PluginSpaceEnv + "=" + m.Space, PluginAgentEnv + "=" + m.Principal}
-		argv = []string{"opencode"}
+		argv = append([]string{"opencode"}, h.resumeArgs(sp.Resume)...)
 		if sp.Model != "" {
 			argv = append(argv, "--model", sp.Model)
 		}

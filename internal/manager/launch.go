@@ -94,7 +94,7 @@ func (svc *Service) ofThisSpace(spec *manifest.LaunchSpec) *wire.EndpointError {
 }
 
 // launchSpawn maps a launch spec's agent to spawn arguments, refusing by name what this manager
-// does not implement. A relative cwd is the workspace's.
+// does not implement.
 func (svc *Service) launchSpawn(a *manifest.LaunchAgent) (SpawnArgs, *wire.EndpointError) {
 	for field, set := range map[string]bool{
 		"prompt (a kickoff turn)": a.Prompt != "", "continuity exact": a.Continuity == "exact",
@@ -110,12 +110,6 @@ func (svc *Service) launchSpawn(a *manifest.LaunchAgent) (SpawnArgs, *wire.Endpo
 	}
 	if HarnessCotal == Harness(a.Agent) {
 		sa.Model, sa.Prompt = "", "" // cotal's own agent runs no model and follows no instructions
-	}
-	if sa.Cwd != "" && !filepath.IsAbs(sa.Cwd) {
-		sa.Cwd = filepath.Join(svc.cfg.Workspace, sa.Cwd)
-	}
-	if sa.Cwd == "" {
-		sa.Cwd = svc.cfg.Workspace
 	}
 	for k, v := range a.LaunchOptions {
 		rt, ok := v.(string)

@@ -47,6 +47,9 @@ type Spec struct {
 	Model string `json:"model,omitempty"`
 	// Prompt is the persona: instructions the harness appends to its system prompt.
 	Prompt string `json:"prompt,omitempty"`
+	// Resume reopens an earlier session of the harness: ResumeLast for its latest in the working
+	// directory, or a session id (Harness.resumes).
+	Resume string `json:"resume,omitempty"`
 	// Capabilities are what the agent's credential carries beyond an agent's baseline: an agent
 	// file's capabilities, which only its operator-written file grants.
 	Capabilities []string `json:"capabilities,omitempty"`
@@ -76,6 +79,9 @@ func (s Spec) validate() error {
 		return &wire.ValidationError{Field: "command", Rule: "is required without an agent preset"}
 	}
 	if err := s.Agent.takes(s.Model, s.Prompt); err != nil {
+		return err
+	}
+	if err := s.Agent.resumes(s.Resume); err != nil {
 		return err
 	}
 	if s.Dir != "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -78,7 +79,7 @@ type ServiceConfig struct {
 	Runs string
 	// CredsDir, when set, is where a launched agent's creds file is written, as <name>.creds.
 	CredsDir string
-	// Workspace is the directory a launched agent's relative cwd is taken from, and the cwd of
+	// Workspace is the directory a spawned agent's relative cwd is taken from, and the cwd of
 	// one that names none.
 	Workspace string
 	// Sessions establishes and ends attach sessions; nil serves none (attach is unimplemented).
@@ -330,8 +331,8 @@ func notExecuted(code wire.ErrorCode, format string, args ...any) *wire.Endpoint
 func (a *SpawnArgs) spec(hostLaunch bool) (Spec, *wire.EndpointError) {
 	for field, set := range map[string]bool{
 		"config": a.Config != "", "identity": a.Identity != "", "variant": a.Variant != "",
-		"resume": a.Resume != "", "continueSession": a.ContinueSession != "",
-		"shareTools": a.ShareTools != "", "supervise": len(a.Supervise) > 0,
+		"continueSession": a.ContinueSession != "",
+		"shareTools":      a.ShareTools != "", "supervise": len(a.Supervise) > 0,
 	} {
 		if set {
 			return Spec{}, notExecuted(wire.CodeUnimplemented, "this manager does not implement spawn's %s", field)
@@ -342,7 +343,7 @@ func (a *SpawnArgs) spec(hostLaunch bool) (Spec, *wire.EndpointError) {
 		agent = a.DefaultAgent
 	}
 	sp := Spec{Name: a.Name, Role: a.Role, Subscribe: a.Subscribe, AllowSubscribe: a.AllowSubscribe, AllowPublish: a.AllowPublish,
-		Agent: Harness(agent), Dir: a.Cwd, Model: a.Model, Prompt: a.Prompt}
+		Agent: Harness(agent), Dir: a.Cwd, Model: a.Model, Prompt: a.Prompt, Resume: a.Resume}
 	if o := a.LaunchOptions; o != nil && (len(o.Command) > 0 || len(o.Env) > 0) {
 		if !hostLaunch {
 			return Spec{}, notExecuted(wire.CodePermissionDenied, "launchOptions.command and env are host launch authority, which the caller does not hold")
@@ -376,6 +377,12 @@ func (svc *Service) spawn(ctx context.Context, req *endpoint.Request) (any, erro
 // start spawns the agent args describe, as req's caller, and follows its readiness as the goal
 // req opens. shape, when not nil, completes the spec before it is checked against the caller.
 func (svc *Service) start(ctx context.Context, req *endpoint.Request, args SpawnArgs, shape func(*Spec)) (any, error) {
+	switch {
+	case args.Cwd == "":
+		args.Cwd = svc.cfg.Workspace
+	case !filepath.IsAbs(args.Cwd) && svc.cfg.Workspace != "":
+		args.Cwd = filepath.Join(svc.cfg.Workspace, args.Cwd) // a relative cwd is the workspace's
+	}
 	operator := svc.cfg.HostLaunch(ctx, req.Caller())
 	spec, refusal := args.spec(operator)
 	if refusal != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -55,6 +56,11 @@ type Options struct {
 	Persona string
 	Model   string
 	Prompt  string
+	// Variant is the model variant; Resume reopens a harness session (manager.ResumeLast or an
+	// id); Cwd is the agent's working directory on the manager's host.
+	Variant string
+	Resume  string
+	Cwd     string
 	// File is a manifest to deploy additively onto the running mesh (spawn -f).
 	File       string
 	DryRun     bool
@@ -133,8 +139,8 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 				return spawnRun(cmd.Context(), o, args[1:])
 			case before > 0:
 				return &exit.UsageError{Err: fmt.Errorf("put the command after --: cotal spawn --name N -- %s (or spawn a persona: cotal spawn PERSONA)", args[0])}
-			case o.Model != "" || o.Prompt != "":
-				return &exit.UsageError{Err: errors.New("--model and --prompt are for an agent spawned from a persona, or with --agent")}
+			case (o.Model != "" || o.Prompt != "" || o.Variant != "" || o.Resume != "") && o.Agent == "":
+				return &exit.UsageError{Err: errors.New("--model, --variant, --prompt and --resume are for an agent spawned from a persona, or with --agent")}
 			case len(args) == 0 && o.Agent == "":
 				return &exit.UsageError{Err: errors.New("name a persona, a command after --, or a harness with --agent")}
 			}
@@ -148,6 +154,10 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	fs.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
 	fs.StringVar(&o.Model, "model", "", "the model the harness runs (overrides the persona's)")
 	fs.StringVar(&o.Prompt, "prompt", "", "instructions added to the persona's")
+	fs.StringVar(&o.Variant, "variant", "", "the model variant the harness runs (as the harness names it)")
+	fs.StringVar(&o.Resume, "resume", "", "reopen a session of the harness: its latest in the working directory (--resume alone), or one by id (claude, opencode)")
+	fs.Lookup("resume").NoOptDefVal = manager.ResumeLast
+	fs.StringVar(&o.Cwd, "cwd", "", "the agent's working directory on the manager's host: absolute (checked there first), or relative to the manager's workspace (default: this directory)")
 	fs.StringArrayVar(&o.Env, "env", nil, "add KEY=VALUE to the agent's environment (repeatable; needs host launch authority, as a command does)")
 	fs.StringVar(&o.Runtime, "runtime", string(manager.RuntimePTY), fmt.Sprintf("run the agent in a terminal (%s, for cotal attach and input) or %s", manager.RuntimePTY, manager.RuntimeHeadless))
 	fs.StringVar(&o.Instance, "instance", "", "the manager instance to spawn on (its id, as cotal ps and cotal endpoints print it; default: any, or with --mesh the only live one you may address)")
@@ -180,18 +190,19 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 			return &exit.UsageError{Err: fmt.Errorf("--instance: %w", err)}
 		}
 	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return fmt.Errorf("the agent's working directory: %w", err)
-	}
 	ctl, err := o.control(ctx)
 	if err != nil {
 		return err
 	}
 	defer ctl.Close()
+	cwd, err := o.workingDir(ctx, ctl)
+	if err != nil {
+		return err
+	}
 	// A persona is resolved by the manager, in its own catalog (the config of the reference's
 	// spawn): the file on its host is the one that runs.
 	args := manager.SpawnArgs{Name: o.Name, Config: o.Persona, Agent: o.Agent, Role: o.Role, Cwd: cwd, Model: o.Model, Prompt: o.Prompt,
+		Variant: o.Variant, Resume: o.Resume,
 		Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe, AllowPublish: o.AllowPublish}
 	args.LaunchOptions = &manager.LaunchOptions{Command: command, Env: o.Env, Runtime: o.Runtime}
 	sp, err := ctl.Manager.SpawnOn(ctx, wire.LifecycleUID(o.Instance), args)
@@ -231,6 +242,35 @@ func spawnRun(ctx context.Context, o *Options, command []string) error {
 		return fmt.Errorf("agent %s ended %s", o.Name, st)
 	}
 	return nil
+}
+
+// workingDir returns the agent's working directory: this directory by default; --cwd relative,
+// for the manager to take from its workspace; --cwd absolute, as the manager that will run the
+// agent resolves it on its host (resolve-cwd), so a directory missing there is refused before
+// anything starts.
+func (o *Options) workingDir(ctx context.Context, ctl *factory.Control) (string, error) {
+	switch {
+	case o.Cwd == "":
+		cwd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("the agent's working directory: %w", err)
+		}
+		return cwd, nil
+	case !filepath.IsAbs(o.Cwd):
+		return o.Cwd, nil
+	}
+	mc := *ctl.Manager
+	if o.Instance != "" {
+		mc.Pinned = wire.LifecycleUID(o.Instance)
+	}
+	var res struct {
+		Cwd  string `json:"cwd"`
+		Host string `json:"host"`
+	}
+	if err := mc.Ask(ctx, manager.CommandResolveCwd, map[string]string{"cwd": o.Cwd}, &res); err != nil {
+		return "", noManager(fmt.Errorf("--cwd %s: %w", o.Cwd, err), ctl)
+	}
+	return res.Cwd, nil
 }
 
 // control connects the caller: the person's manager-caller view with --mesh, else the
