@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -183,5 +184,32 @@ func spawnManifest(t *testing.T, dir string) {
 		if !rows[p].Online {
 			t.Errorf("down -f stopped the first team's %s", p)
 		}
+	}
+}
+
+// TestSuperviseRoster: `cotal supervise --roster` boots the agents its roster lists, each from
+// its persona file; a roster with an unknown key is refused before the manager starts.
+func TestSuperviseRoster(t *testing.T) {
+	meshtest.Long(t, "a supervisor process and its agents")
+	t.Setenv(envRunCLI, "1")
+	dir := upMesh(t, "--no-manager")
+	if code, _, stderr := run(t, "personas", "new", "scribe", "--dir", dir, "--subscribe", "general"); code != exit.OK {
+		t.Fatalf("personas new (exit %d): %s", code, stderr)
+	}
+	bad := writeFile(t, t.TempDir(), "roster.yaml", "agents:\n  - { name: scribe, agent: cotal, cdw: x }\n")
+	if code, _, stderr := run(t, "supervise", "--dir", dir, "--roster", bad); code != exit.Failed || !strings.Contains(stderr, bad+`:2:35: unknown key "cdw"`) {
+		t.Errorf("a roster with a misspelt key (exit %d): %s", code, stderr)
+	}
+	roster := writeFile(t, t.TempDir(), "roster.yaml", "agents:\n  - { name: scribe, agent: cotal, role: notes }\n")
+	_, errOut, stop := background(t, "supervise", "--dir", dir, "--roster", roster)
+	meshtest.Eventually(t, 30*time.Second, "scribe online", func() bool {
+		r, ok := psRows(t, dir)["local.scribe"]
+		return ok && r.Online && r.Role == "notes"
+	})
+	if !strings.Contains(errOut.String(), "roster: scribe is up") {
+		t.Errorf("supervise's report: %s", errOut.String())
+	}
+	if code := stop(); code != exit.OK {
+		t.Errorf("supervise exit %d: %s", code, errOut.String())
 	}
 }

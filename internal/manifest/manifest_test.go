@@ -90,3 +90,22 @@ func BenchmarkResolve200(b *testing.B) {
 		m.Resolve()
 	}
 }
+
+// TestRoster: a roster's entries are read in order; an unknown key, a missing harness and a
+// repeated name are refused at their line and column.
+func TestRoster(t *testing.T) {
+	r, err := ParseRoster("roster.yaml", []byte("agents:\n  - { name: planner, agent: claude, role: planner }\n  - { name: builder, agent: cotal, cwd: svc }\n"))
+	if err != nil || len(r.Agents) != 2 || r.Agents[0].Role != "planner" || r.Agents[1].Cwd != "svc" {
+		t.Fatalf("ParseRoster: %+v, %v", r, err)
+	}
+	for src, want := range map[string]string{
+		"agents:\n  - { name: a, agent: claude, share_tools: [x] }\n": `roster.yaml:2:31: unknown key "share_tools"`,
+		"agents:\n  - name: a\n": "roster.yaml:2:5: entry a needs an agent",
+		"agents:\n  - { name: a, agent: cotal }\n  - { name: a, agent: cotal }\n": "roster.yaml:3:5: entry a appears twice",
+		"team: []\n": `roster.yaml:1:1: unknown key "team"`,
+	} {
+		if _, err := ParseRoster("roster.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseRoster(%q) = %v, want %q", src, err, want)
+		}
+	}
+}

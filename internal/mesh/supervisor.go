@@ -129,6 +129,8 @@ type SupervisorOptions struct {
 	Name string
 	// MaxSessions is its ceiling of attach sessions; manager.DefaultMaxSessions when zero.
 	MaxSessions int
+	// Ready, when set, is called with the manager's instance once it serves.
+	Ready func(instance wire.LifecycleUID)
 }
 
 // awaitWake asks an agent's own `cotal mcp`, over its hook socket, for what should wake it while
@@ -210,6 +212,9 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	ds.mu.Lock()
 	ds.supervisors = append(ds.supervisors, &servedSupervisor{space: l.Space(), sup: sup, svc: svc, held: h, instance: inst, lease: lease})
 	ds.mu.Unlock()
+	if so.Ready != nil {
+		so.Ready(inst.id)
+	}
 	return nil
 }
 

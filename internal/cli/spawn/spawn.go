@@ -4,6 +4,7 @@
 package spawn
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,6 +29,7 @@ import (
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/manifest"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
@@ -465,7 +468,7 @@ func NewCmdStop(f *factory.Factory) *cobra.Command {
 // NewCmdSupervise returns the `cotal supervise` command.
 func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 	var life time.Duration
-	var name, meshURL, actor string
+	var name, meshURL, actor, rosterPath string
 	var maxSessions int
 	cmd := &cobra.Command{
 		Use:   "supervise [--name NAME] [--max-sessions N] | --mesh URL [--dir D]",
@@ -473,7 +476,9 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 		Long: "Run a supervisor for one space of the running mesh: it serves the manager endpoint\n" +
 			"(status, ps, inspect, spawn, despawn, attach, input, stop) as instance local.NAME, registered in the\n" +
 			"space's service registry, holds the manager lease and answers the manager liveness plane.\n" +
-			"`cotal spawn`, `stop` and `ps` reach it there. Several supervisors of different --name can\n" +
+			"`cotal spawn`, `stop` and `ps` reach it there. With --roster FILE it then boots the agents the\n" +
+			"roster lists (agents: [{name, agent, role, config, cwd}]), each from its persona file.\n" +
+			"Several supervisors of different --name can\n" +
 			"serve one space (beside the one of `cotal up`, unless it ran with --no-manager); a second\n" +
 			"one of the same name on the same mesh directory is refused. On Ctrl-C it stops and retires\n" +
 			"the agents it spawned.\n\n" +
@@ -496,6 +501,13 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 			if life < ledger.MinHeldLifetime {
 				return &exit.UsageError{Err: fmt.Errorf("--credential-lifetime %s: must be at least %s", life, ledger.MinHeldLifetime)}
 			}
+			var roster *manifest.Roster
+			if rosterPath != "" {
+				var err error
+				if roster, err = loadRoster(rosterPath); err != nil {
+					return err
+				}
+			}
 			d, st, sp, err := f.Mesh("the supervisor needs an authenticated mesh: it issues each agent its own credential")
 			if err != nil {
 				return err
@@ -505,7 +517,15 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(f.IO.ErrOut, "supervising space %s of %s as %s; Ctrl-C stops\n", sp, st.URL, name)
-			return mesh.Supervise(cmd.Context(), d, l, mesh.SupervisorOptions{Name: name, MaxSessions: maxSessions}, life, slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
+			so := mesh.SupervisorOptions{Name: name, MaxSessions: maxSessions}
+			var booted sync.WaitGroup
+			if roster != nil {
+				so.Ready = func(instance wire.LifecycleUID) {
+					booted.Go(func() { bootRoster(cmd.Context(), f, instance, roster) })
+				}
+			}
+			defer booted.Wait()
+			return mesh.Supervise(cmd.Context(), d, l, so, life, slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		},
 	}
 	cmd.Flags().StringVar(&f.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
@@ -515,6 +535,7 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 	cmd.Flags().IntVar(&maxSessions, "max-sessions", manager.DefaultMaxSessions, "the ceiling of attach sessions it serves at once")
 	cmd.Flags().StringVar(&meshURL, "mesh", "", "run a remote manager for the user-auth mesh whose exchange is at this URL")
 	cmd.Flags().StringVar(&actor, "actor", "cli", "with --mesh: your actor whose row holds supervise")
+	cmd.Flags().StringVar(&rosterPath, "roster", "", "boot the agents this roster file lists once the manager serves, each from its persona as `cotal spawn --detach` starts one")
 	return cmd
 }
 
@@ -557,4 +578,47 @@ func superviseRemote(ctx context.Context, f *factory.Factory, meshURL, actor str
 		return nil // Ctrl-C: stopped as asked
 	}
 	return err
+}
+
+// loadRoster reads a roster and refuses, before the manager starts, what its manager would
+// refuse: a harness it does not know, a config that is not a persona name, shared tools.
+func loadRoster(path string) (*manifest.Roster, error) {
+	r, err := manifest.LoadRoster(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range r.Agents {
+		switch {
+		case !slices.Contains(manager.Harnesses, manager.Harness(a.Agent)):
+			return nil, fmt.Errorf("%s: entry %s: agent %q: must be one of %q", path, a.Name, a.Agent, manager.Harnesses)
+		case a.Config != "" && agentflags.ValidName("config", a.Config) != nil:
+			return nil, fmt.Errorf("%s: entry %s: config %q: must name a persona of the catalog", path, a.Name, a.Config)
+		case len(a.ShareTools) > 0:
+			return nil, fmt.Errorf("%s: entry %s: share-tools: this manager does not share MCP servers", path, a.Name)
+		}
+	}
+	return r, nil
+}
+
+// bootRoster spawns the roster's agents on the manager instance, each as `cotal spawn --detach`
+// would, and reports each on stderr.
+func bootRoster(ctx context.Context, f *factory.Factory, instance wire.LifecycleUID, r *manifest.Roster) {
+	ctl, err := f.WatchControl(ctx)
+	if err != nil {
+		fmt.Fprintf(f.IO.ErrOut, "roster %s: %v\n", r.Path, err)
+		return
+	}
+	defer ctl.Close()
+	for _, a := range r.Agents {
+		args := manager.SpawnArgs{Name: a.Name, Config: cmp.Or(a.Config, a.Name), Agent: a.Agent, Role: a.Role, Cwd: a.Cwd}
+		sp, err := ctl.Manager.SpawnOn(ctx, instance, args)
+		if err == nil {
+			err = goalError(a.Name, sp)
+		}
+		if err != nil {
+			fmt.Fprintf(f.IO.ErrOut, "roster: %v\n", factory.Refusal(err))
+			continue
+		}
+		fmt.Fprintf(f.IO.ErrOut, "roster: %s is up (lifecycle %s)\n", a.Name, sp.Acceptance.UID)
+	}
 }
