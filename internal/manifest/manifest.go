@@ -108,20 +108,9 @@ func (c *Channel) Readers() []string {
 	return c.Subscribe
 }
 
-// Error is a problem in a manifest, at a line and column of it.
-type Error struct {
-	Path      string
-	Line, Col int
-	Msg       string
-}
-
-// Error implements error: "FILE:LINE:COL: msg".
-func (e *Error) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("%s:%d:%d: %s", e.Path, e.Line, e.Col, e.Msg)
-	}
-	return fmt.Sprintf("%s: %s", e.Path, e.Msg)
-}
+// Error is a problem in a manifest, at a line and column of it: the same FILE:LINE:COL error an
+// agent file's problems are.
+type Error = persona.Error
 
 // maxFile bounds a manifest.
 const maxFile = 4 << 20
@@ -133,6 +122,22 @@ func Load(path string) (*Manifest, error) {
 		return nil, err
 	}
 	return Parse(path, src)
+}
+
+// document returns the root node of the YAML document src, read from path, refusing one larger
+// than maxFile, one that does not parse, and an empty one (with the message empty).
+func document(path string, src []byte, empty string) (*yaml.Node, error) {
+	if len(src) > maxFile {
+		return nil, &Error{Path: path, Msg: fmt.Sprintf("is larger than %d bytes", maxFile)}
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return nil, &Error{Path: path, Msg: err.Error()}
+	}
+	if len(doc.Content) == 0 {
+		return nil, &Error{Path: path, Line: 1, Col: 1, Msg: empty}
+	}
+	return doc.Content[0], nil
 }
 
 // parser reads one manifest, failing at the first problem with its position.
@@ -212,21 +217,15 @@ var (
 
 // Parse reads a manifest's bytes; path names it in errors and anchors its persona paths.
 func Parse(path string, src []byte) (*Manifest, error) {
-	if len(src) > maxFile {
-		return nil, &Error{Path: path, Msg: fmt.Sprintf("is larger than %d bytes", maxFile)}
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
-		return nil, &Error{Path: path, Msg: err.Error()}
-	}
-	if len(doc.Content) == 0 {
-		return nil, &Error{Path: path, Line: 1, Col: 1, Msg: "is empty: a manifest needs apiVersion, kind, space and channels"}
+	root, err := document(path, src, "is empty: a manifest needs apiVersion, kind, space and channels")
+	if err != nil {
+		return nil, err
 	}
 	p := &parser{path: path}
 	m := &Manifest{Path: path, PersonaPermissions: Reject}
 	seen := map[string]*yaml.Node{}
 	var agentsNode, channelsNode *yaml.Node
-	p.mapping(doc.Content[0], "the manifest", topKeys, func(key string, k, v *yaml.Node) {
+	p.mapping(root, "the manifest", topKeys, func(key string, k, v *yaml.Node) {
 		seen[key] = k
 		switch key {
 		case "apiVersion":
@@ -294,7 +293,7 @@ func Parse(path string, src []byte) (*Manifest, error) {
 	}
 	for _, req := range []string{"apiVersion", "kind", "space", "channels"} {
 		if seen[req] == nil && p.err == nil {
-			p.fail(doc.Content[0], "%q is required", req)
+			p.fail(root, "%q is required", req)
 		}
 	}
 	if agentsNode != nil && p.err == nil {

@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"fmt"
 	"os"
 	"strings"
 
@@ -48,20 +47,14 @@ func LoadRoster(path string) (*Roster, error) {
 
 // ParseRoster reads a roster from src, read from path.
 func ParseRoster(path string, src []byte) (*Roster, error) {
-	if len(src) > maxFile {
-		return nil, &Error{Path: path, Msg: fmt.Sprintf("is larger than %d bytes", maxFile)}
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(src, &doc); err != nil {
-		return nil, &Error{Path: path, Msg: err.Error()}
-	}
-	if len(doc.Content) == 0 {
-		return nil, &Error{Path: path, Line: 1, Col: 1, Msg: "is empty: a roster lists agents"}
+	root, err := document(path, src, "is empty: a roster lists agents")
+	if err != nil {
+		return nil, err
 	}
 	p := &parser{path: path}
 	r := &Roster{Path: path}
 	names := map[string]bool{}
-	p.mapping(doc.Content[0], "the roster", rosterKeys, func(_ string, _, v *yaml.Node) {
+	p.mapping(root, "the roster", rosterKeys, func(_ string, _, v *yaml.Node) {
 		if v.Kind != yaml.SequenceNode {
 			p.fail(v, "agents must be a list of entries")
 			return
