@@ -14,6 +14,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/manifest"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
@@ -99,49 +100,15 @@ func Spawn(ctx context.Context, f *factory.Factory, w io.Writer, o SpawnOptions)
 	defer ctl.Close()
 	fmt.Fprintf(w, "run %s (%s)\n", plan.Spec.RunID, filepath.Join(ledgers, plan.Spec.RunID+".json"))
 
-	var newChannels []*manifest.Channel
-	for _, c := range plan.Manifest.Channels {
-		_, err := kv.Get(ctx, c.Name)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			newChannels = append(newChannels, c)
-		case err != nil:
-			return fmt.Errorf("read channel %s: %w", c.Name, err)
-		case slices.Contains(l.Channels, c.Name):
-			fmt.Fprintf(w, "  channel %s: %s\n", c.Name, AlreadyOwned)
-		default:
-			fmt.Fprintf(w, "  channel %s: %s (its card is left as it is)\n", c.Name, ExistsUnmanaged)
-		}
-	}
-	var launch, restart, stale, foreign []string
-	for _, a := range plan.Spec.Agents {
-		row, _, err := ctl.Manager.Find(ctx, ctl.Records, a.Name)
-		if err != nil && !isNotFound(err) {
-			return fmt.Errorf("look %s up: %w", a.Name, err)
-		}
-		owned := l.Agent(a.Name)
-		switch {
-		case row == nil:
-			launch = append(launch, a.Name)
-			fmt.Fprintf(w, "  agent %s: %s\n", a.Name, WillCreate)
-		case owned == nil || owned.ID != row.ID || owned.LifecycleUID != row.LifecycleUID:
-			foreign = append(foreign, a.Name)
-			fmt.Fprintf(w, "  agent %s: %s (an agent of that name runs, not launched by this run)\n", a.Name, ExistsUnmanaged)
-		case owned.Hash == a.Hash:
-			fmt.Fprintf(w, "  agent %s: %s\n", a.Name, AlreadyOwned)
-		case slices.Contains(o.AllowStale, a.Name):
-			restart = append(restart, a.Name)
-			fmt.Fprintf(w, "  agent %s: %s (restarting: --allow-stale)\n", a.Name, Stale)
-		default:
-			stale = append(stale, a.Name)
-			fmt.Fprintf(w, "  agent %s: %s (its launch fields changed; --allow-stale %s restarts it)\n", a.Name, Stale, a.Name)
-		}
+	c, err := classify(ctx, w, kv, ctl, plan, l, o.AllowStale)
+	if err != nil {
+		return err
 	}
 	if o.DryRun {
 		fmt.Fprintln(w, "dry run: nothing changed")
 		return nil
 	}
-	created, existing, err := seed(ctx, kv, plan.Manifest, newChannels)
+	created, existing, err := seed(ctx, kv, plan.Manifest, c.newChannels)
 	for _, c := range created {
 		l.Channels = append(l.Channels, c)
 		fmt.Fprintf(w, "  channel %s: %s\n", c, Created)
@@ -152,12 +119,12 @@ func Spawn(ctx context.Context, f *factory.Factory, w io.Writer, o SpawnOptions)
 	if err != nil {
 		return errors.Join(err, l.Save(ledgers))
 	}
-	for _, name := range restart {
+	for _, name := range c.restart {
 		if _, err := ctl.Manager.Despawn(ctx, ctl.Records, name, true); err != nil {
 			return errors.Join(fmt.Errorf("restart %s: %w", name, err), l.Save(ledgers))
 		}
 	}
-	results, err := Launch(ctx, ctl, manifest.RunDir(d.Path), plan.Spec, append(launch, restart...))
+	results, err := Launch(ctx, ctl, manifest.RunDir(d.Path), plan.Spec, append(c.launch, c.restart...))
 	if err != nil {
 		return errors.Join(err, l.Save(ledgers))
 	}
@@ -171,13 +138,71 @@ func Spawn(ctx context.Context, f *factory.Factory, w io.Writer, o SpawnOptions)
 		return err
 	}
 	errs := []error{Report(w, results)}
-	if len(stale) > 0 {
-		errs = append(errs, fmt.Errorf("stale agents left as they run: %s (--allow-stale restarts them)", strings.Join(stale, ", ")))
+	if len(c.stale) > 0 {
+		errs = append(errs, fmt.Errorf("stale agents left as they run: %s (--allow-stale restarts them)", strings.Join(c.stale, ", ")))
 	}
-	if len(foreign) > 0 {
-		errs = append(errs, fmt.Errorf("agents not launched, their names taken by agents this run does not own: %s", strings.Join(foreign, ", ")))
+	if len(c.foreign) > 0 {
+		errs = append(errs, fmt.Errorf("agents not launched, their names taken by agents this run does not own: %s", strings.Join(c.foreign, ", ")))
 	}
 	return errors.Join(errs...)
+}
+
+// classes are the items of an additive deploy by what it does with them.
+type classes struct {
+	newChannels []*manifest.Channel
+	// launch are the agents to create, restart the stale ones --allow-stale names, stale the
+	// others, foreign those whose names agents of another run or none hold.
+	launch, restart, stale, foreign []string
+}
+
+// classify classifies each channel and agent of the plan against the registry, the managers and
+// the run's ledger, and prints one line per item to w.
+func classify(ctx context.Context, w io.Writer, kv jetstream.KeyValue, ctl *factory.Control, plan *Plan, l *Ledger, allowStale []string) (*classes, error) {
+	c := &classes{}
+	for _, ch := range plan.Manifest.Channels {
+		_, err := kv.Get(ctx, ch.Name)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			c.newChannels = append(c.newChannels, ch)
+		case err != nil:
+			return nil, fmt.Errorf("read channel %s: %w", ch.Name, err)
+		case slices.Contains(l.Channels, ch.Name):
+			fmt.Fprintf(w, "  channel %s: %s\n", ch.Name, AlreadyOwned)
+		default:
+			fmt.Fprintf(w, "  channel %s: %s (its card is left as it is)\n", ch.Name, ExistsUnmanaged)
+		}
+	}
+	for _, a := range plan.Spec.Agents {
+		row, _, err := ctl.Manager.Find(ctx, ctl.Records, a.Name)
+		if err != nil && !isNotFound(err) {
+			return nil, fmt.Errorf("look %s up: %w", a.Name, err)
+		}
+		owned := l.Agent(a.Name)
+		switch {
+		case row == nil || !live(row):
+			c.launch = append(c.launch, a.Name)
+			fmt.Fprintf(w, "  agent %s: %s\n", a.Name, WillCreate)
+		case owned == nil || owned.ID != row.ID || owned.LifecycleUID != row.LifecycleUID:
+			c.foreign = append(c.foreign, a.Name)
+			fmt.Fprintf(w, "  agent %s: %s (an agent of that name runs, not launched by this run)\n", a.Name, ExistsUnmanaged)
+		case owned.Hash == a.Hash:
+			fmt.Fprintf(w, "  agent %s: %s\n", a.Name, AlreadyOwned)
+		case slices.Contains(allowStale, a.Name):
+			c.restart = append(c.restart, a.Name)
+			fmt.Fprintf(w, "  agent %s: %s (restarting: --allow-stale)\n", a.Name, Stale)
+		default:
+			c.stale = append(c.stale, a.Name)
+			fmt.Fprintf(w, "  agent %s: %s (its launch fields changed; --allow-stale %s restarts it)\n", a.Name, Stale, a.Name)
+		}
+	}
+	return c, nil
+}
+
+// live reports whether a manager's row is of an agent still running (or being restarted): a
+// spawn may take the name of one that ended.
+func live(row *manager.Row) bool {
+	st := manager.State(row.Status)
+	return st == manager.StateRunning || st == manager.StateRestarting
 }
 
 // seed creates the cards of the channels given, as SeedChannels does.
