@@ -154,6 +154,9 @@ func spawnManifest(t *testing.T, dir string) {
 		!strings.Contains(out, "channel general: exists-unmanaged") {
 		t.Fatalf("spawn -f (exit %d): %s %s", code, out, stderr)
 	}
+	if !strings.Contains(out, "warning: channel general may be read by agents outside this manifest: local.ann, local.bob") {
+		t.Errorf("spawn -f does not warn that the first team reads #general: %s", out)
+	}
 	ledger := filepath.Join(dir, mesh.DirName, "manifests", m[1]+".json")
 	if _, err := os.Stat(ledger); err != nil {
 		t.Fatalf("the run's ledger: %v", err)

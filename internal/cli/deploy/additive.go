@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,11 +11,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/manifest"
-	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -103,6 +103,9 @@ func Spawn(ctx context.Context, f *factory.Factory, w io.Writer, o SpawnOptions)
 	c, err := classify(ctx, w, kv, ctl, plan, l, o.AllowStale)
 	if err != nil {
 		return err
+	}
+	if err := warnUnmanaged(ctx, f, sp, w, plan.Manifest, ctl.Me.Principal.Owner()); err != nil {
+		fmt.Fprintf(w, "  warning: the credentials could not be read (%v): an isolation conflict cannot be ruled out\n", err)
 	}
 	if o.DryRun {
 		fmt.Fprintln(w, "dry run: nothing changed")
@@ -225,7 +228,7 @@ type DownOptions struct {
 
 // Down removes what one additive deploy created, conservatively: an agent only when the one
 // running under its name is the identity and lifecycle the ledger recorded, a channel only when
-// no member but the run's own agents remains. Whatever it cannot prove its own stays, and so does
+// no agent but the run's own may read it. Whatever it cannot prove its own stays, and so does
 // the ledger, listing it, for a later `down -f --run`.
 func Down(ctx context.Context, f *factory.Factory, w io.Writer, o DownOptions) error {
 	d, _, sp, err := f.Mesh("down -f removes a deploy from an authenticated mesh")
@@ -288,43 +291,48 @@ func Down(ctx context.Context, f *factory.Factory, w io.Writer, o DownOptions) e
 		l.RunID, len(l.Channels), len(l.Agents), l.RunID))
 }
 
-// removeChannels deletes the registry card of each channel no principal but the run's own agents
-// is a member of, as the membership feed shows it, and returns the channels kept.
-func removeChannels(ctx context.Context, f *factory.Factory, sp wire.Space, w io.Writer, channels []string, ours map[string]bool) ([]string, error) {
+// readers returns, for each of channels, the principals that may read it: the holders of every
+// active agent credential the ledger issued whose grant reads it (what the broker lets them
+// subscribe to), leaving out the principals in skip.
+func readers(ctx context.Context, f *factory.Factory, sp wire.Space, channels []string, skip map[string]bool) (map[string][]string, error) {
+	out := map[string][]string{}
 	if len(channels) == 0 {
-		return channels, nil
+		return out, nil
 	}
-	js, closeJS, err := f.JetStream(ctx, sp, authority.ProfileAdmin, "cotal_deploy")
+	l, err := f.Ledger(ctx, sp)
 	if err != nil {
-		return channels, err
+		return nil, err
 	}
-	defer closeJS()
-	members, err := js.KeyValue(ctx, string(meshwire.MembershipBucket(sp)))
+	rows, err := l.Credentials(ctx)
 	if err != nil {
-		return channels, fmt.Errorf("open the membership feed: %w", err)
+		return nil, fmt.Errorf("read the credentials: %w", err)
 	}
-	others := map[string][]string{} // channel: the other principals that are members
-	keys, err := members.ListKeys(ctx)
-	if err != nil {
-		return channels, fmt.Errorf("read the membership feed: %w", err)
-	}
-	for k := range keys.Keys() {
-		if ours[k] || k == meshwire.MembershipFeedKey {
+	for _, r := range rows {
+		if r.State != authstore.CredActive || r.Profile != authority.ProfileAgent || skip[r.Principal] {
 			continue
 		}
-		e, err := members.Get(ctx, k)
+		g, err := cotal.ParseJWT(r.JWT)
 		if err != nil {
-			return channels, fmt.Errorf("read %s's membership: %w", k, err)
-		}
-		var row meshwire.MembershipRow
-		if err := json.Unmarshal(e.Value(), &row); err != nil {
-			return channels, fmt.Errorf("%s's membership row: %w", k, err)
+			return nil, fmt.Errorf("the credential of %s: %w", r.Principal, err)
 		}
 		for _, ch := range channels {
-			if wire.ChannelInAllow(row.Live, ch) || slices.Contains(row.Durable, ch) {
-				others[ch] = append(others[ch], k)
+			if g.CanRead(ch) && !slices.Contains(out[ch], r.Principal) {
+				out[ch] = append(out[ch], r.Principal)
 			}
 		}
+	}
+	for _, ps := range out {
+		slices.Sort(ps)
+	}
+	return out, nil
+}
+
+// removeChannels deletes the registry card of each channel no principal but the run's own agents
+// may read, and returns the channels kept.
+func removeChannels(ctx context.Context, f *factory.Factory, sp wire.Space, w io.Writer, channels []string, ours map[string]bool) ([]string, error) {
+	others, err := readers(ctx, f, sp, channels, ours)
+	if err != nil || len(channels) == 0 {
+		return channels, err
 	}
 	kv, closeKV, err := registry(ctx, f, sp, authority.ProfileChannelWriter)
 	if err != nil {
@@ -335,7 +343,7 @@ func removeChannels(ctx context.Context, f *factory.Factory, sp wire.Space, w io
 	for _, ch := range channels {
 		if len(others[ch]) > 0 {
 			kept = append(kept, ch)
-			fmt.Fprintf(w, "  channel %s: kept (members remain: %s)\n", ch, strings.Join(others[ch], ", "))
+			fmt.Fprintf(w, "  channel %s: kept (others may read it: %s)\n", ch, strings.Join(others[ch], ", "))
 			continue
 		}
 		if err := kv.Delete(ctx, ch); err != nil {
@@ -346,4 +354,28 @@ func removeChannels(ctx context.Context, f *factory.Factory, sp wire.Space, w io
 		fmt.Fprintf(w, "  channel %s: removed\n", ch)
 	}
 	return kept, nil
+}
+
+// warnUnmanaged warns on w of each declared channel that agents outside the manifest may read:
+// an isolation conflict on a shared mesh. It is a lower bound of who may read, not a proof that
+// nobody else can: the operator's own instruments read everything.
+func warnUnmanaged(ctx context.Context, f *factory.Factory, sp wire.Space, w io.Writer, m *manifest.Manifest, owner string) error {
+	channels := make([]string, len(m.Channels))
+	for i, c := range m.Channels {
+		channels[i] = c.Name
+	}
+	team := map[string]bool{}
+	for _, a := range m.Agents {
+		team[owner+"."+a.Name] = true
+	}
+	others, err := readers(ctx, f, sp, channels, team)
+	if err != nil {
+		return err
+	}
+	for _, ch := range channels {
+		if len(others[ch]) > 0 {
+			fmt.Fprintf(w, "  warning: channel %s may be read by agents outside this manifest: %s\n", ch, strings.Join(others[ch], ", "))
+		}
+	}
+	return nil
 }
