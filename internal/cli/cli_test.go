@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 }
 
 // run runs the CLI with args and returns the exit code and the captured output.
-func run(t *testing.T, args ...string) (int, string, string) {
+func run(t testing.TB, args ...string) (int, string, string) {
 	t.Helper()
 	io, _, out, errOut := iostreams.Test()
 	code := Main(t.Context(), io, args)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"errors"
 	"os"
 	"path/filepath"
@@ -42,7 +43,7 @@ channels:
 `
 
 // writeFile writes content to name in dir and returns its path.
-func writeFile(t *testing.T, dir, name, content string) string {
+func writeFile(t testing.TB, dir, name, content string) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -214,5 +215,31 @@ func TestSuperviseRoster(t *testing.T) {
 	}
 	if code := stop(); code != exit.OK {
 		t.Errorf("supervise exit %d: %s", code, errOut.String())
+	}
+}
+
+// BenchmarkUpTeam20 brings a team of 20 of cotal's own agents up from a manifest with
+// `cotal up -f --detach`, every agent online when it returns, and takes the mesh down again.
+func BenchmarkUpTeam20(b *testing.B) {
+	b.Setenv(envRunCLI, "1")
+	var team strings.Builder
+	team.WriteString("apiVersion: cotal/v1\nkind: Mesh\nspace: main\nagent: cotal\nagents:\n")
+	var names []string
+	for i := range 20 {
+		name := fmt.Sprintf("a%02d", i)
+		names = append(names, name)
+		fmt.Fprintf(&team, "  %s:\n    instructions: Work.\n", name)
+	}
+	fmt.Fprintf(&team, "channels:\n  general:\n    subscribe: [%s]\n    allowPublish: [%[1]s]\n", strings.Join(names, ", "))
+	file := writeFile(b, b.TempDir(), "cotal.yaml", team.String())
+	for b.Loop() {
+		dir := b.TempDir()
+		code, out, stderr := run(b, "up", "-f", file, "--dir", dir, "--port", "0", "--detach")
+		if code != exit.OK || strings.Count(out, ": online") != 20 {
+			b.Fatalf("up -f (exit %d): %s %s", code, out, stderr)
+		}
+		if code, _, stderr := run(b, "down", "--dir", dir); code != exit.OK {
+			b.Fatalf("down (exit %d): %s", code, stderr)
+		}
 	}
 }
