@@ -317,7 +317,7 @@ func (t *Tools) register() {
 			add(t, spec{name: "cotal_spawn", title: "Spawn an agent", effect: adds, world: true, desc: "Start an agent through the space's manager and wait until it is present.",
 				enums: map[string][]string{"agent": words(manager.Harnesses)}}, sentence(t.spawn))
 			add(t, spec{name: "cotal_persona", title: "Define a persona", effect: sets, world: true,
-				desc: "Define (or redefine one of yours) a persona in the manager's catalog, within your own access: its instructions, harness, model, role and channels. cotal_spawn with persona=NAME starts it.",
+				desc:  "Define (or redefine one of yours) a persona in the manager's catalog, within your own access: its instructions, harness, model, role and channels. cotal_spawn with persona=NAME starts it.",
 				enums: map[string][]string{"agent": words(manager.Harnesses)}}, sentence(t.persona))
 			add(t, spec{name: "cotal_personas", title: "Personas", desc: "The personas in the manager's catalog; with a name, that one with its instructions."}, t.personas)
 		}
