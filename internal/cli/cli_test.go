@@ -484,16 +484,7 @@ func psRows(t *testing.T, dir string) map[string]ps.Row {
 // credActive reports whether `cotal creds list` shows an active credential of principal.
 func credActive(t *testing.T, dir, principal string) bool {
 	t.Helper()
-	code, out, stderr := run(t, "creds", "list", "--dir", dir)
-	if code != exit.OK {
-		t.Fatalf("creds list exit %d: %s", code, stderr)
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, principal) && strings.Contains(line, "active") {
-			return true
-		}
-	}
-	return false
+	return activeCreds(t, dir, principal) > 0
 }
 
 // TestSpawnPsStop runs an agent process through the manager endpoint of `cotal up`: spawn

@@ -173,6 +173,12 @@ func spawnManifest(t *testing.T, dir string) {
 	if code, out, stderr := run(t, "spawn", "-f", file, "--dir", dir, "--allow-stale", "cid"); code != exit.OK || !strings.Contains(out, "agent cid: online") {
 		t.Errorf("spawn -f --allow-stale cid (exit %d): %s %s", code, out, stderr)
 	}
+	cidCreds := filepath.Join(dir, mesh.DirName, "creds", "main", "cid.creds")
+	// The stopped lifecycle's retirement must not take the restarted one's creds file with it.
+	meshtest.Eventually(t, 10*time.Second, "cid's old lifecycle retired", func() bool { return activeCreds(t, dir, "local.cid") == 1 })
+	if _, err := os.Stat(cidCreds); err != nil {
+		t.Errorf("the restarted cid's creds file: %v", err)
+	}
 	code, out, stderr = run(t, "down", "-f", file, "--dir", dir)
 	if code != exit.OK || !strings.Contains(out, "agent cid: stopped") || !strings.Contains(out, "channel ops: removed") {
 		t.Errorf("down -f (exit %d): %s %s", code, out, stderr)
@@ -180,6 +186,10 @@ func spawnManifest(t *testing.T, dir string) {
 	if _, err := os.Stat(ledger); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the ledger of a run removed in full is still there: %v", err)
 	}
+	meshtest.Eventually(t, 10*time.Second, "cid's creds file removed", func() bool {
+		_, err := os.Stat(cidCreds)
+		return errors.Is(err, os.ErrNotExist)
+	})
 	rows := psRows(t, dir)
 	if r := rows["local.cid"]; r.Online {
 		t.Errorf("cid is still online after down -f")
@@ -242,4 +252,20 @@ func BenchmarkUpTeam20(b *testing.B) {
 			b.Fatalf("down (exit %d): %s", code, stderr)
 		}
 	}
+}
+
+// activeCreds counts the active credentials `cotal creds list` shows of principal.
+func activeCreds(t *testing.T, dir, principal string) int {
+	t.Helper()
+	code, out, stderr := run(t, "creds", "list", "--dir", dir)
+	if code != exit.OK {
+		t.Fatalf("creds list exit %d: %s", code, stderr)
+	}
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, principal+" ") && strings.Contains(line, "active") {
+			n++
+		}
+	}
+	return n
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
@@ -198,13 +199,58 @@ func (r *Registration) answer(ctx context.Context, e jetstream.KeyValueEntry) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, keepWrite)
 	defer cancel()
-	if err := r.write(wctx); err != nil {
+	if err := r.rewrite(wctx); err != nil {
 		if ctx.Err() == nil {
 			r.log.Error("write a displaced registration again", append(attrs, "err", err)...)
 		}
 		return
 	}
 	r.log.Warn("registration written again over a row it did not write", attrs...)
+}
+
+// keepAttempts bounds the writes of one rewrite: each loses only to a row stored meanwhile.
+const keepAttempts = 5
+
+// rewrite writes both records again until the registry holds exactly the revisions it wrote. A
+// row stored between the spec's write and the status's has a revision under the last one written,
+// so its own event would be taken for one of the registration's writes: the read after the writes
+// is what finds it. The caller holds mu or owns r alone.
+func (r *Registration) rewrite(ctx context.Context) error {
+	var err error
+	for range keepAttempts {
+		if err = r.write(ctx); err == nil {
+			held, rerr := readSubtree(ctx, r.kv, meshwire.ServiceKey(r.endpoint, r.instance, ">"))
+			if rerr != nil {
+				return rerr
+			}
+			if held[meshwire.ServiceSpecLeaf] == r.specAt && held[meshwire.ServiceStatusLeaf] == r.status {
+				return nil
+			}
+			err = errors.New("a row was stored over the records while they were written")
+		}
+		if ctx.Err() != nil {
+			return errors.Join(err, ctx.Err())
+		}
+	}
+	return err
+}
+
+// writeOwnStatus is writeStatus that also writes over a row stored at the status key that no
+// writer of the registry made (a captured reply, SPEC's inert capture): such a row displaces the
+// revision the status was last written at. A whole status another writer made (the instance's
+// next incarnation) is left as it is, and the write's conflict returned. The caller holds mu.
+func (r *Registration) writeOwnStatus(ctx context.Context) error {
+	err := r.writeStatus(ctx)
+	if !jsapi.Conflict(err) {
+		return err
+	}
+	var cur jetstream.KeyValueEntry
+	key := meshwire.ServiceKey(r.endpoint, r.instance, meshwire.ServiceStatusLeaf)
+	if rerr := watchAll(ctx, r.kv, key, func(e jetstream.KeyValueEntry) error { cur = e; return nil }); rerr != nil || cur == nil || r.superseded(cur) {
+		return err
+	}
+	r.status = cur.Revision()
+	return r.writeStatus(ctx)
 }
 
 // superseded reports whether e, a revision the registration did not write, is one a writer of the
@@ -230,7 +276,7 @@ func (r *Registration) SetStatus(ctx context.Context, state string, epoch int64)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.state, r.epoch = state, epoch
-	return r.writeStatus(ctx)
+	return r.writeOwnStatus(ctx)
 }
 
 // Deregister marks the instance exited and deletes its spec at the revision it wrote, so a
@@ -240,7 +286,7 @@ func (r *Registration) Deregister(ctx context.Context, epoch int64) error {
 	r.mu.Lock()
 	r.gone = true
 	r.state, r.epoch = StateExited, epoch
-	err := r.writeStatus(ctx)
+	err := r.writeOwnStatus(ctx)
 	err = errors.Join(err, r.kv.Delete(ctx, meshwire.ServiceKey(r.endpoint, r.instance, meshwire.ServiceSpecLeaf), jetstream.LastRevision(r.specAt)))
 	r.mu.Unlock()
 	if r.stop != nil {

@@ -6,13 +6,13 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -486,9 +486,11 @@ func (s *Supervisor) removeMaterial(a *agent) error {
 		return nil
 	}
 	var err error
-	if f := a.spec.CredsFile; f != "" {
-		if err = os.Remove(f); errors.Is(err, fs.ErrNotExist) {
-			err = nil
+	// The creds file outside the material is removed only while it still holds this agent's
+	// creds: an agent launched again under the name may have written its own there already.
+	if f := a.spec.CredsFile; f != "" && a.launch != nil {
+		if raw, rerr := os.ReadFile(f); rerr == nil && bytes.Equal(raw, a.launch.Creds) {
+			err = os.Remove(f)
 		}
 	}
 	return errors.Join(err, os.RemoveAll(filepath.Dir(a.material)))
