@@ -170,11 +170,8 @@ func (h Harness) command(m Material, dir string, sp Spec) (argv, env []string, e
 		}
 		return append(argv, args...), env, nil
 	case HarnessCotal:
-		// The cotal binary that serves `cotal mcp` runs the agent on the launch material. Its
-		// output is plain lines; TERM=dumb keeps the terminal library it links from asking the
-		// terminal for its colours at start, a question the supervisor's pty leaves unanswered
-		// for seconds.
-		return append([]string{srv.Command, "agent", "--echo"}, args...), []string{"TERM=dumb"}, nil
+		// The cotal binary that serves `cotal mcp` runs the agent on the launch material.
+		return append([]string{srv.Command, "agent", "--echo"}, args...), nil, nil
 	}
 	return nil, nil, h.validate()
 }

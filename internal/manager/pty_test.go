@@ -397,3 +397,32 @@ func TestServiceRuntime(t *testing.T) {
 		t.Errorf("an unknown runtime from an agent without launch authority: %v, want %s", err, wire.CodeBadRequest)
 	}
 }
+
+// TestTerminalAnswersQueries: a process that asks its terminal for its background colour, as
+// termenv does at start, gets an answer from the supervisor's pty while nobody is attached,
+// rather than waiting out its timeout.
+func TestTerminalAnswersQueries(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	out := filepath.Join(t.TempDir(), "answer")
+	f.spawnShell(t, "asker", `stty raw -echo
+printf '\033]11;?\033\\'
+ans=$(timeout --foreground 5 dd bs=1 count=25 2>/dev/null)
+stty sane
+case "$ans" in *rgb:0000/0000/0000*) echo answered > "$OUT";; *) echo "unanswered: $ans" > "$OUT";; esac
+sleep 30`, "OUT="+out)
+	deadline := time.Now().Add(outputTimeout)
+	for {
+		raw, err := os.ReadFile(out)
+		if err == nil && len(raw) > 0 {
+			if got := strings.TrimSpace(string(raw)); got != "answered" {
+				t.Fatalf("the process's query: %q", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the process wrote no verdict within %v", outputTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

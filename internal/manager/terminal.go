@@ -69,6 +69,7 @@ func (t *Terminal) start(cmd *exec.Cmd) error {
 func (t *Terminal) read(r *ptyRun) {
 	defer close(r.read)
 	buf := make([]byte, readChunk)
+	var queries queryScanner
 	for {
 		n, err := r.master.Read(buf)
 		if n > 0 {
@@ -78,7 +79,12 @@ func (t *Terminal) read(r *ptyRun) {
 			for tap := range r.taps {
 				tap.offer(chunk)
 			}
+			attached := len(r.taps) > 0
 			t.mu.Unlock()
+			// With a person attached, their terminal answers what the process asks.
+			if answer := queries.answers(chunk); len(answer) > 0 && !attached {
+				_, _ = r.master.Write(answer) // a process that ended asks nothing more
+			}
 		}
 		if err != nil {
 			return
