@@ -401,7 +401,9 @@ func (r rowsFor) supervisor() Permissions {
 		PubAllow: []string{
 			jsapi.Info, jsapi.StreamInfo + mgr.Stream(), jsapi.MsgGet + mgr.Stream(), mgr.Subject(meshwire.LeaseKeys()),
 			presence.Subject(wire.PresenceKey(r.Principal)), jsapi.StreamInfo + presence.Stream(),
-			watchCreate(presence), jsapi.ConsumerInfo + presence.Stream() + ".>",
+			// The spawned agents' presence, watched for their readiness; a watch's end deletes its
+			// consumer, as an observer's does.
+			watchCreate(presence), jsapi.ConsumerInfo + presence.Stream() + ".>", jsapi.ConsumerDelete + presence.Stream() + ".>",
 			jsapi.FlowControl,
 			r.s.ControlSubject(wire.ControlDeliveryAdmin, r.Principal),
 			meshwire.LivenessReplyGrant(r.s, wire.PlaneManager),
