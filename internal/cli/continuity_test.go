@@ -24,7 +24,7 @@ import (
 type mcpServer struct {
 	cs     *mcpsdk.ClientSession
 	done   chan int
-	stderr *syncBuffer
+	stderr *iostreams.Buffer
 }
 
 // serveMCP starts `cotal mcp` with args on the mesh in dir and connects a client to it.
@@ -32,7 +32,7 @@ func serveMCP(t *testing.T, dir string, args ...string) *mcpServer {
 	t.Helper()
 	toServer, serverIn := io.Pipe()
 	serverOut, fromServer := io.Pipe()
-	s := &mcpServer{done: make(chan int, 1), stderr: &syncBuffer{}}
+	s := &mcpServer{done: make(chan int, 1), stderr: &iostreams.Buffer{}}
 	mcpIO := &iostreams.IOStreams{In: toServer, Out: fromServer, ErrOut: s.stderr}
 	go func() {
 		s.done <- Main(t.Context(), mcpIO, append([]string{"mcp", "--dir", dir}, args...))

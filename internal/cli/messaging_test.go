@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -14,29 +13,11 @@ import (
 	"github.com/gocotal/cotal/internal/meshtest"
 )
 
-// syncBuffer is a buffer a command writes from its goroutine while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // background runs a long-lived command until the test cancels it, returning its output and a
 // function that stops it and returns its exit code.
-func background(t *testing.T, args ...string) (*syncBuffer, *syncBuffer, func() int) {
+func background(t *testing.T, args ...string) (*iostreams.Buffer, *iostreams.Buffer, func() int) {
 	t.Helper()
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := &iostreams.Buffer{}, &iostreams.Buffer{}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan int, 1)
 	go func() {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/mint"
 	"github.com/gocotal/cotal/internal/meshtest"
 )
@@ -72,7 +73,7 @@ func TestMintNATSContext(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	var got syncBuffer
+	var got iostreams.Buffer
 	sub := natsCmd(ctx, "sub", "cotal.main.chat.*.*.general", "--count", "1")
 	sub.Stdout, sub.Stderr = &got, &got
 	if err := sub.Start(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/mint"
 )
 
@@ -54,7 +55,7 @@ func TestNodeExample(t *testing.T) {
 
 	nctx, ncancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer ncancel()
-	var nodeOut syncBuffer
+	var nodeOut iostreams.Buffer
 	agent := exec.CommandContext(nctx, node, "agent.mjs")
 	agent.Dir = nodeExample
 	agent.Env = append(os.Environ(), "COTAL_SERVERS="+res.Servers, "COTAL_CREDS="+res.Creds, "COTAL_INBOX_PREFIX="+res.InboxPrefix,
