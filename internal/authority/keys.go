@@ -65,6 +65,9 @@ type SpaceKeys struct {
 	Space   wire.Space
 	account nkeys.KeyPair
 	signing nkeys.KeyPair
+	// store is the key of the space's store account, derived from the account key so every
+	// node holding the space's keys names the same one.
+	store nkeys.KeyPair
 	// accountPub is the account's public key, derived once: deriving it costs a scalar
 	// multiplication, and every mint names it.
 	accountPub string
@@ -89,7 +92,11 @@ func (k *Keyring) Space(space wire.Space) (*SpaceKeys, error) {
 	if err != nil {
 		return nil, err
 	}
-	sk := &SpaceKeys{Space: space, account: acct, signing: signing, accountPub: PublicKey(acct)}
+	store, err := derive(acct, nkeys.PrefixByteAccount, "cotal store account v1")
+	if err != nil {
+		return nil, err
+	}
+	sk := &SpaceKeys{Space: space, account: acct, signing: signing, store: store, accountPub: PublicKey(acct)}
 	if k.spaces == nil {
 		k.spaces = map[wire.Space]*SpaceKeys{}
 	}
@@ -99,6 +106,10 @@ func (k *Keyring) Space(space wire.Space) (*SpaceKeys, error) {
 
 // AccountPublicKey returns the space account's public key, its NATS account name.
 func (s *SpaceKeys) AccountPublicKey() string { return s.accountPub }
+
+// StorePublicKey returns the public key of the space's store account, which holds the space's
+// JetStream streams and buckets.
+func (s *SpaceKeys) StorePublicKey() string { return PublicKey(s.store) }
 
 // SigningPublicKey returns the public key of the account signing key user JWTs are signed with.
 func (s *SpaceKeys) SigningPublicKey() string { return PublicKey(s.signing) }
@@ -183,13 +194,19 @@ func kindName(p nkeys.PrefixByte) string {
 // UserKey derives a credential's user key from the space's signing key and the credential id,
 // so a retried release returns the same creds without any secret being stored.
 func (s *SpaceKeys) UserKey(credentialID string) (nkeys.KeyPair, error) {
-	_, raw, err := nkeys.DecodeSeed(mustSeed(s.signing))
+	return derive(s.signing, nkeys.PrefixByteUser, "cotal user key v1:"+credentialID)
+}
+
+// derive returns the key of kind that the HMAC-SHA256 of label under parent's seed seeds: the
+// same parent and label always give the same key, and the key reveals nothing of its parent.
+func derive(parent nkeys.KeyPair, kind nkeys.PrefixByte, label string) (nkeys.KeyPair, error) {
+	_, raw, err := nkeys.DecodeSeed(mustSeed(parent))
 	if err != nil {
 		return nil, err
 	}
 	mac := hmac.New(sha256.New, raw)
-	mac.Write([]byte("cotal user key v1:" + credentialID))
-	return nkeys.FromRawSeed(nkeys.PrefixByteUser, mac.Sum(nil))
+	mac.Write([]byte(label))
+	return nkeys.FromRawSeed(kind, mac.Sum(nil))
 }
 
 // mustSeed returns a loaded key pair's seed, which cannot fail for a pair from a validated seed.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
+	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -110,11 +112,56 @@ func TestAccountJWTs(t *testing.T) {
 	if ac.Issuer != kr.OperatorPublicKey() || ac.Subject != sk.AccountPublicKey() || ac.Name != "main" {
 		t.Errorf("account claims %+v", ac.ClaimsData)
 	}
-	if js := ac.Limits.JetStreamLimits; js.DiskStorage != DefaultStorageLimits.Disk || js.MemoryStorage != DefaultStorageLimits.Memory {
-		t.Errorf("the space account must grant JetStream within the default limits: %+v", js)
+	if ac.Limits.IsJSEnabled() {
+		t.Errorf("the space account holds JetStream of its own: %+v", ac.Limits.JetStreamLimits)
 	}
 	if !ac.SigningKeys.Contains(PublicKey(sk.signing)) {
 		t.Error("the signing key is not listed")
+	}
+
+	stok, err := kr.StoreAccountJWT(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := jwt.DecodeAccountClaims(stok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store.Issuer != kr.OperatorPublicKey() || store.Subject != sk.StorePublicKey() || store.Subject == ac.Subject {
+		t.Errorf("store account claims %+v", store.ClaimsData)
+	}
+	if js := store.Limits.JetStreamLimits; js.DiskStorage != DefaultStorageLimits.Disk || js.MemoryStorage != DefaultStorageLimits.Memory {
+		t.Errorf("the store account must grant JetStream within the default limits: %+v", js)
+	}
+	if len(store.SigningKeys) != 0 {
+		t.Error("the store account lists a signing key: nobody connects to it")
+	}
+	// The space's account imports exactly what the store exports, from the store; no two
+	// services overlap, or a request would reach the store twice.
+	if len(ac.Imports) != len(store.Exports) {
+		t.Fatalf("%d imports of %d exports", len(ac.Imports), len(store.Exports))
+	}
+	for i, e := range store.Exports {
+		im := ac.Imports[i]
+		if im.Account != store.Subject || im.Subject != e.Subject || im.Type != e.Type {
+			t.Errorf("import %+v for export %+v", im, e)
+		}
+		for _, o := range store.Exports[:i] {
+			if e.Type == jwt.Service && o.Type == jwt.Service && (e.Subject.IsContainedIn(o.Subject) || o.Subject.IsContainedIn(e.Subject)) {
+				t.Errorf("services %s and %s overlap", e.Subject, o.Subject)
+			}
+		}
+	}
+	for _, want := range append([]string{"$JS.API.INFO", "$JS.ACK.>", "$JS.API.CONSUMER.MSG.NEXT.>"}, space.StoredSubjects("main")...) {
+		if !slices.ContainsFunc(store.Exports, func(e *jwt.Export) bool { return string(e.Subject) == want && e.Type == jwt.Service }) {
+			t.Errorf("the store does not serve %s", want)
+		}
+	}
+	var vr jwt.ValidationResults
+	store.Validate(&vr)
+	ac.Validate(&vr)
+	if vr.IsBlocking(true) {
+		t.Errorf("the account JWTs do not validate: %v", vr.Errors())
 	}
 	op, err := kr.OperatorJWT()
 	if err != nil {

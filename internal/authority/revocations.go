@@ -232,7 +232,7 @@ func (k *Keyring) MintSystemUser(name string, pubAllow, subAllow []string, life 
 	if err != nil {
 		return nil, err
 	}
-	return k.signSystemUser(uc, seed, life)
+	return signUser(uc, seed, life, k.system)
 }
 
 // RenewSystemUser re-signs a system user minted by MintSystemUser for life from now: the same key
@@ -253,17 +253,40 @@ func (k *Keyring) RenewSystemUser(c *Credential, life time.Duration) (*Credentia
 	if err != nil {
 		return nil, err
 	}
-	return k.signSystemUser(uc, seed, life)
+	return signUser(uc, seed, life, k.system)
 }
 
-// signSystemUser signs uc, issued now and living life, with the system account key, and returns
-// it as a credential with seed.
-func (k *Keyring) signSystemUser(uc *jwt.UserClaims, seed []byte, life time.Duration) (*Credential, error) {
+// MintStoreUser mints a user of space's store account, signed by its key, with no permission
+// bound: it reads and writes every stream and bucket of the space directly, and a reply subject
+// it sets can reach a stream there, as none from the space's account can. The mesh never mints
+// one; whoever holds the space's keys may, to repair a store by hand or, in tests, to plant what
+// a capture would have stored.
+func (k *Keyring) MintStoreUser(space wire.Space, name string, life time.Duration) (*Credential, error) {
+	sk, err := k.Space(space)
+	if err != nil {
+		return nil, err
+	}
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, err
+	}
+	uc := jwt.NewUserClaims(PublicKey(user))
+	uc.Name = name
+	seed, err := user.Seed()
+	if err != nil {
+		return nil, err
+	}
+	return signUser(uc, seed, life, sk.store)
+}
+
+// signUser signs uc, issued now and living life, with an account's key, and returns it as a
+// credential with seed.
+func signUser(uc *jwt.UserClaims, seed []byte, life time.Duration, account nkeys.KeyPair) (*Credential, error) {
 	now := time.Now()
 	uc.IssuedAt, uc.Expires = now.Unix(), now.Add(life).Unix()
-	token, err := uc.Encode(k.system)
+	token, err := uc.Encode(account)
 	if err != nil {
-		return nil, fmt.Errorf("sign system user %s: %w", uc.Name, err)
+		return nil, fmt.Errorf("sign user %s: %w", uc.Name, err)
 	}
 	creds, err := jwt.FormatUserConfig(token, seed)
 	if err != nil {

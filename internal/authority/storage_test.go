@@ -19,7 +19,7 @@ func accountLimits(t *testing.T, kr *authority.Keyring, sp wire.Space) jwt.JetSt
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := kr.AccountJWT(sk)
+	tok, err := kr.StoreAccountJWT(sk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func accountLimits(t *testing.T, kr *authority.Keyring, sp wire.Space) jwt.JetSt
 	return ac.Limits.JetStreamLimits
 }
 
-// TestStorageLimits: a space's account carries the default limits until its keyring is told
+// TestStorageLimits: a space's store account carries the default limits until its keyring is told
 // others; unlimited renders as the server's no-limit; a limit a space cannot run in is refused
 // with nothing written; a file that does not hold limits stops minting rather than lifting them;
 // and the limits travel with the seeds to a second authority.
@@ -86,6 +86,11 @@ func TestStorageLimits(t *testing.T) {
 	if got := accountLimits(t, kr2, "main"); got.DiskStorage != 3<<30 || got.MemoryStorage != jwt.NoLimit {
 		t.Errorf("the second authority's account limits: %+v", got)
 	}
+	sk1, _ := kr.Space("main")
+	sk2, _ := kr2.Space("main")
+	if sk1.StorePublicKey() != sk2.StorePublicKey() || sk1.StorePublicKey() == sk1.AccountPublicKey() {
+		t.Errorf("store accounts %s and %s from the same seeds (account %s)", sk1.StorePublicKey(), sk2.StorePublicKey(), sk1.AccountPublicKey())
+	}
 	tooSmall := authority.StorageLimits{Disk: 1, Memory: 1}
 	seeds.Spaces["main"] = authority.SpaceSeeds{Account: seeds.Spaces["main"].Account, Signing: seeds.Spaces["main"].Signing, Storage: &tooSmall}
 	if err := authority.ImportSeeds(filepath.Join(t.TempDir(), "auth"), seeds); err == nil {
@@ -99,7 +104,7 @@ func TestStorageLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		sk, _ := kr.Space("main")
-		_, err := kr.AccountJWT(sk)
+		_, err := kr.StoreAccountJWT(sk)
 		var kf *authority.KeyFileError
 		if !errors.As(err, &kf) || kf.Path != path {
 			t.Errorf("limits file %q: minting gave %v, want an error naming the file", body, err)

@@ -37,11 +37,11 @@ func trustFor(t *testing.T, dir string, spaces ...string) (*authority.Keyring, b
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := kr.AccountJWT(sk)
+		a, store, err := kr.SpaceAccountJWTs(sk)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr.Accounts = append(tr.Accounts, a)
+		tr.Accounts = append(tr.Accounts, a, store)
 	}
 	return kr, tr
 }
@@ -62,8 +62,8 @@ func TestRenderAuth(t *testing.T) {
 			t.Errorf("config lacks %q:\n%s", want, s)
 		}
 	}
-	if n := strings.Count(s, ": \"eyJ"); n != 4 { // operator + system + two spaces
-		t.Errorf("config holds %d JWTs, want 4", n)
+	if n := strings.Count(s, ": \"eyJ"); n != 6 { // operator + system + two spaces and their stores
+		t.Errorf("config holds %d JWTs, want 6", n)
 	}
 	if strings.Contains(s, "tls {") {
 		t.Error("no TLS block unless asked")

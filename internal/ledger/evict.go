@@ -197,6 +197,28 @@ func hasTime(ctx context.Context, d time.Duration) bool {
 	return !ok || time.Until(deadline) >= d
 }
 
+// PushStoreAccount pushes the JWT of the space's store account, rendered from the keyring, to the
+// cluster at the ledger's URL: the servers' resolver keeps the JWT it was first given, so the
+// storage limits an authority node starts with reach a cluster only by a push. (A single server's
+// in-memory resolver takes the JWT its configuration carries.)
+func (l *Ledger) PushStoreAccount(ctx context.Context) error {
+	token, err := l.kr.StoreAccountJWT(l.keys)
+	if err != nil {
+		return err
+	}
+	acct := l.keys.StorePublicKey()
+	sys, err := l.kr.MintSystemUser("cotal-store-pusher", []string{jsapi.AccountClaimsUpdate(acct)}, nil, time.Minute)
+	if err != nil {
+		return err
+	}
+	nc, err := dial.As(ctx, l.url, sys)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return pushClaims(ctx, nc, acct, token)
+}
+
 // ReconcileRevocations brings the revocations of the ledger's space in its keyring and on the
 // cluster at its URL together (reconcileRevocations).
 func (l *Ledger) ReconcileRevocations(ctx context.Context) error {
@@ -324,14 +346,14 @@ func pushClaims(ctx context.Context, nc *nats.Conn, acct, token string) error {
 	defer cancel()
 	rep, err := nc.RequestWithContext(pctx, jsapi.AccountClaimsUpdate(acct), []byte(token))
 	if err != nil {
-		return fmt.Errorf("push the revocation to the broker: %w", err)
+		return fmt.Errorf("push the account to the broker: %w", err)
 	}
 	var res struct {
 		Data  *struct{ Message string } `json:"data"`
 		Error *struct{ Description string }
 	}
 	if json.Unmarshal(rep.Data, &res) != nil || res.Error != nil || res.Data == nil || !strings.Contains(res.Data.Message, "updated") {
-		return fmt.Errorf("push the revocation to the broker: it answered %s", rep.Data)
+		return fmt.Errorf("push the account to the broker: it answered %s", rep.Data)
 	}
 	return nil
 }

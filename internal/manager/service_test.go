@@ -639,17 +639,19 @@ func TestDespawnOnlyOwnChildren(t *testing.T) {
 	}
 }
 
-// TestRegistryCapturesAreInert: an agent aims publish acknowledgements at the manager's spec and
-// status records (their keys are in describe's reply subject). The registry's readers take a
-// record only whole, and the manager writes its records again over any row it did not write, so
-// the manager stays registered: spawn, despawn and ps still reach it.
+// TestRegistryCapturesAreInert: publish acknowledgements stored at the manager's spec and status
+// records (their keys are in describe's reply subject), planted through the store account as no
+// reply from the space's account lands there. The registry's readers take a record only whole,
+// and the manager writes its records again over any row it did not write, so the manager stays
+// registered: spawn, despawn and ps still reach it.
 func TestRegistryCapturesAreInert(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	s := f.serve(t, "cotal_manager", 0)
 	mc, records, _ := operator(t, f.m)
 	ctx := t.Context()
-	cred, mal := f.m.Agent(t, ledger.Request{Name: "mallory", Subscribe: []string{"general"}, AllowPublish: []string{"general"}})
+	cred := f.m.AgentCred(t, ledger.Request{Name: "mallory", Subscribe: []string{"general"}, AllowPublish: []string{"general"}})
+	mal := f.m.StoreClient(t)
 	own, _ := f.m.Space.ChatSubject(cred.Principal, "general")
 	body := []byte(`{"not":"a message"}`)
 	for range 3 {
@@ -684,11 +686,12 @@ func TestRegistryCapturesAreInert(t *testing.T) {
 	}
 }
 
-// TestContractStoreCapturesAreInert: before the manager first serves, an agent aims publish
-// acknowledgements at the digest subjects of its contract (digests anyone can compute from the
-// source). The contract stream keeps the first message per subject and refuses deletes, so the
-// manager's artifacts cannot be stored there; it serves all the same, its describe carrying the
-// documents a caller checks against their digests.
+// TestContractStoreCapturesAreInert: before the manager first serves, publish acknowledgements
+// are stored at the digest subjects of its contract (digests anyone can compute from the source),
+// planted through the store account as no reply from the space's account lands there. The
+// contract stream keeps the first message per subject and refuses deletes, so the manager's
+// artifacts cannot be stored there; it serves all the same, its describe carrying the documents a
+// caller checks against their digests.
 func TestContractStoreCapturesAreInert(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -697,7 +700,8 @@ func TestContractStoreCapturesAreInert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred, mal := f.m.Agent(t, ledger.Request{Name: "mallory", Subscribe: []string{"general"}, AllowPublish: []string{"general"}})
+	cred := f.m.AgentCred(t, ledger.Request{Name: "mallory", Subscribe: []string{"general"}, AllowPublish: []string{"general"}})
+	mal := f.m.StoreClient(t)
 	own, _ := f.m.Space.ChatSubject(cred.Principal, "general")
 	for _, a := range cluster.Artifacts {
 		at, err := f.m.Space.ContractSubject(strings.TrimPrefix(a.Digest, "sha256:"))

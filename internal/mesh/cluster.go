@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,7 +65,8 @@ func DefaultServerName(port int) string {
 }
 
 // BundleVersion is the version of the bundle format this build writes and reads.
-const BundleVersion = 1
+// Version 2 added each space's store account.
+const BundleVersion = 2
 
 // Bundle is what a node needs to join a cluster: the cluster's name and route secret, and the
 // public trust its broker serves. Its route secret admits a broker to the cluster: keep it as
@@ -79,6 +81,9 @@ type Bundle struct {
 	SystemAccount string       `json:"systemAccountJwt"`
 	Spaces        []wire.Space `json:"spaces"`
 	Accounts      []string     `json:"accountJwts"`
+	// StoreAccounts are the spaces' store accounts, in the order of Spaces: they hold the
+	// spaces' streams and buckets.
+	StoreAccounts []string `json:"storeAccountJwts"`
 	// Keys are the keyring's seeds, and Managers the instance of each space's manager, in an
 	// authority bundle only: the second authority node's supervisor serves the same instance.
 	Keys     *authority.Seeds                 `json:"keys,omitempty"`
@@ -90,7 +95,7 @@ func (b *Bundle) authorityNode() bool { return b.Keys != nil }
 
 // trust is the bundle's trust, as the broker serves it.
 func (b *Bundle) trust() broker.Trust {
-	return broker.Trust{OperatorJWT: b.OperatorJWT, SystemAccount: b.SystemAccount, Accounts: b.Accounts}
+	return broker.Trust{OperatorJWT: b.OperatorJWT, SystemAccount: b.SystemAccount, Accounts: append(slices.Clone(b.Accounts), b.StoreAccounts...)}
 }
 
 // ReadBundle reads and checks a bundle file: its version, a route secret, one account per space,
@@ -111,8 +116,8 @@ func ReadBundle(path string) (*Bundle, error) {
 		return nil, fmt.Errorf("cluster bundle %s: version %d, this cotal reads version %d", path, b.Version, BundleVersion)
 	case b.Cluster == "" || b.RouteUser == "" || b.RoutePassword == "":
 		return nil, fmt.Errorf("cluster bundle %s: the cluster name and route secret are required", path)
-	case len(b.Spaces) == 0 || len(b.Spaces) != len(b.Accounts):
-		return nil, fmt.Errorf("cluster bundle %s: one account JWT per space is required", path)
+	case len(b.Spaces) == 0 || len(b.Spaces) != len(b.Accounts) || len(b.Spaces) != len(b.StoreAccounts):
+		return nil, fmt.Errorf("cluster bundle %s: one account JWT and one store account JWT per space are required", path)
 	}
 	for _, s := range b.Spaces {
 		if _, err := wire.ParseSpace(string(s)); err != nil {
@@ -257,12 +262,23 @@ func (d Dir) WriteBundle(path, cluster string, spaces []wire.Space, keys bool) e
 	if err != nil {
 		return err
 	}
-	t, err := trust(kr, spaces, false)
+	t, err := trust(kr, nil, false)
 	if err != nil {
 		return err
 	}
 	b := Bundle{Version: BundleVersion, Cluster: secret.Cluster, RouteUser: secret.User, RoutePassword: secret.Password,
-		OperatorJWT: t.OperatorJWT, SystemAccount: t.SystemAccount, Spaces: spaces, Accounts: t.Accounts}
+		OperatorJWT: t.OperatorJWT, SystemAccount: t.SystemAccount, Spaces: spaces}
+	for _, sp := range spaces {
+		sk, err := kr.Space(sp)
+		if err != nil {
+			return err
+		}
+		acct, store, err := kr.SpaceAccountJWTs(sk)
+		if err != nil {
+			return err
+		}
+		b.Accounts, b.StoreAccounts = append(b.Accounts, acct), append(b.StoreAccounts, store)
+	}
 	if keys {
 		if b.Keys, err = kr.Export(spaces); err != nil {
 			return err

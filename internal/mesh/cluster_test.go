@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -414,9 +415,33 @@ func TestClusterSecondAuthority(t *testing.T) {
 	if _, err := nodes[standby].Ledger("").RevokeUserKey(ctx, late.PublicKey, "test"); err != nil {
 		t.Fatal(err)
 	}
+	// It comes back with a new disk limit, which its push of the store account takes to node c.
+	disk := int64(3 << 30)
+	opts[active].Storage = &mesh.StorageChange{Disk: &disk}
 	if nodes[active], err = mesh.Up(ctx, dirs[active], opts[active]); err != nil {
 		t.Fatalf("restart node %d: %v", active, err)
 	}
+	sk, err := nodes[active].Keyring().Space("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup, err := nodes[active].Keyring().MintSystemUser("lookup", []string{jsapi.AccountClaimsLookup(sk.StorePublicKey())}, nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := dial.As(ctx, nodes[2].URL(), lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	meshtest.Eventually(t, 20*time.Second, "node c holding the store account with the new disk limit", func() bool {
+		rep, err := sys.Request(jsapi.AccountClaimsLookup(sk.StorePublicKey()), nil, 2*time.Second)
+		if err != nil {
+			return false
+		}
+		ac, err := jwt.DecodeAccountClaims(string(rep.Data))
+		return err == nil && ac.Limits.JetStreamLimits.DiskStorage == disk
+	})
 	for _, cred := range []*authority.Credential{late, creds[0], creds[1]} {
 		meshtest.Eventually(t, 20*time.Second, "the restarted node refusing a revoked credential", func() bool {
 			return refused(nodes[active].URL(), cred)

@@ -35,11 +35,11 @@ func trust(kr *authority.Keyring, spaces []wire.Space, userAuth bool) (broker.Tr
 		if err != nil {
 			return broker.Trust{}, err
 		}
-		acct, err := kr.AccountJWT(sk)
+		acct, store, err := kr.SpaceAccountJWTs(sk)
 		if err != nil {
 			return broker.Trust{}, err
 		}
-		t.Accounts = append(t.Accounts, acct)
+		t.Accounts = append(t.Accounts, acct, store)
 		if !userAuth {
 			continue
 		}

@@ -18,7 +18,7 @@ import (
 // accountResourcesExceeded is the JetStream API's error code for a write past an account's limits.
 const accountResourcesExceeded jetstream.ErrorCode = 10002
 
-// TestAccountStorageIsBounded: the space's account JWT carries the disk limit `up` was given, and
+// TestAccountStorageIsBounded: the space's store account JWT carries the disk limit `up` was given, and
 // the broker holds the account to it: an agent storing DMs for nobody is refused once the space's
 // streams and buckets together reach it, and what is stored stays within it.
 func TestAccountStorageIsBounded(t *testing.T) {
@@ -31,7 +31,7 @@ func TestAccountStorageIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, err := m.Keyring().AccountJWT(sk)
+	token, err := m.Keyring().StoreAccountJWT(sk)
 	if err != nil {
 		t.Fatal(err)
 	}

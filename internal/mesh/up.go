@@ -260,6 +260,21 @@ func (m *Mesh) startBroker(ctx context.Context, d Dir, o Options, spaces []wire.
 	}
 	cfg := broker.Config{Host: o.Host, Port: port, StoreDir: d.StoreDir(), TLS: o.TLS}
 	var err error
+	if !o.Open && !o.keyless() {
+		// Before anything is written: a store it refuses leaves the directory as it was.
+		if m.keyring, err = d.OpenKeyring(); err != nil {
+			return "", err
+		}
+		for _, sp := range spaces {
+			sk, err := m.keyring.Space(sp)
+			if err != nil {
+				return "", err
+			}
+			if err := moveToStoreAccount(cfg.StoreDir, sk, o.Cluster != nil); err != nil {
+				return "", err
+			}
+		}
+	}
 	if c := o.Cluster; c != nil {
 		if cfg.Cluster, err = d.brokerCluster(c); err != nil {
 			return "", err
@@ -273,9 +288,6 @@ func (m *Mesh) startBroker(ctx context.Context, d Dir, o Options, spaces []wire.
 	case o.keyless():
 		conf, err = broker.RenderAuth(cfg, o.Cluster.Bundle.trust())
 	default:
-		if m.keyring, err = d.OpenKeyring(); err != nil {
-			return "", err
-		}
 		if o.Storage != nil {
 			if err := o.Storage.apply(m.keyring, spaces); err != nil {
 				return "", err
@@ -357,8 +369,8 @@ func (m *Mesh) serve(ctx context.Context, d Dir, o Options, url string, spaces [
 }
 
 // openLedgers opens a ledger per space and writes the admin credentials; on a cluster it also
-// merges the revocations another authority node made while this one was down, and pushes those it
-// recorded but never pushed.
+// pushes each space's store account (its storage limits), merges the revocations another
+// authority node made while this one was down, and pushes those it recorded but never pushed.
 func (m *Mesh) openLedgers(ctx context.Context, url string, spaces []wire.Space, cluster bool) error {
 	for _, sp := range spaces {
 		l, err := ledger.Open(ctx, url, m.keyring, sp)
@@ -370,10 +382,15 @@ func (m *Mesh) openLedgers(ctx context.Context, url string, spaces []wire.Space,
 	if err := m.writeAdminCreds(ctx); err != nil {
 		return err
 	}
-	if cluster {
-		return m.reconcileRevocations(ctx)
+	if !cluster {
+		return nil
 	}
-	return nil
+	for _, l := range m.ledgers {
+		if err := l.PushStoreAccount(ctx); err != nil {
+			return err
+		}
+	}
+	return m.reconcileRevocations(ctx)
 }
 
 // startDaemons runs the daemons on the ledgers and waits for the wardens, then starts a

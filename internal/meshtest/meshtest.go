@@ -160,6 +160,18 @@ func (m *Mesh) ConnzObserver(t testing.TB) (*nats.Conn, string) {
 	return nc, account
 }
 
+// StoreClient connects a user of the space's store account (authority.MintStoreUser), closed at
+// cleanup: a reply subject it sets reaches the stream that captures it, so a test plants with it
+// exactly what a capture would have stored, where no credential of the space's account can.
+func (m *Mesh) StoreClient(t testing.TB) *Client {
+	t.Helper()
+	cred, err := m.Keyring().MintStoreUser(m.Space, "test_store_user", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Connect(t, cred)
+}
+
 // Dial connects with connect, which must apply the options it is given, recording the broker's
 // asynchronous errors as Connect does; who names the connection in a failure.
 func (m *Mesh) Dial(t testing.TB, who string, connect func(opts ...nats.Option) (*nats.Conn, error)) *Client {

@@ -191,3 +191,14 @@ func Streams(s wire.Space) []string {
 	}
 	return names
 }
+
+// StoredSubjects returns the subjects a provisioned space's streams and buckets capture: what a
+// publish must reach to be stored, and so what the space's account imports from its store
+// account.
+func StoredSubjects(s wire.Space) []string {
+	var subjects []string
+	for _, r := range resources(s) {
+		subjects = append(subjects, r.cfg.Subjects...)
+	}
+	return subjects
+}

@@ -537,23 +537,24 @@ func TestConsumerAuditIgnoresForgedAdvisories(t *testing.T) {
 	cm.waitNoConsumers(t, presence.Stream(), "flood-")
 }
 
-// TestCaptureSenderIsRevoked: an agent that aims a publish acknowledgement at a bucket is caught by
-// the message the acknowledgement names, and revoked: the broker then refuses its credential, so a
-// flood of captures from it lands a handful of times at most, and the warden writes one line a
-// second of it, not one per capture.
+// TestCaptureSenderIsRevoked: a capture stored in a bucket (planted through the store account,
+// as no reply from the space's account reaches one) is traced to the sender the message its
+// acknowledgement names proves, who is revoked; a flood of them makes the warden write one line a
+// second, not one per capture.
 func TestCaptureSenderIsRevoked(t *testing.T) {
 	cm := startConsumerMesh(t)
 	sp := cm.Space
 	req := ledger.Request{Subscribe: []string{"general"}, AllowPublish: []string{"general"}}
 	req.Name = "flooder"
-	cred, mal := cm.Agent(t, req)
+	cred, _ := cm.Agent(t, req)
 	own, _ := sp.ChatSubject(cred.Principal, "general")
 	target := sp.ChannelsBucket().Subject("general")
 	body := []byte(`{"id":"x"}`) // the chat stream's judge refuses it; only the acknowledgement matters
+	store := cm.StoreClient(t)
 	sent := 0
 	for range 500 {
-		if err := mal.PublishMsg(&nats.Msg{Subject: own, Reply: target, Data: body}); err != nil {
-			break // the broker closed the connection: revoked
+		if err := store.PublishMsg(&nats.Msg{Subject: own, Reply: target, Data: body}); err != nil {
+			t.Fatal(err)
 		}
 		sent++
 		time.Sleep(time.Millisecond)
@@ -571,20 +572,20 @@ func TestCaptureSenderIsRevoked(t *testing.T) {
 }
 
 // TestContractStoreCaptureIsReported: the warden reads the contract stream too. A capture stored
-// there cannot be deleted (the stream refuses deletes whoever asks); the warden reports it and
-// revokes its sender.
+// there (planted through the store account) cannot be deleted (the stream refuses deletes
+// whoever asks); the warden reports it and revokes its sender.
 func TestContractStoreCaptureIsReported(t *testing.T) {
 	cm := startConsumerMesh(t)
 	sp := cm.Space
 	req := ledger.Request{Subscribe: []string{"general"}, AllowPublish: []string{"general"}}
 	req.Name = "miner"
-	cred, mal := cm.Agent(t, req)
+	cred, _ := cm.Agent(t, req)
 	own, _ := sp.ChatSubject(cred.Principal, "general")
 	at, err := sp.ContractSubject(strings.Repeat("ab", 32))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mal.PublishMsg(&nats.Msg{Subject: own, Reply: at, Data: []byte(`{}`)}); err != nil {
+	if err := cm.StoreClient(t).PublishMsg(&nats.Msg{Subject: own, Reply: at, Data: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	cm.waitRevoked(t, cred, "aimed a JetStream reply at "+meshwire.ContractStream(sp))

@@ -14,12 +14,12 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger"
-	"github.com/gocotal/cotal/internal/meshtest"
 )
 
 // TestNoAcknowledgedWriteIsRolledBack: while a writer keeps writing a channel's registry row,
-// attackers (a fresh one for each capture, as the warden revokes each) aim publish
-// acknowledgements at the row. No row stored after a write was acknowledged holds an older
+// publish acknowledgements are aimed at the row on behalf of attackers (a fresh one for each
+// burst, as the warden revokes each), planted through the store account, where they land as a
+// capture would. No row stored after a write was acknowledged holds an older
 // revision: the warden never puts a row back over a newer write it missed. The flood lasts 20 s;
 // 8 s under the race detector (CI) and 3 s with -short.
 func TestNoAcknowledgedWriteIsRolledBack(t *testing.T) {
@@ -48,17 +48,17 @@ func TestNoAcknowledgedWriteIsRolledBack(t *testing.T) {
 
 	// Attackers, minted ahead so the flood runs at full rate.
 	type attacker struct {
-		c   *meshtest.Client
 		own string // its own chat subject: the only one it may publish to
 	}
+	store := r.StoreClient(t)
 	const attackers = 60
 	mals := make(chan attacker, attackers)
 	for i := range attackers {
 		req := ledger.Request{Subscribe: []string{"general"}, AllowPublish: []string{"general"}}
 		req.Name = "flood" + strconv.Itoa(i)
-		cred, c := r.Agent(t, req)
+		cred := r.AgentCred(t, req)
 		own, _ := sp.ChatSubject(cred.Principal, "general")
-		mals <- attacker{c: c, own: own}
+		mals <- attacker{own: own}
 	}
 	close(mals)
 
@@ -116,9 +116,9 @@ func TestNoAcknowledgedWriteIsRolledBack(t *testing.T) {
 		defer tick.Stop()
 		body := []byte(`{"not":"a post"}`)
 		for a := range mals {
-			// A burst until the warden revokes it: each acknowledgement is a capture.
+			// A burst in its name: each acknowledgement is a capture.
 			for range 20 {
-				_ = a.c.PublishMsg(&nats.Msg{Subject: a.own, Reply: subject, Data: body})
+				_ = store.PublishMsg(&nats.Msg{Subject: a.own, Reply: subject, Data: body})
 			}
 			select {
 			case <-fctx.Done():

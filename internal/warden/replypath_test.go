@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,27 +160,33 @@ func (r *replyMesh) targets(t *testing.T) []target {
 	}
 }
 
-// vector is one way mallory makes JetStream publish onto a subject she may not publish to.
+// vector is one way mallory makes JetStream publish onto a subject she may not publish to. aim
+// sends it from via: mallory's own connection, in the space's account, where the broker routes
+// the reply back to that account and no stream takes it; or a user of the store account, where
+// the reply reaches the stream that captures it, to plant what a capture would have stored.
 type vector struct {
 	name string
-	aim  func(t *testing.T, r *replyMesh, tg target)
+	// own is the stream the vector's own, legitimate message is stored in (mallory's post or her
+	// direct message to herself), if any.
+	own func(sp wire.Space) string
+	aim func(t *testing.T, r *replyMesh, tg target, via *nats.Conn)
 }
 
 var vectors = []vector{
-	{"publish-ack", func(t *testing.T, r *replyMesh, tg target) {
+	{"publish-ack", wire.Space.ChatStream, func(t *testing.T, r *replyMesh, tg target, via *nats.Conn) {
 		// A valid post on her own subject; its acknowledgement goes to the target.
 		own, _ := r.sp.ChatSubject(r.malCred.Principal, "general")
 		body := message(t, r.sp, r.malCred.Principal, "hi", func(m *wire.CotalMessage) { m.Channel = "general" })
-		if err := r.mal.PublishMsg(&nats.Msg{Subject: own, Reply: tg.subject, Data: body}); err != nil {
+		if err := via.PublishMsg(&nats.Msg{Subject: own, Reply: tg.subject, Data: body}); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"api-response", func(t *testing.T, r *replyMesh, tg target) {
-		if err := r.mal.PublishRequest("$JS.API.INFO", tg.subject, nil); err != nil {
+	{"api-response", func(wire.Space) string { return "" }, func(t *testing.T, r *replyMesh, tg target, via *nats.Conn) {
+		if err := via.PublishRequest("$JS.API.INFO", tg.subject, nil); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"consumer-delivery", func(t *testing.T, r *replyMesh, tg target) {
+	{"consumer-delivery", wire.Space.DMStream, func(t *testing.T, r *replyMesh, tg target, via *nats.Conn) {
 		// She stores the forged body as a direct message to herself, then pulls it from her own
 		// durable with the target as the pull's reply subject.
 		mal := r.malCred.Principal
@@ -191,17 +198,59 @@ var vectors = []vector{
 		}
 		durable := wire.DMDurable(wire.Lifecycle{Principal: mal, UID: r.malCred.LifecycleUID})
 		next := "$JS.API.CONSUMER.MSG.NEXT." + r.sp.DMStream() + "." + durable
-		if err := r.mal.PublishRequest(next, tg.subject, []byte(`{"batch":1,"no_wait":true}`)); err != nil {
+		if err := via.PublishRequest(next, tg.subject, []byte(`{"batch":1,"no_wait":true}`)); err != nil {
 			t.Fatal(err)
 		}
 	}},
 }
 
-// TestReplyPathCapturesAreRepaired aims every reply-subject vector at every capture target and
-// shows that nothing a reader would take as valid stays stored, and each bucket row is what it
-// was before the attack.
+// TestReplyPathCapturesNeverLand aims every reply-subject vector from mallory's credential at
+// every capture target, the service registry and the contract store among them: the broker
+// answers in the space's account, which holds no stream, so nothing is stored (no stream's
+// last sequence moves, which no repair could hide) and mallory is not revoked, as nothing
+// proves an attempt.
+func TestReplyPathCapturesNeverLand(t *testing.T) {
+	r := startReplyMesh(t)
+	records := meshwire.RecordsBucket(r.sp)
+	contract, _ := r.sp.ContractSubject(strings.Repeat("ab", 32))
+	for _, v := range vectors {
+		targets := append(r.targets(t),
+			target{name: "records", stream: records.Stream(), subject: records.Subject(meshwire.ServiceKey(wire.ManagerEndpoint, wire.NewLifecycleUID(), meshwire.ServiceSpecLeaf))},
+			target{name: "contract", stream: meshwire.ContractStream(r.sp), subject: contract})
+		for _, tg := range targets {
+			t.Run(v.name+"/"+tg.name, func(t *testing.T) {
+				seq := r.lastSeq(t, tg.stream)
+				v.aim(t, r, tg, r.mal.Conn)
+				if err := r.mal.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				// The attempt's answers were sent before the flush returned; an API round trip of
+				// the inspector's own orders after them, and a pause covers a cluster's hop.
+				if _, err := r.js.AccountInfo(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(100 * time.Millisecond)
+				want := seq
+				if v.own(r.sp) == tg.stream {
+					want++ // her own message, which stores where she may publish
+				}
+				if got := r.lastSeq(t, tg.stream); got != want {
+					t.Fatalf("%s stored up to seq %d, want %d: the reply reached it", tg.stream, got, want)
+				}
+			})
+		}
+	}
+	if r.mal.Status() != nats.CONNECTED {
+		t.Fatalf("mallory was cut off (%v): nothing she did landed", r.mal.Status())
+	}
+}
+
+// TestReplyPathCapturesAreRepaired plants, through the store account, what every reply-subject
+// vector would store at every capture target, and shows that nothing a reader would take as
+// valid stays stored, and each bucket row is what it was before.
 func TestReplyPathCapturesAreRepaired(t *testing.T) {
 	r := startReplyMesh(t)
+	store := r.StoreClient(t)
 	var slowest time.Duration
 	defer func() { t.Logf("slowest repair after a capture landed: %v", slowest) }()
 	for _, v := range vectors {
@@ -210,8 +259,8 @@ func TestReplyPathCapturesAreRepaired(t *testing.T) {
 			tg := r.targets(t)[i]
 			t.Run(v.name+"/"+tg.name, func(t *testing.T) {
 				before, seq := r.last(t, tg.stream, tg.subject), r.lastSeq(t, tg.stream)
-				v.aim(t, r, tg)
-				if err := r.mal.Flush(); err != nil {
+				v.aim(t, r, tg, store.Conn)
+				if err := store.Flush(); err != nil {
 					t.Fatal(err)
 				}
 				r.captured(t, tg, seq)
@@ -358,8 +407,8 @@ func TestReplyPathCannotReachTheJetStreamAPI(t *testing.T) {
 		"$JS.API.CONSUMER.DELETE." + dm + "." + bobDurable,
 		"$JS.API.STREAM.UPDATE." + dm,
 	} {
-		vectors[0].aim(t, r, target{subject: api})
-		vectors[1].aim(t, r, target{subject: api})
+		vectors[0].aim(t, r, target{subject: api}, r.mal.Conn)
+		vectors[1].aim(t, r, target{subject: api}, r.mal.Conn)
 	}
 	if err := r.mal.Flush(); err != nil {
 		t.Fatal(err)
@@ -428,7 +477,8 @@ func TestExpiredRowsStayGone(t *testing.T) {
 	}
 }
 
-// TestRepeatedCapturesDoNotExtendARow: each capture of a row with its own time to live is
+// TestRepeatedCapturesDoNotExtendARow: each capture (planted through the store account) of a
+// row with its own time to live is
 // repaired with what is left of that TTL, never more, so an agent aiming acknowledgements at the
 // key over and over cannot keep the row alive past its deadline.
 func TestRepeatedCapturesDoNotExtendARow(t *testing.T) {
@@ -454,9 +504,10 @@ func TestRepeatedCapturesDoNotExtendARow(t *testing.T) {
 		return len(m.Data) > 0
 	}
 	// Captures every 300 ms until well past the deadline; the row must be gone by then.
+	store := r.StoreClient(t)
 	for end := deadline.Add(3 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
 		r.newMallory(t) // each capture revokes its sender
-		vectors[0].aim(t, r, target{subject: subject})
+		vectors[0].aim(t, r, target{subject: subject}, store.Conn)
 	}
 	// The last capture came long after the deadline: it is removed, not answered with the row
 	// (which, brought back, would live at least another second).

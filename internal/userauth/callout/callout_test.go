@@ -59,7 +59,7 @@ func startMesh(t *testing.T) *mesh {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := kr.AccountJWT(sk)
+		data, store, err := kr.SpaceAccountJWTs(sk)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func startMesh(t *testing.T) *mesh {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr.Accounts = append(tr.Accounts, data, auth)
+		tr.Accounts = append(tr.Accounts, data, store, auth)
 		return sk, ck
 	}
 	var idleAuth *authority.CalloutKeys
