@@ -269,3 +269,15 @@ func activeCreds(t *testing.T, dir, principal string) int {
 	}
 	return n
 }
+
+// TestPreflightRefusesAKickoffForCotal: a kickoff message for cotal's own agent, which reads
+// none, is refused before anything starts, naming the agent.
+func TestPreflightRefusesAKickoffForCotal(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, t.TempDir(), "cotal.yaml", "apiVersion: cotal/v1\nkind: Mesh\nspace: main\nagent: cotal\n"+
+		"agents:\n  kim:\n    instructions: Hello.\n    prompt: Say hello in general.\nchannels:\n  general:\n    subscribe: [kim]\n")
+	code, out, stderr := run(t, "up", "-f", file, "--dir", dir, "--port", "0", "--dry-run")
+	if code == exit.OK || !strings.Contains(stderr, "kim") || !strings.Contains(stderr, "kickoff") {
+		t.Fatalf("up -f --dry-run of a kickoff for cotal's agent (exit %d): %s %s", code, out, stderr)
+	}
+}

@@ -81,7 +81,8 @@ func TestCatalogCommands(t *testing.T) {
 }
 
 // TestLaunchRefusals shows launch refusing a run it does not hold, an agent the run does not
-// launch, an inline spec of another run or space, and one whose hash is not its fields'.
+// launch, an inline spec of another run or space, one whose hash is not its fields', and a
+// kickoff message for cotal's own agent, which reads none.
 func TestLaunchRefusals(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -107,6 +108,17 @@ func TestLaunchRefusals(t *testing.T) {
 	tampered.Agents = []manifest.LaunchAgent{spec.Agents[0]}
 	tampered.Agents[0].AllowPublish = []string{"general"}
 	tamperedRaw, _ := json.Marshal(tampered)
+	kickoff, err := manifest.Parse("cotal.yaml", []byte("apiVersion: cotal/v1\nkind: Mesh\nspace: main\nagent: cotal\n"+
+		"agents:\n  kim:\n    instructions: Hello.\n    prompt: Say hello in general.\nchannels:\n  general:\n    subscribe: [kim]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kickoffID := manifest.NewRunID()
+	kickoffSpec, err := kickoff.Launch(kickoffID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kickoffRaw, _ := json.Marshal(kickoffSpec)
 	for _, tc := range []struct {
 		name string
 		args manager.LaunchArgs
@@ -118,6 +130,7 @@ func TestLaunchRefusals(t *testing.T) {
 		{"a spec of another run", manager.LaunchArgs{RunID: manifest.NewRunID(), Name: "ann", Spec: raw}, wire.CodeBadRequest},
 		{"a spec of another space", manager.LaunchArgs{RunID: id, Name: "ann", Spec: otherRaw}, wire.CodeFailedPrecondition},
 		{"a spec whose hash is not its fields'", manager.LaunchArgs{RunID: id, Name: "ann", Spec: tamperedRaw}, wire.CodeBadRequest},
+		{"a kickoff for cotal's agent", manager.LaunchArgs{RunID: kickoffID, Name: "kim", Spec: kickoffRaw}, wire.CodeBadRequest},
 	} {
 		if _, err := mc.Launch(ctx, "", tc.args); codeOf(err) != tc.code {
 			t.Errorf("launch with %s: %v, want %s", tc.name, err, tc.code)

@@ -67,14 +67,18 @@ type SpawnArgs struct {
 	ContinueSession string         `json:"continueSession,omitempty"`
 	Events          bool           `json:"events,omitempty"`
 	Cwd             string         `json:"cwd,omitempty"`
-	Prompt          string         `json:"prompt,omitempty"`
-	Subscribe       []string       `json:"subscribe,omitempty"`
-	AllowSubscribe  []string       `json:"allowSubscribe,omitempty"`
+	// Prompt is a kickoff message: the agent's first turn, once its session is up.
+	Prompt         string   `json:"prompt,omitempty"`
+	Subscribe      []string `json:"subscribe,omitempty"`
+	AllowSubscribe []string `json:"allowSubscribe,omitempty"`
 	// AllowPublish nil leaves the default (the concrete channels of Subscribe); an empty list
 	// is a declared "none", as an agent file's omitted allowPublish is.
 	AllowPublish []string        `json:"allowPublish,omitzero"`
 	ShareTools   string          `json:"shareTools,omitempty"`
 	Supervise    json.RawMessage `json:"supervise,omitempty"`
+	// instructions are the agent's system prompt, which the manager takes from a persona or a
+	// launch spec, never from a caller's arguments.
+	instructions string
 }
 
 // LaunchOptions carry a raw command (command and env: host launch authority) and the runtime. The

@@ -33,18 +33,40 @@ const (
 // Harnesses lists the presets.
 var Harnesses = []Harness{HarnessClaude, HarnessCodex, HarnessOpenCode, HarnessCotal}
 
-// takes returns an error when h cannot honour a model or a persona prompt: an agent started
-// without what its spawn asked for would be the wrong agent. Claude Code takes both; Codex and
-// OpenCode take a model; cotal's agent runs no model and has no instructions to follow, so it
-// takes no model and ignores a persona's prompt.
-func (h Harness) takes(model, prompt string) error {
+// takes returns an error when h cannot honour a model or a persona's instructions: an agent
+// started without what its spawn asked for would be the wrong agent. Claude Code takes both;
+// Codex and OpenCode take a model; cotal's agent runs no model and has no instructions to follow,
+// so it takes no model and ignores a persona's instructions.
+func (h Harness) takes(model, instructions string) error {
 	switch {
 	case model != "" && (h == "" || h == HarnessCotal):
 		return &wire.ValidationError{Field: "model", Value: model, Rule: "needs an LLM harness (claude, codex or opencode)"}
-	case prompt != "" && (h == "" || h == HarnessCodex || h == HarnessOpenCode):
-		return &wire.ValidationError{Field: "prompt", Rule: fmt.Sprintf("is not passed to %s by this manager: give its instructions in the harness's own configuration", cmp.Or(string(h), "a raw command"))}
+	case instructions != "" && (h == "" || h == HarnessCodex || h == HarnessOpenCode):
+		return &wire.ValidationError{Field: "instructions", Rule: fmt.Sprintf("are not passed to %s by this manager: give them in the harness's own configuration", cmp.Or(string(h), "a raw command"))}
 	}
 	return nil
+}
+
+// kicksOff returns an error unless h can be started with a kickoff message, which the three LLM
+// harnesses take on their command line; cotal's agent runs no model to read one.
+func (h Harness) kicksOff(kickoff string) error {
+	if kickoff != "" && h != HarnessClaude && h != HarnessCodex && h != HarnessOpenCode {
+		return &wire.ValidationError{Field: "prompt", Rule: fmt.Sprintf("(a kickoff message) needs an LLM harness (claude, codex or opencode); %s reads none", cmp.Or(string(h), "a raw command"))}
+	}
+	return nil
+}
+
+// kickoffArgs are the arguments, after every other, that start h's session with kickoff as its
+// first message: Claude Code and Codex take it as their prompt operand (after "--", so a message
+// that starts with a dash stays a message), OpenCode as --prompt.
+func (h Harness) kickoffArgs(kickoff string) []string {
+	switch {
+	case kickoff == "":
+		return nil
+	case h == HarnessOpenCode:
+		return []string{"--prompt", kickoff}
+	}
+	return []string{"--", kickoff}
 }
 
 // ResumeLast is the Resume that reopens a harness's latest session in the working directory.
@@ -112,17 +134,17 @@ func (h Harness) command(m Material, dir string, sp Spec) (argv, env []string, e
 		if sp.Model != "" {
 			argv = append(argv, "--model", sp.Model)
 		}
-		if sp.Prompt != "" {
-			argv = append(argv, "--append-system-prompt", sp.Prompt)
+		if sp.Instructions != "" {
+			argv = append(argv, "--append-system-prompt", sp.Instructions)
 		}
 		// The cotal server is loaded as a channel too, so a message that should wake the session
 		// does (Claude Code 2.1.80 and later); COTAL_CHANNEL=0 in the spawn's environment leaves
 		// it out, for an older Claude Code.
 		if slices.Contains(spawnEnv, ClaudeChannelEnv+"=0") {
-			return append(argv, args...), nil, nil
+			return append(append(argv, args...), h.kickoffArgs(sp.Kickoff)...), nil, nil
 		}
 		argv = append(argv, "--dangerously-load-development-channels", "server:cotal")
-		return append(argv, args...), []string{ClaudeChannelEnv + "=1"}, nil
+		return append(append(argv, args...), h.kickoffArgs(sp.Kickoff)...), []string{ClaudeChannelEnv + "=1"}, nil
 	case HarnessCodex:
 		// Codex runs its notify program, the event's JSON as the last argument, when a turn
 		// completes: the agent goes idle then without the model's help, whatever its version.
@@ -145,7 +167,7 @@ func (h Harness) command(m Material, dir string, sp Spec) (argv, env []string, e
 		if !slices.Contains(spawnEnv, CodexHooksEnv+"=0") {
 			argv = append(argv, CodexHookArgs(srv.Command, m.Space, m.Principal)...)
 		}
-		return append(argv, args...), nil, nil
+		return append(append(argv, args...), h.kickoffArgs(sp.Kickoff)...), nil, nil
 	case HarnessOpenCode:
 		// The cotal plugin keeps the agent's status and, while the session is idle, starts a turn
 		// with what should wake it (opencode/cotal.js).
@@ -168,7 +190,7 @@ func (h Harness) command(m Material, dir string, sp Spec) (argv, env []string, e
 		if sp.Model != "" {
 			argv = append(argv, "--model", sp.Model)
 		}
-		return append(argv, args...), env, nil
+		return append(append(argv, args...), h.kickoffArgs(sp.Kickoff)...), env, nil
 	case HarnessCotal:
 		// The cotal binary that serves `cotal mcp` runs the agent on the launch material.
 		return append([]string{srv.Command, "agent", "--echo"}, args...), nil, nil

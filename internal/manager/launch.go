@@ -96,20 +96,17 @@ func (svc *Service) ofThisSpace(spec *manifest.LaunchSpec) *wire.EndpointError {
 // launchSpawn maps a launch spec's agent to spawn arguments, refusing by name what this manager
 // does not implement.
 func (svc *Service) launchSpawn(a *manifest.LaunchAgent) (SpawnArgs, *wire.EndpointError) {
-	for field, set := range map[string]bool{
-		"prompt (a kickoff turn)": a.Prompt != "", "continuity exact": a.Continuity == "exact",
-	} {
-		if set {
-			return SpawnArgs{}, notExecuted(wire.CodeUnimplemented, "agent %s: this manager does not implement a launch's %s", a.Name, field)
-		}
+	if a.Continuity == "exact" {
+		return SpawnArgs{}, notExecuted(wire.CodeUnimplemented, "agent %s: this manager does not implement a launch's continuity exact", a.Name)
 	}
-	sa := SpawnArgs{Name: a.Name, Agent: a.Agent, Role: a.Role, Model: a.Model, Variant: a.Variant, Prompt: a.Instructions, Events: a.Events,
-		Subscribe: a.Subscribe, AllowSubscribe: a.AllowSubscribe, AllowPublish: slices.Clone(a.AllowPublish), Cwd: a.Cwd}
+	sa := SpawnArgs{Name: a.Name, Agent: a.Agent, Role: a.Role, Model: a.Model, Variant: a.Variant, Prompt: a.Prompt, Events: a.Events,
+		Subscribe: a.Subscribe, AllowSubscribe: a.AllowSubscribe, AllowPublish: slices.Clone(a.AllowPublish), Cwd: a.Cwd,
+		instructions: a.Instructions}
 	if sa.AllowPublish == nil {
 		sa.AllowPublish = []string{} // the manifest's default-deny
 	}
 	if HarnessCotal == Harness(a.Agent) {
-		sa.Model, sa.Prompt = "", "" // cotal's own agent runs no model and follows no instructions
+		sa.Model, sa.instructions = "", "" // cotal's own agent runs no model and follows no instructions
 	}
 	for k, v := range a.LaunchOptions {
 		rt, ok := v.(string)

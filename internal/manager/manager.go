@@ -45,8 +45,11 @@ type Spec struct {
 	Agent Harness `json:"agent,omitempty"`
 	// Model is the model the harness runs, when it takes one (Harness.command).
 	Model string `json:"model,omitempty"`
-	// Prompt is the persona: instructions the harness appends to its system prompt.
-	Prompt string `json:"prompt,omitempty"`
+	// Instructions are the persona: what the harness appends to its system prompt.
+	Instructions string `json:"instructions,omitempty"`
+	// Kickoff is a first message the harness submits once the session is up (spawn's prompt):
+	// what to do now, where Instructions say who the agent is.
+	Kickoff string `json:"kickoff,omitempty"`
 	// Resume reopens an earlier session of the harness: ResumeLast for its latest in the working
 	// directory, or a session id (Harness.resumes).
 	Resume string `json:"resume,omitempty"`
@@ -78,7 +81,10 @@ func (s Spec) validate() error {
 	if s.Agent == "" && (len(s.Command) == 0 || s.Command[0] == "") {
 		return &wire.ValidationError{Field: "command", Rule: "is required without an agent preset"}
 	}
-	if err := s.Agent.takes(s.Model, s.Prompt); err != nil {
+	if err := s.Agent.takes(s.Model, s.Instructions); err != nil {
+		return err
+	}
+	if err := s.Agent.kicksOff(s.Kickoff); err != nil {
 		return err
 	}
 	if err := s.Agent.resumes(s.Resume); err != nil {

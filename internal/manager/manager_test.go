@@ -294,16 +294,19 @@ func TestHarnessPresets(t *testing.T) {
 			}
 		}
 	}
-	// A model and a persona reach the harnesses that take them, and a spawn asking a harness for
-	// what it cannot take is refused before anything starts.
+	// A model, a persona's instructions and a kickoff message reach the harnesses that take them
+	// (the kickoff last, as the prompt operand or OpenCode's --prompt), and a spawn asking a
+	// harness for what it cannot take is refused before anything starts.
 	for _, tc := range []struct {
 		spec manager.Spec
 		want []string
 	}{
-		{manager.Spec{Name: "m_claude", Agent: manager.HarnessClaude, Model: "opus", Prompt: "Be brief."}, []string{"--model\nopus", "--append-system-prompt\nBe brief."}},
-		{manager.Spec{Name: "m_codex", Agent: manager.HarnessCodex, Model: "gpt-5"}, []string{"codex", "--model\ngpt-5"}},
-		{manager.Spec{Name: "m_opencode", Agent: manager.HarnessOpenCode, Model: "anthropic/claude"}, []string{"--model\nanthropic/claude"}},
-		{manager.Spec{Name: "m_cotal", Agent: manager.HarnessCotal, Prompt: "ignored"}, []string{"agent\n--echo"}},
+		{manager.Spec{Name: "m_claude", Agent: manager.HarnessClaude, Model: "opus", Instructions: "Be brief.", Kickoff: "-Say hello."},
+			[]string{"--model\nopus", "--append-system-prompt\nBe brief.", "--\n-Say hello.\n"}},
+		{manager.Spec{Name: "m_codex", Agent: manager.HarnessCodex, Model: "gpt-5", Kickoff: "Plan the work."}, []string{"codex", "--model\ngpt-5", "--\nPlan the work.\n"}},
+		{manager.Spec{Name: "m_opencode", Agent: manager.HarnessOpenCode, Model: "anthropic/claude", Kickoff: "Read the README."},
+			[]string{"--model\nanthropic/claude", "--prompt\nRead the README.\n"}},
+		{manager.Spec{Name: "m_cotal", Agent: manager.HarnessCotal, Instructions: "ignored"}, []string{"agent\n--echo"}},
 	} {
 		out := filepath.Join(t.TempDir(), "out")
 		tc.spec.Env = []string{"OUT=" + out}
@@ -320,11 +323,13 @@ func TestHarnessPresets(t *testing.T) {
 	}
 	for _, bad := range []manager.Spec{
 		{Name: "b_cotal", Agent: manager.HarnessCotal, Model: "opus"},
-		{Name: "b_codex", Agent: manager.HarnessCodex, Prompt: "Be brief."},
+		{Name: "b_codex", Agent: manager.HarnessCodex, Instructions: "Be brief."},
 		{Name: "b_raw", Command: []string{"true"}, Model: "opus"},
+		{Name: "b_cotal_kickoff", Agent: manager.HarnessCotal, Kickoff: "Say hello."},
+		{Name: "b_raw_kickoff", Command: []string{"true"}, Kickoff: "Say hello."},
 	} {
 		if _, err := f.sup.Spawn(t.Context(), bad); err == nil {
-			t.Errorf("%s (%s, model %q, prompt %q) was started", bad.Name, bad.Agent, bad.Model, bad.Prompt)
+			t.Errorf("%s (%s, model %q, instructions %q, kickoff %q) was started", bad.Name, bad.Agent, bad.Model, bad.Instructions, bad.Kickoff)
 		}
 	}
 	// COTAL_CODEX_HOOKS=0 starts Codex with notify alone, for a Codex without hooks.

@@ -32,7 +32,7 @@ func (a *SpawnArgs) applyPersona(dir string) ([]string, *wire.EndpointError) {
 		// cotal's own agent runs no model and follows no instructions; every other harness is
 		// given the persona's.
 		a.Model = cmp.Or(a.Model, f.Model)
-		a.Prompt = strings.TrimSpace(f.Persona + "\n\n" + a.Prompt)
+		a.instructions = strings.TrimSpace(f.Persona)
 	}
 	narrow := func(field string, given, file []string) ([]string, *wire.EndpointError) {
 		if file == nil {

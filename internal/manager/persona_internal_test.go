@@ -24,7 +24,7 @@ func TestApplyPersona(t *testing.T) {
 	if refusal != nil {
 		t.Fatal(refusal)
 	}
-	if a.Config != "" || a.Role != "lead" || a.Agent != "claude" || a.Model != "sonnet" || a.Prompt != "Lead the team.\n\nStart with the plan." {
+	if a.Config != "" || a.Role != "lead" || a.Agent != "claude" || a.Model != "sonnet" || a.instructions != "Lead the team." || a.Prompt != "Start with the plan." {
 		t.Errorf("merged spawn: %+v", a)
 	}
 	if !slices.Equal(a.Subscribe, []string{"general"}) || !slices.Equal(a.AllowSubscribe, []string{"general", "team.>"}) || !slices.Equal(caps, []string{"spawn"}) {
@@ -45,8 +45,8 @@ func TestApplyPersona(t *testing.T) {
 	}
 	// cotal's own agent takes neither the file's model nor its instructions.
 	cotal := SpawnArgs{Name: "lead", Config: "lead", Agent: string(HarnessCotal)}
-	if _, refusal := cotal.applyPersona(dir); refusal != nil || cotal.Prompt != "" || cotal.Model != "" {
-		t.Errorf("the cotal harness was given the persona's model %q or instructions %q: %v", cotal.Model, cotal.Prompt, refusal)
+	if _, refusal := cotal.applyPersona(dir); refusal != nil || cotal.instructions != "" || cotal.Model != "" {
+		t.Errorf("the cotal harness was given the persona's model %q or instructions %q: %v", cotal.Model, cotal.instructions, refusal)
 	}
 	if _, refusal := (&SpawnArgs{Name: "x", Config: "nobody"}).applyPersona(dir); refusal == nil || refusal.Code != wire.CodeNotFound || !strings.Contains(refusal.Message, "no persona nobody") {
 		t.Errorf("a missing persona: %v", refusal)

@@ -343,7 +343,7 @@ func (a *SpawnArgs) spec(hostLaunch bool) (Spec, *wire.EndpointError) {
 		agent = a.DefaultAgent
 	}
 	sp := Spec{Name: a.Name, Role: a.Role, Subscribe: a.Subscribe, AllowSubscribe: a.AllowSubscribe, AllowPublish: a.AllowPublish,
-		Agent: Harness(agent), Dir: a.Cwd, Model: a.Model, Prompt: a.Prompt, Resume: a.Resume}
+		Agent: Harness(agent), Dir: a.Cwd, Model: a.Model, Instructions: a.instructions, Kickoff: a.Prompt, Resume: a.Resume}
 	if o := a.LaunchOptions; o != nil && (len(o.Command) > 0 || len(o.Env) > 0) {
 		if !hostLaunch {
 			return Spec{}, notExecuted(wire.CodePermissionDenied, "launchOptions.command and env are host launch authority, which the caller does not hold")

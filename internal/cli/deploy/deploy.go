@@ -69,8 +69,8 @@ func (p *Plan) Preflight() error {
 		switch {
 		case a.Variant != "":
 			fail("variant %q: the manager does not implement variants yet", a.Variant)
-		case a.Prompt != "":
-			fail("prompt: the manager does not implement a kickoff turn yet (instructions are the agent's system prompt)")
+		case a.Prompt != "" && h == manager.HarnessCotal:
+			fail("prompt: a kickoff message needs an LLM harness (claude, codex or opencode); cotal's own agent reads none")
 		case a.Continuity == "exact":
 			fail("continuity exact: the manager does not implement session continuity yet")
 		}

@@ -109,8 +109,9 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 			"uncertain if neither happens within the manager's 30 s readiness deadline.\n\n" +
 			"`cotal spawn PERSONA` starts the agent .cotal/agents/PERSONA.md describes (`cotal personas`):\n" +
 			"its name, role, harness, model, channel grants and instructions come from the file; --agent,\n" +
-			"--role and --model override it, --prompt adds to its instructions, and --subscribe,\n" +
-			"--allow-subscribe and --allow-publish may narrow its grants, never widen them.\n\n" +
+			"--role and --model override it, --prompt gives it a kickoff message (its first turn, once\n" +
+			"its session is up), and --subscribe, --allow-subscribe and --allow-publish may narrow its\n" +
+			"grants, never widen them.\n\n" +
 			"With --detach, spawn returns once the goal has ended: exit 0 when it succeeded, 1 otherwise.\n" +
 			"Without it, spawn then waits for the agent to end and stops it on Ctrl-C.\n\n" +
 			"`cotal spawn -f cotal.yaml` deploys a manifest's team onto the running mesh, additively: it\n" +
@@ -156,7 +157,7 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 	fs.StringSliceVar(&o.AllowSubscribe, "allow-subscribe", nil, "channels or patterns the agent may read (default: --subscribe)")
 	fs.StringVar(&o.Agent, "agent", "", fmt.Sprintf("start a harness with the cotal MCP server configured, one of %q; ARGS after -- are passed to it", manager.Harnesses))
 	fs.StringVar(&o.Model, "model", "", "the model the harness runs (overrides the persona's)")
-	fs.StringVar(&o.Prompt, "prompt", "", "instructions added to the persona's")
+	fs.StringVar(&o.Prompt, "prompt", "", "a kickoff message: the agent's first turn, once its session is up")
 	fs.StringVar(&o.Variant, "variant", "", "the model variant the harness runs (as the harness names it)")
 	fs.StringVar(&o.Resume, "resume", "", "reopen a session of the harness: its latest in the working directory (--resume alone), or one by id (claude, opencode)")
 	fs.Lookup("resume").NoOptDefVal = manager.ResumeLast
