@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
 	"slices"
@@ -101,11 +100,7 @@ func upManifest(ctx context.Context, o *Options) error {
 	if o.Open {
 		return &exit.UsageError{Err: errors.New("an open mesh (broker.auth false, --open) has no credentials to scope: -f deploys onto an authenticated mesh")}
 	}
-	mo, err := o.meshOptions()
-	if err != nil {
-		return err
-	}
-	d, err := mesh.FindDir(o.Dir, ".")
+	mo, d, err := o.prepare()
 	if err != nil {
 		return err
 	}
@@ -126,23 +121,7 @@ func upManifest(ctx context.Context, o *Options) error {
 		}
 		return o.deployFresh(ctx, d, plan)
 	}
-	level := slog.LevelWarn
-	if o.Verbose {
-		level = slog.LevelInfo
-	}
-	mo.Log = slog.New(slog.NewTextHandler(o.IO.ErrOut, &slog.HandlerOptions{Level: level}))
-	m, err := mesh.Up(ctx, d, mo)
-	if err != nil {
-		return err
-	}
-	printUp(o.IO.Out, m.State(), d.CredsDir(m.State().Spaces[0]))
-	warnExposure(o.IO.ErrOut, m.State().Exposure())
-	if err := o.deployFresh(ctx, d, plan); err != nil {
-		fmt.Fprintf(o.IO.ErrOut, "%v\n", err)
-	}
-	<-ctx.Done()
-	fmt.Fprintln(o.IO.ErrOut, "stopping the mesh")
-	return shutdown(m)
+	return o.serve(ctx, d, mo, func() error { return o.deployFresh(ctx, d, plan) })
 }
 
 // cmpHost is the address to look for a broker at: loopback for a wildcard bind.

@@ -330,11 +330,7 @@ func upRun(ctx context.Context, o *Options) error {
 	case o.DryRun:
 		return &exit.UsageError{Err: errors.New("--dry-run goes with -f")}
 	}
-	mo, err := o.meshOptions()
-	if err != nil {
-		return err
-	}
-	d, err := mesh.FindDir(o.Dir, ".")
+	mo, d, err := o.prepare()
 	if err != nil {
 		return err
 	}
@@ -345,17 +341,35 @@ func upRun(ctx context.Context, o *Options) error {
 	if o.Detach {
 		return detach(ctx, o, d)
 	}
+	err = o.serve(ctx, d, mo, nil)
+	var running *mesh.AlreadyRunningError
+	if errors.As(err, &running) {
+		fmt.Fprintf(o.IO.ErrOut, "%v; `cotal down` stops it\n", err)
+		return nil
+	}
+	return err
+}
+
+// prepare resolves the mesh options and the mesh directory o names.
+func (o *Options) prepare() (mesh.Options, mesh.Dir, error) {
+	mo, err := o.meshOptions()
+	if err != nil {
+		return mesh.Options{}, mesh.Dir{}, err
+	}
+	d, err := mesh.FindDir(o.Dir, ".")
+	return mo, d, err
+}
+
+// serve brings the mesh up in d in the foreground, logging to the terminal, says where it is,
+// runs then on it (when set; its failure is reported, and the mesh keeps running), and stops the
+// mesh once ctx ends.
+func (o *Options) serve(ctx context.Context, d mesh.Dir, mo mesh.Options, then func() error) error {
 	level := slog.LevelWarn
 	if o.Verbose {
 		level = slog.LevelInfo
 	}
 	mo.Log = slog.New(slog.NewTextHandler(o.IO.ErrOut, &slog.HandlerOptions{Level: level}))
 	m, err := mesh.Up(ctx, d, mo)
-	var running *mesh.AlreadyRunningError
-	if errors.As(err, &running) {
-		fmt.Fprintf(o.IO.ErrOut, "%v; `cotal down` stops it\n", err)
-		return nil
-	}
 	if err != nil {
 		return err
 	}
@@ -365,6 +379,11 @@ func upRun(ctx context.Context, o *Options) error {
 	}
 	printUp(o.IO.Out, m.State(), credsDir)
 	warnExposure(o.IO.ErrOut, m.State().Exposure())
+	if then != nil {
+		if err := then(); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "%v\n", err)
+		}
+	}
 	<-ctx.Done()
 	fmt.Fprintln(o.IO.ErrOut, "stopping the mesh")
 	return shutdown(m)
