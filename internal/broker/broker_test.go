@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,17 @@ func TestRenderAuth(t *testing.T) {
 	}
 	if strings.Contains(s, "tls {") {
 		t.Error("no TLS block unless asked")
+	}
+	// The server's own store limit holds both stores' default 16 GiB, however full the disk: a
+	// server alone reserves each account's limit against it.
+	var maxStore int64
+	for line := range strings.Lines(s) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "max_file_store: "); ok {
+			maxStore, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	if maxStore < 2*authority.DefaultStorageLimits.Disk {
+		t.Errorf("max_file_store %d does not hold two stores of %d", maxStore, authority.DefaultStorageLimits.Disk)
 	}
 }
 

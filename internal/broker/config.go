@@ -35,6 +35,9 @@ type Config struct {
 	Port int
 	// StoreDir is the JetStream store directory.
 	StoreDir string
+	// MaxFileStore is the server's JetStream file storage limit in bytes; zero leaves it to the
+	// server (three quarters of the free disk). RenderAuth sets it for the accounts it serves.
+	MaxFileStore int64
 	// TLS, when set, makes the broker require TLS from clients, and from routes in a cluster.
 	TLS *TLSConfig
 	// Cluster, when set, joins the broker to a NATS cluster; ServerName is then required and
@@ -95,12 +98,24 @@ func RenderAuth(c Config, t Trust) ([]byte, error) {
 	}
 	preload := make([][2]string, 0, len(t.Accounts)+1)
 	preload = append(preload, [2]string{sys.Subject, t.SystemAccount})
+	var reserved int64
 	for i, a := range t.Accounts {
 		ac, err := decodeAccount(op, a)
 		if err != nil {
 			return nil, fmt.Errorf("render broker config: space account %d: %w", i, err)
 		}
 		preload = append(preload, [2]string{ac.Subject, a})
+		if disk := ac.Limits.JetStreamLimits.DiskStorage; disk > 0 {
+			reserved += disk + accountStreamReserve
+		}
+	}
+	if c.Cluster == nil && reserved > 0 {
+		// A server alone reserves each account's bounded disk limit against its own store
+		// limit, which it takes as three quarters of the disk that is free when it starts:
+		// on a fuller disk an account past that gets no JetStream at all, and its clients
+		// find no responders. The accounts' limits are what bound the disk here, so the
+		// server's own is set to hold them all (or what it would take, if that is more).
+		c.MaxFileStore = max(reserved, freeDisk(c.StoreDir)/4*3)
 	}
 	var b bytes.Buffer
 	if err := writeListen(&b, c); err != nil {
@@ -207,7 +222,11 @@ func writeListen(b *bytes.Buffer, c Config) error {
 	// strict is the server's default; it is pinned because it is a security property here: were
 	// an acknowledgement a client aims at a $JS.API subject through its reply subject ever taken
 	// as a request, it carries fields no request has, and a strict server refuses to act on it.
-	fmt.Fprintf(b, "jetstream {\n  store_dir: %q\n  strict: true\n}\n", c.StoreDir)
+	fmt.Fprintf(b, "jetstream {\n  store_dir: %q\n  strict: true\n", c.StoreDir)
+	if c.MaxFileStore > 0 {
+		fmt.Fprintf(b, "  max_file_store: %d\n", c.MaxFileStore)
+	}
+	b.WriteString("}\n")
 	if c.TLS != nil {
 		if c.TLS.CertFile == "" || c.TLS.KeyFile == "" {
 			return errors.New("render broker config: TLS needs both a certificate and a key file")
