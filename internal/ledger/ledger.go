@@ -73,8 +73,14 @@ func Open(ctx context.Context, url string, kr *authority.Keyring, sp wire.Space,
 	l.store = &held[*authstore.Store]{
 		url:  url,
 		mint: l.own(authority.ProfileLedger, ledgerActor),
-		open: func(ctx context.Context, nc *nats.Conn) (*authstore.Store, error) {
-			return authstore.Open(ctx, nc, sp)
+		// On a cluster the stream's info can go unanswered while its leader is elected (a node
+		// that has just joined, under load): the open is asked again as any ledger operation is.
+		open: func(ctx context.Context, nc *nats.Conn) (s *authstore.Store, err error) {
+			err = retryUnanswered(ctx, func(ctx context.Context) (err error) {
+				s, err = authstore.Open(ctx, nc, sp)
+				return err
+			})
+			return s, err
 		},
 	}
 	l.prov = &held[jetstream.JetStream]{
