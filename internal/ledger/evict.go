@@ -61,16 +61,21 @@ func revoker(ctx context.Context, kr *authority.Keyring, url string, sp wire.Spa
 		return nil, "", err
 	}
 	acct := sk.AccountPublicKey()
-	sys, err := kr.MintSystemUser("cotal-revoker",
-		[]string{jsapi.AccountClaimsUpdate(acct), jsapi.AccountClaimsLookup(acct), jsapi.AccountConnz(acct)}, nil, time.Minute)
-	if err != nil {
-		return nil, "", err
-	}
-	nc, err := dial.As(ctx, url, sys)
+	nc, err := dialSystem(ctx, kr, url, "cotal-revoker", jsapi.AccountClaimsUpdate(acct), jsapi.AccountClaimsLookup(acct), jsapi.AccountConnz(acct))
 	if err != nil {
 		return nil, "", err
 	}
 	return nc, acct, nil
+}
+
+// dialSystem connects to url a system user of kr, named name and living a minute, that may
+// publish pubAllow: the short-lived hands of the authority's $SYS requests.
+func dialSystem(ctx context.Context, kr *authority.Keyring, url, name string, pubAllow ...string) (*nats.Conn, error) {
+	sys, err := kr.MintSystemUser(name, pubAllow, nil, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	return dial.As(ctx, url, sys)
 }
 
 func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp wire.Space, userKeys []string, alone *atomic.Bool) error {
@@ -143,11 +148,7 @@ func pushRevocations(ctx context.Context, kr *authority.Keyring, url string, sp 
 // last as long as their bearer.
 func (l *Ledger) EvictConnectionsOf(ctx context.Context, p wire.Principal) (int, error) {
 	acct := l.keys.AccountPublicKey()
-	sys, err := l.kr.MintSystemUser("cotal-evictor", []string{jsapi.AccountConnz(acct), jsapi.ServerKickAny}, nil, time.Minute)
-	if err != nil {
-		return 0, err
-	}
-	nc, err := dial.As(ctx, l.url, sys)
+	nc, err := dialSystem(ctx, l.kr, l.url, "cotal-evictor", jsapi.AccountConnz(acct), jsapi.ServerKickAny)
 	if err != nil {
 		return 0, err
 	}
@@ -207,11 +208,7 @@ func (l *Ledger) PushStoreAccount(ctx context.Context) error {
 		return err
 	}
 	acct := l.keys.StorePublicKey()
-	sys, err := l.kr.MintSystemUser("cotal-store-pusher", []string{jsapi.AccountClaimsUpdate(acct)}, nil, time.Minute)
-	if err != nil {
-		return err
-	}
-	nc, err := dial.As(ctx, l.url, sys)
+	nc, err := dialSystem(ctx, l.kr, l.url, "cotal-store-pusher", jsapi.AccountClaimsUpdate(acct))
 	if err != nil {
 		return err
 	}

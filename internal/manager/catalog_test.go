@@ -90,16 +90,7 @@ func TestLaunchRefusals(t *testing.T) {
 	f.serve(t, "cotal_manager", 0, func(c *manager.ServiceConfig) { c.Runs = runs })
 	mc, _, _ := operator(t, f.m)
 	ctx := t.Context()
-	m, err := manifest.Parse("cotal.yaml", []byte("apiVersion: cotal/v1\nkind: Mesh\nspace: main\nagent: cotal\n"+
-		"agents:\n  ann:\n    instructions: Hello.\nchannels:\n  general:\n    subscribe: [ann]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := manifest.NewRunID()
-	spec, err := m.Launch(id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, spec := launchSpec(t, "ann", "instructions: Hello.")
 	raw, _ := json.Marshal(spec)
 	other := *spec
 	other.Space = "elsewhere"
@@ -108,16 +99,7 @@ func TestLaunchRefusals(t *testing.T) {
 	tampered.Agents = []manifest.LaunchAgent{spec.Agents[0]}
 	tampered.Agents[0].AllowPublish = []string{"general"}
 	tamperedRaw, _ := json.Marshal(tampered)
-	kickoff, err := manifest.Parse("cotal.yaml", []byte("apiVersion: cotal/v1\nkind: Mesh\nspace: main\nagent: cotal\n"+
-		"agents:\n  kim:\n    instructions: Hello.\n    prompt: Say hello in general.\nchannels:\n  general:\n    subscribe: [kim]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kickoffID := manifest.NewRunID()
-	kickoffSpec, err := kickoff.Launch(kickoffID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kickoffID, kickoffSpec := launchSpec(t, "kim", "instructions: Hello.\n    prompt: Say hello in general.")
 	kickoffRaw, _ := json.Marshal(kickoffSpec)
 	for _, tc := range []struct {
 		name string
@@ -139,4 +121,21 @@ func TestLaunchRefusals(t *testing.T) {
 	if _, err := manifest.LoadLaunchSpec(runs, id); err != nil {
 		t.Errorf("the inline spec of the run was not kept: %v", err)
 	}
+}
+
+// launchSpec returns a new run id and the launch spec of a one-agent team of cotal's own agent,
+// name, given the agent's keys (fields, indented as the manifest nests them) and #general.
+func launchSpec(t *testing.T, name, fields string) (string, *manifest.LaunchSpec) {
+	t.Helper()
+	m, err := manifest.Parse("cotal.yaml", []byte("apiVersion: cotal/v1\nkind: Mesh\nspace: main\nagent: cotal\n"+
+		"agents:\n  "+name+":\n    "+fields+"\nchannels:\n  general:\n    subscribe: ["+name+"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := manifest.NewRunID()
+	spec, err := m.Launch(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, spec
 }

@@ -98,8 +98,9 @@ func (b *Bundle) trust() broker.Trust {
 	return broker.Trust{OperatorJWT: b.OperatorJWT, SystemAccount: b.SystemAccount, Accounts: append(slices.Clone(b.Accounts), b.StoreAccounts...)}
 }
 
-// ReadBundle reads and checks a bundle file: its version, a route secret, one account per space,
-// and accounts the operator signed (the rendering of the broker's config checks the signatures).
+// ReadBundle reads and checks a bundle file: its version, a route secret, one account and one
+// store account per space, and accounts the operator signed (the rendering of the broker's
+// config checks the signatures).
 func ReadBundle(path string) (*Bundle, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {

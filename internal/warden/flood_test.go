@@ -46,19 +46,17 @@ func TestNoAcknowledgedWriteIsRolledBack(t *testing.T) {
 		return n
 	}
 
-	// Attackers, minted ahead so the flood runs at full rate.
-	type attacker struct {
-		own string // its own chat subject: the only one it may publish to
-	}
+	// Attackers, minted ahead so the flood runs at full rate: each one's own chat subject, the
+	// only one it may publish to.
 	store := r.StoreClient(t)
 	const attackers = 60
-	mals := make(chan attacker, attackers)
+	mals := make(chan string, attackers)
 	for i := range attackers {
 		req := ledger.Request{Subscribe: []string{"general"}, AllowPublish: []string{"general"}}
 		req.Name = "flood" + strconv.Itoa(i)
 		cred := r.AgentCred(t, req)
 		own, _ := sp.ChatSubject(cred.Principal, "general")
-		mals <- attacker{own: own}
+		mals <- own
 	}
 	close(mals)
 
@@ -115,10 +113,10 @@ func TestNoAcknowledgedWriteIsRolledBack(t *testing.T) {
 		tick := time.NewTicker(flood / attackers)
 		defer tick.Stop()
 		body := []byte(`{"not":"a post"}`)
-		for a := range mals {
+		for own := range mals {
 			// A burst in its name: each acknowledgement is a capture.
 			for range 20 {
-				_ = store.PublishMsg(&nats.Msg{Subject: a.own, Reply: subject, Data: body})
+				_ = store.PublishMsg(&nats.Msg{Subject: own, Reply: subject, Data: body})
 			}
 			select {
 			case <-fctx.Done():
