@@ -99,6 +99,11 @@ type Service struct {
 	// LoopbackURL is the loopback face, which needs Cap; PublicURL the public face.
 	LoopbackURL, PublicURL string
 	Cap                    string
+	// Host is the host's authority over people's managers and managed agents: what the host's
+	// own manager enrolls a person's agents through.
+	Host *remotemgr.Host
+	// SentinelCreds are the shared, deny-all creds a client presents beside its bearer.
+	SentinelCreds []byte
 }
 
 // MeshDocument is what GET /.well-known/cotal-mesh answers: what a person's CLI on another
@@ -152,7 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		Roots:    roots{cfg.Ledger}, Managers: managers{cfg.Ledger, st.Registry, cfg.Log}, Log: cfg.Log,
 	}
 	host := &remotemgr.Host{Space: cfg.Space, Keys: keys, Ledger: cfg.Ledger, People: people{ex}, Registry: st.Registry, Managed: st.People, Life: cfg.RemoteManagerLifetime, Log: cfg.Log}
-	s := &Service{cfg: cfg, Cap: userauth.NewCap(), started: make(chan struct{})}
+	s := &Service{cfg: cfg, Cap: userauth.NewCap(), Host: host, started: make(chan struct{})}
 	defer close(s.started)
 	ck, err := cfg.Keyring.Callout(cfg.Space)
 	if err != nil {
@@ -221,6 +226,7 @@ func (s *Service) serveFaces(ctx context.Context, ck *authority.CalloutKeys, key
 	if err != nil {
 		return err
 	}
+	s.SentinelCreds = sentinel
 	pub, err := listen(s.cfg.PublicAddr)
 	if err != nil {
 		return fmt.Errorf("the exchange's public face: %w", err)

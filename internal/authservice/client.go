@@ -218,6 +218,40 @@ type ManagerCall struct {
 // the caller to another manager. A bearer for another principal, view or instance than asked is
 // refused.
 func DialManager(ctx context.Context, hc *http.Client, sessionsPath, meshURL, actor string, instance wire.LifecycleUID) (*ManagerCall, error) {
+	req := userauth.PersonBearer{Actor: actor, View: userauth.ViewManagerCaller, ManagerInstanceID: instance}
+	v, err := dialView(ctx, hc, sessionsPath, meshURL, nil, &req, func(act *userauth.Act) bool {
+		ok := act.ManagerInstanceID != "" && (req.ManagerInstanceID == "" || act.ManagerInstanceID == req.ManagerInstanceID)
+		if ok {
+			req.ManagerInstanceID = act.ManagerInstanceID // every reconnect asks for the same one
+		}
+		return ok
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ManagerCall{Conn: v.Conn, Space: v.Space, Me: v.Me, Instance: req.ManagerInstanceID}, nil
+}
+
+// ViewConn is a person's connection through a view of theirs (SPEC §10).
+type ViewConn struct {
+	Conn  *nats.Conn
+	Space wire.Space
+	// Me is the person's incarnation: the caller lifecycle of every call.
+	Me wire.Lifecycle
+}
+
+// DialView connects the person logged in to the mesh at meshURL (sessionsPath) as their actor
+// through view, a view the exchange issues on its loopback face only (the deployer and
+// channel-writer views): face is that face's discovery file, which only the mesh's host can
+// read. A bearer for another principal or view than asked is refused.
+func DialView(ctx context.Context, hc *http.Client, sessionsPath, meshURL, actor string, view userauth.View, face *Ready) (*ViewConn, error) {
+	return dialView(ctx, hc, sessionsPath, meshURL, face, &userauth.PersonBearer{Actor: actor, View: view}, nil)
+}
+
+// dialView connects as req asks, with bearers from the exchange's public face, or from its
+// loopback face when face is set; each bearer must be of req's actor and view, of the same
+// incarnation as the first, and pass check when it is set.
+func dialView(ctx context.Context, hc *http.Client, sessionsPath, meshURL string, face *Ready, req *userauth.PersonBearer, check func(*userauth.Act) bool) (*ViewConn, error) {
 	doc, err := FetchMeshDocument(ctx, hc, meshURL)
 	if err != nil {
 		return nil, err
@@ -226,7 +260,10 @@ func DialManager(ctx context.Context, hc *http.Client, sessionsPath, meshURL, ac
 	if err != nil {
 		return nil, err
 	}
-	req := userauth.PersonBearer{Actor: actor, View: userauth.ViewManagerCaller, ManagerInstanceID: instance}
+	exchange, capability := doc.ExchangeURL, ""
+	if face != nil {
+		exchange, capability = face.URL, face.Cap
+	}
 	var mu sync.Mutex // a reconnect fetches on the client's own goroutine
 	var me wire.Lifecycle
 	bearer := func(ctx context.Context) (string, error) {
@@ -236,7 +273,7 @@ func DialManager(ctx context.Context, hc *http.Client, sessionsPath, meshURL, ac
 		if err != nil {
 			return "", err
 		}
-		tok, act, err := userauth.FetchPersonBearer(ctx, hc, doc.ExchangeURL, idToken, req)
+		tok, act, err := userauth.FetchViewBearer(ctx, hc, exchange, capability, idToken, *req)
 		if err != nil {
 			return "", err
 		}
@@ -244,12 +281,11 @@ func DialManager(ctx context.Context, hc *http.Client, sessionsPath, meshURL, ac
 		switch {
 		case err != nil:
 			return "", fmt.Errorf("the exchange's bearer: %w", err)
-		case act.View != userauth.ViewManagerCaller || p.Actor() != actor || act.ManagerInstanceID == "" ||
-			req.ManagerInstanceID != "" && act.ManagerInstanceID != req.ManagerInstanceID ||
+		case act.View != req.View || p.Actor() != req.Actor || check != nil && !check(act) ||
 			!me.Principal.IsZero() && me != (wire.Lifecycle{Principal: p, UID: act.LifecycleUID}):
-			return "", fmt.Errorf("the exchange answered a bearer of another principal, view or manager instance than asked (%s view %q on %s)", p, act.View, act.ManagerInstanceID)
+			return "", fmt.Errorf("the exchange answered a bearer of another principal, view or manager instance than asked (%s view %q on %q)", p, act.View, act.ManagerInstanceID)
 		}
-		me, req.ManagerInstanceID = wire.Lifecycle{Principal: p, UID: act.LifecycleUID}, act.ManagerInstanceID
+		me = wire.Lifecycle{Principal: p, UID: act.LifecycleUID}
 		return tok, nil
 	}
 	// The first bearer is fetched here, so a refusal is the exchange's and names itself; the
@@ -272,7 +308,7 @@ func DialManager(ctx context.Context, hc *http.Client, sessionsPath, meshURL, ac
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return &ManagerCall{Conn: nc, Space: wire.Space(doc.Space), Me: me, Instance: req.ManagerInstanceID}, nil
+	return &ViewConn{Conn: nc, Space: wire.Space(doc.Space), Me: me}, nil
 }
 
 // SessionHolder returns the person's side of the session-holder route of the mesh at meshURL

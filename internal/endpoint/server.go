@@ -40,6 +40,10 @@ type Command struct {
 	Input        Schema
 	Output       Schema
 	Handle       Handler
+	// OffClassRail serves the command on the scatter and instance rails only: a request on the
+	// class rail goes to another instance of the endpoint, one that can carry it out (the SPEC's
+	// class-spawn skip).
+	OffClassRail bool
 }
 
 // Cluster is one cluster of the descriptor describe answers: its closure digest, the commands it
@@ -193,6 +197,9 @@ func Serve(nc *nats.Conn, cfg Config) (*Server, error) {
 		for _, versioned := range []bool{false, true} {
 			one, all, inst := meshwire.ServeFilters(cfg.Space, cfg.Endpoint, cfg.Instance, name, versioned)
 			subs := []struct{ subj, queue string }{{one, meshwire.QueueGroup(cfg.Endpoint)}, {all, ""}, {inst, ""}}
+			if c := s.commands[name]; c != nil && c.OffClassRail {
+				subs = subs[1:]
+			}
 			for _, sb := range subs {
 				sub, err := nc.QueueSubscribe(sb.subj, sb.queue, s.receive)
 				if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gocotal/cotal/internal/manager"
@@ -101,6 +102,12 @@ func TestLaunchRefusals(t *testing.T) {
 	tamperedRaw, _ := json.Marshal(tampered)
 	kickoffID, kickoffSpec := launchSpec(t, "kim", "instructions: Hello.\n    prompt: Say hello in general.")
 	kickoffRaw, _ := json.Marshal(kickoffSpec)
+	personsID, persons := launchSpec(t, "pat", "instructions: Hello.")
+	persons.Owner = "u_" + strings.Repeat("a", 26)
+	personsRaw, _ := json.Marshal(persons)
+	badOwner := *persons
+	badOwner.Owner = "local"
+	badOwnerRaw, _ := json.Marshal(badOwner)
 	for _, tc := range []struct {
 		name string
 		args manager.LaunchArgs
@@ -113,6 +120,8 @@ func TestLaunchRefusals(t *testing.T) {
 		{"a spec of another space", manager.LaunchArgs{RunID: id, Name: "ann", Spec: otherRaw}, wire.CodeFailedPrecondition},
 		{"a spec whose hash is not its fields'", manager.LaunchArgs{RunID: id, Name: "ann", Spec: tamperedRaw}, wire.CodeBadRequest},
 		{"a kickoff for cotal's agent", manager.LaunchArgs{RunID: kickoffID, Name: "kim", Spec: kickoffRaw}, wire.CodeBadRequest},
+		{"a person's run, by the operator", manager.LaunchArgs{RunID: personsID, Name: "pat", Spec: personsRaw}, wire.CodePermissionDenied},
+		{"a run of an owner that is no person's", manager.LaunchArgs{RunID: personsID, Name: "pat", Spec: badOwnerRaw}, wire.CodeBadRequest},
 	} {
 		if _, err := mc.Launch(ctx, "", tc.args); codeOf(err) != tc.code {
 			t.Errorf("launch with %s: %v, want %s", tc.name, err, tc.code)
@@ -120,6 +129,27 @@ func TestLaunchRefusals(t *testing.T) {
 	}
 	if _, err := manifest.LoadLaunchSpec(runs, id); err != nil {
 		t.Errorf("the inline spec of the run was not kept: %v", err)
+	}
+}
+
+// TestLaunchLeavesTheClassRail: a manager with no run directory launches no manifest, so it does
+// not take launch on the class rail, where a deploy's launch goes: every class-rail launch reaches
+// the manager that keeps runs, while the other still answers on its own rail.
+func TestLaunchLeavesTheClassRail(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.serve(t, "cotal_manager", 0, func(c *manager.ServiceConfig) { c.Runs = t.TempDir() })
+	runless := f.serve(t, "cotal_runless", 0)
+	mc, _, _ := operator(t, f.m)
+	ctx := t.Context()
+	args := manager.LaunchArgs{RunID: manifest.NewRunID(), Name: "ann"}
+	for i := range 12 {
+		if _, err := mc.Launch(ctx, "", args); codeOf(err) != wire.CodeNotFound {
+			t.Fatalf("class-rail launch %d: %v, want the run-keeping manager's not-found", i, err)
+		}
+	}
+	if _, err := mc.Launch(ctx, runless.instance, args); codeOf(err) != wire.CodeUnimplemented {
+		t.Errorf("launch on the run-less manager's own rail: %v, want unimplemented", err)
 	}
 }
 

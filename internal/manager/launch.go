@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,9 +24,9 @@ type launchArgs struct {
 
 // launch starts one agent of a manifest deploy: the entry of the run's launch spec (read from
 // this manager's run directory, or given inline, checked as untrusted input and kept there) is
-// spawned as spawn would, with its grants and capabilities, as the caller, and its creds are
-// written to the mesh's creds folder when this manager keeps one. The reply is spawn's
-// acceptance.
+// spawned as spawn would, with its grants and capabilities, as the caller, and, for the
+// operator's deploy, its creds are written to the mesh's creds folder when this manager keeps
+// one. The reply is spawn's acceptance.
 func (svc *Service) launch(ctx context.Context, req *endpoint.Request) (any, error) {
 	if svc.cfg.Runs == "" {
 		return nil, notExecuted(wire.CodeUnimplemented, "this manager keeps no run directory: it launches no manifest")
@@ -41,6 +42,11 @@ func (svc *Service) launch(ctx context.Context, req *endpoint.Request) (any, err
 	if refusal != nil {
 		return nil, refusal
 	}
+	// A run launches its agents as the owner its spec names, the manager's own when it names
+	// none, and only for a caller of that owner: a person deploys their own team.
+	if owner, caller := cmp.Or(spec.Owner, svc.cfg.Owner), req.Caller().Principal.Owner(); caller != owner {
+		return nil, notExecuted(wire.CodePermissionDenied, "run %s launches agents of %s; its caller %s is not theirs", args.RunID, owner, req.Caller().Principal)
+	}
 	a := spec.Agent(args.Name)
 	if a == nil {
 		return nil, notExecuted(wire.CodeNotFound, "run %s launches no agent %s", args.RunID, args.Name)
@@ -51,7 +57,7 @@ func (svc *Service) launch(ctx context.Context, req *endpoint.Request) (any, err
 	}
 	return svc.start(ctx, req, sa, func(sp *Spec) {
 		sp.Capabilities = a.Capabilities
-		if svc.cfg.CredsDir != "" {
+		if svc.cfg.CredsDir != "" && sp.Owner == "" { // the operator's: a person's connect on bearers
 			sp.CredsFile = filepath.Join(svc.cfg.CredsDir, sp.Name+".creds")
 		}
 	})

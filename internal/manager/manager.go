@@ -69,6 +69,9 @@ type Spec struct {
 	// SpawnedBy is the lifecycle (dot-form) of the agent that asked for this spawn; empty when the
 	// host's operator did. Such an agent may despawn what it spawned and nothing else.
 	SpawnedBy string `json:"spawnedBy,omitempty"`
+	// Owner is the owner token of the caller that asked for this spawn, when it was not the
+	// host's operator: on a user-auth mesh's host, a person's agent is issued as theirs.
+	Owner string `json:"owner,omitempty"`
 }
 
 func (s Spec) validate() error {

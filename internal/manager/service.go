@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/contract"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -184,7 +185,10 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 	for _, c := range cluster.Document.Commands {
 		sch := cluster.Schemas[c.Name]
 		cmds = append(cmds, endpoint.Command{Name: c.Name, Class: c.Class, Modes: c.Modes, InputDigest: c.InputDigest, OutputDigest: c.OutputDigest,
-			Input: sch.Input, Output: sch.Output, Handle: handlers[c.Name]})
+			Input: sch.Input, Output: sch.Output, Handle: handlers[c.Name],
+			// A manager with no run directory launches no manifest: a deploy's launch on the
+			// class rail goes to one that does (a remote manager leaves it to the host's).
+			OffClassRail: c.Name == CommandLaunch && cfg.Runs == ""})
 		names = append(names, c.Name)
 	}
 	doc, _ := json.Marshal(cluster.Document) // always encodes
@@ -388,6 +392,9 @@ func (svc *Service) start(ctx context.Context, req *endpoint.Request, args Spawn
 	if refusal != nil {
 		return nil, refusal
 	}
+	if !operator {
+		spec.SpawnedBy, spec.Owner = req.Caller().String(), req.Caller().Principal.Owner()
+	}
 	if shape != nil {
 		shape(&spec)
 	}
@@ -395,7 +402,6 @@ func (svc *Service) start(ctx context.Context, req *endpoint.Request, args Spawn
 		if refusal := svc.withinCaller(ctx, req.Caller(), spec); refusal != nil {
 			return nil, refusal
 		}
-		spec.SpawnedBy = req.Caller().String()
 	}
 	fingerprint, err := meshwire.Fingerprint(req.Route, req.Envelope)
 	if err != nil {
@@ -456,8 +462,8 @@ func (svc *Service) withinCaller(ctx context.Context, caller wire.Lifecycle, spe
 			return notExecuted(wire.CodePermissionDenied, "the new agent may not post to %s: its caller cannot", ch)
 		}
 	}
-	if spec.Role != "" && spec.Role != g.Role {
-		return notExecuted(wire.CodePermissionDenied, "the new agent may not take role %s: its caller does not hold it", spec.Role)
+	if spec.Role != "" && spec.Role != g.Role && !slices.Contains(g.Capabilities, userauth.ScopeRolePrefix+spec.Role) {
+		return notExecuted(wire.CodePermissionDenied, "the new agent may not take role %s: its caller neither holds it nor may delegate it", spec.Role)
 	}
 	for _, c := range spec.Capabilities {
 		if !slices.Contains(g.Capabilities, c) {

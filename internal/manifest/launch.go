@@ -160,6 +160,9 @@ func ParseLaunchSpec(raw []byte) (*LaunchSpec, error) {
 	if _, err := wire.ParseSpace(s.Space); err != nil {
 		return nil, fmt.Errorf("launch spec: %w", err)
 	}
+	if s.Owner != "" && !wire.IsDerivedOwner(s.Owner) {
+		return nil, fmt.Errorf("launch spec: owner %q: must be a person's derived owner token (u_ and 26 base32 characters)", s.Owner)
+	}
 	seen := map[string]bool{}
 	for _, a := range s.Agents {
 		if err := wire.ValidateAgentName(a.Name); err != nil {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocotal/cotal/internal/authority"
@@ -31,6 +32,8 @@ type Daemons struct {
 	wardensReady []chan struct{}
 	// deliveries are the delivery daemons, by space; guarded by mu.
 	deliveries map[wire.Space]*Delivery
+	// people, once a user-auth mesh's auth service runs, are whom the managers also spawn for.
+	people atomic.Pointer[hostedPeople]
 }
 
 // The actors the in-process daemons run as.

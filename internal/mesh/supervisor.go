@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/endpoint"
@@ -160,7 +159,7 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 		return err
 	}
 	sup, err := manager.New(manager.Config{
-		Issue: AgentIssuer(l), Space: l.Space(), URL: l.URL(), MaterialDir: d.launchDir(l.Space()),
+		Issue: ds.issuer(l), Space: l.Space(), URL: l.URL(), MaterialDir: d.launchDir(l.Space()),
 		MCPCommand: []string{exe, "mcp", "--dir", d.Path, "--space", string(l.Space())}, AwaitWake: awaitWake(l.Space()), Log: log,
 	})
 	if err != nil {
@@ -191,13 +190,7 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 		Conn: h.Conn, Space: l.Space(), Instance: inst.id, Epoch: epoch, Owner: wire.DevOwner, Log: log,
 		Sessions: l, MaxSessions: so.MaxSessions, Personas: persona.Dir(d.Path),
 		Runs: manifest.RunDir(d.Path), CredsDir: d.CredsDir(l.Space()), Workspace: filepath.Dir(d.Path),
-		CallerGrant: func(ctx context.Context, caller wire.Lifecycle) (*cotal.Grant, error) {
-			token, err := l.ActiveCredential(ctx, caller.UID, authority.ProfileAgent)
-			if err != nil {
-				return nil, err
-			}
-			return cotal.ParseJWT(token)
-		},
+		CallerGrant: ds.callerGrant(l),
 		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool {
 			ok, err := l.Instrument(ctx, caller)
 			if err != nil && log != nil {

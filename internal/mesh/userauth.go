@@ -41,6 +41,9 @@ func (m *Mesh) startUserAuth(ctx context.Context, url string, o UserAuthOptions,
 		return err
 	}
 	m.auth = svc
+	if m.daemons != nil {
+		m.daemons.servePeople(&hostedPeople{host: svc.Host, exchange: svc.PublicURL, sentinel: svc.SentinelCreds})
+	}
 	return nil
 }
 

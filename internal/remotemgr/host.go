@@ -794,45 +794,63 @@ func (h *Host) enroll(ctx context.Context, who *Person, r *Request, resp *Respon
 	if meshwire.IsRemoteManagerActor(e.Name) || e.Name == r.Actor {
 		return refuse(wire.CodePermissionDenied, "an agent may not take the name %s", e.Name)
 	}
-	if _, err := h.Managed.GetKind(userauth.KindManaged, who.Owner, e.Name); err == nil {
-		return refuse(wire.CodeAlreadyExists, "%s.%s is a managed agent already: retire it first", who.Owner, e.Name)
-	} else if !errors.Is(err, userauth.ErrNoRow) {
-		return refuse(wire.CodeInternal, "read the row of %s.%s: %v", who.Owner, e.Name, err)
+	row, token, err := h.enrollManaged(ctx, principal(who.Owner, r.Actor), e, nil, "spawned by remote manager "+r.InstanceID,
+		func(t Target) error { return h.Registry.AddAgent(r.InstanceID, t) },
+		func(ctx context.Context, t Target) error { return h.retireAgent(ctx, r.InstanceID, t) })
+	if err != nil {
+		return err
 	}
-	req := ledger.Request{Owner: who.Owner, Name: e.Name, Role: e.Role, Subscribe: e.Subscribe, AllowSubscribe: e.AllowSubscribe, AllowPublish: e.AllowPublish}.WithDefaultPublish()
+	resp.LifecycleUID, resp.ActorToken = string(row.LifecycleUID), token
+	resp.Agent = &AgentGrant{Role: row.Role, AllowSubscribe: row.AllowSubscribe, AllowPublish: row.AllowPublish}
+	return nil
+}
+
+// enrollManaged writes a managed row of parent's owner for e, its parent parent, holding scope,
+// within the parent's envelope (scopes, channels, role), with a fresh lifecycle whose durables
+// are provisioned and a fresh actor token, whose hash alone is kept. record, when set, is told of
+// the agent before its durables are provisioned; undo ends the agent when provisioning fails. It
+// returns the row and the token; a failure is a Refusal.
+func (h *Host) enrollManaged(ctx context.Context, parent wire.Principal, e *Enrollment, scope []string, label string,
+	record func(Target) error, undo func(context.Context, Target) error) (*userauth.Row, string, error) {
+	owner := parent.Owner()
+	if _, err := h.Managed.GetKind(userauth.KindManaged, owner, e.Name); err == nil {
+		return nil, "", refuse(wire.CodeAlreadyExists, "%s.%s is a managed agent already: retire it first", owner, e.Name)
+	} else if !errors.Is(err, userauth.ErrNoRow) {
+		return nil, "", refuse(wire.CodeInternal, "read the row of %s.%s: %v", owner, e.Name, err)
+	}
+	req := ledger.Request{Owner: owner, Name: e.Name, Role: e.Role, Subscribe: e.Subscribe, AllowSubscribe: e.AllowSubscribe, AllowPublish: e.AllowPublish}.WithDefaultPublish()
 	if err := req.Validate(); err != nil {
-		return refuse(wire.CodeBadRequest, "%v", err)
+		return nil, "", refuse(wire.CodeBadRequest, "%v", err)
 	}
 	read := req.AllowSubscribe
 	if len(read) == 0 {
 		read = req.Subscribe
 	}
-	token := make([]byte, 32)
-	_, _ = rand.Read(token) // never fails since Go 1.24
-	actorToken := base64.RawURLEncoding.EncodeToString(token)
-	sum := sha256.Sum256([]byte(actorToken))
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw) // never fails since Go 1.24
+	token := base64.RawURLEncoding.EncodeToString(raw)
+	sum := sha256.Sum256([]byte(token))
 	row, err := h.Managed.GrantManaged(&userauth.Row{
-		Owner: who.Owner, Actor: e.Name, AllowSubscribe: read, AllowPublish: req.AllowPublish, Role: e.Role,
-		Parent: principal(who.Owner, r.Actor).String(), TokenHash: hex.EncodeToString(sum[:]), LifecycleUID: wire.NewLifecycleUID(),
-		Label: "spawned by remote manager " + r.InstanceID,
+		Owner: owner, Actor: e.Name, Scope: scope, AllowSubscribe: read, AllowPublish: req.AllowPublish, Role: e.Role,
+		Parent: parent.String(), TokenHash: hex.EncodeToString(sum[:]), LifecycleUID: wire.NewLifecycleUID(), Label: label,
 	})
 	if errors.Is(err, userauth.ErrDenied) {
-		return refuse(wire.CodePermissionDenied, "enroll %s: %v", e.Name, err)
+		return nil, "", refuse(wire.CodePermissionDenied, "enroll %s: %v", e.Name, err)
 	} else if err != nil {
-		return refuse(wire.CodeInternal, "enroll %s: %v", e.Name, err)
+		return nil, "", refuse(wire.CodeInternal, "enroll %s: %v", e.Name, err)
 	}
-	p := principal(who.Owner, e.Name)
-	agent := Target{Owner: who.Owner, Actor: e.Name, LifecycleUID: string(row.LifecycleUID)}
-	if err := h.Registry.AddAgent(r.InstanceID, agent); err != nil {
-		// An agent the host cannot record could outlive its manager's eviction: not enrolled.
-		return errors.Join(refuse(wire.CodeInternal, "record agent %s: %v", e.Name, err), h.Managed.RevokeManaged(who.Owner, e.Name))
+	agent := Target{Owner: owner, Actor: e.Name, LifecycleUID: string(row.LifecycleUID)}
+	if record != nil {
+		if err := record(agent); err != nil {
+			// An agent the host cannot record could outlive its manager's eviction: not enrolled.
+			return nil, "", errors.Join(refuse(wire.CodeInternal, "record agent %s: %v", e.Name, err), h.Managed.RevokeManaged(owner, e.Name))
+		}
 	}
-	if err := h.Ledger.ProvisionAgent(ctx, &authority.Credential{Principal: p, LifecycleUID: row.LifecycleUID}, req); err != nil {
-		return errors.Join(refuse(wire.CodeInternal, "provision agent %s: %v", e.Name, err), h.retireAgent(ctx, r.InstanceID, agent))
+	cred := &authority.Credential{Principal: principal(owner, e.Name), LifecycleUID: row.LifecycleUID}
+	if err := h.Ledger.ProvisionAgent(ctx, cred, req); err != nil {
+		return nil, "", errors.Join(refuse(wire.CodeInternal, "provision agent %s: %v", e.Name, err), undo(ctx, agent))
 	}
-	resp.LifecycleUID, resp.ActorToken = string(row.LifecycleUID), actorToken
-	resp.Agent = &AgentGrant{Role: row.Role, AllowSubscribe: row.AllowSubscribe, AllowPublish: row.AllowPublish}
-	return nil
+	return row, token, nil
 }
 
 // retireAgent ends a managed agent: its row deleted (its next exchange and connect are refused),
@@ -841,7 +859,8 @@ func (h *Host) retireAgent(ctx context.Context, instance string, t Target) error
 	return retireAgent(ctx, h.Ledger, h.Registry, h.Managed, instance, t)
 }
 
-// retireAgent is Host.retireAgent for whoever holds the ledger, the registry and the people.
+// retireAgent is Host.retireAgent for whoever holds the ledger, the registry and the people; a
+// nil registry has no record of the agent to remove (one the host's own manager ran).
 func retireAgent(ctx context.Context, l *ledger.Ledger, reg *Registry, people *userauth.People, instance string, t Target) error {
 	var err error
 	if people != nil {
@@ -856,6 +875,9 @@ func retireAgent(ctx context.Context, l *ledger.Ledger, reg *Registry, people *u
 	}
 	if rerr := l.Retire(ctx, t.lifecycle()); rerr != nil {
 		return errors.Join(err, fmt.Errorf("retire %s: %w", t.lifecycle(), rerr))
+	}
+	if reg == nil {
+		return err
 	}
 	return errors.Join(err, reg.RemoveAgent(instance, t))
 }
@@ -904,14 +926,7 @@ func (h *Host) ownRow(who *Person, caller wire.Lifecycle) *userauth.Row {
 	if h.Managed == nil || caller.Principal.Owner() != who.Owner {
 		return nil
 	}
-	row, err := h.Managed.Get(who.Owner, caller.Principal.Actor())
-	if err != nil || row.LifecycleUID != caller.UID {
-		return nil
-	}
-	if row.Kind == userauth.KindManaged && h.Managed.CheckEnvelope(row) != nil {
-		return nil
-	}
-	return row
+	return h.currentRow(caller)
 }
 
 // String names a response in logs, without its credentials.

@@ -97,11 +97,17 @@ type PersonBearer struct {
 // the owner the exchange derived, the incarnation and the manager instance it names. A refusal is
 // ErrDenied.
 func FetchPersonBearer(ctx context.Context, hc *http.Client, exchangeURL, idToken string, req PersonBearer) (string, *Act, error) {
+	return FetchViewBearer(ctx, hc, exchangeURL, "", idToken, req)
+}
+
+// FetchViewBearer is FetchPersonBearer at a face that needs a capability, capability (the
+// loopback face, the only one that issues the views of the host's own tools); "" sends none.
+func FetchViewBearer(ctx context.Context, hc *http.Client, exchangeURL, capability, idToken string, req PersonBearer) (string, *Act, error) {
 	body, _ := json.Marshal(struct { // strings always encode
 		IdpToken string `json:"idpToken"`
 		PersonBearer
 	}{idToken, req})
-	out, err := postExchange(ctx, hc, exchangeURL, "", body)
+	out, err := postExchange(ctx, hc, exchangeURL, capability, body)
 	if err != nil {
 		return "", nil, fmt.Errorf("exchange the login for a bearer of %s: %w", req.Actor, err)
 	}

@@ -34,6 +34,9 @@ type SpawnOptions struct {
 	File       string
 	DryRun     bool
 	AllowStale []string
+	// MeshURL, when set, deploys as the person logged in to the user-auth mesh whose exchange is
+	// there, on the mesh's host: their agents, within their own grant.
+	MeshURL string
 }
 
 // registry opens the space's channel registry as a credential of profile.
@@ -54,7 +57,8 @@ func registry(ctx context.Context, f *factory.Factory, sp wire.Space, profile au
 // channel and agent against the live mesh and the run's ledger, creates what is new, leaves what
 // exists and is not its own untouched, restarts a stale agent only when AllowStale names it, and
 // records what it created in the run's ledger (one run per manifest file and space). It prints
-// the run id and one line per item to w.
+// the run id and one line per item to w. It acts as the operator, or with MeshURL as the person
+// logged in there, whose agents the run's become.
 func Spawn(ctx context.Context, f *factory.Factory, w io.Writer, o SpawnOptions) error {
 	d, _, sp, err := f.Mesh("spawn -f deploys onto an authenticated mesh: an open one has no credentials to scope")
 	if err != nil {
@@ -80,54 +84,67 @@ func Spawn(ctx context.Context, f *factory.Factory, w io.Writer, o SpawnOptions)
 	if plan.Spec.Space != string(sp) {
 		return fmt.Errorf("%s deploys space %s; the mesh's space here is %s (--space names another)", o.File, plan.Spec.Space, sp)
 	}
-	if l == nil {
-		l = &Ledger{APIVersion: LedgerAPIVersion, RunID: plan.Spec.RunID, Space: string(sp), Manifest: path, Channels: []string{}, Agents: []OwnedAgent{}}
-	}
 	for _, name := range o.AllowStale {
 		if plan.Spec.Agent(name) == nil {
 			return fmt.Errorf("--allow-stale %s: %s has no agent %s", name, o.File, name)
 		}
 	}
-	kv, closeKV, err := registry(ctx, f, sp, authority.ProfileChannelWriter)
+	var as *acting
+	if o.MeshURL != "" {
+		as, err = asPerson(ctx, f, o.MeshURL, d, sp)
+	} else {
+		as, err = asOperator(ctx, f, sp, true)
+	}
 	if err != nil {
 		return err
 	}
-	defer closeKV()
-	ctl, err := f.WatchControl(ctx)
-	if err != nil {
-		return err
+	defer as.Close()
+	switch {
+	case l == nil:
+		l = &Ledger{APIVersion: LedgerAPIVersion, RunID: plan.Spec.RunID, Space: string(sp), Manifest: path, Channels: []string{}, Agents: []OwnedAgent{}}
+	case l.Owner != as.owner:
+		return fmt.Errorf("run %s of %s was deployed by %s; deploy it as them, or `cotal down -f` it first", l.RunID, o.File, ownerName(l.Owner))
 	}
-	defer ctl.Close()
+	l.Owner, plan.Spec.Owner = as.owner, as.owner
 	fmt.Fprintf(w, "run %s (%s)\n", plan.Spec.RunID, filepath.Join(ledgers, plan.Spec.RunID+".json"))
 
-	c, err := classify(ctx, w, kv, ctl, plan, l, o.AllowStale)
+	c, err := classify(ctx, w, as, plan, l, o.AllowStale)
 	if err != nil {
 		return err
 	}
-	if err := warnUnmanaged(ctx, f, sp, w, plan.Manifest, ctl.Me.Principal.Owner()); err != nil {
+	if as.readers == nil {
+		fmt.Fprintln(w, "  note: who else may read these channels is the operator's to see (`cotal spawn -f --dry-run` without --mesh)")
+	} else if err := warnUnmanaged(ctx, as, w, plan.Manifest, as.ctl.Me.Principal.Owner()); err != nil {
 		fmt.Fprintf(w, "  warning: the credentials could not be read (%v): an isolation conflict cannot be ruled out\n", err)
 	}
 	if o.DryRun {
 		fmt.Fprintln(w, "dry run: nothing changed")
 		return nil
 	}
-	created, existing, err := seed(ctx, kv, plan.Manifest, c.newChannels)
-	for _, c := range created {
-		l.Channels = append(l.Channels, c)
-		fmt.Fprintf(w, "  channel %s: %s\n", c, Created)
-	}
-	for _, c := range existing {
-		fmt.Fprintf(w, "  channel %s: %s (created meanwhile by someone else)\n", c, ExistsUnmanaged)
-	}
-	if err != nil {
-		return errors.Join(err, l.Save(ledgers))
+	if len(c.newChannels) > 0 {
+		kv, closeKV, err := as.writer(ctx)
+		if err != nil {
+			return fmt.Errorf("%w; nothing was changed", err)
+		}
+		created, existing, err := seed(ctx, kv, plan.Manifest, c.newChannels)
+		closeKV()
+		for _, c := range created {
+			l.Channels = append(l.Channels, c)
+			fmt.Fprintf(w, "  channel %s: %s\n", c, Created)
+		}
+		for _, c := range existing {
+			fmt.Fprintf(w, "  channel %s: %s (created meanwhile by someone else)\n", c, ExistsUnmanaged)
+		}
+		if err != nil {
+			return errors.Join(err, l.Save(ledgers))
+		}
 	}
 	for _, name := range c.restart {
-		if _, err := ctl.Manager.Despawn(ctx, ctl.Records, name, true); err != nil {
+		if err := as.despawn(ctx, name); err != nil {
 			return errors.Join(fmt.Errorf("restart %s: %w", name, err), l.Save(ledgers))
 		}
 	}
-	results, err := Launch(ctx, ctl, manifest.RunDir(d.Path), plan.Spec, append(c.launch, c.restart...))
+	results, err := Launch(ctx, as.ctl, manifest.RunDir(d.Path), plan.Spec, append(c.launch, c.restart...))
 	if err != nil {
 		return errors.Join(err, l.Save(ledgers))
 	}
@@ -150,6 +167,14 @@ func Spawn(ctx context.Context, f *factory.Factory, w io.Writer, o SpawnOptions)
 	return errors.Join(errs...)
 }
 
+// ownerName names a run's owner in a message: a person's owner token, or the operator.
+func ownerName(owner string) string {
+	if owner == "" {
+		return "the operator"
+	}
+	return owner
+}
+
 // classes are the items of an additive deploy by what it does with them.
 type classes struct {
 	newChannels []*manifest.Channel
@@ -160,10 +185,10 @@ type classes struct {
 
 // classify classifies each channel and agent of the plan against the registry, the managers and
 // the run's ledger, and prints one line per item to w.
-func classify(ctx context.Context, w io.Writer, kv jetstream.KeyValue, ctl *factory.Control, plan *Plan, l *Ledger, allowStale []string) (*classes, error) {
+func classify(ctx context.Context, w io.Writer, as *acting, plan *Plan, l *Ledger, allowStale []string) (*classes, error) {
 	c := &classes{}
 	for _, ch := range plan.Manifest.Channels {
-		_, err := kv.Get(ctx, ch.Name)
+		_, err := as.registry.Get(ctx, ch.Name)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			c.newChannels = append(c.newChannels, ch)
@@ -176,7 +201,7 @@ func classify(ctx context.Context, w io.Writer, kv jetstream.KeyValue, ctl *fact
 		}
 	}
 	for _, a := range plan.Spec.Agents {
-		row, _, err := ctl.Manager.Find(ctx, ctl.Records, a.Name)
+		row, err := as.find(ctx, a.Name)
 		if err != nil && !isNotFound(err) {
 			return nil, fmt.Errorf("look %s up: %w", a.Name, err)
 		}
@@ -224,12 +249,16 @@ func isNotFound(err error) bool {
 type DownOptions struct {
 	File  string
 	RunID string
+	// MeshURL, when set, removes a person's deploy as that person (SpawnOptions.MeshURL).
+	MeshURL string
 }
 
 // Down removes what one additive deploy created, conservatively: an agent only when the one
 // running under its name is the identity and lifecycle the ledger recorded, a channel only when
 // no agent but the run's own may read it. Whatever it cannot prove its own stays, and so does
-// the ledger, listing it, for a later `down -f --run`.
+// the ledger, listing it, for a later `down -f --run`. A person (MeshURL) stops their agents
+// through their manager-caller view and leaves the channels to the operator, who alone sees who
+// else may read them.
 func Down(ctx context.Context, f *factory.Factory, w io.Writer, o DownOptions) error {
 	d, _, sp, err := f.Mesh("down -f removes a deploy from an authenticated mesh")
 	if err != nil {
@@ -251,17 +280,25 @@ func Down(ctx context.Context, f *factory.Factory, w io.Writer, o DownOptions) e
 	if err != nil {
 		return err
 	}
-	ctl, err := f.Control(ctx)
+	var as *acting
+	if o.MeshURL != "" {
+		as, err = asPersonCaller(ctx, f, o.MeshURL, sp)
+	} else {
+		as, err = asOperator(ctx, f, sp, false)
+	}
 	if err != nil {
 		return fmt.Errorf("%w; nothing was removed, and the ledger of run %s is kept", err, l.RunID)
 	}
-	defer ctl.Close()
+	defer as.Close()
+	if o.MeshURL != "" && l.Owner != as.owner {
+		return fmt.Errorf("run %s was deployed by %s, not by you; nothing was removed", l.RunID, ownerName(l.Owner))
+	}
 	fmt.Fprintf(w, "run %s\n", l.RunID)
 	ours := map[string]bool{}
 	var kept []OwnedAgent
 	for _, a := range l.Agents {
 		ours[a.ID] = true
-		row, _, err := ctl.Manager.Find(ctx, ctl.Records, a.Name)
+		row, err := as.find(ctx, a.Name)
 		switch {
 		case err != nil && isNotFound(err):
 			fmt.Fprintf(w, "  agent %s: gone\n", a.Name)
@@ -272,7 +309,7 @@ func Down(ctx context.Context, f *factory.Factory, w io.Writer, o DownOptions) e
 			kept = append(kept, a)
 			fmt.Fprintf(w, "  agent %s: kept (the one running is %s lifecycle %s, not this run's)\n", a.Name, row.ID, row.LifecycleUID)
 		default:
-			if _, err := ctl.Manager.Despawn(ctx, ctl.Records, a.Name, true); err != nil {
+			if err := as.despawn(ctx, a.Name); err != nil {
 				kept = append(kept, a)
 				fmt.Fprintf(w, "  agent %s: kept (stop: %v)\n", a.Name, err)
 				continue
@@ -281,7 +318,7 @@ func Down(ctx context.Context, f *factory.Factory, w io.Writer, o DownOptions) e
 		}
 	}
 	l.Agents = kept
-	channels, err := removeChannels(ctx, f, sp, w, l.Channels, ours)
+	channels, err := removeChannels(ctx, as, w, l.Channels, ours)
 	l.Channels = channels
 	if err == nil && l.Empty() {
 		return l.Remove(ledgers)
@@ -328,13 +365,22 @@ func readers(ctx context.Context, f *factory.Factory, sp wire.Space, channels []
 }
 
 // removeChannels deletes the registry card of each channel no principal but the run's own agents
-// may read, and returns the channels kept.
-func removeChannels(ctx context.Context, f *factory.Factory, sp wire.Space, w io.Writer, channels []string, ours map[string]bool) ([]string, error) {
-	others, err := readers(ctx, f, sp, channels, ours)
-	if err != nil || len(channels) == 0 {
+// may read, and returns the channels kept. An actor that cannot see who may read keeps them all.
+func removeChannels(ctx context.Context, as *acting, w io.Writer, channels []string, ours map[string]bool) ([]string, error) {
+	if len(channels) == 0 {
+		return channels, nil
+	}
+	if as.readers == nil {
+		for _, ch := range channels {
+			fmt.Fprintf(w, "  channel %s: kept (who else may read it is the operator's to see: their `cotal down -f --run` removes it)\n", ch)
+		}
+		return channels, nil
+	}
+	others, err := as.readers(ctx, channels, ours)
+	if err != nil {
 		return channels, err
 	}
-	kv, closeKV, err := registry(ctx, f, sp, authority.ProfileChannelWriter)
+	kv, closeKV, err := as.writer(ctx)
 	if err != nil {
 		return channels, err
 	}
@@ -359,7 +405,7 @@ func removeChannels(ctx context.Context, f *factory.Factory, sp wire.Space, w io
 // warnUnmanaged warns on w of each declared channel that agents outside the manifest may read:
 // an isolation conflict on a shared mesh. It is a lower bound of who may read, not a proof that
 // nobody else can: the operator's own instruments read everything.
-func warnUnmanaged(ctx context.Context, f *factory.Factory, sp wire.Space, w io.Writer, m *manifest.Manifest, owner string) error {
+func warnUnmanaged(ctx context.Context, as *acting, w io.Writer, m *manifest.Manifest, owner string) error {
 	channels := make([]string, len(m.Channels))
 	for i, c := range m.Channels {
 		channels[i] = c.Name
@@ -368,7 +414,7 @@ func warnUnmanaged(ctx context.Context, f *factory.Factory, sp wire.Space, w io.
 	for _, a := range m.Agents {
 		team[owner+"."+a.Name] = true
 	}
-	others, err := readers(ctx, f, sp, channels, team)
+	others, err := as.readers(ctx, channels, team)
 	if err != nil {
 		return err
 	}

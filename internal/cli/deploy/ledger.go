@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/manifest"
+	"github.com/gocotal/cotal/wire"
 )
 
 // LedgerAPIVersion is a deploy ledger's version.
@@ -25,7 +26,10 @@ type Ledger struct {
 	RunID      string `json:"runId"`
 	Space      string `json:"space"`
 	// Manifest is the absolute path of the manifest the run deployed.
-	Manifest string       `json:"manifest"`
+	Manifest string `json:"manifest"`
+	// Owner is the person whose deploy it was (their owner token; `spawn -f --mesh`); empty for
+	// the operator's.
+	Owner    string       `json:"owner,omitempty"`
 	Channels []string     `json:"channels"`
 	Agents   []OwnedAgent `json:"agents"`
 }
@@ -102,6 +106,9 @@ func ReadLedger(dir, id string) (*Ledger, error) {
 	}
 	if l.APIVersion != LedgerAPIVersion || l.RunID != id {
 		return nil, fmt.Errorf("deploy ledger of run %s: not a %s ledger of that run", id, LedgerAPIVersion)
+	}
+	if l.Owner != "" && !wire.IsDerivedOwner(l.Owner) {
+		return nil, fmt.Errorf("deploy ledger of run %s: owner %q is not a person's owner token", id, l.Owner)
 	}
 	return &l, nil
 }

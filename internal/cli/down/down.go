@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal/internal/cli/deploy"
+	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/mesh"
@@ -22,8 +23,10 @@ type Options struct {
 	Dir     string
 	Timeout time.Duration
 	// File and RunID name an additive deploy to remove (down -f) rather than the mesh.
-	File    string
-	RunID   string
+	File  string
+	RunID string
+	// MeshURL removes a person's deploy as that person (down -f --mesh).
+	MeshURL string
 	factory *factory.Factory
 }
 
@@ -38,7 +41,9 @@ func NewCmdDown(f *factory.Factory, runF func(context.Context, *Options) error) 
 			"With -f cotal.yaml (or --run RUNID), stop only what that manifest's `cotal spawn -f` created:\n" +
 			"an agent when the one running under its name is the identity and lifecycle its ledger\n" +
 			"recorded, a channel when no other member remains. What it cannot prove its own stays, and\n" +
-			"so does the ledger, for a later `cotal down -f --run RUNID`.",
+			"so does the ledger, for a later `cotal down -f --run RUNID`. With --mesh URL, as the person\n" +
+			"logged in there (`cotal spawn -f --mesh`): it stops your own agents and leaves the channels,\n" +
+			"whose other readers only the operator sees, to the operator's `cotal down -f --run RUNID`.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -46,7 +51,10 @@ func NewCmdDown(f *factory.Factory, runF func(context.Context, *Options) error) 
 			}
 			if o.File != "" || o.RunID != "" {
 				o.factory.Target.Dir = o.Dir
-				return deploy.Down(cmd.Context(), o.factory, o.IO.Out, deploy.DownOptions{File: o.File, RunID: o.RunID})
+				return deploy.Down(cmd.Context(), o.factory, o.IO.Out, deploy.DownOptions{File: o.File, RunID: o.RunID, MeshURL: o.MeshURL})
+			}
+			if o.MeshURL != "" {
+				return &exit.UsageError{Err: errors.New("--mesh goes with -f or --run: it removes your own deploy, never the mesh")}
 			}
 			return downRun(cmd.Context(), o)
 		},
@@ -56,6 +64,7 @@ func NewCmdDown(f *factory.Factory, runF func(context.Context, *Options) error) 
 	cmd.Flags().StringVarP(&o.File, "file", "f", "", "remove only what this manifest's `cotal spawn -f` created")
 	cmd.Flags().StringVar(&o.RunID, "run", "", "remove only what run RUNID created (its ledger in .cotal/manifests)")
 	cmd.Flags().StringVar(&f.Target.Space, "space", "", "with -f: the space the deploy went to (default: the mesh's first)")
+	cmd.Flags().StringVar(&o.MeshURL, "mesh", "", "with -f: remove your own deploy, as yourself (`cotal login --mesh` first), on the user-auth mesh whose exchange is at this URL")
 	return cmd
 }
 

@@ -119,14 +119,16 @@ func NewCmdSpawn(f *factory.Factory) *cobra.Command {
 			"already-owned, stale), creates only what is new and records it in the run's ledger,\n" +
 			".cotal/manifests/RUNID.json, which `cotal down -f` removes. Running it again on an unchanged\n" +
 			"file changes nothing; an agent whose launch fields changed is stale, and the run exits\n" +
-			"non-zero unless --allow-stale names it (which restarts it).",
+			"non-zero unless --allow-stale names it (which restarts it). With --mesh URL, on the mesh's\n" +
+			"host, it deploys as the person logged in there: their deployer view plans and launches, the\n" +
+			"agents are their own (u_….NAME) within their grant, and new channels need their admin scope.",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case o.File != "" && len(args) > 0:
 				return &exit.UsageError{Err: fmt.Errorf("spawn -f deploys the manifest's agents: drop %q", args[0])}
 			case o.File != "":
-				return deploy.Spawn(cmd.Context(), f, f.IO.Out, deploy.SpawnOptions{File: o.File, DryRun: o.DryRun, AllowStale: o.AllowStale})
+				return deploy.Spawn(cmd.Context(), f, f.IO.Out, deploy.SpawnOptions{File: o.File, DryRun: o.DryRun, AllowStale: o.AllowStale, MeshURL: o.MeshURL})
 			case o.DryRun || len(o.AllowStale) > 0:
 				return &exit.UsageError{Err: errors.New("--dry-run and --allow-stale go with -f")}
 			}
