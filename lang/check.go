@@ -70,11 +70,11 @@ type checker struct {
 }
 
 func (c *checker) add(at syntax.Pos, code, format string, args ...any) {
-	c.diags = append(c.diags, Diagnostic{Code: code, Line: at.Line, Column: at.Col, Message: fmt.Sprintf(format, args...)})
+	c.diags = append(c.diags, Diagnostic{Code: code, Line: at.Line, Column: at.Col, Message: titled(code, fmt.Sprintf(format, args...))})
 }
 
 func (c *checker) warn(at syntax.Pos, code, format string, args ...any) {
-	c.warnings = append(c.warnings, Diagnostic{Code: code, Line: at.Line, Column: at.Col, Message: fmt.Sprintf(format, args...)})
+	c.warnings = append(c.warnings, Diagnostic{Code: code, Line: at.Line, Column: at.Col, Message: titled(code, fmt.Sprintf(format, args...))})
 }
 
 // binding is one declared name.
@@ -760,7 +760,7 @@ func (c *checker) effectShape(name string, x *syntax.Call, branches map[syntax.E
 		c.crossing(unparen(a), name, i)
 	}
 	for k, p := range options {
-		if k == "terminal" || p.Value == nil {
+		if k == "terminal" || k == "key" || p.Value == nil { // functions by contract
 			continue
 		}
 		c.crossing(unparen(p.Value), name, shape.bag-1)

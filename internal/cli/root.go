@@ -30,6 +30,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/mint"
 	"github.com/gocotal/cotal/internal/cli/models"
 	"github.com/gocotal/cotal/internal/cli/personas"
+	runcmd "github.com/gocotal/cotal/internal/cli/run"
 	"github.com/gocotal/cotal/internal/cli/ps"
 	"github.com/gocotal/cotal/internal/cli/send"
 	"github.com/gocotal/cotal/internal/cli/spawn"
@@ -94,6 +95,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		creds.NewCmdCreds(f),
 		personas.NewCmdPersonas(f),
 		topology.NewCmdTopology(f),
+		runcmd.NewCmdRun(f),
 		doctor.NewCmdDoctor(f),
 		bench.NewCmdBench(f),
 		version.NewCmdVersion(f, nil),

@@ -2,6 +2,7 @@ package syntax
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -46,28 +47,47 @@ type token struct {
 // lexer turns source into tokens on demand. Its state is a value, so the parser can look ahead by
 // copying it.
 type lexer struct {
-	src  string
-	off  int
-	line int
-	// lineStart is the byte offset the current line starts at; utf16 columns are counted from it.
-	lineStart int
+	src string
+	off int
+	// lines are the byte offsets the source's lines start at; shared by every copy.
+	lines []int
 	// prevEnd reports whether the token before may end an expression: a slash after it is a
 	// division, not a regular expression.
 	prevEnd bool
 	err     *Diagnostic
 }
 
-func newLexer(src string) lexer { return lexer{src: src, line: 1} }
+func newLexer(src string) lexer {
+	lines := []int{0}
+	for i := 0; i < len(src); i++ {
+		switch {
+		case src[i] == '\n':
+			lines = append(lines, i+1)
+		case src[i] == '\r':
+			if i+1 < len(src) && src[i+1] == '\n' {
+				i++
+			}
+			lines = append(lines, i+1)
+		case lineSep(src[i:]):
+			i += 2
+			lines = append(lines, i+1)
+		}
+	}
+	return lexer{src: src, lines: lines}
+}
 
+// pos returns the position of byte offset off.
 func (lx *lexer) pos(off int) Pos {
+	line, _ := slices.BinarySearch(lx.lines, off+1) // the lines starting at or before off
+	start := lx.lines[line-1]
 	col := 1
-	for _, r := range lx.src[lx.lineStart:off] {
+	for _, r := range lx.src[start:off] {
 		col++
 		if r > 0xFFFF {
 			col++
 		}
 	}
-	return Pos{Offset: off, Line: lx.line, Col: col}
+	return Pos{Offset: off, Line: line, Col: col}
 }
 
 func (lx *lexer) fail(off int, code, format string, args ...any) token {
@@ -140,9 +160,7 @@ func (lx *lexer) skip() bool {
 
 func lineSep(s string) bool { return strings.HasPrefix(s, "\u2028") || strings.HasPrefix(s, "\u2029") }
 
-func (lx *lexer) newline(next int) {
-	lx.off, lx.line, lx.lineStart = next, lx.line+1, next
-}
+func (lx *lexer) newline(next int) { lx.off = next }
 
 // next returns the next token.
 func (lx *lexer) next() token {
@@ -442,15 +460,12 @@ func (lx *lexer) escape(b *strings.Builder, template bool) bool {
 		if lx.off < len(s) && s[lx.off] == '\n' {
 			lx.off++
 		}
-		lx.line, lx.lineStart = lx.line+1, lx.off
 	case c == '\n':
 		lx.off += 2
-		lx.line, lx.lineStart = lx.line+1, lx.off
 	default:
 		r, n := utf8.DecodeRuneInString(s[lx.off+1:])
 		if r == '\u2028' || r == '\u2029' {
 			lx.off += 1 + n
-			lx.line, lx.lineStart = lx.line+1, lx.off
 			return true
 		}
 		b.WriteRune(r)

@@ -1,0 +1,2 @@
+// refused: L1001
+class Plan { constructor(days) { this.days = days } }

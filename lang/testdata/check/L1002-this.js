@@ -1,0 +1,2 @@
+// refused: L1002
+const f = () => this

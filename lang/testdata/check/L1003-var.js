@@ -1,0 +1,3 @@
+// refused: L1003
+var count = 1
+log(count)

@@ -1,0 +1,2 @@
+// refused: L1005
+function* g() { yield 1 }

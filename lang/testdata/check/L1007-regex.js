@@ -1,0 +1,2 @@
+// refused: L1007
+const r = /ab+c/g

@@ -1,0 +1,4 @@
+// refused: L1008
+const a = 1
+const b = a
+(log)(b)

@@ -1,0 +1,8 @@
+// refused: L1010
+const x = 1
+switch (x) {
+  case 1:
+    log(1)
+  case 2:
+    break
+}

@@ -1,0 +1,3 @@
+// refused: L1011
+const k = "a"
+const o = { [k]: 1 }

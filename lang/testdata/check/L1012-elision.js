@@ -1,0 +1,2 @@
+// refused: L1012
+const xs = [1, , 3]

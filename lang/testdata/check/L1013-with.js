@@ -1,0 +1,3 @@
+// refused: L1013
+const o = { a: 1 }
+with (o) { log(a) }

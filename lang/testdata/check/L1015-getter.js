@@ -1,0 +1,2 @@
+// refused: L1015
+const o = { get size() { return 1 } }

@@ -1,0 +1,3 @@
+// refused: L1016
+const a = []
+const b = a instanceof Array

@@ -1,0 +1,2 @@
+// refused: L1019
+const d = new Date()

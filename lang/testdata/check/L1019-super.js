@@ -1,0 +1,2 @@
+// refused: L1019
+const o = { m() { return super.m() } }

@@ -1,0 +1,2 @@
+// refused: L1020
+export const answer = 42

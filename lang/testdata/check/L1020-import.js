@@ -1,0 +1,2 @@
+// refused: L1020
+import fs from "fs"

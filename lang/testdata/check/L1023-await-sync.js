@@ -1,0 +1,2 @@
+// refused: L1023
+function f() { await sleep("1m") }

@@ -1,0 +1,2 @@
+// refused: L1024
+return 1

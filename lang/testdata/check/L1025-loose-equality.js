@@ -1,0 +1,2 @@
+// refused: L1025
+const same = 0 == ""

@@ -1,0 +1,2 @@
+// refused: L1027
+const u = void 0

@@ -1,0 +1,2 @@
+// refused: L1028
+const o = { __proto__: null }

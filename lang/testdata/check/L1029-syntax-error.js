@@ -1,0 +1,2 @@
+// refused: L1029
+const x = 1 +

@@ -1,0 +1,2 @@
+// refused: L1030
+const big = 10n

@@ -1,0 +1,2 @@
+// refused: L2001
+const a = b + 1

@@ -1,0 +1,2 @@
+// refused: L2002
+const keys = [1, 2]

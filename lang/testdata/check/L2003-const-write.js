@@ -1,0 +1,3 @@
+// refused: L2003
+const a = 1
+a = 2

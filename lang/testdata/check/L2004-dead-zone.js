@@ -1,0 +1,3 @@
+// refused: L2004
+log(a)
+const a = 1

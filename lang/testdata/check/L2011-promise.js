@@ -1,0 +1,2 @@
+// refused: L2011
+const p = Promise.resolve(1)

@@ -1,0 +1,2 @@
+// refused: L3011
+await sleep("1m", { nmae: "nap" })

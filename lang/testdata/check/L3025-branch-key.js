@@ -1,0 +1,2 @@
+// refused: L3025
+await parallel({ "a/b": () => sleep("1s") })

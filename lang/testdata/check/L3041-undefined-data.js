@@ -1,0 +1,2 @@
+// refused: L3041
+await sleep(undefined)

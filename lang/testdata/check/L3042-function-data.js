@@ -1,0 +1,3 @@
+// refused: L3042
+const a = await spawn("a")
+await ask(a, { name: "q", schema: () => 1 })

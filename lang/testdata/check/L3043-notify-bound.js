@@ -1,0 +1,3 @@
+// refused: L3043
+const a = await spawn("a")
+await notify([a], { decision: "build", outcome: "done", detail: { note: "two\nlines" } })

@@ -1,0 +1,2 @@
+// refused: L3044
+await checkpoint("approve", "Ship it?", { timeout: "1d", to: "lead" })

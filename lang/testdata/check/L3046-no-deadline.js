@@ -1,0 +1,2 @@
+// refused: L3046
+await waitUntil(async () => null, { name: "ci", every: "1m" })
