@@ -40,6 +40,12 @@ type Report struct {
 // refusal it can before answering; a syntax error outside JavaScript ends the parse, so
 // refusals past it are not reported.
 func Check(source string) *Report {
+	_, r := check(source)
+	return r
+}
+
+// check is Check, and the parsed program.
+func check(source string) (*syntax.Program, *Report) {
 	prog, diags := syntax.Parse(source)
 	c := &checker{}
 	for _, d := range diags {
@@ -59,7 +65,7 @@ func Check(source string) *Report {
 		r.Diagnostics = []Diagnostic{}
 	}
 	r.Accepted = len(r.Diagnostics) == 0
-	return r
+	return prog, r
 }
 
 // checker walks a parsed program with its scopes.

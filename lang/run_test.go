@@ -1,0 +1,196 @@
+package lang
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func sim(t testing.TB, script string) *Sim {
+	t.Helper()
+	var s Script
+	if script != "" {
+		if err := json.Unmarshal([]byte(script), &s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := NewSim(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func runSim(t testing.TB, src, script string, o RunOptions) *Result {
+	t.Helper()
+	if o.RunID == "" {
+		o.RunID = "test-run"
+	}
+	if o.Handler == nil {
+		o.Handler = sim(t, script)
+	}
+	started := int64(1700000000000)
+	if o.StartedAt == nil && o.Pins == nil {
+		o.StartedAt = &started
+	}
+	r, err := Run(t.Context(), src, o)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return r
+}
+
+// TestRunSequential: a sequential program's effects are journalled with the spec's keys, input
+// hashes and request ids; its logs and pure values come out as JavaScript computes them.
+func TestRunSequential(t *testing.T) {
+	src := "const xs = [1, 2, 3];\nconst n = len(xs);\nlog(\"len of an array was\", n);\nconst b = await spawn(\"b\");\nlog(\"done\");"
+	r := runSim(t, src, "", RunOptions{RunID: "v1-len-on-an-array", Seed: "v1-len"})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if len(r.Entries) != 1 {
+		t.Fatalf("entries %+v", r.Entries)
+	}
+	e := r.Entries[0]
+	if e.Key() != "/spawn:b#0" || e.InputHash != "sha256:d6c80482a86677fc954aa1263f4419c88b74dde27f07e1c3147fa54551d6da09" ||
+		e.RequestID != "Wg7Op8V_GA7YhEdRjrKRNp8sFdIPrtnbws7Vp52ikCY" || string(e.Result) != `{"agent":"sim.b","persona":"b"}` ||
+		string(e.External) != `{"simAgent":"sim.b"}` || e.Status != StatusOK || e.State != StateSettled {
+		t.Errorf("entry %+v", e)
+	}
+	if got := logsJSON(r); got != `[["len of an array was",3],["done"]]` {
+		t.Errorf("logs %s", got)
+	}
+}
+
+func logsJSON(r *Result) string {
+	var parts []string
+	for _, l := range r.Logs {
+		parts = append(parts, string(toJSON(&Array{Elems: l})))
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// TestRunPure: the pure language computes as JavaScript does.
+func TestRunPure(t *testing.T) {
+	src := `const xs = [3, 1, 2]
+const ys = sort(xs)
+let total = 0
+for (const x of ys) { total += x }
+const { a, b: [c = 7, ...rest] } = { a: 1, b: [undefined, 3, 4] }
+function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2) }
+const o = { ...{ z: 1 }, 2: "two", 1: "one", m() { return "m" } }
+let s = ""
+switch (total) {
+  case 6: { s = "six"; break }
+  default: s = "other"
+}
+const words = "a,b,,c".split(",").filter((w) => w !== "").map((w) => w.toUpperCase())
+let caught = null
+try { null.x } catch (e) { caught = e.code }
+let i = 0
+while (true) { i++; if (i > 4) { break } }
+log(total, a, c, rest, fib(10), keys(o), o.m(), s, words.join("-"), caught, i, 7 % 3, 2 ** 10, "x".padStart(3, "-"), (0.1 + 0.2).toFixed(2), typeof o, [1, 2, 3].reduce((p, q) => p + q, 0), json.stringify({ b: 1, a: [true, null] }), replace("a.a", ".", "-"), find([1], (x) => x > 1), [1].find((x) => x > 1) === undefined, min(3, 1, 2), unique([1, 1, 2]), merge({ a: 1 }, { b: 2 }), has({ a: 1 }, "a"), range(3), sum([1, 2, 3]), slice([1, 2, 3], 1), concat([1], [2], 3), reverse([1, 2]), entries({ a: 1 }), values({ a: 1 }), trim(" x "), lower("X"), upper("x"), startsWith("ab", "a"), endsWith("ab", "b"), contains("ab", "b"), abs(-1), floor(1.5), ceil(1.5), round(2.5), parseNumber("42"), duration("2m"), ` + "`t${1 + 1}`" + `)`
+	r := runSim(t, src, "", RunOptions{})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	want := `[[6,1,7,[3,4],55,["1","2","z","m"],"m","six","A-B-C","L4010",5,1,1024,"--x","0.30","object",6,"{\"a\":[true,null],\"b\":1}","a-a",null,true,1,[1,2],{"a":1,"b":2},true,[0,1,2],6,[2,3],[1,2,3],[2,1],[["a",1]],[1],"x","x","X",true,true,true,1,1,2,3,42,120000,"t2"]]`
+	if got := logsJSON(r); got != want {
+		t.Errorf("logs\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestRunRefusals: the run-time refusals carry their codes, catchable as records.
+func TestRunRefusals(t *testing.T) {
+	for _, tc := range []struct{ src, code string }{
+		{"const r = await sleep(\"1s\")\nconst o = await spawn(\"a\")\no.agent = \"x\"", "L2031"},
+		{"const xs = [1]\nxs[5] = 1", "L4019"},
+		{"const xs = [1]\nxs.length = 3", "L4017"},
+		{"const o = {}\no.x.y", "L4010"},
+		{"const n = 1\nn()", "L4011"},
+		{"assert(false, \"no\")", "L4012"},
+		{"const xs = [1]\nxs.nope", "L4014"},
+		{"for (const x of 5) { log(x) }", "L4015"},
+		{"json.parse(\"{\")", "L4016"},
+		{"len(5)", "L4016"},
+		{"const r = { a: 1 } + 1", "L4018"},
+		{"const xs = [1]\nconst f = xs.map", "L4020"},
+		{"const r = {}\nr.then = () => 1", "L4021"},
+		{"log(() => 1)", "L4016"},
+		{"let n = \"1\"\nn++", "L4018"},
+		{"const a = await spawn(\"a\")\nawait turn(a, { name: \"go\" })", "L6001"},
+		{"const a = await spawn(\"a\")\nawait ask(a, { name: \"q\", schema: { x: \"thing\" } })", "L4022"},
+		{"await checkpoint(\"approve\", \"Ship?\", { timeout: \"1h\" })", "L4007"},
+		{"await waitUntil(async () => null, { name: \"ci\", every: \"10m\", deadline: \"30m\" })", "L4023"},
+	} {
+		script := `{"checkpoints": {"approve": {"status": "expired"}}}`
+		r := runSim(t, tc.src, script, RunOptions{})
+		th, ok := r.Err.(*Thrown)
+		if !ok || th.Code() != tc.code {
+			t.Errorf("%q: %v, want %s", tc.src, r.Err, tc.code)
+		}
+	}
+}
+
+// TestRunBudgets: a pure loop ends on the step budget (L4013, uncatchable), and the run's
+// effects on the ceiling (L4009).
+func TestRunBudgets(t *testing.T) {
+	r := runSim(t, "try { while (true) { } } catch (e) { log(\"caught\") }", "", RunOptions{StepBudget: 10000})
+	if f, ok := r.Err.(*Fault); !ok || f.Code != "L4013" || len(r.Logs) != 0 {
+		t.Errorf("an endless loop: %v (logs %v)", r.Err, r.Logs)
+	}
+	r = runSim(t, "for (const i of range(5)) { await sleep(\"1s\", { name: `nap-${i}` }) }", "", RunOptions{EffectCeiling: 3})
+	if th, ok := r.Err.(*Thrown); !ok || th.Code() != "L4009" || len(r.Entries) != 3 {
+		t.Errorf("past the ceiling: %v, %d entries", r.Err, len(r.Entries))
+	}
+}
+
+// TestResume: a resume replays recorded effects without the handler, performs the first
+// unrecorded one, and stops at a changed input (L5001) or another run's journal (L5011).
+func TestResume(t *testing.T) {
+	src := "await sleep(\"1m\", { name: \"a\" })\nlog(now())\nawait sleep(\"2m\", { name: \"b\" })\nlog(\"done\", now())"
+	first := runSim(t, src, "", RunOptions{RunID: "r1"})
+	if first.Err != nil || len(first.Entries) != 2 {
+		t.Fatalf("first: %v %+v", first.Err, first.Entries)
+	}
+	again := runSim(t, src, "", RunOptions{RunID: "r1", Pins: &first.Pins, Journal: first.Entries[:1], Handler: sim(t, `{"clock":{"start":60000}}`)})
+	if again.Err != nil || len(again.Entries) != 2 || string(marshalEntries(again.Entries)) != string(marshalEntries(first.Entries)) || logsJSON(again) != logsJSON(first) {
+		t.Errorf("resume:\n%s\n%s\nlogs %s / %s", marshalEntries(again.Entries), marshalEntries(first.Entries), logsJSON(again), logsJSON(first))
+	}
+	changed := strings.Replace(src, "\"2m\"", "\"3m\"", 1)
+	r := runSim(t, changed, "", RunOptions{RunID: "r1", Pins: &first.Pins, Journal: first.Entries})
+	if f, ok := r.Err.(*Fault); !ok || f.Code != "L5001" {
+		t.Errorf("a changed step: %v", r.Err)
+	}
+	if _, err := Run(t.Context(), src, RunOptions{RunID: "r2", Handler: sim(t, ""), Pins: &first.Pins, Journal: first.Entries}); err == nil || !strings.Contains(err.Error(), "L5011") {
+		t.Errorf("another run's journal: %v", err)
+	}
+	other := first.Pins
+	other.LanguageVersion = "9"
+	if _, err := Run(t.Context(), src, RunOptions{RunID: "r1", Handler: sim(t, ""), Pins: &other, Journal: first.Entries}); err == nil || !strings.Contains(err.Error(), "L5023") {
+		t.Errorf("an unserved version: %v", err)
+	}
+}
+
+// TestScopes: parallel, race and fanOut journal their own entries beside their branches'.
+func TestScopes(t *testing.T) {
+	src := `const both = await parallel({ a: () => sleep("1m"), b: async () => { await sleep("2m"); return 2 } }, { name: "both" })
+const first = await race({ slow: () => sleep("1h"), fast: () => sleep("1m") }, { name: "first" })
+const each = await fanOut([{ id: "x" }, { id: "y" }], async (it, i) => { await sleep("1s"); return it.id + i }, { name: "each" })
+log(both, first.index, each)`
+	r := runSim(t, src, "", RunOptions{})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	var keys []string
+	for _, e := range r.Entries {
+		keys = append(keys, e.Key())
+	}
+	want := "/parallel:both#0 /parallel:both#0/b:a/sleep#0 /parallel:both#0/b:b/sleep#0 /race:first#0 /race:first#0/b:slow/sleep#0 /race:first#0/b:fast/sleep#0 /fanOut:each#0 /fanOut:each#0/b:x/sleep#0 /fanOut:each#0/b:y/sleep#0"
+	if strings.Join(keys, " ") != want {
+		t.Errorf("keys %s", strings.Join(keys, " "))
+	}
+	if got := logsJSON(r); got != `[[{"a":null,"b":2},"slow",["x0","y1"]]]` {
+		t.Errorf("logs %s", got)
+	}
+}

@@ -1,0 +1,293 @@
+package lang
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+)
+
+// The simulator: a handler that answers effects from a script, on one virtual clock advanced in
+// the order effects are asked. Under it a race is decided by that order and declaration order,
+// not by the durations written: that is the simulator, not the rule.
+
+// Script is what the simulator answers. Each table maps a step name (the effect's kind for an
+// unnamed step) to one value for every occurrence, or to a JSON array of one value per
+// occurrence in order. The clock durations default to turn 5m, ask 1m, checkpoint 1m, wait 1m.
+type Script struct {
+	Turns       map[string]json.RawMessage `json:"turns,omitempty"`
+	Asks        map[string]json.RawMessage `json:"asks,omitempty"`
+	Checkpoints map[string]json.RawMessage `json:"checkpoints,omitempty"`
+	Events      map[string]json.RawMessage `json:"events,omitempty"`
+	Clock       SimClock                   `json:"clock,omitzero"`
+}
+
+// SimClock is the simulator's clock: where it starts, and what each effect costs.
+type SimClock struct {
+	Start      int64  `json:"start,omitempty"`
+	Turn       string `json:"turn,omitempty"`
+	Ask        string `json:"ask,omitempty"`
+	Checkpoint string `json:"checkpoint,omitempty"`
+	Wait       string `json:"wait,omitempty"`
+}
+
+// Sim is the simulator handler. Create it with NewSim.
+type Sim struct {
+	mu     sync.Mutex
+	script Script
+	now    int64
+	costs  map[string]int64
+	used   map[string]int // per table and name: the occurrences answered
+	spawns map[string]int // per persona: the agents minted
+}
+
+// NewSim returns a simulator for script, checking its durations.
+func NewSim(script Script) (*Sim, error) {
+	s := &Sim{script: script, now: script.Clock.Start, costs: map[string]int64{}, used: map[string]int{}, spawns: map[string]int{}}
+	for kind, d := range map[string]string{"turn": cmpOr(script.Clock.Turn, "5m"), "ask": cmpOr(script.Clock.Ask, "1m"),
+		"checkpoint": cmpOr(script.Clock.Checkpoint, "1m"), "wait": cmpOr(script.Clock.Wait, "1m")} {
+		ms, err := ParseDuration(d)
+		if err != nil {
+			return nil, fmt.Errorf("the script's clock.%s: %w", kind, err)
+		}
+		s.costs[kind] = ms
+	}
+	return s, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Now implements Handler: the virtual clock.
+func (s *Sim) Now() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now
+}
+
+func (s *Sim) advance(ms int64) {
+	s.mu.Lock()
+	s.now += ms
+	s.mu.Unlock()
+}
+
+// Unused returns the script's entries no effect asked for, as table.name.
+func (s *Sim) Unused() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, t := range []struct {
+		name  string
+		table map[string]json.RawMessage
+	}{{"turns", s.script.Turns}, {"asks", s.script.Asks}, {"checkpoints", s.script.Checkpoints}, {"events", s.script.Events}} {
+		var names []string
+		for n := range t.table {
+			if s.used[t.name+":"+n] == 0 {
+				names = append(names, t.name+"."+n)
+			}
+		}
+		slices.Sort(names)
+		out = append(out, names...)
+	}
+	return out
+}
+
+// scripted returns the next scripted answer of table for req's step, or L6001.
+func (s *Sim) scripted(table string, entries map[string]json.RawMessage, req *Request) (Value, error) {
+	name := req.Name
+	if name == "" {
+		name = req.Kind
+	}
+	raw, ok := entries[name]
+	if !ok {
+		return nil, &EffectError{Code: "L6001", Kind: "handler-fault",
+			Message: fmt.Sprintf("Unscripted effect in simulation: the script has no %s entry for %q (step %s): add { %q: { %q: ... } }", table, name, req.Key, table, name)}
+	}
+	v, err := fromJSON(raw, false)
+	if err != nil {
+		return nil, &EffectError{Code: "L6001", Kind: "handler-fault", Message: fmt.Sprintf("the script's %s.%s: %v", table, name, err)}
+	}
+	s.mu.Lock()
+	n := s.used[table+":"+name]
+	s.used[table+":"+name] = n + 1
+	s.mu.Unlock()
+	if list, ok := v.(*Array); ok {
+		if n >= len(list.Elems) {
+			return nil, &EffectError{Code: "L6001", Kind: "handler-fault",
+				Message: fmt.Sprintf("Unscripted effect in simulation: the script's %s.%s gives %d results; this is occurrence %d (step %s)", table, name, len(list.Elems), n, req.Key)}
+		}
+		return list.Elems[n], nil
+	}
+	return v, nil
+}
+
+// Perform implements Handler.
+func (s *Sim) Perform(_ context.Context, req *Request) (*Outcome, error) {
+	switch req.Kind {
+	case "spawn":
+		persona, _ := arg(req.Args, 0).(string)
+		if r, ok := arg(req.Args, 0).(*Record); ok {
+			persona, _ = optionOf(r, "persona").(string)
+		}
+		s.mu.Lock()
+		s.spawns[persona]++
+		n := s.spawns[persona]
+		s.mu.Unlock()
+		agent := "sim." + persona
+		if n > 1 {
+			agent += "-" + strconv.Itoa(n)
+		}
+		h := projection("agent", agent, "persona", persona)
+		for _, k := range []string{"worktree", "role"} {
+			if v := req.Option(k); v != Undefined && v != nil {
+				h.Set(k, v)
+			}
+		}
+		return &Outcome{Result: h, External: projection("simAgent", agent)}, nil
+	case "turn":
+		v, err := s.scripted("turns", s.script.Turns, req)
+		if err != nil {
+			return nil, err
+		}
+		s.advance(s.costs["turn"])
+		r, ok := v.(*Record)
+		if !ok {
+			return nil, &EffectError{Code: "L6001", Kind: "handler-fault", Message: "the script's turn " + req.Name + " is not a record"}
+		}
+		r.Set("at", float64(s.Now()))
+		return &Outcome{Result: r, External: projection("simGoal", req.Key)}, nil
+	case "ask":
+		return s.ask(req)
+	case "checkpoint":
+		v, err := s.scripted("checkpoints", s.script.Checkpoints, req)
+		if err != nil {
+			return nil, err
+		}
+		s.advance(s.costs["checkpoint"])
+		r, _ := v.(*Record)
+		out := NewRecord()
+		if status, _ := optionOf(r, "status").(string); status == "expired" {
+			out.Set("outcome", "expired")
+		} else {
+			out.Set("outcome", "resolved")
+			for _, k := range []string{"value", "by", "artifact"} {
+				if x := optionOf(r, k); x != nil {
+					out.Set(k, x)
+				}
+			}
+		}
+		out.Set("at", float64(s.Now()))
+		return &Outcome{Result: out, External: projection("simCheckpoint", req.Key)}, nil
+	case "sleep":
+		ms, _ := ParseDuration(fmt.Sprint(arg(req.Args, 0)))
+		s.advance(ms)
+		return &Outcome{Result: nil}, nil
+	case "wait":
+		v, err := s.scripted("events", s.script.Events, req)
+		if err != nil {
+			return nil, err
+		}
+		cost := s.costs["wait"]
+		if t, ok := req.Option("timeout").(string); ok && v == nil {
+			cost, _ = ParseDuration(t)
+		}
+		s.advance(cost)
+		return &Outcome{Result: v}, nil
+	case "notify", "monitor":
+		return &Outcome{Result: nil}, nil
+	}
+	return nil, &EffectError{Code: "L6001", Kind: "handler-fault", Message: "the simulator does not perform " + req.Kind}
+}
+
+// askKinds are the kinds the ask schema shorthand names.
+var askKinds = []string{"string", "number", "boolean", "array", "record", "null"}
+
+// ask answers an ask from the script, checking each reply against the schema shorthand (spec
+// §6.5): an unreadable schema is L4022, and attempts non-conforming replies are L4006.
+func (s *Sim) ask(req *Request) (*Outcome, error) {
+	schema, ok := req.Option("schema").(*Record)
+	if ok {
+		for _, k := range schema.Keys() {
+			kind, _ := schema.fields[k].(string)
+			if !slices.Contains(askKinds, kind) {
+				ok = false
+			}
+		}
+	}
+	if !ok {
+		return nil, &EffectError{Code: "L4022", Kind: "ask-schema-unreadable", Message: "Unreadable ask schema: step " + req.Key + "'s schema maps each field to one of string, number, boolean, array, record, null"}
+	}
+	attempts := 1
+	if n, ok := req.Option("attempts").(float64); ok && n >= 1 {
+		attempts = int(n)
+	}
+	for i := 1; ; i++ {
+		v, err := s.scripted("asks", s.script.Asks, req)
+		if err != nil {
+			return nil, err
+		}
+		s.advance(s.costs["ask"])
+		if conforms(v, schema) {
+			return &Outcome{Result: v, External: projection("simGoal", req.Key)}, nil
+		}
+		if i >= attempts {
+			return nil, &EffectError{Code: "L4006", Kind: "ask-nonconforming", Message: fmt.Sprintf("ask never produced a conforming record: %d replies were checked at %s", i, req.Key)}
+		}
+	}
+}
+
+func conforms(v Value, schema *Record) bool {
+	r, ok := v.(*Record)
+	if !ok {
+		return false
+	}
+	for _, k := range schema.Keys() {
+		field, ok := r.Get(k)
+		if !ok {
+			return false
+		}
+		want, _ := schema.fields[k].(string)
+		got := ""
+		switch field.(type) {
+		case string:
+			got = "string"
+		case float64:
+			got = "number"
+		case bool:
+			got = "boolean"
+		case *Array:
+			got = "array"
+		case *Record:
+			got = "record"
+		case nil:
+			got = "null"
+		}
+		if got != want {
+			return false
+		}
+	}
+	return true
+}
+
+// Observe implements waitUntil's cadence on the virtual clock: the first observation at once,
+// each later one a cadence later, none past the deadline.
+func (s *Sim) Observe(_ context.Context, every, deadlineAt int64, attempt int) (bool, error) {
+	if attempt == 0 {
+		return true, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := s.now + every
+	if next > deadlineAt {
+		s.now = deadlineAt
+		return false, nil
+	}
+	s.now = next
+	return true, nil
+}
