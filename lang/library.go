@@ -192,9 +192,9 @@ func (in *interp) library() map[string]Value {
 			}
 			return stringMethods["split"](in, f, s, a[1:])
 		}),
-		"trim":   stringBuiltin("trim", "trim"),
-		"lower":  stringBuiltin("lower", "toLowerCase"),
-		"upper":  stringBuiltin("upper", "toUpperCase"),
+		"trim":       stringBuiltin("trim", "trim"),
+		"lower":      stringBuiltin("lower", "toLowerCase"),
+		"upper":      stringBuiltin("upper", "toUpperCase"),
 		"startsWith": stringBuiltin("startsWith", "startsWith"),
 		"endsWith":   stringBuiltin("endsWith", "endsWith"),
 		"contains":   stringBuiltin("contains", "includes"),

@@ -346,9 +346,15 @@ func init() {
 		return toStringPrimitive(arg(a, i), name)
 	}
 	stringMethods = map[string]func(in *interp, f *frame, s string, args []Value) (Value, error){
-		"trim":        func(_ *interp, _ *frame, s string, _ []Value) (Value, error) { return strings.TrimFunc(s, isJSSpace), nil },
-		"trimStart":   func(_ *interp, _ *frame, s string, _ []Value) (Value, error) { return strings.TrimLeftFunc(s, isJSSpace), nil },
-		"trimEnd":     func(_ *interp, _ *frame, s string, _ []Value) (Value, error) { return strings.TrimRightFunc(s, isJSSpace), nil },
+		"trim": func(_ *interp, _ *frame, s string, _ []Value) (Value, error) {
+			return strings.TrimFunc(s, isJSSpace), nil
+		},
+		"trimStart": func(_ *interp, _ *frame, s string, _ []Value) (Value, error) {
+			return strings.TrimLeftFunc(s, isJSSpace), nil
+		},
+		"trimEnd": func(_ *interp, _ *frame, s string, _ []Value) (Value, error) {
+			return strings.TrimRightFunc(s, isJSSpace), nil
+		},
 		"toLowerCase": func(_ *interp, _ *frame, s string, _ []Value) (Value, error) { return strings.ToLower(s), nil },
 		"toUpperCase": func(_ *interp, _ *frame, s string, _ []Value) (Value, error) { return strings.ToUpper(s), nil },
 		"startsWith": func(_ *interp, _ *frame, s string, a []Value) (Value, error) {
