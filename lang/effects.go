@@ -2,7 +2,6 @@ package lang
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -1082,10 +1081,4 @@ func (in *interp) scopeEntryClosed(f *frame, name string, proj *Record, closed *
 		}
 	}
 	return v, err
-}
-
-// marshalEntries is the journal as JSON.
-func marshalEntries(es []Entry) json.RawMessage {
-	raw, _ := json.Marshal(es) // entries always encode
-	return raw
 }

@@ -46,6 +46,7 @@ type RunOptions struct {
 // the steps its walk took. Err is the failure that ended it, if one did: a *Thrown the program
 // did not catch, or a *Fault.
 type Result struct {
+	RunID       string
 	Value       Value
 	Entries     []Entry
 	Logs        [][]Value
@@ -87,7 +88,7 @@ func Run(ctx context.Context, source string, o RunOptions) (*Result, error) {
 	}
 	root := newFrame(nil, "", pins.StartedAt, false)
 	runErr := in.block(newEnv(nil), root, prog.Body)
-	res := &Result{Value: nil, Entries: j.Entries(), Pins: pins, ProgramHash: ProgramHash(source), Steps: in.steps}
+	res := &Result{RunID: o.RunID, Value: nil, Entries: j.Entries(), Pins: pins, ProgramHash: ProgramHash(source), Steps: in.steps}
 	for _, l := range in.logs {
 		res.Logs = append(res.Logs, l.values)
 	}
@@ -166,3 +167,18 @@ type RunError struct {
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message"`
 }
+
+// RunErrorOf is a run's ending failure as a record carries it.
+func RunErrorOf(err error) *RunError {
+	switch e := err.(type) {
+	case *Thrown:
+		return &RunError{Code: e.Code(), Message: e.Error()}
+	case *Fault:
+		return &RunError{Code: e.Code, Message: e.Message}
+	}
+	return &RunError{Message: err.Error()}
+}
+
+// JSON renders a value as JavaScript's JSON.stringify would, for a trace or a record: a
+// function or undefined in a record is left out, and in an array or at the top is null.
+func JSON(v Value) json.RawMessage { return toJSON(v) }

@@ -2,6 +2,8 @@ package lang
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -100,34 +102,37 @@ log(total, a, c, rest, fib(10), keys(o), o.m(), s, words.join("-"), caught, i, 7
 	}
 }
 
-// TestRunRefusals: the run-time refusals carry their codes, catchable as records.
-func TestRunRefusals(t *testing.T) {
-	for _, tc := range []struct{ src, code string }{
-		{"const r = await sleep(\"1s\")\nconst o = await spawn(\"a\")\no.agent = \"x\"", "L2031"},
-		{"const xs = [1]\nxs[5] = 1", "L4019"},
-		{"const xs = [1]\nxs.length = 3", "L4017"},
-		{"const o = {}\no.x.y", "L4010"},
-		{"const n = 1\nn()", "L4011"},
-		{"assert(false, \"no\")", "L4012"},
-		{"const xs = [1]\nxs.nope", "L4014"},
-		{"for (const x of 5) { log(x) }", "L4015"},
-		{"json.parse(\"{\")", "L4016"},
-		{"len(5)", "L4016"},
-		{"const r = { a: 1 } + 1", "L4018"},
-		{"const xs = [1]\nconst f = xs.map", "L4020"},
-		{"const r = {}\nr.then = () => 1", "L4021"},
-		{"log(() => 1)", "L4016"},
-		{"let n = \"1\"\nn++", "L4018"},
-		{"const a = await spawn(\"a\")\nawait turn(a, { name: \"go\" })", "L6001"},
-		{"const a = await spawn(\"a\")\nawait ask(a, { name: \"q\", schema: { x: \"thing\" } })", "L4022"},
-		{"await checkpoint(\"approve\", \"Ship?\", { timeout: \"1h\" })", "L4007"},
-		{"await waitUntil(async () => null, { name: \"ci\", every: \"10m\", deadline: \"30m\" })", "L4023"},
-	} {
-		script := `{"checkpoints": {"approve": {"status": "expired"}}}`
-		r := runSim(t, tc.src, script, RunOptions{})
-		th, ok := r.Err.(*Thrown)
-		if !ok || th.Code() != tc.code {
-			t.Errorf("%q: %v, want %s", tc.src, r.Err, tc.code)
+// TestRunTestdata: each program in testdata/run fails under the simulator with the code its
+// first line names ("// fails: Lnnnn"), answered from the script a "// script: JSON" line gives.
+func TestRunTestdata(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "run", "*.js"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata: %v", err)
+	}
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(raw), "\n")
+		code, ok := strings.CutPrefix(lines[0], "// fails: ")
+		if !ok {
+			t.Fatalf("%s: the first line names no code", file)
+		}
+		script, _ := strings.CutPrefix(lines[1], "// script: ")
+		if script == lines[1] {
+			script = ""
+		}
+		r := runSim(t, string(raw), script, RunOptions{})
+		got := ""
+		switch e := r.Err.(type) {
+		case *Thrown:
+			got = e.Code()
+		case *Fault:
+			got = e.Code
+		}
+		if got != code {
+			t.Errorf("%s: %v, want %s", file, r.Err, code)
 		}
 	}
 }
@@ -193,4 +198,39 @@ log(both, first.index, each)`
 	if got := logsJSON(r); got != `[[{"a":null,"b":2},"slow",["x0","y1"]]]` {
 		t.Errorf("logs %s", got)
 	}
+}
+
+// tenThousand is a program of 10,000 sequential effects, the issue's bound for a simulated run
+// and a resume (2 s each).
+const tenThousand = "for (const i of range(10000)) {\n  await sleep(\"1ms\")\n}\n"
+
+// BenchmarkSim10000Effects simulates 10,000 sequential effects.
+func BenchmarkSim10000Effects(b *testing.B) {
+	for b.Loop() {
+		r := runSim(b, tenThousand, "", RunOptions{})
+		if r.Err != nil || len(r.Entries) != 10000 {
+			b.Fatalf("%v, %d entries", r.Err, len(r.Entries))
+		}
+	}
+}
+
+// BenchmarkResume10000Entries resumes a run from a journal of 10,000 entries: every step
+// replays.
+func BenchmarkResume10000Entries(b *testing.B) {
+	first := runSim(b, tenThousand, "", RunOptions{RunID: "bench"})
+	if first.Err != nil {
+		b.Fatal(first.Err)
+	}
+	for b.Loop() {
+		r := runSim(b, tenThousand, "", RunOptions{RunID: "bench", Pins: &first.Pins, Journal: first.Entries})
+		if r.Err != nil || len(r.Entries) != 10000 {
+			b.Fatalf("%v, %d entries", r.Err, len(r.Entries))
+		}
+	}
+}
+
+// marshalEntries is the journal as JSON.
+func marshalEntries(es []Entry) json.RawMessage {
+	raw, _ := json.Marshal(es) // entries always encode
+	return raw
 }

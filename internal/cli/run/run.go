@@ -24,11 +24,11 @@ const MaxProgram = 1 << 20
 func NewCmdRun(f *factory.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Check Cotal Lang workflow programs",
+		Short: "Check, simulate and plan Cotal Lang workflow programs",
 		Long: "Work with Cotal Lang programs, the workflows a run executes (docs/cotal-lang.md). None of\n" +
 			"these needs a mesh.",
 	}
-	cmd.AddCommand(newCmdCheck(f))
+	cmd.AddCommand(newCmdCheck(f), newCmdSim(f), newCmdPlan(f))
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package run_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -60,4 +61,63 @@ func TestRunCheck(t *testing.T) {
 	if code, _, stderr := run(t, "run", "check", binary); code != exit.Usage || !strings.Contains(stderr, "not UTF-8") {
 		t.Errorf("check a binary file: exit %d %s", code, stderr)
 	}
+}
+
+// TestRunSimAndPlan: `cotal run sim` runs a program under the simulator and prints the
+// recorded run with --json; --journal resumes from it with the same entries, and refuses an
+// edited step (L5001); `cotal run plan` prints the plan. An unscripted effect fails the run.
+func TestRunSimAndPlan(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "prog.js")
+	script := filepath.Join(dir, "script.json")
+	os.WriteFile(prog, []byte("const b = await spawn(\"builder\", { worktree: \"wt-1\" })\nconst r = await turn(b, { name: \"build\" })\nawait sleep(\"1m\", { name: \"rest\" })\nlog(\"built\", r.status)\n"), 0o600)
+	os.WriteFile(script, []byte(`{"turns": {"build": {"status": "done"}}}`), 0o600)
+
+	code, out, stderr := run(t, "run", "sim", prog, "--script", script, "--json", "--run-id", "r-1", "--seed", "s", "--started-at", "1700000000000")
+	var rec struct {
+		LanguageVersion string
+		RunID           string
+		Pins            struct{ Seed string }
+		Entries         []struct {
+			Scope, Kind, Name, InputHash, RequestID, Status string
+		}
+		Logs  []json.RawMessage
+		Value json.RawMessage
+	}
+	if code != exit.OK || json.Unmarshal([]byte(out), &rec) != nil || rec.RunID != "r-1" || rec.Pins.Seed != "s" || rec.LanguageVersion != "2" ||
+		len(rec.Entries) != 3 || rec.Entries[1].Kind != "turn" || rec.Entries[1].Status != "ok" || len(rec.Logs) != 1 || !sameJSON(rec.Logs[0], `["built","done"]`) {
+		t.Fatalf("sim --json: exit %d %s %s", code, out, stderr)
+	}
+	record := filepath.Join(dir, "record.json")
+	os.WriteFile(record, []byte(out), 0o600)
+	code, again, stderr := run(t, "run", "sim", prog, "--journal", record, "--json")
+	if code != exit.OK || !strings.Contains(again, `"requestId": "`+rec.Entries[1].RequestID+`"`) {
+		t.Errorf("sim --journal: exit %d %s %s", code, again, stderr)
+	}
+	edited := filepath.Join(dir, "edited.js")
+	os.WriteFile(edited, []byte(strings.Replace("const b = await spawn(\"builder\", { worktree: \"wt-1\" })\nconst r = await turn(b, { name: \"build\" })\nawait sleep(\"1m\", { name: \"rest\" })\nlog(\"built\", r.status)\n", "\"1m\"", "\"2m\"", 1)), 0o600)
+	if code, _, stderr := run(t, "run", "sim", edited, "--journal", record); code != exit.Failed || !strings.Contains(stderr, "L5001") {
+		t.Errorf("sim --journal of an edited step: exit %d %s", code, stderr)
+	}
+	if code, out, stderr := run(t, "run", "sim", prog); code != exit.Failed || !strings.Contains(stderr, "L6001") || !strings.Contains(out, "failed") {
+		t.Errorf("sim without a script: exit %d %s %s", code, out, stderr)
+	}
+	code, out, stderr = run(t, "run", "plan", prog, "--script", script)
+	if code != exit.OK || !strings.Contains(out, "Dry run: 3 effects, 1 agents") || !strings.Contains(out, "builder worktree wt-1") || !strings.Contains(out, "/turn:build#0") {
+		t.Errorf("plan: exit %d %s %s", code, out, stderr)
+	}
+	if code, out, _ := run(t, "run", "plan", prog, "--script", script, "--json"); code != exit.OK || !strings.Contains(out, `"elapsedMs": 360000`) {
+		t.Errorf("plan --json: exit %d %s", code, out)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"turns": 1}`), 0o600)
+	if code, _, stderr := run(t, "run", "sim", prog, "--script", bad); code != exit.Usage || !strings.Contains(stderr, "bad.json") {
+		t.Errorf("a bad script: exit %d %s", code, stderr)
+	}
+}
+
+// sameJSON reports whether raw is the JSON value want, whatever its spacing.
+func sameJSON(raw json.RawMessage, want string) bool {
+	var b bytes.Buffer
+	return json.Compact(&b, raw) == nil && b.String() == want
 }

@@ -1,0 +1,3 @@
+// fails: L2031
+const o = await spawn("a")
+o.agent = "x"

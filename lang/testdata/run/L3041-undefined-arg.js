@@ -1,0 +1,4 @@
+// fails: L3041
+const o = {}
+await sleep("1m", { name: o.missing })
+await ask(await spawn("a"), { name: "q", schema: { x: o.missing } })

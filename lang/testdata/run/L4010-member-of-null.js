@@ -1,0 +1,3 @@
+// fails: L4010
+const o = null
+log(o.x)

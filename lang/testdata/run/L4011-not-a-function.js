@@ -1,0 +1,3 @@
+// fails: L4011
+const n = 1
+n()

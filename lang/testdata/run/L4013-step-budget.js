@@ -1,0 +1,3 @@
+// fails: L4013
+let i = 0
+while (true) { i++ }

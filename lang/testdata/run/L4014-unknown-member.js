@@ -1,0 +1,3 @@
+// fails: L4014
+const xs = [1]
+log(xs.nope)

@@ -1,0 +1,2 @@
+// fails: L4016
+json.parse("{")

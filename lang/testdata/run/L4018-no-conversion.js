@@ -1,0 +1,2 @@
+// fails: L4018
+const r = { a: 1 } + 1

@@ -1,0 +1,3 @@
+// fails: L4019
+const xs = [1]
+xs[5] = 1

@@ -1,0 +1,3 @@
+// fails: L4021
+const r = {}
+r.then = () => 1
