@@ -19,6 +19,10 @@ type interp struct {
 	// effects counts the distinct effect keys of the run, recorded and live (L4009).
 	effects int
 	logs    []logLine
+	// walk makes the run a dry walk over a read-only journal (migrate, fork): a step it has not
+	// settled ends the walk; reached records the recorded steps the walk looked up.
+	walk    bool
+	reached map[string]bool
 }
 
 // logLine is one log line: the values logged, as JSON, and the scope path it was written from.

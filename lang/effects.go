@@ -111,9 +111,12 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 	key := StepKey(f.path, kind, name, occ)
 	in.effects++
 	rec := in.journal.lookup(key)
+	if err := in.walked(key, rec); err != nil {
+		return nil, err
+	}
 	switch {
 	case rec != nil && rec.InputHash != inputHash:
-		return nil, &Fault{Code: "L5001", Message: fmt.Sprintf("step %s: the recorded input hash %s is not this program's %s: the program changed what this step asks", key, rec.InputHash, inputHash)}
+		return nil, &Fault{Code: "L5001", Step: key, Message: fmt.Sprintf("step %s: the recorded input hash %s is not this program's %s: the program changed what this step asks", key, rec.InputHash, inputHash)}
 	case rec != nil && rec.State == StateSettled && rec.Status == StatusOK:
 		v, err := fromJSON(rec.Result, true)
 		if err != nil {
@@ -683,8 +686,11 @@ func (in *interp) waitUntil(_ *interp, f *frame, a []Value) (Value, error) {
 	key := StepKey(f.path, "waitUntil", name, occ)
 	in.effects++
 	rec := in.journal.lookup(key)
+	if err := in.walked(key, rec); err != nil {
+		return nil, err
+	}
 	if rec != nil && rec.InputHash != inputHash {
-		return nil, &Fault{Code: "L5001", Message: fmt.Sprintf("step %s: the recorded input hash %s is not this program's %s", key, rec.InputHash, inputHash)}
+		return nil, &Fault{Code: "L5001", Step: key, Message: fmt.Sprintf("step %s: the recorded input hash %s is not this program's %s", key, rec.InputHash, inputHash)}
 	}
 	if rec != nil && rec.State == StateSettled {
 		in.advance(f, rec)
@@ -766,8 +772,24 @@ func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, body fun
 	occ := f.occurrence(kind, name)
 	key := StepKey(f.path, kind, name, occ)
 	rec := in.journal.lookup(key)
+	if in.walk && rec != nil && rec.State == StatePending && rec.InputHash == inputHash {
+		// A scope the run was inside: its settled steps are walked up to the one it was waiting on.
+		in.reached[key] = true
+		_, _, _, _, err := body(key)
+		if err == nil {
+			err = &frontier{key: key}
+		}
+		return nil, err
+	}
+	if err := in.walked(key, rec); err != nil {
+		return nil, err
+	}
 	if rec != nil && rec.InputHash != inputHash {
-		return nil, &Fault{Code: "L5001", Message: fmt.Sprintf("scope %s: the recorded input hash %s is not this program's %s", key, rec.InputHash, inputHash)}
+		return nil, &Fault{Code: "L5001", Step: key, Message: fmt.Sprintf("scope %s: the recorded input hash %s is not this program's %s", key, rec.InputHash, inputHash)}
+	}
+	if rec != nil && rec.State == StateSettled && in.walk {
+		// A migration walk enters a settled scope, so that steps removed inside it surface.
+		return in.walkScope(f, key, rec, body)
 	}
 	if rec != nil && rec.State == StateSettled {
 		in.advance(f, rec)
@@ -1081,4 +1103,50 @@ func (in *interp) scopeEntryClosed(f *frame, name string, proj *Record, closed *
 		}
 	}
 	return v, err
+}
+
+// walked notes a recorded step a dry walk looked up, and ends the walk at one it has not
+// settled.
+func (in *interp) walked(key string, rec *Entry) error {
+	if !in.walk {
+		return nil
+	}
+	if rec == nil || rec.State != StateSettled || rec.Status == StatusRefused {
+		return &frontier{key: key}
+	}
+	in.reached[key] = true
+	return nil
+}
+
+// walkScope enters a settled scope on a dry walk: its recorded branches must all still be in the
+// source (L5022), its branches' steps are walked, and it delivers its recorded outcome.
+func (in *interp) walkScope(f *frame, key string, rec *Entry, body func(string) (Value, []string, *Cancel, int64, error)) (Value, error) {
+	_, branches, _, _, err := body(key)
+	if _, stop := err.(uncatchable); stop {
+		return nil, err
+	}
+	recorded := rec.Branches
+	if rec.Status == StatusOK {
+		if res, perr := fromJSON(rec.Result, true); perr == nil {
+			if bs, ok := optionOf(res.(*Record), "branches").(*Array); ok {
+				recorded = nil
+				for _, b := range bs.Elems {
+					s, _ := b.(string)
+					recorded = append(recorded, s)
+				}
+			}
+		}
+	}
+	for _, b := range recorded {
+		if !slices.Contains(branches, b) {
+			return nil, &Fault{Code: "L5022", Step: key, Message: fmt.Sprintf("scope %s recorded the branch %q, which the source no longer has", key, b)}
+		}
+	}
+	in.advance(f, rec)
+	if rec.Status != StatusOK {
+		return nil, &Thrown{V: entryErrorRecord(rec.Error)}
+	}
+	res, _ := fromJSON(rec.Result, true)
+	v, _ := res.(*Record).Get("value")
+	return v, nil
 }

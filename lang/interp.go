@@ -77,9 +77,26 @@ func (t *Thrown) Code() string {
 type Fault struct {
 	Code    string
 	Message string
+	// Step is the step key the fault names, when it names one.
+	Step string
 }
 
 func (f *Fault) Error() string { return f.Code + ": " + f.Message }
+
+func (*Fault) uncatchable() {}
+
+// uncatchable is what unwinds a run past catch and finally.
+type uncatchable interface {
+	error
+	uncatchable()
+}
+
+// frontier ends a dry walk at the first step its journal has not settled.
+type frontier struct{ key string }
+
+func (f *frontier) Error() string { return "the walk reached the unrecorded step " + f.key }
+
+func (*frontier) uncatchable() {}
 
 // runtimeFault is a catchable runtime refusal: a frozen { code, kind: "runtime", message }.
 func runtimeFault(code, format string, args ...any) error {
@@ -332,7 +349,7 @@ func (in *interp) try(e *env, f *frame, s *syntax.Try) error {
 		}
 	}
 	if s.Finally != nil {
-		if _, fault := err.(*Fault); fault {
+		if _, fault := err.(uncatchable); fault {
 			return err // an uncatchable fault skips finally
 		}
 		if ferr := in.block(newEnv(e), f, s.Finally.Body); ferr != nil {
