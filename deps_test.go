@@ -44,8 +44,9 @@ func TestSDKStaysAClient(t *testing.T) {
 	}
 }
 
-// TestPublicSurface holds the importable packages to the product: the SDK, its test harness and
-// the wire contract. Everything else lives under internal/ (and the binary under cmd/).
+// TestPublicSurface holds the importable packages to the product: the SDK, its test harness, the
+// wire contract and Cotal Lang (a Go program embedding workflows with its own effect handler is
+// a use of its own). Everything else lives under internal/ (and the binary under cmd/).
 func TestPublicSurface(t *testing.T) {
 	var public []string
 	for _, p := range goList(t, "github.com/gocotal/cotal/...") {
@@ -54,7 +55,7 @@ func TestPublicSurface(t *testing.T) {
 		}
 		public = append(public, p)
 	}
-	want := []string{"github.com/gocotal/cotal", "github.com/gocotal/cotal/cotaltest", "github.com/gocotal/cotal/wire"}
+	want := []string{"github.com/gocotal/cotal", "github.com/gocotal/cotal/cotaltest", "github.com/gocotal/cotal/lang", "github.com/gocotal/cotal/wire"}
 	if !slices.Equal(public, want) {
 		t.Errorf("public packages = %q, want %q", public, want)
 	}

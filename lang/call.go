@@ -2,6 +2,7 @@ package lang
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/gocotal/cotal/lang/internal/syntax"
 )
@@ -23,7 +24,13 @@ type interp struct {
 	// settled ends the walk; reached records the recorded steps the walk looked up.
 	walk    bool
 	reached map[string]bool
+	// depth is the nesting of function calls, bounded by maxDepth.
+	depth int
 }
+
+// maxDepth bounds the nesting of calls: past it the host's stack is exhausted, which no program
+// may catch (spec §9.2).
+const maxDepth = 10_000
 
 // logLine is one log line: the values logged, as JSON, and the scope path it was written from.
 type logLine struct {
@@ -138,6 +145,11 @@ func (in *interp) callValue(f *frame, fn Value, args []Value) (Value, error) {
 func (in *interp) callClosure(f *frame, c *Closure, args []Value) (Value, error) {
 	if err := in.step(); err != nil {
 		return nil, err
+	}
+	in.depth++
+	defer func() { in.depth-- }()
+	if in.depth > maxDepth {
+		return nil, &Fault{Message: fmt.Sprintf("the host's stack is exhausted: calls nested deeper than %d", maxDepth)}
 	}
 	outer := c.env
 	if c.fn.Name != "" && c.fn.Kind == syntax.PropInit && !c.fn.Arrow {

@@ -263,32 +263,38 @@ func (c *checker) stmt(s syntax.Stmt) {
 			c.stmt(s.Finally)
 		}
 	case *syntax.Switch:
-		c.expr(s.Disc, false)
-		c.push()
-		var body []syntax.Stmt
-		for _, cs := range s.Cases {
-			body = append(body, cs.Body...)
-		}
-		for _, st := range body {
-			c.hoist(st)
-		}
-		for i, cs := range s.Cases {
-			if cs.Test != nil {
-				c.expr(cs.Test, false)
-			}
-			for _, st := range cs.Body {
-				c.stmt(st)
-			}
-			if i < len(s.Cases)-1 && len(cs.Body) > 0 && !terminates(cs.Body[len(cs.Body)-1]) {
-				c.add(cs.P, "L1010", "this case falls through to the next: end it with return, break, continue or throw")
-			}
-		}
-		c.pop()
+		c.switchStmt(s)
 	case *syntax.Refused:
 		if s.Body != nil {
 			c.stmt(s.Body)
 		}
 	}
+}
+
+// switchStmt walks a switch: its cases share one block, and each but the last must end in a
+// statement that leaves the case (L1010).
+func (c *checker) switchStmt(s *syntax.Switch) {
+	c.expr(s.Disc, false)
+	c.push()
+	var body []syntax.Stmt
+	for _, cs := range s.Cases {
+		body = append(body, cs.Body...)
+	}
+	for _, st := range body {
+		c.hoist(st)
+	}
+	for i, cs := range s.Cases {
+		if cs.Test != nil {
+			c.expr(cs.Test, false)
+		}
+		for _, st := range cs.Body {
+			c.stmt(st)
+		}
+		if i < len(s.Cases)-1 && len(cs.Body) > 0 && !terminates(cs.Body[len(cs.Body)-1]) {
+			c.add(cs.P, "L1010", "this case falls through to the next: end it with return, break, continue or throw")
+		}
+	}
+	c.pop()
 }
 
 // terminates reports whether a case's last statement leaves the case.

@@ -98,3 +98,15 @@ func BenchmarkCheck2000Lines(b *testing.B) {
 		Check(program)
 	}
 }
+
+// BenchmarkCheckOneLongLine validates a 200 KB program on one line, as a minifier writes it: the
+// parser stays linear in it (columns, and the lookahead for an arrow's parameters).
+func BenchmarkCheckOneLongLine(b *testing.B) {
+	program := strings.Repeat("log(((a) => (b) => [a, (b), ((1 + 2))])(1)(2)); ", 4000)
+	b.SetBytes(int64(len(program)))
+	for b.Loop() {
+		if r := Check(program); !r.Accepted {
+			b.Fatal(r.Diagnostics[0])
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -352,6 +353,21 @@ func (in *interp) effectBuiltins() map[string]Value {
 			"role", optionOf(opts, "role"), "join", &Array{Elems: join})
 		return in.perform(f, "spawn", name, proj, &Request{Args: frozenArgs(a), Options: opts})
 	})
+	maps.Copy(b, simpleEffects(check))
+	b["checkpoint"] = builtin("checkpoint", in.checkpoint)
+	b["waitUntil"] = builtin("waitUntil", in.waitUntil)
+	b["parallel"] = builtin("parallel", func(in *interp, f *frame, a []Value) (Value, error) { return in.branchScope(f, "parallel", a) })
+	b["race"] = builtin("race", func(in *interp, f *frame, a []Value) (Value, error) { return in.branchScope(f, "race", a) })
+	b["fanOut"] = builtin("fanOut", in.fanOut)
+	b["conclave"] = builtin("conclave", in.conclave)
+	maps.Copy(b, pureBuiltins())
+	return b
+}
+
+// simpleEffects are the effects whose arguments are checked, projected and performed in one
+// shape: turn, ask, sleep, wait, notify and monitor.
+func simpleEffects(check func(string, []Value, int) error) map[string]Value {
+	b := map[string]Value{}
 	simple := func(effect string, bagAt int, requireName bool, proj func(a []Value, opts *Record) (*Record, error)) *Builtin {
 		return builtin(effect, func(in *interp, f *frame, a []Value) (Value, error) {
 			opts, err := options(effect, a, bagAt)
@@ -429,13 +445,13 @@ func (in *interp) effectBuiltins() map[string]Value {
 		id, err := agentID("monitor", arg(a, 0))
 		return projection("agent", id), err
 	})
-	b["checkpoint"] = builtin("checkpoint", in.checkpoint)
-	b["waitUntil"] = builtin("waitUntil", in.waitUntil)
-	b["parallel"] = builtin("parallel", func(in *interp, f *frame, a []Value) (Value, error) { return in.branchScope(f, "parallel", a) })
-	b["race"] = builtin("race", func(in *interp, f *frame, a []Value) (Value, error) { return in.branchScope(f, "race", a) })
-	b["fanOut"] = builtin("fanOut", in.fanOut)
-	b["conclave"] = builtin("conclave", in.conclave)
-	// The pure primitives and the event constructors.
+	return b
+}
+
+// pureBuiltins are the pure primitives and the event constructors: they build a value and write
+// nothing.
+func pureBuiltins() map[string]Value {
+	b := map[string]Value{}
 	b["channel"] = builtin("channel", func(in *interp, f *frame, a []Value) (Value, error) {
 		s, ok := arg(a, 0).(string)
 		if !ok || s == "" {

@@ -3,6 +3,7 @@ package lang
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -113,6 +114,30 @@ func (in *interp) library() map[string]Value {
 			}
 			return out, nil
 		}),
+	}
+	maps.Copy(lib, arrayBuiltins())
+	maps.Copy(lib, textAndNumberBuiltins())
+	for _, name := range []string{"map", "filter", "find", "some", "every", "slice", "join"} {
+		method := arrayMethods[name]
+		lib[name] = builtin(name, func(in *interp, f *frame, a []Value) (Value, error) {
+			xs, err := wantArray(name, arg(a, 0))
+			if err != nil {
+				return nil, err
+			}
+			v, err := method(in, f, xs, a[1:])
+			if name == "find" && v == Undefined && err == nil {
+				return nil, nil // the free find answers null where the method answers undefined
+			}
+			return v, err
+		})
+	}
+	lib["json"] = jsonNamespace()
+	return lib
+}
+
+// arrayBuiltins are the free array builtins that are not also methods.
+func arrayBuiltins() map[string]Value {
+	return map[string]Value{
 		"len": builtin("len", func(in *interp, f *frame, a []Value) (Value, error) {
 			switch v := arg(a, 0).(type) {
 			case *Array:
@@ -185,6 +210,12 @@ func (in *interp) library() map[string]Value {
 			}
 			return in.sortArray(f, xs, arg(a, 1))
 		}),
+	}
+}
+
+// textAndNumberBuiltins are the string, number, control and tamed-nondeterminism builtins.
+func textAndNumberBuiltins() map[string]Value {
+	return map[string]Value{
 		"split": builtin("split", func(in *interp, f *frame, a []Value) (Value, error) {
 			s, err := wantString("split", arg(a, 0))
 			if err != nil {
@@ -267,20 +298,10 @@ func (in *interp) library() map[string]Value {
 			return float64(ms), nil
 		}),
 	}
-	for _, name := range []string{"map", "filter", "find", "some", "every", "slice", "join"} {
-		method := arrayMethods[name]
-		lib[name] = builtin(name, func(in *interp, f *frame, a []Value) (Value, error) {
-			xs, err := wantArray(name, arg(a, 0))
-			if err != nil {
-				return nil, err
-			}
-			v, err := method(in, f, xs, a[1:])
-			if name == "find" && v == Undefined && err == nil {
-				return nil, nil // the free find answers null where the method answers undefined
-			}
-			return v, err
-		})
-	}
+}
+
+// jsonNamespace is the json namespace: parse and stringify.
+func jsonNamespace() *Record {
 	json := NewRecord()
 	json.Set("parse", builtin("json.parse", jsonParse))
 	json.Set("stringify", builtin("json.stringify", func(in *interp, f *frame, a []Value) (Value, error) {
@@ -291,8 +312,7 @@ func (in *interp) library() map[string]Value {
 		return string(c), nil
 	}))
 	json.frozen = true
-	lib["json"] = json
-	return lib
+	return json
 }
 
 func stringBuiltin(name, method string) *Builtin {

@@ -1,6 +1,7 @@
 package lang
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -176,6 +177,14 @@ func init() {
 				return false, nil
 			})
 		},
+	}
+	maps.Copy(arrayMethods, arrayReaders())
+	maps.Copy(arrayMethods, arrayMutators())
+}
+
+// arrayReaders are the array methods that take no callback and change nothing.
+func arrayReaders() map[string]func(in *interp, f *frame, xs *Array, args []Value) (Value, error) {
+	return map[string]func(in *interp, f *frame, xs *Array, args []Value) (Value, error){
 		"includes": func(in *interp, f *frame, xs *Array, a []Value) (Value, error) {
 			return slices.ContainsFunc(xs.Elems, func(v Value) bool { return sameValueZero(v, arg(a, 0)) }), nil
 		},
@@ -272,6 +281,12 @@ func init() {
 			slices.Reverse(out.Elems)
 			return out, nil
 		},
+	}
+}
+
+// arrayMutators are the array methods that change the array (spec §4.3).
+func arrayMutators() map[string]func(in *interp, f *frame, xs *Array, args []Value) (Value, error) {
+	return map[string]func(in *interp, f *frame, xs *Array, args []Value) (Value, error){
 		"push": func(in *interp, f *frame, xs *Array, a []Value) (Value, error) {
 			if err := in.writable(f, xs); err != nil {
 				return nil, err
@@ -414,6 +429,16 @@ func init() {
 			}
 			return unitsString(u[b:e]), nil
 		},
+	}
+	maps.Copy(stringMethods, stringEditors())
+}
+
+// stringEditors are the string methods that build a new string or split one.
+func stringEditors() map[string]func(in *interp, f *frame, s string, args []Value) (Value, error) {
+	str := func(a []Value, i int, name string) (string, error) {
+		return toStringPrimitive(arg(a, i), name)
+	}
+	return map[string]func(in *interp, f *frame, s string, args []Value) (Value, error){
 		"split": func(_ *interp, f *frame, s string, a []Value) (Value, error) {
 			out := &Array{owner: f}
 			if arg(a, 0) == Undefined {

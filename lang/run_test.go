@@ -234,3 +234,27 @@ func marshalEntries(es []Entry) json.RawMessage {
 	raw, _ := json.Marshal(es) // entries always encode
 	return raw
 }
+
+// TestDeepRecursion: recursion past the host's depth ends the run with a fault no catch sees.
+func TestDeepRecursion(t *testing.T) {
+	r := runSim(t, "function f(n) { return f(n + 1) }\ntry { f(0) } catch (e) { log(\"caught\") }", "", RunOptions{})
+	if f, ok := r.Err.(*Fault); !ok || !strings.Contains(f.Message, "stack") || len(r.Logs) != 0 {
+		t.Errorf("%v %v", r.Err, r.Logs)
+	}
+}
+
+// FuzzRun: no program makes the interpreter panic or run past its budgets.
+func FuzzRun(f *testing.F) {
+	for _, src := range []string{tenThousand, "let i = 0\nwhile (true) { i++ }", "const f = (n) => n < 1 ? 0 : f(n - 1)\nlog(f(100))",
+		"log([3, 1].map((x) => x * 2), json.stringify({ a: [1, { b: null }] }))"} {
+		f.Add(src)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		h, _ := NewSim(Script{})
+		started := int64(0)
+		r, err := Run(t.Context(), src, RunOptions{RunID: "fuzz", Handler: h, StartedAt: &started, StepBudget: 20_000, EffectCeiling: 100})
+		if err == nil && r.Steps > 20_001 {
+			t.Fatalf("%d steps past a budget of 20000", r.Steps)
+		}
+	})
+}

@@ -51,6 +51,9 @@ type lexer struct {
 	off int
 	// lines are the byte offsets the source's lines start at; shared by every copy.
 	lines []int
+	// colOff and col memoize the last position computed, so columns along one long line are
+	// counted once.
+	colOff, col, colLine int
 	// prevEnd reports whether the token before may end an expression: a slash after it is a
 	// division, not a regular expression.
 	prevEnd bool
@@ -79,14 +82,17 @@ func newLexer(src string) lexer {
 // pos returns the position of byte offset off.
 func (lx *lexer) pos(off int) Pos {
 	line, _ := slices.BinarySearch(lx.lines, off+1) // the lines starting at or before off
-	start := lx.lines[line-1]
-	col := 1
+	start, col := lx.lines[line-1], 1
+	if lx.colLine == line && lx.colOff >= start && lx.colOff <= off {
+		start, col = lx.colOff, lx.col
+	}
 	for _, r := range lx.src[start:off] {
 		col++
 		if r > 0xFFFF {
 			col++
 		}
 	}
+	lx.colOff, lx.col, lx.colLine = off, col, line
 	return Pos{Offset: off, Line: line, Col: col}
 }
 

@@ -29,6 +29,22 @@ type parser struct {
 	noIn  bool // inside a for head's init: "in" ends the expression
 	diags []Diagnostic
 	fatal bool
+	depth int // the nesting of statements and expressions being parsed
+	// arrows memoizes, by the offset of a "(", whether an arrow's => follows its match.
+	arrows map[int]bool
+}
+
+// maxNesting bounds how deeply statements and expressions nest, so no program exhausts the
+// stack of the parser, the validator or the interpreter.
+const maxNesting = 500
+
+// nest enters one level of nesting; the caller defers the returned func.
+func (p *parser) nest() func() {
+	p.depth++
+	if p.depth > maxNesting {
+		p.fail(p.tok.pos, "the program nests deeper than %d levels", maxNesting)
+	}
+	return func() { p.depth-- }
 }
 
 // bailout stops a parse at a syntax error.
@@ -155,6 +171,7 @@ func (p *parser) name() *Ident {
 // ---- statements ----
 
 func (p *parser) statement() Stmt {
+	defer p.nest()()
 	t := p.tok
 	if t.kind == tPunct {
 		switch t.value {
@@ -559,6 +576,7 @@ var assignOps = map[string]bool{
 }
 
 func (p *parser) assign() Expr {
+	defer p.nest()()
 	if f := p.arrow(); f != nil {
 		return f
 	}
@@ -640,32 +658,58 @@ func (p *parser) arrowAhead() bool {
 	if !p.is("(") {
 		return false
 	}
+	if p.arrows == nil {
+		p.arrows = map[int]bool{}
+	}
+	start := p.tok.pos.Offset
+	if known, ok := p.arrows[start]; ok {
+		return known
+	}
 	lx := p.lx
 	lx.err = nil
-	// open holds, per bracket still open, whether it is a template substitution, which its
-	// closing brace continues.
-	open := []bool{false}
-	for len(open) > 0 {
+	// open holds, per bracket still open, the offset of a "(" (else -1), or -2 for a template
+	// substitution, which its closing brace continues. Each "(" closed on the way is memoized
+	// too, from the token after it, so a nest of parentheses is scanned once.
+	open := []int{start}
+	closed := -1
+	for {
 		t := lx.next()
-		switch {
-		case t.kind == tEOF || lx.err != nil:
-			return false
-		case t.kind == tPunct && (t.value == "(" || t.value == "[" || t.value == "{"):
-			open = append(open, false)
-		case t.kind == tTemplate && !t.tail:
-			open = append(open, true)
-		case t.kind == tPunct && (t.value == ")" || t.value == "]" || t.value == "}"):
-			substitution := open[len(open)-1]
-			open = open[:len(open)-1]
-			if substitution {
-				if c := lx.continueTemplate(t); !c.tail {
-					open = append(open, true)
+		if closed >= 0 {
+			p.arrows[closed] = t.kind == tPunct && t.value == "=>"
+			closed = -1
+		}
+		if len(open) == 0 {
+			break
+		}
+		if t.kind == tEOF || lx.err != nil {
+			for _, o := range open {
+				if o >= 0 {
+					p.arrows[o] = false // never closed: no arrow
 				}
+			}
+			break
+		}
+		switch {
+		case t.kind == tPunct && t.value == "(":
+			open = append(open, t.pos.Offset)
+		case t.kind == tPunct && (t.value == "[" || t.value == "{"):
+			open = append(open, -1)
+		case t.kind == tTemplate && !t.tail:
+			open = append(open, -2)
+		case t.kind == tPunct && (t.value == ")" || t.value == "]" || t.value == "}"):
+			top := open[len(open)-1]
+			open = open[:len(open)-1]
+			switch {
+			case top == -2:
+				if c := lx.continueTemplate(t); !c.tail {
+					open = append(open, -2)
+				}
+			case top >= 0:
+				closed = top
 			}
 		}
 	}
-	n := lx.next()
-	return n.kind == tPunct && n.value == "=>"
+	return p.arrows[start]
 }
 
 func (p *parser) params(f *Function) {
@@ -780,6 +824,7 @@ func (p *parser) binary(min int) Expr {
 }
 
 func (p *parser) unary() Expr {
+	defer p.nest()()
 	t := p.tok
 	switch {
 	case t.kind == tPunct && (t.value == "!" || t.value == "-" || t.value == "+" || t.value == "~"):
@@ -1200,6 +1245,7 @@ func (p *parser) propertyKey(pr *Property) {
 
 // bindingTarget parses a binding: a name, or an object or array pattern.
 func (p *parser) bindingTarget() Pattern {
+	defer p.nest()()
 	switch {
 	case p.is("{"):
 		return p.objectPattern()

@@ -101,3 +101,13 @@ func TestFormatNumber(t *testing.T) {
 		}
 	}
 }
+
+// TestParseNesting: a program nested past the bound is refused, not a stack overflow.
+func TestParseNesting(t *testing.T) {
+	for _, src := range []string{strings.Repeat("(", 100000) + "1", strings.Repeat("[", 100000), strings.Repeat("{", 100000), strings.Repeat("-", 100000) + "1",
+		"const " + strings.Repeat("[", 100000) + "a"} {
+		if _, diags := Parse(src); len(diags) == 0 || diags[len(diags)-1].Code != "L1029" {
+			t.Errorf("%.10s...: %v", src, diags)
+		}
+	}
+}
