@@ -39,6 +39,8 @@ type Request struct {
 	Attempt   int
 	Args      []Value
 	Options   *Record
+	// escalate marks a checkpoint that mints a second attempt when the first expires.
+	escalate bool
 }
 
 // Option returns an option of the request's bag, or Undefined.
@@ -146,6 +148,9 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 		RequestID: reqID, Attempt: &attempt, StartedAt: in.handler.Now()})
 	req.RunID, req.Key, req.Kind, req.Name, req.RequestID, req.Attempt = in.runID, key, kind, name, reqID, attempt
 	out, herr := in.handler.Perform(in.ctx, req)
+	if herr == nil && req.escalate && expired(out.Result) && attempt == 0 {
+		out, herr = in.escalate(&e, req, inputHash, out)
+	}
 	end := in.handler.Now()
 	e.EndedAt = &end
 	if herr != nil {
@@ -185,6 +190,36 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 	in.clock(f, end)
 	v, _ := fromJSON(c, true) // the value as recorded, frozen: live and replay deliver the same
 	return v, nil
+}
+
+// expired reports whether a checkpoint's raw outcome is an expiry.
+func expired(v Value) bool {
+	r, ok := v.(*Record)
+	return ok && optionOf(r, "outcome") == "expired"
+}
+
+// escalate mints a checkpoint's one further attempt, addressed to its to, under the same entry
+// (spec §6.5): re-issued as attempt 1 with its own request id before it is dispatched. The
+// result is the last outcome with the attempts chain, one row per mint.
+func (in *interp) escalate(e *Entry, req *Request, inputHash string, first *Outcome) (*Outcome, error) {
+	one := 1
+	e.Attempt, e.RequestID = &one, RequestID(in.runID, req.Key, inputHash, 1)
+	in.journal.append(*e) // still pending, under its second identity
+	chain := &Array{Elems: []Value{projection("attempt", 0.0, "requestId", req.RequestID, "settled", first.Result)}}
+	req.RequestID, req.Attempt = e.RequestID, 1
+	out, err := in.handler.Perform(in.ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	chain.Elems = append(chain.Elems, projection("attempt", 1.0, "requestId", req.RequestID, "to", req.Option("to"), "settled", out.Result))
+	res := NewRecord()
+	if r, ok := out.Result.(*Record); ok {
+		for _, k := range r.keys {
+			res.Set(k, r.fields[k])
+		}
+	}
+	res.Set("attempts", chain)
+	return &Outcome{Result: res, External: out.External}, nil
 }
 
 // advance moves a frame's clock past a replayed entry.
@@ -623,7 +658,7 @@ func (in *interp) checkpoint(_ *interp, f *frame, a []Value) (Value, error) {
 		proj.Set("onExpiry", "escalate")
 		proj.Set("to", to)
 	}
-	raw, err := in.perform(f, "checkpoint", name, proj, &Request{Args: frozenArgs(a), Options: opts})
+	raw, err := in.perform(f, "checkpoint", name, proj, &Request{Args: frozenArgs(a), Options: opts, escalate: onExpiry == "escalate"})
 	if err != nil {
 		return nil, err
 	}

@@ -258,3 +258,29 @@ func FuzzRun(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckpointEscalation: an escalating checkpoint whose first attempt expires mints one more
+// under the same entry, as attempt 1 with its own request id, addressed to its to; when that
+// expires too the program gets { status: "expired" }, and a resume replays it without asking.
+func TestCheckpointEscalation(t *testing.T) {
+	src := `const r = await checkpoint("ship", "Ship it?", { timeout: "1h", onExpiry: "escalate", to: "lead" })
+log(r.status)`
+	script := `{"checkpoints": {"ship": [{"status": "expired"}, {"status": "expired"}]}}`
+	r := runSim(t, src, script, RunOptions{RunID: "esc"})
+	if r.Err != nil || len(r.Entries) != 1 || logsJSON(r) != `[["expired"]]` {
+		t.Fatalf("%v %s %s", r.Err, marshalEntries(r.Entries), logsJSON(r))
+	}
+	e := r.Entries[0]
+	second := RequestID("esc", "/checkpoint:ship#0", e.InputHash, 1)
+	if *e.Attempt != 1 || e.RequestID != second || !strings.Contains(string(e.Result), `"attempts":[{"attempt":0,`) || !strings.Contains(string(e.Result), `"to":"lead"`) {
+		t.Errorf("entry %s", marshalEntries(r.Entries))
+	}
+	again := runSim(t, src, "", RunOptions{RunID: "esc", Pins: &r.Pins, Journal: r.Entries})
+	if again.Err != nil || logsJSON(again) != `[["expired"]]` {
+		t.Errorf("resume: %v %s", again.Err, logsJSON(again))
+	}
+	resolved := runSim(t, src, `{"checkpoints": {"ship": [{"status": "expired"}, {"status": "resolved", "by": "lead"}]}}`, RunOptions{})
+	if resolved.Err != nil || logsJSON(resolved) != `[["resolved"]]` {
+		t.Errorf("resolved on escalation: %v %s", resolved.Err, logsJSON(resolved))
+	}
+}
