@@ -26,6 +26,9 @@ type interp struct {
 	reached map[string]bool
 	// depth is the nesting of function calls, bounded by maxDepth.
 	depth int
+	// shouldStop and resultBound are RunOptions'.
+	shouldStop  func() string
+	resultBound int
 }
 
 // maxDepth bounds the nesting of calls: past it the host's stack is exhausted, which no program

@@ -60,6 +60,16 @@ type Outcome struct {
 	External Value
 }
 
+// CapabilityRefusal is a handler's refusal to attempt a step this host cannot perform (spec
+// §10.7): the entry settles refused under Code, and the run is held for a capable host (L5025);
+// a resume on one performs the step afresh.
+type CapabilityRefusal struct {
+	Code    string
+	Message string
+}
+
+func (r *CapabilityRefusal) Error() string { return r.Code + " " + r.Message }
+
 // EffectError is an effect's failure: the program catches it as a frozen
 // { code, kind, message, detail? }.
 type EffectError struct {
@@ -144,8 +154,16 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 			attempt = *rec.Attempt
 		}
 	}
-	e := in.journal.begin(Entry{Scope: f.path, Kind: kind, Name: name, Occurrence: occ, InputHash: inputHash,
+	if in.shouldStop != nil {
+		if why := in.shouldStop(); why != "" {
+			return nil, &Fault{Code: "L5012", Step: key, Message: "the run was released before step " + key + ": " + why}
+		}
+	}
+	e, err := in.journal.begin(Entry{Scope: f.path, Kind: kind, Name: name, Occurrence: occ, InputHash: inputHash,
 		RequestID: reqID, Attempt: &attempt, StartedAt: in.handler.Now()})
+	if err != nil {
+		return nil, err
+	}
 	req.RunID, req.Key, req.Kind, req.Name, req.RequestID, req.Attempt = in.runID, key, kind, name, reqID, attempt
 	out, herr := in.handler.Perform(in.ctx, req)
 	if herr == nil && req.escalate && expired(out.Result) && attempt == 0 {
@@ -153,6 +171,14 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 	}
 	end := in.handler.Now()
 	e.EndedAt = &end
+	if refusal, ok := errors.AsType[*CapabilityRefusal](herr); ok {
+		e.Status = StatusRefused
+		e.Error = &EntryError{Code: refusal.Code, Kind: "capability", Message: refusal.Message}
+		if err := in.journal.settle(e); err != nil {
+			return nil, err
+		}
+		return nil, &Fault{Code: "L5025", Step: key, Message: fmt.Sprintf("step %s was refused by this host (%s %s): the run is held for a host that can perform it", key, refusal.Code, refusal.Message)}
+	}
 	if herr != nil {
 		var ee *EffectError
 		if !errors.As(herr, &ee) {
@@ -168,7 +194,9 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 				e.Error.Message = ee.Message + " (its detail could not be kept: it has no canonical form)"
 			}
 		}
-		in.journal.settle(e)
+		if err := in.journal.settle(e); err != nil {
+			return nil, err
+		}
 		in.clock(f, end)
 		return nil, &Thrown{V: entryErrorRecord(e.Error)}
 	}
@@ -181,12 +209,21 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 	if err != nil {
 		e.Status = StatusFailed
 		e.Error = &EntryError{Code: "L4000", Kind: "handler-fault", Message: "the result has no canonical form: " + err.Error()}
-		in.journal.settle(e)
+		if err := in.journal.settle(e); err != nil {
+			return nil, err
+		}
 		in.clock(f, end)
 		return nil, &Thrown{V: entryErrorRecord(e.Error)}
 	}
+	if in.resultBound > 0 && len(c) > in.resultBound {
+		// Refused ahead of the settling append: the effect stands in the world, the entry stays
+		// pending, and the run unwinds as for a refused append.
+		return nil, &Fault{Code: "L5006", Step: key, Message: fmt.Sprintf("the result of step %s is %d bytes, over the journal's bound of %d", key, len(c), in.resultBound)}
+	}
 	e.Status, e.Result = StatusOK, c
-	in.journal.settle(e)
+	if err := in.journal.settle(e); err != nil {
+		return nil, err
+	}
 	in.clock(f, end)
 	v, _ := fromJSON(c, true) // the value as recorded, frozen: live and replay deliver the same
 	return v, nil
@@ -204,7 +241,9 @@ func expired(v Value) bool {
 func (in *interp) escalate(e *Entry, req *Request, inputHash string, first *Outcome) (*Outcome, error) {
 	one := 1
 	e.Attempt, e.RequestID = &one, RequestID(in.runID, req.Key, inputHash, 1)
-	in.journal.append(*e) // still pending, under its second identity
+	if err := in.journal.write(*e); err != nil { // still pending, under its second identity
+		return nil, err
+	}
 	chain := &Array{Elems: []Value{projection("attempt", 0.0, "requestId", req.RequestID, "settled", first.Result)}}
 	req.RequestID, req.Attempt = e.RequestID, 1
 	out, err := in.handler.Perform(in.ctx, req)
@@ -751,8 +790,11 @@ func (in *interp) waitUntil(_ *interp, f *frame, a []Value) (Value, error) {
 		return nil, &Thrown{V: entryErrorRecord(rec.Error)}
 	}
 	attempt0 := 0
-	e := in.journal.begin(Entry{Scope: f.path, Kind: "waitUntil", Name: name, Occurrence: occ, InputHash: inputHash,
+	e, err := in.journal.begin(Entry{Scope: f.path, Kind: "waitUntil", Name: name, Occurrence: occ, InputHash: inputHash,
 		RequestID: RequestID(in.runID, key, inputHash, 0), Attempt: &attempt0, StartedAt: in.handler.Now()})
+	if err != nil {
+		return nil, err
+	}
 	startedAt := in.handler.Now()
 	var observations []Value
 	obs, _ := in.handler.(observer)
@@ -769,7 +811,9 @@ func (in *interp) waitUntil(_ *interp, f *frame, a []Value) (Value, error) {
 				e.EndedAt, e.Status = &end, StatusFailed
 				d, _ := Canonical(ee.Detail)
 				e.Error = &EntryError{Code: ee.Code, Kind: ee.Kind, Message: ee.Message, Detail: d}
-				in.journal.settle(e)
+				if err := in.journal.settle(e); err != nil {
+					return nil, err
+				}
 				in.clock(f, end)
 				return nil, &Thrown{V: ee.record()}
 			}
@@ -803,12 +847,16 @@ func (in *interp) waitUntil(_ *interp, f *frame, a []Value) (Value, error) {
 		if done {
 			c, _ := Canonical(v)
 			e.Status, e.Result, e.EndedAt = StatusOK, c, &at
-			in.journal.settle(e)
+			if err := in.journal.settle(e); err != nil {
+				return nil, err
+			}
 			in.clock(f, at)
 			res, _ := fromJSON(c, true)
 			return res, nil
 		}
-		in.journal.append(e) // still pending, with what it has seen so far
+		if err := in.journal.write(e); err != nil { // still pending, with what it has seen so far
+			return nil, err
+		}
 	}
 }
 
@@ -854,7 +902,10 @@ func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, body fun
 		v, _ := res.(*Record).Get("value")
 		return v, nil
 	}
-	e := in.journal.begin(Entry{Scope: f.path, Kind: kind, Name: name, Occurrence: occ, InputHash: inputHash, StartedAt: in.handler.Now()})
+	e, err := in.journal.begin(Entry{Scope: f.path, Kind: kind, Name: name, Occurrence: occ, InputHash: inputHash, StartedAt: in.handler.Now()})
+	if err != nil {
+		return nil, err
+	}
 	v, branches, cancel, clock, berr := body(key)
 	var fault *Fault
 	if errors.As(berr, &fault) {
@@ -865,7 +916,9 @@ func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, body fun
 	if berr != nil {
 		e.Status, e.Branches = StatusFailed, branches
 		e.Error = scopeFailure(berr)
-		in.journal.settle(e)
+		if err := in.journal.settle(e); err != nil {
+			return nil, err
+		}
 		return nil, berr
 	}
 	res := NewRecord()
@@ -879,11 +932,15 @@ func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, body fun
 	if err != nil {
 		e.Status, e.Branches = StatusFailed, branches
 		e.Error = &EntryError{Code: "L4000", Kind: "scope-fault", Message: "the scope's value has no canonical form: " + err.Error()}
-		in.journal.settle(e)
+		if err := in.journal.settle(e); err != nil {
+			return nil, err
+		}
 		return nil, &Thrown{V: entryErrorRecord(e.Error)}
 	}
 	e.Status, e.Result = StatusOK, c
-	in.journal.settle(e)
+	if err := in.journal.settle(e); err != nil {
+		return nil, err
+	}
 	out, _ := fromJSON(c, true)
 	value, _ := out.(*Record).Get("value")
 	return value, nil

@@ -64,7 +64,9 @@ func (e *Entry) Key() string { return StepKey(e.Scope, e.Kind, e.Name, e.Occurre
 
 // journal is a run's journal in memory: every write, and the latest per key.
 type journal struct {
-	runID  string
+	runID string
+	// store, when set, makes each write durable; an error refuses the append (L5010).
+	store  func(Entry) error
 	writes []Entry
 	latest map[string]int // the index in writes of each key's last write
 	order  []string       // keys in the order they were first written
@@ -121,23 +123,39 @@ func (j *journal) lookup(key string) *Entry {
 	return &e
 }
 
+// write appends e durably: to the store first, when there is one, then to the journal. A store
+// that refuses is a durability failure no program catches (L5010).
+func (j *journal) write(e Entry) error {
+	if j.store != nil {
+		if err := j.store(e); err != nil {
+			return &Fault{Code: "L5010", Step: e.Key(), Message: fmt.Sprintf("the journal append of step %s was refused: %v", e.Key(), err)}
+		}
+	}
+	j.append(e)
+	return nil
+}
+
 // begin writes an entry pending and returns it.
-func (j *journal) begin(e Entry) Entry {
+func (j *journal) begin(e Entry) (Entry, error) {
 	e.V, e.Run, e.State = 1, j.runID, StatePending
 	if prev := j.lookup(e.Key()); prev != nil {
 		e.Seq = prev.Seq
 	} else {
 		e.Seq = j.seq
+	}
+	if err := j.write(e); err != nil {
+		return e, err
+	}
+	if e.Seq == j.seq {
 		j.seq++
 	}
-	j.append(e)
-	return e
+	return e, nil
 }
 
 // settle writes an entry's settled form.
-func (j *journal) settle(e Entry) {
+func (j *journal) settle(e Entry) error {
 	e.State = StateSettled
-	j.append(e)
+	return j.write(e)
 }
 
 // Entries returns the journal folded by key: each step's last write, in the order steps began.

@@ -40,6 +40,15 @@ type RunOptions struct {
 	Journal []Entry
 	// StepBudget and EffectCeiling override the fresh pins' defaults when positive.
 	StepBudget, EffectCeiling int
+	// Store, when set, is given every journal write, in order, before the run goes on: a store
+	// that refuses one ends the run with L5010, which no program catches.
+	Store func(Entry) error
+	// ResultBound, when positive, is the most bytes a settled result may canonicalize to; a
+	// result over it is refused ahead of the settling append (L5006).
+	ResultBound int
+	// ShouldStop is asked before every unrecorded effect; a reason ends the run there, releasing
+	// it (L5012), so the journal says exactly where it stopped.
+	ShouldStop func() string
 }
 
 // Result is a run's outcome: its value, its journal (folded by key), its log lines, its pins and
@@ -81,7 +90,9 @@ func Run(ctx context.Context, source string, o RunOptions) (*Result, error) {
 			return nil, err
 		}
 	}
-	in := &interp{ctx: ctx, runID: o.RunID, source: source, pins: pins, handler: o.Handler, journal: j}
+	j.store = o.Store
+	in := &interp{ctx: ctx, runID: o.RunID, source: source, pins: pins, handler: o.Handler, journal: j,
+		shouldStop: o.ShouldStop, resultBound: o.ResultBound}
 	in.globals = in.library()
 	for k, v := range in.effectBuiltins() {
 		in.globals[k] = v

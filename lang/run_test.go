@@ -1,7 +1,9 @@
 package lang
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -282,5 +284,56 @@ log(r.status)`
 	resolved := runSim(t, src, `{"checkpoints": {"ship": [{"status": "expired"}, {"status": "resolved", "by": "lead"}]}}`, RunOptions{})
 	if resolved.Err != nil || logsJSON(resolved) != `[["resolved"]]` {
 		t.Errorf("resolved on escalation: %v %s", resolved.Err, logsJSON(resolved))
+	}
+}
+
+// refusingTurns is the simulator on a host that cannot perform a turn.
+type refusingTurns struct{ *Sim }
+
+func (r refusingTurns) Perform(ctx context.Context, req *Request) (*Outcome, error) {
+	if req.Kind == "turn" {
+		return nil, &CapabilityRefusal{Code: "L5016", Message: "turn is not durable on this host"}
+	}
+	return r.Sim.Perform(ctx, req)
+}
+
+// TestHostRefusals: a refused journal append (L5010), a result over the bound (L5006), a release
+// (L5012) and a capability refusal (L5025) end the run past any catch, each leaving the journal
+// where the spec says; a resume on a capable host performs the refused step.
+func TestHostRefusals(t *testing.T) {
+	src := "const a = await spawn(\"a\")\ntry {\n  const r = await turn(a, { name: \"go\" })\n  log(r.status)\n} catch (e) { log(\"caught\", e.code) } finally { log(\"finally\") }"
+	script := `{"turns": {"go": {"status": "done"}}}`
+	writes := 0
+	r := runSim(t, src, script, RunOptions{Store: func(e Entry) error {
+		writes++
+		if e.Kind == "turn" && e.State == StateSettled {
+			return errors.New("disk full")
+		}
+		return nil
+	}})
+	if f, ok := r.Err.(*Fault); !ok || f.Code != "L5010" || len(r.Logs) != 0 || writes != 4 {
+		t.Errorf("a refused append: %v, logs %v, %d writes", r.Err, r.Logs, writes)
+	}
+	r = runSim(t, src, script, RunOptions{ResultBound: 10})
+	if f, ok := r.Err.(*Fault); !ok || f.Code != "L5006" || r.Entries[0].State != StatePending {
+		t.Errorf("a result over the bound: %v %s", r.Err, marshalEntries(r.Entries))
+	}
+	asked := 0
+	r = runSim(t, src, script, RunOptions{ShouldStop: func() string {
+		if asked++; asked > 1 {
+			return "the driver is stopping"
+		}
+		return ""
+	}})
+	if f, ok := r.Err.(*Fault); !ok || f.Code != "L5012" || len(r.Entries) != 1 || len(r.Logs) != 0 {
+		t.Errorf("a release: %v %s", r.Err, marshalEntries(r.Entries))
+	}
+	held := runSim(t, src, script, RunOptions{RunID: "held", Handler: refusingTurns{sim(t, script)}})
+	if f, ok := held.Err.(*Fault); !ok || f.Code != "L5025" || held.Entries[1].Status != StatusRefused || held.Entries[1].Error.Code != "L5016" || len(held.Logs) != 0 {
+		t.Fatalf("a capability refusal: %v %s", held.Err, marshalEntries(held.Entries))
+	}
+	healed := runSim(t, src, script, RunOptions{RunID: "held", Pins: &held.Pins, Journal: held.Entries})
+	if healed.Err != nil || healed.Entries[1].Status != StatusOK || logsJSON(healed) != `[["done"],["finally"]]` {
+		t.Errorf("the resume on a capable host: %v %s %s", healed.Err, marshalEntries(healed.Entries), logsJSON(healed))
 	}
 }
