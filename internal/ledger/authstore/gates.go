@@ -487,24 +487,39 @@ func (s *Store) Revoke(ctx context.Context, uid wire.LifecycleUID, credentialID,
 	return row, dedupe(keys), err
 }
 
-// revokeRow moves a credential row to revoked, idempotently, and returns it.
+// revokeAttempts bounds how often a revocation reads its row again after losing a
+// compare-and-set: on a cluster a replica's read may trail the write it raced.
+const revokeAttempts = 5
+
+// revokeRow moves a credential row to revoked, idempotently, and returns it. A write that loses
+// its compare-and-set reads the row again and retries, since revoking is idempotent.
 func (s *Store) revokeRow(ctx context.Context, uid wire.LifecycleUID, credentialID, reason string) (*CredentialRow, error) {
-	row, rev, err := s.credential(ctx, uid, credentialID)
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		row, rev, err := s.credential(ctx, uid, credentialID)
+		if err != nil {
+			return nil, err
+		}
+		if row == nil {
+			return nil, fmt.Errorf("no credential %s in lifecycle %s", credentialID, uid)
+		}
+		if row.State == CredRevoked {
+			return row, nil
+		}
+		row.State, row.RevokedAt, row.Reason = CredRevoked, wire.MillisOf(time.Now()), reason
+		raw, _ := json.Marshal(row) // always encodes
+		_, err = s.write(ctx, keyCred+string(uid)+"."+credentialID, raw, rev, credTTL(row))
+		switch {
+		case err == nil:
+			return row, nil
+		case !errors.Is(err, ErrConflict) || attempt == revokeAttempts:
+			return nil, fmt.Errorf("revoke %s: %w", credentialID, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
 	}
-	if row == nil {
-		return nil, fmt.Errorf("no credential %s in lifecycle %s", credentialID, uid)
-	}
-	if row.State == CredRevoked {
-		return row, nil
-	}
-	row.State, row.RevokedAt, row.Reason = CredRevoked, wire.MillisOf(time.Now()), reason
-	raw, _ := json.Marshal(row) // always encodes
-	if _, err := s.write(ctx, keyCred+string(uid)+"."+credentialID, raw, rev, credTTL(row)); err != nil {
-		return nil, fmt.Errorf("revoke %s: %w", credentialID, err)
-	}
-	return row, nil
 }
 
 // EvictKeys makes the broker refuse the given user keys and returns only once none of their
