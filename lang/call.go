@@ -29,6 +29,7 @@ type interp struct {
 	// shouldStop and resultBound are RunOptions'.
 	shouldStop  func() string
 	resultBound int
+	sched       *sched
 }
 
 // maxDepth bounds the nesting of calls: past it the host's stack is exhausted, which no program
@@ -53,10 +54,51 @@ type frame struct {
 	// starts from, the boundary of what it may write (L2032).
 	branch    bool
 	branchEnv *env
+	// co is the coroutine the frame runs in: its branch's, or its parent's.
+	co *coro
+	// cancelled marks a cancelled branch: it performs no new effect; ctx ends for what its live
+	// effects do.
+	cancelled bool
+	ctx       context.Context
+	end       context.CancelFunc
 }
 
 func newFrame(parent *frame, path string, clock int64, branch bool) *frame {
-	return &frame{parent: parent, path: path, counts: map[string]int{}, clock: clock, branch: branch}
+	f := &frame{parent: parent, path: path, counts: map[string]int{}, clock: clock, branch: branch}
+	if parent != nil {
+		f.co = parent.co
+	}
+	return f
+}
+
+// isCancelled reports whether the frame or a frame it runs under was cancelled.
+func (f *frame) isCancelled() bool {
+	for g := f; g != nil; g = g.parent {
+		if g.cancelled {
+			return true
+		}
+	}
+	return false
+}
+
+// context is the context the frame's live effects run under.
+func (f *frame) context(in *interp) context.Context {
+	for g := f; g != nil; g = g.parent {
+		if g.ctx != nil {
+			return g.ctx
+		}
+	}
+	return in.ctx
+}
+
+// under reports whether f is g or runs under it.
+func (f *frame) under(g *frame) bool {
+	for h := f; h != nil; h = h.parent {
+		if h == g {
+			return true
+		}
+	}
+	return false
 }
 
 // occurrence allocates the next occurrence of (kind, name) in the frame.

@@ -59,7 +59,20 @@ type recording struct {
 	checkpoints []PlanCheckpoint
 }
 
+// Perform implements Handler, noting what the run asks for.
 func (r *recording) Perform(ctx context.Context, req *Request) (*Outcome, error) {
+	r.note(req)
+	return r.Sim.Perform(ctx, req)
+}
+
+// answer is the simulator's, noting what the run asks for.
+func (r *recording) answer(req *Request) (int64, func() (*Outcome, error)) {
+	r.note(req)
+	return r.Sim.answer(req)
+}
+
+// note records a spawn or a checkpoint.
+func (r *recording) note(req *Request) {
 	switch req.Kind {
 	case "spawn":
 		a := PlanAgent{Joins: []string{}}
@@ -85,7 +98,6 @@ func (r *recording) Perform(ctx context.Context, req *Request) (*Outcome, error)
 		c.To, _ = req.Option("to").(string)
 		r.checkpoints = append(r.checkpoints, c)
 	}
-	return r.Sim.Perform(ctx, req)
 }
 
 // DryRun plans source: it runs it once under the simulator with script and reports the steps,

@@ -154,6 +154,9 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 			attempt = *rec.Attempt
 		}
 	}
+	if f.isCancelled() {
+		return nil, errCancelled // a cancelled branch performs no new effect
+	}
 	if in.shouldStop != nil {
 		if why := in.shouldStop(); why != "" {
 			return nil, &Fault{Code: "L5012", Step: key, Message: "the run was released before step " + key + ": " + why}
@@ -165,12 +168,19 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 		return nil, err
 	}
 	req.RunID, req.Key, req.Kind, req.Name, req.RequestID, req.Attempt = in.runID, key, kind, name, reqID, attempt
-	out, herr := in.handler.Perform(in.ctx, req)
+	out, herr := in.sched.perform(in, f, f.co, req)
 	if herr == nil && req.escalate && expired(out.Result) && attempt == 0 {
-		out, herr = in.escalate(&e, req, inputHash, out)
+		out, herr = in.escalate(f, &e, req, inputHash, out)
 	}
 	end := in.handler.Now()
 	e.EndedAt = &end
+	if isCancelledErr(herr) {
+		e.Status = StatusCanceled
+		if err := in.journal.settle(e); err != nil {
+			return nil, err
+		}
+		return nil, errCancelled
+	}
 	if refusal, ok := errors.AsType[*CapabilityRefusal](herr); ok {
 		e.Status = StatusRefused
 		e.Error = &EntryError{Code: refusal.Code, Kind: "capability", Message: refusal.Message}
@@ -180,25 +190,7 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 		return nil, &Fault{Code: "L5025", Step: key, Message: fmt.Sprintf("step %s was refused by this host (%s %s): the run is held for a host that can perform it", key, refusal.Code, refusal.Message)}
 	}
 	if herr != nil {
-		var ee *EffectError
-		if !errors.As(herr, &ee) {
-			ee = &EffectError{Code: "L4000", Kind: "handler-fault", Message: herr.Error()}
-		}
-		e.Status = StatusFailed
-		e.Error = &EntryError{Code: ee.Code, Kind: ee.Kind, Message: ee.Message}
-		if ee.Detail != nil && ee.Detail != Undefined {
-			if c, err := Canonical(ee.Detail); err == nil {
-				e.Error.Detail = c
-			} else {
-				e.Error.Code, e.Error.Kind, e.Error.Detail = "L4000", "handler-fault", nil
-				e.Error.Message = ee.Message + " (its detail could not be kept: it has no canonical form)"
-			}
-		}
-		if err := in.journal.settle(e); err != nil {
-			return nil, err
-		}
-		in.clock(f, end)
-		return nil, &Thrown{V: entryErrorRecord(e.Error)}
+		return nil, in.settleFailed(f, e, end, herr)
 	}
 	if out.External != nil && out.External != Undefined {
 		if c, err := Canonical(out.External); err == nil {
@@ -229,6 +221,31 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 	return v, nil
 }
 
+// settleFailed settles an effect the handler failed: its EffectError's code, kind, message and
+// detail (a detail with no canonical form makes it an L4000 that says so), or an L4000
+// handler-fault for any other error; the program catches it.
+func (in *interp) settleFailed(f *frame, e Entry, end int64, herr error) error {
+	var ee *EffectError
+	if !errors.As(herr, &ee) {
+		ee = &EffectError{Code: "L4000", Kind: "handler-fault", Message: herr.Error()}
+	}
+	e.Status = StatusFailed
+	e.Error = &EntryError{Code: ee.Code, Kind: ee.Kind, Message: ee.Message}
+	if ee.Detail != nil && ee.Detail != Undefined {
+		if c, err := Canonical(ee.Detail); err == nil {
+			e.Error.Detail = c
+		} else {
+			e.Error.Code, e.Error.Kind, e.Error.Detail = "L4000", "handler-fault", nil
+			e.Error.Message = ee.Message + " (its detail could not be kept: it has no canonical form)"
+		}
+	}
+	if err := in.journal.settle(e); err != nil {
+		return err
+	}
+	in.clock(f, end)
+	return &Thrown{V: entryErrorRecord(e.Error)}
+}
+
 // expired reports whether a checkpoint's raw outcome is an expiry.
 func expired(v Value) bool {
 	r, ok := v.(*Record)
@@ -238,7 +255,7 @@ func expired(v Value) bool {
 // escalate mints a checkpoint's one further attempt, addressed to its to, under the same entry
 // (spec §6.5): re-issued as attempt 1 with its own request id before it is dispatched. The
 // result is the last outcome with the attempts chain, one row per mint.
-func (in *interp) escalate(e *Entry, req *Request, inputHash string, first *Outcome) (*Outcome, error) {
+func (in *interp) escalate(f *frame, e *Entry, req *Request, inputHash string, first *Outcome) (*Outcome, error) {
 	one := 1
 	e.Attempt, e.RequestID = &one, RequestID(in.runID, req.Key, inputHash, 1)
 	if err := in.journal.write(*e); err != nil { // still pending, under its second identity
@@ -246,7 +263,7 @@ func (in *interp) escalate(e *Entry, req *Request, inputHash string, first *Outc
 	}
 	chain := &Array{Elems: []Value{projection("attempt", 0.0, "requestId", req.RequestID, "settled", first.Result)}}
 	req.RequestID, req.Attempt = e.RequestID, 1
-	out, err := in.handler.Perform(in.ctx, req)
+	out, err := in.sched.perform(in, f, f.co, req)
 	if err != nil {
 		return nil, err
 	}
@@ -734,12 +751,6 @@ var runtimeTitles = map[string]string{
 	"L4023": "`waitUntil` deadline elapsed",
 }
 
-// observer is what a handler may offer waitUntil: whether to observe now (attempt 0 never
-// waits), or false once the deadline has passed.
-type observer interface {
-	Observe(ctx context.Context, every, deadlineAt int64, attempt int) (bool, error)
-}
-
 // waitUntil observes a resource outside the mesh until an observation is terminal (spec §6.5).
 func (in *interp) waitUntil(_ *interp, f *frame, a []Value) (Value, error) {
 	opts, err := options("waitUntil", a, 1)
@@ -797,28 +808,16 @@ func (in *interp) waitUntil(_ *interp, f *frame, a []Value) (Value, error) {
 	}
 	startedAt := in.handler.Now()
 	var observations []Value
-	obs, _ := in.handler.(observer)
 	for i := 0; ; i++ {
-		if obs != nil {
-			ok, err := obs.Observe(in.ctx, everyMs, startedAt+deadlineMs, i)
-			if err != nil {
+		if i > 0 {
+			// The cadence: a cadence later, or at the deadline, then observe again or give up.
+			now, deadlineAt := in.handler.Now(), startedAt+deadlineMs
+			if err := in.sched.pause(in, f, min(everyMs, max(deadlineAt-now, 0))); err != nil {
 				return nil, err
 			}
-			if !ok {
-				detail := &Array{Elems: observations}
-				ee := &EffectError{Code: "L4023", Kind: "wait-until-deadline", Message: titledMessage("L4023", fmt.Sprintf("%s gave up after %v", key, deadline)), Detail: frozenRecord("observations", detail)}
-				end := in.handler.Now()
-				e.EndedAt, e.Status = &end, StatusFailed
-				d, _ := Canonical(ee.Detail)
-				e.Error = &EntryError{Code: ee.Code, Kind: ee.Kind, Message: ee.Message, Detail: d}
-				if err := in.journal.settle(e); err != nil {
-					return nil, err
-				}
-				in.clock(f, end)
-				return nil, &Thrown{V: ee.record()}
+			if now+everyMs > deadlineAt {
+				return nil, in.waitUntilExpired(f, e, deadline, observations)
 			}
-		} else if i > 0 && in.handler.Now()-startedAt >= deadlineMs {
-			return nil, &Thrown{V: (&EffectError{Code: "L4023", Kind: "wait-until-deadline", Message: titledMessage("L4023", key)}).record()}
 		}
 		child := newFrame(f, key+"/b:"+strconv.Itoa(i), f.clock, false)
 		v, err := in.callValue(child, probe, nil)
@@ -858,6 +857,22 @@ func (in *interp) waitUntil(_ *interp, f *frame, a []Value) (Value, error) {
 			return nil, err
 		}
 	}
+}
+
+// waitUntilExpired settles a waitUntil whose deadline elapsed: a catchable L4023 carrying what
+// it observed.
+func (in *interp) waitUntilExpired(f *frame, e Entry, deadline Value, observations []Value) error {
+	ee := &EffectError{Code: "L4023", Kind: "wait-until-deadline", Message: titledMessage("L4023", fmt.Sprintf("%s gave up after %v", e.Key(), deadline)),
+		Detail: frozenRecord("observations", &Array{Elems: observations})}
+	end := in.handler.Now()
+	e.EndedAt, e.Status = &end, StatusFailed
+	d, _ := Canonical(ee.Detail)
+	e.Error = &EntryError{Code: ee.Code, Kind: ee.Kind, Message: ee.Message, Detail: d}
+	if err := in.journal.settle(e); err != nil {
+		return err
+	}
+	in.clock(f, end)
+	return &Thrown{V: ee.record()}
 }
 
 // scopeEntry journals a concurrency scope's own entry around body, which runs its branches and
@@ -1019,59 +1034,38 @@ func (in *interp) branchScope(f *frame, kind string, a []Value) (Value, error) {
 		for i, b := range branches {
 			keys[i] = b.key
 		}
-		clock := f.clock
-		type settled struct {
-			v     Value
-			clock int64
-			err   error
-		}
-		results := make([]settled, 0, len(branches))
-		for _, b := range branches {
-			v, c, err := in.runBranch(f, key, b, true)
-			var fault *Fault
-			if errors.As(err, &fault) {
-				return nil, keys, nil, clock, err
-			}
-			results = append(results, settled{v, c, err})
-			if c > clock {
-				clock = c
-			}
-			if err != nil && kind == "parallel" {
-				// the first failure fails the scope; the branches after it never start
-				return nil, keys, &Cancel{Losers: keys[len(results):], Issued: true}, clock, err
-			}
+		arms := in.runArms(f, key, branches, kind == "race")
+		clock := arms.clock
+		if arms.fatal != nil {
+			return nil, keys, nil, clock, arms.fatal
 		}
 		if kind == "parallel" {
+			if arms.failed >= 0 {
+				return nil, keys, &Cancel{Losers: arms.others(keys, arms.failed), Issued: true}, clock, arms.res[arms.failed].err
+			}
 			if isArray {
 				out := &Array{}
-				for _, r := range results {
+				for _, r := range arms.res {
 					out.Elems = append(out.Elems, r.v)
 				}
 				return out, keys, nil, clock, nil
 			}
 			out := NewRecord()
-			for i, r := range results {
+			for i, r := range arms.res {
 				out.Set(keys[i], r.v)
 			}
 			return out, keys, nil, clock, nil
 		}
 		// race: the least logical settlement time wins; equal times go to declaration order.
-		win := 0
-		for i, r := range results {
-			if r.clock < results[win].clock {
-				win = i
-			}
+		win := arms.winner
+		if win < 0 {
+			return nil, keys, &Cancel{Losers: keys, Issued: true}, clock, arms.fault()
 		}
-		var losers []string
-		for i, k := range keys {
-			if i != win {
-				losers = append(losers, k)
-			}
+		cancel := &Cancel{Losers: arms.others(keys, win), Issued: true}
+		if arms.res[win].err != nil {
+			return nil, keys, cancel, clock, arms.res[win].err
 		}
-		cancel := &Cancel{Losers: losers, Issued: true}
-		if results[win].err != nil {
-			return nil, keys, cancel, results[win].clock, results[win].err
-		}
+		results := arms.res
 		var index Value = keys[win]
 		if isArray {
 			index = float64(win)
@@ -1079,7 +1073,7 @@ func (in *interp) branchScope(f *frame, kind string, a []Value) (Value, error) {
 		out := NewRecord()
 		out.Set("index", index)
 		out.Set("value", results[win].v)
-		return out, keys, cancel, results[win].clock, nil
+		return out, keys, cancel, clock, nil
 	})
 }
 
@@ -1136,18 +1130,18 @@ func (in *interp) fanOut(_ *interp, f *frame, a []Value) (Value, error) {
 		for i, b := range branches {
 			keys[i] = b.key
 		}
-		clock := f.clock
-		out := &Array{}
-		for i, b := range branches {
-			v, c, err := in.runBranch(f, key, b, true)
-			if c > clock {
-				clock = c
-			}
-			if err != nil {
-				return nil, keys, &Cancel{Losers: keys[i+1:], Issued: true}, clock, err
-			}
-			out.Elems = append(out.Elems, v)
+		arms := in.runArms(f, key, branches, false)
+		if arms.fatal != nil {
+			return nil, keys, nil, arms.clock, arms.fatal
 		}
+		if arms.failed >= 0 {
+			return nil, keys, &Cancel{Losers: arms.others(keys, arms.failed), Issued: true}, arms.clock, arms.res[arms.failed].err
+		}
+		out := &Array{}
+		for _, r := range arms.res {
+			out.Elems = append(out.Elems, r.v)
+		}
+		clock := arms.clock
 		return out, keys, nil, clock, nil
 	})
 }

@@ -78,7 +78,7 @@ func walk(ctx context.Context, source string, rec Recorded) (map[string]bool, er
 	for k, v := range in.effectBuiltins() {
 		in.globals[k] = v
 	}
-	end := in.block(newEnv(nil), newFrame(nil, "", rec.Pins.StartedAt, false), prog.Body)
+	end := in.block(newEnv(nil), in.startSched(rec.Pins.StartedAt), prog.Body)
 	if _, ok := end.(*returned); ok {
 		end = nil
 	}

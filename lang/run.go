@@ -97,7 +97,7 @@ func Run(ctx context.Context, source string, o RunOptions) (*Result, error) {
 	for k, v := range in.effectBuiltins() {
 		in.globals[k] = v
 	}
-	root := newFrame(nil, "", pins.StartedAt, false)
+	root := in.startSched(pins.StartedAt)
 	runErr := in.block(newEnv(nil), root, prog.Body)
 	res := &Result{RunID: o.RunID, Value: nil, Entries: j.Entries(), Pins: pins, ProgramHash: ProgramHash(source), Steps: in.steps}
 	for _, l := range in.logs {
@@ -193,3 +193,21 @@ func RunErrorOf(err error) *RunError {
 // JSON renders a value as JavaScript's JSON.stringify would, for a trace or a record: a
 // function or undefined in a record is left out, and in an array or at the top is null.
 func JSON(v Value) json.RawMessage { return toJSON(v) }
+
+// startSched gives the interpreter its scheduler, and returns the root frame, whose coroutine
+// holds the baton.
+func (in *interp) startSched(startedAt int64) *frame {
+	in.sched = &sched{}
+	// Only the simulator itself takes virtual time: a handler that wraps it performs through
+	// its own Perform, as a live one does.
+	switch t := in.handler.(type) {
+	case *Sim:
+		in.sched.timed = t
+	case *recording:
+		in.sched.timed = t
+	}
+	root := newFrame(nil, "", startedAt, false)
+	root.co = newCoro()
+	in.sched.holder = root.co
+	return root
+}

@@ -248,7 +248,8 @@ func TestDeepRecursion(t *testing.T) {
 // FuzzRun: no program makes the interpreter panic or run past its budgets.
 func FuzzRun(f *testing.F) {
 	for _, src := range []string{tenThousand, "let i = 0\nwhile (true) { i++ }", "const f = (n) => n < 1 ? 0 : f(n - 1)\nlog(f(100))",
-		"log([3, 1].map((x) => x * 2), json.stringify({ a: [1, { b: null }] }))"} {
+		"log([3, 1].map((x) => x * 2), json.stringify({ a: [1, { b: null }] }))",
+		"await race({ a: () => sleep(\"1m\"), b: async () => { await parallel({ c: () => sleep(\"2s\") }); return 1 } })"} {
 		f.Add(src)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
@@ -335,5 +336,56 @@ func TestHostRefusals(t *testing.T) {
 	healed := runSim(t, src, script, RunOptions{RunID: "held", Pins: &held.Pins, Journal: held.Entries})
 	if healed.Err != nil || healed.Entries[1].Status != StatusOK || logsJSON(healed) != `[["done"],["finally"]]` {
 		t.Errorf("the resume on a capable host: %v %s %s", healed.Err, marshalEntries(healed.Entries), logsJSON(healed))
+	}
+}
+
+// TestConcurrency: under the simulator branches run concurrently on one virtual clock, each
+// accumulating its own time: a race is won by the arm that lands first and its loser's effect is
+// cut (settled cancelled); parallel branches overlap; a fanOut's failure cancels its siblings;
+// and the same program gives the same journal every time.
+func TestConcurrency(t *testing.T) {
+	src := `const first = await race({ slow: () => sleep("1h"), fast: () => sleep("1m") }, { name: "first" })
+const both = await parallel({ a: () => sleep("1m"), b: () => sleep("2m") }, { name: "both" })
+let caught = null
+try {
+  await fanOut([{ id: "bad" }, { id: "long" }], async (it) => {
+    if (it.id === "bad") { await sleep("1s"); assert(false, "bad item") }
+    await sleep("1h")
+    return it.id
+  }, { name: "each" })
+} catch (e) { caught = e.code }
+log(first.index, now(), caught)`
+	zero := int64(0)
+	r := runSim(t, src, "", RunOptions{StartedAt: &zero})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	status := map[string]string{}
+	ended := map[string]int64{}
+	for _, e := range r.Entries {
+		status[e.Key()] = e.Status
+		if e.EndedAt != nil {
+			ended[e.Key()] = *e.EndedAt
+		}
+	}
+	for key, want := range map[string]string{"/race:first#0/b:slow/sleep#0": StatusCanceled, "/race:first#0/b:fast/sleep#0": StatusOK,
+		"/fanOut:each#0/b:long/sleep#0": StatusCanceled, "/fanOut:each#0": StatusFailed} {
+		if status[key] != want {
+			t.Errorf("%s: %q, want %q", key, status[key], want)
+		}
+	}
+	if ended["/parallel:both#0"] != 180000 || ended["/parallel:both#0/b:a/sleep#0"] != 120000 {
+		t.Errorf("the parallel's clocks: %v", ended)
+	}
+	if got := logsJSON(r); got != `[["fast",181000,"L4012"]]` {
+		t.Errorf("logs %s", got)
+	}
+	again := runSim(t, src, "", RunOptions{StartedAt: &zero})
+	if string(marshalEntries(again.Entries)) != string(marshalEntries(r.Entries)) {
+		t.Errorf("the same program journalled differently:\n%s\n%s", marshalEntries(again.Entries), marshalEntries(r.Entries))
+	}
+	resumed := runSim(t, src, "", RunOptions{Pins: &r.Pins, Journal: r.Entries, RunID: r.RunID})
+	if resumed.Err != nil || logsJSON(resumed) != logsJSON(r) {
+		t.Errorf("the resume: %v %s", resumed.Err, logsJSON(resumed))
 	}
 }

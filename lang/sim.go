@@ -127,8 +127,26 @@ func (s *Sim) scripted(table string, entries map[string]json.RawMessage, req *Re
 	return v, nil
 }
 
-// Perform implements Handler.
+// setNow moves the virtual clock to t: the scheduler lands an answer there.
+func (s *Sim) setNow(t int64) {
+	s.mu.Lock()
+	s.now = t
+	s.mu.Unlock()
+}
+
+// Perform implements Handler: the answer, after the time the effect takes.
 func (s *Sim) Perform(_ context.Context, req *Request) (*Outcome, error) {
+	cost, land := s.answer(req)
+	s.advance(cost)
+	return land()
+}
+
+// answer answers an effect at once: what it costs in virtual time, and its outcome as it lands
+// (a turn's or a checkpoint's at is the time it lands).
+func (s *Sim) answer(req *Request) (int64, func() (*Outcome, error)) {
+	done := func(o *Outcome, err error) func() (*Outcome, error) {
+		return func() (*Outcome, error) { return o, err }
+	}
 	switch req.Kind {
 	case "spawn":
 		persona, _ := arg(req.Args, 0).(string)
@@ -149,27 +167,27 @@ func (s *Sim) Perform(_ context.Context, req *Request) (*Outcome, error) {
 				h.Set(k, v)
 			}
 		}
-		return &Outcome{Result: h, External: projection("simAgent", agent)}, nil
+		return 0, done(&Outcome{Result: h, External: projection("simAgent", agent)}, nil)
 	case "turn":
 		v, err := s.scripted("turns", s.script.Turns, req)
 		if err != nil {
-			return nil, err
+			return 0, done(nil, err)
 		}
-		s.advance(s.costs["turn"])
 		r, ok := v.(*Record)
 		if !ok {
-			return nil, &EffectError{Code: "L6001", Kind: "handler-fault", Message: "the script's turn " + req.Name + " is not a record"}
+			return 0, done(nil, &EffectError{Code: "L6001", Kind: "handler-fault", Message: "the script's turn " + req.Name + " is not a record"})
 		}
-		r.Set("at", float64(s.Now()))
-		return &Outcome{Result: r, External: projection("simGoal", req.Key)}, nil
+		return s.costs["turn"], func() (*Outcome, error) {
+			r.Set("at", float64(s.Now()))
+			return &Outcome{Result: r, External: projection("simGoal", req.Key)}, nil
+		}
 	case "ask":
 		return s.ask(req)
 	case "checkpoint":
 		v, err := s.scripted("checkpoints", s.script.Checkpoints, req)
 		if err != nil {
-			return nil, err
+			return 0, done(nil, err)
 		}
-		s.advance(s.costs["checkpoint"])
 		r, _ := v.(*Record)
 		out := NewRecord()
 		if status, _ := optionOf(r, "status").(string); status == "expired" {
@@ -182,27 +200,27 @@ func (s *Sim) Perform(_ context.Context, req *Request) (*Outcome, error) {
 				}
 			}
 		}
-		out.Set("at", float64(s.Now()))
-		return &Outcome{Result: out, External: projection("simCheckpoint", req.Key)}, nil
+		return s.costs["checkpoint"], func() (*Outcome, error) {
+			out.Set("at", float64(s.Now()))
+			return &Outcome{Result: out, External: projection("simCheckpoint", req.Key)}, nil
+		}
 	case "sleep":
 		ms, _ := ParseDuration(fmt.Sprint(arg(req.Args, 0)))
-		s.advance(ms)
-		return &Outcome{Result: nil}, nil
+		return ms, done(&Outcome{Result: nil}, nil)
 	case "wait":
 		v, err := s.scripted("events", s.script.Events, req)
 		if err != nil {
-			return nil, err
+			return 0, done(nil, err)
 		}
 		cost := s.costs["wait"]
 		if t, ok := req.Option("timeout").(string); ok && v == nil {
 			cost, _ = ParseDuration(t)
 		}
-		s.advance(cost)
-		return &Outcome{Result: v}, nil
+		return cost, done(&Outcome{Result: v}, nil)
 	case "notify", "monitor":
-		return &Outcome{Result: nil}, nil
+		return 0, done(&Outcome{Result: nil}, nil)
 	}
-	return nil, &EffectError{Code: "L6001", Kind: "handler-fault", Message: "the simulator does not perform " + req.Kind}
+	return 0, done(nil, &EffectError{Code: "L6001", Kind: "handler-fault", Message: "the simulator does not perform " + req.Kind})
 }
 
 // askKinds are the kinds the ask schema shorthand names.
@@ -210,7 +228,10 @@ var askKinds = []string{"string", "number", "boolean", "array", "record", "null"
 
 // ask answers an ask from the script, checking each reply against the schema shorthand (spec
 // §6.5): an unreadable schema is L4022, and attempts non-conforming replies are L4006.
-func (s *Sim) ask(req *Request) (*Outcome, error) {
+func (s *Sim) ask(req *Request) (int64, func() (*Outcome, error)) {
+	done := func(o *Outcome, err error) func() (*Outcome, error) {
+		return func() (*Outcome, error) { return o, err }
+	}
 	schema, ok := req.Option("schema").(*Record)
 	if ok {
 		for _, k := range schema.Keys() {
@@ -221,23 +242,23 @@ func (s *Sim) ask(req *Request) (*Outcome, error) {
 		}
 	}
 	if !ok {
-		return nil, &EffectError{Code: "L4022", Kind: "ask-schema-unreadable", Message: "Unreadable ask schema: step " + req.Key + "'s schema maps each field to one of string, number, boolean, array, record, null"}
+		return 0, done(nil, &EffectError{Code: "L4022", Kind: "ask-schema-unreadable", Message: "Unreadable ask schema: step " + req.Key + "'s schema maps each field to one of string, number, boolean, array, record, null"})
 	}
 	attempts := 1
 	if n, ok := req.Option("attempts").(float64); ok && n >= 1 {
 		attempts = int(n)
 	}
 	for i := 1; ; i++ {
+		cost := int64(i) * s.costs["ask"]
 		v, err := s.scripted("asks", s.script.Asks, req)
 		if err != nil {
-			return nil, err
+			return cost - s.costs["ask"], done(nil, err)
 		}
-		s.advance(s.costs["ask"])
 		if conforms(v, schema) {
-			return &Outcome{Result: v, External: projection("simGoal", req.Key)}, nil
+			return cost, done(&Outcome{Result: v, External: projection("simGoal", req.Key)}, nil)
 		}
 		if i >= attempts {
-			return nil, &EffectError{Code: "L4006", Kind: "ask-nonconforming", Message: fmt.Sprintf("ask never produced a conforming record: %d replies were checked at %s", i, req.Key)}
+			return cost, done(nil, &EffectError{Code: "L4006", Kind: "ask-nonconforming", Message: fmt.Sprintf("ask never produced a conforming record: %d replies were checked at %s", i, req.Key)})
 		}
 	}
 }
@@ -273,21 +294,4 @@ func conforms(v Value, schema *Record) bool {
 		}
 	}
 	return true
-}
-
-// Observe implements waitUntil's cadence on the virtual clock: the first observation at once,
-// each later one a cadence later, none past the deadline.
-func (s *Sim) Observe(_ context.Context, every, deadlineAt int64, attempt int) (bool, error) {
-	if attempt == 0 {
-		return true, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	next := s.now + every
-	if next > deadlineAt {
-		s.now = deadlineAt
-		return false, nil
-	}
-	s.now = next
-	return true, nil
 }
