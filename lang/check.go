@@ -73,6 +73,9 @@ type checker struct {
 	diags, warnings []Diagnostic
 	scope           *scope
 	fn              *fnScope
+	// following are the named branch functions being followed, so a recursive one is
+	// followed once.
+	following map[*syntax.Function]bool
 }
 
 func (c *checker) add(at syntax.Pos, code, format string, args ...any) {
@@ -90,6 +93,10 @@ type binding struct {
 	initialized bool
 	// async reports a binding to an async function: a call of it must be awaited (L2013).
 	async bool
+	// function is the function a function declaration or a const binds, and scope where it
+	// was declared: a branch given by name is followed there (L2032).
+	function *syntax.Function
+	scope    *scope
 }
 
 type scope struct {
@@ -160,7 +167,7 @@ func (c *checker) hoist(s syntax.Stmt) {
 		}
 	case *syntax.FuncDecl:
 		b := c.declare(&syntax.Ident{At: s.Func.At, Name: s.Func.Name}, "function", true)
-		b.async = s.Func.Async
+		b.async, b.function, b.scope = s.Func.Async, s.Func, c.scope
 	case *syntax.Refused:
 		if s.Body != nil && s.What == "export" {
 			c.hoist(s.Body)
@@ -176,9 +183,10 @@ func (c *checker) stmt(s syntax.Stmt) {
 		for _, d := range s.Decls {
 			if d.Init != nil {
 				c.expr(d.Init, false)
-				if f, ok := unparen(d.Init).(*syntax.Function); ok && s.Kind == "const" && f.Async {
+				if f, ok := unparen(d.Init).(*syntax.Function); ok && s.Kind == "const" {
 					if id, ok := d.Target.(*syntax.Ident); ok {
-						c.scope.names[id.Name].async = true
+						b := c.scope.names[id.Name]
+						b.async, b.function, b.scope = f.Async, f, c.scope
 					}
 				}
 			}
@@ -630,11 +638,17 @@ func (c *checker) arg(a syntax.Expr, branches map[syntax.Expr]bool) {
 	case *syntax.Function:
 		c.function(v, branches[v])
 		return
+	case *syntax.Ident:
+		if branches[v] {
+			c.expr(v, false)
+			c.followBranch(v)
+			return
+		}
 	case *syntax.Object:
 		if branches[v] {
 			for _, p := range v.Props {
-				if f, ok := unparen(p.Value).(*syntax.Function); ok && p.Kind != syntax.PropSpread {
-					c.function(f, true)
+				if p.Kind != syntax.PropSpread && p.Value != nil {
+					c.branchValue(p.Value)
 				} else if p.Value != nil {
 					c.expr(p.Value, false)
 				}
@@ -644,16 +658,55 @@ func (c *checker) arg(a syntax.Expr, branches map[syntax.Expr]bool) {
 	case *syntax.Array:
 		if branches[v] {
 			for _, e := range v.Elems {
-				if f, ok := unparen(e).(*syntax.Function); ok {
-					c.function(f, true)
-				} else if e != nil {
-					c.expr(e, false)
+				if e != nil {
+					c.branchValue(e)
 				}
 			}
 			return
 		}
 	}
 	c.expr(a, false)
+}
+
+// branchValue walks one branch of a record or array of branches: a function written there is a
+// branch, and one named there is followed to where it was declared.
+func (c *checker) branchValue(x syntax.Expr) {
+	switch v := unparen(x).(type) {
+	case *syntax.Function:
+		c.function(v, true)
+	case *syntax.Ident:
+		c.expr(v, false)
+		c.followBranch(v)
+	default:
+		c.expr(x, false)
+	}
+}
+
+// followBranch walks the function a branch names as a concurrent branch, in the scope it was
+// declared in, keeping only what that walk finds about writes across the branch (L2032): its
+// other refusals were reported where it was declared.
+func (c *checker) followBranch(id *syntax.Ident) {
+	b := c.lookup(id.Name)
+	if b == nil || b.function == nil || c.following[b.function] {
+		return
+	}
+	if c.following == nil {
+		c.following = map[*syntax.Function]bool{}
+	}
+	c.following[b.function] = true
+	defer delete(c.following, b.function)
+	saved, savedScope, savedFn, savedWarnings := len(c.diags), c.scope, c.fn, len(c.warnings)
+	c.scope, c.fn = b.scope, b.fn
+	c.function(b.function, true)
+	c.scope, c.fn = savedScope, savedFn
+	kept := c.diags[:saved]
+	for _, d := range c.diags[saved:] {
+		if d.Code == "L2032" {
+			d.Message += fmt.Sprintf(" (the function %s, run as a branch)", id.Name)
+			kept = append(kept, d)
+		}
+	}
+	c.diags, c.warnings = kept, c.warnings[:savedWarnings]
 }
 
 // stepName is the step-name grammar (§6.2).
