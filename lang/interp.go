@@ -563,27 +563,11 @@ func (in *interp) eval(e *env, f *frame, x syntax.Expr) (Value, error) {
 		}
 		return b.String(), nil
 	case *syntax.Array:
-		a := &Array{owner: f}
-		for _, el := range x.Elems {
-			if s, ok := el.(*syntax.Spread); ok {
-				v, err := in.eval(e, f, s.X)
-				if err != nil {
-					return nil, err
-				}
-				items, err := iterate(v)
-				if err != nil {
-					return nil, err
-				}
-				a.Elems = append(a.Elems, items...)
-				continue
-			}
-			v, err := in.eval(e, f, el)
-			if err != nil {
-				return nil, err
-			}
-			a.Elems = append(a.Elems, v)
+		elems, err := in.args(e, f, x.Elems) // spread as a call's arguments spread
+		if err != nil {
+			return nil, err
 		}
-		return a, nil
+		return &Array{Elems: elems, owner: f}, nil
 	case *syntax.Object:
 		return in.object(e, f, x)
 	case *syntax.Function:

@@ -260,19 +260,9 @@ func arrayReaders() map[string]func(in *interp, f *frame, xs *Array, args []Valu
 			return out, nil
 		},
 		"at": func(in *interp, f *frame, xs *Array, a []Value) (Value, error) {
-			n, err := toNumber(arg(a, 0), "at")
-			if err != nil {
-				return nil, err
-			}
-			i := int(math.Trunc(n))
-			if math.IsNaN(n) {
-				i = 0
-			}
-			if i < 0 {
-				i += len(xs.Elems)
-			}
-			if i < 0 || i >= len(xs.Elems) {
-				return Undefined, nil
+			i, err := indexArg(a, "at", len(xs.Elems), true)
+			if err != nil || i < 0 {
+				return Undefined, err
 			}
 			return xs.Elems[i], nil
 		},
@@ -482,34 +472,17 @@ func stringEditors() map[string]func(in *interp, f *frame, s string, args []Valu
 		"padEnd":   func(_ *interp, _ *frame, s string, a []Value) (Value, error) { return pad(s, a, false) },
 		"at": func(_ *interp, _ *frame, s string, a []Value) (Value, error) {
 			u := utf16Units(s)
-			n, err := toNumber(arg(a, 0), "at")
-			if err != nil {
-				return nil, err
-			}
-			i := int(math.Trunc(n))
-			if math.IsNaN(n) {
-				i = 0
-			}
-			if i < 0 {
-				i += len(u)
-			}
-			if i < 0 || i >= len(u) {
-				return Undefined, nil
+			i, err := indexArg(a, "at", len(u), true)
+			if err != nil || i < 0 {
+				return Undefined, err
 			}
 			return unitsString(u[i : i+1]), nil
 		},
 		"charAt": func(_ *interp, _ *frame, s string, a []Value) (Value, error) {
 			u := utf16Units(s)
-			n, err := toNumber(arg(a, 0), "charAt")
-			if err != nil {
-				return nil, err
-			}
-			i := int(math.Trunc(n))
-			if math.IsNaN(n) {
-				i = 0
-			}
-			if i < 0 || i >= len(u) {
-				return "", nil
+			i, err := indexArg(a, "charAt", len(u), false)
+			if err != nil || i < 0 {
+				return "", err
 			}
 			return unitsString(u[i : i+1]), nil
 		},
@@ -526,6 +499,26 @@ func stringEditors() map[string]func(in *interp, f *frame, s string, args []Valu
 			return b.String(), nil
 		},
 	}
+}
+
+// indexArg reads the index argument of at and charAt over n elements: a whole number (NaN is
+// 0), counted from the end when negative and fromEnd; -1 when out of range.
+func indexArg(a []Value, name string, n int, fromEnd bool) (int, error) {
+	x, err := toNumber(arg(a, 0), name)
+	if err != nil {
+		return -1, err
+	}
+	i := int(math.Trunc(x))
+	if math.IsNaN(x) {
+		i = 0
+	}
+	if i < 0 && fromEnd {
+		i += n
+	}
+	if i < 0 || i >= n {
+		return -1, nil
+	}
+	return i, nil
 }
 
 // unitIndex is indexOf and lastIndexOf in UTF-16 units.

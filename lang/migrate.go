@@ -61,16 +61,16 @@ const (
 	VerdictRejected = "rejected"
 )
 
-// walk runs source over rec's journal as a dry walk and returns the keys it reached and what
-// ended it: nil when it walked to the end, a *frontier, or another error.
-func walk(ctx context.Context, source string, rec Recorded) (map[string]bool, error, error) {
+// walk runs source over rec's journal as a dry walk and returns the journal, the keys it reached
+// and what ended it: nil when it walked to the end, a *frontier, or another error.
+func walk(ctx context.Context, source string, rec Recorded) (*journal, map[string]bool, error, error) {
 	prog, report := check(source)
 	if !report.Accepted {
-		return nil, nil, &RefusedError{Report: report}
+		return nil, nil, nil, &RefusedError{Report: report}
 	}
 	j := newJournal(rec.RunID)
 	if err := j.load(rec.Entries); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	in := &interp{ctx: ctx, runID: rec.RunID, source: source, pins: rec.Pins, handler: walkHandler{}, journal: j,
 		walk: true, reached: map[string]bool{}}
@@ -82,7 +82,7 @@ func walk(ctx context.Context, source string, rec Recorded) (map[string]bool, er
 	if _, ok := end.(*returned); ok {
 		end = nil
 	}
-	return in.reached, end, nil
+	return j, in.reached, end, nil
 }
 
 // walkHandler performs nothing: a dry walk stops before any live step.
@@ -102,7 +102,7 @@ func (walkHandler) Perform(context.Context, *Request) (*Outcome, error) {
 // rejected (L5004) unless discarded; a notify is rejected (L5013), since nothing here shows its
 // notice was delivered; an open conclave is rejected (L5014); any other kind L5015.
 func Migrate(ctx context.Context, source string, rec Recorded, o MigrateOptions) (*Migration, error) {
-	reached, end, err := walk(ctx, source, rec)
+	j, reached, end, err := walk(ctx, source, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -121,8 +121,6 @@ func Migrate(ctx context.Context, source string, rec Recorded, o MigrateOptions)
 		// What the walk never reached past a rejection says nothing: it is not judged.
 		return m.finish()
 	}
-	j := newJournal(rec.RunID)
-	_ = j.load(rec.Entries) // loaded once already by the walk
 	for _, e := range j.Entries() {
 		key := e.Key()
 		if reached[key] {
@@ -249,8 +247,8 @@ func reportValue(m *Migration) Value {
 // race's losing arm, whose outcome was already decided (L5020). It returns the child's entries,
 // written for childRunID.
 func Fork(ctx context.Context, source string, parent Recorded, cut, childRunID string) ([]Entry, error) {
-	j := newJournal(parent.RunID)
-	if err := j.load(parent.Entries); err != nil {
+	j, reached, end, err := walk(ctx, source, parent)
+	if err != nil {
 		return nil, err
 	}
 	c := j.lookup(cut)
@@ -259,10 +257,6 @@ func Fork(ctx context.Context, source string, parent Recorded, cut, childRunID s
 	}
 	if underLoser(cut, j) {
 		return nil, &Fault{Code: "L5020", Message: fmt.Sprintf("the cut %s lies in a race's losing arm, whose outcome was already decided", cut)}
-	}
-	reached, end, err := walk(ctx, source, parent)
-	if err != nil {
-		return nil, err
 	}
 	var fr *frontier
 	if !reached[cut] && !(errors.As(end, &fr) && fr.key == cut) {

@@ -183,8 +183,8 @@ func (s *sched) markReady(c *coro) {
 	s.mu.Unlock()
 }
 
-// cancel takes back the parked effects of the frames under says are under the cancelled
-// branches and keep does not keep: they resume cancelled. Called with the baton.
+// cancel takes back the parked effects whose frames under reports cut and that keep does not
+// keep: they resume cancelled. Called with the baton.
 func (s *sched) cancel(under func(*frame) bool, keep func(p *parked) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
