@@ -61,6 +61,9 @@ type frame struct {
 	cancelled bool
 	ctx       context.Context
 	end       context.CancelFunc
+	// site is the call expression of the function being called by name, which race reads its
+	// arms' source from (the branch digest).
+	site *syntax.Call
 }
 
 func newFrame(parent *frame, path string, clock int64, branch bool) *frame {
@@ -113,7 +116,7 @@ func (in *interp) call(e *env, f *frame, x *syntax.Call) (Value, error) {
 	if x.New {
 		return nil, runtimeFault("L1019", "new is not in the language")
 	}
-	if m, ok := unwrapParen(x.Callee).(*syntax.Member); ok {
+	if m, ok := unparen(x.Callee).(*syntax.Member); ok {
 		obj, key, err := in.memberParts(e, f, m)
 		if err != nil {
 			return nil, err
@@ -148,6 +151,7 @@ func (in *interp) call(e *env, f *frame, x *syntax.Call) (Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.site = x
 	return in.callValue(f, callee, args)
 }
 

@@ -460,6 +460,7 @@ func (c *checker) reference(id *syntax.Ident) {
 	c.add(id.P, "L2001", "%s is not declared: declare it with const or let, or check its spelling", id.Name)
 }
 
+// unparen is x without the parentheses around it.
 func unparen(x syntax.Expr) syntax.Expr {
 	for {
 		p, ok := x.(*syntax.Paren)

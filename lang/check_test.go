@@ -9,7 +9,8 @@ import (
 )
 
 // TestCheckTestdata: each program in testdata/check says on its first line what the validator
-// answers, "// refused: Lnnnn" (that code among the refusals) or "// accepted" (no refusal).
+// answers: "// refused: Lnnnn" (that code among the refusals), "// warns: Lnnnn" (accepted, with
+// that warning) or "// accepted" (no refusal).
 func TestCheckTestdata(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "check", "*.js"))
 	if err != nil || len(files) == 0 {
@@ -23,9 +24,13 @@ func TestCheckTestdata(t *testing.T) {
 		src := string(raw)
 		first, _, _ := strings.Cut(src, "\n")
 		r := Check(src)
+		warning, warns := strings.CutPrefix(first, "// warns: ")
 		switch code, refused := strings.CutPrefix(first, "// refused: "); {
 		case refused && (r.Accepted || !hasCode(r.Diagnostics, code)):
 			t.Errorf("%s: %v, want %s", file, r.Diagnostics, code)
+		case warns && (!r.Accepted || !hasCode(r.Warnings, warning)):
+			t.Errorf("%s: %v %v, want the warning %s", file, r.Diagnostics, r.Warnings, warning)
+		case warns:
 		case !refused && first != "// accepted":
 			t.Errorf("%s: the first line says neither refused nor accepted", file)
 		case !refused && !r.Accepted:

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gocotal/cotal/lang/internal/syntax"
 )
 
 // Pins are what a run is pinned to besides its source (spec §8.3).
@@ -878,7 +880,7 @@ func (in *interp) waitUntilExpired(f *frame, e Entry, deadline Value, observatio
 // scopeEntry journals a concurrency scope's own entry around body, which runs its branches and
 // returns the scope's value and branch keys. A settled scope is delivered from its entry
 // without entering a branch.
-func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, body func(path string) (Value, []string, *Cancel, int64, error)) (Value, error) {
+func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, digester func(losers []string) (string, error), body func(path string) (Value, []string, *Cancel, int64, error)) (Value, error) {
 	inputHash, err := digest(proj)
 	if err != nil {
 		return nil, runtimeFault("L3041", "%s: %v", kind, err)
@@ -900,6 +902,9 @@ func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, body fun
 	}
 	if rec != nil && rec.InputHash != inputHash {
 		return nil, &Fault{Code: "L5001", Step: key, Message: fmt.Sprintf("scope %s: the recorded input hash %s is not this program's %s", key, rec.InputHash, inputHash)}
+	}
+	if err := checkBranchDigest(key, rec, digester); err != nil {
+		return nil, err
 	}
 	if rec != nil && rec.State == StateSettled && in.walk {
 		// A migration walk enters a settled scope, so that steps removed inside it surface.
@@ -927,6 +932,12 @@ func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, body fun
 		return nil, berr // a run-level fault settles nothing (spec §7.6)
 	}
 	e.EndedAt, e.Cancel = &clock, cancel
+	if digester != nil && cancel != nil && len(cancel.Losers) < len(branches) {
+		// A decided race: an edit inside an arm that lost diverges on resume.
+		if e.BranchDigest, err = digester(cancel.Losers); err != nil {
+			return nil, &Fault{Message: "the race's branch digest: " + err.Error()}
+		}
+	}
 	in.clock(f, clock)
 	if berr != nil {
 		e.Status, e.Branches = StatusFailed, branches
@@ -959,6 +970,27 @@ func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, body fun
 	out, _ := fromJSON(c, true)
 	value, _ := out.(*Record).Get("value")
 	return value, nil
+}
+
+// checkBranchDigest checks a settled race against the current source's losing arms: an edit
+// inside an arm the walk never enters diverges (L5001). A record without a digest, or a race
+// whose arms are not a record literal, is not checked.
+func checkBranchDigest(key string, rec *Entry, digester func([]string) (string, error)) error {
+	if rec == nil || rec.State != StateSettled || rec.BranchDigest == "" || digester == nil {
+		return nil
+	}
+	var losers []string
+	if rec.Cancel != nil {
+		losers = rec.Cancel.Losers
+	}
+	now, err := digester(losers)
+	if err != nil {
+		return &Fault{Message: "the race's branch digest: " + err.Error()}
+	}
+	if now != rec.BranchDigest {
+		return &Fault{Code: "L5001", Step: key, Message: fmt.Sprintf("race %s: the recorded branch digest %s is not this program's %s: a losing arm was edited", key, rec.BranchDigest, now)}
+	}
+	return nil
 }
 
 // scopeFailure records a branch's failure on its scope's entry: an effect failure keeps its
@@ -998,6 +1030,8 @@ func (in *interp) runBranch(f *frame, scopeKey string, b branch, concurrent bool
 // branchScope runs parallel and race: a record (or array) of thunks, run in declaration order in
 // frames of their own.
 func (in *interp) branchScope(f *frame, kind string, a []Value) (Value, error) {
+	site := f.site
+	f.site = nil
 	opts, err := options(kind, a, 1)
 	if err != nil {
 		return nil, err
@@ -1029,7 +1063,13 @@ func (in *interp) branchScope(f *frame, kind string, a []Value) (Value, error) {
 			return nil, libFail(kind, "branch %s is not a function: pass a thunk, () => ...", b.key)
 		}
 	}
-	return in.scopeEntry(f, kind, name, projection("kind", kind, "name", name), func(key string) (Value, []string, *Cancel, int64, error) {
+	var digester func([]string) (string, error)
+	if kind == "race" && site != nil && len(site.Args) > 0 {
+		if id, ok := unparen(site.Callee).(*syntax.Ident); ok && id.Name == "race" {
+			digester = branchDigester(site.Args[0])
+		}
+	}
+	return in.scopeEntry(f, kind, name, projection("kind", kind, "name", name), digester, func(key string) (Value, []string, *Cancel, int64, error) {
 		keys := make([]string, len(branches))
 		for i, b := range branches {
 			keys[i] = b.key
@@ -1125,7 +1165,7 @@ func (in *interp) fanOut(_ *interp, f *frame, a []Value) (Value, error) {
 		seen[ks] = true
 		branches = append(branches, branch{key: ks, fn: fn, args: []Value{item, float64(i)}})
 	}
-	return in.scopeEntry(f, "fanOut", name, projection("kind", "fanOut", "name", name), func(key string) (Value, []string, *Cancel, int64, error) {
+	return in.scopeEntry(f, "fanOut", name, projection("kind", "fanOut", "name", name), nil, func(key string) (Value, []string, *Cancel, int64, error) {
 		keys := make([]string, len(branches))
 		for i, b := range branches {
 			keys[i] = b.key
@@ -1197,7 +1237,7 @@ func (in *interp) conclave(_ *interp, f *frame, a []Value) (Value, error) {
 // released.
 func (in *interp) scopeEntryClosed(f *frame, name string, proj *Record, closed *bool, body func(string) (Value, []string, *Cancel, int64, error)) (Value, error) {
 	before := len(in.journal.writes)
-	v, err := in.scopeEntry(f, "conclave", name, proj, body)
+	v, err := in.scopeEntry(f, "conclave", name, proj, nil, body)
 	for i := before; i < len(in.journal.writes); i++ {
 		w := &in.journal.writes[i]
 		if w.Kind == "conclave" && w.Name == name && w.State == StateSettled && w.Scope == f.path {

@@ -973,14 +973,14 @@ func (in *interp) update(e *env, f *frame, x *syntax.Update) (Value, error) {
 	var err error
 	var obj Value
 	var key string
-	m, isMember := unwrapParen(x.X).(*syntax.Member)
+	m, isMember := unparen(x.X).(*syntax.Member)
 	if isMember {
 		if obj, key, err = in.memberParts(e, f, m); err != nil {
 			return nil, err
 		}
 		cur, err = member(obj, key)
 	} else {
-		id := unwrapParen(x.X).(*syntax.Ident)
+		id := unparen(x.X).(*syntax.Ident)
 		cur, err = in.lookup(e, id)
 		if err == nil {
 			err = in.checkBranchWrite(e, f, id)
@@ -1000,7 +1000,7 @@ func (in *interp) update(e *env, f *frame, x *syntax.Update) (Value, error) {
 	if isMember {
 		err = in.setMember(f, obj, key, next)
 	} else {
-		err = in.assignName(e, f, unwrapParen(x.X).(*syntax.Ident), next)
+		err = in.assignName(e, f, unparen(x.X).(*syntax.Ident), next)
 	}
 	if err != nil {
 		return nil, err
@@ -1009,16 +1009,6 @@ func (in *interp) update(e *env, f *frame, x *syntax.Update) (Value, error) {
 		return next, nil
 	}
 	return n, nil
-}
-
-func unwrapParen(x syntax.Expr) syntax.Expr {
-	for {
-		p, ok := x.(*syntax.Paren)
-		if !ok {
-			return x
-		}
-		x = p.X
-	}
 }
 
 func (in *interp) binary(e *env, f *frame, x *syntax.Binary) (Value, error) {

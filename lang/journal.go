@@ -87,12 +87,12 @@ func (j *journal) load(entries []Entry) error {
 			if len(raw) == 0 {
 				continue
 			}
-			if _, err := fromJSON(raw, true); err != nil {
+			if err := canonicalJSON(raw); err != nil {
 				return &Fault{Code: "L5024", Message: fmt.Sprintf("entry %s: its %s has no canonical form: %v", e.Key(), field, err)}
 			}
 		}
 		if e.Error != nil && len(e.Error.Detail) > 0 {
-			if _, err := fromJSON(e.Error.Detail, true); err != nil {
+			if err := canonicalJSON(e.Error.Detail); err != nil {
 				return &Fault{Code: "L5024", Message: fmt.Sprintf("entry %s: its error.detail has no canonical form: %v", e.Key(), err)}
 			}
 		}
@@ -102,6 +102,16 @@ func (j *journal) load(entries []Entry) error {
 		}
 	}
 	return nil
+}
+
+// canonicalJSON checks that a recorded JSON value has a canonical form: JSON carries no function
+// or undefined, but it does carry an own __proto__ field and a number too large to be finite.
+func canonicalJSON(raw json.RawMessage) error {
+	v, err := fromJSON(raw, true)
+	if err == nil {
+		_, err = Canonical(v)
+	}
+	return err
 }
 
 func (j *journal) append(e Entry) {

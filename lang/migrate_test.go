@@ -1,6 +1,9 @@
 package lang
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -97,5 +100,70 @@ await sleep("3m", { name: "c" })`
 	}
 	if _, err := Fork(t.Context(), src, rec, "/race:r#0/b:fast/sleep#0", "m3"); err == nil || !strings.Contains(err.Error(), "L5020") {
 		t.Errorf("a cut in a losing arm: %v", err)
+	}
+}
+
+// TestDurabilityRefusals: each journal and pin refusal a resume, a migration or a fork raises,
+// with its code.
+func TestDurabilityRefusals(t *testing.T) {
+	src := "const a = await spawn(\"a\")\nawait conclave([a], async (ch) => await sleep(\"1m\", { name: \"talk\" }), { name: \"room\" })\nif (false) { await sleep(\"1m\", { name: \"never\" }) }"
+	rec := recorded(t, src, "")
+	faultCode := func(err error) string {
+		if f, ok := err.(*Fault); ok {
+			return f.Code
+		}
+		return fmt.Sprint(err)
+	}
+	resume := func(o RunOptions) string {
+		o.RunID, o.Handler = "m1", sim(t, "")
+		if o.Journal == nil {
+			o.Journal = rec.Entries
+		}
+		r, err := Run(t.Context(), src, o)
+		if err != nil {
+			return faultCode(err)
+		}
+		return faultCode(r.Err)
+	}
+	if got := resume(RunOptions{}); got != "L5021" {
+		t.Errorf("a journal without pins: %s, want L5021", got)
+	}
+	if got := resume(RunOptions{Pins: &rec.Pins, Seed: "other"}); got != "L5009" {
+		t.Errorf("another seed: %s, want L5009", got)
+	}
+	for _, result := range []string{`{"agent":"sim.a","__proto__":1}`, `{"agent":"sim.a","n":1e400}`} {
+		bad := slices.Clone(rec.Entries)
+		bad[0].Result = json.RawMessage(result)
+		if got := resume(RunOptions{Pins: &rec.Pins, Journal: bad}); got != "L5024" {
+			t.Errorf("the result %s: %s, want L5024", result, got)
+		}
+	}
+
+	// Orphans: the spawn (L5003) and the conclave, once its membership is recorded open (L5014);
+	// an entry of a kind with no policy (L5015).
+	open := slices.Clone(rec.Entries)
+	for i, e := range open {
+		if e.Kind == "conclave" {
+			no := false
+			open[i].Closed = &no
+		}
+	}
+	open = append(open, Entry{V: 1, Seq: 99, Run: "m1", Scope: "", Kind: "teleport", Name: "x", InputHash: "sha256:00", State: StateSettled, Status: StatusOK})
+	m, err := Migrate(t.Context(), `log("nothing")`, Recorded{RunID: "m1", Pins: rec.Pins, Entries: open}, MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]string{}
+	for _, o := range m.Orphans {
+		codes[o.Kind] = o.Code
+	}
+	if codes["spawn"] != "L5003" || codes["conclave"] != "L5014" || codes["teleport"] != "L5015" || m.Accepted {
+		t.Errorf("orphans %+v", m.Orphans)
+	}
+
+	// A fork's cut the parent's own path does not reach: the recorded sleep inside the conclave,
+	// walked by a program that no longer opens it.
+	if _, err := Fork(t.Context(), "const a = await spawn(\"a\")", rec, "/conclave:room#0/b:in/sleep:talk#0", "m2"); faultCode(err) != "L5018" {
+		t.Errorf("a cut never reached: %v, want L5018", err)
 	}
 }

@@ -389,3 +389,81 @@ log(first.index, now(), caught)`
 		t.Errorf("the resume: %v %s", resumed.Err, logsJSON(resumed))
 	}
 }
+
+// TestSimFaults: a scripted fault fails the step it names, by full key or last segment, with
+// L4002 unless it names a code; the entry records the failure and a bad fault is refused.
+func TestSimFaults(t *testing.T) {
+	src := "const a = await spawn(\"coder\")\ntry { await turn(a, { name: \"build\" }) } catch (e) { log(e.code, e.kind, e.message) }\n" +
+		"await parallel({ x: async () => await sleep(\"1m\", { name: \"nap\" }) }, { name: \"p\" })"
+	r := runSim(t, src, `{"faults": [{"at": "turn:build#0", "kind": "agent-down"}, {"at": "/parallel:p#0/b:x/sleep:nap#0", "kind": "host", "code": "L4025"}]}`, RunOptions{})
+	if th, ok := r.Err.(*Thrown); !ok || th.Code() != "L4025" {
+		t.Fatalf("the parallel's fault: %v", r.Err)
+	}
+	if got := logsJSON(r); got != `[["L4002","agent-down","simulated agent-down at /turn:build#0"]]` {
+		t.Errorf("logs %s", got)
+	}
+	if e := r.Entries[1]; e.Status != StatusFailed || e.Error == nil || e.Error.Code != "L4002" {
+		t.Errorf("the turn's entry: %+v", e)
+	}
+	for _, bad := range []string{`{"faults": [{"kind": "x"}]}`, `{"faults": [{"at": "turn:a#0"}]}`, `{"faults": [{"at": "turn:a#0", "kind": "x", "code": "4002"}]}`} {
+		var s Script
+		if err := json.Unmarshal([]byte(bad), &s); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewSim(s); err == nil {
+			t.Errorf("NewSim took %s", bad)
+		}
+	}
+}
+
+// TestBranchDigest: a decided race records the digest of its losing arms as the reference's
+// parser shapes them; the vectors in testdata/digest were computed with acorn 8 (ECMAScript
+// 2023, module) and json-canonicalize. A resume of an edited losing arm diverges at the race
+// (L5001); a reformat does not; a race over an array of arms records none.
+func TestBranchDigest(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "digest", "*.js"))
+	if len(files) == 0 {
+		t.Fatal("no testdata")
+	}
+	raceEntry := func(r *Result) *Entry {
+		for i := range r.Entries {
+			if r.Entries[i].Kind == "race" {
+				return &r.Entries[i]
+			}
+		}
+		t.Fatal("no race entry")
+		return nil
+	}
+	for _, file := range files {
+		raw, _ := os.ReadFile(file)
+		first, _, _ := strings.Cut(string(raw), "\n")
+		r := runSim(t, string(raw), "", RunOptions{RunID: "d", StartedAt: new(int64)}) // the simulator's origin
+		if r.Err != nil {
+			t.Fatalf("%s: %v", file, r.Err)
+		}
+		if got := raceEntry(r).BranchDigest; "// digest: "+got != first {
+			t.Errorf("%s: %s (losers %v)", file, got, raceEntry(r).Cancel)
+		}
+	}
+	src := "const out = await race({\n  quick: () => sleep(\"1m\"),\n  slow: async () => { await sleep(\"1h\"); return 1 },\n}, { name: \"pick\" })\nlog(out.index)"
+	rec := runSim(t, src, "", RunOptions{RunID: "d", StartedAt: new(int64)})
+	resume := func(src string) error {
+		r := runSim(t, src, "", RunOptions{RunID: "d", Pins: &rec.Pins, Journal: rec.Entries})
+		return r.Err
+	}
+	if err := resume("// reformatted\nconst out = await race({ quick: () => sleep(\"1m\"), slow: async () => {\n await sleep(\"1h\")\n return 1\n} }, { name: \"pick\" })\nlog(out.index)"); err != nil {
+		t.Errorf("a reformat: %v", err)
+	}
+	err := resume(strings.Replace(src, "return 1", "return 2", 1))
+	if f, ok := err.(*Fault); !ok || f.Code != "L5001" || f.Step != "/race:pick#0" {
+		t.Errorf("an edited losing arm: %v", err)
+	}
+	m, err := Migrate(t.Context(), strings.Replace(src, "return 1", "return 2", 1), Recorded{RunID: "d", Pins: rec.Pins, Entries: rec.Entries}, MigrateOptions{})
+	if err != nil || m.Accepted || len(m.Rejections) != 1 || m.Rejections[0].Code != "L5001" {
+		t.Errorf("a migration onto an edited losing arm: %+v %v", m, err)
+	}
+	arr := runSim(t, "await race([() => sleep(\"1m\"), () => sleep(\"1h\")])", "", RunOptions{})
+	if d := raceEntry(arr).BranchDigest; d != "" {
+		t.Errorf("an array of arms recorded %s", d)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -22,6 +23,18 @@ type Script struct {
 	Checkpoints map[string]json.RawMessage `json:"checkpoints,omitempty"`
 	Events      map[string]json.RawMessage `json:"events,omitempty"`
 	Clock       SimClock                   `json:"clock,omitzero"`
+	Faults      []SimFault                 `json:"faults,omitempty"`
+}
+
+// SimFault fails the effect at one step, as a host reports a failure (the handler's vocabulary:
+// L4002 agent down, L4003 turn deadline elapsed, and the rest). At is the step's full key
+// ("/parallel:x#0/b:a/turn:build#0") or its last segment ("turn:build#0"); Code defaults to
+// L4002 and Message to one naming the step.
+type SimFault struct {
+	At      string `json:"at"`
+	Kind    string `json:"kind"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // SimClock is the simulator's clock: where it starts, and what each effect costs.
@@ -54,7 +67,33 @@ func NewSim(script Script) (*Sim, error) {
 		}
 		s.costs[kind] = ms
 	}
+	for i, f := range script.Faults {
+		switch {
+		case f.At == "":
+			return nil, fmt.Errorf("the script's faults[%d] names no step (at)", i)
+		case f.Kind == "":
+			return nil, fmt.Errorf("the script's faults[%d] (at %s) has no kind", i, f.At)
+		case f.Code != "" && !isCode(f.Code):
+			return nil, fmt.Errorf("the script's faults[%d] (at %s): code %q is not a catalog code (Lnnnn)", i, f.At, f.Code)
+		}
+	}
 	return s, nil
+}
+
+// fault is the scripted failure of req's step, if the script has one.
+func (s *Sim) fault(req *Request) error {
+	short := req.Key[strings.LastIndexByte(req.Key, '/')+1:]
+	for _, f := range s.script.Faults {
+		if f.At != req.Key && f.At != short {
+			continue
+		}
+		e := &EffectError{Code: cmpOr(f.Code, "L4002"), Kind: f.Kind, Message: f.Message}
+		if e.Message == "" {
+			e.Message = "simulated " + f.Kind + " at " + req.Key
+		}
+		return e
+	}
+	return nil
 }
 
 func cmpOr(a, b string) string {
@@ -146,6 +185,9 @@ func (s *Sim) Perform(_ context.Context, req *Request) (*Outcome, error) {
 func (s *Sim) answer(req *Request) (int64, func() (*Outcome, error)) {
 	done := func(o *Outcome, err error) func() (*Outcome, error) {
 		return func() (*Outcome, error) { return o, err }
+	}
+	if err := s.fault(req); err != nil {
+		return 0, done(nil, err)
 	}
 	switch req.Kind {
 	case "spawn":
@@ -290,6 +332,19 @@ func conforms(v Value, schema *Record) bool {
 			got = "null"
 		}
 		if got != want {
+			return false
+		}
+	}
+	return true
+}
+
+// isCode reports whether code is shaped as a catalog code: L and four digits.
+func isCode(code string) bool {
+	if len(code) != 5 || code[0] != 'L' {
+		return false
+	}
+	for _, c := range code[1:] {
+		if c < '0' || c > '9' {
 			return false
 		}
 	}

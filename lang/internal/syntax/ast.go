@@ -166,7 +166,8 @@ type (
 	// Template is a template literal: Quasis has one more element than Exprs.
 	Template struct {
 		At
-		Quasis []string
+		Quasis []string // the cooked text of each chunk
+		Raws   []string // the source text of each chunk, line breaks as \n
 		Exprs  []Expr
 		Tag    Expr // the refused tagged form
 	}
@@ -184,9 +185,10 @@ type (
 	Property struct {
 		At
 		Kind     PropKind
-		Key      string // a literal key's name
-		Computed Expr   // the (refused) computed key
-		Value    Expr   // the value; a method's *Function; a spread's operand
+		Key      string   // a literal key's name
+		KeyLit   *Literal // a string or number key as written; nil for a name
+		Computed Expr     // the (refused) computed key
+		Value    Expr     // the value; a method's *Function; a spread's operand
 		// Default is a shorthand's "= value", which only a pattern may carry ({ a = 1 } = r).
 		Default Expr
 	}
@@ -295,9 +297,11 @@ type (
 	// PatternProp is one property of an object pattern.
 	PatternProp struct {
 		At
-		Key      string
-		Computed Expr
-		Value    Pattern
+		Key       string
+		KeyLit    *Literal // a string or number key as written; nil for a name
+		Computed  Expr
+		Value     Pattern
+		Shorthand bool // { a } or { a = 1 }
 	}
 	// ArrayPattern is [a, , b, ...rest]; a nil element is a hole.
 	ArrayPattern struct {

@@ -1,6 +1,9 @@
 package syntax
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Parse parses a program's source as the language admits it. It returns the tree and every
 // refusal it met: a construct the language refuses (class, var, ==, ...) is reported with its
@@ -1090,7 +1093,7 @@ func (p *parser) primary() Expr {
 
 // template parses a template literal from its first chunk.
 func (p *parser) template() *Template {
-	tpl := &Template{At: At{p.tok.pos}, Quasis: []string{p.tok.value}}
+	tpl := &Template{At: At{p.tok.pos}, Quasis: []string{p.tok.value}, Raws: []string{templateRaw(p.tok.raw)}}
 	for !p.tok.tail {
 		p.advance()
 		saved := p.noIn
@@ -1106,9 +1109,16 @@ func (p *parser) template() *Template {
 			panic(bailout{})
 		}
 		tpl.Quasis = append(tpl.Quasis, p.tok.value)
+		tpl.Raws = append(tpl.Raws, templateRaw(p.tok.raw))
 	}
 	p.advance()
 	return tpl
+}
+
+// templateRaw is a template chunk's source text with its line breaks normalized to \n, as
+// ECMAScript defines a template's raw strings.
+func templateRaw(raw string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(raw, "\r\n", "\n"), "\r", "\n")
 }
 
 // templateRest passes the rest of a template being skipped from a chunk that opens a
@@ -1218,11 +1228,14 @@ func (p *parser) property() *Property {
 func (p *parser) propertyKey(pr *Property) {
 	t := p.tok
 	switch t.kind {
-	case tIdent, tString:
+	case tIdent:
 		pr.Key = t.value
 		p.advance()
+	case tString:
+		pr.Key, pr.KeyLit = t.value, &Literal{At: At{t.pos}, Kind: LitString, Str: t.value, Raw: t.raw}
+		p.advance()
 	case tNumber:
-		pr.Key = FormatNumber(t.num)
+		pr.Key, pr.KeyLit = FormatNumber(t.num), &Literal{At: At{t.pos}, Kind: LitNumber, Num: t.num, Raw: t.raw}
 		p.advance()
 	case tPunct:
 		if t.value == "[" {
@@ -1279,7 +1292,7 @@ func (p *parser) objectPattern() Pattern {
 		keyTok := p.tok
 		var pr Property
 		p.propertyKey(&pr)
-		pp := &PatternProp{At: At{keyTok.pos}, Key: pr.Key, Computed: pr.Computed}
+		pp := &PatternProp{At: At{keyTok.pos}, Key: pr.Key, KeyLit: pr.KeyLit, Computed: pr.Computed}
 		if p.eat(":") {
 			pp.Value = p.bindingElement()
 		} else {
@@ -1292,7 +1305,7 @@ func (p *parser) objectPattern() Pattern {
 				p.advance()
 				v = &DefaultPattern{At: At{at}, Target: v, Default: p.assign()}
 			}
-			pp.Value = v
+			pp.Value, pp.Shorthand = v, true
 		}
 		op.Props = append(op.Props, pp)
 		if !p.is("}") {
@@ -1371,9 +1384,9 @@ func (p *parser) toPattern(x Expr) Pattern {
 				if pr.Default != nil {
 					v = &DefaultPattern{At: At{pr.P}, Target: v, Default: pr.Default}
 				}
-				op.Props = append(op.Props, &PatternProp{At: At{pr.P}, Key: pr.Key, Value: v})
+				op.Props = append(op.Props, &PatternProp{At: At{pr.P}, Key: pr.Key, Value: v, Shorthand: true})
 			case PropInit:
-				op.Props = append(op.Props, &PatternProp{At: At{pr.P}, Key: pr.Key, Computed: pr.Computed, Value: p.toPattern(pr.Value)})
+				op.Props = append(op.Props, &PatternProp{At: At{pr.P}, Key: pr.Key, KeyLit: pr.KeyLit, Computed: pr.Computed, Value: p.toPattern(pr.Value)})
 			default:
 				p.fail(pr.P, "a method is not an assignment target")
 			}
