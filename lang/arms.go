@@ -44,6 +44,17 @@ func (a *arms) others(keys []string, i int) []string {
 	return out
 }
 
+// cut reports whether an arm was cut: with no failure of the scope's own, the scope itself was
+// cut from outside.
+func (a *arms) cut() bool {
+	for _, r := range a.res {
+		if isCancelledErr(r.err) {
+			return true
+		}
+	}
+	return false
+}
+
 // fault is a run-level fault one arm met, when no arm settled.
 func (a *arms) fault() error {
 	for _, r := range a.res {
@@ -68,6 +79,13 @@ func (in *interp) runArms(f *frame, scopeKey string, branches []branch, race boo
 		}
 		cf := newFrame(f, scopeKey+"/b:"+b.key, f.clock, true)
 		cf.co = newCoro()
+		cf.co.parent = f.co
+		if race {
+			cf.co.lost = func() bool {
+				w := a.winner
+				return cf.cancelled && w >= 0 && w != i && (cf.clock > a.res[w].clock || cf.clock == a.res[w].clock && i > w)
+			}
+		}
 		cf.ctx, cf.end = context.WithCancel(f.context(in))
 		frames[i] = cf
 		running++

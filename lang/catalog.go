@@ -55,6 +55,7 @@ var titles = map[string]string{
 	"L3045": "`waitUntil` probe is not a function",
 	"L3046": "`waitUntil` needs a cadence and a deadline",
 	"L3047": "`waitUntil` cadence is zero, or does not divide its deadline usefully",
+	"L3048": "`spawn` placement is not an endpoint and instanceId pair",
 }
 
 // titled prefixes a diagnostic's detail with its code's title.

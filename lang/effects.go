@@ -143,7 +143,7 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 		in.advance(f, rec)
 		return nil, &Thrown{V: entryErrorRecord(rec.Error)}
 	case rec != nil && rec.State == StateSettled && rec.Status == StatusCanceled:
-		return nil, &Fault{Code: "cancelled", Message: "step " + key + " was cancelled"}
+		return nil, errCancelled // replay-cancelled: the branch was cut here
 	}
 	if in.effects > in.pins.EffectCeiling {
 		return nil, runtimeFault("L4009", "the run reached its effect ceiling of %d (effectCeiling)", in.pins.EffectCeiling)
@@ -444,6 +444,15 @@ func (in *interp) effectBuiltins() map[string]Value {
 		}
 		proj := projection("persona", p, "model", model, "variant", variant, "worktree", optionOf(opts, "worktree"),
 			"role", optionOf(opts, "role"), "join", &Array{Elems: join})
+		if opts != nil {
+			if pl, given := opts.Get("placement"); given {
+				pair, err := placement(p, pl)
+				if err != nil {
+					return nil, err
+				}
+				proj.Set("placement", pair) // only when given: a spawn without one keeps its hash
+			}
+		}
 		return in.perform(f, "spawn", name, proj, &Request{Args: frozenArgs(a), Options: opts})
 	})
 	maps.Copy(b, simpleEffects(check))
@@ -455,6 +464,25 @@ func (in *interp) effectBuiltins() map[string]Value {
 	b["conclave"] = builtin("conclave", in.conclave)
 	maps.Copy(b, pureBuiltins())
 	return b
+}
+
+// placement checks a spawn's placement, the manager instance it is pinned to: a record naming
+// both an endpoint and an instanceId, each a non-empty string (L3048). It returns the pair the
+// step's input hash takes.
+func placement(persona string, v Value) (*Record, error) {
+	r, ok := v.(*Record)
+	if !ok {
+		return nil, runtimeFault("L3048", "spawn(%q) placement must be { endpoint, instanceId }, each a non-empty string; it was given %s", persona, describe(v))
+	}
+	pair := NewRecord()
+	for _, k := range []string{"endpoint", "instanceId"} {
+		s, _ := optionOf(r, k).(string)
+		if s == "" {
+			return nil, runtimeFault("L3048", "spawn(%q) placement has no %s: it must name both an endpoint and an instanceId, each a non-empty string, as placement: { endpoint: \"manager\", instanceId: \"<the instance's id>\" }", persona, k)
+		}
+		pair.Set(k, s)
+	}
+	return pair, nil
 }
 
 // simpleEffects are the effects whose arguments are checked, projected and performed in one
@@ -912,6 +940,9 @@ func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, digester
 	}
 	if rec != nil && rec.State == StateSettled {
 		in.advance(f, rec)
+		if rec.Status == StatusCanceled {
+			return nil, errCancelled
+		}
 		if rec.Status != StatusOK {
 			return nil, &Thrown{V: entryErrorRecord(rec.Error)}
 		}
@@ -927,6 +958,15 @@ func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, digester
 		return nil, err
 	}
 	v, branches, cancel, clock, berr := body(key)
+	if isCancelledErr(berr) {
+		// The scope was cut from outside: it settles cancelled, and the cut goes on unwinding.
+		e.EndedAt, e.Status = &clock, StatusCanceled
+		in.clock(f, clock)
+		if err := in.journal.settle(e); err != nil {
+			return nil, err
+		}
+		return nil, berr
+	}
 	var fault *Fault
 	if errors.As(berr, &fault) {
 		return nil, berr // a run-level fault settles nothing (spec §7.6)
@@ -1083,6 +1123,9 @@ func (in *interp) branchScope(f *frame, kind string, a []Value) (Value, error) {
 			if arms.failed >= 0 {
 				return nil, keys, &Cancel{Losers: arms.others(keys, arms.failed), Issued: true}, clock, arms.res[arms.failed].err
 			}
+			if arms.cut() {
+				return nil, keys, nil, clock, errCancelled
+			}
 			if isArray {
 				out := &Array{}
 				for _, r := range arms.res {
@@ -1177,6 +1220,9 @@ func (in *interp) fanOut(_ *interp, f *frame, a []Value) (Value, error) {
 		if arms.failed >= 0 {
 			return nil, keys, &Cancel{Losers: arms.others(keys, arms.failed), Issued: true}, arms.clock, arms.res[arms.failed].err
 		}
+		if arms.cut() {
+			return nil, keys, nil, arms.clock, errCancelled
+		}
 		out := &Array{}
 		for _, r := range arms.res {
 			out.Elems = append(out.Elems, r.v)
@@ -1229,6 +1275,9 @@ func (in *interp) conclave(_ *interp, f *frame, a []Value) (Value, error) {
 			ch = "sim-conclave-" + key
 		}
 		v, c, err := in.runBranch(f, key, branch{key: "in", fn: fn, args: []Value{frozenRecord("channel", ch)}}, false)
+		if isCancelledErr(err) {
+			closed = false // a cancelled body's membership is released on the recovery path
+		}
 		return v, []string{"in"}, nil, c, err
 	})
 }
@@ -1285,6 +1334,9 @@ func (in *interp) walkScope(f *frame, key string, rec *Entry, body func(string) 
 		}
 	}
 	in.advance(f, rec)
+	if rec.Status == StatusCanceled {
+		return nil, errCancelled
+	}
 	if rec.Status != StatusOK {
 		return nil, &Thrown{V: entryErrorRecord(rec.Error)}
 	}

@@ -114,6 +114,11 @@ func (in *interp) step() error {
 	if in.steps > in.pins.StepBudget {
 		return &Fault{Code: "L4013", Message: fmt.Sprintf("the walk ran %d steps, its budget (stepBudget)", in.pins.StepBudget)}
 	}
+	if in.pins.YieldEvery > 0 && in.steps%in.pins.YieldEvery == 0 && in.sched != nil && in.sched.timed == nil {
+		// A yield point (spec §12): the branches a live answer woke run, and a race's arm
+		// that can no longer win is cut here, in pure work (§7.3).
+		return in.sched.yield()
+	}
 	return nil
 }
 

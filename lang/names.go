@@ -6,7 +6,7 @@ package lang
 // Effects are the effect primitives (§6.1), each with its option bag's position (1-based) and
 // keys, and whether its step name is required.
 var effects = map[string]effectShape{
-	"spawn":      {bag: 2, keys: []string{"name", "worktree", "join", "role", "permits", "supervise", "onFork", "events"}},
+	"spawn":      {bag: 2, keys: []string{"name", "placement", "worktree", "join", "role", "permits", "supervise", "onFork", "events"}},
 	"turn":       {bag: 2, keys: []string{"name", "deadline"}, named: true},
 	"ask":        {bag: 2, keys: []string{"name", "schema", "deadline", "attempts"}, named: true},
 	"checkpoint": {bag: 3, keys: []string{"schema", "timeout", "onExpiry", "to"}, named: true, positional: true},
@@ -33,7 +33,7 @@ type effectShape struct {
 
 // signatures are the primitives' signatures, as a refusal names them.
 var signatures = map[string]string{
-	"spawn":      "spawn(persona, { name?, worktree?, join?, role?, permits?, supervise?, onFork?, events? })",
+	"spawn":      "spawn(persona, { name?, placement?, worktree?, join?, role?, permits?, supervise?, onFork?, events? })",
 	"turn":       "turn(agent, { name, deadline? })",
 	"ask":        "ask(agent, { name, schema, deadline?, attempts? })",
 	"checkpoint": "checkpoint(name, prompt, { schema?, timeout?, onExpiry?, to? })",

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func sim(t testing.TB, script string) *Sim {
@@ -465,5 +468,99 @@ func TestBranchDigest(t *testing.T) {
 	arr := runSim(t, "await race([() => sleep(\"1m\"), () => sleep(\"1h\")])", "", RunOptions{})
 	if d := raceEntry(arr).BranchDigest; d != "" {
 		t.Errorf("an array of arms recorded %s", d)
+	}
+}
+
+// TestSpawnPlacement: a placement pins a spawn to one manager instance and is in its input hash;
+// a spawn without one keeps the hash it had before placements existed.
+func TestSpawnPlacement(t *testing.T) {
+	plain := runSim(t, `await spawn("coder")`, "", RunOptions{})
+	pinned := runSim(t, `await spawn("coder", { placement: { endpoint: "manager", instanceId: "m-1" } })`, "", RunOptions{})
+	if plain.Err != nil || pinned.Err != nil || plain.Entries[0].InputHash == pinned.Entries[0].InputHash {
+		t.Fatalf("%v %v %+v", plain.Err, pinned.Err, pinned.Entries)
+	}
+	want, _ := digest(projection("persona", "coder", "model", nil, "variant", nil, "worktree", nil, "role", nil, "join", &Array{}))
+	if plain.Entries[0].InputHash != want {
+		t.Errorf("a spawn without a placement hashes %s, want %s", plain.Entries[0].InputHash, want)
+	}
+	for _, bad := range []string{`null`, `[]`, `{}`, `{ endpoint: "manager", instanceId: "" }`, `"manager"`} {
+		r := runSim(t, `await spawn("coder", { placement: `+bad+` })`, "", RunOptions{})
+		if th, ok := r.Err.(*Thrown); !ok || th.Code() != "L3048" || len(r.Entries) != 0 {
+			t.Errorf("placement %s: %v", bad, r.Err)
+		}
+	}
+}
+
+// TestCancelledScope: a scope inside a losing arm is cut with it: it settles cancelled (a
+// conclave's membership is not recorded closed), its arm is no candidate, and a resume of a race
+// the run died inside replays the same decision.
+func TestCancelledScope(t *testing.T) {
+	src := `const a = await spawn("a")
+const out = await race({
+  quick: () => sleep("1m"),
+  slow: async () => await parallel({ x: () => sleep("1h"), y: () => sleep("2h") }, { name: "inner" }),
+  talk: async () => await conclave([a], async (ch) => await sleep("3h", { name: "chat" }), { name: "room" }),
+}, { name: "pick" })
+log(out.index)`
+	rec := runSim(t, src, "", RunOptions{RunID: "c", StartedAt: new(int64)})
+	if rec.Err != nil || logsJSON(rec) != `[["quick"]]` {
+		t.Fatalf("%v %s", rec.Err, logsJSON(rec))
+	}
+	byKind := map[string]Entry{}
+	for _, e := range rec.Entries {
+		byKind[e.Kind] = e
+	}
+	if e := byKind["parallel"]; e.State != StateSettled || e.Status != StatusCanceled {
+		t.Errorf("the cut parallel: %+v", e)
+	}
+	if e := byKind["conclave"]; e.Status != StatusCanceled || e.Closed == nil || *e.Closed {
+		t.Errorf("the cut conclave: %+v", e)
+	}
+	// The run died after the arms settled and before the race did.
+	journal := slices.Clone(rec.Entries)
+	for i, e := range journal {
+		if e.Kind == "race" {
+			journal[i] = Entry{V: 1, Seq: e.Seq, Run: e.Run, Scope: e.Scope, Kind: e.Kind, Name: e.Name, InputHash: e.InputHash, State: StatePending, StartedAt: e.StartedAt}
+		}
+	}
+	again := runSim(t, src, "", RunOptions{RunID: "c", Pins: &rec.Pins, Journal: journal})
+	if again.Err != nil || logsJSON(again) != `[["quick"]]` {
+		t.Errorf("the resumed race: %v %s", again.Err, logsJSON(again))
+	}
+}
+
+// clockedHandler answers a sleep named "early" after a while of real time and any other at once,
+// each stamping the clock its name gives: the early one lands after "late" but ends before it.
+type clockedHandler struct{ now atomic.Int64 }
+
+func (h *clockedHandler) Now() int64 { return h.now.Load() }
+
+func (h *clockedHandler) Perform(_ context.Context, req *Request) (*Outcome, error) {
+	if req.Name == "early" {
+		time.Sleep(30 * time.Millisecond)
+	}
+	h.now.Store(map[string]int64{"early": 100, "late": 200, "later": 300}[req.Name])
+	return &Outcome{}, nil
+}
+
+// TestLoserCutInPureWork: under a live handler, an arm looping in pure work yields at its yield
+// points; once another arm settles earlier, the looping arm can no longer win and is cut there,
+// where without the yield point it would run to its step budget.
+func TestLoserCutInPureWork(t *testing.T) {
+	src := `const out = await race({
+  a: async () => { await sleep("1m", { name: "early" }); return "a" },
+  b: async () => { await sleep("1m", { name: "late" }); while (true) { } },
+}, { name: "pick" })
+log(out.index)`
+	r := runSim(t, src, "", RunOptions{RunID: "y", Handler: &clockedHandler{}, StepBudget: 50_000_000, StartedAt: new(int64)})
+	if r.Err != nil || logsJSON(r) != `[["a"]]` {
+		t.Fatalf("%v %s", r.Err, logsJSON(r))
+	}
+	// An arm that could still win is not cut: it runs to the step budget.
+	src = strings.Replace(src, `return "a"`, `await sleep("1m", { name: "later" }); return "a"`, 1)
+	start := time.Now()
+	r = runSim(t, src, "", RunOptions{RunID: "y", Handler: &clockedHandler{}, StepBudget: 5_000_000, StartedAt: new(int64)})
+	if f, ok := r.Err.(*Fault); !ok || f.Code != "L4013" || time.Since(start) < 30*time.Millisecond {
+		t.Errorf("an arm that could still win: %v after %v", r.Err, time.Since(start))
 	}
 }

@@ -18,6 +18,10 @@ import (
 // coro is one coroutine: the run's root, or one branch of a scope.
 type coro struct {
 	resume chan struct{}
+	// parent is the coroutine of the scope that started this branch; nil for the root.
+	parent *coro
+	// lost, on a race's arm, reports that the arm was cut and can no longer win.
+	lost func() bool
 	// returnTo, while a scope starts this branch, is the coroutine that started it: the branch
 	// hands the baton back to it when it first waits or ends, as a JavaScript call of the branch
 	// returns at its first await.
@@ -166,6 +170,28 @@ func (s *sched) start(parent, child *coro, body func()) {
 	s.give(child)
 	s.mu.Unlock()
 	<-parent.resume
+}
+
+// yield passes the baton from the running coroutine to those ready to run, and takes it back
+// after them; it returns errCancelled when the coroutine runs under a race's arm that can no
+// longer win.
+func (s *sched) yield() error {
+	s.mu.Lock()
+	c := s.holder
+	if len(s.ready) == 0 && c.returnTo == nil {
+		s.mu.Unlock()
+	} else {
+		s.ready = append(s.ready, c)
+		s.passLocked(c)
+		s.mu.Unlock()
+		<-c.resume
+	}
+	for k := c; k != nil; k = k.parent {
+		if k.lost != nil && k.lost() {
+			return errCancelled
+		}
+	}
+	return nil
 }
 
 // wait blocks c until markReady(c): the baton goes on meanwhile.
