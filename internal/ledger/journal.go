@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -80,4 +81,19 @@ func newTakeoverID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return hex.EncodeToString(b)
+}
+
+// RunDriver mints the driver credential of one run and takeover (SPEC §14.6): the append on
+// exactly that run's journal subject, the takeover's own replay durable, and the commit path of
+// the run's records on the endpoint instance serve names. It is the run caller's principal (the
+// owner's, derived from the run id), so every host that resumes the run drives it as the same
+// principal.
+func (l *Ledger) RunDriver(owner, runID, takeoverID string, serve *authority.ServeRows, life time.Duration) (*authority.Credential, error) {
+	caller, err := meshwire.RunCaller(owner, runID)
+	if err != nil {
+		return nil, err
+	}
+	return l.keys.Mint(authority.MintRequest{Profile: authority.ProfileRunDriver, Expires: life,
+		Grant: authority.Grant{Principal: caller.Principal, LifecycleUID: caller.UID, Serve: serve,
+			Run: authority.RunReplay{RunID: runID, TakeoverID: takeoverID}}})
 }
