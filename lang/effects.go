@@ -39,6 +39,9 @@ type Request struct {
 	Name      string
 	RequestID string
 	Attempt   int
+	// StartedAt is when the step began, by the handler's clock: its pending entry's time, the
+	// recorded one on a recovery (a durable timer's deadline counts from it).
+	StartedAt int64
 	Args      []Value
 	Options   *Record
 	// escalate marks a checkpoint that mints a second attempt when the first expires.
@@ -164,13 +167,21 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 			return nil, &Fault{Code: "L5012", Step: key, Message: "the run was released before step " + key + ": " + why}
 		}
 	}
-	e, err := in.journal.begin(Entry{Scope: f.path, Kind: kind, Name: name, Occurrence: occ, InputHash: inputHash,
-		RequestID: reqID, Attempt: &attempt, StartedAt: in.handler.Now()})
-	if err != nil {
+	var e Entry
+	if rec != nil && rec.State == StatePending {
+		e = *rec // a recovery: its pending write is durable already, and is not written twice
+	} else if e, err = in.journal.begin(Entry{Scope: f.path, Kind: kind, Name: name, Occurrence: occ, InputHash: inputHash,
+		RequestID: reqID, Attempt: &attempt, StartedAt: in.handler.Now()}); err != nil {
 		return nil, err
 	}
 	req.RunID, req.Key, req.Kind, req.Name, req.RequestID, req.Attempt = in.runID, key, kind, name, reqID, attempt
+	req.StartedAt = e.StartedAt
 	out, herr := in.sched.perform(in, f, f.co, req)
+	if in.ctx.Err() != nil {
+		// The host let the run go while the effect was out: its entry stays pending, and a
+		// resume re-binds to it under the recorded request id.
+		return nil, &Fault{Code: "L5012", Step: key, Message: fmt.Sprintf("the run was released while step %s was in flight: %v", key, context.Cause(in.ctx))}
+	}
 	if herr == nil && req.escalate && expired(out.Result) && attempt == 0 {
 		out, herr = in.escalate(f, &e, req, inputHash, out)
 	}

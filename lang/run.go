@@ -194,6 +194,10 @@ func RunErrorOf(err error) *RunError {
 // function or undefined in a record is left out, and in an array or at the top is null.
 func JSON(v Value) json.RawMessage { return toJSON(v) }
 
+// ParseJSON decodes one JSON value into a language value, frozen as a value that crosses an
+// effect boundary is: what a handler hands back from JSON it read.
+func ParseJSON(raw json.RawMessage) (Value, error) { return fromJSON(raw, true) }
+
 // startSched gives the interpreter its scheduler, and returns the root frame, whose coroutine
 // holds the baton.
 func (in *interp) startSched(startedAt int64) *frame {

@@ -66,6 +66,16 @@ func ReadLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*Stor
 	return m, err
 }
 
+// ReadFirst returns the first message stored under subject (which may hold wildcards) in stream;
+// ErrNotFound when there is none.
+func ReadFirst(ctx context.Context, nc *nats.Conn, stream, subject string) (*Stored, error) {
+	m, err := read(ctx, nc, stream, map[string]any{"seq": 1, "next_by_subj": subject})
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w on %s in %s", err, subject, stream)
+	}
+	return m, err
+}
+
 // ReadSeq returns the message stored at seq in stream; ErrNotFound when there is none (it was
 // never stored, or was deleted or taken).
 func ReadSeq(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*Stored, error) {

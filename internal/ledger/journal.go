@@ -89,11 +89,23 @@ func newTakeoverID() string {
 // owner's, derived from the run id), so every host that resumes the run drives it as the same
 // principal.
 func (l *Ledger) RunDriver(owner, runID, takeoverID string, serve *authority.ServeRows, life time.Duration) (*authority.Credential, error) {
+	return l.runCredential(authority.ProfileRunDriver, owner, runID, takeoverID, serve, life)
+}
+
+// RunMediator mints the mediator credential of one run attempt (SPEC §14.8), the trusted host
+// side of the run: the leader-served reads of the records and the admission store, the
+// checkpoint plane of its endpoint, and the run caller's own calls. It is the run caller's
+// principal, as the driver's is.
+func (l *Ledger) RunMediator(owner, runID, takeoverID string, serve *authority.ServeRows, life time.Duration) (*authority.Credential, error) {
+	return l.runCredential(authority.ProfileRunMediator, owner, runID, takeoverID, serve, life)
+}
+
+func (l *Ledger) runCredential(profile authority.Profile, owner, runID, takeoverID string, serve *authority.ServeRows, life time.Duration) (*authority.Credential, error) {
 	caller, err := meshwire.RunCaller(owner, runID)
 	if err != nil {
 		return nil, err
 	}
-	return l.keys.Mint(authority.MintRequest{Profile: authority.ProfileRunDriver, Expires: life,
+	return l.keys.Mint(authority.MintRequest{Profile: profile, Expires: life,
 		Grant: authority.Grant{Principal: caller.Principal, LifecycleUID: caller.UID, Serve: serve,
 			Run: authority.RunReplay{RunID: runID, TakeoverID: takeoverID}}})
 }

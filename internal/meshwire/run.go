@@ -1,10 +1,8 @@
 package meshwire
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -45,13 +43,8 @@ type RunStatus struct {
 // trailing data, and a running record without a holder or with a fencing token below 1.
 func ParseRunStatus(data []byte) (RunStatus, error) {
 	var r RunStatus
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return RunStatus{}, fmt.Errorf("run status: %w", err)
-	}
-	if dec.More() {
-		return RunStatus{}, wire.Invalid("run status", "", "must hold one JSON object")
+	if err := decodeClosed(data, "run status", &r); err != nil {
+		return RunStatus{}, err
 	}
 	switch {
 	case r.V != runStatusVersion:

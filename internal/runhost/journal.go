@@ -18,13 +18,11 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// Holder is who takes a run: its holder name, and the fencing token and epoch it takes it under.
-// A later holder takes the run with a higher fencing token; the same holder at the same epoch
-// may take it again (a restart that kept its lease).
+// Holder is who takes a run: its holder name (the hosting manager instance) and the epoch it
+// serves at.
 type Holder struct {
-	Name         string
-	FencingToken int64
-	Epoch        int64
+	Name  string
+	Epoch int64
 }
 
 // ErrSuperseded reports a run another holder took: its activation outranks ours, or an append
@@ -39,6 +37,8 @@ type Journal struct {
 	space wire.Space
 	run   string
 	now   func() int64
+	// fencing is the fencing token its holder took the run under.
+	fencing int64
 
 	mu       sync.Mutex
 	next     int64  // the ordinal of the next record
@@ -47,29 +47,33 @@ type Journal struct {
 }
 
 // Taken is a run's journal once its holder took it: the journal to append to, the steps it
-// recorded before (every write, pending then settled, in order), and the activations it held.
+// recorded before (every write, pending then settled, in order), the activations it held, and
+// the fencing token the holder took it under.
 type Taken struct {
 	*Journal
-	Entries     []lang.Entry
-	Activations []meshwire.JournalRecord
+	Entries      []lang.Entry
+	Activations  []meshwire.JournalRecord
+	FencingToken int64
 }
 
 // Take replays run runID's journal through the takeover's durable and appends h's activation at
-// its head (SPEC §14.4), refusing a journal whose last activation outranks h (ErrSuperseded). A
-// fresh run's first record is its genesis activation.
+// its head (SPEC §14.4), under the fencing token after the last activation's (1 for a fresh run,
+// whose first record is its genesis activation). The activation is fenced by the replayed head:
+// of two holders taking the run at once, the second's is refused (ErrSuperseded).
 func Take(ctx context.Context, js jetstream.JetStream, space wire.Space, runID, takeoverID string, h Holder, now func() int64) (*Taken, error) {
-	if h.Name == "" || h.FencingToken < 1 {
-		return nil, fmt.Errorf("take run %s: a holder needs a name and a fencing token of at least 1", runID)
+	if h.Name == "" {
+		return nil, fmt.Errorf("take run %s: a holder needs a name", runID)
 	}
 	rep, err := journal.Replay(ctx, js, space, runID, takeoverID)
 	if err != nil {
 		return nil, err
 	}
-	t := &Taken{Journal: &Journal{js: js, space: space, run: runID, now: now, next: int64(len(rep.Records)), last: rep.LastSeq}}
+	t := &Taken{Journal: &Journal{js: js, space: space, run: runID, now: now, next: int64(len(rep.Records)), last: rep.LastSeq}, FencingToken: 1}
 	for _, r := range rep.Records {
 		switch r.Kind {
 		case meshwire.JournalActivation:
 			t.Activations = append(t.Activations, r)
+			t.FencingToken = max(t.FencingToken, r.FencingToken+1)
 		case meshwire.JournalStep:
 			var e lang.Entry
 			if err := json.Unmarshal(r.Entry, &e); err != nil {
@@ -78,15 +82,10 @@ func Take(ctx context.Context, js jetstream.JetStream, space wire.Space, runID, 
 			t.Entries = append(t.Entries, e)
 		}
 	}
-	if n := len(t.Activations); n > 0 {
-		prev := t.Activations[n-1]
-		if prev.FencingToken > h.FencingToken || prev.FencingToken == h.FencingToken && (prev.Holder != h.Name || prev.Epoch != h.Epoch) {
-			return nil, fmt.Errorf("take run %s as %s (fencing token %d): %w: %s holds it at %d", runID, h.Name, h.FencingToken, ErrSuperseded, prev.Holder, prev.FencingToken)
-		}
-	}
+	t.fencing = t.FencingToken
 	act := func(n int64) map[string]any {
 		return map[string]any{"v": 1, "kind": meshwire.JournalActivation, "run": runID, "n": n,
-			"holder": h.Name, "fencingToken": h.FencingToken, "epoch": h.Epoch, "replayedTo": n, "at": now()}
+			"holder": h.Name, "fencingToken": t.FencingToken, "epoch": h.Epoch, "replayedTo": n, "at": now()}
 	}
 	if err := t.append(ctx, act); err != nil {
 		return nil, err

@@ -34,14 +34,14 @@ func driver(t *testing.T, m *meshtest.Mesh, runID, tk string) (*meshtest.Client,
 func now() int64 { return time.Now().UnixMilli() }
 
 // TestJournalTakeover: a holder takes a fresh run with its genesis activation and appends steps;
-// a later holder replays them and takes the run over; the first holder's next append is refused
-// by the broker's sequence check, and a lower fencing token cannot take the run back.
+// a later holder replays them and takes the run over under the next fencing token; the first
+// holder's next append is refused by the broker's sequence check.
 func TestJournalTakeover(t *testing.T) {
 	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	_, js := driver(t, m, "r-1", "tka")
-	first, err := runhost.Take(ctx, js, m.Space, "r-1", "tka", runhost.Holder{Name: "mgr-a", FencingToken: 1, Epoch: 1}, now)
+	first, err := runhost.Take(ctx, js, m.Space, "r-1", "tka", runhost.Holder{Name: "mgr-a", Epoch: 1}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestJournalTakeover(t *testing.T) {
 	}
 
 	_, js2 := driver(t, m, "r-1", "tkb")
-	second, err := runhost.Take(ctx, js2, m.Space, "r-1", "tkb", runhost.Holder{Name: "mgr-b", FencingToken: 2, Epoch: 1}, now)
+	second, err := runhost.Take(ctx, js2, m.Space, "r-1", "tkb", runhost.Holder{Name: "mgr-b", Epoch: 1}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,9 +71,15 @@ func TestJournalTakeover(t *testing.T) {
 	if err := first.Append(ctx, settled); !errors.Is(err, runhost.ErrSuperseded) {
 		t.Errorf("a poisoned queue appended again: %v", err)
 	}
+	if second.FencingToken != 2 {
+		t.Errorf("the takeover's fencing token: %d", second.FencingToken)
+	}
 	_, js3 := driver(t, m, "r-1", "tkc")
-	if _, err := runhost.Take(ctx, js3, m.Space, "r-1", "tkc", runhost.Holder{Name: "mgr-a", FencingToken: 1, Epoch: 1}, now); !errors.Is(err, runhost.ErrSuperseded) {
-		t.Errorf("a lower fencing token took the run: %v", err)
+	if _, err := runhost.Take(ctx, js3, m.Space, "r-1", "tkc", runhost.Holder{Name: "mgr-c", Epoch: 1}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Append(ctx, settled); !errors.Is(err, runhost.ErrSuperseded) {
+		t.Errorf("the holder taken over appended: %v", err)
 	}
 }
 

@@ -1,0 +1,132 @@
+package meshwire
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+
+	"github.com/gocotal/cotal/lang"
+	"github.com/gocotal/cotal/wire"
+)
+
+// runSpecVersion and answerVersion are the only versions of those records.
+const (
+	runSpecVersion = 1
+	answerVersion  = 1
+)
+
+// RunSpec is a run record's spec half (SPEC §14.3), written once when the run starts: the run,
+// its resolved pins, when it was created, and the run it was forked from.
+type RunSpec struct {
+	V          int       `json:"v"`
+	Run        string    `json:"run"`
+	Pins       lang.Pins `json:"pins"`
+	CreatedAt  int64     `json:"createdAt"`
+	ForkedFrom *RunFork  `json:"forkedFrom,omitempty"`
+}
+
+// RunFork names a fork's parent run and the step it was cut at.
+type RunFork struct {
+	Run  string `json:"run"`
+	Step string `json:"step"`
+}
+
+// ParseRunSpec decodes a run spec record, refusing an unknown version or field, trailing data,
+// a run id that is not one, and pins without a language version or budgets.
+func ParseRunSpec(data []byte) (RunSpec, error) {
+	var r RunSpec
+	if err := decodeClosed(data, "run spec", &r); err != nil {
+		return RunSpec{}, err
+	}
+	switch {
+	case r.V != runSpecVersion:
+		return RunSpec{}, wire.Invalidf("v", fmt.Sprint(r.V), "must be %d", runSpecVersion)
+	case ValidateRunID(r.Run) != nil:
+		return RunSpec{}, ValidateRunID(r.Run)
+	case r.Pins.LanguageVersion == "":
+		return RunSpec{}, wire.Invalid("pins.languageVersion", "", "is required")
+	case r.Pins.StepBudget < 1 || r.Pins.EffectCeiling < 1:
+		return RunSpec{}, wire.Invalid("pins", "", "must carry a step budget and an effect ceiling of at least 1")
+	}
+	return r, nil
+}
+
+// Answer is a checkpoint's answer record (SPEC §14.3), create-only under
+// answer.<endpoint>.<token>.<answerId>: the value a person (or an agent) gave, who gave it, when.
+type Answer struct {
+	V        int             `json:"v"`
+	Token    string          `json:"token"`
+	AnswerID string          `json:"answerId"`
+	Value    json.RawMessage `json:"value,omitempty"`
+	Artifact json.RawMessage `json:"artifact,omitempty"`
+	By       string          `json:"by"`
+	At       int64           `json:"at"`
+}
+
+// NewAnswer returns the answer record of token's checkpoint, its id derived from what it says.
+func NewAnswer(token, by string, value, artifact json.RawMessage, at int64) (Answer, error) {
+	id, err := answerID(token, by, value, artifact)
+	if err != nil {
+		return Answer{}, err
+	}
+	return Answer{V: answerVersion, Token: token, AnswerID: id, Value: value, Artifact: artifact, By: by, At: at}, nil
+}
+
+// answerID is the derived id of an answer: the unpadded base64url SHA-256 of the canonical
+// { token, by, value, artifact }, an absent value or artifact as null.
+func answerID(token, by string, value, artifact json.RawMessage) (string, error) {
+	orNull := func(v json.RawMessage) json.RawMessage {
+		if len(v) == 0 {
+			return json.RawMessage("null")
+		}
+		return v
+	}
+	raw, err := json.Marshal(map[string]any{"token": token, "by": by, "value": orNull(value), "artifact": orNull(artifact)})
+	if err != nil {
+		return "", err
+	}
+	canon, err := wire.Canonicalize(raw)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(canon)
+	return base64.RawURLEncoding.EncodeToString(sum[:]), nil
+}
+
+// ParseAnswer decodes an answer record, refusing an unknown version or field, a missing token
+// or author, and an id that is not the one its content derives.
+func ParseAnswer(data []byte) (Answer, error) {
+	var a Answer
+	if err := decodeClosed(data, "answer", &a); err != nil {
+		return Answer{}, err
+	}
+	switch {
+	case a.V != answerVersion:
+		return Answer{}, wire.Invalidf("v", fmt.Sprint(a.V), "must be %d", answerVersion)
+	case a.Token == "" || a.By == "":
+		return Answer{}, wire.Invalid("answer", "", "must name its token and who gave it")
+	}
+	id, err := answerID(a.Token, a.By, a.Value, a.Artifact)
+	if err != nil {
+		return Answer{}, err
+	}
+	if id != a.AnswerID {
+		return Answer{}, wire.Invalid("answerId", a.AnswerID, "is not the id its token, author, value and artifact derive")
+	}
+	return a, nil
+}
+
+// decodeClosed decodes one JSON object into v, refusing unknown fields and trailing data.
+func decodeClosed(data []byte, what string, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if dec.More() {
+		return wire.Invalid(what, "", "must hold one JSON object")
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package runhost
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/lang"
+)
+
+// meshHandler performs a hosted run's effects. Each is durable: its deadline counts from the
+// step's recorded start, and what resolves it is a record on the mesh, so a run taken back after
+// its host died waits out what is left, and sees what was answered while it was down. An effect
+// this host cannot perform durably yet is refused as a capability (L5016): the run is held, not
+// failed, and a resume on a host that can perform it goes on from there.
+type meshHandler struct {
+	h *Host
+	r *hosted
+}
+
+// Now is the host's clock.
+func (m *meshHandler) Now() int64 { return now() }
+
+// Perform performs one effect.
+func (m *meshHandler) Perform(ctx context.Context, req *lang.Request) (*lang.Outcome, error) {
+	switch req.Kind {
+	case "sleep":
+		d, err := durationArg(req, 0)
+		if err != nil {
+			return nil, err
+		}
+		if err := until(ctx, req.StartedAt+d); err != nil {
+			return nil, err
+		}
+		return &lang.Outcome{}, nil
+	case "checkpoint":
+		return m.checkpoint(ctx, req)
+	}
+	return nil, &lang.CapabilityRefusal{Code: "L5016", Message: req.Kind + " is not durable on this host"}
+}
+
+// durationArg reads the duration argument i of req, in ms.
+func durationArg(req *lang.Request, i int) (int64, error) {
+	if i >= len(req.Args) {
+		return 0, fmt.Errorf("%s takes a duration", req.Kind)
+	}
+	s, _ := req.Args[i].(string)
+	return lang.ParseDuration(s)
+}
+
+// until waits until the wall clock reaches deadline (Unix ms).
+func until(ctx context.Context, deadline int64) error {
+	wait := time.Until(time.UnixMilli(deadline))
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// checkpoint waits for the step's answer, raced against its timeout: the first answer recorded
+// for its token (its request id) resolves it, whenever it was given.
+func (m *meshHandler) checkpoint(ctx context.Context, req *lang.Request) (*lang.Outcome, error) {
+	token := req.RequestID
+	prompt, _ := req.Args[1].(string)
+	wake := make(chan meshwire.Answer, 1)
+	m.r.mu.Lock()
+	if m.r.open == nil {
+		m.r.open = map[string]openPoint{}
+	}
+	m.r.open[req.Key] = openPoint{token: token, prompt: prompt}
+	m.r.answers[token] = wake
+	m.r.mu.Unlock()
+	defer func() {
+		m.r.mu.Lock()
+		delete(m.r.open, req.Key)
+		delete(m.r.answers, token)
+		m.r.mu.Unlock()
+	}()
+	a, err := m.h.readAnswer(ctx, m.r.mediator, token)
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		var expiry <-chan time.Time
+		if t, ok := req.Option("timeout").(string); ok {
+			d, err := lang.ParseDuration(t)
+			if err != nil {
+				return nil, err
+			}
+			timer := time.NewTimer(time.Until(time.UnixMilli(req.StartedAt + d)))
+			defer timer.Stop()
+			expiry = timer.C
+		}
+		select {
+		case got := <-wake:
+			a = &got
+		case <-expiry:
+			out := lang.NewRecord()
+			out.Set("outcome", "expired")
+			out.Set("at", float64(now()))
+			return &lang.Outcome{Result: out}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	out := lang.NewRecord()
+	out.Set("outcome", "resolved")
+	for k, raw := range map[string]json.RawMessage{"value": a.Value, "artifact": a.Artifact} {
+		if len(raw) == 0 {
+			continue
+		}
+		v, err := lang.ParseJSON(raw)
+		if err != nil {
+			return nil, fmt.Errorf("the answer's %s: %w", k, err)
+		}
+		out.Set(k, v)
+	}
+	out.Set("by", a.By)
+	out.Set("answerId", a.AnswerID)
+	out.Set("at", float64(a.At))
+	return &lang.Outcome{Result: out}, nil
+}
+
+// Answer records by's answer value to run runID's open checkpoint at step (its key, as the
+// journal prints it), and wakes the run: the answer is create-only under the checkpoint's token,
+// so the first answer given is the one the run takes.
+func (h *Host) Answer(ctx context.Context, runID, step string, value json.RawMessage, by string) error {
+	h.mu.Lock()
+	r := h.runs[runID]
+	h.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("run %s is not hosted here", runID)
+	}
+	r.mu.Lock()
+	p, ok := r.open[step]
+	r.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("run %s is not waiting on a checkpoint at %s", runID, step)
+	}
+	if _, err := lang.ParseJSON(value); err != nil {
+		return fmt.Errorf("the answer's value: %w", err)
+	}
+	a, err := meshwire.NewAnswer(p.token, by, value, nil, now())
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	subject := h.recordsBucket().Subject(meshwire.RecordKey(meshwire.RecordAnswer, h.cfg.Serve.Endpoint, p.token, a.AnswerID))
+	if _, err := r.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+		return fmt.Errorf("record the answer to %s: %w", step, err)
+	}
+	r.mu.Lock()
+	wake := r.answers[p.token]
+	r.mu.Unlock()
+	if wake != nil {
+		select {
+		case wake <- a:
+		default:
+		}
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package runhost_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/runhost"
+	"github.com/gocotal/cotal/lang"
+	"github.com/gocotal/cotal/wire"
+)
+
+const approve = `const ok = await checkpoint("approve", "Ship it?", { timeout: "1h" })
+await sleep("300ms", { name: "settle" })
+log("shipped", ok.value, ok.by)`
+
+// host returns a run host on m for one manager instance, keeping its programs in dir.
+func host(t *testing.T, m *meshtest.Mesh, instance wire.LifecycleUID, dir string) *runhost.Host {
+	t.Helper()
+	h, err := runhost.NewHost(runhost.Config{
+		Space: m.Space, Owner: wire.DevOwner, Dir: dir, Issuer: m.Ledger(""),
+		Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: instance, Epoch: 1},
+		Dial: func(ctx context.Context, cred *authority.Credential) (*nats.Conn, error) {
+			return dial.As(ctx, m.URL(), cred)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+// openCheckpoint waits until run id waits on the checkpoint at step.
+func openCheckpoint(t *testing.T, h *runhost.Host, id, step string) runhost.OpenCheckpoint {
+	t.Helper()
+	var got runhost.OpenCheckpoint
+	meshtest.Eventually(t, 10*time.Second, "the checkpoint "+step+" to open", func() bool {
+		st, _ := h.Status(id, false)
+		for _, o := range st.Open {
+			if o.Step == step {
+				got = o
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// TestRunWithACheckpoint: a started run waits on its checkpoint, takes the answer given, waits
+// out its sleep and completes; its journal on the mesh holds each step once, pending then
+// settled, and its status record says completed.
+func TestRunWithACheckpoint(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
+	if _, err := h.Start(ctx, "var x = 1"); err == nil {
+		t.Fatal("a refused program started")
+	}
+	id, err := h.Start(ctx, approve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := openCheckpoint(t, h, id, "/checkpoint:approve#0"); o.Prompt != "Ship it?" {
+		t.Errorf("the open checkpoint: %+v", o)
+	}
+	if err := h.Answer(ctx, id, "/checkpoint:nope#0", json.RawMessage(`"yes"`), "ann"); err == nil {
+		t.Error("an answer to a step the run does not wait on was taken")
+	}
+	if err := h.Answer(ctx, id, "/checkpoint:approve#0", json.RawMessage(`"yes"`), "ann"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != meshwire.RunCompleted || len(st.Steps) != 2 || st.Steps[0].Status != lang.StatusOK {
+		t.Fatalf("the run ended %+v", st)
+	}
+	rec, err := m.Ledger("").ReadJournal(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Records) != 5 { // the activation, then each step pending and settled
+		t.Errorf("the journal holds %d records", len(rec.Records))
+	}
+	status, err := m.Ledger("").RunStatus(ctx, id)
+	if err != nil || status == nil || status.State != meshwire.RunCompleted || status.JournalHigh != 4 {
+		t.Errorf("the status record: %+v %v", status, err)
+	}
+}
+
+// TestRunTakenBack: a host that stops while its run waits on a checkpoint leaves the run
+// running; the answer given meanwhile is recorded; a new host on the same directory takes the
+// run back, finds the answer, waits out only what is left of its sleep and completes, the
+// checkpoint performed once.
+func TestRunTakenBack(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	first := host(t, m, wire.NewLifecycleUID(), dir)
+	id, err := first.Start(ctx, approve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openCheckpoint(t, first, id, "/checkpoint:approve#0")
+	if err := first.Answer(ctx, id, "/checkpoint:approve#0", json.RawMessage(`"yes"`), "ann"); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+
+	second := host(t, m, wire.NewLifecycleUID(), dir)
+	if err := second.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := second.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != meshwire.RunCompleted {
+		t.Fatalf("the run taken back ended %+v", st)
+	}
+	rec, err := m.Ledger("").ReadJournal(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pendings := map[string]int{}
+	activations := 0
+	for _, r := range rec.Records {
+		if r.Kind == meshwire.JournalActivation {
+			activations++
+			continue
+		}
+		var e lang.Entry
+		if err := json.Unmarshal(r.Entry, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.State == lang.StatePending {
+			pendings[e.Key()]++
+		}
+	}
+	if activations != 2 || pendings["/checkpoint:approve#0"] != 1 {
+		t.Errorf("%d activations, pending writes %v", activations, pendings)
+	}
+}

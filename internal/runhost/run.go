@@ -1,0 +1,241 @@
+package runhost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/kvget"
+	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/lang"
+)
+
+// hosted is one run this host drives: its connections, its journal, and what it knows of it.
+type hosted struct {
+	id, takeover     string
+	driver, mediator *nats.Conn
+	js               jetstream.JetStream
+	journal          *Journal
+	recorded         []lang.Entry // the journal's writes before this takeover
+	pins             lang.Pins
+	statusRev        uint64
+	done             chan struct{}
+
+	mu      sync.Mutex
+	state   meshwire.RunState
+	err     string
+	value   json.RawMessage
+	steps   []lang.Entry                    // every write, in order
+	open    map[string]openPoint            // the checkpoints waited on, by step key
+	answers map[string]chan meshwire.Answer // by checkpoint token: a waiting checkpoint's wake
+}
+
+// openPoint is a checkpoint the run waits on.
+type openPoint struct {
+	token, prompt string
+}
+
+func now() int64 { return time.Now().UnixMilli() }
+
+func (r *hosted) close() {
+	if r.mediator != nil {
+		r.mediator.Close()
+	}
+	if r.driver != nil {
+		r.driver.Close()
+	}
+}
+
+func (r *hosted) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// take takes the run's journal and records it running: a fresh run's spec is written once, a
+// resumed run's is read back for its pins (and a run whose status shows it ended is errEnded).
+func (r *hosted) take(ctx context.Context, h *Host, source string, fresh bool) error {
+	spec, status, err := r.records(ctx, h)
+	if err != nil {
+		return err
+	}
+	switch {
+	case fresh && spec != nil:
+		return fmt.Errorf("run %s exists already", r.id)
+	case !fresh && spec == nil:
+		return fmt.Errorf("run %s: no run record", r.id)
+	case status != nil && (status.State == meshwire.RunCompleted || status.State == meshwire.RunFailed):
+		return fmt.Errorf("run %s %s: %w", r.id, status.State, errEnded)
+	}
+	t, err := Take(ctx, r.js, h.cfg.Space, r.id, r.takeover, Holder{Name: string(h.cfg.Serve.Instance), Epoch: h.cfg.Serve.Epoch}, now)
+	if err != nil {
+		return err
+	}
+	r.journal, r.recorded, r.steps = t.Journal, t.Entries, append([]lang.Entry(nil), t.Entries...)
+	if fresh {
+		r.pins = lang.Pins{Seed: r.id, StartedAt: now(), YieldEvery: lang.DefaultYieldEvery, StepBudget: lang.DefaultStepBudget,
+			EffectCeiling: lang.DefaultEffectCeiling, LanguageVersion: lang.LanguageVersion}
+		data, err := json.Marshal(meshwire.RunSpec{V: 1, Run: r.id, Pins: r.pins, CreatedAt: now()})
+		if err != nil {
+			return err
+		}
+		if _, err := r.put(ctx, h, meshwire.RecordSpecLeaf, data, 0); err != nil {
+			return fmt.Errorf("record run %s: %w", r.id, err)
+		}
+	} else {
+		r.pins = spec.Pins
+	}
+	return r.setStatus(ctx, h, meshwire.RunRunning, t.FencingToken)
+}
+
+// records reads the run's spec and status records; nil for one not written.
+func (r *hosted) records(ctx context.Context, h *Host) (*meshwire.RunSpec, *meshwire.RunStatus, error) {
+	b := h.recordsBucket()
+	read := func(leaf string) ([]byte, uint64, error) {
+		e, err := kvget.Get(ctx, r.mediator, b, meshwire.RecordKey(meshwire.RecordRun, h.cfg.Serve.Endpoint, r.id, leaf))
+		if errors.Is(err, kvget.ErrNotFound) || err == nil && e.Deleted {
+			return nil, 0, nil
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		return e.Value, e.Revision, nil
+	}
+	var spec *meshwire.RunSpec
+	var status *meshwire.RunStatus
+	data, _, err := read(meshwire.RecordSpecLeaf)
+	if err != nil {
+		return nil, nil, err
+	}
+	if data != nil {
+		s, err := meshwire.ParseRunSpec(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("run %s's spec record: %w", r.id, err)
+		}
+		spec = &s
+	}
+	data, rev, err := read(meshwire.RecordStatusLeaf)
+	if err != nil {
+		return nil, nil, err
+	}
+	if data != nil {
+		s, err := meshwire.ParseRunStatus(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("run %s's status record: %w", r.id, err)
+		}
+		status, r.statusRev = &s, rev
+	}
+	return spec, status, nil
+}
+
+// put writes one half of the run record on the driver's commit path, expecting rev as the key's
+// last revision (0: create only).
+func (r *hosted) put(ctx context.Context, h *Host, leaf string, data []byte, rev uint64) (uint64, error) {
+	subject := h.recordsBucket().Subject(meshwire.RecordKey(meshwire.RecordRun, h.cfg.Serve.Endpoint, r.id, leaf))
+	ack, err := r.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequencePerSubject(rev))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// setStatus writes the run's status record at the revision the last one left.
+func (r *hosted) setStatus(ctx context.Context, h *Host, state meshwire.RunState, fencing int64) error {
+	st := meshwire.RunStatus{V: 1, State: state, Holder: string(h.cfg.Serve.Instance), Epoch: h.cfg.Serve.Epoch,
+		FencingToken: fencing, JournalHigh: r.journal.Len() - 1, At: now()}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	rev, err := r.put(ctx, h, meshwire.RecordStatusLeaf, data, r.statusRev)
+	if err != nil {
+		return fmt.Errorf("record run %s %s: %w", r.id, state, err)
+	}
+	r.statusRev = rev
+	r.mu.Lock()
+	r.state = state
+	r.mu.Unlock()
+	return nil
+}
+
+// drive runs the program to its end, or until the host stops (the run then stays running in
+// its records, for the next host to take back).
+func (r *hosted) drive(ctx context.Context, h *Host, source string) {
+	defer close(r.done)
+	res, err := lang.Run(ctx, source, lang.RunOptions{RunID: r.id, Handler: &meshHandler{h: h, r: r}, Pins: &r.pins,
+		Journal: r.recorded, Store: func(e lang.Entry) error { return r.store(ctx, e) }})
+	if ctx.Err() != nil {
+		return // the host stopped: the journal says where the run is
+	}
+	state, why := meshwire.RunCompleted, ""
+	switch {
+	case err != nil:
+		state, why = meshwire.RunFailed, err.Error()
+	case res.Err != nil:
+		state, why = meshwire.RunFailed, res.Err.Error()
+		var f *lang.Fault
+		if errors.As(res.Err, &f) && (f.Code == "L5025" || f.Code == "L5012") {
+			state = meshwire.RunReleased
+		}
+	}
+	r.mu.Lock()
+	r.err = why
+	if res != nil && res.Err == nil {
+		r.value = lang.JSON(res.Value)
+	}
+	r.mu.Unlock()
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.setStatus(wctx, h, state, r.journal.fencing); err != nil {
+		h.cfg.Log.Warn("run: could not record its end", "run", r.id, "state", state, "err", err)
+	}
+}
+
+// store appends one journal write and notes it.
+func (r *hosted) store(ctx context.Context, e lang.Entry) error {
+	if err := r.journal.Append(ctx, e); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.steps = append(r.steps, e)
+	r.mu.Unlock()
+	return nil
+}
+
+// status is the run's status, with its steps folded by key when steps is set.
+func (r *hosted) status(steps bool) Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := Status{RunID: r.id, State: r.state, Error: r.err, Value: r.value}
+	if steps {
+		st.Steps = fold(r.steps)
+	}
+	for key, p := range r.open {
+		st.Open = append(st.Open, OpenCheckpoint{Step: key, Prompt: p.prompt})
+	}
+	return st
+}
+
+// fold is a journal's writes folded by key: each step's last write, in the order steps began.
+func fold(writes []lang.Entry) []lang.Entry {
+	at := map[string]int{}
+	var out []lang.Entry
+	for _, e := range writes {
+		if i, ok := at[e.Key()]; ok {
+			out[i] = e
+			continue
+		}
+		at[e.Key()] = len(out)
+		out = append(out, e)
+	}
+	return out
+}
