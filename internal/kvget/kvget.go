@@ -76,6 +76,24 @@ func ReadFirst(ctx context.Context, nc *nats.Conn, stream, subject string) (*Sto
 	return m, err
 }
 
+// Scan calls fn with every message stored under subject (which may hold wildcards) in stream, in
+// stream order, from the leader: one point read per message, for a small set of keys.
+func Scan(ctx context.Context, nc *nats.Conn, stream, subject string, fn func(*Stored) error) error {
+	for seq := uint64(1); ; {
+		m, err := read(ctx, nc, stream, map[string]any{"seq": seq, "next_by_subj": subject})
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(m); err != nil {
+			return err
+		}
+		seq = m.Seq + 1
+	}
+}
+
 // ReadSeq returns the message stored at seq in stream; ErrNotFound when there is none (it was
 // never stored, or was deleted or taken).
 func ReadSeq(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*Stored, error) {

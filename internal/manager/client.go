@@ -430,3 +430,59 @@ func Rows(g *endpoint.Gather) ([]Row, error) {
 	}
 	return rows, errors.Join(errs...)
 }
+
+// RunStart hands a workflow program to a manager that hosts runs, which checks it, mints the
+// run's id and drives it; file only labels its diagnostics. A refused program is a bad-request
+// *wire.EndpointError with a DetailLangProblem detail per problem.
+func (c *Client) RunStart(ctx context.Context, source, file string) (string, error) {
+	var out struct {
+		RunID string `json:"runId"`
+	}
+	err := c.runCall(ctx, CommandRunStart, "", RunStartArgs{Source: source, File: file}, &out)
+	return out.RunID, err
+}
+
+// RunResume asks a manager to take run runID back from its journal.
+func (c *Client) RunResume(ctx context.Context, runID string) error {
+	return c.runCall(ctx, CommandRunResume, "", RunIDArgs{RunID: runID}, nil)
+}
+
+// RunAnswer answers run runID's open checkpoint at step with value (JSON), as the caller.
+func (c *Client) RunAnswer(ctx context.Context, runID, step string, value json.RawMessage) (*RunAnswerReply, error) {
+	var out RunAnswerReply
+	err := c.runCall(ctx, CommandRunAnswer, wire.ModeSelf, RunAnswerArgs{RunID: runID, StepKey: step, Value: value}, &out)
+	return &out, err
+}
+
+// RunStatus reads run runID: its record and its journal, a row per record (runhost.View's
+// shape), decoded into out.
+func (c *Client) RunStatus(ctx context.Context, runID string, out any) error {
+	return c.runCall(ctx, CommandRunStatus, "", RunIDArgs{RunID: runID}, out)
+}
+
+// RunPs lists the runs recorded on the manager endpoint (runhost.Row's shape), into out.
+func (c *Client) RunPs(ctx context.Context, out any) error {
+	return c.runCall(ctx, CommandRunPs, "", nil, out)
+}
+
+// runCall calls a workflow-run command on the class rail (in mode, when one is given) and
+// decodes its result into out.
+func (c *Client) runCall(ctx context.Context, command string, mode wire.AuthzMode, args, out any) error {
+	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, c.Pinned)
+	if err != nil {
+		return err
+	}
+	call, err := r.Call(command, args)
+	if err != nil {
+		return err
+	}
+	call.Mode = mode
+	if c.Pinned != "" {
+		call.Address, call.Instance = wire.AddressInst, c.Pinned
+	}
+	reply, err := c.caller.Call(ctx, call)
+	if err != nil || out == nil {
+		return err
+	}
+	return json.Unmarshal(reply.Data, out)
+}

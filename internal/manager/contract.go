@@ -37,6 +37,12 @@ const (
 	CommandListPersonas  = "list-personas"
 	CommandShowPersona   = "show-persona"
 	CommandLaunch        = "launch"
+	// The workflow-run family (SPEC §14.3): the manager hosts runs' drivers.
+	CommandRunStart  = "run-start"
+	CommandRunResume = "run-resume"
+	CommandRunAnswer = "run-answer"
+	CommandRunStatus = "run-status"
+	CommandRunPs     = "run-ps"
 )
 
 // The capabilities the commands require (SPEC §13.9), as the reference names them.
@@ -47,6 +53,7 @@ const (
 	capSelf      = "manager.self"
 	capPersona   = "manager.persona"
 	capAdmin     = "manager.admin"
+	capRun       = "manager.run"
 )
 
 // The schemas, byte for byte the reference's (rev 17): their canonical forms fix the digests.
@@ -74,6 +81,17 @@ const (
 	showOutput    = `{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string"},"role":{"type":"string"},"model":{"type":"string"},"description":{"type":"string"},"owner":{"type":"string"},"persona":{"type":"string"},"error":{"type":"string"}}}`
 	launchInput   = `{"type":"object","additionalProperties":false,"required":["runId","name"],"properties":{"runId":{"type":"string","minLength":1},"name":{"type":"string","minLength":1},"spec":{"type":"object"}}}`
 	stopOutput    = `{"type":"object","additionalProperties":false,"required":["name","stopped","graceful"],"properties":{"name":{"type":"string"},"stopped":{"type":"boolean"},"graceful":{"type":"boolean"}}}`
+	runStartIn    = `{"type":"object","additionalProperties":false,"required":["source"],"properties":{"source":{"type":"string","minLength":1},"file":{"type":"string","minLength":1},"timeout":{"type":"string","minLength":1}}}`
+	runResumeIn   = `{"type":"object","additionalProperties":false,"required":["runId"],"properties":{"runId":{"type":"string","minLength":1},"timeout":{"type":"string","minLength":1}}}`
+	runIDIn       = `{"type":"object","additionalProperties":false,"required":["runId"],"properties":{"runId":{"type":"string","minLength":1},"endpoint":{"type":"string","minLength":1}}}`
+	runIDOut      = `{"type":"object","additionalProperties":false,"required":["runId"],"properties":{"runId":{"type":"string"}}}`
+	runPsIn       = `{"type":"object","additionalProperties":false,"properties":{"endpoint":{"type":"string","minLength":1}}}`
+	runRow        = `{"type":"object","additionalProperties":false,"required":["runId","endpoint"],"properties":{"runId":{"type":"string"},"endpoint":{"type":"string"},"state":{"type":"string","enum":["running","released","completed","failed"]},"holder":{"type":"string"},"epoch":{"type":"integer","minimum":0},"journalHigh":{"type":"integer","minimum":-1},"forkedFrom":{"type":"object","additionalProperties":false,"required":["run","step"],"properties":{"run":{"type":"string"},"step":{"type":"string"}}}}}`
+	runPsOut      = `{"type":"array","items":` + runRow + `}`
+	runJournalRow = `{"type":"object","additionalProperties":false,"required":["n","kind"],"properties":{"n":{"type":"integer","minimum":0},"kind":{"type":"string","enum":["activation","step"]},"holder":{"type":"string"},"epoch":{"type":"integer","minimum":0},"replayedTo":{"type":"integer","minimum":0},"step":{"type":"string"},"state":{"type":"string","enum":["pending","settled"]},"outcome":{"type":"string"},"asks":{"type":"string"},"addressee":{"type":"string"},"answer":{"type":"object","additionalProperties":false,"required":["answerId"],"properties":{"answerId":{"type":"string"},"value":{},"by":{"type":"string"},"artifact":{"type":"string"},"at":{"type":"number"}}}}}`
+	runStatusOut  = `{"type":"object","additionalProperties":false,"required":["runId","endpoint","spec","journal"],"properties":{"runId":{"type":"string"},"endpoint":{"type":"string"},"spec":{"type":"object"},"status":{"type":"object"},"journal":{"type":"array","items":` + runJournalRow + `}}}`
+	runAnswerIn   = `{"type":"object","additionalProperties":false,"required":["runId","stepKey"],"properties":{"runId":{"type":"string","minLength":1},"endpoint":{"type":"string","minLength":1},"stepKey":{"type":"string","minLength":1},"value":{},"artifact":{"type":"string","minLength":1}}}`
+	runAnswerOut  = `{"type":"object","additionalProperties":false,"required":["token","answerId","settle"],"properties":{"token":{"type":"string"},"answerId":{"type":"string"},"settle":{"type":"object"}}}`
 )
 
 // declarations are the served commands in the reference's order.
@@ -95,6 +113,11 @@ func declarations() []contract.Declaration {
 		cmd(CommandAttach, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, contract.VoidSchema, attachOutput),
 		cmd(CommandInput, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, inputInput, inputOutput),
 		cmd(CommandStop, capSelf, []wire.AuthzMode{wire.ModeSelf}, gracefulIn, stopOutput),
+		cmd(CommandRunStart, capRun, nil, runStartIn, runIDOut),
+		cmd(CommandRunResume, capRun, nil, runResumeIn, runIDOut),
+		cmd(CommandRunAnswer, capRun, []wire.AuthzMode{wire.ModeSelf}, runAnswerIn, runAnswerOut),
+		cmd(CommandRunStatus, capRead, nil, runIDIn, runStatusOut),
+		cmd(CommandRunPs, capRead, nil, runPsIn, runPsOut),
 		cmd(CommandDefinePersona, capPersona, nil, personaIn, personaOut),
 		cmd(CommandListPersonas, capRead, nil, contract.VoidSchema, personasOut),
 		cmd(CommandShowPersona, capRead, nil, inspectInput, showOutput),

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/gocotal/cotal/internal/contract"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
@@ -83,6 +85,8 @@ type ServiceConfig struct {
 	// Workspace is the directory a spawned agent's relative cwd is taken from, and the cwd of
 	// one that names none.
 	Workspace string
+	// Workflows hosts workflow runs (the run-* commands); nil hosts none (they are unimplemented).
+	Workflows *runhost.Host
 	// Sessions establishes and ends attach sessions; nil serves none (attach is unimplemented).
 	Sessions SessionAuthority
 	// MaxSessions is the ceiling of concurrent sessions; zero means DefaultMaxSessions.
@@ -179,6 +183,8 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 		CommandAttach: svc.attach, CommandInput: svc.input,
 		CommandModels: svc.models, CommandResolveCwd: svc.resolveCwd, CommandDefinePersona: svc.definePersona,
 		CommandListPersonas: svc.listPersonas, CommandShowPersona: svc.showPersona, CommandLaunch: svc.launch,
+		CommandRunStart: svc.runStart, CommandRunResume: svc.runResume, CommandRunAnswer: svc.runAnswer,
+		CommandRunStatus: svc.runStatus, CommandRunPs: svc.runPs,
 	}
 	var cmds []endpoint.Command
 	var names []string
@@ -186,9 +192,10 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 		sch := cluster.Schemas[c.Name]
 		cmds = append(cmds, endpoint.Command{Name: c.Name, Class: c.Class, Modes: c.Modes, InputDigest: c.InputDigest, OutputDigest: c.OutputDigest,
 			Input: sch.Input, Output: sch.Output, Handle: handlers[c.Name],
-			// A manager with no run directory launches no manifest: a deploy's launch on the
-			// class rail goes to one that does (a remote manager leaves it to the host's).
-			OffClassRail: c.Name == CommandLaunch && cfg.Runs == ""})
+			// A manager with no run directory launches no manifest, and one with no run host
+			// hosts no workflow run: the class rail's call goes to one that does (a remote
+			// manager leaves both to the host's).
+			OffClassRail: c.Name == CommandLaunch && cfg.Runs == "" || strings.HasPrefix(c.Name, "run-") && cfg.Workflows == nil})
 		names = append(names, c.Name)
 	}
 	doc, _ := json.Marshal(cluster.Document) // always encodes

@@ -10,19 +10,28 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/hooksock"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/manifest"
 	"github.com/gocotal/cotal/internal/persona"
+	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/wire"
 )
 
 // launchDir holds the launch material of the agents spawned into space sp.
 func (d Dir) launchDir(sp wire.Space) string { return filepath.Join(d.Path, "launch", string(sp)) }
+
+// WorkflowsDir keeps the programs of the workflow runs a space's manager hosts.
+func (d Dir) WorkflowsDir(sp wire.Space) string {
+	return filepath.Join(d.Path, "workflows", string(sp))
+}
 
 // managerDir holds the instance ids of the mesh's managers.
 func (d Dir) managerDir() string { return filepath.Join(d.Path, "managers") }
@@ -180,14 +189,28 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 		inst.release()
 		return err
 	}
+	workflows, err := runhost.NewHost(runhost.Config{
+		Space: l.Space(), Owner: wire.DevOwner, Issuer: l, Dir: d.WorkflowsDir(l.Space()), Log: log,
+		Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: inst.id, Epoch: epoch},
+		Dial: func(ctx context.Context, cred *authority.Credential) (*nats.Conn, error) {
+			return dial.As(ctx, l.URL(), cred, nats.Name(cred.Principal.String()))
+		},
+	})
+	if err != nil {
+		lease.Close()
+		ds.release(h)
+		inst.release()
+		return err
+	}
 	fail := func(err error) error {
+		workflows.Close()
 		lease.Close()
 		ds.release(h)
 		inst.release()
 		return err
 	}
 	svc, err := sup.Serve(ctx, manager.ServiceConfig{
-		Conn: h.Conn, Space: l.Space(), Instance: inst.id, Epoch: epoch, Owner: wire.DevOwner, Log: log,
+		Conn: h.Conn, Space: l.Space(), Instance: inst.id, Epoch: epoch, Owner: wire.DevOwner, Log: log, Workflows: workflows,
 		Sessions: l, MaxSessions: so.MaxSessions, Personas: persona.Dir(d.Path),
 		Runs: manifest.RunDir(d.Path), CredsDir: d.CredsDir(l.Space()), Workspace: filepath.Dir(d.Path),
 		CallerGrant: ds.callerGrant(l),
@@ -203,8 +226,14 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 		return fail(fmt.Errorf("serve the manager endpoint: %w", err))
 	}
 	ds.mu.Lock()
-	ds.supervisors = append(ds.supervisors, &servedSupervisor{space: l.Space(), sup: sup, svc: svc, held: h, instance: inst, lease: lease})
+	ds.supervisors = append(ds.supervisors, &servedSupervisor{space: l.Space(), sup: sup, svc: svc, held: h, instance: inst, lease: lease, workflows: workflows})
 	ds.mu.Unlock()
+	// The runs this manager hosted before it stopped are taken back from their journals.
+	ds.wg.Go(func() {
+		if err := workflows.Recover(ds.ctx); err != nil && log != nil {
+			log.Warn("take back the workflow runs", "err", err)
+		}
+	})
 	if so.Ready != nil {
 		so.Ready(inst.id)
 	}
@@ -280,11 +309,15 @@ type servedSupervisor struct {
 	held     *ledger.Held
 	instance *managerInstance
 	lease    *manager.Lease
+	// workflows hosts the space's workflow runs; stopped before the service, so every run stays
+	// where its journal says for the next incarnation.
+	workflows *runhost.Host
 }
 
 // stop ends the service (its sessions first), then the agents, and lets the credential and the
 // instance go.
 func (s *servedSupervisor) stop(ds *Daemons) {
+	s.workflows.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), manager.ServiceStopWait)
 	if err := s.svc.Stop(sctx); err != nil && ds.log != nil {
 		ds.log.Warn("stop serving the manager endpoint", "err", err)

@@ -135,33 +135,38 @@ func (m *meshHandler) checkpoint(ctx context.Context, req *lang.Request) (*lang.
 // Answer records by's answer value to run runID's open checkpoint at step (its key, as the
 // journal prints it), and wakes the run: the answer is create-only under the checkpoint's token,
 // so the first answer given is the one the run takes.
-func (h *Host) Answer(ctx context.Context, runID, step string, value json.RawMessage, by string) error {
+func (h *Host) Answer(ctx context.Context, runID, step string, value json.RawMessage, by string) (meshwire.Answer, error) {
 	h.mu.Lock()
 	r := h.runs[runID]
 	h.mu.Unlock()
-	if r == nil {
-		return fmt.Errorf("run %s is not hosted here", runID)
+	var p openPoint
+	ok := false
+	if r != nil {
+		r.mu.Lock()
+		p, ok = r.open[step]
+		r.mu.Unlock()
 	}
-	r.mu.Lock()
-	p, ok := r.open[step]
-	r.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("run %s is not waiting on a checkpoint at %s", runID, step)
+		return meshwire.Answer{}, fmt.Errorf("run %s, step %s: %w here", runID, step, ErrNotWaiting)
 	}
-	if _, err := lang.ParseJSON(value); err != nil {
-		return fmt.Errorf("the answer's value: %w", err)
+	v, err := lang.ParseJSON(value)
+	if err == nil {
+		_, err = lang.Canonical(v)
+	}
+	if err != nil {
+		return meshwire.Answer{}, fmt.Errorf("%w: %v", ErrBadAnswer, err)
 	}
 	a, err := meshwire.NewAnswer(p.token, by, value, nil, now())
 	if err != nil {
-		return err
+		return meshwire.Answer{}, err
 	}
 	data, err := json.Marshal(a)
 	if err != nil {
-		return err
+		return meshwire.Answer{}, err
 	}
 	subject := h.recordsBucket().Subject(meshwire.RecordKey(meshwire.RecordAnswer, h.cfg.Serve.Endpoint, p.token, a.AnswerID))
 	if _, err := r.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
-		return fmt.Errorf("record the answer to %s: %w", step, err)
+		return meshwire.Answer{}, fmt.Errorf("record the answer to %s: %w", step, err)
 	}
 	r.mu.Lock()
 	wake := r.answers[p.token]
@@ -172,5 +177,5 @@ func (h *Host) Answer(ctx context.Context, runID, step string, value json.RawMes
 		default:
 		}
 	}
-	return nil
+	return a, nil
 }

@@ -10,13 +10,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/authority"
@@ -26,9 +24,11 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// Issuer mints a run's two credentials for one takeover: the driver's (its journal and records)
-// and the mediator's (its reads and effects). The ledger is one.
+// Issuer mints a run's credentials: for one takeover, the driver's (its journal and records) and
+// the mediator's (its reads and effects); and a run operator's, who reads the records and replays
+// one run's journal (every run's records with no run named). The ledger is one.
 type Issuer interface {
+	RunOperator(runID, takeoverID string) (*authority.Credential, error)
 	RunDriver(owner, runID, takeoverID string, serve *authority.ServeRows, life time.Duration) (*authority.Credential, error)
 	RunMediator(owner, runID, takeoverID string, serve *authority.ServeRows, life time.Duration) (*authority.Credential, error)
 }
@@ -91,7 +91,7 @@ func (h *Host) Start(ctx context.Context, source string) (string, error) {
 	if r := lang.Check(source); !r.Accepted {
 		return "", &lang.RefusedError{Report: r}
 	}
-	runID := nuid.Next()
+	runID := "run-" + newTakeoverID() + newTakeoverID()
 	if err := atomicfile.Write(h.programPath(runID), []byte(source), 0o600); err != nil {
 		return "", err
 	}
@@ -108,19 +108,50 @@ func (h *Host) Resume(ctx context.Context, runID, source string) error {
 	r := h.runs[runID]
 	h.mu.Unlock()
 	if r != nil && !r.finished() {
-		return fmt.Errorf("run %s is running on this host", runID)
+		return fmt.Errorf("run %s: %w", runID, ErrRunning)
 	}
+	next := nextProgramPath(h.cfg.Dir, runID)
 	if source == "" {
-		b, err := os.ReadFile(h.programPath(runID))
+		b, err := os.ReadFile(next)
+		if errors.Is(err, os.ErrNotExist) {
+			b, err = os.ReadFile(h.programPath(runID))
+			next = ""
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("run %s: %w here (this host keeps no program for it)", runID, ErrNoRun)
+		}
 		if err != nil {
-			return fmt.Errorf("run %s: no program: %w", runID, err)
+			return err
 		}
 		source = string(b)
-	} else if err := atomicfile.Write(h.programPath(runID), []byte(source), 0o600); err != nil {
+	} else {
+		next = ""
+	}
+	if err := h.launch(ctx, runID, source, false); err != nil {
+		if next != "" {
+			_ = os.Remove(next) // a program handed for a resume that was refused is not kept
+		}
 		return err
 	}
-	return h.launch(ctx, runID, source, false)
+	if next != "" {
+		return os.Rename(next, h.programPath(runID))
+	}
+	return atomicfile.Write(h.programPath(runID), []byte(source), 0o600)
 }
+
+// WriteProgram puts source where a host on dir takes run runID's program from at its next
+// resume, in place of the one it recorded: a resume under an edited program.
+func WriteProgram(dir, runID, source string) error {
+	if err := meshwire.ValidateRunID(runID); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return atomicfile.Write(nextProgramPath(dir, runID), []byte(source), 0o600)
+}
+
+func nextProgramPath(dir, runID string) string { return filepath.Join(dir, runID+".next") }
 
 // Recover takes back every run the host's directory holds a program for and that its status
 // record does not show ended.
@@ -132,14 +163,24 @@ func (h *Host) Recover(ctx context.Context) error {
 	var errs []error
 	for _, name := range names {
 		runID := filepath.Base(name[:len(name)-len(".cotal.js")])
-		if err := h.Resume(ctx, runID, ""); err != nil && !errors.Is(err, errEnded) {
+		if err := h.Resume(ctx, runID, ""); err != nil && !errors.Is(err, ErrEnded) {
 			errs = append(errs, fmt.Errorf("take back run %s: %w", runID, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-var errEnded = errors.New("the run has ended")
+// The refusals of a resume and an answer.
+var (
+	// ErrRunning reports a run this host drives already.
+	ErrRunning = errors.New("runhost: the run is being driven by this host already")
+	// ErrEnded reports a run whose status records it completed or failed.
+	ErrEnded = errors.New("runhost: the run has ended")
+	// ErrNotWaiting reports an answer to a step the run is not waiting on.
+	ErrNotWaiting = errors.New("runhost: the run is not waiting on that step")
+	// ErrBadAnswer reports an answer whose value is not a value a run can take.
+	ErrBadAnswer = errors.New("runhost: the answer's value is not a run value")
+)
 
 func (h *Host) programPath(runID string) string {
 	return filepath.Join(h.cfg.Dir, runID+".cotal.js")
@@ -169,9 +210,7 @@ func (h *Host) launch(ctx context.Context, runID, source string, fresh bool) err
 
 // attach mints the run's credentials for a fresh takeover and connects them.
 func (h *Host) attach(ctx context.Context, runID string) (*hosted, error) {
-	tk := make([]byte, 8)
-	_, _ = rand.Read(tk) // crypto/rand.Read never fails
-	takeover := hex.EncodeToString(tk)
+	takeover := newTakeoverID()
 	r := &hosted{id: runID, takeover: takeover, answers: map[string]chan meshwire.Answer{}, done: make(chan struct{})}
 	dc, err := h.cfg.Issuer.RunDriver(h.cfg.Owner, runID, takeover, h.cfg.Serve, h.cfg.CredentialLife)
 	if err != nil {
@@ -193,6 +232,13 @@ func (h *Host) attach(ctx context.Context, runID string) (*hosted, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// newTakeoverID returns 16 random hex characters: one takeover's id, naming its replay durable.
+func newTakeoverID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
 }
 
 // Status is a hosted run's state as this host knows it.
@@ -222,24 +268,6 @@ func (h *Host) Status(runID string, steps bool) (Status, bool) {
 		return Status{}, false
 	}
 	return r.status(steps), true
-}
-
-// List returns the status of every run this host holds, newest id last.
-func (h *Host) List() []Status {
-	h.mu.Lock()
-	ids := make([]string, 0, len(h.runs))
-	for id := range h.runs {
-		ids = append(ids, id)
-	}
-	h.mu.Unlock()
-	sort.Strings(ids)
-	out := make([]Status, 0, len(ids))
-	for _, id := range ids {
-		if st, ok := h.Status(id, false); ok {
-			out = append(out, st)
-		}
-	}
-	return out
 }
 
 // Wait waits until run runID ends or ctx does, and returns its status.

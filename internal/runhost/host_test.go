@@ -3,6 +3,7 @@ package runhost_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -73,10 +74,18 @@ func TestRunWithACheckpoint(t *testing.T) {
 	if o := openCheckpoint(t, h, id, "/checkpoint:approve#0"); o.Prompt != "Ship it?" {
 		t.Errorf("the open checkpoint: %+v", o)
 	}
-	if err := h.Answer(ctx, id, "/checkpoint:nope#0", json.RawMessage(`"yes"`), "ann"); err == nil {
+	v, err := h.View(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(v.Journal); n != 2 || v.Journal[0].Kind != "activation" || v.Journal[1].Step != "/checkpoint:approve#0" ||
+		v.Journal[1].Outcome != "pending" || v.Journal[1].Asks != "Ship it?" || v.Spec == nil {
+		t.Fatalf("the view of a run at its checkpoint: %+v", v)
+	}
+	if _, err := h.Answer(ctx, id, "/checkpoint:nope#0", json.RawMessage(`"yes"`), "ann"); err == nil {
 		t.Error("an answer to a step the run does not wait on was taken")
 	}
-	if err := h.Answer(ctx, id, "/checkpoint:approve#0", json.RawMessage(`"yes"`), "ann"); err != nil {
+	if _, err := h.Answer(ctx, id, "/checkpoint:approve#0", json.RawMessage(`"yes"`), "ann"); err != nil {
 		t.Fatal(err)
 	}
 	st, err := h.Wait(ctx, id)
@@ -92,6 +101,16 @@ func TestRunWithACheckpoint(t *testing.T) {
 	}
 	if len(rec.Records) != 5 { // the activation, then each step pending and settled
 		t.Errorf("the journal holds %d records", len(rec.Records))
+	}
+	if v, err = h.View(ctx, id); err != nil || len(v.Journal) != 5 || v.Journal[2].Answer == nil || string(v.Journal[2].Answer.Value) != `"yes"` || v.Journal[2].Outcome != "resolved" {
+		t.Errorf("the view of the run completed: %+v %v", v, err)
+	}
+	rows, err := h.List(ctx)
+	if err != nil || len(rows) != 1 || rows[0].RunID != id || rows[0].State != meshwire.RunCompleted {
+		t.Errorf("the run list: %+v %v", rows, err)
+	}
+	if _, err := h.View(ctx, "run-none"); !errors.Is(err, runhost.ErrNoRun) {
+		t.Errorf("the view of no run: %v", err)
 	}
 	status, err := m.Ledger("").RunStatus(ctx, id)
 	if err != nil || status == nil || status.State != meshwire.RunCompleted || status.JournalHigh != 4 {
@@ -114,7 +133,7 @@ func TestRunTakenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	openCheckpoint(t, first, id, "/checkpoint:approve#0")
-	if err := first.Answer(ctx, id, "/checkpoint:approve#0", json.RawMessage(`"yes"`), "ann"); err != nil {
+	if _, err := first.Answer(ctx, id, "/checkpoint:approve#0", json.RawMessage(`"yes"`), "ann"); err != nil {
 		t.Fatal(err)
 	}
 	first.Close()

@@ -72,9 +72,9 @@ func (r *hosted) take(ctx context.Context, h *Host, source string, fresh bool) e
 	case fresh && spec != nil:
 		return fmt.Errorf("run %s exists already", r.id)
 	case !fresh && spec == nil:
-		return fmt.Errorf("run %s: no run record", r.id)
+		return fmt.Errorf("run %s: %w on endpoint %s", r.id, ErrNoRun, h.cfg.Serve.Endpoint)
 	case status != nil && (status.State == meshwire.RunCompleted || status.State == meshwire.RunFailed):
-		return fmt.Errorf("run %s %s: %w", r.id, status.State, errEnded)
+		return fmt.Errorf("run %s %s: %w", r.id, status.State, ErrEnded)
 	}
 	t, err := Take(ctx, r.js, h.cfg.Space, r.id, r.takeover, Holder{Name: string(h.cfg.Serve.Instance), Epoch: h.cfg.Serve.Epoch}, now)
 	if err != nil {

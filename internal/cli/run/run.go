@@ -24,11 +24,13 @@ const MaxProgram = 1 << 20
 func NewCmdRun(f *factory.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
-		Short: "Check, simulate and plan Cotal Lang workflow programs",
-		Long: "Work with Cotal Lang programs, the workflows a run executes (docs/cotal-lang.md). None of\n" +
-			"these needs a mesh.",
+		Short: "Check, simulate, plan and run Cotal Lang workflow programs",
+		Long: "Work with Cotal Lang programs, the workflows a run executes (docs/cotal-lang.md). check,\n" +
+			"sim and plan need no mesh; start, ps, journal, answer and resume operate runs a manager\n" +
+			"hosts on the mesh.",
 	}
-	cmd.AddCommand(newCmdCheck(f), newCmdSim(f), newCmdPlan(f))
+	cmd.AddCommand(newCmdCheck(f), newCmdSim(f), newCmdPlan(f),
+		newCmdStart(f), newCmdPs(f), newCmdJournal(f), newCmdAnswer(f), newCmdResume(f))
 	return cmd
 }
 

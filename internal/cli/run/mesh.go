@@ -1,0 +1,316 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/runhost"
+	"github.com/gocotal/cotal/internal/termsafe"
+	"github.com/gocotal/cotal/wire"
+)
+
+// The run commands that reach the mesh: a manager hosts the run (run-start and the rest of the
+// manager's workflow-run family), and these call it as the operator's control instrument.
+
+func newCmdStart(f *factory.Factory) *cobra.Command {
+	var file string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "start --file FILE",
+		Short: "Start a workflow run on the mesh",
+		Long: "Hand a Cotal Lang program to a manager that hosts runs. The manager checks it, mints the\n" +
+			"run's id and drives it in its own process, through every pause, until it completes or is\n" +
+			"held; a manager that restarts takes its runs back. It prints the run id; --json prints\n" +
+			"{\"runId\":ID}. A program the manager refuses is printed as `check` prints it, and the\n" +
+			"command exits 1.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			src, err := ReadProgram(file)
+			if err != nil {
+				return err
+			}
+			return withControl(cmd.Context(), f, func(ctl *factory.Control) error {
+				runID, err := ctl.Manager.RunStart(cmd.Context(), src, file)
+				if err != nil {
+					return refusedProgram(f.IO.Out, file, err)
+				}
+				if asJSON {
+					return json.NewEncoder(f.IO.Out).Encode(map[string]string{"runId": runID})
+				}
+				fmt.Fprintf(f.IO.Out, "started run %s on the manager; it runs there until it completes or is held\n  cotal run journal %s    # follow its steps\n", runID, runID)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the program to run (required)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"runId\":ID}")
+	_ = cmd.MarkFlagRequired("file")
+	f.Target.Register(cmd.Flags())
+	return cmd
+}
+
+// withControl runs fn with the operator's control instrument, refusals of authority marked.
+func withControl(ctx context.Context, f *factory.Factory, fn func(*factory.Control) error) error {
+	ctl, err := f.Control(ctx)
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	return factory.Refusal(fn(ctl))
+}
+
+// refusedProgram prints the language problems a bad-request refusal of a program carries, as
+// `check` prints them, and returns the refusal.
+func refusedProgram(w io.Writer, file string, err error) error {
+	e, ok := errors.AsType[*wire.EndpointError](err)
+	if !ok || e.Code != wire.CodeBadRequest {
+		return err
+	}
+	for _, d := range e.Details {
+		if d.Kind != manager.DetailLangProblem {
+			continue
+		}
+		var code, cause string
+		var where struct{ Line, Column int }
+		_ = json.Unmarshal(d.Extra["code"], &code)
+		_ = json.Unmarshal(d.Extra["cause"], &cause)
+		_ = json.Unmarshal(d.Extra["where"], &where)
+		fmt.Fprintf(w, "%s:%d:%d: %s %s\n", file, where.Line, where.Column, termsafe.Sanitize(code), termsafe.Sanitize(cause))
+	}
+	return err
+}
+
+func newCmdPs(f *factory.Factory) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ps",
+		Short: "List the workflow runs recorded in the space",
+		Long: "List the workflow runs recorded on the manager endpoint: each run's id, state (running,\n" +
+			"released, completed or failed), holder, and how far its journal reached. --json prints\n" +
+			"one JSON object per run, a line each: {runId, endpoint, state, holder, epoch,\n" +
+			"journalHigh, forkedFrom}.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withControl(cmd.Context(), f, func(ctl *factory.Control) error {
+				var rows []runhost.Row
+				if err := ctl.Manager.RunPs(cmd.Context(), &rows); err != nil {
+					return err
+				}
+				if asJSON {
+					enc := json.NewEncoder(f.IO.Out)
+					for _, r := range rows {
+						if err := enc.Encode(r); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				if len(rows) == 0 {
+					fmt.Fprintf(f.IO.Out, "no workflow runs recorded in space %s\n", ctl.Space)
+					return nil
+				}
+				tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "RUN\tENDPOINT\tSTATE\tHOLDER\tJOURNAL\tFORKED-FROM")
+				for _, r := range rows {
+					journal, forked := "-", "-"
+					if r.JournalHigh != nil {
+						journal = fmt.Sprint(*r.JournalHigh + 1)
+					}
+					if r.ForkedFrom != nil {
+						forked = r.ForkedFrom.Run + "@" + r.ForkedFrom.Step
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Endpoint, orDash(string(r.State)), orDash(r.Holder), journal, termsafe.Sanitize(forked))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per run")
+	f.Target.Register(cmd.Flags())
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return termsafe.Sanitize(s)
+}
+
+func newCmdJournal(f *factory.Factory) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "journal RUN",
+		Short: "Show a workflow run's journal",
+		Long: "Show a run's journal, a line per record: each activation (who took the run, at which\n" +
+			"epoch), and each step written pending and then settled, with its outcome; an open\n" +
+			"checkpoint shows its question (asks), a settled one the answer it took. The step keys are\n" +
+			"the ones `cotal run answer` takes. --json prints one JSON object per record, a line each,\n" +
+			"and the header on stderr.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := meshwire.ValidateRunID(args[0]); err != nil {
+				return &exit.UsageError{Err: err}
+			}
+			return withControl(cmd.Context(), f, func(ctl *factory.Control) error {
+				var v runhost.View
+				if err := ctl.Manager.RunStatus(cmd.Context(), args[0], &v); err != nil {
+					return err
+				}
+				header := journalHeader(&v)
+				if asJSON {
+					fmt.Fprintln(f.IO.ErrOut, header)
+					enc := json.NewEncoder(f.IO.Out)
+					for _, row := range v.Journal {
+						if err := enc.Encode(row); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				fmt.Fprintln(f.IO.Out, header)
+				printJournal(f.IO.Out, v.Journal)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per record")
+	f.Target.Register(cmd.Flags())
+	return cmd
+}
+
+func journalHeader(v *runhost.View) string {
+	st, err := meshwire.ParseRunStatus(v.Status)
+	if len(v.Status) == 0 || err != nil {
+		return fmt.Sprintf("run %s on %s: no status recorded", v.RunID, termsafe.Sanitize(v.Endpoint))
+	}
+	return fmt.Sprintf("run %s on %s: %s, holder %s, epoch %d", v.RunID, termsafe.Sanitize(v.Endpoint), st.State, termsafe.Sanitize(st.Holder), st.Epoch)
+}
+
+func printJournal(w io.Writer, rows []runhost.JournalRow) {
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "no journal records")
+	}
+	for _, r := range rows {
+		if r.Kind == string(meshwire.JournalActivation) {
+			fmt.Fprintf(w, "#%d  activation  holder=%s epoch=%d replayedTo=%d\n", r.N, termsafe.Sanitize(r.Holder), deref(r.Epoch), deref(r.ReplayedTo))
+			continue
+		}
+		fmt.Fprintf(w, "#%d  step        %s  %s\n", r.N, termsafe.Sanitize(r.Step), termsafe.Sanitize(r.Outcome))
+		if r.Asks != "" {
+			fmt.Fprintf(w, "            asks        %s\n", termsafe.Sanitize(r.Asks))
+		}
+		if a := r.Answer; a != nil {
+			by, _ := json.Marshal(a.By)
+			fmt.Fprintf(w, "            answered    value=%s  by=%s  at=%.0f  answerId=%q\n", termsafe.Sanitize(string(a.Value)), by, a.At, a.AnswerID)
+		}
+	}
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func newCmdAnswer(f *factory.Factory) *cobra.Command {
+	var value string
+	cmd := &cobra.Command{
+		Use:   "answer RUN STEP --value JSON",
+		Short: "Answer a workflow run's open checkpoint",
+		Long: "Answer the checkpoint a run waits on at STEP, as `cotal run journal` prints it (for\n" +
+			"example /checkpoint:approve#0), with a JSON value: --value '\"yes\"' for a string. The\n" +
+			"answer is recorded on the mesh, the run takes it and goes on; the first answer given is\n" +
+			"the one it takes. It prints the manager's reply: {token, answerId, settle}.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := meshwire.ValidateRunID(args[0]); err != nil {
+				return &exit.UsageError{Err: err}
+			}
+			if !strings.HasPrefix(args[1], "/") {
+				return &exit.UsageError{Err: fmt.Errorf("the step %q is not a step key: give it as the journal prints it, e.g. /checkpoint:approve#0", args[1])}
+			}
+			if value == "" {
+				value = "null"
+			}
+			if !json.Valid([]byte(value)) {
+				return &exit.UsageError{Err: fmt.Errorf("--value is not valid JSON: %s (a string is quoted: --value '\"yes\"')", value)}
+			}
+			return withControl(cmd.Context(), f, func(ctl *factory.Control) error {
+				reply, err := ctl.Manager.RunAnswer(cmd.Context(), args[0], args[1], json.RawMessage(value))
+				if err != nil {
+					return err
+				}
+				enc := json.NewEncoder(f.IO.Out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(reply)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&value, "value", "", "the answer, as JSON (null when omitted)")
+	f.Target.Register(cmd.Flags())
+	return cmd
+}
+
+func newCmdResume(f *factory.Factory) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "resume RUN [--file FILE]",
+		Short: "Take a workflow run back from its journal",
+		Long: "Ask a manager that hosts runs to take run RUN back: it replays the run's journal and drives\n" +
+			"it on from where it stopped (a run held for a capable host, or one whose manager is gone).\n" +
+			"With --file the run goes on under that program: the manager checks every recorded step\n" +
+			"against it, and a step it changed is refused (L5001). A run this manager drives already is\n" +
+			"refused, and the program is not kept.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := meshwire.ValidateRunID(args[0]); err != nil {
+				return &exit.UsageError{Err: err}
+			}
+			var src string
+			if file != "" {
+				var err error
+				if src, err = ReadProgram(file); err != nil {
+					return err
+				}
+			}
+			return withControl(cmd.Context(), f, func(ctl *factory.Control) error {
+				if src != "" {
+					if err := replaceProgram(f, args[0], src); err != nil {
+						return err
+					}
+				}
+				if err := ctl.Manager.RunResume(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(f.IO.Out, "resumed run %s on the manager\n  cotal run journal %s    # follow its steps\n", args[0], args[0])
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the program to go on under (the recorded one when omitted)")
+	f.Target.Register(cmd.Flags())
+	return cmd
+}
+
+// replaceProgram puts src where the mesh's manager takes run runID's program from at its next
+// resume; a resume the manager refuses (the run still running) discards it.
+func replaceProgram(f *factory.Factory, runID, src string) error {
+	d, _, sp, err := f.Mesh("")
+	if err != nil {
+		return err
+	}
+	return runhost.WriteProgram(d.WorkflowsDir(sp), runID, src)
+}

@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/meshtest"
+)
+
+const approveProgram = `const ok = await checkpoint("approve", "Ship the release?", { timeout: "1h" })
+await sleep("200ms", { name: "settle" })
+log("answered", ok.value)
+`
+
+// runState returns run id's state as `cotal run ps --json` prints it.
+func runState(t *testing.T, dir, id string) string {
+	t.Helper()
+	code, out, stderr := run(t, "run", "ps", "--json", "--dir", dir)
+	if code != exit.OK {
+		t.Fatalf("run ps: exit %d %s", code, stderr)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var row struct {
+			RunID string `json:"runId"`
+			State string `json:"state"`
+		}
+		if json.Unmarshal([]byte(line), &row) == nil && row.RunID == id {
+			return row.State
+		}
+	}
+	return ""
+}
+
+// awaitQuestion waits until `cotal run journal` shows run id's open checkpoint question.
+func awaitQuestion(t *testing.T, dir, id string) string {
+	t.Helper()
+	var out string
+	meshtest.Eventually(t, 20*time.Second, "the open checkpoint in the journal", func() bool {
+		_, out, _ = run(t, "run", "journal", id, "--dir", dir)
+		return strings.Contains(out, "asks        Ship the release?")
+	})
+	return out
+}
+
+// TestWorkflowRunOnTheMesh: `cotal run start` hands a program to the mesh's manager, `cotal run
+// journal` shows its open checkpoint and question, `cotal run answer` resumes it, and `cotal
+// run ps --json` shows it completed. A bad program and bad answers are refused with what is
+// wrong.
+func TestWorkflowRunOnTheMesh(t *testing.T) {
+	meshtest.Long(t, "starts a mesh")
+	dir := upMesh(t)
+	prog := filepath.Join(t.TempDir(), "approve.cotal.js")
+	os.WriteFile(prog, []byte(approveProgram), 0o600)
+	bad := filepath.Join(t.TempDir(), "bad.cotal.js")
+	os.WriteFile(bad, []byte("var x = 1\n"), 0o600)
+
+	if code, out, _ := run(t, "run", "start", "--file", bad, "--dir", dir); code != exit.Failed || !strings.Contains(out, bad+":1:1: L1003") {
+		t.Errorf("start a refused program: exit %d %q", code, out)
+	}
+	code, out, stderr := run(t, "run", "start", "--file", prog, "--json", "--dir", dir)
+	var started struct {
+		RunID string `json:"runId"`
+	}
+	if code != exit.OK || json.Unmarshal([]byte(out), &started) != nil || !strings.HasPrefix(started.RunID, "run-") {
+		t.Fatalf("run start: exit %d %q %s", code, out, stderr)
+	}
+	id := started.RunID
+	journal := awaitQuestion(t, dir, id)
+	if !strings.Contains(journal, "/checkpoint:approve#0  pending") || !strings.Contains(journal, "activation  holder=") {
+		t.Errorf("the journal:\n%s", journal)
+	}
+	if code, _, stderr := run(t, "run", "answer", id, "/checkpoint:approve#0", "--value", "yes", "--dir", dir); code != exit.Usage || !strings.Contains(stderr, "not valid JSON") {
+		t.Errorf("an answer that is not JSON: exit %d %s", code, stderr)
+	}
+	if code, _, _ := run(t, "run", "answer", id, "/checkpoint:other#0", "--value", `"yes"`, "--dir", dir); code == exit.OK {
+		t.Error("an answer to a step the run does not wait on was taken")
+	}
+	if code, out, stderr := run(t, "run", "answer", id, "/checkpoint:approve#0", "--value", `"yes"`, "--dir", dir); code != exit.OK || !strings.Contains(out, `"answerId"`) {
+		t.Fatalf("run answer: exit %d %s %s", code, out, stderr)
+	}
+	meshtest.Eventually(t, 20*time.Second, "the run to complete", func() bool { return runState(t, dir, id) == "completed" })
+	_, journal, _ = run(t, "run", "journal", id, "--dir", dir)
+	if !strings.Contains(journal, `answered    value="yes"`) || !strings.Contains(journal, "completed") {
+		t.Errorf("the journal of the completed run:\n%s", journal)
+	}
+	if code, _, stderr := run(t, "run", "journal", "run-none", "--dir", dir); code == exit.OK || !strings.Contains(stderr, "no such run") {
+		t.Errorf("the journal of no run: exit %d %s", code, stderr)
+	}
+}
+
+// TestWorkflowRunSurvivesARestart: a mesh stopped while its run waits on a checkpoint takes the
+// run back when it comes up again; the answer given then completes it, and the journal shows the
+// checkpoint written pending once.
+func TestWorkflowRunSurvivesARestart(t *testing.T) {
+	meshtest.Long(t, "starts a mesh twice")
+	dir := t.TempDir()
+	prog := filepath.Join(t.TempDir(), "approve.cotal.js")
+	os.WriteFile(prog, []byte(approveProgram), 0o600)
+	up := func() (context.CancelFunc, chan int) {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan int, 1)
+		upIO, _, _, _ := iostreams.Test()
+		go func() { done <- Main(ctx, upIO, []string{"up", "--dir", dir, "--port", "0"}) }()
+		waitUp(t, dir, done)
+		return cancel, done
+	}
+	stop, done := up()
+	code, out, stderr := run(t, "run", "start", "--file", prog, "--json", "--dir", dir)
+	var started struct {
+		RunID string `json:"runId"`
+	}
+	if code != exit.OK || json.Unmarshal([]byte(out), &started) != nil {
+		t.Fatalf("run start: exit %d %q %s", code, out, stderr)
+	}
+	awaitQuestion(t, dir, started.RunID)
+	stop()
+	<-done
+
+	stop, done = up()
+	defer func() { stop(); <-done }()
+	awaitQuestion(t, dir, started.RunID)
+	if code, _, stderr := run(t, "run", "answer", started.RunID, "/checkpoint:approve#0", "--value", `"yes"`, "--dir", dir); code != exit.OK {
+		t.Fatalf("answer after the restart: exit %d %s", code, stderr)
+	}
+	meshtest.Eventually(t, 20*time.Second, "the run to complete", func() bool { return runState(t, dir, started.RunID) == "completed" })
+	_, journal, _ := run(t, "run", "journal", started.RunID, "--dir", dir)
+	if n := strings.Count(journal, "/checkpoint:approve#0  pending"); n != 1 || strings.Count(journal, "activation") != 2 {
+		t.Errorf("after the restart, %d pending writes of the checkpoint:\n%s", n, journal)
+	}
+}
