@@ -104,6 +104,13 @@ func (j *journal) load(entries []Entry) error {
 	return nil
 }
 
+// CheckJournal checks recorded entries as a resume loads them, before anything runs: each must
+// be run runID's (L5011) and every value it carries must have a canonical form (L5024). A host
+// refuses a tampered or foreign journal with it before it takes the run.
+func CheckJournal(runID string, entries []Entry) error {
+	return newJournal(runID).load(entries)
+}
+
 // canonicalJSON checks that a recorded JSON value has a canonical form: JSON carries no function
 // or undefined, but it does carry an own __proto__ field and a number too large to be finite.
 func canonicalJSON(raw json.RawMessage) error {

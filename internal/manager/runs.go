@@ -106,9 +106,12 @@ func (svc *Service) runResume(ctx context.Context, req *endpoint.Request) (any, 
 		return nil, notExecuted(wire.CodeNotFound, "%v; a run that was never started cannot be resumed", err)
 	case errors.Is(err, runhost.ErrRunning):
 		return nil, notExecuted(wire.CodeConflict, "%v", err)
-	case errors.Is(err, runhost.ErrEnded):
+	case errors.Is(err, runhost.ErrEnded), errors.Is(err, journal.ErrBroken):
 		return nil, notExecuted(wire.CodeFailedPrecondition, "%v", err)
 	case err != nil:
+		if _, refused := errors.AsType[*lang.Fault](err); refused { // a journal a resume refuses (L5011, L5024)
+			return nil, notExecuted(wire.CodeFailedPrecondition, "%v", err)
+		}
 		return nil, wire.NewEndpointError(wire.CodeInternal, wire.OutcomeUnknown, "resume run %s: %v", args.RunID, err)
 	}
 	return map[string]string{"runId": args.RunID}, nil

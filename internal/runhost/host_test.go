@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
@@ -170,5 +172,68 @@ func TestRunTakenBack(t *testing.T) {
 	}
 	if activations != 2 || pendings["/checkpoint:approve#0"] != 1 {
 		t.Errorf("%d activations, pending writes %v", activations, pendings)
+	}
+}
+
+// TestRunHeldThenTampered: a step this host cannot perform (spawn, for now) holds the run
+// (released, the step settled refused L5016) rather than failing it. A journal whose settled
+// result was edited on the stream is refused when the run is taken back (L5024), and nothing is
+// activated over it.
+func TestRunHeldThenTampered(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
+	id, err := h.Start(ctx, "await sleep(\"10ms\", { name: \"first\" })\nconst a = await spawn(\"coder\")\nlog(a)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != meshwire.RunReleased || len(st.Steps) != 2 || st.Steps[1].Status != lang.StatusRefused || st.Steps[1].Error.Code != "L5016" {
+		t.Fatalf("the held run: %+v", st)
+	}
+
+	// Rewrite the journal with the sleep's settled result edited, as a store user could.
+	rec, err := m.Ledger("").ReadJournal(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := m.StoreClient(t)
+	stream, err := store.JS.Stream(ctx, meshwire.WFJStream(m.Space))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := meshwire.WFJSubject(m.Space, id)
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rec.Records {
+		fields := map[string]any{"v": r.V, "kind": r.Kind, "run": r.Run, "n": r.N, "at": r.At}
+		if r.Kind == meshwire.JournalActivation {
+			fields["holder"], fields["fencingToken"], fields["epoch"], fields["replayedTo"] = r.Holder, r.FencingToken, r.Epoch, r.ReplayedTo
+		} else {
+			fields["entry"] = r.Entry
+			if strings.Contains(string(r.Entry), `"state":"settled"`) && strings.Contains(string(r.Entry), `"name":"first"`) {
+				var e map[string]any
+				json.Unmarshal(r.Entry, &e)
+				e["result"] = json.RawMessage(`{"n":1e400}`)
+				fields["entry"] = e
+			}
+		}
+		data, _ := json.Marshal(fields)
+		if _, err := store.JS.Publish(ctx, subject, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = h.Resume(ctx, id, "")
+	if err == nil || !strings.Contains(err.Error(), "L5024") {
+		t.Fatalf("a tampered journal was taken: %v", err)
+	}
+	after, err := m.Ledger("").ReadJournal(ctx, id)
+	if err != nil || len(after.Records) != len(rec.Records) {
+		t.Errorf("the refused takeover wrote to the journal: %d records, %v", len(after.Records), err)
 	}
 }

@@ -82,6 +82,9 @@ func Take(ctx context.Context, js jetstream.JetStream, space wire.Space, runID, 
 			t.Entries = append(t.Entries, e)
 		}
 	}
+	if err := lang.CheckJournal(runID, t.Entries); err != nil {
+		return nil, fmt.Errorf("take run %s: %w", runID, err) // nothing is activated over it
+	}
 	t.fencing = t.FencingToken
 	act := func(n int64) map[string]any {
 		return map[string]any{"v": 1, "kind": meshwire.JournalActivation, "run": runID, "n": n,
