@@ -25,7 +25,7 @@ await sleep("300ms", { name: "settle" })
 log("shipped", ok.value, ok.by)`
 
 // host returns a run host on m for one manager instance, keeping its programs in dir.
-func host(t *testing.T, m *meshtest.Mesh, instance wire.LifecycleUID, dir string) *runhost.Host {
+func host(t testing.TB, m *meshtest.Mesh, instance wire.LifecycleUID, dir string) *runhost.Host {
 	t.Helper()
 	h, err := runhost.NewHost(runhost.Config{
 		Space: m.Space, Owner: wire.DevOwner, Dir: dir, Issuer: m.Ledger(""),
