@@ -1,6 +1,7 @@
 package lang
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -59,8 +60,8 @@ type Sim struct {
 // NewSim returns a simulator for script, checking its durations.
 func NewSim(script Script) (*Sim, error) {
 	s := &Sim{script: script, now: script.Clock.Start, costs: map[string]int64{}, used: map[string]int{}, spawns: map[string]int{}}
-	for kind, d := range map[string]string{"turn": cmpOr(script.Clock.Turn, "5m"), "ask": cmpOr(script.Clock.Ask, "1m"),
-		"checkpoint": cmpOr(script.Clock.Checkpoint, "1m"), "wait": cmpOr(script.Clock.Wait, "1m")} {
+	for kind, d := range map[string]string{"turn": cmp.Or(script.Clock.Turn, "5m"), "ask": cmp.Or(script.Clock.Ask, "1m"),
+		"checkpoint": cmp.Or(script.Clock.Checkpoint, "1m"), "wait": cmp.Or(script.Clock.Wait, "1m")} {
 		ms, err := ParseDuration(d)
 		if err != nil {
 			return nil, fmt.Errorf("the script's clock.%s: %w", kind, err)
@@ -87,20 +88,13 @@ func (s *Sim) fault(req *Request) error {
 		if f.At != req.Key && f.At != short {
 			continue
 		}
-		e := &EffectError{Code: cmpOr(f.Code, "L4002"), Kind: f.Kind, Message: f.Message}
+		e := &EffectError{Code: cmp.Or(f.Code, "L4002"), Kind: f.Kind, Message: f.Message}
 		if e.Message == "" {
 			e.Message = "simulated " + f.Kind + " at " + req.Key
 		}
 		return e
 	}
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Now implements Handler: the virtual clock.

@@ -28,14 +28,23 @@ const (
 	cmdShowPersona   = "show-persona"
 	cmdModels        = "models"
 	cmdLaunch        = "launch"
+	cmdRunStart      = "run-start"
+	cmdRunResume     = "run-resume"
+	cmdRunAnswer     = "run-answer"
+	cmdRunStatus     = "run-status"
+	cmdRunPs         = "run-ps"
 )
 
 // CapabilitySpawn lets an agent spawn agents through the manager and follow their goals: the
 // reference's spawn capability.
 const CapabilitySpawn = "spawn"
 
+// CapabilityRun lets an agent start, resume and read workflow runs through the manager, and
+// answer their checkpoints: the reference's run capability.
+const CapabilityRun = "run"
+
 // KnownCapabilities is the closed set of agent capabilities.
-var KnownCapabilities = []string{CapabilitySpawn}
+var KnownCapabilities = []string{CapabilitySpawn, CapabilityRun}
 
 // TagCapability starts the JWT tag naming each capability an agent credential carries.
 const TagCapability = "capability:"
@@ -150,13 +159,21 @@ func (r rowsFor) agentEndpoint() (pub, sub []string) {
 		one("*", wire.CommandDescribe),
 		r.contractRead(),
 		one(mgr, cmdStop, string(wire.ModeSelf)),
+		// A run's answer in the self form: the manager takes it only from a caller it relayed
+		// the question to, or one holding the run capability.
+		one(mgr, cmdRunAnswer, string(wire.ModeSelf)),
 	}
 	sub = []string{r.s.ReplyReadGrant(l, "")}
 	if g := r.Generation; g != "" {
-		// The versioned rail: the baseline's describe and self-stop, and the replies to them.
+		// The versioned rail: the baseline's describe, self-stop and answer, and the replies.
 		v1 := func(route ...string) string { return meshwire.RequestGrant(r.s, l, g, wire.AddressOne, route...) }
-		pub = append(pub, v1("*", wire.CommandDescribe), v1(mgr, cmdStop, string(wire.ModeSelf)))
+		pub = append(pub, v1("*", wire.CommandDescribe), v1(mgr, cmdStop, string(wire.ModeSelf)), v1(mgr, cmdRunAnswer, string(wire.ModeSelf)))
 		sub = append(sub, r.s.ReplyReadGrant(l, g))
+	}
+	if slices.Contains(r.Capabilities, CapabilityRun) {
+		for _, c := range []string{cmdRunStart, cmdRunResume, cmdRunStatus, cmdRunPs} {
+			pub = append(pub, one(mgr, c))
+		}
 	}
 	if slices.Contains(r.Capabilities, CapabilitySpawn) {
 		o := r.Principal.Owner()

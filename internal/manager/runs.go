@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/journal"
 	"github.com/gocotal/cotal/internal/runhost"
@@ -58,8 +60,27 @@ func (svc *Service) workflows() (*runhost.Host, *wire.EndpointError) {
 	return svc.cfg.Workflows, nil
 }
 
+// runner checks that the caller may start, resume and answer runs: the operator's instrument,
+// or a caller whose own credential carries the run capability. An agent's baseline self-mode
+// answer row reaches this door too; this manager relays no question to an agent yet, so such a
+// caller answers nothing.
+func (svc *Service) runner(ctx context.Context, caller wire.Lifecycle) *wire.EndpointError {
+	if svc.cfg.HostLaunch(ctx, caller) {
+		return nil
+	}
+	if svc.cfg.CallerGrant != nil {
+		if g, err := svc.cfg.CallerGrant(ctx, caller); err == nil && slices.Contains(g.Capabilities, authority.CapabilityRun) {
+			return nil
+		}
+	}
+	return notExecuted(wire.CodePermissionDenied, "%s holds no run capability: it cannot start, resume or answer a workflow run", caller.Principal)
+}
+
 func (svc *Service) runStart(ctx context.Context, req *endpoint.Request) (any, error) {
 	h, refusal := svc.workflows()
+	if refusal == nil {
+		refusal = svc.runner(ctx, req.Caller())
+	}
 	if refusal != nil {
 		return nil, refusal
 	}
@@ -94,6 +115,9 @@ func programRefusal(file string, r *lang.Report) *wire.EndpointError {
 
 func (svc *Service) runResume(ctx context.Context, req *endpoint.Request) (any, error) {
 	h, refusal := svc.workflows()
+	if refusal == nil {
+		refusal = svc.runner(ctx, req.Caller())
+	}
 	if refusal != nil {
 		return nil, refusal
 	}
@@ -119,6 +143,9 @@ func (svc *Service) runResume(ctx context.Context, req *endpoint.Request) (any, 
 
 func (svc *Service) runAnswer(ctx context.Context, req *endpoint.Request) (any, error) {
 	h, refusal := svc.workflows()
+	if refusal == nil {
+		refusal = svc.runner(ctx, req.Caller())
+	}
 	if refusal != nil {
 		return nil, refusal
 	}

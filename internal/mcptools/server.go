@@ -294,8 +294,9 @@ func words[S ~string](values []S) []string {
 }
 
 // register adds the tools. cotal_spawn is listed only to a credential that carries the spawn
-// capability, and cotal_spawn and cotal_despawn only to one with a lifecycle to call the manager
-// as: a tool the credential cannot use is not offered.
+// capability and cotal_run only to one that carries the run capability, and those and
+// cotal_despawn only to one with a lifecycle to call the manager as: a tool the credential cannot
+// use is not offered.
 func (t *Tools) register() {
 	add(t, spec{name: "cotal_orientation", title: "Orientation", desc: "Who you are, your channels and access, who is online, and how many messages wait."}, t.orientation)
 	add(t, spec{name: "cotal_connection_status", title: "Connection status", desc: "Whether the mesh connection is up."}, t.connectionStatus)
@@ -320,6 +321,11 @@ func (t *Tools) register() {
 				desc:  "Define (or redefine one of yours) a persona in the manager's catalog, within your own access: its instructions, harness, model, role and channels. cotal_spawn with persona=NAME starts it.",
 				enums: map[string][]string{"agent": words(manager.Harnesses)}}, sentence(t.persona))
 			add(t, spec{name: "cotal_personas", title: "Personas", desc: "The personas in the manager's catalog; with a name, that one with its instructions."}, t.personas)
+		}
+		if g := t.c.Grant(); g != nil && slices.Contains(g.Capabilities, authority.CapabilityRun) {
+			add(t, spec{name: "cotal_run", title: "Workflow runs", effect: adds, world: true,
+				desc:  "Workflow runs the manager hosts: start a Cotal Lang program, read a run's steps and open checkpoints (status), list runs (ps), answer a checkpoint, resume a held run.",
+				enums: map[string][]string{"action": runActions}}, sentence(t.run))
 		}
 		add(t, spec{name: "cotal_despawn", title: "Stop an agent", effect: removes, world: true, desc: "Stop an agent you may stop, by name; without a name, stop yourself."}, sentence(t.despawn))
 	}

@@ -278,7 +278,7 @@ func TestToolSchemas(t *testing.T) {
 	t.Parallel()
 	m := meshtest.Start(t)
 	plain, _ := session(t, m)
-	spawner, _ := sessionAs(t, m, ledger.Request{Name: "boss", Capabilities: []string{authority.CapabilitySpawn}})
+	spawner, _ := sessionAs(t, m, ledger.Request{Name: "boss", Capabilities: []string{authority.CapabilitySpawn, authority.CapabilityRun}})
 	listed := func(cs *mcp.ClientSession) map[string]*mcp.Tool {
 		t.Helper()
 		res, err := cs.ListTools(t.Context(), nil)
