@@ -842,12 +842,14 @@ func (in *interp) waitUntil(_ *interp, f *frame, a []Value) (Value, error) {
 		return nil, &Thrown{V: entryErrorRecord(rec.Error)}
 	}
 	attempt0 := 0
-	e, err := in.journal.begin(Entry{Scope: f.path, Kind: "waitUntil", Name: name, Occurrence: occ, InputHash: inputHash,
-		RequestID: RequestID(in.runID, key, inputHash, 0), Attempt: &attempt0, StartedAt: in.handler.Now()})
-	if err != nil {
+	var e Entry
+	if rec != nil { // a recovery: the wait began when its pending entry says, written once
+		e = *rec
+	} else if e, err = in.journal.begin(Entry{Scope: f.path, Kind: "waitUntil", Name: name, Occurrence: occ, InputHash: inputHash,
+		RequestID: RequestID(in.runID, key, inputHash, 0), Attempt: &attempt0, StartedAt: in.handler.Now()}); err != nil {
 		return nil, err
 	}
-	startedAt := in.handler.Now()
+	startedAt := e.StartedAt
 	var observations []Value
 	for i := 0; ; i++ {
 		if i > 0 {

@@ -237,3 +237,51 @@ func TestRunHeldThenTampered(t *testing.T) {
 		t.Errorf("the refused takeover wrote to the journal: %d records, %v", len(after.Records), err)
 	}
 }
+
+// TestWaitUntilTakenBack: a waitUntil counts its deadline from its step's recorded start, so a
+// run taken back mid-wait gives up when the first host would have.
+func TestWaitUntilTakenBack(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	first := host(t, m, wire.NewLifecycleUID(), dir)
+	id, err := first.Start(ctx, `await waitUntil(async () => null, { name: "poll", every: "100ms", deadline: "1s" })`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	first.Close()
+	second := host(t, m, wire.NewLifecycleUID(), dir)
+	if err := second.Resume(ctx, id, ""); err != nil {
+		t.Fatal(err)
+	}
+	st, err := second.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != meshwire.RunFailed || !strings.Contains(st.Error, "L4023") {
+		t.Fatalf("the wait taken back ended %+v", st)
+	}
+	rec, err := m.Ledger("").ReadJournal(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes []lang.Entry
+	for _, r := range rec.Records {
+		var e lang.Entry
+		if r.Kind == meshwire.JournalStep && json.Unmarshal(r.Entry, &e) == nil && e.Kind == "waitUntil" {
+			writes = append(writes, e)
+		}
+	}
+	// Each observation rewrites the pending entry; every write, after the takeover too, keeps
+	// the start the first host recorded.
+	for i, w := range writes {
+		if w.StartedAt != writes[0].StartedAt {
+			t.Errorf("write %d of the waitUntil starts at %d, not the recorded %d", i, w.StartedAt, writes[0].StartedAt)
+		}
+	}
+	if last := writes[len(writes)-1]; last.State != lang.StateSettled || last.Error == nil || last.Error.Code != "L4023" {
+		t.Errorf("the waitUntil settled %+v", last)
+	}
+}
