@@ -223,3 +223,48 @@ func TestGraphInChromium(t *testing.T) {
 	}
 	t.Logf("screenshot: %s", path)
 }
+
+// TestRunsInChromium: a person opens Workflow runs, finds the run waiting on its checkpoint,
+// reads its question, answers it in the page, and sees the checkpoint resolved with the answer
+// and the run completed. It keeps a screenshot of the run as a test artifact.
+func TestRunsInChromium(t *testing.T) {
+	r := start(t)
+	id, err := r.runs.Start(t.Context(), "const ok = await checkpoint(\"ship\", \"Ship the release tonight?\", { timeout: \"1h\" })\nlog(ok.value)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t)
+	run := steps(t, ctx, 20*time.Second)
+	run("open the launch URL", chromedp.Navigate(r.srv.URL), chromedp.WaitVisible(`#conn.on`, chromedp.ByQuery))
+	run("open Workflow runs", chromedp.Click(`nav a[data-view="runs"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`tr.run-row[data-run="`+id+`"] a`, chromedp.ByQuery))
+	var question string
+	run("open the run", chromedp.Click(`tr.run-row[data-run="`+id+`"] a`, chromedp.ByQuery),
+		chromedp.WaitVisible(`form.answer-form input`, chromedp.ByQuery),
+		chromedp.Text(`form.answer-form .question`, &question, chromedp.ByQuery))
+	if question != "Ship the release tonight?" {
+		t.Errorf("the question: %q", question)
+	}
+	var before []byte
+	run("screenshot the open checkpoint", chromedp.FullScreenshot(&before, 100))
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), "run-open.png"), before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var answered, state string
+	run("answer it", chromedp.SendKeys(`form.answer-form input`, "yes", chromedp.ByQuery),
+		chromedp.Click(`form.answer-form button`, chromedp.ByQuery),
+		chromedp.WaitVisible(`ol.journal li[data-step="/checkpoint:ship#0"] span.answer`, chromedp.ByQuery),
+		chromedp.Text(`ol.journal li[data-step="/checkpoint:ship#0"] span.answer`, &answered, chromedp.ByQuery))
+	if !strings.Contains(answered, `answered "yes" by `+operator.String()) {
+		t.Errorf("the answered checkpoint: %q", answered)
+	}
+	run("the run completed", chromedp.Poll(`document.querySelector("p.run-state").textContent.startsWith("completed")`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.Text(`p.run-state`, &state, chromedp.ByQuery))
+	var shot []byte
+	run("screenshot", chromedp.FullScreenshot(&shot, 100))
+	path := filepath.Join(t.ArtifactDir(), "run.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%s)", path, state)
+}

@@ -55,6 +55,8 @@ type Config struct {
 	// nil: no such lane. AgentsEvery is how often (default DefaultAgentsEvery).
 	Agents      func(ctx context.Context) ([]manager.Row, error)
 	AgentsEvery time.Duration
+	// Runs are the space's workflow runs, shown and answered; nil shows none.
+	Runs Runs
 	// Addr is where to listen: a loopback host and a port (0: any free one).
 	Addr string
 	Log  *slog.Logger
@@ -84,7 +86,7 @@ type Server struct {
 
 // Request limits.
 const (
-	// maxBody bounds the one body a route reads (the channel delete).
+	// maxBody bounds a body a route reads (a channel delete, a run's answer).
 	maxBody = 8 << 10
 )
 
@@ -190,14 +192,17 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/activity", s.activity)
 	mux.HandleFunc("GET /api/needs-you", s.needsYou)
 	mux.HandleFunc("POST /api/channel/delete", s.deleteChannel)
+	mux.HandleFunc("GET /api/runs", s.runs)
+	mux.HandleFunc("GET /api/runs/{id}", s.run)
+	mux.HandleFunc("POST /api/runs/{id}/answer", s.answerRun)
 	mux.HandleFunc("GET /feed", s.feed)
 	pages, _ := fs.Sub(assets, "assets") // the directory is embedded
 	files := http.FileServerFS(pages)
 	mux.Handle("GET /", files)
 	mux.HandleFunc("GET /graph", func(w http.ResponseWriter, r *http.Request) { http.ServeFileFS(w, r, pages, "graph.html") })
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Only the delete route reads a body.
-		if r.ContentLength > 0 && r.URL.Path != "/api/channel/delete" {
+		// Only the two write routes read a body: a channel's delete and a run's answer.
+		if r.ContentLength > 0 && !(r.Method == http.MethodPost && (r.URL.Path == "/api/channel/delete" || answerPath(r.URL.Path))) {
 			writeError(w, http.StatusRequestEntityTooLarge, "unexpected-body")
 			return
 		}
@@ -215,6 +220,31 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // the browser went away; nothing to do
+}
+
+// readJSON decodes a request's JSON body into v, refusing another content type, a body over
+// maxBody and an unknown field; false when it wrote the refusal.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		writeError(w, http.StatusUnsupportedMediaType, "json-only")
+		return false
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		if _, big := errors.AsType[*http.MaxBytesError](err); big {
+			writeError(w, http.StatusRequestEntityTooLarge, "body-too-large")
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "bad-body", err.Error())
+		return false
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "bad-body", err.Error())
+		return false
+	}
+	return true
 }
 
 // writeError writes {"error": code} with status, and a reason when one helps.
@@ -356,26 +386,10 @@ func (s *Server) deleteChannel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "read-only", "this dashboard deletes nothing")
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		writeError(w, http.StatusUnsupportedMediaType, "json-only")
-		return
-	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		if _, big := errors.AsType[*http.MaxBytesError](err); big {
-			writeError(w, http.StatusRequestEntityTooLarge, "body-too-large")
-			return
-		}
-		writeError(w, http.StatusBadRequest, "bad-body", err.Error())
-		return
-	}
 	var req struct {
 		Channel string `json:"channel"`
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad-body", err.Error())
+	if !readJSON(w, r, &req) {
 		return
 	}
 	if err := wire.ValidateChannel(req.Channel); err != nil {

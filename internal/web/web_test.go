@@ -12,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/internal/web"
 	"github.com/gocotal/cotal/wire"
 )
@@ -28,6 +31,22 @@ type rig struct {
 	alice *cotal.Client
 	base  string
 	http  *http.Client
+	// runs hosts the workflow runs the dashboard shows.
+	runs *runhost.Host
+}
+
+// hostRuns shows a run host's runs on the dashboard, answering as the operator.
+type hostRuns struct{ h *runhost.Host }
+
+func (r hostRuns) List(ctx context.Context) ([]runhost.Row, error) { return r.h.List(ctx) }
+
+func (r hostRuns) View(ctx context.Context, id string) (*runhost.View, error) {
+	return r.h.View(ctx, id)
+}
+
+func (r hostRuns) Answer(ctx context.Context, id, step string, value json.RawMessage) error {
+	_, err := r.h.Answer(ctx, id, step, value, operator.String())
+	return err
 }
 
 // operator is the person the dashboards of these tests answer for.
@@ -44,7 +63,18 @@ func start(t *testing.T, opts ...meshtest.Option) *rig {
 	}
 	t.Cleanup(func() { _ = ac.Close(context.Background()) })
 	purger := m.Mint(t, ledger.Request{Profile: authority.ProfilePurger, Name: "cotal_web_purger"})
-	srv, err := web.Start(ctx, web.Config{Client: ac, Addr: "127.0.0.1:0", Operator: operator, Purge: func(ctx context.Context, channel string) (uint64, error) {
+	runs, err := runhost.NewHost(runhost.Config{
+		Space: m.Space, Owner: wire.DevOwner, Dir: t.TempDir(), Issuer: m.Ledger(""),
+		Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: wire.NewLifecycleUID(), Epoch: 1},
+		Dial: func(ctx context.Context, cred *authority.Credential) (*nats.Conn, error) {
+			return dial.As(ctx, m.URL(), cred)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(runs.Close)
+	srv, err := web.Start(ctx, web.Config{Client: ac, Addr: "127.0.0.1:0", Operator: operator, Runs: hostRuns{runs}, Purge: func(ctx context.Context, channel string) (uint64, error) {
 		nc, err := dial.As(ctx, m.URL(), purger)
 		if err != nil {
 			return 0, err
@@ -62,7 +92,7 @@ func start(t *testing.T, opts ...meshtest.Option) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = alice.Close(context.Background()) })
-	return &rig{m: m, srv: srv, alice: alice, base: baseOf(srv), http: newBrowser()}
+	return &rig{m: m, srv: srv, alice: alice, base: baseOf(srv), http: newBrowser(), runs: runs}
 }
 
 // baseOf is the dashboard's origin.
@@ -375,4 +405,59 @@ func TestHistoryIsTheLatest(t *testing.T) {
 	if hist[0].Msg.Parts[0].Text != "post-9" {
 		t.Fatalf("the last three: %s, %s, %s", hist[0].Msg.Parts[0].Text, hist[1].Msg.Parts[0].Text, hist[2].Msg.Parts[0].Text)
 	}
+}
+
+// TestRunsAPI: the runs routes list the runs, show one's journal with its open checkpoint's
+// question, take an answer, and refuse what is not a run, a step or a JSON answer by name.
+func TestRunsAPI(t *testing.T) {
+	t.Parallel()
+	r := start(t)
+	r.login(t)
+	ctx := t.Context()
+	id, err := r.runs.Start(ctx, "const ok = await checkpoint(\"go\", \"Go?\")\nlog(ok.value)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v runhost.View
+	meshtest.Eventually(t, 10*time.Second, "the open checkpoint", func() bool {
+		return r.get(t, "/api/runs/"+id, &v) == http.StatusOK && len(v.Journal) == 2 && v.Journal[1].Asks == "Go?"
+	})
+	var rows []runhost.Row
+	if st := r.get(t, "/api/runs", &rows); st != http.StatusOK || len(rows) != 1 || rows[0].RunID != id {
+		t.Errorf("GET /api/runs: HTTP %d %+v", st, rows)
+	}
+	for path, want := range map[string]int{"/api/runs/run-none": http.StatusNotFound, "/api/runs/bad%20id": http.StatusBadRequest} {
+		if st := r.get(t, path, nil); st != want {
+			t.Errorf("GET %s: HTTP %d, want %d", path, st, want)
+		}
+	}
+	post := func(path, body, ct string) int {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		res, err := r.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	answer := "/api/runs/" + id + "/answer"
+	for _, c := range []struct {
+		path, body, ct string
+		want           int
+	}{
+		{answer, `{"step":"/checkpoint:go#0","value":"yes"}`, "text/plain", http.StatusUnsupportedMediaType},
+		{answer, `{"step":"/checkpoint:go#0","value":"yes","by":"x"}`, "application/json", http.StatusBadRequest},
+		{answer, `{"step":"checkpoint","value":"yes"}`, "application/json", http.StatusBadRequest},
+		{answer, `{"step":"/checkpoint:other#0","value":"yes"}`, "application/json", http.StatusNotFound},
+		{"/api/runs/run-none/answer", `{"step":"/checkpoint:go#0"}`, "application/json", http.StatusNotFound},
+		{answer, `{"step":"/checkpoint:go#0","value":"yes"}`, "application/json", http.StatusOK},
+	} {
+		if st := post(c.path, c.body, c.ct); st != c.want {
+			t.Errorf("POST %s %s (%s): HTTP %d, want %d", c.path, c.body, c.ct, st, c.want)
+		}
+	}
+	meshtest.Eventually(t, 10*time.Second, "the run to complete", func() bool {
+		return r.get(t, "/api/runs", &rows) == http.StatusOK && len(rows) == 1 && rows[0].State == "completed"
+	})
 }

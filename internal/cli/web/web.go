@@ -3,6 +3,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/send"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/internal/web"
 	"github.com/gocotal/cotal/wire"
 )
@@ -72,6 +74,7 @@ func webRun(ctx context.Context, o *Options) error {
 	defer c.Close(context.WithoutCancel(ctx))
 	var purge web.Purge
 	var agents func(context.Context) ([]manager.Row, error)
+	var runs web.Runs
 	if !st.Open {
 		// The managers' rows, for the spawns they gave up on: one control instrument for the
 		// dashboard's life, used for ps alone, rather than one issued through the ledger every few
@@ -80,6 +83,7 @@ func webRun(ctx context.Context, o *Options) error {
 			fmt.Fprintf(o.IO.ErrOut, "cotal web: escalated spawns are not shown: %v\n", err)
 		} else {
 			defer ctl.Close()
+			runs = managerRuns{ctl.Manager}
 			agents = func(ctx context.Context) ([]manager.Row, error) {
 				g, err := ctl.Manager.Ps(ctx, ctl.Records)
 				if e, ok := errors.AsType[*wire.EndpointError](err); ok && e.Code == wire.CodeFailedPrecondition {
@@ -104,7 +108,7 @@ func webRun(ctx context.Context, o *Options) error {
 			return web.PurgeChannel(ctx, js.Conn(), sp, channel)
 		}
 	}
-	srv, err := web.Start(ctx, web.Config{Client: c, Purge: purge, Operator: operator, Agents: agents,
+	srv, err := web.Start(ctx, web.Config{Client: c, Purge: purge, Operator: operator, Agents: agents, Runs: runs,
 		Log: slog.New(slog.NewTextHandler(o.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn})), Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Port))})
 	if err != nil {
 		return err
@@ -115,4 +119,25 @@ func webRun(ctx context.Context, o *Options) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	return srv.Close(sctx)
+}
+
+// managerRuns shows the runs the space's manager hosts, through the operator's instrument.
+type managerRuns struct{ m *manager.Client }
+
+func (r managerRuns) List(ctx context.Context) ([]runhost.Row, error) {
+	var rows []runhost.Row
+	return rows, r.m.RunPs(ctx, &rows)
+}
+
+func (r managerRuns) View(ctx context.Context, runID string) (*runhost.View, error) {
+	var v runhost.View
+	if err := r.m.RunStatus(ctx, runID, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+func (r managerRuns) Answer(ctx context.Context, runID, step string, value json.RawMessage) error {
+	_, err := r.m.RunAnswer(ctx, runID, step, value)
+	return err
 }

@@ -160,6 +160,7 @@ async function show(view) {
   $("messages").replaceChildren();
   $("view-tools").replaceChildren();
   $("agent").hidden = true;
+  $("runs").hidden = true;
   $("messages").hidden = false;
   for (const a of document.querySelectorAll("nav a")) a.classList.remove("active");
   if (view.kind === "monitor") {
@@ -179,6 +180,11 @@ async function show(view) {
     $("messages").hidden = true;
     $("agent").hidden = false;
     renderAgent();
+  } else if (view.kind === "runs" || view.kind === "run") {
+    $("messages").hidden = true;
+    $("runs").hidden = false;
+    $("view-title").textContent = view.kind === "runs" ? "Workflow runs" : "Run " + view.id;
+    await refreshRuns();
   }
   const link = document.querySelector('nav a[data-view="' + view.kind + '"][data-name="' + (view.name || "") + '"]') ||
     document.querySelector('nav a[data-view="' + view.kind + '"]');
@@ -239,6 +245,86 @@ function renderChannels() {
   }
 }
 
+// ---- workflow runs ---------------------------------------------------------------------------
+
+async function refreshRuns() {
+  const v = state.view;
+  if (v.kind === "runs") renderRuns(await api("/api/runs").catch(() => []));
+  else if (v.kind === "run") renderRun(await api("/api/runs/" + encodeURIComponent(v.id)).catch(() => null));
+}
+
+function renderRuns(rows) {
+  const box = $("runs");
+  box.replaceChildren();
+  if (!rows.length) { box.appendChild(el("p", "clear", "no workflow runs recorded (cotal run start --file PROGRAM)")); return; }
+  const table = el("table", "runs");
+  const head = el("tr");
+  for (const h of ["run", "state", "holder", "journal"]) head.appendChild(el("th", "", h));
+  table.appendChild(head);
+  for (const r of rows) {
+    const tr = el("tr", "run-row");
+    tr.dataset.run = r.runId;
+    const a = el("a", "", r.runId);
+    a.href = "#run/" + encodeURIComponent(r.runId);
+    a.addEventListener("click", (e) => { e.preventDefault(); show({ kind: "run", id: r.runId }); });
+    const name = el("td");
+    name.appendChild(a);
+    tr.appendChild(name);
+    tr.appendChild(el("td", "state " + (r.state || ""), r.state || "—"));
+    tr.appendChild(el("td", "", r.holder || "—"));
+    tr.appendChild(el("td", "", r.journalHigh === undefined ? "—" : String(r.journalHigh + 1) + " records"));
+    table.appendChild(tr);
+  }
+  box.appendChild(table);
+}
+
+function renderRun(v) {
+  const box = $("runs");
+  box.replaceChildren();
+  if (!v) { box.appendChild(el("p", "clear", "no such run")); return; }
+  const status = v.status || {};
+  box.appendChild(el("p", "run-state", (status.state || "no status") + (status.holder ? " · held by " + status.holder : "")));
+  const list = el("ol", "journal");
+  for (const r of v.journal) {
+    const li = el("li", "record " + r.kind);
+    if (r.kind === "activation") {
+      li.appendChild(el("span", "what", "taken by " + r.holder + " (epoch " + r.epoch + ", after " + r.replayedTo + " records)"));
+    } else {
+      li.dataset.step = r.step;
+      li.appendChild(el("code", "step", r.step));
+      li.appendChild(el("span", "outcome " + r.outcome.split(" ")[0], r.outcome));
+      if (r.answer) li.appendChild(el("span", "answer", "answered " + JSON.stringify(r.answer.value) + " by " + (r.answer.by || "?")));
+      if (r.asks) li.appendChild(answerForm(v.runId, r));
+    }
+    list.appendChild(li);
+  }
+  box.appendChild(list);
+}
+
+// answerForm asks the checkpoint's question and sends the person's answer, as JSON when it
+// parses as JSON and as a string otherwise.
+function answerForm(runId, r) {
+  const form = el("form", "answer-form");
+  form.appendChild(el("div", "question", r.asks));
+  const input = el("input");
+  input.name = "value";
+  input.placeholder = "your answer";
+  form.appendChild(input);
+  form.appendChild(el("button", "", "Answer"));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    let value;
+    try { value = JSON.parse(input.value); } catch { value = input.value; }
+    try {
+      await api("/api/runs/" + encodeURIComponent(runId) + "/answer", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ step: r.step, value }) });
+    } catch (err) {
+      alert("not answered: " + err.message);
+    }
+    refreshRuns();
+  });
+  return form;
+}
+
 // ---- start -----------------------------------------------------------------------------------
 
 function connect() {
@@ -269,6 +355,7 @@ async function start() {
   connect();
   show({ kind: "monitor" });
   setInterval(renderNeedsYou, 5000); // "seen … ago" ages
+  setInterval(() => { if (state.view.kind === "runs" || state.view.kind === "run") refreshRuns(); }, 2000);
 }
 
 start();
