@@ -28,6 +28,8 @@ const (
 	cmdShowPersona   = "show-persona"
 	cmdModels        = "models"
 	cmdLaunch        = "launch"
+	cmdTurnPending   = "turn-pending"
+	cmdTurnYield     = "turn-yield"
 	cmdRunStart      = "run-start"
 	cmdRunResume     = "run-resume"
 	cmdRunAnswer     = "run-answer"
@@ -162,12 +164,16 @@ func (r rowsFor) agentEndpoint() (pub, sub []string) {
 		// A run's answer in the self form: the manager takes it only from a caller it relayed
 		// the question to, or one holding the run capability.
 		one(mgr, cmdRunAnswer, string(wire.ModeSelf)),
+		// Its own turns: pulling the pending ones and yielding each.
+		one(mgr, cmdTurnPending, string(wire.ModeSelf)),
+		one(mgr, cmdTurnYield, string(wire.ModeSelf)),
 	}
 	sub = []string{r.s.ReplyReadGrant(l, "")}
 	if g := r.Generation; g != "" {
 		// The versioned rail: the baseline's describe, self-stop and answer, and the replies.
 		v1 := func(route ...string) string { return meshwire.RequestGrant(r.s, l, g, wire.AddressOne, route...) }
-		pub = append(pub, v1("*", wire.CommandDescribe), v1(mgr, cmdStop, string(wire.ModeSelf)), v1(mgr, cmdRunAnswer, string(wire.ModeSelf)))
+		pub = append(pub, v1("*", wire.CommandDescribe), v1(mgr, cmdStop, string(wire.ModeSelf)), v1(mgr, cmdRunAnswer, string(wire.ModeSelf)),
+			v1(mgr, cmdTurnPending, string(wire.ModeSelf)), v1(mgr, cmdTurnYield, string(wire.ModeSelf)))
 		sub = append(sub, r.s.ReplyReadGrant(l, g))
 	}
 	if slices.Contains(r.Capabilities, CapabilityRun) {

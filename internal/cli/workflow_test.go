@@ -135,3 +135,57 @@ func TestWorkflowRunSurvivesARestart(t *testing.T) {
 		t.Errorf("after the restart, %d pending writes of the checkpoint:\n%s", n, journal)
 	}
 }
+
+// TestWorkflowRunWithAgents: a program spawns two agent: cotal agents from the mesh's persona
+// catalog and takes a turn from each; the run completes with the yields the agents gave, the
+// journal shows one spawn per agent, and each agent is online once.
+func TestWorkflowRunWithAgents(t *testing.T) {
+	meshtest.Long(t, "a mesh running agent processes")
+	t.Setenv(envRunCLI, "1") // the cotal harness is this test binary, acting as cotal
+	dir := upMesh(t)
+	agents := filepath.Join(dir, ".cotal", "agents")
+	os.MkdirAll(agents, 0o700)
+	for _, name := range []string{"builder", "reviewer"} {
+		writeFile(t, agents, name+".md", "---\nname: "+name+"\nagent: cotal\n---\nYou are the "+name+".\n")
+	}
+	prog := writeFile(t, t.TempDir(), "team.cotal.js", `const a = await spawn("builder")
+const b = await spawn("reviewer")
+const built = await turn(a, { name: "build", deadline: "2m" })
+const reviewed = await turn(b, { name: "review", deadline: "2m" })
+log(built.status, reviewed.status, built.note)
+`)
+	code, out, stderr := run(t, "run", "start", "--file", prog, "--json", "--dir", dir)
+	var started struct {
+		RunID string `json:"runId"`
+	}
+	if code != exit.OK || json.Unmarshal([]byte(out), &started) != nil {
+		t.Fatalf("run start: exit %d %q %s", code, out, stderr)
+	}
+	var state string
+	meshtest.Eventually(t, 60*time.Second, "the run to end", func() bool {
+		state = runState(t, dir, started.RunID)
+		return state == "completed" || state == "failed" || state == "released"
+	})
+	_, journal, _ := run(t, "run", "journal", started.RunID, "--dir", dir)
+	if state != "completed" {
+		t.Fatalf("the run ended %s:\n%s", state, journal)
+	}
+	code, out, _ = run(t, "run", "journal", started.RunID, "--json", "--dir", dir)
+	settled := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var row struct {
+			Step, State, Outcome string
+		}
+		if json.Unmarshal([]byte(line), &row) == nil && row.State == "settled" {
+			settled[row.Step] = row.Outcome
+		}
+	}
+	for _, step := range []string{"/spawn:builder#0", "/spawn:reviewer#0", "/turn:build#0", "/turn:review#0"} {
+		if settled[step] != "ok" {
+			t.Errorf("step %s settled %q:\n%s", step, settled[step], journal)
+		}
+	}
+	if n := strings.Count(journal, "/spawn:builder#0  pending"); n != 1 {
+		t.Errorf("the builder was spawned %d times:\n%s", n, journal)
+	}
+}

@@ -465,7 +465,7 @@ func (c *Client) RunPs(ctx context.Context, out any) error {
 	return c.runCall(ctx, CommandRunPs, "", nil, out)
 }
 
-// runCall calls a workflow-run command on the class rail (in mode, when one is given) and
+// runCall calls a workflow-run or turn command on the class rail (in mode, when one is given) and
 // decodes its result into out.
 func (c *Client) runCall(ctx context.Context, command string, mode wire.AuthzMode, args, out any) error {
 	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, c.Pinned)
@@ -485,4 +485,18 @@ func (c *Client) runCall(ctx context.Context, command string, mode wire.AuthzMod
 		return err
 	}
 	return json.Unmarshal(reply.Data, out)
+}
+
+// TurnPending lists the caller's own pending turns (mode self), oldest first.
+func (c *Client) TurnPending(ctx context.Context) ([]PendingTurn, error) {
+	var out struct {
+		Turns []PendingTurn `json:"turns"`
+	}
+	err := c.runCall(ctx, CommandTurnPending, wire.ModeSelf, nil, &out)
+	return out.Turns, err
+}
+
+// TurnYield reports how the caller's turn goalID ended (mode self).
+func (c *Client) TurnYield(ctx context.Context, args TurnYieldArgs) error {
+	return c.runCall(ctx, CommandTurnYield, wire.ModeSelf, args, nil)
 }

@@ -193,7 +193,8 @@ func (h Harness) command(m Material, dir string, sp Spec) (argv, env []string, e
 		return append(append(argv, args...), h.kickoffArgs(sp.Kickoff)...), env, nil
 	case HarnessCotal:
 		// The cotal binary that serves `cotal mcp` runs the agent on the launch material.
-		return append([]string{srv.Command, "agent", "--echo"}, args...), nil, nil
+		// It yields each turn a workflow run asks of it done, so a run can be tried with no model.
+		return append([]string{srv.Command, "agent", "--echo", "--on-turn", "done"}, args...), nil, nil
 	}
 	return nil, nil, h.validate()
 }

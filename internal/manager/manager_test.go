@@ -274,7 +274,7 @@ func TestHarnessPresets(t *testing.T) {
 			`hooks.UserPromptSubmit=[{hooks=[{type="command",command="'cotal' hook prompt --space 'main' --agent 'local.h_codex'"}]}]`,
 			"--dangerously-bypass-hook-trust\n--extra"},
 		manager.HarnessOpenCode: {`"type": "local"`, `"mcp",`, "--extra", `"plugin": [`, `cotal-opencode.js"`, "agent=local.h_opencode"},
-		manager.HarnessCotal:    {"agent\n--echo\n--extra"},
+		manager.HarnessCotal:    {"agent\n--echo\n--on-turn\ndone\n--extra"},
 	} {
 		out := filepath.Join(t.TempDir(), "out")
 		name := "h_" + string(h)

@@ -114,6 +114,7 @@ type Service struct {
 	mu        sync.Mutex
 	goalIndex map[goalKey]*goal  // guarded by mu: the open goals, and the settled ones for goalRetention
 	sessions  map[string]*bridge // guarded by mu: the sessions served, by id
+	turns     turnTable          // the seats' open turns, and the yields of the ended ones
 
 	sessionSlots chan struct{} // one per session served or being established: the ceiling
 	stopping     bool          // guarded by mu: Stop has begun, and no session starts
@@ -183,6 +184,7 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 		CommandAttach: svc.attach, CommandInput: svc.input,
 		CommandModels: svc.models, CommandResolveCwd: svc.resolveCwd, CommandDefinePersona: svc.definePersona,
 		CommandListPersonas: svc.listPersonas, CommandShowPersona: svc.showPersona, CommandLaunch: svc.launch,
+		CommandTurnPending: svc.turnPending, CommandTurnYield: svc.turnYield,
 		CommandRunStart: svc.runStart, CommandRunResume: svc.runResume, CommandRunAnswer: svc.runAnswer,
 		CommandRunStatus: svc.runStatus, CommandRunPs: svc.runPs,
 	}

@@ -225,6 +225,7 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	if err != nil {
 		return fail(fmt.Errorf("serve the manager endpoint: %w", err))
 	}
+	workflows.SetSeats(runSeats{svc})
 	ds.mu.Lock()
 	ds.supervisors = append(ds.supervisors, &servedSupervisor{space: l.Space(), sup: sup, svc: svc, held: h, instance: inst, lease: lease, workflows: workflows})
 	ds.mu.Unlock()
@@ -344,4 +345,29 @@ func Supervise(ctx context.Context, d Dir, l *ledger.Ledger, so SupervisorOption
 	<-ctx.Done()
 	ds.Stop()
 	return nil
+}
+
+// runSeats are the manager's seats as its run host takes them: the agents a run spawns, and
+// their turns.
+type runSeats struct{ svc *manager.Service }
+
+func (s runSeats) Spawn(ctx context.Context, name, persona string) (wire.Principal, error) {
+	st, err := s.svc.SpawnSeat(ctx, name, persona)
+	if err != nil {
+		return wire.Principal{}, err
+	}
+	return wire.ParsePrincipal(st.Principal)
+}
+
+func (s runSeats) Turn(ctx context.Context, name, goalID, payload string, deadline time.Time) (runhost.SeatYield, error) {
+	y, err := s.svc.Turn(ctx, name, goalID, payload, deadline)
+	switch {
+	case errors.Is(err, manager.ErrSeatDown):
+		return runhost.SeatYield{}, fmt.Errorf("%w: %v", runhost.ErrSeatDown, err)
+	case errors.Is(err, manager.ErrTurnDeadline):
+		return runhost.SeatYield{}, fmt.Errorf("%w: %v", runhost.ErrTurnDeadline, err)
+	case err != nil:
+		return runhost.SeatYield{}, err
+	}
+	return runhost.SeatYield{Status: y.Status, To: y.To, Note: y.Note, At: y.At}, nil
 }

@@ -12,11 +12,13 @@ import (
 	"github.com/gocotal/cotal/lang"
 )
 
-// meshHandler performs a hosted run's effects. Each is durable: its deadline counts from the
-// step's recorded start, and what resolves it is a record on the mesh, so a run taken back after
-// its host died waits out what is left, and sees what was answered while it was down. An effect
-// this host cannot perform durably yet is refused as a capability (L5016): the run is held, not
-// failed, and a resume on a host that can perform it goes on from there.
+// meshHandler performs a hosted run's effects. A sleep's or a checkpoint's deadline counts from
+// the step's recorded start, and what resolves a checkpoint is a record on the mesh, so a run
+// taken back after its host died waits out what is left, and sees what was answered while it was
+// down. A spawn and a turn go to the manager's seats: a spawn names its agent after its step's
+// request id, so a replay or a recovery starts none twice. An effect this host cannot perform
+// yet is refused as a capability (L5016): the run is held, not failed, and a resume on a host
+// that can perform it goes on from there.
 type meshHandler struct {
 	h *Host
 	r *hosted
@@ -39,6 +41,15 @@ func (m *meshHandler) Perform(ctx context.Context, req *lang.Request) (*lang.Out
 		return &lang.Outcome{}, nil
 	case "checkpoint":
 		return m.checkpoint(ctx, req)
+	case "spawn", "turn":
+		seats := m.h.seatsOf()
+		if seats == nil {
+			break
+		}
+		if req.Kind == "spawn" {
+			return m.spawn(ctx, seats, req)
+		}
+		return m.turn(ctx, seats, req)
 	}
 	return nil, &lang.CapabilityRefusal{Code: "L5016", Message: req.Kind + " is not durable on this host"}
 }

@@ -58,8 +58,9 @@ type Host struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
-	mu   sync.Mutex
-	runs map[string]*hosted
+	mu    sync.Mutex
+	runs  map[string]*hosted
+	seats Seats // the manager's, once it serves them
 }
 
 // NewHost returns a host; Recover takes back the runs its directory names.

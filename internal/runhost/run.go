@@ -187,6 +187,9 @@ func (r *hosted) drive(ctx context.Context, h *Host, source string) {
 			state = meshwire.RunReleased
 		}
 	}
+	if why != "" {
+		h.cfg.Log.Warn("workflow run ended", "run", r.id, "state", state, "why", why)
+	}
 	r.mu.Lock()
 	r.err = why
 	if res != nil && res.Err == nil {

@@ -6,6 +6,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -29,6 +30,10 @@ type Options struct {
 	agentflags.Flags
 	Echo bool
 	JSON bool
+	// OnTurn is how the agent yields each turn a workflow run asks of it: done, blocked or
+	// handoff (to HandoffTo); empty takes no turn.
+	OnTurn    string
+	HandoffTo string
 	// LaunchMaterial is the path of the launch material a manager handed the process
 	// ($COTAL_LAUNCH_MATERIAL); empty when it was not spawned.
 	LaunchMaterial string
@@ -61,10 +66,18 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 			"its credential; the lifecycle stays for the agent's next run.\n\n" +
 			"Spawned by a manager (`cotal spawn -- cotal agent`), it runs instead on the credential of\n" +
 			"the launch material at $" + manager.LaunchMaterialEnv + ", which names its mesh, space and identity;\n" +
-			"the manager retires that lifecycle when the process ends.",
+			"the manager retires that lifecycle when the process ends. With --on-turn it takes the turns a\n" +
+			"workflow run asks of it (`turn` in Cotal Lang) and yields each at once as told, printing\n" +
+			"`turn GOAL: STATUS` per turn: a run can be tried with no model behind its agents.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.LaunchMaterial = os.Getenv(manager.LaunchMaterialEnv)
+			switch {
+			case o.OnTurn != "" && o.OnTurn != "done" && o.OnTurn != "blocked" && o.OnTurn != "handoff":
+				return &exit.UsageError{Err: fmt.Errorf("--on-turn %q: must be done, blocked or handoff", o.OnTurn)}
+			case (o.OnTurn == "handoff") != (o.HandoffTo != ""):
+				return &exit.UsageError{Err: errors.New("--on-turn handoff names the agent it hands off to with --handoff-to, and only it does")}
+			}
 			return agentRun(cmd.Context(), o)
 		},
 	}
@@ -75,6 +88,8 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 	o.Flags.RegisterRun(fs)
 	fs.BoolVar(&o.Echo, "echo", false, "answer each direct message")
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON object per surfaced message")
+	fs.StringVar(&o.OnTurn, "on-turn", "", "take each turn a workflow run asks of this agent, yielding done, blocked or handoff")
+	fs.StringVar(&o.HandoffTo, "handoff-to", "", "the agent a handoff yield names (with --on-turn handoff)")
 	return cmd
 }
 
@@ -140,6 +155,9 @@ func agentRun(ctx context.Context, o *Options) error {
 		}
 	}
 	fmt.Fprintf(o.IO.ErrOut, "agent %s (%s %s) joined %q in space %s; Ctrl-C to stop\n", c.Principal(), which, lifecycle, o.Subscribe, c.Space())
+	if o.OnTurn != "" {
+		go takeTurns(ctx, o, manager.NewClient(c.Conn(), c.Space(), wire.Lifecycle{Principal: c.Principal(), UID: lifecycle}, c.Principal().Actor()))
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -159,6 +177,40 @@ func agentRun(ctx context.Context, o *Options) error {
 			if _, err := c.DirectMessage(ctx, dl.Sender, reply, cotal.ReplyTo(dl.Message.ID)); err != nil {
 				fmt.Fprintf(o.IO.ErrOut, "echo to %s: %v\n", dl.Sender, err)
 			}
+		}
+	}
+}
+
+// turnPoll is how often an agent taking turns asks its manager for them.
+const turnPoll = 200 * time.Millisecond
+
+// takeTurns yields, as --on-turn says, each turn the agent's manager holds for it, until ctx
+// ends; each turn is printed once, as it is taken.
+func takeTurns(ctx context.Context, o *Options, m *manager.Client) {
+	taken := map[string]bool{}
+	tick := time.NewTicker(turnPoll)
+	defer tick.Stop()
+	for {
+		turns, err := m.TurnPending(ctx)
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintf(o.IO.ErrOut, "turns: %v\n", err)
+		}
+		for _, t := range turns {
+			if taken[t.GoalID] {
+				continue
+			}
+			err := m.TurnYield(ctx, manager.TurnYieldArgs{GoalID: t.GoalID, Status: o.OnTurn, To: o.HandoffTo, Note: "cotal agent took the turn"})
+			if err != nil {
+				fmt.Fprintf(o.IO.ErrOut, "turn %s: %v\n", t.GoalID, err)
+				continue
+			}
+			taken[t.GoalID] = true
+			fmt.Fprintf(o.IO.Out, "turn %s: %s\n", t.GoalID, o.OnTurn)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }

@@ -1,0 +1,203 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/wire"
+)
+
+// The turn relay: a run asks one of its seats (an agent this manager spawned) for one turn;
+// the seat pulls its pending turns (turn-pending) and reports how each ended (turn-yield). The
+// manager relays and stays run-ignorant: the payload is the run's, opaque here.
+
+// Yield is how a seat ended a turn: done, blocked, or handoff (to another agent), with a note.
+type Yield struct {
+	Status string `json:"status"`
+	To     string `json:"to,omitempty"`
+	Note   string `json:"note,omitempty"`
+	At     int64  `json:"at"`
+}
+
+// The refusals of a turn.
+var (
+	// ErrSeatDown reports a seat that is not running, or stopped during its turn.
+	ErrSeatDown = errors.New("manager: the seat is down")
+	// ErrTurnDeadline reports a turn its seat did not yield before its deadline.
+	ErrTurnDeadline = errors.New("manager: the turn's deadline elapsed")
+)
+
+// turn is one open turn.
+type turn struct {
+	goalID     string
+	seat       string // the seat's principal
+	payload    string
+	acceptedAt int64
+	deadlineAt int64
+	yielded    chan Yield // buffered: the first yield
+}
+
+// turnTable holds the open turns, and the yields of the turns that ended, by goal id.
+type turnTable struct {
+	mu    sync.Mutex
+	open  map[string]*turn
+	ended map[string]Yield
+}
+
+// PendingTurn is one of a seat's pending turns, as turn-pending lists it.
+type PendingTurn struct {
+	GoalID     string `json:"goalId"`
+	Payload    string `json:"payload"`
+	AcceptedAt int64  `json:"acceptedAt"`
+	DeadlineAt int64  `json:"deadlineAt"`
+}
+
+// SpawnSeat starts the agent name from persona (an agent file of the manager's catalog) for a
+// workflow run, as the manager's own; a seat of that name already running is the one the run
+// spawned before (a replay, or a recovery), and is not started again.
+func (svc *Service) SpawnSeat(ctx context.Context, name, persona string) (Status, error) {
+	if st, ok := svc.sup.Lookup(name); ok && alive(st) {
+		return st, nil
+	}
+	if svc.cfg.Personas == "" {
+		return Status{}, errors.New("this manager keeps no persona catalog to spawn a run's seat from")
+	}
+	args := SpawnArgs{Name: name, Config: persona}
+	capabilities, refusal := args.applyPersona(svc.cfg.Personas)
+	if refusal != nil {
+		return Status{}, refusal
+	}
+	args.Config = ""
+	if args.Cwd == "" {
+		args.Cwd = svc.cfg.Workspace
+	}
+	spec, refusal := args.spec(false)
+	if refusal != nil {
+		return Status{}, refusal
+	}
+	spec.Capabilities = capabilities
+	return svc.sup.Spawn(ctx, spec)
+}
+
+// Turn asks the seat name for one turn under goalID and waits for its yield. The same goal
+// asked again (a recovery) joins the open turn, or gets the yield it ended with; a seat that is
+// down is ErrSeatDown, and one that does not yield by deadline ErrTurnDeadline.
+func (svc *Service) Turn(ctx context.Context, name, goalID, payload string, deadline time.Time) (Yield, error) {
+	st, ok := svc.sup.Lookup(name)
+	if !ok || !alive(st) {
+		return Yield{}, fmt.Errorf("seat %s: %w", name, ErrSeatDown)
+	}
+	t := svc.turns.openTurn(goalID, st.Principal, payload, deadline)
+	if t == nil {
+		y := svc.turns.yieldOf(goalID)
+		return y, nil
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case y := <-t.yielded:
+		return y, nil
+	case <-svc.sup.Done(name):
+		svc.turns.close(goalID)
+		return Yield{}, fmt.Errorf("seat %s exited during its turn: %w", name, ErrSeatDown)
+	case <-timer.C:
+		svc.turns.close(goalID)
+		return Yield{}, fmt.Errorf("seat %s: %w", name, ErrTurnDeadline)
+	case <-ctx.Done():
+		return Yield{}, ctx.Err()
+	}
+}
+
+// alive reports whether a seat runs, or is being restarted.
+func alive(st Status) bool { return st.State == StateRunning || st.State == StateRestarting }
+
+// openTurn opens goalID's turn, or returns the one open already; nil when it ended.
+func (tt *turnTable) openTurn(goalID, seat, payload string, deadline time.Time) *turn {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if _, ended := tt.ended[goalID]; ended {
+		return nil
+	}
+	if t := tt.open[goalID]; t != nil {
+		return t
+	}
+	if tt.open == nil {
+		tt.open, tt.ended = map[string]*turn{}, map[string]Yield{}
+	}
+	t := &turn{goalID: goalID, seat: seat, payload: payload, acceptedAt: time.Now().UnixMilli(), deadlineAt: deadline.UnixMilli(), yielded: make(chan Yield, 1)}
+	tt.open[goalID] = t
+	return t
+}
+
+func (tt *turnTable) yieldOf(goalID string) Yield {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	return tt.ended[goalID]
+}
+
+func (tt *turnTable) close(goalID string) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	delete(tt.open, goalID)
+}
+
+// pending lists seat's open turns, oldest first.
+func (tt *turnTable) pending(seat string) []PendingTurn {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	out := []PendingTurn{}
+	for _, t := range tt.open {
+		if t.seat == seat {
+			out = append(out, PendingTurn{GoalID: t.goalID, Payload: t.payload, AcceptedAt: t.acceptedAt, DeadlineAt: t.deadlineAt})
+		}
+	}
+	slices.SortFunc(out, func(a, b PendingTurn) int { return int(a.AcceptedAt - b.AcceptedAt) })
+	return out
+}
+
+// settle ends seat's turn goalID with y: false when seat has no such open turn.
+func (tt *turnTable) settle(seat, goalID string, y Yield) bool {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	t := tt.open[goalID]
+	if t == nil || t.seat != seat {
+		return false
+	}
+	delete(tt.open, goalID)
+	tt.ended[goalID] = y
+	t.yielded <- y
+	return true
+}
+
+func (svc *Service) turnPending(_ context.Context, req *endpoint.Request) (any, error) {
+	return map[string]any{"turns": svc.turns.pending(req.Caller().Principal.String())}, nil
+}
+
+// TurnYieldArgs are turn-yield's args: the turn's goal id and how it ended.
+type TurnYieldArgs struct {
+	GoalID string `json:"goalId"`
+	Status string `json:"status"`
+	To     string `json:"to,omitempty"`
+	Note   string `json:"note,omitempty"`
+}
+
+func (svc *Service) turnYield(_ context.Context, req *endpoint.Request) (any, error) {
+	var args TurnYieldArgs
+	if err := json.Unmarshal(req.Args(), &args); err != nil {
+		return nil, notExecuted(wire.CodeBadRequest, "args: %v", err)
+	}
+	if args.Status == "handoff" && args.To == "" {
+		return nil, notExecuted(wire.CodeBadRequest, "a handoff names the agent it hands off to (to)")
+	}
+	y := Yield{Status: args.Status, To: args.To, Note: args.Note, At: time.Now().UnixMilli()}
+	if !svc.turns.settle(req.Caller().Principal.String(), args.GoalID, y) {
+		return nil, notExecuted(wire.CodeNotFound, "%s has no open turn %s", req.Caller().Principal, args.GoalID)
+	}
+	return map[string]string{"goalId": args.GoalID, "state": "succeeded"}, nil
+}

@@ -1,0 +1,132 @@
+package runhost
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gocotal/cotal/lang"
+	"github.com/gocotal/cotal/wire"
+)
+
+// Seats are the agents a run spawns and takes turns from: the hosting manager's.
+type Seats interface {
+	// Spawn starts the agent name from persona, or finds it running (a replay or a recovery
+	// spawns nothing twice), and returns its principal.
+	Spawn(ctx context.Context, name, persona string) (wire.Principal, error)
+	// Turn asks the agent name for one turn under goalID, and returns its yield: ErrSeatDown when
+	// it is not running or stops, ErrTurnDeadline when it does not yield by deadline.
+	Turn(ctx context.Context, name, goalID, payload string, deadline time.Time) (SeatYield, error)
+}
+
+// SeatYield is how a seat ended its turn: done, blocked or handoff (to), with a note.
+type SeatYield struct {
+	Status, To, Note string
+	At               int64
+}
+
+// The refusals a seat's turn reports.
+var (
+	ErrSeatDown     = errors.New("runhost: the agent is down")
+	ErrTurnDeadline = errors.New("runhost: the turn's deadline elapsed")
+)
+
+// defaultTurnDeadline bounds a turn whose step names no deadline.
+const defaultTurnDeadline = time.Hour
+
+// TurnPayload is what a seat's pending turn carries: the run and the step that asks it.
+type TurnPayload struct {
+	Run  string `json:"run"`
+	Step string `json:"step"`
+}
+
+// SetSeats gives the host the manager's seats, once it serves them: until then a spawn or a
+// turn is refused as beyond this host (L5016), and the run is held.
+func (h *Host) SetSeats(s Seats) {
+	h.mu.Lock()
+	h.seats = s
+	h.mu.Unlock()
+}
+
+func (h *Host) seatsOf() Seats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seats
+}
+
+// seatName is the agent a spawn step starts: its persona and a digest of the step's request id,
+// so the same step, replayed or recovered, names the same agent.
+func seatName(persona, requestID string) string {
+	sum := sha256.Sum256([]byte(requestID))
+	return persona + "_" + hex.EncodeToString(sum[:4])
+}
+
+// spawn performs a spawn step through the manager's seats.
+func (m *meshHandler) spawn(ctx context.Context, seats Seats, req *lang.Request) (*lang.Outcome, error) {
+	persona, _ := req.Args[0].(string)
+	if r, ok := req.Args[0].(*lang.Record); ok {
+		p, _ := r.Get("persona")
+		persona, _ = p.(string)
+	}
+	if err := wire.ValidateActor(persona); err != nil {
+		return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("spawn: the persona %q is not a persona name: %v", persona, err)}
+	}
+	name := seatName(persona, req.RequestID)
+	p, err := seats.Spawn(ctx, name, persona)
+	if err != nil {
+		return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("spawn %s from persona %s: %v", name, persona, err)}
+	}
+	handle := lang.NewRecord()
+	handle.Set("agent", p.String())
+	handle.Set("persona", persona)
+	external := lang.NewRecord()
+	external.Set("seat", name)
+	return &lang.Outcome{Result: handle, External: external}, nil
+}
+
+// turn performs a turn step: the agent the handle names takes one turn, and its yield is the
+// step's result.
+func (m *meshHandler) turn(ctx context.Context, seats Seats, req *lang.Request) (*lang.Outcome, error) {
+	handle, _ := req.Args[0].(*lang.Record)
+	var agent string
+	if handle != nil {
+		a, _ := handle.Get("agent")
+		agent, _ = a.(string)
+	}
+	p, err := wire.ParsePrincipal(agent)
+	if err != nil {
+		return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("turn: %q is not an agent this host spawned: %v", agent, err)}
+	}
+	deadline := defaultTurnDeadline
+	if d, ok := req.Option("deadline").(string); ok {
+		ms, err := lang.ParseDuration(d)
+		if err != nil {
+			return nil, err
+		}
+		deadline = time.Duration(ms) * time.Millisecond
+	}
+	payload, _ := json.Marshal(TurnPayload{Run: req.RunID, Step: req.Key})
+	y, err := seats.Turn(ctx, p.Actor(), req.RequestID, string(payload), time.UnixMilli(req.StartedAt).Add(deadline))
+	switch {
+	case errors.Is(err, ErrSeatDown):
+		return nil, &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: err.Error()}
+	case errors.Is(err, ErrTurnDeadline):
+		return nil, &lang.EffectError{Code: "L4003", Kind: "turn-deadline", Message: err.Error()}
+	case err != nil:
+		return nil, err
+	}
+	out := lang.NewRecord()
+	out.Set("status", y.Status)
+	if y.To != "" {
+		out.Set("to", y.To)
+	}
+	if y.Note != "" {
+		out.Set("note", y.Note)
+	}
+	out.Set("at", float64(y.At))
+	return &lang.Outcome{Result: out}, nil
+}
