@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/lang"
 )
@@ -104,4 +105,38 @@ func runView(v *runhost.View) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// yieldArgs are cotal_yield's arguments.
+type yieldArgs struct {
+	Status string `json:"status" jsonschema:"how your turn ended: done, blocked (you cannot go on without something), or handoff (another agent should take it)"`
+	To     string `json:"to,omitempty" jsonschema:"handoff: the agent to hand off to"`
+	Note   string `json:"note,omitempty" jsonschema:"a short line for the workflow: what you did, or what blocks you"`
+	GoalID string `json:"goalId,omitempty" jsonschema:"the turn you yield; your oldest pending turn when omitted"`
+}
+
+// yieldStatuses are how a turn ends.
+var yieldStatuses = []string{"done", "blocked", "handoff"}
+
+// yield is cotal_yield: the agent ends the turn a workflow run asked of it.
+func (t *Tools) yield(ctx context.Context, in yieldArgs) (*mcp.CallToolResult, error) {
+	m, err := t.manager()
+	if err != nil {
+		return nil, err
+	}
+	goal := in.GoalID
+	if goal == "" {
+		turns, err := m.TurnPending(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(turns) == 0 {
+			return nil, errors.New("no workflow run has asked you for a turn")
+		}
+		goal = turns[0].GoalID
+	}
+	if err := m.TurnYield(ctx, manager.TurnYieldArgs{GoalID: goal, Status: in.Status, To: in.To, Note: in.Note}); err != nil {
+		return nil, err
+	}
+	return text("yielded turn %s: %s", goal, in.Status), nil
 }

@@ -17,7 +17,8 @@ import (
 // TestMCPRun drives cotal_run against the manager of a real mesh: it is offered only to an
 // agent holding the run capability, which starts a program, reads its open checkpoint, answers
 // it and sees the run complete. An agent without the capability is refused by the broker when it
-// starts a run, and by the manager when it answers one.
+// starts a run, and by the manager when it answers one; its cotal_yield reaches the manager,
+// which holds no turn for it.
 func TestMCPRun(t *testing.T) {
 	m := meshtest.Start(t, meshtest.WithDaemons())
 	plain, plainClient := sessionAs(t, m, ledger.Request{Name: "plain"})
@@ -60,6 +61,13 @@ func TestMCPRun(t *testing.T) {
 	meshtest.Eventually(t, 10*time.Second, "the run to complete", func() bool {
 		return strings.Contains(call(t, runner, "cotal_run", map[string]any{"action": "status", "runId": id}, false), "completed")
 	})
+	// cotal_yield asks the manager for the caller's pending turns, on its baseline self rows.
+	if got := call(t, plain, "cotal_yield", map[string]any{"status": "done"}, true); !strings.Contains(got, "no workflow run has asked you for a turn") {
+		t.Errorf("cotal_yield with no turn: %s", got)
+	}
+	if got := call(t, plain, "cotal_yield", map[string]any{"status": "done", "goalId": "g-1"}, true); !strings.Contains(got, "not-found") {
+		t.Errorf("cotal_yield of a turn the agent does not hold: %s", got)
+	}
 	if got := call(t, runner, "cotal_run", map[string]any{"action": "launch"}, true); !strings.Contains(got, "does not equal any of") {
 		t.Errorf("an unknown action: %s", got)
 	}

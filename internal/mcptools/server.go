@@ -327,6 +327,9 @@ func (t *Tools) register() {
 				desc:  "Workflow runs the manager hosts: start a Cotal Lang program, read a run's steps and open checkpoints (status), list runs (ps), answer a checkpoint, resume a held run.",
 				enums: map[string][]string{"action": runActions}}, sentence(t.run))
 		}
+		add(t, spec{name: "cotal_yield", title: "Yield your turn", effect: sets, world: true,
+			desc:  "End the turn a workflow run asked of you: done, blocked, or handoff to another agent, with a short note.",
+			enums: map[string][]string{"status": yieldStatuses}}, sentence(t.yield))
 		add(t, spec{name: "cotal_despawn", title: "Stop an agent", effect: removes, world: true, desc: "Stop an agent you may stop, by name; without a name, stop yourself."}, sentence(t.despawn))
 	}
 	add(t, spec{name: "cotal_docs", title: "Cotal docs", desc: "Cotal's docs for agents: no argument for the index, page=NAME for a page, query=WORDS to search."}, sentence(t.docs))
