@@ -93,6 +93,28 @@ func TestWorkflowRunOnTheMesh(t *testing.T) {
 	if code, _, stderr := run(t, "run", "journal", "run-none", "--dir", dir); code == exit.OK || !strings.Contains(stderr, "no such run") {
 		t.Errorf("the journal of no run: exit %d %s", code, stderr)
 	}
+
+	// A migration check: the same program is accepted; one whose sleep changed is rejected there.
+	if code, out, stderr := run(t, "run", "migrate", id, "--file", prog, "--dir", dir); code != exit.OK || !strings.Contains(out, "accepted") {
+		t.Errorf("migrate onto the same program: exit %d %s %s", code, out, stderr)
+	}
+	edited := filepath.Join(t.TempDir(), "edited.cotal.js")
+	os.WriteFile(edited, []byte(strings.Replace(approveProgram, `"200ms"`, `"300ms"`, 1)), 0o600)
+	if code, out, _ := run(t, "run", "migrate", id, "--file", edited, "--dir", dir); code != exit.Failed || !strings.Contains(out, "rejected  /sleep:settle#0  L5001") {
+		t.Errorf("migrate onto an edited sleep: exit %d %s", code, out)
+	}
+	// A fork before the checkpoint asks it again, in a new run that names its lineage.
+	code, out, stderr = run(t, "run", "fork", id, "--at", "/checkpoint:approve#0", "--json", "--dir", dir)
+	var forked struct {
+		RunID string `json:"runId"`
+	}
+	if code != exit.OK || json.Unmarshal([]byte(out), &forked) != nil || forked.RunID == id {
+		t.Fatalf("run fork: exit %d %q %s", code, out, stderr)
+	}
+	awaitQuestion(t, dir, forked.RunID)
+	if code, _, stderr := run(t, "run", "fork", id, "--at", "/checkpoint:none#0", "--dir", dir); code == exit.OK || !strings.Contains(stderr, "L5017") {
+		t.Errorf("a fork at a step not in the journal: exit %d %s", code, stderr)
+	}
 }
 
 // TestWorkflowRunSurvivesARestart: a mesh stopped while its run waits on a checkpoint takes the

@@ -92,7 +92,7 @@ func (h *Host) Start(ctx context.Context, source string) (string, error) {
 	if r := lang.Check(source); !r.Accepted {
 		return "", &lang.RefusedError{Report: r}
 	}
-	runID := "run-" + newTakeoverID() + newTakeoverID()
+	runID := newRunID()
 	if err := atomicfile.Write(h.programPath(runID), []byte(source), 0o600); err != nil {
 		return "", err
 	}
@@ -241,6 +241,9 @@ func newTakeoverID() string {
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return hex.EncodeToString(b)
 }
+
+// newRunID mints a run id: run- and 32 random hex characters.
+func newRunID() string { return "run-" + newTakeoverID() + newTakeoverID() }
 
 // Status is a hosted run's state as this host knows it.
 type Status struct {

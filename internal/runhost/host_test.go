@@ -285,3 +285,59 @@ func TestWaitUntilTakenBack(t *testing.T) {
 		t.Errorf("the waitUntil settled %+v", last)
 	}
 }
+
+// TestForkAndMigrate: an operator reads a completed run back, forks it before its checkpoint
+// into a new run whose journal is the parent's prefix and whose record names its lineage, and a
+// host takes the child and asks the checkpoint again; a migration onto an edited step is
+// rejected with the step named.
+func TestForkAndMigrate(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	h := host(t, m, wire.NewLifecycleUID(), dir)
+	src := "await sleep(\"10ms\", { name: \"a\" })\nconst ok = await checkpoint(\"go\", \"Go?\")\nawait sleep(\"10ms\", { name: \"b\" })"
+	id, err := h.Start(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openCheckpoint(t, h, id, "/checkpoint:go#0")
+	if _, err := h.Answer(ctx, id, "/checkpoint:go#0", json.RawMessage(`1`), "ann"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.Wait(ctx, id); err != nil || st.State != meshwire.RunCompleted {
+		t.Fatalf("the parent: %+v %v", st, err)
+	}
+	op := h.Operator()
+	parent, err := op.Recorded(ctx, id)
+	if err != nil || len(parent.Entries) != 6 || parent.Pins.Seed != id {
+		t.Fatalf("the parent read back: %d writes, %+v, %v", len(parent.Entries), parent.Pins, err)
+	}
+	mig, err := lang.Migrate(ctx, strings.Replace(src, `"10ms", { name: "a" }`, `"20ms", { name: "a" }`, 1), parent, lang.MigrateOptions{})
+	if err != nil || mig.Accepted || len(mig.Rejections) != 1 || mig.Rejections[0].Step != "/sleep:a#0" {
+		t.Errorf("a migration onto an edited sleep: %+v %v", mig, err)
+	}
+
+	child, err := op.Fork(ctx, src, parent, "/checkpoint:go#0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runhost.WriteProgram(dir, child, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Resume(ctx, child, ""); err != nil {
+		t.Fatal(err)
+	}
+	openCheckpoint(t, h, child, "/checkpoint:go#0")
+	v, err := h.View(ctx, child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := meshwire.ParseRunSpec(v.Spec)
+	if err != nil || spec.ForkedFrom == nil || spec.ForkedFrom.Run != id || spec.ForkedFrom.Step != "/checkpoint:go#0" || spec.Pins.Seed != id {
+		t.Errorf("the child's record: %+v %v", spec, err)
+	}
+	if v.Journal[1].Step != "/sleep:a#0" || v.Journal[1].Outcome != "ok" || v.Journal[0].Holder != "fork" {
+		t.Errorf("the child's journal: %+v", v.Journal)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/journal"
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/meshwire"
@@ -69,17 +68,7 @@ type Row struct {
 // operator connects a run operator for runID (its replay of that run alone when runID is set, the
 // records' point reads always) and calls fn with it.
 func (h *Host) operator(ctx context.Context, runID, takeover string, fn func(nc *nats.Conn) error) error {
-	var cred *authority.Credential
-	var err error
-	if cred, err = h.cfg.Issuer.RunOperator(runID, takeover); err != nil {
-		return err
-	}
-	nc, err := h.cfg.Dial(ctx, cred)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	return fn(nc)
+	return h.Operator().with(ctx, runID, takeover, fn)
 }
 
 // View reads run runID's records and replays its journal, under a run-operator credential for

@@ -6,17 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/internal/termsafe"
+	"github.com/gocotal/cotal/lang"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -313,4 +319,176 @@ func replaceProgram(f *factory.Factory, runID, src string) error {
 		return err
 	}
 	return runhost.WriteProgram(d.WorkflowsDir(sp), runID, src)
+}
+
+// operator returns the runs' operator on the mesh the factory names: its ledger mints the
+// credentials, one connection per read or fork.
+func operator(ctx context.Context, f *factory.Factory) (runhost.Operator, wire.Space, error) {
+	_, st, sp, err := f.Mesh("")
+	if err != nil {
+		return runhost.Operator{}, "", err
+	}
+	l, err := f.Ledger(ctx, sp)
+	if err != nil {
+		return runhost.Operator{}, "", err
+	}
+	return runhost.Operator{Space: sp, Endpoint: wire.ManagerEndpoint, Issuer: l,
+		Dial: func(ctx context.Context, cred *authority.Credential) (*nats.Conn, error) {
+			return dial.As(ctx, st.URL, cred)
+		}}, sp, nil
+}
+
+func newCmdMigrate(f *factory.Factory) *cobra.Command {
+	var file string
+	var apply, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "migrate RUN --file FILE [--apply]",
+		Short: "Check whether an edited program may take a run over",
+		Long: "Walk an edited program over a run's recorded journal, touching nothing: every recorded\n" +
+			"step it reaches must still ask what it asked (else L5001, naming the step), and each\n" +
+			"recorded step it no longer reaches is judged by the orphan table (ignored, kept, or\n" +
+			"rejected with its code). It prints the report and exits 1 when the migration is\n" +
+			"rejected; --json prints it as JSON. With --apply an accepted migration is carried out:\n" +
+			"the manager takes the run back under the edited program.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := meshwire.ValidateRunID(args[0]); err != nil {
+				return &exit.UsageError{Err: err}
+			}
+			src, err := ReadProgram(file)
+			if err != nil {
+				return err
+			}
+			op, _, err := operator(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			rec, err := op.Recorded(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			m, err := lang.Migrate(cmd.Context(), src, rec, lang.MigrateOptions{})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := json.NewEncoder(f.IO.Out).Encode(m); err != nil {
+					return err
+				}
+			} else {
+				printMigration(f.IO.Out, args[0], m)
+			}
+			if !m.Accepted {
+				return fmt.Errorf("the migration of run %s is rejected", args[0])
+			}
+			if !apply {
+				return nil
+			}
+			if err := replaceProgram(f, args[0], src); err != nil {
+				return err
+			}
+			return withControl(cmd.Context(), f, func(ctl *factory.Control) error {
+				if err := ctl.Manager.RunResume(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(f.IO.ErrOut, "run %s goes on under %s\n", args[0], file)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the edited program (required)")
+	cmd.Flags().BoolVar(&apply, "apply", false, "carry an accepted migration out")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	_ = cmd.MarkFlagRequired("file")
+	f.Target.Register(cmd.Flags())
+	return cmd
+}
+
+func printMigration(w io.Writer, runID string, m *lang.Migration) {
+	verdict := "accepted"
+	if !m.Accepted {
+		verdict = "rejected"
+	}
+	fmt.Fprintf(w, "migration of run %s: %s (%d recorded steps reached)\n", runID, verdict, len(m.Reached))
+	for _, r := range m.Rejections {
+		fmt.Fprintf(w, "  rejected  %s  %s %s\n", termsafe.Sanitize(r.Step), r.Code, termsafe.Sanitize(r.Message))
+	}
+	for _, o := range m.Orphans {
+		fmt.Fprintf(w, "  orphan    %s  %s %s\n", termsafe.Sanitize(o.Step), o.Verdict, o.Code)
+	}
+}
+
+func newCmdFork(f *factory.Factory) *cobra.Command {
+	var at, file string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "fork RUN --at STEP [--file FILE]",
+		Short: "Start a new run from a run's journal, cut before a step",
+		Long: "Start a new run whose journal is RUN's up to, and excluding, STEP (its key, as the\n" +
+			"journal prints it), under RUN's pins, seed included; its record names RUN and STEP as its\n" +
+			"lineage. The manager drives it from there, under RUN's program or --file's. It prints the\n" +
+			"new run's id; --json prints {\"runId\":ID}. A step not in the journal is L5017, one the\n" +
+			"program never reaches L5018, one inside a race's losing arm L5020.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := meshwire.ValidateRunID(args[0]); err != nil {
+				return &exit.UsageError{Err: err}
+			}
+			if !strings.HasPrefix(at, "/") {
+				return &exit.UsageError{Err: fmt.Errorf("--at %q is not a step key: give it as the journal prints it, e.g. /turn:review#0", at)}
+			}
+			op, sp, err := operator(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			src, err := forkSource(f, sp, args[0], file)
+			if err != nil {
+				return err
+			}
+			parent, err := op.Recorded(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			child, err := op.Fork(cmd.Context(), src, parent, at)
+			if err != nil {
+				return err
+			}
+			if err := replaceProgram(f, child, src); err != nil {
+				return err
+			}
+			return withControl(cmd.Context(), f, func(ctl *factory.Control) error {
+				if err := ctl.Manager.RunResume(cmd.Context(), child); err != nil {
+					return err
+				}
+				if asJSON {
+					return json.NewEncoder(f.IO.Out).Encode(map[string]string{"runId": child})
+				}
+				fmt.Fprintf(f.IO.Out, "forked run %s from %s at %s\n  cotal run journal %s    # follow its steps\n", child, args[0], termsafe.Sanitize(at), child)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&at, "at", "", "the step the fork is cut before, as the journal prints it (required)")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the program the new run goes on under (RUN's when omitted)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {\"runId\":ID}")
+	_ = cmd.MarkFlagRequired("at")
+	f.Target.Register(cmd.Flags())
+	return cmd
+}
+
+// forkSource is the program a fork goes on under: file's, else the parent's, as the mesh's
+// manager keeps it.
+func forkSource(f *factory.Factory, sp wire.Space, parent, file string) (string, error) {
+	if file != "" {
+		return ReadProgram(file)
+	}
+	d, _, _, err := f.Mesh("")
+	if err != nil {
+		return "", err
+	}
+	raw, err := os.ReadFile(filepath.Join(d.WorkflowsDir(sp), parent+".cotal.js"))
+	if err != nil {
+		return "", fmt.Errorf("run %s's program is not kept here: give it with --file (%w)", parent, err)
+	}
+	return string(raw), nil
 }

@@ -26,11 +26,11 @@ func NewCmdRun(f *factory.Factory) *cobra.Command {
 		Use:   "run",
 		Short: "Check, simulate, plan and run Cotal Lang workflow programs",
 		Long: "Work with Cotal Lang programs, the workflows a run executes (docs/cotal-lang.md). check,\n" +
-			"sim and plan need no mesh; start, ps, journal, answer and resume operate runs a manager\n" +
-			"hosts on the mesh.",
+			"sim and plan need no mesh; start, ps, journal, answer, resume, migrate and fork operate\n" +
+			"runs a manager hosts on the mesh.",
 	}
 	cmd.AddCommand(newCmdCheck(f), newCmdSim(f), newCmdPlan(f),
-		newCmdStart(f), newCmdPs(f), newCmdJournal(f), newCmdAnswer(f), newCmdResume(f))
+		newCmdStart(f), newCmdPs(f), newCmdJournal(f), newCmdAnswer(f), newCmdResume(f), newCmdMigrate(f), newCmdFork(f))
 	return cmd
 }
 
