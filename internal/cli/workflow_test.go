@@ -211,3 +211,65 @@ log(built.status, reviewed.status, built.note)
 		t.Errorf("the builder was spawned %d times:\n%s", n, journal)
 	}
 }
+
+// TestWorkflowRunWithAgentsSurvivesARestart: a mesh stopped while its run waits on a
+// checkpoint between two agents' turns stops their agents with it; when it comes up again it
+// takes the run back, the answer given then lets it go on, and the second agent's turn starts
+// that agent again from its persona. The journal shows one spawn per agent and one turn each.
+func TestWorkflowRunWithAgentsSurvivesARestart(t *testing.T) {
+	meshtest.Long(t, "a mesh running agent processes, started twice")
+	t.Setenv(envRunCLI, "1")
+	dir := t.TempDir()
+	agents := filepath.Join(dir, ".cotal", "agents")
+	os.MkdirAll(agents, 0o700)
+	for _, name := range []string{"builder", "reviewer"} {
+		writeFile(t, agents, name+".md", "---\nname: "+name+"\nagent: cotal\n---\nYou are the "+name+".\n")
+	}
+	prog := writeFile(t, t.TempDir(), "team.cotal.js", `const a = await spawn("builder")
+const b = await spawn("reviewer")
+await turn(a, { name: "build", deadline: "2m" })
+const ok = await checkpoint("approve", "Ship the release?")
+const reviewed = await turn(b, { name: "review", deadline: "2m" })
+log(ok.value, reviewed.status)
+`)
+	up := func() (context.CancelFunc, chan int) {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan int, 1)
+		upIO, _, _, _ := iostreams.Test()
+		go func() { done <- Main(ctx, upIO, []string{"up", "--dir", dir, "--port", "0"}) }()
+		waitUp(t, dir, done)
+		return cancel, done
+	}
+	stop, done := up()
+	code, out, stderr := run(t, "run", "start", "--file", prog, "--json", "--dir", dir)
+	var started struct {
+		RunID string `json:"runId"`
+	}
+	if code != exit.OK || json.Unmarshal([]byte(out), &started) != nil {
+		t.Fatalf("run start: exit %d %q %s", code, out, stderr)
+	}
+	awaitQuestion(t, dir, started.RunID)
+	stop()
+	<-done
+
+	stop, done = up()
+	defer func() { stop(); <-done }()
+	awaitQuestion(t, dir, started.RunID)
+	if code, _, stderr := run(t, "run", "answer", started.RunID, "/checkpoint:approve#0", "--value", `"yes"`, "--dir", dir); code != exit.OK {
+		t.Fatalf("answer after the restart: exit %d %s", code, stderr)
+	}
+	var state string
+	meshtest.Eventually(t, 60*time.Second, "the run to end", func() bool {
+		state = runState(t, dir, started.RunID)
+		return state == "completed" || state == "failed" || state == "released"
+	})
+	_, journal, _ := run(t, "run", "journal", started.RunID, "--dir", dir)
+	if state != "completed" {
+		t.Fatalf("the run ended %s:\n%s", state, journal)
+	}
+	for _, step := range []string{"/spawn:builder#0", "/spawn:reviewer#0", "/turn:build#0", "/turn:review#0"} {
+		if n := strings.Count(journal, step+"  pending"); n != 1 {
+			t.Errorf("%s written pending %d times:\n%s", step, n, journal)
+		}
+	}
+}

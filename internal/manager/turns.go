@@ -27,7 +27,9 @@ type Yield struct {
 
 // The refusals of a turn.
 var (
-	// ErrSeatDown reports a seat that is not running, or stopped during its turn.
+	// ErrSeatGone reports a seat this manager does not run.
+	ErrSeatGone = errors.New("manager: no such seat runs")
+	// ErrSeatDown reports a seat that stopped during its turn.
 	ErrSeatDown = errors.New("manager: the seat is down")
 	// ErrTurnDeadline reports a turn its seat did not yield before its deadline.
 	ErrTurnDeadline = errors.New("manager: the turn's deadline elapsed")
@@ -86,12 +88,13 @@ func (svc *Service) SpawnSeat(ctx context.Context, name, persona string) (Status
 }
 
 // Turn asks the seat name for one turn under goalID and waits for its yield. The same goal
-// asked again (a recovery) joins the open turn, or gets the yield it ended with; a seat that is
-// down is ErrSeatDown, and one that does not yield by deadline ErrTurnDeadline.
+// asked again (a recovery) joins the open turn, or gets the yield it ended with; a seat this
+// manager does not run is ErrSeatGone, one that stops during the turn ErrSeatDown, and one that
+// does not yield by deadline ErrTurnDeadline.
 func (svc *Service) Turn(ctx context.Context, name, goalID, payload string, deadline time.Time) (Yield, error) {
 	st, ok := svc.sup.Lookup(name)
 	if !ok || !alive(st) {
-		return Yield{}, fmt.Errorf("seat %s: %w", name, ErrSeatDown)
+		return Yield{}, fmt.Errorf("seat %s: %w", name, ErrSeatGone)
 	}
 	t := svc.turns.openTurn(goalID, st.Principal, payload, deadline)
 	if t == nil {

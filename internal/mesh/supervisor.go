@@ -362,6 +362,8 @@ func (s runSeats) Spawn(ctx context.Context, name, persona string) (wire.Princip
 func (s runSeats) Turn(ctx context.Context, name, goalID, payload string, deadline time.Time) (runhost.SeatYield, error) {
 	y, err := s.svc.Turn(ctx, name, goalID, payload, deadline)
 	switch {
+	case errors.Is(err, manager.ErrSeatGone):
+		return runhost.SeatYield{}, fmt.Errorf("%w: %v", runhost.ErrSeatGone, err)
 	case errors.Is(err, manager.ErrSeatDown):
 		return runhost.SeatYield{}, fmt.Errorf("%w: %v", runhost.ErrSeatDown, err)
 	case errors.Is(err, manager.ErrTurnDeadline):

@@ -18,8 +18,9 @@ type Seats interface {
 	// Spawn starts the agent name from persona, or finds it running (a replay or a recovery
 	// spawns nothing twice), and returns its principal.
 	Spawn(ctx context.Context, name, persona string) (wire.Principal, error)
-	// Turn asks the agent name for one turn under goalID, and returns its yield: ErrSeatDown when
-	// it is not running or stops, ErrTurnDeadline when it does not yield by deadline.
+	// Turn asks the agent name for one turn under goalID, and returns its yield: ErrSeatGone
+	// when no such agent runs, ErrSeatDown when it stops during the turn, ErrTurnDeadline when it
+	// does not yield by deadline.
 	Turn(ctx context.Context, name, goalID, payload string, deadline time.Time) (SeatYield, error)
 }
 
@@ -31,7 +32,11 @@ type SeatYield struct {
 
 // The refusals a seat's turn reports.
 var (
-	ErrSeatDown     = errors.New("runhost: the agent is down")
+	// ErrSeatGone: no agent of that name runs (its manager stopped since the run spawned it).
+	ErrSeatGone = errors.New("runhost: the agent does not run")
+	// ErrSeatDown: the agent stopped during its turn.
+	ErrSeatDown = errors.New("runhost: the agent is down")
+	// ErrTurnDeadline: the agent did not yield by the turn's deadline.
 	ErrTurnDeadline = errors.New("runhost: the turn's deadline elapsed")
 )
 
@@ -110,9 +115,20 @@ func (m *meshHandler) turn(ctx context.Context, seats Seats, req *lang.Request) 
 		deadline = time.Duration(ms) * time.Millisecond
 	}
 	payload, _ := json.Marshal(TurnPayload{Run: req.RunID, Step: req.Key})
-	y, err := seats.Turn(ctx, p.Actor(), req.RequestID, string(payload), time.UnixMilli(req.StartedAt).Add(deadline))
+	at := time.UnixMilli(req.StartedAt).Add(deadline)
+	y, err := seats.Turn(ctx, p.Actor(), req.RequestID, string(payload), at)
+	if errors.Is(err, ErrSeatGone) {
+		// The run spawned this agent and its manager stopped since (a restart): it is started
+		// again from the persona the handle names, as its manager would restart it.
+		persona, _ := handle.Get("persona")
+		name, _ := persona.(string)
+		if _, serr := seats.Spawn(ctx, p.Actor(), name); serr != nil {
+			return nil, &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: fmt.Sprintf("%v; starting it again: %v", err, serr)}
+		}
+		y, err = seats.Turn(ctx, p.Actor(), req.RequestID, string(payload), at)
+	}
 	switch {
-	case errors.Is(err, ErrSeatDown):
+	case errors.Is(err, ErrSeatDown), errors.Is(err, ErrSeatGone):
 		return nil, &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: err.Error()}
 	case errors.Is(err, ErrTurnDeadline):
 		return nil, &lang.EffectError{Code: "L4003", Kind: "turn-deadline", Message: err.Error()}
