@@ -84,7 +84,22 @@ func (svc *Service) SpawnSeat(ctx context.Context, name, persona string) (Status
 		return Status{}, refusal
 	}
 	spec.Capabilities = capabilities
-	return svc.sup.Spawn(ctx, spec)
+	st, err := svc.sup.Spawn(ctx, spec)
+	if !errors.Is(err, ErrAlreadyExists) {
+		return st, err
+	}
+	// Another step of the run is starting the same seat (branches asking it at once): it is
+	// the one this step asked for, once it runs.
+	for {
+		if st, ok := svc.sup.Lookup(name); ok && alive(st) {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Status{}, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Turn asks the seat name for one turn under goalID and waits for its yield. The same goal
