@@ -83,16 +83,7 @@ func answerID(token, by string, value, artifact json.RawMessage) (string, error)
 		}
 		return v
 	}
-	raw, err := json.Marshal(map[string]any{"token": token, "by": by, "value": orNull(value), "artifact": orNull(artifact)})
-	if err != nil {
-		return "", err
-	}
-	canon, err := wire.Canonicalize(raw)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(canon)
-	return base64.RawURLEncoding.EncodeToString(sum[:]), nil
+	return DerivedID(map[string]any{"token": token, "by": by, "value": orNull(value), "artifact": orNull(artifact)})
 }
 
 // ParseAnswer decodes an answer record, refusing an unknown version or field, a missing token
@@ -129,4 +120,63 @@ func decodeClosed(data []byte, what string, v any) error {
 		return wire.Invalid(what, "", "must hold one JSON object")
 	}
 	return nil
+}
+
+// noticeVersion is the only version of a notice's records.
+const noticeVersion = 1
+
+// NoticeSpec is a notice's spec half (SPEC §14.3), create-only under
+// notice.<endpoint>.<runId>.<addresseeId>.<noticeId>.spec: a run's decision record, for one
+// addressee, rendered ahead of its next turn.
+type NoticeSpec struct {
+	V         int             `json:"v"`
+	Run       string          `json:"run"`
+	Step      string          `json:"step"`
+	Addressee string          `json:"addressee"`
+	Fact      json.RawMessage `json:"fact"`
+	At        int64           `json:"at"`
+}
+
+// NoticeStatus is a notice's status half: when its addressee's turn carried it, and who that was.
+type NoticeStatus struct {
+	V                    int    `json:"v"`
+	ConsumedAt           int64  `json:"consumedAt"`
+	By                   string `json:"by"`
+	ObservedSpecRevision uint64 `json:"observedSpecRevision"`
+}
+
+// NoticeIDs returns a notice's addressee id and notice id, derived as the SPEC words them: the
+// addressee's from { agent }, the notice's from { requestId, addressee }.
+func NoticeIDs(requestID, addressee string) (addresseeID, noticeID string, err error) {
+	if addresseeID, err = DerivedID(map[string]any{"agent": addressee}); err != nil {
+		return "", "", err
+	}
+	noticeID, err = DerivedID(map[string]any{"requestId": requestID, "addressee": addressee})
+	return addresseeID, noticeID, err
+}
+
+// DerivedID is a record's derived id: the unpadded base64url SHA-256 of v's canonical JSON.
+func DerivedID(v any) (string, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	canon, err := wire.Canonicalize(raw)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(canon)
+	return base64.RawURLEncoding.EncodeToString(sum[:]), nil
+}
+
+// ParseNoticeSpec decodes a notice's spec record, refusing an unknown version or field.
+func ParseNoticeSpec(data []byte) (NoticeSpec, error) {
+	var n NoticeSpec
+	if err := decodeClosed(data, "notice", &n); err != nil {
+		return NoticeSpec{}, err
+	}
+	if n.V != noticeVersion || n.Run == "" || n.Addressee == "" {
+		return NoticeSpec{}, wire.Invalid("notice", "", "must be version 1 and name its run and addressee")
+	}
+	return n, nil
 }

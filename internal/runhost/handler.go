@@ -41,6 +41,8 @@ func (m *meshHandler) Perform(ctx context.Context, req *lang.Request) (*lang.Out
 		return &lang.Outcome{}, nil
 	case "checkpoint":
 		return m.checkpoint(ctx, req)
+	case "notify":
+		return m.notify(ctx, req)
 	case "spawn", "turn":
 		seats := m.h.seatsOf()
 		if seats == nil {

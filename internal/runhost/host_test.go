@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -339,5 +340,59 @@ func TestForkAndMigrate(t *testing.T) {
 	}
 	if v.Journal[1].Step != "/sleep:a#0" || v.Journal[1].Outcome != "ok" || v.Journal[0].Holder != "fork" {
 		t.Errorf("the child's journal: %+v", v.Journal)
+	}
+}
+
+// seatsOnHand are seats that spawn nothing and yield every turn done at once, keeping the
+// payloads they were handed: the manager's side, for the run host's own tests.
+type seatsOnHand struct {
+	mu       sync.Mutex
+	payloads map[string][]runhost.TurnPayload
+}
+
+func (s *seatsOnHand) Spawn(_ context.Context, name, _ string) (wire.Principal, error) {
+	return wire.NewPrincipal(wire.DevOwner, name)
+}
+
+func (s *seatsOnHand) Turn(_ context.Context, name, _, payload string, _ time.Time) (runhost.SeatYield, error) {
+	var p runhost.TurnPayload
+	if err := json.Unmarshal([]byte(payload), &p); err != nil {
+		return runhost.SeatYield{}, err
+	}
+	s.mu.Lock()
+	s.payloads[name] = append(s.payloads[name], p)
+	s.mu.Unlock()
+	return runhost.SeatYield{Status: "done", At: time.Now().UnixMilli()}, nil
+}
+
+// TestNoticesRideTheNextTurn: notify writes a notice for each addressee onto the run; the
+// addressee's next turn carries it, and the one after does not.
+func TestNoticesRideTheNextTurn(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
+	seats := &seatsOnHand{payloads: map[string][]runhost.TurnPayload{}}
+	h.SetSeats(seats)
+	id, err := h.Start(ctx, `const a = await spawn("builder")
+const b = await spawn("reviewer")
+await notify([a, b], { decision: "scope", outcome: "narrowed" })
+await turn(a, { name: "build" })
+await turn(a, { name: "build-again" })`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.Wait(ctx, id); err != nil || st.State != meshwire.RunCompleted {
+		t.Fatalf("%+v %v", st, err)
+	}
+	var builder []runhost.TurnPayload
+	for name, ps := range seats.payloads {
+		if strings.HasPrefix(name, "builder_") {
+			builder = ps
+		}
+	}
+	if len(builder) != 2 || len(builder[0].Notices) != 1 || builder[0].Notices[0].Step != "/notify#0" ||
+		string(builder[0].Notices[0].Fact) != `{"decision":"scope","outcome":"narrowed"}` || len(builder[1].Notices) != 0 {
+		t.Errorf("the builder's turns carried %+v", builder)
 	}
 }

@@ -43,10 +43,12 @@ var (
 // defaultTurnDeadline bounds a turn whose step names no deadline.
 const defaultTurnDeadline = time.Hour
 
-// TurnPayload is what a seat's pending turn carries: the run and the step that asks it.
+// TurnPayload is what a seat's pending turn carries: the run and the step that asks it, and the
+// notices the run wrote for the seat since its last turn.
 type TurnPayload struct {
-	Run  string `json:"run"`
-	Step string `json:"step"`
+	Run     string       `json:"run"`
+	Step    string       `json:"step"`
+	Notices []TurnNotice `json:"notices,omitempty"`
 }
 
 // SetSeats gives the host the manager's seats, once it serves them: until then a spawn or a
@@ -114,7 +116,11 @@ func (m *meshHandler) turn(ctx context.Context, seats Seats, req *lang.Request) 
 		}
 		deadline = time.Duration(ms) * time.Millisecond
 	}
-	payload, _ := json.Marshal(TurnPayload{Run: req.RunID, Step: req.Key})
+	notices, refs, err := m.pendingNotices(ctx, p.String())
+	if err != nil {
+		return nil, err
+	}
+	payload, _ := json.Marshal(TurnPayload{Run: req.RunID, Step: req.Key, Notices: notices})
 	at := time.UnixMilli(req.StartedAt).Add(deadline)
 	y, err := seats.Turn(ctx, p.Actor(), req.RequestID, string(payload), at)
 	if errors.Is(err, ErrSeatGone) {
@@ -133,6 +139,9 @@ func (m *meshHandler) turn(ctx context.Context, seats Seats, req *lang.Request) 
 	case errors.Is(err, ErrTurnDeadline):
 		return nil, &lang.EffectError{Code: "L4003", Kind: "turn-deadline", Message: err.Error()}
 	case err != nil:
+		return nil, err
+	}
+	if err := m.consumed(ctx, p.String(), refs); err != nil {
 		return nil, err
 	}
 	out := lang.NewRecord()

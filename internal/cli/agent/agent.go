@@ -20,6 +20,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/internal/termsafe"
 	"github.com/gocotal/cotal/wire"
 )
@@ -185,7 +186,7 @@ func agentRun(ctx context.Context, o *Options) error {
 const turnPoll = 200 * time.Millisecond
 
 // takeTurns yields, as --on-turn says, each turn the agent's manager holds for it, until ctx
-// ends; each turn is printed once, as it is taken.
+// ends; each turn is printed once, as it is taken, after the notices it carries.
 func takeTurns(ctx context.Context, o *Options, m *manager.Client) {
 	taken := map[string]bool{}
 	tick := time.NewTicker(turnPoll)
@@ -198,6 +199,12 @@ func takeTurns(ctx context.Context, o *Options, m *manager.Client) {
 		for _, t := range turns {
 			if taken[t.GoalID] {
 				continue
+			}
+			var p runhost.TurnPayload
+			if json.Unmarshal([]byte(t.Payload), &p) == nil {
+				for _, n := range p.Notices {
+					fmt.Fprintf(o.IO.Out, "notice %s: %s\n", termsafe.Sanitize(n.Step), termsafe.Sanitize(string(n.Fact)))
+				}
 			}
 			err := m.TurnYield(ctx, manager.TurnYieldArgs{GoalID: t.GoalID, Status: o.OnTurn, To: o.HandoffTo, Note: "cotal agent took the turn"})
 			if err != nil {
