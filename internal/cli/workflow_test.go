@@ -49,6 +49,39 @@ func awaitQuestion(t *testing.T, dir, id string) string {
 	return out
 }
 
+// startRestartAnswer brings a mesh up in dir, starts prog there and waits for its question,
+// stops the mesh and brings it up again (until the test ends), waits for the question again and
+// answers it; it returns the run's id.
+func startRestartAnswer(t *testing.T, dir, prog string) string {
+	t.Helper()
+	up := func() (context.CancelFunc, chan int) {
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan int, 1)
+		upIO, _, _, _ := iostreams.Test()
+		go func() { done <- Main(ctx, upIO, []string{"up", "--dir", dir, "--port", "0"}) }()
+		waitUp(t, dir, done)
+		return cancel, done
+	}
+	stop, done := up()
+	code, out, stderr := run(t, "run", "start", "--file", prog, "--json", "--dir", dir)
+	var started struct {
+		RunID string `json:"runId"`
+	}
+	if code != exit.OK || json.Unmarshal([]byte(out), &started) != nil {
+		t.Fatalf("run start: exit %d %q %s", code, out, stderr)
+	}
+	awaitQuestion(t, dir, started.RunID)
+	stop()
+	<-done
+	stop, done = up()
+	t.Cleanup(func() { stop(); <-done })
+	awaitQuestion(t, dir, started.RunID)
+	if code, _, stderr := run(t, "run", "answer", started.RunID, "/checkpoint:approve#0", "--value", `"yes"`, "--dir", dir); code != exit.OK {
+		t.Fatalf("answer after the restart: exit %d %s", code, stderr)
+	}
+	return started.RunID
+}
+
 // TestWorkflowRunOnTheMesh: `cotal run start` hands a program to the mesh's manager, `cotal run
 // journal` shows its open checkpoint and question, `cotal run answer` resumes it, and `cotal
 // run ps --json` shows it completed. A bad program and bad answers are refused with what is
@@ -125,34 +158,9 @@ func TestWorkflowRunSurvivesARestart(t *testing.T) {
 	dir := t.TempDir()
 	prog := filepath.Join(t.TempDir(), "approve.cotal.js")
 	os.WriteFile(prog, []byte(approveProgram), 0o600)
-	up := func() (context.CancelFunc, chan int) {
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan int, 1)
-		upIO, _, _, _ := iostreams.Test()
-		go func() { done <- Main(ctx, upIO, []string{"up", "--dir", dir, "--port", "0"}) }()
-		waitUp(t, dir, done)
-		return cancel, done
-	}
-	stop, done := up()
-	code, out, stderr := run(t, "run", "start", "--file", prog, "--json", "--dir", dir)
-	var started struct {
-		RunID string `json:"runId"`
-	}
-	if code != exit.OK || json.Unmarshal([]byte(out), &started) != nil {
-		t.Fatalf("run start: exit %d %q %s", code, out, stderr)
-	}
-	awaitQuestion(t, dir, started.RunID)
-	stop()
-	<-done
-
-	stop, done = up()
-	defer func() { stop(); <-done }()
-	awaitQuestion(t, dir, started.RunID)
-	if code, _, stderr := run(t, "run", "answer", started.RunID, "/checkpoint:approve#0", "--value", `"yes"`, "--dir", dir); code != exit.OK {
-		t.Fatalf("answer after the restart: exit %d %s", code, stderr)
-	}
-	meshtest.Eventually(t, 20*time.Second, "the run to complete", func() bool { return runState(t, dir, started.RunID) == "completed" })
-	_, journal, _ := run(t, "run", "journal", started.RunID, "--dir", dir)
+	id := startRestartAnswer(t, dir, prog)
+	meshtest.Eventually(t, 20*time.Second, "the run to complete", func() bool { return runState(t, dir, id) == "completed" })
+	_, journal, _ := run(t, "run", "journal", id, "--dir", dir)
 	if n := strings.Count(journal, "/checkpoint:approve#0  pending"); n != 1 || strings.Count(journal, "activation") != 2 {
 		t.Errorf("after the restart, %d pending writes of the checkpoint:\n%s", n, journal)
 	}
@@ -183,16 +191,17 @@ log(built.status, reviewed.status, built.note)
 	if code != exit.OK || json.Unmarshal([]byte(out), &started) != nil {
 		t.Fatalf("run start: exit %d %q %s", code, out, stderr)
 	}
+	id := started.RunID
 	var state string
 	meshtest.Eventually(t, 60*time.Second, "the run to end", func() bool {
-		state = runState(t, dir, started.RunID)
+		state = runState(t, dir, id)
 		return state == "completed" || state == "failed" || state == "released"
 	})
-	_, journal, _ := run(t, "run", "journal", started.RunID, "--dir", dir)
+	_, journal, _ := run(t, "run", "journal", id, "--dir", dir)
 	if state != "completed" {
 		t.Fatalf("the run ended %s:\n%s", state, journal)
 	}
-	code, out, _ = run(t, "run", "journal", started.RunID, "--json", "--dir", dir)
+	code, out, _ = run(t, "run", "journal", id, "--json", "--dir", dir)
 	settled := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var row struct {
@@ -232,38 +241,13 @@ const ok = await checkpoint("approve", "Ship the release?")
 const reviewed = await turn(b, { name: "review", deadline: "2m" })
 log(ok.value, reviewed.status)
 `)
-	up := func() (context.CancelFunc, chan int) {
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan int, 1)
-		upIO, _, _, _ := iostreams.Test()
-		go func() { done <- Main(ctx, upIO, []string{"up", "--dir", dir, "--port", "0"}) }()
-		waitUp(t, dir, done)
-		return cancel, done
-	}
-	stop, done := up()
-	code, out, stderr := run(t, "run", "start", "--file", prog, "--json", "--dir", dir)
-	var started struct {
-		RunID string `json:"runId"`
-	}
-	if code != exit.OK || json.Unmarshal([]byte(out), &started) != nil {
-		t.Fatalf("run start: exit %d %q %s", code, out, stderr)
-	}
-	awaitQuestion(t, dir, started.RunID)
-	stop()
-	<-done
-
-	stop, done = up()
-	defer func() { stop(); <-done }()
-	awaitQuestion(t, dir, started.RunID)
-	if code, _, stderr := run(t, "run", "answer", started.RunID, "/checkpoint:approve#0", "--value", `"yes"`, "--dir", dir); code != exit.OK {
-		t.Fatalf("answer after the restart: exit %d %s", code, stderr)
-	}
+	id := startRestartAnswer(t, dir, prog)
 	var state string
 	meshtest.Eventually(t, 60*time.Second, "the run to end", func() bool {
-		state = runState(t, dir, started.RunID)
+		state = runState(t, dir, id)
 		return state == "completed" || state == "failed" || state == "released"
 	})
-	_, journal, _ := run(t, "run", "journal", started.RunID, "--dir", dir)
+	_, journal, _ := run(t, "run", "journal", id, "--dir", dir)
 	if state != "completed" {
 		t.Fatalf("the run ended %s:\n%s", state, journal)
 	}
