@@ -166,8 +166,8 @@ func TestMCPExchange(t *testing.T) {
 	cs, _ := session(t, m)
 
 	tools, err := cs.ListTools(t.Context(), nil)
-	if err != nil || len(tools.Tools) != 16 {
-		t.Fatalf("ListTools = %d tools, %v; want 16 (no cotal_spawn without the spawn capability)", len(tools.Tools), err)
+	if err != nil || len(tools.Tools) != 17 {
+		t.Fatalf("ListTools = %d tools, %v; want 17 (no cotal_spawn or cotal_run without their capabilities)", len(tools.Tools), err)
 	}
 	if got := call(t, cs, "cotal_orientation", nil, false); !strings.Contains(got, "local.claude") || !strings.Contains(got, "May post to: general, team") {
 		t.Errorf("orientation: %s", got)

@@ -46,7 +46,7 @@ const (
 	maxBody           = 64 << 10
 	minRequestID      = 22
 	maxRequestID      = 64
-	maxArtifacts      = 64
+	maxArtifacts      = 128 // the reference manager registers 84: 41 schema roots, their manifests, its cluster document and manifest
 	protocolVersion   = 1
 	maxEvictPrincipal = 8
 )

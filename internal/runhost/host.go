@@ -154,18 +154,23 @@ func WriteProgram(dir, runID, source string) error {
 
 func nextProgramPath(dir, runID string) string { return filepath.Join(dir, runID+".next") }
 
-// Recover takes back every run the host's directory holds a program for and that its status
-// record does not show ended.
+// Recover takes back every run recorded on the host's endpoint that has not ended and whose
+// program the host's directory keeps.
 func (h *Host) Recover(ctx context.Context) error {
-	names, err := filepath.Glob(filepath.Join(h.cfg.Dir, "*.cotal.js"))
+	rows, err := h.List(ctx) // one read of the run records: the ended runs are not taken
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, name := range names {
-		runID := filepath.Base(name[:len(name)-len(".cotal.js")])
-		if err := h.Resume(ctx, runID, ""); err != nil && !errors.Is(err, ErrEnded) {
-			errs = append(errs, fmt.Errorf("take back run %s: %w", runID, err))
+	for _, r := range rows {
+		if r.State == meshwire.RunCompleted || r.State == meshwire.RunFailed {
+			continue
+		}
+		if _, err := os.Stat(h.programPath(r.RunID)); err != nil {
+			continue // another host's run, or one whose program is not kept here
+		}
+		if err := h.Resume(ctx, r.RunID, ""); err != nil && !errors.Is(err, ErrEnded) && !errors.Is(err, ErrRunning) {
+			errs = append(errs, fmt.Errorf("take back run %s: %w", r.RunID, err))
 		}
 	}
 	return errors.Join(errs...)

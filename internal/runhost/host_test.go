@@ -123,14 +123,21 @@ func TestRunWithACheckpoint(t *testing.T) {
 
 // TestRunTakenBack: a host that stops while its run waits on a checkpoint leaves the run
 // running; the answer given meanwhile is recorded; a new host on the same directory takes the
-// run back, finds the answer, waits out only what is left of its sleep and completes, the
-// checkpoint performed once.
+// run back (and not the run that had completed), finds the answer, waits out only what is left
+// of its sleep and completes, the checkpoint performed once.
 func TestRunTakenBack(t *testing.T) {
 	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	dir := t.TempDir()
 	first := host(t, m, wire.NewLifecycleUID(), dir)
+	done, err := first.Start(ctx, `log("at once")`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := first.Wait(ctx, done); err != nil || st.State != meshwire.RunCompleted {
+		t.Fatalf("a run that ends at once: %+v %v", st, err)
+	}
 	id, err := first.Start(ctx, approve)
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +151,9 @@ func TestRunTakenBack(t *testing.T) {
 	second := host(t, m, wire.NewLifecycleUID(), dir)
 	if err := second.Recover(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if _, taken := second.Status(done, false); taken {
+		t.Error("a run that had completed was taken back")
 	}
 	st, err := second.Wait(ctx, id)
 	if err != nil {
