@@ -166,6 +166,34 @@ func TestWorkflowRunSurvivesARestart(t *testing.T) {
 	}
 }
 
+// writePersonas writes the agent: cotal personas builder and reviewer into the mesh's catalog.
+func writePersonas(t *testing.T, dir string) {
+	t.Helper()
+	agents := filepath.Join(dir, ".cotal", "agents")
+	if err := os.MkdirAll(agents, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"builder", "reviewer"} {
+		writeFile(t, agents, name+".md", "---\nname: "+name+"\nagent: cotal\n---\nYou are the "+name+".\n")
+	}
+}
+
+// awaitCompleted waits until run id ends, fails the test unless it completed, and returns its
+// journal.
+func awaitCompleted(t *testing.T, dir, id string) string {
+	t.Helper()
+	var state string
+	meshtest.Eventually(t, 60*time.Second, "the run to end", func() bool {
+		state = runState(t, dir, id)
+		return state == "completed" || state == "failed" || state == "released"
+	})
+	_, journal, _ := run(t, "run", "journal", id, "--dir", dir)
+	if state != "completed" {
+		t.Fatalf("the run ended %s:\n%s", state, journal)
+	}
+	return journal
+}
+
 // TestWorkflowRunWithAgents: a program spawns two agent: cotal agents from the mesh's persona
 // catalog and takes a turn from each; the run completes with the yields the agents gave, the
 // journal shows one spawn per agent, and each agent is online once.
@@ -173,11 +201,7 @@ func TestWorkflowRunWithAgents(t *testing.T) {
 	meshtest.Long(t, "a mesh running agent processes")
 	t.Setenv(envRunCLI, "1") // the cotal harness is this test binary, acting as cotal
 	dir := upMesh(t)
-	agents := filepath.Join(dir, ".cotal", "agents")
-	os.MkdirAll(agents, 0o700)
-	for _, name := range []string{"builder", "reviewer"} {
-		writeFile(t, agents, name+".md", "---\nname: "+name+"\nagent: cotal\n---\nYou are the "+name+".\n")
-	}
+	writePersonas(t, dir)
 	prog := writeFile(t, t.TempDir(), "team.cotal.js", `const a = await spawn("builder")
 const b = await spawn("reviewer")
 const built = await turn(a, { name: "build", deadline: "2m" })
@@ -192,15 +216,7 @@ log(built.status, reviewed.status, built.note)
 		t.Fatalf("run start: exit %d %q %s", code, out, stderr)
 	}
 	id := started.RunID
-	var state string
-	meshtest.Eventually(t, 60*time.Second, "the run to end", func() bool {
-		state = runState(t, dir, id)
-		return state == "completed" || state == "failed" || state == "released"
-	})
-	_, journal, _ := run(t, "run", "journal", id, "--dir", dir)
-	if state != "completed" {
-		t.Fatalf("the run ended %s:\n%s", state, journal)
-	}
+	journal := awaitCompleted(t, dir, id)
 	code, out, _ = run(t, "run", "journal", id, "--json", "--dir", dir)
 	settled := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -229,11 +245,7 @@ func TestWorkflowRunWithAgentsSurvivesARestart(t *testing.T) {
 	meshtest.Long(t, "a mesh running agent processes, started twice")
 	t.Setenv(envRunCLI, "1")
 	dir := t.TempDir()
-	agents := filepath.Join(dir, ".cotal", "agents")
-	os.MkdirAll(agents, 0o700)
-	for _, name := range []string{"builder", "reviewer"} {
-		writeFile(t, agents, name+".md", "---\nname: "+name+"\nagent: cotal\n---\nYou are the "+name+".\n")
-	}
+	writePersonas(t, dir)
 	prog := writeFile(t, t.TempDir(), "team.cotal.js", `const a = await spawn("builder")
 const b = await spawn("reviewer")
 await turn(a, { name: "build", deadline: "2m" })
@@ -242,15 +254,7 @@ const reviewed = await turn(b, { name: "review", deadline: "2m" })
 log(ok.value, reviewed.status)
 `)
 	id := startRestartAnswer(t, dir, prog)
-	var state string
-	meshtest.Eventually(t, 60*time.Second, "the run to end", func() bool {
-		state = runState(t, dir, id)
-		return state == "completed" || state == "failed" || state == "released"
-	})
-	_, journal, _ := run(t, "run", "journal", id, "--dir", dir)
-	if state != "completed" {
-		t.Fatalf("the run ended %s:\n%s", state, journal)
-	}
+	journal := awaitCompleted(t, dir, id)
 	for _, step := range []string{"/spawn:builder#0", "/spawn:reviewer#0", "/turn:build#0", "/turn:review#0"} {
 		if n := strings.Count(journal, step+"  pending"); n != 1 {
 			t.Errorf("%s written pending %d times:\n%s", step, n, journal)

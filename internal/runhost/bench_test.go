@@ -59,7 +59,7 @@ func waitOpen(b *testing.B, h *runhost.Host, id string, within time.Duration) {
 	b.Helper()
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		st, ok := h.Status(id, false)
+		st, ok := h.Status(id)
 		if ok && len(st.Open) > 0 {
 			return
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,9 +57,10 @@ type Host struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
-	mu    sync.Mutex
-	runs  map[string]*hosted
-	seats Seats // the manager's, once it serves them
+	mu     sync.Mutex
+	runs   map[string]*hosted
+	seats  Seats // the manager's, once it serves them
+	closed bool
 }
 
 // NewHost returns a host; Recover takes back the runs its directory names.
@@ -83,6 +83,9 @@ func NewHost(cfg Config) (*Host, error) {
 
 // Close stops driving every run (each stays where its journal says, for a resume) and waits.
 func (h *Host) Close() {
+	h.mu.Lock()
+	h.closed = true // a launch racing the close drives nothing
+	h.mu.Unlock()
 	h.stop()
 	h.wg.Wait()
 }
@@ -203,9 +206,14 @@ func (h *Host) launch(ctx context.Context, runID, source string, fresh bool) err
 		return err
 	}
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		r.close()
+		return fmt.Errorf("run %s: the host is closing", runID)
+	}
 	h.runs[runID] = r
-	h.mu.Unlock()
 	h.wg.Add(1)
+	h.mu.Unlock()
 	go func() {
 		defer h.wg.Done()
 		defer r.close()
@@ -250,13 +258,12 @@ func newTakeoverID() string {
 // newRunID mints a run id: run- and 32 random hex characters.
 func newRunID() string { return "run-" + newTakeoverID() + newTakeoverID() }
 
-// Status is a hosted run's state as this host knows it.
+// Status is a hosted run's state as this host knows it: why it ended, when it failed or was
+// held; the checkpoints it waits on. Its journal is the mesh's (View).
 type Status struct {
 	RunID string            `json:"runId"`
 	State meshwire.RunState `json:"state"`
 	Error string            `json:"error,omitempty"`
-	Value json.RawMessage   `json:"value,omitempty"`
-	Steps []lang.Entry      `json:"steps,omitempty"`
 	Open  []OpenCheckpoint  `json:"open,omitempty"`
 }
 
@@ -267,16 +274,15 @@ type OpenCheckpoint struct {
 	Prompt string `json:"prompt"`
 }
 
-// Status returns run runID's status, with its steps when steps is set; false when this host
-// does not hold it.
-func (h *Host) Status(runID string, steps bool) (Status, bool) {
+// Status returns run runID's status; false when this host does not hold it.
+func (h *Host) Status(runID string) (Status, bool) {
 	h.mu.Lock()
 	r := h.runs[runID]
 	h.mu.Unlock()
 	if r == nil {
 		return Status{}, false
 	}
-	return r.status(steps), true
+	return r.status(), true
 }
 
 // Wait waits until run runID ends or ctx does, and returns its status.
@@ -289,7 +295,7 @@ func (h *Host) Wait(ctx context.Context, runID string) (Status, error) {
 	}
 	select {
 	case <-r.done:
-		return r.status(true), nil
+		return r.status(), nil
 	case <-ctx.Done():
 		return Status{}, ctx.Err()
 	}

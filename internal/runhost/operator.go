@@ -3,7 +3,6 @@ package runhost
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/journal"
-	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/lang"
 	"github.com/gocotal/cotal/wire"
@@ -54,15 +52,14 @@ func (o Operator) Recorded(ctx context.Context, runID string) (lang.Recorded, er
 	rec := lang.Recorded{RunID: runID}
 	takeover := newTakeoverID()
 	err := o.with(ctx, runID, takeover, func(nc *nats.Conn) error {
-		b := meshwire.RecordsBucket(o.Space)
-		e, err := kvget.Get(ctx, nc, b, meshwire.RecordKey(meshwire.RecordRun, o.Endpoint, runID, meshwire.RecordSpecLeaf))
-		if errors.Is(err, kvget.ErrNotFound) || err == nil && e.Deleted {
-			return fmt.Errorf("run %s: %w on endpoint %s", runID, ErrNoRun, o.Endpoint)
-		}
+		data, _, err := readRunRecord(ctx, nc, o.Space, o.Endpoint, runID, meshwire.RecordSpecLeaf)
 		if err != nil {
 			return err
 		}
-		spec, err := meshwire.ParseRunSpec(e.Value)
+		if data == nil {
+			return fmt.Errorf("run %s: %w on endpoint %s", runID, ErrNoRun, o.Endpoint)
+		}
+		spec, err := meshwire.ParseRunSpec(data)
 		if err != nil {
 			return fmt.Errorf("run %s's spec record: %w", runID, err)
 		}

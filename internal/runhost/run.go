@@ -14,6 +14,7 @@ import (
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/lang"
+	"github.com/gocotal/cotal/wire"
 )
 
 // hosted is one run this host drives: its connections, its journal, and what it knows of it.
@@ -22,7 +23,7 @@ type hosted struct {
 	driver, mediator *nats.Conn
 	js               jetstream.JetStream
 	journal          *Journal
-	recorded         []lang.Entry // the journal's writes before this takeover
+	recorded         []lang.Entry // the journal's writes before this takeover, for the resume
 	pins             lang.Pins
 	statusRev        uint64
 	done             chan struct{}
@@ -80,7 +81,7 @@ func (r *hosted) take(ctx context.Context, h *Host, source string, fresh bool) e
 	if err != nil {
 		return err
 	}
-	r.journal, r.recorded, r.steps = t.Journal, t.Entries, append([]lang.Entry(nil), t.Entries...)
+	r.journal, r.recorded = t.Journal, t.Entries
 	if fresh {
 		r.pins = lang.Pins{Seed: r.id, StartedAt: now(), YieldEvery: lang.DefaultYieldEvery, StepBudget: lang.DefaultStepBudget,
 			EffectCeiling: lang.DefaultEffectCeiling, LanguageVersion: lang.LanguageVersion}
@@ -97,22 +98,24 @@ func (r *hosted) take(ctx context.Context, h *Host, source string, fresh bool) e
 	return r.setStatus(ctx, h, meshwire.RunRunning, t.FencingToken)
 }
 
+// readRunRecord reads one half of run runID's record on endpoint from the leader: its value and
+// revision, nil when it was never written or was deleted.
+func readRunRecord(ctx context.Context, nc *nats.Conn, space wire.Space, endpoint wire.EndpointName, runID, leaf string) ([]byte, uint64, error) {
+	e, err := kvget.Get(ctx, nc, meshwire.RecordsBucket(space), meshwire.RecordKey(meshwire.RecordRun, endpoint, runID, leaf))
+	if errors.Is(err, kvget.ErrNotFound) || err == nil && e.Deleted {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return e.Value, e.Revision, nil
+}
+
 // records reads the run's spec and status records; nil for one not written.
 func (r *hosted) records(ctx context.Context, h *Host) (*meshwire.RunSpec, *meshwire.RunStatus, error) {
-	b := h.recordsBucket()
-	read := func(leaf string) ([]byte, uint64, error) {
-		e, err := kvget.Get(ctx, r.mediator, b, meshwire.RecordKey(meshwire.RecordRun, h.cfg.Serve.Endpoint, r.id, leaf))
-		if errors.Is(err, kvget.ErrNotFound) || err == nil && e.Deleted {
-			return nil, 0, nil
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		return e.Value, e.Revision, nil
-	}
 	var spec *meshwire.RunSpec
 	var status *meshwire.RunStatus
-	data, _, err := read(meshwire.RecordSpecLeaf)
+	data, _, err := readRunRecord(ctx, r.mediator, h.cfg.Space, h.cfg.Serve.Endpoint, r.id, meshwire.RecordSpecLeaf)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -123,7 +126,7 @@ func (r *hosted) records(ctx context.Context, h *Host) (*meshwire.RunSpec, *mesh
 		}
 		spec = &s
 	}
-	data, rev, err := read(meshwire.RecordStatusLeaf)
+	data, rev, err := readRunRecord(ctx, r.mediator, h.cfg.Space, h.cfg.Serve.Endpoint, r.id, meshwire.RecordStatusLeaf)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -172,7 +175,7 @@ func (r *hosted) setStatus(ctx context.Context, h *Host, state meshwire.RunState
 func (r *hosted) drive(ctx context.Context, h *Host, source string) {
 	defer close(r.done)
 	res, err := lang.Run(ctx, source, lang.RunOptions{RunID: r.id, Handler: &meshHandler{h: h, r: r}, Pins: &r.pins,
-		Journal: r.recorded, Store: func(e lang.Entry) error { return r.store(ctx, e) }})
+		Journal: r.recorded, Store: func(e lang.Entry) error { return r.journal.Append(ctx, e) }})
 	if ctx.Err() != nil {
 		return // the host stopped: the journal says where the run is
 	}
@@ -192,9 +195,6 @@ func (r *hosted) drive(ctx context.Context, h *Host, source string) {
 	}
 	r.mu.Lock()
 	r.err = why
-	if res != nil && res.Err == nil {
-		r.value = lang.JSON(res.Value)
-	}
 	r.mu.Unlock()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -203,42 +203,13 @@ func (r *hosted) drive(ctx context.Context, h *Host, source string) {
 	}
 }
 
-// store appends one journal write and notes it.
-func (r *hosted) store(ctx context.Context, e lang.Entry) error {
-	if err := r.journal.Append(ctx, e); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.steps = append(r.steps, e)
-	r.mu.Unlock()
-	return nil
-}
-
-// status is the run's status, with its steps folded by key when steps is set.
-func (r *hosted) status(steps bool) Status {
+// status is the run's status as this host knows it.
+func (r *hosted) status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := Status{RunID: r.id, State: r.state, Error: r.err, Value: r.value}
-	if steps {
-		st.Steps = fold(r.steps)
-	}
+	st := Status{RunID: r.id, State: r.state, Error: r.err}
 	for key, p := range r.open {
 		st.Open = append(st.Open, OpenCheckpoint{Step: key, Prompt: p.prompt})
 	}
 	return st
-}
-
-// fold is a journal's writes folded by key: each step's last write, in the order steps began.
-func fold(writes []lang.Entry) []lang.Entry {
-	at := map[string]int{}
-	var out []lang.Entry
-	for _, e := range writes {
-		if i, ok := at[e.Key()]; ok {
-			out[i] = e
-			continue
-		}
-		at[e.Key()] = len(out)
-		out = append(out, e)
-	}
-	return out
 }

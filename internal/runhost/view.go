@@ -80,16 +80,12 @@ func (h *Host) View(ctx context.Context, runID string) (*View, error) {
 	v := &View{RunID: runID, Endpoint: string(h.cfg.Serve.Endpoint)}
 	takeover := newTakeoverID()
 	err := h.operator(ctx, runID, takeover, func(nc *nats.Conn) error {
-		b := h.recordsBucket()
 		for leaf, dst := range map[string]*json.RawMessage{meshwire.RecordSpecLeaf: &v.Spec, meshwire.RecordStatusLeaf: &v.Status} {
-			e, err := kvget.Get(ctx, nc, b, meshwire.RecordKey(meshwire.RecordRun, h.cfg.Serve.Endpoint, runID, leaf))
-			switch {
-			case errors.Is(err, kvget.ErrNotFound):
-			case err != nil:
+			data, _, err := readRunRecord(ctx, nc, h.cfg.Space, h.cfg.Serve.Endpoint, runID, leaf)
+			if err != nil {
 				return err
-			case !e.Deleted:
-				*dst = e.Value
 			}
+			*dst = data
 		}
 		if v.Spec == nil {
 			return fmt.Errorf("run %s: %w on endpoint %s", runID, ErrNoRun, h.cfg.Serve.Endpoint)

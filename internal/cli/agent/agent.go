@@ -182,8 +182,9 @@ func agentRun(ctx context.Context, o *Options) error {
 	}
 }
 
-// turnPoll is how often an agent taking turns asks its manager for them.
-const turnPoll = 200 * time.Millisecond
+// turnPoll is how often an agent taking turns asks its manager for them: each ask is a describe
+// and a call on the manager's class rail, for the agent's whole life, so not often.
+const turnPoll = time.Second
 
 // takeTurns yields, as --on-turn says, each turn the agent's manager holds for it, until ctx
 // ends; each turn is printed once, as it is taken, after the notices it carries.
