@@ -259,30 +259,14 @@ func (s *Sim) answer(req *Request) (int64, func() (*Outcome, error)) {
 	return 0, done(nil, &EffectError{Code: "L6001", Kind: "handler-fault", Message: "the simulator does not perform " + req.Kind})
 }
 
-// askKinds are the kinds the ask schema shorthand names.
-var askKinds = []string{"string", "number", "boolean", "array", "record", "null"}
-
-// ask answers an ask from the script, checking each reply against the schema shorthand (spec
-// §6.5): an unreadable schema is L4022, and attempts non-conforming replies are L4006.
+// ask answers an ask from the script, checking each reply against the schema shorthand.
 func (s *Sim) ask(req *Request) (int64, func() (*Outcome, error)) {
 	done := func(o *Outcome, err error) func() (*Outcome, error) {
 		return func() (*Outcome, error) { return o, err }
 	}
-	schema, ok := req.Option("schema").(*Record)
-	if ok {
-		for _, k := range schema.Keys() {
-			kind, _ := schema.fields[k].(string)
-			if !slices.Contains(askKinds, kind) {
-				ok = false
-			}
-		}
-	}
-	if !ok {
-		return 0, done(nil, &EffectError{Code: "L4022", Kind: "ask-schema-unreadable", Message: "Unreadable ask schema: step " + req.Key + "'s schema maps each field to one of string, number, boolean, array, record, null"})
-	}
-	attempts := 1
-	if n, ok := req.Option("attempts").(float64); ok && n >= 1 {
-		attempts = int(n)
+	schema, err := ReadAskSchema(req)
+	if err != nil {
+		return 0, done(nil, err)
 	}
 	for i := 1; ; i++ {
 		cost := int64(i) * s.costs["ask"]
@@ -290,46 +274,13 @@ func (s *Sim) ask(req *Request) (int64, func() (*Outcome, error)) {
 		if err != nil {
 			return cost - s.costs["ask"], done(nil, err)
 		}
-		if conforms(v, schema) {
+		if schema.Conforms(v) {
 			return cost, done(&Outcome{Result: v, External: projection("simGoal", req.Key)}, nil)
 		}
-		if i >= attempts {
-			return cost, done(nil, &EffectError{Code: "L4006", Kind: "ask-nonconforming", Message: fmt.Sprintf("ask never produced a conforming record: %d replies were checked at %s", i, req.Key)})
+		if i >= schema.Attempts {
+			return cost, done(nil, schema.Exhausted(req.Key, i))
 		}
 	}
-}
-
-func conforms(v Value, schema *Record) bool {
-	r, ok := v.(*Record)
-	if !ok {
-		return false
-	}
-	for _, k := range schema.Keys() {
-		field, ok := r.Get(k)
-		if !ok {
-			return false
-		}
-		want, _ := schema.fields[k].(string)
-		got := ""
-		switch field.(type) {
-		case string:
-			got = "string"
-		case float64:
-			got = "number"
-		case bool:
-			got = "boolean"
-		case *Array:
-			got = "array"
-		case *Record:
-			got = "record"
-		case nil:
-			got = "null"
-		}
-		if got != want {
-			return false
-		}
-	}
-	return true
 }
 
 // isCode reports whether code is shaped as a catalog code: L and four digits.

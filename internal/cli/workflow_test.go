@@ -173,8 +173,8 @@ func writePersonas(t *testing.T, dir string) {
 	if err := os.MkdirAll(agents, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"builder", "reviewer"} {
-		writeFile(t, agents, name+".md", "---\nname: "+name+"\nagent: cotal\n---\nYou are the "+name+".\n")
+	for name, hint := range map[string]string{"builder": "", "reviewer": "onAsk: '{\"approved\": true}'\n"} {
+		writeFile(t, agents, name+".md", "---\nname: "+name+"\nagent: cotal\n"+hint+"---\nYou are the "+name+".\n")
 	}
 }
 
@@ -195,7 +195,8 @@ func awaitCompleted(t *testing.T, dir, id string) string {
 }
 
 // TestWorkflowRunWithAgents: a program spawns two agent: cotal agents from the mesh's persona
-// catalog and takes a turn from each; the run completes with the yields the agents gave, the
+// catalog, takes a turn from each and asks the reviewer for a verdict (its persona's onAsk); the
+// run completes with the yields and the value the agents gave, the
 // journal shows one spawn per agent, and each agent is online once.
 func TestWorkflowRunWithAgents(t *testing.T) {
 	meshtest.Long(t, "a mesh running agent processes")
@@ -206,6 +207,8 @@ func TestWorkflowRunWithAgents(t *testing.T) {
 const b = await spawn("reviewer")
 const built = await turn(a, { name: "build", deadline: "2m" })
 const reviewed = await turn(b, { name: "review", deadline: "2m" })
+const verdict = await ask(b, { name: "verdict", schema: { approved: "boolean" }, deadline: "2m" })
+assert(verdict.approved === true, "the reviewer's persona answers asks with approved: true")
 log(built.status, reviewed.status, built.note)
 `)
 	code, out, stderr := run(t, "run", "start", "--file", prog, "--json", "--dir", dir)
@@ -227,7 +230,7 @@ log(built.status, reviewed.status, built.note)
 			settled[row.Step] = row.Outcome
 		}
 	}
-	for _, step := range []string{"/spawn:builder#0", "/spawn:reviewer#0", "/turn:build#0", "/turn:review#0"} {
+	for _, step := range []string{"/spawn:builder#0", "/spawn:reviewer#0", "/turn:build#0", "/turn:review#0", "/ask:verdict#0"} {
 		if settled[step] != "ok" {
 			t.Errorf("step %s settled %q:\n%s", step, settled[step], journal)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -79,6 +80,8 @@ type SpawnArgs struct {
 	// instructions are the agent's system prompt, which the manager takes from a persona or a
 	// launch spec, never from a caller's arguments.
 	instructions string
+	// onAsk is the value cotal's own agent answers a run's asks with: a persona's onAsk hint.
+	onAsk string
 }
 
 // LaunchOptions carry a raw command (command and env: host launch authority) and the runtime. The
@@ -499,4 +502,20 @@ func (c *Client) TurnPending(ctx context.Context) ([]PendingTurn, error) {
 // TurnYield reports how the caller's turn goalID ended (mode self).
 func (c *Client) TurnYield(ctx context.Context, args TurnYieldArgs) error {
 	return c.runCall(ctx, CommandTurnYield, wire.ModeSelf, args, nil)
+}
+
+// AnswerAndYield ends the caller's turn t as args say; value, when given, first answers the ask
+// the turn carries (run-answer on the run's step), so the run finds it when the yield wakes it.
+func (c *Client) AnswerAndYield(ctx context.Context, t PendingTurn, args TurnYieldArgs, value json.RawMessage) error {
+	if value != nil {
+		var p runhost.TurnPayload
+		if err := json.Unmarshal([]byte(t.Payload), &p); err != nil || p.Ask == nil {
+			return fmt.Errorf("turn %s asks for no value: yield it without one", t.GoalID)
+		}
+		if _, err := c.RunAnswer(ctx, p.Run, p.Step, value); err != nil {
+			return fmt.Errorf("answer %s of run %s: %w", p.Step, p.Run, err)
+		}
+	}
+	args.GoalID = t.GoalID
+	return c.TurnYield(ctx, args)
 }

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"strings"
@@ -9,6 +10,10 @@ import (
 	"github.com/gocotal/cotal/internal/persona"
 	"github.com/gocotal/cotal/wire"
 )
+
+// PersonaOnAsk is the agent file key whose JSON value cotal's own agent (agent: cotal) answers
+// each ask of a workflow run with, so a run whose steps ask for values can be tried with no model.
+const PersonaOnAsk = "onAsk"
 
 // applyPersona fills a spawn from the agent file its config names in dir, the manager's catalog
 // (the reference's config: a persona name): the file gives the harness, role, model, grants and
@@ -33,6 +38,12 @@ func (a *SpawnArgs) applyPersona(dir string) ([]string, *wire.EndpointError) {
 		// given the persona's.
 		a.Model = cmp.Or(a.Model, f.Model)
 		a.instructions = strings.TrimSpace(f.Persona)
+	} else if v := f.Meta[PersonaOnAsk]; v != "" {
+		// It answers a workflow run's asks with the value the persona names instead.
+		if !json.Valid([]byte(v)) {
+			return nil, notExecuted(wire.CodeBadRequest, "persona %s: %s %q is not a JSON value", f.Name, PersonaOnAsk, v)
+		}
+		a.onAsk = v
 	}
 	narrow := func(field string, given, file []string) ([]string, *wire.EndpointError) {
 		if file == nil {

@@ -143,15 +143,18 @@ func (svc *Service) runResume(ctx context.Context, req *endpoint.Request) (any, 
 
 func (svc *Service) runAnswer(ctx context.Context, req *endpoint.Request) (any, error) {
 	h, refusal := svc.workflows()
-	if refusal == nil {
-		refusal = svc.runner(ctx, req.Caller())
-	}
 	if refusal != nil {
 		return nil, refusal
 	}
 	var args RunAnswerArgs
 	if err := json.Unmarshal(req.Args(), &args); err != nil {
 		return nil, notExecuted(wire.CodeBadRequest, "args: %v", err)
+	}
+	// The agent an ask addresses answers it with no run capability: the ask is its turn.
+	if seat, _ := h.Addressee(args.RunID, args.StepKey); seat == "" || seat != req.Caller().Principal.String() {
+		if refusal := svc.runner(ctx, req.Caller()); refusal != nil {
+			return nil, refusal
+		}
 	}
 	if refusal := svc.otherEndpoint(args.Endpoint); refusal != nil {
 		return nil, refusal

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -113,6 +114,7 @@ type yieldArgs struct {
 	To     string `json:"to,omitempty" jsonschema:"handoff: the agent to hand off to"`
 	Note   string `json:"note,omitempty" jsonschema:"a short line for the workflow: what you did, or what blocks you"`
 	GoalID string `json:"goalId,omitempty" jsonschema:"the turn you yield; your oldest pending turn when omitted"`
+	Value  any    `json:"value,omitempty" jsonschema:"when the turn asks for a value (its payload carries ask): the record you answer with, shaped as its schema says"`
 }
 
 // yieldStatuses are how a turn ends.
@@ -124,19 +126,26 @@ func (t *Tools) yield(ctx context.Context, in yieldArgs) (*mcp.CallToolResult, e
 	if err != nil {
 		return nil, err
 	}
-	goal := in.GoalID
-	if goal == "" {
-		turns, err := m.TurnPending(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if len(turns) == 0 {
-			return nil, errors.New("no workflow run has asked you for a turn")
-		}
-		goal = turns[0].GoalID
-	}
-	if err := m.TurnYield(ctx, manager.TurnYieldArgs{GoalID: goal, Status: in.Status, To: in.To, Note: in.Note}); err != nil {
+	turns, err := m.TurnPending(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return text("yielded turn %s: %s", goal, in.Status), nil
+	i := slices.IndexFunc(turns, func(t manager.PendingTurn) bool { return in.GoalID == "" || t.GoalID == in.GoalID })
+	switch {
+	case len(turns) == 0:
+		return nil, errors.New("no workflow run has asked you for a turn")
+	case i < 0:
+		return nil, fmt.Errorf("you hold no pending turn %s: cotal_yield takes one of your pending turns", in.GoalID)
+	}
+	var value json.RawMessage
+	if in.Value != nil {
+		if value, err = json.Marshal(in.Value); err != nil {
+			return nil, err
+		}
+	}
+	turn := turns[i]
+	if err := m.AnswerAndYield(ctx, turn, manager.TurnYieldArgs{Status: in.Status, To: in.To, Note: in.Note}, value); err != nil {
+		return nil, err
+	}
+	return text("yielded turn %s: %s", turn.GoalID, in.Status), nil
 }

@@ -65,7 +65,7 @@ func TestMCPRun(t *testing.T) {
 	if got := call(t, plain, "cotal_yield", map[string]any{"status": "done"}, true); !strings.Contains(got, "no workflow run has asked you for a turn") {
 		t.Errorf("cotal_yield with no turn: %s", got)
 	}
-	if got := call(t, plain, "cotal_yield", map[string]any{"status": "done", "goalId": "g-1"}, true); !strings.Contains(got, "not-found") {
+	if got := call(t, plain, "cotal_yield", map[string]any{"status": "done", "goalId": "g-1"}, true); !strings.Contains(got, "no workflow run has asked you for a turn") {
 		t.Errorf("cotal_yield of a turn the agent does not hold: %s", got)
 	}
 	if got := call(t, runner, "cotal_run", map[string]any{"action": "launch"}, true); !strings.Contains(got, "does not equal any of") {

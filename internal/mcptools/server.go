@@ -328,7 +328,7 @@ func (t *Tools) register() {
 				enums: map[string][]string{"action": runActions}}, sentence(t.run))
 		}
 		add(t, spec{name: "cotal_yield", title: "Yield your turn", effect: sets, world: true,
-			desc:  "End the turn a workflow run asked of you: done, blocked, or handoff to another agent, with a short note.",
+			desc:  "End the turn a workflow run asked of you: done, blocked, or handoff to another agent, with a short note. When the turn asks for a value, give it as value: the record the workflow asked for.",
 			enums: map[string][]string{"status": yieldStatuses}}, sentence(t.yield))
 		add(t, spec{name: "cotal_despawn", title: "Stop an agent", effect: removes, world: true, desc: "Stop an agent you may stop, by name; without a name, stop yourself."}, sentence(t.despawn))
 	}

@@ -43,13 +43,16 @@ func (m *meshHandler) Perform(ctx context.Context, req *lang.Request) (*lang.Out
 		return m.checkpoint(ctx, req)
 	case "notify":
 		return m.notify(ctx, req)
-	case "spawn", "turn":
+	case "spawn", "turn", "ask":
 		seats := m.h.seatsOf()
 		if seats == nil {
 			break
 		}
-		if req.Kind == "spawn" {
+		switch req.Kind {
+		case "spawn":
 			return m.spawn(ctx, seats, req)
+		case "ask":
+			return m.ask(ctx, seats, req)
 		}
 		return m.turn(ctx, seats, req)
 	}
@@ -86,20 +89,8 @@ func until(ctx context.Context, deadline int64) error {
 func (m *meshHandler) checkpoint(ctx context.Context, req *lang.Request) (*lang.Outcome, error) {
 	token := req.RequestID
 	prompt, _ := req.Args[1].(string)
-	wake := make(chan meshwire.Answer, 1)
-	m.r.mu.Lock()
-	if m.r.open == nil {
-		m.r.open = map[string]openPoint{}
-	}
-	m.r.open[req.Key] = openPoint{token: token, prompt: prompt}
-	m.r.answers[token] = wake
-	m.r.mu.Unlock()
-	defer func() {
-		m.r.mu.Lock()
-		delete(m.r.open, req.Key)
-		delete(m.r.answers, token)
-		m.r.mu.Unlock()
-	}()
+	wake, closeOpen := m.r.openFor(req.Key, openPoint{token: token, prompt: prompt})
+	defer closeOpen()
 	a, err := m.h.readAnswer(ctx, m.r.mediator, token)
 	if err != nil {
 		return nil, err
@@ -143,6 +134,21 @@ func (m *meshHandler) checkpoint(ctx context.Context, req *lang.Request) (*lang.
 	out.Set("answerId", a.AnswerID)
 	out.Set("at", float64(a.At))
 	return &lang.Outcome{Result: out}, nil
+}
+
+// Addressee returns the agent run runID's open step asks for a value (an ask), and whether the
+// step is open: "" for a checkpoint, which anyone who may answer runs answers.
+func (h *Host) Addressee(runID, step string) (string, bool) {
+	h.mu.Lock()
+	r := h.runs[runID]
+	h.mu.Unlock()
+	if r == nil {
+		return "", false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.open[step]
+	return p.seat, ok
 }
 
 // Answer records by's answer value to run runID's open checkpoint at step (its key, as the

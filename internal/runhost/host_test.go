@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -363,6 +364,10 @@ func TestForkAndMigrate(t *testing.T) {
 type seatsOnHand struct {
 	mu       sync.Mutex
 	payloads map[string][]runhost.TurnPayload
+	// answer, when set, gives the value a seat answers an ask's attempt with (nil: none), as
+	// the agent asked would, through the host, before it yields.
+	answer func(ask *runhost.TurnAsk) json.RawMessage
+	host   *runhost.Host
 }
 
 func (s *seatsOnHand) Spawn(_ context.Context, name, _ string) (wire.Principal, error) {
@@ -377,7 +382,70 @@ func (s *seatsOnHand) Turn(_ context.Context, name, _, payload string, _ time.Ti
 	s.mu.Lock()
 	s.payloads[name] = append(s.payloads[name], p)
 	s.mu.Unlock()
+	if p.Ask != nil && s.answer != nil {
+		if v := s.answer(p.Ask); v != nil {
+			if _, err := s.host.Answer(context.Background(), p.Run, p.Step, v, string(wire.DevOwner)+"."+name); err != nil {
+				return runhost.SeatYield{}, err
+			}
+		}
+	}
 	return runhost.SeatYield{Status: "done", At: time.Now().UnixMilli()}, nil
+}
+
+// TestAskOnTheMesh: an ask is a turn whose seat answers the step with a record; a reply that
+// does not conform to the schema costs an attempt and the next attempt is a turn of its own,
+// one that never conforms fails the step (L4006), an unreadable schema is L4022, and a yield
+// with no answer counts as a reply that does not conform.
+func TestAskOnTheMesh(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
+	seats := &seatsOnHand{payloads: map[string][]runhost.TurnPayload{}, host: h}
+	seats.answer = func(ask *runhost.TurnAsk) json.RawMessage {
+		switch {
+		case string(ask.Schema) == `{"days":"number"}` && ask.Attempt == 1:
+			return json.RawMessage(`{"days":"two"}`)
+		case string(ask.Schema) == `{"days":"number"}`:
+			return json.RawMessage(`{"days":2,"why":"tests"}`)
+		case string(ask.Schema) == `{"ok":"boolean"}`:
+			return json.RawMessage(`"yes"`)
+		}
+		return nil
+	}
+	h.SetSeats(seats)
+	id, err := h.Start(ctx, `const a = await spawn("builder")
+const r = await ask(a, { name: "estimate", schema: { days: "number" }, attempts: 2 })
+assert(r.days === 2 && r.why === "tests", "the second reply is the step's value")
+const codes = []
+async function failure(f) {
+  try {
+    await f()
+  } catch (e) {
+    codes.push(e.code)
+  }
+}
+await failure(async () => await ask(a, { name: "sure", schema: { ok: "boolean" } }))
+await failure(async () => await ask(a, { name: "silent", schema: { n: "number" } }))
+await failure(async () => await ask(a, { name: "odd", schema: { n: "integer" } }))
+assert(codes.join(",") === "L4006,L4006,L4022", "the failures: " + codes.join(","))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.Wait(ctx, id); err != nil || st.State != meshwire.RunCompleted {
+		t.Fatalf("%+v %v", st, err)
+	}
+	var asks []int
+	for _, ps := range seats.payloads {
+		for _, p := range ps {
+			if p.Ask != nil {
+				asks = append(asks, p.Ask.Attempt)
+			}
+		}
+	}
+	if fmt.Sprint(asks) != "[1 2 1 1]" {
+		t.Errorf("the asks' turns were attempts %v, want one turn per attempt and none for an unreadable schema", asks)
+	}
 }
 
 // TestNoticesRideTheNextTurn: notify writes a notice for each addressee onto the run; the

@@ -37,9 +37,29 @@ type hosted struct {
 	answers map[string]chan meshwire.Answer // by checkpoint token: a waiting checkpoint's wake
 }
 
-// openPoint is a checkpoint the run waits on.
+// openPoint is a step the run waits on an answer to: a checkpoint, or an ask (whose seat, the
+// agent asked, may answer it too).
 type openPoint struct {
-	token, prompt string
+	token, prompt, seat string
+}
+
+// openFor opens p at step key, and returns the channel its answer wakes and the func that closes
+// it again.
+func (r *hosted) openFor(key string, p openPoint) (<-chan meshwire.Answer, func()) {
+	wake := make(chan meshwire.Answer, 1)
+	r.mu.Lock()
+	if r.open == nil {
+		r.open = map[string]openPoint{}
+	}
+	r.open[key] = p
+	r.answers[p.token] = wake
+	r.mu.Unlock()
+	return wake, func() {
+		r.mu.Lock()
+		delete(r.open, key)
+		delete(r.answers, p.token)
+		r.mu.Unlock()
+	}
 }
 
 func now() int64 { return time.Now().UnixMilli() }

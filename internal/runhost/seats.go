@@ -43,12 +43,22 @@ var (
 // defaultTurnDeadline bounds a turn whose step names no deadline.
 const defaultTurnDeadline = time.Hour
 
-// TurnPayload is what a seat's pending turn carries: the run and the step that asks it, and the
-// notices the run wrote for the seat since its last turn.
+// TurnPayload is what a seat's pending turn carries: the run and the step that asks it, the
+// notices the run wrote for the seat since its last turn, and, for an ask, the value it wants.
 type TurnPayload struct {
 	Run     string       `json:"run"`
 	Step    string       `json:"step"`
 	Notices []TurnNotice `json:"notices,omitempty"`
+	Ask     *TurnAsk     `json:"ask,omitempty"`
+}
+
+// TurnAsk is what a turn that asks for a value carries: the shape the value must have (the
+// ask's schema, each field to its kind) and which of the ask's attempts this is. The seat
+// answers the run's step (run-answer) with the value, then yields.
+type TurnAsk struct {
+	Schema   json.RawMessage `json:"schema"`
+	Attempt  int             `json:"attempt"`
+	Attempts int             `json:"attempts"`
 }
 
 // SetSeats gives the host the manager's seats, once it serves them: until then a spawn or a
@@ -98,50 +108,12 @@ func (m *meshHandler) spawn(ctx context.Context, seats Seats, req *lang.Request)
 // turn performs a turn step: the agent the handle names takes one turn, and its yield is the
 // step's result.
 func (m *meshHandler) turn(ctx context.Context, seats Seats, req *lang.Request) (*lang.Outcome, error) {
-	handle, _ := req.Args[0].(*lang.Record)
-	var agent string
-	if handle != nil {
-		a, _ := handle.Get("agent")
-		agent, _ = a.(string)
-	}
-	p, err := wire.ParsePrincipal(agent)
-	if err != nil {
-		return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("turn: %q is not an agent this host spawned: %v", agent, err)}
-	}
-	deadline := defaultTurnDeadline
-	if d, ok := req.Option("deadline").(string); ok {
-		ms, err := lang.ParseDuration(d)
-		if err != nil {
-			return nil, err
-		}
-		deadline = time.Duration(ms) * time.Millisecond
-	}
-	notices, refs, err := m.pendingNotices(ctx, p.String())
+	seat, err := seatOf(req)
 	if err != nil {
 		return nil, err
 	}
-	payload, _ := json.Marshal(TurnPayload{Run: req.RunID, Step: req.Key, Notices: notices})
-	at := time.UnixMilli(req.StartedAt).Add(deadline)
-	y, err := seats.Turn(ctx, p.Actor(), req.RequestID, string(payload), at)
-	if errors.Is(err, ErrSeatGone) {
-		// The run spawned this agent and its manager stopped since (a restart): it is started
-		// again from the persona the handle names, as its manager would restart it.
-		persona, _ := handle.Get("persona")
-		name, _ := persona.(string)
-		if _, serr := seats.Spawn(ctx, p.Actor(), name); serr != nil {
-			return nil, &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: fmt.Sprintf("%v; starting it again: %v", err, serr)}
-		}
-		y, err = seats.Turn(ctx, p.Actor(), req.RequestID, string(payload), at)
-	}
-	switch {
-	case errors.Is(err, ErrSeatDown), errors.Is(err, ErrSeatGone):
-		return nil, &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: err.Error()}
-	case errors.Is(err, ErrTurnDeadline):
-		return nil, &lang.EffectError{Code: "L4003", Kind: "turn-deadline", Message: err.Error()}
-	case err != nil:
-		return nil, err
-	}
-	if err := m.consumed(ctx, p.String(), refs); err != nil {
+	y, err := m.seatTurn(ctx, seats, req, seat, req.RequestID, nil)
+	if err != nil {
 		return nil, err
 	}
 	out := lang.NewRecord()
@@ -154,4 +126,64 @@ func (m *meshHandler) turn(ctx context.Context, seats Seats, req *lang.Request) 
 	}
 	out.Set("at", float64(y.At))
 	return &lang.Outcome{Result: out}, nil
+}
+
+// seat is the agent a turn or an ask addresses: its principal and the persona its handle names.
+type seat struct {
+	agent   wire.Principal
+	persona string
+}
+
+// seatOf reads the agent handle req addresses.
+func seatOf(req *lang.Request) (seat, error) {
+	handle, _ := req.Args[0].(*lang.Record)
+	var agent, persona string
+	if handle != nil {
+		a, _ := handle.Get("agent")
+		agent, _ = a.(string)
+		p, _ := handle.Get("persona")
+		persona, _ = p.(string)
+	}
+	p, err := wire.ParsePrincipal(agent)
+	if err != nil {
+		return seat{}, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("%s: %q is not an agent this host spawned: %v", req.Kind, agent, err)}
+	}
+	return seat{agent: p, persona: persona}, nil
+}
+
+// seatTurn asks s for one turn under goalID, with the notices the run holds for it and ask when
+// the turn asks for a value, by the step's deadline (counted from its recorded start). A seat
+// whose manager stopped since the run spawned it is started again from its persona, as its
+// manager would restart it. The notices it carried are consumed once it yields.
+func (m *meshHandler) seatTurn(ctx context.Context, seats Seats, req *lang.Request, s seat, goalID string, ask *TurnAsk) (SeatYield, error) {
+	deadline := defaultTurnDeadline
+	if d, ok := req.Option("deadline").(string); ok {
+		ms, err := lang.ParseDuration(d)
+		if err != nil {
+			return SeatYield{}, err
+		}
+		deadline = time.Duration(ms) * time.Millisecond
+	}
+	notices, refs, err := m.pendingNotices(ctx, s.agent.String())
+	if err != nil {
+		return SeatYield{}, err
+	}
+	payload, _ := json.Marshal(TurnPayload{Run: req.RunID, Step: req.Key, Notices: notices, Ask: ask})
+	at := time.UnixMilli(req.StartedAt).Add(deadline)
+	y, err := seats.Turn(ctx, s.agent.Actor(), goalID, string(payload), at)
+	if errors.Is(err, ErrSeatGone) {
+		if _, serr := seats.Spawn(ctx, s.agent.Actor(), s.persona); serr != nil {
+			return SeatYield{}, &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: fmt.Sprintf("%v; starting it again: %v", err, serr)}
+		}
+		y, err = seats.Turn(ctx, s.agent.Actor(), goalID, string(payload), at)
+	}
+	switch {
+	case errors.Is(err, ErrSeatDown), errors.Is(err, ErrSeatGone):
+		return SeatYield{}, &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: err.Error()}
+	case errors.Is(err, ErrTurnDeadline):
+		return SeatYield{}, &lang.EffectError{Code: "L4003", Kind: "turn-deadline", Message: err.Error()}
+	case err != nil:
+		return SeatYield{}, err
+	}
+	return y, m.consumed(ctx, s.agent.String(), refs)
 }

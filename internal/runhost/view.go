@@ -104,7 +104,7 @@ func (h *Host) View(ctx context.Context, runID string) (*View, error) {
 	return v, err
 }
 
-// rows renders a journal's records; an open checkpoint this host drives carries its question.
+// rows renders a journal's records; an open checkpoint or ask this host drives carries its question.
 func (h *Host) rows(runID string, records []meshwire.JournalRecord) []JournalRow {
 	h.mu.Lock()
 	r := h.runs[runID]
@@ -133,7 +133,7 @@ func (h *Host) rows(runID string, records []meshwire.JournalRecord) []JournalRow
 			continue
 		}
 		row.Step, row.State, row.Outcome = e.Key(), e.State, outcome(e)
-		if e.Kind == "checkpoint" && e.State == lang.StatePending {
+		if (e.Kind == "checkpoint" || e.Kind == "ask") && e.State == lang.StatePending {
 			row.Asks = asks[row.Step]
 		}
 		if e.Kind == "checkpoint" && e.Status == lang.StatusOK {

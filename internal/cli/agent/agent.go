@@ -35,6 +35,9 @@ type Options struct {
 	// handoff (to HandoffTo); empty takes no turn.
 	OnTurn    string
 	HandoffTo string
+	// OnAsk is the value (JSON) the agent answers each turn that asks for one with; empty
+	// answers none.
+	OnAsk string
 	// LaunchMaterial is the path of the launch material a manager handed the process
 	// ($COTAL_LAUNCH_MATERIAL); empty when it was not spawned.
 	LaunchMaterial string
@@ -69,7 +72,8 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 			"the launch material at $" + manager.LaunchMaterialEnv + ", which names its mesh, space and identity;\n" +
 			"the manager retires that lifecycle when the process ends. With --on-turn it takes the turns a\n" +
 			"workflow run asks of it (`turn` in Cotal Lang) and yields each at once as told, printing\n" +
-			"`turn GOAL: STATUS` per turn: a run can be tried with no model behind its agents.",
+			"`turn GOAL: STATUS` per turn; with --on-ask it answers each `ask` with that value first,\n" +
+			"printing `ask GOAL: VALUE`. A run can be tried with no model behind its agents.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.LaunchMaterial = os.Getenv(manager.LaunchMaterialEnv)
@@ -78,6 +82,10 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 				return &exit.UsageError{Err: fmt.Errorf("--on-turn %q: must be done, blocked or handoff", o.OnTurn)}
 			case (o.OnTurn == "handoff") != (o.HandoffTo != ""):
 				return &exit.UsageError{Err: errors.New("--on-turn handoff names the agent it hands off to with --handoff-to, and only it does")}
+			case o.OnAsk != "" && o.OnTurn == "":
+				return &exit.UsageError{Err: errors.New("--on-ask answers the turns --on-turn takes: give --on-turn too")}
+			case o.OnAsk != "" && !json.Valid([]byte(o.OnAsk)):
+				return &exit.UsageError{Err: fmt.Errorf("--on-ask %q: not a JSON value", o.OnAsk)}
 			}
 			return agentRun(cmd.Context(), o)
 		},
@@ -91,6 +99,7 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON object per surfaced message")
 	fs.StringVar(&o.OnTurn, "on-turn", "", "take each turn a workflow run asks of this agent, yielding done, blocked or handoff")
 	fs.StringVar(&o.HandoffTo, "handoff-to", "", "the agent a handoff yield names (with --on-turn handoff)")
+	fs.StringVar(&o.OnAsk, "on-ask", "", "the JSON value to answer each turn that asks for one (an ask) with, before yielding")
 	return cmd
 }
 
@@ -207,12 +216,19 @@ func takeTurns(ctx context.Context, o *Options, m *manager.Client) {
 					fmt.Fprintf(o.IO.Out, "notice %s: %s\n", termsafe.Sanitize(n.Step), termsafe.Sanitize(string(n.Fact)))
 				}
 			}
-			err := m.TurnYield(ctx, manager.TurnYieldArgs{GoalID: t.GoalID, Status: o.OnTurn, To: o.HandoffTo, Note: "cotal agent took the turn"})
+			var value json.RawMessage
+			if p.Ask != nil && o.OnAsk != "" {
+				value = json.RawMessage(o.OnAsk)
+			}
+			err := m.AnswerAndYield(ctx, t, manager.TurnYieldArgs{Status: o.OnTurn, To: o.HandoffTo, Note: "cotal agent took the turn"}, value)
 			if err != nil {
 				fmt.Fprintf(o.IO.ErrOut, "turn %s: %v\n", t.GoalID, err)
 				continue
 			}
 			taken[t.GoalID] = true
+			if value != nil {
+				fmt.Fprintf(o.IO.Out, "ask %s: %s\n", t.GoalID, termsafe.Sanitize(o.OnAsk))
+			}
 			fmt.Fprintf(o.IO.Out, "turn %s: %s\n", t.GoalID, o.OnTurn)
 		}
 		select {
