@@ -16,8 +16,9 @@ import (
 // the step's recorded start, and what resolves a checkpoint is a record on the mesh, so a run
 // taken back after its host died waits out what is left, and sees what was answered while it was
 // down. A spawn and a turn go to the manager's seats: a spawn names its agent after its step's
-// request id, so a replay or a recovery starts none twice. An effect this host cannot perform
-// yet is refused as a capability (L5016): the run is held, not failed, and a resume on a host
+// request id, so a replay or a recovery starts none twice. A wait observes the mesh from its
+// step's recorded start. An effect this host cannot perform yet (conclave) is refused as a
+// capability (L5016): the run is held, not failed, and a resume on a host
 // that can perform it goes on from there.
 type meshHandler struct {
 	h *Host
@@ -43,6 +44,10 @@ func (m *meshHandler) Perform(ctx context.Context, req *lang.Request) (*lang.Out
 		return m.checkpoint(ctx, req)
 	case "notify":
 		return m.notify(ctx, req)
+	case "monitor":
+		return m.monitor(req)
+	case "wait":
+		return m.wait(ctx, req)
 	case "spawn", "turn", "ask":
 		seats := m.h.seatsOf()
 		if seats == nil {

@@ -188,7 +188,7 @@ func TestRunTakenBack(t *testing.T) {
 	}
 }
 
-// TestRunHeldThenTampered: a step this host cannot perform (spawn, for now) holds the run
+// TestRunHeldThenTampered: a step this host cannot perform (a spawn, on a host that serves no seats) holds the run
 // (released, the step settled refused L5016) rather than failing it. A journal whose settled
 // result was edited on the stream is refused when the run is taken back (L5024), and nothing is
 // activated over it.

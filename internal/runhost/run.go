@@ -32,7 +32,7 @@ type hosted struct {
 	state   meshwire.RunState
 	err     string
 	value   json.RawMessage
-	steps   []lang.Entry                    // every write, in order
+	watched map[string]bool                 // the agents the run monitors, by principal
 	open    map[string]openPoint            // the checkpoints waited on, by step key
 	answers map[string]chan meshwire.Answer // by checkpoint token: a waiting checkpoint's wake
 }

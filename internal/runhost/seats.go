@@ -136,19 +136,16 @@ type seat struct {
 
 // seatOf reads the agent handle req addresses.
 func seatOf(req *lang.Request) (seat, error) {
-	handle, _ := req.Args[0].(*lang.Record)
-	var agent, persona string
-	if handle != nil {
-		a, _ := handle.Get("agent")
-		agent, _ = a.(string)
+	agent, err := handleAgent(req.Kind, req.Args[0])
+	if err != nil {
+		return seat{}, err
+	}
+	var persona string
+	if handle, ok := req.Args[0].(*lang.Record); ok {
 		p, _ := handle.Get("persona")
 		persona, _ = p.(string)
 	}
-	p, err := wire.ParsePrincipal(agent)
-	if err != nil {
-		return seat{}, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("%s: %q is not an agent this host spawned: %v", req.Kind, agent, err)}
-	}
-	return seat{agent: p, persona: persona}, nil
+	return seat{agent: agent, persona: persona}, nil
 }
 
 // seatTurn asks s for one turn under goalID, with the notices the run holds for it and ask when

@@ -1,0 +1,169 @@
+package runhost_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	cotal "github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/runhost"
+	"github.com/gocotal/cotal/wire"
+)
+
+// liveSeats spawn each seat as a real agent on the mesh, connected through the SDK with its
+// own credential (it may post on general), so a test can make it speak and stop it.
+type liveSeats struct {
+	t  *testing.T
+	m  *meshtest.Mesh
+	mu sync.Mutex
+	c  map[string]*cotal.Client // by persona
+}
+
+func (s *liveSeats) Spawn(ctx context.Context, name, persona string) (wire.Principal, error) {
+	cred := s.m.AgentCred(s.t, ledger.Request{Name: name, Subscribe: []string{"general"}, AllowPublish: []string{"general"}})
+	c, err := cotal.Connect(ctx, s.m.URL(), cotal.WithCredsData(cred.Creds))
+	if err != nil {
+		return wire.Principal{}, err
+	}
+	s.mu.Lock()
+	s.c[persona] = c
+	s.mu.Unlock()
+	return c.Principal(), nil
+}
+
+func (s *liveSeats) Turn(context.Context, string, string, string, time.Time) (runhost.SeatYield, error) {
+	return runhost.SeatYield{Status: "done", At: time.Now().UnixMilli()}, nil
+}
+
+func (s *liveSeats) client(persona string) *cotal.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c[persona]
+}
+
+// awaitPending waits until run id's journal holds step pending: the step has started.
+func awaitPending(t *testing.T, h *runhost.Host, id, step string) {
+	t.Helper()
+	var v *runhost.View
+	defer func() {
+		if t.Failed() && v != nil {
+			t.Logf("the journal: %+v", v.Journal)
+		}
+	}()
+	meshtest.Eventually(t, 20*time.Second, step+" to start", func() bool {
+		if st, _ := h.Status(id); st.State == meshwire.RunFailed || st.State == meshwire.RunCompleted {
+			t.Fatalf("the run ended %s before %s started: %s", st.State, step, st.Error)
+		}
+		var err error
+		if v, err = h.View(t.Context(), id); err != nil {
+			return false
+		}
+		for _, r := range v.Journal {
+			if r.Step == step && r.State == "pending" {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestWaitOnTheMesh: wait observes its event on the mesh from its step's start: a message on
+// a channel from one sender carrying some text (an earlier one that does not match is passed
+// over), an agent's reply, a channel gone quiet, a monitored agent going down (its graceful
+// close), and null when the timeout comes first. A wait on down of an agent the run does not
+// monitor fails.
+func TestWaitOnTheMesh(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
+	seats := &liveSeats{t: t, m: m, c: map[string]*cotal.Client{}}
+	h.SetSeats(seats)
+	id, err := h.Start(ctx, `const a = await spawn("alice")
+const b = await spawn("bob")
+await monitor(b)
+const said = await wait(message("general", { from: a.agent, matches: "ship" }), { timeout: "30s" })
+assert(said.text === "ship it" && said.from === a.agent && said.channel === "general", "the message: " + json.stringify(said))
+const reply = await wait(replied(b), { timeout: "30s" })
+assert(reply.text === "done" && reply.from === b.agent, "the reply: " + json.stringify(reply))
+const quiet = await wait(idle("general", "300ms"), { timeout: "30s" })
+assert(quiet.channel === "general", "the quiet: " + json.stringify(quiet))
+const none = await wait(message("general"), { timeout: "300ms" })
+assert(none === null, "the timeout: " + json.stringify(none))
+let refused = ""
+try {
+  await wait(down(a), { timeout: "30s" })
+} catch (e) {
+  refused = e.message
+}
+assert(contains(refused, "does not monitor"), "an unmonitored down: " + refused)
+const gone = await wait(down(b), { timeout: "30s" })
+assert(gone.agent === b.agent && gone.reason === "offline", "the down: " + json.stringify(gone))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(persona, text string) {
+		t.Helper()
+		if _, err := seats.client(persona).Post(ctx, "general", []wire.Part{wire.TextPart(text)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitPending(t, h, id, "/wait#0")
+	post("bob", "ship it, says bob")
+	post("alice", "not this one")
+	// The reply bob gives next is observed from the second wait's start, which is after this
+	// (a step's start is kept to the millisecond).
+	time.Sleep(20 * time.Millisecond)
+	post("alice", "ship it")
+	awaitPending(t, h, id, "/wait#1")
+	post("bob", "done")
+	awaitPending(t, h, id, "/wait#5")
+	if err := seats.client("bob").Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.Wait(ctx, id)
+	if err != nil || st.State != meshwire.RunCompleted {
+		v, _ := h.View(ctx, id)
+		t.Fatalf("%+v %v\n%+v", st, err, v.Journal)
+	}
+	if err := seats.client("alice").Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaitTakenBack: a message that lands while the run's host is down is the one the wait,
+// taken back by the next host, resolves with: it observes from its step's recorded start.
+func TestWaitTakenBack(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	first := host(t, m, wire.NewLifecycleUID(), dir)
+	id, err := first.Start(ctx, `const go = await wait(message("general", { matches: "go" }), { name: "go", timeout: "1m" })
+assert(go.text === "go ahead", "the message: " + json.stringify(go))`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitPending(t, first, id, "/wait:go#0")
+	first.Close()
+	cred := m.AgentCred(t, ledger.Request{Name: "poster", AllowPublish: []string{"general"}})
+	poster, err := cotal.Connect(ctx, m.URL(), cotal.WithCredsData(cred.Creds), cotal.WithPresence(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer poster.Close(context.WithoutCancel(ctx))
+	if _, err := poster.Post(ctx, "general", []wire.Part{wire.TextPart("go ahead")}); err != nil {
+		t.Fatal(err)
+	}
+	second := host(t, m, wire.NewLifecycleUID(), dir)
+	if err := second.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := second.Wait(ctx, id); err != nil || st.State != meshwire.RunCompleted {
+		t.Fatalf("%+v %v", st, err)
+	}
+}
