@@ -30,6 +30,18 @@ type Handler interface {
 	Perform(ctx context.Context, req *Request) (*Outcome, error)
 }
 
+// ConclaveHost is a Handler that hosts conclaves (spec §7.5). OpenConclave creates the
+// conclave's channel, or takes the one its channel option names, joins its members (req.Args[0],
+// agent handles) and answers the channel; it is asked again when a run taken back re-enters a
+// conclave it was inside, and must find what it did. CloseConclave releases the membership once
+// the body returns; a body that was cancelled is not closed here (that release is the host's
+// recovery path). A Handler that is not a ConclaveHost has each conclave refused as beyond it
+// (L5016): the run is held for a host that can.
+type ConclaveHost interface {
+	OpenConclave(ctx context.Context, req *Request) (channel string, err error)
+	CloseConclave(ctx context.Context, req *Request, channel string) error
+}
+
 // Request is one effect for a handler: its step, its identity and its arguments (frozen values,
 // as the effect's signature gives them; Options is its option bag, or nil).
 type Request struct {
@@ -195,12 +207,7 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 		return nil, errCancelled
 	}
 	if refusal, ok := errors.AsType[*CapabilityRefusal](herr); ok {
-		e.Status = StatusRefused
-		e.Error = &EntryError{Code: refusal.Code, Kind: "capability", Message: refusal.Message}
-		if err := in.journal.settle(e); err != nil {
-			return nil, err
-		}
-		return nil, &Fault{Code: "L5025", Step: key, Message: fmt.Sprintf("step %s was refused by this host (%s %s): the run is held for a host that can perform it", key, refusal.Code, refusal.Message)}
+		return nil, in.refused(e, refusal)
 	}
 	if herr != nil {
 		return nil, in.settleFailed(f, e, end, herr)
@@ -232,6 +239,18 @@ func (in *interp) perform(f *frame, kind, name string, projection *Record, req *
 	in.clock(f, end)
 	v, _ := fromJSON(c, true) // the value as recorded, frozen: live and replay deliver the same
 	return v, nil
+}
+
+// refused settles e refused by the host, and holds the run (L5025): a resume on a host that can
+// perform the step performs it afresh.
+func (in *interp) refused(e Entry, refusal *CapabilityRefusal) error {
+	e.Status = StatusRefused
+	e.Error = &EntryError{Code: refusal.Code, Kind: "capability", Message: refusal.Message}
+	if err := in.journal.settle(e); err != nil {
+		return err
+	}
+	key := e.Key()
+	return &Fault{Code: "L5025", Step: key, Message: fmt.Sprintf("step %s was refused by this host (%s %s): the run is held for a host that can perform it", key, refusal.Code, refusal.Message)}
 }
 
 // settleFailed settles an effect the handler failed: its EffectError's code, kind, message and
@@ -951,7 +970,7 @@ func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, digester
 		// A migration walk enters a settled scope, so that steps removed inside it surface.
 		return in.walkScope(f, key, rec, body)
 	}
-	if rec != nil && rec.State == StateSettled {
+	if rec != nil && rec.State == StateSettled && rec.Status != StatusRefused {
 		in.advance(f, rec)
 		if rec.Status == StatusCanceled {
 			return nil, errCancelled
@@ -971,6 +990,11 @@ func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, digester
 		return nil, err
 	}
 	v, branches, cancel, clock, berr := body(key)
+	if refusal, ok := errors.AsType[*CapabilityRefusal](berr); ok {
+		end := in.handler.Now()
+		e.EndedAt = &end
+		return nil, in.refused(e, refusal)
+	}
 	if isCancelledErr(berr) {
 		// The scope was cut from outside: it settles cancelled, and the cut goes on unwinding.
 		e.EndedAt, e.Status = &clock, StatusCanceled
@@ -1283,26 +1307,53 @@ func (in *interp) conclave(_ *interp, f *frame, a []Value) (Value, error) {
 	proj := projection("kind", "conclave", "name", name, "subject", subject)
 	closed := true
 	return in.scopeEntryClosed(f, name, proj, &closed, func(key string) (Value, []string, *Cancel, int64, error) {
-		ch := channel
-		if ch == nil {
-			ch = "sim-conclave-" + key
+		req := &Request{RunID: in.runID, Key: key, Kind: "conclave", Name: name, Args: frozenArgs(a[:1]), Options: opts}
+		ch, err := in.openConclave(req)
+		if err != nil {
+			return nil, nil, nil, f.clock, err
 		}
 		v, c, err := in.runBranch(f, key, branch{key: "in", fn: fn, args: []Value{frozenRecord("channel", ch)}}, false)
 		if isCancelledErr(err) {
 			closed = false // a cancelled body's membership is released on the recovery path
+			return v, []string{"in"}, nil, c, err
+		}
+		if host, ok := in.handler.(ConclaveHost); ok && !in.walk {
+			if cerr := host.CloseConclave(in.ctx, req, ch); cerr != nil && err == nil {
+				err = &EffectError{Code: "L4000", Kind: "handler-fault", Message: "the conclave's membership was not released: " + cerr.Error()}
+			}
 		}
 		return v, []string{"in"}, nil, c, err
 	})
 }
 
-// scopeEntryClosed is scopeEntry for a conclave, whose entry records that its membership was
-// released.
+// openConclave opens a conclave through the handler, and answers its channel. A dry walk opens
+// nothing; a handler that hosts no conclaves refuses it (L5016).
+func (in *interp) openConclave(req *Request) (string, error) {
+	if in.walk {
+		return "walk-conclave-" + req.Key, nil
+	}
+	host, ok := in.handler.(ConclaveHost)
+	if !ok {
+		return "", &CapabilityRefusal{Code: "L5016", Message: "conclave is not durable on this host: it hosts no conclaves"}
+	}
+	ch, err := host.OpenConclave(in.ctx, req)
+	if err != nil {
+		if _, refused := errors.AsType[*CapabilityRefusal](err); refused {
+			return "", err
+		}
+		return "", &EffectError{Code: "L4000", Kind: "handler-fault", Message: "the conclave could not be opened: " + err.Error()}
+	}
+	return ch, nil
+}
+
+// scopeEntryClosed is scopeEntry for a conclave, whose entry records whether its membership was
+// released (unless the host refused it: it opened nothing).
 func (in *interp) scopeEntryClosed(f *frame, name string, proj *Record, closed *bool, body func(string) (Value, []string, *Cancel, int64, error)) (Value, error) {
 	before := len(in.journal.writes)
 	v, err := in.scopeEntry(f, "conclave", name, proj, nil, body)
 	for i := before; i < len(in.journal.writes); i++ {
 		w := &in.journal.writes[i]
-		if w.Kind == "conclave" && w.Name == name && w.State == StateSettled && w.Scope == f.path {
+		if w.Kind == "conclave" && w.Name == name && w.State == StateSettled && w.Status != StatusRefused && w.Scope == f.path {
 			w.Closed = closed
 		}
 	}

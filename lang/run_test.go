@@ -342,6 +342,31 @@ func TestHostRefusals(t *testing.T) {
 	}
 }
 
+// noConclaves is the simulator on a host that hosts no conclaves: it is no ConclaveHost.
+type noConclaves struct{ s *Sim }
+
+func (n noConclaves) Now() int64 { return n.s.Now() }
+
+func (n noConclaves) Perform(ctx context.Context, req *Request) (*Outcome, error) {
+	return n.s.Perform(ctx, req)
+}
+
+// TestConclaveRefused: a host that hosts no conclaves refuses one as beyond it: the scope's
+// entry settles refused (L5016), its body runs no step and the run is held (L5025); a resume on
+// a host that hosts them opens it afresh and completes.
+func TestConclaveRefused(t *testing.T) {
+	src := "const a = await spawn(\"a\")\nconst said = await conclave([a], async (ch) => { await sleep(\"1m\", { name: \"talk\" }); return ch.channel }, { name: \"room\", channel: \"design\" })\nlog(said)"
+	held := runSim(t, src, `{}`, RunOptions{RunID: "held", Handler: noConclaves{sim(t, `{}`)}})
+	last := held.Entries[len(held.Entries)-1]
+	if f, ok := held.Err.(*Fault); !ok || f.Code != "L5025" || last.Kind != "conclave" || last.Status != StatusRefused || last.Error.Code != "L5016" || last.Closed != nil || len(held.Entries) != 2 {
+		t.Fatalf("a conclave on a host with none: %v %s", held.Err, marshalEntries(held.Entries))
+	}
+	healed := runSim(t, src, `{}`, RunOptions{RunID: "held", Pins: &held.Pins, Journal: held.Entries})
+	if healed.Err != nil || logsJSON(healed) != `[["design"]]` {
+		t.Errorf("the resume on a host that hosts conclaves: %v %s %s", healed.Err, marshalEntries(healed.Entries), logsJSON(healed))
+	}
+}
+
 // TestConcurrency: under the simulator branches run concurrently on one virtual clock, each
 // accumulating its own time: a race is won by the arm that lands first and its loser's effect is
 // cut (settled cancelled); parallel branches overlap; a fanOut's failure cancels its siblings;

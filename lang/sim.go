@@ -167,6 +167,18 @@ func (s *Sim) setNow(t int64) {
 	s.mu.Unlock()
 }
 
+// OpenConclave opens a simulated conclave: the channel its option names, or one named after the
+// step; no one joins anything.
+func (s *Sim) OpenConclave(_ context.Context, req *Request) (string, error) {
+	if c := req.Option("channel"); c != nil && c != Undefined {
+		return channelName("conclave", c)
+	}
+	return "sim-conclave-" + req.Key, nil
+}
+
+// CloseConclave closes a simulated conclave: there is nothing to release.
+func (s *Sim) CloseConclave(context.Context, *Request, string) error { return nil }
+
 // Perform implements Handler: the answer, after the time the effect takes.
 func (s *Sim) Perform(_ context.Context, req *Request) (*Outcome, error) {
 	cost, land := s.answer(req)

@@ -167,3 +167,29 @@ assert(go.text === "go ahead", "the message: " + json.stringify(go))`)
 		t.Fatalf("%+v %v", st, err)
 	}
 }
+
+// TestConclaveHeld: a conclave is beyond this host (its members cannot be granted a channel
+// the run opens): the run is held, released with the conclave settled refused, not failed.
+func TestConclaveHeld(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
+	h.SetSeats(&seatsOnHand{payloads: map[string][]runhost.TurnPayload{}})
+	id, err := h.Start(ctx, `const a = await spawn("builder")
+await conclave([a], async (ch) => await turn(a, { name: "talk" }), { name: "room" })`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.Wait(ctx, id)
+	if err != nil || st.State != meshwire.RunReleased {
+		t.Fatalf("%+v %v", st, err)
+	}
+	v, err := h.View(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := v.Journal[len(v.Journal)-1]; last.Step != "/conclave:room#0" || last.Outcome != "refused (L5016)" {
+		t.Errorf("the conclave's record: %+v", last)
+	}
+}
