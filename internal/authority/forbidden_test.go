@@ -912,6 +912,12 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 			jsapi.ConsumerDelete + wfj + "." + d, jsapi.Ack + wfj + "." + d + ".>",
 			rec + "run." + E + "." + R + ".spec", rec + "run." + E + "." + R + ".status", rec + "notice." + E + "." + R + ".>",
 			rec + "migration." + E + "." + R + ".>", rec + "answer." + E + ".>"}
+	case authority.ProfileRunAdmitter:
+		// SPEC §14.8 / Appendix B: the creates of its run's admission record and revocation
+		// marker, two exact keys of the admission store, and nothing else.
+		admission := "$KV.cotal_admission_" + string(home) + "."
+		E, R := c.serve.Endpoint.Token(), c.run
+		g.pub = []string{admission + "admission.v1." + E + "." + R, admission + "revoked.v1." + E + "." + R}
 	case authority.ProfileRunMediator:
 		// SPEC §14.8 admission read (§13.9 row) and, as the trusted host of one run attempt, its
 		// function scope: the records reads, its endpoint's checkpoint plane at its instance and
@@ -1305,6 +1311,9 @@ func TestForbiddenOperationsAtScale(t *testing.T) {
 			// A person's deployer view, of another person's owner than the matrix's agents.
 			person := wire.Lifecycle{Principal: fbPrincipal("u_dddddddddddddddddddddddddd.dave"), UID: wire.NewLifecycleUID()}
 			mint("main", p, "", authority.Grant{Principal: person.Principal, LifecycleUID: person.UID}, fbCoords{lifecycle: person})
+		case authority.ProfileRunAdmitter:
+			g := authority.Grant{Principal: runCaller.Principal, Serve: at, Run: authority.RunReplay{RunID: w.runs[0]}}
+			mint("main", p, "", g, fbCoords{serve: at, run: w.runs[0]})
 		case authority.ProfileRunDriver, authority.ProfileRunMediator:
 			g := authority.Grant{Principal: runCaller.Principal, Serve: at, Run: authority.RunReplay{RunID: w.runs[0], TakeoverID: w.takeover}}
 			coords := fbCoords{serve: at, run: w.runs[0]}
@@ -1664,6 +1673,8 @@ func fbControls(c *fbCred, w *fbWorld) []fbOp {
 	case c.profile == authority.ProfileRunDriver:
 		return append(out, pub(meshwire.WFJSubject(h, c.coords.run)),
 			pub(meshwire.RecordsBucket(h).Subject(meshwire.RecordKey(meshwire.RecordRun, mgr, c.coords.run, meshwire.RecordStatusLeaf))))
+	case c.profile == authority.ProfileRunAdmitter:
+		return append(out, pub(meshwire.AdmissionBucket(h).Subject(meshwire.AdmissionKey(mgr, c.coords.run))))
 	case c.profile == authority.ProfileRunMediator:
 		return append(out, pub(jsapi.MsgGet+meshwire.AdmissionBucket(h).Stream()),
 			pub(request(wire.EndpointRoute{Address: wire.AddressOne, Endpoint: mgr, Command: "spawn"})),

@@ -21,6 +21,13 @@ const cmdTurn = "turn"
 // a retirement's target, and that a transfer reader names a manager instance.
 func (g *Grant) validateRemote(profile Profile) error {
 	switch profile {
+	case ProfileRunAdmitter:
+		if err := meshwire.ValidateRunID(g.Run.RunID); err != nil {
+			return fmt.Errorf("the %s profile names its run: %w", profile, err)
+		}
+		if g.Run.TakeoverID != "" {
+			return &wire.ValidationError{Field: "takeoverId", Value: g.Run.TakeoverID, Rule: "a run admitter writes a run's admission, which no takeover changes"}
+		}
 	case ProfileRunDriver, ProfileRunMediator:
 		if err := meshwire.ValidateRunID(g.Run.RunID); err != nil {
 			return fmt.Errorf("the %s profile names its run: %w", profile, err)
@@ -52,7 +59,7 @@ func (g *Grant) validateRemote(profile Profile) error {
 // acts for without serving it.
 func (p Profile) namesInstance() bool {
 	switch p {
-	case ProfileGoalWriter, ProfileTransferReader, ProfileRunDriver, ProfileRunMediator, ProfileManagerCaller:
+	case ProfileGoalWriter, ProfileTransferReader, ProfileRunDriver, ProfileRunMediator, ProfileRunAdmitter, ProfileManagerCaller:
 		return true
 	}
 	return false
@@ -171,6 +178,17 @@ func (r rowsFor) runDriver() Permissions {
 // despawn of its owner's agents on its endpoint, with its reply rail. The stream-wide rows
 // (the point reads, the CHAT consumers, the registries) are the named residuals of a trusted
 // host profile: SPEC §14.8 has the host check every channel effect against the admitted ceiling.
+// runAdmitter is the run admitter's rows: the create of its run's admission record and of its
+// revocation marker, two exact keys of the admission store (the store refuses a second write to
+// either), and its reply inbox for the acknowledgement.
+func (r rowsFor) runAdmitter() Permissions {
+	admission, e := meshwire.AdmissionBucket(r.s), r.Serve.Endpoint
+	return Permissions{
+		PubAllow: []string{admission.Subject(meshwire.AdmissionKey(e, r.Run.RunID)), admission.Subject(meshwire.RevocationKey(e, r.Run.RunID))},
+		SubAllow: []string{r.inbox()},
+	}
+}
+
 func (r rowsFor) runMediator() Permissions {
 	sv, c := r.Serve, r.lifecycle()
 	e, o := sv.Endpoint, c.Principal.Owner()

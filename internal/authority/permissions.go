@@ -158,6 +158,8 @@ func PermissionsFor(profile Profile, g Grant) (Permissions, error) {
 		return r.runDriver(), nil
 	case ProfileRunMediator:
 		return r.runMediator(), nil
+	case ProfileRunAdmitter:
+		return r.runAdmitter(), nil
 	case ProfileManagerCaller:
 		return r.managerCaller(), nil
 	case ProfileDeployer:
@@ -487,7 +489,9 @@ func (r rowsFor) provisioner() Permissions {
 	// The contract stream is not among spaceStreams, whose rows in other profiles (the warden's
 	// message deletes, teardown's stream deletes) must never reach it: no profile holds a delete,
 	// purge, update or message delete on EPC_<space> (SPEC §13.9, §13.12).
-	for _, st := range append(spaceStreams(r.s), meshwire.ContractStream(r.s), meshwire.EventStream(r.s), meshwire.FactStream(r.s)) {
+	// Nor is the run admission store: no profile deletes, purges or rewrites an admission (SPEC
+	// §14.8).
+	for _, st := range append(spaceStreams(r.s), meshwire.ContractStream(r.s), meshwire.EventStream(r.s), meshwire.FactStream(r.s), meshwire.AdmissionBucket(r.s).Stream()) {
 		pub = append(pub, jsapi.StreamCreate+st, jsapi.StreamInfo+st)
 	}
 	for _, b := range ttlBuckets(r.s) {
@@ -579,8 +583,9 @@ func (r rowsFor) teardown() Permissions {
 			pub = append(pub, jsapi.StreamDelete+st)
 		}
 	}
-	// The contract stream is read, never deleted: its artifacts are permanent (SPEC §13.12).
-	pub = append(pub, jsapi.StreamInfo+meshwire.ContractStream(r.s))
+	// The contract stream and the admission store are read, never deleted: artifacts and
+	// admissions are permanent (SPEC §13.12, §14.8).
+	pub = append(pub, jsapi.StreamInfo+meshwire.ContractStream(r.s), jsapi.StreamInfo+meshwire.AdmissionBucket(r.s).Stream())
 	// Events are a day's notifications and go with the space; facts outlive it (SPEC §13.12).
 	pub = append(pub, jsapi.StreamInfo+meshwire.EventStream(r.s), jsapi.StreamDelete+meshwire.EventStream(r.s), jsapi.StreamInfo+meshwire.FactStream(r.s))
 	pub = append(pub, jsapi.StreamPurge+r.s.ChatStream(), channels.Subject(">"))
@@ -612,9 +617,11 @@ func (r rowsFor) warden() Permissions {
 	pub := []string{jsapi.Info, jsapi.FlowControl}
 	// The endpoint streams are read too: a capture can land in any stream of the account. The
 	// contract stream refuses deletes whoever asks, and no profile holds one on it.
-	for _, st := range append(spaceStreams(r.s), meshwire.ContractStream(r.s), meshwire.EventStream(r.s), meshwire.FactStream(r.s)) {
+	// The admission store refuses deletes too, and it is only read.
+	admission := meshwire.AdmissionBucket(r.s).Stream()
+	for _, st := range append(spaceStreams(r.s), meshwire.ContractStream(r.s), meshwire.EventStream(r.s), meshwire.FactStream(r.s), admission) {
 		pub = append(pub, jsapi.StreamInfo+st, jsapi.MsgGet+st)
-		if st != records.Stream() && st != meshwire.ContractStream(r.s) {
+		if st != records.Stream() && st != meshwire.ContractStream(r.s) && st != admission {
 			pub = append(pub, jsapi.MsgDelete+st)
 		}
 		pub = append(pub, jsapi.ConsumerList+st,

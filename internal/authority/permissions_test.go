@@ -93,7 +93,7 @@ func remoteGrant(t testing.TB, p Profile, g *Grant) {
 		actor = actors.GoalWriter
 	case ProfileSessionLedger:
 		actor = actors.SessionLedger
-	case ProfileRunDriver, ProfileRunMediator:
+	case ProfileRunDriver, ProfileRunMediator, ProfileRunAdmitter:
 		actor = testRunActor
 	case ProfileManagerCaller:
 		g.Serve = sampleServe() // a person's view: the principal is the person's own
@@ -107,6 +107,9 @@ func remoteGrant(t testing.TB, p Profile, g *Grant) {
 	}
 	if p != ProfileSessionLedger && p != ProfileRetirementRequester {
 		g.Serve = sampleServe()
+	}
+	if p == ProfileRunAdmitter {
+		g.Run.TakeoverID = "" // an admission outlives every takeover
 	}
 	if p == ProfileRetirementRequester {
 		if g.Target, err = wire.ParseLifecycle(testOwner + ".bob." + testUID); err != nil {

@@ -101,6 +101,11 @@ const (
 	// on the checkpoint plane and on the hosting endpoint as the run's own caller (Grant.Principal
 	// and Grant.LifecycleUID). It is never returned to the driver and never handed out by name.
 	ProfileRunMediator Profile = "run-mediator"
+	// ProfileRunAdmitter writes one run's admission record and its revocation marker (SPEC
+	// §14.8), create-only, and nothing else: the admitting manager mints it per run, the
+	// operator's instrument to revoke one. Grant.Run names the run, Grant.Serve the endpoint
+	// instance it is admitted on. It lives a minute and is never handed out by name.
+	ProfileRunAdmitter Profile = "run-admitter"
 	// ProfileManagerCaller is a person's or managed agent's manager-caller view in user-auth
 	// mode (SPEC §9, §10): the manager endpoint of one instance (Grant.Serve names it) on that
 	// instance's own rail, as its own principal and lifecycle: describe, the read commands and,
@@ -123,7 +128,7 @@ var Profiles = []Profile{
 	ProfileLedger, ProfileSessionCaller, ProfileSessionServing, ProfileRunOperator, ProfileWarden,
 	ProfileMembership, ProfileControlAdmin, ProfileRemoteManager, ProfileEndpointServe,
 	ProfileGoalWriter, ProfileSessionLedger, ProfileTransferReader, ProfileRetirementRequester,
-	ProfileRunDriver, ProfileRunMediator, ProfileManagerCaller, ProfileDeployer,
+	ProfileRunDriver, ProfileRunMediator, ProfileRunAdmitter, ProfileManagerCaller, ProfileDeployer,
 }
 
 // Handed lists the profiles an operator may mint for a process by name alone. The others are the
@@ -151,7 +156,8 @@ const (
 	OneShotLifetime = 5 * time.Minute
 	// ProbeLifetime is shorter still: a probe only proves a connect.
 	ProbeLifetime = time.Minute
-	// RunOperatorLifetime covers the one call a run operator serves.
+	// RunOperatorLifetime covers the one call a run operator serves, or the one write a run
+	// admitter makes.
 	RunOperatorLifetime = time.Minute
 )
 
@@ -166,7 +172,7 @@ func (p Profile) DefaultLifetime() time.Duration {
 		return DaemonLifetime
 	case ProfileProbe:
 		return ProbeLifetime
-	case ProfileRunOperator:
+	case ProfileRunOperator, ProfileRunAdmitter:
 		return RunOperatorLifetime
 	}
 	return OneShotLifetime

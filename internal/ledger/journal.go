@@ -103,6 +103,12 @@ func (l *Ledger) RunMediator(owner, runID, takeoverID string, serve *authority.S
 	return l.runCredential(authority.ProfileRunMediator, owner, runID, takeoverID, serve, life)
 }
 
+// RunAdmitter mints the admitter credential of one run (SPEC §14.8): the create-only writes of
+// its admission record and its revocation marker on the endpoint serve names, for a minute.
+func (l *Ledger) RunAdmitter(owner, runID string, serve *authority.ServeRows) (*authority.Credential, error) {
+	return l.runCredential(authority.ProfileRunAdmitter, owner, runID, "", serve, 0)
+}
+
 func (l *Ledger) runCredential(profile authority.Profile, owner, runID, takeoverID string, serve *authority.ServeRows, life time.Duration) (*authority.Credential, error) {
 	caller, err := meshwire.RunCaller(owner, runID)
 	if err != nil {

@@ -116,6 +116,7 @@ func resources(s wire.Space) []resource {
 		{cfg: kvStream(meshwire.ACLBucket(s), 0, jetstream.FileStorage, 0)},
 		{cfg: kvStream(meshwire.MembershipBucket(s), 0, jetstream.FileStorage, membershipMaxBytes)},
 		{cfg: recordsStore(s)},
+		{cfg: admissionStore(s)},
 		{cfg: AuthStoreConfig(s)},
 		{cfg: wfj},
 		{cfg: contractStore(s)},
@@ -167,6 +168,19 @@ func contractStore(s wire.Space) jetstream.StreamConfig {
 func recordsStore(s wire.Space) jetstream.StreamConfig {
 	c := kvStream(meshwire.RecordsBucket(s), 0, jetstream.FileStorage, 0)
 	c.AllowRollup = false
+	c.DenyDelete, c.DenyPurge = true, true
+	return c
+}
+
+// admissionStore is the backing stream of the run admission store cotal_admission_<space> (SPEC
+// §14.8): file, with no age or size limit and no Direct Get (every read is the leader's), and
+// write-once per key at the broker (one message per subject, discarding a new one per subject),
+// with neither rollups, deletes nor purges: a holder of a key's row can neither widen nor erase
+// what was recorded.
+func admissionStore(s wire.Space) jetstream.StreamConfig {
+	c := kvStream(meshwire.AdmissionBucket(s), 0, jetstream.FileStorage, 0)
+	c.AllowDirect, c.AllowRollup = false, false
+	c.DiscardNewPerSubject = true
 	c.DenyDelete, c.DenyPurge = true, true
 	return c
 }

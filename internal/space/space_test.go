@@ -353,6 +353,55 @@ func TestProvisionCreatesTheRecordsStore(t *testing.T) {
 	}
 }
 
+// TestAdmissionStoreIsWriteOnce: provisioning creates the run admission store
+// cotal_admission_<space> (SPEC §14.8): no Direct Get, no limit that evicts, and at the broker a
+// key written once stays as written: a second write, a delete marker, a purge of the key or of
+// the store and a message delete are all refused.
+func TestAdmissionStoreIsWriteOnce(t *testing.T) {
+	t.Parallel()
+	js := openJS(t)
+	ctx := t.Context()
+	if _, err := space.Provision(ctx, js, "main", durable); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "KV_cotal_admission_main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.CachedInfo().Config
+	if c.AllowDirect || c.AllowRollup || !c.DenyDelete || !c.DenyPurge || c.Storage != jetstream.FileStorage ||
+		c.MaxAge != 0 || c.MaxMsgs != -1 || c.MaxBytes != -1 || c.MaxMsgsPerSubject != 1 || !c.DiscardNewPerSubject {
+		t.Errorf("the admission store's configuration: %+v", c)
+	}
+	kv, err := js.KeyValue(ctx, "cotal_admission_main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "admission.v1.manager.r-1"
+	rev, err := kv.Create(ctx, key, []byte(`{"version":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "$KV.cotal_admission_main."+key, []byte(`{"version":2}`)); err == nil {
+		t.Error("the broker took a second write of an admission")
+	}
+	if err := kv.Delete(ctx, key); err == nil {
+		t.Error("the broker took a delete marker on an admission")
+	}
+	if err := kv.Purge(ctx, key); err == nil {
+		t.Error("the broker took a purge of an admission")
+	}
+	if err := st.DeleteMsg(ctx, rev); err == nil {
+		t.Error("the broker deleted an admission")
+	}
+	if err := st.Purge(ctx); err == nil {
+		t.Error("the broker purged the admission store")
+	}
+	if e, err := kv.Get(ctx, key); err != nil || e.Revision() != rev || string(e.Value()) != `{"version":1}` {
+		t.Errorf("the admission did not survive: %v, %v", e, err)
+	}
+}
+
 // TestProvisionReportsADriftedRecordsStore: a records store that could evict an authority row (an
 // age limit, rollups on) is reported by field and left as it is, rows included.
 func TestProvisionReportsADriftedRecordsStore(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -529,24 +530,5 @@ func withinParent(child, parent *Row) error {
 
 // patternWithin reports whether some entry of allow covers every channel the pattern p covers.
 func patternWithin(allow []string, p string) bool {
-	return slices.ContainsFunc(allow, func(a string) bool { return patternCovers(a, p) })
-}
-
-// patternCovers reports whether the channel pattern a covers every channel pattern p covers:
-// '>' covers one or more remaining tokens of any kind, '*' covers one token that is not '>', and
-// a literal covers only itself.
-func patternCovers(a, p string) bool {
-	at, pt := strings.Split(a, "."), strings.Split(p, ".")
-	for i, t := range at {
-		if t == ">" {
-			return i < len(pt)
-		}
-		if i >= len(pt) || pt[i] == ">" {
-			return false
-		}
-		if t != "*" && t != pt[i] {
-			return false
-		}
-	}
-	return len(at) == len(pt)
+	return slices.ContainsFunc(allow, func(a string) bool { return meshwire.PatternCovers(a, p) })
 }

@@ -291,31 +291,3 @@ func TestEnvelope(t *testing.T) {
 		t.Fatalf("a parent cycle: %v, want a refusal", err)
 	}
 }
-
-func TestPatternCovers(t *testing.T) {
-	tests := []struct {
-		a, p string
-		want bool
-	}{
-		{">", "a", true},
-		{">", "a.>", true},
-		{">", "*", true},
-		{"a.>", "a.b", true},
-		{"a.>", "a.*.c", true},
-		{"a.>", "a", false},
-		{"a.>", ">", false},
-		{"a.*", "a.b", true},
-		{"a.*", "a.*", true},
-		{"a.*", "a.>", false},
-		{"a.*", "a.b.c", false},
-		{"a.b", "a.b", true},
-		{"a.b", "a.*", false},
-		{"a.b", "a", false},
-		{"*", "a.b", false},
-	}
-	for _, tt := range tests {
-		if got := patternCovers(tt.a, tt.p); got != tt.want {
-			t.Errorf("patternCovers(%q, %q) = %v, want %v", tt.a, tt.p, got, tt.want)
-		}
-	}
-}
