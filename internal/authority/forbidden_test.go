@@ -1015,10 +1015,10 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 		g.pub = []string{in}
 		g.sub = append(g.sub, out)
 	case authority.ProfileRunOperator:
-		// SPEC §14.3: the leader-served read of the run records and a read-only replay of one
-		// run's journal through its own durable.
+		// SPEC §14.3, §14.8 and Appendix B: the leader-served reads of the run records and of the
+		// admission store, and a read-only replay of one run's journal through its own durable.
 		d := meshwire.WFJReplayDurable(c.run, takeover)
-		g.pub = []string{jsapi.Info, jsapi.MsgGet + records.Stream(),
+		g.pub = []string{jsapi.Info, jsapi.MsgGet + records.Stream(), jsapi.MsgGet + "KV_cotal_admission_" + string(home),
 			jsapi.ConsumerCreate + wfj + "." + d + "." + meshwire.WFJSubject(home, c.run),
 			jsapi.ConsumerInfo + wfj + "." + d, jsapi.ConsumerNext + wfj + "." + d, jsapi.ConsumerDelete + wfj + "." + d, jsapi.Ack + wfj + "." + d + ".>"}
 	case authority.ProfileWarden:

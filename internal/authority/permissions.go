@@ -252,7 +252,7 @@ func (r rowsFor) session(pub, sub meshwire.SessionDir) (Permissions, error) {
 // records and, when it names a run, a read-only replay of that one run's journal through its own
 // durable. It may never append to a journal or write a record.
 func (r rowsFor) runOperator() Permissions {
-	pub := []string{jsapi.MsgGet + meshwire.RecordsBucket(r.s).Stream()}
+	pub := []string{jsapi.MsgGet + meshwire.RecordsBucket(r.s).Stream(), jsapi.MsgGet + meshwire.AdmissionBucket(r.s).Stream()}
 	if r.Run.RunID != "" {
 		pub = append(pub, r.replayRows()...)
 	}

@@ -47,8 +47,8 @@ const (
 	ProfileSessionCaller Profile = "session-caller"
 	// ProfileSessionServing is the serving half: read the in rail, publish on the out rail.
 	ProfileSessionServing Profile = "session-serving"
-	// ProfileRunOperator serves one run-surface call: it reads the run records and replays one
-	// run's journal, read-only, for a minute.
+	// ProfileRunOperator serves one run-surface call: it reads the run records and the run
+	// admissions and replays one run's journal, read-only, for a minute.
 	ProfileRunOperator Profile = "run-operator"
 	// ProfileWarden is the mesh's integrity warden: it audits every JetStream API call of the
 	// space, deletes consumers that break their grant's intent, and quarantines stored messages

@@ -148,6 +148,22 @@ func TestWorkflowRunOnTheMesh(t *testing.T) {
 	if code, _, stderr := run(t, "run", "fork", id, "--at", "/checkpoint:none#0", "--dir", dir); code == exit.OK || !strings.Contains(stderr, "L5017") {
 		t.Errorf("a fork at a step not in the journal: exit %d %s", code, stderr)
 	}
+
+	// The fork, waiting on its checkpoint, is revoked: its manager stops it, and no resume takes
+	// it back.
+	if code, _, stderr := run(t, "run", "revoke", forked.RunID, "--dir", dir); code != exit.Usage || !strings.Contains(stderr, "--reason is required") {
+		t.Errorf("a revoke without a reason: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "run", "revoke", "run-none", "--reason", "typo", "--dir", dir); code == exit.OK || !strings.Contains(stderr, "no such run") {
+		t.Errorf("a revoke of no run: exit %d %s", code, stderr)
+	}
+	if code, out, stderr := run(t, "run", "revoke", forked.RunID, "--reason", "the release was pulled", "--by", "ann", "--dir", dir); code != exit.OK || !strings.Contains(out, "revoked run "+forked.RunID) {
+		t.Fatalf("run revoke: exit %d %s %s", code, out, stderr)
+	}
+	meshtest.Eventually(t, 20*time.Second, "the revoked run to fail", func() bool { return runState(t, dir, forked.RunID) == "failed" })
+	if code, _, _ := run(t, "run", "resume", forked.RunID, "--dir", dir); code == exit.OK {
+		t.Error("a revoked run was resumed")
+	}
 }
 
 // TestWorkflowRunSurvivesARestart: a mesh stopped while its run waits on a checkpoint takes the

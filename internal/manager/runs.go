@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"slices"
 
+	cotal "github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/journal"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/lang"
 	"github.com/gocotal/cotal/wire"
@@ -65,24 +67,54 @@ func (svc *Service) workflows() (*runhost.Host, *wire.EndpointError) {
 // answer row reaches this door too; this manager relays no question to an agent yet, so such a
 // caller answers nothing.
 func (svc *Service) runner(ctx context.Context, caller wire.Lifecycle) *wire.EndpointError {
+	_, refusal := svc.runnerGrant(ctx, caller)
+	return refusal
+}
+
+// runnerGrant is runner, answering the caller's own grant too: nil for the operator's
+// instrument, which holds every channel.
+func (svc *Service) runnerGrant(ctx context.Context, caller wire.Lifecycle) (*cotal.Grant, *wire.EndpointError) {
 	if svc.cfg.HostLaunch(ctx, caller) {
-		return nil
+		return nil, nil
 	}
 	if svc.cfg.CallerGrant != nil {
 		if g, err := svc.cfg.CallerGrant(ctx, caller); err == nil && slices.Contains(g.Capabilities, authority.CapabilityRun) {
-			return nil
+			return g, nil
 		}
 	}
-	return notExecuted(wire.CodePermissionDenied, "%s holds no run capability: it cannot start, resume or answer a workflow run", caller.Principal)
+	return nil, notExecuted(wire.CodePermissionDenied, "%s holds no run capability: it cannot start, resume or answer a workflow run", caller.Principal)
+}
+
+// admission is what a run caller starts is admitted under (SPEC §14.8): every channel for the
+// operator's instrument (g nil); for a caller holding the run capability, the channels its own
+// credential g may post to and read, which this manager vouches for.
+func (svc *Service) admission(caller wire.Lifecycle, g *cotal.Grant) (runhost.Admit, error) {
+	a := runhost.OperatorAdmit(caller, "started by the operator's instrument")
+	if g == nil {
+		return a, nil
+	}
+	ceiling, err := meshwire.GrantCeiling(svc.cfg.Space, caller.Principal, g.AllowPublish, g.AllowSubscribe)
+	if err != nil {
+		return runhost.Admit{}, err
+	}
+	a.Caller.Generation, a.Ceiling = g.Generation, ceiling
+	a.Provenance.By = string(wire.ManagerEndpoint) + "/" + string(svc.cfg.Instance)
+	a.Provenance.Reason = "the run capability and the channels of the caller's own credential"
+	return a, nil
 }
 
 func (svc *Service) runStart(ctx context.Context, req *endpoint.Request) (any, error) {
 	h, refusal := svc.workflows()
+	var grant *cotal.Grant
 	if refusal == nil {
-		refusal = svc.runner(ctx, req.Caller())
+		grant, refusal = svc.runnerGrant(ctx, req.Caller())
 	}
 	if refusal != nil {
 		return nil, refusal
+	}
+	admit, err := svc.admission(req.Caller(), grant)
+	if err != nil {
+		return nil, notExecuted(wire.CodePermissionDenied, "the caller's channels: %v", err)
 	}
 	var args RunStartArgs
 	if err := json.Unmarshal(req.Args(), &args); err != nil {
@@ -91,7 +123,7 @@ func (svc *Service) runStart(ctx context.Context, req *endpoint.Request) (any, e
 	if args.Timeout != "" {
 		return nil, notExecuted(wire.CodeUnimplemented, "this manager takes no default checkpoint timeout: give each checkpoint its own")
 	}
-	runID, err := h.Start(ctx, args.Source)
+	runID, err := h.Start(ctx, args.Source, admit)
 	if refused, ok := errors.AsType[*lang.RefusedError](err); ok {
 		return nil, programRefusal(args.File, refused.Report)
 	}

@@ -18,7 +18,7 @@ func BenchmarkSequentialSleeps(b *testing.B) {
 	h := host(b, m, wire.NewLifecycleUID(), b.TempDir())
 	src := `for (const i of range(1000)) { await sleep("1ms", { name: "tick" }) }`
 	for b.Loop() {
-		id, err := h.Start(b.Context(), src)
+		id, err := h.Start(b.Context(), src, operatorAdmit)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -38,7 +38,7 @@ func BenchmarkResume10k(b *testing.B) {
 	first := host(b, m, wire.NewLifecycleUID(), dir)
 	src := fmt.Sprintf(`for (const i of range(%d)) { await sleep("1ms", { name: "tick" }) }
 await checkpoint("end", "Done?")`, 9_999)
-	id, err := first.Start(b.Context(), src)
+	id, err := first.Start(b.Context(), src, operatorAdmit)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -98,7 +98,7 @@ func (m *meshHandler) wait(ctx context.Context, req *lang.Request) (*lang.Outcom
 			v, err = m.nextMessage(wctx, req, ">", agent.String(), "", start)
 		}
 	case "idle":
-		v, err = m.idle(wctx, field("channel"), field("duration"), start)
+		v, err = m.idle(wctx, req, field("channel"), field("duration"), start)
 	case "down":
 		v, err = m.down(wctx, field("agent"))
 	default:
@@ -181,17 +181,21 @@ func (m *meshHandler) chatSince(ctx context.Context, filter string, start time.T
 // sender, text and time.
 func (m *meshHandler) nextMessage(ctx context.Context, req *lang.Request, channel lang.Value, from, matches string, start time.Time) (lang.Value, error) {
 	owner, actor := "*", "*"
+	var sender *wire.Principal
 	if from != "" {
 		p, err := wire.ParsePrincipal(from)
 		if err != nil {
 			return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("%s: from %q names no agent: %v", req.Kind, from, err)}
 		}
-		owner, actor = p.Owner(), p.Actor()
+		owner, actor, sender = p.Owner(), p.Actor(), &p
 	}
 	ch := channelOf(channel)
 	filter, err := m.h.cfg.Space.ChatPattern(owner, actor, ch)
 	if err != nil {
 		return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("%s: %v", req.Kind, err)}
+	}
+	if err := m.mayRead(ctx, req, sender, ch); err != nil {
+		return nil, err
 	}
 	var out *lang.Record
 	err = m.chatSince(ctx, filter, start, func(cm *wire.CotalMessage) bool {
@@ -223,7 +227,7 @@ func messageText(cm *wire.CotalMessage) string {
 
 // idle waits until channel has been quiet for duration: no message landed on it for that long,
 // counted from start or from the last message since. It answers when the quiet began.
-func (m *meshHandler) idle(ctx context.Context, channel, duration lang.Value, start time.Time) (lang.Value, error) {
+func (m *meshHandler) idle(ctx context.Context, req *lang.Request, channel, duration lang.Value, start time.Time) (lang.Value, error) {
 	ms, err := lang.ParseDuration(fmt.Sprint(duration))
 	if err != nil {
 		return nil, err
@@ -233,6 +237,9 @@ func (m *meshHandler) idle(ctx context.Context, channel, duration lang.Value, st
 	filter, err := m.h.cfg.Space.ChatFilter(ch)
 	if err != nil {
 		return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: "idle: " + err.Error()}
+	}
+	if err := m.mayRead(ctx, req, nil, ch); err != nil {
+		return nil, err
 	}
 	landed := make(chan time.Time, 64)
 	rctx, stop := context.WithCancel(ctx)

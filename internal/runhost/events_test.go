@@ -2,6 +2,8 @@ package runhost_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,7 +104,7 @@ try {
 }
 assert(contains(refused, "does not monitor"), "an unmonitored down: " + refused)
 const gone = await wait(down(b), { timeout: "30s" })
-assert(gone.agent === b.agent && gone.reason === "offline", "the down: " + json.stringify(gone))`)
+assert(gone.agent === b.agent && gone.reason === "offline", "the down: " + json.stringify(gone))`, operatorAdmit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func TestWaitTakenBack(t *testing.T) {
 	dir := t.TempDir()
 	first := host(t, m, wire.NewLifecycleUID(), dir)
 	id, err := first.Start(ctx, `const go = await wait(message("general", { matches: "go" }), { name: "go", timeout: "1m" })
-assert(go.text === "go ahead", "the message: " + json.stringify(go))`)
+assert(go.text === "go ahead", "the message: " + json.stringify(go))`, operatorAdmit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +179,7 @@ func TestConclaveHeld(t *testing.T) {
 	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
 	h.SetSeats(&seatsOnHand{payloads: map[string][]runhost.TurnPayload{}})
 	id, err := h.Start(ctx, `const a = await spawn("builder")
-await conclave([a], async (ch) => await turn(a, { name: "talk" }), { name: "room" })`)
+await conclave([a], async (ch) => await turn(a, { name: "talk" }), { name: "room" })`, operatorAdmit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,5 +193,95 @@ await conclave([a], async (ch) => await turn(a, { name: "talk" }), { name: "room
 	}
 	if last := v.Journal[len(v.Journal)-1]; last.Step != "/conclave:room#0" || last.Outcome != "refused (L5016)" {
 		t.Errorf("the conclave's record: %+v", last)
+	}
+}
+
+// TestRunConfinedToItsAdmission: a run waits only on what its caller may read: a channel the
+// admission's ceiling does not cover is refused (a failure the program catches), one it does is
+// observed, and a reply, which reads the agent on every channel, is refused to a caller who may
+// read only some.
+func TestRunConfinedToItsAdmission(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
+	h.SetSeats(&seatsOnHand{payloads: map[string][]runhost.TurnPayload{}})
+	caller, err := wire.NewPrincipal(string(wire.DevOwner), "carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ceiling, err := meshwire.GrantCeiling(m.Space, caller, nil, []string{"team.*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admit := runhost.Admit{Caller: meshwire.Caller{Owner: caller.Owner(), Actor: caller.Actor(), UID: string(wire.NewLifecycleUID())}, Ceiling: ceiling,
+		Provenance: meshwire.Provenance{Kind: meshwire.ProvenanceOperator, By: "manager/test", Reason: "carol's credential"}}
+	id, err := h.Start(ctx, `const a = await spawn("builder")
+const refused = []
+async function denied(f) {
+  try {
+    await f()
+  } catch (e) {
+    refused.push(e.code + " " + (contains(e.message, "permission denied") ? "denied" : e.message))
+  }
+}
+await denied(async () => await wait(message("general"), { name: "general", timeout: "5s" }))
+await denied(async () => await wait(replied(a), { name: "reply", timeout: "5s" }))
+await denied(async () => await wait(idle("general", "10ms"), { name: "quiet", timeout: "5s" }))
+const none = await wait(message("team.backend"), { name: "team", timeout: "200ms" })
+assert(none === null, "a channel the caller reads is observed")
+assert(refused.join(",") === "L4000 denied,L4000 denied,L4000 denied", "the refusals: " + refused.join(","))`, admit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.Wait(ctx, id); err != nil || st.State != meshwire.RunCompleted {
+		t.Fatalf("%+v %v", st, err)
+	}
+}
+
+// TestRevokedRun: a revoked run is stopped by its host, wherever it waits, and recorded failed
+// as revoked; no host takes a revoked run back; revoking it again keeps the first marker; and
+// the operator reads its admission.
+func TestRevokedRun(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
+	id, err := h.Start(ctx, `await checkpoint("approve", "Ship it?", { timeout: "1h" })`, operatorAdmit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openCheckpoint(t, h, id, "/checkpoint:approve#0")
+	op := h.Operator()
+	if err := op.Revoke(ctx, id, "ann", "the release was pulled"); err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Revoke(ctx, id, "bob", "again"); err != nil {
+		t.Fatalf("revoking again: %v", err)
+	}
+	st, err := h.Wait(ctx, id)
+	if err != nil || st.State != meshwire.RunFailed || !strings.Contains(st.Error, "revoked by ann: the release was pulled") {
+		t.Fatalf("the revoked run: %+v %v", st, err)
+	}
+	if err := h.Resume(ctx, id, ""); !errors.Is(err, runhost.ErrEnded) {
+		t.Errorf("a resume of a run that ended revoked: %v", err)
+	}
+	// A held run (its spawn beyond this host, which serves no seats) revoked before a resume.
+	held, err := h.Start(ctx, `await spawn("builder")`, operatorAdmit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.Wait(ctx, held); err != nil || st.State != meshwire.RunReleased {
+		t.Fatalf("the held run: %+v %v", st, err)
+	}
+	if err := op.Revoke(ctx, held, "ann", "not this one"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Resume(ctx, held, ""); !errors.Is(err, runhost.ErrRevoked) || !strings.Contains(err.Error(), "not this one") {
+		t.Errorf("a resume of a revoked run: %v", err)
+	}
+	a, err := op.Admission(ctx, id)
+	if err != nil || a.Provenance.Reason != "a test" || a.Ceiling.Subscribe.Allow.Mode != meshwire.AllowAll {
+		t.Errorf("the run's admission: %+v %v", a, err)
 	}
 }

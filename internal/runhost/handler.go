@@ -23,6 +23,8 @@ import (
 type meshHandler struct {
 	h *Host
 	r *hosted
+	// revoke stops the run, as revoked, when an effect finds its revocation marker.
+	revoke context.CancelCauseFunc
 }
 
 // Now is the host's clock.

@@ -24,12 +24,14 @@ import (
 )
 
 // Issuer mints a run's credentials: for one takeover, the driver's (its journal and records) and
-// the mediator's (its reads and effects); and a run operator's, who reads the records and replays
-// one run's journal (every run's records with no run named). The ledger is one.
+// the mediator's (its reads and effects); the admitter's, who writes its admission and its
+// revocation; and a run operator's, who reads the records and replays one run's journal (every
+// run's records with no run named). The ledger is one.
 type Issuer interface {
 	RunOperator(runID, takeoverID string) (*authority.Credential, error)
 	RunDriver(owner, runID, takeoverID string, serve *authority.ServeRows, life time.Duration) (*authority.Credential, error)
 	RunMediator(owner, runID, takeoverID string, serve *authority.ServeRows, life time.Duration) (*authority.Credential, error)
+	RunAdmitter(owner, runID string, serve *authority.ServeRows) (*authority.Credential, error)
 }
 
 // Config configures a Host.
@@ -90,12 +92,16 @@ func (h *Host) Close() {
 	h.wg.Wait()
 }
 
-// Start checks source, mints the run's id, records the run and starts driving it.
-func (h *Host) Start(ctx context.Context, source string) (string, error) {
+// Start checks source, mints the run's id, admits the run under a, records it and starts
+// driving it.
+func (h *Host) Start(ctx context.Context, source string, a Admit) (string, error) {
 	if r := lang.Check(source); !r.Accepted {
 		return "", &lang.RefusedError{Report: r}
 	}
 	runID := newRunID()
+	if err := admit(ctx, h.cfg.Issuer, h.cfg.Dial, h.cfg.Space, h.cfg.Owner, runID, h.cfg.Serve, a); err != nil {
+		return "", err
+	}
 	if err := atomicfile.Write(h.programPath(runID), []byte(source), 0o600); err != nil {
 		return "", err
 	}
@@ -172,7 +178,7 @@ func (h *Host) Recover(ctx context.Context) error {
 		if _, err := os.Stat(h.programPath(r.RunID)); err != nil {
 			continue // another host's run, or one whose program is not kept here
 		}
-		if err := h.Resume(ctx, r.RunID, ""); err != nil && !errors.Is(err, ErrEnded) && !errors.Is(err, ErrRunning) {
+		if err := h.Resume(ctx, r.RunID, ""); err != nil && !errors.Is(err, ErrEnded) && !errors.Is(err, ErrRunning) && !errors.Is(err, ErrRevoked) {
 			errs = append(errs, fmt.Errorf("take back run %s: %w", r.RunID, err))
 		}
 	}

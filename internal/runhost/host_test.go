@@ -68,10 +68,10 @@ func TestRunWithACheckpoint(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
-	if _, err := h.Start(ctx, "var x = 1"); err == nil {
+	if _, err := h.Start(ctx, "var x = 1", operatorAdmit); err == nil {
 		t.Fatal("a refused program started")
 	}
-	id, err := h.Start(ctx, approve)
+	id, err := h.Start(ctx, approve, operatorAdmit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,14 +133,14 @@ func TestRunTakenBack(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	first := host(t, m, wire.NewLifecycleUID(), dir)
-	done, err := first.Start(ctx, `log("at once")`)
+	done, err := first.Start(ctx, `log("at once")`, operatorAdmit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st, err := first.Wait(ctx, done); err != nil || st.State != meshwire.RunCompleted {
 		t.Fatalf("a run that ends at once: %+v %v", st, err)
 	}
-	id, err := first.Start(ctx, approve)
+	id, err := first.Start(ctx, approve, operatorAdmit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestRunHeldThenTampered(t *testing.T) {
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
-	id, err := h.Start(ctx, "await sleep(\"10ms\", { name: \"first\" })\nconst a = await spawn(\"coder\")\nlog(a)")
+	id, err := h.Start(ctx, "await sleep(\"10ms\", { name: \"first\" })\nconst a = await spawn(\"coder\")\nlog(a)", operatorAdmit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestWaitUntilTakenBack(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	first := host(t, m, wire.NewLifecycleUID(), dir)
-	id, err := first.Start(ctx, `await waitUntil(async () => null, { name: "poll", every: "100ms", deadline: "1s" })`)
+	id, err := first.Start(ctx, `await waitUntil(async () => null, { name: "poll", every: "100ms", deadline: "1s" })`, operatorAdmit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestForkAndMigrate(t *testing.T) {
 	dir := t.TempDir()
 	h := host(t, m, wire.NewLifecycleUID(), dir)
 	src := "await sleep(\"10ms\", { name: \"a\" })\nconst ok = await checkpoint(\"go\", \"Go?\")\nawait sleep(\"10ms\", { name: \"b\" })"
-	id, err := h.Start(ctx, src)
+	id, err := h.Start(ctx, src, operatorAdmit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +428,7 @@ async function failure(f) {
 await failure(async () => await ask(a, { name: "sure", schema: { ok: "boolean" } }))
 await failure(async () => await ask(a, { name: "silent", schema: { n: "number" } }))
 await failure(async () => await ask(a, { name: "odd", schema: { n: "integer" } }))
-assert(codes.join(",") === "L4006,L4006,L4022", "the failures: " + codes.join(","))`)
+assert(codes.join(",") === "L4006,L4006,L4022", "the failures: " + codes.join(","))`, operatorAdmit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +461,7 @@ func TestNoticesRideTheNextTurn(t *testing.T) {
 const b = await spawn("reviewer")
 await notify([a, b], { decision: "scope", outcome: "narrowed" })
 await turn(a, { name: "build" })
-await turn(a, { name: "build-again" })`)
+await turn(a, { name: "build-again" })`, operatorAdmit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,4 +478,16 @@ await turn(a, { name: "build-again" })`)
 		string(builder[0].Notices[0].Fact) != `{"decision":"scope","outcome":"narrowed"}` || len(builder[1].Notices) != 0 {
 		t.Errorf("the builder's turns carried %+v", builder)
 	}
+}
+
+// operatorAdmit admits a run as the operator's instrument admits one: every channel.
+var operatorAdmit = runhost.OperatorAdmit(operatorCLI(), "a test")
+
+// operatorCLI is the operator's instrument of the tests: local.cli, a lifecycle of its own.
+func operatorCLI() wire.Lifecycle {
+	p, err := wire.NewPrincipal(string(wire.DevOwner), "cli")
+	if err != nil {
+		panic(err)
+	}
+	return wire.Lifecycle{Principal: p, UID: wire.NewLifecycleUID()}
 }

@@ -3,6 +3,7 @@ package runhost
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/journal"
+	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/lang"
 	"github.com/gocotal/cotal/wire"
@@ -41,6 +43,20 @@ func (o Operator) with(ctx context.Context, runID, takeover string, fn func(nc *
 	}
 	defer nc.Close()
 	return fn(nc)
+}
+
+// Exists reports whether run runID is recorded on the operator's endpoint: ErrNoRun when not.
+func (o Operator) Exists(ctx context.Context, runID string) error {
+	if err := meshwire.ValidateRunID(runID); err != nil {
+		return err
+	}
+	return o.with(ctx, runID, newTakeoverID(), func(nc *nats.Conn) error {
+		data, _, err := readRunRecord(ctx, nc, o.Space, o.Endpoint, runID, meshwire.RecordSpecLeaf)
+		if err == nil && data == nil {
+			err = fmt.Errorf("run %s: %w on endpoint %s", runID, ErrNoRun, o.Endpoint)
+		}
+		return err
+	})
 }
 
 // Recorded reads run runID as a migration or a fork walks it: its pins, from its spec record,
@@ -98,7 +114,8 @@ func (o Operator) Fork(ctx context.Context, source string, parent lang.Recorded,
 		return "", err
 	}
 	takeover := newTakeoverID()
-	cred, err := o.Issuer.RunDriver(wire.DevOwner, childID, takeover, &authority.ServeRows{Endpoint: o.Endpoint, Instance: wire.NewLifecycleUID()}, 0)
+	serve := &authority.ServeRows{Endpoint: o.Endpoint, Instance: wire.NewLifecycleUID()}
+	cred, err := o.Issuer.RunDriver(wire.DevOwner, childID, takeover, serve, 0)
 	if err != nil {
 		return "", err
 	}
@@ -124,9 +141,36 @@ func (o Operator) Fork(ctx context.Context, source string, parent lang.Recorded,
 	if err != nil {
 		return "", err
 	}
+	// The child is admitted as the parent was, never wider: the same caller and ceiling, vouched
+	// for by the operator, who forked it.
+	a, err := o.Admission(ctx, parent.RunID)
+	if err != nil {
+		return "", fmt.Errorf("fork run %s: %w", parent.RunID, err)
+	}
+	provenance := meshwire.Provenance{Kind: meshwire.ProvenanceOperator, By: "the operator's instrument", Reason: fmt.Sprintf("a fork of run %s at %s", parent.RunID, step)}
+	if err := admit(ctx, o.Issuer, o.Dial, o.Space, wire.DevOwner, childID, serve, Admit{Caller: a.Caller, Ceiling: a.Ceiling, Provenance: provenance}); err != nil {
+		return "", err
+	}
 	subject := meshwire.RecordsBucket(o.Space).Subject(meshwire.RecordKey(meshwire.RecordRun, o.Endpoint, childID, meshwire.RecordSpecLeaf))
 	if _, err := js.Publish(ctx, subject, spec, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
 		return "", fmt.Errorf("record the fork %s: %w", childID, err)
 	}
 	return childID, nil
+}
+
+// Admission reads run runID's admission record, leader-served.
+func (o Operator) Admission(ctx context.Context, runID string) (meshwire.Admission, error) {
+	var a meshwire.Admission
+	err := o.with(ctx, runID, newTakeoverID(), func(nc *nats.Conn) error {
+		e, err := kvget.Get(ctx, nc, meshwire.AdmissionBucket(o.Space), meshwire.AdmissionKey(o.Endpoint, runID))
+		if errors.Is(err, kvget.ErrNotFound) {
+			return fmt.Errorf("run %s has no admission record", runID)
+		}
+		if err != nil {
+			return err
+		}
+		a, err = meshwire.ParseAdmission(e.Value)
+		return err
+	})
+	return a, err
 }

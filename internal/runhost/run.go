@@ -97,6 +97,9 @@ func (r *hosted) take(ctx context.Context, h *Host, source string, fresh bool) e
 	case status != nil && (status.State == meshwire.RunCompleted || status.State == meshwire.RunFailed):
 		return fmt.Errorf("run %s %s: %w", r.id, status.State, ErrEnded)
 	}
+	if err := revocation(ctx, r.mediator, h.cfg.Space, h.cfg.Serve.Endpoint, r.id); err != nil {
+		return fmt.Errorf("run %s: %w", r.id, err) // no host takes a revoked run back
+	}
 	t, err := Take(ctx, r.js, h.cfg.Space, r.id, r.takeover, Holder{Name: string(h.cfg.Serve.Instance), Epoch: h.cfg.Serve.Epoch}, now)
 	if err != nil {
 		return err
@@ -192,14 +195,20 @@ func (r *hosted) setStatus(ctx context.Context, h *Host, state meshwire.RunState
 
 // drive runs the program to its end, or until the host stops (the run then stays running in
 // its records, for the next host to take back).
-func (r *hosted) drive(ctx context.Context, h *Host, source string) {
+func (r *hosted) drive(hostCtx context.Context, h *Host, source string) {
 	defer close(r.done)
-	res, err := lang.Run(ctx, source, lang.RunOptions{RunID: r.id, Handler: &meshHandler{h: h, r: r}, Pins: &r.pins,
+	ctx, revoke := context.WithCancelCause(hostCtx)
+	defer revoke(nil)
+	go r.watchRevocation(ctx, h, revoke)
+	res, err := lang.Run(ctx, source, lang.RunOptions{RunID: r.id, Handler: &meshHandler{h: h, r: r, revoke: revoke}, Pins: &r.pins,
 		Journal: r.recorded, Store: func(e lang.Entry) error { return r.journal.Append(ctx, e) }})
-	if ctx.Err() != nil {
+	if hostCtx.Err() != nil {
 		return // the host stopped: the journal says where the run is
 	}
 	state, why := meshwire.RunCompleted, ""
+	if cause := context.Cause(ctx); errors.Is(cause, ErrRevoked) {
+		err = cause // revoked while it ran: it ends failed, as revoked, wherever it was
+	}
 	switch {
 	case err != nil:
 		state, why = meshwire.RunFailed, err.Error()

@@ -229,7 +229,7 @@ func TestGraphInChromium(t *testing.T) {
 // and the run completed. It keeps a screenshot of the run as a test artifact.
 func TestRunsInChromium(t *testing.T) {
 	r := start(t)
-	id, err := r.runs.Start(t.Context(), "const ok = await checkpoint(\"ship\", \"Ship the release tonight?\", { timeout: \"1h\" })\nlog(ok.value)")
+	id, err := r.runs.Start(t.Context(), "const ok = await checkpoint(\"ship\", \"Ship the release tonight?\", { timeout: \"1h\" })\nlog(ok.value)", webAdmit())
 	if err != nil {
 		t.Fatal(err)
 	}

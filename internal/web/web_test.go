@@ -414,7 +414,7 @@ func TestRunsAPI(t *testing.T) {
 	r := start(t)
 	r.login(t)
 	ctx := t.Context()
-	id, err := r.runs.Start(ctx, "const ok = await checkpoint(\"go\", \"Go?\")\nlog(ok.value)")
+	id, err := r.runs.Start(ctx, "const ok = await checkpoint(\"go\", \"Go?\")\nlog(ok.value)", webAdmit())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,4 +460,13 @@ func TestRunsAPI(t *testing.T) {
 	meshtest.Eventually(t, 10*time.Second, "the run to complete", func() bool {
 		return r.get(t, "/api/runs", &rows) == http.StatusOK && len(rows) == 1 && rows[0].State == "completed"
 	})
+}
+
+// webAdmit admits a test's run as the operator's instrument would: every channel.
+func webAdmit() runhost.Admit {
+	p, err := wire.NewPrincipal(string(wire.DevOwner), "cli")
+	if err != nil {
+		panic(err)
+	}
+	return runhost.OperatorAdmit(wire.Lifecycle{Principal: p, UID: wire.NewLifecycleUID()}, "a test")
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -491,4 +492,48 @@ func forkSource(f *factory.Factory, sp wire.Space, parent, file string) (string,
 		return "", fmt.Errorf("run %s's program is not kept here: give it with --file (%w)", parent, err)
 	}
 	return string(raw), nil
+}
+
+func newCmdRevoke(f *factory.Factory) *cobra.Command {
+	var by, reason string
+	cmd := &cobra.Command{
+		Use:   "revoke RUN --reason TEXT [--by WHO]",
+		Short: "Revoke a run: stop it, and let no host take it back",
+		Long: "Record RUN's revocation marker, create-only and permanent: from then on the run performs\n" +
+			"no channel effect, the manager that drives it stops it within a few seconds (its state\n" +
+			"becomes failed, naming who revoked it and why), and no manager resumes or takes it over.\n" +
+			"Revoking a run that is revoked already keeps the first marker. --by names who revokes it\n" +
+			"(your login name when omitted).",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := meshwire.ValidateRunID(args[0]); err != nil {
+				return &exit.UsageError{Err: err}
+			}
+			if strings.TrimSpace(reason) == "" {
+				return &exit.UsageError{Err: errors.New("--reason is required: say why the run is revoked")}
+			}
+			if by == "" {
+				by = "operator"
+				if u, err := user.Current(); err == nil && u.Username != "" {
+					by = u.Username
+				}
+			}
+			op, _, err := operator(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			if err := op.Exists(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			if err := op.Revoke(cmd.Context(), args[0], by, reason); err != nil {
+				return err
+			}
+			fmt.Fprintf(f.IO.Out, "revoked run %s\n", args[0])
+			return nil
+		},
+	}
+	f.Target.Register(cmd.Flags())
+	cmd.Flags().StringVar(&reason, "reason", "", "why the run is revoked (required)")
+	cmd.Flags().StringVar(&by, "by", "", "who revokes it")
+	return cmd
 }

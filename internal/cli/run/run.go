@@ -30,7 +30,7 @@ func NewCmdRun(f *factory.Factory) *cobra.Command {
 			"runs a manager hosts on the mesh.",
 	}
 	cmd.AddCommand(newCmdCheck(f), newCmdSim(f), newCmdPlan(f),
-		newCmdStart(f), newCmdPs(f), newCmdJournal(f), newCmdAnswer(f), newCmdResume(f), newCmdMigrate(f), newCmdFork(f))
+		newCmdStart(f), newCmdPs(f), newCmdJournal(f), newCmdAnswer(f), newCmdResume(f), newCmdMigrate(f), newCmdFork(f), newCmdRevoke(f))
 	return cmd
 }
 
