@@ -251,10 +251,11 @@ const (
 	HookSessionEnd   = "session-end"   // the session ended: idle
 	HookWait         = "wait"          // an idle harness waits a while for what should wake it; handed in
 	HookIdleWait     = "idle-wait"     // its manager waits a while for what should wake an idle agent; a line to type, nothing handed in
+	HookTurn         = "turn"          // its manager tells it of a turn a workflow run asks of it (a PendingTurn): it wakes the agent as a DM does
 )
 
 // HookEvents lists them.
-var HookEvents = []string{HookSessionStart, HookPrompt, HookTool, HookToolDone, HookNotification, HookStop, HookTurnEnd, HookSessionEnd, HookWait, HookIdleWait}
+var HookEvents = []string{HookSessionStart, HookPrompt, HookTool, HookToolDone, HookNotification, HookStop, HookTurnEnd, HookSessionEnd, HookWait, HookIdleWait, HookTurn}
 
 // claudeHooks is Claude Code's settings for the agent's hooks: each of its turn boundaries runs
 // `cotal hook`, so the agent's status follows the session and what arrived between turns is handed

@@ -159,7 +159,12 @@ type Config struct {
 	// when nothing came. The supervisor asks it over and over for a PTY agent of a harness that
 	// has no other way in while idle (Codex), and types what it returns.
 	AwaitWake func(ctx context.Context, principal wire.Principal) (string, error)
-	Log       *slog.Logger
+	// TellTurn, when set, tells the agent principal's own `cotal mcp` of a turn a workflow run
+	// asks of it, as soon as the turn opens, so its harness's push wakes it (a hook hands it
+	// in, a channel wakes the session, a terminal is typed into). An agent with no such server
+	// finds its turns by asking (turn-pending).
+	TellTurn func(ctx context.Context, principal wire.Principal, t PendingTurn) error
+	Log      *slog.Logger
 }
 
 // The restart policy's defaults: three restarts within a minute, then escalation.

@@ -111,10 +111,13 @@ func (svc *Service) Turn(ctx context.Context, name, goalID, payload string, dead
 	if !ok || !alive(st) {
 		return Yield{}, fmt.Errorf("seat %s: %w", name, ErrSeatGone)
 	}
-	t := svc.turns.openTurn(goalID, st.Principal, payload, deadline)
+	t, opened := svc.turns.openTurn(goalID, st.Principal, payload, deadline)
 	if t == nil {
 		y := svc.turns.yieldOf(goalID)
 		return y, nil
+	}
+	if opened {
+		svc.tellTurn(t)
 	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
@@ -135,22 +138,44 @@ func (svc *Service) Turn(ctx context.Context, name, goalID, payload string, dead
 // alive reports whether a seat runs, or is being restarted.
 func alive(st Status) bool { return st.State == StateRunning || st.State == StateRestarting }
 
-// openTurn opens goalID's turn, or returns the one open already; nil when it ended.
-func (tt *turnTable) openTurn(goalID, seat, payload string, deadline time.Time) *turn {
+// openTurn opens goalID's turn, or returns the one open already (opened false); nil when it
+// ended.
+func (tt *turnTable) openTurn(goalID, seat, payload string, deadline time.Time) (*turn, bool) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
 	if _, ended := tt.ended[goalID]; ended {
-		return nil
+		return nil, false
 	}
 	if t := tt.open[goalID]; t != nil {
-		return t
+		return t, false
 	}
 	if tt.open == nil {
 		tt.open, tt.ended = map[string]*turn{}, map[string]Yield{}
 	}
 	t := &turn{goalID: goalID, seat: seat, payload: payload, acceptedAt: time.Now().UnixMilli(), deadlineAt: deadline.UnixMilli(), yielded: make(chan Yield, 1)}
 	tt.open[goalID] = t
-	return t
+	return t, true
+}
+
+// tellTurnWithin bounds telling a seat's server of its turn.
+const tellTurnWithin = 5 * time.Second
+
+// tellTurn tells the seat's own server of the turn t just opened, in the background: a seat
+// that is not told (no server, or one still starting) finds the turn by asking.
+func (svc *Service) tellTurn(t *turn) {
+	tell := svc.sup.cfg.TellTurn
+	p, err := wire.ParsePrincipal(t.seat)
+	if tell == nil || err != nil {
+		return
+	}
+	pending := PendingTurn{GoalID: t.goalID, Payload: t.payload, AcceptedAt: t.acceptedAt, DeadlineAt: t.deadlineAt}
+	go func() {
+		ctx, cancel := context.WithTimeout(svc.ctx, tellTurnWithin)
+		defer cancel()
+		if err := tell(ctx, p, pending); err != nil {
+			svc.cfg.Log.Debug("turn: the seat's server was not told", "seat", t.seat, "goal", t.goalID, "err", err)
+		}
+	}()
 }
 
 func (tt *turnTable) yieldOf(goalID string) Yield {

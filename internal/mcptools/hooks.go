@@ -145,6 +145,17 @@ func (t *Tools) hook(ctx context.Context, req hooksock.Request) (string, error) 
 		return t.await(ctx), nil
 	case manager.HookIdleWait:
 		return t.awaitIdle(ctx), nil
+	case manager.HookTurn:
+		var turn manager.PendingTurn
+		if err := json.Unmarshal(req.Payload, &turn); err != nil {
+			return "", fmt.Errorf("the turn: %w", err)
+		}
+		d, err := t.turnDelivery(turn)
+		if err != nil {
+			return "", err
+		}
+		_ = t.inbox.Offer(ctx, d) // it is the manager's to keep: nothing to acknowledge
+		return "", nil
 	}
 	return "", fmt.Errorf("unknown hook event %q: one of %s", req.Event, strings.Join(manager.HookEvents, ", "))
 }
@@ -161,9 +172,18 @@ func (t *Tools) handIn() string {
 	size := func(d *cotal.Delivery) int { return len(inboxLine(d, false)) }
 	got := t.inbox.Take(hooksock.Window, size)
 	var b strings.Builder
-	if len(got.Messages) > 0 {
+	var peers []*cotal.Delivery
+	for _, d := range got.Messages {
+		if t.isTurn(d) {
+			// The manager's own word, not a peer's: handed in as what it is.
+			b.WriteString("From your manager: " + d.Message.Parts[0].Text + "\n")
+			continue
+		}
+		peers = append(peers, d)
+	}
+	if len(peers) > 0 {
 		b.WriteString("Messages from the Cotal mesh since your last turn. " + peerDataNote + "\n")
-		for _, d := range got.Messages {
+		for _, d := range peers {
 			b.WriteString(inboxLine(d, false))
 		}
 	}

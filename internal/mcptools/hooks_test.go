@@ -12,6 +12,7 @@ import (
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mcptools"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -213,5 +214,53 @@ func TestHooksIdleWait(t *testing.T) {
 	dm("and now?")
 	if line := <-second; line != "" {
 		t.Errorf("the wait answered %q for a working agent or a told arrival", line)
+	}
+}
+
+// TestHooksTurn: a turn the agent's manager tells it of wakes it as a DM does: an idle-wait
+// answers with the wake line, and the next prompt hands in the run's request, as the manager's
+// word rather than a peer's, with what to do and the value it asks for; the same turn told twice
+// is one message.
+func TestHooksTurn(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	tools := newAgent(t, m, ledger.Request{Name: "codex"}, nil)
+	path := serveHooks(t, tools)
+	if _, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookSessionStart}); err != nil {
+		t.Fatal(err)
+	}
+	woken := make(chan string, 1)
+	go func() {
+		reply, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookIdleWait})
+		if err != nil {
+			t.Error(err)
+		}
+		woken <- reply.Context
+	}()
+	payload, _ := json.Marshal(runhost.TurnPayload{Run: "run-1", Step: "/ask:estimate#0", Ask: &runhost.TurnAsk{Schema: json.RawMessage(`{"days":"number"}`), Attempt: 1, Attempts: 2}})
+	turn, _ := json.Marshal(manager.PendingTurn{GoalID: "g-1", Payload: string(payload), AcceptedAt: 1, DeadlineAt: time.Now().Add(time.Hour).UnixMilli()})
+	for range 2 {
+		if _, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookTurn, Payload: turn}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if line := <-woken; line != mcptools.WakeLine {
+		t.Fatalf("a turn did not wake the idle agent: %q", line)
+	}
+	reply, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookPrompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"From your manager: Workflow run run-1 asks you for a turn: step /ask:estimate#0", `{"days":"number"}`, "cotal_yield", "attempt 1 of 2"} {
+		if !strings.Contains(reply.Context, want) {
+			t.Errorf("the turn handed in lacks %q:\n%s", want, reply.Context)
+		}
+	}
+	if n := strings.Count(reply.Context, "asks you for a turn"); n != 1 {
+		t.Errorf("the turn told twice was handed in %d times", n)
+	}
+	if _, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookTurn, Payload: []byte(`{"goalId":"g-2","payload":"not json"}`)}); err == nil {
+		t.Error("a turn with an unreadable payload was taken")
 	}
 }

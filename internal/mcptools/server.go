@@ -3,6 +3,7 @@ package mcptools
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/url"
@@ -48,6 +49,9 @@ type Tools struct {
 	nudged atomic.Uint64
 	// takenOver names the process that took the agent over; nil while this one acts as it.
 	takenOver atomic.Pointer[string]
+	// turnTag ends the id of every turn message this server puts in the inbox: random per
+	// process, so no peer's message can pass for one.
+	turnTag string
 }
 
 // TakenOver makes every tool answer that the process by took the agent over: this server no
@@ -66,7 +70,7 @@ func WithClaudeChannel() Option {
 // New builds the MCP server over a connected client whose handler is inbox.Offer, and a roster
 // of its space. version names this build to MCP clients.
 func New(c *cotal.Client, inbox *Inbox, roster *cotal.Roster, version string, opts ...Option) *Tools {
-	t := &Tools{c: c, inbox: inbox, roster: roster, arrived: make(chan struct{}, 1)}
+	t := &Tools{c: c, inbox: inbox, roster: roster, arrived: make(chan struct{}, 1), turnTag: rand.Text()[:12]}
 	for _, o := range opts {
 		o(t)
 	}

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -157,6 +158,23 @@ func awaitWake(sp wire.Space) func(context.Context, wire.Principal) (string, err
 	}
 }
 
+// tellTurn tells an agent's own `cotal mcp`, over its hook socket, of a turn a workflow run asks
+// of it (manager.Config.TellTurn).
+func tellTurn(sp wire.Space) func(context.Context, wire.Principal, manager.PendingTurn) error {
+	return func(ctx context.Context, p wire.Principal, t manager.PendingTurn) error {
+		path, err := hooksock.Socket(sp, p)
+		if err != nil {
+			return err
+		}
+		payload, err := json.Marshal(t)
+		if err != nil {
+			return err
+		}
+		_, err = hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookTurn, Payload: payload})
+		return err
+	}
+}
+
 // startSupervisor runs a supervisor for l's space: it serves the manager endpoint on a
 // credential issued through the instance's serve gate (so the epoch fences any incarnation
 // before it), establishes attach sessions through l, holds the manager lease and answers the
@@ -169,7 +187,8 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	}
 	sup, err := manager.New(manager.Config{
 		Issue: ds.issuer(l), Space: l.Space(), URL: l.URL(), MaterialDir: d.launchDir(l.Space()),
-		MCPCommand: []string{exe, "mcp", "--dir", d.Path, "--space", string(l.Space())}, AwaitWake: awaitWake(l.Space()), Log: log,
+		MCPCommand: []string{exe, "mcp", "--dir", d.Path, "--space", string(l.Space())}, AwaitWake: awaitWake(l.Space()),
+		TellTurn: tellTurn(l.Space()), Log: log,
 	})
 	if err != nil {
 		return err
