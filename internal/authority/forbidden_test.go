@@ -911,6 +911,8 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 			jsapi.ConsumerCreate + wfj + "." + d + "." + P + "wfj." + R, jsapi.ConsumerInfo + wfj + "." + d, jsapi.ConsumerNext + wfj + "." + d,
 			jsapi.ConsumerDelete + wfj + "." + d, jsapi.Ack + wfj + "." + d + ".>",
 			rec + "run." + E + "." + R + ".spec", rec + "run." + E + "." + R + ".status", rec + "notice." + E + "." + R + ".>",
+			// Not the SPEC's: cotal-go keeps the run's program beside its record, for a takeover.
+			rec + "run." + E + "." + R + ".program",
 			rec + "migration." + E + "." + R + ".>", rec + "answer." + E + ".>"}
 	case authority.ProfileRunAdmitter:
 		// SPEC §14.8 / Appendix B: the creates of its run's admission record and revocation

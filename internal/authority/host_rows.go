@@ -162,6 +162,7 @@ func (r rowsFor) runDriver() Permissions {
 	pub = append(pub,
 		records.Subject(meshwire.RecordKey(meshwire.RecordRun, e, run, meshwire.RecordSpecLeaf)),
 		records.Subject(meshwire.RecordKey(meshwire.RecordRun, e, run, meshwire.RecordStatusLeaf)),
+		records.Subject(meshwire.RecordKey(meshwire.RecordRun, e, run, meshwire.RecordProgramLeaf)),
 		records.Subject(meshwire.RecordKey(meshwire.RecordNotice, e, run, ">")),
 		records.Subject(meshwire.RecordKey(meshwire.RecordMigration, e, run, ">")),
 		records.Subject(meshwire.RecordKey(meshwire.RecordAnswer, e, ">")),
@@ -169,15 +170,6 @@ func (r rowsFor) runDriver() Permissions {
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
 }
 
-// runMediator is the run-mediator profile, the trusted host side of one run attempt: the
-// leader-served reads of the admission store (SPEC §13.9, §14.8) and of the records; the
-// checkpoint plane of its endpoint (checkpoint records and settle facts, the fact read, the
-// schedule requests of its attempt's instance and epoch, the timer read); the channel waits of
-// SPEC §14.8 (CHAT reads through per-step consumers) and the presence roster; a conclave's
-// registry and membership writes; and, as the run's own caller, describe, spawn, and turn and
-// despawn of its owner's agents on its endpoint, with its reply rail. The stream-wide rows
-// (the point reads, the CHAT consumers, the registries) are the named residuals of a trusted
-// host profile: SPEC §14.8 has the host check every channel effect against the admitted ceiling.
 // runAdmitter is the run admitter's rows: the create of its run's admission record and of its
 // revocation marker, two exact keys of the admission store (the store refuses a second write to
 // either), and its reply inbox for the acknowledgement.
@@ -189,6 +181,15 @@ func (r rowsFor) runAdmitter() Permissions {
 	}
 }
 
+// runMediator is the run-mediator profile, the trusted host side of one run attempt: the
+// leader-served reads of the admission store (SPEC §13.9, §14.8) and of the records; the
+// checkpoint plane of its endpoint (checkpoint records and settle facts, the fact read, the
+// schedule requests of its attempt's instance and epoch, the timer read); the channel waits of
+// SPEC §14.8 (CHAT reads through per-step consumers) and the presence roster; a conclave's
+// registry and membership writes; and, as the run's own caller, describe, spawn, and turn and
+// despawn of its owner's agents on its endpoint, with its reply rail. The stream-wide rows
+// (the point reads, the CHAT consumers, the registries) are the named residuals of a trusted
+// host profile: SPEC §14.8 has the host check every channel effect against the admitted ceiling.
 func (r rowsFor) runMediator() Permissions {
 	sv, c := r.Serve, r.lifecycle()
 	e, o := sv.Endpoint, c.Principal.Owner()

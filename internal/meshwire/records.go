@@ -44,16 +44,18 @@ const (
 	RecordMigrate    RecordKind = "epmig"     // epmig.<endpoint>, one key
 	RecordCheckpoint RecordKind = "cp"        // cp.<endpoint>.<token>.{spec,status}
 	RecordLease      RecordKind = "lease"     // lease.<endpoint>.<pool>.<cO>.<cA>.<cUid>.<id>...
-	RecordRun        RecordKind = "run"       // run.<endpoint>.<runId>.{spec,status}
+	RecordRun        RecordKind = "run"       // run.<endpoint>.<runId>.{spec,status,program}
 	RecordAnswer     RecordKind = "answer"    // answer.<endpoint>.<token>.<answerId>
 	RecordNotice     RecordKind = "notice"    // notice.<endpoint>.<runId>.<addresseeId>.<noticeId>.{spec,status}
 	RecordMigration  RecordKind = "migration" // migration.<endpoint>.<runId>.<migrationId>.{spec,status}
 )
 
-// Record halves: a split record's spec (decided once) and status (CAS-written).
+// Record halves: a split record's spec (decided once) and status (CAS-written); and a run
+// record's program, the source its host drives, so another host can take the run over.
 const (
-	RecordSpecLeaf   = "spec"
-	RecordStatusLeaf = "status"
+	RecordSpecLeaf    = "spec"
+	RecordStatusLeaf  = "status"
+	RecordProgramLeaf = "program"
 )
 
 // RecordKey returns "<kind>.<endpoint>[.<rest>...]", a records-bucket key of endpoint; with a

@@ -109,6 +109,40 @@ func ParseAnswer(data []byte) (Answer, error) {
 	return a, nil
 }
 
+// RunProgram is a run record's program leaf (run.<endpoint>.<runId>.program), a cotal-go
+// addition to SPEC §14.3: the source the run is driven under and its program hash, written by
+// its driver when the run starts and each time a resume hands it an edit, so a host that did not
+// start the run can take it over. A reader checks the hash against the source.
+type RunProgram struct {
+	V           int    `json:"v"`
+	Run         string `json:"run"`
+	ProgramHash string `json:"programHash"`
+	Source      string `json:"source"`
+	At          int64  `json:"at"`
+}
+
+// NewRunProgram returns run runID's program record for source.
+func NewRunProgram(runID, source string, at int64) RunProgram {
+	return RunProgram{V: 1, Run: runID, ProgramHash: lang.ProgramHash(source), Source: source, At: at}
+}
+
+// ParseRunProgram reads run runID's program record: a closed shape whose hash is its source's.
+func ParseRunProgram(data []byte, runID string) (RunProgram, error) {
+	var p RunProgram
+	if err := decodeClosed(data, "run program", &p); err != nil {
+		return RunProgram{}, err
+	}
+	switch {
+	case p.V != 1:
+		return RunProgram{}, wire.Invalidf("v", fmt.Sprint(p.V), "must be 1")
+	case p.Run != runID:
+		return RunProgram{}, wire.Invalidf("run", p.Run, "must be the run's own (%s)", runID)
+	case p.ProgramHash != lang.ProgramHash(p.Source):
+		return RunProgram{}, wire.Invalid("programHash", p.ProgramHash, "is not its source's hash")
+	}
+	return p, nil
+}
+
 // decodeClosed decodes one JSON object into v, refusing unknown fields and trailing data.
 func decodeClosed(data []byte, what string, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))

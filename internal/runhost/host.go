@@ -128,7 +128,12 @@ func (h *Host) Resume(ctx context.Context, runID, source string) error {
 			next = ""
 		}
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("run %s: %w here (this host keeps no program for it)", runID, ErrNoRun)
+			// A run this host did not start (another node served its instance before): its
+			// program is on the mesh.
+			var src string
+			if src, err = h.Operator().Program(ctx, runID); err == nil {
+				b = []byte(src)
+			}
 		}
 		if err != nil {
 			return err
@@ -163,8 +168,10 @@ func WriteProgram(dir, runID, source string) error {
 
 func nextProgramPath(dir, runID string) string { return filepath.Join(dir, runID+".next") }
 
-// Recover takes back every run recorded on the host's endpoint that has not ended and whose
-// program the host's directory keeps.
+// Recover takes back every run recorded on the host's endpoint that has not ended and that
+// this host held: its manager instance's (another node may have served the instance before
+// this one, and the program is then read from the mesh), or one whose program the host's
+// directory keeps.
 func (h *Host) Recover(ctx context.Context) error {
 	rows, err := h.List(ctx) // one read of the run records: the ended runs are not taken
 	if err != nil {
@@ -175,8 +182,8 @@ func (h *Host) Recover(ctx context.Context) error {
 		if r.State == meshwire.RunCompleted || r.State == meshwire.RunFailed {
 			continue
 		}
-		if _, err := os.Stat(h.programPath(r.RunID)); err != nil {
-			continue // another host's run, or one whose program is not kept here
+		if _, err := os.Stat(h.programPath(r.RunID)); err != nil && r.Holder != string(h.cfg.Serve.Instance) {
+			continue // another instance's run
 		}
 		if err := h.Resume(ctx, r.RunID, ""); err != nil && !errors.Is(err, ErrEnded) && !errors.Is(err, ErrRunning) && !errors.Is(err, ErrRevoked) {
 			errs = append(errs, fmt.Errorf("take back run %s: %w", r.RunID, err))

@@ -29,9 +29,15 @@ log("shipped", ok.value, ok.by)`
 // host returns a run host on m for one manager instance, keeping its programs in dir.
 func host(t testing.TB, m *meshtest.Mesh, instance wire.LifecycleUID, dir string) *runhost.Host {
 	t.Helper()
+	return hostAt(t, m, instance, 1, dir)
+}
+
+// hostAt is host serving the instance at epoch.
+func hostAt(t testing.TB, m *meshtest.Mesh, instance wire.LifecycleUID, epoch int64, dir string) *runhost.Host {
+	t.Helper()
 	h, err := runhost.NewHost(runhost.Config{
 		Space: m.Space, Owner: wire.DevOwner, Dir: dir, Issuer: m.Ledger(""),
-		Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: instance, Epoch: 1},
+		Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: instance, Epoch: epoch},
 		Dial: func(ctx context.Context, cred *authority.Credential) (*nats.Conn, error) {
 			return dial.As(ctx, m.URL(), cred)
 		},
@@ -185,6 +191,45 @@ func TestRunTakenBack(t *testing.T) {
 	}
 	if activations != 2 || pendings["/checkpoint:approve#0"] != 1 {
 		t.Errorf("%d activations, pending writes %v", activations, pendings)
+	}
+}
+
+// TestRunTakenOverByAnotherNode: a node that serves the manager instance after the one that
+// started a run died (a cluster's standby: the same instance, the next epoch, its own directory)
+// takes the run back from the program recorded on the mesh and completes it; a run of another
+// instance, whose program it does not keep, it leaves alone.
+func TestRunTakenOverByAnotherNode(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	instance := wire.NewLifecycleUID()
+	first := hostAt(t, m, instance, 1, t.TempDir())
+	id, err := first.Start(ctx, approve, operatorAdmit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openCheckpoint(t, first, id, "/checkpoint:approve#0")
+	other := host(t, m, wire.NewLifecycleUID(), t.TempDir())
+	theirs, err := other.Start(ctx, approve, operatorAdmit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openCheckpoint(t, other, theirs, "/checkpoint:approve#0")
+	first.Close()
+
+	standby := hostAt(t, m, instance, 2, t.TempDir())
+	if err := standby.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, taken := standby.Status(theirs); taken {
+		t.Error("the standby took another instance's run")
+	}
+	openCheckpoint(t, standby, id, "/checkpoint:approve#0")
+	if _, err := standby.Answer(ctx, id, "/checkpoint:approve#0", json.RawMessage(`"yes"`), "ann"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := standby.Wait(ctx, id); err != nil || st.State != meshwire.RunCompleted {
+		t.Fatalf("the run taken over: %+v %v", st, err)
 	}
 }
 

@@ -59,6 +59,27 @@ func (o Operator) Exists(ctx context.Context, runID string) error {
 	})
 }
 
+// Program reads the program run runID is driven under, from its record on the mesh.
+func (o Operator) Program(ctx context.Context, runID string) (string, error) {
+	var source string
+	err := o.with(ctx, runID, newTakeoverID(), func(nc *nats.Conn) error {
+		data, _, err := readRunRecord(ctx, nc, o.Space, o.Endpoint, runID, meshwire.RecordProgramLeaf)
+		if err == nil && data == nil {
+			err = fmt.Errorf("run %s: %w on endpoint %s (its program is kept nowhere)", runID, ErrNoRun, o.Endpoint)
+		}
+		if err != nil {
+			return err
+		}
+		p, err := meshwire.ParseRunProgram(data, runID)
+		if err != nil {
+			return fmt.Errorf("run %s's program record: %w", runID, err)
+		}
+		source = p.Source
+		return nil
+	})
+	return source, err
+}
+
 // Recorded reads run runID as a migration or a fork walks it: its pins, from its spec record,
 // and every write of its journal.
 func (o Operator) Recorded(ctx context.Context, runID string) (lang.Recorded, error) {

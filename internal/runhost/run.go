@@ -118,7 +118,31 @@ func (r *hosted) take(ctx context.Context, h *Host, source string, fresh bool) e
 	} else {
 		r.pins = spec.Pins
 	}
+	if err := r.keepProgram(ctx, h, source); err != nil {
+		return err
+	}
 	return r.setStatus(ctx, h, meshwire.RunRunning, t.FencingToken)
+}
+
+// keepProgram records source as the run's program on the mesh, unless it is recorded already:
+// a host that did not start the run takes it over from there.
+func (r *hosted) keepProgram(ctx context.Context, h *Host, source string) error {
+	data, rev, err := readRunRecord(ctx, r.mediator, h.cfg.Space, h.cfg.Serve.Endpoint, r.id, meshwire.RecordProgramLeaf)
+	if err != nil {
+		return err
+	}
+	if data != nil {
+		if p, err := meshwire.ParseRunProgram(data, r.id); err == nil && p.ProgramHash == lang.ProgramHash(source) {
+			return nil
+		}
+	}
+	if data, err = json.Marshal(meshwire.NewRunProgram(r.id, source, now())); err != nil {
+		return err
+	}
+	if _, err := r.put(ctx, h, meshwire.RecordProgramLeaf, data, rev); err != nil {
+		return fmt.Errorf("record run %s's program: %w", r.id, err)
+	}
+	return nil
 }
 
 // readRunRecord reads one half of run runID's record on endpoint from the leader: its value and
