@@ -24,9 +24,11 @@ import (
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/ledger"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
@@ -285,8 +287,9 @@ func TestClusterHistoryFromEveryNode(t *testing.T) {
 // from an authority bundle, and a node without keys, each with its daemons. Exactly one of the
 // authorities serves the delivery daemon and the supervisor, the other stands by; revocations
 // made on both authorities at once are both enforced by the third node; when the serving one stops,
-// the other takes the daemons over and the durable channel keeps delivering; what it revokes then
-// is refused by the stopped node once it is back, which stands by.
+// the other takes the daemons over and the durable channel keeps delivering, and its manager takes
+// over the workflow run that was waiting on a checkpoint, which completes with the answer given
+// there; what it revokes then is refused by the stopped node once it is back, which stands by.
 func TestClusterSecondAuthority(t *testing.T) {
 	meshtest.Long(t, "a cluster of several nodes")
 	dirs, nodes, opts := threeNodes(t, true, true)
@@ -395,6 +398,22 @@ func TestClusterSecondAuthority(t *testing.T) {
 	}
 	post("before")
 
+	// A workflow run waiting on its checkpoint, hosted by the serving node's manager.
+	mc := clusterOperator(t, nodes[standby], nodes[2].URL())
+	runID, err := mc.RunStart(ctx, `const ok = await checkpoint("approve", "Ship it?", { timeout: "1h" })
+log(ok.value)`, "approve.cotal.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := func() bool {
+		var v runhost.View
+		if mc.RunStatus(ctx, runID, &v) != nil {
+			return false
+		}
+		return slices.ContainsFunc(v.Journal, func(r runhost.JournalRow) bool { return r.Asks == "Ship it?" })
+	}
+	meshtest.Eventually(t, 30*time.Second, "the run waiting on its checkpoint", asked)
+
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	if err := nodes[active].Shutdown(sctx); err != nil {
 		t.Fatal(err)
@@ -405,6 +424,19 @@ func TestClusterSecondAuthority(t *testing.T) {
 		return serving() == standby
 	})
 	post("after the serving authority stopped")
+	// The standby's manager serves the instance and takes the run back, its program read from
+	// the mesh; the answer given to it completes the run.
+	meshtest.Eventually(t, 60*time.Second, "the standby's manager waiting on the run's checkpoint", asked)
+	if _, err := mc.RunAnswer(ctx, runID, "/checkpoint:approve#0", json.RawMessage(`"yes"`)); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 30*time.Second, "the run taken over completing", func() bool {
+		var rows []runhost.Row
+		if mc.RunPs(ctx, &rows) != nil {
+			return false
+		}
+		return slices.ContainsFunc(rows, func(r runhost.Row) bool { return r.RunID == runID && r.State == meshwire.RunCompleted })
+	})
 
 	// Revoked on the surviving authority while the other is down: refused by node c, and by the
 	// stopped node once it is back, which stands by.
@@ -452,6 +484,21 @@ func TestClusterSecondAuthority(t *testing.T) {
 		t.Error("the restarted authority took the daemons back from the serving one")
 	}
 	post("after the first authority came back")
+}
+
+// clusterOperator is a manager client as node's operator instrument, connected at url.
+func clusterOperator(t *testing.T, node *mesh.Mesh, url string) *manager.Client {
+	t.Helper()
+	cred, err := node.Ledger("").Issue(t.Context(), ledger.Request{Profile: authority.ProfileControlAdmin, Name: "cotal_control"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := dial.As(t.Context(), url, cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return manager.NewClient(nc, "main", wire.Lifecycle{Principal: cred.Principal, UID: cred.Instrument}, "cotal_control")
 }
 
 // TestAuthorityBundleChecked: an authority bundle carries the keys its trust names, and the
