@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -145,7 +146,7 @@ func (h *Host) rows(runID string, records []meshwire.JournalRecord) []JournalRow
 }
 
 // outcome is a step write's outcome: pending; a checkpoint's resolved or expired; otherwise its
-// status, with the failure's code.
+// status, with the failure's code and message.
 func outcome(e lang.Entry) string {
 	if e.State == lang.StatePending {
 		return "pending"
@@ -159,9 +160,25 @@ func outcome(e lang.Entry) string {
 		}
 	}
 	if e.Error != nil {
-		return e.Status + " (" + e.Error.Code + ")"
+		return e.Status + " (" + e.Error.Code + ": " + shortLine(e.Error.Message) + ")"
 	}
 	return e.Status
+}
+
+// outcomeMessageMax bounds the failure message a row's outcome carries.
+const outcomeMessageMax = 200
+
+// shortLine is s on one line, cut to outcomeMessageMax bytes on a rune boundary.
+func shortLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= outcomeMessageMax {
+		return s
+	}
+	n := outcomeMessageMax
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // answerOf is the answer a checkpoint's recorded outcome took; nil for an expiry.
