@@ -28,15 +28,16 @@ log(first.index, ok.value, reviews.length)
 `
 
 // TestWorkflowRunManagerKilled kills `cotal up`, which hosts the run's manager, with SIGKILL at
-// each of several points of a run (right after it starts, at its pause, right after the answer,
-// in the middle of its fanOut) and brings it up again on the same directory and port: the
-// manager takes the run back from its journal and it completes. The journal writes each spawn
-// and each turn pending once, and holds one activation per host incarnation; the agents the
-// killed manager ran go with it, and a turn asks its agent's persona again.
+// each of several points of a run (right after it starts, in the middle of an agent's turn, at
+// its pause, right after the answer, in the middle of its fanOut) and brings it up again on the
+// same directory and port: the manager takes the run back from its journal and it completes.
+// The journal writes each spawn and each turn pending once, and holds one activation per host
+// incarnation; the agents the killed manager ran go with it, and a turn asks its agent's
+// persona again (the turn cut in the middle is asked again under the same goal).
 func TestWorkflowRunManagerKilled(t *testing.T) {
 	meshtest.Long(t, "kills and restarts real processes")
 	t.Parallel()
-	for _, point := range []string{"started", "pause", "answered", "scope"} {
+	for _, point := range []string{"started", "turn", "pause", "answered", "scope"} {
 		t.Run(point, func(t *testing.T) { runKilledAt(t, point) })
 	}
 }
@@ -48,8 +49,9 @@ func runKilledAt(t *testing.T, point string) {
 	if err := os.MkdirAll(agents, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"builder", "reviewer"} {
-		if err := os.WriteFile(filepath.Join(agents, name+".md"), []byte("---\nname: "+name+"\nagent: cotal\n---\nYou are the "+name+".\n"), 0o600); err != nil {
+	// The builder's turn takes three seconds, the time to kill its manager in the middle of it.
+	for name, hint := range map[string]string{"builder": "turnTakes: 3s\n", "reviewer": ""} {
+		if err := os.WriteFile(filepath.Join(agents, name+".md"), []byte("---\nname: "+name+"\nagent: cotal\n"+hint+"---\nYou are the "+name+".\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,6 +81,14 @@ func runKilledAt(t *testing.T, point string) {
 		}
 	}
 	switch point {
+	case "turn":
+		midTurn := func() bool {
+			j := journal()
+			return strings.Contains(j, "/race:first#0/b:build/turn:build#0  pending") && !strings.Contains(j, "/race:first#0/b:build/turn:build#0  ok")
+		}
+		if !waitFor(ctx, 50*time.Millisecond, midTurn) {
+			t.Fatalf("the run never was in the middle of the builder's turn:\n%s", journal())
+		}
 	case "pause":
 		if !waitFor(ctx, 100*time.Millisecond, asking) {
 			t.Fatalf("the run never reached its checkpoint:\n%s", journal())
@@ -97,7 +107,7 @@ func runKilledAt(t *testing.T, point string) {
 	}
 	m.kill()
 	m.restart()
-	if point == "started" || point == "pause" {
+	if point == "started" || point == "turn" || point == "pause" {
 		answer()
 	}
 	var state string

@@ -80,8 +80,8 @@ type SpawnArgs struct {
 	// instructions are the agent's system prompt, which the manager takes from a persona or a
 	// launch spec, never from a caller's arguments.
 	instructions string
-	// onAsk is the value cotal's own agent answers a run's asks with: a persona's onAsk hint.
-	onAsk string
+	// cotalArgs are the arguments cotal's own agent takes from a persona's hints.
+	cotalArgs []string
 }
 
 // LaunchOptions carry a raw command (command and env: host launch authority) and the runtime. The

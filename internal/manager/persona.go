@@ -6,14 +6,35 @@ import (
 	"errors"
 	"io/fs"
 	"strings"
+	"time"
 
 	"github.com/gocotal/cotal/internal/persona"
 	"github.com/gocotal/cotal/wire"
 )
 
-// PersonaOnAsk is the agent file key whose JSON value cotal's own agent (agent: cotal) answers
-// each ask of a workflow run with, so a run whose steps ask for values can be tried with no model.
-const PersonaOnAsk = "onAsk"
+// The agent file keys cotal's own agent (agent: cotal) takes, so a workflow run can be tried
+// with no model: the JSON value it answers each ask with, and how long each turn takes it.
+const (
+	PersonaOnAsk     = "onAsk"
+	PersonaTurnTakes = "turnTakes"
+)
+
+// cotalHints applies the persona's hints for cotal's own agent to the spawn.
+func (a *SpawnArgs) cotalHints(f *persona.File) *wire.EndpointError {
+	if v := f.Meta[PersonaOnAsk]; v != "" {
+		if !json.Valid([]byte(v)) {
+			return notExecuted(wire.CodeBadRequest, "persona %s: %s %q is not a JSON value", f.Name, PersonaOnAsk, v)
+		}
+		a.cotalArgs = append(a.cotalArgs, "--on-ask", v)
+	}
+	if v := f.Meta[PersonaTurnTakes]; v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			return notExecuted(wire.CodeBadRequest, "persona %s: %s %q is not a duration (e.g. 3s)", f.Name, PersonaTurnTakes, v)
+		}
+		a.cotalArgs = append(a.cotalArgs, "--turn-takes", v)
+	}
+	return nil
+}
 
 // applyPersona fills a spawn from the agent file its config names in dir, the manager's catalog
 // (the reference's config: a persona name): the file gives the harness, role, model, grants and
@@ -38,12 +59,8 @@ func (a *SpawnArgs) applyPersona(dir string) ([]string, *wire.EndpointError) {
 		// given the persona's.
 		a.Model = cmp.Or(a.Model, f.Model)
 		a.instructions = strings.TrimSpace(f.Persona)
-	} else if v := f.Meta[PersonaOnAsk]; v != "" {
-		// It answers a workflow run's asks with the value the persona names instead.
-		if !json.Valid([]byte(v)) {
-			return nil, notExecuted(wire.CodeBadRequest, "persona %s: %s %q is not a JSON value", f.Name, PersonaOnAsk, v)
-		}
-		a.onAsk = v
+	} else if refusal := a.cotalHints(f); refusal != nil {
+		return nil, refusal
 	}
 	narrow := func(field string, given, file []string) ([]string, *wire.EndpointError) {
 		if file == nil {

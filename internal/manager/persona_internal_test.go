@@ -52,3 +52,38 @@ func TestApplyPersona(t *testing.T) {
 		t.Errorf("a missing persona: %v", refusal)
 	}
 }
+
+// TestCotalHints: an agent: cotal persona's onAsk and turnTakes become its agent's --on-ask and
+// --turn-takes; a value that is not JSON, or not a duration, refuses the spawn naming the key;
+// another harness's persona passes no such argument.
+func TestCotalHints(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, front string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte("---\nname: "+name+"\n"+front+"---\nWork.\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tester", "agent: cotal\nonAsk: '{\"ok\": true}'\nturnTakes: 2s\n")
+	write("badask", "agent: cotal\nonAsk: 'not json'\n")
+	write("badtime", "agent: cotal\nturnTakes: soon\n")
+	write("model", "agent: claude\nonAsk: '{}'\n")
+	a := SpawnArgs{Config: "tester"}
+	if _, refusal := a.applyPersona(dir); refusal != nil {
+		t.Fatal(refusal)
+	}
+	sp, refusal := a.spec(false)
+	if refusal != nil || !slices.Equal(sp.Command, []string{"--on-ask", `{"ok": true}`, "--turn-takes", "2s"}) {
+		t.Errorf("the cotal agent's arguments: %q %v", sp.Command, refusal)
+	}
+	for name, key := range map[string]string{"badask": "onAsk", "badtime": "turnTakes"} {
+		a := SpawnArgs{Config: name}
+		if _, refusal := a.applyPersona(dir); refusal == nil || !strings.Contains(refusal.Error(), key) {
+			t.Errorf("persona %s: %v", name, refusal)
+		}
+	}
+	m := SpawnArgs{Config: "model"}
+	if _, refusal := m.applyPersona(dir); refusal != nil || len(m.cotalArgs) != 0 {
+		t.Errorf("a claude persona took cotal's hints: %q %v", m.cotalArgs, refusal)
+	}
+}

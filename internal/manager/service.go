@@ -366,9 +366,7 @@ func (a *SpawnArgs) spec(hostLaunch bool) (Spec, *wire.EndpointError) {
 	if o := a.LaunchOptions; o != nil {
 		sp.Runtime = Runtime(o.Runtime) // how it runs, not what: no launch authority needed
 	}
-	if a.onAsk != "" {
-		sp.Command = append(sp.Command, "--on-ask", a.onAsk)
-	}
+	sp.Command = append(sp.Command, a.cotalArgs...)
 	if err := sp.validate(); err != nil {
 		return Spec{}, notExecuted(wire.CodeBadRequest, "%v", err)
 	}

@@ -38,6 +38,9 @@ type Options struct {
 	// OnAsk is the value (JSON) the agent answers each turn that asks for one with; empty
 	// answers none.
 	OnAsk string
+	// TurnTakes is how long the agent works on each turn before it yields it: a model's work,
+	// simulated.
+	TurnTakes time.Duration
 	// LaunchMaterial is the path of the launch material a manager handed the process
 	// ($COTAL_LAUNCH_MATERIAL); empty when it was not spawned.
 	LaunchMaterial string
@@ -71,9 +74,10 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 			"Spawned by a manager (`cotal spawn -- cotal agent`), it runs instead on the credential of\n" +
 			"the launch material at $" + manager.LaunchMaterialEnv + ", which names its mesh, space and identity;\n" +
 			"the manager retires that lifecycle when the process ends. With --on-turn it takes the turns a\n" +
-			"workflow run asks of it (`turn` in Cotal Lang) and yields each at once as told, printing\n" +
-			"`turn GOAL: STATUS` per turn; with --on-ask it answers each `ask` with that value first,\n" +
-			"printing `ask GOAL: VALUE`. A run can be tried with no model behind its agents.",
+			"workflow run asks of it (`turn` in Cotal Lang) and yields each as told, printing\n" +
+			"`turn GOAL: taken` as it takes a turn and `turn GOAL: STATUS` as it yields it, --turn-takes\n" +
+			"after; with --on-ask it answers each `ask` with that value first, printing `ask GOAL: VALUE`.\n" +
+			"A run can be tried with no model behind its agents.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.LaunchMaterial = os.Getenv(manager.LaunchMaterialEnv)
@@ -84,6 +88,10 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 				return &exit.UsageError{Err: errors.New("--on-turn handoff names the agent it hands off to with --handoff-to, and only it does")}
 			case o.OnAsk != "" && o.OnTurn == "":
 				return &exit.UsageError{Err: errors.New("--on-ask answers the turns --on-turn takes: give --on-turn too")}
+			case o.TurnTakes != 0 && o.OnTurn == "":
+				return &exit.UsageError{Err: errors.New("--turn-takes paces the turns --on-turn takes: give --on-turn too")}
+			case o.TurnTakes < 0:
+				return &exit.UsageError{Err: fmt.Errorf("--turn-takes %s: must not be negative", o.TurnTakes)}
 			case o.OnAsk != "" && !json.Valid([]byte(o.OnAsk)):
 				return &exit.UsageError{Err: fmt.Errorf("--on-ask %q: not a JSON value", o.OnAsk)}
 			}
@@ -100,6 +108,7 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 	fs.StringVar(&o.OnTurn, "on-turn", "", "take each turn a workflow run asks of this agent, yielding done, blocked or handoff")
 	fs.StringVar(&o.HandoffTo, "handoff-to", "", "the agent a handoff yield names (with --on-turn handoff)")
 	fs.StringVar(&o.OnAsk, "on-ask", "", "the JSON value to answer each turn that asks for one (an ask) with, before yielding")
+	fs.DurationVar(&o.TurnTakes, "turn-takes", 0, "how long each turn takes before the agent yields it (a model's work, simulated)")
 	return cmd
 }
 
@@ -216,6 +225,10 @@ func takeTurns(ctx context.Context, o *Options, m *manager.Client) {
 					fmt.Fprintf(o.IO.Out, "notice %s: %s\n", termsafe.Sanitize(n.Step), termsafe.Sanitize(string(n.Fact)))
 				}
 			}
+			fmt.Fprintf(o.IO.Out, "turn %s: taken\n", t.GoalID)
+			if !sleepCtx(ctx, o.TurnTakes) {
+				return
+			}
 			var value json.RawMessage
 			if p.Ask != nil && o.OnAsk != "" {
 				value = json.RawMessage(o.OnAsk)
@@ -236,6 +249,21 @@ func takeTurns(ctx context.Context, o *Options, m *manager.Client) {
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// sleepCtx waits d, and reports false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
