@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/hooksock"
@@ -120,7 +119,7 @@ func (t *Tools) hook(ctx context.Context, req hooksock.Request) (string, error) 
 		if what == "" {
 			what = "waiting for its person"
 		}
-		return "", t.setStatus(ctx, wire.StatusWaiting, cut(what, 200))
+		return "", t.setStatus(ctx, wire.StatusWaiting, termsafe.Cut(what, 200))
 	case manager.HookToolDone:
 		if t.inbox.Urgent() == 0 {
 			return "", nil // chatter waits for the turn's end
@@ -241,15 +240,4 @@ func (t *Tools) awaitIdle(ctx context.Context) string {
 		return ""
 	}
 	return WakeLine
-}
-
-// cut shortens s to n bytes on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

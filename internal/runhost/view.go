@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,6 +14,7 @@ import (
 	"github.com/gocotal/cotal/internal/journal"
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/termsafe"
 	"github.com/gocotal/cotal/lang"
 )
 
@@ -170,15 +170,7 @@ const outcomeMessageMax = 200
 
 // shortLine is s on one line, cut to outcomeMessageMax bytes on a rune boundary.
 func shortLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= outcomeMessageMax {
-		return s
-	}
-	n := outcomeMessageMax
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return termsafe.Cut(strings.Join(strings.Fields(s), " "), outcomeMessageMax)
 }
 
 // answerOf is the answer a checkpoint's recorded outcome took; nil for an expiry.

@@ -148,3 +148,14 @@ func escapeEnd(s string, i int) int {
 	}
 	return j // any other C1 control stands alone
 }
+
+// Cut shortens s to at most n bytes on a rune boundary, marking a cut with "…".
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

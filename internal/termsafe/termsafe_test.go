@@ -161,3 +161,20 @@ func FuzzSanitize(f *testing.F) {
 		}
 	})
 }
+
+func TestCut(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly", 7, "exactly"},
+		{"a longer line", 8, "a longer…"},
+		{"héllo", 2, "h…"}, // the é is two bytes: no half of it is kept
+	} {
+		if got := Cut(tt.s, tt.n); got != tt.want {
+			t.Errorf("Cut(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
+		}
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -182,13 +181,6 @@ const maxShown = 2000
 // and bidi characters and newlines show as Go escapes (\x1b, \u202e, \n). Text over maxShown
 // bytes is cut on a rune boundary.
 func quote(s string) string {
-	if len(s) > maxShown {
-		cut := maxShown
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	q := strconv.Quote(s)
+	q := strconv.Quote(termsafe.Cut(s, maxShown))
 	return q[1 : len(q)-1]
 }
