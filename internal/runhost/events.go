@@ -154,9 +154,14 @@ func (m *meshHandler) chatSince(ctx context.Context, filter string, start time.T
 		return err
 	}
 	defer it.Stop()
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
-		<-ctx.Done()
-		it.Stop()
+		select {
+		case <-ctx.Done():
+			it.Stop() // ends the Next below
+		case <-done:
+		}
 	}()
 	for {
 		msg, err := it.Next()
@@ -242,10 +247,11 @@ func (m *meshHandler) idle(ctx context.Context, req *lang.Request, channel, dura
 		return nil, err
 	}
 	landed := make(chan time.Time, 64)
+	failed := make(chan error, 1)
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		_ = m.chatSince(rctx, filter, start, func(cm *wire.CotalMessage) bool {
+		failed <- m.chatSince(rctx, filter, start, func(cm *wire.CotalMessage) bool {
 			select {
 			case landed <- time.UnixMilli(int64(cm.TS)):
 			case <-rctx.Done():
@@ -262,6 +268,9 @@ func (m *meshHandler) idle(ctx context.Context, req *lang.Request, channel, dura
 			if at.After(last) {
 				last = at
 			}
+		case err := <-failed:
+			timer.Stop()
+			return nil, err // a channel it cannot read is not taken for a quiet one
 		case <-timer.C:
 			out := lang.NewRecord()
 			out.Set("channel", ch)
