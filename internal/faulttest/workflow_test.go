@@ -33,7 +33,8 @@ log(first.index, ok.value, reviews.length)
 // same directory and port: the manager takes the run back from its journal and it completes.
 // The journal writes each spawn and each turn pending once, and holds one activation per host
 // incarnation; the agents the killed manager ran go with it, and a turn asks its agent's
-// persona again (the turn cut in the middle is asked again under the same goal).
+// persona again (the turn cut in the middle is asked again under the same goal). The agents' own
+// logs agree: each turn was yielded once.
 func TestWorkflowRunManagerKilled(t *testing.T) {
 	meshtest.Long(t, "kills and restarts real processes")
 	t.Parallel()
@@ -136,5 +137,28 @@ func runKilledAt(t *testing.T, point string) {
 	}
 	if n := strings.Count(j, "activation"); n != 2 {
 		t.Errorf("%d activations, want one per incarnation:\n%s", n, j)
+	}
+	// The agents' own logs agree: each of the six turns was yielded once, whichever incarnation
+	// of its agent took it.
+	yields := map[string]int{}
+	logs, _ := filepath.Glob(filepath.Join(m.root, ".cotal", "logs", "main", "*.log"))
+	for _, path := range logs {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if goal, ok := strings.CutSuffix(strings.TrimSpace(line), ": done"); ok && strings.HasPrefix(goal, "turn ") {
+				yields[goal]++
+			}
+		}
+	}
+	if len(yields) != len(steps)-3 {
+		t.Errorf("the agents' logs yield %d turns, want %d: %v", len(yields), len(steps)-3, yields)
+	}
+	for goal, n := range yields {
+		if n != 1 {
+			t.Errorf("%s yielded %d times in the agents' logs", goal, n)
+		}
 	}
 }

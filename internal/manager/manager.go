@@ -164,7 +164,10 @@ type Config struct {
 	// in, a channel wakes the session, a terminal is typed into). An agent with no such server
 	// finds its turns by asking (turn-pending).
 	TellTurn func(ctx context.Context, principal wire.Principal, t PendingTurn) error
-	Log      *slog.Logger
+	// LogDir, when set, keeps each terminal agent's output in <LogDir>/<name>.log as it is read,
+	// rotated at AgentLogMax, so what an agent said outlives its manager.
+	LogDir string
+	Log    *slog.Logger
 }
 
 // The restart policy's defaults: three restarts within a minute, then escalation.
@@ -436,6 +439,12 @@ func (s *Supervisor) launch(ctx context.Context, spec Spec) (*agent, error) {
 		Agent: spec.Agent, Dir: spec.Dir, Runtime: spec.Runtime.orDefault(), SpawnedBy: spec.SpawnedBy, Started: now, Since: now}
 	if a.status.Runtime == RuntimePTY {
 		a.term = newTerminal(spec.Name)
+		if s.cfg.LogDir != "" {
+			if err := os.MkdirAll(s.cfg.LogDir, 0o700); err != nil {
+				return nil, err
+			}
+			a.term.log = &agentLog{path: filepath.Join(s.cfg.LogDir, spec.Name+".log")}
+		}
 	}
 	var m Material
 	if a.material, m, err = s.writeMaterial(spec, launch); err == nil {

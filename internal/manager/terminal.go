@@ -28,6 +28,8 @@ const readChunk = 32 << 10
 // is not usable. It is safe for concurrent use.
 type Terminal struct {
 	name string
+	// log, when set, keeps the output in the agent's log file too.
+	log *agentLog
 
 	mu sync.Mutex
 	// mu guards scroll, cols, rows and run, and the taps of run.
@@ -81,6 +83,9 @@ func (t *Terminal) read(r *ptyRun) {
 			}
 			attached := len(r.taps) > 0
 			t.mu.Unlock()
+			if t.log != nil {
+				_, _ = t.log.Write(chunk) // a log that cannot be written loses its lines, not the agent
+			}
 			// With a person attached, their terminal answers what the process asks.
 			if answer := queries.answers(chunk); len(answer) > 0 && !attached {
 				_, _ = r.master.Write(answer) // a process that ended asks nothing more

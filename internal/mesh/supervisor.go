@@ -34,6 +34,11 @@ func (d Dir) WorkflowsDir(sp wire.Space) string {
 	return filepath.Join(d.Path, "workflows", string(sp))
 }
 
+// AgentLogsDir keeps the output of the agents a space's manager runs, one <name>.log each.
+func (d Dir) AgentLogsDir(sp wire.Space) string {
+	return filepath.Join(d.Path, "logs", string(sp))
+}
+
 // managerDir holds the instance ids of the mesh's managers.
 func (d Dir) managerDir() string { return filepath.Join(d.Path, "managers") }
 
@@ -188,7 +193,7 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	sup, err := manager.New(manager.Config{
 		Issue: ds.issuer(l), Space: l.Space(), URL: l.URL(), MaterialDir: d.launchDir(l.Space()),
 		MCPCommand: []string{exe, "mcp", "--dir", d.Path, "--space", string(l.Space())}, AwaitWake: awaitWake(l.Space()),
-		TellTurn: tellTurn(l.Space()), Log: log,
+		TellTurn: tellTurn(l.Space()), LogDir: d.AgentLogsDir(l.Space()), Log: log,
 	})
 	if err != nil {
 		return err
