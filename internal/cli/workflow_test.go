@@ -151,8 +151,8 @@ func TestWorkflowRunOnTheMesh(t *testing.T) {
 
 	// The fork, waiting on its checkpoint, is revoked: its manager stops it, and no resume takes
 	// it back.
-	if code, _, stderr := run(t, "run", "revoke", forked.RunID, "--dir", dir); code != exit.Usage || !strings.Contains(stderr, "--reason is required") {
-		t.Errorf("a revoke without a reason: exit %d %s", code, stderr)
+	if code, _, stderr := run(t, "run", "revoke", forked.RunID, "--reason", " ", "--dir", dir); code != exit.Usage || !strings.Contains(stderr, "--reason is empty") {
+		t.Errorf("a revoke with a blank reason: exit %d %s", code, stderr)
 	}
 	if code, _, stderr := run(t, "run", "revoke", "run-none", "--reason", "typo", "--dir", dir); code == exit.OK || !strings.Contains(stderr, "no such run") {
 		t.Errorf("a revoke of no run: exit %d %s", code, stderr)
@@ -163,6 +163,11 @@ func TestWorkflowRunOnTheMesh(t *testing.T) {
 	meshtest.Eventually(t, 20*time.Second, "the revoked run to fail", func() bool { return runState(t, dir, forked.RunID) == "failed" })
 	if code, _, _ := run(t, "run", "resume", forked.RunID, "--dir", dir); code == exit.OK {
 		t.Error("a revoked run was resumed")
+	}
+	// The bare form revokes too, recording that no reason was given: the first run, still
+	// recorded completed, keeps its state; its marker stands.
+	if code, out, stderr := run(t, "run", "revoke", id, "--dir", dir); code != exit.OK || !strings.Contains(out, "revoked run "+id) {
+		t.Errorf("cotal run revoke ID: exit %d %s %s", code, out, stderr)
 	}
 }
 

@@ -494,23 +494,29 @@ func forkSource(f *factory.Factory, sp wire.Space, parent, file string) (string,
 	return string(raw), nil
 }
 
+// defaultRevokeReason is the reason a revocation records when none is given.
+const defaultRevokeReason = "revoked by the operator, no reason given"
+
 func newCmdRevoke(f *factory.Factory) *cobra.Command {
 	var by, reason string
 	cmd := &cobra.Command{
-		Use:   "revoke RUN --reason TEXT [--by WHO]",
+		Use:   "revoke RUN [--reason TEXT] [--by WHO]",
 		Short: "Revoke a run: stop it, and let no host take it back",
 		Long: "Record RUN's revocation marker, create-only and permanent: from then on the run performs\n" +
 			"no channel effect, the manager that drives it stops it within a few seconds (its state\n" +
 			"becomes failed, naming who revoked it and why), and no manager resumes or takes it over.\n" +
-			"Revoking a run that is revoked already keeps the first marker. --by names who revokes it\n" +
-			"(your login name when omitted).",
+			"Revoking a run that is revoked already keeps the first marker. --reason says why (the\n" +
+			"marker records \"" + defaultRevokeReason + "\" when omitted); --by names who\n" +
+			"revokes it (your login name when omitted).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := meshwire.ValidateRunID(args[0]); err != nil {
 				return &exit.UsageError{Err: err}
 			}
-			if strings.TrimSpace(reason) == "" {
-				return &exit.UsageError{Err: errors.New("--reason is required: say why the run is revoked")}
+			if !cmd.Flags().Changed("reason") {
+				reason = defaultRevokeReason
+			} else if strings.TrimSpace(reason) == "" {
+				return &exit.UsageError{Err: errors.New("--reason is empty: say why the run is revoked, or leave the flag out")}
 			}
 			if by == "" {
 				by = "operator"
@@ -533,7 +539,7 @@ func newCmdRevoke(f *factory.Factory) *cobra.Command {
 		},
 	}
 	f.Target.Register(cmd.Flags())
-	cmd.Flags().StringVar(&reason, "reason", "", "why the run is revoked (required)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why the run is revoked")
 	cmd.Flags().StringVar(&by, "by", "", "who revokes it")
 	return cmd
 }
