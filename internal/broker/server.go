@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -52,7 +53,28 @@ func Start(ctx context.Context, confPath string, log *slog.Logger) (*Server, err
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("start broker: not ready to accept clients within %s (see the broker log)", deadline)
 	}
+	// The server loads an account when its first client comes, and a second client racing that
+	// load can be bound to the account before its JetStream is enabled: its first JetStream
+	// request is refused. Loading every preloaded account here, one at a time, closes that race
+	// for the accounts the broker starts with.
+	for _, account := range preloaded(confPath) {
+		_, _ = ns.LookupAccount(account) // an account that fails to load fails again, logged, on its first client
+	}
 	return &Server{ns: ns}, nil
+}
+
+// preloaded lists the accounts the configuration file at confPath preloads into its resolver.
+func preloaded(confPath string) []string {
+	m, err := conf.ParseFile(confPath)
+	if err != nil {
+		return nil
+	}
+	pre, _ := m["resolver_preload"].(map[string]any)
+	accounts := make([]string, 0, len(pre))
+	for account := range pre {
+		accounts = append(accounts, account)
+	}
+	return accounts
 }
 
 func checkPortFree(host string, port int) error {

@@ -3,6 +3,7 @@ package mesh
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // manager only logs.
 func TestTellTurnReachesTheSeatsSocket(t *testing.T) {
 	sp := wire.Space("tellturn")
-	p, err := wire.NewPrincipal(string(wire.DevOwner), "seat_"+wire.NewNonce()[:8])
+	p, err := wire.NewPrincipal(string(wire.DevOwner), fmt.Sprintf("seat_%d", os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
 	}
