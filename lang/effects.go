@@ -1022,6 +1022,11 @@ func (in *interp) scopeEntry(f *frame, kind, name string, proj *Record, digester
 		if err := in.journal.settle(e); err != nil {
 			return nil, err
 		}
+		if _, ok := errors.AsType[*EffectError](berr); ok {
+			// The scope's own effect failed (a conclave not opened or not closed): the program
+			// catches it as it would any effect's failure.
+			return nil, &Thrown{V: entryErrorRecord(e.Error)}
+		}
 		return nil, berr
 	}
 	res := NewRecord()
@@ -1086,6 +1091,9 @@ func scopeFailure(err error) *EntryError {
 			}
 		}
 		return &EntryError{Code: "L4000", Kind: "scope-fault", Message: "a branch threw " + display(t.V)}
+	}
+	if e, ok := errors.AsType[*EffectError](err); ok {
+		return &EntryError{Code: e.Code, Kind: e.Kind, Message: e.Message}
 	}
 	return &EntryError{Code: "L4000", Kind: "scope-fault", Message: err.Error()}
 }

@@ -367,6 +367,30 @@ func TestConclaveRefused(t *testing.T) {
 	}
 }
 
+// unopenable is the simulator on a host that cannot open a conclave: its members' grants do
+// not cover the channel, say.
+type unopenable struct{ noConclaves }
+
+func (unopenable) OpenConclave(context.Context, *Request) (string, error) {
+	return "", errors.New("a member may not post on it")
+}
+
+func (unopenable) CloseConclave(context.Context, *Request, string) error { return nil }
+
+// TestConclaveNotOpened: a conclave its host cannot open is a failed effect the program
+// catches, with the host's reason: the scope settles failed with it, and its body runs nothing.
+func TestConclaveNotOpened(t *testing.T) {
+	src := "const a = await spawn(\"a\")\ntry {\n  await conclave([a], async (ch) => await sleep(\"1m\", { name: \"talk\" }), { name: \"room\" })\n} catch (e) {\n  log(e.code, e.kind, e.message)\n}"
+	res := runSim(t, src, `{}`, RunOptions{RunID: "shut", Handler: unopenable{noConclaves{sim(t, `{}`)}}})
+	last := res.Entries[len(res.Entries)-1]
+	if res.Err != nil || last.Kind != "conclave" || last.Status != StatusFailed || last.Error.Code != "L4000" || len(res.Entries) != 2 {
+		t.Fatalf("a conclave not opened: %v %s", res.Err, marshalEntries(res.Entries))
+	}
+	if got := logsJSON(res); got != `[["L4000","handler-fault","the conclave could not be opened: a member may not post on it"]]` {
+		t.Errorf("what the program caught: %s", got)
+	}
+}
+
 // TestConcurrency: under the simulator branches run concurrently on one virtual clock, each
 // accumulating its own time: a race is won by the arm that lands first and its loser's effect is
 // cut (settled cancelled); parallel branches overlap; a fanOut's failure cancels its siblings;

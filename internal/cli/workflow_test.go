@@ -210,7 +210,8 @@ func awaitCompleted(t *testing.T, dir, id string) string {
 	})
 	_, journal, _ := run(t, "run", "journal", id, "--dir", dir)
 	if state != "completed" {
-		t.Fatalf("the run ended %s:\n%s", state, journal)
+		_, ps, _ := run(t, "run", "ps", "--dir", dir)
+		t.Fatalf("the run ended %s:\n%s\n%s", state, ps, journal)
 	}
 	return journal
 }
@@ -258,6 +259,46 @@ log(built.status, reviewed.status, built.note)
 	}
 	if n := strings.Count(journal, "/spawn:builder#0  pending"); n != 1 {
 		t.Errorf("the builder was spawned %d times:\n%s", n, journal)
+	}
+}
+
+// TestWorkflowConclaveWithAgents: a conclave of two agent: cotal agents opens the run's conclave
+// channel, which the manager granted each seat at its spawn; the builder's turn inside it joins
+// it and speaks there, and the body hears it. A conclave on a channel the member's grant does
+// not cover is a failure the program catches.
+func TestWorkflowConclaveWithAgents(t *testing.T) {
+	meshtest.Long(t, "a mesh running agent processes")
+	t.Setenv(envRunCLI, "1")
+	dir := upMesh(t)
+	writePersonas(t, dir)
+	prog := writeFile(t, t.TempDir(), "conclave.cotal.js", `const a = await spawn("builder")
+const b = await spawn("reviewer")
+const heard = await conclave([a, b], async (ch) => {
+  const r = await parallel({
+    heard: () => wait(message(ch, { from: a.agent }), { name: "heard", timeout: "2m" }),
+    spoke: () => turn(a, { name: "speak", deadline: "2m" }),
+  })
+  return r.heard
+}, { name: "room" })
+assert(heard !== null && contains(heard.text, "takes step"), "the builder spoke in the conclave: " + json.stringify(heard))
+let refused = ""
+try {
+  await conclave([b], async (ch) => ch.channel, { name: "secret", channel: "secret" })
+} catch (e) {
+  refused = e.message
+}
+assert(contains(refused, "may not read and post"), "a channel beyond the member's grant: " + refused)
+`)
+	code, out, stderr := run(t, "run", "start", "--file", prog, "--json", "--dir", dir)
+	var started struct {
+		RunID string `json:"runId"`
+	}
+	if code != exit.OK || json.Unmarshal([]byte(out), &started) != nil {
+		t.Fatalf("run start: exit %d %q %s", code, out, stderr)
+	}
+	journal := awaitCompleted(t, dir, started.RunID)
+	if !strings.Contains(journal, "/conclave:room#0") {
+		t.Errorf("no conclave in the journal:\n%s", journal)
 	}
 }
 

@@ -252,10 +252,11 @@ const (
 	HookWait         = "wait"          // an idle harness waits a while for what should wake it; handed in
 	HookIdleWait     = "idle-wait"     // its manager waits a while for what should wake an idle agent; a line to type, nothing handed in
 	HookTurn         = "turn"          // its manager tells it of a turn a workflow run asks of it (a PendingTurn): it wakes the agent as a DM does
+	HookConclaves    = "conclaves"     // its manager tells it which conclave channels of workflow runs it is a member of now (a SeatConclaves)
 )
 
 // HookEvents lists them.
-var HookEvents = []string{HookSessionStart, HookPrompt, HookTool, HookToolDone, HookNotification, HookStop, HookTurnEnd, HookSessionEnd, HookWait, HookIdleWait, HookTurn}
+var HookEvents = []string{HookSessionStart, HookPrompt, HookTool, HookToolDone, HookNotification, HookStop, HookTurnEnd, HookSessionEnd, HookWait, HookIdleWait, HookTurn, HookConclaves}
 
 // claudeHooks is Claude Code's settings for the agent's hooks: each of its turn boundaries runs
 // `cotal hook`, so the agent's status follows the session and what arrived between turns is handed

@@ -159,11 +159,12 @@ type Config struct {
 	// when nothing came. The supervisor asks it over and over for a PTY agent of a harness that
 	// has no other way in while idle (Codex), and types what it returns.
 	AwaitWake func(ctx context.Context, principal wire.Principal) (string, error)
-	// TellTurn, when set, tells the agent principal's own `cotal mcp` of a turn a workflow run
-	// asks of it, as soon as the turn opens, so its harness's push wakes it (a hook hands it
-	// in, a channel wakes the session, a terminal is typed into). An agent with no such server
-	// finds its turns by asking (turn-pending).
-	TellTurn func(ctx context.Context, principal wire.Principal, t PendingTurn) error
+	// TellSeat, when set, tells the agent principal's own `cotal mcp` of a hook event (HookTurn
+	// with a PendingTurn, HookConclaves with a SeatConclaves), as soon as a workflow run opens
+	// it, so its harness's push wakes it (a hook hands it in, a channel wakes the session, a
+	// terminal is typed into). An agent with no such server finds its turns by asking
+	// (turn-pending), and its conclaves in each turn's payload.
+	TellSeat func(ctx context.Context, principal wire.Principal, event string, payload []byte) error
 	// LogDir, when set, keeps each terminal agent's output in <LogDir>/<name>.log as it is read,
 	// rotated at AgentLogMax, so what an agent said outlives its manager.
 	LogDir string
@@ -699,6 +700,17 @@ func (s *Supervisor) Lookup(name string) (Status, bool) {
 		return Status{}, false
 	}
 	return a.snapshot(), true
+}
+
+// lookupSpec returns the named agent's status and the spec it was spawned from.
+func (s *Supervisor) lookupSpec(name string) (Status, Spec, bool) {
+	s.mu.Lock()
+	a, ok := s.agents[name]
+	s.mu.Unlock()
+	if !ok {
+		return Status{}, Spec{}, false
+	}
+	return a.snapshot(), a.spec, true
 }
 
 // Done returns a channel closed when the named agent is done, or nil for an unknown agent.

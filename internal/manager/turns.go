@@ -61,9 +61,10 @@ type PendingTurn struct {
 }
 
 // SpawnSeat starts the agent name from persona (an agent file of the manager's catalog) for a
-// workflow run, as the manager's own; a seat of that name already running is the one the run
-// spawned before (a replay, or a recovery), and is not started again.
-func (svc *Service) SpawnSeat(ctx context.Context, name, persona string) (Status, error) {
+// workflow run, as the manager's own, granted to read and post on the concrete channels
+// beyond what the persona grants (the run's conclave channel); a seat of that name already
+// running is the one the run spawned before (a replay, or a recovery), and is not started again.
+func (svc *Service) SpawnSeat(ctx context.Context, name, persona string, channels []string) (Status, error) {
 	if st, ok := svc.sup.Lookup(name); ok && alive(st) {
 		return st, nil
 	}
@@ -78,6 +79,19 @@ func (svc *Service) SpawnSeat(ctx context.Context, name, persona string) (Status
 	args.Config = ""
 	if args.Cwd == "" {
 		args.Cwd = svc.cfg.Workspace
+	}
+	for _, ch := range channels {
+		if err := wire.ValidateChannel(ch); err != nil {
+			return Status{}, err
+		}
+	}
+	if len(channels) > 0 {
+		// An empty read ACL defaults to the channels joined: keep that, and add to it.
+		if len(args.AllowSubscribe) == 0 {
+			args.AllowSubscribe = slices.Clone(args.Subscribe)
+		}
+		args.AllowSubscribe = append(args.AllowSubscribe, channels...)
+		args.AllowPublish = append(args.AllowPublish, channels...)
 	}
 	spec, refusal := args.spec(false)
 	if refusal != nil {
@@ -163,19 +177,63 @@ const tellTurnWithin = 5 * time.Second
 // tellTurn tells the seat's own server of the turn t just opened, in the background: a seat
 // that is not told (no server, or one still starting) finds the turn by asking.
 func (svc *Service) tellTurn(t *turn) {
-	tell := svc.sup.cfg.TellTurn
-	p, err := wire.ParsePrincipal(t.seat)
-	if tell == nil || err != nil {
-		return
-	}
 	pending := PendingTurn{GoalID: t.goalID, Payload: t.payload, AcceptedAt: t.acceptedAt, DeadlineAt: t.deadlineAt}
 	go func() {
-		ctx, cancel := context.WithTimeout(svc.ctx, tellTurnWithin)
-		defer cancel()
-		if err := tell(ctx, p, pending); err != nil {
+		if err := svc.tellSeat(t.seat, HookTurn, pending); err != nil {
 			svc.cfg.Log.Debug("turn: the seat's server was not told", "seat", t.seat, "goal", t.goalID, "err", err)
 		}
 	}()
+}
+
+// tellSeat tells the seat's own server of a hook event: an error when it has none, or it did
+// not answer within tellTurnWithin.
+func (svc *Service) tellSeat(seat, event string, payload any) error {
+	tell := svc.sup.cfg.TellSeat
+	if tell == nil {
+		return errors.New("this manager tells its seats nothing")
+	}
+	p, err := wire.ParsePrincipal(seat)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(svc.ctx, tellTurnWithin)
+	defer cancel()
+	return tell(ctx, p, event, b)
+}
+
+// SeatConclaves is what a seat is told of its conclaves: every conclave channel of a workflow
+// run it is a member of now. A channel it joined as a conclave and no longer finds here is one
+// it left.
+type SeatConclaves struct {
+	Channels []string `json:"channels"`
+}
+
+// TellConclaves tells the seat name the conclave channels it is a member of now, once its
+// grant lets it read and post on each of them: ErrSeatGone when no such seat runs, an error
+// naming the channel its grant does not cover. A seat with no server to tell (it finds them
+// in its next turn's payload) is no error.
+func (svc *Service) TellConclaves(name string, channels []string) error {
+	st, spec, ok := svc.sup.lookupSpec(name)
+	if !ok || !alive(st) {
+		return fmt.Errorf("seat %s: %w", name, ErrSeatGone)
+	}
+	read := spec.AllowSubscribe
+	if len(read) == 0 {
+		read = spec.Subscribe
+	}
+	for _, ch := range channels {
+		if !wire.ChannelInAllow(read, ch) || !slices.Contains(spec.AllowPublish, ch) {
+			return fmt.Errorf("seat %s may not read and post on conclave channel %s: its grant reads %q and posts to %q", name, ch, read, spec.AllowPublish)
+		}
+	}
+	if err := svc.tellSeat(st.Principal, HookConclaves, SeatConclaves{Channels: channels}); err != nil {
+		svc.cfg.Log.Debug("conclaves: the seat's server was not told", "seat", name, "err", err)
+	}
+	return nil
 }
 
 func (tt *turnTable) yieldOf(goalID string) Yield {

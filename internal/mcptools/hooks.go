@@ -149,12 +149,20 @@ func (t *Tools) hook(ctx context.Context, req hooksock.Request) (string, error) 
 		if err := json.Unmarshal(req.Payload, &turn); err != nil {
 			return "", fmt.Errorf("the turn: %w", err)
 		}
-		d, err := t.turnDelivery(turn)
+		d, conclaves, err := t.turnDelivery(turn)
 		if err != nil {
 			return "", err
 		}
+		// The conclaves come first: the agent woken by the turn speaks in them.
+		err = t.conclaves.Sync(ctx, t.c, conclaves)
 		_ = t.inbox.Offer(ctx, d) // it is the manager's to keep: nothing to acknowledge
-		return "", nil
+		return "", err
+	case manager.HookConclaves:
+		var in manager.SeatConclaves
+		if err := json.Unmarshal(req.Payload, &in); err != nil {
+			return "", fmt.Errorf("the conclaves: %w", err)
+		}
+		return "", t.conclaves.Sync(ctx, t.c, in.Channels)
 	}
 	return "", fmt.Errorf("unknown hook event %q: one of %s", req.Event, strings.Join(manager.HookEvents, ", "))
 }

@@ -3,6 +3,7 @@ package mcptools_test
 import (
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -263,4 +264,46 @@ func TestHooksTurn(t *testing.T) {
 	if _, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookTurn, Payload: []byte(`{"goalId":"g-2","payload":"not json"}`)}); err == nil {
 		t.Error("a turn with an unreadable payload was taken")
 	}
+}
+
+// TestHooksConclaves: the conclaves the agent's manager tells it of are joined, and left once
+// it is told it is no longer in them; a channel the agent joined on its own stays joined, and
+// a turn's payload joins the conclaves it carries. A conclave its grant does not let it read is
+// refused by the broker, and reported.
+func TestHooksConclaves(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	tools := newAgent(t, m, ledger.Request{Name: "codex", Subscribe: []string{"general"}, AllowSubscribe: []string{"general", "conclave.*"},
+		AllowPublish: []string{"general", "conclave.r1", "conclave.r2"}}, nil, "general")
+	path := serveHooks(t, tools)
+	tell := func(channels ...string) error {
+		payload, _ := json.Marshal(manager.SeatConclaves{Channels: channels})
+		_, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookConclaves, Payload: payload})
+		return err
+	}
+	joined := func(want ...string) {
+		t.Helper()
+		if got := tools.c.Channels(); !slices.Equal(got, want) {
+			t.Errorf("joined %q, want %q", got, want)
+		}
+	}
+	if err := tell("conclave.r1", "general"); err != nil {
+		t.Fatal(err)
+	}
+	joined("conclave.r1", "general")
+	if err := tell(); err != nil {
+		t.Fatal(err)
+	}
+	joined("general")
+	payload, _ := json.Marshal(runhost.TurnPayload{Run: "run-1", Step: "/turn:talk#0", Conclaves: []string{"conclave.r2"}})
+	turn, _ := json.Marshal(manager.PendingTurn{GoalID: "g-1", Payload: string(payload), AcceptedAt: 1, DeadlineAt: time.Now().Add(time.Hour).UnixMilli()})
+	if _, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookTurn, Payload: turn}); err != nil {
+		t.Fatal(err)
+	}
+	joined("conclave.r2", "general")
+	if err := tell("conclave.r2", "secret"); err == nil || !strings.Contains(err.Error(), "secret") {
+		t.Errorf("a conclave beyond the grant: %v", err)
+	}
+	joined("conclave.r2", "general")
 }

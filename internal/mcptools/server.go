@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/internal/termsafe"
 	"github.com/gocotal/cotal/wire"
 )
@@ -52,6 +53,9 @@ type Tools struct {
 	// turnTag ends the id of every turn message this server puts in the inbox: random per
 	// process, so no peer's message can pass for one.
 	turnTag string
+	// conclaves keeps the client joined to the conclave channels of workflow runs the agent is a
+	// member of.
+	conclaves runhost.Membership
 }
 
 // TakenOver makes every tool answer that the process by took the agent over: this server no

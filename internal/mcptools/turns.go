@@ -28,21 +28,25 @@ func (t *Tools) isTurn(d *cotal.Delivery) bool {
 	return d.Kind == wire.DeliveryDM && strings.HasPrefix(id, "turn-") && strings.HasSuffix(id, "-"+t.turnTag)
 }
 
-// turnDelivery is the direct message that tells the agent of the turn pt.
-func (t *Tools) turnDelivery(pt manager.PendingTurn) (*cotal.Delivery, error) {
+// turnDelivery is the direct message that tells the agent of the turn pt, and the conclave
+// channels the turn finds it in.
+func (t *Tools) turnDelivery(pt manager.PendingTurn) (*cotal.Delivery, []string, error) {
 	me, space := t.c.Principal(), t.c.Space()
 	var p runhost.TurnPayload
 	if err := json.Unmarshal([]byte(pt.Payload), &p); err != nil {
-		return nil, fmt.Errorf("the turn's payload: %w", err)
+		return nil, nil, fmt.Errorf("the turn's payload: %w", err)
 	}
 	run, err := meshwire.RunCaller(me.Owner(), p.Run)
 	if err != nil {
-		return nil, fmt.Errorf("the turn's run: %w", err)
+		return nil, nil, fmt.Errorf("the turn's run: %w", err)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Workflow run %s asks you for a turn: step %s, by %s. ", p.Run, p.Step, time.UnixMilli(pt.DeadlineAt).UTC().Format(time.RFC3339))
 	for _, n := range p.Notices {
 		fmt.Fprintf(&b, "Before it, the run decided at %s: %s. ", n.Step, n.Fact)
+	}
+	if len(p.Conclaves) > 0 {
+		fmt.Fprintf(&b, "You are in the run's conclave on %s: you joined it, and speak there with cotal_send. ", strings.Join(p.Conclaves, ", "))
 	}
 	if p.Ask != nil {
 		fmt.Fprintf(&b, "It asks you for a value: a record with these fields and kinds, %s (attempt %d of %d). ", p.Ask.Schema, p.Ask.Attempt, p.Ask.Attempts)
@@ -53,5 +57,5 @@ func (t *Tools) turnDelivery(pt manager.PendingTurn) (*cotal.Delivery, error) {
 	msg := &wire.CotalMessage{ID: t.turnMessageID(pt.GoalID), TS: wire.EpochMillis(pt.AcceptedAt), Space: string(space),
 		From: wire.EndpointRef{ID: run.Principal.String(), Name: "workflow run " + p.Run}, To: me.String(),
 		Parts: []wire.Part{wire.TextPart(termsafe.Sanitize(b.String()))}}
-	return &cotal.Delivery{Kind: wire.DeliveryDM, Sender: run.Principal, Message: msg}, nil
+	return &cotal.Delivery{Kind: wire.DeliveryDM, Sender: run.Principal, Message: msg}, p.Conclaves, nil
 }

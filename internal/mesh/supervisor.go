@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -163,19 +162,15 @@ func awaitWake(sp wire.Space) func(context.Context, wire.Principal) (string, err
 	}
 }
 
-// tellTurn tells an agent's own `cotal mcp`, over its hook socket, of a turn a workflow run asks
-// of it (manager.Config.TellTurn).
-func tellTurn(sp wire.Space) func(context.Context, wire.Principal, manager.PendingTurn) error {
-	return func(ctx context.Context, p wire.Principal, t manager.PendingTurn) error {
+// tellSeat tells an agent's own `cotal mcp`, over its hook socket, of a hook event its manager
+// has for it (manager.Config.TellSeat).
+func tellSeat(sp wire.Space) func(context.Context, wire.Principal, string, []byte) error {
+	return func(ctx context.Context, p wire.Principal, event string, payload []byte) error {
 		path, err := hooksock.Socket(sp, p)
 		if err != nil {
 			return err
 		}
-		payload, err := json.Marshal(t)
-		if err != nil {
-			return err
-		}
-		_, err = hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookTurn, Payload: payload})
+		_, err = hooksock.Ask(ctx, path, hooksock.Request{Event: event, Payload: payload})
 		return err
 	}
 }
@@ -193,7 +188,7 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	sup, err := manager.New(manager.Config{
 		Issue: ds.issuer(l), Space: l.Space(), URL: l.URL(), MaterialDir: d.launchDir(l.Space()),
 		MCPCommand: []string{exe, "mcp", "--dir", d.Path, "--space", string(l.Space())}, AwaitWake: awaitWake(l.Space()),
-		TellTurn: tellTurn(l.Space()), LogDir: d.AgentLogsDir(l.Space()), Log: log,
+		TellSeat: tellSeat(l.Space()), LogDir: d.AgentLogsDir(l.Space()), Log: log,
 	})
 	if err != nil {
 		return err
@@ -375,12 +370,20 @@ func Supervise(ctx context.Context, d Dir, l *ledger.Ledger, so SupervisorOption
 // their turns.
 type runSeats struct{ svc *manager.Service }
 
-func (s runSeats) Spawn(ctx context.Context, name, persona string) (wire.Principal, error) {
-	st, err := s.svc.SpawnSeat(ctx, name, persona)
+func (s runSeats) Spawn(ctx context.Context, name, persona string, channels []string) (wire.Principal, error) {
+	st, err := s.svc.SpawnSeat(ctx, name, persona, channels)
 	if err != nil {
 		return wire.Principal{}, err
 	}
 	return wire.ParsePrincipal(st.Principal)
+}
+
+func (s runSeats) Conclaves(name string, channels []string) error {
+	err := s.svc.TellConclaves(name, channels)
+	if errors.Is(err, manager.ErrSeatGone) {
+		return fmt.Errorf("%w: %v", runhost.ErrSeatGone, err)
+	}
+	return err
 }
 
 func (s runSeats) Turn(ctx context.Context, name, goalID, payload string, deadline time.Time) (runhost.SeatYield, error) {

@@ -22,9 +22,13 @@ func TestTellTurnReachesTheSeatsSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tell := tellTurn(sp)
+	tell := tellSeat(sp)
 	turn := manager.PendingTurn{GoalID: "g-1", Payload: `{"run":"run-1","step":"/turn:go#0"}`, AcceptedAt: 1, DeadlineAt: 2}
-	if err := tell(t.Context(), p, turn); err == nil {
+	payload, err := json.Marshal(turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tell(t.Context(), p, manager.HookTurn, payload); err == nil {
 		t.Error("a seat with no socket was told")
 	}
 	path, err := hooksock.Socket(sp, p)
@@ -49,7 +53,7 @@ func TestTellTurnReachesTheSeatsSocket(t *testing.T) {
 		got <- req
 		_, _ = conn.Write([]byte("{}\n"))
 	}()
-	if err := tell(t.Context(), p, turn); err != nil {
+	if err := tell(t.Context(), p, manager.HookTurn, payload); err != nil {
 		t.Fatal(err)
 	}
 	req := <-got

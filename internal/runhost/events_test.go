@@ -3,6 +3,8 @@ package runhost_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,22 +21,45 @@ import (
 // liveSeats spawn each seat as a real agent on the mesh, connected through the SDK with its
 // own credential (it may post on general), so a test can make it speak and stop it.
 type liveSeats struct {
-	t  *testing.T
-	m  *meshtest.Mesh
-	mu sync.Mutex
-	c  map[string]*cotal.Client // by persona
+	t      *testing.T
+	m      *meshtest.Mesh
+	mu     sync.Mutex
+	c      map[string]*cotal.Client // by persona
+	byName map[string]*cotal.Client
+	member map[string]*runhost.Membership // by name
+	told   map[string][][]string          // the conclaves each seat was told, by name
 }
 
-func (s *liveSeats) Spawn(ctx context.Context, name, persona string) (wire.Principal, error) {
-	cred := s.m.AgentCred(s.t, ledger.Request{Name: name, Subscribe: []string{"general"}, AllowPublish: []string{"general"}})
+func (s *liveSeats) Spawn(ctx context.Context, name, persona string, channels []string) (wire.Principal, error) {
+	cred := s.m.AgentCred(s.t, ledger.Request{Name: name, Subscribe: []string{"general"},
+		AllowSubscribe: append([]string{"general"}, channels...), AllowPublish: append([]string{"general"}, channels...)})
 	c, err := cotal.Connect(ctx, s.m.URL(), cotal.WithCredsData(cred.Creds))
 	if err != nil {
 		return wire.Principal{}, err
 	}
+	if _, err := c.Join(ctx, "general"); err != nil {
+		return wire.Principal{}, err
+	}
 	s.mu.Lock()
 	s.c[persona] = c
+	if s.byName == nil {
+		s.byName, s.member, s.told = map[string]*cotal.Client{}, map[string]*runhost.Membership{}, map[string][][]string{}
+	}
+	s.byName[name], s.member[name] = c, &runhost.Membership{}
 	s.mu.Unlock()
 	return c.Principal(), nil
+}
+
+// Conclaves joins the seat's client to its conclaves, as its own server would.
+func (s *liveSeats) Conclaves(name string, channels []string) error {
+	s.mu.Lock()
+	c, ms := s.byName[name], s.member[name]
+	s.told[name] = append(s.told[name], channels)
+	s.mu.Unlock()
+	if c == nil {
+		return runhost.ErrSeatGone
+	}
+	return ms.Sync(s.t.Context(), c, channels)
 }
 
 func (s *liveSeats) Turn(context.Context, string, string, string, time.Time) (runhost.SeatYield, error) {
@@ -170,29 +195,56 @@ assert(go.text === "go ahead", "the message: " + json.stringify(go))`, operatorA
 	}
 }
 
-// TestConclaveHeld: a conclave is beyond this host (its members cannot be granted a channel
-// the run opens): the run is held, released with the conclave settled refused, not failed.
-func TestConclaveHeld(t *testing.T) {
+// TestConclaveOnTheMesh: a conclave opens the run's own conclave channel, which every seat the
+// run spawned may read and post on; its members are told of it (and join it), what one says
+// there the body hears, and once the body returns they are told they left it (and leave). A
+// conclave that names a channel opens that one.
+func TestConclaveOnTheMesh(t *testing.T) {
 	t.Parallel()
 	m := meshtest.Start(t)
 	ctx := t.Context()
 	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
-	h.SetSeats(&seatsOnHand{payloads: map[string][]runhost.TurnPayload{}})
-	id, err := h.Start(ctx, `const a = await spawn("builder")
-await conclave([a], async (ch) => await turn(a, { name: "talk" }), { name: "room" })`, operatorAdmit)
+	seats := &liveSeats{t: t, m: m, c: map[string]*cotal.Client{}}
+	h.SetSeats(seats)
+	id, err := h.Start(ctx, `const a = await spawn("alice")
+const b = await spawn("bob")
+const heard = await conclave([a, b], async (ch) => await wait(message(ch, { from: a.agent }), { name: "heard", timeout: "30s" }), { name: "room" })
+assert(heard.text === "in the room" && startsWith(heard.channel, "conclave."), "what the body heard: " + json.stringify(heard))
+const named = await conclave([b], async (ch) => ch.channel, { name: "named", channel: "general" })
+assert(named === "general", "the named conclave's channel: " + named)`, operatorAdmit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := h.Wait(ctx, id)
-	if err != nil || st.State != meshwire.RunReleased {
-		t.Fatalf("%+v %v", st, err)
+	channel := runhost.ConclaveChannel(id)
+	awaitPending(t, h, id, "/conclave:room#0/b:in/wait:heard#0")
+	for _, persona := range []string{"alice", "bob"} {
+		if got := seats.client(persona).Channels(); !slices.Contains(got, channel) {
+			t.Fatalf("%s's channels: %q, want %s among them", persona, got, channel)
+		}
 	}
-	v, err := h.View(ctx, id)
-	if err != nil {
+	if _, err := seats.client("alice").Post(ctx, channel, []wire.Part{wire.TextPart("in the room")}); err != nil {
 		t.Fatal(err)
 	}
-	if last := v.Journal[len(v.Journal)-1]; last.Step != "/conclave:room#0" || !strings.HasPrefix(last.Outcome, "refused (L5016: conclave is not durable on this host") {
-		t.Errorf("the conclave's record: %+v", last)
+	if st, err := h.Wait(ctx, id); err != nil || st.State != meshwire.RunCompleted {
+		v, _ := h.View(ctx, id)
+		t.Fatalf("%+v %v\n%+v", st, err, v.Journal)
+	}
+	for _, persona := range []string{"alice", "bob"} {
+		if got := seats.client(persona).Channels(); slices.Contains(got, channel) {
+			t.Errorf("%s is still in the conclave: %q", persona, got)
+		}
+	}
+	if got := seats.client("bob").Channels(); !slices.Contains(got, "general") {
+		t.Errorf("bob left general, which it joined on its own: %q", got)
+	}
+	seats.mu.Lock()
+	defer seats.mu.Unlock()
+	want := map[string]string{"alice": fmt.Sprintf("[[%s] []]", channel), "bob": fmt.Sprintf("[[%s] [] [general] []]", channel)}
+	for name, told := range seats.told {
+		persona, _, _ := strings.Cut(name, "_")
+		if got := fmt.Sprint(told); got != want[persona] {
+			t.Errorf("%s was told %s, want %s", name, got, want[persona])
+		}
 	}
 }
 

@@ -17,9 +17,10 @@ import (
 // taken back after its host died waits out what is left, and sees what was answered while it was
 // down. A spawn and a turn go to the manager's seats: a spawn names its agent after its step's
 // request id, so a replay or a recovery starts none twice. A wait observes the mesh from its
-// step's recorded start. An effect this host cannot perform yet (conclave) is refused as a
-// capability (L5016): the run is held, not failed, and a resume on a host
-// that can perform it goes on from there.
+// step's recorded start. A conclave is a channel its members are told of (conclave.go). An
+// effect this host cannot perform yet (a spawn or a turn before its manager serves seats) is
+// refused as a capability (L5016): the run is held, not failed, and a resume on a host that can
+// perform it goes on from there.
 type meshHandler struct {
 	h *Host
 	r *hosted

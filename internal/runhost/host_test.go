@@ -415,9 +415,11 @@ type seatsOnHand struct {
 	host   *runhost.Host
 }
 
-func (s *seatsOnHand) Spawn(_ context.Context, name, _ string) (wire.Principal, error) {
+func (s *seatsOnHand) Spawn(_ context.Context, name, _ string, _ []string) (wire.Principal, error) {
 	return wire.NewPrincipal(wire.DevOwner, name)
 }
+
+func (s *seatsOnHand) Conclaves(string, []string) error { return nil }
 
 func (s *seatsOnHand) Turn(_ context.Context, name, _, payload string, _ time.Time) (runhost.SeatYield, error) {
 	var p runhost.TurnPayload

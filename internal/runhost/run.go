@@ -35,6 +35,8 @@ type hosted struct {
 	watched map[string]bool                 // the agents the run monitors, by principal
 	open    map[string]openPoint            // the checkpoints waited on, by step key
 	answers map[string]chan meshwire.Answer // by checkpoint token: a waiting checkpoint's wake
+	// conclaves are the conclaves the run is inside, by step key.
+	conclaves map[string]openConclave
 }
 
 // openPoint is a step the run waits on an answer to: a checkpoint, or an ask (whose seat, the

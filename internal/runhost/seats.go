@@ -15,9 +15,13 @@ import (
 
 // Seats are the agents a run spawns and takes turns from: the hosting manager's.
 type Seats interface {
-	// Spawn starts the agent name from persona, or finds it running (a replay or a recovery
-	// spawns nothing twice), and returns its principal.
-	Spawn(ctx context.Context, name, persona string) (wire.Principal, error)
+	// Spawn starts the agent name from persona, granted to read and post on channels beyond
+	// what the persona grants, or finds it running (a replay or a recovery spawns nothing
+	// twice), and returns its principal.
+	Spawn(ctx context.Context, name, persona string, channels []string) (wire.Principal, error)
+	// Conclaves tells the agent name the conclave channels it is a member of now: ErrSeatGone
+	// when no such agent runs, an error when its grant does not cover one of them.
+	Conclaves(name string, channels []string) error
 	// Turn asks the agent name for one turn under goalID, and returns its yield: ErrSeatGone
 	// when no such agent runs, ErrSeatDown when it stops during the turn, ErrTurnDeadline when it
 	// does not yield by deadline.
@@ -50,6 +54,8 @@ type TurnPayload struct {
 	Step    string       `json:"step"`
 	Notices []TurnNotice `json:"notices,omitempty"`
 	Ask     *TurnAsk     `json:"ask,omitempty"`
+	// Conclaves are the conclave channels the seat is a member of as the turn opens.
+	Conclaves []string `json:"conclaves,omitempty"`
 }
 
 // TurnAsk is what a turn that asks for a value carries: the shape the value must have (the
@@ -93,7 +99,7 @@ func (m *meshHandler) spawn(ctx context.Context, seats Seats, req *lang.Request)
 		return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("spawn: the persona %q is not a persona name: %v", persona, err)}
 	}
 	name := seatName(persona, req.RequestID)
-	p, err := seats.Spawn(ctx, name, persona)
+	p, err := seats.Spawn(ctx, name, persona, []string{ConclaveChannel(req.RunID)})
 	if err != nil {
 		return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("spawn %s from persona %s: %v", name, persona, err)}
 	}
@@ -165,11 +171,11 @@ func (m *meshHandler) seatTurn(ctx context.Context, seats Seats, req *lang.Reque
 	if err != nil {
 		return SeatYield{}, err
 	}
-	payload, _ := json.Marshal(TurnPayload{Run: req.RunID, Step: req.Key, Notices: notices, Ask: ask})
+	payload, _ := json.Marshal(TurnPayload{Run: req.RunID, Step: req.Key, Notices: notices, Ask: ask, Conclaves: m.r.conclavesOf(s.agent.String())})
 	at := time.UnixMilli(req.StartedAt).Add(deadline)
 	y, err := seats.Turn(ctx, s.agent.Actor(), goalID, string(payload), at)
 	if errors.Is(err, ErrSeatGone) {
-		if _, serr := seats.Spawn(ctx, s.agent.Actor(), s.persona); serr != nil {
+		if _, serr := seats.Spawn(ctx, s.agent.Actor(), s.persona, []string{ConclaveChannel(req.RunID)}); serr != nil {
 			return SeatYield{}, &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: fmt.Sprintf("%v; starting it again: %v", err, serr)}
 		}
 		y, err = seats.Turn(ctx, s.agent.Actor(), goalID, string(payload), at)

@@ -77,7 +77,8 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 			"workflow run asks of it (`turn` in Cotal Lang) and yields each as told, printing\n" +
 			"`turn GOAL: taken` as it takes a turn and `turn GOAL: STATUS` as it yields it, --turn-takes\n" +
 			"after; with --on-ask it answers each `ask` with that value first, printing `ask GOAL: VALUE`.\n" +
-			"A run can be tried with no model behind its agents.",
+			"A turn taken inside a `conclave` joins the conclave's channel and says there that the agent\n" +
+			"takes it (`conclave CHANNEL: said STEP`). A run can be tried with no model behind its agents.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.LaunchMaterial = os.Getenv(manager.LaunchMaterialEnv)
@@ -175,7 +176,7 @@ func agentRun(ctx context.Context, o *Options) error {
 	}
 	fmt.Fprintf(o.IO.ErrOut, "agent %s (%s %s) joined %q in space %s; Ctrl-C to stop\n", c.Principal(), which, lifecycle, o.Subscribe, c.Space())
 	if o.OnTurn != "" {
-		go takeTurns(ctx, o, manager.NewClient(c.Conn(), c.Space(), wire.Lifecycle{Principal: c.Principal(), UID: lifecycle}, c.Principal().Actor()))
+		go takeTurns(ctx, o, c, manager.NewClient(c.Conn(), c.Space(), wire.Lifecycle{Principal: c.Principal(), UID: lifecycle}, c.Principal().Actor()))
 	}
 	for {
 		select {
@@ -205,9 +206,11 @@ func agentRun(ctx context.Context, o *Options) error {
 const turnPoll = time.Second
 
 // takeTurns yields, as --on-turn says, each turn the agent's manager holds for it, until ctx
-// ends; each turn is printed once, as it is taken, after the notices it carries.
-func takeTurns(ctx context.Context, o *Options, m *manager.Client) {
+// ends; each turn is printed once, as it is taken, after the notices it carries. In a conclave,
+// the agent joins its channel and says there that it takes the turn.
+func takeTurns(ctx context.Context, o *Options, c *cotal.Client, m *manager.Client) {
 	taken := map[string]bool{}
+	var conclaves runhost.Membership
 	tick := time.NewTicker(turnPoll)
 	defer tick.Stop()
 	for {
@@ -226,6 +229,7 @@ func takeTurns(ctx context.Context, o *Options, m *manager.Client) {
 				}
 			}
 			fmt.Fprintf(o.IO.Out, "turn %s: taken\n", t.GoalID)
+			sayInConclaves(ctx, o, c, &conclaves, p)
 			if !sleepCtx(ctx, o.TurnTakes) {
 				return
 			}
@@ -249,6 +253,22 @@ func takeTurns(ctx context.Context, o *Options, m *manager.Client) {
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// sayInConclaves joins the conclaves the turn p carries (leaving those it no longer does), and
+// says in each that the agent takes the turn.
+func sayInConclaves(ctx context.Context, o *Options, c *cotal.Client, ms *runhost.Membership, p runhost.TurnPayload) {
+	if err := ms.Sync(ctx, c, p.Conclaves); err != nil {
+		fmt.Fprintf(o.IO.ErrOut, "conclaves: %v\n", err)
+	}
+	for _, ch := range p.Conclaves {
+		text := fmt.Sprintf("%s takes step %s of run %s", c.Principal().Actor(), p.Step, p.Run)
+		if _, err := c.Post(ctx, ch, []wire.Part{wire.TextPart(text)}); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "conclave %s: %v\n", ch, err)
+			continue
+		}
+		fmt.Fprintf(o.IO.Out, "conclave %s: said %s\n", ch, termsafe.Sanitize(p.Step))
 	}
 }
 

@@ -1,0 +1,167 @@
+package runhost
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	cotal "github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/lang"
+	"github.com/gocotal/cotal/wire"
+)
+
+// A conclave on the mesh is a channel its members read and post on while its body runs. A
+// member's grant is fixed when its credential is minted, and a grant posts only to concrete
+// channels, so the channel a conclave opens without a channel option is its run's own conclave
+// channel: every seat the run spawns is granted it, and the conclaves of one run that name no
+// channel share it. A conclave that names its channel takes members whose grants cover it.
+// Membership is told to each member's own server as it changes, and carried in each turn the
+// run asks of it; a run taken back opens again the conclaves it is inside.
+
+// conclavePrefix is the first segment of a run's own conclave channel.
+const conclavePrefix = "conclave"
+
+// ConclaveChannel is the run's own conclave channel: conclave.<a digest of the run id>.
+func ConclaveChannel(runID string) string {
+	sum := sha256.Sum256([]byte(runID))
+	return conclavePrefix + "." + hex.EncodeToString(sum[:6])
+}
+
+// openConclave is one conclave a run is inside: its channel and its members.
+type openConclave struct {
+	channel string
+	members []seat
+}
+
+// conclavesOf lists the channels of the open conclaves agent is a member of, sorted.
+func (r *hosted) conclavesOf(agent string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.conclaves {
+		if slices.ContainsFunc(c.members, func(s seat) bool { return s.agent.String() == agent }) && !slices.Contains(out, c.channel) {
+			out = append(out, c.channel)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// OpenConclave opens the conclave req asks for: its channel, joined by its members (agents the
+// run spawned, or whose grants cover the channel it names).
+func (m *meshHandler) OpenConclave(ctx context.Context, req *lang.Request) (string, error) {
+	seats := m.h.seatsOf()
+	if seats == nil {
+		return "", &lang.CapabilityRefusal{Code: "L5016", Message: "conclave is not durable on this host yet: its manager serves no seats"}
+	}
+	channel := ConclaveChannel(req.RunID)
+	if c := req.Option("channel"); c != nil && c != lang.Undefined {
+		channel = channelOf(c)
+	}
+	if err := wire.ValidateChannel(channel); err != nil {
+		return "", fmt.Errorf("the conclave's channel: %w", err)
+	}
+	list, _ := req.Args[0].(*lang.Array)
+	if list == nil {
+		return "", errors.New("the conclave's members are no list")
+	}
+	c := openConclave{channel: channel}
+	for _, v := range list.Elems {
+		s, err := seatOf(&lang.Request{Kind: req.Kind, Args: []lang.Value{v}})
+		if err != nil {
+			return "", err
+		}
+		c.members = append(c.members, s)
+	}
+	m.r.mu.Lock()
+	if m.r.conclaves == nil {
+		m.r.conclaves = map[string]openConclave{}
+	}
+	m.r.conclaves[req.Key] = c
+	m.r.mu.Unlock()
+	if err := m.tellMembers(ctx, seats, req.RunID, c.members); err != nil {
+		m.r.mu.Lock()
+		delete(m.r.conclaves, req.Key)
+		m.r.mu.Unlock()
+		return "", err
+	}
+	return channel, nil
+}
+
+// CloseConclave releases the conclave req opened: its members are told they left it.
+func (m *meshHandler) CloseConclave(ctx context.Context, req *lang.Request, _ string) error {
+	m.r.mu.Lock()
+	c, ok := m.r.conclaves[req.Key]
+	delete(m.r.conclaves, req.Key)
+	m.r.mu.Unlock()
+	seats := m.h.seatsOf()
+	if !ok || seats == nil {
+		return nil
+	}
+	return m.tellMembers(ctx, seats, req.RunID, c.members)
+}
+
+// tellMembers tells each of members the conclave channels it is a member of now. A member its
+// manager no longer runs is started again from its persona, as a turn would.
+func (m *meshHandler) tellMembers(ctx context.Context, seats Seats, runID string, members []seat) error {
+	for _, s := range members {
+		channels := m.r.conclavesOf(s.agent.String())
+		err := seats.Conclaves(s.agent.Actor(), channels)
+		if errors.Is(err, ErrSeatGone) && s.persona != "" {
+			if _, serr := seats.Spawn(ctx, s.agent.Actor(), s.persona, []string{ConclaveChannel(runID)}); serr != nil {
+				return &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: fmt.Sprintf("%v; starting it again: %v", err, serr)}
+			}
+			err = seats.Conclaves(s.agent.Actor(), channels)
+		}
+		if errors.Is(err, ErrSeatGone) {
+			return &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: err.Error()}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Membership keeps an agent's client joined to the conclave channels it is a member of, as its
+// manager tells it or a turn's payload carries them. It is safe for concurrent use.
+type Membership struct {
+	mu     sync.Mutex
+	joined map[string]bool // the channels joined as conclaves
+}
+
+// Sync joins the channels of want the client has not joined, and leaves those it joined as
+// conclaves that want no longer lists; a channel the client joined on its own stays joined.
+// It tries every channel, and returns what failed.
+func (ms *Membership) Sync(ctx context.Context, c *cotal.Client, want []string) error {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.joined == nil {
+		ms.joined = map[string]bool{}
+	}
+	var errs []error
+	for _, ch := range want {
+		if ms.joined[ch] || slices.Contains(c.Channels(), ch) {
+			continue
+		}
+		if _, err := c.Join(ctx, ch); err != nil {
+			errs = append(errs, fmt.Errorf("join conclave channel %s: %w", ch, err))
+			continue
+		}
+		ms.joined[ch] = true
+	}
+	for ch := range ms.joined {
+		if slices.Contains(want, ch) {
+			continue
+		}
+		if err := c.Leave(ctx, ch); err != nil {
+			errs = append(errs, fmt.Errorf("leave conclave channel %s: %w", ch, err))
+		}
+		delete(ms.joined, ch)
+	}
+	return errors.Join(errs...)
+}
