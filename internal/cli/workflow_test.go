@@ -11,7 +11,9 @@ import (
 
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/wire"
 )
 
 const approveProgram = `const ok = await checkpoint("approve", "Ship the release?", { timeout: "1h" })
@@ -324,5 +326,52 @@ log(ok.value, reviewed.status)
 		if n := strings.Count(journal, step+"  pending"); n != 1 {
 			t.Errorf("%s written pending %d times:\n%s", step, n, journal)
 		}
+	}
+}
+
+// TestInvokeTurn: the manager's turn command wakes a seat for one turn on the operator's
+// behalf: an agent: cotal seat takes it and yields done, and the goal settles succeeded; a seat
+// that takes no turns lets its deadline pass, and the goal fails; a lifecycle the seat no
+// longer is is refused as expired.
+func TestInvokeTurn(t *testing.T) {
+	meshtest.Long(t, "a mesh running agent processes")
+	t.Setenv(envRunCLI, "1")
+	dir := upMesh(t)
+	code, res, stderr := invoke(t, "manager", "spawn", "--dir", dir, "--args", `{"name":"taker","agent":"cotal"}`, "--timeout", "30s")
+	if code != exit.OK || res.State != manager.GoalSucceeded {
+		t.Fatalf("spawn taker: exit %d, %+v %s", code, res, stderr)
+	}
+	// A process that never joins the mesh: its spawn goal stays open, and it takes no turns.
+	code, res, stderr = invoke(t, "manager", "spawn", "--dir", dir, "--args", `{"name":"mute","launchOptions":{"command":["sleep","600"]}}`, "--timeout", "1s")
+	if code == exit.Usage || !res.OK {
+		t.Fatalf("spawn mute: exit %d, %+v %s", code, res, stderr)
+	}
+	target := func(name string) string {
+		t.Helper()
+		row := psRows(t, dir)["local."+name]
+		if row.Process == nil {
+			t.Fatalf("no process row for %s", name)
+		}
+		return "local." + name + "." + row.Process.LifecycleUID
+	}
+	turn := `{"payload":"{\"run\":\"run-x\",\"step\":\"/turn:go#0\"}","deadlineMs":60000}`
+	code, res, stderr = invoke(t, "manager", "turn", "--dir", dir, "--mode", "any", "--target", target("taker"), "--args", turn)
+	var acc manager.TurnAcceptance
+	if code != exit.OK || res.State != manager.GoalSucceeded || json.Unmarshal(res.Data, &acc) != nil || acc.GoalID != res.GoalID || acc.Name != "taker" || acc.DeadlineAt == 0 {
+		t.Fatalf("a turn of a cotal agent: exit %d, %+v %s", code, res, stderr)
+	}
+	var yield struct{ Status, Note string }
+	if json.Unmarshal(res.GoalData, &yield) != nil || yield.Status != "done" || yield.Note == "" {
+		t.Errorf("the turn's yield: %s", res.GoalData)
+	}
+	short := `{"payload":"{\"run\":\"run-x\",\"step\":\"/turn:go#1\"}","deadlineMs":1500}`
+	code, res, stderr = invoke(t, "manager", "turn", "--dir", dir, "--mode", "any", "--target", target("mute"), "--args", short, "--timeout", "20s")
+	if code != exit.Failed || res.State != manager.GoalFailed || !strings.Contains(string(res.GoalData), `"reason":"turn-deadline"`) {
+		t.Errorf("a turn nobody takes: exit %d, %+v %s", code, res, stderr)
+	}
+	stale := "local.taker." + string(wire.NewLifecycleUID())
+	code, res, stderr = invoke(t, "manager", "turn", "--dir", dir, "--mode", "any", "--target", stale, "--args", turn)
+	if code == exit.OK || res.OK || res.Error == nil || res.Error.Code != wire.CodeExpired {
+		t.Errorf("a turn of a lifecycle the seat no longer is: exit %d, %+v %s", code, res, stderr)
 	}
 }

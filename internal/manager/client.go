@@ -192,17 +192,24 @@ func (c *Client) goal(ctx context.Context, instance wire.LifecycleUID, command s
 	follow := max(followFloor, time.Duration(out.Acceptance.ReadinessDeadlineMs)*time.Millisecond+followSlack)
 	fctx, cancel := context.WithTimeout(ctx, follow)
 	defer cancel()
+	if ev := FollowGoal(fctx, events, out.Acceptance.GoalID); ev != nil {
+		out.State, out.Data = ev.State, ev.Data
+	}
+	return out, nil
+}
+
+// FollowGoal waits for goal's terminal progress event among events (the messages of a
+// subscription to the caller's goal progress), or returns nil when ctx ends first.
+func FollowGoal(ctx context.Context, events <-chan *nats.Msg, goal string) *ProgressEvent {
 	for {
 		select {
-		case <-fctx.Done():
-			return out, nil
+		case <-ctx.Done():
+			return nil
 		case msg := <-events:
 			var ev ProgressEvent
-			if json.Unmarshal(msg.Data, &ev) != nil || ev.GoalID != out.Acceptance.GoalID || !ev.IsTerminalPhase() {
-				continue
+			if json.Unmarshal(msg.Data, &ev) == nil && ev.GoalID == goal && ev.IsTerminalPhase() {
+				return &ev
 			}
-			out.State, out.Data = ev.State, ev.Data
-			return out, nil
 		}
 	}
 }

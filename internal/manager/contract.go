@@ -37,7 +37,9 @@ const (
 	CommandListPersonas  = "list-personas"
 	CommandShowPersona   = "show-persona"
 	CommandLaunch        = "launch"
-	// A seat's own turns (the turn relay family): its pending turns, and its yield.
+	// The turn relay family: wake a seat for one turn (turn, on its caller's behalf), and the
+	// seat's own pending turns and yield.
+	CommandTurn        = "turn"
 	CommandTurnPending = "turn-pending"
 	CommandTurnYield   = "turn-yield"
 	// The workflow-run family (SPEC §14.3): the manager hosts runs' drivers.
@@ -84,6 +86,8 @@ const (
 	showOutput     = `{"type":"object","additionalProperties":false,"required":["name"],"properties":{"name":{"type":"string"},"role":{"type":"string"},"model":{"type":"string"},"description":{"type":"string"},"owner":{"type":"string"},"persona":{"type":"string"},"error":{"type":"string"}}}`
 	launchInput    = `{"type":"object","additionalProperties":false,"required":["runId","name"],"properties":{"runId":{"type":"string","minLength":1},"name":{"type":"string","minLength":1},"spec":{"type":"object"}}}`
 	stopOutput     = `{"type":"object","additionalProperties":false,"required":["name","stopped","graceful"],"properties":{"name":{"type":"string"},"stopped":{"type":"boolean"},"graceful":{"type":"boolean"}}}`
+	turnIn         = `{"type":"object","additionalProperties":false,"required":["payload","deadlineMs"],"properties":{"payload":{"type":"string","minLength":1,"maxLength":65536},"deadlineMs":{"type":"integer","minimum":1},"handoffFrom":{"type":"string","minLength":1,"maxLength":200}}}`
+	turnOut        = `{"type":"object","additionalProperties":false,"required":["name","owner","actor","uid","goalId","fingerprint","deadlineAt","executor"],"properties":{"name":{"type":"string"},"owner":{"type":"string"},"actor":{"type":"string"},"uid":{"type":"string"},"goalId":{"type":"string"},"fingerprint":{"type":"string"},"deadlineAt":{"type":"integer","minimum":1},"executor":{"type":"object","additionalProperties":false,"required":["lifecycleUid","epoch"],"properties":{"lifecycleUid":{"type":"string"},"epoch":{"type":"integer","minimum":0}}}}}`
 	turnPendingOut = `{"type":"object","additionalProperties":false,"required":["turns"],"properties":{"turns":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["goalId","payload","acceptedAt","deadlineAt"],"properties":{"goalId":{"type":"string"},"payload":{"type":"string"},"acceptedAt":{"type":"integer","minimum":0},"deadlineAt":{"type":"integer","minimum":1}}}}}}`
 	turnYieldIn    = `{"type":"object","additionalProperties":false,"required":["goalId","status"],"properties":{"goalId":{"type":"string","minLength":1},"status":{"enum":["done","blocked","handoff"]},"to":{"type":"string","minLength":1},"note":{"type":"string","maxLength":4096}}}`
 	turnYieldOut   = `{"type":"object","additionalProperties":false,"required":["goalId","state"],"properties":{"goalId":{"type":"string"},"state":{"enum":["succeeded","failed","cancelled","expired","uncertain"]}}}`
@@ -118,6 +122,7 @@ func declarations() []contract.Declaration {
 		cmd(CommandDespawn, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, gracefulIn, stopOutput),
 		cmd(CommandAttach, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, contract.VoidSchema, attachOutput),
 		cmd(CommandInput, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, inputInput, inputOutput),
+		cmd(CommandTurn, capLifecycle, []wire.AuthzMode{wire.ModeOwner, wire.ModeAny}, turnIn, turnOut),
 		cmd(CommandTurnPending, capSelf, []wire.AuthzMode{wire.ModeSelf}, contract.VoidSchema, turnPendingOut),
 		cmd(CommandTurnYield, capSelf, []wire.AuthzMode{wire.ModeSelf}, turnYieldIn, turnYieldOut),
 		cmd(CommandStop, capSelf, []wire.AuthzMode{wire.ModeSelf}, gracefulIn, stopOutput),

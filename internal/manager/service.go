@@ -184,7 +184,7 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 		CommandAttach: svc.attach, CommandInput: svc.input,
 		CommandModels: svc.models, CommandResolveCwd: svc.resolveCwd, CommandDefinePersona: svc.definePersona,
 		CommandListPersonas: svc.listPersonas, CommandShowPersona: svc.showPersona, CommandLaunch: svc.launch,
-		CommandTurnPending: svc.turnPending, CommandTurnYield: svc.turnYield,
+		CommandTurn: svc.turnCmd, CommandTurnPending: svc.turnPending, CommandTurnYield: svc.turnYield,
 		CommandRunStart: svc.runStart, CommandRunResume: svc.runResume, CommandRunAnswer: svc.runAnswer,
 		CommandRunStatus: svc.runStatus, CommandRunPs: svc.runPs,
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -133,20 +134,136 @@ func (svc *Service) Turn(ctx context.Context, name, goalID, payload string, dead
 	if opened {
 		svc.tellTurn(t)
 	}
-	timer := time.NewTimer(time.Until(deadline))
+	return svc.awaitYield(ctx, name, t, nil)
+}
+
+// errTurnCancelled reports a turn its caller cancelled.
+var errTurnCancelled = errors.New("manager: the turn was cancelled by its caller")
+
+// awaitYield waits for the yield of seat name's open turn t: ErrSeatDown when the seat stops
+// first, ErrTurnDeadline at the turn's deadline, errTurnCancelled when cancel fires (the turn
+// is closed in each of these), ctx's error when ctx ends (the turn stays open).
+func (svc *Service) awaitYield(ctx context.Context, name string, t *turn, cancel <-chan string) (Yield, error) {
+	timer := time.NewTimer(time.Until(time.UnixMilli(t.deadlineAt)))
 	defer timer.Stop()
 	select {
 	case y := <-t.yielded:
 		return y, nil
 	case <-svc.sup.Done(name):
-		svc.turns.close(goalID)
+		svc.turns.close(t.goalID)
 		return Yield{}, fmt.Errorf("seat %s exited during its turn: %w", name, ErrSeatDown)
 	case <-timer.C:
-		svc.turns.close(goalID)
+		svc.turns.close(t.goalID)
 		return Yield{}, fmt.Errorf("seat %s: %w", name, ErrTurnDeadline)
+	case mode := <-cancel:
+		svc.turns.close(t.goalID)
+		return Yield{}, fmt.Errorf("%w (%s)", errTurnCancelled, mode)
 	case <-ctx.Done():
 		return Yield{}, ctx.Err()
 	}
+}
+
+// TurnArgs are turn's args: the payload the seat pulls back verbatim (the run's, opaque here),
+// how long the whole turn may take, and the goal of the turn this one honors a handoff of.
+type TurnArgs struct {
+	Payload     string `json:"payload"`
+	DeadlineMs  int64  `json:"deadlineMs"`
+	HandoffFrom string `json:"handoffFrom,omitempty"`
+}
+
+// TurnAcceptance is turn's reply: the seat the goal is pinned to, the goal, the deadline the
+// manager armed (Unix ms) and the incarnation that executes it.
+type TurnAcceptance struct {
+	Name        string   `json:"name"`
+	Owner       string   `json:"owner"`
+	Actor       string   `json:"actor"`
+	UID         string   `json:"uid"`
+	GoalID      string   `json:"goalId"`
+	Fingerprint string   `json:"fingerprint"`
+	DeadlineAt  int64    `json:"deadlineAt"`
+	Executor    Executor `json:"executor"`
+}
+
+// turnCmd wakes the target seat for one turn on its caller's behalf: the agent that spawned the
+// seat, or one with host launch authority. The reply is the acceptance; the goal settles
+// succeeded with the yield (blocked and handoff are yields too), failed with the reason
+// agent-down or turn-deadline, or cancelled.
+func (svc *Service) turnCmd(ctx context.Context, req *endpoint.Request) (any, error) {
+	var args TurnArgs
+	if err := json.Unmarshal(req.Args(), &args); err != nil {
+		return nil, notExecuted(wire.CodeBadRequest, "args: %v", err)
+	}
+	st, refusal := svc.seatOf(req)
+	if refusal != nil {
+		return nil, refusal
+	}
+	if caller := req.Caller(); st.SpawnedBy != caller.String() && !svc.cfg.HostLaunch(ctx, caller) {
+		return nil, notExecuted(wire.CodePermissionDenied, "%s was not spawned by %s: an agent asks turns only of the agents it spawned", st.Name, caller.Principal)
+	}
+	if !alive(st) {
+		return nil, notExecuted(wire.CodeFailedPrecondition, "%s is %s: it takes no turn", st.Name, st.State)
+	}
+	fingerprint, err := meshwire.Fingerprint(req.Route, req.Envelope)
+	if err != nil {
+		return nil, notExecuted(wire.CodeBadRequest, "fingerprint: %v", err)
+	}
+	deadline := time.Now().Add(time.Duration(args.DeadlineMs) * time.Millisecond)
+	t, opened := svc.turns.openTurn(req.Envelope.ID, st.Principal, args.Payload, deadline)
+	if t == nil || !opened {
+		return nil, notExecuted(wire.CodeAlreadyExists, "turn %s was asked already", req.Envelope.ID)
+	}
+	select {
+	case svc.goals <- struct{}{}:
+	default:
+		svc.turns.close(t.goalID)
+		return nil, notExecuted(wire.CodeResourceExhausted, "this manager follows %d goals already", maxGoals)
+	}
+	p, _ := wire.ParsePrincipal(st.Principal) // the supervisor's own issue
+	g := &goal{svc: svc, caller: req.Caller(), id: t.goalID, fingerprint: fingerprint, name: st.Name,
+		agent: wire.Lifecycle{Principal: p, UID: st.LifecycleUID}, cancel: make(chan string, 1), done: make(chan struct{})}
+	svc.track(g)
+	svc.tellTurn(t)
+	go g.followTurn(t, args.HandoffFrom) // owned: holds a goals slot that Stop waits for
+	return TurnAcceptance{Name: st.Name, Owner: p.Owner(), Actor: p.Actor(), UID: string(st.LifecycleUID), GoalID: g.id,
+		Fingerprint: fingerprint, DeadlineAt: t.deadlineAt, Executor: Executor{LifecycleUID: string(svc.cfg.Instance), Epoch: svc.cfg.Epoch}}, nil
+}
+
+// followTurn waits for the turn t's end and records the goal's outcome. It holds a goals slot,
+// released when it returns; a manager that stops leaves the goal open.
+func (g *goal) followTurn(t *turn, handoffFrom string) {
+	defer func() { <-g.svc.goals }()
+	y, err := g.svc.awaitYield(g.svc.ctx, g.name, t, g.cancel)
+	data := map[string]any{}
+	if handoffFrom != "" {
+		data["handoffFrom"] = handoffFrom
+	}
+	state := GoalSucceeded
+	switch {
+	case errors.Is(err, ErrSeatDown):
+		state, data["reason"], data["detail"] = GoalFailed, "agent-down", err.Error()
+	case errors.Is(err, ErrTurnDeadline):
+		state, data["reason"], data["detail"] = GoalFailed, "turn-deadline", err.Error()
+	case errors.Is(err, errTurnCancelled):
+		state, data["reason"] = GoalCancelled, err.Error()
+	case err != nil:
+		return // the manager is stopping
+	default:
+		data["status"], data["at"] = y.Status, y.At
+		if y.To != "" {
+			data["to"] = y.To
+		}
+		if y.Note != "" {
+			data["note"] = y.Note
+		}
+	}
+	raw, _ := json.Marshal(data) // strings and numbers always encode
+	fact, err := g.commit(state, raw)
+	if err != nil {
+		g.svc.cfg.Log.Error("record a turn goal's result", "goal", g.id, "agent", g.agent, "err", err)
+	}
+	g.result = fact
+	close(g.done)
+	g.progress(phaseTerminal, state, raw)
 }
 
 // alive reports whether a seat runs, or is being restarted.

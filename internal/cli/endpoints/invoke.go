@@ -58,6 +58,8 @@ type Result struct {
 	Outcome wire.Outcome        `json:"outcome"`
 	GoalID  string              `json:"goalId,omitempty"`
 	State   string              `json:"state,omitempty"`
+	// GoalData is the goal's terminal data: what it reached, or why it did not.
+	GoalData json.RawMessage `json:"goalData,omitempty"`
 }
 
 // goalSucceeded is the one terminal goal state that is not a failure (SPEC §13.6).
@@ -95,7 +97,7 @@ func NewCmdInvoke(f *factory.Factory) *cobra.Command {
 	fs.StringVar(&o.TargetLifecycle, "target", "", "the target lifecycle of a targeted command, OWNER.ACTOR.UID")
 	fs.StringVar(&o.Instance, "instance", "", "call this instance (its whole id, as cotal endpoints prints it) on its own rail")
 	fs.StringVar(&o.Goal, "goal", "", "the goal the reserved cancel command cancels")
-	fs.BoolVar(&o.JSON, "json", false, "print the reply, its outcome and a goal's state as one JSON object")
+	fs.BoolVar(&o.JSON, "json", false, "print the reply, its outcome and a goal's state and terminal data (goalData) as one JSON object")
 	return cmd
 }
 
@@ -263,11 +265,11 @@ func (o *InvokeOptions) invoke(ctx context.Context, ctl *factory.Control, in *in
 	if res.GoalID = goalOf(reply.Data); res.GoalID == "" {
 		return nil, nil
 	}
-	ev := follow(ctx, events, res.GoalID)
+	ev := manager.FollowGoal(ctx, events, res.GoalID)
 	if ev == nil {
 		return nil, fmt.Errorf("%s %s: goal %s did not end within --timeout %s; its outcome is unknown", in.endpoint, o.Command, res.GoalID, o.Timeout)
 	}
-	res.State = ev.State
+	res.State, res.GoalData = ev.State, ev.Data
 	if ev.State != goalSucceeded {
 		return ev.Data, fmt.Errorf("%s %s: goal %s ended %s: %s", in.endpoint, o.Command, res.GoalID, ev.State, ev.Data)
 	}
@@ -283,21 +285,6 @@ func goalOf(data json.RawMessage) string {
 		return ""
 	}
 	return g.GoalID
-}
-
-// follow waits for the terminal progress event of goal on events, or nil when ctx ends first.
-func follow(ctx context.Context, events <-chan *nats.Msg, goal string) *manager.ProgressEvent {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case msg := <-events:
-			var ev manager.ProgressEvent
-			if json.Unmarshal(msg.Data, &ev) == nil && ev.GoalID == goal && ev.IsTerminalPhase() {
-				return &ev
-			}
-		}
-	}
 }
 
 // print writes a reply's data, and a goal's terminal data, to Out, and its outcome and a goal's
