@@ -28,8 +28,9 @@ log(first.index, ok.value, reviews.length)
 `
 
 // TestWorkflowRunManagerKilled kills `cotal up`, which hosts the run's manager, with SIGKILL at
-// each of several points of a run (right after it starts, in the middle of an agent's turn, at
-// its pause, right after the answer, in the middle of its fanOut) and brings it up again on the
+// each of several points of a run (right after it starts, before an agent's spawn settles, in
+// the middle of an agent's turn, at its pause, right after the answer, in the middle of its
+// fanOut) and brings it up again on the
 // same directory and port: the manager takes the run back from its journal and it completes.
 // The journal writes each spawn and each turn pending once, and holds one activation per host
 // incarnation; the agents the killed manager ran go with it, and a turn asks its agent's
@@ -38,7 +39,7 @@ log(first.index, ok.value, reviews.length)
 func TestWorkflowRunManagerKilled(t *testing.T) {
 	meshtest.Long(t, "kills and restarts real processes")
 	t.Parallel()
-	for _, point := range []string{"started", "turn", "pause", "answered", "scope"} {
+	for _, point := range []string{"started", "spawning", "turn", "pause", "answered", "scope"} {
 		t.Run(point, func(t *testing.T) { runKilledAt(t, point) })
 	}
 }
@@ -50,8 +51,9 @@ func runKilledAt(t *testing.T, point string) {
 	if err := os.MkdirAll(agents, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// The builder's turn takes three seconds, the time to kill its manager in the middle of it.
-	for name, hint := range map[string]string{"builder": "turnTakes: 3s\n", "reviewer": ""} {
+	// The builder's turn takes three seconds, and the reviewer takes three to start (a spawn
+	// settles once its agent is present): the time to kill their manager in the middle of either.
+	for name, hint := range map[string]string{"builder": "turnTakes: 3s\n", "reviewer": "startTakes: 3s\n"} {
 		if err := os.WriteFile(filepath.Join(agents, name+".md"), []byte("---\nname: "+name+"\nagent: cotal\n"+hint+"---\nYou are the "+name+".\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -82,6 +84,14 @@ func runKilledAt(t *testing.T, point string) {
 		}
 	}
 	switch point {
+	case "spawning":
+		spawning := func() bool {
+			j := journal()
+			return strings.Contains(j, "/spawn:reviewer#0  pending") && !strings.Contains(j, "/spawn:reviewer#0  ok")
+		}
+		if !waitFor(ctx, 50*time.Millisecond, spawning) {
+			t.Fatalf("the run never was in the middle of the reviewer's spawn:\n%s", journal())
+		}
 	case "turn":
 		midTurn := func() bool {
 			j := journal()
@@ -108,7 +118,7 @@ func runKilledAt(t *testing.T, point string) {
 	}
 	m.kill()
 	m.restart()
-	if point == "started" || point == "turn" || point == "pause" {
+	if point == "started" || point == "spawning" || point == "turn" || point == "pause" {
 		answer()
 	}
 	var state string

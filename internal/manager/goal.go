@@ -143,15 +143,10 @@ func (g *goal) await() (string, map[string]any) {
 		g.svc.cfg.Log.Warn("watch a spawned agent's presence", "agent", g.agent, "err", g.watchErr)
 		return GoalUncertain, map[string]any{"reason": fmt.Sprintf("the manager could not watch the agent's presence: %v; inspect it, do not re-issue", g.watchErr)}
 	}
-	key := wire.PresenceKey(g.agent.Principal)
 	for {
 		select {
 		case e := <-g.presence.Updates():
-			if e == nil || e.Operation() != jetstream.KeyValuePut || e.Key() != key {
-				continue
-			}
-			p, err := wire.DecodePresence(e.Key(), e.Value())
-			if err != nil || p.Status == wire.StatusOffline || p.LifecycleUID != "" && p.LifecycleUID != g.agent.UID {
+			if e == nil || !presentAs(e, g.agent) {
 				continue
 			}
 			g.progress(phasePresence, "", nil)
@@ -178,6 +173,16 @@ func (g *goal) await() (string, map[string]any) {
 			return GoalUncertain, who
 		}
 	}
+}
+
+// presentAs reports whether the presence watch entry e shows the agent who present: its row
+// written, not offline, and of its lifecycle (a row that names none is taken as its).
+func presentAs(e jetstream.KeyValueEntry, who wire.Lifecycle) bool {
+	if e.Operation() != jetstream.KeyValuePut || e.Key() != wire.PresenceKey(who.Principal) {
+		return false
+	}
+	p, err := wire.DecodePresence(e.Key(), e.Value())
+	return err == nil && p.Status != wire.StatusOffline && (p.LifecycleUID == "" || p.LifecycleUID == who.UID)
 }
 
 // commit writes the goal's terminal result fact create-only and returns it: if a fact is already

@@ -13,10 +13,12 @@ import (
 )
 
 // The agent file keys cotal's own agent (agent: cotal) takes, so a workflow run can be tried
-// with no model: the JSON value it answers each ask with, and how long each turn takes it.
+// with no model: the JSON value it answers each ask with, how long each turn takes it, and how
+// long it takes to start.
 const (
-	PersonaOnAsk     = "onAsk"
-	PersonaTurnTakes = "turnTakes"
+	PersonaOnAsk      = "onAsk"
+	PersonaTurnTakes  = "turnTakes"
+	PersonaStartTakes = "startTakes"
 )
 
 // cotalHints applies the persona's hints for cotal's own agent to the spawn.
@@ -27,11 +29,16 @@ func (a *SpawnArgs) cotalHints(f *persona.File) *wire.EndpointError {
 		}
 		a.cotalArgs = append(a.cotalArgs, "--on-ask", v)
 	}
-	if v := f.Meta[PersonaTurnTakes]; v != "" {
-		if d, err := time.ParseDuration(v); err != nil || d < 0 {
-			return notExecuted(wire.CodeBadRequest, "persona %s: %s %q is not a duration (e.g. 3s)", f.Name, PersonaTurnTakes, v)
+	for _, h := range []struct{ key, flag string }{{PersonaTurnTakes, "--turn-takes"}, {PersonaStartTakes, "--start-takes"}} {
+		key, flag := h.key, h.flag
+		v := f.Meta[key]
+		if v == "" {
+			continue
 		}
-		a.cotalArgs = append(a.cotalArgs, "--turn-takes", v)
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			return notExecuted(wire.CodeBadRequest, "persona %s: %s %q is not a duration (e.g. 3s)", f.Name, key, v)
+		}
+		a.cotalArgs = append(a.cotalArgs, flag, v)
 	}
 	return nil
 }

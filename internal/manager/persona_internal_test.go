@@ -53,8 +53,8 @@ func TestApplyPersona(t *testing.T) {
 	}
 }
 
-// TestCotalHints: an agent: cotal persona's onAsk and turnTakes become its agent's --on-ask and
-// --turn-takes; a value that is not JSON, or not a duration, refuses the spawn naming the key;
+// TestCotalHints: an agent: cotal persona's onAsk, turnTakes and startTakes become its agent's
+// --on-ask, --turn-takes and --start-takes; a value that is not JSON, or not a duration, refuses the spawn naming the key;
 // another harness's persona passes no such argument.
 func TestCotalHints(t *testing.T) {
 	dir := t.TempDir()
@@ -64,7 +64,8 @@ func TestCotalHints(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("tester", "agent: cotal\nonAsk: '{\"ok\": true}'\nturnTakes: 2s\n")
+	write("tester", "agent: cotal\nonAsk: '{\"ok\": true}'\nturnTakes: 2s\nstartTakes: 1s\n")
+	write("badstart", "agent: cotal\nstartTakes: -1s\n")
 	write("badask", "agent: cotal\nonAsk: 'not json'\n")
 	write("badtime", "agent: cotal\nturnTakes: soon\n")
 	write("model", "agent: claude\nonAsk: '{}'\n")
@@ -73,10 +74,10 @@ func TestCotalHints(t *testing.T) {
 		t.Fatal(refusal)
 	}
 	sp, refusal := a.spec(false)
-	if refusal != nil || !slices.Equal(sp.Command, []string{"--on-ask", `{"ok": true}`, "--turn-takes", "2s"}) {
+	if refusal != nil || !slices.Equal(sp.Command, []string{"--on-ask", `{"ok": true}`, "--turn-takes", "2s", "--start-takes", "1s"}) {
 		t.Errorf("the cotal agent's arguments: %q %v", sp.Command, refusal)
 	}
-	for name, key := range map[string]string{"badask": "onAsk", "badtime": "turnTakes"} {
+	for name, key := range map[string]string{"badask": "onAsk", "badtime": "turnTakes", "badstart": "startTakes"} {
 		a := SpawnArgs{Config: name}
 		if _, refusal := a.applyPersona(dir); refusal == nil || !strings.Contains(refusal.Error(), key) {
 			t.Errorf("persona %s: %v", name, refusal)

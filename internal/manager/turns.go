@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
@@ -63,19 +65,46 @@ type PendingTurn struct {
 
 // SpawnSeat starts the agent name from persona (an agent file of the manager's catalog) for a
 // workflow run, as the manager's own, granted to read and post on the concrete channels
-// beyond what the persona grants (the run's conclave channel); a seat of that name already
-// running is the one the run spawned before (a replay, or a recovery), and is not started again.
+// beyond what the persona grants (the run's conclave channel), and returns once it is present
+// on the mesh: an error when its process ends first, or it is not present within the
+// manager's readiness deadline. A seat of that name already running is the one the run
+// spawned before (a replay, or a recovery), and is not started again.
 func (svc *Service) SpawnSeat(ctx context.Context, name, persona string, channels []string) (Status, error) {
 	if st, ok := svc.sup.Lookup(name); ok && alive(st) {
 		return st, nil
 	}
+	spec, err := svc.seatSpec(name, persona, channels)
+	if err != nil {
+		return Status{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, svc.cfg.Readiness)
+	defer cancel()
+	// Watched before the seat starts, so its first presence row cannot come before the watch.
+	w, err := svc.presence.Watch(wctx, "*."+name)
+	if err != nil {
+		return Status{}, fmt.Errorf("watch seat %s's presence: %w", name, err)
+	}
+	st, err := svc.sup.Spawn(ctx, spec)
+	if errors.Is(err, ErrAlreadyExists) {
+		// Another step of the run is starting the same seat (branches asking it at once): it
+		// is the one this step asked for, once it runs.
+		st, err = svc.awaitAlive(ctx, name, err)
+	}
+	if err != nil {
+		return st, err
+	}
+	return st, svc.awaitPresent(wctx, w, st)
+}
+
+// seatSpec is the spec of seat name, from persona, granted channels beyond it.
+func (svc *Service) seatSpec(name, persona string, channels []string) (Spec, error) {
 	if svc.cfg.Personas == "" {
-		return Status{}, errors.New("this manager keeps no persona catalog to spawn a run's seat from")
+		return Spec{}, errors.New("this manager keeps no persona catalog to spawn a run's seat from")
 	}
 	args := SpawnArgs{Name: name, Config: persona}
 	capabilities, refusal := args.applyPersona(svc.cfg.Personas)
 	if refusal != nil {
-		return Status{}, refusal
+		return Spec{}, refusal
 	}
 	args.Config = ""
 	if args.Cwd == "" {
@@ -83,7 +112,7 @@ func (svc *Service) SpawnSeat(ctx context.Context, name, persona string, channel
 	}
 	for _, ch := range channels {
 		if err := wire.ValidateChannel(ch); err != nil {
-			return Status{}, err
+			return Spec{}, err
 		}
 	}
 	if len(channels) > 0 {
@@ -96,15 +125,14 @@ func (svc *Service) SpawnSeat(ctx context.Context, name, persona string, channel
 	}
 	spec, refusal := args.spec(false)
 	if refusal != nil {
-		return Status{}, refusal
+		return Spec{}, refusal
 	}
 	spec.Capabilities = capabilities
-	st, err := svc.sup.Spawn(ctx, spec)
-	if !errors.Is(err, ErrAlreadyExists) {
-		return st, err
-	}
-	// Another step of the run is starting the same seat (branches asking it at once): it is
-	// the one this step asked for, once it runs.
+	return spec, nil
+}
+
+// awaitAlive waits until seat name runs; err when ctx ends first.
+func (svc *Service) awaitAlive(ctx context.Context, name string, err error) (Status, error) {
 	for {
 		if st, ok := svc.sup.Lookup(name); ok && alive(st) {
 			return st, nil
@@ -113,6 +141,29 @@ func (svc *Service) SpawnSeat(ctx context.Context, name, persona string, channel
 		case <-ctx.Done():
 			return Status{}, err
 		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// awaitPresent waits, on the presence watch w, until the seat st is present on the mesh: an
+// error when its process ends first, or ctx ends.
+func (svc *Service) awaitPresent(ctx context.Context, w jetstream.KeyWatcher, st Status) error {
+	p, err := wire.ParsePrincipal(st.Principal)
+	if err != nil {
+		return err
+	}
+	who := wire.Lifecycle{Principal: p, UID: st.LifecycleUID}
+	exited := svc.sup.Done(st.Name)
+	for {
+		select {
+		case e := <-w.Updates():
+			if e != nil && presentAs(e, who) {
+				return nil
+			}
+		case <-exited:
+			return fmt.Errorf("seat %s's process ended before it joined the mesh", st.Name)
+		case <-ctx.Done():
+			return fmt.Errorf("seat %s did not join the mesh within %s: %w", st.Name, svc.cfg.Readiness, ctx.Err())
 		}
 	}
 }

@@ -41,6 +41,9 @@ type Options struct {
 	// TurnTakes is how long the agent works on each turn before it yields it: a model's work,
 	// simulated.
 	TurnTakes time.Duration
+	// StartTakes is how long the agent waits before it joins the mesh: a harness's start,
+	// simulated.
+	StartTakes time.Duration
 	// LaunchMaterial is the path of the launch material a manager handed the process
 	// ($COTAL_LAUNCH_MATERIAL); empty when it was not spawned.
 	LaunchMaterial string
@@ -78,7 +81,8 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 			"`turn GOAL: taken` as it takes a turn and `turn GOAL: STATUS` as it yields it, --turn-takes\n" +
 			"after; with --on-ask it answers each `ask` with that value first, printing `ask GOAL: VALUE`.\n" +
 			"A turn taken inside a `conclave` joins the conclave's channel and says there that the agent\n" +
-			"takes it (`conclave CHANNEL: said STEP`). A run can be tried with no model behind its agents.",
+			"takes it (`conclave CHANNEL: said STEP`). --start-takes delays its joining the mesh. A run can\n" +
+			"be tried with no model behind its agents.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.LaunchMaterial = os.Getenv(manager.LaunchMaterialEnv)
@@ -93,6 +97,8 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 				return &exit.UsageError{Err: errors.New("--turn-takes paces the turns --on-turn takes: give --on-turn too")}
 			case o.TurnTakes < 0:
 				return &exit.UsageError{Err: fmt.Errorf("--turn-takes %s: must not be negative", o.TurnTakes)}
+			case o.StartTakes < 0:
+				return &exit.UsageError{Err: fmt.Errorf("--start-takes %s: must not be negative", o.StartTakes)}
 			case o.OnAsk != "" && !json.Valid([]byte(o.OnAsk)):
 				return &exit.UsageError{Err: fmt.Errorf("--on-ask %q: not a JSON value", o.OnAsk)}
 			}
@@ -110,10 +116,14 @@ func NewCmdAgent(f *factory.Factory) *cobra.Command {
 	fs.StringVar(&o.HandoffTo, "handoff-to", "", "the agent a handoff yield names (with --on-turn handoff)")
 	fs.StringVar(&o.OnAsk, "on-ask", "", "the JSON value to answer each turn that asks for one (an ask) with, before yielding")
 	fs.DurationVar(&o.TurnTakes, "turn-takes", 0, "how long each turn takes before the agent yields it (a model's work, simulated)")
+	fs.DurationVar(&o.StartTakes, "start-takes", 0, "how long the agent waits before it joins the mesh (a harness's start, simulated)")
 	return cmd
 }
 
 func agentRun(ctx context.Context, o *Options) error {
+	if !sleepCtx(ctx, o.StartTakes) {
+		return nil
+	}
 	url, creds, err := o.credential(ctx)
 	if err != nil {
 		return err
