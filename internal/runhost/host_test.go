@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -413,6 +414,25 @@ type seatsOnHand struct {
 	// the agent asked would, through the host, before it yields.
 	answer func(ask *runhost.TurnAsk) json.RawMessage
 	host   *runhost.Host
+	// addressed are, for each turn with a host, the addressee its step's journal row names.
+	addressed []string
+}
+
+// addresseeOf reads the addressee of p's step off the run's journal, as its turn runs.
+func (s *seatsOnHand) addresseeOf(p runhost.TurnPayload) string {
+	if s.host == nil {
+		return ""
+	}
+	v, err := s.host.View(context.Background(), p.Run)
+	if err != nil {
+		return err.Error()
+	}
+	for _, r := range slices.Backward(v.Journal) {
+		if r.Step == p.Step {
+			return r.Addressee
+		}
+	}
+	return "no row"
 }
 
 func (s *seatsOnHand) Spawn(_ context.Context, name, _ string, _ []string) (wire.Principal, error) {
@@ -428,6 +448,7 @@ func (s *seatsOnHand) Turn(_ context.Context, name, _, payload string, _ time.Ti
 	}
 	s.mu.Lock()
 	s.payloads[name] = append(s.payloads[name], p)
+	s.addressed = append(s.addressed, s.addresseeOf(p))
 	s.mu.Unlock()
 	if p.Ask != nil && s.answer != nil {
 		if v := s.answer(p.Ask); v != nil {
@@ -492,6 +513,11 @@ assert(codes.join(",") === "L4006,L4006,L4022", "the failures: " + codes.join(",
 	}
 	if fmt.Sprint(asks) != "[1 2 1 1]" {
 		t.Errorf("the asks' turns were attempts %v, want one turn per attempt and none for an unreadable schema", asks)
+	}
+	for _, a := range seats.addressed {
+		if !strings.HasPrefix(a, string(wire.DevOwner)+".builder_") {
+			t.Errorf("an open ask's journal row names addressee %q, want the builder", a)
+		}
 	}
 }
 

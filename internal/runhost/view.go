@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -35,16 +36,18 @@ type View struct {
 // the run, at which epoch, after replaying how many records) or a step write (its key, state and
 // outcome; the question of a checkpoint still open; the answer a settled one took).
 type JournalRow struct {
-	N          int64      `json:"n"`
-	Kind       string     `json:"kind"`
-	Holder     string     `json:"holder,omitempty"`
-	Epoch      *int64     `json:"epoch,omitempty"`
-	ReplayedTo *int64     `json:"replayedTo,omitempty"`
-	Step       string     `json:"step,omitempty"`
-	State      string     `json:"state,omitempty"`
-	Outcome    string     `json:"outcome,omitempty"`
-	Asks       string     `json:"asks,omitempty"`
-	Answer     *RowAnswer `json:"answer,omitempty"`
+	N          int64  `json:"n"`
+	Kind       string `json:"kind"`
+	Holder     string `json:"holder,omitempty"`
+	Epoch      *int64 `json:"epoch,omitempty"`
+	ReplayedTo *int64 `json:"replayedTo,omitempty"`
+	Step       string `json:"step,omitempty"`
+	State      string `json:"state,omitempty"`
+	Outcome    string `json:"outcome,omitempty"`
+	Asks       string `json:"asks,omitempty"`
+	// Addressee is the agent an open ask addresses, who may answer it.
+	Addressee string     `json:"addressee,omitempty"`
+	Answer    *RowAnswer `json:"answer,omitempty"`
 }
 
 // RowAnswer is the answer a settled checkpoint took.
@@ -105,17 +108,16 @@ func (h *Host) View(ctx context.Context, runID string) (*View, error) {
 	return v, err
 }
 
-// rows renders a journal's records; an open checkpoint or ask this host drives carries its question.
+// rows renders a journal's records; an open checkpoint or ask this host drives carries its
+// question, and an ask the agent it addresses.
 func (h *Host) rows(runID string, records []meshwire.JournalRecord) []JournalRow {
 	h.mu.Lock()
 	r := h.runs[runID]
 	h.mu.Unlock()
-	asks := map[string]string{}
+	open := map[string]openPoint{}
 	if r != nil {
 		r.mu.Lock()
-		for key, p := range r.open {
-			asks[key] = p.prompt
-		}
+		maps.Copy(open, r.open)
 		r.mu.Unlock()
 	}
 	var out []JournalRow
@@ -135,7 +137,7 @@ func (h *Host) rows(runID string, records []meshwire.JournalRecord) []JournalRow
 		}
 		row.Step, row.State, row.Outcome = e.Key(), e.State, outcome(e)
 		if (e.Kind == "checkpoint" || e.Kind == "ask") && e.State == lang.StatePending {
-			row.Asks = asks[row.Step]
+			row.Asks, row.Addressee = open[row.Step].prompt, open[row.Step].seat
 		}
 		if e.Kind == "checkpoint" && e.Status == lang.StatusOK {
 			row.Answer = answerOf(e.Result)

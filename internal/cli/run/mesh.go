@@ -218,6 +218,9 @@ func printJournal(w io.Writer, rows []runhost.JournalRow) {
 		if r.Asks != "" {
 			fmt.Fprintf(w, "            asks        %s\n", termsafe.Sanitize(r.Asks))
 		}
+		if r.Addressee != "" {
+			fmt.Fprintf(w, "            addressee   %s\n", termsafe.Sanitize(r.Addressee))
+		}
 		if a := r.Answer; a != nil {
 			by, _ := json.Marshal(a.By)
 			fmt.Fprintf(w, "            answered    value=%s  by=%s  at=%.0f  answerId=%q\n", termsafe.Sanitize(string(a.Value)), by, a.At, a.AnswerID)
