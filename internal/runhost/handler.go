@@ -56,10 +56,15 @@ func (m *meshHandler) Perform(ctx context.Context, req *lang.Request) (*lang.Out
 		if seats == nil {
 			break
 		}
-		switch req.Kind {
-		case "spawn":
+		if req.Kind == "spawn" {
 			return m.spawn(ctx, seats, req)
-		case "ask":
+		}
+		release, err := m.r.takeTurn(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		if req.Kind == "ask" {
 			return m.ask(ctx, seats, req)
 		}
 		return m.turn(ctx, seats, req)

@@ -416,6 +416,13 @@ type seatsOnHand struct {
 	host   *runhost.Host
 	// addressed are, for each turn with a host, the addressee its step's journal row names.
 	addressed []string
+	// yield, when set, is how a seat yields the turn of payload p (nil: done).
+	yield func(p runhost.TurnPayload) *runhost.SeatYield
+	// takes is how long each turn takes; inTurn and most count the turns each seat takes at
+	// once, and the most it ever took.
+	takes  time.Duration
+	inTurn map[string]int
+	most   int
 }
 
 // addresseeOf reads the addressee of p's step off the run's journal, as its turn runs.
@@ -441,6 +448,18 @@ func (s *seatsOnHand) Spawn(_ context.Context, name, _ string, _ []string) (wire
 
 func (s *seatsOnHand) Conclaves(string, []string) error { return nil }
 
+// name is the principal of the seat spawned from persona, once it was.
+func (s *seatsOnHand) name(persona string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range s.payloads {
+		if strings.HasPrefix(name, persona+"_") {
+			return string(wire.DevOwner) + "." + name
+		}
+	}
+	return ""
+}
+
 func (s *seatsOnHand) Turn(_ context.Context, name, _, payload string, _ time.Time) (runhost.SeatYield, error) {
 	var p runhost.TurnPayload
 	if err := json.Unmarshal([]byte(payload), &p); err != nil {
@@ -449,7 +468,23 @@ func (s *seatsOnHand) Turn(_ context.Context, name, _, payload string, _ time.Ti
 	s.mu.Lock()
 	s.payloads[name] = append(s.payloads[name], p)
 	s.addressed = append(s.addressed, s.addresseeOf(p))
+	if s.inTurn == nil {
+		s.inTurn = map[string]int{}
+	}
+	s.inTurn[name]++
+	s.most = max(s.most, s.inTurn[name])
 	s.mu.Unlock()
+	time.Sleep(s.takes)
+	defer func() {
+		s.mu.Lock()
+		s.inTurn[name]--
+		s.mu.Unlock()
+	}()
+	if s.yield != nil {
+		if y := s.yield(p); y != nil {
+			return *y, nil
+		}
+	}
 	if p.Ask != nil && s.answer != nil {
 		if v := s.answer(p.Ask); v != nil {
 			if _, err := s.host.Answer(context.Background(), p.Run, p.Step, v, string(wire.DevOwner)+"."+name); err != nil {
@@ -518,6 +553,50 @@ assert(codes.join(",") === "L4006,L4006,L4022", "the failures: " + codes.join(",
 		if !strings.HasPrefix(a, string(wire.DevOwner)+".builder_") {
 			t.Errorf("an open ask's journal row names addressee %q, want the builder", a)
 		}
+	}
+}
+
+// TestTurnsOfOneAgentTakeTheirTurn: two branches turning one agent at once are served one
+// after the other, never two turns at once; a handoff to an agent the run did not spawn fails
+// the turn (L4005), one to an agent it did is a yield like any other.
+func TestTurnsOfOneAgentTakeTheirTurn(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
+	seats := &seatsOnHand{payloads: map[string][]runhost.TurnPayload{}, takes: 100 * time.Millisecond}
+	seats.yield = func(p runhost.TurnPayload) *runhost.SeatYield {
+		switch p.Step {
+		case "/turn:away#0":
+			return &runhost.SeatYield{Status: "handoff", To: "stranger", At: 1}
+		case "/turn:hand#0":
+			return &runhost.SeatYield{Status: "handoff", To: seats.name("builder"), At: 1}
+		}
+		return nil
+	}
+	h.SetSeats(seats)
+	id, err := h.Start(ctx, `const a = await spawn("builder")
+const b = await spawn("reviewer")
+const both = await parallel({ one: () => turn(a, { name: "one" }), two: () => turn(a, { name: "two" }), three: () => turn(b, { name: "three" }) }, { name: "both" })
+assert(both.one.status === "done" && both.two.status === "done", "both turns were taken")
+let code = ""
+try {
+  await turn(b, { name: "away" })
+} catch (e) {
+  code = e.code
+}
+assert(code === "L4005", "a handoff outside the run: " + code)
+const handed = await turn(b, { name: "hand" })
+assert(handed.status === "handoff" && handed.to === a.agent, "a handoff within the run: " + json.stringify(handed))`, operatorAdmit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.Wait(ctx, id); err != nil || st.State != meshwire.RunCompleted {
+		v, _ := h.View(ctx, id)
+		t.Fatalf("%+v %v\n%+v", st, err, v.Journal)
+	}
+	if seats.most != 1 {
+		t.Errorf("a seat took %d turns at once", seats.most)
 	}
 }
 

@@ -37,6 +37,10 @@ type hosted struct {
 	answers map[string]chan meshwire.Answer // by checkpoint token: a waiting checkpoint's wake
 	// conclaves are the conclaves the run is inside, by step key.
 	conclaves map[string]openConclave
+	// turning holds, per agent, the turn or ask under way: one at a time.
+	turning map[string]chan struct{}
+	// roster are the agents the run spawned since this host took it, by principal.
+	roster map[string]bool
 }
 
 // openPoint is a step the run waits on an answer to: a checkpoint, or an ask (whose seat, the

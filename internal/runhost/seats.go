@@ -81,6 +81,67 @@ func (h *Host) seatsOf() Seats {
 	return h.seats
 }
 
+// takeTurn waits, in dispatch order, until no other turn or ask of the run addresses the agent
+// req does (spec §6.5: two concurrent turns on one handle are serialized at the dispatch, so
+// an agent is never asked for two turns at once), and returns what ends this one's hold.
+func (r *hosted) takeTurn(ctx context.Context, req *lang.Request) (func(), error) {
+	agent, err := handleAgent(req.Kind, req.Args[0])
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.turning == nil {
+		r.turning = map[string]chan struct{}{}
+	}
+	hold := r.turning[agent.String()]
+	if hold == nil {
+		hold = make(chan struct{}, 1)
+		r.turning[agent.String()] = hold
+	}
+	r.mu.Unlock()
+	select {
+	case hold <- struct{}{}: // a blocked send queues behind the ones before it
+		return func() { <-hold }, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// joinRoster records that the run spawned agent.
+func (r *hosted) joinRoster(agent wire.Principal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.roster == nil {
+		r.roster = map[string]bool{}
+	}
+	r.roster[agent.String()] = true
+}
+
+// inRoster reports whether to names an agent the run spawned, by its principal or its name:
+// one spawned live, or in a spawn step the journal recorded before this host took the run.
+func (r *hosted) inRoster(to string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for agent := range r.roster {
+		if p, err := wire.ParsePrincipal(agent); err == nil && (agent == to || p.Actor() == to) {
+			return true
+		}
+	}
+	for _, e := range r.recorded {
+		if e.Kind != "spawn" || e.State != lang.StateSettled || e.Status != lang.StatusOK {
+			continue
+		}
+		var handle struct{ Agent string }
+		if json.Unmarshal(e.Result, &handle) != nil {
+			continue
+		}
+		if p, err := wire.ParsePrincipal(handle.Agent); err == nil && (handle.Agent == to || p.Actor() == to) {
+			return true
+		}
+	}
+	return false
+}
+
 // seatName is the agent a spawn step starts: its persona and a digest of the step's request id,
 // so the same step, replayed or recovered, names the same agent.
 func seatName(persona, requestID string) string {
@@ -103,6 +164,7 @@ func (m *meshHandler) spawn(ctx context.Context, seats Seats, req *lang.Request)
 	if err != nil {
 		return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("spawn %s from persona %s: %v", name, persona, err)}
 	}
+	m.r.joinRoster(p)
 	handle := lang.NewRecord()
 	handle.Set("agent", p.String())
 	handle.Set("persona", persona)
@@ -121,6 +183,10 @@ func (m *meshHandler) turn(ctx context.Context, seats Seats, req *lang.Request) 
 	y, err := m.seatTurn(ctx, seats, req, seat, req.RequestID, nil)
 	if err != nil {
 		return nil, err
+	}
+	if y.Status == "handoff" && !m.r.inRoster(y.To) {
+		return nil, &lang.EffectError{Code: "L4005", Kind: "handoff-outside-run",
+			Message: fmt.Sprintf("%s handed off to %q, which is no agent this run spawned", seat.agent, y.To)}
 	}
 	out := lang.NewRecord()
 	out.Set("status", y.Status)
