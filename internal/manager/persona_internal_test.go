@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -86,5 +87,37 @@ func TestCotalHints(t *testing.T) {
 	m := SpawnArgs{Config: "model"}
 	if _, refusal := m.applyPersona(dir); refusal != nil || len(m.cotalArgs) != 0 {
 		t.Errorf("a claude persona took cotal's hints: %q %v", m.cotalArgs, refusal)
+	}
+}
+
+// TestSeatSpec: a run's seat takes its persona's harness, role and grants, with the model and
+// the channels to join its step sets: a channel to join within the persona's read access, a
+// role only the persona's own, and the run's conclave channel granted beyond the persona.
+func TestSeatSpec(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "builder.md"), []byte("---\nname: builder\nagent: claude\nrole: dev\nsubscribe: [general]\nallowSubscribe: [general, team.*]\nallowPublish: [general]\n---\nBuild.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svc := &Service{cfg: ServiceConfig{Personas: dir}}
+	spec, err := svc.seatSpec(runhost.SeatSpec{Name: "builder_1", Persona: "builder", Model: "m-2", Role: "dev", Join: []string{"team.backend"}, Channels: []string{"conclave.abc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.Name != "builder_1" || spec.Role != "dev" || spec.Model != "m-2" || !slices.Equal(spec.Subscribe, []string{"general", "team.backend"}) ||
+		!slices.Equal(spec.AllowSubscribe, []string{"general", "team.*", "conclave.abc"}) || !slices.Equal(spec.AllowPublish, []string{"general", "conclave.abc"}) {
+		t.Errorf("the seat's spec: %+v", spec)
+	}
+	for _, tt := range []struct {
+		sp   runhost.SeatSpec
+		want string
+	}{
+		{runhost.SeatSpec{Name: "b", Persona: "builder", Role: "ops"}, "role ops"},
+		{runhost.SeatSpec{Name: "b", Persona: "builder", Join: []string{"secret"}}, "join secret"},
+		{runhost.SeatSpec{Name: "b", Persona: "builder", Variant: "fast"}, "variant"},
+		{runhost.SeatSpec{Name: "b", Persona: "nobody"}, "no persona nobody"},
+	} {
+		if _, err := svc.seatSpec(tt.sp); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: %v, want an error naming %q", tt.sp, err, tt.want)
+		}
 	}
 }

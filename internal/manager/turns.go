@@ -13,6 +13,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -63,32 +64,32 @@ type PendingTurn struct {
 	DeadlineAt int64  `json:"deadlineAt"`
 }
 
-// SpawnSeat starts the agent name from persona (an agent file of the manager's catalog) for a
-// workflow run, as the manager's own, granted to read and post on the concrete channels
-// beyond what the persona grants (the run's conclave channel), and returns once it is present
-// on the mesh: an error when its process ends first, or it is not present within the
-// manager's readiness deadline. A seat of that name already running is the one the run
-// spawned before (a replay, or a recovery), and is not started again.
-func (svc *Service) SpawnSeat(ctx context.Context, name, persona string, channels []string) (Status, error) {
-	if st, ok := svc.sup.Lookup(name); ok && alive(st) {
+// SpawnSeat starts the seat sp describes for a workflow run, as the manager's own: from its
+// persona (an agent file of the manager's catalog), with what the run's step sets over it, and
+// granted to read and post on sp.Channels beyond what the persona grants. It returns once the
+// seat is present on the mesh: an error when its process ends first, or it is not present
+// within the manager's readiness deadline. A seat of that name already running is the one the
+// run spawned before (a replay, or a recovery), and is not started again.
+func (svc *Service) SpawnSeat(ctx context.Context, sp runhost.SeatSpec) (Status, error) {
+	if st, ok := svc.sup.Lookup(sp.Name); ok && alive(st) {
 		return st, nil
 	}
-	spec, err := svc.seatSpec(name, persona, channels)
+	spec, err := svc.seatSpec(sp)
 	if err != nil {
 		return Status{}, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, svc.cfg.Readiness)
 	defer cancel()
 	// Watched before the seat starts, so its first presence row cannot come before the watch.
-	w, err := svc.presence.Watch(wctx, "*."+name)
+	w, err := svc.presence.Watch(wctx, "*."+sp.Name)
 	if err != nil {
-		return Status{}, fmt.Errorf("watch seat %s's presence: %w", name, err)
+		return Status{}, fmt.Errorf("watch seat %s's presence: %w", sp.Name, err)
 	}
 	st, err := svc.sup.Spawn(ctx, spec)
 	if errors.Is(err, ErrAlreadyExists) {
 		// Another step of the run is starting the same seat (branches asking it at once): it
 		// is the one this step asked for, once it runs.
-		st, err = svc.awaitAlive(ctx, name, err)
+		st, err = svc.awaitAlive(ctx, sp.Name, err)
 	}
 	if err != nil {
 		return st, err
@@ -96,32 +97,47 @@ func (svc *Service) SpawnSeat(ctx context.Context, name, persona string, channel
 	return st, svc.awaitPresent(wctx, w, st)
 }
 
-// seatSpec is the spec of seat name, from persona, granted channels beyond it.
-func (svc *Service) seatSpec(name, persona string, channels []string) (Spec, error) {
+// seatSpec is the spec of the seat sp: its persona's, with the model, variant and role the step
+// sets (a role only as the persona declares it: a run gives no agent a role its persona does
+// not), joined to the channels the step names besides the persona's (within the persona's read
+// access), and granted sp.Channels beyond the persona.
+func (svc *Service) seatSpec(sp runhost.SeatSpec) (Spec, error) {
 	if svc.cfg.Personas == "" {
 		return Spec{}, errors.New("this manager keeps no persona catalog to spawn a run's seat from")
 	}
-	args := SpawnArgs{Name: name, Config: persona}
+	args := SpawnArgs{Name: sp.Name, Config: sp.Persona, Model: sp.Model, Variant: sp.Variant}
 	capabilities, refusal := args.applyPersona(svc.cfg.Personas)
 	if refusal != nil {
 		return Spec{}, refusal
+	}
+	if sp.Role != "" && sp.Role != args.Role {
+		return Spec{}, fmt.Errorf("role %s: persona %s declares %q; a run gives no agent a role its persona does not", sp.Role, sp.Persona, args.Role)
 	}
 	args.Config = ""
 	if args.Cwd == "" {
 		args.Cwd = svc.cfg.Workspace
 	}
-	for _, ch := range channels {
+	read := args.AllowSubscribe
+	if len(read) == 0 {
+		read = args.Subscribe
+	}
+	for _, ch := range sp.Join {
+		if !wire.ChannelInAllow(read, ch) {
+			return Spec{}, fmt.Errorf("join %s: persona %s may not read it (%q)", ch, sp.Persona, read)
+		}
+		if !slices.Contains(args.Subscribe, ch) {
+			args.Subscribe = append(args.Subscribe, ch)
+		}
+	}
+	for _, ch := range sp.Channels {
 		if err := wire.ValidateChannel(ch); err != nil {
 			return Spec{}, err
 		}
 	}
-	if len(channels) > 0 {
+	if len(sp.Channels) > 0 {
 		// An empty read ACL defaults to the channels joined: keep that, and add to it.
-		if len(args.AllowSubscribe) == 0 {
-			args.AllowSubscribe = slices.Clone(args.Subscribe)
-		}
-		args.AllowSubscribe = append(args.AllowSubscribe, channels...)
-		args.AllowPublish = append(args.AllowPublish, channels...)
+		args.AllowSubscribe = append(slices.Clone(read), sp.Channels...)
+		args.AllowPublish = append(args.AllowPublish, sp.Channels...)
 	}
 	spec, refusal := args.spec(false)
 	if refusal != nil {

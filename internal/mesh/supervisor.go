@@ -370,8 +370,8 @@ func Supervise(ctx context.Context, d Dir, l *ledger.Ledger, so SupervisorOption
 // their turns.
 type runSeats struct{ svc *manager.Service }
 
-func (s runSeats) Spawn(ctx context.Context, name, persona string, channels []string) (wire.Principal, error) {
-	st, err := s.svc.SpawnSeat(ctx, name, persona, channels)
+func (s runSeats) Spawn(ctx context.Context, sp runhost.SeatSpec) (wire.Principal, error) {
+	st, err := s.svc.SpawnSeat(ctx, sp)
 	if err != nil {
 		return wire.Principal{}, err
 	}

@@ -83,7 +83,7 @@ func (m *meshHandler) OpenConclave(ctx context.Context, req *lang.Request) (stri
 	}
 	m.r.conclaves[req.Key] = c
 	m.r.mu.Unlock()
-	if err := m.tellMembers(ctx, seats, req.RunID, c.members); err != nil {
+	if err := m.tellMembers(ctx, seats, c.members); err != nil {
 		m.r.mu.Lock()
 		delete(m.r.conclaves, req.Key)
 		m.r.mu.Unlock()
@@ -102,17 +102,17 @@ func (m *meshHandler) CloseConclave(ctx context.Context, req *lang.Request, _ st
 	if !ok || seats == nil {
 		return nil
 	}
-	return m.tellMembers(ctx, seats, req.RunID, c.members)
+	return m.tellMembers(ctx, seats, c.members)
 }
 
 // tellMembers tells each of members the conclave channels it is a member of now. A member its
 // manager no longer runs is started again from its persona, as a turn would.
-func (m *meshHandler) tellMembers(ctx context.Context, seats Seats, runID string, members []seat) error {
+func (m *meshHandler) tellMembers(ctx context.Context, seats Seats, members []seat) error {
 	for _, s := range members {
 		channels := m.r.conclavesOf(s.agent.String())
 		err := seats.Conclaves(s.agent.Actor(), channels)
 		if errors.Is(err, ErrSeatGone) && s.persona != "" {
-			if _, serr := seats.Spawn(ctx, s.agent.Actor(), s.persona, []string{ConclaveChannel(runID)}); serr != nil {
+			if serr := m.respawn(ctx, seats, s); serr != nil {
 				return &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: fmt.Sprintf("%v; starting it again: %v", err, serr)}
 			}
 			err = seats.Conclaves(s.agent.Actor(), channels)

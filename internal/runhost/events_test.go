@@ -30,7 +30,8 @@ type liveSeats struct {
 	told   map[string][][]string          // the conclaves each seat was told, by name
 }
 
-func (s *liveSeats) Spawn(ctx context.Context, name, persona string, channels []string) (wire.Principal, error) {
+func (s *liveSeats) Spawn(ctx context.Context, sp runhost.SeatSpec) (wire.Principal, error) {
+	name, persona, channels := sp.Name, sp.Persona, sp.Channels
 	cred := s.m.AgentCred(s.t, ledger.Request{Name: name, Subscribe: []string{"general"},
 		AllowSubscribe: append([]string{"general"}, channels...), AllowPublish: append([]string{"general"}, channels...)})
 	c, err := cotal.Connect(ctx, s.m.URL(), cotal.WithCredsData(cred.Creds))

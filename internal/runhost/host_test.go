@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -423,6 +424,8 @@ type seatsOnHand struct {
 	takes  time.Duration
 	inTurn map[string]int
 	most   int
+	// spawned are the seats asked for, in order.
+	spawned []runhost.SeatSpec
 }
 
 // addresseeOf reads the addressee of p's step off the run's journal, as its turn runs.
@@ -442,8 +445,11 @@ func (s *seatsOnHand) addresseeOf(p runhost.TurnPayload) string {
 	return "no row"
 }
 
-func (s *seatsOnHand) Spawn(_ context.Context, name, _ string, _ []string) (wire.Principal, error) {
-	return wire.NewPrincipal(wire.DevOwner, name)
+func (s *seatsOnHand) Spawn(_ context.Context, sp runhost.SeatSpec) (wire.Principal, error) {
+	s.mu.Lock()
+	s.spawned = append(s.spawned, sp)
+	s.mu.Unlock()
+	return wire.NewPrincipal(wire.DevOwner, sp.Name)
 }
 
 func (s *seatsOnHand) Conclaves(string, []string) error { return nil }
@@ -597,6 +603,46 @@ assert(handed.status === "handoff" && handed.to === a.agent, "a handoff within t
 	}
 	if seats.most != 1 {
 		t.Errorf("a seat took %d turns at once", seats.most)
+	}
+}
+
+// TestSpawnOptions: what a spawn step sets over its persona (its model, role and the channels
+// it joins) reaches the seat the manager starts, and rides the handle and the step's record;
+// an option this host cannot honour (a worktree, a placement on another manager) holds the
+// run (L5016) rather than run without it.
+func TestSpawnOptions(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
+	seats := &seatsOnHand{payloads: map[string][]runhost.TurnPayload{}}
+	h.SetSeats(seats)
+	id, err := h.Start(ctx, `const a = await spawn({ persona: "builder", model: "m-2" }, { name: "lead", role: "dev", join: ["team.backend", channel("team.web")] })
+assert(a.role === "dev" && a.persona === "builder", "the handle: " + json.stringify(a))
+await spawn("builder", { name: "isolated", worktree: "wt-1" })`, operatorAdmit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.Wait(ctx, id); err != nil || st.State != meshwire.RunReleased {
+		t.Fatalf("%+v %v", st, err)
+	}
+	v, err := h.View(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := v.Journal[len(v.Journal)-1]; last.Step != "/spawn:isolated#0" || !strings.Contains(last.Outcome, "L5016: spawn: worktree is not available on this host") {
+		t.Errorf("the worktree spawn's record: %+v", last)
+	}
+	want := runhost.SeatSpec{Name: seats.spawned[0].Name, Persona: "builder", Model: "m-2", Role: "dev", Join: []string{"team.backend", "team.web"}, Channels: []string{runhost.ConclaveChannel(id)}}
+	if len(seats.spawned) != 1 || !reflect.DeepEqual(seats.spawned[0], want) {
+		t.Errorf("the seats asked for: %+v, want %+v", seats.spawned, want)
+	}
+	placed, err := h.Start(ctx, `await spawn("builder", { placement: { endpoint: "manager", instanceId: "elsewhere" } })`, operatorAdmit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.Wait(ctx, placed); err != nil || st.State != meshwire.RunReleased || !strings.Contains(st.Error, "not this host's manager") {
+		t.Errorf("a placement elsewhere: %+v %v", st, err)
 	}
 }
 

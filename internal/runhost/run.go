@@ -40,7 +40,7 @@ type hosted struct {
 	// turning holds, per agent, the turn or ask under way: one at a time.
 	turning map[string]chan struct{}
 	// roster are the agents the run spawned since this host took it, by principal.
-	roster map[string]bool
+	roster map[string]SeatSpec
 }
 
 // openPoint is a step the run waits on an answer to: a checkpoint, or an ask (whose seat, the

@@ -15,10 +15,9 @@ import (
 
 // Seats are the agents a run spawns and takes turns from: the hosting manager's.
 type Seats interface {
-	// Spawn starts the agent name from persona, granted to read and post on channels beyond
-	// what the persona grants, or finds it running (a replay or a recovery spawns nothing
-	// twice), and returns its principal.
-	Spawn(ctx context.Context, name, persona string, channels []string) (wire.Principal, error)
+	// Spawn starts the agent sp describes, or finds it running (a replay or a recovery spawns
+	// nothing twice), and returns its principal.
+	Spawn(ctx context.Context, sp SeatSpec) (wire.Principal, error)
 	// Conclaves tells the agent name the conclave channels it is a member of now: ErrSeatGone
 	// when no such agent runs, an error when its grant does not cover one of them.
 	Conclaves(name string, channels []string) error
@@ -107,39 +106,58 @@ func (r *hosted) takeTurn(ctx context.Context, req *lang.Request) (func(), error
 	}
 }
 
-// joinRoster records that the run spawned agent.
-func (r *hosted) joinRoster(agent wire.Principal) {
+// joinRoster records that the run spawned agent as sp.
+func (r *hosted) joinRoster(agent wire.Principal, sp SeatSpec) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.roster == nil {
-		r.roster = map[string]bool{}
+		r.roster = map[string]SeatSpec{}
 	}
-	r.roster[agent.String()] = true
+	r.roster[agent.String()] = sp
 }
 
-// inRoster reports whether to names an agent the run spawned, by its principal or its name:
-// one spawned live, or in a spawn step the journal recorded before this host took the run.
-func (r *hosted) inRoster(to string) bool {
+// rosterSpec returns the seat to names (by its principal or its name) as the run spawned it:
+// live, or in a spawn step the journal recorded before this host took the run; false when the
+// run spawned no such agent.
+func (r *hosted) rosterSpec(to string) (SeatSpec, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for agent := range r.roster {
-		if p, err := wire.ParsePrincipal(agent); err == nil && (agent == to || p.Actor() == to) {
-			return true
+	named := func(agent string) bool {
+		p, err := wire.ParsePrincipal(agent)
+		return err == nil && (agent == to || p.Actor() == to)
+	}
+	for agent, sp := range r.roster {
+		if named(agent) {
+			return sp, true
 		}
 	}
 	for _, e := range r.recorded {
 		if e.Kind != "spawn" || e.State != lang.StateSettled || e.Status != lang.StatusOK {
 			continue
 		}
-		var handle struct{ Agent string }
-		if json.Unmarshal(e.Result, &handle) != nil {
+		var handle struct{ Agent, Persona string }
+		if json.Unmarshal(e.Result, &handle) != nil || !named(handle.Agent) {
 			continue
 		}
-		if p, err := wire.ParsePrincipal(handle.Agent); err == nil && (handle.Agent == to || p.Actor() == to) {
-			return true
+		var sp SeatSpec
+		if json.Unmarshal(e.External, &sp) != nil || sp.Name == "" {
+			// A spawn recorded before its seat was: its persona, under its name.
+			p, _ := wire.ParsePrincipal(handle.Agent)
+			sp = SeatSpec{Name: p.Actor(), Persona: handle.Persona, Channels: []string{ConclaveChannel(r.id)}}
 		}
+		return sp, true
 	}
-	return false
+	return SeatSpec{}, false
+}
+
+// respawn starts again, as the run spawned it, seat s its manager no longer runs.
+func (m *meshHandler) respawn(ctx context.Context, seats Seats, s seat) error {
+	sp, ok := m.r.rosterSpec(s.agent.String())
+	if !ok {
+		sp = SeatSpec{Name: s.agent.Actor(), Persona: s.persona, Channels: []string{ConclaveChannel(m.r.id)}}
+	}
+	_, err := seats.Spawn(ctx, sp)
+	return err
 }
 
 // seatName is the agent a spawn step starts: its persona and a digest of the step's request id,
@@ -149,27 +167,97 @@ func seatName(persona, requestID string) string {
 	return persona + "_" + hex.EncodeToString(sum[:4])
 }
 
-// spawn performs a spawn step through the manager's seats.
+// SeatSpec is the agent a spawn step starts: its name and persona, what the step sets over the
+// persona (model, variant, role, the channels it joins), and the channels it is granted beyond
+// the persona (the run's conclave channel).
+type SeatSpec struct {
+	Name     string   `json:"name"`
+	Persona  string   `json:"persona"`
+	Model    string   `json:"model,omitempty"`
+	Variant  string   `json:"variant,omitempty"`
+	Role     string   `json:"role,omitempty"`
+	Join     []string `json:"join,omitempty"`
+	Channels []string `json:"channels,omitempty"`
+}
+
+// beyondHost refuses a spawn option this host cannot honour: the run is held (L5016) for one that
+// can, rather than run without what the program asked for.
+func (m *meshHandler) beyondHost(req *lang.Request) error {
+	refuse := func(why string) error {
+		return &lang.CapabilityRefusal{Code: "L5016", Message: "spawn: " + why}
+	}
+	for _, opt := range []string{"worktree", "permits", "supervise"} {
+		if v := req.Option(opt); v != nil && v != lang.Undefined {
+			return refuse(opt + " is not available on this host")
+		}
+	}
+	if v, _ := req.Option("onFork").(string); v == "adopt" {
+		return refuse(`onFork "adopt" is not available on this host`)
+	}
+	if pl, ok := req.Option("placement").(*lang.Record); ok {
+		ep, _ := pl.Get("endpoint")
+		inst, _ := pl.Get("instanceId")
+		if ep != string(m.h.cfg.Serve.Endpoint) || inst != string(m.h.cfg.Serve.Instance) {
+			return refuse(fmt.Sprintf("placement on %v instance %v, which is not this host's manager", ep, inst))
+		}
+	}
+	return nil
+}
+
+// seatSpecOf reads the seat a spawn step asks for.
+func seatSpecOf(req *lang.Request) (SeatSpec, error) {
+	str := func(r *lang.Record, k string) string {
+		v, _ := r.Get(k)
+		s, _ := v.(string)
+		return s
+	}
+	var sp SeatSpec
+	switch p := req.Args[0].(type) {
+	case string:
+		sp.Persona = p
+	case *lang.Record:
+		sp.Persona, sp.Model, sp.Variant = str(p, "persona"), str(p, "model"), str(p, "variant")
+	}
+	if err := wire.ValidateActor(sp.Persona); err != nil {
+		return SeatSpec{}, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("spawn: the persona %q is not a persona name: %v", sp.Persona, err)}
+	}
+	sp.Role, _ = req.Option("role").(string)
+	if join, ok := req.Option("join").(*lang.Array); ok {
+		for _, ch := range join.Elems {
+			sp.Join = append(sp.Join, channelOf(ch))
+		}
+	}
+	sp.Name = seatName(sp.Persona, req.RequestID)
+	sp.Channels = []string{ConclaveChannel(req.RunID)}
+	return sp, nil
+}
+
+// spawn performs a spawn step through the manager's seats. What it started is recorded with the
+// step (its external), so a seat its manager no longer runs is started again as it was.
 func (m *meshHandler) spawn(ctx context.Context, seats Seats, req *lang.Request) (*lang.Outcome, error) {
-	persona, _ := req.Args[0].(string)
-	if r, ok := req.Args[0].(*lang.Record); ok {
-		p, _ := r.Get("persona")
-		persona, _ = p.(string)
+	if err := m.beyondHost(req); err != nil {
+		return nil, err
 	}
-	if err := wire.ValidateActor(persona); err != nil {
-		return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("spawn: the persona %q is not a persona name: %v", persona, err)}
-	}
-	name := seatName(persona, req.RequestID)
-	p, err := seats.Spawn(ctx, name, persona, []string{ConclaveChannel(req.RunID)})
+	sp, err := seatSpecOf(req)
 	if err != nil {
-		return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("spawn %s from persona %s: %v", name, persona, err)}
+		return nil, err
 	}
-	m.r.joinRoster(p)
+	p, err := seats.Spawn(ctx, sp)
+	if err != nil {
+		return nil, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("spawn %s from persona %s: %v", sp.Name, sp.Persona, err)}
+	}
+	m.r.joinRoster(p, sp)
 	handle := lang.NewRecord()
 	handle.Set("agent", p.String())
-	handle.Set("persona", persona)
-	external := lang.NewRecord()
-	external.Set("seat", name)
+	handle.Set("persona", sp.Persona)
+	if sp.Role != "" {
+		handle.Set("role", sp.Role)
+	}
+	raw, _ := json.Marshal(sp) // strings always encode
+	external, err := lang.ParseJSON(raw)
+	if err != nil {
+		return nil, err
+	}
 	return &lang.Outcome{Result: handle, External: external}, nil
 }
 
@@ -184,7 +272,7 @@ func (m *meshHandler) turn(ctx context.Context, seats Seats, req *lang.Request) 
 	if err != nil {
 		return nil, err
 	}
-	if y.Status == "handoff" && !m.r.inRoster(y.To) {
+	if _, in := m.r.rosterSpec(y.To); y.Status == "handoff" && !in {
 		return nil, &lang.EffectError{Code: "L4005", Kind: "handoff-outside-run",
 			Message: fmt.Sprintf("%s handed off to %q, which is no agent this run spawned", seat.agent, y.To)}
 	}
@@ -241,7 +329,7 @@ func (m *meshHandler) seatTurn(ctx context.Context, seats Seats, req *lang.Reque
 	at := time.UnixMilli(req.StartedAt).Add(deadline)
 	y, err := seats.Turn(ctx, s.agent.Actor(), goalID, string(payload), at)
 	if errors.Is(err, ErrSeatGone) {
-		if _, serr := seats.Spawn(ctx, s.agent.Actor(), s.persona, []string{ConclaveChannel(req.RunID)}); serr != nil {
+		if serr := m.respawn(ctx, seats, s); serr != nil {
 			return SeatYield{}, &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: fmt.Sprintf("%v; starting it again: %v", err, serr)}
 		}
 		y, err = seats.Turn(ctx, s.agent.Actor(), goalID, string(payload), at)
