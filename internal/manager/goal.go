@@ -121,10 +121,15 @@ func (g *goal) follow() {
 	if state == "" {
 		return // the manager is stopping: its agents with it, and the goal stays open
 	}
+	g.settle(state, data)
+}
+
+// settle ends the goal in state with data: its result fact, then its terminal progress event.
+func (g *goal) settle(state string, data map[string]any) {
 	raw, _ := json.Marshal(data) // maps of strings and numbers always encode
 	fact, err := g.commit(state, raw)
 	if err != nil {
-		g.svc.cfg.Log.Error("record a spawn goal's result", "goal", g.id, "agent", g.agent, "err", err)
+		g.svc.cfg.Log.Error("record a goal's result", "goal", g.id, "agent", g.agent, "err", err)
 	}
 	g.result = fact
 	close(g.done)

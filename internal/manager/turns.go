@@ -238,17 +238,12 @@ type TurnArgs struct {
 	HandoffFrom string `json:"handoffFrom,omitempty"`
 }
 
-// TurnAcceptance is turn's reply: the seat the goal is pinned to, the goal, the deadline the
-// manager armed (Unix ms) and the incarnation that executes it.
+// TurnAcceptance is turn's reply: spawn's acceptance floor (the seat the goal is pinned to, the
+// goal and the incarnation that executes it, with no readiness deadline) and the deadline the
+// manager armed (Unix ms).
 type TurnAcceptance struct {
-	Name        string   `json:"name"`
-	Owner       string   `json:"owner"`
-	Actor       string   `json:"actor"`
-	UID         string   `json:"uid"`
-	GoalID      string   `json:"goalId"`
-	Fingerprint string   `json:"fingerprint"`
-	DeadlineAt  int64    `json:"deadlineAt"`
-	Executor    Executor `json:"executor"`
+	Acceptance
+	DeadlineAt int64 `json:"deadlineAt"`
 }
 
 // turnCmd wakes the target seat for one turn on its caller's behalf: the agent that spawned the
@@ -291,8 +286,8 @@ func (svc *Service) turnCmd(ctx context.Context, req *endpoint.Request) (any, er
 	svc.track(g)
 	svc.tellTurn(t)
 	go g.followTurn(t, args.HandoffFrom) // owned: holds a goals slot that Stop waits for
-	return TurnAcceptance{Name: st.Name, Owner: p.Owner(), Actor: p.Actor(), UID: string(st.LifecycleUID), GoalID: g.id,
-		Fingerprint: fingerprint, DeadlineAt: t.deadlineAt, Executor: Executor{LifecycleUID: string(svc.cfg.Instance), Epoch: svc.cfg.Epoch}}, nil
+	return TurnAcceptance{DeadlineAt: t.deadlineAt, Acceptance: Acceptance{Name: st.Name, Owner: p.Owner(), Actor: p.Actor(), UID: string(st.LifecycleUID),
+		GoalID: g.id, Fingerprint: fingerprint, Executor: Executor{LifecycleUID: string(svc.cfg.Instance), Epoch: svc.cfg.Epoch}}}, nil
 }
 
 // followTurn waits for the turn t's end and records the goal's outcome. It holds a goals slot,
@@ -323,14 +318,7 @@ func (g *goal) followTurn(t *turn, handoffFrom string) {
 			data["note"] = y.Note
 		}
 	}
-	raw, _ := json.Marshal(data) // strings and numbers always encode
-	fact, err := g.commit(state, raw)
-	if err != nil {
-		g.svc.cfg.Log.Error("record a turn goal's result", "goal", g.id, "agent", g.agent, "err", err)
-	}
-	g.result = fact
-	close(g.done)
-	g.progress(phaseTerminal, state, raw)
+	g.settle(state, data)
 }
 
 // alive reports whether a seat runs, or is being restarted.
