@@ -34,9 +34,10 @@ type Handler interface {
 // conclave's channel, or takes the one its channel option names, joins its members (req.Args[0],
 // agent handles) and answers the channel; it is asked again when a run taken back re-enters a
 // conclave it was inside, and must find what it did. CloseConclave releases the membership once
-// the body returns; a body that was cancelled is not closed here (that release is the host's
-// recovery path). A Handler that is not a ConclaveHost has each conclave refused as beyond it
-// (L5016): the run is held for a host that can.
+// the body returns, and once it is cancelled too: a cancelled body's entry still records that
+// it did not close (spec §7.5), and the host releases what it can at once rather than hold it
+// for the run's end. A Handler that is not a ConclaveHost has each conclave refused as beyond
+// it (L5016): the run is held for a host that can.
 type ConclaveHost interface {
 	OpenConclave(ctx context.Context, req *Request) (channel string, err error)
 	CloseConclave(ctx context.Context, req *Request, channel string) error
@@ -1322,7 +1323,12 @@ func (in *interp) conclave(_ *interp, f *frame, a []Value) (Value, error) {
 		}
 		v, c, err := in.runBranch(f, key, branch{key: "in", fn: fn, args: []Value{frozenRecord("channel", ch)}}, false)
 		if isCancelledErr(err) {
-			closed = false // a cancelled body's membership is released on the recovery path
+			// A cancelled body did not close the conclave: its entry says so, and the host
+			// releases the membership as it recovers what a cut branch held.
+			closed = false
+			if host, ok := in.handler.(ConclaveHost); ok && !in.walk {
+				_ = host.CloseConclave(in.ctx, req, ch) // best effort: the entry keeps that it was not closed
+			}
 			return v, []string{"in"}, nil, c, err
 		}
 		if host, ok := in.handler.(ConclaveHost); ok && !in.walk {
@@ -1348,6 +1354,9 @@ func (in *interp) openConclave(req *Request) (string, error) {
 	if err != nil {
 		if _, refused := errors.AsType[*CapabilityRefusal](err); refused {
 			return "", err
+		}
+		if _, failed := errors.AsType[*EffectError](err); failed {
+			return "", err // the host's own failure keeps its code (L4002 when a member is down)
 		}
 		return "", &EffectError{Code: "L4000", Kind: "handler-fault", Message: "the conclave could not be opened: " + err.Error()}
 	}

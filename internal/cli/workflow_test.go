@@ -342,7 +342,7 @@ func TestInvokeTurn(t *testing.T) {
 		t.Fatalf("spawn taker: exit %d, %+v %s", code, res, stderr)
 	}
 	// A process that never joins the mesh: its spawn goal stays open, and it takes no turns.
-	code, res, stderr = invoke(t, "manager", "spawn", "--dir", dir, "--args", `{"name":"mute","launchOptions":{"command":["sleep","600"]}}`, "--timeout", "1s")
+	code, res, stderr = invoke(t, "manager", "spawn", "--dir", dir, "--args", `{"name":"mute","launchOptions":{"command":["sleep","600"]}}`, "--timeout", "5s")
 	if code == exit.Usage || !res.OK {
 		t.Fatalf("spawn mute: exit %d, %+v %s", code, res, stderr)
 	}

@@ -51,9 +51,9 @@ func runKilledAt(t *testing.T, point string) {
 	if err := os.MkdirAll(agents, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// The builder's turn takes three seconds, and the reviewer takes three to start (a spawn
-	// settles once its agent is present): the time to kill their manager in the middle of either.
-	for name, hint := range map[string]string{"builder": "turnTakes: 3s\n", "reviewer": "startTakes: 3s\n"} {
+	// The builder's turn takes six seconds, and the reviewer six to start (a spawn settles once
+	// its agent is present): the time to see either under way and kill their manager then.
+	for name, hint := range map[string]string{"builder": "turnTakes: 6s\n", "reviewer": "startTakes: 6s\n"} {
 		if err := os.WriteFile(filepath.Join(agents, name+".md"), []byte("---\nname: "+name+"\nagent: cotal\n"+hint+"---\nYou are the "+name+".\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}

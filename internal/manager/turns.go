@@ -94,7 +94,16 @@ func (svc *Service) SpawnSeat(ctx context.Context, sp runhost.SeatSpec) (Status,
 	if err != nil {
 		return st, err
 	}
-	return st, svc.awaitPresent(wctx, w, st)
+	if err := svc.awaitPresent(wctx, w, st); err != nil {
+		// Not up: stopped, so no seat the run does not know it has runs on with its grant.
+		sctx, cancel := context.WithTimeout(svc.ctx, 10*time.Second)
+		defer cancel()
+		if serr := svc.sup.StopAgent(sctx, sp.Name, false); serr != nil && !errors.Is(serr, ErrNotFound) {
+			svc.cfg.Log.Warn("stop a run's seat that did not come up", "seat", sp.Name, "err", serr)
+		}
+		return st, err
+	}
+	return st, nil
 }
 
 // seatSpec is the spec of the seat sp: its persona's, with the model, variant and role the step
@@ -189,6 +198,9 @@ func (svc *Service) awaitPresent(ctx context.Context, w jetstream.KeyWatcher, st
 // manager does not run is ErrSeatGone, one that stops during the turn ErrSeatDown, and one that
 // does not yield by deadline ErrTurnDeadline.
 func (svc *Service) Turn(ctx context.Context, name, goalID, payload string, deadline time.Time) (Yield, error) {
+	if err := ctx.Err(); err != nil {
+		return Yield{}, err // asked by a branch already cut: no turn opens
+	}
 	st, ok := svc.sup.Lookup(name)
 	if !ok || !alive(st) {
 		return Yield{}, fmt.Errorf("seat %s: %w", name, ErrSeatGone)
@@ -202,6 +214,14 @@ func (svc *Service) Turn(ctx context.Context, name, goalID, payload string, dead
 		svc.tellTurn(t)
 	}
 	return svc.awaitYield(ctx, name, t, nil)
+}
+
+// EndTurn withdraws seat name's open turn goalID, unanswered: whoever asked it stopped waiting.
+// The seat no longer finds it pending, and a yield of it is refused.
+func (svc *Service) EndTurn(name, goalID string) {
+	if st, ok := svc.sup.Lookup(name); ok {
+		svc.turns.closeFor(st.Principal, goalID)
+	}
 }
 
 // errTurnCancelled reports a turn its caller cancelled.
@@ -238,6 +258,10 @@ type TurnArgs struct {
 	HandoffFrom string `json:"handoffFrom,omitempty"`
 }
 
+// maxTurnDeadline bounds the turn command's deadlineMs: a month, beyond which a turn's goal
+// would hold its slot for longer than any run waits.
+const maxTurnDeadline = 31 * 24 * time.Hour
+
 // TurnAcceptance is turn's reply: spawn's acceptance floor (the seat the goal is pinned to, the
 // goal and the incarnation that executes it, with no readiness deadline) and the deadline the
 // manager armed (Unix ms).
@@ -268,6 +292,9 @@ func (svc *Service) turnCmd(ctx context.Context, req *endpoint.Request) (any, er
 	fingerprint, err := meshwire.Fingerprint(req.Route, req.Envelope)
 	if err != nil {
 		return nil, notExecuted(wire.CodeBadRequest, "fingerprint: %v", err)
+	}
+	if args.DeadlineMs > maxTurnDeadline.Milliseconds() {
+		return nil, notExecuted(wire.CodeBadRequest, "deadlineMs %d: a turn may take at most %s", args.DeadlineMs, maxTurnDeadline)
 	}
 	deadline := time.Now().Add(time.Duration(args.DeadlineMs) * time.Millisecond)
 	t, opened := svc.turns.openTurn(req.Envelope.ID, st.Principal, args.Payload, deadline)
@@ -418,6 +445,15 @@ func (tt *turnTable) close(goalID string) {
 	tt.mu.Lock()
 	defer tt.mu.Unlock()
 	delete(tt.open, goalID)
+}
+
+// closeFor closes goalID's turn if it is seat's.
+func (tt *turnTable) closeFor(seat, goalID string) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	if t := tt.open[goalID]; t != nil && t.seat == seat {
+		delete(tt.open, goalID)
+	}
 }
 
 // pending lists seat's open turns, oldest first.

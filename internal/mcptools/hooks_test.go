@@ -261,8 +261,17 @@ func TestHooksTurn(t *testing.T) {
 	if n := strings.Count(reply.Context, "asks you for a turn"); n != 1 {
 		t.Errorf("the turn told twice was handed in %d times", n)
 	}
-	if _, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookTurn, Payload: []byte(`{"goalId":"g-2","payload":"not json"}`)}); err == nil {
-		t.Error("a turn with an unreadable payload was taken")
+	if _, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookTurn, Payload: []byte(`not json`)}); err == nil {
+		t.Error("a turn whose telling is unreadable was taken")
+	}
+	// A turn the manager's turn command was asked for carries the asker's words, not a run's.
+	plain, _ := json.Marshal(manager.PendingTurn{GoalID: "g-3", Payload: "review the diff", AcceptedAt: 2, DeadlineAt: time.Now().Add(time.Hour).UnixMilli()})
+	if _, err := hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookTurn, Payload: plain}); err != nil {
+		t.Fatal(err)
+	}
+	reply, err = hooksock.Ask(ctx, path, hooksock.Request{Event: manager.HookPrompt})
+	if err != nil || !strings.Contains(reply.Context, "From your manager: A turn is asked of you") || !strings.Contains(reply.Context, "review the diff") {
+		t.Errorf("a plain turn handed in %q (%v)", reply.Context, err)
 	}
 }
 

@@ -33,8 +33,14 @@ func (t *Tools) isTurn(d *cotal.Delivery) bool {
 func (t *Tools) turnDelivery(pt manager.PendingTurn) (*cotal.Delivery, []string, error) {
 	me, space := t.c.Principal(), t.c.Space()
 	var p runhost.TurnPayload
-	if err := json.Unmarshal([]byte(pt.Payload), &p); err != nil {
-		return nil, nil, fmt.Errorf("the turn's payload: %w", err)
+	if json.Unmarshal([]byte(pt.Payload), &p) != nil || p.Run == "" {
+		// Not a workflow run's: the turn the manager's turn command was asked for, its payload
+		// the asker's words, handed on as they are.
+		text := fmt.Sprintf("A turn is asked of you, by %s: %s. Do it, then call cotal_yield: status done, blocked (with a note) or handoff (to another agent).",
+			time.UnixMilli(pt.DeadlineAt).UTC().Format(time.RFC3339), pt.Payload)
+		msg := &wire.CotalMessage{ID: t.turnMessageID(pt.GoalID), TS: wire.EpochMillis(pt.AcceptedAt), Space: string(space),
+			From: wire.EndpointRef{ID: me.String(), Name: "your manager"}, To: me.String(), Parts: []wire.Part{wire.TextPart(termsafe.Sanitize(text))}}
+		return &cotal.Delivery{Kind: wire.DeliveryDM, Sender: me, Message: msg}, nil, nil
 	}
 	run, err := meshwire.RunCaller(me.Owner(), p.Run)
 	if err != nil {

@@ -386,6 +386,8 @@ func (s runSeats) Conclaves(name string, channels []string) error {
 	return err
 }
 
+func (s runSeats) EndTurn(name, goalID string) { s.svc.EndTurn(name, goalID) }
+
 func (s runSeats) Turn(ctx context.Context, name, goalID, payload string, deadline time.Time) (runhost.SeatYield, error) {
 	y, err := s.svc.Turn(ctx, name, goalID, payload, deadline)
 	switch {

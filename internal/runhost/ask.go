@@ -19,7 +19,7 @@ func (m *meshHandler) ask(ctx context.Context, seats Seats, req *lang.Request) (
 	if err != nil {
 		return nil, err
 	}
-	s, err := seatOf(req)
+	s, err := m.runSeat(req, req.Args[0])
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ func (m *meshHandler) OpenConclave(ctx context.Context, req *lang.Request) (stri
 	}
 	c := openConclave{channel: channel}
 	for _, v := range list.Elems {
-		s, err := seatOf(&lang.Request{Kind: req.Kind, Args: []lang.Value{v}})
+		s, err := m.runSeat(req, v)
 		if err != nil {
 			return "", err
 		}
@@ -83,17 +83,22 @@ func (m *meshHandler) OpenConclave(ctx context.Context, req *lang.Request) (stri
 	}
 	m.r.conclaves[req.Key] = c
 	m.r.mu.Unlock()
-	if err := m.tellMembers(ctx, seats, c.members); err != nil {
-		m.r.mu.Lock()
-		delete(m.r.conclaves, req.Key)
-		m.r.mu.Unlock()
-		return "", err
+	for _, s := range c.members {
+		if err := m.tellMember(ctx, seats, s, true); err != nil {
+			// Opened for none: those told already are told again, without it.
+			m.r.mu.Lock()
+			delete(m.r.conclaves, req.Key)
+			m.r.mu.Unlock()
+			_ = m.tellMembers(seats, c.members)
+			return "", err
+		}
 	}
 	return channel, nil
 }
 
-// CloseConclave releases the conclave req opened: its members are told they left it.
-func (m *meshHandler) CloseConclave(ctx context.Context, req *lang.Request, _ string) error {
+// CloseConclave releases the conclave req opened: its members are told they left it. It is
+// called for a body that was cancelled too, whose entry still records that it did not close.
+func (m *meshHandler) CloseConclave(_ context.Context, req *lang.Request, _ string) error {
 	m.r.mu.Lock()
 	c, ok := m.r.conclaves[req.Key]
 	delete(m.r.conclaves, req.Key)
@@ -102,27 +107,55 @@ func (m *meshHandler) CloseConclave(ctx context.Context, req *lang.Request, _ st
 	if !ok || seats == nil {
 		return nil
 	}
-	return m.tellMembers(ctx, seats, c.members)
+	return m.tellMembers(seats, c.members)
 }
 
-// tellMembers tells each of members the conclave channels it is a member of now. A member its
-// manager no longer runs is started again from its persona, as a turn would.
-func (m *meshHandler) tellMembers(ctx context.Context, seats Seats, members []seat) error {
-	for _, s := range members {
-		channels := m.r.conclavesOf(s.agent.String())
-		err := seats.Conclaves(s.agent.Actor(), channels)
-		if errors.Is(err, ErrSeatGone) && s.persona != "" {
-			if serr := m.respawn(ctx, seats, s); serr != nil {
-				return &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: fmt.Sprintf("%v; starting it again: %v", err, serr)}
-			}
-			err = seats.Conclaves(s.agent.Actor(), channels)
+// releaseConclaves releases every conclave the run is still inside: the run ended (or its host
+// let it go) in the middle of one.
+func (m *meshHandler) releaseConclaves() {
+	m.r.mu.Lock()
+	var members []seat
+	for _, c := range m.r.conclaves {
+		members = append(members, c.members...)
+	}
+	m.r.conclaves = nil
+	m.r.mu.Unlock()
+	if seats := m.h.seatsOf(); seats != nil && len(members) > 0 {
+		if err := m.tellMembers(seats, members); err != nil {
+			m.h.cfg.Log.Warn("run: release its conclaves", "run", m.r.id, "err", err)
 		}
+	}
+}
+
+// tellMembers tells every one of members the conclave channels it is a member of now, and
+// returns what failed; a member its manager no longer runs has nothing to leave.
+func (m *meshHandler) tellMembers(seats Seats, members []seat) error {
+	var errs []error
+	for _, s := range members {
+		if err := m.tellMember(context.Background(), seats, s, false); err != nil && !errors.Is(err, ErrSeatGone) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tellMember tells member s the conclave channels it is a member of now. Joining one, a member
+// its manager no longer runs is started again as the run spawned it, as a turn would; one that
+// cannot be is down (L4002).
+func (m *meshHandler) tellMember(ctx context.Context, seats Seats, s seat, joining bool) error {
+	channels := m.r.conclavesOf(s.agent.String())
+	err := seats.Conclaves(s.agent.Actor(), channels)
+	if !joining || !errors.Is(err, ErrSeatGone) {
+		return err
+	}
+	if serr := m.respawn(ctx, seats, s); serr != nil {
+		return &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: fmt.Sprintf("%v; starting it again: %v", err, serr)}
+	}
+	if err := seats.Conclaves(s.agent.Actor(), channels); err != nil {
 		if errors.Is(err, ErrSeatGone) {
 			return &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: err.Error()}
 		}
-		if err != nil {
-			return err
-		}
+		return err
 	}
 	return nil
 }
@@ -160,6 +193,7 @@ func (ms *Membership) Sync(ctx context.Context, c *cotal.Client, want []string) 
 		}
 		if err := c.Leave(ctx, ch); err != nil {
 			errs = append(errs, fmt.Errorf("leave conclave channel %s: %w", ch, err))
+			continue // still joined: the next word retries it
 		}
 		delete(ms.joined, ch)
 	}

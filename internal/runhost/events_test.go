@@ -51,6 +51,8 @@ func (s *liveSeats) Spawn(ctx context.Context, sp runhost.SeatSpec) (wire.Princi
 	return c.Principal(), nil
 }
 
+func (s *liveSeats) EndTurn(string, string) {}
+
 // Conclaves joins the seat's client to its conclaves, as its own server would.
 func (s *liveSeats) Conclaves(name string, channels []string) error {
 	s.mu.Lock()

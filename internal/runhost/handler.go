@@ -26,6 +26,9 @@ type meshHandler struct {
 	r *hosted
 	// revoke stops the run, as revoked, when an effect finds its revocation marker.
 	revoke context.CancelCauseFunc
+	// runCtx is the run's own context: an effect's context that ends while it lives is a branch
+	// the run cut.
+	runCtx context.Context
 }
 
 // Now is the host's clock.

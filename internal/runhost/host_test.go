@@ -426,6 +426,11 @@ type seatsOnHand struct {
 	most   int
 	// spawned are the seats asked for, in order.
 	spawned []runhost.SeatSpec
+	// told are the conclaves each seat was told it is in, by name; ended the turns withdrawn.
+	told  map[string][][]string
+	ended []string
+	// hold, when set, keeps each turn of a step it names until the step is cut.
+	hold func(step string) bool
 }
 
 // addresseeOf reads the addressee of p's step off the run's journal, as its turn runs.
@@ -452,7 +457,21 @@ func (s *seatsOnHand) Spawn(_ context.Context, sp runhost.SeatSpec) (wire.Princi
 	return wire.NewPrincipal(wire.DevOwner, sp.Name)
 }
 
-func (s *seatsOnHand) Conclaves(string, []string) error { return nil }
+func (s *seatsOnHand) Conclaves(name string, channels []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.told == nil {
+		s.told = map[string][][]string{}
+	}
+	s.told[name] = append(s.told[name], channels)
+	return nil
+}
+
+func (s *seatsOnHand) EndTurn(name, goalID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = append(s.ended, name+" "+goalID)
+}
 
 // name is the principal of the seat spawned from persona, once it was.
 func (s *seatsOnHand) name(persona string) string {
@@ -466,7 +485,7 @@ func (s *seatsOnHand) name(persona string) string {
 	return ""
 }
 
-func (s *seatsOnHand) Turn(_ context.Context, name, _, payload string, _ time.Time) (runhost.SeatYield, error) {
+func (s *seatsOnHand) Turn(ctx context.Context, name, _, payload string, _ time.Time) (runhost.SeatYield, error) {
 	var p runhost.TurnPayload
 	if err := json.Unmarshal([]byte(payload), &p); err != nil {
 		return runhost.SeatYield{}, err
@@ -481,6 +500,13 @@ func (s *seatsOnHand) Turn(_ context.Context, name, _, payload string, _ time.Ti
 	s.most = max(s.most, s.inTurn[name])
 	s.mu.Unlock()
 	time.Sleep(s.takes)
+	if s.hold != nil && s.hold(p.Step) {
+		<-ctx.Done()
+		s.mu.Lock()
+		s.inTurn[name]--
+		s.mu.Unlock()
+		return runhost.SeatYield{}, ctx.Err()
+	}
 	defer func() {
 		s.mu.Lock()
 		s.inTurn[name]--
@@ -603,6 +629,46 @@ assert(handed.status === "handoff" && handed.to === a.agent, "a handoff within t
 	}
 	if seats.most != 1 {
 		t.Errorf("a seat took %d turns at once", seats.most)
+	}
+}
+
+// TestCutBranchesLetGo: a turn whose branch loses a race is withdrawn from its agent, and a
+// conclave whose body loses one is released at once (its member told it is in none); a handle
+// the program made up, naming an agent the run did not spawn, reaches no one.
+func TestCutBranchesLetGo(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	h := host(t, m, wire.NewLifecycleUID(), t.TempDir())
+	seats := &seatsOnHand{payloads: map[string][]runhost.TurnPayload{}, hold: func(step string) bool { return strings.Contains(step, "turn:slow") }}
+	h.SetSeats(seats)
+	id, err := h.Start(ctx, `const a = await spawn("builder")
+await race({ slow: () => turn(a, { name: "slow" }), quick: () => sleep("50ms", { name: "quick" }) }, { name: "turning" })
+await race({ room: () => conclave([a], async (ch) => await sleep("1h", { name: "long" }), { name: "room" }), quick: () => sleep("50ms", { name: "quick" }) }, { name: "talking" })
+let forged = ""
+try {
+  await turn({ agent: "dev.carol", persona: "builder" }, { name: "forged" })
+} catch (e) {
+  forged = e.message
+}
+assert(contains(forged, "no agent this run spawned"), "a made-up handle: " + forged)`, operatorAdmit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := h.Wait(ctx, id); err != nil || st.State != meshwire.RunCompleted {
+		v, _ := h.View(ctx, id)
+		t.Fatalf("%+v %v\n%+v", st, err, v.Journal)
+	}
+	seats.mu.Lock()
+	defer seats.mu.Unlock()
+	if len(seats.ended) != 1 || !strings.HasPrefix(seats.ended[0], seats.spawned[0].Name+" ") {
+		t.Errorf("the turns withdrawn: %q", seats.ended)
+	}
+	if got := fmt.Sprint(seats.told[seats.spawned[0].Name]); got != fmt.Sprintf("[[%s] []]", runhost.ConclaveChannel(id)) {
+		t.Errorf("the builder was told it is in %s", got)
+	}
+	if _, ok := seats.payloads["carol"]; ok {
+		t.Error("a made-up handle reached carol")
 	}
 }
 

@@ -230,11 +230,13 @@ func (r *hosted) drive(hostCtx context.Context, h *Host, source string) {
 	ctx, revoke := context.WithCancelCause(hostCtx)
 	defer revoke(nil)
 	go r.watchRevocation(ctx, h, revoke)
-	res, err := lang.Run(ctx, source, lang.RunOptions{RunID: r.id, Handler: &meshHandler{h: h, r: r, revoke: revoke}, Pins: &r.pins,
+	handler := &meshHandler{h: h, r: r, revoke: revoke, runCtx: ctx}
+	res, err := lang.Run(ctx, source, lang.RunOptions{RunID: r.id, Handler: handler, Pins: &r.pins,
 		Journal: r.recorded, Store: func(e lang.Entry) error { return r.journal.Append(ctx, e) }})
 	if hostCtx.Err() != nil {
 		return // the host stopped: the journal says where the run is
 	}
+	handler.releaseConclaves()
 	state, why := meshwire.RunCompleted, ""
 	if cause := context.Cause(ctx); errors.Is(cause, ErrRevoked) {
 		err = cause // revoked while it ran: it ends failed, as revoked, wherever it was

@@ -21,6 +21,8 @@ type Seats interface {
 	// Conclaves tells the agent name the conclave channels it is a member of now: ErrSeatGone
 	// when no such agent runs, an error when its grant does not cover one of them.
 	Conclaves(name string, channels []string) error
+	// EndTurn withdraws the agent name's open turn goalID: the branch that asked it was cut.
+	EndTurn(name, goalID string)
 	// Turn asks the agent name for one turn under goalID, and returns its yield: ErrSeatGone
 	// when no such agent runs, ErrSeatDown when it stops during the turn, ErrTurnDeadline when it
 	// does not yield by deadline.
@@ -154,10 +156,24 @@ func (r *hosted) rosterSpec(to string) (SeatSpec, bool) {
 func (m *meshHandler) respawn(ctx context.Context, seats Seats, s seat) error {
 	sp, ok := m.r.rosterSpec(s.agent.String())
 	if !ok {
-		sp = SeatSpec{Name: s.agent.Actor(), Persona: s.persona, Channels: []string{ConclaveChannel(m.r.id)}}
+		return fmt.Errorf("%s is no agent this run spawned", s.agent)
 	}
 	_, err := seats.Spawn(ctx, sp)
 	return err
+}
+
+// runSeat reads the agent handle req addresses (its first argument), which must name an agent
+// the run spawned: a handle is the run's own, never one a program made up to reach another
+// agent on the manager.
+func (m *meshHandler) runSeat(req *lang.Request, v lang.Value) (seat, error) {
+	s, err := seatOf(req.Kind, v)
+	if err != nil {
+		return seat{}, err
+	}
+	if _, ok := m.r.rosterSpec(s.agent.String()); !ok {
+		return seat{}, &lang.EffectError{Code: "L4000", Kind: "handler-fault", Message: fmt.Sprintf("%s: %s is no agent this run spawned", req.Kind, s.agent)}
+	}
+	return s, nil
 }
 
 // seatName is the agent a spawn step starts: its persona and a digest of the step's request id,
@@ -264,7 +280,7 @@ func (m *meshHandler) spawn(ctx context.Context, seats Seats, req *lang.Request)
 // turn performs a turn step: the agent the handle names takes one turn, and its yield is the
 // step's result.
 func (m *meshHandler) turn(ctx context.Context, seats Seats, req *lang.Request) (*lang.Outcome, error) {
-	seat, err := seatOf(req)
+	seat, err := m.runSeat(req, req.Args[0])
 	if err != nil {
 		return nil, err
 	}
@@ -294,14 +310,14 @@ type seat struct {
 	persona string
 }
 
-// seatOf reads the agent handle req addresses.
-func seatOf(req *lang.Request) (seat, error) {
-	agent, err := handleAgent(req.Kind, req.Args[0])
+// seatOf reads the agent handle v an effect of kind addresses.
+func seatOf(kind string, v lang.Value) (seat, error) {
+	agent, err := handleAgent(kind, v)
 	if err != nil {
 		return seat{}, err
 	}
 	var persona string
-	if handle, ok := req.Args[0].(*lang.Record); ok {
+	if handle, ok := v.(*lang.Record); ok {
 		p, _ := handle.Get("persona")
 		persona, _ = p.(string)
 	}
@@ -328,6 +344,11 @@ func (m *meshHandler) seatTurn(ctx context.Context, seats Seats, req *lang.Reque
 	payload, _ := json.Marshal(TurnPayload{Run: req.RunID, Step: req.Key, Notices: notices, Ask: ask, Conclaves: m.r.conclavesOf(s.agent.String())})
 	at := time.UnixMilli(req.StartedAt).Add(deadline)
 	y, err := seats.Turn(ctx, s.agent.Actor(), goalID, string(payload), at)
+	if err != nil && ctx.Err() != nil && m.runCtx != nil && m.runCtx.Err() == nil {
+		// The branch was cut: the turn is withdrawn, so the agent's next is not asked beside it.
+		seats.EndTurn(s.agent.Actor(), goalID)
+		return SeatYield{}, err
+	}
 	if errors.Is(err, ErrSeatGone) {
 		if serr := m.respawn(ctx, seats, s); serr != nil {
 			return SeatYield{}, &lang.EffectError{Code: "L4002", Kind: "agent-down", Message: fmt.Sprintf("%v; starting it again: %v", err, serr)}
