@@ -479,6 +479,13 @@ func spaceStreams(s wire.Space) []string {
 	return streams
 }
 
+// controlStreams are the control surface's ingress and work streams (SPEC §13.12): journal-class
+// submissions, timer requests and timers, record writes, work pools. Provisioned, watched and
+// torn down with the space.
+func controlStreams(s wire.Space) []string {
+	return []string{meshwire.SubmissionStream(s), meshwire.TimerRequestStream(s), meshwire.TimerStream(s), meshwire.RecordWriteStream(s), meshwire.WorkStream(s)}
+}
+
 // ttlBuckets are the buckets whose max_age is their TTL, reconciled at every provisioning.
 func ttlBuckets(s wire.Space) []wire.Bucket {
 	return []wire.Bucket{s.PresenceBucket(), meshwire.DeliveryBucket(s), meshwire.ManagerBucket(s)}
@@ -492,6 +499,9 @@ func (r rowsFor) provisioner() Permissions {
 	// Nor is the run admission store: no profile deletes, purges or rewrites an admission (SPEC
 	// §14.8).
 	for _, st := range append(spaceStreams(r.s), meshwire.ContractStream(r.s), meshwire.EventStream(r.s), meshwire.FactStream(r.s), meshwire.AdmissionBucket(r.s).Stream()) {
+		pub = append(pub, jsapi.StreamCreate+st, jsapi.StreamInfo+st)
+	}
+	for _, st := range controlStreams(r.s) {
 		pub = append(pub, jsapi.StreamCreate+st, jsapi.StreamInfo+st)
 	}
 	for _, b := range ttlBuckets(r.s) {
@@ -586,8 +596,12 @@ func (r rowsFor) teardown() Permissions {
 	// The contract stream and the admission store are read, never deleted: artifacts and
 	// admissions are permanent (SPEC §13.12, §14.8).
 	pub = append(pub, jsapi.StreamInfo+meshwire.ContractStream(r.s), jsapi.StreamInfo+meshwire.AdmissionBucket(r.s).Stream())
-	// Events are a day's notifications and go with the space; facts outlive it (SPEC §13.12).
+	// Events are a day's notifications and go with the space, as do the control surface's
+	// requests, timers and work; facts outlive it (SPEC §13.12).
 	pub = append(pub, jsapi.StreamInfo+meshwire.EventStream(r.s), jsapi.StreamDelete+meshwire.EventStream(r.s), jsapi.StreamInfo+meshwire.FactStream(r.s))
+	for _, st := range controlStreams(r.s) {
+		pub = append(pub, jsapi.StreamInfo+st, jsapi.StreamDelete+st)
+	}
 	pub = append(pub, jsapi.StreamPurge+r.s.ChatStream(), channels.Subject(">"))
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
 }
@@ -619,7 +633,8 @@ func (r rowsFor) warden() Permissions {
 	// contract stream refuses deletes whoever asks, and no profile holds one on it.
 	// The admission store refuses deletes too, and it is only read.
 	admission := meshwire.AdmissionBucket(r.s).Stream()
-	for _, st := range append(spaceStreams(r.s), meshwire.ContractStream(r.s), meshwire.EventStream(r.s), meshwire.FactStream(r.s), admission) {
+	watched := append(spaceStreams(r.s), meshwire.ContractStream(r.s), meshwire.EventStream(r.s), meshwire.FactStream(r.s), admission)
+	for _, st := range append(watched, controlStreams(r.s)...) {
 		pub = append(pub, jsapi.StreamInfo+st, jsapi.MsgGet+st)
 		if st != records.Stream() && st != meshwire.ContractStream(r.s) && st != admission {
 			pub = append(pub, jsapi.MsgDelete+st)

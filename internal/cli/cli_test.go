@@ -110,6 +110,17 @@ func TestUpStatusMintDown(t *testing.T) {
 	if !rep.Running || rep.URL != st.URL || len(rep.Spaces) != 1 || !rep.Spaces[0].Provisioned || len(rep.Spaces[0].Streams) != len(space.Streams("main")) {
 		t.Errorf("status = %+v", rep)
 	}
+	listed := map[string]bool{}
+	for _, sp := range rep.Spaces {
+		for _, st := range sp.Streams {
+			listed[st.Name] = true
+		}
+	}
+	for _, name := range []string{"EPJ_main", "EPT_REQ_main", "EPT_main", "EPR_main", "EPW_main", "EPE_main", "EPF_main", "EPC_main", "WFJ_main"} {
+		if !listed[name] {
+			t.Errorf("status --json does not list %s", name)
+		}
+	}
 
 	code, out, stderr = run(t, "mint", "alice", "--dir", dir, "--subscribe", "team.backend", "--role", "reviewer", "--provision", "--json")
 	if code != exit.OK {

@@ -122,7 +122,62 @@ func resources(s wire.Space) []resource {
 		{cfg: contractStore(s)},
 		{cfg: eventStream(s)},
 		{cfg: factStream(s)},
+		{cfg: submissionStream(s)},
+		{cfg: ingressStream(meshwire.TimerRequestStream(s), meshwire.TimerFilter(s, meshwire.TimerSchedule))},
+		{cfg: ingressStream(meshwire.RecordWriteStream(s), s.KindAll(meshwire.KindEpr))},
+		{cfg: timerStream(s)},
+		{cfg: workStream(s)},
 	}
+}
+
+// The control surface's retention (the reference's defaults): a day of raw submissions and of
+// timer and record-write requests, time for their readers to recover; a month of armed timers,
+// the longest deadline one may carry.
+const (
+	ingressRetention = 24 * time.Hour
+	timerRetention   = 31 * 24 * time.Hour
+	// submissionDuplicates is EPJ's de-duplication window, the server's minimum: submitters
+	// never set Nats-Msg-Id, and a wide window would let one caller's submission suppress
+	// another's.
+	submissionDuplicates = 100 * time.Millisecond
+)
+
+// submissionStream is EPJ_<space> (SPEC §13.12): the untrusted log of journal-class
+// submissions, kept a day, with the narrowest duplicate window the server takes.
+func submissionStream(s wire.Space) jetstream.StreamConfig {
+	c := ingressStream(meshwire.SubmissionStream(s), s.KindAll(meshwire.KindEpj))
+	c.Duplicates = submissionDuplicates
+	return c
+}
+
+// ingressStream is a stream of requests a writer consumes (EPT_REQ, EPR): kept a day. Message
+// schedules stay off, so a scheduling header a requester sets arms nothing.
+func ingressStream(name, subject string) jetstream.StreamConfig {
+	c := messageStream(name, subject)
+	c.MaxAge = ingressRetention
+	return c
+}
+
+// timerStream is EPT_<space> (SPEC §13.12): the schedules the timer writer arms and the fires
+// they target, both captured here as the server requires of a schedule's target; the one stream
+// that allows message schedules.
+func timerStream(s wire.Space) jetstream.StreamConfig {
+	c := messageStream(meshwire.TimerStream(s), meshwire.TimerFilter(s, meshwire.TimerArmed))
+	c.Subjects = append(c.Subjects, meshwire.TimerFilter(s, meshwire.TimerFire))
+	c.MaxAge = timerRetention
+	// A schedule is re-armed by a same-subject rollup: the server turns rollups on with
+	// schedules, so the stream it stores carries them, whoever created it.
+	c.AllowMsgSchedules, c.AllowRollup = true, true
+	return c
+}
+
+// workStream is EPW_<space> (SPEC §13.12): the work pools' queue, one item per subject, with no
+// Direct Get: the reconciliation probe that gates a re-enqueue is a fencing read the leader
+// answers.
+func workStream(s wire.Space) jetstream.StreamConfig {
+	c := messageStream(meshwire.WorkStream(s), s.KindAll(meshwire.KindEpw))
+	c.Retention = jetstream.WorkQueuePolicy
+	return c
 }
 
 // eventRetention is how long EPE_<space> keeps endpoint events (goal progress, cluster events):

@@ -141,6 +141,7 @@ var contractFields = []struct {
 	{"deny_purge", func(c *jetstream.StreamConfig) any { return c.DenyPurge }},
 	{"sealed", func(c *jetstream.StreamConfig) any { return c.Sealed }},
 	{"allow_msg_ttl", func(c *jetstream.StreamConfig) any { return c.AllowMsgTTL }},
+	{"allow_msg_schedules", func(c *jetstream.StreamConfig) any { return c.AllowMsgSchedules }},
 	{"subject_delete_marker_ttl", func(c *jetstream.StreamConfig) any { return c.SubjectDeleteMarkerTTL }},
 	{"mirror", func(c *jetstream.StreamConfig) any { return c.Mirror != nil }},
 	{"sources", func(c *jetstream.StreamConfig) any { return len(c.Sources) }},

@@ -465,3 +465,64 @@ func TestMeshProvisionsTheRecordsStore(t *testing.T) {
 		t.Errorf("provisioning the mesh's space again changed something: %+v", rep)
 	}
 }
+
+// TestProvisionCreatesTheControlSurface: a space carries the control surface's ingress and work
+// streams with the reference's configurations, and the broker holds them to what they are for:
+// a timer request cannot schedule itself (EPT_REQ allows no schedules), while an armed timer on
+// EPT fires into its sibling .fire subject.
+func TestProvisionCreatesTheControlSurface(t *testing.T) {
+	t.Parallel()
+	js := openJS(t)
+	ctx := t.Context()
+	if _, err := space.Provision(ctx, js, "main", durable); err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(name string) jetstream.StreamConfig {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		return st.CachedInfo().Config
+	}
+	day := 24 * time.Hour
+	if c := cfg("EPJ_main"); c.MaxAge != day || c.Duplicates != 100*time.Millisecond || c.AllowDirect || !slices.Equal(c.Subjects, []string{"cotal.main.epj.>"}) {
+		t.Errorf("EPJ config %+v", c)
+	}
+	if c := cfg("EPT_REQ_main"); c.MaxAge != day || c.AllowMsgSchedules || !slices.Equal(c.Subjects, []string{"cotal.main.ept.*.*.*.*.schedule"}) {
+		t.Errorf("EPT_REQ config %+v", c)
+	}
+	if c := cfg("EPR_main"); c.MaxAge != day || !slices.Equal(c.Subjects, []string{"cotal.main.epr.>"}) {
+		t.Errorf("EPR config %+v", c)
+	}
+	if c := cfg("EPT_main"); c.MaxAge != 31*day || !c.AllowMsgSchedules || !slices.Equal(c.Subjects, []string{"cotal.main.ept.*.*.*.*.armed", "cotal.main.ept.*.*.*.*.fire"}) {
+		t.Errorf("EPT config %+v", c)
+	}
+	if c := cfg("EPW_main"); c.Retention != jetstream.WorkQueuePolicy || c.AllowDirect || !slices.Equal(c.Subjects, []string{"cotal.main.epw.>"}) {
+		t.Errorf("EPW config %+v", c)
+	}
+
+	const timer = "cotal.main.ept.svc.i1.0.t1."
+	schedule := func(subject string) error {
+		msg := nats.NewMsg(subject)
+		msg.Header.Set("Nats-Schedule", "@at "+time.Now().Add(200*time.Millisecond).UTC().Format(time.RFC3339Nano))
+		msg.Header.Set("Nats-Schedule-Target", timer+string(meshwire.TimerFire))
+		msg.Data = []byte("t1")
+		_, err := js.PublishMsg(ctx, msg)
+		return err
+	}
+	var apiErr *jetstream.APIError
+	if err := schedule(timer + string(meshwire.TimerSchedule)); !errors.As(err, &apiErr) || apiErr.ErrorCode != 10188 {
+		t.Errorf("a timer request that schedules itself: %v, want the broker's schedules-disabled refusal", err)
+	}
+	if err := schedule(timer + string(meshwire.TimerArmed)); err != nil {
+		t.Fatalf("arm a timer: %v", err)
+	}
+	ept, err := js.Stream(ctx, "EPT_main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 10*time.Second, "the armed timer to fire", func() bool {
+		m, err := ept.GetLastMsgForSubject(ctx, timer+string(meshwire.TimerFire))
+		return err == nil && string(m.Data) == "t1"
+	})
+}

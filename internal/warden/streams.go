@@ -44,6 +44,13 @@ func messageStreams(s wire.Space) map[string]judge {
 		meshwire.ContractStream(s): reply,
 		meshwire.EventStream(s):    reply,
 		meshwire.FactStream(s):     reply,
+		// The control surface's streams: no writer of them runs here yet, and a reply aimed at
+		// one is a capture like any other.
+		meshwire.SubmissionStream(s):   reply,
+		meshwire.TimerRequestStream(s): reply,
+		meshwire.TimerStream(s):        reply,
+		meshwire.RecordWriteStream(s):  reply,
+		meshwire.WorkStream(s):         reply,
 	}
 }
 
@@ -104,9 +111,9 @@ func (w *Warden) guardStreams(ctx context.Context) error {
 		scans.Wait()
 	}()
 	for stream, judge := range messageStreams(w.cfg.Space) {
-		if stream == w.cfg.Space.TaskStream() {
-			// A work queue takes no consumer that overlaps the role durables, so its new
-			// messages are read by sequence instead.
+		if stream == w.cfg.Space.TaskStream() || stream == meshwire.WorkStream(w.cfg.Space) {
+			// A work queue takes no consumer that overlaps the role durables or the pools, so
+			// its new messages are read by sequence instead.
 			scans.Go(func() { w.scanWorkQueue(scanCtx, stream, judge) })
 			continue
 		}
