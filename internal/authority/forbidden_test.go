@@ -709,9 +709,12 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 	}
 	// The Direct Get of the contract artifacts, its subject tail fully qualified.
 	epc := jsapi.DirectGet + meshwire.ContractStream(home) + "." + P + "epc.>"
-	// The contract's streams of the home space: host verbs never reach a stream outside them.
+	// The contract's streams of the home space, the control surface's among them (SPEC §13.12):
+	// host verbs never reach a stream outside them.
 	var contract []string
 	contract = append(contract, fbStreams(home)...)
+	contract = append(contract, meshwire.SubmissionStream(home), meshwire.TimerRequestStream(home), meshwire.TimerStream(home),
+		meshwire.RecordWriteStream(home), meshwire.WorkStream(home))
 
 	var g fbGrant
 	g.sub = []string{inbox}
