@@ -699,8 +699,11 @@ await spawn("builder", { name: "isolated", worktree: "wt-1" })`, operatorAdmit)
 	if last := v.Journal[len(v.Journal)-1]; last.Step != "/spawn:isolated#0" || !strings.Contains(last.Outcome, "L5016: spawn: worktree is not available on this host") {
 		t.Errorf("the worktree spawn's record: %+v", last)
 	}
+	if len(seats.spawned) != 1 {
+		t.Fatalf("the seats asked for: %+v, want one", seats.spawned)
+	}
 	want := runhost.SeatSpec{Name: seats.spawned[0].Name, Persona: "builder", Model: "m-2", Role: "dev", Join: []string{"team.backend", "team.web"}, Channels: []string{runhost.ConclaveChannel(id)}}
-	if len(seats.spawned) != 1 || !reflect.DeepEqual(seats.spawned[0], want) {
+	if !reflect.DeepEqual(seats.spawned[0], want) {
 		t.Errorf("the seats asked for: %+v, want %+v", seats.spawned, want)
 	}
 	placed, err := h.Start(ctx, `await spawn("builder", { placement: { endpoint: "manager", instanceId: "elsewhere" } })`, operatorAdmit)

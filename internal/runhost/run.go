@@ -39,8 +39,10 @@ type hosted struct {
 	conclaves map[string]openConclave
 	// turning holds, per agent, the turn or ask under way: one at a time.
 	turning map[string]chan struct{}
-	// roster are the agents the run spawned since this host took it, by principal.
-	roster map[string]SeatSpec
+	// roster are the agents the run spawned, by principal: live, and (once rosterRead) in the
+	// spawn steps the journal recorded before this host took it.
+	roster     map[string]SeatSpec
+	rosterRead bool
 }
 
 // openPoint is a step the run waits on an answer to: a checkpoint, or an ask (whose seat, the

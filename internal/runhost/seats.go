@@ -124,32 +124,43 @@ func (r *hosted) joinRoster(agent wire.Principal, sp SeatSpec) {
 func (r *hosted) rosterSpec(to string) (SeatSpec, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	named := func(agent string) bool {
-		p, err := wire.ParsePrincipal(agent)
-		return err == nil && (agent == to || p.Actor() == to)
+	if !r.rosterRead {
+		r.readRoster()
 	}
 	for agent, sp := range r.roster {
-		if named(agent) {
+		if p, err := wire.ParsePrincipal(agent); err == nil && (agent == to || p.Actor() == to) {
 			return sp, true
 		}
+	}
+	return SeatSpec{}, false
+}
+
+// readRoster adds to the roster, once, the spawns the journal recorded before this host took
+// the run. The caller holds r.mu.
+func (r *hosted) readRoster() {
+	r.rosterRead = true
+	if r.roster == nil {
+		r.roster = map[string]SeatSpec{}
 	}
 	for _, e := range r.recorded {
 		if e.Kind != "spawn" || e.State != lang.StateSettled || e.Status != lang.StatusOK {
 			continue
 		}
 		var handle struct{ Agent, Persona string }
-		if json.Unmarshal(e.Result, &handle) != nil || !named(handle.Agent) {
+		if json.Unmarshal(e.Result, &handle) != nil {
+			continue
+		}
+		p, err := wire.ParsePrincipal(handle.Agent)
+		if err != nil {
 			continue
 		}
 		var sp SeatSpec
 		if json.Unmarshal(e.External, &sp) != nil || sp.Name == "" {
 			// A spawn recorded before its seat was: its persona, under its name.
-			p, _ := wire.ParsePrincipal(handle.Agent)
 			sp = SeatSpec{Name: p.Actor(), Persona: handle.Persona, Channels: []string{ConclaveChannel(r.id)}}
 		}
-		return sp, true
+		r.roster[handle.Agent] = sp
 	}
-	return SeatSpec{}, false
 }
 
 // respawn starts again, as the run spawned it, seat s its manager no longer runs.
