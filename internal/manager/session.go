@@ -5,16 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/coremsg"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/sessionrail"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -46,15 +47,14 @@ const (
 	// SessionLifetime is how long a session's grant and credentials live; a reconnect asks for a
 	// fresh one.
 	SessionLifetime = 12 * time.Hour
-	// sessionWindow bounds the output chunks queued for a session that is behind; past it output
-	// is dropped and reported in a drop frame. It bounds the keystrokes queued for an agent that
-	// does not read its input the same way.
-	sessionWindow = 256
-	// SessionIdle ends a session whose holder has sent nothing for so long: a holder that vanished
-	// without detaching (killed, or its network gone). cotal attach sends an empty data frame every
-	// SessionKeepalive.
-	SessionIdle      = 2 * time.Minute
-	SessionKeepalive = 30 * time.Second
+	// tapBuffer bounds the output chunks queued for a session's bridge; past it output is dropped
+	// and reported in a drop frame, as is output the holder's flow window has no room for. It
+	// bounds the keystrokes queued for an agent that does not read its input the same way.
+	tapBuffer = 256
+	// SessionIdle ends a session whose holder has sent nothing for so long, not even a credit: a
+	// holder that vanished without detaching (killed, or its network gone). A holder's rail
+	// re-sends its credit every second while the screen is quiet.
+	SessionIdle = 2 * time.Minute
 )
 
 // SessionGrant is attach's grant: the session the holder redeems, its rails and parties.
@@ -105,8 +105,12 @@ type bridge struct {
 	agent string
 	term  *Terminal
 	nc    *nats.Conn
+	rail  atomic.Pointer[sessionrail.Rail]
 	in    chan *meshwire.AttachFrame
 	typed chan []byte // keystrokes for the terminal, written by their own goroutine
+	// dropped counts output bytes lost since the last drop frame went out; the bridge's loop
+	// owns it.
+	dropped int64
 
 	endOnce sync.Once
 	ended   chan struct{} // closed by end
@@ -185,7 +189,7 @@ func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, err
 	g := SessionGrant{V: 1, SessionID: meshwire.NewSessionID(), Space: string(svc.cfg.Space), Endpoint: string(wire.ManagerEndpoint),
 		Holder:  GrantHolder{ID: holder.Principal.String(), LifecycleUID: holder.UID, ProcessEpoch: holderEpoch},
 		Serving: GrantServing{InstanceID: svc.cfg.Instance, Epoch: svc.cfg.Epoch},
-		Target:  *req.Envelope.Target, Window: sessionWindow, Iat: wire.MillisOf(now), Exp: wire.MillisOf(now.Add(SessionLifetime))}
+		Target:  *req.Envelope.Target, Window: meshwire.SessionWindowDefault, Iat: wire.MillisOf(now), Exp: wire.MillisOf(now.Add(SessionLifetime))}
 	for dir, dst := range map[meshwire.SessionDir]*string{meshwire.SessionIn: &g.Subjects.In, meshwire.SessionOut: &g.Subjects.Out} {
 		if *dst, err = meshwire.SessionRail(svc.cfg.Space, wire.ManagerEndpoint.Token(), g.SessionID, svc.cfg.Epoch, dir); err != nil {
 			return nil, err
@@ -209,23 +213,36 @@ func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, err
 	return attachResult{Grant: g}, nil
 }
 
-// serveSession connects the session's serving half and subscribes its in rail.
+// serveSession connects the session's serving half and opens its serving rail.
 func (svc *Service) serveSession(ctx context.Context, g SessionGrant, agent string, term *Terminal) (*bridge, error) {
 	cred, err := svc.cfg.Sessions.SessionServing(ctx, g.SessionID, svc.cfg.Instance, svc.cfg.Epoch)
 	if err != nil {
 		return nil, err
 	}
-	b := &bridge{svc: svc, grant: g, agent: agent, term: term, in: make(chan *meshwire.AttachFrame, sessionWindow),
-		typed: make(chan []byte, sessionWindow), ended: make(chan struct{})}
+	b := &bridge{svc: svc, grant: g, agent: agent, term: term, in: make(chan *meshwire.AttachFrame, tapBuffer),
+		typed: make(chan []byte, tapBuffer), ended: make(chan struct{})}
 	// The broker closes the connection when either half is revoked: the session ended elsewhere.
 	b.nc, err = dial.As(ctx, svc.sup.cfg.URL, cred, nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { b.end(meshwire.EndClosed, false) }))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.nc.Subscribe(g.Subjects.In, b.receive); err != nil {
+	rail, err := sessionrail.Open(b.nc, sessionrail.Config{Space: svc.cfg.Space, Endpoint: g.Endpoint, SessionID: g.SessionID,
+		Epoch: g.Serving.Epoch, Window: g.Window, Role: sessionrail.Serving}, sessionrail.Handlers{
+		Data:  b.take,
+		Close: func() { b.end(meshwire.EndClosed, false) }, // the holder detached
+		Broken: func(reason string, err error) {
+			svc.cfg.Log.Warn("end a session whose rail broke", "session", g.SessionID, "reason", reason, "err", err)
+			b.end(meshwire.EndClosed, false)
+		},
+		Dropped: func(msg *nats.Msg) {
+			svc.cfg.Log.Warn("drop a delivery onto a session rail", "session", g.SessionID, "subject", msg.Subject)
+		},
+	})
+	if err != nil {
 		b.nc.Close()
 		return nil, err
 	}
+	b.rail.Store(rail)
 	if err := b.nc.Flush(); err != nil {
 		b.nc.Close()
 		return nil, err
@@ -241,28 +258,20 @@ func (svc *Service) serveSession(ctx context.Context, g SessionGrant, agent stri
 	return b, nil
 }
 
-// receive takes one frame off the in rail: an end at once, anything else to the bridge's loop in
-// order. It waits while the loop is behind (the connection's own buffer holds what follows), so no
-// keystroke or end is lost to a full queue. A stored message JetStream delivered onto the rail (a
-// pull naming the rail as its reply subject) is never a frame: it is dropped unread.
-func (b *bridge) receive(msg *nats.Msg) {
-	if !coremsg.Published(msg) {
-		b.svc.cfg.Log.Warn("drop a delivery onto a session rail", "session", b.grant.SessionID, "subject", msg.Subject)
-		return
-	}
-	f, err := meshwire.DecodeAttachFrame(msg.Data)
+// take takes one terminal frame off the in rail for the bridge's loop, in order. It waits while
+// the loop is behind, so the rail credits only what the loop took. A frame that is not a terminal
+// frame is dropped, as the reference's bridge does: a holder's bad frame never ends its session.
+func (b *bridge) take(data json.RawMessage, _ int64) error {
+	f, err := meshwire.DecodeAttachFrame(data)
 	if err != nil {
 		b.svc.cfg.Log.Warn("drop a malformed session frame", "session", b.grant.SessionID, "err", err)
-		return
-	}
-	if f.Kind == meshwire.AttachEnd { // the holder detached: end it for both
-		b.end(meshwire.EndClosed, false)
-		return
+		return nil
 	}
 	select {
 	case b.in <- f:
 	case <-b.ended:
 	}
+	return nil
 }
 
 // typist writes the holder's keystrokes into the terminal in order. A write blocks while the
@@ -296,7 +305,7 @@ func (b *bridge) run() {
 	go b.typist() // owned: ends with the session
 	expire := time.NewTimer(time.Until(b.grant.Exp.Time()))
 	defer expire.Stop()
-	idle := time.NewTimer(b.svc.cfg.SessionIdle)
+	idle := time.NewTicker(max(b.svc.cfg.SessionIdle/4, time.Millisecond))
 	defer idle.Stop()
 	var typedDropped int
 	var out <-chan []byte
@@ -305,81 +314,113 @@ func (b *bridge) run() {
 		select {
 		case <-b.ended:
 			b.nc.Close()
+			b.rail.Load().Wait()
 			return
 		case <-expire.C:
 			b.end(meshwire.EndExpired, true)
 		case <-idle.C: // the holder is gone without a word
-			b.end(meshwire.EndClosed, true)
+			if time.Since(b.rail.Load().LastHeard()) >= b.svc.cfg.SessionIdle {
+				b.end(meshwire.EndClosed, true)
+			}
 		case <-exited:
 			for drained := false; !drained; { // the tail queued before the end
 				select {
 				case chunk := <-out:
-					b.sendData(chunk)
+					b.forward(chunk)
 				default:
 					drained = true
 				}
 			}
 			b.end(meshwire.EndProcessExit, true)
 		case chunk := <-out:
-			if n := tap.Dropped(); n > 0 {
-				b.send(&meshwire.AttachFrame{Kind: meshwire.AttachDrop, Bytes: n})
-			}
-			b.sendData(chunk)
+			b.dropped += tap.Dropped()
+			b.forward(chunk)
 		case f := <-b.in:
-			idle.Reset(b.svc.cfg.SessionIdle)
 			switch f.Kind {
 			case meshwire.AttachReady: // the current screen, then live output; again on every ready
 				if tap != nil {
 					tap.Close()
 				}
-				tap = b.term.Attach(sessionWindow)
-				b.sendData(tap.Snapshot)
+				tap = b.term.Attach(tapBuffer)
+				// An empty screen still goes out as an empty data frame: a holder that has taken a
+				// frame re-credits while the screen is quiet, which keeps the session from idling.
+				b.forward(tap.Snapshot)
+				if len(tap.Snapshot) == 0 {
+					b.send(&meshwire.AttachFrame{Kind: meshwire.AttachData})
+				}
 				out, exited = tap.Out(), tap.Done()
 			case meshwire.AttachData:
 				if len(f.Data) == 0 {
-					continue // a keepalive
+					continue
 				}
 				select {
 				case b.typed <- f.Data:
-				default: // the agent is not reading its input: keystrokes past the window are lost
-					if typedDropped++; typedDropped == 1 || typedDropped%sessionWindow == 0 {
+				default: // the agent is not reading its input: keystrokes past the buffer are lost
+					if typedDropped++; typedDropped == 1 || typedDropped%tapBuffer == 0 {
 						b.svc.cfg.Log.Warn("drop keystrokes the agent does not read", "session", b.grant.SessionID, "frames", typedDropped)
 					}
 				}
 			case meshwire.AttachResize:
-				if err := b.term.Resize(uint16(f.Cols), uint16(f.Rows)); err != nil {
+				cols, rows := min(f.Cols, maxTermSide), min(f.Rows, maxTermSide)
+				if err := b.term.Resize(uint16(cols), uint16(rows)); err != nil {
 					b.svc.cfg.Log.Warn("resize an attached terminal", "session", b.grant.SessionID, "err", err)
 				}
-			default:
+			default: // end and drop go the other way: the reference's bridge ignores them too
 				b.svc.cfg.Log.Warn("drop a session frame the caller may not send", "session", b.grant.SessionID, "kind", f.Kind)
 			}
 		}
 	}
 }
 
-// sendData sends bytes as data frames of at most meshwire.MaxAttachData each.
-func (b *bridge) sendData(p []byte) {
+// maxTermSide is the largest side a terminal takes; a larger resize is clamped to it.
+const maxTermSide = 1<<16 - 1
+
+// forward sends output as data frames of at most meshwire.MaxAttachData bytes each. Output the
+// holder's window has no room for is dropped and counted; the next frame that fits is preceded
+// by a drop frame saying how much was lost.
+func (b *bridge) forward(p []byte) {
 	for len(p) > 0 {
 		n := min(len(p), meshwire.MaxAttachData)
-		b.send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: p[:n]})
+		if b.dropped > 0 {
+			if !b.send(&meshwire.AttachFrame{Kind: meshwire.AttachDrop, Bytes: b.dropped}) {
+				b.dropped += int64(n)
+				p = p[n:]
+				continue
+			}
+			b.dropped = 0
+		}
+		if !b.send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: p[:n]}) {
+			b.dropped += int64(n)
+		}
 		p = p[n:]
 	}
 }
 
-func (b *bridge) send(f *meshwire.AttachFrame) {
-	if err := b.nc.Publish(b.grant.Subjects.Out, f.Encode()); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		b.svc.cfg.Log.Warn("send a session frame", "session", b.grant.SessionID, "err", err)
+// send sends one frame on the out rail: false when the window is full; a rail that is closed or
+// broken ends the session.
+func (b *bridge) send(f *meshwire.AttachFrame) bool {
+	_, err := b.rail.Load().Send(f.Encode())
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, sessionrail.ErrWindowFull):
+	default:
+		b.end(meshwire.EndClosed, false)
 	}
+	return false
 }
 
-// end ends the session once, for reason: with tell, the holder is sent an end frame first; the
-// ledger closes the row and revokes both halves either way.
+// end ends the session once, for reason: with tell, the holder is sent an end frame first, when
+// its window has room; the rail closes, and the ledger closes the row and revokes both halves.
 func (b *bridge) end(reason meshwire.EndReason, tell bool) {
 	b.endOnce.Do(func() {
 		b.reason = reason
-		if tell {
-			b.send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: reason})
-			_ = b.nc.Flush() // best effort: the revocation below closes the rail either way
+		if rail := b.rail.Load(); rail != nil {
+			if tell {
+				_, _ = rail.Send((&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: reason}).Encode()) // advisory
+			}
+			rail.Close()
+			_ = b.nc.Flush() // best effort: the revocation below closes the rails either way
 		}
 		to := authstore.SessionClosed
 		switch reason {

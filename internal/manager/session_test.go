@@ -3,8 +3,11 @@ package manager_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,11 +21,12 @@ import (
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/sessionrail"
 	"github.com/gocotal/cotal/wire"
 )
 
 // serveSessions serves f's supervisor with sessions established through the mesh's ledger.
-func (f *fixture) serveSessions(t *testing.T, maxSessions int, idle ...time.Duration) *served {
+func (f *fixture) serveSessions(t *testing.T, maxSessions int, edits ...func(*manager.ServiceConfig)) *served {
 	t.Helper()
 	l := f.m.Ledger("")
 	instance := wire.NewLifecycleUID()
@@ -30,11 +34,15 @@ func (f *fixture) serveSessions(t *testing.T, maxSessions int, idle ...time.Dura
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := f.sup.Serve(t.Context(), manager.ServiceConfig{
+	cfg := manager.ServiceConfig{
 		Conn: h.Conn, Space: f.m.Space, Instance: instance, Epoch: epoch, Owner: wire.DevOwner, Readiness: time.Second,
-		Sessions: l, MaxSessions: maxSessions, SessionIdle: append(idle, 0)[0],
+		Sessions: l, MaxSessions: maxSessions,
 		HostLaunch: func(ctx context.Context, caller wire.Lifecycle) bool { ok, _ := l.Instrument(ctx, caller); return ok },
-	})
+	}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	svc, err := f.sup.Serve(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,19 +59,21 @@ func (f *fixture) serveSessions(t *testing.T, maxSessions int, idle ...time.Dura
 	return srv
 }
 
-// attached is one side of a session as a holder sees it: its credential, its connection and the
-// frames that arrive on the out rail.
+// attached is one side of a session as a holder sees it: its credential, its connection, its
+// caller rail and the frames that arrive on it.
 type attached struct {
 	t      *testing.T
 	grant  *manager.SessionGrant
 	holder wire.Lifecycle
 	cred   *authority.Credential
 	c      *meshtest.Client
-	frames chan *nats.Msg
+	rail   *sessionrail.Rail
+	frames chan *meshwire.AttachFrame
 	screen bytes.Buffer
 }
 
-// attachTo asks for a session on name and redeems the holder's half through the ledger.
+// attachTo asks for a session on name, redeems the holder's half through the ledger and opens
+// the caller's rail.
 func attachTo(t *testing.T, f *fixture, mc *manager.Client, records jetstream.KeyValue, name string) *attached {
 	t.Helper()
 	g, err := mc.Attach(t.Context(), records, name)
@@ -74,20 +84,50 @@ func attachTo(t *testing.T, f *fixture, mc *manager.Client, records jetstream.Ke
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &attached{t: t, grant: g, holder: wire.Lifecycle{Principal: p, UID: g.Holder.LifecycleUID}, frames: make(chan *nats.Msg, 1024)}
+	a := &attached{t: t, grant: g, holder: wire.Lifecycle{Principal: p, UID: g.Holder.LifecycleUID}, frames: make(chan *meshwire.AttachFrame, 1024)}
 	if a.cred, err = f.m.Ledger("").SessionCaller(t.Context(), g.SessionID, a.holder); err != nil {
 		t.Fatalf("redeem session %s: %v", g.SessionID, err)
 	}
 	a.c = f.m.Connect(t, a.cred)
-	if _, err := a.c.ChanSubscribe(g.Subjects.Out, a.frames); err != nil {
+	a.rail = openCaller(t, a.c.Conn, g, a.frames)
+	return a
+}
+
+// openCaller opens a session's caller rail on nc, decoding what arrives into frames.
+func openCaller(t *testing.T, nc *nats.Conn, g *manager.SessionGrant, frames chan<- *meshwire.AttachFrame) *sessionrail.Rail {
+	t.Helper()
+	rail, err := sessionrail.Open(nc, sessionrail.Config{Space: wire.Space(g.Space), Endpoint: g.Endpoint, SessionID: g.SessionID,
+		Epoch: g.Serving.Epoch, Window: g.Window, Role: sessionrail.Caller, IdleCredit: 200 * time.Millisecond}, sessionrail.Handlers{
+		Data: func(data json.RawMessage, _ int64) error {
+			f, err := meshwire.DecodeAttachFrame(data)
+			if err != nil {
+				t.Errorf("the manager sent a malformed frame %s: %v", data, err)
+				return err
+			}
+			frames <- f
+			return nil
+		},
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return a
+	t.Cleanup(func() { rail.Close(); rail.Wait() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return rail
 }
 
 func (a *attached) send(f *meshwire.AttachFrame) {
 	a.t.Helper()
-	if err := a.c.Publish(a.grant.Subjects.In, f.Encode()); err != nil {
+	a.sendRaw(f.Encode())
+}
+
+func (a *attached) sendRaw(data json.RawMessage) {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(a.t.Context(), 15*time.Second)
+	defer cancel()
+	if _, err := a.rail.SendWait(ctx, data); err != nil {
 		a.t.Fatal(err)
 	}
 }
@@ -99,11 +139,7 @@ func (a *attached) until(want string) *meshwire.AttachFrame {
 	deadline := time.After(15 * time.Second)
 	for !strings.Contains(a.screen.String(), want) {
 		select {
-		case msg := <-a.frames:
-			f, err := meshwire.DecodeAttachFrame(msg.Data)
-			if err != nil {
-				a.t.Fatalf("the manager sent a malformed frame %q: %v", msg.Data, err)
-			}
+		case f := <-a.frames:
 			switch f.Kind {
 			case meshwire.AttachData:
 				a.screen.Write(f.Data)
@@ -146,13 +182,9 @@ func TestAttachSession(t *testing.T) {
 		t.Fatalf("grant = %+v", a.grant)
 	}
 	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachResize, Cols: 100, Rows: 30})
-	// A malformed frame and an oversized one are dropped; the session goes on.
-	if err := a.c.Publish(a.grant.Subjects.In, []byte(`{"k":"data","b":"not base64!"}`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.c.Publish(a.grant.Subjects.In, []byte(`{"k":"data","b":"`+strings.Repeat("QUFB", meshwire.MaxAttachData/3+1)+`"}`)); err != nil {
-		t.Fatal(err)
-	}
+	// A malformed terminal frame in a well-formed rail frame is dropped; the session goes on.
+	a.sendRaw(json.RawMessage(`{"k":"data","b":"not base64!"}`))
+	a.sendRaw(json.RawMessage(`{"k":"end","reason":"closed"}`))
 	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: []byte("echo hi $((6*7)); stty size\r")})
 	if end := a.until("30 100"); end != nil || !strings.Contains(a.screen.String(), "hi 42") {
 		t.Fatalf("typed line: %q (end %+v)", a.screen.String(), end)
@@ -189,8 +221,8 @@ func TestAttachSession(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Detach: the end frame closes the session for both.
-	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: meshwire.EndClosed})
+	// Detach: the rail's close ends the session for both.
+	a.rail.Close()
 	meshtest.Eventually(t, 15*time.Second, "the session row closed", func() bool {
 		os, err := f.m.Ledger("").Session(ctx, a.grant.SessionID)
 		return err == nil && os != nil && os.Row.State == authstore.SessionClosed && os.Row.Revoked.Caller && os.Row.Revoked.Serving
@@ -315,7 +347,7 @@ func TestSessionSupersededByTakeover(t *testing.T) {
 func TestSessionBackpressure(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	s := f.serveSessions(t, 2, time.Second)
+	s := f.serveSessions(t, 2, func(c *manager.ServiceConfig) { c.SessionIdle = time.Second })
 	mc, records, _ := operator(t, f.m)
 	ctx := t.Context()
 	if _, err := f.sup.Spawn(ctx, manager.Spec{Name: "deaf", Command: []string{"sh", "-c", "stty raw -echo; echo deaf; exec sleep 1000"}}); err != nil {
@@ -330,7 +362,7 @@ func TestSessionBackpressure(t *testing.T) {
 	for range 8 {
 		a.send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: chunk})
 	}
-	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: meshwire.EndClosed})
+	a.rail.Close()
 	meshtest.Eventually(t, 15*time.Second, "the session ended though its agent reads nothing", func() bool { return s.svc.SessionCount() == 0 })
 
 	// A holder that goes silent: ended at the idle deadline, with an end frame.
@@ -362,7 +394,9 @@ func TestSessionRailRefusesDeliveries(t *testing.T) {
 
 	cred, mal := f.m.Agent(t, ledger.Request{Name: "mallory"})
 	me := cred.Principal
-	evil := (&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: []byte("echo pwned-$((6*7))\r")}).Encode()
+	// The delivered message is a well-formed frame, numbered as the holder's next.
+	evil := (&meshwire.RailFrame{Kind: meshwire.RailData, Seq: a.rail.Stats().Sent + 1,
+		Data: (&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: []byte("echo pwned-$((6*7))\r")}).Encode()}).Encode()
 	if _, err := mal.JS.Publish(ctx, f.m.Space.DMSubject(me, me), evil); err != nil {
 		t.Fatal(err)
 	}
@@ -396,5 +430,68 @@ func TestSessionRailRefusesDeliveries(t *testing.T) {
 	}
 	if strings.Contains(a.screen.String(), "pwned-42") {
 		t.Fatalf("the manager typed a frame delivered onto its rail: %q", a.screen.String())
+	}
+}
+
+// TestAStalledHolderEndsItsSession: a holder that takes the screen and never credits it fills the
+// serving rail's window; after the stall timeout the manager ends the session, saying why, and
+// the agent runs on.
+func TestAStalledHolderEndsItsSession(t *testing.T) {
+	meshtest.Long(t, "waits out the 30 s stall timeout")
+	t.Parallel()
+	logs := &meshtest.Logs{Min: slog.LevelWarn}
+	f := newFixture(t)
+	s := f.serveSessions(t, 0, func(c *manager.ServiceConfig) { c.Log = slog.New(logs) })
+	mc, records, _ := operator(t, f.m)
+	ctx := t.Context()
+	if _, err := f.sup.Spawn(ctx, manager.Spec{Name: "chatty", Command: []string{"sh", "-c", "while :; do echo chatter; sleep 0.01; done"}}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := mc.Attach(ctx, records, "chatty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := wire.ParsePrincipal(g.Holder.ID)
+	holder := wire.Lifecycle{Principal: p, UID: g.Holder.LifecycleUID}
+	cred, err := f.m.Ledger("").SessionCaller(ctx, g.SessionID, holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The holder is a bare connection: it asks for the screen and reads, but never credits.
+	c := f.m.Connect(t, cred)
+	var frames atomic.Int64
+	if _, err := c.Subscribe(g.Subjects.Out, func(m *nats.Msg) {
+		if f, err := meshwire.DecodeRailFrame(m.Data); err == nil && f.Kind == meshwire.RailData {
+			frames.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ready := meshwire.RailFrame{Kind: meshwire.RailData, Seq: 1, Data: (&meshwire.AttachFrame{Kind: meshwire.AttachReady}).Encode()}
+	if err := c.Publish(g.Subjects.In, ready.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 15*time.Second, "the window full", func() bool { return frames.Load() >= int64(g.Window) })
+	started := time.Now()
+	meshtest.Eventually(t, 60*time.Second, "the stalled session ended", func() bool { return s.svc.SessionCount() == 0 })
+	if waited := time.Since(started); waited < 25*time.Second {
+		t.Errorf("the session ended %s after its window filled, before the stall timeout", waited)
+	}
+	if got := frames.Load(); got != int64(g.Window) { // the window full: not even the advisory end fits
+		t.Errorf("the manager sent %d frames to a holder that acknowledged none; the window is %d", got, g.Window)
+	}
+	stalled := false
+	for _, r := range logs.At(slog.LevelWarn, "end a session whose rail broke") {
+		stalled = stalled || meshtest.Attr(r, "reason") == sessionrail.ReasonStall
+	}
+	if !stalled {
+		t.Errorf("the manager did not say the rail stalled: %s", logs)
+	}
+	os, err := f.m.Ledger("").Session(ctx, g.SessionID)
+	if err != nil || os == nil || os.Row.State != authstore.SessionClosed {
+		t.Fatalf("the stalled session's row: %+v, %v", os, err)
+	}
+	if st, ok := f.sup.Lookup("chatty"); !ok || st.State != manager.StateRunning {
+		t.Fatalf("the stall touched the agent: %+v", st)
 	}
 }

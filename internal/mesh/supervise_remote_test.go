@@ -3,6 +3,7 @@ package mesh_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal"
@@ -29,6 +29,7 @@ import (
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/remotemgr"
+	"github.com/gocotal/cotal/internal/sessionrail"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
@@ -277,13 +278,7 @@ func TestRemoteManagerAttach(t *testing.T) {
 		t.Fatalf("take the caller half from the host's ledger: %v", err)
 	}
 	c := m.Connect(t, half)
-	converse(t, c, g, "hello from A")
-	send := func(f *meshwire.AttachFrame) {
-		t.Helper()
-		if err := c.Publish(g.Subjects.In, f.Encode()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rail := converse(t, c, g, "hello from A")
 	// The half reaches its session's rails and nothing else.
 	other := strings.Replace(g.Subjects.In, g.SessionID, "another_session-0123456789", 1)
 	chat, err := m.Space.ChatSubject(holder, "general")
@@ -304,7 +299,7 @@ func TestRemoteManagerAttach(t *testing.T) {
 	}
 	// A detach ends the session on B, and the manager ends it in the host's ledger as its
 	// serving party: the broker closes the holder's connection.
-	send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: meshwire.EndClosed})
+	rail.Close()
 	meshtest.Eventually(t, 20*time.Second, "the holder's half closed once the manager ended the session", c.IsClosed)
 	if row, err := l.Session(ctx, g.SessionID); err != nil || row.Row.State != authstore.SessionClosed {
 		t.Fatalf("the session's row after the manager ended it: %+v %v", row, err)
@@ -383,18 +378,33 @@ func TestRemoteManagerAttach(t *testing.T) {
 	}
 }
 
-// converse is a holder's turn on a session, on c, its half: ready, then line typed into the
-// agent's terminal, and the agent's answer awaited on the screen. The session ending first fails.
-func converse(t *testing.T, c *meshtest.Client, g *manager.SessionGrant, line string) {
+// converse is a holder's turn on a session, on c, its half: it opens the caller's rail, sends
+// ready, then line typed into the agent's terminal, and awaits the agent's answer on the screen.
+// The session ending first fails. It returns the rail, open.
+func converse(t *testing.T, c *meshtest.Client, g *manager.SessionGrant, line string) *sessionrail.Rail {
 	t.Helper()
-	frames := make(chan *nats.Msg, 1024)
-	sub, err := c.ChanSubscribe(g.Subjects.Out, frames)
+	frames := make(chan *meshwire.AttachFrame, 1024)
+	rail, err := sessionrail.Open(c.Conn, sessionrail.Config{Space: wire.Space(g.Space), Endpoint: g.Endpoint, SessionID: g.SessionID,
+		Epoch: g.Serving.Epoch, Window: g.Window, Role: sessionrail.Caller}, sessionrail.Handlers{
+		Data: func(data json.RawMessage, _ int64) error {
+			f, err := meshwire.DecodeAttachFrame(data)
+			if err != nil {
+				t.Errorf("a malformed frame %s: %v", data, err)
+				return err
+			}
+			frames <- f
+			return nil
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	t.Cleanup(func() { rail.Close(); rail.Wait() })
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []*meshwire.AttachFrame{{Kind: meshwire.AttachReady}, {Kind: meshwire.AttachData, Data: []byte(line + "\r")}} {
-		if err := c.Publish(g.Subjects.In, f.Encode()); err != nil {
+		if _, err := rail.Send(f.Encode()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -402,11 +412,7 @@ func converse(t *testing.T, c *meshtest.Client, g *manager.SessionGrant, line st
 	deadline := time.After(20 * time.Second)
 	for !strings.Contains(screen.String(), "got "+line) {
 		select {
-		case msg := <-frames:
-			f, err := meshwire.DecodeAttachFrame(msg.Data)
-			if err != nil {
-				t.Fatalf("a malformed frame %q: %v", msg.Data, err)
-			}
+		case f := <-frames:
 			switch f.Kind {
 			case meshwire.AttachData:
 				screen.Write(f.Data)
@@ -417,6 +423,7 @@ func converse(t *testing.T, c *meshtest.Client, g *manager.SessionGrant, line st
 			t.Fatalf("the agent's answer to %q never came back; the screen: %q", line, screen.String())
 		}
 	}
+	return rail
 }
 
 // isRefusal reports whether err is the host's refusal with code.

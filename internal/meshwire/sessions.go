@@ -1,13 +1,12 @@
 package meshwire
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gocotal/cotal/wire"
 )
@@ -41,90 +40,153 @@ const (
 	EndManagerRestart EndReason = "manager-restart"
 )
 
-// EndReasons lists every end reason.
+// EndReasons lists the end reasons a manager sends. The wire takes any bounded reason token
+// (ValidEndReason), so another endpoint may state its own.
 var EndReasons = []EndReason{EndProcessExit, EndClosed, EndExpired, EndTargetDespawn, EndManagerRestart}
 
-// MaxAttachData bounds the bytes one data frame carries, so a frame always fits the broker's
-// payload limit with its encoding.
+// ValidEndReason reports whether r is an end reason the wire carries: lowercase kebab case, a
+// letter then up to 47 letters, digits and hyphens.
+func ValidEndReason(r EndReason) bool {
+	if len(r) < 1 || len(r) > 48 || r[0] < 'a' || r[0] > 'z' {
+		return false
+	}
+	for _, c := range []byte(r) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxAttachData bounds the bytes one data frame a cotal-go party sends carries, so a frame always
+// fits the broker's payload limit inside its rail envelope.
 const MaxAttachData = 64 << 10
 
-// AttachFrame is one frame of an interactive session.
+// maxAttachBase64 bounds a received data frame's base64 text.
+const maxAttachBase64 = 4 << 20
+
+// MaxWindowSide bounds a resize frame's columns and rows.
+const MaxWindowSide = 100_000
+
+// AttachFrame is one frame of an interactive terminal session, the value a rail data frame
+// carries.
 type AttachFrame struct {
-	Kind AttachKind `json:"k"`
+	Kind AttachKind
 	// Data is a data frame's bytes.
-	Data []byte `json:"b,omitempty"`
+	Data []byte
 	// Cols and Rows are a resize frame's window size.
-	Cols int `json:"cols,omitempty"`
-	Rows int `json:"rows,omitempty"`
+	Cols int
+	Rows int
 	// Reason is an end frame's reason.
-	Reason EndReason `json:"reason,omitempty"`
+	Reason EndReason
 	// Bytes is how many bytes a drop frame reports lost.
-	Bytes int64 `json:"bytes,omitempty"`
+	Bytes int64
 }
 
-// maxWindow bounds a resize: a terminal's size fits 16 bits a side.
-const maxWindow = 1<<16 - 1
-
-// Validate checks the frame's members against its kind: data carries at most MaxAttachData
-// bytes, a resize a window of 1..65535 a side, an end a known reason, a drop a positive count,
-// and no frame carries another kind's members. It returns a *ValidationError.
-func (f *AttachFrame) Validate() error {
-	data, window, reason, dropped := len(f.Data) > 0, f.Cols != 0 || f.Rows != 0, f.Reason != "", f.Bytes != 0
-	var extra bool
-	switch f.Kind {
-	case AttachData:
-		if len(f.Data) > MaxAttachData {
-			return wire.Invalidf("b", strconv.Itoa(len(f.Data)), "must carry at most %d bytes", MaxAttachData)
-		}
-		extra = window || reason || dropped
-	case AttachReady:
-		extra = data || window || reason || dropped
-	case AttachResize:
-		if f.Cols < 1 || f.Cols > maxWindow || f.Rows < 1 || f.Rows > maxWindow {
-			return wire.Invalidf("resize", fmt.Sprintf("%dx%d", f.Cols, f.Rows), "cols and rows must be 1 to %d", maxWindow)
-		}
-		extra = data || reason || dropped
-	case AttachEnd:
-		if !slices.Contains(EndReasons, f.Reason) {
-			return wire.Invalidf("reason", string(f.Reason), "must be one of %q", EndReasons)
-		}
-		extra = data || window || dropped
-	case AttachDrop:
-		if f.Bytes < 1 {
-			return wire.Invalid("bytes", strconv.FormatInt(f.Bytes, 10), "must be positive")
-		}
-		extra = data || window || reason
-	default:
-		return wire.Invalidf("k", string(f.Kind), "must be one of data, ready, resize, end, drop")
-	}
-	if extra {
-		return wire.Invalidf("k", string(f.Kind), "a %s frame carries another kind's members", f.Kind)
-	}
-	return nil
-}
-
-// DecodeAttachFrame decodes and validates one frame; a member no frame has, a second value, or
-// malformed base64 is refused with a *ValidationError.
+// DecodeAttachFrame decodes and validates one terminal frame: one JSON object with exactly its
+// kind's members; a data frame's b standard padded base64; a resize's cols and rows integers
+// from 1 to MaxWindowSide; an end's reason a valid reason token; a drop's bytes a positive
+// integer. Anything else is refused with a *wire.ValidationError.
 func DecodeAttachFrame(raw []byte) (*AttachFrame, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	var f AttachFrame
-	if err := dec.Decode(&f); err != nil {
-		return nil, wire.Invalid("frame", "", "must be one JSON object of k, b, cols, rows, reason and bytes: "+err.Error())
-	}
-	if dec.More() {
-		return nil, wire.Invalid("frame", "", "must be one JSON object")
-	}
-	if err := f.Validate(); err != nil {
+	o, err := closedObject(raw, "terminal frame", "k", "b", "cols", "rows", "reason", "bytes")
+	if err != nil {
 		return nil, err
 	}
-	return &f, nil
+	var kind string
+	if o["k"] == nil || json.Unmarshal(o["k"], &kind) != nil {
+		return nil, wire.Invalid("k", string(o["k"]), "must be one of data, ready, resize, end, drop")
+	}
+	f := &AttachFrame{Kind: AttachKind(kind)}
+	switch f.Kind {
+	case AttachReady:
+		err = onlyMembers(o, "ready frame", "k")
+	case AttachData:
+		if err = onlyMembers(o, "data frame", "k", "b"); err == nil {
+			f.Data, err = decodeBase64(o["b"])
+		}
+	case AttachResize:
+		if err = onlyMembers(o, "resize frame", "k", "cols", "rows"); err == nil {
+			var cols, rows int64
+			cols, err = safeInteger(o["cols"], "cols", 1)
+			if err == nil {
+				rows, err = safeInteger(o["rows"], "rows", 1)
+			}
+			if err == nil && (cols > MaxWindowSide || rows > MaxWindowSide) {
+				err = wire.Invalidf("resize", fmt.Sprintf("%dx%d", cols, rows), "cols and rows must be 1 to %d", MaxWindowSide)
+			}
+			f.Cols, f.Rows = int(cols), int(rows)
+		}
+	case AttachEnd:
+		if err = onlyMembers(o, "end frame", "k", "reason"); err == nil {
+			var r string
+			if o["reason"] == nil || json.Unmarshal(o["reason"], &r) != nil || !ValidEndReason(EndReason(r)) {
+				err = wire.Invalid("reason", string(o["reason"]), "must be a lowercase kebab-case token of 1 to 48 characters")
+			}
+			f.Reason = EndReason(r)
+		}
+	case AttachDrop:
+		if err = onlyMembers(o, "drop frame", "k", "bytes"); err == nil {
+			f.Bytes, err = safeInteger(o["bytes"], "bytes", 1)
+		}
+	default:
+		err = wire.Invalid("k", kind, "must be one of data, ready, resize, end, drop")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
-// Encode returns the frame's JSON; b is standard base64.
+// decodeBase64 reads a data frame's b: a string of standard padded base64, at most
+// maxAttachBase64 characters, with no whitespace.
+func decodeBase64(raw json.RawMessage) ([]byte, error) {
+	var s string
+	if raw == nil || json.Unmarshal(raw, &s) != nil {
+		return nil, wire.Invalid("b", string(raw), "must be a string of base64")
+	}
+	if len(s) > maxAttachBase64 || len(s)%4 != 0 || !isBase64(s) {
+		return nil, wire.Invalid("b", s, "must be standard padded base64")
+	}
+	return base64.StdEncoding.DecodeString(s)
+}
+
+// isBase64 reports whether s is [A-Za-z0-9+/]* followed by at most two '='.
+func isBase64(s string) bool {
+	body := strings.TrimRight(s, "=")
+	if len(s)-len(body) > 2 {
+		return false
+	}
+	for _, c := range []byte(body) {
+		if (c < 'A' || c > 'Z') && (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '+' && c != '/' {
+			return false
+		}
+	}
+	return true
+}
+
+// Encode returns the frame's JSON, compact, members in the order k then the kind's own; a data
+// frame always carries b, empty or not.
 func (f *AttachFrame) Encode() []byte {
-	raw, _ := json.Marshal(f) // strings, numbers and bytes always encode
-	return raw
+	b := append(make([]byte, 0, 32+base64.StdEncoding.EncodedLen(len(f.Data))), `{"k":`...)
+	b = strconv.AppendQuote(b, string(f.Kind))
+	switch f.Kind {
+	case AttachData:
+		b = append(b, `,"b":"`...)
+		b = base64.StdEncoding.AppendEncode(b, f.Data)
+		b = append(b, '"')
+	case AttachResize:
+		b = append(b, `,"cols":`...)
+		b = strconv.AppendInt(b, int64(f.Cols), 10)
+		b = append(b, `,"rows":`...)
+		b = strconv.AppendInt(b, int64(f.Rows), 10)
+	case AttachEnd:
+		b = append(b, `,"reason":`...)
+		b = strconv.AppendQuote(b, string(f.Reason))
+	case AttachDrop:
+		b = append(b, `,"bytes":`...)
+		b = strconv.AppendInt(b, f.Bytes, 10)
+	}
+	return append(b, '}')
 }
 
 // NewSessionID returns a fresh session id: 43 characters of base64url carrying 256 random bits.

@@ -5,6 +5,7 @@ package attach
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,14 +23,13 @@ import (
 	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
-	"github.com/gocotal/cotal/internal/coremsg"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
-	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/remotemgr"
+	"github.com/gocotal/cotal/internal/sessionrail"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -243,70 +243,84 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, h halves, ur
 		return true, err
 	}
 	defer nc.Close()
-	// A callback that waits while the loop is behind: the connection's own buffer holds what
-	// follows, so no screen output or end is lost to a full queue.
-	frames := make(chan *nats.Msg, 256)
+	// The rail hands each frame over once the loop takes it, so it credits only what was shown.
+	frames := make(chan *meshwire.AttachFrame)
+	broke := make(chan error, 1)
 	done := make(chan struct{})
 	defer close(done)
-	if _, err := nc.Subscribe(g.Subjects.Out, func(m *nats.Msg) {
-		if !coremsg.Published(m) { // a stored message JetStream delivered onto the rail
-			return
-		}
-		select {
-		case frames <- m:
-		case <-done:
-		}
-	}); err != nil {
+	rail, err := sessionrail.Open(nc, sessionrail.Config{Space: wire.Space(g.Space), Endpoint: g.Endpoint, SessionID: g.SessionID,
+		Epoch: g.Serving.Epoch, Window: g.Window, Role: sessionrail.Caller, Retain: true}, sessionrail.Handlers{
+		Data: func(data json.RawMessage, _ int64) error {
+			f, err := meshwire.DecodeAttachFrame(data)
+			if err != nil {
+				return err // a frame no manager sends: the rail breaks and a fresh session follows
+			}
+			select {
+			case frames <- f:
+			case <-done:
+			}
+			return nil
+		},
+		Close:  func() { broke <- errors.New("the manager closed the session") },
+		Broken: func(reason string, err error) { broke <- fmt.Errorf("the session's rail broke (%s): %w", reason, err) },
+	})
+	if err != nil {
 		return true, err
 	}
-	send := func(f *meshwire.AttachFrame) { _ = nc.Publish(g.Subjects.In, f.Encode()) }
-	resize := func() {
-		if cols, rows, ok := size(o.IO.Out); ok {
-			send(&meshwire.AttachFrame{Kind: meshwire.AttachResize, Cols: cols, Rows: rows})
-		}
+	defer func() { rail.Close(); _ = nc.Flush() }()
+	if err := nc.Flush(); err != nil {
+		return true, err
 	}
-	resize()
-	send(&meshwire.AttachFrame{Kind: meshwire.AttachReady})
+	// send waits for the window: keystrokes are never dropped, and a manager that stops
+	// crediting breaks the rail after its stall timeout.
+	send := func(f *meshwire.AttachFrame) error {
+		_, err := rail.SendWait(ctx, f.Encode())
+		return err
+	}
+	resize := func() error {
+		if cols, rows, ok := size(o.IO.Out); ok {
+			return send(&meshwire.AttachFrame{Kind: meshwire.AttachResize, Cols: cols, Rows: rows})
+		}
+		return nil
+	}
+	if err := resize(); err != nil {
+		return true, err
+	}
+	if err := send(&meshwire.AttachFrame{Kind: meshwire.AttachReady}); err != nil {
+		return true, err
+	}
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
 	defer signal.Stop(winch)
 	ready := time.NewTicker(readyEvery)
 	defer ready.Stop()
-	keepalive := time.NewTicker(manager.SessionKeepalive)
-	defer keepalive.Stop()
 	for {
+		var err error
 		select {
 		case <-ctx.Done():
-			send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: meshwire.EndClosed})
 			return false, ctx.Err()
 		case <-closed:
 			return true, errors.New("the session's connection closed")
-		case <-ready.C: // until the first frame: the manager may not have heard the first ready
-			send(&meshwire.AttachFrame{Kind: meshwire.AttachReady})
+		case err := <-broke:
+			return true, err
+		case <-ready.C: // until the first frame: the manager's broker may not have had our frames
+			rail.Retransmit()
 		case <-winch:
-			resize()
-		case <-keepalive.C: // an empty data frame: the manager ends a session that falls silent
-			send(&meshwire.AttachFrame{Kind: meshwire.AttachData})
+			err = resize()
 		case p, ok := <-in.bytes:
 			switch {
 			case !ok:
 				return false, errDetached // stdin ended
 			case len(p) == 1 && p[0] == DetachKey:
-				send(&meshwire.AttachFrame{Kind: meshwire.AttachEnd, Reason: meshwire.EndClosed})
-				_ = nc.Flush()
 				return false, errDetached
 			}
-			for len(p) > 0 {
+			for len(p) > 0 && err == nil {
 				n := min(len(p), meshwire.MaxAttachData)
-				send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: p[:n]})
+				err = send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: p[:n]})
 				p = p[n:]
 			}
-		case msg := <-frames:
+		case f := <-frames:
 			ready.Stop()
-			f, err := meshwire.DecodeAttachFrame(msg.Data)
-			if err != nil {
-				continue // a frame no manager sends: dropped
-			}
 			switch f.Kind {
 			case meshwire.AttachData:
 				_, _ = o.IO.Out.Write(f.Data)
@@ -319,8 +333,11 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, h halves, ur
 				case meshwire.EndClosed:
 					return false, errDetached
 				}
-				return true, fmt.Errorf("the session ended: %s", f.Reason) // expired, manager-restart
+				return true, fmt.Errorf("the session ended: %s", f.Reason) // expired, manager-restart, another endpoint's reason
 			}
+		}
+		if err != nil {
+			return !errors.Is(err, context.Canceled), err
 		}
 	}
 }
