@@ -967,6 +967,8 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 		for _, b := range []wire.Bucket{acl, channels, members} {
 			g.pub = append(g.pub, "$KV."+string(b)+".>", jsapi.MsgGet+b.Stream(), jsapi.DirectGet+b.Stream(), jsapi.DirectGet+b.Stream()+".>")
 		}
+		// The trust anchors (SPEC §13.10): the operator registers them and reads them back.
+		g.pub = append(g.pub, records.Subject(meshwire.SignerKeys()), jsapi.MsgGet+records.Stream())
 	case authority.ProfileDeprovisioner:
 		// SPEC §13.9 / Appendix B host profiles: pinned to one (principal, lifecycleUid) in every
 		// exact name; deletes only its dm_/dlv_ durables, its read-ACL row and one membership

@@ -510,6 +510,10 @@ func (r rowsFor) provisioner() Permissions {
 	for _, st := range []string{r.s.DMStream(), r.s.DLVStream(), r.s.TaskStream()} {
 		pub = append(pub, jsapi.ConsumerCreate+st+".>", jsapi.ConsumerDurable+st+".>", jsapi.ConsumerInfo+st+".>")
 	}
+	// The trust anchors are the operator's to write (SPEC §13.9, §13.10): the space's sessions
+	// key is registered, and its window closed, through here; anchors are read leader-served.
+	records := meshwire.RecordsBucket(r.s)
+	pub = append(pub, records.Subject(meshwire.SignerKeys()), jsapi.MsgGet+records.Stream())
 	acl, channels := meshwire.ACLBucket(r.s), r.s.ChannelsBucket()
 	pub = append(pub,
 		acl.Subject(">"), channels.Subject(">"),

@@ -1,17 +1,22 @@
 package cli
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/cli/anchors"
 	"github.com/gocotal/cotal/internal/cli/creds"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/ledger"
@@ -99,6 +104,7 @@ func TestAttachUnderTmux(t *testing.T) {
 	if code, _, stderr := run(t, "attach", "quiet", "--dir", dir); code != exit.Failed || !strings.Contains(stderr, "headless") {
 		t.Fatalf("attach to a headless agent: exit %d, %s", code, stderr)
 	}
+	grantVerifiesWithTheListedAnchor(t, dir)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +173,7 @@ func TestAttachUnderTmux(t *testing.T) {
 				}
 			}
 		}
-		return halves == 6 // three sessions, each with both halves
+		return halves == 8 // four sessions, each with both halves
 	})
 	code, out, stderr := run(t, "creds", "list", "--dir", dir, "--json")
 	var rows []creds.Row
@@ -180,7 +186,7 @@ func TestAttachUnderTmux(t *testing.T) {
 			listed[r.Profile]++
 		}
 	}
-	if listed[string(authority.ProfileSessionCaller)] != 3 || listed[string(authority.ProfileSessionServing)] != 3 {
+	if listed[string(authority.ProfileSessionCaller)] != 4 || listed[string(authority.ProfileSessionServing)] != 4 {
 		t.Fatalf("creds list --json does not list the ended sessions' halves as revoked: %v", listed)
 	}
 }
@@ -214,4 +220,76 @@ func openSession(t *testing.T, l *ledger.Ledger) string {
 		}
 	}
 	return ""
+}
+
+// grantVerifiesWithTheListedAnchor asks the manager for a session on the shell as the contract
+// reads (cotal invoke manager attach): the grant in the reply has exactly the reference's
+// members, and its sig verifies, by hand, with the public key cotal anchors --json lists for its
+// issuer.keyId.
+func grantVerifiesWithTheListedAnchor(t *testing.T, dir string) {
+	t.Helper()
+	shell := psRows(t, dir)["local.shell"].Process
+	code, res, stderr := invoke(t, "manager", "attach", "--dir", dir, "--mode", "owner", "--target", "local.shell."+shell.LifecycleUID)
+	if code != exit.OK || !res.OK {
+		t.Fatalf("invoke manager attach: exit %d, %+v %s", code, res, stderr)
+	}
+	var reply struct {
+		Grant map[string]json.RawMessage `json:"grant"`
+	}
+	if err := json.Unmarshal(res.Data, &reply); err != nil {
+		t.Fatalf("attach's reply %s: %v", res.Data, err)
+	}
+	var members []string
+	for k := range reply.Grant {
+		members = append(members, k)
+	}
+	slices.Sort(members)
+	if want := []string{"endpoint", "exp", "holder", "iat", "issuer", "nonce", "serving", "sessionId", "sig", "space", "subjects", "v", "window"}; !slices.Equal(members, want) {
+		t.Fatalf("the grant's members are %q, the reference's %q", members, want)
+	}
+	var issuer struct {
+		KeyID string `json:"keyId"`
+	}
+	var sig string
+	_ = json.Unmarshal(reply.Grant["issuer"], &issuer)
+	_ = json.Unmarshal(reply.Grant["sig"], &sig)
+	code, out, stderr := run(t, "anchors", "--dir", dir, "--json")
+	var listed []anchors.Row
+	if err := json.Unmarshal([]byte(out), &listed); code != exit.OK || err != nil {
+		t.Fatalf("anchors --json: exit %d, %v: %s", code, err, stderr)
+	}
+	var pub string
+	for _, a := range listed {
+		if a.KeyID == issuer.KeyID && a.Role == "sessions" && a.Current {
+			pub = a.PublicKey
+		}
+	}
+	if pub == "" {
+		t.Fatalf("cotal anchors lists no current sessions key %s: %s", issuer.KeyID, out)
+	}
+	delete(reply.Grant, "sig")
+	unsigned, _ := json.Marshal(reply.Grant)
+	input, err := wire.Canonicalize(unsigned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := nkeys.FromPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := key.Verify(input, raw); err != nil {
+		t.Fatalf("the grant's sig does not verify with the listed key %s: %v", pub, err)
+	}
+	// Nobody holds this session: the operator ends it rather than wait out its idle deadline.
+	var sessionID string
+	_ = json.Unmarshal(reply.Grant["sessionId"], &sessionID)
+	l := openLedger(t, dir, waitUp(t, dir, nil).URL)
+	if err := l.CloseSession(t.Context(), sessionID, authstore.SessionCloser{Operator: true}, authstore.SessionClosed); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 15*time.Second, "the invoked session gone from ps", func() bool { return len(psRows(t, dir)["local.shell"].Attached) == 0 })
 }

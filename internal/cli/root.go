@@ -10,6 +10,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/actor"
 	"github.com/gocotal/cotal/internal/cli/agent"
 	"github.com/gocotal/cotal/internal/cli/agentbearer"
+	"github.com/gocotal/cotal/internal/cli/anchors"
 	"github.com/gocotal/cotal/internal/cli/attach"
 	"github.com/gocotal/cotal/internal/cli/bench"
 	"github.com/gocotal/cotal/internal/cli/channels"
@@ -72,6 +73,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		send.NewCmdSend(f, nil),
 		channels.NewCmdChannels(f),
 		ps.NewCmdPs(f),
+		anchors.NewCmdAnchors(f),
 		console.NewCmdConsole(f),
 		web.NewCmdWeb(f),
 		hook.NewCmdHook(f),

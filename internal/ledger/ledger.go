@@ -51,6 +51,8 @@ type Ledger struct {
 	evict Evictor
 	store *held[*authstore.Store]
 	prov  *held[jetstream.JetStream]
+	// sessions is the key that signs session grants.
+	sessions sessionKeys
 }
 
 // Option configures Open.
@@ -66,7 +68,8 @@ func Open(ctx context.Context, url string, kr *authority.Keyring, sp wire.Space,
 	if err != nil {
 		return nil, err
 	}
-	l := &Ledger{url: url, sp: sp, kr: kr, keys: keys, evict: BrokerEvictor(kr, url)}
+	l := &Ledger{url: url, sp: sp, kr: kr, keys: keys, evict: BrokerEvictor(kr, url),
+		sessions: sessionKeys{life: SessionKeyLife, reserve: sessionKeyReserve}}
 	for _, o := range opts {
 		o(l)
 	}

@@ -2,35 +2,92 @@ package ledger
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
+	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/sessiongrant"
 	"github.com/gocotal/cotal/wire"
 )
 
 // The session ledger's trusted path (SPEC §13.6): a session is redeemed once, its two halves are
 // released only to their parties, and ending it revokes both at the broker.
 
-// RedeemSession redeems a session grant for its holder and serving instance: the row goes
-// issuing → active and the caller half is released (authstore.Store.RedeemSession). A
-// second redeem by another holder, or of an ended session, is authority.ErrConflict.
-func (l *Ledger) RedeemSession(ctx context.Context, req authstore.SessionRequest) (*authority.Credential, error) {
-	var cred *authority.Credential
+// RedeemSession establishes a session for its holder and serving instance, the row going
+// issuing → active with both halves staged (authstore.Store.RedeemSession), and returns its
+// grant, signed by the space's sessions key (SPEC §13.10). A second redeem by another holder,
+// or of an ended session, is authority.ErrConflict.
+func (l *Ledger) RedeemSession(ctx context.Context, req authstore.SessionRequest) (*sessiongrant.Grant, error) {
 	err := l.withStore(ctx, func(s *authstore.Store, keys *authority.SpaceKeys) ([]string, error) {
-		var err error
-		cred, err = s.RedeemSession(ctx, keys, req)
+		_, err := s.RedeemSession(ctx, keys, req)
 		return nil, err
 	})
-	return cred, err
+	if err != nil {
+		return nil, err
+	}
+	subj, err := sessiongrant.Rails(l.sp, req.Serving.Name, req.SessionID, req.ServingEpoch)
+	if err != nil {
+		return nil, err
+	}
+	g := &sessiongrant.Grant{V: sessiongrant.Version, SessionID: req.SessionID, Space: string(l.sp), Endpoint: req.Serving.Name, Subjects: subj,
+		Holder:  sessiongrant.Holder{ID: req.Holder.Principal.String(), LifecycleUID: req.Holder.UID, ProcessEpoch: req.HolderEpoch},
+		Serving: sessiongrant.Serving{InstanceID: req.Serving.InstanceID, Epoch: req.ServingEpoch},
+		Window:  meshwire.SessionWindowDefault, Iat: wire.MillisOf(time.Now()), Exp: wire.MillisOf(req.Expires), Nonce: newNonce()}
+	signer, err := l.sessions.current(ctx, l)
+	if err == nil {
+		err = g.Sign(signer)
+	}
+	if err != nil {
+		// The session must not outlive a grant that never went out.
+		cerr := l.CloseSession(context.WithoutCancel(ctx), req.SessionID, authstore.SessionCloser{Operator: true}, authstore.SessionClosed)
+		return nil, errors.Join(fmt.Errorf("sign the grant of session %s: %w", req.SessionID, err), cerr)
+	}
+	return g, nil
 }
 
-// SessionCaller releases the caller half of an active session to holder, the lifecycle its row
-// names; it never creates a session.
-func (l *Ledger) SessionCaller(ctx context.Context, sessionID string, holder wire.Lifecycle) (*authority.Credential, error) {
+// newNonce returns a grant's nonce: 18 random bytes, 24 characters of base64url.
+func newNonce() string {
+	var b [18]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error since Go 1.24
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// SessionCaller releases the caller half of an active session to holder on the grant it
+// presents: the grant must verify (its signature against the anchor it names, read afresh, its
+// rails, its currency), name holder, and match the session's row; it never creates a session.
+func (l *Ledger) SessionCaller(ctx context.Context, grant []byte, holder wire.Lifecycle) (*authority.Credential, error) {
+	g, err := l.VerifyGrant(ctx, grant)
+	if err != nil {
+		return nil, err
+	}
+	if g.Holder.ID != holder.Principal.String() || g.Holder.LifecycleUID != holder.UID {
+		return nil, wire.NewEndpointError(wire.CodePermissionDenied, wire.OutcomeNotExecuted, "session %s's grant names holder %s.%s, not %s", g.SessionID, g.Holder.ID, g.Holder.LifecycleUID, holder)
+	}
 	return l.release(ctx, func(s *authstore.Store, keys *authority.SpaceKeys) (*authority.Credential, error) {
-		return s.CallerCredential(ctx, keys, sessionID, holder)
+		os, err := s.Session(ctx, g.SessionID)
+		if err != nil {
+			return nil, err
+		}
+		if os != nil && (os.Row.Endpoint != g.Endpoint || os.Row.Serving.InstanceID != g.Serving.InstanceID || os.Row.Serving.Epoch != g.Serving.Epoch) {
+			return nil, fmt.Errorf("session %s: %w: its grant names another serving incarnation", g.SessionID, authstore.ErrConflict)
+		}
+		return s.CallerCredential(ctx, keys, g.SessionID, holder)
 	})
+}
+
+// VerifyGrant verifies a session grant presented for this space now, resolving its signing key
+// in the space's anchor registry (sessiongrant.Verify).
+func (l *Ledger) VerifyGrant(ctx context.Context, grant []byte) (*sessiongrant.Grant, error) {
+	reg, err := l.registry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sessiongrant.Verify(grant, l.sp, reg.Resolver(ctx), time.Now())
 }
 
 // release runs one release of a session half, asked again while the broker briefly has no

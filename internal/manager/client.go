@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/runhost"
+	"github.com/gocotal/cotal/internal/sessiongrant"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -304,7 +305,11 @@ func (c *Client) Attach(ctx context.Context, records jetstream.KeyValue, name st
 	if err := json.Unmarshal(reply.Data, &res); err != nil {
 		return nil, fmt.Errorf("attach %s: the grant does not decode: %w", name, err)
 	}
-	return &res.Grant, nil
+	g, err := sessiongrant.Parse(res.Grant)
+	if err != nil {
+		return nil, fmt.Errorf("attach %s: %w", name, err)
+	}
+	return g, nil
 }
 
 // Input types text into the named agent's terminal, then Enter unless enter is false, and returns

@@ -15,6 +15,7 @@ import (
 	"github.com/gocotal/cotal/internal/endpoint"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/sessiongrant"
 	"github.com/gocotal/cotal/internal/sessionrail"
 	"github.com/gocotal/cotal/wire"
 )
@@ -32,8 +33,8 @@ type SessionAuthority interface {
 	// SessionHolder returns the lifecycle that holds a session caller asks for, and its epoch.
 	SessionHolder(ctx context.Context, caller wire.Lifecycle) (wire.Lifecycle, int64, error)
 	// RedeemSession establishes a session: its row active, both halves staged. It returns the
-	// caller's half when it holds it.
-	RedeemSession(ctx context.Context, req authstore.SessionRequest) (*authority.Credential, error)
+	// session's grant, signed.
+	RedeemSession(ctx context.Context, req authstore.SessionRequest) (*SessionGrant, error)
 	// SessionServing releases a session's serving half to the instance that serves it.
 	SessionServing(ctx context.Context, sessionID string, instance wire.LifecycleUID, epoch int64) (*authority.Credential, error)
 	// CloseSession ends a session and has the broker refuse the halves the ledger released.
@@ -57,51 +58,18 @@ const (
 	SessionIdle = 2 * time.Minute
 )
 
-// SessionGrant is attach's grant: the session the holder redeems, its rails and parties.
-type SessionGrant struct {
-	V         int             `json:"v"`
-	SessionID string          `json:"sessionId"`
-	Space     string          `json:"space"`
-	Endpoint  string          `json:"endpoint"`
-	Subjects  SessionSubjects `json:"subjects"`
-	Holder    GrantHolder     `json:"holder"`
-	Serving   GrantServing    `json:"serving"`
-	// Target is the agent whose terminal the session carries.
-	Target wire.Target `json:"target"`
-	Window int         `json:"window"`
-	// Iat and Exp are when the grant was issued and when the session ends, in epoch milliseconds.
-	Iat wire.EpochMillis `json:"iat"`
-	Exp wire.EpochMillis `json:"exp"`
-}
-
-// SessionSubjects are a session's two rails.
-type SessionSubjects struct {
-	In  string `json:"in"`
-	Out string `json:"out"`
-}
-
-// GrantHolder is the lifecycle a grant is bound to.
-type GrantHolder struct {
-	ID           string            `json:"id"`
-	LifecycleUID wire.LifecycleUID `json:"lifecycleUid"`
-	ProcessEpoch int64             `json:"processEpoch"`
-}
-
-// GrantServing is the serving incarnation a grant is bound to.
-type GrantServing struct {
-	InstanceID wire.LifecycleUID `json:"instanceId"`
-	Epoch      int64             `json:"epoch"`
-}
+// SessionGrant is attach's grant, signed by the authority that established the session.
+type SessionGrant = sessiongrant.Grant
 
 // attachResult is attach's reply.
 type attachResult struct {
-	Grant SessionGrant `json:"grant"`
+	Grant json.RawMessage `json:"grant"`
 }
 
 // bridge serves one session: the agent's terminal on one side, the session's rails on the other.
 type bridge struct {
 	svc   *Service
-	grant SessionGrant
+	grant *SessionGrant
 	agent string
 	term  *Terminal
 	nc    *nats.Conn
@@ -185,18 +153,9 @@ func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, err
 	if err != nil {
 		return nil, notExecuted(wire.CodeFailedPrecondition, "the caller cannot hold a session: %v", err)
 	}
-	now := time.Now()
-	g := SessionGrant{V: 1, SessionID: meshwire.NewSessionID(), Space: string(svc.cfg.Space), Endpoint: string(wire.ManagerEndpoint),
-		Holder:  GrantHolder{ID: holder.Principal.String(), LifecycleUID: holder.UID, ProcessEpoch: holderEpoch},
-		Serving: GrantServing{InstanceID: svc.cfg.Instance, Epoch: svc.cfg.Epoch},
-		Target:  *req.Envelope.Target, Window: meshwire.SessionWindowDefault, Iat: wire.MillisOf(now), Exp: wire.MillisOf(now.Add(SessionLifetime))}
-	for dir, dst := range map[meshwire.SessionDir]*string{meshwire.SessionIn: &g.Subjects.In, meshwire.SessionOut: &g.Subjects.Out} {
-		if *dst, err = meshwire.SessionRail(svc.cfg.Space, wire.ManagerEndpoint.Token(), g.SessionID, svc.cfg.Epoch, dir); err != nil {
-			return nil, err
-		}
-	}
-	_, err = svc.cfg.Sessions.RedeemSession(ctx, authstore.SessionRequest{
-		SessionID: g.SessionID, Holder: holder, HolderEpoch: holderEpoch, ServingEpoch: svc.cfg.Epoch, Expires: g.Exp.Time(),
+	sessionID := meshwire.NewSessionID()
+	g, err := svc.cfg.Sessions.RedeemSession(ctx, authstore.SessionRequest{
+		SessionID: sessionID, Holder: holder, HolderEpoch: holderEpoch, ServingEpoch: svc.cfg.Epoch, Expires: time.Now().Add(SessionLifetime),
 		Target:  &target,
 		Serving: authstore.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: svc.cfg.Instance},
 	})
@@ -210,11 +169,11 @@ func (svc *Service) attach(ctx context.Context, req *endpoint.Request) (any, err
 	}
 	served = true
 	go b.run() // owned: ends with the session, giving back its slot; Stop ends every session and waits
-	return attachResult{Grant: g}, nil
+	return attachResult{Grant: g.Raw}, nil
 }
 
 // serveSession connects the session's serving half and opens its serving rail.
-func (svc *Service) serveSession(ctx context.Context, g SessionGrant, agent string, term *Terminal) (*bridge, error) {
+func (svc *Service) serveSession(ctx context.Context, g *SessionGrant, agent string, term *Terminal) (*bridge, error) {
 	cred, err := svc.cfg.Sessions.SessionServing(ctx, g.SessionID, svc.cfg.Instance, svc.cfg.Epoch)
 	if err != nil {
 		return nil, err

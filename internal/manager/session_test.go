@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/anchor"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
@@ -85,7 +87,7 @@ func attachTo(t *testing.T, f *fixture, mc *manager.Client, records jetstream.Ke
 		t.Fatal(err)
 	}
 	a := &attached{t: t, grant: g, holder: wire.Lifecycle{Principal: p, UID: g.Holder.LifecycleUID}, frames: make(chan *meshwire.AttachFrame, 1024)}
-	if a.cred, err = f.m.Ledger("").SessionCaller(t.Context(), g.SessionID, a.holder); err != nil {
+	if a.cred, err = f.m.Ledger("").SessionCaller(t.Context(), g.Raw, a.holder); err != nil {
 		t.Fatalf("redeem session %s: %v", g.SessionID, err)
 	}
 	a.c = f.m.Connect(t, a.cred)
@@ -178,7 +180,7 @@ func TestAttachSession(t *testing.T) {
 	t.Parallel()
 	f, s, a := shellSession(t)
 	ctx := t.Context()
-	if a.grant.Serving.InstanceID != s.instance || a.grant.Target.Actor != "shell" || !strings.Contains(a.grant.Subjects.In, ".eps.manager."+a.grant.SessionID+".") {
+	if a.grant.Serving.InstanceID != s.instance || !strings.Contains(a.grant.Subjects.In, ".eps.manager."+a.grant.SessionID+".") {
 		t.Fatalf("grant = %+v", a.grant)
 	}
 	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachResize, Cols: 100, Rows: 30})
@@ -241,11 +243,13 @@ func TestAttachSession(t *testing.T) {
 			return err != nil
 		})
 	}
-	if _, err := f.m.Ledger("").SessionCaller(ctx, a.grant.SessionID, a.holder); !errors.Is(err, authstore.ErrConflict) {
+	if _, err := f.m.Ledger("").SessionCaller(ctx, a.grant.Raw, a.holder); !errors.Is(err, authstore.ErrConflict) {
 		t.Fatalf("a second redeem of a closed session: %v", err)
 	}
-	if _, err := f.m.Ledger("").SessionCaller(ctx, meshwire.NewSessionID(), a.holder); err == nil {
-		t.Fatal("a forged grant's session was redeemed")
+	// A grant with one byte changed is refused, for its signature, before any row is read.
+	forged := bytes.Replace(a.grant.Raw, []byte(a.grant.SessionID), []byte(meshwire.NewSessionID()), 1)
+	if _, err := f.m.Ledger("").SessionCaller(ctx, forged, a.holder); codeOf(err) != wire.CodePermissionDenied {
+		t.Fatalf("a forged grant: %v, want permission-denied", err)
 	}
 	if st, ok := f.sup.Lookup("shell"); !ok || st.State != manager.StateRunning {
 		t.Fatalf("detaching touched the agent: %+v", st)
@@ -453,7 +457,7 @@ func TestAStalledHolderEndsItsSession(t *testing.T) {
 	}
 	p, _ := wire.ParsePrincipal(g.Holder.ID)
 	holder := wire.Lifecycle{Principal: p, UID: g.Holder.LifecycleUID}
-	cred, err := f.m.Ledger("").SessionCaller(ctx, g.SessionID, holder)
+	cred, err := f.m.Ledger("").SessionCaller(ctx, g.Raw, holder)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,5 +497,62 @@ func TestAStalledHolderEndsItsSession(t *testing.T) {
 	}
 	if st, ok := f.sup.Lookup("chatty"); !ok || st.State != manager.StateRunning {
 		t.Fatalf("the stall touched the agent: %+v", st)
+	}
+}
+
+// TestSessionKeysRotate: the ledger's sessions key is replaced before its window runs short;
+// the successor signs the next grant, the predecessor's window is closed in the registry, and
+// the session its grant opened goes on, its grant still verifying.
+func TestSessionKeysRotate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	kr, err := f.m.Dir.OpenKeyring()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(t.Context(), f.m.URL(), kr, f.m.Space, ledger.WithSessionKeyLife(6*time.Second, 3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	f.serveSessions(t, 0, func(c *manager.ServiceConfig) { c.Sessions = l })
+	mc, records, _ := operator(t, f.m)
+	ctx := t.Context()
+	if _, err := f.sup.Spawn(ctx, manager.Spec{Name: "shell", Command: []string{"sh", "-i"}, Env: []string{"PS1=prompt$ "}}); err != nil {
+		t.Fatal(err)
+	}
+	a := attachTo(t, f, mc, records, "shell")
+	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachReady})
+	if end := a.until("prompt$ "); end != nil {
+		t.Fatalf("ended early: %+v", end)
+	}
+	time.Sleep(3500 * time.Millisecond) // past the first key's reserve
+	b := attachTo(t, f, mc, records, "shell")
+	first, second := a.grant.Issuer.KeyID, b.grant.Issuer.KeyID
+	if first == second {
+		t.Fatalf("both grants are signed by %s: the key did not rotate", first)
+	}
+	listed, err := l.Anchors(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := wire.MillisOf(time.Now())
+	byID := map[string]anchor.Anchor{}
+	for _, an := range listed {
+		byID[an.KeyID] = an
+	}
+	if old, ok := byID[first]; !ok || old.ValidTo >= now || old.ValidTo < a.grant.Iat {
+		t.Fatalf("the first key after the rotation: %+v (grant issued %d, now %d)", old, a.grant.Iat, now)
+	}
+	if cur, ok := byID[second]; !ok || cur.ValidFrom > b.grant.Iat || cur.ValidTo < now || !slices.Equal(cur.Roles, []anchor.Role{anchor.RoleSessions}) {
+		t.Fatalf("the second key: %+v", cur)
+	}
+	// The first grant still verifies: it was signed inside its key's window.
+	if _, err := l.VerifyGrant(ctx, a.grant.Raw); err != nil {
+		t.Fatalf("the first grant after the rotation: %v", err)
+	}
+	a.send(&meshwire.AttachFrame{Kind: meshwire.AttachData, Data: []byte("echo still-$((40+2))\r")})
+	if end := a.until("still-42"); end != nil {
+		t.Fatalf("the first session ended at the rotation: %+v", end)
 	}
 }

@@ -2,6 +2,7 @@ package mesh_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -265,7 +266,7 @@ func TestRemoteManagerAttach(t *testing.T) {
 	if err != nil {
 		t.Fatalf("attach erin: %v", err)
 	}
-	if g.Serving.InstanceID != rm.instance || g.Serving.Epoch != rm.epoch || g.Target.Actor != "erin" {
+	if g.Serving.InstanceID != rm.instance || g.Serving.Epoch != rm.epoch {
 		t.Fatalf("attach answered %+v", g)
 	}
 	holder, err := wire.ParsePrincipal(g.Holder.ID)
@@ -273,7 +274,7 @@ func TestRemoteManagerAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	me := wire.Lifecycle{Principal: holder, UID: g.Holder.LifecycleUID}
-	half, err := l.SessionCaller(ctx, g.SessionID, me)
+	half, err := l.SessionCaller(ctx, g.Raw, me)
 	if err != nil {
 		t.Fatalf("take the caller half from the host's ledger: %v", err)
 	}
@@ -309,7 +310,7 @@ func TestRemoteManagerAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	half2, err := l.SessionCaller(ctx, g2.SessionID, me)
+	half2, err := l.SessionCaller(ctx, g2.Raw, me)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,14 +351,20 @@ func TestRemoteManagerAttach(t *testing.T) {
 	// Her route gives out her own sessions alone: the operator's is as unknown to her as one that
 	// never was, and ending it is refused the same way.
 	for _, id := range []string{g2.SessionID, meshwire.NewSessionID()} {
-		if _, err := holderRoute.Caller(ctx, id, aliceMe); !isRefusal(err, wire.CodeNotFound) {
+		if _, err := holderRoute.Caller(ctx, &manager.SessionGrant{SessionID: id, Raw: json.RawMessage(`{}`)}, aliceMe); !isRefusal(err, wire.CodeNotFound) {
 			t.Errorf("alice takes the half of session %s: %v, want not-found", id, err)
 		}
 		if err := holderRoute.End(ctx, id); !isRefusal(err, wire.CodeNotFound) {
 			t.Errorf("alice ends session %s: %v, want not-found", id, err)
 		}
 	}
-	aliceHalf, err := holderRoute.Caller(ctx, ga.SessionID, aliceMe)
+	// Her grant with one byte changed is refused for its signature; the grant as issued is not.
+	tampered := *ga
+	tampered.Raw = bytes.Replace(ga.Raw, []byte(`"window":64`), []byte(`"window":65`), 1)
+	if _, err := holderRoute.Caller(ctx, &tampered, aliceMe); !isRefusal(err, wire.CodePermissionDenied) {
+		t.Fatalf("alice presents a tampered grant: %v, want permission-denied", err)
+	}
+	aliceHalf, err := holderRoute.Caller(ctx, ga, aliceMe)
 	if err != nil {
 		t.Fatalf("alice takes her half: %v", err)
 	}
@@ -373,7 +380,7 @@ func TestRemoteManagerAttach(t *testing.T) {
 		t.Fatalf("alice ends her session: %v", err)
 	}
 	meshtest.Eventually(t, 10*time.Second, "alice's half closed once she ended the session", ac.IsClosed)
-	if _, err := holderRoute.Caller(ctx, ga.SessionID, aliceMe); !isRefusal(err, wire.CodeFailedPrecondition) {
+	if _, err := holderRoute.Caller(ctx, ga, aliceMe); !isRefusal(err, wire.CodeFailedPrecondition) {
 		t.Fatalf("alice takes the half of her ended session: %v, want failed-precondition", err)
 	}
 }

@@ -172,3 +172,13 @@ func ServiceEndpointKeys(endpoint wire.EndpointName) string {
 
 // ServiceRegistryKeys returns "svc.>", every key of the service registry.
 func ServiceRegistryKeys() string { return serviceKind + ".>" }
+
+// signerKind is the first token of the trust anchors' keys (SPEC §13.10).
+const signerKind = "signer"
+
+// SignerKey returns "signer.<keyId>.<leaf>", one half of a trust anchor's record: its spec (the
+// key, owner, roles, scope and window) or its status (revocation).
+func SignerKey(keyID, leaf string) string { return signerKind + "." + keyID + "." + leaf }
+
+// SignerKeys returns "signer.>", every key of the anchor registry.
+func SignerKeys() string { return signerKind + ".>" }

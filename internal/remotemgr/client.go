@@ -14,6 +14,7 @@ import (
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/sessiongrant"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -427,10 +428,10 @@ func (c *Client) SessionHolder(ctx context.Context, caller wire.Lifecycle) (*Ses
 // Session has the host redeem a session on target's terminal in its ledger for holder and sign
 // the session's serving half, on a key made here, for this manager to bridge the session on; it
 // lives until exp, but never past a day, and epoch is the serving incarnation's.
-func (c *Client) Session(ctx context.Context, sessionID string, epoch int64, exp time.Time, holder SessionHolder, target wire.Lifecycle) (*authority.Credential, error) {
+func (c *Client) Session(ctx context.Context, sessionID string, epoch int64, exp time.Time, holder SessionHolder, target wire.Lifecycle) (*authority.Credential, *sessiongrant.Grant, error) {
 	kp, err := nkeys.CreateUser()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pub, _ := kp.PublicKey()
 	r := c.hosted(KindAuthority, OpSession)
@@ -438,9 +439,17 @@ func (c *Client) Session(ctx context.Context, sessionID string, epoch int64, exp
 		Target: &Target{Owner: target.Principal.Owner(), Actor: target.Principal.Actor(), LifecycleUID: string(target.UID)}}
 	resp, err := c.do(ctx, r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c.issuedFor(resp, CredSessionServing, authority.ProfileSessionServing, c.actors.Serve, kp)
+	if resp.Grant == nil {
+		return nil, nil, fmt.Errorf("session %s: the host answered no grant", sessionID)
+	}
+	g, err := sessiongrant.Parse(resp.Grant)
+	if err != nil {
+		return nil, nil, err
+	}
+	cred, err := c.issuedFor(resp, CredSessionServing, authority.ProfileSessionServing, c.actors.Serve, kp)
+	return cred, g, err
 }
 
 // EndSession has the host end a session this manager serves in its ledger, in state to: the

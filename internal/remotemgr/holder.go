@@ -16,6 +16,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/sessiongrant"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
@@ -39,6 +40,9 @@ type HolderRequest struct {
 	Actor     string `json:"actor"`
 	SessionID string `json:"sessionId"`
 	End       bool   `json:"end,omitempty"`
+	// Grant is the session's grant as the manager answered it, presented to take the caller
+	// half: the host verifies it before it releases anything.
+	Grant json.RawMessage `json:"grant,omitempty"`
 }
 
 // HolderResponse answers a HolderRequest: the caller half's user JWT and seed (Creds, the
@@ -103,8 +107,17 @@ func (h *Host) holder(ctx context.Context, body []byte) (*HolderResponse, error)
 		}
 		return &HolderResponse{SessionID: r.SessionID, Ended: true}, nil
 	}
-	half, err := h.Ledger.SessionCaller(ctx, r.SessionID, me)
+	if r.Grant == nil {
+		return nil, refuse(wire.CodeBadRequest, "grant is required to take a session's half")
+	}
+	if g, err := sessiongrant.Parse(r.Grant); err != nil || g.SessionID != r.SessionID {
+		return nil, refuse(wire.CodeBadRequest, "the grant is not session %s's", r.SessionID)
+	}
+	half, err := h.Ledger.SessionCaller(ctx, r.Grant, me)
+	e, refused := errors.AsType[*wire.EndpointError](err)
 	switch {
+	case refused: // the grant did not verify
+		return nil, refuse(e.Code, "take session %s's half: %v", r.SessionID, err)
 	case errors.Is(err, authstore.ErrConflict):
 		return nil, refuse(wire.CodeFailedPrecondition, "release session %s: %v", r.SessionID, err)
 	case err != nil:
@@ -174,9 +187,11 @@ type HolderClient struct {
 	HTTP    *http.Client
 }
 
-// Caller takes the caller half of a session the person holds, as a credential of holder's.
-func (c *HolderClient) Caller(ctx context.Context, sessionID string, holder wire.Lifecycle) (*authority.Credential, error) {
-	resp, err := c.do(ctx, sessionID, false)
+// Caller takes the caller half of the session of grant, which the person holds, as a credential
+// of holder's.
+func (c *HolderClient) Caller(ctx context.Context, grant *sessiongrant.Grant, holder wire.Lifecycle) (*authority.Credential, error) {
+	sessionID := grant.SessionID
+	resp, err := c.do(ctx, sessionID, grant.Raw)
 	if err != nil {
 		return nil, err
 	}
@@ -197,16 +212,18 @@ func (c *HolderClient) Caller(ctx context.Context, sessionID string, holder wire
 
 // End ends a session the person holds: the broker refuses both halves from then on.
 func (c *HolderClient) End(ctx context.Context, sessionID string) error {
-	_, err := c.do(ctx, sessionID, true)
+	_, err := c.do(ctx, sessionID, nil)
 	return err
 }
 
-func (c *HolderClient) do(ctx context.Context, sessionID string, end bool) (*HolderResponse, error) {
+// do asks the host for the half of the session of grant, or without a grant ends the session.
+func (c *HolderClient) do(ctx context.Context, sessionID string, grant json.RawMessage) (*HolderResponse, error) {
+	end := grant == nil
 	tok, err := c.IDToken(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: the person's IdP token: %w", sessionID, err)
 	}
-	body, _ := json.Marshal(HolderRequest{V: protocolVersion, IDPToken: tok, Space: string(c.Space), Actor: c.Actor, SessionID: sessionID, End: end}) // always encodes
+	body, _ := json.Marshal(HolderRequest{V: protocolVersion, IDPToken: tok, Space: string(c.Space), Actor: c.Actor, SessionID: sessionID, End: end, Grant: grant}) // always encodes
 	raw, err := post(ctx, c.HTTP, c.URL, body, "session "+sessionID)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/sessiongrant"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
@@ -553,9 +554,11 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 		return refuse(wire.CodeConflict, "session %s is in this host's ledger already", s.SessionID)
 	}
 	if s.Holder != nil {
-		if err := h.redeemFor(ctx, who, r, *s.Holder, exp); err != nil {
+		g, err := h.redeemFor(ctx, who, r, *s.Holder, exp)
+		if err != nil {
 			return err
 		}
+		resp.Grant = g.Raw
 		defer func() {
 			if err != nil { // redeemed, but the manager gets no serving half: nobody serves it
 				cerr := h.Ledger.CloseSession(context.WithoutCancel(ctx), s.SessionID, authstore.SessionCloser{Operator: true}, authstore.SessionClosed)
@@ -583,31 +586,31 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 // principal or the manager's own person at their current incarnation (personHolder), the two
 // whose half the ledger can hold for them: a manager naming anyone else would have the host write
 // rows for principals that never attached.
-func (h *Host) redeemFor(ctx context.Context, who *Person, r *Request, named SessionHolder, exp time.Time) error {
+func (h *Host) redeemFor(ctx context.Context, who *Person, r *Request, named SessionHolder, exp time.Time) (*sessiongrant.Grant, error) {
 	s := r.Session
 	lc, _ := named.Lifecycle() // validated with the request
 	if lc.Principal != operatorPrincipal && !h.personHolder(who, lc) {
-		return refuse(wire.CodeFailedPrecondition, "%s cannot hold a session of a remote manager: only the host's operator and the manager's own person can", lc)
+		return nil, refuse(wire.CodeFailedPrecondition, "%s cannot hold a session of a remote manager: only the host's operator and the manager's own person can", lc)
 	}
 	holder, epoch, err := h.Ledger.SessionHolder(ctx, lc)
 	switch {
 	case err != nil:
-		return refuse(wire.CodeFailedPrecondition, "%s cannot hold a session: %v", lc, err)
+		return nil, refuse(wire.CodeFailedPrecondition, "%s cannot hold a session: %v", lc, err)
 	case holder != lc || epoch != named.ProcessEpoch:
-		return refuse(wire.CodeConflict, "the session's holder is %s at epoch %d, not %s at %d", holder, epoch, lc, named.ProcessEpoch)
+		return nil, refuse(wire.CodeConflict, "the session's holder is %s at epoch %d, not %s at %d", holder, epoch, lc, named.ProcessEpoch)
 	}
 	target := s.Target.lifecycle()
-	_, err = h.Ledger.RedeemSession(ctx, authstore.SessionRequest{
+	g, err := h.Ledger.RedeemSession(ctx, authstore.SessionRequest{
 		SessionID: s.SessionID, Holder: holder, HolderEpoch: epoch, ServingEpoch: s.Epoch, Expires: exp, Target: &target,
 		Serving: authstore.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: wire.LifecycleUID(r.InstanceID)},
 	})
 	switch {
 	case errors.Is(err, authstore.ErrConflict):
-		return refuse(wire.CodeConflict, "redeem session %s: %v", s.SessionID, err)
+		return nil, refuse(wire.CodeConflict, "redeem session %s: %v", s.SessionID, err)
 	case err != nil:
-		return refuse(wire.CodeUnavailable, "redeem session %s: %v", s.SessionID, err)
+		return nil, refuse(wire.CodeUnavailable, "redeem session %s: %v", s.SessionID, err)
 	}
-	return nil
+	return g, nil
 }
 
 // endSession ends a session of the instance r is from in the host's ledger, as its serving

@@ -28,6 +28,7 @@ import (
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/remotemgr"
+	"github.com/gocotal/cotal/internal/sessiongrant"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
@@ -546,7 +547,10 @@ func TestSessionRedeemedForAHolder(t *testing.T) {
 		row.Row.Serving.InstanceID != wire.LifecycleUID(req.InstanceID) {
 		t.Fatalf("the session's row in the host's ledger: %+v %v", row, err)
 	}
-	half, err := l.SessionCaller(ctx, sid, holder)
+	if out.Grant == nil {
+		t.Fatal("the host answered a session for a holder without its grant")
+	}
+	half, err := l.SessionCaller(ctx, out.Grant, holder)
 	if err != nil {
 		t.Fatalf("the holder takes its half: %v", err)
 	}
@@ -608,8 +612,13 @@ func TestSessionHeldByThePerson(t *testing.T) {
 		t.Fatalf("alice's manager redeems a session for bob: HTTP %d %s", status, code)
 	}
 	const sid = "alice_session-0123456789abcdef"
-	if _, status, code := r.send(t, "alice-token", ask(sid, *held)); status != 200 {
-		t.Fatalf("alice's manager redeems her session: HTTP %d %s", status, code)
+	out, status, refusal := r.send(t, "alice-token", ask(sid, *held))
+	if status != 200 {
+		t.Fatalf("alice's manager redeems her session: HTTP %d %s", status, refusal)
+	}
+	grant, err := sessiongrant.Parse(out.Grant)
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	holder := func(token string) *remotemgr.HolderClient {
@@ -653,11 +662,22 @@ func TestSessionHeldByThePerson(t *testing.T) {
 		}
 	}
 	// A session of the host's own manager is no person's to take, even its holder's id known.
-	if _, err := holder("alice-token").Caller(ctx, ownSession(t, r.m), aliceMe); code(err) != wire.CodeNotFound {
+	if _, err := holder("alice-token").Caller(ctx, stubGrant(ownSession(t, r.m)), aliceMe); code(err) != wire.CodeNotFound {
 		t.Errorf("alice takes a half of the host's own session: %v", err)
 	}
 
-	half, err := holder("alice-token").Caller(ctx, sid, aliceMe)
+	// A grant of another session, or hers with one byte changed, releases nothing.
+	other := *grant
+	other.SessionID = bobSID
+	if _, err := holder("alice-token").Caller(ctx, &other, aliceMe); code(err) != wire.CodeNotFound {
+		t.Errorf("alice presents her grant for another session: %v", err)
+	}
+	tampered := *grant
+	tampered.Raw = bytes.Replace(grant.Raw, []byte(`"processEpoch":`), []byte(`"processEpoch":1`), 1)
+	if _, err := holder("alice-token").Caller(ctx, &tampered, aliceMe); code(err) != wire.CodePermissionDenied {
+		t.Errorf("alice presents a tampered grant: %v, want permission-denied", err)
+	}
+	half, err := holder("alice-token").Caller(ctx, grant, aliceMe)
 	if err != nil {
 		t.Fatalf("alice takes her half: %v", err)
 	}
@@ -675,22 +695,33 @@ func TestSessionHeldByThePerson(t *testing.T) {
 	if row, err := l.Session(ctx, sid); err != nil || row.Row.State != authstore.SessionClosed || !row.Row.Revoked.Caller || !row.Row.Revoked.Serving {
 		t.Fatalf("the ended session's row: %+v %v", row, err)
 	}
-	if _, err := holder("alice-token").Caller(ctx, sid, aliceMe); code(err) != wire.CodeFailedPrecondition {
+	if _, err := holder("alice-token").Caller(ctx, grant, aliceMe); code(err) != wire.CodeFailedPrecondition {
 		t.Fatalf("the half of an ended session: %v", err)
 	}
 
 	// supervise revoked while her half was read: the session ends, and no half goes out.
 	const late = "late_session-0123456789abcdef"
-	if _, status, code := r.send(t, "alice-token", ask(late, *held)); status != 200 {
-		t.Fatalf("redeem the second session: HTTP %d %s", status, code)
+	out, status, refusal = r.send(t, "alice-token", ask(late, *held))
+	if status != 200 {
+		t.Fatalf("redeem the second session: HTTP %d %s", status, refusal)
+	}
+	lateGrant, err := sessiongrant.Parse(out.Grant)
+	if err != nil {
+		t.Fatal(err)
 	}
 	r.host.People = &losesSupervise{}
-	if _, err := holder("alice-token").Caller(ctx, late, aliceMe); code(err) != wire.CodePermissionDenied {
+	if _, err := holder("alice-token").Caller(ctx, lateGrant, aliceMe); code(err) != wire.CodePermissionDenied {
 		t.Fatalf("a half read while supervise went: %v", err)
 	}
 	if row, err := l.Session(ctx, late); err != nil || row.Row.State != authstore.SessionClosed {
 		t.Fatalf("the session whose person lost supervise: %+v %v", row, err)
 	}
+}
+
+// stubGrant stands for a grant of session sid the person does not hold: the host refuses it
+// before it reads the grant.
+func stubGrant(sid string) *sessiongrant.Grant {
+	return &sessiongrant.Grant{SessionID: sid, Raw: json.RawMessage(`{}`)}
 }
 
 // sessionAsk returns how c, an activated manager, asks for a session on agent's terminal held by
@@ -784,7 +815,7 @@ func TestPersonHolderRefusals(t *testing.T) {
 	ownSessionFor(t, r.m, ownSID, aliceMe)
 	redeemIn(t, r.m, bobSID, aliceMe, authstore.Endpoint{Name: wire.ManagerEndpoint.Token(), InstanceID: bobInst}, bobC.Epoch())
 	for _, sid := range []string{ownSID, bobSID} {
-		if _, err := alices.Caller(ctx, sid, aliceMe); code(err) != wire.CodeNotFound {
+		if _, err := alices.Caller(ctx, stubGrant(sid), aliceMe); code(err) != wire.CodeNotFound {
 			t.Errorf("alice takes the half of %s: %v, want not-found", sid, err)
 		}
 		if err := alices.End(ctx, sid); code(err) != wire.CodeNotFound {
@@ -820,7 +851,7 @@ func TestPersonHolderRefusals(t *testing.T) {
 		t.Fatalf("redeem at alice's incarnation: HTTP %d %s", status, code)
 	}
 	r.person(t, alice)
-	if _, err := alices.Caller(ctx, oldSID, aliceMe); code(err) != wire.CodeNotFound {
+	if _, err := alices.Caller(ctx, stubGrant(oldSID), aliceMe); code(err) != wire.CodeNotFound {
 		t.Errorf("the half of a session of alice's former incarnation: %v, want not-found", err)
 	}
 	if row, err := l.Session(ctx, oldSID); err != nil || row.Row.State != authstore.SessionSuperseded || !row.Row.Revoked.Caller {

@@ -251,6 +251,9 @@ type Response struct {
 	// the host operator's control instrument or the manager's own person (the two callers whose
 	// half the ledger can hold for them); absent otherwise.
 	SessionHolder *SessionHolder `json:"sessionHolder,omitempty"`
+	// Grant answers a session request with a holder (cotal-go's addition): the session's grant,
+	// signed by the host's sessions key, which the manager answers attach with.
+	Grant json.RawMessage `json:"grant,omitempty"`
 	// Evicted reports what evict-family-principal ended.
 	Evicted *Eviction `json:"evicted,omitempty"`
 }

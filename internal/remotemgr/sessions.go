@@ -8,6 +8,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
+	"github.com/gocotal/cotal/internal/sessiongrant"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -44,21 +45,21 @@ func (r *remoteSessions) SessionHolder(ctx context.Context, caller wire.Lifecycl
 	return lc, h.ProcessEpoch, nil
 }
 
-// RedeemSession has the host redeem the session for its holder and keeps the serving half for
-// the bridge. The caller's half stays in the host's ledger for the holder: it returns none.
-func (r *remoteSessions) RedeemSession(ctx context.Context, req authstore.SessionRequest) (*authority.Credential, error) {
+// RedeemSession has the host redeem the session for its holder and sign its grant, and keeps
+// the serving half for the bridge. The caller's half stays in the host's ledger for the holder.
+func (r *remoteSessions) RedeemSession(ctx context.Context, req authstore.SessionRequest) (*sessiongrant.Grant, error) {
 	if req.Target == nil {
 		return nil, fmt.Errorf("session %s names no target", req.SessionID)
 	}
 	holder := SessionHolder{ID: req.Holder.Principal.String(), LifecycleUID: string(req.Holder.UID), ProcessEpoch: req.HolderEpoch}
-	serving, err := r.c.Session(ctx, req.SessionID, req.ServingEpoch, req.Expires, holder, *req.Target)
+	serving, g, err := r.c.Session(ctx, req.SessionID, req.ServingEpoch, req.Expires, holder, *req.Target)
 	if err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
 	r.serving[req.SessionID] = serving
 	r.mu.Unlock()
-	return nil, nil
+	return g, nil
 }
 
 // SessionServing hands the bridge the serving half RedeemSession kept, once.

@@ -26,6 +26,7 @@ import (
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
+	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/remotemgr"
@@ -95,15 +96,15 @@ func NewCmdAttach(f *factory.Factory) *cobra.Command {
 // ledger for the host's operator, or the host's session-holder route for a person attaching
 // from another machine.
 type halves interface {
-	Caller(ctx context.Context, sessionID string, holder wire.Lifecycle) (*authority.Credential, error)
+	Caller(ctx context.Context, g *manager.SessionGrant, holder wire.Lifecycle) (*authority.Credential, error)
 	End(ctx context.Context, sessionID string, holder wire.Lifecycle) error
 }
 
 // ledgerHalves are the operator's: the mesh's own ledger.
 type ledgerHalves struct{ l *ledger.Ledger }
 
-func (h ledgerHalves) Caller(ctx context.Context, sessionID string, holder wire.Lifecycle) (*authority.Credential, error) {
-	return h.l.SessionCaller(ctx, sessionID, holder)
+func (h ledgerHalves) Caller(ctx context.Context, g *manager.SessionGrant, holder wire.Lifecycle) (*authority.Credential, error) {
+	return h.l.SessionCaller(ctx, g.Raw, holder)
 }
 
 func (h ledgerHalves) End(ctx context.Context, sessionID string, holder wire.Lifecycle) error {
@@ -113,8 +114,8 @@ func (h ledgerHalves) End(ctx context.Context, sessionID string, holder wire.Lif
 // hostHalves are a person's: the host's session-holder route, which authenticates them.
 type hostHalves struct{ c *remotemgr.HolderClient }
 
-func (h hostHalves) Caller(ctx context.Context, sessionID string, holder wire.Lifecycle) (*authority.Credential, error) {
-	return h.c.Caller(ctx, sessionID, holder)
+func (h hostHalves) Caller(ctx context.Context, g *manager.SessionGrant, holder wire.Lifecycle) (*authority.Credential, error) {
+	return h.c.Caller(ctx, g, holder)
 }
 
 func (h hostHalves) End(ctx context.Context, sessionID string, _ wire.Lifecycle) error {
@@ -222,7 +223,7 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, h halves, ur
 		return false, fmt.Errorf("the grant's holder: %w", err)
 	}
 	me := wire.Lifecycle{Principal: holder, UID: g.Holder.LifecycleUID}
-	cred, err := h.Caller(ctx, g.SessionID, me)
+	cred, err := h.Caller(ctx, g, me)
 	if err != nil {
 		// The session was established for nothing: end it rather than hold a manager's slot.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
@@ -243,6 +244,13 @@ func session(ctx context.Context, o *Options, ctl *factory.Control, h halves, ur
 		return true, err
 	}
 	defer nc.Close()
+	return drive(ctx, o, nc, closed, g, in)
+}
+
+// drive opens the holder's rail of session g on nc and runs the session until it ends: the screen
+// to the person's terminal, their keystrokes and window size to the agent's. lost reports a
+// session that went away without the person or the agent ending it.
+func drive(ctx context.Context, o *Options, nc *nats.Conn, closed <-chan struct{}, g *manager.SessionGrant, in *input) (lost bool, err error) {
 	// The rail hands each frame over once the loop takes it, so it credits only what was shown.
 	frames := make(chan *meshwire.AttachFrame)
 	broke := make(chan error, 1)
