@@ -3,6 +3,10 @@ package sessionrail
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -45,4 +49,43 @@ func FuzzRailReceive(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCreditVectors: a receiver credits every ceil(window/2) frames it takes, each credit the
+// bytes the reference writes (testdata/credits.json), and nothing else while frames flow.
+func TestCreditVectors(t *testing.T) {
+	raw, err := os.ReadFile("testdata/credits.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Credits []struct {
+			Window  int      `json:"window"`
+			Deliver int      `json:"deliver"`
+			Credits []string `json:"credits"`
+		} `json:"credits"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range v.Credits {
+		var mu sync.Mutex
+		var sent []string
+		r := start(Config{Window: tc.Window, IdleCredit: -1, Stall: -1}, Handlers{Data: func(json.RawMessage, int64) error { return nil }},
+			"in", func(_ string, data []byte) error { mu.Lock(); sent = append(sent, string(data)); mu.Unlock(); return nil })
+		for n := 1; n <= tc.Deliver; n++ {
+			r.take(fmt.Appendf(nil, `{"t":"f","seq":%d,"data":%d}`, n, n))
+			for r.Stats().Delivered < int64(n) {
+				runtime.Gosched()
+			}
+		}
+		r.Close()
+		r.Wait()
+		mu.Lock()
+		got := sent[:len(sent)-1] // the last is the close
+		if !slices.Equal(got, tc.Credits) {
+			t.Errorf("window %d, %d frames: credits %q, want %q", tc.Window, tc.Deliver, got, tc.Credits)
+		}
+		mu.Unlock()
+	}
 }
