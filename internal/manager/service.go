@@ -191,6 +191,9 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 	var cmds []endpoint.Command
 	var names []string
 	for _, c := range cluster.Document.Commands {
+		if slices.Contains(unimplemented, c.Name) {
+			continue // declared for the reference's document, served by no Go manager
+		}
 		sch := cluster.Schemas[c.Name]
 		cmds = append(cmds, endpoint.Command{Name: c.Name, Class: c.Class, Modes: c.Modes, InputDigest: c.InputDigest, OutputDigest: c.OutputDigest,
 			Input: sch.Input, Output: sch.Output, Handle: handlers[c.Name],

@@ -511,6 +511,12 @@ func TestServiceCancelGoal(t *testing.T) {
 	if st, ok := f.sup.Lookup("quick"); !ok || st.State != manager.StateRunning {
 		t.Fatalf("a refused cancel touched the agent: %+v", st)
 	}
+	// A command of the reference's contract cotal-go does not implement has no server here: the
+	// call finds no responder and is not executed.
+	purge := endpoint.Call{Endpoint: wire.ManagerEndpoint, Command: manager.CommandPurge}
+	if _, err := mc.Caller().Call(ctx, purge); codeOf(err) != wire.CodeUnavailable || endpoint.Outcome(err) != wire.OutcomeNotExecuted {
+		t.Fatalf("purge: %v, want unavailable and not executed", err)
+	}
 	// A cancel names its goal, and takes only a known mode.
 	call := endpoint.Call{Endpoint: wire.ManagerEndpoint, Command: wire.CommandCancel}
 	if _, err := mc.Caller().Call(ctx, call); codeOf(err) != wire.CodeBadRequest {

@@ -70,7 +70,7 @@ type attached struct {
 	cred   *authority.Credential
 	c      *meshtest.Client
 	rail   *sessionrail.Rail
-	frames chan *meshwire.AttachFrame
+	frames <-chan *meshwire.AttachFrame
 	screen bytes.Buffer
 }
 
@@ -86,38 +86,13 @@ func attachTo(t *testing.T, f *fixture, mc *manager.Client, records jetstream.Ke
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &attached{t: t, grant: g, holder: wire.Lifecycle{Principal: p, UID: g.Holder.LifecycleUID}, frames: make(chan *meshwire.AttachFrame, 1024)}
+	a := &attached{t: t, grant: g, holder: wire.Lifecycle{Principal: p, UID: g.Holder.LifecycleUID}}
 	if a.cred, err = f.m.Ledger("").SessionCaller(t.Context(), g.Raw, a.holder); err != nil {
 		t.Fatalf("redeem session %s: %v", g.SessionID, err)
 	}
 	a.c = f.m.Connect(t, a.cred)
-	a.rail = openCaller(t, a.c.Conn, g, a.frames)
+	a.rail, a.frames = meshtest.CallerRail(t, a.c.Conn, g, 200*time.Millisecond)
 	return a
-}
-
-// openCaller opens a session's caller rail on nc, decoding what arrives into frames.
-func openCaller(t *testing.T, nc *nats.Conn, g *manager.SessionGrant, frames chan<- *meshwire.AttachFrame) *sessionrail.Rail {
-	t.Helper()
-	rail, err := sessionrail.Open(nc, sessionrail.Config{Space: wire.Space(g.Space), Endpoint: g.Endpoint, SessionID: g.SessionID,
-		Epoch: g.Serving.Epoch, Window: g.Window, Role: sessionrail.Caller, IdleCredit: 200 * time.Millisecond}, sessionrail.Handlers{
-		Data: func(data json.RawMessage, _ int64) error {
-			f, err := meshwire.DecodeAttachFrame(data)
-			if err != nil {
-				t.Errorf("the manager sent a malformed frame %s: %v", data, err)
-				return err
-			}
-			frames <- f
-			return nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rail.Close(); rail.Wait() })
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return rail
 }
 
 func (a *attached) send(f *meshwire.AttachFrame) {

@@ -390,26 +390,7 @@ func TestRemoteManagerAttach(t *testing.T) {
 // The session ending first fails. It returns the rail, open.
 func converse(t *testing.T, c *meshtest.Client, g *manager.SessionGrant, line string) *sessionrail.Rail {
 	t.Helper()
-	frames := make(chan *meshwire.AttachFrame, 1024)
-	rail, err := sessionrail.Open(c.Conn, sessionrail.Config{Space: wire.Space(g.Space), Endpoint: g.Endpoint, SessionID: g.SessionID,
-		Epoch: g.Serving.Epoch, Window: g.Window, Role: sessionrail.Caller}, sessionrail.Handlers{
-		Data: func(data json.RawMessage, _ int64) error {
-			f, err := meshwire.DecodeAttachFrame(data)
-			if err != nil {
-				t.Errorf("a malformed frame %s: %v", data, err)
-				return err
-			}
-			frames <- f
-			return nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rail.Close(); rail.Wait() })
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	rail, frames := meshtest.CallerRail(t, c.Conn, g, 0)
 	for _, f := range []*meshwire.AttachFrame{{Kind: meshwire.AttachReady}, {Kind: meshwire.AttachData, Data: []byte(line + "\r")}} {
 		if _, err := rail.Send(f.Encode()); err != nil {
 			t.Fatal(err)

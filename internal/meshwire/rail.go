@@ -76,7 +76,7 @@ func (f *RailFrame) Encode() []byte {
 // members, a data frame's seq a positive safe integer and its data present, an ack a
 // non-negative safe integer. Anything else is refused with a *wire.ValidationError.
 func DecodeRailFrame(raw []byte) (*RailFrame, error) {
-	o, err := closedObject(raw, "rail frame", "t", "seq", "data", "ack")
+	o, err := DecodeClosed(raw, "rail frame", "t", "seq", "data", "ack")
 	if err != nil {
 		return nil, err
 	}
@@ -87,10 +87,10 @@ func DecodeRailFrame(raw []byte) (*RailFrame, error) {
 	f := &RailFrame{Kind: RailKind(kind)}
 	switch f.Kind {
 	case RailData:
-		if err := onlyMembers(o, "data frame", "t", "seq", "data", "ack"); err != nil {
+		if err := OnlyMembers(o, "data frame", "t", "seq", "data", "ack"); err != nil {
 			return nil, err
 		}
-		if f.Seq, err = safeInteger(o["seq"], "seq", 1); err != nil {
+		if f.Seq, err = SafeInteger(o["seq"], "seq", 1); err != nil {
 			return nil, err
 		}
 		if o["data"] == nil {
@@ -98,20 +98,20 @@ func DecodeRailFrame(raw []byte) (*RailFrame, error) {
 		}
 		f.Data = o["data"]
 		if a, ok := o["ack"]; ok {
-			if f.Ack, err = safeInteger(a, "ack", 0); err != nil {
+			if f.Ack, err = SafeInteger(a, "ack", 0); err != nil {
 				return nil, err
 			}
 			f.HasAck = true
 		}
 	case RailCredit:
-		if err := onlyMembers(o, "credit frame", "t", "ack"); err != nil {
+		if err := OnlyMembers(o, "credit frame", "t", "ack"); err != nil {
 			return nil, err
 		}
-		if f.Ack, err = safeInteger(o["ack"], "ack", 0); err != nil {
+		if f.Ack, err = SafeInteger(o["ack"], "ack", 0); err != nil {
 			return nil, err
 		}
 	case RailClose:
-		if err := onlyMembers(o, "close frame", "t"); err != nil {
+		if err := OnlyMembers(o, "close frame", "t"); err != nil {
 			return nil, err
 		}
 	default:
@@ -122,7 +122,7 @@ func DecodeRailFrame(raw []byte) (*RailFrame, error) {
 
 // closedObject decodes raw as one UTF-8 JSON object whose member names are all in allowed,
 // matched exactly (encoding/json alone would match them without regard to case).
-func closedObject(raw []byte, what string, allowed ...string) (map[string]json.RawMessage, error) {
+func DecodeClosed(raw []byte, what string, allowed ...string) (map[string]json.RawMessage, error) {
 	if !utf8.Valid(raw) {
 		return nil, wire.Invalid(what, "", "must be UTF-8 JSON")
 	}
@@ -130,11 +130,11 @@ func closedObject(raw []byte, what string, allowed ...string) (map[string]json.R
 	if err := json.Unmarshal(raw, &o); err != nil || o == nil {
 		return nil, wire.Invalid(what, string(raw), "must be one JSON object")
 	}
-	return o, onlyMembers(o, what, allowed...)
+	return o, OnlyMembers(o, what, allowed...)
 }
 
 // onlyMembers refuses a member of o not in allowed.
-func onlyMembers(o map[string]json.RawMessage, what string, allowed ...string) error {
+func OnlyMembers(o map[string]json.RawMessage, what string, allowed ...string) error {
 	for k := range o {
 		known := false
 		for _, a := range allowed {
@@ -149,7 +149,7 @@ func onlyMembers(o map[string]json.RawMessage, what string, allowed ...string) e
 
 // safeInteger reads a JSON number that is an integer from least to MaxSafeInteger: written as
 // 64, 64.0 or 6.4e1 alike, as every JSON party reads them.
-func safeInteger(raw json.RawMessage, field string, least int64) (int64, error) {
+func SafeInteger(raw json.RawMessage, field string, least int64) (int64, error) {
 	var f float64
 	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) || json.Unmarshal(raw, &f) != nil || f != math.Trunc(f) || f < float64(least) || f > MaxSafeInteger {
 		return 0, wire.Invalidf(field, string(raw), "must be an integer from %d to 2^53-1", least)

@@ -88,7 +88,7 @@ type AttachFrame struct {
 // from 1 to MaxWindowSide; an end's reason a valid reason token; a drop's bytes a positive
 // integer. Anything else is refused with a *wire.ValidationError.
 func DecodeAttachFrame(raw []byte) (*AttachFrame, error) {
-	o, err := closedObject(raw, "terminal frame", "k", "b", "cols", "rows", "reason", "bytes")
+	o, err := DecodeClosed(raw, "terminal frame", "k", "b", "cols", "rows", "reason", "bytes")
 	if err != nil {
 		return nil, err
 	}
@@ -99,17 +99,17 @@ func DecodeAttachFrame(raw []byte) (*AttachFrame, error) {
 	f := &AttachFrame{Kind: AttachKind(kind)}
 	switch f.Kind {
 	case AttachReady:
-		err = onlyMembers(o, "ready frame", "k")
+		err = OnlyMembers(o, "ready frame", "k")
 	case AttachData:
-		if err = onlyMembers(o, "data frame", "k", "b"); err == nil {
+		if err = OnlyMembers(o, "data frame", "k", "b"); err == nil {
 			f.Data, err = decodeBase64(o["b"])
 		}
 	case AttachResize:
-		if err = onlyMembers(o, "resize frame", "k", "cols", "rows"); err == nil {
+		if err = OnlyMembers(o, "resize frame", "k", "cols", "rows"); err == nil {
 			var cols, rows int64
-			cols, err = safeInteger(o["cols"], "cols", 1)
+			cols, err = SafeInteger(o["cols"], "cols", 1)
 			if err == nil {
-				rows, err = safeInteger(o["rows"], "rows", 1)
+				rows, err = SafeInteger(o["rows"], "rows", 1)
 			}
 			if err == nil && (cols > MaxWindowSide || rows > MaxWindowSide) {
 				err = wire.Invalidf("resize", fmt.Sprintf("%dx%d", cols, rows), "cols and rows must be 1 to %d", MaxWindowSide)
@@ -117,7 +117,7 @@ func DecodeAttachFrame(raw []byte) (*AttachFrame, error) {
 			f.Cols, f.Rows = int(cols), int(rows)
 		}
 	case AttachEnd:
-		if err = onlyMembers(o, "end frame", "k", "reason"); err == nil {
+		if err = OnlyMembers(o, "end frame", "k", "reason"); err == nil {
 			var r string
 			if o["reason"] == nil || json.Unmarshal(o["reason"], &r) != nil || !ValidEndReason(EndReason(r)) {
 				err = wire.Invalid("reason", string(o["reason"]), "must be a lowercase kebab-case token of 1 to 48 characters")
@@ -125,8 +125,8 @@ func DecodeAttachFrame(raw []byte) (*AttachFrame, error) {
 			f.Reason = EndReason(r)
 		}
 	case AttachDrop:
-		if err = onlyMembers(o, "drop frame", "k", "bytes"); err == nil {
-			f.Bytes, err = safeInteger(o["bytes"], "bytes", 1)
+		if err = OnlyMembers(o, "drop frame", "k", "bytes"); err == nil {
+			f.Bytes, err = SafeInteger(o["bytes"], "bytes", 1)
 		}
 	default:
 		err = wire.Invalid("k", kind, "must be one of data, ready, resize, end, drop")

@@ -124,18 +124,9 @@ type members map[string]json.RawMessage
 
 // object decodes raw as one JSON object with members among allowed.
 func object(raw json.RawMessage, what string, allowed ...string) (members, error) {
-	var o members
-	if err := json.Unmarshal(raw, &o); err != nil || o == nil {
-		return nil, refuse(wire.CodeContractInvalid, "%s is not a JSON object", what)
-	}
-	for k := range o {
-		known := false
-		for _, a := range allowed {
-			known = known || k == a
-		}
-		if !known {
-			return nil, refuse(wire.CodeContractInvalid, "%s carries the unknown member %q", what, k)
-		}
+	o, err := meshwire.DecodeClosed(raw, what, allowed...)
+	if err != nil {
+		return nil, refuse(wire.CodeContractInvalid, "%s: %v", what, err)
 	}
 	return o, nil
 }
@@ -151,13 +142,11 @@ func (o members) str(k string) (string, error) {
 
 // integer reads member k as a safe integer from least.
 func (o members) integer(k string, least int64) (int64, error) {
-	var f float64
-	raw := o[k]
-	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) || json.Unmarshal(raw, &f) != nil ||
-		f != float64(int64(f)) || f < float64(least) || f > meshwire.MaxSafeInteger {
-		return 0, refuse(wire.CodeContractInvalid, "%s is not an integer from %d", k, least)
+	n, err := meshwire.SafeInteger(o[k], k, least)
+	if err != nil {
+		return 0, refuse(wire.CodeContractInvalid, "%v", err)
 	}
-	return int64(f), nil
+	return n, nil
 }
 
 // Verify checks the grant raw presented for space sp at now, resolving its signing key through

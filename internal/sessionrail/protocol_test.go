@@ -72,7 +72,12 @@ func TestCreditVectors(t *testing.T) {
 		var mu sync.Mutex
 		var sent []string
 		r := start(Config{Window: tc.Window, IdleCredit: -1, Stall: -1}, Handlers{Data: func(json.RawMessage, int64) error { return nil }},
-			"in", func(_ string, data []byte) error { mu.Lock(); sent = append(sent, string(data)); mu.Unlock(); return nil })
+			"in", func(_ string, data []byte) error {
+				mu.Lock()
+				sent = append(sent, string(data))
+				mu.Unlock()
+				return nil
+			})
 		for n := 1; n <= tc.Deliver; n++ {
 			r.take(fmt.Appendf(nil, `{"t":"f","seq":%d,"data":%d}`, n, n))
 			for r.Stats().Delivered < int64(n) {
