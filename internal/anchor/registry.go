@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
@@ -120,6 +121,13 @@ func (r Registry) List(ctx context.Context) ([]Anchor, error) {
 			return nil
 		}
 		id, leaf := parts[1], parts[2]
+		if op := m.Header.Get(jsapi.KVOperation); op == jsapi.KVDelete || op == jsapi.KVPurge {
+			if leaf == meshwire.RecordSpecLeaf {
+				delete(specs, id)
+			}
+			delete(revoked, id)
+			return nil
+		}
 		switch leaf {
 		case meshwire.RecordSpecLeaf:
 			a, err := decode(m.Data)
@@ -129,9 +137,10 @@ func (r Registry) List(ctx context.Context) ([]Anchor, error) {
 			specs[id] = a
 		case meshwire.RecordStatusLeaf:
 			var s Status
-			if json.Unmarshal(m.Data, &s) == nil {
-				revoked[id] = s.Revoked
+			if err := json.Unmarshal(m.Data, &s); err != nil {
+				return fmt.Errorf("anchor %s's status: %w", id, err) // as Get: a status unread revokes nothing silently
 			}
+			revoked[id] = s.Revoked
 		}
 		return nil
 	})

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,9 @@ const (
 type sessionKeys struct {
 	mu  sync.Mutex
 	cur *anchor.Signer
+	// closing are replaced keys whose windows are still to be closed in the registry: a close
+	// that failed is tried again at the next use.
+	closing []string
 	// life is SessionKeyLife unless a test shortens it.
 	life, reserve time.Duration
 }
@@ -40,6 +44,7 @@ func (k *sessionKeys) current(ctx context.Context, l *Ledger) (*anchor.Signer, e
 	defer k.mu.Unlock()
 	now := time.Now()
 	if k.cur != nil && k.cur.Anchor.ValidTo.Time().Sub(now) > k.reserve {
+		k.closePending(ctx, l, now)
 		return k.cur, nil
 	}
 	next, err := anchor.NewSigner(anchor.RoleSessions, []string{wire.ManagerEndpoint.Token()}, AnchorOwner, now.Add(-time.Second), k.life)
@@ -53,14 +58,40 @@ func (k *sessionKeys) current(ctx context.Context, l *Ledger) (*anchor.Signer, e
 	if err := reg.Register(ctx, &next.Anchor); err != nil {
 		return nil, err
 	}
-	prev := k.cur
-	k.cur = next
-	if prev != nil {
-		if err := reg.CloseWindow(ctx, prev.Anchor.KeyID, now); err != nil {
-			return nil, err
-		}
+	if k.cur != nil {
+		k.closing = append(k.closing, k.cur.Anchor.KeyID)
 	}
+	k.cur = next
+	k.closePending(ctx, l, now)
 	return next, nil
+}
+
+// closePending closes the windows of the replaced keys at now, keeping those whose close fails
+// for the next try: the successor signs meanwhile, and a replaced key's private half is gone, so
+// its open window signs nothing more.
+func (k *sessionKeys) closePending(ctx context.Context, l *Ledger, now time.Time) {
+	if len(k.closing) == 0 {
+		return
+	}
+	reg, err := l.registry(ctx)
+	if err != nil {
+		return
+	}
+	k.closing = slices.DeleteFunc(k.closing, func(id string) bool { return reg.CloseWindow(ctx, id, now) == nil })
+}
+
+// retire closes the window of the ledger's key as the ledger closes: its private half goes with
+// the process.
+func (k *sessionKeys) retire(l *Ledger) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cur != nil {
+		k.closing = append(k.closing, k.cur.Anchor.KeyID)
+		k.cur = nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	k.closePending(ctx, l, time.Now())
 }
 
 // WithSessionKeyLife shortens the life of the ledger's sessions keys, and the reserve at which

@@ -121,8 +121,9 @@ func (l *Ledger) Account() string { return l.keys.AccountPublicKey() }
 // URL returns the broker the ledger is connected to.
 func (l *Ledger) URL() string { return l.url }
 
-// Close closes the ledger's connections.
+// Close closes the window of the ledger's sessions key, then the ledger's connections.
 func (l *Ledger) Close() {
+	l.sessions.retire(l)
 	l.store.close()
 	l.prov.close()
 }

@@ -30,7 +30,23 @@ func (l *Ledger) RedeemSession(ctx context.Context, req authstore.SessionRequest
 	if err != nil {
 		return nil, err
 	}
+	g, err := l.grantFor(ctx, req)
+	if err != nil {
+		// The session must not outlive a grant that never went out.
+		cerr := l.CloseSession(context.WithoutCancel(ctx), req.SessionID, authstore.SessionCloser{Operator: true}, authstore.SessionClosed)
+		return nil, errors.Join(fmt.Errorf("sign the grant of session %s: %w", req.SessionID, err), cerr)
+	}
+	return g, nil
+}
+
+// grantFor builds the grant of the session req established and signs it. It is stamped once the
+// key is in hand, so the grant is issued inside the window of the key that signs it.
+func (l *Ledger) grantFor(ctx context.Context, req authstore.SessionRequest) (*sessiongrant.Grant, error) {
 	subj, err := sessiongrant.Rails(l.sp, req.Serving.Name, req.SessionID, req.ServingEpoch)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := l.sessions.current(ctx, l)
 	if err != nil {
 		return nil, err
 	}
@@ -38,16 +54,7 @@ func (l *Ledger) RedeemSession(ctx context.Context, req authstore.SessionRequest
 		Holder:  sessiongrant.Holder{ID: req.Holder.Principal.String(), LifecycleUID: req.Holder.UID, ProcessEpoch: req.HolderEpoch},
 		Serving: sessiongrant.Serving{InstanceID: req.Serving.InstanceID, Epoch: req.ServingEpoch},
 		Window:  meshwire.SessionWindowDefault, Iat: wire.MillisOf(time.Now()), Exp: wire.MillisOf(req.Expires), Nonce: newNonce()}
-	signer, err := l.sessions.current(ctx, l)
-	if err == nil {
-		err = g.Sign(signer)
-	}
-	if err != nil {
-		// The session must not outlive a grant that never went out.
-		cerr := l.CloseSession(context.WithoutCancel(ctx), req.SessionID, authstore.SessionCloser{Operator: true}, authstore.SessionClosed)
-		return nil, errors.Join(fmt.Errorf("sign the grant of session %s: %w", req.SessionID, err), cerr)
-	}
-	return g, nil
+	return g, g.Sign(signer)
 }
 
 // newNonce returns a grant's nonce: 18 random bytes, 24 characters of base64url.

@@ -9,24 +9,23 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// The manager endpoint's contract: the commands this supervisor serves, declared as the
-// reference's ai.cotal.manager cluster declares them (class, targeting, modes, capability and
-// the exact input and output schemas), so a caller of either implementation pins the same digests
-// and a TypeScript caller drives a Go manager. The Go manager serves a subset of the reference's
-// commands; its cluster document lists exactly the ones it serves.
+// The manager endpoint's contract: the reference's ai.cotal.manager cluster, declared as the
+// reference declares it (class, targeting, modes, capability and the exact input and output
+// schemas of every command), so a caller of either implementation pins the same digests and a
+// TypeScript caller drives a Go manager.
 
 // The cluster's URN and revision: the reference's revision 17, every one of its 29 commands
 // declared as it declares them, so the document and its closure digest are the reference's own
 // and a caller pinning either finds the other. The commands cotal-go does not implement
 // (unimplemented) are declared and not served: no Go manager subscribes them, so a call on the
-// class rail reaches a manager that implements them, and a credential serving all 29 on both
-// rails would pass the SPEC's 16 KiB size gate in most spaces.
+// class rail reaches a manager that implements them; serving all 29 on both rails would also
+// put the serving credential over the SPEC's 16 KiB size gate in most spaces.
 const (
 	ClusterURN      = "ai.cotal.manager"
 	ClusterRevision = 17
 )
 
-// The commands the manager serves.
+// The contract's commands.
 const (
 	CommandStatus  = "status"
 	CommandPs      = "ps"

@@ -57,6 +57,9 @@ func (f *RailFrame) Encode() []byte {
 		b = append(b, `{"t":"f","seq":`...)
 		b = strconv.AppendInt(b, f.Seq, 10)
 		b = append(b, `,"data":`...)
+		if len(f.Data) == 0 {
+			b = append(b, "null"...) // data is always present
+		}
 		b = append(b, f.Data...)
 		if f.HasAck {
 			b = append(b, `,"ack":`...)
@@ -120,8 +123,9 @@ func DecodeRailFrame(raw []byte) (*RailFrame, error) {
 	return f, nil
 }
 
-// closedObject decodes raw as one UTF-8 JSON object whose member names are all in allowed,
-// matched exactly (encoding/json alone would match them without regard to case).
+// DecodeClosed decodes raw as one UTF-8 JSON object whose member names are all in allowed,
+// matched exactly (encoding/json alone would match them without regard to case). It returns the
+// members by name, or a *wire.ValidationError.
 func DecodeClosed(raw []byte, what string, allowed ...string) (map[string]json.RawMessage, error) {
 	if !utf8.Valid(raw) {
 		return nil, wire.Invalid(what, "", "must be UTF-8 JSON")
@@ -133,7 +137,7 @@ func DecodeClosed(raw []byte, what string, allowed ...string) (map[string]json.R
 	return o, OnlyMembers(o, what, allowed...)
 }
 
-// onlyMembers refuses a member of o not in allowed.
+// OnlyMembers refuses a member of o not in allowed, with a *wire.ValidationError naming it.
 func OnlyMembers(o map[string]json.RawMessage, what string, allowed ...string) error {
 	for k := range o {
 		known := false
@@ -147,8 +151,9 @@ func OnlyMembers(o map[string]json.RawMessage, what string, allowed ...string) e
 	return nil
 }
 
-// safeInteger reads a JSON number that is an integer from least to MaxSafeInteger: written as
-// 64, 64.0 or 6.4e1 alike, as every JSON party reads them.
+// SafeInteger reads a JSON number that is an integer from least to MaxSafeInteger: written as
+// 64, 64.0 or 6.4e1 alike, as every JSON party reads them; anything else is a
+// *wire.ValidationError naming field.
 func SafeInteger(raw json.RawMessage, field string, least int64) (int64, error) {
 	var f float64
 	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) || json.Unmarshal(raw, &f) != nil || f != math.Trunc(f) || f < float64(least) || f > MaxSafeInteger {

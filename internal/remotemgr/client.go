@@ -441,15 +441,18 @@ func (c *Client) Session(ctx context.Context, sessionID string, epoch int64, exp
 	if err != nil {
 		return nil, nil, err
 	}
-	if resp.Grant == nil {
-		return nil, nil, fmt.Errorf("session %s: the host answered no grant", sessionID)
-	}
 	g, err := sessiongrant.Parse(resp.Grant)
-	if err != nil {
-		return nil, nil, err
+	var cred *authority.Credential
+	if err == nil {
+		cred, err = c.issuedFor(resp, CredSessionServing, authority.ProfileSessionServing, c.actors.Serve, kp)
 	}
-	cred, err := c.issuedFor(resp, CredSessionServing, authority.ProfileSessionServing, c.actors.Serve, kp)
-	return cred, g, err
+	if err != nil {
+		// The host established the session: it must not stay active with nobody to serve it.
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		return nil, nil, errors.Join(fmt.Errorf("session %s: the host's answer: %w", sessionID, err), c.EndSession(ectx, sessionID, authstore.SessionClosed))
+	}
+	return cred, g, nil
 }
 
 // EndSession has the host end a session this manager serves in its ledger, in state to: the

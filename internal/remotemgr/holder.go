@@ -110,8 +110,17 @@ func (h *Host) holder(ctx context.Context, body []byte) (*HolderResponse, error)
 	if r.Grant == nil {
 		return nil, refuse(wire.CodeBadRequest, "grant is required to take a session's half")
 	}
-	if g, err := sessiongrant.Parse(r.Grant); err != nil || g.SessionID != r.SessionID {
-		return nil, refuse(wire.CodeBadRequest, "the grant is not session %s's", r.SessionID)
+	// The half goes out for the session the grant names, once it verifies: it must be the one
+	// checked above as the person's.
+	g, err := h.Ledger.VerifyGrant(ctx, r.Grant)
+	if e, refused := errors.AsType[*wire.EndpointError](err); refused {
+		return nil, refuse(e.Code, "take session %s's half: %v", r.SessionID, err)
+	}
+	if err != nil {
+		return nil, refuse(wire.CodeUnavailable, "verify the grant of session %s: %v", r.SessionID, err)
+	}
+	if g.SessionID != r.SessionID {
+		return nil, refuse(wire.CodeBadRequest, "the grant is session %s's, not %s's", g.SessionID, r.SessionID)
 	}
 	half, err := h.Ledger.SessionCaller(ctx, r.Grant, me)
 	e, refused := errors.AsType[*wire.EndpointError](err)

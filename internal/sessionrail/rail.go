@@ -39,15 +39,14 @@ const (
 
 // Why a rail broke, as Handlers.Broken is told.
 const (
-	ReasonGarbled      = "garbled-frame"
-	ReasonGap          = "gap"
-	ReasonOverrun      = "credit-overrun"
-	ReasonFlood        = "flood"
-	ReasonSubscription = "subscription"
-	ReasonStall        = "stall"
-	ReasonHandler      = "handler"
-	ReasonPublish      = "publish"
-	ReasonExhausted    = "seq-exhausted"
+	ReasonGarbled   = "garbled-frame"
+	ReasonGap       = "gap"
+	ReasonOverrun   = "credit-overrun"
+	ReasonFlood     = "flood"
+	ReasonStall     = "stall"
+	ReasonHandler   = "handler"
+	ReasonPublish   = "publish"
+	ReasonExhausted = "seq-exhausted"
 )
 
 // Defaults.
@@ -92,8 +91,9 @@ type Config struct {
 	Retain bool
 }
 
-// Handlers are a rail's callbacks. Each is called from the rail's own goroutines, never while
-// the caller's Send or Close runs on the same rail's lock.
+// Handlers are a rail's callbacks. Data is called from the rail's receiving goroutine; Close and
+// Broken from a goroutine of their own, never from a caller's Send or Close, so a handler may
+// call any method of the rail except Wait.
 type Handlers struct {
 	// Data takes one data value, in order, one at a time. The rail credits it once Data returns;
 	// an error refuses it and breaks the rail (ReasonHandler).
@@ -248,9 +248,10 @@ func (r *Rail) receiveDataLocked(f *meshwire.RailFrame) {
 	case f.Seq > r.received+1:
 		r.breakLocked(ReasonGap, fmt.Errorf("expected frame %d, got %d", r.received+1, f.Seq))
 	case f.Seq > r.advertised+r.window:
+		// Past what this side ever acknowledged plus the window: the peer ignored its credit. As
+		// advertised never passes delivered, this also bounds the frames waiting for the handler
+		// to the window, the queue's capacity.
 		r.breakLocked(ReasonFlood, fmt.Errorf("frame %d is past the window: %d acknowledged, window %d", f.Seq, r.advertised, r.window))
-	case r.received-r.delivered >= r.window:
-		r.breakLocked(ReasonFlood, fmt.Errorf("%d frames wait for the handler, the window is %d", r.received-r.delivered, r.window))
 	default:
 		r.received = f.Seq
 		r.queue <- queued{seq: f.Seq, data: f.Data} // never blocks: fewer than window wait, its capacity
@@ -282,6 +283,12 @@ func (r *Rail) deliver() {
 		case <-r.done:
 			return
 		case q := <-r.queue:
+			r.mu.Lock()
+			ended := r.closed || r.broken
+			r.mu.Unlock()
+			if ended { // a frame still queued when the rail ended is never handed over
+				return
+			}
 			err := r.h.Data(q.data, q.seq)
 			r.mu.Lock()
 			switch {
@@ -309,11 +316,11 @@ func (r *Rail) closeWhenDrainedLocked() {
 	if r.delivered < r.received {
 		return // deliver closes it after the last
 	}
+	if r.h.Close != nil {
+		r.reportLocked(r.h.Close)
+	}
 	r.closed = true
 	r.teardownLocked()
-	if r.h.Close != nil {
-		r.report = r.h.Close
-	}
 }
 
 // creditLocked sends the watermark.
@@ -444,7 +451,8 @@ func (r *Rail) Close() {
 	r.teardownLocked()
 }
 
-// Wait waits for the rail's goroutines after it was closed or broke.
+// Wait waits for the rail's goroutines, its handlers' calls among them, after it was closed or
+// broke. A handler must not call it.
 func (r *Rail) Wait() { r.wg.Wait() }
 
 // Done returns a channel closed when the rail is torn down: closed by either side, or broken.
@@ -469,21 +477,33 @@ func (r *Rail) breakLocked(reason string, err error) {
 	if r.closed || r.broken {
 		return
 	}
+	if r.h.Broken != nil {
+		r.reportLocked(func() { r.h.Broken(reason, err) })
+	}
 	r.broken = true
 	r.teardownLocked()
-	if r.h.Broken != nil {
-		r.report = func() { r.h.Broken(reason, err) }
-	}
 }
 
-// unlock unlocks r.mu, then makes the report a break or the peer's close left under it.
+// reportLocked leaves fn for unlock to call, counted in the rail's goroutines now, while its
+// receiving and timer goroutines still run (they end only at the teardown that follows), so Wait
+// never sees the count at zero before it.
+func (r *Rail) reportLocked(fn func()) {
+	r.wg.Add(1)
+	r.report = fn
+}
+
+// unlock unlocks r.mu, then makes the report a break or the peer's close left under it, on a
+// goroutine of its own: never on a caller's, whose own locks it may hold.
 func (r *Rail) unlock() {
 	report := r.report
 	r.report = nil
-	r.mu.Unlock()
 	if report != nil {
-		report()
+		go func() { // owned: counted by reportLocked, so Wait waits for it
+			defer r.wg.Done()
+			report()
+		}()
 	}
+	r.mu.Unlock()
 }
 
 // teardownLocked frees the rail's subscription and goroutines, once.

@@ -91,6 +91,8 @@ func run(ctx context.Context, o *Options) error {
 			state = "revoked"
 		case r.Current:
 			state = "current"
+		case o.Now().UnixMilli() < r.Since:
+			state = "pending"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.KeyID, r.Role, stamp(r.Since), stamp(r.Until), state, r.PublicKey)
 	}

@@ -205,6 +205,9 @@ func transient(err error) bool {
 	return !ok || e.Code == wire.CodeUnavailable || e.OutcomeOrUnknown() != wire.OutcomeNotExecuted
 }
 
+// errConnClosed is a session whose connection closed under it: lost, and resumed on a fresh one.
+var errConnClosed = errors.New("the session's connection closed")
+
 // sessionSettled is how long a session must have lasted for its loss to restart the backoff.
 const sessionSettled = 5 * time.Second
 
@@ -280,10 +283,24 @@ func drive(ctx context.Context, o *Options, nc *nats.Conn, closed <-chan struct{
 		return true, err
 	}
 	// send waits for the window: keystrokes are never dropped, and a manager that stops
-	// crediting breaks the rail after its stall timeout.
+	// crediting breaks the rail after its stall timeout; a connection that closes ends the wait.
+	sendCtx, stopSends := context.WithCancel(ctx)
+	defer stopSends()
+	go func() { // owned: ends with the session
+		select {
+		case <-closed:
+			stopSends()
+		case <-sendCtx.Done():
+		}
+	}()
 	send := func(f *meshwire.AttachFrame) error {
-		_, err := rail.SendWait(ctx, f.Encode())
-		return err
+		_, err := rail.SendWait(sendCtx, f.Encode())
+		select {
+		case <-closed:
+			return errConnClosed
+		default:
+			return err
+		}
 	}
 	resize := func() error {
 		if cols, rows, ok := size(o.IO.Out); ok {
@@ -308,7 +325,7 @@ func drive(ctx context.Context, o *Options, nc *nats.Conn, closed <-chan struct{
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-closed:
-			return true, errors.New("the session's connection closed")
+			return true, errConnClosed
 		case err := <-broke:
 			return true, err
 		case <-ready.C: // until the first frame: the manager's broker may not have had our frames
@@ -345,7 +362,7 @@ func drive(ctx context.Context, o *Options, nc *nats.Conn, closed <-chan struct{
 			}
 		}
 		if err != nil {
-			return !errors.Is(err, context.Canceled), err
+			return errors.Is(err, errConnClosed) || !errors.Is(err, context.Canceled), err
 		}
 	}
 }
