@@ -34,6 +34,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/ps"
 	runcmd "github.com/gocotal/cotal/internal/cli/run"
 	"github.com/gocotal/cotal/internal/cli/send"
+	"github.com/gocotal/cotal/internal/cli/service"
 	"github.com/gocotal/cotal/internal/cli/spawn"
 	"github.com/gocotal/cotal/internal/cli/status"
 	"github.com/gocotal/cotal/internal/cli/topology"
@@ -74,6 +75,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		channels.NewCmdChannels(f),
 		ps.NewCmdPs(f),
 		anchors.NewCmdAnchors(f),
+		service.NewCmdService(f),
 		console.NewCmdConsole(f),
 		web.NewCmdWeb(f),
 		hook.NewCmdHook(f),
