@@ -43,6 +43,9 @@ type Config struct {
 	// Cluster, when set, joins the broker to a NATS cluster; ServerName is then required and
 	// must differ on every node.
 	Cluster *ClusterConfig
+	// MonitorPort, when set, serves the server's own monitoring endpoints (/varz, /jsz,
+	// /connz...) on 127.0.0.1 at this port: loopback only, for what they tell of connections.
+	MonitorPort int
 }
 
 // ClusterConfig joins a broker to a cluster of brokers that serve the same operator and accounts.
@@ -219,6 +222,12 @@ func writeListen(b *bytes.Buffer, c Config) error {
 	fmt.Fprintf(b, "host: %q\n", host)
 	fmt.Fprintf(b, "port: %d\n", port)
 	fmt.Fprintf(b, "max_control_line: %d\n", maxControlLine)
+	if c.MonitorPort != 0 {
+		if c.MonitorPort < 1 || c.MonitorPort > 65535 || c.MonitorPort == c.Port {
+			return fmt.Errorf("render broker config: monitor port %d must be 1-65535 and not the client port", c.MonitorPort)
+		}
+		fmt.Fprintf(b, "http: \"127.0.0.1:%d\"\n", c.MonitorPort)
+	}
 	// strict is the server's default; it is pinned because it is a security property here: were
 	// an acknowledgement a client aims at a $JS.API subject through its reply subject ever taken
 	// as a request, it carries fields no request has, and a strict server refuses to act on it.

@@ -37,7 +37,9 @@ type Options struct {
 	Port int
 	// Open runs without authentication, loopback only: anyone local can do anything.
 	Open bool
-	TLS  *broker.TLSConfig
+	// MonitorPort, when set, serves the broker's own monitoring endpoints on 127.0.0.1 at it.
+	MonitorPort int
+	TLS         *broker.TLSConfig
 	// Log receives the broker's and the daemons' logs; nil discards them.
 	Log *slog.Logger
 	// NoDaemons leaves out the in-process delivery daemon and manager responder of an
@@ -258,7 +260,7 @@ func (m *Mesh) startBroker(ctx context.Context, d Dir, o Options, spaces []wire.
 	case port < 0:
 		port = 0
 	}
-	cfg := broker.Config{Host: o.Host, Port: port, StoreDir: d.StoreDir(), TLS: o.TLS}
+	cfg := broker.Config{Host: o.Host, Port: port, StoreDir: d.StoreDir(), TLS: o.TLS, MonitorPort: o.MonitorPort}
 	var err error
 	if !o.Open && !o.keyless() {
 		// Before anything is written: a store it refuses leaves the directory as it was.

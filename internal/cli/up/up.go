@@ -36,16 +36,18 @@ import (
 
 // Options are the inputs of `cotal up`.
 type Options struct {
-	IO      *iostreams.IOStreams
-	Dir     string
-	Spaces  []string
-	Host    string
-	Port    int
-	Open    bool
-	Detach  bool
-	TLSCert string
-	TLSKey  string
-	Verbose bool
+	IO     *iostreams.IOStreams
+	Dir    string
+	Spaces []string
+	Host   string
+	Port   int
+	Open   bool
+	// MonitorPort serves the broker's monitoring endpoints on loopback.
+	MonitorPort int
+	Detach      bool
+	TLSCert     string
+	TLSKey      string
+	Verbose     bool
 	// NoManager leaves the supervisor out, for `cotal supervise` to run beside the mesh.
 	NoManager bool
 	// MaxSessions is each supervisor's ceiling of attach sessions.
@@ -122,6 +124,7 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.StringSliceVar(&o.Spaces, "space", []string{string(mesh.DefaultSpace)}, "spaces to serve (repeat or comma-separate)")
 	fs.StringVar(&o.Host, "host", broker.DefaultHost, "address to listen on (beyond loopback, use TLS: up warns without it)")
 	fs.IntVar(&o.Port, "port", broker.DefaultPort, "client port (0 picks a free port)")
+	fs.IntVar(&o.MonitorPort, "monitor-port", 0, "serve nats-server's monitoring endpoints (/varz, /jsz, /connz) on 127.0.0.1 at this port")
 	fs.BoolVar(&o.Open, "open", false, "run without authentication (loopback only; no security)")
 	fs.BoolVar(&o.Detach, "detach", false, "run in the background, logging to .cotal/cotal.log")
 	fs.StringVar(&o.TLSCert, "tls-cert", "", "server certificate file: clients must then use TLS")
@@ -194,6 +197,10 @@ func (o *Options) meshOptions() (mo mesh.Options, err error) {
 	if o.Port < 0 || o.Port > 65535 {
 		return mo, &exit.UsageError{Err: fmt.Errorf("--port %d is outside 0-65535", o.Port)}
 	}
+	if o.MonitorPort < 0 || o.MonitorPort > 65535 || o.MonitorPort != 0 && o.MonitorPort == o.Port {
+		return mo, &exit.UsageError{Err: fmt.Errorf("--monitor-port %d: must be 1-65535 and not the client port", o.MonitorPort)}
+	}
+	mo.MonitorPort = o.MonitorPort
 	if o.DaemonLifetime < ledger.MinHeldLifetime {
 		return mo, &exit.UsageError{Err: fmt.Errorf("--daemon-credential-lifetime %s: must be at least %s", o.DaemonLifetime, ledger.MinHeldLifetime)}
 	}
