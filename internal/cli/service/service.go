@@ -123,6 +123,34 @@ func platformFor(u Unit) (*platform, error) {
 	return nil, fmt.Errorf("cotal service supports systemd (Linux) and launchd (macOS), not %s", runtime.GOOS)
 }
 
+// target returns the service of the mesh o names and this system's platform for it.
+func target(o *Options) (Unit, *platform, error) {
+	u, err := unitOf(o)
+	if err != nil {
+		return Unit{}, nil, err
+	}
+	p, err := platformFor(u)
+	return u, p, err
+}
+
+// errNotInstalled is a mesh with no unit file.
+var errNotInstalled = errors.New("no service is installed")
+
+// owned checks the unit file p names: errNotInstalled when there is none, a usage error when
+// cotal service install did not write it.
+func owned(p *platform) error {
+	ours, err := carriesMarker(p.file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errNotInstalled
+	case err != nil:
+		return err
+	case !ours:
+		return &exit.UsageError{Err: fmt.Errorf("%s was not written by cotal service install: left as it is", p.file)}
+	}
+	return nil
+}
+
 // unitOf returns the service of the mesh o names, run by this binary with this shell's PATH.
 func unitOf(o *Options) (Unit, error) {
 	d, err := mesh.FindDir(o.Dir, ".")
@@ -157,11 +185,7 @@ func pinnedPath(path string) string {
 }
 
 func installRun(ctx context.Context, o *Options) error {
-	u, err := unitOf(o)
-	if err != nil {
-		return err
-	}
-	p, err := platformFor(u)
+	u, p, err := target(o)
 	if err != nil {
 		return err
 	}
@@ -176,8 +200,8 @@ func installRun(ctx context.Context, o *Options) error {
 	if _, err := exec.LookPath(p.tool); err != nil {
 		return fmt.Errorf("%s is not on PATH, so no service can be installed here; `cotal service install --dry-run` prints the unit to install by hand", p.tool)
 	}
-	if ours, err := carriesMarker(p.file); err == nil && !ours {
-		return &exit.UsageError{Err: fmt.Errorf("%s exists and was not written by cotal service install: remove it first", p.file)}
+	if err := owned(p); err != nil && !errors.Is(err, errNotInstalled) {
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(p.file), 0o755); err != nil {
 		return err
@@ -193,22 +217,14 @@ func installRun(ctx context.Context, o *Options) error {
 }
 
 func statusRun(ctx context.Context, o *Options) error {
-	u, err := unitOf(o)
+	u, p, err := target(o)
 	if err != nil {
 		return err
 	}
-	p, err := platformFor(u)
-	if err != nil {
+	if err := owned(p); errors.Is(err, errNotInstalled) {
+		return fmt.Errorf("%w for %s (`cotal service install`)", err, u.Dir)
+	} else if err != nil {
 		return err
-	}
-	ours, err := carriesMarker(p.file)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("no service is installed for %s (`cotal service install`)", u.Dir)
-	case err != nil:
-		return err
-	case !ours:
-		return fmt.Errorf("%s was not written by cotal service install", p.file)
 	}
 	fmt.Fprintf(o.IO.Out, "installed: %s\n", p.file)
 	if err := runAll(ctx, p.tool, p.status); err != nil {
@@ -219,23 +235,15 @@ func statusRun(ctx context.Context, o *Options) error {
 }
 
 func uninstallRun(ctx context.Context, o *Options) error {
-	u, err := unitOf(o)
+	u, p, err := target(o)
 	if err != nil {
 		return err
 	}
-	p, err := platformFor(u)
-	if err != nil {
-		return err
-	}
-	ours, err := carriesMarker(p.file)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		fmt.Fprintf(o.IO.ErrOut, "no service is installed for %s\n", u.Dir)
+	if err := owned(p); errors.Is(err, errNotInstalled) {
+		fmt.Fprintf(o.IO.ErrOut, "%v for %s\n", err, u.Dir)
 		return nil
-	case err != nil:
+	} else if err != nil {
 		return err
-	case !ours:
-		return &exit.UsageError{Err: fmt.Errorf("%s was not written by cotal service install: left as it is", p.file)}
 	}
 	// Stopped first, removed after: a unit that will not stop stays installed, and says why.
 	if err := runAll(ctx, p.tool, p.removal[:1]); err != nil {
