@@ -17,6 +17,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/broker"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
@@ -283,5 +284,31 @@ func TestGateTransitions(t *testing.T) {
 		if err := CheckGateTransition(tt.kind, tt.from, tt.to); (err == nil) != tt.ok {
 			t.Errorf("%s %q→%q = %v, want ok=%v", tt.kind, tt.from, tt.to, err, tt.ok)
 		}
+	}
+}
+
+// TestAWriteSentAgainIsNotItsOwnConflict sends one write twice, as publish does when the first
+// answer did not come: the repeat is answered with the first one's sequence, where a second
+// write at the same expected revision is refused.
+func TestAWriteSentAgainIsNotItsOwnConflict(t *testing.T) {
+	e := newLedgerEnv(t)
+	ctx := t.Context()
+	msg := nats.NewMsg(e.store.bucket.Subject("probe.once"))
+	msg.Data = []byte(`{}`)
+	first, err := e.store.publish(ctx, msg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.store.publish(ctx, msg, 0)
+	if err != nil {
+		t.Fatalf("the repeat of a landed write: %v", err)
+	}
+	if again.Sequence != first.Sequence || !again.Duplicate {
+		t.Fatalf("the repeat landed at %d (duplicate %v), want the first's %d", again.Sequence, again.Duplicate, first.Sequence)
+	}
+	other := nats.NewMsg(msg.Subject)
+	other.Data = msg.Data
+	if _, err := e.store.publish(ctx, other, 0); !jsapi.Conflict(err) {
+		t.Fatalf("a second write at revision 0: %v, want a conflict", err)
 	}
 }

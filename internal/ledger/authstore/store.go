@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/kvget"
@@ -100,7 +101,7 @@ func (s *Store) write(ctx context.Context, key string, value []byte, rev uint64,
 	if ttl > 0 {
 		msg.Header.Set(jetstream.MsgTTLHeader, strconv.FormatInt(int64(ttl.Seconds()), 10)+"s")
 	}
-	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev))
+	ack, err := s.publish(ctx, msg, rev)
 	if err == nil {
 		return ack.Sequence, nil
 	}
@@ -109,6 +110,52 @@ func (s *Store) write(ctx context.Context, key string, value []byte, rev uint64,
 	}
 	return 0, fmt.Errorf("write %s: %w", key, err)
 }
+
+// publishTries bounds how often publish sends one write.
+const publishTries = 4
+
+// publish writes msg if its subject's last revision is still rev, sending it again when no
+// answer came: a replicated store's leader may be changing, or a loaded cluster late to commit.
+// The write carries a message id (a fresh one unless msg has one), so a repeat of one that
+// landed is answered with the first one's sequence rather than a conflict with itself: a
+// clustered stream dedupes it, and a single server, which checks the revision first, is asked
+// whose write the subject's last one is.
+func (s *Store) publish(ctx context.Context, msg *nats.Msg, rev uint64) (*jetstream.PubAck, error) {
+	id := msg.Header.Get(jetstream.MsgIDHeader)
+	if id == "" {
+		id = nuid.Next()
+		msg.Header.Set(jetstream.MsgIDHeader, id)
+	}
+	for try := 1; ; try++ {
+		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev))
+		if jsapi.Conflict(err) {
+			if last, rerr := kvget.ReadLast(ctx, s.nc, s.bucket.Stream(), msg.Subject); rerr == nil && last.Header.Get(jetstream.MsgIDHeader) == id {
+				return &jetstream.PubAck{Stream: s.bucket.Stream(), Sequence: last.Seq, Duplicate: true}, nil
+			}
+		}
+		if err == nil || try == publishTries || ctx.Err() != nil || !unanswered(err) {
+			return ack, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(time.Duration(try) * 250 * time.Millisecond):
+		}
+	}
+}
+
+// unanswered reports whether a publish failed for want of an answer, so that sending it again
+// with the same message id is safe and may succeed.
+func unanswered(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jsDuplicateInProcess
+}
+
+// jsDuplicateInProcess is the JetStream error a write gets while an earlier copy with its message
+// id is still being committed.
+const jsDuplicateInProcess jetstream.ErrorCode = 10158
 
 // remove deletes key if its last revision is still rev.
 func (s *Store) remove(ctx context.Context, key string, rev uint64) error {
@@ -134,7 +181,7 @@ func (s *Store) purge(ctx context.Context, key string, rev uint64, markerTTL tim
 	if markerTTL > 0 {
 		msg.Header.Set(jetstream.MsgTTLHeader, strconv.Itoa(int(markerTTL.Seconds()))+"s")
 	}
-	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev)); err != nil {
+	if _, err := s.publish(ctx, msg, rev); err != nil {
 		return fmt.Errorf("remove %s: %w", key, err)
 	}
 	return nil
