@@ -205,3 +205,36 @@ func CatchUp(ctx context.Context, confPath, resolverDir string, wait time.Durati
 	}
 	return true, nil
 }
+
+// StreamStat is one stream this broker holds, as its JetStream reports it: its size and, for
+// each consumer, how many messages wait for it.
+type StreamStat struct {
+	Name     string
+	Messages uint64
+	Bytes    uint64
+	// Pending is, by consumer name, the messages not yet delivered plus those delivered and not
+	// yet acknowledged.
+	Pending map[string]uint64
+}
+
+// Streams lists the streams this broker holds a copy of, in every account, read in process
+// (no connection, no permission). On a cluster a follower's copy may lag its leader's.
+func (s *Server) Streams() ([]StreamStat, error) {
+	info, err := s.ns.Jsz(&server.JSzOptions{Accounts: true, Streams: true, Consumer: true})
+	if err != nil {
+		return nil, fmt.Errorf("read the broker's streams: %w", err)
+	}
+	var out []StreamStat
+	for _, acc := range info.AccountDetails {
+		for _, sd := range acc.Streams {
+			st := StreamStat{Name: sd.Name, Messages: sd.State.Msgs, Bytes: sd.State.Bytes, Pending: map[string]uint64{}}
+			for _, c := range sd.Consumer {
+				if c != nil {
+					st.Pending[c.Name] = c.NumPending + uint64(c.NumAckPending)
+				}
+			}
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/metrics"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -48,6 +49,9 @@ func (d *Daemon) fanout(ctx context.Context, msgs []jetstream.Msg) {
 			continue
 		}
 		_ = msg.Ack() // a lost ack redelivers, and the copies de-duplicate
+		if at, ok := b.copied[i]; ok {
+			metrics.Handoff.Observe(time.Since(at).Seconds())
+		}
 	}
 }
 
@@ -58,6 +62,8 @@ type fanoutRun struct {
 	channels map[string]wire.EffectiveChannel
 	members  map[string][]meshwire.MemberRow
 	targets  map[wire.Principal]mentionTarget
+	// copied holds, by the batch's index, when each post that is owed copies was stored.
+	copied map[int]time.Time
 }
 
 // mentionTarget is a resolved @mention's lifecycle and read ACL, or why it has none.
@@ -68,7 +74,7 @@ type mentionTarget struct {
 }
 
 func newFanoutRun(d *Daemon) *fanoutRun {
-	return &fanoutRun{d: d, channels: map[string]wire.EffectiveChannel{}, members: map[string][]meshwire.MemberRow{}, targets: map[wire.Principal]mentionTarget{}}
+	return &fanoutRun{d: d, channels: map[string]wire.EffectiveChannel{}, members: map[string][]meshwire.MemberRow{}, targets: map[wire.Principal]mentionTarget{}, copied: map[int]time.Time{}}
 }
 
 // post publishes the copies msg (the batch's i-th) is owed on f.
@@ -111,6 +117,7 @@ func (b *fanoutRun) post(ctx context.Context, f *flight, i int, msg jetstream.Ms
 				continue
 			}
 			member := wire.Lifecycle{Principal: p, UID: row.LifecycleUID}
+			b.copied[i] = meta.Timestamp
 			f.publish(i, func() (jetstream.PubAckFuture, error) {
 				return d.toInbox(member, copies, row.Generation)
 			})
@@ -133,6 +140,7 @@ func (b *fanoutRun) post(ctx context.Context, f *flight, i int, msg jetstream.Ms
 		if t.err != nil || !wire.ChannelInAllow(t.acl.AllowSubscribe, channel) {
 			continue // nothing ever leaves a target's read ACL
 		}
+		b.copied[i] = meta.Timestamp
 		f.publish(i, func() (jetstream.PubAckFuture, error) {
 			return d.toInbox(t.l, copies, 0)
 		})

@@ -3,6 +3,7 @@ package doccheck
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -79,5 +80,44 @@ func TestReadmeIsAFrontDoor(t *testing.T) {
 	}
 	if n := bytes.Count(body, []byte("\n")); n >= 250 {
 		t.Errorf("README.md has %d lines; keep it under 250 and move guides to docs/", n)
+	}
+}
+
+// TestGrafanaDashboard: the dashboard docs/metrics.md offers is JSON Grafana imports, and every
+// metric its panels query is one the page documents.
+func TestGrafanaDashboard(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root, "docs", "grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Title  string `json:"title"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil || dash.Title == "" || len(dash.Panels) == 0 {
+		t.Fatalf("the dashboard: %v (title %q, %d panels)", err, dash.Title, len(dash.Panels))
+	}
+	page, err := os.ReadFile(filepath.Join(root, "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := regexp.MustCompile(`cotal_[a-z_]+`)
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q queries nothing", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, m := range name.FindAllString(tg.Expr, -1) {
+				m = strings.TrimSuffix(m, "_bucket")
+				if !bytes.Contains(page, []byte("`"+m+"`")) {
+					t.Errorf("panel %q queries %s, which docs/metrics.md does not document", p.Title, m)
+				}
+			}
+		}
 	}
 }

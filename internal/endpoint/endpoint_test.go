@@ -12,9 +12,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gocotal/cotal/internal/broker/brokertest"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/metrics"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -129,9 +131,14 @@ func TestCallCastAndDescribe(t *testing.T) {
 	c, me := newCaller(t, f.url, "alice")
 	ctx := t.Context()
 
+	counted := metrics.EndpointCalls.WithLabelValues("com.acme.echo", "echo", metrics.OK)
+	before := testutil.ToFloat64(counted)
 	r, err := c.Call(ctx, echo(map[string]string{"say": "hi"}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := testutil.ToFloat64(counted) - before; n != 1 {
+		t.Errorf("the call counted %v times in cotal_endpoint_calls_total, want once", n)
 	}
 	if string(r.Data) != `{"say":"hi"}` || r.From.Instance != f.instance || r.From.Epoch != 3 {
 		t.Errorf("echo: %s from %+v", r.Data, r.From)
@@ -164,11 +171,11 @@ func TestCallCastAndDescribe(t *testing.T) {
 	c.generation = ""
 
 	// A cast runs the handler and is never answered.
-	before := f.runs.Load()
+	runs := f.runs.Load()
 	if err := c.Cast(ctx, echo(map[string]string{})); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); f.runs.Load() != before+1; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); f.runs.Load() != runs+1; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the cast did not run")
 		}

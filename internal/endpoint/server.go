@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/metrics"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -261,22 +262,34 @@ func (s *Server) receive(msg *nats.Msg) {
 	})
 }
 
-// handle admits one request and runs its handler, then answers a call.
+// handle admits one request and runs its handler, then answers a call. Every request is counted
+// (metrics.EndpointCalls), under its command's name once it is admitted.
 func (s *Server) handle(route wire.EndpointRoute, body []byte) {
+	command := "-"
+	reply := func(req *wire.EndpointRequest, result any) {
+		outcome := metrics.OK
+		if e, ok := result.(*wire.EndpointError); ok {
+			outcome = string(e.Code)
+		}
+		metrics.EndpointCalls.WithLabelValues(string(s.cfg.Endpoint), command, outcome).Inc()
+		s.answer(route, body, req, result)
+	}
 	req, err := wire.DecodeEndpointRequest(body)
 	if err != nil {
-		s.answer(route, body, nil, asEndpointError(err, wire.OutcomeNotExecuted))
+		reply(nil, asEndpointError(err, wire.OutcomeNotExecuted))
 		return
 	}
 	cmd, refusal := s.admit(route, req)
 	if refusal != nil {
-		s.answer(route, body, req, refusal)
+		reply(req, refusal)
 		return
 	}
 	if cmd == nil { // describe
-		s.answer(route, body, req, json.RawMessage(s.describe))
+		command = wire.CommandDescribe
+		reply(req, json.RawMessage(s.describe))
 		return
 	}
+	command = cmd.Name
 	deadline := min(time.Duration(req.DeadlineMs)*time.Millisecond, s.cfg.MaxDeadline)
 	if deadline <= 0 {
 		deadline = s.cfg.MaxDeadline
@@ -297,7 +310,7 @@ func (s *Server) handle(route wire.EndpointRoute, body []byte) {
 	}()
 	data, err := cmd.Handle(ctx, r)
 	if err != nil {
-		s.answer(route, body, req, asEndpointError(err, wire.OutcomeUnknown))
+		reply(req, asEndpointError(err, wire.OutcomeUnknown))
 		return
 	}
 	raw, err := encode(data)
@@ -306,10 +319,10 @@ func (s *Server) handle(route wire.EndpointRoute, body []byte) {
 	}
 	if err != nil {
 		s.log.Error("a handler's reply breaks its output schema", "command", cmd.Name, "err", err)
-		s.answer(route, body, req, wire.NewEndpointError(wire.CodeInternal, wire.OutcomeExecuted, "the reply to %s breaks its output schema: %v", cmd.Name, err))
+		reply(req, wire.NewEndpointError(wire.CodeInternal, wire.OutcomeExecuted, "the reply to %s breaks its output schema: %v", cmd.Name, err))
 		return
 	}
-	s.answer(route, body, req, raw)
+	reply(req, raw)
 }
 
 // afterReplyFlush bounds the wait for the broker to take a reply before AfterReply's functions run.

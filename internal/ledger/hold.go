@@ -11,6 +11,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
+	"github.com/gocotal/cotal/internal/metrics"
 )
 
 // MinHeldLifetime is the shortest credential lifetime Hold accepts: the credential is renewed at
@@ -154,7 +155,11 @@ func (h *Held) keepRenewed(ctx context.Context) {
 				h.mu.Unlock()
 				err = h.Renew(ctx, next)
 			}
-			if err == nil || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			metrics.Renewals.WithLabelValues(string(cred.Profile), metrics.Result(err)).Inc()
+			if err == nil {
 				break
 			}
 			h.warn("renew a held credential", cred, err)

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/metrics"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -337,6 +338,7 @@ func (s *Supervisor) Spawn(ctx context.Context, spec Spec) (Status, error) {
 	defer cancel()
 	defer context.AfterFunc(s.closing, cancel)()
 	a, err := s.launch(ctx, spec)
+	metrics.ManagerSpawns.WithLabelValues(metrics.Result(err)).Inc()
 	s.mu.Lock()
 	delete(s.reserved, spec.Name)
 	wakes := err == nil && a.term != nil && spec.Agent == HarnessCodex && s.cfg.AwaitWake != nil
@@ -577,6 +579,7 @@ func (s *Supervisor) supervise(a *agent) {
 			a.set(func(st *Status) { st.State, st.Error = StateFailed, err.Error() })
 			break
 		}
+		metrics.ManagerRestarts.Inc()
 		a.set(func(st *Status) { st.Restarts++ })
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -39,6 +39,9 @@ type Options struct {
 	Open bool
 	// MonitorPort, when set, serves the broker's own monitoring endpoints on 127.0.0.1 at it.
 	MonitorPort int
+	// MetricsAddr, when set, is the host:port the mesh serves Prometheus metrics at, under
+	// /metrics; port 0 picks a free one (Mesh.MetricsAddr).
+	MetricsAddr string
 	TLS         *broker.TLSConfig
 	// Log receives the broker's and the daemons' logs; nil discards them.
 	Log *slog.Logger
@@ -146,6 +149,8 @@ type Mesh struct {
 	auth   *authservice.Service
 	devIdP *devidp.Server
 	state  State
+	// metrics serves /metrics when Options.MetricsAddr is set.
+	metrics *metricsServer
 	// Reports are the provisioning reports, by space.
 	Reports map[wire.Space]*space.Report
 }
@@ -180,12 +185,20 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !o.keyless() {
+		if err := m.serve(ctx, d, o, url, spaces); err != nil {
+			m.stopServer()
+			return nil, err
+		}
+	}
+	if o.MetricsAddr != "" {
+		if err := m.startMetrics(ctx, o.MetricsAddr, url, spaces, o.keyless(), o.Log); err != nil {
+			m.stopServer()
+			return nil, err
+		}
+	}
 	if o.keyless() {
 		return m, m.record(d, o, url, spaces)
-	}
-	if err := m.serve(ctx, d, o, url, spaces); err != nil {
-		m.stopServer()
-		return nil, err
 	}
 	if err := m.record(d, o, url, spaces); err != nil {
 		return nil, err
@@ -600,6 +613,7 @@ func (m *Mesh) Ledger(sp wire.Space) *ledger.Ledger {
 // record.
 func (m *Mesh) Shutdown(ctx context.Context) error {
 	m.dir.clearState(m.state.PID)
+	m.stopMetrics(ctx)
 	m.stopUserAuth(ctx)
 	m.stopDaemons(ctx)
 	m.closeLedgers()
@@ -631,6 +645,7 @@ func (m *Mesh) closeLedgers() {
 func (m *Mesh) stopServer() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	m.stopMetrics(ctx)
 	m.stopUserAuth(ctx)
 	m.stopDaemons(ctx)
 	m.closeLedgers()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/journal"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/metrics"
 	"github.com/gocotal/cotal/lang"
 	"github.com/gocotal/cotal/wire"
 )
@@ -103,9 +104,13 @@ func (j *Journal) Append(ctx context.Context, e lang.Entry) error {
 	if err != nil {
 		return err
 	}
-	return j.append(ctx, func(n int64) map[string]any {
+	err = j.append(ctx, func(n int64) map[string]any {
 		return map[string]any{"v": 1, "kind": meshwire.JournalStep, "run": j.run, "n": n, "at": j.now(), "entry": json.RawMessage(entry)}
 	})
+	if err == nil && e.State == lang.StateSettled {
+		metrics.RunSteps.WithLabelValues(e.Kind, e.Status).Inc()
+	}
+	return err
 }
 
 // Len is the number of records the journal holds.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/metrics"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -321,6 +322,7 @@ func (w *Warden) repairRow(ctx context.Context, b wire.Bucket, trail *seqTrail, 
 		w.limited(logKey+" failed", slog.LevelError, "repair a bucket row", append(attrs, "err", err)...)
 		return
 	}
+	metrics.WardenRepairs.WithLabelValues(string(b), c.kind).Inc()
 	w.limited(logKey, slog.LevelWarn, "bucket row repaired", attrs...)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/metrics"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -221,6 +222,7 @@ func (w *Warden) quarantine(ctx context.Context, at location, subject, why strin
 		w.limited(key+" failed", slog.LevelError, "quarantine a stored message", append(attrs, "err", err)...)
 		return false
 	}
+	metrics.WardenQuarantines.WithLabelValues(at.stream, c.kind).Inc()
 	w.limited(key, slog.LevelWarn, "stored message quarantined", attrs...)
 	return true
 }

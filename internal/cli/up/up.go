@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,10 +47,12 @@ type Options struct {
 	Open   bool
 	// MonitorPort serves the broker's monitoring endpoints on loopback.
 	MonitorPort int
-	Detach      bool
-	TLSCert     string
-	TLSKey      string
-	Verbose     bool
+	// Metrics is the host:port /metrics is served at.
+	Metrics string
+	Detach  bool
+	TLSCert string
+	TLSKey  string
+	Verbose bool
 	// NoManager leaves the supervisor out, for `cotal supervise` to run beside the mesh.
 	NoManager bool
 	// MaxSessions is each supervisor's ceiling of attach sessions.
@@ -125,6 +130,7 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.StringVar(&o.Host, "host", broker.DefaultHost, "address to listen on (beyond loopback, use TLS: up warns without it)")
 	fs.IntVar(&o.Port, "port", broker.DefaultPort, "client port (0 picks a free port)")
 	fs.IntVar(&o.MonitorPort, "monitor-port", 0, "serve nats-server's monitoring endpoints (/varz, /jsz, /connz) on 127.0.0.1 at this port")
+	fs.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port; a host beyond loopback exposes them to the network)")
 	fs.BoolVar(&o.Open, "open", false, "run without authentication (loopback only; no security)")
 	fs.BoolVar(&o.Detach, "detach", false, "run in the background, logging to .cotal/cotal.log")
 	fs.StringVar(&o.TLSCert, "tls-cert", "", "server certificate file: clients must then use TLS")
@@ -201,6 +207,12 @@ func (o *Options) meshOptions() (mo mesh.Options, err error) {
 		return mo, &exit.UsageError{Err: fmt.Errorf("--monitor-port %d: must be 1-65535 and not the client port", o.MonitorPort)}
 	}
 	mo.MonitorPort = o.MonitorPort
+	if o.Metrics != "" {
+		if err := checkListenAddr(o.Metrics); err != nil {
+			return mo, &exit.UsageError{Err: fmt.Errorf("--metrics %q: %w", o.Metrics, err)}
+		}
+		mo.MetricsAddr = o.Metrics
+	}
 	if o.DaemonLifetime < ledger.MinHeldLifetime {
 		return mo, &exit.UsageError{Err: fmt.Errorf("--daemon-credential-lifetime %s: must be at least %s", o.DaemonLifetime, ledger.MinHeldLifetime)}
 	}
@@ -357,6 +369,22 @@ func upRun(ctx context.Context, o *Options) error {
 	return err
 }
 
+// checkListenAddr checks that addr is a host:port to listen on: a port of 1-65535 (0 would pick
+// one no scraper could be told of) on an IP address, a host name or, empty, every interface.
+func checkListenAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port, such as 127.0.0.1:9464")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q: must be 1-65535", port)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("host %q: not a host name or an address", host)
+	}
+	return nil
+}
+
 // prepare resolves the mesh options and the mesh directory o names.
 func (o *Options) prepare() (mesh.Options, mesh.Dir, error) {
 	mo, err := o.meshOptions()
@@ -384,7 +412,11 @@ func (o *Options) serve(ctx context.Context, d mesh.Dir, mo mesh.Options, then f
 	if !m.State().Open {
 		credsDir = d.CredsDir(m.State().Spaces[0])
 	}
-	printUp(o.IO.Out, m.State(), credsDir)
+	metrics := ""
+	if a := m.MetricsAddr(); a != nil {
+		metrics = a.String()
+	}
+	printUp(o.IO.Out, m.State(), credsDir, metrics)
 	warnExposure(o.IO.ErrOut, m.State().Exposure())
 	if then != nil {
 		if err := then(); err != nil {
@@ -396,7 +428,7 @@ func (o *Options) serve(ctx context.Context, d mesh.Dir, mo mesh.Options, then f
 	return shutdown(m)
 }
 
-func printUp(w io.Writer, st mesh.State, credsDir string) {
+func printUp(w io.Writer, st mesh.State, credsDir, metrics string) {
 	mode := "authenticated"
 	if st.Open {
 		mode = "open (no authentication)"
@@ -411,6 +443,9 @@ func printUp(w io.Writer, st mesh.State, credsDir string) {
 	}
 	if credsDir != "" {
 		fmt.Fprintf(w, "  creds:  %s (admin.creds reads everything; `cotal mint NAME` makes an agent)\n", credsDir)
+	}
+	if metrics != "" {
+		fmt.Fprintf(w, "  metrics: http://%s/metrics\n", metrics)
 	}
 	fmt.Fprintf(w, "  stop:   Ctrl-C, or `cotal down`\n")
 }
@@ -495,7 +530,7 @@ func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 			if !st.Open {
 				credsDir = d.CredsDir(st.Spaces[0])
 			}
-			printUp(o.IO.Out, *st, credsDir)
+			printUp(o.IO.Out, *st, credsDir, o.Metrics)
 			fmt.Fprintf(o.IO.Out, "  pid:    %d, logging to %s\n", pid, d.LogPath())
 			warnExposure(o.IO.ErrOut, st.Exposure())
 			return nil
