@@ -28,6 +28,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/login"
 	"github.com/gocotal/cotal/internal/cli/mcp"
+	"github.com/gocotal/cotal/internal/cli/meshes"
 	"github.com/gocotal/cotal/internal/cli/mint"
 	"github.com/gocotal/cotal/internal/cli/models"
 	"github.com/gocotal/cotal/internal/cli/personas"
@@ -70,6 +71,8 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		down.NewCmdDown(f, nil),
 		cluster.NewCmdCluster(f),
 		status.NewCmdStatus(f, nil),
+		meshes.NewCmdMeshes(f),
+		meshes.NewCmdUse(f),
 		mint.NewCmdMint(f, nil),
 		send.NewCmdSend(f, nil),
 		channels.NewCmdChannels(f),

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/gocotal/cotal/internal/meshreg"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -26,39 +27,130 @@ type Dir struct {
 	Path string
 }
 
-// FindDir locates the mesh directory: explicit (a --dir flag) if set, else $COTAL_DIR, else the
-// first .cotal found walking up from start, else start/.cotal (which Up creates). An explicit or
-// environment path may name either the .cotal directory itself or the project that holds it.
+// FindDir locates the mesh directory a command acts on, in this order: explicit (a --dir flag),
+// $COTAL_DIR, the mesh $COTAL_MESH names in the machine's registry (meshreg), the first .cotal
+// found walking up from start, the registry's current mesh, else start/.cotal. An explicit or
+// environment path may name either the .cotal directory itself or the project that holds it. A
+// registered mesh reached through a server and a credential rather than a directory is a
+// *RemoteMeshError.
 func FindDir(explicit, start string) (Dir, error) {
+	if d, ok, err := givenDir(explicit); ok || err != nil {
+		return d, err
+	}
+	if name := os.Getenv(meshreg.EnvMesh); name != "" {
+		d, err := registered(name)
+		if err != nil {
+			err = fmt.Errorf("$%s: %w", meshreg.EnvMesh, err)
+		}
+		return d, err
+	}
+	if d, ok, err := nearest(start); ok || err != nil {
+		return d, err
+	}
+	if d, err := registered(""); err != nil || d.Path != "" {
+		return d, err
+	}
+	return fallback(start)
+}
+
+// ProjectDir locates the directory `cotal up` starts a mesh in: explicit, $COTAL_DIR, the first
+// .cotal found walking up from start, else start/.cotal. The registry plays no part: a new
+// project's mesh starts in the project.
+func ProjectDir(explicit, start string) (Dir, error) {
+	if d, ok, err := givenDir(explicit); ok || err != nil {
+		return d, err
+	}
+	if d, ok, err := nearest(start); ok || err != nil {
+		return d, err
+	}
+	return fallback(start)
+}
+
+// givenDir is the directory explicit or else $COTAL_DIR names, if either does.
+func givenDir(explicit string) (Dir, bool, error) {
 	for _, p := range []string{explicit, os.Getenv(EnvDir)} {
 		if p == "" {
 			continue
 		}
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return Dir{}, fmt.Errorf("mesh directory %s: %w", p, err)
-		}
-		if filepath.Base(abs) != DirName {
-			abs = filepath.Join(abs, DirName)
-		}
-		return Dir{Path: abs}, nil
+		d, err := dirAt(p)
+		return d, true, err
 	}
+	return Dir{}, false, nil
+}
+
+// dirAt is the mesh directory path names: the .cotal directory itself, or the project holding it.
+func dirAt(p string) (Dir, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return Dir{}, fmt.Errorf("mesh directory %s: %w", p, err)
+	}
+	if filepath.Base(abs) != DirName {
+		abs = filepath.Join(abs, DirName)
+	}
+	return Dir{Path: abs}, nil
+}
+
+// nearest is the first .cotal found walking up from start, if any.
+func nearest(start string) (Dir, bool, error) {
 	abs, err := filepath.Abs(start)
 	if err != nil {
-		return Dir{}, fmt.Errorf("mesh directory from %s: %w", start, err)
+		return Dir{}, false, fmt.Errorf("mesh directory from %s: %w", start, err)
 	}
 	for d := abs; ; d = filepath.Dir(d) {
 		fi, err := os.Stat(filepath.Join(d, DirName))
 		if err == nil && fi.IsDir() {
-			return Dir{Path: filepath.Join(d, DirName)}, nil
+			return Dir{Path: filepath.Join(d, DirName)}, true, nil
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return Dir{}, fmt.Errorf("look for %s in %s: %w", DirName, d, err)
+			return Dir{}, false, fmt.Errorf("look for %s in %s: %w", DirName, d, err)
 		}
 		if filepath.Dir(d) == d {
-			return Dir{Path: filepath.Join(abs, DirName)}, nil
+			return Dir{}, false, nil
 		}
 	}
+}
+
+// fallback is start/.cotal, which `cotal up` creates.
+func fallback(start string) (Dir, error) {
+	abs, err := filepath.Abs(start)
+	if err != nil {
+		return Dir{}, fmt.Errorf("mesh directory from %s: %w", start, err)
+	}
+	return Dir{Path: filepath.Join(abs, DirName)}, nil
+}
+
+// registered is the directory of the mesh registered as name, or of the current mesh when name
+// is empty (a zero Dir when there is none).
+func registered(name string) (Dir, error) {
+	r, err := meshreg.Load()
+	if err != nil {
+		return Dir{}, err
+	}
+	if name == "" {
+		if name = r.Current; name == "" {
+			return Dir{}, nil
+		}
+	}
+	e, err := r.Lookup(name)
+	if err != nil {
+		return Dir{}, err
+	}
+	if e.Remote() {
+		return Dir{}, &RemoteMeshError{Name: name, Entry: e}
+	}
+	return Dir{Path: e.Dir}, nil
+}
+
+// RemoteMeshError is FindDir's answer when the mesh chosen is registered by a server and a
+// credential file rather than a directory: Running reads it as a mesh reached remotely, and a
+// command that needs the mesh's directory (its keys, its process) reports it.
+type RemoteMeshError struct {
+	Name  string
+	Entry meshreg.Entry
+}
+
+func (e *RemoteMeshError) Error() string {
+	return fmt.Sprintf("mesh %q is registered by its server %s and a credential file, not its directory: this command needs the mesh's directory (--dir, or `cotal meshes add %s --dir D --force`)", e.Name, e.Entry.Server, e.Name)
 }
 
 // AuthDir holds the broker's and the spaces' keys.

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/gocotal/cotal/internal/meshreg"
 )
 
 func TestFindDir(t *testing.T) {
@@ -22,6 +25,8 @@ func TestFindDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(EnvDir, "")
+	t.Setenv(meshreg.EnvHome, t.TempDir()) // no registry
+	t.Setenv(meshreg.EnvMesh, "")
 	tests := []struct {
 		name, explicit, env, start, want string
 	}{
@@ -41,6 +46,61 @@ func TestFindDir(t *testing.T) {
 				t.Errorf("FindDir = %q, %v; want %q", d.Path, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestFindDirFromTheRegistry: the order is --dir, $COTAL_DIR, $COTAL_MESH, the nearest .cotal,
+// the registry's current mesh, and `cotal up`'s ProjectDir never reads the registry.
+func TestFindDirFromTheRegistry(t *testing.T) {
+	root := t.TempDir()
+	project, elsewhere, registeredAt := filepath.Join(root, "project"), filepath.Join(root, "elsewhere"), filepath.Join(root, "reg", DirName)
+	for _, p := range []string{filepath.Join(project, DirName), elsewhere, registeredAt} {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(meshreg.EnvHome, filepath.Join(root, "home"))
+	t.Setenv(EnvDir, "")
+	t.Setenv(meshreg.EnvMesh, "")
+	remote := meshreg.Entry{Server: "nats://mesh.example.com:4222", Creds: "/creds/alice.creds", Space: "team"}
+	if err := meshreg.Update(func(r *meshreg.Registry) error {
+		return errors.Join(r.Add("reg", meshreg.Entry{Dir: registeredAt}, false), r.Add("far", remote, false), r.Use("reg"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, explicit, envDir, envMesh, start, want string
+	}{
+		{"none found: the current mesh", "", "", "", elsewhere, registeredAt},
+		{"the nearest .cotal beats the current mesh", "", "", "", project, filepath.Join(project, DirName)},
+		{"$COTAL_MESH beats the nearest .cotal", "", "", "reg", project, registeredAt},
+		{"$COTAL_DIR beats $COTAL_MESH", "", elsewhere, "reg", project, filepath.Join(elsewhere, DirName)},
+		{"--dir beats them all", elsewhere, project, "reg", project, filepath.Join(elsewhere, DirName)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(EnvDir, tt.envDir)
+			t.Setenv(meshreg.EnvMesh, tt.envMesh)
+			if d, err := FindDir(tt.explicit, tt.start); err != nil || d.Path != tt.want {
+				t.Errorf("FindDir = %q, %v; want %q", d.Path, err, tt.want)
+			}
+		})
+	}
+	if d, err := ProjectDir("", elsewhere); err != nil || d.Path != filepath.Join(elsewhere, DirName) {
+		t.Errorf("ProjectDir = %q, %v; want the directory here", d.Path, err)
+	}
+
+	t.Setenv(meshreg.EnvMesh, "far")
+	_, err := FindDir("", project)
+	if remote, ok := errors.AsType[*RemoteMeshError](err); !ok || remote.Name != "far" || remote.Entry.Server != "nats://mesh.example.com:4222" {
+		t.Errorf("a mesh registered by its server: %v", err)
+	}
+	_, st, err := Running("")
+	if err != nil || st.URL != "nats://mesh.example.com:4222" || st.Creds != "/creds/alice.creds" || st.Registered != "far" || len(st.Spaces) != 1 || st.Spaces[0] != "team" {
+		t.Errorf("Running on a mesh registered by its server: %+v, %v", st, err)
+	}
+	t.Setenv(meshreg.EnvMesh, "nowhere")
+	if _, err := FindDir("", project); !errors.Is(err, meshreg.ErrUnknown) || !strings.Contains(err.Error(), "$COTAL_MESH") {
+		t.Errorf("$COTAL_MESH naming no mesh: %v", err)
 	}
 }
 

@@ -11,9 +11,15 @@ import (
 var ErrNoMesh = errors.New("no mesh is running here (`cotal up` starts one; --dir or COTAL_DIR point elsewhere)")
 
 // Running finds the mesh directory (as FindDir) and its running mesh: on an authority node of a
-// cluster that is down, the cluster as its other nodes serve it (ThroughPeers).
+// cluster that is down, the cluster as its other nodes serve it (ThroughPeers); for a mesh the
+// registry reaches by its server and a credential file, that server, with State.Creds set and
+// no directory.
 func Running(explicit string) (Dir, *State, error) {
 	d, err := FindDir(explicit, ".")
+	if remote, ok := errors.AsType[*RemoteMeshError](err); ok {
+		e := remote.Entry
+		return Dir{}, &State{URL: e.Server, Spaces: []wire.Space{wire.Space(e.Space)}, Creds: e.Creds, Registered: remote.Name}, nil
+	}
 	if err != nil {
 		return Dir{}, nil, err
 	}

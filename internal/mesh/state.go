@@ -46,6 +46,11 @@ type State struct {
 	// NodeDown marks a state read while this node is down, its cluster reached through the other
 	// nodes (ThroughPeers): no process runs here, and URL lists the others.
 	NodeDown bool `json:"nodeDown,omitempty"`
+	// Creds is set for a mesh reached through the registry by its server and a credential file
+	// (Registered names it): commands act as that credential, and issue none of their own. It is
+	// never written to the state file.
+	Creds      string `json:"-"`
+	Registered string `json:"-"`
 }
 
 // Exposure is who can reach a mesh's broker and whether what it carries is encrypted. The field

@@ -7,6 +7,7 @@
 package factory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,6 +83,9 @@ func (f *Factory) Ledger(ctx context.Context, sp wire.Space) (*ledger.Ledger, er
 	if st.Open {
 		return nil, ErrOpenMesh
 	}
+	if st.Creds != "" {
+		return nil, keysRefusal(st)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if l := f.ledgers[sp]; l != nil {
@@ -100,6 +104,12 @@ func (f *Factory) Ledger(ctx context.Context, sp wire.Space) (*ledger.Ledger, er
 	}
 	f.ledgers[sp] = l
 	return l, nil
+}
+
+// keysRefusal is the error a command that needs the mesh's keys gets on a mesh the registry
+// reaches by its server and a credential file.
+func keysRefusal(st *mesh.State) error {
+	return fmt.Errorf("mesh %q is reached through the credential file %s: this command issues credentials, which needs the mesh's keys (register its directory: `cotal meshes add %s --dir D --force`)", st.Registered, st.Creds, st.Registered)
 }
 
 // releaseWait bounds how long Close takes to let the run's own credentials go.
@@ -173,7 +183,8 @@ func (f *Factory) issueOneShot(ctx context.Context, sp wire.Space, profile autho
 
 // Client connects an SDK client to space sp of the running mesh (the space Target names when
 // empty) as a freshly issued credential of profile for local.<name>: the CLI issues the
-// short-lived credentials it needs itself. On an open mesh it connects without credentials.
+// short-lived credentials it needs itself. On an open mesh it connects without credentials; on a
+// mesh the registry reaches by its server, as the registered credential file.
 //
 // The credential expires within a command's few minutes (authority.OneShotLifetime) even if the
 // command is killed before it lets it go; a command that runs until stopped takes WatchClient.
@@ -188,6 +199,10 @@ func (f *Factory) WatchClient(ctx context.Context, sp wire.Space, profile author
 }
 
 func (f *Factory) client(ctx context.Context, sp wire.Space, profile authority.Profile, name string, life time.Duration, opts ...cotal.Option) (*cotal.Client, error) {
+	if _, st, tsp, err := f.Mesh(""); err == nil && st.Creds != "" {
+		// A mesh registered by its server: the command acts as the registered credential.
+		return cotal.Connect(ctx, st.URL, append([]cotal.Option{cotal.WithSpace(string(cmp.Or(sp, tsp))), cotal.WithCreds(st.Creds)}, opts...)...)
+	}
 	cred, st, sp, err := f.issueOneShot(ctx, sp, profile, name, life)
 	if err != nil {
 		return nil, err

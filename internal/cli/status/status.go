@@ -55,6 +55,11 @@ type Report struct {
 	// Exposure is where the broker listens and whether it needs TLS; nil when no mesh runs.
 	Exposure *mesh.Exposure `json:"exposure,omitempty"`
 	Spaces   []SpaceStatus  `json:"spaces,omitempty"`
+	// Registered names the registry's mesh reached by its server and a credential file; As is
+	// the principal that credential connected as. Nothing else is read of such a mesh: the
+	// streams and the ledger need the mesh's keys.
+	Registered string `json:"registered,omitempty"`
+	As         string `json:"as,omitempty"`
 }
 
 // SpaceStatus is one space of the report.
@@ -152,6 +157,9 @@ func NewCmdStatus(f *factory.Factory, runF func(context.Context, *Options) error
 
 func statusRun(ctx context.Context, o *Options) error {
 	d, err := mesh.FindDir(o.Target.Dir, ".")
+	if remote, ok := errors.AsType[*mesh.RemoteMeshError](err); ok {
+		return remoteStatus(ctx, o, remote)
+	}
 	if err != nil {
 		return err
 	}
@@ -197,6 +205,27 @@ func statusRun(ctx context.Context, o *Options) error {
 		if !s.Provisioned {
 			return fmt.Errorf("%w: space %s is not fully provisioned (run `cotal up` again)", ErrNotHealthy, s.Space)
 		}
+	}
+	return nil
+}
+
+// remoteStatus reports a mesh the registry reaches by its server and a credential file: it is up
+// when the credential connects. The rest of the report needs the mesh's keys.
+func remoteStatus(ctx context.Context, o *Options, remote *mesh.RemoteMeshError) error {
+	e := remote.Entry
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rep := &Report{Registered: remote.Name, URL: e.Server}
+	c, err := cotal.Connect(ctx, e.Server, cotal.WithCreds(e.Creds), cotal.WithSpace(e.Space), cotal.WithPresence(false), cotal.WithConnectAttempts(1))
+	if err == nil {
+		rep.Running, rep.As = true, c.Principal().String()
+		_ = c.Close(context.WithoutCancel(ctx))
+	}
+	if rerr := render(o, rep); rerr != nil {
+		return rerr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: mesh %s at %s: %v", ErrNotHealthy, remote.Name, e.Server, err)
 	}
 	return nil
 }
@@ -316,7 +345,14 @@ func render(o *Options, rep *Report) error {
 	if o.JSON {
 		return json.NewEncoder(o.IO.Out).Encode(rep)
 	}
-	if !rep.Running {
+	switch {
+	case rep.Registered != "" && rep.Running:
+		fmt.Fprintf(o.IO.Out, "mesh %s up at %s (reached as %s through its registered credential)\n", rep.Registered, rep.URL, rep.As)
+		return nil
+	case rep.Registered != "":
+		fmt.Fprintf(o.IO.Out, "mesh %s at %s does not answer its registered credential\n", rep.Registered, rep.URL)
+		return nil
+	case !rep.Running:
 		fmt.Fprintln(o.IO.Out, "no mesh is running (`cotal up` starts one)")
 		return nil
 	}

@@ -391,7 +391,7 @@ func (o *Options) prepare() (mesh.Options, mesh.Dir, error) {
 	if err != nil {
 		return mesh.Options{}, mesh.Dir{}, err
 	}
-	d, err := mesh.FindDir(o.Dir, ".")
+	d, err := mesh.ProjectDir(o.Dir, ".")
 	return mo, d, err
 }
 
