@@ -47,9 +47,20 @@ const (
 	Deadline = 10 * time.Second
 )
 
-// Socket returns the socket path of the hooks of principal p of space sp, in a directory of this
-// user's alone (created 0700 and checked): TMPDIR/cotal-<uid>/hook-<space>.<principal>.sock.
+// Socket returns the socket path of the hooks of principal p of space sp, in PrivateDir:
+// TMPDIR/cotal-<uid>/hook-<space>.<principal>.sock.
 func Socket(sp wire.Space, p wire.Principal) (string, error) {
+	dir, err := PrivateDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "hook-"+string(sp)+"."+p.String()+".sock"), nil
+}
+
+// PrivateDir returns the directory of this user's alone (created 0700, and checked to be a
+// directory this user owns that nobody else may enter) where Cotal's sockets live:
+// TMPDIR/cotal-<uid>, a short path, as a socket's must be.
+func PrivateDir() (string, error) {
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("cotal-%d", os.Getuid()))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
@@ -60,9 +71,9 @@ func Socket(sp wire.Space, p wire.Principal) (string, error) {
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !fi.IsDir() || fi.Mode().Perm()&0o077 != 0 || !ok || int(st.Uid) != os.Getuid() {
-		return "", fmt.Errorf("%s is not a private directory of this user's: hooks are not served there", dir)
+		return "", fmt.Errorf("%s is not a private directory of this user's: no socket is served there", dir)
 	}
-	return filepath.Join(dir, "hook-"+string(sp)+"."+p.String()+".sock"), nil
+	return dir, nil
 }
 
 // Ask sends one hook request to the socket at path and returns the agent's reply.

@@ -1,7 +1,9 @@
 package mesh
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -34,6 +36,30 @@ type Daemons struct {
 	deliveries map[wire.Space]*Delivery
 	// people, once a user-auth mesh's auth service runs, are whom the managers also spawn for.
 	people atomic.Pointer[hostedPeople]
+	// parts are the delivery daemons and the managers, each stopped on its own by StopPart.
+	parts map[Part]*part
+	// wardens reports, by space, whether the warden's current incarnation is watching; guarded
+	// by mu.
+	wardens map[wire.Space]bool
+	// managed holds the spaces whose manager this process serves or stands by for; guarded by mu.
+	managed map[wire.Space]bool
+}
+
+// Part is a part of the daemons `cotal down PART` stops on its own.
+type Part string
+
+// The parts StopPart stops.
+const (
+	PartDelivery Part = "delivery"
+	PartManager  Part = "manager"
+)
+
+// part is what runs of one Part: its goroutines, under a context of its own.
+type part struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stopped bool // guarded by Daemons.mu
 }
 
 // The actors the in-process daemons run as.
@@ -104,7 +130,12 @@ func newDaemons(life time.Duration, log *slog.Logger) *Daemons {
 		life = authority.DaemonLifetime
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Daemons{ctx: ctx, cancel: cancel, life: life, log: log}
+	ds := &Daemons{ctx: ctx, cancel: cancel, life: life, log: log, parts: map[Part]*part{}, wardens: map[wire.Space]bool{}, managed: map[wire.Space]bool{}}
+	for _, p := range []Part{PartDelivery, PartManager} {
+		pctx, pcancel := context.WithCancel(ctx)
+		ds.parts[p] = &part{ctx: pctx, cancel: pcancel}
+	}
+	return ds
 }
 
 // pruneEvery is how often the mesh prunes what its ledger keeps past retention.
@@ -148,8 +179,9 @@ func (ds *Daemons) startDelivery(ctx context.Context, l *ledger.Ledger, log *slo
 	}
 	ds.deliveries[l.Space()] = d
 	ds.mu.Unlock()
-	ds.wg.Go(func() {
-		if err := d.Run(ctx); err != nil && log != nil {
+	dp := ds.parts[PartDelivery]
+	dp.wg.Go(func() {
+		if err := d.Run(dp.ctx); err != nil && dp.ctx.Err() == nil && log != nil {
 			log.Error("delivery daemon stopped", "space", l.Space(), "err", err)
 		}
 	})
@@ -175,6 +207,7 @@ func (ds *Daemons) startWarden(ctx context.Context, l *ledger.Ledger, log *slog.
 	var readyOnce sync.Once
 	ds.mu.Lock()
 	ds.wardensReady = append(ds.wardensReady, ready)
+	ds.wardens[l.Space()] = false
 	ds.mu.Unlock()
 	ds.wg.Go(func() {
 		backoff := wardenBackoffMin
@@ -185,12 +218,14 @@ func (ds *Daemons) startWarden(ctx context.Context, l *ledger.Ledger, log *slog.
 				select {
 				case <-w.Ready():
 					readyOnce.Do(func() { close(ready) })
+					ds.setWarden(l.Space(), true)
 					got <- true
 				case <-ran:
 					got <- false
 				}
 			})
 			err := w.Run(ctx)
+			ds.setWarden(l.Space(), false)
 			close(ran)
 			if <-got {
 				backoff = wardenBackoffMin
@@ -216,6 +251,118 @@ func (ds *Daemons) startWarden(ctx context.Context, l *ledger.Ledger, log *slog.
 		}
 	})
 	return nil
+}
+
+// StopPart stops one part of the daemons and leaves the rest serving: the managers, serving or
+// standing by (their agents are stopped and retired, their runs left to their journals), or the
+// delivery daemons (their credentials revoked). A part already stopped is left as it is.
+func (ds *Daemons) StopPart(p Part) error {
+	pt, ok := ds.parts[p]
+	if !ok {
+		return fmt.Errorf("no part %q: the parts are %q and %q", p, PartDelivery, PartManager)
+	}
+	ds.mu.Lock()
+	if pt.stopped {
+		ds.mu.Unlock()
+		return nil
+	}
+	pt.stopped = true
+	ds.mu.Unlock()
+	pt.cancel()
+	pt.wg.Wait()
+	switch p {
+	case PartManager:
+		ds.mu.Lock()
+		sups := ds.supervisors
+		ds.supervisors = nil
+		ds.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, sup := range sups {
+			wg.Go(func() { sup.stop(ds) })
+		}
+		wg.Wait()
+	case PartDelivery:
+		ds.mu.Lock()
+		var held []*ledger.Held
+		for _, d := range ds.deliveries {
+			held = append(held, d.held...)
+		}
+		ds.mu.Unlock()
+		for _, h := range held {
+			ds.drop(h)
+		}
+	}
+	return nil
+}
+
+// Parts reports what runs of the daemons now, by space: each part serving, standing by or
+// stopped, and the warden watching or not.
+func (ds *Daemons) Parts() []PartState {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	var out []PartState
+	for sp, d := range ds.deliveries {
+		st := PartServing
+		switch {
+		case ds.parts[PartDelivery].stopped:
+			st = PartStopped
+		case !d.Active():
+			st = PartStandingBy
+		}
+		out = append(out, PartState{Name: string(PartDelivery), Space: sp, State: st})
+	}
+	serving := map[wire.Space]bool{}
+	for _, sup := range ds.supervisors {
+		serving[sup.space] = true
+	}
+	for sp := range ds.managed {
+		st := PartServing
+		switch {
+		case ds.parts[PartManager].stopped:
+			st = PartStopped
+		case !serving[sp]:
+			st = PartStandingBy
+		}
+		out = append(out, PartState{Name: string(PartManager), Space: sp, State: st})
+	}
+	for sp, watching := range ds.wardens {
+		st := PartServing
+		if !watching {
+			st = PartRestarting
+		}
+		out = append(out, PartState{Name: "warden", Space: sp, State: st})
+	}
+	slices.SortFunc(out, func(a, b PartState) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Space, b.Space)) })
+	return out
+}
+
+// PartState is what one part of the daemons of one space is doing.
+type PartState struct {
+	Name  string     `json:"name"`
+	Space wire.Space `json:"space"`
+	State string     `json:"state"`
+}
+
+// The states of a part.
+const (
+	PartServing    = "serving"
+	PartStandingBy = "standing-by"
+	PartStopped    = "stopped"
+	PartRestarting = "restarting"
+)
+
+// manages records that this process serves, or stands by for, sp's manager.
+func (ds *Daemons) manages(sp wire.Space) {
+	ds.mu.Lock()
+	ds.managed[sp] = true
+	ds.mu.Unlock()
+}
+
+// setWarden records whether sp's warden is watching.
+func (ds *Daemons) setWarden(sp wire.Space, watching bool) {
+	ds.mu.Lock()
+	ds.wardens[sp] = watching
+	ds.mu.Unlock()
 }
 
 // newWarden issues a warden credential through l, connects it and returns its warden and
@@ -277,23 +424,10 @@ func (ds *Daemons) WardensReady(ctx context.Context) error {
 // Stop ends the daemons and waits for them. Spawned agents are stopped and retired first, while
 // the broker still runs.
 func (ds *Daemons) Stop() {
-	ds.mu.Lock()
-	sups := ds.supervisors
-	ds.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, sup := range sups {
-		wg.Go(func() { sup.stop(ds) })
-	}
-	wg.Wait()
+	ds.StopPart(PartManager)
 	ds.cancel()
+	ds.parts[PartDelivery].wg.Wait()
 	ds.wg.Wait()
-	// A standby that took over while the first ones stopped.
-	ds.mu.Lock()
-	late := ds.supervisors[len(sups):]
-	ds.mu.Unlock()
-	for _, sup := range late {
-		sup.stop(ds)
-	}
 	ds.mu.Lock()
 	conns := ds.conns
 	ds.conns = nil

@@ -38,20 +38,23 @@ func processStart(pid int) string {
 	return string(fields[startField])
 }
 
-// ownsProcess reports whether st's pid is the process that wrote st: alive, and, where the kernel
-// shows start times, started when st says. A record from before start times were kept is owned
-// only by a process running this same executable.
-func (st State) ownsProcess() bool {
-	if !processAlive(st.PID) {
+// ownsProcess reports whether st's pid is the process that wrote st (ownedBy).
+func (st State) ownsProcess() bool { return ownedBy(st.PID, st.ProcessStart) }
+
+// ownedBy reports whether pid is the process a record names by its pid and start time: alive,
+// and, where the kernel shows start times, started at start. A record from before start times
+// were kept is owned only by a process running this same executable.
+func ownedBy(pid int, start string) bool {
+	if !processAlive(pid) {
 		return false
 	}
 	if _, err := os.Stat(procRoot + "/self/stat"); err != nil {
 		return true // no /proc: aliveness is all there is to go on
 	}
-	if st.ProcessStart != "" {
-		return processStart(st.PID) == st.ProcessStart
+	if start != "" {
+		return processStart(pid) == start
 	}
-	theirs, err1 := os.Readlink(filepath.Join(procRoot, strconv.Itoa(st.PID), "exe"))
+	theirs, err1 := os.Readlink(filepath.Join(procRoot, strconv.Itoa(pid), "exe"))
 	ours, err2 := os.Executable()
 	return err1 == nil && err2 == nil && theirs == ours
 }

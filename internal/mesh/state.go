@@ -152,13 +152,20 @@ func (d Dir) writeState(st *State) error {
 }
 
 // clearState removes the state file if it still names pid.
-func (d Dir) clearState(pid int) {
-	raw, err := os.ReadFile(d.StatePath())
+func (d Dir) clearState(pid int) { removeIfPID(d.StatePath(), pid) }
+
+// removeIfPID removes the record at path (a JSON object with a "pid") if it still names pid: a
+// process clearing its own record on exit leaves a successor's alone. It is best effort: a
+// reader treats a record whose process is gone as stale.
+func removeIfPID(path string, pid int) {
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return
 	}
-	var st State
-	if json.Unmarshal(raw, &st) == nil && st.PID == pid {
-		_ = os.Remove(d.StatePath()) // best effort on shutdown; ReadState treats a dead pid as stale
+	var rec struct {
+		PID int `json:"pid"`
+	}
+	if json.Unmarshal(raw, &rec) == nil && rec.PID == pid {
+		_ = os.Remove(path)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"time"
@@ -151,6 +152,8 @@ type Mesh struct {
 	state  State
 	// metrics serves /metrics when Options.MetricsAddr is set.
 	metrics *metricsServer
+	// control is the control socket's listener, when daemons run.
+	control net.Listener
 	// Reports are the provisioning reports, by space.
 	Reports map[wire.Space]*space.Report
 }
@@ -376,6 +379,9 @@ func (m *Mesh) serve(ctx context.Context, d Dir, o Options, url string, spaces [
 			return err
 		}
 		step("the daemons are up and the wardens ready")
+		if err := m.serveControl(d, o.Log); err != nil {
+			return err
+		}
 	}
 	if o.UserAuth != nil {
 		return m.startUserAuth(ctx, url, *o.UserAuth, o.Log)
@@ -428,11 +434,12 @@ func (m *Mesh) startDaemons(ctx context.Context, d Dir, o Options) error {
 	}
 	opts := SupervisorOptions{Name: ManagerActor, MaxSessions: o.MaxSessions}
 	for _, l := range m.ledgers {
+		m.daemons.manages(l.Space())
 		if o.Cluster != nil {
 			m.daemons.standBySupervisor(d, l, opts, o.Log)
 			continue
 		}
-		if err := m.daemons.startSupervisor(m.daemons.ctx, d, l, opts, o.Log); err != nil {
+		if err := m.daemons.startSupervisor(m.daemons.parts[PartManager].ctx, d, l, opts, o.Log); err != nil {
 			return err
 		}
 	}
@@ -613,6 +620,7 @@ func (m *Mesh) Ledger(sp wire.Space) *ledger.Ledger {
 // record.
 func (m *Mesh) Shutdown(ctx context.Context) error {
 	m.dir.clearState(m.state.PID)
+	m.stopControl()
 	m.stopMetrics(ctx)
 	m.stopUserAuth(ctx)
 	m.stopDaemons(ctx)
@@ -645,6 +653,7 @@ func (m *Mesh) closeLedgers() {
 func (m *Mesh) stopServer() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	m.stopControl()
 	m.stopMetrics(ctx)
 	m.stopUserAuth(ctx)
 	m.stopDaemons(ctx)

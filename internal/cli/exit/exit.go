@@ -27,6 +27,19 @@ func (e *UsageError) Error() string { return e.Err.Error() }
 // Unwrap returns the underlying error.
 func (e *UsageError) Unwrap() error { return e.Err }
 
+// CodeError carries the exit code a command documents for its own outcome, such as `cotal status
+// --components`'s 0 to 3.
+type CodeError struct {
+	Code int
+	Err  error
+}
+
+// Error implements error.
+func (e *CodeError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *CodeError) Unwrap() error { return e.Err }
+
 // AuthError marks a refusal by the broker or by a credential's limits.
 type AuthError struct{ Err error }
 
@@ -52,11 +65,15 @@ var refusals = []error{
 	nats.ErrPermissionViolation,
 }
 
-// Code returns the exit code for err: OK for nil, Usage for a *UsageError, NotAuthorized for an
-// *AuthError or a refusal by the broker or a credential (see refusals), and Failed otherwise.
+// Code returns the exit code for err: OK for nil, its own for a *CodeError, Usage for a
+// *UsageError, NotAuthorized for an *AuthError or a refusal by the broker or a credential (see
+// refusals), and Failed otherwise.
 func Code(err error) int {
 	if err == nil {
 		return OK
+	}
+	if c, ok := errors.AsType[*CodeError](err); ok {
+		return c.Code
 	}
 	if _, ok := errors.AsType[*UsageError](err); ok {
 		return Usage

@@ -32,6 +32,8 @@ import (
 type Options struct {
 	*factory.Factory
 	JSON bool
+	// Components reports each component's state rather than the spaces' contents.
+	Components bool
 }
 
 // Report is what `cotal status --json` prints. The field names are a stable interface.
@@ -141,17 +143,26 @@ func NewCmdStatus(f *factory.Factory, runF func(context.Context, *Options) error
 		Short: "Show whether the mesh is up and what its spaces hold",
 		Long: "Show the running mesh, who can reach it (loopback only, or the network with or without\n" +
 			"TLS), and each space's streams and buckets with their message counts.\n" +
-			"Exits 0 when the broker answers and every space is provisioned, 1 otherwise.",
+			"Exits 0 when the broker answers and every space is provisioned, 1 otherwise.\n\n" +
+			"With --components, check each part of the mesh instead: the broker, JetStream, each space's\n" +
+			"delivery daemon and manager (by their liveness planes, as a peer probes them) and warden,\n" +
+			"the auth service in user-auth mode, and the dashboard if `cotal web` runs. It exits 0 when\n" +
+			"every component serves, 1 when one is degraded, 2 when the mesh is down and 3 when it cannot\n" +
+			"tell, naming each component that does not serve.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(cmd.Context(), o)
+			}
+			if o.Components {
+				return components(cmd.Context(), o)
 			}
 			return statusRun(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.Target.Dir, "dir", "", "the mesh directory (default: the nearest .cotal)")
 	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the status as JSON")
+	cmd.Flags().BoolVar(&o.Components, "components", false, "check each component (broker, JetStream, daemons, auth, dashboard): exit 0 serving, 1 degraded, 2 down, 3 unknown")
 	return cmd
 }
 

@@ -9,23 +9,20 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/broker"
+	detachpkg "github.com/gocotal/cotal/internal/cli/detach"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
@@ -117,7 +114,7 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 			"mesh already runs there or anything answers at the address; --dry-run prints the plan.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.setFlags = givenFlags(cmd.Flags())
+			o.setFlags = detachpkg.Given(cmd.Flags())
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
@@ -470,52 +467,18 @@ func shutdown(m *mesh.Mesh) error {
 	return m.Shutdown(ctx)
 }
 
-// givenFlags returns the flags given on the command line, each as --name=value (a list flag once
-// per item), leaving out --detach and --dir.
-func givenFlags(fs *pflag.FlagSet) []string {
-	var out []string
-	fs.Visit(func(f *pflag.Flag) {
-		if f.Name == "detach" || f.Name == "dir" {
-			return
-		}
-		if list, ok := f.Value.(pflag.SliceValue); ok {
-			for _, v := range list.GetSlice() {
-				out = append(out, "--"+f.Name+"="+v)
-			}
-			return
-		}
-		out = append(out, "--"+f.Name+"="+f.Value.String())
-	})
-	return out
-}
-
 // detach starts `cotal up` again in the background, as its own session so a closed terminal does
 // not stop it, with its output in the log, and waits until it records itself as running.
 func detach(ctx context.Context, o *Options, d mesh.Dir) error {
 	if err := atomicfile.MkdirPrivate(d.Path); err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the cotal binary to detach: %w", err)
-	}
-	log, err := os.OpenFile(d.LogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("open the mesh log: %w", err)
-	}
-	defer log.Close()
 	// The child runs in this directory, so relative paths in the flags mean the same to it; --dir
 	// is the directory found here, wherever the child would look.
-	args := append([]string{"up", "--dir", d.Path}, o.setFlags...)
-	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the detached mesh: %w", err)
+	pid, exited, err := detachpkg.Start(append([]string{"up", "--dir", d.Path}, o.setFlags...), d.LogPath())
+	if err != nil {
+		return err
 	}
-	pid := cmd.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }() // reaps the child if it fails early; ends with this process otherwise
 	wait := detachWait
 	if o.ClusterPort != 0 {
 		wait += mesh.QuorumWait // the first nodes wait for a majority of the cluster

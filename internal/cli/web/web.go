@@ -8,17 +8,21 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
+	detachpkg "github.com/gocotal/cotal/internal/cli/detach"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/send"
 	"github.com/gocotal/cotal/internal/manager"
+	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/runhost"
 	"github.com/gocotal/cotal/internal/web"
 	"github.com/gocotal/cotal/wire"
@@ -32,7 +36,14 @@ type Options struct {
 	*factory.Factory
 	Port     int
 	Operator string
+	Detach   bool
+	// setFlags are the flags given, passed on to the detached dashboard.
+	setFlags []string
 }
+
+// envDetached marks the dashboard a `cotal web --detach` started: it records its token URL for
+// the parent to print.
+const envDetached = "COTAL_WEB_DETACHED"
 
 // NewCmdWeb returns the `cotal web` command.
 func NewCmdWeb(f *factory.Factory) *cobra.Command {
@@ -47,9 +58,16 @@ func NewCmdWeb(f *factory.Factory) *cobra.Command {
 			"rails); its one write, deleting a channel's history, goes through a purger credential\n" +
 			"issued for that delete alone. Message bodies are shown as sanitised Markdown.",
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return webRun(cmd.Context(), o) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Detach {
+				o.setFlags = detachpkg.Given(cmd.Flags())
+				return detach(cmd.Context(), o)
+			}
+			return webRun(cmd.Context(), o)
+		},
 	}
 	o.Target.Register(cmd.Flags())
+	cmd.Flags().BoolVar(&o.Detach, "detach", false, "run in the background, logging to .cotal/web.log; `cotal down web` stops it")
 	cmd.Flags().IntVar(&o.Port, "port", DefaultPort, "the loopback port to listen on (0: any free one)")
 	cmd.Flags().StringVar(&o.Operator, "operator", send.DefaultActor, "the actor `cotal send --as` speaks as: agents' direct messages to local.ACTOR wait in NEEDS YOU until it answers")
 	return cmd
@@ -63,9 +81,14 @@ func webRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return &exit.UsageError{Err: fmt.Errorf("--operator %q: %w", o.Operator, err)}
 	}
-	_, st, sp, err := o.Mesh("")
+	d, st, sp, err := o.Mesh("")
 	if err != nil {
 		return err
+	}
+	if d.Path != "" {
+		if ws, err := d.ReadWebState(); err == nil {
+			return fmt.Errorf("the dashboard of this mesh already runs at %s (pid %d): `cotal down web` stops it", ws.URL, ws.PID)
+		}
 	}
 	c, err := o.WatchClient(ctx, sp, authority.ProfileAdmin, "cotal_web", cotal.WithPresence(false))
 	if err != nil {
@@ -115,10 +138,28 @@ func webRun(ctx context.Context, o *Options) error {
 	}
 	fmt.Fprintln(o.IO.Out, srv.URL)
 	fmt.Fprintf(o.IO.ErrOut, "serving the dashboard of space %s until Ctrl-C; open the URL above in one browser\n", sp)
+	if d.Path != "" {
+		ws := mesh.WebState{URL: baseURL(srv.URL), Space: sp}
+		if os.Getenv(envDetached) == "1" {
+			ws.Open = srv.URL
+		}
+		if err := d.WriteWebState(ws); err != nil {
+			fmt.Fprintf(o.IO.ErrOut, "cotal web: `cotal status --components` and `cotal down web` will not find this dashboard: %v\n", err)
+		}
+		defer d.ClearWebState(os.Getpid())
+	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	return srv.Close(sctx)
+}
+
+// baseURL is u without its query: the dashboard's address without the launch token.
+func baseURL(u string) string {
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		return u[:i]
+	}
+	return u
 }
 
 // managerRuns shows the runs the space's manager hosts, through the operator's instrument.
