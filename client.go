@@ -110,7 +110,21 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 // options, before any connection exists.
 func (c *Client) identify(t *Target) error {
 	o := c.opts
-	if o.bearer != nil {
+	linked, ok, err := linkCredential(t.Token)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidOption, err)
+	}
+	if ok {
+		if len(o.creds) > 0 || o.bearer != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidOption, errLinkAndCreds)
+		}
+		t.Token = ""
+	}
+	if linked != nil {
+		if err := c.adopt(linked); err != nil {
+			return err
+		}
+	} else if o.bearer != nil {
 		if len(o.creds) > 0 || t.Token != "" || t.User != "" {
 			return fmt.Errorf("%w: a bearer excludes a creds file and a token or user:pass in the URL", ErrInvalidOption)
 		}
@@ -130,12 +144,8 @@ func (c *Client) identify(t *Target) error {
 			}
 			return fmt.Errorf("creds: %w", err)
 		}
-		if !g.Expires.IsZero() && time.Now().After(g.Expires) {
-			return fmt.Errorf("%w at %s; mint a new one", ErrCredentialExpired, g.Expires.UTC().Format(time.RFC3339))
-		}
-		c.grant, c.me, c.space = g, g.Principal, g.Space
-		if !o.presenceSet {
-			o.presence = g.Presence
+		if err := c.adopt(g); err != nil {
+			return err
 		}
 	} else {
 		p, err := wire.NewPrincipal(wire.DevOwner, strings.ReplaceAll(string(wire.NewConnID()), "-", "_"))
@@ -155,6 +165,19 @@ func (c *Client) identify(t *Target) error {
 	}
 	if o.card != nil && o.card.ID != "" && o.card.ID != c.me.String() {
 		return fmt.Errorf("%w: the card names %q but the credential is %q (SPEC §2: adopt the credential's principal)", ErrInvalidOption, o.card.ID, c.me)
+	}
+	return nil
+}
+
+// adopt takes g, a credential's grant, as the client's identity: its principal, its space and,
+// unless the options set it, whether to write presence. An expired credential is refused.
+func (c *Client) adopt(g *Grant) error {
+	if !g.Expires.IsZero() && time.Now().After(g.Expires) {
+		return fmt.Errorf("%w at %s; mint a new one", ErrCredentialExpired, g.Expires.UTC().Format(time.RFC3339))
+	}
+	c.grant, c.me, c.space = g, g.Principal, g.Space
+	if !c.opts.presenceSet {
+		c.opts.presence = g.Presence
 	}
 	return nil
 }

@@ -75,6 +75,12 @@ func ParseCreds(raw []byte) (*Grant, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseCredential(tok, seed)
+}
+
+// parseCredential parses a user JWT and its seed, checking that the seed is a user seed and
+// the JWT's user's.
+func parseCredential(tok, seed string) (*Grant, error) {
 	kp, err := nkeys.FromSeed([]byte(seed))
 	if err != nil {
 		return nil, fmt.Errorf("no user seed: %w", err)

@@ -20,8 +20,35 @@ type Target struct {
 	Space wire.Space
 	// Channels are the channels a cotal:// URL asks to join (?channel=a,b or ?channels=a,b).
 	Channels []string
-	// Token, User and Password come from the URL's user info: "token@" or "user:pass@".
+	// Token, User and Password come from the URL's user info: "token@" or "user:pass@". A token
+	// that is a credential (CredentialLink) is what Connect connects as.
 	Token, User, Password string
+}
+
+// redact returns raw (a URL, or a comma-separated list of them) with any user info replaced by
+// "REDACTED", so an error quoting a URL never carries a token, a password or a link's credential.
+func redact(raw string) string {
+	if strings.Contains(raw, ",") {
+		parts := strings.Split(raw, ",")
+		for i, p := range parts {
+			parts[i] = redact(p)
+		}
+		return strings.Join(parts, ",")
+	}
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return raw
+	}
+	rest := raw[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndexByte(rest[:end], '@')
+	if at < 0 {
+		return raw
+	}
+	return raw[:i+3] + "REDACTED" + rest[at:]
 }
 
 // Default ports and schemes.
@@ -41,7 +68,7 @@ const (
 // fails over between. It returns a *wire.ValidationError naming what is wrong.
 func ParseURL(raw string) (*Target, error) {
 	bad := func(rule string) (*Target, error) {
-		return nil, &wire.ValidationError{Field: "url", Value: raw, Rule: rule}
+		return nil, &wire.ValidationError{Field: "url", Value: redact(raw), Rule: rule}
 	}
 	if len(raw) > maxURLLength {
 		return bad(fmt.Sprintf("is longer than %d bytes", maxURLLength))
@@ -128,10 +155,10 @@ func parseServers(raw string) (*Target, error) {
 			return nil, err
 		}
 		if one.Space != "" {
-			return nil, &wire.ValidationError{Field: "url", Value: raw, Rule: "a list of servers holds nats:// or tls:// URLs only"}
+			return nil, &wire.ValidationError{Field: "url", Value: redact(raw), Rule: "a list of servers holds nats:// or tls:// URLs only"}
 		}
 		if i > 0 && one.TLS != t.TLS {
-			return nil, &wire.ValidationError{Field: "url", Value: raw, Rule: "a list of servers is all nats:// or all tls://"}
+			return nil, &wire.ValidationError{Field: "url", Value: redact(raw), Rule: "a list of servers is all nats:// or all tls://"}
 		}
 		t.TLS = one.TLS
 		servers = append(servers, one.Server)

@@ -26,6 +26,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/cli/hook"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/join"
 	"github.com/gocotal/cotal/internal/cli/login"
 	"github.com/gocotal/cotal/internal/cli/mcp"
 	"github.com/gocotal/cotal/internal/cli/meshes"
@@ -80,6 +81,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		anchors.NewCmdAnchors(f),
 		service.NewCmdService(f),
 		console.NewCmdConsole(f),
+		join.NewCmdJoin(f),
 		web.NewCmdWeb(f),
 		hook.NewCmdHook(f),
 		agent.NewCmdAgent(f),

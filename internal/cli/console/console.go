@@ -97,14 +97,14 @@ func consoleRun(ctx context.Context, o *Options) error {
 	fmt.Fprintf(o.IO.ErrOut, "watching space %s at %s (Ctrl-C to stop)\n", sp, st.URL)
 	said := map[string]string{} // per peer, the presence last printed
 	for _, p := range roster.Peers() {
-		presenceLine(out, o.Now(), p, said)
+		PresenceLine(out, o.Now(), p, said)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case p := <-roster.Changes():
-			presenceLine(out, o.Now(), p, said)
+			PresenceLine(out, o.Now(), p, said)
 		case err := <-c.Errors():
 			// An error can quote what a peer wrote (a presence row it dropped, say).
 			fmt.Fprintf(o.IO.ErrOut, "broker: %s\n", termsafe.Sanitize(err.Error()))
@@ -129,10 +129,10 @@ func Line(w io.Writer, at time.Time, d *cotal.Delivery) {
 	fmt.Fprintf(w, "%s %s %s%s: %s\n", at.Format("15:04:05"), where, who.Is(d.Message.From.Name, d.Sender.String()), hist, Summary(d.Message))
 }
 
-// presenceLine writes a peer's presence as a line when it changed since said (per peer, what was
+// PresenceLine writes a peer's presence as a line when it changed since said (per peer, what was
 // last printed): a heartbeat that rewrites the same presence prints nothing. The principal is the
 // row's key, which DecodePresence has checked equals card.id.
-func presenceLine(w io.Writer, at time.Time, p cotal.Peer, said map[string]string) {
+func PresenceLine(w io.Writer, at time.Time, p cotal.Peer, said map[string]string) {
 	var line string
 	switch {
 	case p.Presence == nil:

@@ -85,12 +85,12 @@ func TestPresenceLine(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
 			said := map[string]string{}
-			presenceLine(&b, at, tt.p, said)
+			PresenceLine(&b, at, tt.p, said)
 			if b.String() != tt.want {
 				t.Errorf("presenceLine wrote %q, want %q", b.String(), tt.want)
 			}
 			// The same presence again (a heartbeat) prints nothing.
-			presenceLine(&b, at.Add(time.Second), tt.p, said)
+			PresenceLine(&b, at.Add(time.Second), tt.p, said)
 			if b.String() != tt.want {
 				t.Errorf("a repeated presence printed again: %q", b.String())
 			}

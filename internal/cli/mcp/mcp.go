@@ -32,8 +32,10 @@ type Options struct {
 	agentflags.Flags
 	Creds          string
 	LaunchMaterial string
-	InboxLimit     int
-	ClaudeChannel  bool
+	// Link is a cotal:// link carrying the agent's credential (--link).
+	Link          string
+	InboxLimit    int
+	ClaudeChannel bool
 }
 
 // NewCmdMCP returns the `cotal mcp` command.
@@ -60,6 +62,7 @@ func NewCmdMCP(f *factory.Factory) *cobra.Command {
 	o.Flags.RegisterCapability(fs)
 	o.Flags.RegisterRun(fs)
 	fs.StringVar(&o.Creds, "creds", "", "run on this creds file instead of issuing one")
+	fs.StringVar(&o.Link, "link", "", "run as the agent a cotal:// link carries (`cotal mint NAME --link`), on the mesh it names")
 	fs.StringVar(&o.LaunchMaterial, "launch-material", "", "run as the agent this launch material names (a manager's spawned agent; default $"+manager.LaunchMaterialEnv+" when --name and --creds are not given)")
 	fs.IntVar(&o.InboxLimit, "inbox-limit", 500, "messages buffered between tool calls")
 	fs.BoolVar(&o.ClaudeChannel, "claude-channel", os.Getenv(manager.ClaudeChannelEnv) == "1", "wake a Claude Code session through its channel when a message should (default: $"+manager.ClaudeChannelEnv+" is 1)")
@@ -70,10 +73,16 @@ func mcpRun(ctx context.Context, o *Options) error {
 	if o.InboxLimit < 1 {
 		return &exit.UsageError{Err: fmt.Errorf("--inbox-limit %d: must be at least 1", o.InboxLimit)}
 	}
-	if o.LaunchMaterial == "" && o.Creds == "" && o.Name == "" {
+	if o.LaunchMaterial == "" && o.Creds == "" && o.Name == "" && o.Link == "" {
 		o.LaunchMaterial = os.Getenv(manager.LaunchMaterialEnv)
 	}
 	switch {
+	case o.Link != "" && (o.LaunchMaterial != "" || o.Creds != "" || o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0 || o.Fresh || o.Takeover):
+		return &exit.UsageError{Err: errors.New("--link carries the agent's identity, access and mesh: drop --launch-material, --creds, --name, --role, --allow-publish, --capability, --fresh and --takeover")}
+	case o.Link != "":
+		if _, err := cotal.ParseURL(o.Link); err != nil {
+			return &exit.UsageError{Err: fmt.Errorf("--link: %w", err)}
+		}
 	case (o.LaunchMaterial != "" || o.Creds != "") && (o.Fresh || o.Takeover):
 		return &exit.UsageError{Err: errors.New("--fresh and --takeover are for an agent run by --name")}
 	case o.LaunchMaterial != "" && (o.Creds != "" || o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0):
@@ -95,7 +104,9 @@ func mcpRun(ctx context.Context, o *Options) error {
 		url   string
 		agent *factory.RunningAgent
 	)
-	if o.LaunchMaterial != "" {
+	if o.Link != "" {
+		url = o.Link
+	} else if o.LaunchMaterial != "" {
 		m, err := manager.ReadMaterial(o.LaunchMaterial)
 		if err != nil {
 			return err

@@ -6,12 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/exit"
@@ -41,7 +46,13 @@ type Options struct {
 	JSON           bool
 	// NATSContext names the nats CLI context to write for the credential; empty: none.
 	NATSContext string
+	// Link prints a cotal:// link carrying the credential instead of the result.
+	Link bool
 }
+
+// linkLife is how long a link's credential lives unless --expires-in says otherwise: a link is a
+// bearer secret, and one forgotten in a chat log should stop working on its own.
+const linkLife = 24 * time.Hour
 
 // Result is what `cotal mint --json` prints. The field names are a stable interface.
 type Result struct {
@@ -58,6 +69,8 @@ type Result struct {
 	InboxPrefix string `json:"inboxPrefix"`
 	// NATSContext is the path of the nats CLI context written for the credential (--nats-context).
 	NATSContext string `json:"natsContext,omitempty"`
+	// Link is the cotal:// link carrying the credential (--link): a bearer secret.
+	Link string `json:"link,omitempty"`
 }
 
 // NewCmdMint returns the `cotal mint` command. runF runs it; nil means mintRun.
@@ -93,6 +106,7 @@ func NewCmdMint(f *factory.Factory, runF func(context.Context, *Options) error) 
 	fs.DurationVar(&o.ExpiresIn, "expires-in", 0, "lifetime, e.g. 1h (default: the profile's; agents never expire)")
 	fs.StringVar(&o.Out, "out", "", "creds file to write (default: .cotal/creds/<space>/NAME.creds)")
 	fs.BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	fs.BoolVar(&o.Link, "link", false, "print only a cotal:// link that carries the agent's credential (a bearer secret: `cotal join LINK`; it expires in 24h unless --expires-in, and `cotal creds revoke NAME` ends it)")
 	return cmd
 }
 
@@ -127,6 +141,15 @@ func (o *Options) request() (ledger.Request, error) {
 	if err := agentflags.ValidCapabilities("--capability", o.Capabilities); err != nil {
 		return ledger.Request{}, err
 	}
+	if o.Link {
+		if p != authority.ProfileAgent {
+			return usage(fmt.Errorf("--link carries an agent's credential, not a %s's", p))
+		}
+		if o.ExpiresIn == 0 {
+			o.ExpiresIn = linkLife
+		}
+		o.Provision = true // whoever joins from the link gets the DMs sent to the agent
+	}
 	req := ledger.Request{
 		Space: sp, Profile: p, Name: o.Name, Subscribe: o.Subscribe, AllowSubscribe: o.AllowSubscribe,
 		AllowPublish: o.AllowPublish, Role: o.Role, Capabilities: o.Capabilities, Expires: o.ExpiresIn,
@@ -145,6 +168,34 @@ func (o *Options) request() (ledger.Request, error) {
 		}
 	}
 	return req, nil
+}
+
+// reachable returns the first of servers with a wildcard listen address (0.0.0.0, ::) replaced
+// by this machine's host name, so a link names a host another machine can dial.
+func reachable(servers string) string {
+	first := strings.Split(servers, ",")[0]
+	u, err := url.Parse(first)
+	if err != nil {
+		return first
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+		if host, err := os.Hostname(); err == nil {
+			u.Host = net.JoinHostPort(host, u.Port())
+		}
+	}
+	return u.String()
+}
+
+// concrete returns the channels of subscribe that name one channel, not a pattern: those a link
+// joins.
+func concrete(subscribe []string) []string {
+	var out []string
+	for _, ch := range subscribe {
+		if wire.ValidateChannel(ch) == nil {
+			out = append(out, ch)
+		}
+	}
+	return out
 }
 
 func mintRun(ctx context.Context, o *Options) error {
@@ -209,6 +260,16 @@ func mintRun(ctx context.Context, o *Options) error {
 		desc := fmt.Sprintf("%s credential for %s in space %s", res.Profile, res.Principal, req.Space)
 		if res.NATSContext, err = natsctx.Write(o.NATSContext, natsctx.Context{Description: desc, URL: res.Servers, Creds: out, InboxPrefix: res.InboxPrefix}); err != nil {
 			return err
+		}
+	}
+	if o.Link {
+		if res.Link, err = cotal.CredentialLink(reachable(res.Servers), cred.Creds, concrete(req.Subscribe)...); err != nil {
+			return err
+		}
+		if !o.JSON {
+			fmt.Fprintln(o.IO.Out, res.Link)
+			fmt.Fprintf(o.IO.ErrOut, "a link for %s, expiring %s: whoever holds it connects as %s; `cotal creds revoke %s` ends it\n", res.Principal, res.Expires, res.Principal, o.Name)
+			return nil
 		}
 	}
 	if o.JSON {
