@@ -24,6 +24,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/endpoints"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/cli/history"
 	"github.com/gocotal/cotal/internal/cli/hook"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
 	"github.com/gocotal/cotal/internal/cli/join"
@@ -77,6 +78,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		mint.NewCmdMint(f, nil),
 		send.NewCmdSend(f, nil),
 		channels.NewCmdChannels(f),
+		history.NewCmdHistory(f),
 		ps.NewCmdPs(f),
 		anchors.NewCmdAnchors(f),
 		service.NewCmdService(f),

@@ -128,7 +128,7 @@ const (
 
 // unimplemented are the reference's commands cotal-go declares but does not implement.
 var unimplemented = []string{
-	CommandPurge, CommandResumePreserved, CommandCommitResume, CommandFinalizeResume,
+	CommandResumePreserved, CommandCommitResume, CommandFinalizeResume,
 	CommandPreparePreservation, CommandCommitPreservation, CommandAbortPreservation,
 }
 

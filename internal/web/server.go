@@ -28,7 +28,6 @@ import (
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/coremsg"
-	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/wire"
 )
@@ -403,36 +402,4 @@ func (s *Server) deleteChannel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, Deleted{OK: true, Channel: req.Channel, Purged: n})
-}
-
-// PurgeChannel deletes the history of channel from the space's CHAT stream, on nc, a connection of
-// the purger profile (which may purge and nothing else), and returns how many messages went.
-func PurgeChannel(ctx context.Context, nc *nats.Conn, space wire.Space, channel string) (uint64, error) {
-	filter, err := space.ChatFilter(channel)
-	if err != nil {
-		return 0, err
-	}
-	body, _ := json.Marshal(map[string]string{"filter": filter}) // strings always encode
-	msg, err := jsapi.Request(ctx, nc, jsapi.StreamPurge+space.ChatStream(), body)
-	if err != nil {
-		return 0, fmt.Errorf("purge %s: %w", channel, err)
-	}
-	var res struct {
-		Success bool   `json:"success"`
-		Purged  uint64 `json:"purged"`
-		Error   *struct {
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &res); err != nil {
-		return 0, fmt.Errorf("purge %s: the answer does not decode: %w", channel, err)
-	}
-	if !res.Success {
-		reason := "refused"
-		if res.Error != nil {
-			reason = res.Error.Description
-		}
-		return 0, fmt.Errorf("purge %s: %s", channel, reason)
-	}
-	return res.Purged, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/runhost"
+	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/internal/web"
 	"github.com/gocotal/cotal/wire"
 )
@@ -80,7 +81,7 @@ func start(t *testing.T, opts ...meshtest.Option) *rig {
 			return 0, err
 		}
 		defer nc.Close()
-		return web.PurgeChannel(ctx, nc, m.Space, channel)
+		return space.PurgeChannel(ctx, nc, m.Space, channel)
 	}})
 	if err != nil {
 		t.Fatal(err)

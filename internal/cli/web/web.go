@@ -24,6 +24,7 @@ import (
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/runhost"
+	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/internal/web"
 	"github.com/gocotal/cotal/wire"
 )
@@ -128,7 +129,7 @@ func webRun(ctx context.Context, o *Options) error {
 				return 0, err
 			}
 			defer closeFn()
-			return web.PurgeChannel(ctx, js.Conn(), sp, channel)
+			return space.PurgeChannel(ctx, js.Conn(), sp, channel)
 		}
 	}
 	srv, err := web.Start(ctx, web.Config{Client: c, Purge: purge, Operator: operator, Agents: agents, Runs: runs,
