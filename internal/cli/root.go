@@ -12,6 +12,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/agentbearer"
 	"github.com/gocotal/cotal/internal/cli/anchors"
 	"github.com/gocotal/cotal/internal/cli/attach"
+	"github.com/gocotal/cotal/internal/cli/backup"
 	"github.com/gocotal/cotal/internal/cli/bench"
 	"github.com/gocotal/cotal/internal/cli/channels"
 	"github.com/gocotal/cotal/internal/cli/cluster"
@@ -79,6 +80,7 @@ func NewCmdRoot(f *factory.Factory) *cobra.Command {
 		send.NewCmdSend(f, nil),
 		channels.NewCmdChannels(f),
 		history.NewCmdHistory(f),
+		backup.NewCmdBackup(f),
 		ps.NewCmdPs(f),
 		anchors.NewCmdAnchors(f),
 		service.NewCmdService(f),

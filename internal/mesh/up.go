@@ -43,7 +43,9 @@ type Options struct {
 	// MetricsAddr, when set, is the host:port the mesh serves Prometheus metrics at, under
 	// /metrics; port 0 picks a free one (Mesh.MetricsAddr).
 	MetricsAddr string
-	TLS         *broker.TLSConfig
+	// Restore, when set, starts the mesh in a new directory from a backup.
+	Restore *Restore
+	TLS     *broker.TLSConfig
 	// Log receives the broker's and the daemons' logs; nil discards them.
 	Log *slog.Logger
 	// NoDaemons leaves out the in-process delivery daemon and manager responder of an
@@ -170,7 +172,7 @@ const catchUpWait = 10 * time.Second
 // The modes differ in what follows the broker: a node without keys serves the broker alone; an
 // open mesh provisions its spaces; an authenticated one (static, user-auth, or an authority node
 // of a cluster) also opens its ledgers and runs its daemons.
-func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
+func Up(ctx context.Context, d Dir, o Options) (_ *Mesh, err error) {
 	spaces, o, err := o.resolve(d)
 	if err != nil {
 		return nil, err
@@ -182,6 +184,18 @@ func Up(ctx context.Context, d Dir, o Options) (*Mesh, error) {
 		return nil, &AlreadyRunningError{State: st}
 	} else if !errors.Is(err, ErrNotRunning) {
 		return nil, err
+	}
+	if o.Restore != nil {
+		if spaces, err = prepareRestore(d, o); err != nil {
+			return nil, err
+		}
+		// A restore that fails leaves the new directory as it found it: without keys or store.
+		defer func() {
+			if err != nil {
+				_ = os.RemoveAll(d.AuthDir())
+				_ = os.RemoveAll(d.StoreDir())
+			}
+		}()
 	}
 	m := &Mesh{dir: d, Reports: map[wire.Space]*space.Report{}, replicas: 1}
 	url, err := m.startBroker(ctx, d, o, spaces)
@@ -362,6 +376,12 @@ func (m *Mesh) serve(ctx context.Context, d Dir, o Options, url string, spaces [
 			return err
 		}
 		step("the cluster's JetStream is ready")
+	}
+	if o.Restore != nil {
+		if err := m.restoreStreams(ctx, url, spaces, o.Restore); err != nil {
+			return err
+		}
+		step("the backup's streams are restored")
 	}
 	if err := m.provision(ctx, url, spaces, o.Open); err != nil {
 		return err

@@ -21,7 +21,9 @@ import (
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/authservice"
+	"github.com/gocotal/cotal/internal/backup"
 	"github.com/gocotal/cotal/internal/broker"
+	clibackup "github.com/gocotal/cotal/internal/cli/backup"
 	detachpkg "github.com/gocotal/cotal/internal/cli/detach"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
@@ -46,10 +48,13 @@ type Options struct {
 	MonitorPort int
 	// Metrics is the host:port /metrics is served at.
 	Metrics string
-	Detach  bool
-	TLSCert string
-	TLSKey  string
-	Verbose bool
+	// Restore is a backup to start the mesh from, in a new directory; PassphraseFile opens its
+	// keys.
+	Restore, PassphraseFile string
+	Detach                  bool
+	TLSCert                 string
+	TLSKey                  string
+	Verbose                 bool
 	// NoManager leaves the supervisor out, for `cotal supervise` to run beside the mesh.
 	NoManager bool
 	// MaxSessions is each supervisor's ceiling of attach sessions.
@@ -128,6 +133,8 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.IntVar(&o.Port, "port", broker.DefaultPort, "client port (0 picks a free port)")
 	fs.IntVar(&o.MonitorPort, "monitor-port", 0, "serve nats-server's monitoring endpoints (/varz, /jsz, /connz) on 127.0.0.1 at this port")
 	fs.StringVar(&o.Metrics, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port; a host beyond loopback exposes them to the network)")
+	fs.StringVar(&o.Restore, "restore", "", "start the mesh in a new directory from this backup (`cotal backup create`)")
+	fs.StringVar(&o.PassphraseFile, "passphrase-file", "", "with --restore: the backup's passphrase, on this file's first line (default: $"+clibackup.EnvPassphrase+")")
 	fs.BoolVar(&o.Open, "open", false, "run without authentication (loopback only; no security)")
 	fs.BoolVar(&o.Detach, "detach", false, "run in the background, logging to .cotal/cotal.log")
 	fs.StringVar(&o.TLSCert, "tls-cert", "", "server certificate file: clients must then use TLS")
@@ -204,6 +211,23 @@ func (o *Options) meshOptions() (mo mesh.Options, err error) {
 		return mo, &exit.UsageError{Err: fmt.Errorf("--monitor-port %d: must be 1-65535 and not the client port", o.MonitorPort)}
 	}
 	mo.MonitorPort = o.MonitorPort
+	if o.Restore != "" {
+		a, err := backup.Open(o.Restore)
+		if err != nil {
+			return mo, &exit.UsageError{Err: fmt.Errorf("--restore: %w", err)}
+		}
+		pass, err := clibackup.Passphrase(o.PassphraseFile)
+		if err != nil {
+			return mo, err
+		}
+		mo.Restore = &mesh.Restore{Archive: a, Passphrase: pass}
+		// The backup names the spaces: the --space default gives way to it.
+		if len(mo.Spaces) == 1 && mo.Spaces[0] == mesh.DefaultSpace {
+			mo.Spaces = nil
+		}
+	} else if o.PassphraseFile != "" {
+		return mo, &exit.UsageError{Err: errors.New("--passphrase-file goes with --restore")}
+	}
 	if o.Metrics != "" {
 		if err := checkListenAddr(o.Metrics); err != nil {
 			return mo, &exit.UsageError{Err: fmt.Errorf("--metrics %q: %w", o.Metrics, err)}
