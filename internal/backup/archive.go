@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -129,7 +130,8 @@ func Create(ctx context.Context, conn func(wire.Space) (*nats.Conn, error), stre
 	if err := writeArchive(tmp, m, keys, work); err != nil {
 		return nil, err
 	}
-	if err := os.Rename(tmp, out); err != nil {
+	// A link, unlike a rename, never replaces a file that appeared at out meanwhile.
+	if err := os.Link(tmp, out); err != nil {
 		return nil, fmt.Errorf("write %s: %w", out, err)
 	}
 	return m, nil
@@ -307,13 +309,18 @@ func (m *Manifest) check() error {
 	if (m.Keys != nil) != (m.Files[keysName] != File{}) {
 		return errors.New("its manifest's keys and files disagree")
 	}
+	for _, sp := range m.Spaces {
+		if _, err := wire.ParseSpace(string(sp)); err != nil {
+			return fmt.Errorf("its manifest's spaces: %w", err)
+		}
+	}
 	names := map[string]bool{}
 	for _, s := range m.Streams {
+		if !slices.Contains(m.Spaces, s.Space) {
+			return fmt.Errorf("its manifest's stream %s is of space %q, which it does not list", s.Name, s.Space)
+		}
 		if s.Name == "" || strings.ContainsAny(s.Name, "/\\. *>") || names[s.Name] {
 			return fmt.Errorf("its manifest names the stream %q, which is not a stream's name or is named twice", s.Name)
-		}
-		if _, err := wire.ParseSpace(string(s.Space)); err != nil {
-			return fmt.Errorf("its manifest's stream %s: %w", s.Name, err)
 		}
 		names[s.Name] = true
 		if _, ok := m.Files[streamsDir+s.Name+".snap"]; !ok {
@@ -402,7 +409,16 @@ func (a *Archive) RestoreStreams(ctx context.Context, nc *nats.Conn, sp wire.Spa
 		if err != nil {
 			return fmt.Errorf("restore %s: %w", s.Name, err)
 		}
-		return restore(ctx, nc, s.Name, config, s.State, r)
+		// The file was checked when opened; it is checked again as it is read, so one changed
+		// since fails the restore (whose caller then removes what it restored).
+		h := sha256.New()
+		if err := restore(ctx, nc, s.Name, config, s.State, io.TeeReader(r, h)); err != nil {
+			return err
+		}
+		if hex.EncodeToString(h.Sum(nil)) != a.Manifest.Files[name].SHA256 {
+			return fmt.Errorf("restore %s: the backup changed since it was checked", s.Name)
+		}
+		return nil
 	})
 }
 

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gocotal/cotal/wire"
 )
 
 // archiveOf writes a backup of the given entries, in order, and returns its path.
@@ -57,7 +59,7 @@ func manifestOf(t *testing.T, m Manifest) string {
 // files it holds, each of its size and digest.
 func TestOpenChecksEveryFile(t *testing.T) {
 	snap := "snapshot bytes"
-	good := Manifest{Streams: []Stream{{Space: "main", Name: "CHAT_main", Config: json.RawMessage(`{}`), State: json.RawMessage(`{}`)}},
+	good := Manifest{Spaces: []wire.Space{"main"}, Streams: []Stream{{Space: "main", Name: "CHAT_main", Config: json.RawMessage(`{}`), State: json.RawMessage(`{}`)}},
 		Files: map[string]File{"streams/CHAT_main.snap": fileOf(snap)}}
 	if _, err := Open(archiveOf(t, [2]string{manifestName, manifestOf(t, good)}, [2]string{"streams/CHAT_main.snap", snap})); err != nil {
 		t.Fatalf("a whole backup: %v", err)
@@ -68,13 +70,14 @@ func TestOpenChecksEveryFile(t *testing.T) {
 		path string
 		want string
 	}{
-		"a snapshot that differs":   {archiveOf(t, [2]string{manifestName, manifestOf(t, good)}, [2]string{"streams/CHAT_main.snap", "snapshot bytez"}), "does not match"},
-		"a file the manifest lacks": {archiveOf(t, [2]string{manifestName, manifestOf(t, good)}, [2]string{"streams/CHAT_main.snap", snap}, [2]string{"keys", "k"}), "does not list"},
-		"a file missing":            {archiveOf(t, [2]string{manifestName, manifestOf(t, good)}), "missing"},
-		"no manifest first":         {archiveOf(t, [2]string{"streams/CHAT_main.snap", snap}), "not the manifest"},
-		"a manifest that disagrees": {archiveOf(t, [2]string{manifestName, manifestOf(t, extra)}, [2]string{"streams/CHAT_main.snap", snap}), "no stream or keys"},
-		"another format":            {archiveOf(t, [2]string{manifestName, `{"format":"cotal-space-backup/v1"}`}), "format"},
-		"not an archive":            {writeFile(t, "plain text"), "not a gzipped archive"},
+		"a snapshot that differs":       {archiveOf(t, [2]string{manifestName, manifestOf(t, good)}, [2]string{"streams/CHAT_main.snap", "snapshot bytez"}), "does not match"},
+		"a file the manifest lacks":     {archiveOf(t, [2]string{manifestName, manifestOf(t, good)}, [2]string{"streams/CHAT_main.snap", snap}, [2]string{"keys", "k"}), "does not list"},
+		"a file missing":                {archiveOf(t, [2]string{manifestName, manifestOf(t, good)}), "missing"},
+		"no manifest first":             {archiveOf(t, [2]string{"streams/CHAT_main.snap", snap}), "not the manifest"},
+		"a manifest that disagrees":     {archiveOf(t, [2]string{manifestName, manifestOf(t, extra)}, [2]string{"streams/CHAT_main.snap", snap}), "no stream or keys"},
+		"another format":                {archiveOf(t, [2]string{manifestName, `{"format":"cotal-space-backup/v1"}`}), "format"},
+		"a stream of an unlisted space": {archiveOf(t, [2]string{manifestName, manifestOf(t, Manifest{Streams: good.Streams, Files: good.Files})}, [2]string{"streams/CHAT_main.snap", snap}), "does not list"},
+		"not an archive":                {writeFile(t, "plain text"), "not a gzipped archive"},
 	} {
 		if _, err := Open(tc.path); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error mentioning %q", name, err, tc.want)

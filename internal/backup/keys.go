@@ -43,7 +43,7 @@ var ErrPassphrase = errors.New("the backup's keys do not open with this passphra
 // maxKeys bounds the keys' tar: a keyring is a few files of a few hundred bytes each.
 const maxKeys = 16 << 20
 
-// packKeys returns the regular files of dir as a tar, sealed with pass when it is not empty.
+// packKeys returns the key files of dir as a tar, sealed with pass when it is not empty.
 func packKeys(dir string, pass []byte) ([]byte, *Keys, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -52,7 +52,8 @@ func packKeys(dir string, pass []byte) ([]byte, *Keys, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
-		if !e.Type().IsRegular() {
+		// A write in flight (.name.tmp-*) and a lock file are not keys.
+		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") || strings.HasSuffix(e.Name(), ".lock") {
 			continue
 		}
 		raw, err := os.ReadFile(filepath.Join(dir, e.Name()))

@@ -59,7 +59,7 @@ func snapshot(ctx context.Context, nc *nats.Conn, stream string, w io.Writer) (c
 		if err != nil {
 			return nil, nil, fmt.Errorf("snapshot %s: %w", stream, err)
 		}
-		if len(chunk.Data) == 0 {
+		if len(chunk.Data) == 0 && chunk.Reply == "" {
 			// The end: an empty message, its status 204 (or none, after a store that fit in its
 			// last, short chunk) when the whole store was sent, any other a failure.
 			if status := chunk.Header.Get("Status"); status != "" && status != "204" {

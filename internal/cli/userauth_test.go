@@ -45,6 +45,10 @@ func TestUserAuthRemoteManager(t *testing.T) {
 		t.Fatalf("status --json exchangeUrl: %q (%v)", st.ExchangeURL, err)
 	}
 	url := st.ExchangeURL
+	// The exchange is a component of its own; the mesh runs no manager, which is named degraded.
+	if code, got := components(t, a); code != 1 || got["auth"].State != status.Serving || got["manager main"].State != status.Degraded {
+		t.Errorf("status --components of a user-auth mesh without a manager: exit %d, auth %+v, manager %+v", code, got["auth"], got["manager main"])
+	}
 
 	// Bad input first: a login for a bad user name, a grant of an unknown scope, supervise
 	// without a login.

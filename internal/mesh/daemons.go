@@ -60,6 +60,8 @@ type part struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	stopped bool // guarded by Daemons.mu
+	// done is closed once the first stop has finished; a later one waits for it.
+	done chan struct{}
 }
 
 // The actors the in-process daemons run as.
@@ -133,7 +135,7 @@ func newDaemons(life time.Duration, log *slog.Logger) *Daemons {
 	ds := &Daemons{ctx: ctx, cancel: cancel, life: life, log: log, parts: map[Part]*part{}, wardens: map[wire.Space]bool{}, managed: map[wire.Space]bool{}}
 	for _, p := range []Part{PartDelivery, PartManager} {
 		pctx, pcancel := context.WithCancel(ctx)
-		ds.parts[p] = &part{ctx: pctx, cancel: pcancel}
+		ds.parts[p] = &part{ctx: pctx, cancel: pcancel, done: make(chan struct{})}
 	}
 	return ds
 }
@@ -255,7 +257,8 @@ func (ds *Daemons) startWarden(ctx context.Context, l *ledger.Ledger, log *slog.
 
 // StopPart stops one part of the daemons and leaves the rest serving: the managers, serving or
 // standing by (their agents are stopped and retired, their runs left to their journals), or the
-// delivery daemons (their credentials revoked). A part already stopped is left as it is.
+// delivery daemons (their credentials revoked). A part already stopped is left as it is; a stop
+// called while another runs returns once that one has finished.
 func (ds *Daemons) StopPart(p Part) error {
 	pt, ok := ds.parts[p]
 	if !ok {
@@ -264,10 +267,12 @@ func (ds *Daemons) StopPart(p Part) error {
 	ds.mu.Lock()
 	if pt.stopped {
 		ds.mu.Unlock()
+		<-pt.done
 		return nil
 	}
 	pt.stopped = true
 	ds.mu.Unlock()
+	defer close(pt.done)
 	pt.cancel()
 	pt.wg.Wait()
 	switch p {

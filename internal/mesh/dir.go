@@ -90,16 +90,19 @@ func dirAt(p string) (Dir, error) {
 	return Dir{Path: abs}, nil
 }
 
-// nearest is the first .cotal found walking up from start, if any.
+// nearest is the first .cotal found walking up from start, if any. The machine's Cotal home
+// (~/.cotal, where the registry lives) is passed over unless a mesh was started in it.
 func nearest(start string) (Dir, bool, error) {
 	abs, err := filepath.Abs(start)
 	if err != nil {
 		return Dir{}, false, fmt.Errorf("mesh directory from %s: %w", start, err)
 	}
+	home, _ := meshreg.Home() // no home: nothing to pass over
 	for d := abs; ; d = filepath.Dir(d) {
-		fi, err := os.Stat(filepath.Join(d, DirName))
-		if err == nil && fi.IsDir() {
-			return Dir{Path: filepath.Join(d, DirName)}, true, nil
+		p := filepath.Join(d, DirName)
+		fi, err := os.Stat(p)
+		if err == nil && fi.IsDir() && (p != home || holdsMesh(p)) {
+			return Dir{Path: p}, true, nil
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return Dir{}, false, fmt.Errorf("look for %s in %s: %w", DirName, d, err)
@@ -108,6 +111,16 @@ func nearest(start string) (Dir, bool, error) {
 			return Dir{}, false, nil
 		}
 	}
+}
+
+// holdsMesh reports whether the directory p holds a mesh: its keys or its store.
+func holdsMesh(p string) bool {
+	for _, sub := range []string{"auth", "jetstream"} {
+		if fi, err := os.Stat(filepath.Join(p, sub)); err == nil && fi.IsDir() {
+			return true
+		}
+	}
+	return false
 }
 
 // fallback is start/.cotal, which `cotal up` creates.

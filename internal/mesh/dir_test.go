@@ -169,3 +169,38 @@ func TestProcessStart(t *testing.T) {
 		t.Errorf("a pid that cannot exist started at %q", got)
 	}
 }
+
+// TestTheCotalHomeIsNoProject: the machine's Cotal home, ~/.cotal, which holds the registry, is
+// not taken for a project's mesh directory by a command run below it, unless a mesh was started
+// in it.
+func TestTheCotalHomeIsNoProject(t *testing.T) {
+	user := t.TempDir()
+	home := filepath.Join(user, DirName)
+	registered := filepath.Join(user, "elsewhere", DirName)
+	work := filepath.Join(user, "work")
+	for _, p := range []string{registered, work} {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(meshreg.EnvHome, home)
+	t.Setenv(EnvDir, "")
+	t.Setenv(meshreg.EnvMesh, "")
+	if err := meshreg.Update(func(r *meshreg.Registry) error {
+		return errors.Join(r.Add("m", meshreg.Entry{Dir: registered}, false), r.Use("m"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := FindDir("", work); err != nil || d.Path != registered {
+		t.Errorf("below the Cotal home: %q, %v; want the current mesh %s", d.Path, err, registered)
+	}
+	if d, err := ProjectDir("", work); err != nil || d.Path != filepath.Join(work, DirName) {
+		t.Errorf("cotal up below the Cotal home: %q, %v; want the project's own", d.Path, err)
+	}
+	if err := os.Mkdir(filepath.Join(home, "auth"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := FindDir("", work); err != nil || d.Path != home {
+		t.Errorf("a mesh started in the Cotal home: %q, %v; want it found", d.Path, err)
+	}
+}

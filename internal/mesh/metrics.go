@@ -77,10 +77,12 @@ func (m *Mesh) startMetrics(ctx context.Context, addr, url string, spaces []wire
 			return fmt.Errorf("serve metrics: %w", err)
 		}
 		ms.clients = append(ms.clients, c)
-		if ms.rosters[sp], err = c.Roster(ctx); err != nil {
+		r, err := c.Roster(ctx)
+		if err != nil {
 			_ = ln.Close()
 			return fmt.Errorf("serve metrics: %w", err)
 		}
+		ms.rosters[sp] = r
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler(&meshCollector{m: m, spaces: spaces, rosters: ms.rosters}))

@@ -51,6 +51,7 @@ func prepareRestore(d Dir, o Options) ([]wire.Space, error) {
 	}
 	if !o.Open {
 		if err := r.Archive.RestoreKeys(d.AuthDir(), r.Passphrase); err != nil {
+			_ = os.RemoveAll(d.AuthDir()) // it held nothing before: a retry finds it as it was
 			return nil, err
 		}
 	}

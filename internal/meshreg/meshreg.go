@@ -70,17 +70,17 @@ func (e Entry) check() error {
 	return CheckServer(e.Server)
 }
 
-// CheckServer checks that server is a broker URL a client connects to: nats://, tls://, ws://
-// or wss://, with a host.
+// CheckServer checks that server is a broker URL a client connects to: nats:// or tls://, with a
+// host.
 func CheckServer(server string) error {
 	u, err := url.Parse(server)
 	if err != nil {
 		return fmt.Errorf("server %q: %w", server, err)
 	}
 	switch u.Scheme {
-	case "nats", "tls", "ws", "wss":
+	case "nats", "tls":
 	default:
-		return fmt.Errorf("server %q: want a nats://, tls://, ws:// or wss:// URL", server)
+		return fmt.Errorf("server %q: want a nats:// or tls:// URL", server)
 	}
 	if u.Hostname() == "" {
 		return fmt.Errorf("server %q: no host", server)

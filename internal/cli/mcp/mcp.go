@@ -19,6 +19,7 @@ import (
 	"github.com/gocotal/cotal/internal/cli/agentflags"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/cli/join"
 	"github.com/gocotal/cotal/internal/cli/version"
 	"github.com/gocotal/cotal/internal/hooksock"
 	"github.com/gocotal/cotal/internal/manager"
@@ -62,7 +63,7 @@ func NewCmdMCP(f *factory.Factory) *cobra.Command {
 	o.Flags.RegisterCapability(fs)
 	o.Flags.RegisterRun(fs)
 	fs.StringVar(&o.Creds, "creds", "", "run on this creds file instead of issuing one")
-	fs.StringVar(&o.Link, "link", "", "run as the agent a cotal:// link carries (`cotal mint NAME --link`), on the mesh it names")
+	fs.StringVar(&o.Link, "link", "", "run as the agent a cotal:// link carries (`cotal mint NAME --link`), on the mesh it names (default: $"+join.EnvLink+" when no other identity is given)")
 	fs.StringVar(&o.LaunchMaterial, "launch-material", "", "run as the agent this launch material names (a manager's spawned agent; default $"+manager.LaunchMaterialEnv+" when --name and --creds are not given)")
 	fs.IntVar(&o.InboxLimit, "inbox-limit", 500, "messages buffered between tool calls")
 	fs.BoolVar(&o.ClaudeChannel, "claude-channel", os.Getenv(manager.ClaudeChannelEnv) == "1", "wake a Claude Code session through its channel when a message should (default: $"+manager.ClaudeChannelEnv+" is 1)")
@@ -75,6 +76,10 @@ func mcpRun(ctx context.Context, o *Options) error {
 	}
 	if o.LaunchMaterial == "" && o.Creds == "" && o.Name == "" && o.Link == "" {
 		o.LaunchMaterial = os.Getenv(manager.LaunchMaterialEnv)
+		if o.LaunchMaterial == "" {
+			// A link given in the environment stays out of the process list.
+			o.Link = os.Getenv(join.EnvLink)
+		}
 	}
 	switch {
 	case o.Link != "" && (o.LaunchMaterial != "" || o.Creds != "" || o.Name != "" || o.Role != "" || len(o.AllowPublish) > 0 || len(o.Capabilities) > 0 || o.Fresh || o.Takeover):

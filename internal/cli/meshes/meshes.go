@@ -117,7 +117,7 @@ func newCmdAdd(f *factory.Factory) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.dir, "dir", "", "the mesh directory: a project, or its .cotal")
-	fs.StringVar(&o.server, "server", "", "the broker's URL (nats://, tls://, ws:// or wss://), with --creds")
+	fs.StringVar(&o.server, "server", "", "the broker's URL (nats:// or tls://), with --creds")
 	fs.StringVar(&o.creds, "creds", "", "the credential file to connect as, with --server")
 	fs.BoolVar(&o.force, "force", false, "replace a mesh registered under the same name")
 	return cmd

@@ -264,7 +264,9 @@ func mintRun(ctx context.Context, o *Options) error {
 	}
 	if o.Link {
 		if res.Link, err = cotal.CredentialLink(reachable(res.Servers), cred.Creds, concrete(req.Subscribe)...); err != nil {
-			return err
+			// No link, no credential: one nobody was handed must not stay active.
+			_, rerr := l.Revoke(context.WithoutCancel(ctx), cred.LifecycleUID, cred.CredentialID, "its link could not be made")
+			return errors.Join(fmt.Errorf("make the link: %w", err), rerr)
 		}
 		if !o.JSON {
 			fmt.Fprintln(o.IO.Out, res.Link)

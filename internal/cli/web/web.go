@@ -137,11 +137,17 @@ func webRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(o.IO.Out, srv.URL)
-	fmt.Fprintf(o.IO.ErrOut, "serving the dashboard of space %s until Ctrl-C; open the URL above in one browser\n", sp)
+	detached := os.Getenv(envDetached) == "1"
+	if detached {
+		// The launch URL goes to the detaching command through the record, never to the log.
+		fmt.Fprintf(o.IO.ErrOut, "serving the dashboard of space %s at %s\n", sp, baseURL(srv.URL))
+	} else {
+		fmt.Fprintln(o.IO.Out, srv.URL)
+		fmt.Fprintf(o.IO.ErrOut, "serving the dashboard of space %s until Ctrl-C; open the URL above in one browser\n", sp)
+	}
 	if d.Path != "" {
 		ws := mesh.WebState{URL: baseURL(srv.URL), Space: sp}
-		if os.Getenv(envDetached) == "1" {
+		if detached {
 			ws.Open = srv.URL
 		}
 		if err := d.WriteWebState(ws); err != nil {
