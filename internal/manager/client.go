@@ -480,8 +480,8 @@ func (c *Client) RunPs(ctx context.Context, out any) error {
 	return c.runCall(ctx, CommandRunPs, "", nil, out)
 }
 
-// runCall calls an untargeted command (a workflow run's, a turn's, purge) on the class rail (in
-// mode, when one is given) and decodes its result into out.
+// runCall calls a workflow-run or turn command on the class rail (in mode, when one is given) and
+// decodes its result into out.
 func (c *Client) runCall(ctx context.Context, command string, mode wire.AuthzMode, args, out any) error {
 	r, err := c.caller.Describe(ctx, wire.ManagerEndpoint, c.Pinned)
 	if err != nil {
@@ -530,14 +530,4 @@ func (c *Client) AnswerAndYield(ctx context.Context, t PendingTurn, args TurnYie
 	}
 	args.GoalID = t.GoalID
 	return c.TurnYield(ctx, args)
-}
-
-// Purge asks a manager to clear the space's history: every channel's and, with dms, every
-// direct message. The caller needs the manager.admin capability.
-func (c *Client) Purge(ctx context.Context, dms bool) (*PurgeResult, error) {
-	var out PurgeResult
-	if err := c.runCall(ctx, CommandPurge, "", purgeArgs{IncludeDms: dms}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
 }

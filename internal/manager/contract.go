@@ -47,8 +47,8 @@ const (
 	CommandTurn        = "turn"
 	CommandTurnPending = "turn-pending"
 	CommandTurnYield   = "turn-yield"
-	// CommandPurge clears the space's history (the reference's); the preserved-resume family
-	// after it is the reference's too, declared and not served by cotal-go.
+	// CommandPurge and the preserved-resume family are the reference's; cotal-go declares them
+	// and does not serve them.
 	CommandPurge               = "purge"
 	CommandResumePreserved     = "resume-preserved"
 	CommandCommitResume        = "commit-resume"
@@ -128,7 +128,7 @@ const (
 
 // unimplemented are the reference's commands cotal-go declares but does not implement.
 var unimplemented = []string{
-	CommandResumePreserved, CommandCommitResume, CommandFinalizeResume,
+	CommandPurge, CommandResumePreserved, CommandCommitResume, CommandFinalizeResume,
 	CommandPreparePreservation, CommandCommitPreservation, CommandAbortPreservation,
 }
 

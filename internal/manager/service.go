@@ -87,10 +87,6 @@ type ServiceConfig struct {
 	Workspace string
 	// Workflows hosts workflow runs (the run-* commands); nil hosts none (they are unimplemented).
 	Workflows *runhost.Host
-	// Purge clears the space's history for the purge command: every channel's and, with dms,
-	// every direct message; nil purges nothing (the class rail's purge goes to a manager that
-	// does).
-	Purge func(ctx context.Context, dms bool) (chat, dm uint64, err error)
 	// Sessions establishes and ends attach sessions; nil serves none (attach is unimplemented).
 	Sessions SessionAuthority
 	// MaxSessions is the ceiling of concurrent sessions; zero means DefaultMaxSessions.
@@ -190,7 +186,7 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 		CommandListPersonas: svc.listPersonas, CommandShowPersona: svc.showPersona, CommandLaunch: svc.launch,
 		CommandTurn: svc.turnCmd, CommandTurnPending: svc.turnPending, CommandTurnYield: svc.turnYield,
 		CommandRunStart: svc.runStart, CommandRunResume: svc.runResume, CommandRunAnswer: svc.runAnswer,
-		CommandRunStatus: svc.runStatus, CommandRunPs: svc.runPs, CommandPurge: svc.purge,
+		CommandRunStatus: svc.runStatus, CommandRunPs: svc.runPs,
 	}
 	var cmds []endpoint.Command
 	var names []string
@@ -201,11 +197,10 @@ func (s *Supervisor) Serve(ctx context.Context, cfg ServiceConfig) (*Service, er
 		sch := cluster.Schemas[c.Name]
 		cmds = append(cmds, endpoint.Command{Name: c.Name, Class: c.Class, Modes: c.Modes, InputDigest: c.InputDigest, OutputDigest: c.OutputDigest,
 			Input: sch.Input, Output: sch.Output, Handle: handlers[c.Name],
-			// A manager with no run directory launches no manifest, one with no run host hosts
-			// no workflow run, and one without the space's purger purges nothing: the class
-			// rail's call goes to one that does (a remote manager leaves them to the host's).
-			OffClassRail: c.Name == CommandLaunch && cfg.Runs == "" || strings.HasPrefix(c.Name, "run-") && cfg.Workflows == nil ||
-				c.Name == CommandPurge && cfg.Purge == nil})
+			// A manager with no run directory launches no manifest, and one with no run host
+			// hosts no workflow run: the class rail's call goes to one that does (a remote
+			// manager leaves both to the host's).
+			OffClassRail: c.Name == CommandLaunch && cfg.Runs == "" || strings.HasPrefix(c.Name, "run-") && cfg.Workflows == nil})
 		names = append(names, c.Name)
 	}
 	doc, _ := json.Marshal(cluster.Document) // always encodes

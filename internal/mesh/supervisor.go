@@ -22,7 +22,6 @@ import (
 	"github.com/gocotal/cotal/internal/manifest"
 	"github.com/gocotal/cotal/internal/persona"
 	"github.com/gocotal/cotal/internal/runhost"
-	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -230,7 +229,7 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 		return err
 	}
 	svc, err := sup.Serve(ctx, manager.ServiceConfig{
-		Conn: h.Conn, Space: l.Space(), Instance: inst.id, Epoch: epoch, Owner: wire.DevOwner, Log: log, Workflows: workflows, Purge: purger(l),
+		Conn: h.Conn, Space: l.Space(), Instance: inst.id, Epoch: epoch, Owner: wire.DevOwner, Log: log, Workflows: workflows,
 		Sessions: l, MaxSessions: so.MaxSessions, Personas: persona.Dir(d.Path),
 		Runs: manifest.RunDir(d.Path), CredsDir: d.CredsDir(l.Space()), Workspace: filepath.Dir(d.Path),
 		CallerGrant: ds.callerGrant(l),
@@ -367,31 +366,6 @@ func Supervise(ctx context.Context, d Dir, l *ledger.Ledger, so SupervisorOption
 	<-ctx.Done()
 	ds.Stop()
 	return nil
-}
-
-// purgerActor is the actor of the purger credential a manager's purge runs on.
-const purgerActor = "cotal_purger"
-
-// purger clears l's space's history on a purger credential issued for the one purge (the profile
-// that may purge the CHAT and DM streams and nothing else) and revoked when it is done.
-func purger(l *ledger.Ledger) func(ctx context.Context, dms bool) (uint64, uint64, error) {
-	return func(ctx context.Context, dms bool) (uint64, uint64, error) {
-		cred, err := l.Issue(ctx, ledger.Request{Profile: authority.ProfilePurger, Name: purgerActor, Expires: authority.OneShotLifetime})
-		if err != nil {
-			return 0, 0, err
-		}
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			_, _ = l.Revoke(rctx, cred.LifecycleUID, cred.CredentialID, "its purge is done") // it expires on its own
-		}()
-		nc, err := dial.As(ctx, l.URL(), cred)
-		if err != nil {
-			return 0, 0, err
-		}
-		defer nc.Close()
-		return space.PurgeHistory(ctx, nc, l.Space(), dms)
-	}
 }
 
 // runSeats are the manager's seats as its run host takes them: the agents a run spawns, and

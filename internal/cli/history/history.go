@@ -36,12 +36,12 @@ func NewCmdHistory(f *factory.Factory) *cobra.Command {
 	clear := &cobra.Command{
 		Use:   "clear [--channel C] [--dms]",
 		Short: "Delete every channel's history, or one channel's, or also every direct message",
-		Long: "Delete the stored history of every channel of the space through the manager's purge, which\n" +
-			"only an operator instrument may call: the manager runs it on a purger credential issued for\n" +
-			"that purge alone. --dms also deletes every direct message. --channel C deletes that\n" +
-			"channel's history alone (every sender's posts; its card and members stay) on a purger\n" +
-			"credential, as the dashboard's channel delete does. The task queue, the inboxes and the\n" +
-			"delivery rail are left alone. What is deleted cannot be brought back but from a backup.",
+		Long: "Delete the stored history of every channel of the space, on a purger credential issued for\n" +
+			"that purge alone (the profile that may purge the channel and direct-message streams and do\n" +
+			"nothing else; the broker refuses a purge to any other). --dms also deletes every direct\n" +
+			"message. --channel C deletes that channel's history alone (every sender's posts; its card\n" +
+			"and members stay), as the dashboard's channel delete does. The task queue, the inboxes and\n" +
+			"the delivery rail are left alone. What is deleted comes back only from a backup.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return clearRun(cmd.Context(), o) },
 	}
@@ -62,38 +62,22 @@ func clearRun(ctx context.Context, o *Options) error {
 			return &exit.UsageError{Err: fmt.Errorf("--channel: %w", err)}
 		}
 	}
-	_, st, sp, err := o.Mesh("")
+	_, _, sp, err := o.Mesh("")
 	if err != nil {
 		return err
 	}
-	if o.Channel != "" || st.Open {
-		// An open mesh has no manager and no credentials: its streams are purged directly.
-		js, closeFn, err := o.JetStream(ctx, sp, authority.ProfilePurger, "cotal_purger")
-		if err != nil {
-			return err
-		}
-		defer closeFn()
-		return purgeDirect(ctx, o, js, sp)
-	}
-	ctl, err := o.Control(ctx)
+	// A purger credential issued for this purge alone (none on an open mesh), as the reference's
+	// CLI and the dashboard's channel delete purge.
+	js, closeFn, err := o.JetStream(ctx, sp, authority.ProfilePurger, "cotal_purger")
 	if err != nil {
 		return err
 	}
-	defer ctl.Close()
-	res, err := ctl.Manager.Purge(ctx, o.DMs)
-	if err != nil {
-		return factory.Refusal(err)
-	}
-	fmt.Fprintf(o.IO.Out, "cleared %d channel posts", res.Chat)
-	if res.DM != nil {
-		fmt.Fprintf(o.IO.Out, " and %d direct messages", *res.DM)
-	}
-	fmt.Fprintf(o.IO.Out, " from space %s\n", sp)
-	return nil
+	defer closeFn()
+	return purge(ctx, o, js, sp)
 }
 
-// purgeDirect purges on js's connection, a purger's: one channel, or the whole history.
-func purgeDirect(ctx context.Context, o *Options, js jetstream.JetStream, sp wire.Space) error {
+// purge purges on js's connection, a purger's: one channel, or the whole history.
+func purge(ctx context.Context, o *Options, js jetstream.JetStream, sp wire.Space) error {
 	if o.Channel != "" {
 		n, err := space.PurgeChannel(ctx, js.Conn(), sp, o.Channel)
 		if err != nil {
