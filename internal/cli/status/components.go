@@ -69,9 +69,9 @@ const componentWait = 5 * time.Second
 func components(ctx context.Context, o *Options) error {
 	rep := &ComponentsReport{}
 	add := func(c Component) { rep.Components = append(rep.Components, c) }
-	d, st, err := target(o)
+	d, st, err := mesh.Running(o.Target.Dir) // a mesh the registry reaches by its server has no Dir
 	switch {
-	case errors.Is(err, mesh.ErrNotRunning):
+	case errors.Is(err, mesh.ErrNoMesh):
 		add(Component{Name: "broker", State: Down, Detail: "no mesh is running (`cotal up` starts one)"})
 	case err != nil:
 		return err
@@ -92,24 +92,6 @@ func components(ctx context.Context, o *Options) error {
 		}
 	}
 	return &exit.CodeError{Code: rep.Exit, Err: fmt.Errorf("%w: %s", ErrNotHealthy, strings.Join(bad, ", "))}
-}
-
-// target finds the mesh status reports on: its directory (zero for a mesh the registry reaches by
-// its server) and its state. It returns mesh.ErrNotRunning when no mesh runs there.
-func target(o *Options) (mesh.Dir, *mesh.State, error) {
-	d, err := mesh.FindDir(o.Target.Dir, ".")
-	if _, ok := errors.AsType[*mesh.RemoteMeshError](err); ok {
-		_, st, err := mesh.Running(o.Target.Dir)
-		return mesh.Dir{}, st, err
-	}
-	if err != nil {
-		return d, nil, err
-	}
-	st, err := d.ReadState()
-	if errors.Is(err, mesh.ErrNotRunning) {
-		st, err = d.ThroughPeers()
-	}
-	return d, st, err
 }
 
 func checkMesh(ctx context.Context, o *Options, d mesh.Dir, st *mesh.State, add func(Component)) {

@@ -122,13 +122,16 @@ const publishTries = 4
 // whose write the subject's last one is.
 func (s *Store) publish(ctx context.Context, msg *nats.Msg, rev uint64) (*jetstream.PubAck, error) {
 	id := msg.Header.Get(jetstream.MsgIDHeader)
+	// A write sent before (a repeat here, or a msg the caller sent already) may be the one the
+	// subject holds; a first send's conflict is another writer's, and costs no read.
+	sentBefore := id != ""
 	if id == "" {
 		id = nuid.Next()
 		msg.Header.Set(jetstream.MsgIDHeader, id)
 	}
 	for try := 1; ; try++ {
 		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(rev))
-		if jsapi.Conflict(err) {
+		if jsapi.Conflict(err) && (sentBefore || try > 1) {
 			if last, rerr := kvget.ReadLast(ctx, s.nc, s.bucket.Stream(), msg.Subject); rerr == nil && last.Header.Get(jetstream.MsgIDHeader) == id {
 				return &jetstream.PubAck{Stream: s.bucket.Stream(), Sequence: last.Seq, Duplicate: true}, nil
 			}
