@@ -325,6 +325,8 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 		}
 	}
 	storeKeys = append(storeKeys, strings.TrimSuffix(meshwire.SessionLedgerKeys(), "*")+w.sessions[0].id)
+	// The people ledger's rows and a remote manager's registration, in the user-auth store.
+	storeKeys = append(storeKeys, "actor."+a.Principal.String(), "managed."+a.Principal.String(), "manager."+string(w.instance))
 	for _, l := range lcs {
 		keys = append(keys, meshwire.ACLKey(l))
 		for _, ch := range []string{"general", "team.backend"} {
@@ -333,7 +335,7 @@ func (w *fbWorld) spaceOps(s wire.Space, me wire.Principal, own wire.Lifecycle) 
 	}
 	for _, b := range fbBuckets(s) {
 		bk := keys
-		if slices.Contains([]wire.Bucket{meshwire.RecordsBucket(s), meshwire.AuthBucket(s), meshwire.SessionsBucket(s), meshwire.AdmissionBucket(s)}, b) {
+		if slices.Contains([]wire.Bucket{meshwire.RecordsBucket(s), meshwire.AuthBucket(s), meshwire.UserAuthBucket(s), meshwire.SessionsBucket(s), meshwire.AdmissionBucket(s)}, b) {
 			bk = append(slices.Clone(keys), storeKeys...)
 		}
 		for _, k := range bk {
@@ -1009,10 +1011,13 @@ func fbOracle(profile authority.Profile, home wire.Space, cred *authority.Creden
 		g.pub = append(g.pub, consume(presence.Stream())...)
 		g.pub = append(g.pub, consume(channels.Stream())...)
 	case authority.ProfileLedger:
-		// The authority's own credential on the auth store (and, generously, the session rows).
-		g.pub = []string{jsapi.Info, jsapi.FlowControl, "$KV." + string(auth) + ".>", "$KV." + string(sessions) + ".>"}
-		g.pub = append(g.pub, consume(auth.Stream())...)
-		g.pub = append(g.pub, consume(sessions.Stream())...)
+		// The authority's own credential on the auth store and the user-auth store (and,
+		// generously, the session rows).
+		userauth := meshwire.UserAuthBucket(home)
+		g.pub = []string{jsapi.Info, jsapi.FlowControl, "$KV." + string(auth) + ".>", "$KV." + string(userauth) + ".>", "$KV." + string(sessions) + ".>"}
+		for _, b := range []wire.Bucket{auth, userauth, sessions} {
+			g.pub = append(g.pub, consume(b.Stream())...)
+		}
 	case authority.ProfileSessionCaller, authority.ProfileSessionServing:
 		// SPEC §13.6: one party publishes on one rail of its session and reads the other.
 		in, out := c.session.rail(home, meshwire.SessionIn), c.session.rail(home, meshwire.SessionOut)

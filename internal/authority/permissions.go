@@ -610,17 +610,16 @@ func (r rowsFor) teardown() Permissions {
 	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox()}}
 }
 
-// ledger writes the auth store and reads it leader-served; the watch rows list its keys.
+// ledger writes the auth store and the user-auth store (the people ledger and the registry of
+// remote managers) and reads them leader-served; the watch rows list their keys.
 func (r rowsFor) ledger() Permissions {
-	auth := meshwire.AuthBucket(r.s)
-	st := auth.Stream()
-	return Permissions{
-		PubAllow: []string{
-			jsapi.Info, jsapi.StreamInfo + st, jsapi.MsgGet + st, auth.Subject(">"),
-			jsapi.ConsumerCreate + st + ".>", jsapi.ConsumerInfo + st + ".>", jsapi.ConsumerDelete + st + ".>", jsapi.FlowControl,
-		},
-		SubAllow: []string{r.inbox()},
+	pub := []string{jsapi.Info}
+	for _, b := range []wire.Bucket{meshwire.AuthBucket(r.s), meshwire.UserAuthBucket(r.s)} {
+		st := b.Stream()
+		pub = append(pub, jsapi.StreamInfo+st, jsapi.MsgGet+st, b.Subject(">"),
+			jsapi.ConsumerCreate+st+".>", jsapi.ConsumerInfo+st+".>", jsapi.ConsumerDelete+st+".>")
 	}
+	return Permissions{PubAllow: append(pub, jsapi.FlowControl), SubAllow: []string{r.inbox()}}
 }
 
 // warden is the integrity warden's rows: it hears the account's JetStream API audit and consumer

@@ -139,7 +139,11 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the identity provider %s: %w", cfg.IdP.Issuer, err)
 	}
-	st, err := OpenState(cfg.Dir, cfg.Space)
+	kv, err := cfg.Ledger.UserAuthStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := OpenState(ctx, cfg.Dir, cfg.Space, kv)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/connz"
@@ -29,6 +30,7 @@ import (
 type rig struct {
 	m     *meshtest.Mesh
 	st    *authservice.State
+	kv    jetstream.KeyValue // the space's user-auth store
 	doc   authservice.MeshDocument
 	ready *authservice.Ready
 }
@@ -39,7 +41,11 @@ func start(t *testing.T, opts ...meshtest.Option) *rig {
 		o.UserAuth = &mesh.UserAuthOptions{DevIdP: true, DevIdPAddr: "127.0.0.1:0"}
 	})...)
 	dir := m.Dir.UserAuthDir(m.Space)
-	st, err := authservice.OpenState(dir, m.Space)
+	kv, err := m.Ledger(m.Space).UserAuthStore(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := authservice.OpenState(t.Context(), dir, m.Space, kv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +61,7 @@ func start(t *testing.T, opts ...meshtest.Option) *rig {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	r := &rig{m: m, st: st, ready: ready}
+	r := &rig{m: m, st: st, kv: kv, ready: ready}
 	if err := json.NewDecoder(res.Body).Decode(&r.doc); err != nil || r.doc.Space != string(m.Space) {
 		t.Fatalf("mesh document: %+v %v", r.doc, err)
 	}
@@ -75,11 +81,21 @@ func (r *rig) grant(t *testing.T, person string, scope []string, read, post []st
 	if err != nil {
 		t.Fatal(err)
 	}
-	row, err := r.st.People.Grant(&userauth.Row{Owner: owner, Actor: "cli", Scope: scope, AllowSubscribe: read, AllowPublish: post, Label: person})
+	row, err := r.st.People.Grant(t.Context(), &userauth.Row{Owner: owner, Actor: "cli", Scope: scope, AllowSubscribe: read, AllowPublish: post, Label: person})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return row
+}
+
+// rewrite writes row over its interactive row in the store, keeping its incarnation, as a hand
+// edit of the store would.
+func (r *rig) rewrite(t *testing.T, row userauth.Row) {
+	t.Helper()
+	raw, _ := json.Marshal(row)
+	if _, err := r.kv.Put(t.Context(), "actor."+row.Owner+"."+row.Actor, raw); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // exchange posts body to the public face's /exchange.
@@ -172,10 +188,7 @@ func TestPersonConnectsOnABearerTheLedgerRechecks(t *testing.T) {
 	// Narrowed below the bearer's scope: refused.
 	narrowed := *row
 	narrowed.Scope = []string{"spawn"}
-	raw, _ := json.Marshal(narrowed)
-	if err := os.WriteFile(filepath.Join(r.st.People.Dir(), "actors", row.Owner+".cli.json"), raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	r.rewrite(t, narrowed)
 	if err := r.connect(bearer); err == nil {
 		t.Fatal("a bearer wider than its row still connects")
 	}

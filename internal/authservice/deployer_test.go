@@ -7,8 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -193,10 +191,7 @@ func TestDeployerView(t *testing.T) {
 	}
 	narrowed := *row
 	narrowed.Scope = []string{userauth.ScopeAdmin}
-	raw, _ := json.Marshal(narrowed)
-	if err := os.WriteFile(filepath.Join(r.st.People.Dir(), "actors", row.Owner+".cli.json"), raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	r.rewrite(t, narrowed)
 	if err := r.connect(bearer); err == nil {
 		t.Fatal("a deployer bearer connected after its row lost spawn")
 	}

@@ -56,7 +56,7 @@ func (m managers) CheckManager(ctx context.Context, owner string, instance wire.
 
 // candidates returns the live instances owner may address, sorted.
 func (m managers) candidates(ctx context.Context, owner string) ([]wire.LifecycleUID, error) {
-	regs, err := m.registry.Of(owner, "")
+	regs, err := m.registry.Of(ctx, owner, "")
 	if err != nil {
 		return nil, fmt.Errorf("%w: read the remote managers of %s: %v", userauth.ErrUnavailable, owner, err)
 	}
@@ -75,7 +75,7 @@ func (m managers) candidates(ctx context.Context, owner string) ([]wire.Lifecycl
 		if !remote {
 			// A remote manager is never the host's, whoever registered it: its rows are not read
 			// for a host-manager caller.
-			if reg, err := m.registry.Get(string(id)); err != nil || reg != nil {
+			if reg, err := m.registry.Get(ctx, string(id)); err != nil || reg != nil {
 				continue
 			}
 		}

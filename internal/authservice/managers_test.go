@@ -82,7 +82,7 @@ func TestManagerCallerView(t *testing.T) {
 	// alice registers a remote manager that never comes up: the host's manager is not hers to
 	// address any more, and the one she registered is not live.
 	remote := wire.NewLifecycleUID()
-	if _, err := r.st.Registry.Claim(remotemgr.Registration{V: 1, Owner: row.Owner, Actor: "cli", InstanceID: string(remote), LifecycleUID: string(wire.NewLifecycleUID())}); err != nil {
+	if _, err := r.st.Registry.Claim(ctx, remotemgr.Registration{V: 1, Owner: row.Owner, Actor: "cli", InstanceID: string(remote), LifecycleUID: string(wire.NewLifecycleUID())}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []wire.LifecycleUID{"", instance, remote} {

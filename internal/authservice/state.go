@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/remotemgr"
@@ -15,9 +17,9 @@ import (
 	"github.com/gocotal/cotal/wire"
 )
 
-// State is a space's user-auth state on its host: the people ledger, the registry of remote
-// managers and the owner secret. The host's CLI (`cotal actor`) reads and writes it directly; the
-// auth service reads it fresh on every request.
+// State is a space's user-auth state: the people ledger and the registry of remote managers, in
+// the space's user-auth store, and the owner secret, in a directory on the host. The host's CLI
+// (`cotal actor`) reads and writes it directly; the auth service reads it fresh on every request.
 type State struct {
 	Dir      string
 	Space    wire.Space
@@ -26,8 +28,11 @@ type State struct {
 	secret   []byte
 }
 
-// OpenState opens (creating on first use) the user-auth state in dir.
-func OpenState(dir string, sp wire.Space) (*State, error) {
+// OpenState opens the user-auth state of space sp: the owner secret in dir (made, with dir, on
+// first use), and the people ledger and the registry of remote managers in kv, the space's
+// user-auth store (ledger.Ledger.UserAuthStore). A ledger and registry that dir still holds as
+// files, as they were kept before the store, are imported into it first, once (importFiles).
+func OpenState(ctx context.Context, dir string, sp wire.Space, kv jetstream.KeyValue) (*State, error) {
 	if err := atomicfile.MkdirPrivate(dir); err != nil {
 		return nil, err
 	}
@@ -35,13 +40,16 @@ func OpenState(dir string, sp wire.Space) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	people, err := userauth.OpenPeople(dir)
+	people, err := userauth.OpenPeople(kv)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := remotemgr.OpenRegistry(filepath.Join(dir, registryDir))
+	reg, err := remotemgr.OpenRegistry(kv)
 	if err != nil {
 		return nil, err
+	}
+	if err := importFiles(ctx, dir, people, reg); err != nil {
+		return nil, fmt.Errorf("import the people ledger and remote managers of %s into its user-auth store: %w", sp, err)
 	}
 	return &State{Dir: dir, Space: sp, People: people, Registry: reg, secret: secret}, nil
 }
@@ -59,11 +67,11 @@ func (s *State) Owner(subject string) (string, error) {
 // connect), closes the connections the person has open on every server, and evicts the remote
 // managers it registered, retiring their agents.
 func (s *State) Revoke(ctx context.Context, l *ledger.Ledger, owner, actor string) error {
-	row, err := s.People.Get(owner, actor)
+	row, err := s.People.Get(ctx, owner, actor)
 	if err != nil {
 		return err
 	}
-	if err := s.People.Revoke(owner, actor); err != nil {
+	if err := s.People.Revoke(ctx, owner, actor); err != nil {
 		return err
 	}
 	_, evictErr := l.EvictConnectionsOf(ctx, row.Principal())

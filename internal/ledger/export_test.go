@@ -11,17 +11,27 @@ import (
 )
 
 // StoreConn returns the connection the ledger's auth store is open on.
-func (l *Ledger) StoreConn() *nats.Conn {
-	l.store.mu.Lock()
-	defer l.store.mu.Unlock()
-	return l.store.nc
-}
+func (l *Ledger) StoreConn() *nats.Conn { return heldConn(l.store) }
 
 // AgeStoreCredential makes the store's credential look as if it expired at exp.
-func (l *Ledger) AgeStoreCredential(exp time.Time) {
-	l.store.mu.Lock()
-	defer l.store.mu.Unlock()
-	l.store.expires = exp
+func (l *Ledger) AgeStoreCredential(exp time.Time) { age(l.store, exp) }
+
+// UserAuthConn returns the connection the ledger's user-auth store is open on.
+func (l *Ledger) UserAuthConn() *nats.Conn { return heldConn(l.userauth) }
+
+// AgeUserAuthCredential makes the user-auth store's credential look as if it expired at exp.
+func (l *Ledger) AgeUserAuthCredential(exp time.Time) { age(l.userauth, exp) }
+
+func heldConn[T any](h *held[T]) *nats.Conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.nc
+}
+
+func age[T any](h *held[T], exp time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.expires = exp
 }
 
 // RenewServing renews a serving credential of endpoint in place.

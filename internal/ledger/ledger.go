@@ -5,8 +5,8 @@
 // make the broker refuse what it revoked.
 //
 // A Ledger keeps its connections, each on a short-lived credential of the least-privileged
-// profile for its work (the ledger's for the auth store, a provisioner's for an agent's durables),
-// and renews them before they expire. Only retiring an agent dials a connection of its own: its
+// profile for its work (the ledger's for the auth store and the user-auth store, a provisioner's
+// for an agent's durables), and renews them before they expire. Only retiring an agent dials a connection of its own: its
 // deprovisioner credential is pinned to the one lifecycle it tears down.
 package ledger
 
@@ -51,6 +51,8 @@ type Ledger struct {
 	evict Evictor
 	store *held[*authstore.Store]
 	prov  *held[jetstream.JetStream]
+	// userauth is the user-auth store, dialled on first use (UserAuthStore).
+	userauth *held[jetstream.KeyValue]
 	// sessions is the key that signs session grants.
 	sessions sessionKeys
 }
@@ -93,6 +95,7 @@ func Open(ctx context.Context, url string, kr *authority.Keyring, sp wire.Space,
 			return jetstream.New(nc)
 		},
 	}
+	l.userauth = &held[jetstream.KeyValue]{url: url, mint: l.own(authority.ProfileLedger, ledgerActor), open: openUserAuth(sp)}
 	if _, err := l.store.get(ctx); err != nil {
 		return nil, err
 	}
@@ -126,6 +129,7 @@ func (l *Ledger) Close() {
 	l.sessions.retire(l)
 	l.store.close()
 	l.prov.close()
+	l.userauth.close()
 }
 
 // run runs fn on the auth store, then has the broker refuse every user key fn reports revoked

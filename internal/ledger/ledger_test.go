@@ -96,6 +96,49 @@ func TestLedgerRenewsItsConnection(t *testing.T) {
 	}
 }
 
+// TestUserAuthStoreOutlivesItsConnection shows the user-auth store a holder keeps working across
+// its connection's renewal and loss, and failing once the ledger is closed.
+func TestUserAuthStoreOutlivesItsConnection(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	l, err := ledger.Open(ctx, m.URL(), m.Keyring(), m.Space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.UserAuthConn() != nil {
+		t.Fatal("the user-auth store was dialled before its first use")
+	}
+	kv, err := l.UserAuthStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv.Bucket() != "cotal_userauth_main" {
+		t.Fatalf("bucket %q", kv.Bucket())
+	}
+	if _, err := kv.Put(ctx, "k", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	first := l.UserAuthConn()
+	l.AgeUserAuthCredential(time.Now().Add(time.Minute)) // inside the renewal window
+	if e, err := kv.Get(ctx, "k"); err != nil || string(e.Value()) != "v1" {
+		t.Fatalf("get after the renewal: %v", err)
+	}
+	second := l.UserAuthConn()
+	if second == first {
+		t.Fatal("a credential about to expire was not renewed")
+	}
+	second.Close()
+	if _, err := kv.Put(ctx, "k", []byte("v2")); err != nil {
+		t.Fatalf("put after the held connection closed: %v", err)
+	}
+	l.Close()
+	if _, err := kv.Get(ctx, "k"); !errors.Is(err, ledger.ErrClosed) {
+		t.Errorf("get on a closed ledger = %v, want ErrClosed", err)
+	}
+}
+
 // TestLedgerEvictsThroughItsEvictor shows a retirement and a takeover handing the revoked keys
 // to the injected evictor, which the broker then enforces: the credentials no longer connect.
 func TestLedgerEvictsThroughItsEvictor(t *testing.T) {

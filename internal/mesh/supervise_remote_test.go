@@ -103,7 +103,11 @@ func startRemote(t *testing.T, life time.Duration) *remote {
 		o.UserAuth = &mesh.UserAuthOptions{DevIdP: true, DevIdPAddr: "127.0.0.1:0", RemoteManagerLifetime: life}
 	})
 	ctx := t.Context()
-	st, err := authservice.OpenState(m.Dir.UserAuthDir(m.Space), m.Space)
+	kv, err := m.Ledger(m.Space).UserAuthStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := authservice.OpenState(ctx, m.Dir.UserAuthDir(m.Space), m.Space, kv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +120,7 @@ func startRemote(t *testing.T, life time.Duration) *remote {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.People.Grant(&userauth.Row{Owner: owner, Actor: "cli", Scope: []string{"supervise", "spawn"},
+	if _, err := st.People.Grant(ctx, &userauth.Row{Owner: owner, Actor: "cli", Scope: []string{"supervise", "spawn"},
 		AllowSubscribe: []string{"general"}, AllowPublish: []string{"general"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +183,7 @@ func TestRemoteManager(t *testing.T) {
 	if sp.State != manager.GoalSucceeded || sp.Acceptance.Owner != owner || sp.Acceptance.Executor.LifecycleUID != string(rm.instance) {
 		t.Fatalf("spawn: %+v (%s)", sp.Acceptance, sp.Data)
 	}
-	row, err := st.People.Get(owner, "dana")
+	row, err := st.People.Get(ctx, owner, "dana")
 	if err != nil || row.Kind != userauth.KindManaged || row.Parent != owner+".cli" {
 		t.Fatalf("dana's row: %+v %v", row, err)
 	}
@@ -200,7 +204,7 @@ func TestRemoteManager(t *testing.T) {
 	}
 
 	// Revoking supervise: the host evicts the instance and retires its agents; the manager ends.
-	if _, err := st.People.Grant(&userauth.Row{Owner: owner, Actor: "cli", Scope: []string{"spawn"}}); err != nil {
+	if _, err := st.People.Grant(ctx, &userauth.Row{Owner: owner, Actor: "cli", Scope: []string{"spawn"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.EvictManagers(ctx, m.Ledger(m.Space), owner, "cli"); err != nil {
@@ -214,7 +218,7 @@ func TestRemoteManager(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the evicted remote manager kept running")
 	}
-	if _, err := st.People.Get(owner, "dana"); !errors.Is(err, userauth.ErrNoRow) {
+	if _, err := st.People.Get(ctx, owner, "dana"); !errors.Is(err, userauth.ErrNoRow) {
 		t.Fatalf("dana's row after her manager's eviction: %v", err)
 	}
 	if res, err := pc.Probe(ctx, wire.PlaneManager); err != nil || res.Verdict == wire.ResponderBound {

@@ -22,6 +22,7 @@ const (
 	bucketManager    = "manager"
 	bucketRecords    = "records"
 	bucketAuth       = "auth"
+	bucketUserAuth   = "userauth"
 	bucketSessions   = "sessions"
 )
 
@@ -58,13 +59,18 @@ func EndpointGateKey(endpoint string, instance wire.LifecycleUID) string {
 // AuthBucket returns "cotal_auth_<space>", the authority plane's ledger (SPEC §13.1).
 func AuthBucket(s wire.Space) wire.Bucket { return s.Bucket(bucketAuth) }
 
-// Buckets returns the key-value buckets of a space's messaging and authority planes, in the
-// reference's order: presence, channels, members, ACL, membership, delivery lease, manager lease,
-// records, auth.
+// UserAuthBucket returns "cotal_userauth_<space>", the user-auth store: the people ledger and the
+// registry of remote managers, which every authority node of a cluster reads and writes.
+func UserAuthBucket(s wire.Space) wire.Bucket { return s.Bucket(bucketUserAuth) }
+
+// Buckets returns the key-value buckets of a space's messaging and authority planes: the
+// reference's, in its order (presence, channels, members, ACL, membership, delivery lease,
+// manager lease, records, auth), then the user-auth store.
 func Buckets(s wire.Space) []wire.Bucket {
 	return []wire.Bucket{
 		s.PresenceBucket(), s.ChannelsBucket(), MembersBucket(s), ACLBucket(s),
 		MembershipBucket(s), DeliveryBucket(s), ManagerBucket(s), RecordsBucket(s), AuthBucket(s),
+		UserAuthBucket(s),
 	}
 }
 

@@ -35,6 +35,7 @@ func TestNames(t *testing.T) {
 		{"manager", string(meshwire.ManagerBucket(sp)), "cotal_manager_main"},
 		{"records", string(meshwire.RecordsBucket(sp)), "cotal_records_main"},
 		{"auth", string(meshwire.AuthBucket(sp)), "cotal_auth_main"},
+		{"userauth", string(meshwire.UserAuthBucket(sp)), "cotal_userauth_main"},
 		{"sessions", string(meshwire.SessionsBucket(sp)), "cotal_sessions_main"},
 		{"lease grant", meshwire.DeliveryBucket(sp).Subject(meshwire.LeaseKeys()), "$KV.cotal_delivery_main.lease.*"},
 		{"lease key", meshwire.LeaseKey(0), "lease.0"},
@@ -55,12 +56,12 @@ func TestNames(t *testing.T) {
 	if _, err := meshwire.MemberKey("team.>", life); err == nil {
 		t.Error("a member key needs a concrete channel")
 	}
-	// The reference's order of a space's buckets, which provisioning follows.
+	// The reference's order of a space's buckets, then the user-auth store's.
 	var got []string
 	for _, b := range meshwire.Buckets(sp) {
 		got = append(got, string(b))
 	}
-	want := "cotal_presence_main cotal_channels_main cotal_members_main cotal_acl_main cotal_membership_main cotal_delivery_main cotal_manager_main cotal_records_main cotal_auth_main"
+	want := "cotal_presence_main cotal_channels_main cotal_members_main cotal_acl_main cotal_membership_main cotal_delivery_main cotal_manager_main cotal_records_main cotal_auth_main cotal_userauth_main"
 	if g := fmt.Sprint(got); g != "["+want+"]" {
 		t.Errorf("buckets = %s, want [%s]", g, want)
 	}

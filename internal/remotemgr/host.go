@@ -140,7 +140,7 @@ func (h *Host) handle(ctx context.Context, body []byte) (*Response, error) {
 	}
 	var reg *Registration
 	if r.Operation != OpPrepare {
-		if reg, err = h.registered(who.Owner, r); err != nil {
+		if reg, err = h.registered(ctx, who.Owner, r); err != nil {
 			return nil, err
 		}
 	}
@@ -219,8 +219,8 @@ func (r *Response) issuedKeys() []string {
 
 // registered refuses a request for an instance the host never prepared for owner with these
 // identities: another person's instance, or keys the host did not sign for.
-func (h *Host) registered(owner string, r *Request) (*Registration, error) {
-	reg, err := h.Registry.Get(r.InstanceID)
+func (h *Host) registered(ctx context.Context, owner string, r *Request) (*Registration, error) {
+	reg, err := h.Registry.Get(ctx, r.InstanceID)
 	switch {
 	case err != nil:
 		return nil, refuse(wire.CodeInternal, "read the registration of %s: %v", r.InstanceID, err)
@@ -301,12 +301,12 @@ func (h *Host) prepare(ctx context.Context, who *Person, r *Request, resp *Respo
 	// the liveness plane on its supervisor identity, which no gate fences. The broker refuses its
 	// supervisor and executor before this one is recorded (so a failed eviction forgets nothing);
 	// its serve identity is fenced through the gate at activation.
-	prev, err := h.Registry.Get(r.InstanceID)
+	prev, err := h.Registry.Get(ctx, r.InstanceID)
 	if err != nil {
 		return refuse(wire.CodeInternal, "read the registration of %s: %v", r.InstanceID, err)
 	}
 	if prev == nil {
-		mine, err := h.Registry.Of(who.Owner, "")
+		mine, err := h.Registry.Of(ctx, who.Owner, "")
 		if err != nil {
 			return refuse(wire.CodeInternal, "read the registrations of %s: %v", who.Owner, err)
 		}
@@ -318,7 +318,7 @@ func (h *Host) prepare(ctx context.Context, who *Person, r *Request, resp *Respo
 			return refuse(wire.CodeUnavailable, "evict the previous incarnation of %s: %v", r.InstanceID, err)
 		}
 	}
-	_, err = h.Registry.Claim(Registration{Owner: who.Owner, Actor: r.Actor, InstanceID: r.InstanceID, LifecycleUID: r.ManagerLifecycleUID,
+	_, err = h.Registry.Claim(ctx, Registration{Owner: who.Owner, Actor: r.Actor, InstanceID: r.InstanceID, LifecycleUID: r.ManagerLifecycleUID,
 		Identities: r.Identities, PreparedAt: time.Now().Unix()})
 	if errors.Is(err, ErrForeignInstance) {
 		return refuse(wire.CodePermissionDenied, "%v", err)
@@ -503,7 +503,7 @@ func (h *Host) renewRunDriver(ctx context.Context, who *Person, r *Request, resp
 		return refuse(wire.CodeBadRequest, "%v", err)
 	}
 	for _, k := range []string{run.DriverID, run.MediatorID} {
-		if err := h.Registry.AddKey(r.InstanceID, k); err != nil {
+		if err := h.Registry.AddKey(ctx, r.InstanceID, k); err != nil {
 			return refuse(wire.CodeInternal, "record the run keys of %s: %v", r.InstanceID, err)
 		}
 	}
@@ -569,7 +569,7 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 		}()
 	}
 	g := authority.Grant{Session: authority.SessionRails{Endpoint: s.Endpoint, SessionID: s.SessionID, Epoch: s.Epoch}}
-	if err := h.Registry.AddKey(r.InstanceID, s.ID); err != nil {
+	if err := h.Registry.AddKey(ctx, r.InstanceID, s.ID); err != nil {
 		// A key the host cannot record would outlive its manager's eviction: not signed.
 		return refuse(wire.CodeInternal, "record the session key of %s: %v", r.InstanceID, err)
 	}
@@ -589,7 +589,7 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 func (h *Host) redeemFor(ctx context.Context, who *Person, r *Request, named SessionHolder, exp time.Time) (*sessiongrant.Grant, error) {
 	s := r.Session
 	lc, _ := named.Lifecycle() // validated with the request
-	if lc.Principal != operatorPrincipal && !h.personHolder(who, lc) {
+	if lc.Principal != operatorPrincipal && !h.personHolder(ctx, who, lc) {
 		return nil, refuse(wire.CodeFailedPrecondition, "%s cannot hold a session of a remote manager: only the host's operator and the manager's own person can", lc)
 	}
 	holder, epoch, err := h.Ledger.SessionHolder(ctx, lc)
@@ -651,7 +651,7 @@ func (h *Host) transferReader(ctx context.Context, who *Person, r *Request, resp
 	if _, err := h.current(ctx, who, r); err != nil {
 		return err
 	}
-	if err := h.Registry.AddKey(r.InstanceID, r.TransferReader.ID); err != nil {
+	if err := h.Registry.AddKey(ctx, r.InstanceID, r.TransferReader.ID); err != nil {
 		return refuse(wire.CodeInternal, "record the transfer reader of %s: %v", r.InstanceID, err)
 	}
 	g := authority.Grant{Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: wire.LifecycleUID(r.InstanceID)}}
@@ -682,7 +682,7 @@ func (h *Host) retire(ctx context.Context, who *Person, r *Request, reg *Registr
 	if _, err := h.current(ctx, who, r); err != nil {
 		return err
 	}
-	if err := h.Registry.AddKey(r.InstanceID, r.Retirement.ID); err != nil {
+	if err := h.Registry.AddKey(ctx, r.InstanceID, r.Retirement.ID); err != nil {
 		return refuse(wire.CodeInternal, "record the retirement requester of %s: %v", r.InstanceID, err)
 	}
 	g := authority.Grant{LifecycleUID: wire.LifecycleUID(r.ManagerLifecycleUID), Target: t.lifecycle()}
@@ -722,7 +722,7 @@ func (h *Host) RetireLifecycle(ctx context.Context, caller, target wire.Lifecycl
 	case og.Row.ProcessEpoch != a.ServeEpoch:
 		return nil, no(wire.CodeConflict, "epoch %d is stale: instance %s serves at %d", a.ServeEpoch, a.ServeInstanceID, og.Row.ProcessEpoch)
 	}
-	reg, err := h.Registry.Get(string(a.ServeInstanceID))
+	reg, err := h.Registry.Get(ctx, string(a.ServeInstanceID))
 	switch {
 	case err != nil:
 		return nil, no(wire.CodeUnavailable, "read the registration of %s: %v", a.ServeInstanceID, err)
@@ -798,7 +798,7 @@ func (h *Host) enroll(ctx context.Context, who *Person, r *Request, resp *Respon
 		return refuse(wire.CodePermissionDenied, "an agent may not take the name %s", e.Name)
 	}
 	row, token, err := h.enrollManaged(ctx, principal(who.Owner, r.Actor), e, nil, "spawned by remote manager "+r.InstanceID,
-		func(t Target) error { return h.Registry.AddAgent(r.InstanceID, t) },
+		func(t Target) error { return h.Registry.AddAgent(ctx, r.InstanceID, t) },
 		func(ctx context.Context, t Target) error { return h.retireAgent(ctx, r.InstanceID, t) })
 	if err != nil {
 		return err
@@ -816,7 +816,7 @@ func (h *Host) enroll(ctx context.Context, who *Person, r *Request, resp *Respon
 func (h *Host) enrollManaged(ctx context.Context, parent wire.Principal, e *Enrollment, scope []string, label string,
 	record func(Target) error, undo func(context.Context, Target) error) (*userauth.Row, string, error) {
 	owner := parent.Owner()
-	if _, err := h.Managed.GetKind(userauth.KindManaged, owner, e.Name); err == nil {
+	if _, err := h.Managed.GetKind(ctx, userauth.KindManaged, owner, e.Name); err == nil {
 		return nil, "", refuse(wire.CodeAlreadyExists, "%s.%s is a managed agent already: retire it first", owner, e.Name)
 	} else if !errors.Is(err, userauth.ErrNoRow) {
 		return nil, "", refuse(wire.CodeInternal, "read the row of %s.%s: %v", owner, e.Name, err)
@@ -833,7 +833,7 @@ func (h *Host) enrollManaged(ctx context.Context, parent wire.Principal, e *Enro
 	_, _ = rand.Read(raw) // never fails since Go 1.24
 	token := base64.RawURLEncoding.EncodeToString(raw)
 	sum := sha256.Sum256([]byte(token))
-	row, err := h.Managed.GrantManaged(&userauth.Row{
+	row, err := h.Managed.GrantManaged(ctx, &userauth.Row{
 		Owner: owner, Actor: e.Name, Scope: scope, AllowSubscribe: read, AllowPublish: req.AllowPublish, Role: e.Role,
 		Parent: parent.String(), TokenHash: hex.EncodeToString(sum[:]), LifecycleUID: wire.NewLifecycleUID(), Label: label,
 	})
@@ -846,7 +846,7 @@ func (h *Host) enrollManaged(ctx context.Context, parent wire.Principal, e *Enro
 	if record != nil {
 		if err := record(agent); err != nil {
 			// An agent the host cannot record could outlive its manager's eviction: not enrolled.
-			return nil, "", errors.Join(refuse(wire.CodeInternal, "record agent %s: %v", e.Name, err), h.Managed.RevokeManaged(owner, e.Name))
+			return nil, "", errors.Join(refuse(wire.CodeInternal, "record agent %s: %v", e.Name, err), h.Managed.RevokeManaged(ctx, owner, e.Name))
 		}
 	}
 	cred := &authority.Credential{Principal: principal(owner, e.Name), LifecycleUID: row.LifecycleUID}
@@ -868,10 +868,10 @@ func retireAgent(ctx context.Context, l *ledger.Ledger, reg *Registry, people *u
 	var err error
 	if people != nil {
 		// Only this agent's row: a later agent of the same name has a row of its own.
-		row, rerr := people.GetKind(userauth.KindManaged, t.Owner, t.Actor)
+		row, rerr := people.GetKind(ctx, userauth.KindManaged, t.Owner, t.Actor)
 		switch {
 		case rerr == nil && string(row.LifecycleUID) == t.LifecycleUID:
-			err = people.RevokeManaged(t.Owner, t.Actor)
+			err = people.RevokeManaged(ctx, t.Owner, t.Actor)
 		case rerr != nil && !errors.Is(rerr, userauth.ErrNoRow):
 			err = rerr
 		}
@@ -882,7 +882,7 @@ func retireAgent(ctx context.Context, l *ledger.Ledger, reg *Registry, people *u
 	if reg == nil {
 		return err
 	}
-	return errors.Join(err, reg.RemoveAgent(instance, t))
+	return errors.Join(err, reg.RemoveAgent(ctx, instance, t))
 }
 
 // authorizeAdmin answers whether caller holds host launch authority on the manager: a control
@@ -903,7 +903,7 @@ func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp
 		}
 	}
 	ok := instrument
-	if row := h.ownRow(who, caller); row != nil {
+	if row := h.ownRow(ctx, who, caller); row != nil {
 		// The person who supervises the machine the manager runs on may launch what they like
 		// there; a row that may spawn hands its own channels and role on, never more.
 		ok = ok || row.Kind == userauth.KindInteractive && row.Has(userauth.ScopeSupervise)
@@ -912,7 +912,7 @@ func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp
 		}
 	}
 	resp.Authorized = &ok
-	if (instrument && caller.Principal == operatorPrincipal) || h.personHolder(who, caller) {
+	if (instrument && caller.Principal == operatorPrincipal) || h.personHolder(ctx, who, caller) {
 		// The host's operator may hold a session of the manager, and so may the person who
 		// supervises it: the half waits in the host's ledger, which the operator reads and the
 		// person takes theirs from on HolderPath.
@@ -925,11 +925,11 @@ func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp
 
 // ownRow returns the ledger row of caller when it is a current incarnation of the manager's own
 // owner (a person's interactive row, or a managed agent's within their envelope); nil otherwise.
-func (h *Host) ownRow(who *Person, caller wire.Lifecycle) *userauth.Row {
+func (h *Host) ownRow(ctx context.Context, who *Person, caller wire.Lifecycle) *userauth.Row {
 	if h.Managed == nil || caller.Principal.Owner() != who.Owner {
 		return nil
 	}
-	return h.currentRow(caller)
+	return h.currentRow(ctx, caller)
 }
 
 // String names a response in logs, without its credentials.

@@ -61,7 +61,7 @@ type hostRig struct {
 // grantRow writes owner's cli row in the people ledger, the parent of the agents it enrolls.
 func (r *hostRig) grantRow(t *testing.T, owner string, read, post []string) {
 	t.Helper()
-	if _, err := r.people.Grant(&userauth.Row{Owner: owner, Actor: "cli", Scope: []string{"supervise"}, AllowSubscribe: read, AllowPublish: post}); err != nil {
+	if _, err := r.people.Grant(t.Context(), &userauth.Row{Owner: owner, Actor: "cli", Scope: []string{"supervise"}, AllowSubscribe: read, AllowPublish: post}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -71,7 +71,7 @@ func (r *hostRig) grantRow(t *testing.T, owner string, read, post []string) {
 func (r *hostRig) person(t *testing.T, owner string) wire.Lifecycle {
 	t.Helper()
 	r.grantRow(t, owner, []string{">"}, []string{">"})
-	row, err := r.people.Get(owner, "cli")
+	row, err := r.people.Get(t.Context(), owner, "cli")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,12 @@ func newHostRig(t *testing.T, life time.Duration) *hostRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := remotemgr.OpenRegistry(t.TempDir())
+	// The registry and the people share the space's user-auth store, as the auth service has them.
+	kv, err := m.Ledger(m.Space).UserAuthStore(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := remotemgr.OpenRegistry(kv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +102,7 @@ func newHostRig(t *testing.T, life time.Duration) *hostRig {
 		"bob-token":   {Owner: bob, Scopes: []string{"supervise"}},
 		"carol-token": {Owner: "u_cccccccccccccccccccccccccc", Scopes: []string{"spawn", "admin", "role:x"}},
 	}
-	managed, err := userauth.OpenPeople(t.TempDir())
+	managed, err := userauth.OpenPeople(kv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -825,7 +830,7 @@ func TestPersonHolderRefusals(t *testing.T) {
 	}
 
 	// A managed agent of alice's, even one delegated supervise, cannot hold a session.
-	bot, err := r.people.GrantManaged(&userauth.Row{Owner: alice, Actor: "bot", Parent: aliceMe.Principal.String(), Scope: []string{"supervise"},
+	bot, err := r.people.GrantManaged(ctx, &userauth.Row{Owner: alice, Actor: "bot", Parent: aliceMe.Principal.String(), Scope: []string{"supervise"},
 		TokenHash: strings.Repeat("ab", 32), LifecycleUID: wire.NewLifecycleUID()})
 	if err != nil {
 		t.Fatal(err)
@@ -954,7 +959,7 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 	if _, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "ok", Subscribe: []string{"team.a"}}); code(err) != wire.CodeAlreadyExists {
 		t.Fatalf("enroll a name a live agent holds: %v", err)
 	}
-	row, err := r.people.Get(alice, "ok")
+	row, err := r.people.Get(ctx, alice, "ok")
 	if err != nil || row.Kind != userauth.KindManaged || row.LifecycleUID != got.LifecycleUID || row.TokenHash == "" || strings.Contains(row.TokenHash, got.ActorToken) {
 		t.Fatalf("the managed row: %+v %v", row, err)
 	}
@@ -962,7 +967,7 @@ func TestSessionRetireAndEnrollmentChecks(t *testing.T) {
 	if err := c.Retire(ctx, wire.Lifecycle{Principal: ok, UID: got.LifecycleUID}); err != nil {
 		t.Fatalf("retire its own agent: %v", err)
 	}
-	if _, err := r.people.Get(alice, "ok"); !errors.Is(err, userauth.ErrNoRow) {
+	if _, err := r.people.Get(ctx, alice, "ok"); !errors.Is(err, userauth.ErrNoRow) {
 		t.Fatalf("the retired agent's row: %v", err)
 	}
 }
@@ -994,7 +999,7 @@ func TestRevokedDuringARequest(t *testing.T) {
 	if _, err := c.Enroll(ctx, remotemgr.Enrollment{Name: "late"}); code(err) != wire.CodePermissionDenied {
 		t.Fatalf("an enrollment made while supervise went: %v", err)
 	}
-	if _, err := r.people.Get(alice, "late"); !errors.Is(err, userauth.ErrNoRow) {
+	if _, err := r.people.Get(ctx, alice, "late"); !errors.Is(err, userauth.ErrNoRow) {
 		t.Fatalf("the late agent's row stayed: %v", err)
 	}
 }
@@ -1248,7 +1253,7 @@ func TestRetireLifecycleChecks(t *testing.T) {
 			t.Errorf("retire with %s: %v, want %s", what, err, tc.want)
 		}
 	}
-	if _, err := r.people.Get(alice, "dana"); err != nil {
+	if _, err := r.people.Get(ctx, alice, "dana"); err != nil {
 		t.Fatalf("a refused retirement touched dana's row: %v", err)
 	}
 	for i := range 2 { // a retry after success is answered retired too
@@ -1257,7 +1262,7 @@ func TestRetireLifecycleChecks(t *testing.T) {
 			t.Fatalf("retire %d: %+v %v", i, out, err)
 		}
 	}
-	if _, err := r.people.Get(alice, "dana"); !errors.Is(err, userauth.ErrNoRow) {
+	if _, err := r.people.Get(ctx, alice, "dana"); !errors.Is(err, userauth.ErrNoRow) {
 		t.Fatalf("dana's row after her retirement: %v", err)
 	}
 }

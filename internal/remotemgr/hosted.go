@@ -29,12 +29,18 @@ type HostedAgent struct {
 
 // SpawnRow returns the row of caller when caller is a current incarnation of a person's row (an
 // interactive row, or a managed agent's within its envelope) that holds spawn: the most an agent
-// it has the host's manager spawn may get. It returns an error naming why otherwise.
+// it has the host's manager spawn may get. It returns an error naming why otherwise. Its reads of
+// the people ledger are bounded by the store's own request timeout.
 func (h *Host) SpawnRow(caller wire.Lifecycle) (*userauth.Row, error) {
+	return h.spawnRow(context.Background(), caller)
+}
+
+// spawnRow is SpawnRow, reading under ctx.
+func (h *Host) spawnRow(ctx context.Context, caller wire.Lifecycle) (*userauth.Row, error) {
 	if h.Managed == nil {
 		return nil, errors.New("this host keeps no people")
 	}
-	row := h.currentRow(caller)
+	row := h.currentRow(ctx, caller)
 	switch {
 	case row == nil:
 		return nil, refuse(wire.CodePermissionDenied, "%s is no current incarnation of a granted row", caller)
@@ -48,7 +54,7 @@ func (h *Host) SpawnRow(caller wire.Lifecycle) (*userauth.Row, error) {
 // which must hold spawn (SpawnRow): a row of parent's owner named e.Name, holding scope (the
 // agent's capabilities), within parent's row. Retire it with RetireHosted.
 func (h *Host) EnrollHosted(ctx context.Context, parent wire.Lifecycle, e Enrollment, scope []string) (*HostedAgent, error) {
-	if _, err := h.SpawnRow(parent); err != nil {
+	if _, err := h.spawnRow(ctx, parent); err != nil {
 		return nil, err
 	}
 	if meshwire.IsRemoteManagerActor(e.Name) || e.Name == parent.Principal.Actor() {
@@ -71,12 +77,12 @@ func (h *Host) RetireHosted(ctx context.Context, t Target) error {
 
 // currentRow returns the ledger row of caller when it is a current incarnation (a person's
 // interactive row, or a managed agent's within its envelope); nil otherwise.
-func (h *Host) currentRow(caller wire.Lifecycle) *userauth.Row {
-	row, err := h.Managed.Get(caller.Principal.Owner(), caller.Principal.Actor())
+func (h *Host) currentRow(ctx context.Context, caller wire.Lifecycle) *userauth.Row {
+	row, err := h.Managed.Get(ctx, caller.Principal.Owner(), caller.Principal.Actor())
 	if err != nil || row.LifecycleUID != caller.UID {
 		return nil
 	}
-	if row.Kind == userauth.KindManaged && h.Managed.CheckEnvelope(row) != nil {
+	if row.Kind == userauth.KindManaged && h.Managed.CheckEnvelope(ctx, row) != nil {
 		return nil
 	}
 	return row

@@ -5,19 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/userauth"
-
-	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -43,63 +40,124 @@ type Registration struct {
 	Keys []string `json:"keys,omitempty"`
 }
 
-// Registry keeps one Registration per instance, as files in a private directory of the host's
-// state.
-type Registry struct {
-	dir string
-	mu  sync.Mutex // serialises this process's read-modify-writes of one registration
-}
-
-// OpenRegistry returns the registry in dir, created 0700 if absent.
-func OpenRegistry(dir string) (*Registry, error) {
-	if err := atomicfile.MkdirPrivate(dir); err != nil {
-		return nil, err
-	}
-	return &Registry{dir: dir}, nil
-}
-
-func (g *Registry) path(instance string) string { return filepath.Join(g.dir, instance+".json") }
-
-// Get returns the registration of instance, or nil when there is none. A file that does not hold
-// a registration of that instance is an error naming it.
-func (g *Registry) Get(instance string) (*Registration, error) {
-	if _, err := wire.ParseLifecycleUID(instance); err != nil {
-		return nil, err
-	}
-	raw, err := os.ReadFile(g.path(instance))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
+// ParseRegistration reads raw as the registration of instance: a registration of this protocol
+// version that names the instance.
+func ParseRegistration(instance string, raw []byte) (*Registration, error) {
 	var r Registration
 	if err := json.Unmarshal(raw, &r); err != nil || r.V != protocolVersion || r.InstanceID != instance {
-		return nil, fmt.Errorf("%s holds no registration of instance %s", g.path(instance), instance)
+		return nil, fmt.Errorf("no registration of instance %s", instance)
 	}
 	return &r, nil
 }
 
-// put writes r, replacing the instance's registration.
-func (g *Registry) put(r Registration) error {
-	r.V = protocolVersion
-	raw, _ := json.MarshalIndent(r, "", "  ") // strings and numbers always encode
-	return atomicfile.Write(g.path(r.InstanceID), append(raw, '\n'), 0o600)
+// registrationPrefix starts the key of every registration in the user-auth store.
+const registrationPrefix = "manager."
+
+// registrationKey returns "manager.<instance>", the key of instance's registration; an instance
+// that is no lifecycle UID has none.
+func registrationKey(instance string) (string, error) {
+	if _, err := wire.ParseLifecycleUID(instance); err != nil {
+		return "", err
+	}
+	return registrationPrefix + instance, nil
 }
 
-// update applies fn to instance's registration and writes it back.
-func (g *Registry) update(instance string, fn func(*Registration)) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	r, err := g.Get(instance)
+// Registry keeps one Registration per instance in the space's user-auth store
+// (meshwire.UserAuthBucket), under manager.<instanceId>. Every authority node of a cluster writes
+// it: each change is a compare-and-set on the key's revision, made again on a fresh read when
+// another writer got there first.
+type Registry struct {
+	kv jetstream.KeyValue
+}
+
+// OpenRegistry returns the registry kept in kv. It returns an error for a nil kv.
+func OpenRegistry(kv jetstream.KeyValue) (*Registry, error) {
+	if kv == nil {
+		return nil, errors.New("open the registry of remote managers: no user-auth store")
+	}
+	return &Registry{kv: kv}, nil
+}
+
+// Get returns the registration of instance, or nil when there is none. A value that does not
+// hold a registration of that instance is an error naming its key.
+func (g *Registry) Get(ctx context.Context, instance string) (*Registration, error) {
+	r, _, err := g.get(ctx, instance)
+	return r, err
+}
+
+// get returns the registration of instance and the revision it was read at; nil and 0 when
+// there is none (a deleted key is none).
+func (g *Registry) get(ctx context.Context, instance string) (*Registration, uint64, error) {
+	key, err := registrationKey(instance)
+	if err != nil {
+		return nil, 0, err
+	}
+	e, err := g.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s: %w", key, err)
+	}
+	r, err := ParseRegistration(instance, e.Value())
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", key, err)
+	}
+	return r, e.Revision(), nil
+}
+
+// put writes r over revision rev of its key (0: the key holds no registration). A write another
+// writer got to first is a conflict (jsapi.Conflict).
+func (g *Registry) put(ctx context.Context, r Registration, rev uint64) error {
+	key, err := registrationKey(r.InstanceID)
 	if err != nil {
 		return err
 	}
-	if r == nil {
-		return fmt.Errorf("instance %s has no registration", instance)
+	r.V = protocolVersion
+	raw, _ := json.Marshal(r) // strings and numbers always encode
+	if rev == 0 {
+		_, err = g.kv.Create(ctx, key, raw)
+	} else {
+		_, err = g.kv.Update(ctx, key, raw, rev)
 	}
-	fn(r)
-	return g.put(*r)
+	return err
+}
+
+// casAttempts bounds the compare-and-sets of one change that lose to another writer.
+const casAttempts = 8
+
+// cas runs one change: next reads the registration it is given (nil for none) and returns what
+// to write, or an error that ends the change. It is read and tried again while another writer
+// gets its write in first.
+func (g *Registry) cas(ctx context.Context, instance string, next func(have *Registration) (Registration, error)) error {
+	for attempt := 1; ; attempt++ {
+		have, rev, err := g.get(ctx, instance)
+		if err != nil {
+			return err
+		}
+		r, err := next(have)
+		if err != nil {
+			return err
+		}
+		err = g.put(ctx, r, rev)
+		if !jsapi.Conflict(err) {
+			return err
+		}
+		if attempt == casAttempts {
+			return fmt.Errorf("write the registration of %s: %d writers got there first: %w", instance, attempt, err)
+		}
+	}
+}
+
+// update applies fn to instance's registration and writes it back.
+func (g *Registry) update(ctx context.Context, instance string, fn func(*Registration)) error {
+	return g.cas(ctx, instance, func(have *Registration) (Registration, error) {
+		if have == nil {
+			return Registration{}, fmt.Errorf("instance %s has no registration", instance)
+		}
+		fn(have)
+		return *have, nil
+	})
 }
 
 // ErrForeignInstance is an instance another owner registered.
@@ -108,30 +166,51 @@ var ErrForeignInstance = errors.New("the instance belongs to another owner")
 // Claim records r as its instance's registration, keeping the agents an earlier incarnation of the
 // instance left to retire, and returns the registration it replaced (nil for the first). An
 // instance another owner registered is ErrForeignInstance.
-func (g *Registry) Claim(r Registration) (*Registration, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	have, err := g.Get(r.InstanceID)
+func (g *Registry) Claim(ctx context.Context, r Registration) (*Registration, error) {
+	var replaced *Registration
+	err := g.cas(ctx, r.InstanceID, func(have *Registration) (Registration, error) {
+		replaced = have
+		next := r
+		if have != nil {
+			if have.Owner != r.Owner {
+				return Registration{}, fmt.Errorf("instance %s: %w (%s)", r.InstanceID, ErrForeignInstance, have.Owner)
+			}
+			next.Agents, next.Keys = have.Agents, have.Keys
+		}
+		return next, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if have != nil {
-		if have.Owner != r.Owner {
-			return nil, fmt.Errorf("instance %s: %w (%s)", r.InstanceID, ErrForeignInstance, have.Owner)
-		}
-		r.Agents, r.Keys = have.Agents, have.Keys
+	return replaced, nil
+}
+
+// Import writes r, a registration read from an older registry (ParseRegistration), as it is. It
+// writes only a key that holds no registration yet or holds this very one; another one under the
+// key is an error naming it.
+func (g *Registry) Import(ctx context.Context, r Registration) error {
+	key, err := registrationKey(r.InstanceID)
+	if err != nil {
+		return err
 	}
-	return have, g.put(r)
+	if r.V != protocolVersion {
+		return fmt.Errorf("import %s: version %d, want %d", key, r.V, protocolVersion)
+	}
+	raw, _ := json.Marshal(r) // strings and numbers always encode
+	if err := jsapi.CreateOnce(ctx, g.kv, key, raw); err != nil {
+		return fmt.Errorf("import the registration of %s: %w", r.InstanceID, err)
+	}
+	return nil
 }
 
 // AddAgent records a managed agent enrolled for instance.
-func (g *Registry) AddAgent(instance string, t Target) error {
-	return g.update(instance, func(r *Registration) { r.Agents = append(r.Agents, t) })
+func (g *Registry) AddAgent(ctx context.Context, instance string, t Target) error {
+	return g.update(ctx, instance, func(r *Registration) { r.Agents = append(r.Agents, t) })
 }
 
 // AddKey records a key the host signed a credential for on instance's behalf.
-func (g *Registry) AddKey(instance, key string) error {
-	return g.update(instance, func(r *Registration) {
+func (g *Registry) AddKey(ctx context.Context, instance, key string) error {
+	return g.update(ctx, instance, func(r *Registration) {
 		if !slices.Contains(r.Keys, key) {
 			r.Keys = append(r.Keys, key)
 		}
@@ -139,8 +218,8 @@ func (g *Registry) AddKey(instance, key string) error {
 }
 
 // RemoveAgent forgets a managed agent of instance once it is retired.
-func (g *Registry) RemoveAgent(instance string, t Target) error {
-	return g.update(instance, func(r *Registration) {
+func (g *Registry) RemoveAgent(ctx context.Context, instance string, t Target) error {
+	return g.update(ctx, instance, func(r *Registration) {
 		n := len(r.Agents)
 		r.Agents = slices.DeleteFunc(r.Agents, func(a Target) bool { return a == t })
 		if len(r.Agents) < n && !slices.Contains(r.Retired, t) {
@@ -154,28 +233,25 @@ func (g *Registry) RemoveAgent(instance string, t Target) error {
 const maxRetired = 64
 
 // Of returns the registrations of owner's actor (every actor when actor is empty), by instance.
-func (g *Registry) Of(owner, actor string) ([]Registration, error) {
-	entries, err := os.ReadDir(g.dir)
+// A registration that cannot be read is an error joined to the rest, which are returned all the
+// same; a listing the store does not answer is an error alone.
+func (g *Registry) Of(ctx context.Context, owner, actor string) ([]Registration, error) {
+	keys, err := jsapi.ListKeys(ctx, g.kv, registrationPrefix+">")
 	if err != nil {
 		return nil, err
 	}
 	var out []Registration
 	var errs []error
-	for _, e := range entries {
-		id, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || e.IsDir() {
-			continue
-		}
-		r, err := g.Get(id)
+	for _, key := range keys { // sorted, so by instance
+		r, err := g.Get(ctx, strings.TrimPrefix(key, registrationPrefix))
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 			continue
 		}
 		if r != nil && r.Owner == owner && (actor == "" || r.Actor == actor) {
 			out = append(out, *r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].InstanceID < out[j].InstanceID })
 	return out, errors.Join(errs...)
 }
 
@@ -185,7 +261,7 @@ func (g *Registry) Of(owner, actor string) ([]Registration, error) {
 // managed rows in people deleted), and the instance is marked exited in the service registry. It
 // returns the instances it evicted.
 func EvictOwner(ctx context.Context, l *ledger.Ledger, reg *Registry, people *userauth.People, owner, actor, reason string) ([]wire.LifecycleUID, error) {
-	regs, err := reg.Of(owner, actor)
+	regs, err := reg.Of(ctx, owner, actor)
 	var done []wire.LifecycleUID
 	for _, r := range regs {
 		if eerr := l.RemoteManagers().Evict(ctx, wire.LifecycleUID(r.InstanceID), reason, append(r.Identities.keys(), r.Keys...)...); eerr != nil {

@@ -118,6 +118,7 @@ func resources(s wire.Space) []resource {
 		{cfg: recordsStore(s)},
 		{cfg: admissionStore(s)},
 		{cfg: AuthStoreConfig(s)},
+		{cfg: UserAuthStoreConfig(s)},
 		{cfg: wfj},
 		{cfg: contractStore(s)},
 		{cfg: eventStream(s)},
@@ -248,6 +249,16 @@ func AuthStoreConfig(s wire.Space) jetstream.StreamConfig {
 	c.AllowDirect = false
 	c.AllowMsgTTL = true
 	c.SubjectDeleteMarkerTTL = time.Hour
+	return c
+}
+
+// UserAuthStoreConfig is the backing stream of the user-auth store cotal_userauth_<space>: the
+// people ledger and the registry of remote managers, which every authority node of a cluster
+// reads and writes. No Direct Get, so every read is leader-served: a revocation made on one node
+// is seen at once by a connect on another. No age or size limit: a row lives until it is revoked.
+func UserAuthStoreConfig(s wire.Space) jetstream.StreamConfig {
+	c := kvStream(meshwire.UserAuthBucket(s), 0, jetstream.FileStorage, 0)
+	c.AllowDirect = false
 	return c
 }
 

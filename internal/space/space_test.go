@@ -82,6 +82,9 @@ func TestProvisionCreatesTheContract(t *testing.T) {
 	if m := cfg("KV_cotal_membership_main"); m.MaxBytes != 64<<20 || m.MaxAge != 0 {
 		t.Errorf("membership config %+v", m)
 	}
+	if u := cfg("KV_cotal_userauth_main"); u.AllowDirect || u.MaxAge != 0 || u.Storage != jetstream.FileStorage || u.MaxMsgsPerSubject != 1 {
+		t.Errorf("user-auth config %+v", u)
+	}
 	kv, err := js.KeyValue(ctx, "cotal_channels_main")
 	if err != nil {
 		t.Fatal(err)

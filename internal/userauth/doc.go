@@ -7,8 +7,8 @@
 //     "u_" + 26 base32 characters (DeriveOwner), keyed by the space's owner secret;
 //   - the bearer issuer: EdDSA JWTs signed by a kid set kept in issuer.json, their strict
 //     validation, and the public JWKS (Issuer);
-//   - the people ledger: one file per granted (owner, actor) row, interactive or managed, read
-//     fresh on every use (People);
+//   - the people ledger: one key of the space's user-auth store per granted (owner, actor) row,
+//     interactive or managed, read fresh from the stream leader on every use (People);
 //   - the HTTP faces, loopback and public, with their request limits and refusal budgets (Face);
 //   - the exchange that mints bearers and the connect-time authorizer the callout consults
 //     (Exchange).

@@ -35,9 +35,9 @@ func bearerErr(format string, args ...any) *BearerError {
 	return &BearerError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// FileError reports a state file (owner-secret.json, issuer.json, a ledger row) that exists but
-// cannot be used. The file is never rewritten: it may hold the only copy of a secret every owner
-// or bearer of the space depends on.
+// FileError reports a state file (owner-secret.json, issuer.json, a file of the people ledger's
+// old layout awaiting import) that exists but cannot be used. The file is never rewritten: it may
+// hold the only copy of a secret every owner or bearer of the space depends on.
 type FileError struct {
 	Path string
 	Err  error
@@ -50,3 +50,18 @@ func (e *FileError) Error() string {
 
 // Unwrap returns the cause.
 func (e *FileError) Unwrap() error { return e.Err }
+
+// RowError reports a key of the people ledger that holds no usable row: a corrupt or oversized
+// value, one not valid for its kind, one that names another principal, or a key outside the
+// grammar. It never grants anything and is left as it is; revoking or granting the principal
+// again replaces it.
+type RowError struct {
+	Key string
+	Err error
+}
+
+// Error implements error.
+func (e *RowError) Error() string { return fmt.Sprintf("people ledger key %s: %v", e.Key, e.Err) }
+
+// Unwrap returns the cause.
+func (e *RowError) Unwrap() error { return e.Err }

@@ -238,7 +238,7 @@ func (e *Exchange) VerifyHuman(ctx context.Context, idpToken, actor string) (*Ro
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("%w: %w", ErrDenied, err)
 	}
-	row, err := e.People.GetKind(KindInteractive, owner, actor)
+	row, err := e.People.GetKind(ctx, KindInteractive, owner, actor)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("%w: %w", ErrDenied, err)
 	}
@@ -269,7 +269,7 @@ func (e *Exchange) exchangeHuman(ctx context.Context, face string, req *parsed) 
 var noRowHash = []byte("0000000000000000000000000000000000000000000000000000000000000000")
 
 func (e *Exchange) exchangeAgent(ctx context.Context, req *parsed) (*exchangeReply, *Row, error) {
-	row, rowErr := e.People.GetKind(KindManaged, req.owner, req.actor)
+	row, rowErr := e.People.GetKind(ctx, KindManaged, req.owner, req.actor)
 	want := noRowHash
 	if rowErr == nil {
 		want = []byte(row.TokenHash)
@@ -283,7 +283,7 @@ func (e *Exchange) exchangeAgent(ctx context.Context, req *parsed) (*exchangeRep
 	case !match:
 		return nil, nil, fmt.Errorf("%w: actor token does not match the row's hash", ErrDenied)
 	}
-	if err := e.People.CheckEnvelope(row); err != nil {
+	if err := e.People.CheckEnvelope(ctx, row); err != nil {
 		return nil, nil, err
 	}
 	if !req.view.allowedFor(KindManaged, row) {
@@ -349,7 +349,7 @@ func (e *Exchange) Authorize(ctx context.Context, bearer string) (*Grant, error)
 		return nil, err
 	}
 	a := &c.Act
-	row, err := e.People.Get(a.Owner, a.Actor)
+	row, err := e.People.Get(ctx, a.Owner, a.Actor)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrDenied, err)
 	}
@@ -364,7 +364,7 @@ func (e *Exchange) Authorize(ctx context.Context, bearer string) (*Grant, error)
 		return nil, fmt.Errorf("%w: view %s is no longer allowed for the row", ErrDenied, a.View)
 	}
 	if row.Kind == KindManaged {
-		if err := e.People.CheckEnvelope(row); err != nil {
+		if err := e.People.CheckEnvelope(ctx, row); err != nil {
 			return nil, err
 		}
 	}

@@ -114,7 +114,7 @@ func grantAgent(t *testing.T, r *rig, owner, actor, parent string, scope ...stri
 	t.Helper()
 	token := "secret-" + actor
 	sum := sha256.Sum256([]byte(token))
-	_, err := r.people.GrantManaged(&Row{Owner: owner, Actor: actor, Parent: parent, Scope: scope, AllowSubscribe: []string{"team.>"}, AllowPublish: []string{"team.a"}, TokenHash: hex.EncodeToString(sum[:]), LifecycleUID: wire.NewLifecycleUID()})
+	_, err := r.people.GrantManaged(t.Context(), &Row{Owner: owner, Actor: actor, Parent: parent, Scope: scope, AllowSubscribe: []string{"team.>"}, AllowPublish: []string{"team.a"}, TokenHash: hex.EncodeToString(sum[:]), LifecycleUID: wire.NewLifecycleUID()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestAgentExchange(t *testing.T) {
 	_, bearer := r.exchangeOK(t, r.loopback, map[string]any{"owner": owner, "actor": "bot", "actorToken": token})
 
 	// Narrowing the spawner below the agent fails the agent's next exchange and connect.
-	if _, err := r.people.Grant(&Row{Owner: owner, Actor: "boss", AllowSubscribe: []string{">"}, AllowPublish: []string{">"}}); err != nil {
+	if _, err := r.people.Grant(t.Context(), &Row{Owner: owner, Actor: "boss", AllowSubscribe: []string{">"}, AllowPublish: []string{">"}}); err != nil {
 		t.Fatal(err)
 	}
 	if status, _ := post(t, r.loopback, "/exchange", r.cap, map[string]any{"owner": owner, "actor": "bot", "actorToken": token}); status != 401 {
@@ -246,17 +246,17 @@ func TestAuthorizeFollowsTheLedger(t *testing.T) {
 	}{
 		{"row narrowed", func(t *testing.T, r *rig, c *Claims) {
 			// A narrowed row keeps its lifecycle only if written by hand; a re-grant rotates it.
-			row, _ := r.people.Get(c.Act.Owner, c.Act.Actor)
+			row, _ := r.people.Get(t.Context(), c.Act.Owner, c.Act.Actor)
 			row.Scope = []string{"spawn"}
 			rewriteRow(t, r.people, row)
 		}},
 		{"row re-granted", func(t *testing.T, r *rig, c *Claims) {
-			if _, err := r.people.Grant(&Row{Owner: c.Act.Owner, Actor: c.Act.Actor, Scope: []string{"spawn", "admin"}}); err != nil {
+			if _, err := r.people.Grant(t.Context(), &Row{Owner: c.Act.Owner, Actor: c.Act.Actor, Scope: []string{"spawn", "admin"}}); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"row deleted", func(t *testing.T, r *rig, c *Claims) {
-			if err := r.people.Revoke(c.Act.Owner, c.Act.Actor); err != nil {
+			if err := r.people.Revoke(t.Context(), c.Act.Owner, c.Act.Actor); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -280,14 +280,14 @@ func TestAuthorizeFollowsTheLedger(t *testing.T) {
 	}
 }
 
-// rewriteRow replaces a row's file keeping its lifecycle UID, as a hand edit would.
+// rewriteRow replaces a row keeping its lifecycle UID, as a hand edit would.
 func rewriteRow(t *testing.T, p *People, row *Row) {
 	t.Helper()
 	row.Ver = rowVer
 	if err := row.validate(row.Kind); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.write(row); err != nil {
+	if _, err := p.write(t.Context(), row); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -313,6 +313,13 @@ func TestExchangeUnavailable(t *testing.T) {
 	status, raw := post(t, r.loopback, "/exchange", r.cap, map[string]any{"idpToken": "idp-alice", "actor": "cli"})
 	if status != http.StatusServiceUnavailable {
 		t.Fatalf("status %d %s, want 503", status, raw)
+	}
+	// Nor is a people ledger that does not answer a refusal.
+	r = newRig(t)
+	r.grantHuman(t, "alice", "cli")
+	r.js.Conn().Close()
+	if status, raw := post(t, r.loopback, "/exchange", r.cap, map[string]any{"idpToken": "idp-alice", "actor": "cli"}); status != http.StatusServiceUnavailable {
+		t.Fatalf("status %d %s with the people ledger down, want 503", status, raw)
 	}
 }
 

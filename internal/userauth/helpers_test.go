@@ -11,9 +11,16 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/broker/brokertest"
+	"github.com/gocotal/cotal/internal/meshwire"
+	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -31,13 +38,53 @@ func newTestIssuer(t *testing.T) *Issuer {
 	return iss
 }
 
-func newTestPeople(t *testing.T) *People {
+// testJS connects to a bare broker of the test's own.
+func testJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	p, err := OpenPeople(t.TempDir())
+	nc, err := nats.Connect(brokertest.Start(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// storeSeq gives each test store a space of its own.
+var storeSeq atomic.Int64
+
+// newTestStore makes an empty user-auth store on js as provisioning makes one, for a space of its
+// own.
+func newTestStore(t *testing.T, js jetstream.JetStream) jetstream.KeyValue {
+	t.Helper()
+	sp := wire.Space(fmt.Sprintf("test%d", storeSeq.Add(1)))
+	if _, err := js.CreateStream(t.Context(), space.UserAuthStoreConfig(sp)); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), string(meshwire.UserAuthBucket(sp)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// newPeople opens the people ledger in kv.
+func newPeople(t *testing.T, kv jetstream.KeyValue) *People {
+	t.Helper()
+	p, err := OpenPeople(kv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// newTestPeople returns an empty people ledger on a broker of the test's own.
+func newTestPeople(t *testing.T) *People {
+	t.Helper()
+	return newPeople(t, newTestStore(t, testJS(t)))
 }
 
 // testSecret is the owner secret of the exchange tests.
@@ -161,6 +208,7 @@ type rig struct {
 	idp      *fakeIdP
 	roots    *fakeRoots
 	people   *People
+	js       jetstream.JetStream // the people ledger's connection
 	cap      string
 	loopback *httptest.Server
 	public   *httptest.Server
@@ -168,7 +216,8 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	r := &rig{idp: &fakeIdP{}, roots: &fakeRoots{}, people: newTestPeople(t), cap: NewCap()}
+	r := &rig{idp: &fakeIdP{}, roots: &fakeRoots{}, js: testJS(t), cap: NewCap()}
+	r.people = newPeople(t, newTestStore(t, r.js))
 	iss := newTestIssuer(t)
 	r.ex = &Exchange{Space: testSpace, Issuer: iss, People: r.people, Identity: r.idp, OwnerSecret: testSecret, Roots: r.roots}
 	routes := map[string]Handler{"/exchange": r.ex.Handler()}
@@ -191,7 +240,7 @@ func newRig(t *testing.T) *rig {
 // "idp-<sub>" for it, valid for an hour.
 func (r *rig) grantHuman(t *testing.T, sub, actor string, scope ...string) *Row {
 	t.Helper()
-	row, err := r.people.Grant(&Row{Owner: ownerOf(t, sub), Actor: actor, Scope: scope, AllowSubscribe: []string{">"}, AllowPublish: []string{">"}})
+	row, err := r.people.Grant(t.Context(), &Row{Owner: ownerOf(t, sub), Actor: actor, Scope: scope, AllowSubscribe: []string{">"}, AllowPublish: []string{">"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,36 +1,34 @@
 package userauth
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/gocotal/cotal/internal/atomicfile"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
 
-// Kind is which of the ledger's two row spaces a row lives in. The kind is the directory, never a
+// Kind is which of the ledger's two row spaces a row lives in. The kind is the key space, never a
 // field of the row, so no partial write can turn a managed agent into a human-exchangeable one.
 type Kind int
 
 // The row kinds.
 const (
-	// KindInteractive rows (actors/) are written by `cotal actor grant` and exchanged with an IdP
-	// proof.
+	// KindInteractive rows (keys actor.<owner>.<actor>) are written by `cotal actor grant` and
+	// exchanged with an IdP proof.
 	KindInteractive Kind = iota + 1
-	// KindManaged rows (managed-actors/) are written by the spawn path, carry the hash of the
-	// agent's secret, and are exchanged only with that secret.
+	// KindManaged rows (keys managed.<owner>.<actor>) are written by the spawn path, carry the
+	// hash of the agent's secret, and are exchanged only with that secret.
 	KindManaged
 )
 
@@ -45,12 +43,12 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// dir returns the kind's directory below the ledger root.
-func (k Kind) dir() string {
+// prefix starts the keys of the kind's rows in the user-auth store.
+func (k Kind) prefix() string {
 	if k == KindManaged {
-		return "managed-actors"
+		return "managed."
 	}
-	return "actors"
+	return "actor."
 }
 
 // other returns the other kind.
@@ -186,48 +184,92 @@ func validateLabel(l string) error {
 	return nil
 }
 
-// People is the people (actor) ledger of one space: a directory holding actors/ and
-// managed-actors/, one file <owner>.<actor>.json per row. Every read goes to the file, so a grant
-// or revoke bites at the very next exchange or connect. A missing, unreadable, symlinked or
-// misnamed row, or a principal granted in both directories, never grants anything.
+// ParseRow reads raw as the row of kind stored for (owner, actor): at most 64 KiB, strictly
+// decoded (an unknown field or trailing data refuses it), valid for its kind, and naming that
+// very principal. Every stored row is read through it; a row it refuses never grants anything.
+func ParseRow(kind Kind, owner, actor string, raw []byte) (*Row, error) {
+	if len(raw) > maxRowSize {
+		return nil, fmt.Errorf("row is over %d bytes", maxRowSize)
+	}
+	var r Row
+	if err := decodeStrict(raw, &r); err != nil {
+		return nil, fmt.Errorf("not a ledger row: %w", err)
+	}
+	if err := r.validate(kind); err != nil {
+		return nil, err
+	}
+	if r.Owner != owner || r.Actor != actor {
+		return nil, fmt.Errorf("row names %s.%s, not the principal it is stored for", r.Owner, r.Actor)
+	}
+	r.Kind = kind
+	return &r, nil
+}
+
+// encodeRow returns the stored form of a valid row, refusing one over the size cap, which no
+// read would take.
+func encodeRow(r *Row) ([]byte, error) {
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(doc) > maxRowSize {
+		return nil, fmt.Errorf("row is %d bytes, over %d", len(doc), maxRowSize)
+	}
+	return doc, nil
+}
+
+// People is the people (actor) ledger of one space, kept in the space's user-auth store
+// (meshwire.UserAuthBucket): one key per row, actor.<owner>.<actor> for an interactive row and
+// managed.<owner>.<actor> for a managed one. Every read goes to the store, whose stream leader
+// answers it, so a grant or revoke made on any node bites at the very next exchange or connect on
+// every node. A corrupt or misnamed row, a principal granted in both kinds, or a store that does
+// not answer never grants anything.
 //
-// People is safe for concurrent use, also across processes: a write replaces one file atomically.
+// People is safe for concurrent use, also across processes and nodes: a write replaces one key.
 // The zero value is not usable; use OpenPeople.
 type People struct {
-	dir string
+	kv  jetstream.KeyValue
 	now func() time.Time
 }
 
-// OpenPeople returns the ledger kept in dir. The directories are created (0700) on the first
-// grant; an absent ledger grants no one. It returns an error for an empty dir.
-func OpenPeople(dir string) (*People, error) {
-	if dir == "" {
-		return nil, errors.New("open people ledger: empty directory")
+// OpenPeople returns the ledger kept in kv. An empty store grants no one. It returns an error for
+// a nil kv.
+func OpenPeople(kv jetstream.KeyValue) (*People, error) {
+	if kv == nil {
+		return nil, errors.New("open people ledger: no user-auth store")
 	}
-	return &People{dir: dir, now: time.Now}, nil
+	return &People{kv: kv, now: time.Now}, nil
 }
 
-// Dir returns the ledger's directory.
-func (p *People) Dir() string { return p.dir }
-
-func (p *People) path(kind Kind, owner, actor string) string {
-	return filepath.Join(p.dir, kind.dir(), owner+"."+actor+".json")
+// rowKey returns the key of (owner, actor)'s row of kind. A name that cannot be a row's is simply
+// not granted: its error matches ErrNoRow, and it never reaches the store.
+func rowKey(kind Kind, owner, actor string) (string, error) {
+	if _, err := wire.NewPrincipal(owner, actor); err != nil || !wire.IsDerivedOwner(owner) {
+		return "", fmt.Errorf("people ledger: %q.%q is not a principal with a derived owner: %w", owner, actor, ErrNoRow)
+	}
+	return kind.prefix() + owner + "." + actor, nil
 }
 
-// Get returns the row of (owner, actor) from whichever directory holds it: the read of the
-// connect boundary, which serves bearers of both exchanges. It returns an error matching ErrNoRow
-// when neither does, and any other error (a corrupt, symlinked or misnamed row, a principal in
-// both directories) when the ledger cannot be trusted for this principal; both must deny.
-func (p *People) Get(owner, actor string) (*Row, error) {
-	in, errIn := p.read(KindInteractive, owner, actor)
-	mg, errMg := p.read(KindManaged, owner, actor)
+// unavailable is a read of key the store did not answer: it denies, and matches ErrUnavailable,
+// so an exchange answers 503 and its caller tries again.
+func unavailable(key string, err error) error {
+	return fmt.Errorf("%w: people ledger %s: %w", ErrUnavailable, key, err)
+}
+
+// Get returns the row of (owner, actor) from whichever kind holds it: the read of the connect
+// boundary, which serves bearers of both exchanges. It returns an error matching ErrNoRow when
+// neither does, and any other error (a corrupt or misnamed row, a principal in both kinds, a store
+// that does not answer) when the ledger cannot be trusted for this principal; both must deny.
+func (p *People) Get(ctx context.Context, owner, actor string) (*Row, error) {
+	in, errIn := p.read(ctx, KindInteractive, owner, actor)
+	mg, errMg := p.read(ctx, KindManaged, owner, actor)
 	switch {
 	case errIn != nil && !errors.Is(errIn, ErrNoRow):
 		return nil, errIn
 	case errMg != nil && !errors.Is(errMg, ErrNoRow):
 		return nil, errMg
 	case in != nil && mg != nil:
-		return nil, fmt.Errorf("people ledger: %s.%s is granted in both %s and %s; a broken ledger denies", owner, actor, KindInteractive.dir(), KindManaged.dir())
+		return nil, fmt.Errorf("people ledger: %s.%s is granted both %s and %s; a broken ledger denies", owner, actor, KindInteractive, KindManaged)
 	case in != nil:
 		return in, nil
 	case mg != nil:
@@ -236,12 +278,11 @@ func (p *People) Get(owner, actor string) (*Row, error) {
 	return nil, fmt.Errorf("people ledger: %s.%s: %w", owner, actor, ErrNoRow)
 }
 
-// GetKind returns the row of (owner, actor) from kind's directory only: the read of an exchange,
-// which the IdP path makes on interactive rows and the secret path on managed ones. The other
-// directory is consulted too, and a principal present in both is an error. A missing row matches
-// ErrNoRow.
-func (p *People) GetKind(kind Kind, owner, actor string) (*Row, error) {
-	r, err := p.Get(owner, actor)
+// GetKind returns the row of (owner, actor) of kind only: the read of an exchange, which the IdP
+// path makes on interactive rows and the secret path on managed ones. The other kind is consulted
+// too, and a principal present in both is an error. A missing row matches ErrNoRow.
+func (p *People) GetKind(ctx context.Context, kind Kind, owner, actor string) (*Row, error) {
+	r, err := p.Get(ctx, owner, actor)
 	if err != nil {
 		return nil, err
 	}
@@ -251,86 +292,50 @@ func (p *People) GetKind(kind Kind, owner, actor string) (*Row, error) {
 	return r, nil
 }
 
-// read reads one row file fresh, refusing a symlink or anything but a regular file.
-func (p *People) read(kind Kind, owner, actor string) (*Row, error) {
-	if _, err := wire.NewPrincipal(owner, actor); err != nil || !wire.IsDerivedOwner(owner) {
-		// A name that cannot be a row's is simply not granted; it never reaches the filesystem.
-		return nil, fmt.Errorf("people ledger: %q.%q is not a principal with a derived owner: %w", owner, actor, ErrNoRow)
-	}
-	if err := p.checkKindDir(kind); err != nil {
+// read reads one row fresh. A deleted key is no row.
+func (p *People) read(ctx context.Context, kind Kind, owner, actor string) (*Row, error) {
+	key, err := rowKey(kind, owner, actor)
+	if err != nil {
 		return nil, err
 	}
-	path := p.path(kind, owner, actor)
-	fi, err := os.Lstat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	e, err := p.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return nil, ErrNoRow
+	case err != nil:
+		return nil, unavailable(key, err)
 	}
+	r, err := ParseRow(kind, owner, actor, e.Value())
 	if err != nil {
-		return nil, &FileError{Path: path, Err: err}
+		return nil, &RowError{Key: key, Err: err}
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, &FileError{Path: path, Err: errors.New("a ledger row must be a regular file, not a symlink or other file")}
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, ErrNoRow // revoked between the Lstat and the open
-	}
-	if err != nil {
-		return nil, &FileError{Path: path, Err: err}
-	}
-	defer f.Close()
-	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, &FileError{Path: path, Err: errors.New("a ledger row must be a regular file")}
-	}
-	raw, err := io.ReadAll(io.LimitReader(f, maxRowSize+1))
-	if err != nil {
-		return nil, &FileError{Path: path, Err: err}
-	}
-	if len(raw) > maxRowSize {
-		return nil, &FileError{Path: path, Err: fmt.Errorf("row is over %d bytes", maxRowSize)}
-	}
-	var r Row
-	if err := decodeStrict(raw, &r); err != nil {
-		return nil, &FileError{Path: path, Err: fmt.Errorf("not a ledger row: %w", err)}
-	}
-	if err := r.validate(kind); err != nil {
-		return nil, &FileError{Path: path, Err: err}
-	}
-	if r.Owner != owner || r.Actor != actor {
-		return nil, &FileError{Path: path, Err: fmt.Errorf("row names %s.%s, not the principal of its file name", r.Owner, r.Actor)}
-	}
-	r.Kind = kind
-	return &r, nil
+	return r, nil
 }
 
-// checkKindDir checks that kind's directory, if present, is a real directory.
-func (p *People) checkKindDir(kind Kind) error {
-	dir := filepath.Join(p.dir, kind.dir())
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+// exists reports whether key holds a row, readable or not.
+func (p *People) exists(ctx context.Context, key string) (bool, error) {
+	_, err := p.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	case err != nil:
+		return false, unavailable(key, err)
 	}
-	if err != nil {
-		return &FileError{Path: dir, Err: err}
-	}
-	if !fi.IsDir() {
-		return &FileError{Path: dir, Err: errors.New("a row space must be a real directory, not a symlink or file")}
-	}
-	return nil
+	return true, nil
 }
 
 // Grant writes r as the interactive row of (r.Owner, r.Actor), replacing any previous one whole,
 // and returns the row as stored. Each grant mints a new lifecycle UID, so a bearer minted before
 // the grant is refused at its next connect; GrantedAt is set to now. It returns an error for an
 // invalid row, a row carrying a token hash, or a principal that already has a managed row.
-func (p *People) Grant(r *Row) (*Row, error) {
+func (p *People) Grant(ctx context.Context, r *Row) (*Row, error) {
 	row := r.clone()
 	row.Ver, row.Kind = rowVer, KindInteractive
 	row.LifecycleUID = wire.NewLifecycleUID()
 	if err := p.prepare(row); err != nil {
 		return nil, err
 	}
-	return p.write(row)
+	return p.write(ctx, row)
 }
 
 // GrantManaged writes r as the managed row of (r.Owner, r.Actor), replacing any previous one
@@ -338,16 +343,16 @@ func (p *People) Grant(r *Row) (*Row, error) {
 // must carry TokenHash. It must stay within its spawner's envelope (CheckEnvelope). It returns an
 // error for an invalid row, an envelope breach, or a principal that already has an interactive
 // row.
-func (p *People) GrantManaged(r *Row) (*Row, error) {
+func (p *People) GrantManaged(ctx context.Context, r *Row) (*Row, error) {
 	row := r.clone()
 	row.Ver, row.Kind = rowVer, KindManaged
 	if err := p.prepare(row); err != nil {
 		return nil, err
 	}
-	if err := p.CheckEnvelope(row); err != nil {
+	if err := p.CheckEnvelope(ctx, row); err != nil {
 		return nil, fmt.Errorf("grant %s.%s: %w", row.Owner, row.Actor, err)
 	}
-	return p.write(row)
+	return p.write(ctx, row)
 }
 
 // prepare stamps row with the grant time, turns nil lists into empty ones and validates it.
@@ -364,97 +369,128 @@ func (p *People) prepare(row *Row) error {
 	return nil
 }
 
-// write stores a prepared row in its kind's directory, refusing to shadow a row of the other
-// kind.
-func (p *People) write(row *Row) (*Row, error) {
+// write stores a prepared row under its kind's key, refusing to shadow a row of the other kind.
+func (p *People) write(ctx context.Context, row *Row) (*Row, error) {
+	key, err := rowKey(row.Kind, row.Owner, row.Actor)
+	if err != nil {
+		return nil, err
+	}
 	other := row.Kind.other()
-	if p.exists(other, row.Owner, row.Actor) {
+	otherKey, err := rowKey(other, row.Owner, row.Actor)
+	if err != nil {
+		return nil, err
+	}
+	switch has, err := p.exists(ctx, otherKey); {
+	case err != nil:
+		return nil, fmt.Errorf("grant %s.%s: %w", row.Owner, row.Actor, err)
+	case has:
 		return nil, fmt.Errorf("grant %s.%s: the principal already has a %s row; revoke it first", row.Owner, row.Actor, other)
 	}
-	doc, err := json.MarshalIndent(row, "", "  ")
+	doc, err := encodeRow(row)
 	if err != nil {
 		return nil, fmt.Errorf("grant %s.%s: %w", row.Owner, row.Actor, err)
 	}
-	if err := atomicfile.MkdirPrivate(filepath.Join(p.dir, row.Kind.dir())); err != nil {
-		return nil, err
-	}
-	if err := p.checkKindDir(row.Kind); err != nil {
-		return nil, err
-	}
-	if err := atomicfile.Write(p.path(row.Kind, row.Owner, row.Actor), append(doc, '\n'), 0o600); err != nil {
-		return nil, err
+	rev, err := p.kv.Put(ctx, key, doc)
+	if err != nil {
+		return nil, fmt.Errorf("grant %s.%s: write %s: %w", row.Owner, row.Actor, key, err)
 	}
 	// A grant racing a write of the other kind for the same name: at most one row survives. If
-	// a crash lands between the two lines, Get's both-directories check still denies.
-	if p.exists(other, row.Owner, row.Actor) {
-		_ = p.remove(row.Kind, row.Owner, row.Actor) // best effort; Get denies the pair anyway
-		return nil, fmt.Errorf("grant %s.%s: a %s row appeared concurrently; granted neither", row.Owner, row.Actor, other)
+	// the undo fails, Get's both-kinds check still denies the pair.
+	if has, err := p.exists(ctx, otherKey); err != nil || has {
+		if err == nil {
+			err = fmt.Errorf("a %s row appeared concurrently", other)
+		}
+		// Only this grant's own write, unless another write replaced it since.
+		if derr := p.kv.Delete(ctx, key, jetstream.LastRevision(rev)); derr != nil {
+			return nil, fmt.Errorf("grant %s.%s: %w, and taking the grant back failed: %w", row.Owner, row.Actor, err, derr)
+		}
+		return nil, fmt.Errorf("grant %s.%s: %w; the grant is taken back", row.Owner, row.Actor, err)
 	}
 	return row.clone(), nil
 }
 
-// exists reports whether kind's directory has any entry for the principal, readable or not.
-func (p *People) exists(kind Kind, owner, actor string) bool {
-	_, err := os.Lstat(p.path(kind, owner, actor))
-	return !errors.Is(err, fs.ErrNotExist)
+// Import writes r, a row of r.Kind read from an older ledger (ParseRow), as it is: its lifecycle
+// UID and grant time are kept, so the bearers minted for it stay good. It writes only a key that
+// holds no row yet or holds this very row; another row under the key is an error naming it. A
+// principal's row of the other kind is not looked for: a ledger imported whole has the rows it
+// had.
+func (p *People) Import(ctx context.Context, r *Row) error {
+	if r.Kind != KindInteractive && r.Kind != KindManaged {
+		return fmt.Errorf("import %s.%s: unknown row kind %s", r.Owner, r.Actor, r.Kind)
+	}
+	if err := r.validate(r.Kind); err != nil {
+		return fmt.Errorf("import %s.%s: %w", r.Owner, r.Actor, err)
+	}
+	key, err := rowKey(r.Kind, r.Owner, r.Actor)
+	if err != nil {
+		return err
+	}
+	doc, err := encodeRow(r)
+	if err != nil {
+		return fmt.Errorf("import %s.%s: %w", r.Owner, r.Actor, err)
+	}
+	if err := jsapi.CreateOnce(ctx, p.kv, key, doc); err != nil {
+		return fmt.Errorf("import %s row %s.%s: %w", r.Kind, r.Owner, r.Actor, err)
+	}
+	return nil
 }
 
 // Revoke deletes the interactive row of (owner, actor). New exchanges and connects are refused at
 // once; a live connection ends with its bearer. It returns an error matching ErrNoRow when there
 // was no such row.
-func (p *People) Revoke(owner, actor string) error { return p.remove(KindInteractive, owner, actor) }
-
-// RevokeManaged deletes the managed row of (owner, actor), as Revoke does.
-func (p *People) RevokeManaged(owner, actor string) error {
-	return p.remove(KindManaged, owner, actor)
+func (p *People) Revoke(ctx context.Context, owner, actor string) error {
+	return p.remove(ctx, KindInteractive, owner, actor)
 }
 
-func (p *People) remove(kind Kind, owner, actor string) error {
-	if _, err := wire.NewPrincipal(owner, actor); err != nil {
+// RevokeManaged deletes the managed row of (owner, actor), as Revoke does.
+func (p *People) RevokeManaged(ctx context.Context, owner, actor string) error {
+	return p.remove(ctx, KindManaged, owner, actor)
+}
+
+// remove deletes the row of kind, readable or not.
+func (p *People) remove(ctx context.Context, kind Kind, owner, actor string) error {
+	key, err := rowKey(kind, owner, actor)
+	if err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
-	if err := os.Remove(p.path(kind, owner, actor)); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("revoke %s row %s.%s: %w", kind, owner, actor, ErrNoRow)
-		}
+	has, err := p.exists(ctx, key)
+	switch {
+	case err != nil:
+		return fmt.Errorf("revoke %s row %s.%s: %w", kind, owner, actor, err)
+	case !has:
+		return fmt.Errorf("revoke %s row %s.%s: %w", kind, owner, actor, ErrNoRow)
+	}
+	if err := p.kv.Delete(ctx, key); err != nil {
 		return fmt.Errorf("revoke %s row %s.%s: %w", kind, owner, actor, err)
 	}
 	return nil
 }
 
-// List returns every row of both directories, sorted by owner then actor. A row that cannot be
-// read, a misnamed file, or a principal in both directories fails the whole listing: an auth
-// ledger never skips what it cannot read.
-func (p *People) List() ([]*Row, error) {
+// List returns every row of both kinds, sorted by owner then actor. A row that cannot be read, a
+// key outside the grammar, a principal in both kinds, or a store that does not answer fails the
+// whole listing: an auth ledger never skips what it cannot read.
+func (p *People) List(ctx context.Context) ([]*Row, error) {
 	var rows []*Row
 	seen := make(map[string]Kind)
 	for _, kind := range []Kind{KindInteractive, KindManaged} {
-		if err := p.checkKindDir(kind); err != nil {
-			return nil, err
-		}
-		dir := filepath.Join(p.dir, kind.dir())
-		entries, err := os.ReadDir(dir)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
+		keys, err := jsapi.ListKeys(ctx, p.kv, kind.prefix()+">")
 		if err != nil {
-			return nil, fmt.Errorf("list people ledger: %w", err)
+			return nil, fmt.Errorf("%w: list people ledger: %w", ErrUnavailable, err)
 		}
-		for _, e := range entries {
-			name := e.Name()
-			if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
-				continue // an atomic write's temporary file, or not a row
-			}
-			pr, err := wire.ParsePrincipal(strings.TrimSuffix(name, ".json"))
+		for _, key := range keys {
+			pr, err := wire.ParsePrincipal(strings.TrimPrefix(key, kind.prefix()))
 			if err != nil || !wire.IsDerivedOwner(pr.Owner()) {
-				return nil, &FileError{Path: filepath.Join(dir, name), Err: errors.New("file name is not <owner>.<actor>.json")}
+				return nil, &RowError{Key: key, Err: fmt.Errorf("not a key %s<owner>.<actor>", kind.prefix())}
 			}
-			r, err := p.read(kind, pr.Owner(), pr.Actor())
+			r, err := p.read(ctx, kind, pr.Owner(), pr.Actor())
+			if errors.Is(err, ErrNoRow) {
+				continue // revoked since it was listed
+			}
 			if err != nil {
 				return nil, err
 			}
 			if k, dup := seen[pr.String()]; dup {
-				return nil, fmt.Errorf("people ledger: %s is granted in both %s and %s; a broken ledger denies", pr, k.dir(), kind.dir())
+				return nil, fmt.Errorf("people ledger: %s is granted both %s and %s; a broken ledger denies", pr, k, kind)
 			}
 			seen[pr.String()] = kind
 			rows = append(rows, r)
@@ -473,8 +509,8 @@ func (p *People) List() ([]*Row, error) {
 // scope by set inclusion, channel ACLs by pattern containment, a role only if the spawner holds
 // role:<r>, and the same owner throughout. The walk stops at a row holding admin (the operator's
 // authority) or a row without a parent; a missing ancestor, a cycle, or a chain deeper than 64
-// denies. The error matches ErrDenied.
-func (p *People) CheckEnvelope(r *Row) error {
+// denies. The error matches ErrDenied, and ErrUnavailable too when the store did not answer.
+func (p *People) CheckEnvelope(ctx context.Context, r *Row) error {
 	seen := map[string]bool{r.Owner + "." + r.Actor: true}
 	child := r
 	for depth := 0; child.Parent != ""; depth++ {
@@ -489,9 +525,9 @@ func (p *People) CheckEnvelope(r *Row) error {
 		if err != nil {
 			return fmt.Errorf("%w: parent of %s.%s: %v", ErrDenied, child.Owner, child.Actor, err)
 		}
-		parent, err := p.Get(pp.Owner(), pp.Actor())
+		parent, err := p.Get(ctx, pp.Owner(), pp.Actor())
 		if err != nil {
-			return fmt.Errorf("%w: spawner %s of %s.%s is not granted: %v", ErrDenied, pp, r.Owner, r.Actor, err)
+			return fmt.Errorf("%w: spawner %s of %s.%s is not granted: %w", ErrDenied, pp, r.Owner, r.Actor, err)
 		}
 		if parent.Has(ScopeAdmin) {
 			return nil

@@ -4,6 +4,7 @@
 package actor
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,8 +64,8 @@ func (w *who) resolve(st *authservice.State, name string) (string, string, error
 }
 
 // open opens the mesh's user-auth state and resolves the person NAME names there.
-func (w *who) open(f *factory.Factory, name string) (*authservice.State, string, string, error) {
-	st, err := state(f)
+func (w *who) open(ctx context.Context, f *factory.Factory, name string) (*authservice.State, string, string, error) {
+	st, err := state(ctx, f)
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -72,8 +73,9 @@ func (w *who) open(f *factory.Factory, name string) (*authservice.State, string,
 	return st, owner, actor, err
 }
 
-// state opens the user-auth state of the running mesh's space.
-func state(f *factory.Factory) (*authservice.State, error) {
+// state opens the user-auth state of the running mesh's space: its people and remote managers in
+// the space's user-auth store, reached through the mesh's ledger.
+func state(ctx context.Context, f *factory.Factory) (*authservice.State, error) {
 	d, st, sp, err := f.Mesh("an open mesh has no people ledger: run `cotal up --user-auth`")
 	if err != nil {
 		return nil, err
@@ -81,7 +83,15 @@ func state(f *factory.Factory) (*authservice.State, error) {
 	if st.ExchangeURL == "" {
 		return nil, errors.New("the running mesh is not in user-auth mode: run `cotal up --user-auth`")
 	}
-	return authservice.OpenState(d.UserAuthDir(sp), sp)
+	l, err := f.Ledger(ctx, sp)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := l.UserAuthStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return authservice.OpenState(ctx, d.UserAuthDir(sp), sp, kv)
 }
 
 // NewCmdActor returns `cotal actor` and its subcommands.
@@ -125,12 +135,12 @@ func newCmdGrant(f *factory.Factory) *cobra.Command {
 					return &exit.UsageError{Err: fmt.Errorf("--allow-subscribe/--allow-publish: %w", err)}
 				}
 			}
-			st, owner, actor, err := w.open(f, args[0])
+			st, owner, actor, err := w.open(cmd.Context(), f, args[0])
 			if err != nil {
 				return err
 			}
 			row := &userauth.Row{Owner: owner, Actor: actor, Label: args[0]}
-			if have, err := st.People.Get(owner, actor); err == nil {
+			if have, err := st.People.Get(cmd.Context(), owner, actor); err == nil {
 				row = have
 			} else if !errors.Is(err, userauth.ErrNoRow) {
 				return err
@@ -149,7 +159,7 @@ func newCmdGrant(f *factory.Factory) *cobra.Command {
 			if cmd.Flags().Changed("role") {
 				row.Role = role
 			}
-			got, err := st.People.Grant(row)
+			got, err := st.People.Grant(cmd.Context(), row)
 			if err != nil {
 				return err
 			}
@@ -182,7 +192,7 @@ func newCmdRevoke(f *factory.Factory) *cobra.Command {
 			if err := userauth.ValidateScopes(scopes); err != nil {
 				return &exit.UsageError{Err: fmt.Errorf("--scope: %w", err)}
 			}
-			st, owner, actor, err := w.open(f, args[0])
+			st, owner, actor, err := w.open(cmd.Context(), f, args[0])
 			if err != nil {
 				return err
 			}
@@ -190,7 +200,7 @@ func newCmdRevoke(f *factory.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			row, err := st.People.Get(owner, actor)
+			row, err := st.People.Get(cmd.Context(), owner, actor)
 			if errors.Is(err, userauth.ErrNoRow) {
 				return fmt.Errorf("%s (%s.%s) holds no row", args[0], owner, actor)
 			} else if err != nil {
@@ -204,7 +214,7 @@ func newCmdRevoke(f *factory.Factory) *cobra.Command {
 				return nil
 			}
 			row.Scope = slices.DeleteFunc(row.Scope, func(s string) bool { return slices.Contains(scopes, s) })
-			if _, err := st.People.Grant(row); err != nil {
+			if _, err := st.People.Grant(cmd.Context(), row); err != nil {
 				return err
 			}
 			// The connections open on the old incarnation's bearers hold the scopes taken away.
@@ -247,11 +257,11 @@ func newCmdList(f *factory.Factory) *cobra.Command {
 		Short: "List the people ledger",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := state(f)
+			st, err := state(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
-			rows, err := st.People.List()
+			rows, err := st.People.List(cmd.Context())
 			if err != nil {
 				return err
 			}
