@@ -3,6 +3,7 @@ package authority
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -44,7 +45,7 @@ func (k *Keyring) Callout(space wire.Space) (*CalloutKeys, error) {
 	if _, err := wire.ParseSpace(string(space)); err != nil {
 		return nil, err
 	}
-	stem := filepath.Join(k.dir, "space."+string(space)+".auth")
+	stem := filepath.Join(k.dir, calloutStem(space))
 	ck := &CalloutKeys{Space: space}
 	var err error
 	if ck.account, err = loadOrCreate(stem+".nk", nkeys.PrefixByteAccount); err != nil {
@@ -61,6 +62,33 @@ func (k *Keyring) Callout(space wire.Space) (*CalloutKeys, error) {
 	}
 	ck.accountPub = PublicKey(ck.account)
 	return ck, nil
+}
+
+// calloutStem is the file name stem of space's callout keys in a keyring directory.
+func calloutStem(space wire.Space) string { return "space." + string(space) + ".auth" }
+
+// HasCallout reports whether the keyring holds space's auth-callout keys: whether the space was
+// ever served in user-auth mode.
+func (k *Keyring) HasCallout(space wire.Space) bool {
+	_, err := os.Stat(filepath.Join(k.dir, calloutStem(space)+".nk"))
+	return err == nil
+}
+
+// calloutSeeds returns space's callout keys as seeds, for another authority node.
+func (k *Keyring) calloutSeeds(space wire.Space) (*CalloutSeeds, error) {
+	ck, err := k.Callout(space)
+	if err != nil {
+		return nil, err
+	}
+	var out [4]string
+	for i, kp := range []nkeys.KeyPair{ck.account, ck.callout, ck.sentinel, ck.xkey} {
+		seed, err := kp.Seed()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = string(seed)
+	}
+	return &CalloutSeeds{Account: out[0], Callout: out[1], Sentinel: out[2], XKey: out[3]}, nil
 }
 
 // AccountPublicKey returns the auth account's public key, its NATS account name.

@@ -28,6 +28,18 @@ type SpaceSeeds struct {
 	Account string         `json:"account"`
 	Signing string         `json:"signing"`
 	Storage *StorageLimits `json:"storage,omitempty"`
+	// Callout are the space's auth-callout keys (CalloutKeys), when the keyring holds them: a
+	// mesh in user-auth mode, whose every authority node answers the callout.
+	Callout *CalloutSeeds `json:"callout,omitempty"`
+}
+
+// CalloutSeeds are one space's auth-callout keys: the auth account, its callout and sentinel
+// users, and the curve key requests are sealed to.
+type CalloutSeeds struct {
+	Account  string `json:"account"`
+	Callout  string `json:"callout"`
+	Sentinel string `json:"sentinel"`
+	XKey     string `json:"xkey"`
 }
 
 // Export returns the keyring's seeds for spaces, creating a space's keys on first use as Space
@@ -59,7 +71,13 @@ func (k *Keyring) Export(spaces []wire.Space) (*Seeds, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.Spaces[sp] = SpaceSeeds{Account: string(acct), Signing: string(signing), Storage: &storage}
+		ss := SpaceSeeds{Account: string(acct), Signing: string(signing), Storage: &storage}
+		if k.HasCallout(sp) {
+			if ss.Callout, err = k.calloutSeeds(sp); err != nil {
+				return nil, err
+			}
+		}
+		s.Spaces[sp] = ss
 	}
 	return s, nil
 }
@@ -89,6 +107,14 @@ func ImportSeeds(dir string, s *Seeds) error {
 		files = append(files,
 			keyFile{"space." + string(sp) + ".nk", ss.Account, nkeys.PrefixByteAccount},
 			keyFile{"space." + string(sp) + ".signing.nk", ss.Signing, nkeys.PrefixByteAccount})
+		if c := ss.Callout; c != nil {
+			stem := calloutStem(sp)
+			files = append(files,
+				keyFile{stem + ".nk", c.Account, nkeys.PrefixByteAccount},
+				keyFile{stem + ".callout.nk", c.Callout, nkeys.PrefixByteUser},
+				keyFile{stem + ".sentinel.nk", c.Sentinel, nkeys.PrefixByteUser},
+				keyFile{stem + ".xkey.nk", c.XKey, nkeys.PrefixByteCurve})
+		}
 	}
 	for _, f := range files {
 		prefix, _, err := nkeys.DecodeSeed([]byte(f.seed))

@@ -62,7 +62,14 @@ type Config struct {
 	// RemoteManagerLifetime is how long the standing credentials of a remote manager live; it
 	// renews them at three quarters of it. remotemgr.StandingLifetime when zero.
 	RemoteManagerLifetime time.Duration
-	Log                   *slog.Logger
+	// BearerLifetime, when set, caps every bearer the exchange mints (userauth.Exchange.Lifetime).
+	BearerLifetime time.Duration
+	// Node names this node in the cluster's records of its auth services (its server name).
+	Node string
+	// Cluster, on a cluster, is its name: every authority node serves the space's auth service,
+	// and they hold its plane together.
+	Cluster string
+	Log     *slog.Logger
 }
 
 // IdP names the identity provider and the client this mesh's people log in as.
@@ -77,7 +84,6 @@ const (
 	issuerFile      = "issuer.json"
 	idpPinFile      = "idp.json"
 	serviceFile     = "auth-service.json"
-	registryDir     = "remote-managers"
 	// authInstanceFile keeps the auth endpoint's instance id.
 	authInstanceFile = "auth-instance"
 )
@@ -94,8 +100,11 @@ type Service struct {
 	authHeld     *ledger.Held
 	authEndpoint *authendpoint.Service
 	started      chan struct{} // closed when Start returns: what it set up is in place
-	closeOnce    sync.Once
-	closeErr     error
+	// book records this node for the others; stopBook ends its beats.
+	book      *nodeBook
+	stopBook  context.CancelFunc
+	closeOnce sync.Once
+	closeErr  error
 	// LoopbackURL is the loopback face, which needs Cap; PublicURL the public face.
 	LoopbackURL, PublicURL string
 	Cap                    string
@@ -118,7 +127,23 @@ type MeshDocument struct {
 	ManagerAuthorityURL string `json:"managerAuthorityUrl"`
 	// SentinelCreds are the shared, deny-all creds a client presents beside its bearer.
 	SentinelCreds string `json:"sentinelCreds"`
+	// ExchangeURLs, ManagerAuthorityURLs and Servers are every authority node's public face,
+	// remote-manager route and broker (this node's first): a client goes on through another one
+	// when its node is down. A document without them names one node.
+	ExchangeURLs         []string `json:"exchangeUrls,omitempty"`
+	ManagerAuthorityURLs []string `json:"managerAuthorityUrls,omitempty"`
+	Servers              []string `json:"servers,omitempty"`
 }
+
+// liveDocument is the mesh document a face serves: completed with the cluster's nodes as they
+// were last read at each request.
+type liveDocument struct {
+	base MeshDocument
+	book *nodeBook
+}
+
+// MarshalJSON implements json.Marshaler.
+func (d liveDocument) MarshalJSON() ([]byte, error) { return json.Marshal(d.book.document(d.base)) }
 
 // Start runs the auth service of cfg.Space: it pins the IdP (a start with another IdP than the
 // pinned one is refused, since every owner derives from it), loads or creates the owner secret
@@ -158,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	ex := &userauth.Exchange{
 		Space: cfg.Space, Issuer: issuer, People: st.People, OwnerSecret: st.secret,
 		Identity: verifier{oidc.NewVerifier(provider, cfg.IdP.ClientID, hc)},
-		Roots:    roots{cfg.Ledger}, Managers: managers{cfg.Ledger, st.Registry, cfg.Log}, Log: cfg.Log,
+		Roots:    roots{cfg.Ledger}, Managers: managers{cfg.Ledger, st.Registry, cfg.Log}, Lifetime: cfg.BearerLifetime, Log: cfg.Log,
 	}
 	host := &remotemgr.Host{Space: cfg.Space, Keys: keys, Ledger: cfg.Ledger, People: people{ex}, Registry: st.Registry, Managed: st.People, Life: cfg.RemoteManagerLifetime, Log: cfg.Log}
 	s := &Service{cfg: cfg, Cap: userauth.NewCap(), Host: host, started: make(chan struct{})}
@@ -168,14 +193,20 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	// One auth service per space: a second refuses while this one holds the plane, and this one
-	// stops admitting connects if it ever loses it.
-	s.plane, err = cfg.Ledger.HoldPlane(ctx, fmt.Sprintf("auth-service:%s:%d", cfg.Space, os.Getpid()), func(err error) {
+	// stops admitting connects if it ever loses it. The authority nodes of a cluster serve as one
+	// and hold it together.
+	lost := func(err error) {
 		cfg.Log.Error("the auth service lost its plane claim: it stops", "space", cfg.Space, "err", err)
 		go func() { // not on the claim's own goroutine, which Close waits for
 			<-s.started
 			_ = s.Close(context.Background())
 		}()
-	})
+	}
+	if cfg.Cluster != "" {
+		s.plane, err = cfg.Ledger.SharePlane(ctx, fmt.Sprintf("auth-service:%s:cluster:%s", cfg.Space, cfg.Cluster), lost)
+	} else {
+		s.plane, err = cfg.Ledger.HoldPlane(ctx, fmt.Sprintf("auth-service:%s:%d", cfg.Space, os.Getpid()), lost)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("claim the auth plane of space %s: %w", cfg.Space, err)
 	}
@@ -250,8 +281,13 @@ func (s *Service) serveFaces(ctx context.Context, ck *authority.CalloutKeys, key
 		advertised = s.cfg.Server
 	}
 	doc := MeshDocument{Space: string(s.cfg.Space), Server: advertised, IdP: s.cfg.IdP, ExchangeURL: s.PublicURL,
-		ManagerAuthorityURL: s.PublicURL + remotemgr.Path, SentinelCreds: string(sentinel)}
-	opts := userauth.FaceOptions{Issuer: issuer, MeshDocument: doc, Log: s.cfg.Log}
+		ManagerAuthorityURL: managerAuthorityURL(s.PublicURL), SentinelCreds: string(sentinel)}
+	if err := s.startBook(ctx, doc); err != nil {
+		pub.Close()
+		loop.Close()
+		return err
+	}
+	opts := userauth.FaceOptions{Issuer: issuer, MeshDocument: liveDocument{doc, s.book}, Log: s.cfg.Log}
 	pubFace, err := userauth.NewPublicFace(routes, userauth.PublicOptions{FaceOptions: opts, TrustedProxy: s.cfg.TrustedProxy})
 	if err == nil {
 		var loopFace *userauth.Face
@@ -267,6 +303,40 @@ func (s *Service) serveFaces(ctx context.Context, ck *authority.CalloutKeys, key
 	go func() { _ = s.public.Serve(pub) }()
 	go func() { _ = s.loopback.Serve(loop) }()
 	return s.writeReady()
+}
+
+// startBook records this node's auth service in the user-auth store and reads the others', then
+// keeps doing so every NodeBeat until Close.
+func (s *Service) startBook(ctx context.Context, doc MeshDocument) error {
+	kv, err := s.cfg.Ledger.UserAuthStore(ctx)
+	if err != nil {
+		return err
+	}
+	node := s.cfg.Node
+	if node == "" {
+		node = "local"
+	}
+	s.book = &nodeBook{kv: kv, answering: s.answering, self: NodeRecord{Node: node, Server: doc.Server,
+		ExchangeURL: doc.ExchangeURL, ManagerAuthorityURL: doc.ManagerAuthorityURL}}
+	if err := s.book.beat(ctx); err != nil {
+		return err
+	}
+	bctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopBook = stop
+	go s.book.run(bctx, func(err error) { s.cfg.Log.Warn("the auth service's node record", "err", err) })
+	return nil
+}
+
+// answering reports whether the callout can be handed a connect: subscribed on a live connection.
+func (s *Service) answering() bool {
+	return s.callout != nil && s.callout.Answering() && s.calloutNC != nil && s.calloutNC.IsConnected()
+}
+
+// Nodes returns the cluster's auth services as this one last read them, itself first.
+func (s *Service) Nodes() []NodeRecord {
+	s.book.mu.Lock()
+	defer s.book.mu.Unlock()
+	return slices.Clone(s.book.nodes)
 }
 
 // server wraps a face in an http.Server with the timeouts a face does not set itself.
@@ -308,6 +378,9 @@ func (s *Service) Close(ctx context.Context) error {
 		}
 		if s.loopback != nil {
 			err = errors.Join(err, s.loopback.Shutdown(ctx))
+		}
+		if s.stopBook != nil {
+			s.stopBook()
 		}
 		s.stopCallout()
 		if s.authEndpoint != nil {

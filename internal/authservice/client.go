@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/gocotal/cotal"
 
 	"github.com/gocotal/cotal/internal/dial"
+	"github.com/gocotal/cotal/internal/failover"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
@@ -29,7 +31,20 @@ const maxDocument = 256 << 10
 // FetchMeshDocument reads what the exchange at meshURL advertises (GET /.well-known/cotal-mesh):
 // the space, its broker, its identity provider and its routes. The URL must be https, or http on
 // loopback, and is not redirected.
+//
+// meshURL may name several exchanges, comma-separated (the nodes of a cluster): the first that
+// answers is read.
 func FetchMeshDocument(ctx context.Context, hc *http.Client, meshURL string) (*MeshDocument, error) {
+	var doc *MeshDocument
+	err := failover.New(failover.Split(meshURL)...).Do(ctx, func(ctx context.Context, u string) (err error) {
+		doc, err = fetchMeshDocument(ctx, hc, u)
+		return err
+	})
+	return doc, err
+}
+
+// fetchMeshDocument reads the mesh document of one exchange.
+func fetchMeshDocument(ctx context.Context, hc *http.Client, meshURL string) (*MeshDocument, error) {
 	meshURL = strings.TrimSuffix(meshURL, "/")
 	if err := oidc.CheckURL(meshURL); err != nil {
 		return nil, fmt.Errorf("mesh URL %s: %w", meshURL, err)
@@ -45,6 +60,9 @@ func FetchMeshDocument(ctx context.Context, hc *http.Client, meshURL string) (*M
 		return nil, fmt.Errorf("reach the mesh at %s: %w", meshURL, err)
 	}
 	defer res.Body.Close()
+	if res.StatusCode >= http.StatusBadGateway && res.StatusCode <= http.StatusGatewayTimeout {
+		return nil, fmt.Errorf("reach the mesh at %s: HTTP %d: %w", meshURL, res.StatusCode, failover.ErrUnanswered)
+	}
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s is not a cotal exchange: GET %s answered HTTP %d", meshURL, userauth.PathMesh, res.StatusCode)
 	}
@@ -73,15 +91,75 @@ func (d *MeshDocument) validate() error {
 	if d.Server == "" || d.IdP.ClientID == "" {
 		return errors.New("it names no broker or IdP client")
 	}
-	if err := bearerSafe(d.Server); err != nil {
-		return err
+	for _, server := range append([]string{d.Server}, d.Servers...) {
+		if err := bearerSafe(server); err != nil {
+			return err
+		}
 	}
-	for _, u := range []string{d.IdP.Issuer, d.ExchangeURL, d.ManagerAuthorityURL} {
+	urls := append([]string{d.IdP.Issuer, d.ExchangeURL, d.ManagerAuthorityURL}, d.ExchangeURLs...)
+	for _, u := range append(urls, d.ManagerAuthorityURLs...) {
 		if err := oidc.CheckURL(u); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Discover reads the document of the mesh at meshURL for the person whose logins are cached at
+// sessionsPath. When none of meshURL's exchanges answers, it reads it from the other exchanges
+// that person's login to the mesh recorded: a command that names a node of a cluster that is down
+// goes on through the others.
+func Discover(ctx context.Context, hc *http.Client, sessionsPath, meshURL string) (*MeshDocument, error) {
+	doc, err := FetchMeshDocument(ctx, hc, meshURL)
+	if err == nil || !failover.Unanswered(err) {
+		return doc, err
+	}
+	sessions, lerr := oidc.LoadSessions(sessionsPath)
+	if lerr != nil {
+		return nil, err
+	}
+	key, sess, ferr := sessions.Find(SessionKeys(meshURL, nil)...)
+	if ferr != nil {
+		return nil, err
+	}
+	others := slices.DeleteFunc(append([]string{key}, sess.Aliases...), func(u string) bool {
+		return slices.Contains(failover.Split(meshURL), u)
+	})
+	if len(others) == 0 {
+		return nil, err
+	}
+	return FetchMeshDocument(ctx, hc, strings.Join(others, ","))
+}
+
+// Exchanges returns the document's exchange faces, in the order to try them: every node's when
+// it lists them, else its own.
+func (d *MeshDocument) Exchanges() *failover.Endpoints {
+	return failover.New(append([]string{d.ExchangeURL}, d.ExchangeURLs...)...)
+}
+
+// ManagerAuthorities returns the document's remote-manager routes, as Exchanges.
+func (d *MeshDocument) ManagerAuthorities() *failover.Endpoints {
+	return failover.New(append([]string{d.ManagerAuthorityURL}, d.ManagerAuthorityURLs...)...)
+}
+
+// Brokers returns the broker URLs a client connects to, comma-separated as nats.go takes them:
+// every node's when the document lists them, else its own.
+func (d *MeshDocument) Brokers() string {
+	return strings.Join(failover.New(append([]string{d.Server}, d.Servers...)...).URLs(), ",")
+}
+
+// SessionKeys are the keys a login to the mesh at meshURL is found under in the sessions file:
+// each URL meshURL names, then each exchange doc lists.
+func SessionKeys(meshURL string, doc *MeshDocument) []string {
+	keys := failover.New(failover.Split(meshURL)...).URLs()
+	if doc != nil {
+		for _, u := range doc.Exchanges().URLs() {
+			if !slices.Contains(keys, u) {
+				keys = append(keys, u)
+			}
+		}
+	}
+	return keys
 }
 
 // IDTokens returns a source of fresh IdP tokens for the person logged in to the mesh at meshURL
@@ -93,10 +171,9 @@ func IDTokens(ctx context.Context, hc *http.Client, path, meshURL string, doc *M
 	if err != nil {
 		return nil, err
 	}
-	key := strings.TrimSuffix(meshURL, "/")
-	sess, err := sessions.Get(key)
+	key, sess, err := sessions.Find(SessionKeys(meshURL, doc)...)
 	if err != nil {
-		return nil, fmt.Errorf("not logged in to %s: run `cotal login --mesh %s` (%w)", key, key, err)
+		return nil, fmt.Errorf("not logged in to %s: run `cotal login --mesh %s` (%w)", meshURL, meshURL, err)
 	}
 	if sess.Issuer != doc.IdP.Issuer || sess.ClientID != doc.IdP.ClientID {
 		return nil, fmt.Errorf("the login for %s is with %s, the mesh now uses %s: run `cotal login --mesh %s` again", key, sess.Issuer, doc.IdP.Issuer, key)
@@ -142,7 +219,7 @@ func bearerSafe(server string) error {
 // exchange issues for their IdP token, afresh at every connect. The client checks no channel
 // itself: what the person's row grants, the broker enforces.
 func PersonOptions(ctx context.Context, hc *http.Client, sessionsPath, meshURL, actor string) (string, []cotal.Option, error) {
-	doc, err := FetchMeshDocument(ctx, hc, meshURL)
+	doc, err := Discover(ctx, hc, sessionsPath, meshURL)
 	if err != nil {
 		return "", nil, err
 	}
@@ -150,12 +227,17 @@ func PersonOptions(ctx context.Context, hc *http.Client, sessionsPath, meshURL, 
 	if err != nil {
 		return "", nil, err
 	}
-	bearer := func(ctx context.Context) (string, *userauth.Act, error) {
+	exchanges := doc.Exchanges()
+	bearer := func(ctx context.Context) (tok string, act *userauth.Act, err error) {
 		idToken, err := tokens(ctx)
 		if err != nil {
 			return "", nil, err
 		}
-		return userauth.FetchPersonBearer(ctx, hc, doc.ExchangeURL, idToken, userauth.PersonBearer{Actor: actor})
+		err = exchanges.Do(ctx, func(ctx context.Context, u string) (err error) {
+			tok, act, err = userauth.FetchPersonBearer(ctx, hc, u, idToken, userauth.PersonBearer{Actor: actor})
+			return err
+		})
+		return tok, act, err
 	}
 	_, act, err := bearer(ctx)
 	if err != nil {
@@ -168,7 +250,8 @@ func PersonOptions(ctx context.Context, hc *http.Client, sessionsPath, meshURL, 
 	everything := []string{">"}
 	g := cotal.Grant{Profile: "agent", Principal: p, Space: wire.Space(doc.Space), Lifecycle: act.LifecycleUID,
 		AllowSubscribe: everything, AllowPublish: everything}
-	return doc.Server, []cotal.Option{cotal.WithBearer([]byte(doc.SentinelCreds), g, func(ctx context.Context) (string, error) {
+	// The brokers in the document's order: the node whose exchange was named first.
+	return doc.Brokers(), []cotal.Option{cotal.WithNATSOptions(nats.DontRandomize()), cotal.WithBearer([]byte(doc.SentinelCreds), g, func(ctx context.Context) (string, error) {
 		tok, _, err := bearer(ctx)
 		return tok, err
 	})}, nil
@@ -252,7 +335,7 @@ func DialView(ctx context.Context, hc *http.Client, sessionsPath, meshURL, actor
 // loopback face when face is set; each bearer must be of req's actor and view, of the same
 // incarnation as the first, and pass check when it is set.
 func dialView(ctx context.Context, hc *http.Client, sessionsPath, meshURL string, face *Ready, req *userauth.PersonBearer, check func(*userauth.Act) bool) (*ViewConn, error) {
-	doc, err := FetchMeshDocument(ctx, hc, meshURL)
+	doc, err := Discover(ctx, hc, sessionsPath, meshURL)
 	if err != nil {
 		return nil, err
 	}
@@ -260,9 +343,9 @@ func dialView(ctx context.Context, hc *http.Client, sessionsPath, meshURL string
 	if err != nil {
 		return nil, err
 	}
-	exchange, capability := doc.ExchangeURL, ""
+	exchanges, capability := doc.Exchanges(), ""
 	if face != nil {
-		exchange, capability = face.URL, face.Cap
+		exchanges, capability = failover.New(face.URL), face.Cap
 	}
 	var mu sync.Mutex // a reconnect fetches on the client's own goroutine
 	var me wire.Lifecycle
@@ -273,7 +356,12 @@ func dialView(ctx context.Context, hc *http.Client, sessionsPath, meshURL string
 		if err != nil {
 			return "", err
 		}
-		tok, act, err := userauth.FetchViewBearer(ctx, hc, exchange, capability, idToken, *req)
+		var tok string
+		var act *userauth.Act
+		err = exchanges.Do(ctx, func(ctx context.Context, u string) (err error) {
+			tok, act, err = userauth.FetchViewBearer(ctx, hc, u, capability, idToken, *req)
+			return err
+		})
 		if err != nil {
 			return "", err
 		}
@@ -295,14 +383,14 @@ func dialView(ctx context.Context, hc *http.Client, sessionsPath, meshURL string
 		return nil, err
 	}
 	var once sync.Once
-	nc, err := dial.Bearer(ctx, doc.Server, []byte(doc.SentinelCreds), func(ctx context.Context) (string, error) {
+	nc, err := dial.Bearer(ctx, doc.Brokers(), []byte(doc.SentinelCreds), func(ctx context.Context) (string, error) {
 		tok := ""
 		once.Do(func() { tok = first })
 		if tok != "" {
 			return tok, nil
 		}
 		return bearer(ctx)
-	})
+	}, nats.DontRandomize())
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +403,7 @@ func dialView(ctx context.Context, hc *http.Client, sessionsPath, meshURL string
 // (sessionsPath, as DialManager), what takes the caller half of a session their remote manager
 // redeemed for them as actor and ends it, and the broker the half connects to.
 func SessionHolder(ctx context.Context, hc *http.Client, sessionsPath, meshURL, actor string) (*remotemgr.HolderClient, string, error) {
-	doc, err := FetchMeshDocument(ctx, hc, meshURL)
+	doc, err := Discover(ctx, hc, sessionsPath, meshURL)
 	if err != nil {
 		return nil, "", err
 	}
@@ -324,5 +412,5 @@ func SessionHolder(ctx context.Context, hc *http.Client, sessionsPath, meshURL, 
 		return nil, "", err
 	}
 	return &remotemgr.HolderClient{URL: remotemgr.HolderURL(doc.ExchangeURL), Space: wire.Space(doc.Space), Actor: actor,
-		IDToken: tokens, HTTP: hc}, doc.Server, nil
+		IDToken: tokens, HTTP: hc}, doc.Brokers(), nil
 }

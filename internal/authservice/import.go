@@ -24,6 +24,9 @@ import (
 // importedSuffix marks a directory of the file layout whose contents are in the store.
 const importedSuffix = ".imported"
 
+// registryDir is the file layout's directory of remote-manager registrations.
+const registryDir = "remote-managers"
+
 // fileRowDirs are the file layout's row directories, by kind.
 var fileRowDirs = []struct {
 	name string

@@ -90,6 +90,9 @@ func checkPortFree(host string, port int) error {
 // actually chosen when the configuration asked for any free port.
 func (s *Server) ClientURL() string { return s.ns.ClientURL() }
 
+// Name returns the server's name: its name in the cluster, or its generated id on one node.
+func (s *Server) Name() string { return s.ns.Name() }
+
 // Addr returns the client listener's address.
 func (s *Server) Addr() net.Addr { return s.ns.Addr() }
 

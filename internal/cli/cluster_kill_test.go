@@ -45,8 +45,11 @@ type nodes struct {
 	bundle     string
 	authBundle string
 	states     []*mesh.State
-	l          *ledger.Ledger
-	prov       *authority.Credential
+	// userAuth, when set, runs every node as an authority node in user-auth mode (userauth
+	// is its flags, by node).
+	userAuth func(i int) []string
+	l        *ledger.Ledger
+	prov     *authority.Credential
 	// logs are the nodes' logs of their latest start, at --verbose.
 	logs []string
 
@@ -54,7 +57,10 @@ type nodes struct {
 	procs []*exec.Cmd
 }
 
-func startCluster(t *testing.T) *nodes {
+func startCluster(t *testing.T) *nodes { return startNodes(t, nil) }
+
+// startNodes starts the cluster, every node in user-auth mode when userAuth is set.
+func startNodes(t *testing.T, userAuth func(i int) []string) *nodes {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -62,7 +68,7 @@ func startCluster(t *testing.T) *nodes {
 	}
 	c := &nodes{t: t, self: self, ports: meshtest.FreePorts(t, 6), dirs: []string{t.TempDir(), t.TempDir(), t.TempDir()},
 		names: []string{"node-a", "node-b", "node-c"}, bundle: filepath.Join(t.TempDir(), "bundle.json"),
-		authBundle: filepath.Join(t.TempDir(), "authority.json"), procs: make([]*exec.Cmd, 3), logs: make([]string, 3)}
+		authBundle: filepath.Join(t.TempDir(), "authority.json"), procs: make([]*exec.Cmd, 3), logs: make([]string, 3), userAuth: userAuth}
 	c.routes = fmt.Sprintf("nats://127.0.0.1:%d,nats://127.0.0.1:%d,nats://127.0.0.1:%d", c.ports[3], c.ports[4], c.ports[5])
 	t.Cleanup(func() {
 		for i := range c.procs {
@@ -70,8 +76,14 @@ func startCluster(t *testing.T) *nodes {
 		}
 	})
 	c.start(0)
+	// The bundles are written once the authority holds its route secret and, in user-auth mode,
+	// its callout keys.
+	ready := filepath.Join(c.dirs[0], mesh.DirName, "auth", "cluster.json")
+	if userAuth != nil {
+		ready = filepath.Join(c.dirs[0], mesh.DirName, "auth", "space.main.auth.xkey.nk")
+	}
 	meshtest.Eventually(t, 30*time.Second, "the authority's route secret", func() bool {
-		_, err := os.Stat(filepath.Join(c.dirs[0], mesh.DirName, "auth", "cluster.json"))
+		_, err := os.Stat(ready)
 		return err == nil
 	})
 	if code, _, stderr := run(t, "cluster", "bundle", "--dir", c.dirs[0], "--out", c.bundle); code != exit.OK {
@@ -98,11 +110,14 @@ func (c *nodes) start(i int) {
 	c.t.Helper()
 	args := []string{"up", "--dir", c.dirs[i], "--port", fmt.Sprint(c.ports[i]), "--cluster-name", "team",
 		"--cluster-port", fmt.Sprint(c.ports[3+i]), "--routes", c.routes, "--server-name", c.names[i], "--verbose"}
-	switch i {
-	case 1:
+	switch {
+	case i == 1 || i == 2 && c.userAuth != nil:
 		args = append(args, "--cluster-bundle", c.authBundle)
-	case 2:
+	case i == 2:
 		args = append(args, "--cluster-bundle", c.bundle)
+	}
+	if c.userAuth != nil {
+		args = append(args, c.userAuth(i)...)
 	}
 	cmd := exec.Command(c.self, args...)
 	cmd.Env = append(os.Environ(), envRunCLI+"=1")

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -19,11 +20,13 @@ const PlaneTTL = 30 * time.Second
 type PlaneHold struct {
 	l     *Ledger
 	claim authstore.PlaneClaim
-	stop  context.CancelFunc
-	done  chan struct{}
+	// shared marks a claim the auth services of a cluster's authority nodes hold together.
+	shared bool
+	stop   context.CancelFunc
+	done   chan struct{}
 
 	mu  sync.Mutex
-	rev uint64 // guarded by mu
+	rev uint64 // guarded by mu; 0 while a co-holder holds a shared claim
 }
 
 // HoldPlane claims the space's auth plane for holder (authority.ErrPlaneHeld while another
@@ -31,18 +34,26 @@ type PlaneHold struct {
 // gone to someone else or cannot be made before it expires: the holder must then stop acting as
 // the space's auth service.
 func (l *Ledger) HoldPlane(ctx context.Context, holder string, lost func(error)) (*PlaneHold, error) {
+	return l.holdPlane(ctx, holder, false, lost)
+}
+
+// SharePlane is HoldPlane for the auth services of a cluster's authority nodes, which serve the
+// space as one and share holder: whichever claims the plane first holds it, the others stand by as
+// its co-holders, and one of them claims it once the holder's claim lapses. A plane held under
+// another name is refused, and lost is called if one ever is.
+func (l *Ledger) SharePlane(ctx context.Context, holder string, lost func(error)) (*PlaneHold, error) {
+	return l.holdPlane(ctx, holder, true, lost)
+}
+
+func (l *Ledger) holdPlane(ctx context.Context, holder string, shared bool, lost func(error)) (*PlaneHold, error) {
 	host, _ := os.Hostname()
 	c := authstore.PlaneClaim{Holder: holder, Host: host, PID: os.Getpid(), ClaimedAt: wire.MillisOf(time.Now())}
-	s, err := l.store.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rev, err := s.ClaimPlane(ctx, c, PlaneTTL)
-	if err != nil {
-		return nil, err
-	}
 	rctx, stop := context.WithCancel(context.Background())
-	h := &PlaneHold{l: l, claim: c, rev: rev, stop: stop, done: make(chan struct{})}
+	h := &PlaneHold{l: l, claim: c, shared: shared, stop: stop, done: make(chan struct{})}
+	if err := h.once(ctx); err != nil {
+		stop()
+		return nil, err
+	}
 	go h.refresh(rctx, lost)
 	return h, nil
 }
@@ -73,6 +84,8 @@ func (h *PlaneHold) refresh(ctx context.Context, lost func(error)) {
 	}
 }
 
+// once claims the plane (a shared claim a co-holder holds is left to it) or refreshes the claim
+// held.
 func (h *PlaneHold) once(ctx context.Context) error {
 	s, err := h.l.store.get(ctx)
 	if err != nil {
@@ -80,11 +93,36 @@ func (h *PlaneHold) once(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	rev, err := s.RefreshPlane(ctx, h.claim, h.rev, PlaneTTL)
+	var rev uint64
+	if h.rev == 0 {
+		rev, err = s.ClaimPlane(ctx, h.claim, PlaneTTL)
+	} else {
+		rev, err = s.RefreshPlane(ctx, h.claim, h.rev, PlaneTTL)
+	}
 	if err == nil {
 		h.rev = rev
+		return nil
+	}
+	if h.shared && (errors.Is(err, authstore.ErrPlaneHeld) || errors.Is(err, authstore.ErrConflict)) {
+		have, rerr := s.Plane(ctx)
+		if rerr != nil {
+			return rerr
+		}
+		if have == nil || have.Holder == h.claim.Holder {
+			h.rev = 0 // a co-holder holds it, or it lapsed: claimed again at the next tick
+			return nil
+		}
+		return fmt.Errorf("%w: %s holds it", authstore.ErrConflict, have.Holder)
 	}
 	return err
+}
+
+// Holding reports whether this hold wrote the claim the plane holds now: false for a co-holder
+// of a shared claim another one wrote.
+func (h *PlaneHold) Holding() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rev != 0
 }
 
 // Release stops the refreshes and removes the claim, so the next service need not wait for it to
@@ -98,5 +136,8 @@ func (h *PlaneHold) Release(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.rev == 0 {
+		return nil // a co-holder holds the shared claim
+	}
 	return s.ReleasePlane(ctx, h.rev)
 }

@@ -10,7 +10,8 @@ import (
 // BearerLaunch is how a managed agent of a user-auth mesh connects (a remote manager's): not a
 // creds file, but the space's shared sentinel creds and bearers it exchanges its actor token for
 // at the exchange, each living at most five minutes, renewed at every reconnect. Role and the
-// channels are what its ledger row grants.
+// channels are what its ledger row grants. Exchange is the exchange's URL, or several
+// comma-separated (every authority node's of a cluster), tried in turn.
 type BearerLaunch struct {
 	Exchange       string
 	ActorToken     string

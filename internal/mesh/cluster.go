@@ -17,6 +17,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/broker"
 	"github.com/gocotal/cotal/wire"
 )
@@ -64,9 +65,10 @@ func DefaultServerName(port int) string {
 	return host + "-" + strconv.Itoa(port)
 }
 
-// BundleVersion is the version of the bundle format this build writes and reads.
-// Version 2 added each space's store account.
-const BundleVersion = 2
+// BundleVersion is the version of the bundle format this build writes; it reads the one before
+// too. Version 2 added each space's store account, version 3 a user-auth mesh's auth accounts
+// and, in an authority bundle, its user-auth secrets.
+const BundleVersion = 3
 
 // Bundle is what a node needs to join a cluster: the cluster's name and route secret, and the
 // public trust its broker serves. Its route secret admits a broker to the cluster: keep it as
@@ -84,18 +86,28 @@ type Bundle struct {
 	// StoreAccounts are the spaces' store accounts, in the order of Spaces: they hold the
 	// spaces' streams and buckets.
 	StoreAccounts []string `json:"storeAccountJwts"`
+	// AuthAccounts are a user-auth mesh's auth accounts, in the order of Spaces: every node
+	// hands a connect on the sentinel to the callout, which an authority node answers.
+	AuthAccounts []string `json:"authAccountJwts,omitempty"`
 	// Keys are the keyring's seeds, and Managers the instance of each space's manager, in an
 	// authority bundle only: the second authority node's supervisor serves the same instance.
 	Keys     *authority.Seeds                 `json:"keys,omitempty"`
 	Managers map[wire.Space]wire.LifecycleUID `json:"managers,omitempty"`
+	// UserAuth are a user-auth mesh's secrets by space, in an authority bundle only: every
+	// authority node derives the same owners and issues bearers every other one verifies.
+	UserAuth map[wire.Space]*authservice.Secrets `json:"userAuth,omitempty"`
 }
+
+// userAuth reports whether the bundle is of a mesh in user-auth mode.
+func (b *Bundle) userAuth() bool { return len(b.AuthAccounts) > 0 }
 
 // authorityNode reports whether the bundle starts a second authority node.
 func (b *Bundle) authorityNode() bool { return b.Keys != nil }
 
 // trust is the bundle's trust, as the broker serves it.
 func (b *Bundle) trust() broker.Trust {
-	return broker.Trust{OperatorJWT: b.OperatorJWT, SystemAccount: b.SystemAccount, Accounts: append(slices.Clone(b.Accounts), b.StoreAccounts...)}
+	accounts := append(slices.Clone(b.Accounts), b.StoreAccounts...)
+	return broker.Trust{OperatorJWT: b.OperatorJWT, SystemAccount: b.SystemAccount, Accounts: append(accounts, b.AuthAccounts...)}
 }
 
 // ReadBundle reads and checks a bundle file: its version, a route secret, one account and one
@@ -113,12 +125,18 @@ func ReadBundle(path string) (*Bundle, error) {
 		return nil, fmt.Errorf("cluster bundle %s: %w", path, err)
 	}
 	switch {
-	case b.Version != BundleVersion:
-		return nil, fmt.Errorf("cluster bundle %s: version %d, this cotal reads version %d", path, b.Version, BundleVersion)
+	case b.Version != BundleVersion && b.Version != BundleVersion-1:
+		return nil, fmt.Errorf("cluster bundle %s: version %d, this cotal reads versions %d and %d", path, b.Version, BundleVersion-1, BundleVersion)
 	case b.Cluster == "" || b.RouteUser == "" || b.RoutePassword == "":
 		return nil, fmt.Errorf("cluster bundle %s: the cluster name and route secret are required", path)
 	case len(b.Spaces) == 0 || len(b.Spaces) != len(b.Accounts) || len(b.Spaces) != len(b.StoreAccounts):
 		return nil, fmt.Errorf("cluster bundle %s: one account JWT and one store account JWT per space are required", path)
+	case b.userAuth() && len(b.AuthAccounts) != len(b.Spaces):
+		return nil, fmt.Errorf("cluster bundle %s: a user-auth mesh's bundle holds one auth account JWT per space", path)
+	case b.Keys != nil && b.userAuth() && len(b.UserAuth) != len(b.Spaces):
+		return nil, fmt.Errorf("cluster bundle %s: an authority bundle of a user-auth mesh holds the user-auth secrets of every space", path)
+	case b.Keys == nil && len(b.UserAuth) > 0:
+		return nil, fmt.Errorf("cluster bundle %s: user-auth secrets without keys: an authority bundle holds both", path)
 	}
 	for _, s := range b.Spaces {
 		if _, err := wire.ParseSpace(string(s)); err != nil {
@@ -153,6 +171,9 @@ func (b *Bundle) checkKeys() error {
 	for i, sp := range b.Spaces {
 		if _, ok := b.Managers[sp]; !ok {
 			return fmt.Errorf("its manager instance of space %s is missing", sp)
+		}
+		if b.userAuth() && (b.Keys.Spaces[sp].Callout == nil || b.UserAuth[sp] == nil) {
+			return fmt.Errorf("its callout keys or user-auth secrets of space %s are missing", sp)
 		}
 		ac, err := jwt.DecodeAccountClaims(b.Accounts[i])
 		if err != nil {
@@ -279,6 +300,22 @@ func (d Dir) WriteBundle(path, cluster string, spaces []wire.Space, keys bool) e
 			return err
 		}
 		b.Accounts, b.StoreAccounts = append(b.Accounts, acct), append(b.StoreAccounts, store)
+		if !kr.HasCallout(sp) {
+			continue
+		}
+		// The space has served in user-auth mode: every node trusts its auth account.
+		ck, err := kr.Callout(sp)
+		if err != nil {
+			return err
+		}
+		auth, err := kr.AuthAccountJWT(ck, sk)
+		if err != nil {
+			return err
+		}
+		b.AuthAccounts = append(b.AuthAccounts, auth)
+	}
+	if len(b.AuthAccounts) != 0 && len(b.AuthAccounts) != len(spaces) {
+		return errors.New("some of the spaces served in user-auth mode and some did not: write a bundle per mode")
 	}
 	if keys {
 		if b.Keys, err = kr.Export(spaces); err != nil {
@@ -287,6 +324,15 @@ func (d Dir) WriteBundle(path, cluster string, spaces []wire.Space, keys bool) e
 		b.Managers = map[wire.Space]wire.LifecycleUID{}
 		for _, sp := range spaces {
 			if b.Managers[sp], err = d.managerInstanceID(sp, ManagerActor); err != nil {
+				return err
+			}
+			if !b.userAuth() {
+				continue
+			}
+			if b.UserAuth == nil {
+				b.UserAuth = map[wire.Space]*authservice.Secrets{}
+			}
+			if b.UserAuth[sp], err = authservice.ExportSecrets(d.UserAuthDir(sp), sp); err != nil {
 				return err
 			}
 		}
@@ -308,6 +354,11 @@ func (d Dir) adoptAuthorityBundle(b *Bundle) error {
 	for _, sp := range b.Spaces {
 		if err := d.adoptManagerInstance(sp, ManagerActor, b.Managers[sp]); err != nil {
 			return err
+		}
+		if s := b.UserAuth[sp]; s != nil {
+			if err := authservice.ImportSecrets(d.UserAuthDir(sp), sp, s); err != nil {
+				return err
+			}
 		}
 	}
 	s := clusterSecret{Cluster: b.Cluster, User: b.RouteUser, Password: b.RoutePassword}

@@ -31,7 +31,7 @@ func (ds *Daemons) servePeople(p *hostedPeople) { ds.people.Store(p) }
 func (ds *Daemons) callerGrant(l *ledger.Ledger) func(context.Context, wire.Lifecycle) (*cotal.Grant, error) {
 	return func(ctx context.Context, caller wire.Lifecycle) (*cotal.Grant, error) {
 		if p := ds.people.Load(); p != nil && wire.IsDerivedOwner(caller.Principal.Owner()) {
-			row, err := p.host.SpawnRow(caller)
+			row, err := p.host.SpawnRow(ctx, caller)
 			if err != nil {
 				return nil, err
 			}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,7 +22,6 @@ import (
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/space"
-	"github.com/gocotal/cotal/internal/userauth/devidp"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -123,6 +123,8 @@ type UserAuthOptions struct {
 	// RemoteManagerLifetime is how long a remote manager's standing credentials live before
 	// their renewal (authservice.Config); remotemgr.StandingLifetime when zero.
 	RemoteManagerLifetime time.Duration
+	// BearerLifetime, when set, caps every bearer the exchange mints (authservice.Config).
+	BearerLifetime time.Duration
 }
 
 // DefaultDevIdPAddr is where the development identity provider listens unless told otherwise: a
@@ -150,7 +152,7 @@ type Mesh struct {
 	replicas int
 	// auth and devIdP run in user-auth mode.
 	auth   *authservice.Service
-	devIdP *devidp.Server
+	devIdP *devIdPHolder
 	state  State
 	// metrics serves /metrics when Options.MetricsAddr is set.
 	metrics *metricsServer
@@ -250,8 +252,14 @@ func (o Options) resolve(d Dir) ([]wire.Space, Options, error) {
 		return nil, o, errors.New("storage limits are set on an authority node of an authenticated mesh: a node without keys serves the limits the authority sends")
 	case c != nil && o.Open:
 		return nil, o, errors.New("an open mesh cannot join a cluster: anyone could join it")
-	case c != nil && o.UserAuth != nil:
-		return nil, o, errors.New("user-auth mode runs on one node: it cannot join a cluster yet")
+	case o.UserAuth != nil && c != nil && o.UserAuth.DevIdP && strings.HasSuffix(o.UserAuth.DevIdPAddr, ":0"):
+		return nil, o, errors.New("on a cluster the development IdP listens at a fixed address (--dev-idp-addr HOST:PORT): every node serves it there in turn, under one issuer")
+	case o.UserAuth != nil && o.keyless() && !c.Bundle.authorityNode():
+		return nil, o, errors.New("a node without keys cannot answer the auth callout: start it without --user-auth (its bundle makes it serve the user-auth mesh), or from an authority bundle")
+	case o.UserAuth != nil && c != nil && c.Bundle != nil && !c.Bundle.userAuth():
+		return nil, o, errors.New("the authority bundle is of a mesh not in user-auth mode: write it again (`cotal cluster bundle --authority`) once the first authority node has run `cotal up --user-auth`")
+	case o.UserAuth == nil && c != nil && c.Bundle != nil && c.Bundle.authorityNode() && c.Bundle.userAuth():
+		return nil, o, errors.New("the authority bundle is of a mesh in user-auth mode: start this authority node with --user-auth and the same identity provider")
 	case o.DaemonCredentialLifetime != 0 && o.DaemonCredentialLifetime < ledger.MinHeldLifetime:
 		return nil, o, fmt.Errorf("daemon credential lifetime %s: must be at least %s", o.DaemonCredentialLifetime, ledger.MinHeldLifetime)
 	}
@@ -404,7 +412,7 @@ func (m *Mesh) serve(ctx context.Context, d Dir, o Options, url string, spaces [
 		}
 	}
 	if o.UserAuth != nil {
-		return m.startUserAuth(ctx, url, *o.UserAuth, o.Log)
+		return m.startUserAuth(ctx, url, *o.UserAuth, o.Cluster, o.Log)
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/failover"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
 )
@@ -31,7 +32,9 @@ import (
 // ClientConfig is where a remote manager asks for its authority, and as whom.
 type ClientConfig struct {
 	Space wire.Space
-	// URL is the host's manager-service-authority route (<exchange>/manager-service-authority).
+	// URL is the host's manager-service-authority route (<exchange>/manager-service-authority),
+	// or several comma-separated (every authority node's of a cluster): a request goes on to the
+	// next when one does not answer.
 	URL string
 	// Actor is the person's actor whose ledger row holds supervise ("cli" for a person's CLI).
 	Actor string
@@ -49,6 +52,7 @@ type ClientConfig struct {
 // seeds never leave this process, a fresh manager lifecycle, and the proofs the host returned.
 type Client struct {
 	cfg       ClientConfig
+	routes    *failover.Endpoints
 	lifecycle wire.LifecycleUID
 	ids       Identities
 	seeds     map[string]nkeys.KeyPair // by public key
@@ -68,7 +72,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Actor == "" {
 		return nil, errors.New("remote manager: the person's actor is required")
 	}
-	c := &Client{cfg: cfg, lifecycle: wire.NewLifecycleUID(), seeds: map[string]nkeys.KeyPair{}, actors: meshwire.RemoteManagerActorsOf(cfg.Instance)}
+	c := &Client{cfg: cfg, routes: failover.New(failover.Split(cfg.URL)...), lifecycle: wire.NewLifecycleUID(), seeds: map[string]nkeys.KeyPair{}, actors: meshwire.RemoteManagerActorsOf(cfg.Instance)}
 	for _, id := range []*Identity{&c.ids.Supervisor, &c.ids.Executor, &c.ids.Serve, &c.ids.GoalWriter, &c.ids.SessionLedger} {
 		kp, err := nkeys.CreateUser()
 		if err != nil {
@@ -119,7 +123,14 @@ func (c *Client) do(ctx context.Context, r Request) (*Response, error) {
 		return nil, fmt.Errorf("remote manager %s: the person's IdP token: %w", r.Operation, err)
 	}
 	body, _ := json.Marshal(Envelope{IDPToken: tok, Request: r}) // always encodes
-	raw, err := post(ctx, c.cfg.HTTP, c.cfg.URL, body, "remote manager "+opName(r))
+	var raw []byte
+	err = c.routes.Do(ctx, func(ctx context.Context, u string) (err error) {
+		raw, err = post(ctx, c.cfg.HTTP, u, body, "remote manager "+opName(r))
+		if ref, ok := errors.AsType[*Refusal](err); ok && ref.Code == wire.CodeUnavailable {
+			return fmt.Errorf("%w (%w)", err, failover.ErrUnanswered) // that node could not decide: another may
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -29,14 +29,8 @@ type HostedAgent struct {
 
 // SpawnRow returns the row of caller when caller is a current incarnation of a person's row (an
 // interactive row, or a managed agent's within its envelope) that holds spawn: the most an agent
-// it has the host's manager spawn may get. It returns an error naming why otherwise. Its reads of
-// the people ledger are bounded by the store's own request timeout.
-func (h *Host) SpawnRow(caller wire.Lifecycle) (*userauth.Row, error) {
-	return h.spawnRow(context.Background(), caller)
-}
-
-// spawnRow is SpawnRow, reading under ctx.
-func (h *Host) spawnRow(ctx context.Context, caller wire.Lifecycle) (*userauth.Row, error) {
+// it has the host's manager spawn may get. It returns an error naming why otherwise.
+func (h *Host) SpawnRow(ctx context.Context, caller wire.Lifecycle) (*userauth.Row, error) {
 	if h.Managed == nil {
 		return nil, errors.New("this host keeps no people")
 	}
@@ -54,7 +48,7 @@ func (h *Host) spawnRow(ctx context.Context, caller wire.Lifecycle) (*userauth.R
 // which must hold spawn (SpawnRow): a row of parent's owner named e.Name, holding scope (the
 // agent's capabilities), within parent's row. Retire it with RetireHosted.
 func (h *Host) EnrollHosted(ctx context.Context, parent wire.Lifecycle, e Enrollment, scope []string) (*HostedAgent, error) {
-	if _, err := h.spawnRow(ctx, parent); err != nil {
+	if _, err := h.SpawnRow(ctx, parent); err != nil {
 		return nil, err
 	}
 	if meshwire.IsRemoteManagerActor(e.Name) || e.Name == parent.Principal.Actor() {

@@ -22,11 +22,12 @@ import (
 // SuperviseConfig is what a remote manager (`cotal supervise --mesh URL`) runs with.
 type SuperviseConfig struct {
 	Space wire.Space
-	// Server is the broker URL agents and the manager connect to.
+	// Server is the broker URL agents and the manager connect to (several comma-separated: a
+	// cluster's nodes).
 	Server string
 	// AuthorityURL is the host's manager-service-authority route; ExchangeURL the exchange the
 	// spawned agents get their bearers from; SentinelCreds the space's shared sentinel creds they
-	// present beside them.
+	// present beside them. Both URLs may name several, comma-separated: every authority node's.
 	AuthorityURL  string
 	ExchangeURL   string
 	SentinelCreds []byte

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gocotal/cotal/internal/failover"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -60,6 +61,8 @@ func postExchange(ctx context.Context, hc *http.Client, exchangeURL, cap string,
 	switch {
 	case res.StatusCode == http.StatusUnauthorized:
 		return nil, ErrDenied
+	case res.StatusCode >= http.StatusBadGateway && res.StatusCode <= http.StatusGatewayTimeout:
+		return nil, fmt.Errorf("HTTP %d: %w", res.StatusCode, failover.ErrUnanswered)
 	case res.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("HTTP %d", res.StatusCode)
 	}

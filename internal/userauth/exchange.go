@@ -69,6 +69,10 @@ type Exchange struct {
 	Roots RootCredentials
 	// Managers serves the manager-caller view. Without one that view is refused.
 	Managers ManagerSelector
+	// Lifetime, when set, caps every bearer minted below MaxBearerLifetime (a person's) and
+	// MaxAgentBearerLifetime (a managed agent's): the operator's lever for a shorter revocation
+	// bound and more frequent renewals.
+	Lifetime time.Duration
 	// Log receives one record per exchange. Default: discard.
 	Log *slog.Logger
 	// Now is the exchange's clock. Default: time.Now.
@@ -296,6 +300,9 @@ func (e *Exchange) exchangeAgent(ctx context.Context, req *parsed) (*exchangeRep
 // mint selects the manager instance for a manager-caller view, ensures the root credential and
 // signs the bearer.
 func (e *Exchange) mint(ctx context.Context, row *Row, req *parsed, now time.Time, ttl time.Duration) (*exchangeReply, *Row, error) {
+	if e.Lifetime > 0 {
+		ttl = min(ttl, e.Lifetime)
+	}
 	var instance wire.LifecycleUID
 	if req.view == ViewManagerCaller {
 		if e.Managers == nil {

@@ -64,6 +64,11 @@ func TestHumanExchangeLifetime(t *testing.T) {
 	if status, _ := post(t, r.loopback, "/exchange", r.cap, map[string]any{"idpToken": "idp-expiring", "actor": "cli"}); status != 401 {
 		t.Fatalf("an idp token with under a second left: %d, want 401", status)
 	}
+	// The operator's cap shortens every bearer, whatever was asked.
+	r.ex.Lifetime = 45 * time.Second
+	if c, _ := r.exchangeOK(t, r.loopback, map[string]any{"idpToken": "idp-alice", "actor": "cli", "ttlSec": 600}); c.Lifetime() != 45*time.Second {
+		t.Fatalf("lifetime %s under a 45s cap", c.Lifetime())
+	}
 }
 
 func TestExchangeRefusalsLookAlike(t *testing.T) {

@@ -111,7 +111,8 @@ func (r *Row) Principal() wire.Principal {
 	return p
 }
 
-func (r *Row) clone() *Row {
+// Clone returns a copy of the row that shares nothing with it.
+func (r *Row) Clone() *Row {
 	c := *r
 	c.Scope = slices.Clone(r.Scope)
 	c.AllowSubscribe = slices.Clone(r.AllowSubscribe)
@@ -329,7 +330,7 @@ func (p *People) exists(ctx context.Context, key string) (bool, error) {
 // the grant is refused at its next connect; GrantedAt is set to now. It returns an error for an
 // invalid row, a row carrying a token hash, or a principal that already has a managed row.
 func (p *People) Grant(ctx context.Context, r *Row) (*Row, error) {
-	row := r.clone()
+	row := r.Clone()
 	row.Ver, row.Kind = rowVer, KindInteractive
 	row.LifecycleUID = wire.NewLifecycleUID()
 	if err := p.prepare(row); err != nil {
@@ -344,7 +345,7 @@ func (p *People) Grant(ctx context.Context, r *Row) (*Row, error) {
 // error for an invalid row, an envelope breach, or a principal that already has an interactive
 // row.
 func (p *People) GrantManaged(ctx context.Context, r *Row) (*Row, error) {
-	row := r.clone()
+	row := r.Clone()
 	row.Ver, row.Kind = rowVer, KindManaged
 	if err := p.prepare(row); err != nil {
 		return nil, err
@@ -406,7 +407,7 @@ func (p *People) write(ctx context.Context, row *Row) (*Row, error) {
 		}
 		return nil, fmt.Errorf("grant %s.%s: %w; the grant is taken back", row.Owner, row.Actor, err)
 	}
-	return row.clone(), nil
+	return row.Clone(), nil
 }
 
 // Import writes r, a row of r.Kind read from an older ledger (ParseRow), as it is: its lifecycle

@@ -365,7 +365,7 @@ func TestPeopleImport(t *testing.T) {
 	if err != nil || got.LifecycleUID != old.LifecycleUID || got.GrantedAt != 42 {
 		t.Fatalf("imported row %+v, %v: want the lifecycle and grant time it had", got, err)
 	}
-	other := old.clone()
+	other := old.Clone()
 	other.Scope = []string{"admin"}
 	if err := p.Import(ctx, other); err == nil || !strings.Contains(err.Error(), "actor."+ownerA+".cli") {
 		t.Fatalf("Import over another row: %v, want an error naming the key", err)

@@ -121,7 +121,8 @@ func newCmdGrant(f *factory.Factory) *cobra.Command {
 		Long: "Grant the scopes to the person logged in as NAME (their identity provider subject, or\n" +
 			"--sub, or --owner), for their actor --actor (cli). Scopes add to what the row already\n" +
 			"holds; --allow-subscribe, --allow-publish and --role replace the row's when given. The row\n" +
-			"is written as a new incarnation: bearers issued before are refused at their next connect.",
+			"is written as a new incarnation, whose durables (its DM inbox) are made at once: the one\n" +
+			"before is retired, and bearers issued before are refused at their next connect.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(scopes) == 0 {
@@ -140,9 +141,13 @@ func newCmdGrant(f *factory.Factory) *cobra.Command {
 				return err
 			}
 			row := &userauth.Row{Owner: owner, Actor: actor, Label: args[0]}
-			if have, err := st.People.Get(cmd.Context(), owner, actor); err == nil {
-				row = have
-			} else if !errors.Is(err, userauth.ErrNoRow) {
+			have, err := st.People.Get(cmd.Context(), owner, actor)
+			switch {
+			case err == nil:
+				row = have.Clone()
+			case errors.Is(err, userauth.ErrNoRow):
+				have = nil
+			default:
 				return err
 			}
 			for _, s := range scopes {
@@ -161,6 +166,13 @@ func newCmdGrant(f *factory.Factory) *cobra.Command {
 			}
 			got, err := st.People.Grant(cmd.Context(), row)
 			if err != nil {
+				return err
+			}
+			l, err := f.Ledger(cmd.Context(), st.Space)
+			if err != nil {
+				return err
+			}
+			if err := st.Incarnate(cmd.Context(), l, have, got); err != nil {
 				return err
 			}
 			fmt.Fprintf(f.IO.ErrOut, "granted %s to %s (%s.%s): it holds %s\n", strings.Join(scopes, ", "), args[0], owner, actor, strings.Join(got.Scope, ", "))
@@ -213,8 +225,13 @@ func newCmdRevoke(f *factory.Factory) *cobra.Command {
 				fmt.Fprintf(f.IO.ErrOut, "revoked %s (%s.%s)\n", args[0], owner, actor)
 				return nil
 			}
-			row.Scope = slices.DeleteFunc(row.Scope, func(s string) bool { return slices.Contains(scopes, s) })
-			if _, err := st.People.Grant(cmd.Context(), row); err != nil {
+			next := row.Clone()
+			next.Scope = slices.DeleteFunc(next.Scope, func(s string) bool { return slices.Contains(scopes, s) })
+			got, err := st.People.Grant(cmd.Context(), next)
+			if err != nil {
+				return err
+			}
+			if err := st.Incarnate(cmd.Context(), l, row, got); err != nil {
 				return err
 			}
 			// The connections open on the old incarnation's bearers hold the scopes taken away.
@@ -226,7 +243,7 @@ func newCmdRevoke(f *factory.Factory) *cobra.Command {
 					return err
 				}
 			}
-			fmt.Fprintf(f.IO.ErrOut, "revoked %s from %s (%s.%s): it holds %s\n", strings.Join(scopes, ", "), args[0], owner, actor, dash(strings.Join(row.Scope, ", ")))
+			fmt.Fprintf(f.IO.ErrOut, "revoked %s from %s (%s.%s): it holds %s\n", strings.Join(scopes, ", "), args[0], owner, actor, dash(strings.Join(got.Scope, ", ")))
 			return nil
 		},
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gocotal/cotal"
+	"github.com/gocotal/cotal/internal/failover"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/wire"
@@ -37,8 +38,12 @@ func MaterialOptions(m *manager.Material) ([]cotal.Option, error) {
 		Role: b.Role, AllowSubscribe: b.AllowSubscribe, AllowPublish: b.AllowPublish, Presence: true}
 	creds := userauth.AgentCredentials{Owner: p.Owner(), Actor: p.Actor(), ActorToken: strings.TrimSpace(string(token))}
 	hc := userauth.NewHTTPClient()
-	return append(opts, cotal.WithBearer(sentinel, g, func(ctx context.Context) (string, error) {
-		tok, _, err := userauth.FetchAgentBearer(ctx, hc, b.Exchange, "", creds)
+	exchanges := failover.New(failover.Split(b.Exchange)...)
+	return append(opts, cotal.WithBearer(sentinel, g, func(ctx context.Context) (tok string, err error) {
+		err = exchanges.Do(ctx, func(ctx context.Context, u string) (err error) {
+			tok, _, err = userauth.FetchAgentBearer(ctx, hc, u, "", creds)
+			return err
+		})
 		return tok, err
 	})), nil
 }

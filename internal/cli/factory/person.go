@@ -7,6 +7,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/cli/exit"
+	"github.com/gocotal/cotal/internal/failover"
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/remotemgr"
 	"github.com/gocotal/cotal/internal/userauth"
@@ -18,11 +19,18 @@ import (
 // their CLI's, the row `cotal actor grant` writes for them.
 const MeshActor = "cli"
 
-// CheckMeshURL refuses a --mesh URL that is neither https nor http on loopback, as a usage error
-// naming the flag.
+// CheckMeshURL refuses a --mesh value that names no URL, or a URL that is neither https nor http
+// on loopback, as a usage error naming the flag. It may name several exchanges, comma-separated:
+// the nodes of a cluster.
 func CheckMeshURL(meshURL string) error {
-	if err := oidc.CheckURL(meshURL); err != nil {
-		return &exit.UsageError{Err: fmt.Errorf("--mesh %s: %w", meshURL, err)}
+	urls := failover.Split(meshURL)
+	if len(urls) == 0 {
+		return &exit.UsageError{Err: fmt.Errorf("--mesh %q names no URL", meshURL)}
+	}
+	for _, u := range urls {
+		if err := oidc.CheckURL(u); err != nil {
+			return &exit.UsageError{Err: fmt.Errorf("--mesh %s: %w", u, err)}
+		}
 	}
 	return nil
 }

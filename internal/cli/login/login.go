@@ -14,6 +14,7 @@ import (
 	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
+	"github.com/gocotal/cotal/internal/failover"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/devidp"
@@ -43,7 +44,7 @@ func NewCmdLogin(f *factory.Factory) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return loginRun(cmd.Context(), o) },
 	}
-	cmd.Flags().StringVar(&o.Mesh, "mesh", "", "the mesh's exchange URL (default: the running mesh of --dir)")
+	cmd.Flags().StringVar(&o.Mesh, "mesh", "", "the mesh's exchange URL, or several comma-separated (default: the running mesh of --dir)")
 	cmd.Flags().StringVar(&o.DevUser, "dev-user", "", "log in to the development IdP as this user, without a browser")
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory whose running mesh --mesh defaults to")
 	return cmd
@@ -69,11 +70,12 @@ func NewCmdLogout(f *factory.Factory) *cobra.Command {
 			// that renewal cannot save it back; its refresh token is revoked after, from memory.
 			var sess oidc.Session
 			err = oidc.UpdateSessions(cmd.Context(), path, func(all *oidc.Sessions) error {
-				var err error
-				if sess, err = all.Get(url); err != nil {
+				key, found, err := all.Find(failover.Split(url)...)
+				if err != nil {
 					return err
 				}
-				all.Delete(url)
+				sess = found
+				all.Delete(key)
 				return nil
 			})
 			if errors.Is(err, oidc.ErrNoSession) {
@@ -94,7 +96,7 @@ func NewCmdLogout(f *factory.Factory) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.Mesh, "mesh", "", "the mesh's exchange URL (default: the running mesh of --dir)")
+	cmd.Flags().StringVar(&o.Mesh, "mesh", "", "the mesh's exchange URL, or several comma-separated (default: the running mesh of --dir)")
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "the mesh directory whose running mesh --mesh defaults to")
 	return cmd
 }
@@ -113,13 +115,21 @@ func revoke(ctx context.Context, sess oidc.Session) error {
 	return p.Revoke(ctx, hc, sess.ClientID, sess.RefreshToken)
 }
 
-// meshURL returns --mesh, or the exchange of the running mesh of --dir.
+// meshURL returns --mesh (one exchange URL, or several comma-separated), or the exchange of the
+// running mesh of --dir.
 func (o *Options) meshURL() (string, error) {
 	if o.Mesh != "" {
-		if err := oidc.CheckURL(o.Mesh); err != nil {
-			return "", &exit.UsageError{Err: fmt.Errorf("--mesh %s: %w", o.Mesh, err)}
+		urls := failover.Split(o.Mesh)
+		if len(urls) == 0 {
+			return "", &exit.UsageError{Err: fmt.Errorf("--mesh %q names no URL", o.Mesh)}
 		}
-		return strings.TrimSuffix(o.Mesh, "/"), nil
+		for i, u := range urls {
+			if err := oidc.CheckURL(u); err != nil {
+				return "", &exit.UsageError{Err: fmt.Errorf("--mesh %s: %w", u, err)}
+			}
+			urls[i] = strings.TrimSuffix(u, "/")
+		}
+		return strings.Join(urls, ","), nil
 	}
 	_, st, err := mesh.Running(o.Dir)
 	if err != nil {
@@ -167,9 +177,19 @@ func loginRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	// The login is kept under the first URL named, and found under every exchange of the mesh:
+	// a command names any node of a cluster, and goes on through the others.
+	keys := authservice.SessionKeys(url, doc)
 	err = oidc.UpdateSessions(ctx, path, func(all *oidc.Sessions) error {
-		return all.Put(url, oidc.Session{Issuer: id.Issuer, ClientID: doc.IdP.ClientID, IDToken: tok.IDToken,
-			RefreshToken: tok.RefreshToken, Subject: id.Subject, Name: id.Name, ExpiresAt: id.Expires})
+		for {
+			key, _, err := all.Find(keys...)
+			if err != nil {
+				break
+			}
+			all.Delete(key) // this login replaces it
+		}
+		return all.Put(keys[0], oidc.Session{Issuer: id.Issuer, ClientID: doc.IdP.ClientID, IDToken: tok.IDToken,
+			RefreshToken: tok.RefreshToken, Subject: id.Subject, Name: id.Name, ExpiresAt: id.Expires, Aliases: keys[1:]})
 	})
 	if err != nil {
 		return err

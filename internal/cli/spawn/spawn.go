@@ -544,19 +544,18 @@ func NewCmdSupervise(f *factory.Factory) *cobra.Command {
 
 // superviseRemote runs `cotal supervise --mesh URL`.
 func superviseRemote(ctx context.Context, f *factory.Factory, meshURL, actor string, maxSessions int) error {
-	if err := oidc.CheckURL(meshURL); err != nil {
-		return &exit.UsageError{Err: fmt.Errorf("--mesh %s: %w", meshURL, err)}
+	if err := factory.CheckMeshURL(meshURL); err != nil {
+		return err
 	}
 	if err := wire.ValidateActor(actor); err != nil {
 		return &exit.UsageError{Err: fmt.Errorf("--actor: %w", err)}
 	}
-	meshURL = strings.TrimSuffix(meshURL, "/")
 	hc := userauth.NewHTTPClient()
-	doc, err := authservice.FetchMeshDocument(ctx, hc, meshURL)
+	path, err := oidc.DefaultSessionsPath()
 	if err != nil {
 		return err
 	}
-	path, err := oidc.DefaultSessionsPath()
+	doc, err := authservice.Discover(ctx, hc, path, meshURL)
 	if err != nil {
 		return err
 	}
@@ -570,8 +569,8 @@ func superviseRemote(ctx context.Context, f *factory.Factory, meshURL, actor str
 	}
 	log := slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	err = mesh.SuperviseRemote(ctx, d, remotemgr.SuperviseConfig{
-		Space: wire.Space(doc.Space), Server: doc.Server, AuthorityURL: doc.ManagerAuthorityURL, Actor: actor,
-		ExchangeURL: doc.ExchangeURL, SentinelCreds: []byte(doc.SentinelCreds),
+		Space: wire.Space(doc.Space), Server: doc.Brokers(), AuthorityURL: strings.Join(doc.ManagerAuthorities().URLs(), ","), Actor: actor,
+		ExchangeURL: strings.Join(doc.Exchanges().URLs(), ","), SentinelCreds: []byte(doc.SentinelCreds),
 		IDToken: tokens, HTTP: hc, MaxSessions: maxSessions, Log: log,
 		Ready: func(instance wire.LifecycleUID, epoch int64) {
 			fmt.Fprintf(f.IO.ErrOut, "remote manager %s serving space %s of %s at epoch %d; Ctrl-C stops\n", instance, doc.Space, doc.Server, epoch)

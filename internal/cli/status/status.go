@@ -45,6 +45,10 @@ type Report struct {
 	// ExchangeURL is the auth service's public face, in user-auth mode: what `cotal login --mesh`
 	// and `cotal supervise --mesh` take.
 	ExchangeURL string `json:"exchangeUrl,omitempty"`
+	// ExchangeURLs are every authority node's exchange, this node's first, and AuthServices each
+	// one's auth service: its exchange and its callout, answering or not.
+	ExchangeURLs []string            `json:"exchangeUrls,omitempty"`
+	AuthServices []AuthServiceStatus `json:"authServices,omitempty"`
 	// Cluster names the NATS cluster this node belongs to; Keyless marks a node started from a
 	// bundle, which holds no keys and so reports no spaces.
 	Cluster string `json:"cluster,omitempty"`
@@ -202,6 +206,12 @@ func statusRun(ctx context.Context, o *Options) error {
 				return err
 			}
 		}
+		if st.ExchangeURL != "" && !st.Keyless && len(st.Spaces) == 1 {
+			if rep.AuthServices, err = authServices(ctx, o, st.Spaces[0]); err != nil {
+				return err
+			}
+			rep.ExchangeURLs = exchangeURLs(st.ExchangeURL, rep.AuthServices)
+		}
 	}
 	if err := render(o, rep); err != nil {
 		return err
@@ -215,6 +225,11 @@ func statusRun(ctx context.Context, o *Options) error {
 	for _, s := range rep.Spaces {
 		if !s.Provisioned {
 			return fmt.Errorf("%w: space %s is not fully provisioned (run `cotal up` again)", ErrNotHealthy, s.Space)
+		}
+	}
+	for _, a := range rep.AuthServices {
+		if !a.healthy() {
+			return fmt.Errorf("%w: the auth service on node %s is not answering (exchange %s, callout %s)", ErrNotHealthy, a.Node, a.Exchange, a.Callout)
 		}
 	}
 	return nil
@@ -390,6 +405,7 @@ func render(o *Options, rep *Report) error {
 	}
 	if rep.ExchangeURL != "" {
 		fmt.Fprintf(o.IO.Out, "user-auth exchange: %s\n", rep.ExchangeURL)
+		renderAuthServices(o.IO.Out, rep.AuthServices)
 	}
 	for _, s := range rep.Spaces {
 		fmt.Fprintf(o.IO.Out, "\nspace %s\n", s.Space)

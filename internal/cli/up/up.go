@@ -32,6 +32,7 @@ import (
 	"github.com/gocotal/cotal/internal/manager"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/remotemgr"
+	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
 	"github.com/gocotal/cotal/wire"
 )
@@ -79,6 +80,8 @@ type Options struct {
 	AdvertisedServer string
 	// RemoteManagerLifetime is the lifetime of remote managers' standing credentials.
 	RemoteManagerLifetime time.Duration
+	// BearerLifetime caps the bearers the exchange mints.
+	BearerLifetime time.Duration
 	// ClusterName, ClusterPort, Routes and ServerName join the node to a NATS cluster; a node
 	// without keys starts from ClusterBundle.
 	ClusterName   string
@@ -152,6 +155,7 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 	fs.IntVar(&o.ExchangePort, "exchange-public-port", 0, "with --user-auth: the exchange's public face port on 127.0.0.1 (0 picks a free port)")
 	fs.StringVar(&o.ExchangeURL, "exchange-public-url", "", "with --user-auth: the https URL a TLS proxy serves the public face at, for other machines")
 	fs.BoolVar(&o.TrustedProxy, "exchange-trusted-proxy", false, "with --exchange-public-url: take callers' addresses from the proxy's X-Forwarded-For")
+	fs.DurationVar(&o.BearerLifetime, "bearer-lifetime", userauth.MaxBearerLifetime, "with --user-auth: the longest a bearer the exchange mints lives (people's and their agents' connections renew within it)")
 	fs.DurationVar(&o.RemoteManagerLifetime, "remote-manager-lifetime", remotemgr.StandingLifetime, "with --user-auth: lifetime of a remote manager's standing credentials, each renewed at three quarters of it")
 	fs.StringVar(&o.ClusterName, "cluster-name", "", "run this node as one of the NATS cluster of this name (with --cluster-port and --routes)")
 	fs.IntVar(&o.ClusterPort, "cluster-port", 0, "with --cluster-name or --cluster-bundle: the port other nodes route to")
@@ -292,8 +296,6 @@ func (o *Options) cluster() (*mesh.ClusterOptions, error) {
 		return nil, &exit.UsageError{Err: errors.New("--cluster-port needs --cluster-name (an authority node) or --cluster-bundle (a node without keys)")}
 	case o.Open:
 		return nil, &exit.UsageError{Err: errors.New("--open cannot join a cluster: anyone could join it")}
-	case o.UserAuth:
-		return nil, &exit.UsageError{Err: errors.New("--user-auth runs on one node: it cannot join a cluster yet")}
 	case o.Port == 0 && o.ServerName == "":
 		return nil, &exit.UsageError{Err: errors.New("--port 0 with --cluster-port needs --server-name: a node's name must survive its restarts")}
 	}
@@ -317,12 +319,16 @@ func (o *Options) cluster() (*mesh.ClusterOptions, error) {
 	return co, nil
 }
 
+// minBearerLifetime is the shortest --bearer-lifetime: a bearer must outlive the connect it is
+// fetched for.
+const minBearerLifetime = 10 * time.Second
+
 // userAuth returns the user-auth options the flags ask for, nil without --user-auth.
 func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 	if !o.UserAuth {
 		if o.DevIdP || o.IdP != "" || o.ExchangeURL != "" || o.ExchangePort != 0 || o.TrustedProxy || o.AdvertisedServer != "" ||
-			o.RemoteManagerLifetime != remotemgr.StandingLifetime {
-			return nil, &exit.UsageError{Err: errors.New("--dev-idp, --idp, --advertised-server, --remote-manager-lifetime and the --exchange-public flags go with --user-auth")}
+			o.RemoteManagerLifetime != remotemgr.StandingLifetime || o.BearerLifetime != userauth.MaxBearerLifetime {
+			return nil, &exit.UsageError{Err: errors.New("--dev-idp, --idp, --advertised-server, --bearer-lifetime, --remote-manager-lifetime and the --exchange-public flags go with --user-auth")}
 		}
 		return nil, nil
 	}
@@ -337,6 +343,8 @@ func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 		return nil, &exit.UsageError{Err: fmt.Errorf("--exchange-public-port %d is outside 0-65535", o.ExchangePort)}
 	case o.TrustedProxy && o.ExchangeURL == "":
 		return nil, &exit.UsageError{Err: errors.New("--exchange-trusted-proxy goes with --exchange-public-url")}
+	case o.BearerLifetime < minBearerLifetime || o.BearerLifetime > userauth.MaxBearerLifetime:
+		return nil, &exit.UsageError{Err: fmt.Errorf("--bearer-lifetime %s: must be from %s to %s", o.BearerLifetime, minBearerLifetime, userauth.MaxBearerLifetime)}
 	case o.RemoteManagerLifetime < remotemgr.MinStandingLifetime || o.RemoteManagerLifetime > remotemgr.StandingLifetime:
 		return nil, &exit.UsageError{Err: fmt.Errorf("--remote-manager-lifetime %s: must be from %s to %s", o.RemoteManagerLifetime, remotemgr.MinStandingLifetime, remotemgr.StandingLifetime)}
 	}
@@ -359,7 +367,7 @@ func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 	return &mesh.UserAuthOptions{
 		DevIdP: o.DevIdP, DevIdPAddr: o.DevIdPAddr, IdP: authservice.IdP{Issuer: o.IdP, ClientID: o.ClientID},
 		PublicAddr: fmt.Sprintf("127.0.0.1:%d", o.ExchangePort), PublicURL: o.ExchangeURL, TrustedProxy: o.TrustedProxy,
-		AdvertisedServer: o.AdvertisedServer, RemoteManagerLifetime: o.RemoteManagerLifetime,
+		AdvertisedServer: o.AdvertisedServer, RemoteManagerLifetime: o.RemoteManagerLifetime, BearerLifetime: o.BearerLifetime,
 	}, nil
 }
 

@@ -49,6 +49,19 @@ func (s *Store) ClaimPlane(ctx context.Context, c PlaneClaim, ttl time.Duration)
 	return s.writePlane(ctx, c, rev, ttl)
 }
 
+// Plane returns the plane's holder, nil when the plane is free.
+func (s *Store) Plane(ctx context.Context) (*PlaneClaim, error) {
+	r, err := s.read(ctx, keyPlane)
+	if err != nil || r == nil || r.Deleted {
+		return nil, err
+	}
+	var have PlaneClaim
+	if err := decodeStrict(r.Value, &have); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, keyPlane, err)
+	}
+	return &have, nil
+}
+
 // RefreshPlane rewrites the claim at rev for another ttl; a plane someone else took is
 // ErrConflict.
 func (s *Store) RefreshPlane(ctx context.Context, c PlaneClaim, rev uint64, ttl time.Duration) (uint64, error) {

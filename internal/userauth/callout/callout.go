@@ -167,6 +167,15 @@ func (s *Service) onMsg(m *nats.Msg) {
 	}()
 }
 
+// Answering reports whether the service is subscribed for requests on a connected connection:
+// whether the broker can hand it a connect to decide.
+func (s *Service) Answering() bool {
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	return !stopped && s.sub.IsValid()
+}
+
 // Stop unsubscribes, cancels the decisions in flight and waits for them to end. It is idempotent.
 func (s *Service) Stop() {
 	s.stopOnce.Do(func() {

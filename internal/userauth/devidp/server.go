@@ -49,6 +49,8 @@ type Options struct {
 	Interval time.Duration
 	// Log receives a line per login event; default discard.
 	Log *slog.Logger
+	// Key signs the ID tokens; a fresh key when nil (LoadOrCreateKey keeps one across starts).
+	Key ed25519.PrivateKey
 
 	now func() time.Time // the clock; tests replace it
 }
@@ -108,9 +110,12 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("start dev idp: generate key: %w", err)
+	key := o.Key
+	if key == nil {
+		var err error
+		if _, key, err = ed25519.GenerateKey(rand.Reader); err != nil {
+			return nil, fmt.Errorf("start dev idp: generate key: %w", err)
+		}
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", o.Addr)

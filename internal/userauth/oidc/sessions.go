@@ -9,9 +9,11 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
@@ -52,6 +54,9 @@ type Session struct {
 	Name string
 	// ExpiresAt is the ID token's exp.
 	ExpiresAt time.Time
+	// Aliases are other keys the login is found under (Find): the exchange URLs of a mesh's
+	// other nodes.
+	Aliases []string
 }
 
 // String returns the session with its tokens redacted.
@@ -68,13 +73,14 @@ func (s Session) LogValue() slog.Value {
 
 // sessionJSON is a Session as stored in the file.
 type sessionJSON struct {
-	Issuer       string `json:"issuer"`
-	ClientID     string `json:"clientId"`
-	IDToken      string `json:"idToken"`
-	RefreshToken string `json:"refreshToken"`
-	Subject      string `json:"subject"`
-	Name         string `json:"name"`
-	ExpiresAt    int64  `json:"expiresAt"` // unix milliseconds
+	Issuer       string   `json:"issuer"`
+	ClientID     string   `json:"clientId"`
+	IDToken      string   `json:"idToken"`
+	RefreshToken string   `json:"refreshToken"`
+	Subject      string   `json:"subject"`
+	Name         string   `json:"name"`
+	ExpiresAt    int64    `json:"expiresAt"` // unix milliseconds
+	Aliases      []string `json:"aliases,omitempty"`
 }
 
 // sessionsFile is the file's top level.
@@ -151,11 +157,39 @@ func (s *Sessions) Get(key string) (Session, error) {
 		Subject:      j.Subject,
 		Name:         j.Name,
 		ExpiresAt:    time.UnixMilli(j.ExpiresAt),
+		Aliases:      j.Aliases,
 	}
 	if err := sess.validate(); err != nil {
 		return Session{}, fmt.Errorf("session %q: %w: %w", key, ErrCorruptSessions, err)
 	}
 	return sess, nil
+}
+
+// Find returns the session stored under the first of keys that has one, or else the first whose
+// aliases hold one of keys, with the key it is stored under. It fails as Get does, with the first
+// key named.
+func (s *Sessions) Find(keys ...string) (string, Session, error) {
+	for _, k := range keys {
+		if _, ok := s.entries[k]; ok {
+			sess, err := s.Get(k)
+			return k, sess, err
+		}
+	}
+	stored := slices.Sorted(maps.Keys(s.entries))
+	for _, k := range keys {
+		for _, key := range stored {
+			var j sessionJSON
+			if json.Unmarshal(s.entries[key], &j) == nil && slices.Contains(j.Aliases, k) {
+				sess, err := s.Get(key)
+				return key, sess, err
+			}
+		}
+	}
+	first := ""
+	if len(keys) > 0 {
+		first = keys[0]
+	}
+	return "", Session{}, fmt.Errorf("session %q: %w", first, ErrNoSession)
 }
 
 // Put stores sess under key, replacing any previous entry. It fails for an empty key or a
@@ -175,6 +209,7 @@ func (s *Sessions) Put(key string, sess Session) error {
 		Subject:      sess.Subject,
 		Name:         sess.Name,
 		ExpiresAt:    sess.ExpiresAt.UnixMilli(),
+		Aliases:      sess.Aliases,
 	})
 	if err != nil {
 		return fmt.Errorf("put session %q: %w", key, err)

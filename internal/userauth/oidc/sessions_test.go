@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ func TestSessionsRoundTrip(t *testing.T) {
 		t.Fatalf("Get on empty = %v, want ErrNoSession", err)
 	}
 	want := testSession()
+	want.Aliases = []string{"http://b", "http://c"}
 	if err := s.Put("nats://mesh", want); err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +63,17 @@ func TestSessionsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("round trip = %+v, want %+v", got, want)
+	}
+	for _, keys := range [][]string{{"nats://mesh"}, {"http://x", "http://c"}} {
+		key, found, err := back.Find(keys...)
+		if err != nil || key != "nats://mesh" || !reflect.DeepEqual(found, want) {
+			t.Errorf("Find(%v) = %q, %+v, %v; want the session under nats://mesh", keys, key, found, err)
+		}
+	}
+	if _, _, err := back.Find("http://x"); !errors.Is(err, ErrNoSession) {
+		t.Errorf("Find of an unknown key = %v, want ErrNoSession", err)
 	}
 	if _, err := back.Get("nats://other"); !errors.Is(err, ErrNoSession) {
 		t.Errorf("deleted session: Get = %v, want ErrNoSession", err)

@@ -1,0 +1,151 @@
+package authservice_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocotal/cotal/internal/authservice"
+	"github.com/gocotal/cotal/internal/ledger/authstore"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/userauth"
+)
+
+// TestSharedPlane: the auth services of a cluster's authority nodes hold the plane together
+// under one name; another name is refused while they hold it, and when the holder releases it a
+// co-holder claims it at its next refresh.
+func TestSharedPlane(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	l := m.Ledger("")
+	const holder = "auth-service:main:cluster:team"
+	first, err := l.SharePlane(ctx, holder, func(error) { t.Error("the first co-holder lost the plane") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := make(chan error, 1)
+	second, err := l.SharePlane(ctx, holder, func(err error) { lost <- err })
+	if err != nil {
+		t.Fatalf("a second node of the cluster: %v", err)
+	}
+	if _, err := l.HoldPlane(ctx, "auth-service:main:4242", func(error) {}); !errors.Is(err, authstore.ErrPlaneHeld) {
+		t.Fatalf("a lone auth service while the cluster holds the plane: %v", err)
+	}
+	if _, err := l.SharePlane(ctx, "auth-service:main:cluster:other", func(error) {}); err == nil {
+		t.Fatal("another cluster's auth service shared the plane")
+	}
+	if !first.Holding() || second.Holding() {
+		t.Fatalf("holding: first %v, second %v; want the first only", first.Holding(), second.Holding())
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, 30*time.Second, "the co-holder claiming the released plane", second.Holding)
+	select {
+	case err := <-lost:
+		t.Fatalf("the co-holder lost the plane: %v", err)
+	default:
+	}
+	if err := second.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSecretsTravel: an authority node's user-auth secrets, exported into another node's
+// directory, are the same files; a directory holding other secrets refuses them, and a broken
+// export writes nothing.
+func TestSecretsTravel(t *testing.T) {
+	t.Parallel()
+	from := filepath.Join(t.TempDir(), "from")
+	s, err := authservice.ExportSecrets(from, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.IdP = &authservice.IdP{Issuer: "http://127.0.0.1:4780", ClientID: "cotal-cli"}
+	to := filepath.Join(t.TempDir(), "to")
+	if err := authservice.ImportSecrets(to, "main", s); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"owner-secret.json", "issuer.json", "dev-idp-key.json"} {
+		a, _ := os.ReadFile(filepath.Join(from, name))
+		b, err := os.ReadFile(filepath.Join(to, name))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s differs after the import: %v", name, err)
+		}
+	}
+	if idp, err := authservice.PinnedIdP(to); err != nil || idp != *s.IdP {
+		t.Errorf("the imported pin: %+v %v", idp, err)
+	}
+	if err := authservice.ImportSecrets(to, "main", s); err != nil {
+		t.Errorf("importing the same secrets again: %v", err)
+	}
+	other, err := authservice.ExportSecrets(filepath.Join(t.TempDir(), "other"), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := authservice.ImportSecrets(to, "main", other); err == nil || !strings.Contains(err.Error(), "owner-secret.json") {
+		t.Errorf("importing another mesh's secrets: %v", err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	broken := *s
+	broken.Issuer = []byte(`{"ver":1,"keys":[]}`)
+	if err := authservice.ImportSecrets(empty, "main", &broken); err == nil || !strings.Contains(err.Error(), "issuer.json") {
+		t.Errorf("importing a broken issuer: %v", err)
+	}
+	if _, err := os.Stat(empty); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused import left %s behind", empty)
+	}
+}
+
+// TestNodeRecords: the auth service records itself in the user-auth store, and its mesh document
+// lists every node recorded there: another node's exchange and broker come after its own.
+func TestNodeRecords(t *testing.T) {
+	t.Parallel()
+	r := start(t)
+	ctx := t.Context()
+	nodes, err := authservice.ReadNodes(ctx, r.kv)
+	if err != nil || len(nodes) != 1 || nodes[0].ExchangeURL != r.ready.PublicURL || !nodes[0].Callout || !nodes[0].Fresh(time.Now()) {
+		t.Fatalf("the node records: %+v %v", nodes, err)
+	}
+	if r.doc.ExchangeURLs[0] != r.ready.PublicURL || len(r.doc.Servers) != 1 {
+		t.Fatalf("the mesh document of one node: %+v", r.doc)
+	}
+	// Another node records itself; the next beat lists it.
+	other := authservice.NodeRecord{Node: "node-b", Server: "nats://127.0.0.1:1", ExchangeURL: "http://127.0.0.1:2",
+		ManagerAuthorityURL: "http://127.0.0.1:2/manager-service-authority", Callout: true, SeenAt: time.Now().UTC()}
+	putNode(t, r, other)
+	meshtest.Eventually(t, 2*authservice.NodeBeat, "the other node in the mesh document", func() bool {
+		doc, err := authservice.FetchMeshDocument(ctx, userauth.NewHTTPClient(), r.ready.PublicURL)
+		return err == nil && len(doc.ExchangeURLs) == 2 && doc.ExchangeURLs[0] == r.ready.PublicURL &&
+			doc.ExchangeURLs[1] == other.ExchangeURL && doc.Servers[1] == other.Server && doc.ManagerAuthorityURLs[1] == other.ManagerAuthorityURL
+	})
+	// A node silent for a day is forgotten; a record that is not one is an error naming its key.
+	other.SeenAt = time.Now().Add(-authservice.NodeForgotten - time.Minute)
+	putNode(t, r, other)
+	if nodes, err := authservice.ReadNodes(ctx, r.kv); err != nil || len(nodes) != 1 {
+		t.Fatalf("a forgotten node still listed: %+v %v", nodes, err)
+	}
+	if _, err := r.kv.Put(ctx, "node.node-c", []byte(`{"node":"node-d"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := authservice.ReadNodes(ctx, r.kv); err == nil || !strings.Contains(err.Error(), "node.node-c") {
+		t.Fatalf("a broken node record: %v", err)
+	}
+}
+
+func putNode(t *testing.T, r *rig, n authservice.NodeRecord) {
+	t.Helper()
+	raw, err := json.Marshal(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.kv.Put(t.Context(), "node."+n.Node, raw); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,167 @@
+package authservice
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/gocotal/cotal/internal/jsapi"
+	"github.com/gocotal/cotal/internal/remotemgr"
+)
+
+// On a cluster every authority node runs the space's auth service, and each one records itself in
+// the space's user-auth store under node.<name>, again every NodeBeat: the broker URL its clients
+// reach, its exchange's public face, and whether its callout is answering. The mesh document every
+// face serves lists every node's face and broker, so a client that loses one node goes on through
+// the others, and `cotal status` reports each node's auth service.
+
+// NodeBeat is how often an auth service records itself; a record older than NodeStale is of a
+// node whose auth service has stopped answering, and one older than NodeForgotten of a node taken
+// out of the cluster: it is neither listed to clients nor reported.
+const (
+	NodeBeat      = 5 * time.Second
+	NodeStale     = 3 * NodeBeat
+	NodeForgotten = 24 * time.Hour
+)
+
+// nodeKeyPrefix prefixes the node records' keys.
+const nodeKeyPrefix = "node."
+
+// maxNodes bounds the records a document lists: a cluster has a handful of authority nodes.
+const maxNodes = 32
+
+// NodeRecord is one authority node's auth service as the others and the clients see it. The field
+// names are a stable interface (`cotal status --json`).
+type NodeRecord struct {
+	// Node is the node's server name in the cluster.
+	Node string `json:"node"`
+	// Server is the broker URL clients of this node connect to.
+	Server string `json:"server"`
+	// ExchangeURL is its exchange's public face; ManagerAuthorityURL its remote-manager route.
+	ExchangeURL         string `json:"exchangeUrl"`
+	ManagerAuthorityURL string `json:"managerAuthorityUrl"`
+	// Callout reports whether its callout was subscribed on a live connection at SeenAt.
+	Callout bool      `json:"callout"`
+	SeenAt  time.Time `json:"seenAt"`
+}
+
+// Fresh reports whether the record was written within NodeStale of now.
+func (r NodeRecord) Fresh(now time.Time) bool { return now.Sub(r.SeenAt) < NodeStale }
+
+func (r NodeRecord) validate() error {
+	if r.Node == "" || strings.ContainsAny(r.Node, ".*> ") || r.ExchangeURL == "" || r.Server == "" {
+		return errors.New("a node record names its node, broker and exchange")
+	}
+	return nil
+}
+
+// ReadNodes returns the node records in kv, the freshest first, without those forgotten.
+func ReadNodes(ctx context.Context, kv jetstream.KeyValue) ([]NodeRecord, error) {
+	keys, err := jsapi.ListKeys(ctx, kv, nodeKeyPrefix+"*")
+	if err != nil {
+		return nil, err
+	}
+	var out []NodeRecord
+	for _, key := range keys[:min(len(keys), maxNodes)] {
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var r NodeRecord
+		if err := json.Unmarshal(e.Value(), &r); err != nil || r.validate() != nil || nodeKeyPrefix+r.Node != key {
+			return nil, fmt.Errorf("the user-auth store's %s holds no node record", key)
+		}
+		if time.Since(r.SeenAt) < NodeForgotten {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b NodeRecord) int { return b.SeenAt.Compare(a.SeenAt) })
+	return out, nil
+}
+
+// nodeBook keeps this node's record written and the cluster's records read, for the mesh
+// document.
+type nodeBook struct {
+	kv   jetstream.KeyValue
+	self NodeRecord
+	// answering reports the callout's state at each beat.
+	answering func() bool
+
+	mu    sync.Mutex
+	nodes []NodeRecord // guarded by mu: the last records read, this node's first
+}
+
+// beat writes this node's record and reads every node's.
+func (b *nodeBook) beat(ctx context.Context) error {
+	rec := b.self
+	rec.Callout, rec.SeenAt = b.answering(), time.Now().UTC()
+	raw, _ := json.Marshal(rec) // strings, a bool and a time always encode
+	if _, err := b.kv.Put(ctx, nodeKeyPrefix+rec.Node, raw); err != nil {
+		return fmt.Errorf("record this node's auth service: %w", err)
+	}
+	nodes, err := ReadNodes(ctx, b.kv)
+	if err != nil {
+		return err
+	}
+	nodes = slices.DeleteFunc(nodes, func(r NodeRecord) bool { return r.Node == rec.Node })
+	b.mu.Lock()
+	b.nodes = append([]NodeRecord{rec}, nodes...)
+	b.mu.Unlock()
+	return nil
+}
+
+// run beats every NodeBeat until ctx ends; a beat that fails is logged and tried at the next.
+func (b *nodeBook) run(ctx context.Context, warn func(error)) {
+	t := time.NewTicker(NodeBeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		bctx, cancel := context.WithTimeout(ctx, NodeBeat)
+		if err := b.beat(bctx); err != nil && ctx.Err() == nil {
+			warn(err)
+		}
+		cancel()
+	}
+}
+
+// document completes doc with every node's face and broker: this node's first, then the others,
+// the freshest first.
+func (b *nodeBook) document(doc MeshDocument) MeshDocument {
+	b.mu.Lock()
+	nodes := slices.Clone(b.nodes)
+	b.mu.Unlock()
+	if len(nodes) == 0 {
+		nodes = []NodeRecord{b.self}
+	}
+	doc.ExchangeURLs, doc.ManagerAuthorityURLs, doc.Servers = nil, nil, nil
+	for _, n := range nodes {
+		doc.ExchangeURLs = appendNew(doc.ExchangeURLs, n.ExchangeURL)
+		doc.ManagerAuthorityURLs = appendNew(doc.ManagerAuthorityURLs, n.ManagerAuthorityURL)
+		doc.Servers = appendNew(doc.Servers, n.Server)
+	}
+	return doc
+}
+
+func appendNew(list []string, s string) []string {
+	if s == "" || slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
+
+// managerAuthorityURL is the remote-manager route of the exchange at exchangeURL.
+func managerAuthorityURL(exchangeURL string) string { return exchangeURL + remotemgr.Path }

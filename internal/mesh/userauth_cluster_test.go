@@ -1,0 +1,86 @@
+package mesh_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gocotal/cotal/internal/authservice"
+	"github.com/gocotal/cotal/internal/mesh"
+	"github.com/gocotal/cotal/internal/meshtest"
+	"github.com/gocotal/cotal/internal/userauth"
+)
+
+// userAuthNodes starts three authority nodes of a cluster in user-auth mode with the development
+// IdP, in this process: the first, then the two others from its authority bundle once it holds
+// its callout keys.
+func userAuthNodes(t *testing.T) ([]mesh.Dir, []*mesh.Mesh) {
+	t.Helper()
+	base := t.TempDir()
+	ports := meshtest.FreePorts(t, 10)
+	var routes []string
+	for _, p := range ports[3:6] {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	idp := fmt.Sprintf("127.0.0.1:%d", ports[9])
+	dirs := []mesh.Dir{{Path: filepath.Join(base, "a", ".cotal")}, {Path: filepath.Join(base, "b", ".cotal")}, {Path: filepath.Join(base, "c", ".cotal")}}
+	ctx := t.Context()
+	nodes := make([]*mesh.Mesh, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	up := func(i int, b *mesh.Bundle) {
+		o := mesh.Options{Port: ports[i], Cluster: &mesh.ClusterOptions{Name: "team", Port: ports[3+i], Routes: routes,
+			ServerName: fmt.Sprintf("node-%c", 'a'+i), Bundle: b},
+			UserAuth: &mesh.UserAuthOptions{DevIdP: true, DevIdPAddr: idp, PublicAddr: fmt.Sprintf("127.0.0.1:%d", ports[6+i])}}
+		wg.Go(func() { nodes[i], errs[i] = mesh.Up(ctx, dirs[i], o) })
+	}
+	up(0, nil)
+	meshtest.Eventually(t, 30*time.Second, "the first node's callout keys", func() bool {
+		_, err := os.Stat(filepath.Join(dirs[0].AuthDir(), "space.main.auth.xkey.nk"))
+		return err == nil
+	})
+	path := filepath.Join(base, "authority.json")
+	if err := dirs[0].WriteBundle(path, "team", nil, true); err != nil {
+		t.Fatal(err)
+	}
+	b, err := mesh.ReadBundle(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up(1, b)
+	up(2, b)
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			if n != nil {
+				sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				_ = n.Shutdown(sctx)
+				cancel()
+			}
+		}
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+	}
+	return dirs, nodes
+}
+
+// TestUserAuthClusterNodes: every authority node of a user-auth cluster serves the exchange, and
+// each one's mesh document lists all three.
+func TestUserAuthClusterNodes(t *testing.T) {
+	meshtest.Long(t, "a cluster of several nodes")
+	_, nodes := userAuthNodes(t)
+	for _, n := range nodes {
+		url := n.State().ExchangeURL
+		meshtest.Eventually(t, 2*authservice.NodeBeat, url+"'s mesh document listing every node", func() bool {
+			doc, err := authservice.FetchMeshDocument(t.Context(), userauth.NewHTTPClient(), url)
+			return err == nil && len(doc.ExchangeURLs) == 3 && doc.ExchangeURLs[0] == url && len(doc.Servers) == 3
+		})
+	}
+}
