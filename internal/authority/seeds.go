@@ -153,6 +153,20 @@ func ImportSeeds(dir string, s *Seeds) error {
 	return nil
 }
 
+// CalloutAccount returns the public key of the auth account the callout seeds of space name, ""
+// when the seeds carry none.
+func (s *Seeds) CalloutAccount(space wire.Space) (string, error) {
+	c := s.Spaces[space].Callout
+	if c == nil {
+		return "", nil
+	}
+	kp, err := nkeys.FromSeed([]byte(c.Account))
+	if err != nil {
+		return "", fmt.Errorf("keys: the callout account of space %s: not an nkey seed: %w", space, err)
+	}
+	return PublicKey(kp), nil
+}
+
 // PublicKeys returns the public keys of the seeds: the operator's, the system account's and each
 // space's account.
 func (s *Seeds) PublicKeys() (operator, system string, accounts map[wire.Space]string, err error) {

@@ -100,9 +100,8 @@ type Service struct {
 	authHeld     *ledger.Held
 	authEndpoint *authendpoint.Service
 	started      chan struct{} // closed when Start returns: what it set up is in place
-	// book records this node for the others; stopBook ends its beats.
+	// book records this node for the others.
 	book      *nodeBook
-	stopBook  context.CancelFunc
 	closeOnce sync.Once
 	closeErr  error
 	// LoopbackURL is the loopback face, which needs Cap; PublicURL the public face.
@@ -321,22 +320,13 @@ func (s *Service) startBook(ctx context.Context, doc MeshDocument) error {
 	if err := s.book.beat(ctx); err != nil {
 		return err
 	}
-	bctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	s.stopBook = stop
-	go s.book.run(bctx, func(err error) { s.cfg.Log.Warn("the auth service's node record", "err", err) })
+	s.book.start(ctx, func(err error) { s.cfg.Log.Warn("the auth service's node record", "err", err) })
 	return nil
 }
 
 // answering reports whether the callout can be handed a connect: subscribed on a live connection.
 func (s *Service) answering() bool {
 	return s.callout != nil && s.callout.Answering() && s.calloutNC != nil && s.calloutNC.IsConnected()
-}
-
-// Nodes returns the cluster's auth services as this one last read them, itself first.
-func (s *Service) Nodes() []NodeRecord {
-	s.book.mu.Lock()
-	defer s.book.mu.Unlock()
-	return slices.Clone(s.book.nodes)
 }
 
 // server wraps a face in an http.Server with the timeouts a face does not set itself.
@@ -379,8 +369,8 @@ func (s *Service) Close(ctx context.Context) error {
 		if s.loopback != nil {
 			err = errors.Join(err, s.loopback.Shutdown(ctx))
 		}
-		if s.stopBook != nil {
-			s.stopBook()
+		if s.book != nil {
+			err = errors.Join(err, s.book.close(ctx))
 		}
 		s.stopCallout()
 		if s.authEndpoint != nil {

@@ -60,8 +60,8 @@ func fetchMeshDocument(ctx context.Context, hc *http.Client, meshURL string) (*M
 		return nil, fmt.Errorf("reach the mesh at %s: %w", meshURL, err)
 	}
 	defer res.Body.Close()
-	if res.StatusCode >= http.StatusBadGateway && res.StatusCode <= http.StatusGatewayTimeout {
-		return nil, fmt.Errorf("reach the mesh at %s: HTTP %d: %w", meshURL, res.StatusCode, failover.ErrUnanswered)
+	if err := failover.Status(res.StatusCode); err != nil {
+		return nil, fmt.Errorf("reach the mesh at %s: %w", meshURL, err)
 	}
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s is not a cotal exchange: GET %s answered HTTP %d", meshURL, userauth.PathMesh, res.StatusCode)
@@ -91,17 +91,19 @@ func (d *MeshDocument) validate() error {
 	if d.Server == "" || d.IdP.ClientID == "" {
 		return errors.New("it names no broker or IdP client")
 	}
-	for _, server := range append([]string{d.Server}, d.Servers...) {
-		if err := bearerSafe(server); err != nil {
-			return err
-		}
+	if err := bearerSafe(d.Server); err != nil {
+		return err
 	}
-	urls := append([]string{d.IdP.Issuer, d.ExchangeURL, d.ManagerAuthorityURL}, d.ExchangeURLs...)
-	for _, u := range append(urls, d.ManagerAuthorityURLs...) {
+	for _, u := range []string{d.IdP.Issuer, d.ExchangeURL, d.ManagerAuthorityURL} {
 		if err := oidc.CheckURL(u); err != nil {
 			return err
 		}
 	}
+	// Another node's entry the client would not send a bearer or a token to is left out, not
+	// taken for a broken document: the node itself answered well.
+	d.Servers = slices.DeleteFunc(d.Servers, func(u string) bool { return bearerSafe(u) != nil })
+	d.ExchangeURLs = slices.DeleteFunc(d.ExchangeURLs, func(u string) bool { return oidc.CheckURL(u) != nil })
+	d.ManagerAuthorityURLs = slices.DeleteFunc(d.ManagerAuthorityURLs, func(u string) bool { return oidc.CheckURL(u) != nil })
 	return nil
 }
 
@@ -118,7 +120,7 @@ func Discover(ctx context.Context, hc *http.Client, sessionsPath, meshURL string
 	if lerr != nil {
 		return nil, err
 	}
-	key, sess, ferr := sessions.Find(SessionKeys(meshURL, nil)...)
+	key, sess, ferr := sessions.Find(failover.Split(meshURL)...)
 	if ferr != nil {
 		return nil, err
 	}
@@ -148,18 +150,14 @@ func (d *MeshDocument) Brokers() string {
 	return strings.Join(failover.New(append([]string{d.Server}, d.Servers...)...).URLs(), ",")
 }
 
-// SessionKeys are the keys a login to the mesh at meshURL is found under in the sessions file:
-// each URL meshURL names, then each exchange doc lists.
-func SessionKeys(meshURL string, doc *MeshDocument) []string {
-	keys := failover.New(failover.Split(meshURL)...).URLs()
-	if doc != nil {
-		for _, u := range doc.Exchanges().URLs() {
-			if !slices.Contains(keys, u) {
-				keys = append(keys, u)
-			}
-		}
-	}
-	return keys
+// LoginKeys are where a login to the mesh at meshURL is kept in the sessions file: under the first
+// URL meshURL names, and found under every other URL it names and every exchange doc lists (the
+// login's aliases). A login is only ever looked up by the URLs a person named (oidc.Sessions.Find
+// matches them against the aliases too), never by what a mesh document says: a document cannot
+// have another mesh's login sent to its exchange.
+func LoginKeys(meshURL string, doc *MeshDocument) (key string, aliases []string) {
+	all := failover.New(append(failover.Split(meshURL), doc.Exchanges().URLs()...)...).URLs()
+	return all[0], all[1:]
 }
 
 // IDTokens returns a source of fresh IdP tokens for the person logged in to the mesh at meshURL
@@ -171,7 +169,7 @@ func IDTokens(ctx context.Context, hc *http.Client, path, meshURL string, doc *M
 	if err != nil {
 		return nil, err
 	}
-	key, sess, err := sessions.Find(SessionKeys(meshURL, doc)...)
+	key, sess, err := sessions.Find(failover.Split(meshURL)...)
 	if err != nil {
 		return nil, fmt.Errorf("not logged in to %s: run `cotal login --mesh %s` (%w)", meshURL, meshURL, err)
 	}
@@ -411,6 +409,10 @@ func SessionHolder(ctx context.Context, hc *http.Client, sessionsPath, meshURL, 
 	if err != nil {
 		return nil, "", err
 	}
-	return &remotemgr.HolderClient{URL: remotemgr.HolderURL(doc.ExchangeURL), Space: wire.Space(doc.Space), Actor: actor,
+	var routes []string
+	for _, u := range doc.Exchanges().URLs() {
+		routes = append(routes, remotemgr.HolderURL(u))
+	}
+	return &remotemgr.HolderClient{URL: strings.Join(routes, ","), Space: wire.Space(doc.Space), Actor: actor,
 		IDToken: tokens, HTTP: hc}, doc.Brokers(), nil
 }

@@ -145,11 +145,26 @@ func TestOpenStateImportsTheFileLayout(t *testing.T) {
 	if _, err := again.People.Get(ctx, ownerA, "cli"); !errors.Is(err, userauth.ErrNoRow) {
 		t.Fatalf("the revoked row after a second open: %v", err)
 	}
+	// An import that stopped before its renames runs again whole, and still leaves the row
+	// revoked since revoked.
+	done, _ := imported(t, dir)
+	for _, name := range done {
+		if err := os.Rename(filepath.Join(dir, name+".imported"), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rerun, err := authservice.OpenState(ctx, dir, importSpace, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rerun.People.Get(ctx, ownerA, "cli"); !errors.Is(err, userauth.ErrNoRow) {
+		t.Fatalf("an import run again brought the revoked row back: %v", err)
+	}
 }
 
 // TestOpenStateImportRefusesAConflict shows an import that finds another row under one of its
 // keys fail naming the key, writing nothing further and renaming nothing, so it runs again whole
-// once the conflict is resolved; and an import cut short finishing at the next open.
+// once the conflict is resolved (here, the stale file removed).
 func TestOpenStateImportRefusesAConflict(t *testing.T) {
 	ctx := t.Context()
 	kv := userAuthStore(t)
@@ -174,16 +189,15 @@ func TestOpenStateImportRefusesAConflict(t *testing.T) {
 		t.Fatalf("a registration was imported after the conflict: %v", err)
 	}
 
-	// Resolved (the store's row removed): the next open imports everything, the rows it wrote the
-	// first time included.
-	if err := kv.Delete(ctx, key); err != nil {
+	// Resolved (the stale file removed: the store's row stands): the next open imports the rest.
+	if err := os.Remove(filepath.Join(dir, "managed-actors", ownerA+".bot.json")); err != nil {
 		t.Fatal(err)
 	}
 	st, err := authservice.OpenState(ctx, dir, importSpace, kv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row, err := st.People.Get(ctx, ownerA, "bot"); err != nil || row.LifecycleUID != bot.LifecycleUID {
+	if row, err := st.People.Get(ctx, ownerA, "bot"); err != nil || row.LifecycleUID != other.LifecycleUID {
 		t.Fatalf("bot after the import: %+v %v", row, err)
 	}
 	if got, err := st.Registry.Get(ctx, reg.InstanceID); err != nil || got == nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/failover"
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/remotemgr"
 )
@@ -62,14 +65,16 @@ func (r NodeRecord) validate() error {
 	return nil
 }
 
-// ReadNodes returns the node records in kv, the freshest first, without those forgotten.
+// ReadNodes returns the node records in kv, the freshest first, without those forgotten. A record
+// that is not one (written by something else than an auth service) is passed over: one broken
+// key must not take every node's document down.
 func ReadNodes(ctx context.Context, kv jetstream.KeyValue) ([]NodeRecord, error) {
 	keys, err := jsapi.ListKeys(ctx, kv, nodeKeyPrefix+"*")
 	if err != nil {
 		return nil, err
 	}
 	var out []NodeRecord
-	for _, key := range keys[:min(len(keys), maxNodes)] {
+	for _, key := range keys {
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
@@ -78,15 +83,15 @@ func ReadNodes(ctx context.Context, kv jetstream.KeyValue) ([]NodeRecord, error)
 			return nil, err
 		}
 		var r NodeRecord
-		if err := json.Unmarshal(e.Value(), &r); err != nil || r.validate() != nil || nodeKeyPrefix+r.Node != key {
-			return nil, fmt.Errorf("the user-auth store's %s holds no node record", key)
+		if json.Unmarshal(e.Value(), &r) != nil || r.validate() != nil || nodeKeyPrefix+r.Node != key {
+			continue
 		}
 		if time.Since(r.SeenAt) < NodeForgotten {
 			out = append(out, r)
 		}
 	}
 	slices.SortFunc(out, func(a, b NodeRecord) int { return b.SeenAt.Compare(a.SeenAt) })
-	return out, nil
+	return out[:min(len(out), maxNodes)], nil
 }
 
 // nodeBook keeps this node's record written and the cluster's records read, for the mesh
@@ -96,6 +101,8 @@ type nodeBook struct {
 	self NodeRecord
 	// answering reports the callout's state at each beat.
 	answering func() bool
+	stop      context.CancelFunc
+	done      chan struct{} // closed when run returns
 
 	mu    sync.Mutex
 	nodes []NodeRecord // guarded by mu: the last records read, this node's first
@@ -120,26 +127,44 @@ func (b *nodeBook) beat(ctx context.Context) error {
 	return nil
 }
 
-// run beats every NodeBeat until ctx ends; a beat that fails is logged and tried at the next.
-func (b *nodeBook) run(ctx context.Context, warn func(error)) {
-	t := time.NewTicker(NodeBeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// start beats every NodeBeat until close; a beat that fails is reported to warn and tried at the
+// next.
+func (b *nodeBook) start(ctx context.Context, warn func(error)) {
+	ctx, b.stop = context.WithCancel(context.WithoutCancel(ctx))
+	b.done = make(chan struct{})
+	go func() {
+		defer close(b.done)
+		t := time.NewTicker(NodeBeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			bctx, cancel := context.WithTimeout(ctx, NodeBeat)
+			if err := b.beat(bctx); err != nil && ctx.Err() == nil {
+				warn(err)
+			}
+			cancel()
 		}
-		bctx, cancel := context.WithTimeout(ctx, NodeBeat)
-		if err := b.beat(bctx); err != nil && ctx.Err() == nil {
-			warn(err)
-		}
-		cancel()
+	}()
+}
+
+// close stops the beats and removes this node's record: a node stopped on purpose is no longer
+// offered to clients or reported. A node that dies leaves its record to go stale.
+func (b *nodeBook) close(ctx context.Context) error {
+	if b.stop == nil {
+		return nil
 	}
+	b.stop()
+	<-b.done
+	return b.kv.Delete(ctx, nodeKeyPrefix+b.self.Node)
 }
 
 // document completes doc with every node's face and broker: this node's first, then the others,
-// the freshest first.
+// the freshest first. When this node's face is not on loopback, another node's loopback address
+// is left out: on a client's machine it would name whatever listens there.
 func (b *nodeBook) document(doc MeshDocument) MeshDocument {
 	b.mu.Lock()
 	nodes := slices.Clone(b.nodes)
@@ -147,20 +172,28 @@ func (b *nodeBook) document(doc MeshDocument) MeshDocument {
 	if len(nodes) == 0 {
 		nodes = []NodeRecord{b.self}
 	}
-	doc.ExchangeURLs, doc.ManagerAuthorityURLs, doc.Servers = nil, nil, nil
-	for _, n := range nodes {
-		doc.ExchangeURLs = appendNew(doc.ExchangeURLs, n.ExchangeURL)
-		doc.ManagerAuthorityURLs = appendNew(doc.ManagerAuthorityURLs, n.ManagerAuthorityURL)
-		doc.Servers = appendNew(doc.Servers, n.Server)
+	remote := !isLoopbackURL(b.self.ExchangeURL)
+	var exchanges, routes, servers []string
+	for i, n := range nodes {
+		if i > 0 && remote && (isLoopbackURL(n.ExchangeURL) || isLoopbackURL(n.Server)) {
+			continue
+		}
+		exchanges, routes, servers = append(exchanges, n.ExchangeURL), append(routes, n.ManagerAuthorityURL), append(servers, n.Server)
 	}
+	doc.ExchangeURLs = failover.New(exchanges...).URLs()
+	doc.ManagerAuthorityURLs = failover.New(routes...).URLs()
+	doc.Servers = failover.New(servers...).URLs()
 	return doc
 }
 
-func appendNew(list []string, s string) []string {
-	if s == "" || slices.Contains(list, s) {
-		return list
+// isLoopbackURL reports whether u names a loopback host.
+func isLoopbackURL(u string) bool {
+	p, err := url.Parse(u)
+	if err != nil {
+		return false
 	}
-	return append(list, s)
+	ip := net.ParseIP(p.Hostname())
+	return p.Hostname() == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // managerAuthorityURL is the remote-manager route of the exchange at exchangeURL.

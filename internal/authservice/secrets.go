@@ -71,58 +71,89 @@ func DevIdPKey(dir string) (ed25519.PrivateKey, error) {
 	return devidp.LoadOrCreateKey(filepath.Join(dir, devIdPKeyFile))
 }
 
-// ImportSecrets writes s into the user-auth state in dir (created 0700), each file 0600. A file
-// already there must hold the same content: a directory serves one space's people, never two.
-// Every secret is checked before the first file is written.
-func ImportSecrets(dir string, sp wire.Space, s *Secrets) error {
-	type file struct {
-		name  string
-		raw   []byte
-		check func(path string) error
-	}
-	files := []file{
-		{ownerSecretFile, s.OwnerSecret, func(p string) error { _, err := userauth.LoadOrCreateOwnerSecret(p); return err }},
-		{issuerFile, s.Issuer, func(p string) error { _, err := userauth.LoadOrCreateIssuer(p, sp); return err }},
-		{devIdPKeyFile, s.DevIdPKey, func(p string) error { _, err := devidp.LoadOrCreateKey(p); return err }},
+// secretFile is one file of the secrets, with the check of its content.
+type secretFile struct {
+	name  string
+	raw   []byte
+	check func([]byte) error
+}
+
+// files returns the secrets as the files they are kept in, each checked: nothing that is not a
+// secret of space is ever written.
+func (s *Secrets) files(sp wire.Space) ([]secretFile, error) {
+	files := []secretFile{
+		{ownerSecretFile, s.OwnerSecret, userauth.CheckOwnerSecret},
+		{issuerFile, s.Issuer, func(raw []byte) error { return userauth.CheckIssuer(raw, sp) }},
+		{devIdPKeyFile, s.DevIdPKey, devidp.CheckKey},
 	}
 	if s.IdP != nil {
 		if s.IdP.Issuer == "" || s.IdP.ClientID == "" {
-			return errors.New("import user-auth secrets: the IdP pin names no issuer or client")
+			return nil, errors.New("user-auth secrets: the IdP pin names no issuer or client")
 		}
 		pin, _ := json.MarshalIndent(s.IdP, "", "  ") // strings always encode
-		files = append(files, file{idpPinFile, pin, func(p string) error { _, err := PinnedIdP(filepath.Dir(p)); return err }})
+		files = append(files, secretFile{idpPinFile, pin, func([]byte) error { return nil }})
 	}
-	tmp, err := os.MkdirTemp("", "cotal-secrets-")
+	for i, f := range files {
+		if len(f.raw) == 0 {
+			return nil, fmt.Errorf("user-auth secrets: %s is missing", f.name)
+		}
+		if err := f.check(f.raw); err != nil {
+			return nil, fmt.Errorf("user-auth secrets: %s: %w", f.name, err)
+		}
+		files[i].raw = append(bytes.TrimSpace(f.raw), '\n')
+	}
+	return files, nil
+}
+
+// same checks that path holds raw, or nothing.
+func same(path string, raw []byte) error {
+	have, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !bytes.Equal(bytes.TrimSpace(have), bytes.TrimSpace(raw)):
+		return fmt.Errorf("user-auth secrets: %s holds another %s: this directory serves other people", path, filepath.Base(path))
+	}
+	return nil
+}
+
+// CheckSecrets checks s as ImportSecrets would take it into dir, writing nothing.
+func CheckSecrets(dir string, sp wire.Space, s *Secrets) error {
+	files, err := s.files(sp)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
 	for _, f := range files {
-		if len(f.raw) == 0 {
-			return fmt.Errorf("import user-auth secrets: %s is missing", f.name)
-		}
-		p := filepath.Join(tmp, f.name)
-		if err := os.WriteFile(p, f.raw, 0o600); err != nil {
+		if err := same(filepath.Join(dir, f.name), f.raw); err != nil {
 			return err
 		}
-		if err := f.check(p); err != nil {
-			return fmt.Errorf("import user-auth secrets: %s: %w", f.name, err)
-		}
-		have, err := os.ReadFile(filepath.Join(dir, f.name))
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return err
-		case !bytes.Equal(bytes.TrimSpace(have), bytes.TrimSpace(f.raw)):
-			return fmt.Errorf("import user-auth secrets: %s holds another %s: this directory serves other people", filepath.Join(dir, f.name), f.name)
-		}
+	}
+	return nil
+}
+
+// ImportSecrets writes s into the user-auth state in dir (created 0700), each file 0600 and
+// create-only. A file already there must hold the same content: a directory serves one space's
+// people, never two. Every secret is checked before the first file is written.
+func ImportSecrets(dir string, sp wire.Space, s *Secrets) error {
+	if err := CheckSecrets(dir, sp, s); err != nil {
+		return err
+	}
+	files, err := s.files(sp)
+	if err != nil {
+		return err
 	}
 	if err := atomicfile.MkdirPrivate(dir); err != nil {
 		return err
 	}
 	for _, f := range files {
-		err := atomicfile.Create(filepath.Join(dir, f.name), append(bytes.TrimSpace(f.raw), '\n'), 0o600)
-		if err != nil && !errors.Is(err, fs.ErrExist) {
+		path := filepath.Join(dir, f.name)
+		err := atomicfile.Create(path, f.raw, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			err = same(path, f.raw) // made meanwhile: it must be the same
+		}
+		if err != nil {
 			return err
 		}
 	}

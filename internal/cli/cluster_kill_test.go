@@ -95,8 +95,8 @@ func startNodes(t *testing.T, userAuth func(i int) []string) *nodes {
 	c.start(1)
 	c.start(2)
 	c.states = make([]*mesh.State, 3)
-	for i, d := range c.dirs {
-		c.states[i] = waitUp(t, d, nil)
+	for i := range c.dirs {
+		c.states[i] = c.waitUp(i)
 	}
 	c.l = openLedger(t, c.dirs[0], c.states[0].URL)
 	if c.prov, err = c.l.Issue(t.Context(), ledger.Request{Profile: authority.ProfileProvisioner, Name: "check"}); err != nil {
@@ -139,6 +139,29 @@ func (c *nodes) start(i int) {
 	c.mu.Lock()
 	c.procs[i], c.logs[i] = cmd, logPath
 	c.mu.Unlock()
+}
+
+// waitUp waits for node i as waitUp does; a node that does not come up is made to dump its
+// goroutines into its log (SIGQUIT) before the test fails, so the log says where it stalled.
+func (c *nodes) waitUp(i int) *mesh.State {
+	c.t.Helper()
+	d := mesh.Dir{Path: filepath.Join(c.dirs[i], mesh.DirName)}
+	var err error
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var st *mesh.State
+		if st, err = d.ReadState(); err == nil {
+			return st
+		}
+	}
+	c.mu.Lock()
+	cmd := c.procs[i]
+	c.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		time.Sleep(2 * time.Second)
+	}
+	c.t.Fatalf("%s did not come up: %v", c.names[i], err)
+	return nil
 }
 
 // serving reports whether node i, since its latest start, took the space's delivery lease and
@@ -337,7 +360,7 @@ func TestClusterSurvivesNodeKill(t *testing.T) {
 	}
 	r.all(t, 2*clusterDMs)
 	c.start(victim)
-	c.states[victim] = waitUp(t, c.dirs[victim], nil)
+	c.states[victim] = c.waitUp(victim)
 	c.caughtUp((victim + 1) % 3)
 }
 
@@ -468,7 +491,7 @@ func TestClusterAuthorityFailover(t *testing.T) {
 	r.all(t, 2*clusterDMs)
 
 	c.start(active)
-	c.states[active] = waitUp(t, c.dirs[active], nil)
+	c.states[active] = c.waitUp(active)
 	for _, i := range []int{active, standby, 2} {
 		meshtest.Eventually(t, 30*time.Second, fmt.Sprintf("%s refusing carol's revoked credential", c.names[i]), func() bool {
 			nc, err := dial.As(ctx, c.states[i].URL, carolCred)
@@ -503,7 +526,7 @@ func TestClusterRollingRestart(t *testing.T) {
 		}
 		c.stop(i)
 		c.start(i)
-		c.states[i] = waitUp(t, c.dirs[i], nil)
+		c.states[i] = c.waitUp(i)
 		c.caughtUp((i + 1) % 3)
 	}
 	for range sent {

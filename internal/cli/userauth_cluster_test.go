@@ -9,9 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/gocotal/cotal"
 	"github.com/gocotal/cotal/internal/authservice"
@@ -22,6 +25,7 @@ import (
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/userauth"
 	"github.com/gocotal/cotal/internal/userauth/oidc"
+	"github.com/gocotal/cotal/wire"
 )
 
 // userAuthDMs is how many direct messages, and how many posts to a durable channel, flow between
@@ -66,13 +70,13 @@ func (p *person) sessions() string { return filepath.Join(p.home, ".cotal", "idp
 
 // connect connects the person's CLI actor through the mesh at meshURL, as `cotal send --mesh`
 // does, with handler.
-func (p *person) connect(meshURL string, handler cotal.Handler) (*cotal.Client, error) {
+func (p *person) connect(meshURL string, handler cotal.Handler, extra ...cotal.Option) (*cotal.Client, error) {
 	ctx := p.t.Context()
 	server, opts, err := authservice.PersonOptions(ctx, userauth.NewHTTPClient(), p.sessions(), meshURL, "cli")
 	if err != nil {
 		return nil, err
 	}
-	c, err := cotal.Connect(ctx, server, append(opts, cotal.WithHandler(handler))...)
+	c, err := cotal.Connect(ctx, server, append(append(opts, cotal.WithHandler(handler)), extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +261,7 @@ func TestUserAuthCluster(t *testing.T) {
 		return !anaC.Conn().IsConnected() && !again.Conn().IsConnected()
 	})
 	c.start(0)
-	c.states[0] = waitUp(t, c.dirs[0], nil)
+	c.states[0] = c.waitUp(0)
 	for i, st := range c.states {
 		nc, err := dial.Bearer(ctx, st.URL, []byte(doc.SentinelCreds), func(context.Context) (string, error) { return held, nil })
 		if err == nil {
@@ -268,6 +272,12 @@ func TestUserAuthCluster(t *testing.T) {
 	meshtest.Eventually(t, 30*time.Second, "node a's auth service answering again", func() bool {
 		code, list := c.authServices(0)
 		return code == exit.OK && len(list) == 3
+	})
+	// A node stopped on purpose takes its auth service off the list: the others stay healthy.
+	c.stop(2)
+	meshtest.Eventually(t, 30*time.Second, "node c's auth service off the list", func() bool {
+		code, list := c.authServices(0)
+		return code == exit.OK && len(list) == 2
 	})
 }
 
@@ -342,5 +352,111 @@ func (c *nodes) erin(benC *cotal.Client, ben *person) func(wait time.Duration) {
 			})
 			return running && slices.ContainsFunc(roster.Find("erin"), func(p cotal.Peer) bool { return p.Online })
 		})
+	}
+}
+
+// TestUserAuthClusterChurn runs a user-auth cluster whose every credential lives one minute
+// (people's and agents' bearers, the daemons' credentials, the remote manager's standing ones) for
+// two minutes, ten under COTAL_SOAK=1, while a person logs in, posts and logs out every 10 s
+// through each node in turn and another sends a DM every second: no connection that should be
+// allowed is refused (every login, post and DM succeeds, and every DM arrives once), the remote
+// manager and its agent keep renewing, and `cotal doctor auth` is clean at the end.
+func TestUserAuthClusterChurn(t *testing.T) {
+	meshtest.Long(t, "a user-auth cluster under churn")
+	length := 2 * time.Minute
+	if os.Getenv("COTAL_SOAK") == "1" {
+		length = 10 * time.Minute
+	}
+	c, ex := userAuthCluster(t, "--daemon-credential-lifetime", "1m", "--remote-manager-lifetime", "1m", "--bearer-lifetime", "1m")
+	ctx := t.Context()
+	for _, g := range [][]string{{"ana", "spawn"}, {"ben", "supervise", "spawn"}, {"cara", "spawn"}} {
+		args := []string{"actor", "grant", g[0], "--allow-publish", "general", "--allow-subscribe", "general", "--dir", c.dirs[0]}
+		for _, s := range g[1:] {
+			args = append(args, "--scope", s)
+		}
+		if code, _, stderr := run(t, args...); code != exit.OK {
+			t.Fatalf("actor grant %s: exit %d %s", g[0], code, stderr)
+		}
+	}
+	ana := &person{t: t, name: "ana", home: t.TempDir()}
+	ben := &person{t: t, name: "ben", home: t.TempDir()}
+	cara := &person{t: t, name: "cara", home: t.TempDir()}
+	for i, p := range []*person{ana, ben} {
+		if code, _, stderr := p.as("login", "--mesh", ex[i+1], "--dev-user", p.name); code != exit.OK {
+			t.Fatalf("%s's login: exit %d %s", p.name, code, stderr)
+		}
+	}
+	sup := c.superviseAs(ben, ex[2])
+	meshtest.Eventually(t, 60*time.Second, "ben's remote manager serving", func() bool {
+		return strings.Contains(sup.output(), "serving space")
+	})
+	args := append([]string{"spawn", "--mesh", ex[2], "--name", "erin", "--detach", "--"}, agentCommand(t)...)
+	if code, _, stderr := ben.as(args...); code != exit.OK {
+		t.Fatalf("spawn on ben's remote manager: exit %d %s (supervise: %s)", code, stderr, sup.output())
+	}
+	// Every reconnect on a fresh bearer (each lives a minute) must be admitted.
+	var refused atomic.Int64
+	countRefusals := cotal.WithNATSOptions(nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+		if strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			refused.Add(1)
+		}
+	}))
+	r := &receiver{got: map[string]bool{}}
+	benC, err := ben.connect(ex[2], r.handle, countRefusals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anaC, err := ana.connect(ex[1], func(context.Context, *cotal.Delivery) error { return nil }, countRefusals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	erin := c.erin(benC, ben)
+	erin(60 * time.Second)
+
+	deadline := time.Now().Add(length)
+	sent := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { sent <- n }()
+		for ; time.Now().Before(deadline) && ctx.Err() == nil; n++ {
+			m := &wire.CotalMessage{ID: fmt.Sprintf("churn-dm-%05d", n), To: benC.Principal().String(), Parts: []wire.Part{wire.TextPart("n")}}
+			for {
+				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := anaC.Send(sctx, m)
+				cancel()
+				if err == nil || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond) // a reconnect on a fresh bearer: the same id again
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	for k := 0; time.Now().Before(deadline); k++ {
+		next := time.Now().Add(10 * time.Second)
+		node := ex[k%3]
+		for _, step := range [][]string{
+			{"login", "--mesh", node, "--dev-user", "cara"},
+			{"send", "--mesh", node, "msg", "general", fmt.Sprintf("churn %d", k)},
+			{"logout", "--mesh", node},
+		} {
+			if code, _, stderr := cara.as(step...); code != exit.OK {
+				t.Errorf("churn %d through %s: %s: exit %d %s", k, node, step[0], code, stderr)
+			}
+		}
+		time.Sleep(time.Until(next))
+	}
+	r.all(t, <-sent)
+	if n := refused.Load(); n != 0 {
+		t.Errorf("%d reconnects on a fresh bearer were refused", n)
+	}
+	if sup.exited() {
+		t.Fatalf("the remote manager ended: %s", sup.output())
+	}
+	erin(60 * time.Second)
+	for i := range c.dirs {
+		if code, out, stderr := run(t, "doctor", "auth", "--dir", c.dirs[i]); code != exit.OK {
+			t.Errorf("doctor auth on %s: exit %d %s %s", c.names[i], code, out, stderr)
+		}
 	}
 }

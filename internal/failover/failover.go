@@ -7,7 +7,9 @@ package failover
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -18,6 +20,15 @@ import (
 // an overloaded node's 502, 503 or 504): the next endpoint is tried. A transport error (no route,
 // connection refused, a timeout) is one without the mark.
 var ErrUnanswered = errors.New("the endpoint did not answer")
+
+// Status returns ErrUnanswered for an HTTP status a gateway or an overloaded node answers in place
+// of the endpoint (502, 503, 504), nil for any other.
+func Status(code int) error {
+	if code >= http.StatusBadGateway && code <= http.StatusGatewayTimeout {
+		return fmt.Errorf("HTTP %d: %w", code, ErrUnanswered)
+	}
+	return nil
+}
 
 // Endpoints are equivalent endpoints, in the order they are tried. It is safe for concurrent use.
 type Endpoints struct {

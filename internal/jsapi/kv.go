@@ -32,19 +32,27 @@ func ListKeys(ctx context.Context, kv jetstream.KeyValue, filter string) ([]stri
 	return slices.Compact(keys), nil // a key written during the listing can be listed twice
 }
 
-// CreateOnce writes value under key of kv unless the key holds a value already: the very same
-// value is no error (the write was made before), another value is an error naming the key. A key
-// whose last entry is a delete marker holds no value.
+// CreateOnce writes value under key of kv unless the key was ever written: the very same value is
+// no error (the write was made before), another value is an error naming the key, and a key
+// whose last entry deletes it stays deleted (what deleted it was decided after the write this one
+// repeats: an import run again must not bring a revoked row back).
 func CreateOnce(ctx context.Context, kv jetstream.KeyValue, key string, value []byte) error {
-	_, err := kv.Create(ctx, key, value)
-	if err == nil || !Conflict(err) {
-		return err
+	history, err := kv.History(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		_, err = kv.Create(ctx, key, value)
+		if err == nil || !Conflict(err) {
+			return err
+		}
+		history, err = kv.History(ctx, key) // written meanwhile
 	}
-	e, err := kv.Get(ctx, key)
 	if err != nil {
 		return fmt.Errorf("%s of %s: %w", key, kv.Bucket(), err)
 	}
-	if !bytes.Equal(e.Value(), value) {
+	last := history[len(history)-1]
+	switch {
+	case last.Operation() != jetstream.KeyValuePut:
+		return nil
+	case !bytes.Equal(last.Value(), value):
 		return fmt.Errorf("%s of %s holds another value", key, kv.Bucket())
 	}
 	return nil

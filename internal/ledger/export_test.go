@@ -43,3 +43,11 @@ func (l *Ledger) RenewServing(ctx context.Context, endpoint wire.EndpointName, c
 func (l *Ledger) ReleaseServing(ctx context.Context, endpoint wire.EndpointName, instance wire.LifecycleUID, credentialID string) error {
 	return l.releaseServing(ctx, endpoint, instance, credentialID)
 }
+
+// Holding reports whether this hold wrote the claim the plane holds now: false for a co-holder
+// of a shared claim another one wrote.
+func (h *PlaneHold) Holding() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rev != 0
+}

@@ -77,7 +77,13 @@ func (h *PlaneHold) refresh(ctx context.Context, lost func(error)) {
 			written = time.Now()
 		case ctx.Err() != nil:
 			return
-		case errors.Is(err, authstore.ErrConflict) || time.Since(written) > PlaneTTL*2/3:
+		case errors.Is(err, authstore.ErrConflict) || errors.Is(err, authstore.ErrPlaneHeld):
+			lost(err) // another service holds it
+			return
+		case !h.shared && time.Since(written) > PlaneTTL*2/3:
+			// A lone holder that cannot refresh may have let it lapse to another service. The
+			// nodes of a cluster hold it under one name: a store that does not answer for a while
+			// hands nothing to anyone else, and the claim is taken again once it answers.
 			lost(err)
 			return
 		}
@@ -112,17 +118,9 @@ func (h *PlaneHold) once(ctx context.Context) error {
 			h.rev = 0 // a co-holder holds it, or it lapsed: claimed again at the next tick
 			return nil
 		}
-		return fmt.Errorf("%w: %s holds it", authstore.ErrConflict, have.Holder)
+		return fmt.Errorf("%w: %s holds it", authstore.ErrPlaneHeld, have.Holder)
 	}
 	return err
-}
-
-// Holding reports whether this hold wrote the claim the plane holds now: false for a co-holder
-// of a shared claim another one wrote.
-func (h *PlaneHold) Holding() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.rev != 0
 }
 
 // Release stops the refreshes and removes the claim, so the next service need not wait for it to

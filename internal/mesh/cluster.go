@@ -65,9 +65,10 @@ func DefaultServerName(port int) string {
 	return host + "-" + strconv.Itoa(port)
 }
 
-// BundleVersion is the version of the bundle format this build writes; it reads the one before
-// too. Version 2 added each space's store account, version 3 a user-auth mesh's auth accounts
-// and, in an authority bundle, its user-auth secrets.
+// BundleVersion is the version of the bundle format this build reads, with the one before: it
+// writes a user-auth mesh's bundle at it and any other at the one before. Version 2 added each
+// space's store account, version 3 a user-auth mesh's auth accounts and, in an authority bundle,
+// its user-auth secrets.
 const BundleVersion = 3
 
 // Bundle is what a node needs to join a cluster: the cluster's name and route secret, and the
@@ -131,6 +132,8 @@ func ReadBundle(path string) (*Bundle, error) {
 		return nil, fmt.Errorf("cluster bundle %s: the cluster name and route secret are required", path)
 	case len(b.Spaces) == 0 || len(b.Spaces) != len(b.Accounts) || len(b.Spaces) != len(b.StoreAccounts):
 		return nil, fmt.Errorf("cluster bundle %s: one account JWT and one store account JWT per space are required", path)
+	case b.Version < BundleVersion && (b.userAuth() || len(b.UserAuth) > 0):
+		return nil, fmt.Errorf("cluster bundle %s: version %d carries no user-auth mesh", path, b.Version)
 	case b.userAuth() && len(b.AuthAccounts) != len(b.Spaces):
 		return nil, fmt.Errorf("cluster bundle %s: a user-auth mesh's bundle holds one auth account JWT per space", path)
 	case b.Keys != nil && b.userAuth() && len(b.UserAuth) != len(b.Spaces):
@@ -172,8 +175,23 @@ func (b *Bundle) checkKeys() error {
 		if _, ok := b.Managers[sp]; !ok {
 			return fmt.Errorf("its manager instance of space %s is missing", sp)
 		}
-		if b.userAuth() && (b.Keys.Spaces[sp].Callout == nil || b.UserAuth[sp] == nil) {
+		callout, err := b.Keys.CalloutAccount(sp)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !b.userAuth() && (callout != "" || len(b.UserAuth) > 0):
+			return fmt.Errorf("it carries user-auth keys of space %s, but no auth account: it is of a mesh not in user-auth mode", sp)
+		case b.userAuth() && (callout == "" || b.UserAuth[sp] == nil):
 			return fmt.Errorf("its callout keys or user-auth secrets of space %s are missing", sp)
+		case b.userAuth():
+			auth, err := jwt.DecodeAccountClaims(b.AuthAccounts[i])
+			if err != nil {
+				return err
+			}
+			if auth.Subject != callout {
+				return fmt.Errorf("its callout keys of space %s are not the auth account its trust names", sp)
+			}
 		}
 		ac, err := jwt.DecodeAccountClaims(b.Accounts[i])
 		if err != nil {
@@ -288,7 +306,7 @@ func (d Dir) WriteBundle(path, cluster string, spaces []wire.Space, keys bool) e
 	if err != nil {
 		return err
 	}
-	b := Bundle{Version: BundleVersion, Cluster: secret.Cluster, RouteUser: secret.User, RoutePassword: secret.Password,
+	b := Bundle{Version: BundleVersion - 1, Cluster: secret.Cluster, RouteUser: secret.User, RoutePassword: secret.Password,
 		OperatorJWT: t.OperatorJWT, SystemAccount: t.SystemAccount, Spaces: spaces}
 	for _, sp := range spaces {
 		sk, err := kr.Space(sp)
@@ -316,6 +334,9 @@ func (d Dir) WriteBundle(path, cluster string, spaces []wire.Space, keys bool) e
 	}
 	if len(b.AuthAccounts) != 0 && len(b.AuthAccounts) != len(spaces) {
 		return errors.New("some of the spaces served in user-auth mode and some did not: write a bundle per mode")
+	}
+	if b.userAuth() {
+		b.Version = BundleVersion // a bundle without user-auth stays readable by the builds before
 	}
 	if keys {
 		if b.Keys, err = kr.Export(spaces); err != nil {
@@ -347,6 +368,14 @@ func (d Dir) WriteBundle(path, cluster string, spaces []wire.Space, keys bool) e
 func (d Dir) adoptAuthorityBundle(b *Bundle) error {
 	if d.keyless() {
 		return ErrKeyless
+	}
+	// The user-auth secrets are checked against what d holds before anything is written.
+	for _, sp := range b.Spaces {
+		if s := b.UserAuth[sp]; s != nil {
+			if err := authservice.CheckSecrets(d.UserAuthDir(sp), sp, s); err != nil {
+				return err
+			}
+		}
 	}
 	if err := authority.ImportSeeds(d.AuthDir(), b.Keys); err != nil {
 		return err

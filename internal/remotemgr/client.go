@@ -123,14 +123,7 @@ func (c *Client) do(ctx context.Context, r Request) (*Response, error) {
 		return nil, fmt.Errorf("remote manager %s: the person's IdP token: %w", r.Operation, err)
 	}
 	body, _ := json.Marshal(Envelope{IDPToken: tok, Request: r}) // always encodes
-	var raw []byte
-	err = c.routes.Do(ctx, func(ctx context.Context, u string) (err error) {
-		raw, err = post(ctx, c.cfg.HTTP, u, body, "remote manager "+opName(r))
-		if ref, ok := errors.AsType[*Refusal](err); ok && ref.Code == wire.CodeUnavailable {
-			return fmt.Errorf("%w (%w)", err, failover.ErrUnanswered) // that node could not decide: another may
-		}
-		return err
-	})
+	raw, err := postAny(ctx, c.cfg.HTTP, c.routes, body, "remote manager "+opName(r))
 	if err != nil {
 		return nil, err
 	}

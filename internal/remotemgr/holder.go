@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/failover"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/sessiongrant"
@@ -186,7 +187,8 @@ func (h *Host) personHolder(ctx context.Context, who *Person, caller wire.Lifecy
 
 // HolderClient is a person's side of HolderPath.
 type HolderClient struct {
-	// URL is the route's address: the exchange's URL and HolderPath.
+	// URL is the route's address: the exchange's URL and HolderPath, or several comma-separated
+	// (every authority node's of a cluster), tried in turn.
 	URL   string
 	Space wire.Space
 	// Actor is the person's actor, the session's holder.
@@ -233,7 +235,7 @@ func (c *HolderClient) do(ctx context.Context, sessionID string, grant json.RawM
 		return nil, fmt.Errorf("session %s: the person's IdP token: %w", sessionID, err)
 	}
 	body, _ := json.Marshal(HolderRequest{V: protocolVersion, IDPToken: tok, Space: string(c.Space), Actor: c.Actor, SessionID: sessionID, End: end, Grant: grant}) // always encodes
-	raw, err := post(ctx, c.HTTP, c.URL, body, "session "+sessionID)
+	raw, err := postAny(ctx, c.HTTP, failover.New(failover.Split(c.URL)...), body, "session "+sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +276,19 @@ func post(ctx context.Context, hc *http.Client, url string, body []byte, what st
 		return nil, &Refusal{Code: wire.ErrorCode(refusal.Error), Reason: fmt.Sprintf("the host refused %s (HTTP %d)", what, res.StatusCode)}
 	}
 	return raw, nil
+}
+
+// postAny posts body to the first of routes that answers for the host: a host that could not
+// decide (its store did not answer) is passed over for the next, as one that is down is.
+func postAny(ctx context.Context, hc *http.Client, routes *failover.Endpoints, body []byte, what string) (raw []byte, err error) {
+	err = routes.Do(ctx, func(ctx context.Context, u string) (err error) {
+		raw, err = post(ctx, hc, u, body, what)
+		if ref, ok := errors.AsType[*Refusal](err); ok && ref.Code == wire.CodeUnavailable {
+			return fmt.Errorf("%w (%w)", err, failover.ErrUnanswered)
+		}
+		return err
+	})
+	return raw, err
 }
 
 // HolderURL returns the address of HolderPath on the exchange at exchangeURL.

@@ -223,7 +223,7 @@ func (h *Host) registered(ctx context.Context, owner string, r *Request) (*Regis
 	reg, err := h.Registry.Get(ctx, r.InstanceID)
 	switch {
 	case err != nil:
-		return nil, refuse(wire.CodeInternal, "read the registration of %s: %v", r.InstanceID, err)
+		return nil, refuse(wire.CodeUnavailable, "read the registration of %s: %v", r.InstanceID, err)
 	case reg == nil:
 		return nil, refuse(wire.CodePermissionDenied, "instance %s was never prepared", r.InstanceID)
 	case reg.Owner != owner:
@@ -303,12 +303,12 @@ func (h *Host) prepare(ctx context.Context, who *Person, r *Request, resp *Respo
 	// its serve identity is fenced through the gate at activation.
 	prev, err := h.Registry.Get(ctx, r.InstanceID)
 	if err != nil {
-		return refuse(wire.CodeInternal, "read the registration of %s: %v", r.InstanceID, err)
+		return refuse(wire.CodeUnavailable, "read the registration of %s: %v", r.InstanceID, err)
 	}
 	if prev == nil {
 		mine, err := h.Registry.Of(ctx, who.Owner, "")
 		if err != nil {
-			return refuse(wire.CodeInternal, "read the registrations of %s: %v", who.Owner, err)
+			return refuse(wire.CodeUnavailable, "read the registrations of %s: %v", who.Owner, err)
 		}
 		if len(mine) >= MaxInstancesPerOwner {
 			return refuse(wire.CodeResourceExhausted, "%s already registered %d remote manager instances", who.Owner, len(mine))

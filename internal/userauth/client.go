@@ -61,8 +61,8 @@ func postExchange(ctx context.Context, hc *http.Client, exchangeURL, cap string,
 	switch {
 	case res.StatusCode == http.StatusUnauthorized:
 		return nil, ErrDenied
-	case res.StatusCode >= http.StatusBadGateway && res.StatusCode <= http.StatusGatewayTimeout:
-		return nil, fmt.Errorf("HTTP %d: %w", res.StatusCode, failover.ErrUnanswered)
+	case failover.Status(res.StatusCode) != nil:
+		return nil, failover.Status(res.StatusCode)
 	case res.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("HTTP %d", res.StatusCode)
 	}

@@ -104,35 +104,46 @@ func loadIssuer(path string, space wire.Space) (*Issuer, error) {
 		}
 		return nil, &FileError{Path: path, Err: err}
 	}
-	bad := func(format string, args ...any) error {
-		return &FileError{Path: path, Err: fmt.Errorf(format, args...)}
+	iss, err := parseIssuer(raw, space)
+	if err != nil {
+		return nil, &FileError{Path: path, Err: err}
 	}
+	return iss, nil
+}
+
+// CheckIssuer reports whether raw is a key set LoadOrCreateIssuer reads for space.
+func CheckIssuer(raw []byte, space wire.Space) error {
+	_, err := parseIssuer(raw, space)
+	return err
+}
+
+func parseIssuer(raw []byte, space wire.Space) (*Issuer, error) {
 	var f issuerFile
 	if err := decodeStrict(raw, &f); err != nil {
-		return nil, bad("not an issuer key set: %w", err)
+		return nil, fmt.Errorf("not an issuer key set: %w", err)
 	}
 	if f.Ver != stateFileVer {
-		return nil, bad("unknown version %d, want %d", f.Ver, stateFileVer)
+		return nil, fmt.Errorf("unknown version %d, want %d", f.Ver, stateFileVer)
 	}
 	if len(f.Keys) == 0 {
-		return nil, bad("no keys")
+		return nil, fmt.Errorf("no keys")
 	}
 	iss := &Issuer{space: space, name: IssuerName(space), keys: make(map[string]*signingKey, len(f.Keys)), now: time.Now}
 	for n, fk := range f.Keys {
 		seed, err := base64.RawURLEncoding.Strict().DecodeString(fk.Seed)
 		if err != nil || len(seed) != ed25519.SeedSize {
-			return nil, bad("key %d: seed is not %d bytes of unpadded base64url", n, ed25519.SeedSize)
+			return nil, fmt.Errorf("key %d: seed is not %d bytes of unpadded base64url", n, ed25519.SeedSize)
 		}
 		priv := ed25519.NewKeyFromSeed(seed)
 		pub := priv.Public().(ed25519.PublicKey)
 		if kid := thumbprint(pub); fk.Kid != kid {
-			return nil, bad("key %d: kid %q is not its key's thumbprint %q", n, fk.Kid, kid)
+			return nil, fmt.Errorf("key %d: kid %q is not its key's thumbprint %q", n, fk.Kid, kid)
 		}
 		if iss.keys[fk.Kid] != nil {
-			return nil, bad("kid %q listed twice", fk.Kid)
+			return nil, fmt.Errorf("kid %q listed twice", fk.Kid)
 		}
 		if fk.RetiredAt < 0 || fk.CreatedAt < 0 {
-			return nil, bad("key %d: negative time", n)
+			return nil, fmt.Errorf("key %d: negative time", n)
 		}
 		k := &signingKey{kid: fk.Kid, priv: priv, pub: pub, createdAt: fk.CreatedAt, retiredAt: fk.RetiredAt}
 		iss.keys[k.kid] = k
@@ -142,7 +153,7 @@ func loadIssuer(path string, space wire.Space) (*Issuer, error) {
 		}
 	}
 	if iss.active == nil {
-		return nil, bad("every key is retired; none may sign")
+		return nil, fmt.Errorf("every key is retired; none may sign")
 	}
 	return iss, nil
 }

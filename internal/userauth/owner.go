@@ -144,16 +144,30 @@ func loadOwnerSecret(path string) ([]byte, error) {
 		}
 		return nil, &FileError{Path: path, Err: err}
 	}
+	secret, err := parseOwnerSecret(raw)
+	if err != nil {
+		return nil, &FileError{Path: path, Err: err}
+	}
+	return secret, nil
+}
+
+// CheckOwnerSecret reports whether raw is an owner secret file LoadOrCreateOwnerSecret reads.
+func CheckOwnerSecret(raw []byte) error {
+	_, err := parseOwnerSecret(raw)
+	return err
+}
+
+func parseOwnerSecret(raw []byte) ([]byte, error) {
 	var f ownerSecretFile
 	if err := decodeStrict(raw, &f); err != nil {
-		return nil, &FileError{Path: path, Err: fmt.Errorf("not an owner secret: %w", err)}
+		return nil, fmt.Errorf("not an owner secret: %w", err)
 	}
 	if f.Ver != stateFileVer {
-		return nil, &FileError{Path: path, Err: fmt.Errorf("unknown version %d, want %d", f.Ver, stateFileVer)}
+		return nil, fmt.Errorf("unknown version %d, want %d", f.Ver, stateFileVer)
 	}
 	secret, err := base64.RawURLEncoding.Strict().DecodeString(f.Secret)
 	if err != nil || len(secret) != OwnerSecretSize {
-		return nil, &FileError{Path: path, Err: fmt.Errorf("secret is not %d bytes of unpadded base64url", OwnerSecretSize)}
+		return nil, fmt.Errorf("secret is not %d bytes of unpadded base64url", OwnerSecretSize)
 	}
 	return secret, nil
 }

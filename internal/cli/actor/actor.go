@@ -164,15 +164,12 @@ func newCmdGrant(f *factory.Factory) *cobra.Command {
 			if cmd.Flags().Changed("role") {
 				row.Role = role
 			}
-			got, err := st.People.Grant(cmd.Context(), row)
-			if err != nil {
-				return err
-			}
 			l, err := f.Ledger(cmd.Context(), st.Space)
 			if err != nil {
 				return err
 			}
-			if err := st.Incarnate(cmd.Context(), l, have, got); err != nil {
+			got, err := st.Grant(cmd.Context(), l, have, row)
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(f.IO.ErrOut, "granted %s to %s (%s.%s): it holds %s\n", strings.Join(scopes, ", "), args[0], owner, actor, strings.Join(got.Scope, ", "))
@@ -227,11 +224,8 @@ func newCmdRevoke(f *factory.Factory) *cobra.Command {
 			}
 			next := row.Clone()
 			next.Scope = slices.DeleteFunc(next.Scope, func(s string) bool { return slices.Contains(scopes, s) })
-			got, err := st.People.Grant(cmd.Context(), next)
+			got, err := st.Grant(cmd.Context(), l, row, next)
 			if err != nil {
-				return err
-			}
-			if err := st.Incarnate(cmd.Context(), l, row, got); err != nil {
 				return err
 			}
 			// The connections open on the old incarnation's bearers hold the scopes taken away.

@@ -119,17 +119,10 @@ func revoke(ctx context.Context, sess oidc.Session) error {
 // running mesh of --dir.
 func (o *Options) meshURL() (string, error) {
 	if o.Mesh != "" {
-		urls := failover.Split(o.Mesh)
-		if len(urls) == 0 {
-			return "", &exit.UsageError{Err: fmt.Errorf("--mesh %q names no URL", o.Mesh)}
+		if err := factory.CheckMeshURL(o.Mesh); err != nil {
+			return "", err
 		}
-		for i, u := range urls {
-			if err := oidc.CheckURL(u); err != nil {
-				return "", &exit.UsageError{Err: fmt.Errorf("--mesh %s: %w", u, err)}
-			}
-			urls[i] = strings.TrimSuffix(u, "/")
-		}
-		return strings.Join(urls, ","), nil
+		return strings.Join(failover.New(failover.Split(o.Mesh)...).URLs(), ","), nil
 	}
 	_, st, err := mesh.Running(o.Dir)
 	if err != nil {
@@ -179,17 +172,18 @@ func loginRun(ctx context.Context, o *Options) error {
 	}
 	// The login is kept under the first URL named, and found under every exchange of the mesh:
 	// a command names any node of a cluster, and goes on through the others.
-	keys := authservice.SessionKeys(url, doc)
+	key, aliases := authservice.LoginKeys(url, doc)
 	err = oidc.UpdateSessions(ctx, path, func(all *oidc.Sessions) error {
+		// This login replaces the ones the URLs named find, and only those.
 		for {
-			key, _, err := all.Find(keys...)
+			old, _, err := all.Find(failover.Split(url)...)
 			if err != nil {
 				break
 			}
-			all.Delete(key) // this login replaces it
+			all.Delete(old)
 		}
-		return all.Put(keys[0], oidc.Session{Issuer: id.Issuer, ClientID: doc.IdP.ClientID, IDToken: tok.IDToken,
-			RefreshToken: tok.RefreshToken, Subject: id.Subject, Name: id.Name, ExpiresAt: id.Expires, Aliases: keys[1:]})
+		return all.Put(key, oidc.Session{Issuer: id.Issuer, ClientID: doc.IdP.ClientID, IDToken: tok.IDToken,
+			RefreshToken: tok.RefreshToken, Subject: id.Subject, Name: id.Name, ExpiresAt: id.Expires, Aliases: aliases})
 	})
 	if err != nil {
 		return err

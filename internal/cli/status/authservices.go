@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/gocotal/cotal/internal/authservice"
+	"github.com/gocotal/cotal/internal/failover"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -78,13 +78,11 @@ func renderAuthServices(w io.Writer, list []AuthServiceStatus) {
 	}
 }
 
-// exchangeURLs lists own first, then each auth service's exchange.
+// exchangeURLs lists own first, then each auth service's exchange, each once.
 func exchangeURLs(own string, list []AuthServiceStatus) []string {
 	urls := []string{own}
 	for _, a := range list {
-		if !slices.Contains(urls, a.ExchangeURL) {
-			urls = append(urls, a.ExchangeURL)
-		}
+		urls = append(urls, a.ExchangeURL)
 	}
-	return urls
+	return failover.New(urls...).URLs()
 }
