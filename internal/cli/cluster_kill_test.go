@@ -45,9 +45,9 @@ type nodes struct {
 	bundle     string
 	authBundle string
 	states     []*mesh.State
-	// userAuth, when set, runs every node as an authority node in user-auth mode (userauth
-	// is its flags, by node).
-	userAuth func(i int) []string
+	// userAuth, when set, runs every node as an authority node in user-auth mode: it returns
+	// node i's flags.
+	userAuth func(c *nodes, i int) []string
 	l        *ledger.Ledger
 	prov     *authority.Credential
 	// logs are the nodes' logs of their latest start, at --verbose.
@@ -57,16 +57,18 @@ type nodes struct {
 	procs []*exec.Cmd
 }
 
-func startCluster(t *testing.T) *nodes { return startNodes(t, nil) }
+func startCluster(t *testing.T) *nodes { return startNodes(t, 0, nil) }
 
-// startNodes starts the cluster, every node in user-auth mode when userAuth is set.
-func startNodes(t *testing.T, userAuth func(i int) []string) *nodes {
+// startNodes starts the cluster, every node in user-auth mode when userAuth is set. It picks the
+// nodes' client and route ports, and extra more (c.ports[6:]) for userAuth's flags, in one go, so
+// no two of them are the same.
+func startNodes(t *testing.T, extra int, userAuth func(c *nodes, i int) []string) *nodes {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &nodes{t: t, self: self, ports: meshtest.FreePorts(t, 6), dirs: []string{t.TempDir(), t.TempDir(), t.TempDir()},
+	c := &nodes{t: t, self: self, ports: meshtest.FreePorts(t, 6+extra), dirs: []string{t.TempDir(), t.TempDir(), t.TempDir()},
 		names: []string{"node-a", "node-b", "node-c"}, bundle: filepath.Join(t.TempDir(), "bundle.json"),
 		authBundle: filepath.Join(t.TempDir(), "authority.json"), procs: make([]*exec.Cmd, 3), logs: make([]string, 3), userAuth: userAuth}
 	c.routes = fmt.Sprintf("nats://127.0.0.1:%d,nats://127.0.0.1:%d,nats://127.0.0.1:%d", c.ports[3], c.ports[4], c.ports[5])
@@ -117,7 +119,7 @@ func (c *nodes) start(i int) {
 		args = append(args, "--cluster-bundle", c.bundle)
 	}
 	if c.userAuth != nil {
-		args = append(args, c.userAuth(i)...)
+		args = append(args, c.userAuth(c, i)...)
 	}
 	cmd := exec.Command(c.self, args...)
 	cmd.Env = append(os.Environ(), envRunCLI+"=1")

@@ -36,14 +36,14 @@ const userAuthDMs = 1000
 // IdP, each with its exchange on its own port: node i's flags.
 func userAuthCluster(t *testing.T, extra ...string) (*nodes, []string) {
 	t.Helper()
-	ports := meshtest.FreePorts(t, 4)
-	idp := fmt.Sprintf("127.0.0.1:%d", ports[3])
-	c := startNodes(t, func(i int) []string {
-		return append([]string{"--user-auth", "--dev-idp", "--dev-idp-addr", idp, "--exchange-public-port", fmt.Sprint(ports[i])}, extra...)
+	// c.ports[6:9] are the exchanges' ports, c.ports[9] the development IdP's.
+	c := startNodes(t, 4, func(c *nodes, i int) []string {
+		return append([]string{"--user-auth", "--dev-idp", "--dev-idp-addr", fmt.Sprintf("127.0.0.1:%d", c.ports[9]),
+			"--exchange-public-port", fmt.Sprint(c.ports[6+i])}, extra...)
 	})
 	exchanges := make([]string, 3)
 	for i, st := range c.states {
-		if want := fmt.Sprintf("http://127.0.0.1:%d", ports[i]); st.ExchangeURL != want {
+		if want := fmt.Sprintf("http://127.0.0.1:%d", c.ports[6+i]); st.ExchangeURL != want {
 			t.Fatalf("node %s's exchange is %q, want %s", c.names[i], st.ExchangeURL, want)
 		}
 		exchanges[i] = st.ExchangeURL

@@ -43,7 +43,11 @@ func newCmdBundle(f *factory.Factory) *cobra.Command {
 			"With --authority the bundle also holds the keys of every space it names, and starts a second\n" +
 			"authority node: it issues and revokes credentials as this one does, and its daemons stand by\n" +
 			"and take over when this node dies. Whoever holds that file can mint any identity in those\n" +
-			"spaces: move it to the second authority's machine only, and delete it once that node started.",
+			"spaces: move it to the second authority's machine only, and delete it once that node started.\n\n" +
+			"Of a mesh that has run in user-auth mode (`cotal up --user-auth`), every bundle also carries\n" +
+			"the auth accounts, and an authority bundle the callout keys, the owner secret, the bearer\n" +
+			"keys and the pinned identity provider: every authority node then serves the callout and\n" +
+			"the exchange alike. Write it after this node has started with --user-auth once.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
