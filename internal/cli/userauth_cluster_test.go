@@ -125,7 +125,7 @@ func (c *nodes) authServices(i int) (int, []status.AuthServiceStatus) {
 // revocation made during the outage is enforced by every node, a once it is back included.
 func TestUserAuthCluster(t *testing.T) {
 	meshtest.Long(t, "a user-auth cluster of several nodes")
-	c, ex := userAuthCluster(t, "--remote-manager-lifetime", "20s")
+	c, ex := userAuthCluster(t, "--remote-manager-lifetime", "12s")
 	ctx := t.Context()
 
 	// Every node's auth service answers, and each node's status reports all three.
@@ -243,9 +243,9 @@ func TestUserAuthCluster(t *testing.T) {
 	if code, out, stderr := ana.as("send", "--mesh", ex[0], "msg", "general", "after the kill"); code != exit.OK {
 		t.Fatalf("send naming the dead node's exchange: exit %d %s %s", code, out, stderr)
 	}
-	// The remote manager renews through the survivors (its credentials live 20 s), and its agent
-	// keeps answering.
-	time.Sleep(30 * time.Second)
+	// The remote manager renews through the survivors (its credentials live 12 s, renewed every
+	// 9 s), and its agent keeps answering.
+	time.Sleep(20 * time.Second)
 	if sup.exited() {
 		t.Fatalf("the remote manager ended after node a died: %s", sup.output())
 	}
@@ -357,13 +357,13 @@ func (c *nodes) erin(benC *cotal.Client, ben *person) func(wait time.Duration) {
 
 // TestUserAuthClusterChurn runs a user-auth cluster whose every credential lives one minute
 // (people's and agents' bearers, the daemons' credentials, the remote manager's standing ones) for
-// two minutes, ten under COTAL_SOAK=1, while a person logs in, posts and logs out every 10 s
+// 90 seconds, ten minutes under COTAL_SOAK=1, while a person logs in, posts and logs out every 10 s
 // through each node in turn and another sends a DM every second: no connection that should be
 // allowed is refused (every login, post and DM succeeds, and every DM arrives once), the remote
 // manager and its agent keep renewing, and `cotal doctor auth` is clean at the end.
 func TestUserAuthClusterChurn(t *testing.T) {
 	meshtest.Long(t, "a user-auth cluster under churn")
-	length := 2 * time.Minute
+	length := 90 * time.Second
 	if os.Getenv("COTAL_SOAK") == "1" {
 		length = 10 * time.Minute
 	}
