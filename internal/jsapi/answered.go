@@ -14,15 +14,15 @@ type Patience struct {
 	Step  time.Duration
 }
 
-// Answered calls ask until it returns something other than nats.ErrNoResponders, waiting
-// between tries as p allows, and returns its last result. A JetStream API request finds no
-// responders for a moment on a healthy broker: while the broker re-imports the account's API
-// after applying new claims, and on a cluster node that has not yet heard from the meta leader or
-// from a consumer's stream leader.
+// Answered calls ask until it returns something other than nats.ErrNoResponders (or a Request
+// that got no answer), waiting between tries as p allows, and returns its last result. A
+// JetStream API request finds no responders for a moment on a healthy broker: while the broker
+// re-imports the account's API after applying new claims, and on a cluster node that has not yet
+// heard from the meta leader or from a consumer's stream leader.
 func Answered(ctx context.Context, p Patience, ask func() error) error {
 	for waits := 0; ; waits++ {
 		err := ask()
-		if !errors.Is(err, nats.ErrNoResponders) || waits == p.Waits {
+		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, errNoAnswer) || waits == p.Waits {
 			return err
 		}
 		select {

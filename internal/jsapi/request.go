@@ -3,6 +3,7 @@ package jsapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,15 +15,28 @@ import (
 // answer.
 var requestPatience = Patience{Waits: 6, Step: 50 * time.Millisecond}
 
+// requestWait bounds one try of Request, as nats.go's JetStream client bounds its API calls.
+var requestWait = 5 * time.Second
+
+// errNoAnswer is a request that got no answer within requestWait: Answered asks again.
+var errNoAnswer = errors.New("the JetStream API gave no answer")
+
 // Request sends one JetStream API request on nc and returns its reply. The account's JetStream API
 // is a service the broker imports from its system account, and the broker drops and re-adds that
 // import while it applies new account claims (every revocation push is one): a request in that
 // moment has no responders, so Request asks again, a few times within ctx, before it reports
-// nats.ErrNoResponders.
+// nats.ErrNoResponders. Each try waits requestWait at most: on a cluster a Direct Get can reach a
+// replica that drops it unanswered (one still catching up), and a try that got no answer is made
+// again, as one that found no responders is, rather than waited on for as long as ctx lasts.
 func Request(ctx context.Context, nc *nats.Conn, subject string, body []byte) (*nats.Msg, error) {
 	var msg *nats.Msg
 	err := Answered(ctx, requestPatience, func() (err error) {
-		msg, err = nc.RequestWithContext(ctx, subject, body)
+		tctx, cancel := context.WithTimeout(ctx, requestWait)
+		defer cancel()
+		msg, err = nc.RequestWithContext(tctx, subject, body)
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("%w within %s", errNoAnswer, requestWait)
+		}
 		return err
 	})
 	return msg, err
