@@ -9,6 +9,7 @@ import (
 
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/delivery"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/kvget"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
@@ -60,12 +61,20 @@ func TestLeaseSurvivesARepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := kvget.Get(ctx, inspector, b, meshwire.LeaseKey(0))
-	if err != nil {
-		t.Fatalf("read the lease: %v", err)
-	}
-	if _, err := js.Publish(ctx, b.Subject(meshwire.LeaseKey(0)), e.Value, jetstream.WithExpectLastSequencePerSubject(e.Revision)); err != nil {
-		t.Fatalf("write the lease back: %v", err)
+	// The daemon renews every 100 ms: a renewal between the read and the write is a conflict,
+	// and the repair is read and made again.
+	for try := 1; ; try++ {
+		e, err := kvget.Get(ctx, inspector, b, meshwire.LeaseKey(0))
+		if err != nil {
+			t.Fatalf("read the lease: %v", err)
+		}
+		_, err = js.Publish(ctx, b.Subject(meshwire.LeaseKey(0)), e.Value, jetstream.WithExpectLastSequencePerSubject(e.Revision))
+		if err == nil {
+			break
+		}
+		if !jsapi.Conflict(err) || try == 20 {
+			t.Fatalf("write the lease back: %v", err)
+		}
 	}
 	repaired := time.Now()
 
