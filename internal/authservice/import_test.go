@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authservice"
@@ -30,15 +29,7 @@ const (
 // provisioning makes it.
 func userAuthStore(t *testing.T) jetstream.KeyValue {
 	t.Helper()
-	nc, err := nats.Connect(brokertest.Start(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := brokertest.JetStream(t)
 	if _, err := js.CreateStream(t.Context(), space.UserAuthStoreConfig(importSpace)); err != nil {
 		t.Fatal(err)
 	}

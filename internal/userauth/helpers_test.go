@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/broker/brokertest"
@@ -36,21 +35,6 @@ func newTestIssuer(t *testing.T) *Issuer {
 		t.Fatal(err)
 	}
 	return iss
-}
-
-// testJS connects to a bare broker of the test's own.
-func testJS(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	nc, err := nats.Connect(brokertest.Start(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
 }
 
 // storeSeq gives each test store a space of its own.
@@ -84,7 +68,7 @@ func newPeople(t *testing.T, kv jetstream.KeyValue) *People {
 // newTestPeople returns an empty people ledger on a broker of the test's own.
 func newTestPeople(t *testing.T) *People {
 	t.Helper()
-	return newPeople(t, newTestStore(t, testJS(t)))
+	return newPeople(t, newTestStore(t, brokertest.JetStream(t)))
 }
 
 // testSecret is the owner secret of the exchange tests.
@@ -216,7 +200,7 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	r := &rig{idp: &fakeIdP{}, roots: &fakeRoots{}, js: testJS(t), cap: NewCap()}
+	r := &rig{idp: &fakeIdP{}, roots: &fakeRoots{}, js: brokertest.JetStream(t), cap: NewCap()}
 	r.people = newPeople(t, newTestStore(t, r.js))
 	iss := newTestIssuer(t)
 	r.ex = &Exchange{Space: testSpace, Issuer: iss, People: r.people, Identity: r.idp, OwnerSecret: testSecret, Roots: r.roots}

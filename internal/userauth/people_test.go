@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/broker/brokertest"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -30,7 +31,7 @@ func grant(t *testing.T, p *People, r *Row) *Row {
 }
 
 func TestPeopleGrantGet(t *testing.T) {
-	kv := newTestStore(t, testJS(t))
+	kv := newTestStore(t, brokertest.JetStream(t))
 	p := newPeople(t, kv)
 	ctx := t.Context()
 	in := &Row{Owner: ownerA, Actor: "cli", Scope: []string{"spawn", "role:dev"}, AllowSubscribe: []string{"team.>"}, AllowPublish: []string{"team.backend"}, Role: "dev", Label: "david laptop"}
@@ -81,7 +82,7 @@ func TestPeopleGrantGet(t *testing.T) {
 }
 
 func TestPeopleRevoke(t *testing.T) {
-	kv := newTestStore(t, testJS(t))
+	kv := newTestStore(t, brokertest.JetStream(t))
 	p := newPeople(t, kv)
 	ctx := t.Context()
 	grant(t, p, &Row{Owner: ownerA, Actor: "cli"})
@@ -135,7 +136,7 @@ func TestPeopleGrantRefuses(t *testing.T) {
 		{"token hash on an interactive row", Row{Owner: ownerA, Actor: "cli", TokenHash: testHash}},
 		{"control character label", Row{Owner: ownerA, Actor: "cli", Label: "a\nb"}},
 	}
-	js := testJS(t)
+	js := brokertest.JetStream(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newPeople(t, newTestStore(t, js))
@@ -189,7 +190,7 @@ func TestPeopleReadDenies(t *testing.T) {
 		{"token hash on an interactive row", map[string][]byte{interactive: with("tokenHash", testHash)}},
 		{"in both kinds", map[string][]byte{interactive: valid("cli"), managed: with("tokenHash", testHash)}},
 	}
-	js := testJS(t)
+	js := brokertest.JetStream(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			kv := newTestStore(t, js)
@@ -215,7 +216,7 @@ func TestPeopleReadDenies(t *testing.T) {
 }
 
 func TestPeopleRowErrorNamesTheKey(t *testing.T) {
-	kv := newTestStore(t, testJS(t))
+	kv := newTestStore(t, brokertest.JetStream(t))
 	p := newPeople(t, kv)
 	ctx := t.Context()
 	if _, err := kv.Put(ctx, "managed."+ownerA+".bot", []byte("{")); err != nil {
@@ -228,7 +229,7 @@ func TestPeopleRowErrorNamesTheKey(t *testing.T) {
 }
 
 func TestPeopleListDeniesKeysOutsideTheGrammar(t *testing.T) {
-	js := testJS(t)
+	js := brokertest.JetStream(t)
 	for _, key := range []string{"actor." + ownerA, "actor.local.cli", "managed." + ownerA + ".cli.x", "actor.u_short.cli"} {
 		t.Run(key, func(t *testing.T) {
 			kv := newTestStore(t, js)
@@ -262,7 +263,7 @@ func isRowError(err error) bool {
 }
 
 func TestPeopleUnavailableDenies(t *testing.T) {
-	js := testJS(t)
+	js := brokertest.JetStream(t)
 	p := newPeople(t, newTestStore(t, js))
 	grant(t, p, &Row{Owner: ownerA, Actor: "cli"})
 	js.Conn().Close()
@@ -327,7 +328,7 @@ func (k racingKV) Put(ctx context.Context, key string, value []byte) (uint64, er
 // TestPeopleGrantUndoesItsWriteOnARace shows a grant that finds a row of the other kind appeared
 // beside its own write take its write back: at most one of the two survives.
 func TestPeopleGrantUndoesItsWriteOnARace(t *testing.T) {
-	kv := newTestStore(t, testJS(t))
+	kv := newTestStore(t, brokertest.JetStream(t))
 	ctx := t.Context()
 	mg, err := json.Marshal(Row{Ver: 1, Owner: ownerA, Actor: "cli", Scope: []string{}, AllowSubscribe: []string{}, AllowPublish: []string{},
 		TokenHash: testHash, LifecycleUID: wire.NewLifecycleUID()})

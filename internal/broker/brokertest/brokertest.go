@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/gocotal/cotal/internal/broker"
 )
 
@@ -35,4 +38,20 @@ func Start(t testing.TB) string {
 		}
 	})
 	return s.ClientURL()
+}
+
+// JetStream runs a bare broker (Start) and returns a JetStream context on a connection to it,
+// closed at cleanup.
+func JetStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(Start(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
