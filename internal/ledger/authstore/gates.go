@@ -223,6 +223,24 @@ func (s *Store) touchGate(ctx context.Context, uid wire.LifecycleUID, og *Observ
 	return err
 }
 
+// confirmGate commits a renewal through the gate at key, observed as raw before the renewal's
+// row was rewritten: it reads the gate back and finds it as it was. A renewal moves no gate, and a
+// barrier (a freeze, a takeover, a retirement) moves the gate before it sweeps the credential
+// rows, so a gate still unchanged after the row's write means any barrier comes later and sweeps
+// the renewed row; a gate that moved wins with ErrConflict. Unlike a touch, the read does not
+// race the touches of sibling credentials of the same lifecycle (a daemon's on every node of a
+// cluster), which renew and issue concurrently.
+func (s *Store) confirmGate(ctx context.Context, key string, raw []byte) error {
+	cur, err := s.readNeverDeleted(ctx, key)
+	if err != nil {
+		return err
+	}
+	if cur == nil || !bytes.Equal(cur.Value, raw) {
+		return fmt.Errorf("%s moved while the renewal was written: %w", key, ErrConflict)
+	}
+	return nil
+}
+
 // Head reads lifecycle.<owner>.<actor>; nil when the alias has none. A row that names another
 // principal than its key is ErrCorrupt: it never authorizes anything (SPEC §13.1), least of all
 // retiring the lifecycle it names.

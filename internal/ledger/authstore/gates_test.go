@@ -183,6 +183,45 @@ func TestIssueCrashPoints(t *testing.T) {
 	}
 }
 
+// TestSiblingRenewalsCommit: credentials of one lifecycle (a daemon's on every node of a cluster)
+// renewing at once all commit, though each renewal's touch of the shared gate races the others';
+// a retirement still wins over a renewal.
+func TestSiblingRenewalsCommit(t *testing.T) {
+	e := newLedgerEnv(t)
+	ctx := t.Context()
+	l, req := e.activate(t, "cotal_membership")
+	const n, rounds = 6, 5
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("node%d", i)
+		if _, err := e.store.Issue(ctx, e.keys, req, ids[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, id := range ids {
+		wg.Go(func() {
+			for range rounds {
+				if _, err := e.store.Renew(ctx, e.keys, l.UID, id, time.Minute); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("sibling renewals failed one another: %v", err)
+	}
+	if _, err := e.store.Retire(ctx, l, "op2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Renew(ctx, e.keys, l.UID, ids[0], time.Minute); !errors.Is(err, ErrConflict) {
+		t.Errorf("a renewal after the retirement = %v, want ErrConflict", err)
+	}
+}
+
 func TestRetireClosesTheGate(t *testing.T) {
 	e := newLedgerEnv(t)
 	ctx := t.Context()

@@ -135,9 +135,9 @@ func (s *Store) stage(ctx context.Context, keys *authority.SpaceKeys, req author
 // Renew renews an active credential in place: its row gets a fresh JWT for the same user key,
 // with the same permissions, issued now and living life, so a holder renews without changing
 // its key, its inbox or its connection's subscriptions. Like an issue it goes through the
-// lifecycle's gate, which must be open, and commits by rewriting the gate; a revocation or a
-// retirement that lands first wins (ErrConflict, or the row is no longer active). The JWT it
-// replaces is not revoked: it carries the same key, and expires on its own.
+// lifecycle's gate, which must be open, and commits by reading the gate back unchanged; a
+// revocation or a retirement that lands first wins (ErrConflict, or the row is no longer
+// active). The JWT it replaces is not revoked: it carries the same key, and expires on its own.
 func (s *Store) Renew(ctx context.Context, keys *authority.SpaceKeys, uid wire.LifecycleUID, credentialID string, life time.Duration) (*authority.Credential, error) {
 	if keys.Space != s.space {
 		return nil, fmt.Errorf("renew: keys of space %s for the auth store of %s", keys.Space, s.space)
@@ -170,7 +170,7 @@ func (s *Store) Renew(ctx context.Context, keys *authority.SpaceKeys, uid wire.L
 	if _, err := s.write(ctx, keyCred+string(uid)+"."+credentialID, raw, rev, credTTL(row)); err != nil {
 		return nil, fmt.Errorf("renew %s: %w", credentialID, err)
 	}
-	if err := s.touchGate(ctx, uid, og); err != nil {
+	if err := s.confirmGate(ctx, keyGate+string(uid), og.raw); err != nil {
 		return nil, fmt.Errorf("commit the renewal of %s: %w", credentialID, err)
 	}
 	return release(row, user)

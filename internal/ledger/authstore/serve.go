@@ -181,7 +181,7 @@ func (g *ServeGate) renew(ctx context.Context, keys *authority.SpaceKeys, creden
 	if _, err := g.store.write(ctx, key, raw, rev, credTTL(row)); err != nil {
 		return nil, fmt.Errorf("renew %s: %w", key, err)
 	}
-	if err := g.Commit(ctx, og); err != nil {
+	if err := g.store.confirmGate(ctx, g.endpoint.gateKey(), og.raw); err != nil {
 		return nil, fmt.Errorf("commit the renewal of %s: %w", key, err)
 	}
 	return row, nil
