@@ -156,13 +156,16 @@ func (c *nodes) waitUp(i int) *mesh.State {
 		}
 	}
 	c.mu.Lock()
-	cmd := c.procs[i]
+	cmd, path := c.procs[i], c.logs[i]
 	c.mu.Unlock()
 	if cmd != nil {
 		_ = cmd.Process.Signal(syscall.SIGQUIT)
 		time.Sleep(2 * time.Second)
 	}
-	c.t.Fatalf("%s did not come up: %v", c.names[i], err)
+	// The log's end says why (an error `up` exited on); the whole log follows at cleanup.
+	raw, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	c.t.Fatalf("%s did not come up: %v; its log ends:\n%s", c.names[i], err, strings.Join(lines[max(0, len(lines)-20):], "\n"))
 	return nil
 }
 
