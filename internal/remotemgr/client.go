@@ -389,10 +389,11 @@ func (c *Client) Retire(ctx context.Context, l wire.Lifecycle) error {
 	if err != nil {
 		return err
 	}
-	// Exact mode, pinned to the one incarnation that resolved: a retry reaches the same one or
-	// none.
+	// Exact mode, and not bound to the instance that resolved: on a cluster every authority node
+	// serves the auth endpoint in its one queue group, which the requester's grant addresses, so
+	// a bound call lands on a sibling as often as not. Any of them may run it: a retirement is
+	// idempotent by its opId (a retry resumes it, a retired lifecycle is a success).
 	call.Mode, call.Target = wire.ModeExact, &wire.Target{Owner: target.Owner, Actor: target.Actor, LifecycleUID: target.LifecycleUID}
-	call.Bind = &wire.Bind{InstanceID: string(res.From.Instance), Epoch: res.From.Epoch}
 	reply, err := caller.Call(ctx, call)
 	if err != nil {
 		return fmt.Errorf("retire %s: %w", l, err)

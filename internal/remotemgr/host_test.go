@@ -81,6 +81,27 @@ func (r *hostRig) person(t *testing.T, owner string) wire.Lifecycle {
 	return wire.Lifecycle{Principal: row.Principal(), UID: row.LifecycleUID}
 }
 
+// serveAuth serves an instance of the auth endpoint a retirement requester asks, as the auth
+// service serves it (on a cluster, every authority node serves one).
+func serveAuth(t *testing.T, m *meshtest.Mesh, h *remotemgr.Host) {
+	t.Helper()
+	instance := wire.NewLifecycleUID()
+	held, epoch, err := m.Ledger(m.Space).HoldServing(t.Context(), meshwire.AuthEndpoint, "cotal_auth", instance, authendpoint.Commands(), time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := authendpoint.Serve(t.Context(), authendpoint.Config{Conn: held.Conn, Space: m.Space, Instance: instance, Epoch: epoch, Retire: h.RetireLifecycle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = auth.Stop(ctx) // the broker may be gone already
+		_ = held.Release()
+	})
+}
+
 func newHostRig(t *testing.T, life time.Duration) *hostRig {
 	t.Helper()
 	m := meshtest.Start(t)
@@ -107,22 +128,7 @@ func newHostRig(t *testing.T, life time.Duration) *hostRig {
 		t.Fatal(err)
 	}
 	h := &remotemgr.Host{Space: m.Space, Keys: keys, Ledger: m.Ledger(m.Space), People: who, Registry: reg, Managed: managed, Life: life}
-	// The auth endpoint a retirement requester asks, as the auth service serves it.
-	authInstance := wire.NewLifecycleUID()
-	held, epoch, err := m.Ledger(m.Space).HoldServing(t.Context(), meshwire.AuthEndpoint, "cotal_auth", authInstance, authendpoint.Commands(), time.Hour, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth, err := authendpoint.Serve(t.Context(), authendpoint.Config{Conn: held.Conn, Space: m.Space, Instance: authInstance, Epoch: epoch, Retire: h.RetireLifecycle})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = auth.Stop(ctx) // the broker may be gone already
-		_ = held.Release()
-	})
+	serveAuth(t, m, h)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		handle := h.Handle
@@ -1264,5 +1270,30 @@ func TestRetireLifecycleChecks(t *testing.T) {
 	}
 	if _, err := r.people.Get(ctx, alice, "dana"); !errors.Is(err, userauth.ErrNoRow) {
 		t.Fatalf("dana's row after her retirement: %v", err)
+	}
+}
+
+// TestRetireThroughAnyAuthInstance: on a cluster every authority node serves the auth endpoint
+// in one queue group; a remote manager's retirements succeed whichever instance each reaches.
+func TestRetireThroughAnyAuthInstance(t *testing.T) {
+	r := newHostRig(t, 0)
+	serveAuth(t, r.m, r.host)
+	serveAuth(t, r.m, r.host)
+	ctx := t.Context()
+	c, _, _ := r.activated(t, "alice-token")
+	r.grantRow(t, alice, []string{"team.>"}, []string{"team.a"})
+	for i := range 8 {
+		name := fmt.Sprintf("agent%d", i)
+		got, err := c.Enroll(ctx, remotemgr.Enrollment{Name: name, Subscribe: []string{"team.a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := wire.NewPrincipal(alice, name)
+		if err := c.Retire(ctx, wire.Lifecycle{Principal: p, UID: got.LifecycleUID}); err != nil {
+			t.Fatalf("retire %s: %v", name, err)
+		}
+		if _, err := r.people.Get(ctx, alice, name); !errors.Is(err, userauth.ErrNoRow) {
+			t.Fatalf("the retired agent %s's row: %v", name, err)
+		}
 	}
 }
