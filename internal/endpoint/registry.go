@@ -114,13 +114,19 @@ func Register(ctx context.Context, kv jetstream.KeyValue, instance wire.Lifecycl
 	}
 	r := &Registration{kv: kv, endpoint: endpoint, instance: instance, log: log, spec: spec, state: StateReady, epoch: epoch, kept: make(chan struct{})}
 	// The keeper watches from before the first write, so no foreign row slips in between.
+	// On a loaded cluster the watch's consumer and the writes can take longer than one request's
+	// wait to be answered: both are asked again (the write reads what is held before it writes).
 	kctx, stop := context.WithCancel(context.Background())
-	w, err := kv.Watch(kctx, meshwire.ServiceKey(endpoint, instance, ">"), jetstream.UpdatesOnly())
+	var w jetstream.KeyWatcher
+	err = jsapi.RetryUnanswered(ctx, func(context.Context) (err error) {
+		w, err = kv.Watch(kctx, meshwire.ServiceKey(endpoint, instance, ">"), jetstream.UpdatesOnly())
+		return err
+	})
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("keep the registration of %s %s: %w", endpoint, instance, err)
 	}
-	if err := r.write(ctx); err != nil {
+	if err := jsapi.RetryUnanswered(ctx, r.write); err != nil {
 		stop()
 		_ = w.Stop() // the registration failed: nothing to keep
 		return nil, err

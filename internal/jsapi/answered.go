@@ -32,3 +32,34 @@ func Answered(ctx context.Context, p Patience, ask func() error) error {
 		}
 	}
 }
+
+// unansweredAttempts bounds how often RetryUnanswered runs an operation, and attemptWait how long
+// one attempt may wait for the broker.
+const (
+	unansweredAttempts = 4
+	attemptWait        = 5 * time.Second
+)
+
+// RetryUnanswered runs op, idempotent, again while it fails only because the JetStream API did not
+// answer, with a doubling wait: while the broker applies an account update (a revocation pushed
+// for another lifecycle) the account's JetStream API can briefly have no responders, or drop a
+// request, and a loaded cluster can take longer than one attempt's attemptWait to answer (a
+// consumer created while its stream's leader is busy).
+func RetryUnanswered(ctx context.Context, op func(ctx context.Context) error) error {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, attemptWait)
+		err := op(actx)
+		cancel()
+		unanswered := errors.Is(err, nats.ErrNoResponders) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil)
+		if err == nil || attempt == unansweredAttempts || !unanswered {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
@@ -17,7 +18,7 @@ import (
 // credential pinned to it by name. Missing pieces are not an error; a JetStream API that did not
 // answer is asked again.
 func (l *Ledger) deprovision(ctx context.Context, lc wire.Lifecycle) error {
-	return retryUnanswered(ctx, func(ctx context.Context) error { return l.deprovisionOnce(ctx, lc) })
+	return jsapi.RetryUnanswered(ctx, func(ctx context.Context) error { return l.deprovisionOnce(ctx, lc) })
 }
 
 func (l *Ledger) deprovisionOnce(ctx context.Context, lc wire.Lifecycle) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
@@ -81,7 +82,7 @@ func Open(ctx context.Context, url string, kr *authority.Keyring, sp wire.Space,
 		// On a cluster the stream's info can go unanswered while its leader is elected (a node
 		// that has just joined, under load): the open is asked again as any ledger operation is.
 		open: func(ctx context.Context, nc *nats.Conn) (s *authstore.Store, err error) {
-			err = retryUnanswered(ctx, func(ctx context.Context) (err error) {
+			err = jsapi.RetryUnanswered(ctx, func(ctx context.Context) (err error) {
 				s, err = authstore.Open(ctx, nc, sp)
 				return err
 			})
@@ -135,41 +136,11 @@ func (l *Ledger) Close() {
 // run runs fn on the auth store, then has the broker refuse every user key fn reports revoked
 // (even when fn also failed).
 // It serves the idempotent operations (retire, revoke, sweep), so a JetStream API that did not
-// answer is asked again (retryUnanswered).
+// answer is asked again (jsapi.RetryUnanswered).
 func (l *Ledger) run(ctx context.Context, fn func(s *authstore.Store) (revoked []string, err error)) error {
-	return retryUnanswered(ctx, func(ctx context.Context) error {
+	return jsapi.RetryUnanswered(ctx, func(ctx context.Context) error {
 		return l.withStore(ctx, func(s *authstore.Store, _ *authority.SpaceKeys) ([]string, error) { return fn(s) })
 	})
-}
-
-// unansweredAttempts bounds how often retryUnanswered runs an operation, and attemptWait how long
-// one attempt may wait for the broker.
-const (
-	unansweredAttempts = 4
-	attemptWait        = 5 * time.Second
-)
-
-// retryUnanswered runs op, idempotent, again while it fails only because the JetStream API did not
-// answer, with a doubling wait: while the broker applies an account update (a revocation pushed
-// for another lifecycle) the account's JetStream API can briefly have no responders, or drop a
-// request, which then waits out its attempt's attemptWait.
-func retryUnanswered(ctx context.Context, op func(ctx context.Context) error) error {
-	backoff := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, attemptWait)
-		err := op(actx)
-		cancel()
-		unanswered := errors.Is(err, nats.ErrNoResponders) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil)
-		if err == nil || attempt == unansweredAttempts || !unanswered {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(backoff):
-		}
-		backoff *= 2
-	}
 }
 
 // withStore runs fn on the auth store with the space's signing keys, then has the broker refuse
@@ -405,7 +376,7 @@ func lifecycleOf(cred *authority.Credential) wire.Lifecycle {
 // (space.Agent.First).
 //
 // Provisioning is idempotent, so a JetStream API that did not answer is asked again
-// (retryUnanswered).
+// (jsapi.RetryUnanswered).
 func (l *Ledger) ProvisionAgent(ctx context.Context, cred *authority.Credential, req Request) error {
 	js, err := l.prov.get(ctx)
 	if err != nil {
@@ -421,7 +392,7 @@ func (l *Ledger) ProvisionAgent(ctx context.Context, cred *authority.Credential,
 	}
 	first := h != nil && h.LifecycleUID == cred.LifecycleUID && h.ProcessEpoch == authstore.FirstEpoch
 	agent := space.Agent{Lifecycle: lifecycleOf(cred), Role: req.Role, AllowSubscribe: req.readACL(), First: first}
-	return retryUnanswered(ctx, func(ctx context.Context) error { return space.ProvisionAgent(ctx, js, l.sp, agent) })
+	return jsapi.RetryUnanswered(ctx, func(ctx context.Context) error { return space.ProvisionAgent(ctx, js, l.sp, agent) })
 }
 
 // Retire ends a lifecycle: in the ledger its gate closes, its credentials are revoked and the

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/wire"
 )
@@ -224,7 +225,7 @@ func (l *Ledger) Instrument(ctx context.Context, caller wire.Lifecycle) (bool, e
 	// Asked while the broker applies an account update (a revocation just pushed), the read can
 	// find no responder; it is asked again rather than taken for a refusal.
 	var reserved bool
-	err = retryUnanswered(ctx, func(ctx context.Context) error {
+	err = jsapi.RetryUnanswered(ctx, func(ctx context.Context) error {
 		var rerr error
 		reserved, rerr = s.Reserved(ctx, caller.UID)
 		return rerr

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger/authstore"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/sessiongrant"
@@ -102,7 +103,7 @@ func (l *Ledger) VerifyGrant(ctx context.Context, grant []byte) (*sessiongrant.G
 // rows and returns the credential a row already holds, so asking again changes nothing.
 func (l *Ledger) release(ctx context.Context, fn func(*authstore.Store, *authority.SpaceKeys) (*authority.Credential, error)) (*authority.Credential, error) {
 	var cred *authority.Credential
-	err := retryUnanswered(ctx, func(ctx context.Context) error {
+	err := jsapi.RetryUnanswered(ctx, func(ctx context.Context) error {
 		return l.withStore(ctx, func(s *authstore.Store, keys *authority.SpaceKeys) ([]string, error) {
 			var err error
 			cred, err = fn(s, keys)

@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/wire"
 )
@@ -32,7 +33,7 @@ func openUserAuth(sp wire.Space) func(context.Context, *nats.Conn) (jetstream.Ke
 		if err != nil {
 			return nil, err
 		}
-		err = retryUnanswered(ctx, func(ctx context.Context) (err error) {
+		err = jsapi.RetryUnanswered(ctx, func(ctx context.Context) (err error) {
 			kv, err = js.KeyValue(ctx, string(meshwire.UserAuthBucket(sp)))
 			return err
 		})
