@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
 	"github.com/gocotal/cotal/internal/userauth"
@@ -100,7 +101,8 @@ func (s *Secrets) files(sp wire.Space) ([]secretFile, error) {
 		if err := f.check(f.raw); err != nil {
 			return nil, fmt.Errorf("user-auth secrets: %s: %w", f.name, err)
 		}
-		files[i].raw = append(bytes.TrimSpace(f.raw), '\n')
+		// Clipped, so the newline lands in a copy, never in the caller's Secrets.
+		files[i].raw = append(slices.Clip(bytes.TrimSpace(f.raw)), '\n')
 	}
 	return files, nil
 }
