@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -34,9 +35,33 @@ func Publish(ctx context.Context, js jetstream.JetStream, space wire.Space, arti
 		if err := verify(a.Bytes, a.Digest); err != nil {
 			return invalidf("artifact %s: %v", a.Digest, err)
 		}
-		_, err = js.Publish(ctx, subject, a.Bytes, jetstream.WithExpectLastSequencePerSubject(0))
+		switch err := publishArtifact(ctx, js, space, subject, a); {
+		case errors.Is(err, ErrCorrupt):
+			taken = append(taken, err)
+		case err != nil:
+			return err
+		}
+	}
+	return errors.Join(taken...)
+}
+
+// takenTries bounds how often publishArtifact looks again for an artifact whose subject a concurrent
+// publish took, and takenWait is the first wait between looks (each waits one more).
+const (
+	takenTries = 8
+	takenWait  = 100 * time.Millisecond
+)
+
+// publishArtifact publishes a at subject, create-only; a subject that holds a already is success, one
+// that holds anything else an error matching ErrCorrupt. On a cluster the nodes of a mesh publish
+// the same artifacts as they start: a subject taken by a publish still being committed, or read
+// from a replica that has not applied it yet, holds nothing for a moment, so the publish and the
+// read are tried again.
+func publishArtifact(ctx context.Context, js jetstream.JetStream, space wire.Space, subject string, a Artifact) error {
+	for try := 1; ; try++ {
+		_, err := js.Publish(ctx, subject, a.Bytes, jetstream.WithExpectLastSequencePerSubject(0))
 		if err == nil {
-			continue
+			return nil
 		}
 		// A taken subject fails the expectation: wrong last sequence, or, with a concurrent
 		// publish to the subject still in flight on a cluster, its constant form.
@@ -46,14 +71,18 @@ func Publish(ctx context.Context, js jetstream.JetStream, space wire.Space, arti
 		// The subject is taken. Fetch verifies that it holds canonical bytes whose digest is
 		// a.Digest: a.Bytes themselves.
 		_, err = Fetch(ctx, js, space, a.Digest)
-		switch {
-		case errors.Is(err, ErrCorrupt):
-			taken = append(taken, fmt.Errorf("publish %s: the subject is taken: %w", subject, err))
-		case err != nil:
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrNotFound) || try == takenTries {
 			return fmt.Errorf("publish %s: the subject is taken: %w", subject, err)
 		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(try) * takenWait):
+		}
 	}
-	return errors.Join(taken...)
 }
 
 // Fetch reads the artifact at digest ("sha256:<hex>") from space's contract stream, with a

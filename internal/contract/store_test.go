@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/broker/brokertest"
 	"github.com/gocotal/cotal/internal/contract"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
@@ -192,5 +194,45 @@ func TestContractStreamConfig(t *testing.T) {
 		!c.AllowDirect || !c.DenyDelete || !c.DenyPurge || c.AllowRollup || c.AllowMsgTTL ||
 		c.Duplicates != 2*time.Minute || c.Replicas != 1 || c.Mirror != nil || len(c.Sources) != 0 {
 		t.Errorf("EPC config %+v", c)
+	}
+}
+
+// TestPublishConcurrentlyOnACluster: the nodes of a cluster publish the same artifacts as they
+// start, each through its own server; every publish succeeds, though each finds subjects another
+// has just taken, whose message its server may not hold yet.
+func TestPublishConcurrentlyOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	urls := brokertest.Cluster(t, 3)
+	jss := make([]jetstream.JetStream, len(urls))
+	for i, u := range urls {
+		nc, err := nats.Connect(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		if jss[i], err = jetstream.New(nc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := t.Context()
+	if _, err := space.Provision(ctx, jss[0], sp, wire.ChannelDefaults{DeliveryClass: wire.ClassDurable}, space.WithReplicas(3)); err != nil {
+		t.Fatal(err)
+	}
+	for revision := range int64(20) {
+		c, err := contract.NewCluster("com.acme.deploy", revision+1, declarations()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs := make([]error, len(jss))
+		var wg sync.WaitGroup
+		for i, js := range jss {
+			wg.Go(func() { errs[i] = contract.Publish(ctx, js, sp, c.Artifacts) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("revision %d: %v", revision+1, err)
+		}
 	}
 }

@@ -349,3 +349,9 @@ func (m *Mesh) WithStore(t testing.TB, fn func(s *authstore.Store, keys *authori
 	t.Helper()
 	return WithStore(t, m.URL(), m.Keyring(), m.Space, fn)
 }
+
+// FreePorts returns n distinct loopback ports free now (brokertest.FreePorts).
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	return brokertest.FreePorts(t, n)
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/wire"
 )
 
@@ -49,7 +50,14 @@ func Provision(ctx context.Context, js jetstream.JetStream, space wire.Space, de
 	var drifts []Drift
 	for _, r := range resources(space) {
 		r.cfg.Replicas = o.replicas
-		created, reconciled, d, err := ensureStream(ctx, js, r)
+		// A loaded cluster can take longer than one request's wait to create a replicated
+		// stream: ensureStream looks again before it creates, so it is asked again.
+		var created, reconciled bool
+		var d []Drift
+		err := jsapi.RetryUnanswered(ctx, func(ctx context.Context) (err error) {
+			created, reconciled, d, err = ensureStream(ctx, js, r)
+			return err
+		})
 		if err != nil {
 			return rep, err
 		}

@@ -3,8 +3,10 @@ package brokertest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,4 +56,64 @@ func JetStream(t testing.TB) jetstream.JetStream {
 		t.Fatal(err)
 	}
 	return js
+}
+
+// Cluster runs a bare cluster of n open brokers with JetStream on loopback and returns their
+// client URLs once it has elected a JetStream meta leader. It stops at cleanup.
+func Cluster(t testing.TB, n int) []string {
+	t.Helper()
+	ports := FreePorts(t, 2*n)
+	routes := make([]string, n)
+	for i := range n {
+		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i])
+	}
+	confs := make([]string, n)
+	for i := range n {
+		confs[i] = filepath.Join(t.TempDir(), "server.conf")
+		conf := fmt.Sprintf("server_name: n%d\nlisten: 127.0.0.1:%d\njetstream { store_dir: %q }\ncluster { name: test, listen: 127.0.0.1:%d, routes: [%s] }\n",
+			i, ports[i], t.TempDir(), ports[n+i], strings.Join(routes, ", "))
+		if err := os.WriteFile(confs[i], []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	urls := make([]string, n)
+	servers := make([]*broker.Server, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			s, err := broker.Start(context.Background(), confs[i], nil)
+			servers[i] = s
+			errs <- err
+		}()
+	}
+	var failed error
+	for range n {
+		if err := <-errs; err != nil {
+			failed = err
+		}
+	}
+	for i, s := range servers {
+		if s == nil {
+			continue
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = s.Shutdown(ctx) // the test is over
+		})
+		urls[i] = s.ClientURL()
+	}
+	if failed != nil {
+		t.Fatalf("start a cluster node: %v", failed)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, s := range servers {
+		for st := s.Cluster(); st.MetaLeader == "" || st.Size != n; st = s.Cluster() {
+			if time.Now().After(deadline) {
+				t.Fatalf("the cluster did not form: %+v", st)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return urls
 }

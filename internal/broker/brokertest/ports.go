@@ -1,4 +1,4 @@
-package meshtest
+package brokertest
 
 import (
 	"fmt"
