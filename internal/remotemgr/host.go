@@ -503,7 +503,7 @@ func (h *Host) renewRunDriver(ctx context.Context, who *Person, r *Request, resp
 		return refuse(wire.CodeBadRequest, "%v", err)
 	}
 	for _, k := range []string{run.DriverID, run.MediatorID} {
-		if err := h.Registry.AddKey(ctx, r.InstanceID, k); err != nil {
+		if err := h.Registry.AddKey(ctx, r.InstanceID, k, time.Now().Add(h.life())); err != nil {
 			return refuse(wire.CodeInternal, "record the run keys of %s: %v", r.InstanceID, err)
 		}
 	}
@@ -569,7 +569,7 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 		}()
 	}
 	g := authority.Grant{Session: authority.SessionRails{Endpoint: s.Endpoint, SessionID: s.SessionID, Epoch: s.Epoch}}
-	if err := h.Registry.AddKey(ctx, r.InstanceID, s.ID); err != nil {
+	if err := h.Registry.AddKey(ctx, r.InstanceID, s.ID, exp); err != nil {
 		// A key the host cannot record would outlive its manager's eviction: not signed.
 		return refuse(wire.CodeInternal, "record the session key of %s: %v", r.InstanceID, err)
 	}
@@ -651,7 +651,7 @@ func (h *Host) transferReader(ctx context.Context, who *Person, r *Request, resp
 	if _, err := h.current(ctx, who, r); err != nil {
 		return err
 	}
-	if err := h.Registry.AddKey(ctx, r.InstanceID, r.TransferReader.ID); err != nil {
+	if err := h.Registry.AddKey(ctx, r.InstanceID, r.TransferReader.ID, time.Now().Add(authority.ProfileTransferReader.DefaultLifetime())); err != nil {
 		return refuse(wire.CodeInternal, "record the transfer reader of %s: %v", r.InstanceID, err)
 	}
 	g := authority.Grant{Serve: &authority.ServeRows{Endpoint: wire.ManagerEndpoint, Instance: wire.LifecycleUID(r.InstanceID)}}
@@ -682,7 +682,7 @@ func (h *Host) retire(ctx context.Context, who *Person, r *Request, reg *Registr
 	if _, err := h.current(ctx, who, r); err != nil {
 		return err
 	}
-	if err := h.Registry.AddKey(ctx, r.InstanceID, r.Retirement.ID); err != nil {
+	if err := h.Registry.AddKey(ctx, r.InstanceID, r.Retirement.ID, time.Now().Add(authority.OneShotLifetime)); err != nil {
 		return refuse(wire.CodeInternal, "record the retirement requester of %s: %v", r.InstanceID, err)
 	}
 	g := authority.Grant{LifecycleUID: wire.LifecycleUID(r.ManagerLifecycleUID), Target: t.lifecycle()}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -38,6 +39,10 @@ type Registration struct {
 	// Keys are the other keys the host signed for the instance (sessions' serving halves):
 	// evicting the manager has the broker refuse them too.
 	Keys []string `json:"keys,omitempty"`
+	// KeyExpiry is when the last credential signed for each of Keys expires (Unix seconds): a
+	// key is forgotten once its credential has expired, as nothing can connect with it any more,
+	// so the list holds only the keys alive at once. A key without an entry is kept.
+	KeyExpiry map[string]int64 `json:"keyExpiry,omitempty"`
 }
 
 // ParseRegistration reads raw as the registration of instance: a registration of this protocol
@@ -175,7 +180,7 @@ func (g *Registry) Claim(ctx context.Context, r Registration) (*Registration, er
 			if have.Owner != r.Owner {
 				return Registration{}, fmt.Errorf("instance %s: %w (%s)", r.InstanceID, ErrForeignInstance, have.Owner)
 			}
-			next.Agents, next.Keys = have.Agents, have.Keys
+			next.Agents, next.Keys, next.KeyExpiry = have.Agents, have.Keys, have.KeyExpiry
 		}
 		return next, nil
 	})
@@ -208,12 +213,35 @@ func (g *Registry) AddAgent(ctx context.Context, instance string, t Target) erro
 	return g.update(ctx, instance, func(r *Registration) { r.Agents = append(r.Agents, t) })
 }
 
-// AddKey records a key the host signed a credential for on instance's behalf.
-func (g *Registry) AddKey(ctx context.Context, instance, key string) error {
+// AddKey records a key the host signs a credential for on instance's behalf, expiring at
+// expires, and forgets the keys whose credentials have all expired.
+func (g *Registry) AddKey(ctx context.Context, instance, key string, expires time.Time) error {
 	return g.update(ctx, instance, func(r *Registration) {
 		if !slices.Contains(r.Keys, key) {
 			r.Keys = append(r.Keys, key)
 		}
+		if r.KeyExpiry == nil {
+			r.KeyExpiry = map[string]int64{}
+		}
+		r.KeyExpiry[key] = max(r.KeyExpiry[key], expires.Unix())
+		r.forgetExpiredKeys(time.Now())
+	})
+}
+
+// keyExpiryGrace is how long after its credential expired a key is still kept: the broker's
+// clock may run behind the host's.
+const keyExpiryGrace = time.Minute
+
+// forgetExpiredKeys drops the keys whose credentials expired before now (less the grace).
+func (r *Registration) forgetExpiredKeys(now time.Time) {
+	cutoff := now.Add(-keyExpiryGrace).Unix()
+	r.Keys = slices.DeleteFunc(r.Keys, func(k string) bool {
+		exp, ok := r.KeyExpiry[k]
+		if ok && exp < cutoff {
+			delete(r.KeyExpiry, k)
+			return true
+		}
+		return false
 	})
 }
 

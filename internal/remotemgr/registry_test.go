@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -79,7 +80,7 @@ func TestRegistryClaim(t *testing.T) {
 	if err := g.AddAgent(ctx, r.InstanceID, agent); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.AddKey(ctx, r.InstanceID, "UKEY"); err != nil {
+	if err := g.AddKey(ctx, r.InstanceID, "UKEY", time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	next := r
@@ -97,7 +98,7 @@ func TestRegistryClaim(t *testing.T) {
 	if _, err := g.Claim(ctx, foreign); !errors.Is(err, remotemgr.ErrForeignInstance) {
 		t.Fatalf("another owner's claim: %v, want ErrForeignInstance", err)
 	}
-	if err := g.AddKey(ctx, string(wire.NewLifecycleUID()), "UKEY"); err == nil {
+	if err := g.AddKey(ctx, string(wire.NewLifecycleUID()), "UKEY", time.Now().Add(time.Hour)); err == nil {
 		t.Fatal("a key recorded for an instance never claimed")
 	}
 	// A deleted registration is none: the instance may be claimed afresh.
@@ -106,6 +107,40 @@ func TestRegistryClaim(t *testing.T) {
 	}
 	if prev, err := g.Claim(ctx, foreign); err != nil || prev != nil {
 		t.Fatalf("a claim after the registration's deletion: %+v %v", prev, err)
+	}
+}
+
+// TestRegistryForgetsExpiredKeys: a key is kept while a credential signed for it can still
+// connect, its expiry moved on by each new one, and forgotten after; a key recorded without an
+// expiry (by an older host) is kept.
+func TestRegistryForgetsExpiredKeys(t *testing.T) {
+	kv, _ := registryStore(t)
+	g := openRegistry(t, kv)
+	ctx := t.Context()
+	r := registration(alice)
+	r.Keys = []string{"ULEGACY"}
+	if _, err := g.Claim(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for key, exp := range map[string]time.Time{"UGONE": now.Add(-2 * time.Minute), "URENEWED": now.Add(30 * time.Second), "UALIVE": now.Add(time.Hour)} {
+		if err := g.AddKey(ctx, r.InstanceID, key, exp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.AddKey(ctx, r.InstanceID, "URENEWED", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := g.Get(ctx, r.InstanceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got.Keys)
+	if want := []string{"UALIVE", "ULEGACY", "URENEWED"}; !slices.Equal(got.Keys, want) || len(got.KeyExpiry) != 2 {
+		t.Fatalf("keys %v (expiry %v), want %v", got.Keys, got.KeyExpiry, want)
+	}
+	if got.KeyExpiry["URENEWED"] != now.Add(time.Hour).Unix() {
+		t.Errorf("the renewed key expires at %d, want its latest credential's %d", got.KeyExpiry["URENEWED"], now.Add(time.Hour).Unix())
 	}
 }
 
@@ -127,7 +162,7 @@ func TestRegistryWritersOnSeveralNodes(t *testing.T) {
 		g := openRegistry(t, bindStore(t, url, false))
 		wg.Go(func() {
 			for i := range each {
-				errs <- g.AddKey(ctx, r.InstanceID, fmt.Sprintf("KEY_%d_%d", w, i))
+				errs <- g.AddKey(ctx, r.InstanceID, fmt.Sprintf("KEY_%d_%d", w, i), time.Now().Add(time.Hour))
 			}
 		})
 	}
