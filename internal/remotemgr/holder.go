@@ -137,7 +137,12 @@ func (h *Host) holder(ctx context.Context, body []byte) (*HolderResponse, error)
 	// person's revocation evicts their managers with their sessions, and one that ran before the
 	// read must not be outlived by a half going out, so the session ends instead. A check that
 	// could not answer releases nothing and ends nothing.
-	if again, err := h.supervisor(ctx, r.IDPToken, r.Actor); err != nil || !h.personHolder(ctx, again, me) {
+	again, err := h.supervisor(ctx, r.IDPToken, r.Actor)
+	holds := false
+	if err == nil {
+		holds, err = h.personHolder(ctx, again, me)
+	}
+	if err != nil || !holds {
 		if err == nil {
 			err = refuse(wire.CodePermissionDenied, "%s no longer holds session %s at its current incarnation", me.Principal, r.SessionID)
 		}
@@ -163,9 +168,16 @@ func (h *Host) heldBy(ctx context.Context, who *Person, r *HolderRequest) (wire.
 		return wire.Lifecycle{}, refuse(wire.CodeNotFound, "no session %s", r.SessionID)
 	}
 	me := wire.Lifecycle{Principal: principal(who.Owner, r.Actor), UID: sess.Row.Holder.LifecycleUID}
-	if sess.Row.Holder.Principal != me.Principal.String() || !h.personHolder(ctx, who, me) {
-		return wire.Lifecycle{}, refuse(wire.CodeNotFound, "session %s is held by %s.%s, not by %s at its current incarnation",
-			r.SessionID, sess.Row.Holder.Principal, sess.Row.Holder.LifecycleUID, me.Principal)
+	notHeld := refuse(wire.CodeNotFound, "session %s is held by %s.%s, not by %s at its current incarnation",
+		r.SessionID, sess.Row.Holder.Principal, sess.Row.Holder.LifecycleUID, me.Principal)
+	if sess.Row.Holder.Principal != me.Principal.String() {
+		return wire.Lifecycle{}, notHeld
+	}
+	switch holds, err := h.personHolder(ctx, who, me); {
+	case err != nil:
+		return wire.Lifecycle{}, err
+	case !holds:
+		return wire.Lifecycle{}, notHeld
 	}
 	reg, err := h.Registry.Get(ctx, string(sess.Row.Serving.InstanceID))
 	switch {
@@ -180,9 +192,9 @@ func (h *Host) heldBy(ctx context.Context, who *Person, r *HolderRequest) (wire.
 // personHolder reports whether caller may hold a session of a remote manager its person
 // supervises: the person's own interactive row, at its current incarnation, holding supervise.
 // Their half waits in the host's ledger, and they take it on HolderPath.
-func (h *Host) personHolder(ctx context.Context, who *Person, caller wire.Lifecycle) bool {
-	row := h.ownRow(ctx, who, caller)
-	return row != nil && row.Kind == userauth.KindInteractive && row.Has(userauth.ScopeSupervise)
+func (h *Host) personHolder(ctx context.Context, who *Person, caller wire.Lifecycle) (bool, error) {
+	row, err := h.ownRow(ctx, who, caller)
+	return row != nil && row.Kind == userauth.KindInteractive && row.Has(userauth.ScopeSupervise), err
 }
 
 // HolderClient is a person's side of HolderPath.

@@ -589,8 +589,13 @@ func (h *Host) session(ctx context.Context, who *Person, r *Request, resp *Respo
 func (h *Host) redeemFor(ctx context.Context, who *Person, r *Request, named SessionHolder, exp time.Time) (*sessiongrant.Grant, error) {
 	s := r.Session
 	lc, _ := named.Lifecycle() // validated with the request
-	if lc.Principal != operatorPrincipal && !h.personHolder(ctx, who, lc) {
-		return nil, refuse(wire.CodeFailedPrecondition, "%s cannot hold a session of a remote manager: only the host's operator and the manager's own person can", lc)
+	if lc.Principal != operatorPrincipal {
+		switch holds, err := h.personHolder(ctx, who, lc); {
+		case err != nil:
+			return nil, err
+		case !holds:
+			return nil, refuse(wire.CodeFailedPrecondition, "%s cannot hold a session of a remote manager: only the host's operator and the manager's own person can", lc)
+		}
 	}
 	holder, epoch, err := h.Ledger.SessionHolder(ctx, lc)
 	switch {
@@ -903,7 +908,11 @@ func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp
 		}
 	}
 	ok := instrument
-	if row := h.ownRow(ctx, who, caller); row != nil {
+	row, err := h.ownRow(ctx, who, caller)
+	if err != nil {
+		return err
+	}
+	if row != nil {
 		// The person who supervises the machine the manager runs on may launch what they like
 		// there; a row that may spawn hands its own channels and role on, never more.
 		ok = ok || row.Kind == userauth.KindInteractive && row.Has(userauth.ScopeSupervise)
@@ -912,7 +921,11 @@ func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp
 		}
 	}
 	resp.Authorized = &ok
-	if (instrument && caller.Principal == operatorPrincipal) || h.personHolder(ctx, who, caller) {
+	holds, err := h.personHolder(ctx, who, caller)
+	if err != nil {
+		return err
+	}
+	if (instrument && caller.Principal == operatorPrincipal) || holds {
 		// The host's operator may hold a session of the manager, and so may the person who
 		// supervises it: the half waits in the host's ledger, which the operator reads and the
 		// person takes theirs from on HolderPath.
@@ -924,10 +937,11 @@ func (h *Host) authorizeAdmin(ctx context.Context, who *Person, r *Request, resp
 }
 
 // ownRow returns the ledger row of caller when it is a current incarnation of the manager's own
-// owner (a person's interactive row, or a managed agent's within their envelope); nil otherwise.
-func (h *Host) ownRow(ctx context.Context, who *Person, caller wire.Lifecycle) *userauth.Row {
+// owner (a person's interactive row, or a managed agent's within their envelope); nil otherwise,
+// and an unavailable refusal when the people ledger did not answer.
+func (h *Host) ownRow(ctx context.Context, who *Person, caller wire.Lifecycle) (*userauth.Row, error) {
 	if h.Managed == nil || caller.Principal.Owner() != who.Owner {
-		return nil
+		return nil, nil
 	}
 	return h.currentRow(ctx, caller)
 }

@@ -1297,3 +1297,21 @@ func TestRetireThroughAnyAuthInstance(t *testing.T) {
 		}
 	}
 }
+
+// TestUnansweredPeopleLedgerIsNoDenial: a people ledger that does not answer is an unavailable
+// refusal, which a caller retries or takes to another node, never a denial of the row.
+func TestUnansweredPeopleLedgerIsNoDenial(t *testing.T) {
+	r := newHostRig(t, 0)
+	ctx := t.Context()
+	me := r.person(t, alice) // supervise, but not spawn
+	if _, err := r.host.SpawnRow(ctx, me); code(err) != wire.CodePermissionDenied {
+		t.Fatalf("SpawnRow of a row without spawn: %v, want permission-denied", err)
+	}
+	store := r.m.StoreClient(t)
+	if err := store.JS.DeleteStream(ctx, meshwire.UserAuthBucket(r.m.Space).Stream()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.host.SpawnRow(ctx, me); code(err) != wire.CodeUnavailable {
+		t.Fatalf("SpawnRow with the people ledger gone: %v, want unavailable", err)
+	}
+}

@@ -34,8 +34,10 @@ func (h *Host) SpawnRow(ctx context.Context, caller wire.Lifecycle) (*userauth.R
 	if h.Managed == nil {
 		return nil, errors.New("this host keeps no people")
 	}
-	row := h.currentRow(ctx, caller)
+	row, err := h.currentRow(ctx, caller)
 	switch {
+	case err != nil:
+		return nil, err
 	case row == nil:
 		return nil, refuse(wire.CodePermissionDenied, "%s is no current incarnation of a granted row", caller)
 	case !row.Has(userauth.ScopeSpawn):
@@ -70,14 +72,24 @@ func (h *Host) RetireHosted(ctx context.Context, t Target) error {
 }
 
 // currentRow returns the ledger row of caller when it is a current incarnation (a person's
-// interactive row, or a managed agent's within its envelope); nil otherwise.
-func (h *Host) currentRow(ctx context.Context, caller wire.Lifecycle) *userauth.Row {
+// interactive row, or a managed agent's within its envelope); nil otherwise. A people ledger that
+// did not answer is an unavailable refusal, never taken for a missing row: a caller retries it,
+// or moves on to another node of a cluster, rather than being denied.
+func (h *Host) currentRow(ctx context.Context, caller wire.Lifecycle) (*userauth.Row, error) {
 	row, err := h.Managed.Get(ctx, caller.Principal.Owner(), caller.Principal.Actor())
-	if err != nil || row.LifecycleUID != caller.UID {
-		return nil
+	switch {
+	case errors.Is(err, userauth.ErrUnavailable):
+		return nil, refuse(wire.CodeUnavailable, "read the row of %s: %v", caller.Principal, err)
+	case err != nil || row.LifecycleUID != caller.UID:
+		return nil, nil
 	}
-	if row.Kind == userauth.KindManaged && h.Managed.CheckEnvelope(ctx, row) != nil {
-		return nil
+	if row.Kind == userauth.KindManaged {
+		switch err := h.Managed.CheckEnvelope(ctx, row); {
+		case errors.Is(err, userauth.ErrUnavailable):
+			return nil, refuse(wire.CodeUnavailable, "check the envelope of %s: %v", caller.Principal, err)
+		case err != nil:
+			return nil, nil
+		}
 	}
-	return row
+	return row, nil
 }
