@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -414,5 +415,50 @@ func TestMeshDocumentAdvertisesTheServer(t *testing.T) {
 		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "without TLS")):
 			t.Errorf("a broker in clear beyond loopback: %v", err)
 		}
+	}
+}
+
+// TestConcurrentChangesAllTakeEffect: operators changing one person's row at once (on two nodes
+// of a cluster, say) each add what they grant: none is lost to a write over a row it did not
+// read, and the last incarnation is readied with its durables.
+func TestConcurrentChangesAllTakeEffect(t *testing.T) {
+	r := start(t)
+	ctx := t.Context()
+	owner, err := r.st.Owner("ana")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := r.m.Ledger(r.m.Space)
+	roles := []string{"role:a", "role:b", "role:c", "role:d"}
+	errs := make([]error, len(roles))
+	var wg sync.WaitGroup
+	for i, role := range roles {
+		wg.Go(func() {
+			_, _, errs[i] = r.st.Change(ctx, l, owner, "cli", func(have *userauth.Row) (*userauth.Row, error) {
+				row := &userauth.Row{Owner: owner, Actor: "cli", Label: "ana"}
+				if have != nil {
+					row = have.Clone()
+				}
+				row.Scope = append(row.Scope, role)
+				return row, nil
+			})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	row, err := r.st.People.Get(ctx, owner, "cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range roles {
+		if !row.Has(role) {
+			t.Errorf("the row holds %v: %s was lost", row.Scope, role)
+		}
+	}
+	store := r.m.StoreClient(t)
+	if _, err := store.JS.Consumer(ctx, r.m.Space.DMStream(), wire.DMDurable(wire.Lifecycle{Principal: row.Principal(), UID: row.LifecycleUID})); err != nil {
+		t.Errorf("the last incarnation's DM durable: %v", err)
 	}
 }

@@ -292,7 +292,7 @@ func rewriteRow(t *testing.T, p *People, row *Row) {
 	if err := row.validate(row.Kind); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.write(t.Context(), row); err != nil {
+	if _, err := p.writeAt(t.Context(), row, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -100,6 +100,9 @@ type Row struct {
 
 	// Kind is the row space the row was read from or written to.
 	Kind Kind `json:"-"`
+	// Revision is the store's revision of the row as it was read or written: GrantOver replaces
+	// the row only while it is still at this revision.
+	Revision uint64 `json:"-"`
 }
 
 // Has reports whether the row's scope holds scope exactly. No scope implies another.
@@ -310,6 +313,7 @@ func (p *People) read(ctx context.Context, kind Kind, owner, actor string) (*Row
 	if err != nil {
 		return nil, &RowError{Key: key, Err: err}
 	}
+	r.Revision = e.Revision()
 	return r, nil
 }
 
@@ -330,13 +334,36 @@ func (p *People) exists(ctx context.Context, key string) (bool, error) {
 // the grant is refused at its next connect; GrantedAt is set to now. It returns an error for an
 // invalid row, a row carrying a token hash, or a principal that already has a managed row.
 func (p *People) Grant(ctx context.Context, r *Row) (*Row, error) {
+	return p.grant(ctx, r, nil)
+}
+
+// ErrChanged is a GrantOver whose previous row changed (or appeared) since it was read: another
+// grant or a revocation came first. Read the row again and grant over what it holds then.
+var ErrChanged = errors.New("userauth: the row changed since it was read")
+
+// GrantOver is Grant for a row read as prev (nil: the person had none): it writes only while the
+// store still holds prev at its revision, and otherwise fails matching ErrChanged, so two grants
+// that each change the row read are never merged into one that holds only the last's changes.
+func (p *People) GrantOver(ctx context.Context, prev, r *Row) (*Row, error) {
+	var rev uint64
+	if prev != nil && prev.Kind == KindInteractive { // a managed prev: the write refuses to shadow it
+		if prev.Owner != r.Owner || prev.Actor != r.Actor {
+			return nil, fmt.Errorf("grant %s.%s over the row of %s.%s", r.Owner, r.Actor, prev.Owner, prev.Actor)
+		}
+		rev = prev.Revision
+	}
+	return p.grant(ctx, r, &rev)
+}
+
+// grant writes r as a new incarnation, over the revision at when set (0: no row).
+func (p *People) grant(ctx context.Context, r *Row, at *uint64) (*Row, error) {
 	row := r.Clone()
 	row.Ver, row.Kind = rowVer, KindInteractive
 	row.LifecycleUID = wire.NewLifecycleUID()
 	if err := p.prepare(row); err != nil {
 		return nil, err
 	}
-	return p.write(ctx, row)
+	return p.writeAt(ctx, row, at)
 }
 
 // GrantManaged writes r as the managed row of (r.Owner, r.Actor), replacing any previous one
@@ -353,7 +380,7 @@ func (p *People) GrantManaged(ctx context.Context, r *Row) (*Row, error) {
 	if err := p.CheckEnvelope(ctx, row); err != nil {
 		return nil, fmt.Errorf("grant %s.%s: %w", row.Owner, row.Actor, err)
 	}
-	return p.write(ctx, row)
+	return p.writeAt(ctx, row, nil)
 }
 
 // prepare stamps row with the grant time, turns nil lists into empty ones and validates it.
@@ -370,8 +397,10 @@ func (p *People) prepare(row *Row) error {
 	return nil
 }
 
-// write stores a prepared row under its kind's key, refusing to shadow a row of the other kind.
-func (p *People) write(ctx context.Context, row *Row) (*Row, error) {
+// writeAt stores a prepared row under its kind's key, refusing to shadow a row of the other kind.
+// With at set it writes only over that revision of the key (0: the key holds no row), and
+// otherwise fails matching ErrChanged.
+func (p *People) writeAt(ctx context.Context, row *Row, at *uint64) (*Row, error) {
 	key, err := rowKey(row.Kind, row.Owner, row.Actor)
 	if err != nil {
 		return nil, err
@@ -391,7 +420,18 @@ func (p *People) write(ctx context.Context, row *Row) (*Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grant %s.%s: %w", row.Owner, row.Actor, err)
 	}
-	rev, err := p.kv.Put(ctx, key, doc)
+	var rev uint64
+	switch {
+	case at == nil:
+		rev, err = p.kv.Put(ctx, key, doc)
+	case *at == 0:
+		rev, err = p.kv.Create(ctx, key, doc)
+	default:
+		rev, err = p.kv.Update(ctx, key, doc, *at)
+	}
+	if at != nil && (errors.Is(err, jetstream.ErrKeyExists) || jsapi.Conflict(err)) {
+		return nil, fmt.Errorf("grant %s.%s: %w", row.Owner, row.Actor, ErrChanged)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("grant %s.%s: write %s: %w", row.Owner, row.Actor, key, err)
 	}
@@ -407,7 +447,9 @@ func (p *People) write(ctx context.Context, row *Row) (*Row, error) {
 		}
 		return nil, fmt.Errorf("grant %s.%s: %w; the grant is taken back", row.Owner, row.Actor, err)
 	}
-	return row.Clone(), nil
+	got := row.Clone()
+	got.Revision = rev
+	return got, nil
 }
 
 // Import writes r, a row of r.Kind read from an older ledger (ParseRow), as it is: its lifecycle

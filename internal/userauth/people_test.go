@@ -438,3 +438,36 @@ func TestEnvelope(t *testing.T) {
 		t.Fatalf("a parent cycle: %v, want a refusal", err)
 	}
 }
+
+// TestPeopleGrantOver: a grant over the row as read writes only while the store still holds that
+// row; one that changed, appeared or went in between is ErrChanged, and nothing is written.
+func TestPeopleGrantOver(t *testing.T) {
+	p := newTestPeople(t)
+	ctx := t.Context()
+	in := &Row{Owner: ownerA, Actor: "cli", Scope: []string{"spawn"}}
+	first, err := p.GrantOver(ctx, nil, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.GrantOver(ctx, nil, in); !errors.Is(err, ErrChanged) {
+		t.Fatalf("a grant of a new row over one that appeared: %v, want ErrChanged", err)
+	}
+	read, err := p.Get(ctx, ownerA, "cli")
+	if err != nil || read.Revision != first.Revision {
+		t.Fatalf("the row as read: %+v %v; written at revision %d", read, err, first.Revision)
+	}
+	next := read.Clone()
+	next.Scope = append(next.Scope, "admin")
+	second, err := p.GrantOver(ctx, read, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := read.Clone()
+	stale.Scope = append(stale.Scope, "supervise")
+	if _, err := p.GrantOver(ctx, read, stale); !errors.Is(err, ErrChanged) {
+		t.Fatalf("a grant over a row replaced since it was read: %v, want ErrChanged", err)
+	}
+	if got, err := p.Get(ctx, ownerA, "cli"); err != nil || got.LifecycleUID != second.LifecycleUID || got.Has("supervise") {
+		t.Fatalf("after the stale grant: %+v %v; want the second grant's row", got, err)
+	}
+}

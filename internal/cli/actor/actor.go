@@ -140,35 +140,31 @@ func newCmdGrant(f *factory.Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			row := &userauth.Row{Owner: owner, Actor: actor, Label: args[0]}
-			have, err := st.People.Get(cmd.Context(), owner, actor)
-			switch {
-			case err == nil:
-				row = have.Clone()
-			case errors.Is(err, userauth.ErrNoRow):
-				have = nil
-			default:
-				return err
-			}
-			for _, s := range scopes {
-				if !slices.Contains(row.Scope, s) {
-					row.Scope = append(row.Scope, s)
-				}
-			}
-			if cmd.Flags().Changed("allow-subscribe") {
-				row.AllowSubscribe = read
-			}
-			if cmd.Flags().Changed("allow-publish") {
-				row.AllowPublish = post
-			}
-			if cmd.Flags().Changed("role") {
-				row.Role = role
-			}
 			l, err := f.Ledger(cmd.Context(), st.Space)
 			if err != nil {
 				return err
 			}
-			got, err := st.Grant(cmd.Context(), l, have, row)
+			_, got, err := st.Change(cmd.Context(), l, owner, actor, func(have *userauth.Row) (*userauth.Row, error) {
+				row := &userauth.Row{Owner: owner, Actor: actor, Label: args[0]}
+				if have != nil {
+					row = have.Clone()
+				}
+				for _, s := range scopes {
+					if !slices.Contains(row.Scope, s) {
+						row.Scope = append(row.Scope, s)
+					}
+				}
+				if cmd.Flags().Changed("allow-subscribe") {
+					row.AllowSubscribe = read
+				}
+				if cmd.Flags().Changed("allow-publish") {
+					row.AllowPublish = post
+				}
+				if cmd.Flags().Changed("role") {
+					row.Role = role
+				}
+				return row, nil
+			})
 			if err != nil {
 				return err
 			}
@@ -222,9 +218,14 @@ func newCmdRevoke(f *factory.Factory) *cobra.Command {
 				fmt.Fprintf(f.IO.ErrOut, "revoked %s (%s.%s)\n", args[0], owner, actor)
 				return nil
 			}
-			next := row.Clone()
-			next.Scope = slices.DeleteFunc(next.Scope, func(s string) bool { return slices.Contains(scopes, s) })
-			got, err := st.Grant(cmd.Context(), l, row, next)
+			_, got, err := st.Change(cmd.Context(), l, owner, actor, func(have *userauth.Row) (*userauth.Row, error) {
+				if have == nil {
+					return nil, fmt.Errorf("%s (%s.%s) holds no row", args[0], owner, actor)
+				}
+				next := have.Clone()
+				next.Scope = slices.DeleteFunc(next.Scope, func(s string) bool { return slices.Contains(scopes, s) })
+				return next, nil
+			})
 			if err != nil {
 				return err
 			}
