@@ -120,3 +120,32 @@ func putNode(t *testing.T, r *rig, n authservice.NodeRecord) {
 		t.Fatal(err)
 	}
 }
+
+// TestForgetNode: a node taken out of the cluster is forgotten at once; a running one, a name
+// with no record and a name that cannot be a node's are refused.
+func TestForgetNode(t *testing.T) {
+	t.Parallel()
+	r := start(t)
+	ctx := t.Context()
+	gone := authservice.NodeRecord{Node: "node-b", Server: "nats://127.0.0.1:1", ExchangeURL: "http://127.0.0.1:2",
+		ManagerAuthorityURL: "http://127.0.0.1:2/manager-service-authority", SeenAt: time.Now().Add(-time.Hour).UTC()}
+	putNode(t, r, gone)
+	if nodes, err := authservice.ReadNodes(ctx, r.kv); err != nil || len(nodes) != 2 {
+		t.Fatalf("before forgetting: %+v %v", nodes, err)
+	}
+	if err := authservice.ForgetNode(ctx, r.kv, "node-b", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := authservice.ReadNodes(ctx, r.kv)
+	if err != nil || len(nodes) != 1 || nodes[0].Node == "node-b" {
+		t.Fatalf("after forgetting node-b: %+v %v", nodes, err)
+	}
+	if err := authservice.ForgetNode(ctx, r.kv, nodes[0].Node, time.Now()); !errors.Is(err, authservice.ErrNodeRunning) {
+		t.Errorf("forgetting the running node: %v, want ErrNodeRunning", err)
+	}
+	for _, name := range []string{"node-b", "", "node.b", "node-*"} {
+		if err := authservice.ForgetNode(ctx, r.kv, name, time.Now()); err == nil || errors.Is(err, authservice.ErrNodeRunning) {
+			t.Errorf("forgetting %q: %v, want an error naming it", name, err)
+		}
+	}
+}

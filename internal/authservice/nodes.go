@@ -94,6 +94,42 @@ func ReadNodes(ctx context.Context, kv jetstream.KeyValue) ([]NodeRecord, error)
 	return out[:min(len(out), maxNodes)], nil
 }
 
+// ErrNodeRunning is a node ForgetNode refuses: its auth service recorded itself within
+// NodeStale.
+var ErrNodeRunning = errors.New("the node's auth service is running")
+
+// ForgetNode removes the record of node, an authority node taken out of the cluster for good, so
+// the mesh document and `cotal status` stop listing it before NodeForgotten has passed. A node
+// that recorded itself within NodeStale of now is running, and refused (ErrNodeRunning), as is
+// one that records itself again while it is being forgotten; a name with no record (or one that
+// is not a node record) is an error naming it.
+func ForgetNode(ctx context.Context, kv jetstream.KeyValue, node string, now time.Time) error {
+	key := nodeKeyPrefix + node
+	if node == "" || strings.ContainsAny(node, ".*> ") {
+		return fmt.Errorf("%q is not a node's server name", node)
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("no auth service of node %s is recorded", node)
+	}
+	if err != nil {
+		return fmt.Errorf("read the record of node %s: %w", node, err)
+	}
+	var r NodeRecord
+	if err := json.Unmarshal(e.Value(), &r); err == nil && r.Node == node && r.Fresh(now) {
+		return fmt.Errorf("%w: node %s recorded itself %s ago; stop it before forgetting it", ErrNodeRunning, node, now.Sub(r.SeenAt).Round(time.Second))
+	}
+	// By its revision: a node that recorded itself since it was read is running after all.
+	err = kv.Purge(ctx, key, jetstream.LastRevision(e.Revision()))
+	if errors.Is(err, jetstream.ErrKeyExists) || jsapi.Conflict(err) {
+		return fmt.Errorf("%w: node %s recorded itself again while it was being forgotten", ErrNodeRunning, node)
+	}
+	if err != nil {
+		return fmt.Errorf("forget node %s: %w", node, err)
+	}
+	return nil
+}
+
 // nodeBook keeps this node's record written and the cluster's records read, for the mesh
 // document.
 type nodeBook struct {

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/iostreams"
+	"github.com/gocotal/cotal/internal/cli/status"
 	"github.com/gocotal/cotal/internal/mesh"
 	"github.com/gocotal/cotal/internal/meshtest"
 )
@@ -137,5 +140,53 @@ func TestClusterCommands(t *testing.T) {
 		if code, _, stderr := run(t, append(bad, "--dir", t.TempDir())...); code != exit.Usage {
 			t.Errorf("%v: exit %d, want usage: %s", bad, code, stderr)
 		}
+	}
+}
+
+// TestClusterForget: `cotal cluster forget` takes the record of a node taken out of a user-auth
+// cluster off the status at once; a running node, and a name with no record, are refused.
+func TestClusterForget(t *testing.T) {
+	a := upMesh(t, "--user-auth", "--dev-idp", "--dev-idp-addr", "127.0.0.1:0", "--no-manager")
+	st, err := mesh.Dir{Path: filepath.Join(a, mesh.DirName)}.ReadState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := openLedger(t, a, st.URL).UserAuthStore(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := authservice.NodeRecord{Node: "node-gone", Server: "nats://127.0.0.1:1", ExchangeURL: "http://127.0.0.1:2",
+		ManagerAuthorityURL: "http://127.0.0.1:2/manager-service-authority", Callout: true, SeenAt: time.Now().Add(-time.Hour).UTC()}
+	raw, _ := json.Marshal(gone)
+	if _, err := kv.Put(t.Context(), "node.node-gone", raw); err != nil {
+		t.Fatal(err)
+	}
+	services := func() (int, []string) {
+		code, out, _ := run(t, "status", "--dir", a, "--json")
+		var rep status.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("status --json: %v", err)
+		}
+		var names []string
+		for _, s := range rep.AuthServices {
+			names = append(names, s.Node)
+		}
+		return code, names
+	}
+	if code, names := services(); code == exit.OK || !slices.Contains(names, "node-gone") {
+		t.Fatalf("status with a node gone: exit %d, auth services %v", code, names)
+	}
+	if code, _, stderr := run(t, "cluster", "forget", "node-gone", "--dir", a); code != exit.OK || !strings.Contains(stderr, "forgot node node-gone") {
+		t.Fatalf("cluster forget: exit %d %s", code, stderr)
+	}
+	code, names := services()
+	if code != exit.OK || slices.Contains(names, "node-gone") || len(names) != 1 {
+		t.Fatalf("status after forgetting: exit %d, auth services %v", code, names)
+	}
+	if code, _, stderr := run(t, "cluster", "forget", "node-gone", "--dir", a); code == exit.OK || !strings.Contains(stderr, "no auth service of node node-gone") {
+		t.Errorf("forget a node with no record: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "cluster", "forget", names[0], "--dir", a); code == exit.OK || !strings.Contains(stderr, "stop it before forgetting it") {
+		t.Errorf("forget the running node: exit %d %s", code, stderr)
 	}
 }

@@ -5,9 +5,11 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gocotal/cotal/internal/authservice"
 	"github.com/gocotal/cotal/internal/cli/exit"
 	"github.com/gocotal/cotal/internal/cli/factory"
 	"github.com/gocotal/cotal/internal/mesh"
@@ -22,7 +24,7 @@ func NewCmdCluster(f *factory.Factory) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newCmdBundle(f))
+	cmd.AddCommand(newCmdBundle(f), newCmdForget(f))
 	return cmd
 }
 
@@ -80,5 +82,44 @@ func newCmdBundle(f *factory.Factory) *cobra.Command {
 	cmd.Flags().StringVar(&name, "cluster-name", "", "the cluster's name, when this directory has no route secret yet")
 	cmd.Flags().BoolVar(&keys, "authority", false, "include the spaces' signing keys, for a second authority node (the file then mints any identity)")
 	cmd.Flags().StringSliceVar(&spaces, "space", []string{string(mesh.DefaultSpace)}, "the spaces the cluster serves (repeat or comma-separate)")
+	return cmd
+}
+
+func newCmdForget(f *factory.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "forget NODE",
+		Short: "Forget an authority node taken out of a user-auth cluster",
+		Long: "In a user-auth mesh on a cluster, every authority node's auth service records itself in\n" +
+			"the space's user-auth store, and the mesh document and `cotal status` list every node\n" +
+			"recorded within the last day: a node that stopped answering keeps `cotal status` failing\n" +
+			"until it is back. After taking a node out of the cluster for good, forget it here by its\n" +
+			"server name (--server-name, as `cotal status` lists it) on any authority node. A node whose\n" +
+			"auth service recorded itself within the last 15 s is running, and is refused: stop it first.\n" +
+			"A node stopped with Ctrl-C or `cotal down` removes its own record.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, st, sp, err := f.Mesh("an open mesh has no auth service: run `cotal up --user-auth`")
+			if err != nil {
+				return err
+			}
+			if st.ExchangeURL == "" {
+				return errors.New("the running mesh is not in user-auth mode: its nodes keep no records")
+			}
+			l, err := f.Ledger(cmd.Context(), sp)
+			if err != nil {
+				return err
+			}
+			kv, err := l.UserAuthStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := authservice.ForgetNode(cmd.Context(), kv, args[0], time.Now()); err != nil {
+				return err
+			}
+			fmt.Fprintf(f.IO.ErrOut, "forgot node %s: the mesh document and `cotal status` no longer list it\n", args[0])
+			return nil
+		},
+	}
+	f.Target.Register(cmd.Flags())
 	return cmd
 }
