@@ -19,12 +19,20 @@ type JWTTooLargeError struct {
 	// Size is the encoded JWT's length in bytes.
 	Size     int
 	Pub, Sub int
+	// Space is the space the rows name; Channels reports whether the grant named channels.
+	Space    wire.Space
+	Channels bool
 }
 
-// Error implements error.
+// Error implements error, with what would make the grant fit: fewer channels, or, for a profile
+// whose rows are fixed (a daemon's, which name every stream of the space), a shorter space name.
 func (e *JWTTooLargeError) Error() string {
-	return fmt.Sprintf("mint %s for %s: %v: %d bytes for %d publish and %d subscribe rows; grant fewer or broader channels",
-		e.Profile, e.Principal, ErrJWTTooLarge, e.Size, e.Pub, e.Sub)
+	hint := "grant fewer or broader channels"
+	if !e.Channels {
+		hint = fmt.Sprintf("its rows name the streams of space %s, whose name (%d characters) is too long for them to fit: use a shorter one", e.Space, len(e.Space))
+	}
+	return fmt.Sprintf("mint %s for %s: %v: %d bytes for %d publish and %d subscribe rows; %s",
+		e.Profile, e.Principal, ErrJWTTooLarge, e.Size, e.Pub, e.Sub, hint)
 }
 
 // Unwrap makes the error match ErrJWTTooLarge.

@@ -244,8 +244,19 @@ func TestMintRefusesOversizedJWT(t *testing.T) {
 		channels = append(channels, fmt.Sprintf("project-%03d.backend", i))
 	}
 	_, err = sk.Mint(MintRequest{Profile: ProfileAgent, Grant: Grant{Principal: p, LifecycleUID: wire.NewLifecycleUID(), AllowPublish: channels, AllowSubscribe: channels}})
-	if !errors.Is(err, ErrJWTTooLarge) || !strings.Contains(err.Error(), "bytes") {
-		t.Fatalf("Mint = %v, want ErrJWTTooLarge with the size", err)
+	if !errors.Is(err, ErrJWTTooLarge) || !strings.Contains(err.Error(), "bytes") || !strings.Contains(err.Error(), "fewer or broader channels") {
+		t.Fatalf("Mint = %v, want ErrJWTTooLarge with the size and the channels to blame", err)
+	}
+	// A daemon's rows name every stream of its space: a long space name is what to change.
+	kr, _ := testKeys(t)
+	long, err := kr.Space(wire.Space(strings.Repeat("s", 40)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warden, _ := wire.NewPrincipal("local", "cotal_warden")
+	_, err = long.Mint(MintRequest{Profile: ProfileWarden, Grant: Grant{Principal: warden, LifecycleUID: wire.NewLifecycleUID()}})
+	if !errors.Is(err, ErrJWTTooLarge) || !strings.Contains(err.Error(), "use a shorter one") {
+		t.Fatalf("Mint of a warden in a space of 40 characters = %v, want ErrJWTTooLarge naming the space", err)
 	}
 }
 

@@ -187,7 +187,8 @@ func (s *SpaceKeys) signAs(req MintRequest, pub string, conn wire.ConnID, now ti
 		return nil, fmt.Errorf("mint %s for %s: %w", req.Profile, g.Principal, err)
 	}
 	if len(token) > MaxJWTSize {
-		return nil, &JWTTooLargeError{Profile: req.Profile, Principal: g.Principal, Size: len(token), Pub: len(perms.PubAllow), Sub: len(perms.SubAllow)}
+		return nil, &JWTTooLargeError{Profile: req.Profile, Principal: g.Principal, Size: len(token), Pub: len(perms.PubAllow), Sub: len(perms.SubAllow),
+			Space: g.Space, Channels: len(g.AllowPublish)+len(g.AllowSubscribe) > 0}
 	}
 	return &Credential{
 		Profile: req.Profile, Principal: g.Principal, LifecycleUID: g.LifecycleUID, Instrument: g.Instrument,
