@@ -19,7 +19,8 @@ type JWTTooLargeError struct {
 	// Size is the encoded JWT's length in bytes.
 	Size     int
 	Pub, Sub int
-	// Space is the space the rows name; Channels reports whether the grant named channels.
+	// Space is the space the rows name; Channels reports whether the grant named channels (or
+	// commands to serve), which a smaller grant would name fewer of.
 	Space    wire.Space
 	Channels bool
 }
@@ -27,7 +28,7 @@ type JWTTooLargeError struct {
 // Error implements error, with what would make the grant fit: fewer channels, or, for a profile
 // whose rows are fixed (a daemon's, which name every stream of the space), a shorter space name.
 func (e *JWTTooLargeError) Error() string {
-	hint := "grant fewer or broader channels"
+	hint := "grant fewer or broader channels (or commands)"
 	if !e.Channels {
 		hint = fmt.Sprintf("its rows name the streams of space %s, whose name (%d characters) is too long for them to fit: use a shorter one", e.Space, len(e.Space))
 	}

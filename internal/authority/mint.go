@@ -188,7 +188,7 @@ func (s *SpaceKeys) signAs(req MintRequest, pub string, conn wire.ConnID, now ti
 	}
 	if len(token) > MaxJWTSize {
 		return nil, &JWTTooLargeError{Profile: req.Profile, Principal: g.Principal, Size: len(token), Pub: len(perms.PubAllow), Sub: len(perms.SubAllow),
-			Space: g.Space, Channels: len(g.AllowPublish)+len(g.AllowSubscribe) > 0}
+			Space: g.Space, Channels: len(g.AllowPublish)+len(g.AllowSubscribe)+len(g.Channels) > 0 || g.Serve != nil && len(g.Serve.Commands) > 0}
 	}
 	return &Credential{
 		Profile: req.Profile, Principal: g.Principal, LifecycleUID: g.LifecycleUID, Instrument: g.Instrument,

@@ -431,10 +431,11 @@ func TestConcurrentChangesAllTakeEffect(t *testing.T) {
 	l := r.m.Ledger(r.m.Space)
 	roles := []string{"role:a", "role:b", "role:c", "role:d"}
 	errs := make([]error, len(roles))
+	written := make([]*userauth.Row, len(roles))
 	var wg sync.WaitGroup
 	for i, role := range roles {
 		wg.Go(func() {
-			_, _, errs[i] = r.st.Change(ctx, l, owner, "cli", func(have *userauth.Row) (*userauth.Row, error) {
+			_, written[i], errs[i] = r.st.Change(ctx, l, owner, "cli", func(have *userauth.Row) (*userauth.Row, error) {
 				row := &userauth.Row{Owner: owner, Actor: "cli", Label: "ana"}
 				if have != nil {
 					row = have.Clone()
@@ -457,8 +458,15 @@ func TestConcurrentChangesAllTakeEffect(t *testing.T) {
 			t.Errorf("the row holds %v: %s was lost", row.Scope, role)
 		}
 	}
+	// The last incarnation has its durables; every one it superseded is retired with its own.
 	store := r.m.StoreClient(t)
-	if _, err := store.JS.Consumer(ctx, r.m.Space.DMStream(), wire.DMDurable(wire.Lifecycle{Principal: row.Principal(), UID: row.LifecycleUID})); err != nil {
-		t.Errorf("the last incarnation's DM durable: %v", err)
+	for _, w := range written {
+		_, err := store.JS.Consumer(ctx, r.m.Space.DMStream(), wire.DMDurable(wire.Lifecycle{Principal: w.Principal(), UID: w.LifecycleUID}))
+		switch {
+		case w.LifecycleUID == row.LifecycleUID && err != nil:
+			t.Errorf("the last incarnation's DM durable: %v", err)
+		case w.LifecycleUID != row.LifecycleUID && !errors.Is(err, jetstream.ErrConsumerNotFound):
+			t.Errorf("the DM durable of superseded incarnation %s: %v, want none", w.LifecycleUID, err)
+		}
 	}
 }

@@ -30,13 +30,35 @@ func (s *State) grant(ctx context.Context, l *ledger.Ledger, prev, row *userauth
 	if err != nil {
 		return nil, err
 	}
+	// The grant that wrote prev may have readied it after the retirement above (it read the
+	// row before this write): retired again now that the row names got, it stays retired.
+	if prev != nil {
+		if err := s.retire(ctx, l, prev); err != nil {
+			return nil, err
+		}
+	}
 	cred := &authority.Credential{Principal: got.Principal(), LifecycleUID: got.LifecycleUID}
 	req := ledger.Request{Owner: got.Owner, Name: got.Actor, Role: got.Role, AllowSubscribe: got.AllowSubscribe}
-	if err := l.ProvisionAgent(ctx, cred, req); err != nil {
-		return nil, fmt.Errorf("provision the durables of %s: %w", got.Principal(), err)
+	var perr error
+	for range provisionTries { // a concurrent retirement of got can fail one (its ACL row moved)
+		if perr = l.ProvisionAgent(ctx, cred, req); perr == nil {
+			break
+		}
+	}
+	// A change that superseded got meanwhile (it read got, and its row carries got's changes on)
+	// retired got, perhaps before the provisioning above: got is retired again, for good.
+	now, err := s.People.Get(ctx, got.Owner, got.Actor)
+	if errors.Is(err, userauth.ErrNoRow) || err == nil && now.LifecycleUID != got.LifecycleUID {
+		return got, s.retire(ctx, l, got)
+	}
+	if perr != nil {
+		return nil, fmt.Errorf("provision the durables of %s: %w", got.Principal(), perr)
 	}
 	return got, nil
 }
+
+// provisionTries bounds how often grant makes an incarnation's durables.
+const provisionTries = 3
 
 // changeTries bounds how often Change reads a row that other changes keep replacing.
 const changeTries = 8

@@ -101,8 +101,8 @@ var ErrNodeRunning = errors.New("the node's auth service is running")
 // ForgetNode removes the record of node, an authority node taken out of the cluster for good, so
 // the mesh document and `cotal status` stop listing it before NodeForgotten has passed. A node
 // that recorded itself within NodeStale of now is running, and refused (ErrNodeRunning), as is
-// one that records itself again while it is being forgotten; a name with no record (or one that
-// is not a node record) is an error naming it.
+// one that records itself again while it is being forgotten. A name with no record is an error
+// naming it; a key under the name that holds no node record of it is removed as well.
 func ForgetNode(ctx context.Context, kv jetstream.KeyValue, node string, now time.Time) error {
 	key := nodeKeyPrefix + node
 	if node == "" || strings.ContainsAny(node, ".*> ") {

@@ -66,13 +66,23 @@ func (s *State) Owner(subject string) (string, error) {
 // Revoke deletes owner.actor's row, retires its incarnation (its bearers are refused at the next
 // connect), closes the connections the person has open on every server, and evicts the remote
 // managers it registered, retiring their agents.
+//
+// The row is deleted as it was read (People.RevokeOver): one a grant replaced meanwhile is read
+// again, so the incarnation deleted is the one retired.
 func (s *State) Revoke(ctx context.Context, l *ledger.Ledger, owner, actor string) error {
-	row, err := s.People.Get(ctx, owner, actor)
-	if err != nil {
-		return err
-	}
-	if err := s.People.Revoke(ctx, owner, actor); err != nil {
-		return err
+	var row *userauth.Row
+	for try := 1; ; try++ {
+		var err error
+		if row, err = s.People.Get(ctx, owner, actor); err != nil {
+			return err
+		}
+		err = s.People.RevokeOver(ctx, row)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, userauth.ErrChanged) || try == changeTries {
+			return err
+		}
 	}
 	_, evictErr := l.EvictConnectionsOf(ctx, row.Principal())
 	return errors.Join(s.retire(ctx, l, row), evictErr, s.EvictManagers(ctx, l, owner, actor))

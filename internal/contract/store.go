@@ -55,31 +55,39 @@ const (
 // publishArtifact publishes a at subject, create-only; a subject that holds a already is success, one
 // that holds anything else an error matching ErrCorrupt. On a cluster the nodes of a mesh publish
 // the same artifacts as they start: a subject taken by a publish still being committed, or read
-// from a replica that has not applied it yet, holds nothing for a moment, so the publish and the
-// read are tried again.
+// from a replica that has not applied it yet, holds nothing for a moment, and a loaded cluster
+// may not ack in time, so the publish and the read are tried again.
 func publishArtifact(ctx context.Context, js jetstream.JetStream, space wire.Space, subject string, a Artifact) error {
 	for try := 1; ; try++ {
 		_, err := js.Publish(ctx, subject, a.Bytes, jetstream.WithExpectLastSequencePerSubject(0))
-		if err == nil {
+		switch {
+		case err == nil:
 			return nil
-		}
 		// A taken subject fails the expectation: wrong last sequence, or, with a concurrent
 		// publish to the subject still in flight on a cluster, its constant form.
-		if !jsapi.Conflict(err) {
+		case jsapi.Conflict(err):
+			// The subject is taken. Fetch verifies that it holds canonical bytes whose digest
+			// is a.Digest: a.Bytes themselves.
+			if _, err = Fetch(ctx, js, space, a.Digest); err == nil {
+				return nil
+			}
+			err = fmt.Errorf("publish %s: the subject is taken: %w", subject, err)
+			if !errors.Is(err, ErrNotFound) {
+				return err
+			}
+		// A loaded cluster may not ack in time: the publish is create-only, so sending it again
+		// lands it or finds it taken.
+		case jsapi.PublishUnanswered(err) && ctx.Err() == nil:
+			err = fmt.Errorf("publish %s: %w", subject, err)
+		default:
 			return fmt.Errorf("publish %s: %w", subject, err)
 		}
-		// The subject is taken. Fetch verifies that it holds canonical bytes whose digest is
-		// a.Digest: a.Bytes themselves.
-		_, err = Fetch(ctx, js, space, a.Digest)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, ErrNotFound) || try == takenTries {
-			return fmt.Errorf("publish %s: the subject is taken: %w", subject, err)
+		if try == takenTries {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return errors.Join(err, ctx.Err())
 		case <-time.After(time.Duration(try) * takenWait):
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/atomicfile"
@@ -120,6 +121,11 @@ func Register(ctx context.Context, kv jetstream.KeyValue, instance wire.Lifecycl
 	var w jetstream.KeyWatcher
 	err = jsapi.RetryUnanswered(ctx, func(context.Context) (err error) {
 		w, err = kv.Watch(kctx, meshwire.ServiceKey(endpoint, instance, ">"), jetstream.UpdatesOnly())
+		if errors.Is(err, nats.ErrJetStreamNotEnabled) {
+			// The watch's consumer found no responders (the account's JetStream API re-imported
+			// while new claims apply): nats.go names that JetStream not being enabled.
+			return errors.Join(err, nats.ErrNoResponders)
+		}
 		return err
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Patience bounds how long Answered asks again: up to Waits times, Step longer each time.
@@ -63,3 +64,17 @@ func RetryUnanswered(ctx context.Context, op func(ctx context.Context) error) er
 		backoff *= 2
 	}
 }
+
+// PublishUnanswered reports whether a JetStream publish failed for want of an answer: no ack in
+// time, no stream answering, or an earlier copy with its message id still being committed. Sending
+// it again (with the same message id, or create-only) is safe and may succeed.
+func PublishUnanswered(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jsDuplicateInProcess
+}
+
+// jsDuplicateInProcess is the JetStream error a write gets while an earlier copy with its message
+// id is still being committed.
+const jsDuplicateInProcess jetstream.ErrorCode = 10158

@@ -350,8 +350,8 @@ func (c *Client) Enroll(ctx context.Context, e Enrollment) (*Enrolled, error) {
 }
 
 // Retire retires a managed agent this manager spawned, as SPEC §13.6 has it: the host signs a
-// retirement requester for a key generated here, which asks the auth endpoint, in exact mode and
-// bound to the incarnation that resolved, to retire the agent's lifecycle.
+// retirement requester for a key generated here, which asks the auth endpoint, in exact mode, to
+// retire the agent's lifecycle (any instance of the endpoint may run it).
 func (c *Client) Retire(ctx context.Context, l wire.Lifecycle) error {
 	kp, err := nkeys.CreateUser()
 	if err != nil {

@@ -485,6 +485,27 @@ func (p *People) Revoke(ctx context.Context, owner, actor string) error {
 	return p.remove(ctx, KindInteractive, owner, actor)
 }
 
+// RevokeOver deletes r, an interactive row as read, only while the store still holds it at its
+// revision: a row another grant replaced since fails matching ErrChanged, so a revocation never
+// deletes an incarnation it did not read (and would not retire).
+func (p *People) RevokeOver(ctx context.Context, r *Row) error {
+	if r.Kind != KindInteractive {
+		return fmt.Errorf("revoke %s row %s.%s: %w", KindInteractive, r.Owner, r.Actor, ErrNoRow)
+	}
+	key, err := rowKey(r.Kind, r.Owner, r.Actor)
+	if err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	err = p.kv.Delete(ctx, key, jetstream.LastRevision(r.Revision))
+	if errors.Is(err, jetstream.ErrKeyExists) || jsapi.Conflict(err) {
+		return fmt.Errorf("revoke %s row %s.%s: %w", r.Kind, r.Owner, r.Actor, ErrChanged)
+	}
+	if err != nil {
+		return fmt.Errorf("revoke %s row %s.%s: %w", r.Kind, r.Owner, r.Actor, err)
+	}
+	return nil
+}
+
 // RevokeManaged deletes the managed row of (owner, actor), as Revoke does.
 func (p *People) RevokeManaged(ctx context.Context, owner, actor string) error {
 	return p.remove(ctx, KindManaged, owner, actor)

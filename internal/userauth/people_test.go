@@ -470,4 +470,17 @@ func TestPeopleGrantOver(t *testing.T) {
 	if got, err := p.Get(ctx, ownerA, "cli"); err != nil || got.LifecycleUID != second.LifecycleUID || got.Has("supervise") {
 		t.Fatalf("after the stale grant: %+v %v; want the second grant's row", got, err)
 	}
+	// A revocation deletes only the row it read; a grant over a row revoked since is refused.
+	if err := p.RevokeOver(ctx, read); !errors.Is(err, ErrChanged) {
+		t.Fatalf("a revocation of a row replaced since it was read: %v, want ErrChanged", err)
+	}
+	if err := p.RevokeOver(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.GrantOver(ctx, second, stale); !errors.Is(err, ErrChanged) {
+		t.Fatalf("a grant over a row revoked since it was read: %v, want ErrChanged", err)
+	}
+	if _, err := p.Get(ctx, ownerA, "cli"); !errors.Is(err, ErrNoRow) {
+		t.Fatalf("after the revocation: %v, want ErrNoRow", err)
+	}
 }

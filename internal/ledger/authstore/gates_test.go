@@ -214,8 +214,23 @@ func TestSiblingRenewalsCommit(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("sibling renewals failed one another: %v", err)
 	}
+	// A barrier that moves the gate between a renewal's observation and its confirmation wins;
+	// sibling renewals, which leave it as it was, do not.
+	og, err := e.store.ObserveGate(ctx, l.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.Renew(ctx, e.keys, l.UID, ids[1], time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.confirmGate(ctx, keyGate+string(l.UID), og.raw); err != nil {
+		t.Errorf("the gate after a sibling's renewal: %v, want it unchanged", err)
+	}
 	if _, err := e.store.Retire(ctx, l, "op2"); err != nil {
 		t.Fatal(err)
+	}
+	if err := e.store.confirmGate(ctx, keyGate+string(l.UID), og.raw); !errors.Is(err, ErrConflict) {
+		t.Errorf("confirming a renewal over a gate retired since it was observed = %v, want ErrConflict", err)
 	}
 	if _, err := e.store.Renew(ctx, e.keys, l.UID, ids[0], time.Minute); !errors.Is(err, ErrConflict) {
 		t.Errorf("a renewal after the retirement = %v, want ErrConflict", err)

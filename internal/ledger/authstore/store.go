@@ -136,7 +136,7 @@ func (s *Store) publish(ctx context.Context, msg *nats.Msg, rev uint64) (*jetstr
 				return &jetstream.PubAck{Stream: s.bucket.Stream(), Sequence: last.Seq, Duplicate: true}, nil
 			}
 		}
-		if err == nil || try == publishTries || ctx.Err() != nil || !unanswered(err) {
+		if err == nil || try == publishTries || ctx.Err() != nil || !jsapi.PublishUnanswered(err) {
 			return ack, err
 		}
 		select {
@@ -146,19 +146,6 @@ func (s *Store) publish(ctx context.Context, msg *nats.Msg, rev uint64) (*jetstr
 		}
 	}
 }
-
-// unanswered reports whether a publish failed for want of an answer, so that sending it again
-// with the same message id is safe and may succeed.
-func unanswered(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.As(err, &apiErr) && apiErr.ErrorCode == jsDuplicateInProcess
-}
-
-// jsDuplicateInProcess is the JetStream error a write gets while an earlier copy with its message
-// id is still being committed.
-const jsDuplicateInProcess jetstream.ErrorCode = 10158
 
 // remove deletes key if its last revision is still rev.
 func (s *Store) remove(ctx context.Context, key string, rev uint64) error {
