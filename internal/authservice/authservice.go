@@ -28,6 +28,7 @@ import (
 	"github.com/gocotal/cotal/internal/authority"
 	"github.com/gocotal/cotal/internal/dial"
 	"github.com/gocotal/cotal/internal/endpoint"
+	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/remotemgr"
@@ -317,7 +318,8 @@ func (s *Service) startBook(ctx context.Context, doc MeshDocument) error {
 	}
 	s.book = &nodeBook{kv: kv, answering: s.answering, self: NodeRecord{Node: node, Server: doc.Server,
 		ExchangeURL: doc.ExchangeURL, ManagerAuthorityURL: doc.ManagerAuthorityURL}}
-	if err := s.book.beat(ctx); err != nil {
+	// The first beat is the start's: a loaded cluster that does not answer in time is asked again.
+	if err := jsapi.RetryUnanswered(ctx, s.book.beat); err != nil {
 		return err
 	}
 	s.book.start(ctx, func(err error) { s.cfg.Log.Warn("the auth service's node record", "err", err) })
