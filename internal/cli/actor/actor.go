@@ -76,18 +76,7 @@ func (w *who) open(ctx context.Context, f *factory.Factory, name string) (*auths
 // state opens the user-auth state of the running mesh's space: its people and remote managers in
 // the space's user-auth store, reached through the mesh's ledger.
 func state(ctx context.Context, f *factory.Factory) (*authservice.State, error) {
-	d, st, sp, err := f.Mesh("an open mesh has no people ledger: run `cotal up --user-auth`")
-	if err != nil {
-		return nil, err
-	}
-	if st.ExchangeURL == "" {
-		return nil, errors.New("the running mesh is not in user-auth mode: run `cotal up --user-auth`")
-	}
-	l, err := f.Ledger(ctx, sp)
-	if err != nil {
-		return nil, err
-	}
-	kv, err := l.UserAuthStore(ctx)
+	d, sp, kv, err := f.UserAuthStore(ctx)
 	if err != nil {
 		return nil, err
 	}

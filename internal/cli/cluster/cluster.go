@@ -98,18 +98,7 @@ func newCmdForget(f *factory.Factory) *cobra.Command {
 			"A node stopped with Ctrl-C or `cotal down` removes its own record.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, st, sp, err := f.Mesh("an open mesh has no auth service: run `cotal up --user-auth`")
-			if err != nil {
-				return err
-			}
-			if st.ExchangeURL == "" {
-				return errors.New("the running mesh is not in user-auth mode: its nodes keep no records")
-			}
-			l, err := f.Ledger(cmd.Context(), sp)
-			if err != nil {
-				return err
-			}
-			kv, err := l.UserAuthStore(cmd.Context())
+			_, _, kv, err := f.UserAuthStore(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -66,6 +66,29 @@ func (f *Factory) Mesh(openRefusal string) (mesh.Dir, *mesh.State, wire.Space, e
 	return f.Target.Resolve(openRefusal)
 }
 
+// UserAuthStore returns the running mesh's directory, its space (the one Target names) and that
+// space's user-auth store, reached through the space's ledger: the people ledger, the remote
+// managers' registrations and the auth services' node records. A mesh that runs without
+// authentication, or not in user-auth mode, is refused.
+func (f *Factory) UserAuthStore(ctx context.Context) (mesh.Dir, wire.Space, jetstream.KeyValue, error) {
+	d, st, sp, err := f.Mesh("an open mesh has no people ledger: run `cotal up --user-auth`")
+	if err != nil {
+		return mesh.Dir{}, "", nil, err
+	}
+	if st.ExchangeURL == "" {
+		return mesh.Dir{}, "", nil, errors.New("the running mesh is not in user-auth mode: run `cotal up --user-auth`")
+	}
+	l, err := f.Ledger(ctx, sp)
+	if err != nil {
+		return mesh.Dir{}, "", nil, err
+	}
+	kv, err := l.UserAuthStore(ctx)
+	if err != nil {
+		return mesh.Dir{}, "", nil, err
+	}
+	return d, sp, kv, nil
+}
+
 // ErrOpenMesh is returned by Ledger for a mesh that runs without authentication.
 var ErrOpenMesh = errors.New("cli: an open mesh has no ledger: it runs without credentials")
 
