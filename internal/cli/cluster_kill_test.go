@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -323,17 +324,58 @@ func (r *receiver) handle(_ context.Context, d *cotal.Delivery) error {
 	return nil
 }
 
-// all waits until n distinct messages surfaced, and fails on any surfaced twice.
+// surfaceWait bounds how long the messages sent around a node's kill take to surface: the
+// streams' leaders and the delivery daemon fail over first, which under CI's load (three
+// race-instrumented nodes beside other packages' tests) has taken over a minute.
+const surfaceWait = 3 * time.Minute
+
+// all waits until n distinct messages surfaced, and fails on any surfaced twice. A wait that
+// times out says which messages are missing (receiver.missing).
 func (r *receiver) all(t *testing.T, n int) {
 	t.Helper()
-	meshtest.Eventually(t, 120*time.Second, fmt.Sprintf("all %d messages surfaced", n), func() bool {
+	for deadline := time.Now().Add(surfaceWait); ; time.Sleep(20 * time.Millisecond) {
 		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.got) == n
-	})
-	if r.dups != 0 {
-		t.Errorf("%d messages surfaced twice", r.dups)
+		got, dups := len(r.got), r.dups
+		r.mu.Unlock()
+		if got == n {
+			if dups != 0 {
+				t.Errorf("%d messages surfaced twice", dups)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s, %d of %d messages surfaced: %s", surfaceWait, got, n, r.missing())
+		}
 	}
+}
+
+// missing names, for each kind of message surfaced (its id up to the index: "kill-dm"), the
+// first index that has not surfaced and how many of those below the highest one seen are missing.
+func (r *receiver) missing() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	top := map[string]int{}
+	for id := range r.got {
+		if i := strings.LastIndex(id, "-"); i > 0 {
+			if n, err := strconv.Atoi(id[i+1:]); err == nil {
+				top[id[:i]] = max(top[id[:i]], n)
+			}
+		}
+	}
+	var out []string
+	for kind, hi := range top {
+		gaps, first := 0, ""
+		for i := range hi {
+			if id := fmt.Sprintf("%s-%05d", kind, i); !r.got[id] {
+				if gaps++; first == "" {
+					first = id
+				}
+			}
+		}
+		out = append(out, fmt.Sprintf("%s up to %d: %d missing (first %q)", kind, hi, gaps, first))
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
 }
 
 // TestClusterSurvivesNodeKill runs three `cotal up` processes as a cluster, agents on two of them,
