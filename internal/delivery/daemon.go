@@ -106,8 +106,9 @@ func New(nc *nats.Conn, cfg Config) (*Daemon, error) {
 }
 
 // Run serves until ctx ends: it waits as standby until it holds the lease, serves while it
-// holds it, and goes back to standby if it loses it. On ctx's end it drains the term it serves
-// (intake stopped, every handler returned) and releases the lease before it returns.
+// holds it, and goes back to standby if it loses it or its term fails. On ctx's end it drains
+// the term it serves (intake stopped, every handler returned) and releases the lease before it
+// returns; it returns an error only once its connection is closed.
 func (d *Daemon) Run(ctx context.Context) error {
 	for {
 		if err := d.acquire(ctx); err != nil {
@@ -121,11 +122,23 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.release()
 			return nil
 		}
-		if !errors.Is(err, errLeaseLost) {
-			d.release()
+		if errors.Is(err, errLeaseLost) {
+			d.log.Warn("lost the delivery lease; standing by", "err", err)
+			continue
+		}
+		d.release()
+		if d.nc.IsClosed() {
 			return err
 		}
-		d.log.Warn("lost the delivery lease; standing by", "err", err)
+		// A term that could not start or went wrong (a cluster electing a stream's leader does
+		// not answer for a while) hands the lease on and stands by again: a daemon that stopped
+		// for good would leave its node no standby for the next failover.
+		d.log.Warn("the delivery daemon stopped serving; standing by", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d.cfg.Standby):
+		}
 	}
 }
 

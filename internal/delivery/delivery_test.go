@@ -581,3 +581,35 @@ func TestSlowJoinsDoNotBlockControl(t *testing.T) {
 		t.Errorf("%d joins ran while eight workers were held, want 8", n)
 	}
 }
+
+// TestFailedTermStandsByAgain: a daemon whose term cannot start (a store it reads does not
+// answer, as while a cluster elects a stream's leader) stands by and serves once it can, rather
+// than stopping for good and leaving no standby for the next failover.
+func TestFailedTermStandsByAgain(t *testing.T) {
+	t.Parallel()
+	m := meshtest.Start(t)
+	ctx := t.Context()
+	store := m.StoreClient(t)
+	members := meshwire.MembersBucket(m.Space).Stream()
+	st, err := store.JS.Stream(ctx, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	if err := store.JS.DeleteStream(ctx, members); err != nil {
+		t.Fatal(err)
+	}
+	runDaemon(t, m, "first") // its harness fails the test if Run returns an error
+	probe := connect(t, m, m.AgentCred(t, ledger.Request{Name: "prober"}).Creds, nil)
+	time.Sleep(500 * time.Millisecond) // a few terms fail on the missing members bucket
+	if res, err := probe.Probe(ctx, wire.PlaneDelivery); err == nil && res.Verdict == wire.ResponderBound {
+		t.Fatal("the daemon serves without its members bucket")
+	}
+	if _, err := store.JS.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Eventually(t, wait+delivery.LeaseTTL, "the daemon serving once its store answers", func() bool {
+		res, err := probe.Probe(ctx, wire.PlaneDelivery)
+		return err == nil && res.Verdict == wire.ResponderBound
+	})
+}
