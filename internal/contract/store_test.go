@@ -13,7 +13,6 @@ import (
 
 	"github.com/gocotal/cotal/internal/broker/brokertest"
 	"github.com/gocotal/cotal/internal/contract"
-	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
@@ -24,15 +23,7 @@ const sp = wire.Space("main")
 // provisioned returns a JetStream context on a broker where sp is provisioned.
 func provisioned(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(meshtest.StartBroker(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := brokertest.JetStream(t)
 	replay := true
 	if _, err := space.Provision(t.Context(), js, sp, wire.ChannelDefaults{Replay: &replay, DeliveryClass: wire.ClassDurable}); err != nil {
 		t.Fatal(err)

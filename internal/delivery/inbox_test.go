@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/broker/brokertest"
 	"github.com/gocotal/cotal/internal/delivery"
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/ledger"
@@ -63,15 +64,8 @@ func audits(t *testing.T, nc *nats.Conn, subject string) func() []apiAudit {
 // to it.
 func openSpace(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(meshtest.StartBroker(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := brokertest.JetStream(t)
+	nc := js.Conn()
 	if _, err := space.Provision(t.Context(), js, "main", wire.ChannelDefaults{DeliveryClass: wire.ClassDurable}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/gocotal/cotal/internal/broker/brokertest"
 	"github.com/gocotal/cotal/internal/journal"
-	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
 	"github.com/gocotal/cotal/wire"
@@ -21,15 +21,7 @@ const sp = wire.Space("main")
 
 func openJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(meshtest.StartBroker(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := brokertest.JetStream(t)
 	if _, err := space.Provision(t.Context(), js, sp, wire.ChannelDefaults{DeliveryClass: wire.ClassDurable}); err != nil {
 		t.Fatal(err)
 	}

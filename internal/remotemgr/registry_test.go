@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/broker/brokertest"
@@ -32,15 +31,7 @@ func registryStore(t *testing.T) (jetstream.KeyValue, string) {
 // first when create is set.
 func bindStore(t *testing.T, url string, create bool) jetstream.KeyValue {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := brokertest.JetStreamAt(t, url)
 	if create {
 		if _, err := js.CreateStream(t.Context(), space.UserAuthStoreConfig("main")); err != nil {
 			t.Fatal(err)

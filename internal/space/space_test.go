@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
+	"github.com/gocotal/cotal/internal/broker/brokertest"
 	"github.com/gocotal/cotal/internal/ledger"
 	"github.com/gocotal/cotal/internal/meshtest"
 	"github.com/gocotal/cotal/internal/meshwire"
@@ -21,16 +22,7 @@ import (
 // openJS returns a JetStream context on a bare open broker.
 func openJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(meshtest.StartBroker(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return brokertest.JetStream(t)
 }
 
 var durable = wire.ChannelDefaults{Replay: ptr(true), DeliveryClass: wire.ClassDurable}

@@ -46,7 +46,14 @@ func Start(t testing.TB) string {
 // closed at cleanup.
 func JetStream(t testing.TB) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(Start(t))
+	return JetStreamAt(t, Start(t))
+}
+
+// JetStreamAt returns a JetStream context on a connection of its own to the broker at url, closed
+// at cleanup.
+func JetStreamAt(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,11 +2,8 @@ package authstore
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/gocotal/cotal/internal/authority"
-	"github.com/gocotal/cotal/internal/broker"
+	"github.com/gocotal/cotal/internal/broker/brokertest"
 	"github.com/gocotal/cotal/internal/jsapi"
 	"github.com/gocotal/cotal/internal/meshwire"
 	"github.com/gocotal/cotal/internal/space"
@@ -33,32 +30,8 @@ type ledgerEnv struct {
 
 func newLedgerEnv(t *testing.T) *ledgerEnv {
 	t.Helper()
-	conf, err := broker.RenderOpen(broker.Config{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "server.conf")
-	if err := os.WriteFile(path, conf, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := broker.Start(t.Context(), path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx) // the test is over
-	})
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := brokertest.JetStream(t)
+	nc := js.Conn()
 	if _, err := space.Provision(t.Context(), js, "main", wire.ChannelDefaults{DeliveryClass: wire.ClassDurable}); err != nil {
 		t.Fatal(err)
 	}
