@@ -66,7 +66,7 @@ func JetStreamAt(t testing.TB, url string) jetstream.JetStream {
 }
 
 // Cluster runs a bare cluster of n open brokers with JetStream on loopback and returns their
-// client URLs once it has elected a JetStream meta leader. It stops at cleanup.
+// client URLs once a stream of n replicas can be placed on it. It stops at cleanup.
 func Cluster(t testing.TB, n int) []string {
 	t.Helper()
 	ports := FreePorts(t, 2*n)
@@ -121,6 +121,23 @@ func Cluster(t testing.TB, n int) []string {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+	// A leader elected is not yet every peer placeable: a stream of n replicas is created (and
+	// deleted) once the meta layer sees them all online.
+	js := JetStreamAt(t, urls[0])
+	probe := jetstream.StreamConfig{Name: "BROKERTEST_READY", Subjects: []string{"brokertest.ready"}, Replicas: n, Storage: jetstream.MemoryStorage}
+	for {
+		_, err := js.CreateStream(t.Context(), probe)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster cannot place a stream on its %d nodes: %v", n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := js.DeleteStream(t.Context(), probe.Name); err != nil {
+		t.Fatal(err)
 	}
 	return urls
 }
