@@ -217,20 +217,12 @@ func threeNodes(t *testing.T, secondAuthority, daemons bool) ([]mesh.Dir, []*mes
 		wg.Go(func() { nodes[i], errs[i] = mesh.Up(ctx, dirs[i], opts[i]) })
 	}
 	wg.Wait()
+	meshtest.StopNodes(t, nodes)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("node %d: %v", i, err)
 		}
 	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			if n != nil {
-				sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				_ = n.Shutdown(sctx)
-				cancel()
-			}
-		}
-	})
 	return dirs, nodes, opts
 }
 

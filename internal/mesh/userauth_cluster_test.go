@@ -1,7 +1,6 @@
 package mesh_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -57,15 +56,7 @@ func userAuthNodes(t *testing.T) ([]mesh.Dir, []*mesh.Mesh) {
 	up(1, b)
 	up(2, b)
 	wg.Wait()
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			if n != nil {
-				sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				_ = n.Shutdown(sctx)
-				cancel()
-			}
-		}
-	})
+	meshtest.StopNodes(t, nodes)
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("node %d: %v", i, err)

@@ -355,3 +355,30 @@ func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	return brokertest.FreePorts(t, n)
 }
+
+// nodeStopWait bounds StopNodes: a node's daemons and auth service wait out their own bounds on a
+// cluster that lost its quorum, and its broker must be down before the test removes its store.
+const nodeStopWait = 2 * time.Minute
+
+// StopNodes shuts the nodes of a cluster down together at cleanup and waits until each broker has
+// stopped, so that none still writes into a directory the test is removing. Nil nodes (those that
+// failed to start) are skipped; a node already shut down stops again at once.
+func StopNodes(t testing.TB, nodes []*mesh.Mesh) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), nodeStopWait)
+		defer cancel()
+		var wg sync.WaitGroup
+		for i, n := range nodes {
+			if n == nil {
+				continue
+			}
+			wg.Go(func() {
+				if err := n.Shutdown(ctx); err != nil {
+					t.Errorf("node %d did not stop: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
