@@ -19,17 +19,24 @@ type JWTTooLargeError struct {
 	// Size is the encoded JWT's length in bytes.
 	Size     int
 	Pub, Sub int
-	// Space is the space the rows name; Channels reports whether the grant named channels (or
-	// commands to serve), which a smaller grant would name fewer of.
+	// Space is the space the rows name. Channels reports whether the grant named channels,
+	// which a smaller grant would name fewer of; Commands is how many commands its endpoint
+	// instance serves, each on its own rails in the space.
 	Space    wire.Space
 	Channels bool
+	Commands int
 }
 
-// Error implements error, with what would make the grant fit: fewer channels, or, for a profile
-// whose rows are fixed (a daemon's, which name every stream of the space), a shorter space name.
+// Error implements error, with what would make the grant fit: fewer channels, fewer served
+// commands or a shorter space name (every row names the space).
 func (e *JWTTooLargeError) Error() string {
-	hint := "grant fewer or broader channels (or commands)"
-	if !e.Channels {
+	var hint string
+	switch {
+	case e.Channels:
+		hint = "grant fewer or broader channels"
+	case e.Commands > 0:
+		hint = fmt.Sprintf("its rows name each of the %d served commands' rails in space %s (%d characters): serve fewer commands, or use a shorter space name", e.Commands, e.Space, len(e.Space))
+	default:
 		hint = fmt.Sprintf("its rows name the streams of space %s, whose name (%d characters) is too long for them to fit: use a shorter one", e.Space, len(e.Space))
 	}
 	return fmt.Sprintf("mint %s for %s: %v: %d bytes for %d publish and %d subscribe rows; %s",

@@ -247,16 +247,27 @@ func TestMintRefusesOversizedJWT(t *testing.T) {
 	if !errors.Is(err, ErrJWTTooLarge) || !strings.Contains(err.Error(), "bytes") || !strings.Contains(err.Error(), "fewer or broader channels") {
 		t.Fatalf("Mint = %v, want ErrJWTTooLarge with the size and the channels to blame", err)
 	}
-	// A daemon's rows name every stream of its space: a long space name is what to change.
+	// The warden's rows name no stream, so it fits in a space of the longest name.
 	kr, _ := testKeys(t)
-	long, err := kr.Space(wire.Space(strings.Repeat("s", 40)))
+	long, err := kr.Space(wire.Space(strings.Repeat("s", 64)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	warden, _ := wire.NewPrincipal("local", "cotal_warden")
-	_, err = long.Mint(MintRequest{Profile: ProfileWarden, Grant: Grant{Principal: warden, LifecycleUID: wire.NewLifecycleUID()}})
-	if !errors.Is(err, ErrJWTTooLarge) || !strings.Contains(err.Error(), "use a shorter one") {
-		t.Fatalf("Mint of a warden in a space of 40 characters = %v, want ErrJWTTooLarge naming the space", err)
+	if _, err := long.Mint(MintRequest{Profile: ProfileWarden, Grant: Grant{Principal: warden, LifecycleUID: wire.NewLifecycleUID()}}); err != nil {
+		t.Errorf("Mint of a warden in a space of 64 characters: %v", err)
+	}
+	// A serving credential names each command's rails in the space: fewer commands, or a
+	// shorter space name, is what to change.
+	var commands []string
+	for i := range 40 {
+		commands = append(commands, fmt.Sprintf("command-%02d", i))
+	}
+	serve := &ServeRows{Endpoint: wire.ManagerEndpoint, Instance: wire.NewLifecycleUID(), Commands: commands}
+	mgr, _ := wire.NewPrincipal("local", "cotal_manager")
+	_, err = long.Mint(MintRequest{Profile: ProfileSupervisor, Grant: Grant{Principal: mgr, LifecycleUID: wire.NewLifecycleUID(), Serve: serve}})
+	if !errors.Is(err, ErrJWTTooLarge) || !strings.Contains(err.Error(), "41 served commands") || !strings.Contains(err.Error(), "shorter space name") {
+		t.Fatalf("Mint of a 40-command serving credential in a space of 64 characters = %v, want ErrJWTTooLarge naming the commands and the space", err)
 	}
 }
 

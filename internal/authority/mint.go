@@ -187,8 +187,12 @@ func (s *SpaceKeys) signAs(req MintRequest, pub string, conn wire.ConnID, now ti
 		return nil, fmt.Errorf("mint %s for %s: %w", req.Profile, g.Principal, err)
 	}
 	if len(token) > MaxJWTSize {
-		return nil, &JWTTooLargeError{Profile: req.Profile, Principal: g.Principal, Size: len(token), Pub: len(perms.PubAllow), Sub: len(perms.SubAllow),
-			Space: g.Space, Channels: len(g.AllowPublish)+len(g.AllowSubscribe)+len(g.Channels) > 0 || g.Serve != nil && len(g.Serve.Commands) > 0}
+		tooLarge := &JWTTooLargeError{Profile: req.Profile, Principal: g.Principal, Size: len(token), Pub: len(perms.PubAllow), Sub: len(perms.SubAllow),
+			Space: g.Space, Channels: len(g.AllowPublish)+len(g.AllowSubscribe)+len(g.Channels) > 0}
+		if g.Serve != nil {
+			tooLarge.Commands = len(g.Serve.commands())
+		}
+		return nil, tooLarge
 	}
 	return &Credential{
 		Profile: req.Profile, Principal: g.Principal, LifecycleUID: g.LifecycleUID, Instrument: g.Instrument,

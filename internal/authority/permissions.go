@@ -627,24 +627,22 @@ func (r rowsFor) ledger() Permissions {
 // bucket through its own consumers, deletes a stored message by sequence and writes a bucket row
 // back. It holds no messaging subject, so it can neither post nor read a live delivery.
 //
-// The records store it only reads: SPEC §13.9 lets only each record kind's writer write it, and
-// §13.12 deletes nothing there.
+// Its JetStream rows name no stream: a stream token is a wildcard, and the space account's only
+// JetStream is its store account's, so the rows reach every stream of the space and of no other
+// (a capture can land in any of them) at a size that does not grow with the space's name. The
+// records store it only reads (SPEC §13.9 lets only each record kind's writer write it, §13.12
+// deletes nothing there); the contract stream and the admission store refuse deletes whoever
+// asks. Those three are denied its message deletes, and its bucket writes name each bucket but
+// the records.
 func (r rowsFor) warden() Permissions {
 	records := meshwire.RecordsBucket(r.s)
-	pub := []string{jsapi.Info, jsapi.FlowControl}
-	// The endpoint streams are read too: a capture can land in any stream of the account. The
-	// contract stream refuses deletes whoever asks, and no profile holds one on it.
-	// The admission store refuses deletes too, and it is only read.
-	admission := meshwire.AdmissionBucket(r.s).Stream()
-	watched := append(spaceStreams(r.s), meshwire.ContractStream(r.s), meshwire.EventStream(r.s), meshwire.FactStream(r.s), admission)
-	for _, st := range append(watched, controlStreams(r.s)...) {
-		pub = append(pub, jsapi.StreamInfo+st, jsapi.MsgGet+st)
-		if st != records.Stream() && st != meshwire.ContractStream(r.s) && st != admission {
-			pub = append(pub, jsapi.MsgDelete+st)
-		}
-		pub = append(pub, jsapi.ConsumerList+st,
-			jsapi.ConsumerCreate+st+".>", jsapi.ConsumerInfo+st+".>", jsapi.ConsumerNext+st+".>", jsapi.ConsumerDelete+st+".>",
-		)
+	pub := []string{jsapi.Info, jsapi.FlowControl,
+		jsapi.StreamInfo + "*", jsapi.MsgGet + "*", jsapi.MsgDelete + "*", jsapi.ConsumerList + "*",
+		jsapi.ConsumerCreate + "*.>", jsapi.ConsumerInfo + "*.>", jsapi.ConsumerNext + "*.>", jsapi.ConsumerDelete + "*.>",
+	}
+	var deny []string
+	for _, st := range []string{records.Stream(), meshwire.ContractStream(r.s), meshwire.AdmissionBucket(r.s).Stream()} {
+		deny = append(deny, jsapi.MsgDelete+st)
 	}
 	for _, b := range meshwire.Buckets(r.s) {
 		if b != records {
@@ -653,7 +651,7 @@ func (r rowsFor) warden() Permissions {
 	}
 	// The notice to the sender of a message it deleted is a DM from the warden itself.
 	pub = append(pub, meshwire.DMSendGrant(r.s, r.Principal))
-	return Permissions{PubAllow: pub, SubAllow: []string{r.inbox(), jsapi.AuditAdvisory, jsapi.ConsumerDeletedAdvs}}
+	return Permissions{PubAllow: pub, PubDeny: deny, SubAllow: []string{r.inbox(), jsapi.AuditAdvisory, jsapi.ConsumerDeletedAdvs}}
 }
 
 // membership writes the membership feed and reads the durable memberships it reports: the
