@@ -199,3 +199,23 @@ func (s *SpaceKeys) signAs(req MintRequest, pub string, conn wire.ConnID, now ti
 		Generation: g.Generation, PublicKey: pub, JWT: token, Expires: expires,
 	}, nil
 }
+
+// Fits reports whether a credential of req would fit under MaxJWTSize in space: it mints req with
+// keys made for the check, since a JWT's size depends on its rows and claims and never on which
+// keys sign it. It returns the *JWTTooLargeError Mint would, or the grant's validation error.
+func Fits(space wire.Space, req MintRequest) error {
+	if _, err := wire.ParseSpace(string(space)); err != nil {
+		return err
+	}
+	acct, err := createKey(nkeys.PrefixByteAccount)
+	if err != nil {
+		return err
+	}
+	signing, err := createKey(nkeys.PrefixByteAccount)
+	if err != nil {
+		return err
+	}
+	sk := &SpaceKeys{Space: space, account: acct, signing: signing, store: acct, accountPub: PublicKey(acct)}
+	_, err = sk.Mint(req)
+	return err
+}

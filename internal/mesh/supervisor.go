@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -403,4 +404,34 @@ func (s runSeats) Turn(ctx context.Context, name, goalID, payload string, deadli
 		return runhost.SeatYield{}, err
 	}
 	return runhost.SeatYield{Status: y.Status, To: y.To, Note: y.Note, At: y.At}, nil
+}
+
+// fitEpoch is the serve epoch the size check assumes: the epoch is spelled in the serving
+// credential's reply and event rows, and a manager instance restarted this often is far off.
+const fitEpoch = 999_999
+
+// managerServeFits checks that the manager's serving credential fits the JWT size gate in space
+// sp. Every row names the space and the credential names each served command's rails, so a long
+// space name would stop `up` only once the mesh is provisioned; it is refused here, before
+// anything is written, with the longest name that fits.
+func managerServeFits(sp wire.Space) error {
+	req := func(sp wire.Space) (wire.Space, authority.MintRequest) {
+		p, _ := wire.NewPrincipal(wire.DevOwner, ManagerActor)                                     // both tokens are constants
+		return sp, authority.MintRequest{Profile: authority.ProfileSupervisor, Expires: time.Hour, // any lifetime: exp is a fixed-width claim
+			Grant: authority.Grant{Principal: p, Serve: &authority.ServeRows{
+				Endpoint: wire.ManagerEndpoint, Instance: wire.NewLifecycleUID(), Epoch: fitEpoch, Commands: manager.Commands()}}}
+	}
+	err := authority.Fits(req(sp))
+	var tooLarge *authority.JWTTooLargeError
+	if !errors.As(err, &tooLarge) {
+		return err
+	}
+	longest := len(sp) - 1
+	for ; longest > 0; longest-- {
+		if authority.Fits(req(wire.Space(strings.Repeat("s", longest)))) == nil {
+			break
+		}
+	}
+	return fmt.Errorf("space %s: its name (%d characters) is too long: the manager's serving credential names the rails of each of its %d commands in the space, and would be %d bytes, over the SPEC's 16 KiB JWT size gate; use a name of at most %d characters",
+		sp, len(sp), tooLarge.Commands, tooLarge.Size, longest)
 }

@@ -243,6 +243,11 @@ func (o Options) resolve(d Dir) ([]wire.Space, Options, error) {
 		if _, err := wire.ParseSpace(string(s)); err != nil {
 			return nil, o, err
 		}
+		if !o.Open {
+			if err := managerServeFits(s); err != nil {
+				return nil, o, err
+			}
+		}
 	}
 	c := o.Cluster
 	switch {
