@@ -415,9 +415,10 @@ const fitEpoch = 999_999
 // space name would stop `up` only once the mesh is provisioned; it is refused here, before
 // anything is written, with the longest name that fits.
 func managerServeFits(sp wire.Space) error {
+	// The principal's tokens are constants, and any lifetime will do: exp is a fixed-width claim.
+	p, _ := wire.NewPrincipal(wire.DevOwner, ManagerActor)
 	req := func(sp wire.Space) (wire.Space, authority.MintRequest) {
-		p, _ := wire.NewPrincipal(wire.DevOwner, ManagerActor)                                     // both tokens are constants
-		return sp, authority.MintRequest{Profile: authority.ProfileSupervisor, Expires: time.Hour, // any lifetime: exp is a fixed-width claim
+		return sp, authority.MintRequest{Profile: authority.ProfileSupervisor, Expires: time.Hour,
 			Grant: authority.Grant{Principal: p, Serve: &authority.ServeRows{
 				Endpoint: wire.ManagerEndpoint, Instance: wire.NewLifecycleUID(), Epoch: fitEpoch, Commands: manager.Commands()}}}
 	}
