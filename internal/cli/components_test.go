@@ -31,7 +31,8 @@ func components(t *testing.T, dir string) (int, map[string]status.Component) {
 
 // TestComponents: every component of a running mesh serves; a part stopped by `cotal down PART`
 // is named degraded and the command exits 1; the dashboard `cotal web --detach` runs is listed
-// until `cotal down web` stops it; a mesh that is not running exits 2.
+// until `cotal down web` stops it; `cotal up` on the running mesh starts the stopped parts again;
+// a mesh that is not running exits 2.
 func TestComponents(t *testing.T) {
 	t.Setenv(envRunCLI, "1") // the detached dashboard is this test binary acting as cotal
 	dir := upMesh(t)
@@ -83,6 +84,22 @@ func TestComponents(t *testing.T) {
 	}
 	if code, _, stderr := run(t, "down", "nats", "--dir", dir); code != exit.Usage || !strings.Contains(stderr, "delivery, manager or web") {
 		t.Errorf("down nats: exit %d, %q; want a usage error listing the parts", code, stderr)
+	}
+
+	// up on the running mesh starts the stopped parts again, and then says every part serves.
+	code, _, stderr = run(t, "up", "--dir", dir)
+	if code != exit.OK || !strings.Contains(stderr, "manager of space main: serving") || !strings.Contains(stderr, "delivery of space main:") {
+		t.Fatalf("up on a mesh with stopped parts: exit %d, %q", code, stderr)
+	}
+	meshtest.Eventually(t, 30*time.Second, "every component serving again", func() bool {
+		code, got = components(t, dir)
+		return code == exit.OK
+	})
+	if got["manager main"].State != status.Serving || got["delivery main"].State != status.Serving {
+		t.Errorf("after up: manager %+v, delivery %+v; want both serving", got["manager main"], got["delivery main"])
+	}
+	if code, _, stderr := run(t, "up", "--dir", dir); code != exit.OK || !strings.Contains(stderr, "every part serving") {
+		t.Errorf("up on a mesh whose parts all serve: exit %d, %q", code, stderr)
 	}
 
 	if code, got := components(t, t.TempDir()); code != 2 || got["broker"].State != status.Down {

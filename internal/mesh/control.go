@@ -19,12 +19,13 @@ import (
 )
 
 // The mesh process answers control requests from this machine on a unix socket of its user's
-// alone: which parts of its daemons run (`cotal status --components`), and stopping one of them
-// (`cotal down delivery|manager`). One JSON request line, one JSON reply line.
+// alone: which parts of its daemons run (`cotal status --components`), stopping one of them
+// (`cotal down delivery|manager`) and starting a stopped one again (`cotal up` on a running
+// mesh). One JSON request line, one JSON reply line.
 
 // controlRequest is one request on the control socket.
 type controlRequest struct {
-	// Op is "parts" (report what runs) or "stop" (stop Part).
+	// Op is "parts" (report what runs), "stop" (stop Part) or "start" (start Part again).
 	Op   string `json:"op"`
 	Part Part   `json:"part,omitempty"`
 }
@@ -39,13 +40,15 @@ type controlReply struct {
 const (
 	opParts = "parts"
 	opStop  = "stop"
+	opStart = "start"
 )
 
 // Limits of a control exchange.
 const (
 	maxControlRequest = 4 << 10
 	maxControlReply   = 1 << 20
-	// controlDeadline bounds one exchange: a stop waits for the managers' agents to stop.
+	// controlDeadline bounds one exchange: a stop waits for the managers' agents to stop, a
+	// start for the managers to serve.
 	controlDeadline = 2 * time.Minute
 )
 
@@ -123,6 +126,14 @@ func (m *Mesh) answerControl(conn net.Conn, log *slog.Logger) {
 			reply.Error = err.Error()
 		}
 		reply.Parts = m.daemons.Parts()
+	case req.Op == opStart:
+		if log != nil {
+			log.Info("starting a part of the daemons again on request", "part", req.Part)
+		}
+		if err := m.daemons.StartPart(req.Part); err != nil {
+			reply.Error = err.Error()
+		}
+		reply.Parts = m.daemons.Parts()
 	default:
 		reply.Error = fmt.Sprintf("unknown operation %q", req.Op)
 	}
@@ -171,17 +182,24 @@ func askControl(ctx context.Context, d Dir, req controlRequest) (*controlReply, 
 
 // RunningParts asks the mesh process of d what runs of its daemons.
 func RunningParts(ctx context.Context, d Dir) ([]PartState, error) {
-	reply, err := askControl(ctx, d, controlRequest{Op: opParts})
-	if err != nil {
-		return nil, err
-	}
-	return reply.Parts, nil
+	return askParts(ctx, d, controlRequest{Op: opParts})
 }
 
 // StopPart asks the mesh process of d to stop one part of its daemons, and returns what runs
 // then.
 func StopPart(ctx context.Context, d Dir, p Part) ([]PartState, error) {
-	reply, err := askControl(ctx, d, controlRequest{Op: opStop, Part: p})
+	return askParts(ctx, d, controlRequest{Op: opStop, Part: p})
+}
+
+// StartPart asks the mesh process of d to start a stopped part of its daemons again, and returns
+// what runs then.
+func StartPart(ctx context.Context, d Dir, p Part) ([]PartState, error) {
+	return askParts(ctx, d, controlRequest{Op: opStart, Part: p})
+}
+
+// askParts sends req and returns the parts its reply reports.
+func askParts(ctx context.Context, d Dir, req controlRequest) ([]PartState, error) {
+	reply, err := askControl(ctx, d, req)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package mesh
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -36,8 +37,18 @@ type Daemons struct {
 	deliveries map[wire.Space]*Delivery
 	// people, once a user-auth mesh's auth service runs, are whom the managers also spawn for.
 	people atomic.Pointer[hostedPeople]
-	// parts are the delivery daemons and the managers, each stopped on its own by StopPart.
+	// parts are the delivery daemons and the managers, each stopped on its own by StopPart and
+	// started again by StartPart, which puts a fresh part in its place; guarded by mu.
 	parts map[Part]*part
+	// partOps makes StopPart and StartPart one at a time.
+	partOps sync.Mutex
+	// ledgers are the spaces' ledgers StartDaemons was given: the delivery daemons' spaces.
+	ledgers []*ledger.Ledger
+	// noDelivery reports that the delivery daemons run beside the mesh, not in it.
+	noDelivery bool
+	// supervising is how the managers were started (SuperviseSpaces), for StartPart; nil when
+	// this process runs none.
+	supervising *supervising
 	// wardens reports, by space, whether the warden's current incarnation is watching; guarded
 	// by mu.
 	wardens map[wire.Space]bool
@@ -54,14 +65,20 @@ const (
 	PartManager  Part = "manager"
 )
 
+// supervising is how a mesh runs its managers: from which directory, with which options, and
+// whether each stands by for its instance (on a cluster) or serves at once.
+type supervising struct {
+	dir     Dir
+	opts    SupervisorOptions
+	cluster bool
+}
+
 // part is what runs of one Part: its goroutines, under a context of its own.
 type part struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	stopped bool // guarded by Daemons.mu
-	// done is closed once the first stop has finished; a later one waits for it.
-	done chan struct{}
 }
 
 // The actors the in-process daemons run as.
@@ -81,6 +98,7 @@ const (
 // caller's.
 func StartDaemons(ledgers []*ledger.Ledger, life time.Duration, noDelivery bool, log *slog.Logger) (*Daemons, error) {
 	ds := newDaemons(life, log)
+	ds.ledgers, ds.noDelivery = ledgers, noDelivery
 	ctx := ds.ctx
 	for _, l := range ledgers {
 		if !noDelivery {
@@ -134,10 +152,22 @@ func newDaemons(life time.Duration, log *slog.Logger) *Daemons {
 	ctx, cancel := context.WithCancel(context.Background())
 	ds := &Daemons{ctx: ctx, cancel: cancel, life: life, log: log, parts: map[Part]*part{}, wardens: map[wire.Space]bool{}, managed: map[wire.Space]bool{}}
 	for _, p := range []Part{PartDelivery, PartManager} {
-		pctx, pcancel := context.WithCancel(ctx)
-		ds.parts[p] = &part{ctx: pctx, cancel: pcancel, done: make(chan struct{})}
+		ds.parts[p] = newPart(ctx)
 	}
 	return ds
+}
+
+// newPart returns a running part under ctx.
+func newPart(ctx context.Context) *part {
+	pctx, cancel := context.WithCancel(ctx)
+	return &part{ctx: pctx, cancel: cancel}
+}
+
+// part returns what runs of p now.
+func (ds *Daemons) part(p Part) *part {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	return ds.parts[p]
 }
 
 // pruneEvery is how often the mesh prunes what its ledger keeps past retention.
@@ -181,7 +211,7 @@ func (ds *Daemons) startDelivery(ctx context.Context, l *ledger.Ledger, log *slo
 	}
 	ds.deliveries[l.Space()] = d
 	ds.mu.Unlock()
-	dp := ds.parts[PartDelivery]
+	dp := ds.part(PartDelivery)
 	dp.wg.Go(func() {
 		if err := d.Run(dp.ctx); err != nil && dp.ctx.Err() == nil && log != nil {
 			log.Error("delivery daemon stopped", "space", l.Space(), "err", err)
@@ -260,19 +290,24 @@ func (ds *Daemons) startWarden(ctx context.Context, l *ledger.Ledger, log *slog.
 // delivery daemons (their credentials revoked). A part already stopped is left as it is; a stop
 // called while another runs returns once that one has finished.
 func (ds *Daemons) StopPart(p Part) error {
-	pt, ok := ds.parts[p]
-	if !ok {
-		return fmt.Errorf("no part %q: the parts are %q and %q", p, PartDelivery, PartManager)
+	ds.partOps.Lock()
+	defer ds.partOps.Unlock()
+	return ds.stopPart(p)
+}
+
+// stopPart is StopPart, its caller holding partOps.
+func (ds *Daemons) stopPart(p Part) error {
+	pt := ds.part(p)
+	if pt == nil {
+		return errNoPart(p)
 	}
 	ds.mu.Lock()
-	if pt.stopped {
-		ds.mu.Unlock()
-		<-pt.done
-		return nil
-	}
+	stopped := pt.stopped
 	pt.stopped = true
 	ds.mu.Unlock()
-	defer close(pt.done)
+	if stopped {
+		return nil
+	}
 	pt.cancel()
 	pt.wg.Wait()
 	switch p {
@@ -295,6 +330,62 @@ func (ds *Daemons) StopPart(p Part) error {
 		ds.mu.Unlock()
 		for _, h := range held {
 			ds.drop(h)
+		}
+	}
+	return nil
+}
+
+// errNoPart names the parts there are.
+func errNoPart(p Part) error {
+	return fmt.Errorf("no part %q: the parts are %q and %q", p, PartDelivery, PartManager)
+}
+
+// StartPart starts again a part StopPart stopped, as the mesh first started it: the delivery
+// daemon of every space, or the manager of every space this process manages (standing by for
+// its instance on a cluster). A part that runs is left as it is; one that fails to start in some
+// space is stopped again in all. A part this process never ran
+// (started with NoDelivery or NoManager) is refused: it runs beside the mesh, if anywhere.
+func (ds *Daemons) StartPart(p Part) error {
+	ds.partOps.Lock()
+	defer ds.partOps.Unlock()
+	ds.mu.Lock()
+	pt, ok := ds.parts[p]
+	stopped := ok && pt.stopped
+	var managed []wire.Space
+	for sp := range ds.managed {
+		managed = append(managed, sp)
+	}
+	ds.mu.Unlock()
+	switch {
+	case !ok:
+		return errNoPart(p)
+	case ds.ctx.Err() != nil:
+		return errors.New("the mesh is stopping")
+	case p == PartDelivery && ds.noDelivery:
+		return errors.New("this mesh runs no delivery daemon: it was started with --no-delivery (run `cotal deliver` beside it)")
+	case p == PartManager && (ds.supervising == nil || len(managed) == 0):
+		return errors.New("this mesh runs no manager: it was started with --no-manager (run `cotal supervise` beside it)")
+	case !stopped:
+		return nil
+	}
+	fresh := newPart(ds.ctx)
+	ds.mu.Lock()
+	ds.parts[p] = fresh
+	ds.mu.Unlock()
+	for _, l := range ds.ledgers {
+		var err error
+		switch sv := ds.supervising; {
+		case p == PartDelivery:
+			err = ds.startDelivery(fresh.ctx, l, ds.log)
+		case !slices.Contains(managed, l.Space()):
+		case sv.cluster:
+			ds.standBySupervisor(sv.dir, l, sv.opts, ds.log)
+		default:
+			err = ds.startSupervisor(fresh.ctx, sv.dir, l, sv.opts, ds.log)
+		}
+		if err != nil {
+			// Stopped again whole, it is reported stopped, and a later start tries it all anew.
+			return errors.Join(fmt.Errorf("start the %s of space %s: %w", p, l.Space(), err), ds.stopPart(p))
 		}
 	}
 	return nil
@@ -430,8 +521,10 @@ func (ds *Daemons) WardensReady(ctx context.Context) error {
 // the broker still runs.
 func (ds *Daemons) Stop() {
 	ds.StopPart(PartManager)
+	ds.partOps.Lock() // no part starts again past this point
+	defer ds.partOps.Unlock()
 	ds.cancel()
-	ds.parts[PartDelivery].wg.Wait()
+	ds.part(PartDelivery).wg.Wait()
 	ds.wg.Wait()
 	ds.mu.Lock()
 	conns := ds.conns

@@ -250,7 +250,7 @@ func (ds *Daemons) startSupervisor(ctx context.Context, d Dir, l *ledger.Ledger,
 	ds.supervisors = append(ds.supervisors, &servedSupervisor{space: l.Space(), sup: sup, svc: svc, held: h, instance: inst, lease: lease, workflows: workflows})
 	ds.mu.Unlock()
 	// The runs this manager hosted before it stopped are taken back from their journals.
-	mp := ds.parts[PartManager]
+	mp := ds.part(PartManager)
 	mp.wg.Go(func() {
 		if err := workflows.Recover(mp.ctx); err != nil && mp.ctx.Err() == nil && log != nil {
 			log.Warn("take back the workflow runs", "err", err)
@@ -275,7 +275,7 @@ const supervisorStandby = 2 * time.Second
 // lapses (that node died or stopped) it serves the instance at the next epoch, which fences the
 // one before.
 func (ds *Daemons) standBySupervisor(d Dir, l *ledger.Ledger, so SupervisorOptions, log *slog.Logger) {
-	mp := ds.parts[PartManager]
+	mp := ds.part(PartManager)
 	ctx := mp.ctx
 	mp.wg.Go(func() {
 		var watch *ledger.Held
@@ -360,7 +360,7 @@ func (s *servedSupervisor) stop(ds *Daemons) {
 // it.
 func Supervise(ctx context.Context, d Dir, l *ledger.Ledger, so SupervisorOptions, life time.Duration, log *slog.Logger) error {
 	ds := newDaemons(life, log)
-	if err := ds.startSupervisor(ds.parts[PartManager].ctx, d, l, so, log); err != nil {
+	if err := ds.startSupervisor(ds.part(PartManager).ctx, d, l, so, log); err != nil {
 		ds.Stop()
 		return err
 	}

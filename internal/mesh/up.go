@@ -465,14 +465,15 @@ func (m *Mesh) startDaemons(ctx context.Context, d Dir, o Options) error {
 	if o.NoManager {
 		return nil
 	}
-	opts := SupervisorOptions{Name: ManagerActor, MaxSessions: o.MaxSessions}
+	sv := &supervising{dir: d, opts: SupervisorOptions{Name: ManagerActor, MaxSessions: o.MaxSessions}, cluster: o.Cluster != nil}
+	m.daemons.supervising = sv
 	for _, l := range m.ledgers {
 		m.daemons.manages(l.Space())
-		if o.Cluster != nil {
-			m.daemons.standBySupervisor(d, l, opts, o.Log)
+		if sv.cluster {
+			m.daemons.standBySupervisor(d, l, sv.opts, o.Log)
 			continue
 		}
-		if err := m.daemons.startSupervisor(m.daemons.parts[PartManager].ctx, d, l, opts, o.Log); err != nil {
+		if err := m.daemons.startSupervisor(m.daemons.part(PartManager).ctx, d, l, sv.opts, o.Log); err != nil {
 			return err
 		}
 	}

@@ -48,7 +48,7 @@ func NewCmdDown(f *factory.Factory, runF func(context.Context, *Options) error) 
 			"whose other readers only the operator sees, to the operator's `cotal down -f --run RUNID`.\n\n" +
 			"With a part, stop only that and leave the mesh serving: delivery (the delivery daemons),\n" +
 			"manager (the managers, which stop and retire their agents) or web (the dashboard `cotal web`\n" +
-			"serves). `cotal down` then `cotal up` starts everything again.",
+			"serves). `cotal up` on the running mesh starts a stopped delivery or manager again.",
 		Args:      cobra.MaximumNArgs(1),
 		ValidArgs: []string{string(mesh.PartDelivery), string(mesh.PartManager), partWeb},
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -114,7 +114,8 @@ func NewCmdUp(f *factory.Factory, runF func(context.Context, *Options) error) *c
 		Long: "Run a mesh from this project's .cotal directory (found by walking up from the current\n" +
 			"directory; --dir or $COTAL_DIR override): an embedded nats-server with JetStream, one NATS\n" +
 			"account per space, and least-privilege credentials the broker enforces. It runs in the\n" +
-			"foreground until Ctrl-C, or in the background with --detach.\n\n" +
+			"foreground until Ctrl-C, or in the background with --detach. On a mesh that already runs\n" +
+			"there, it starts again the parts `cotal down delivery|manager` stopped.\n\n" +
 			"With -f cotal.yaml, the mesh is a fresh one for the manifest's team: its space, broker\n" +
 			"address and channels come from the file (flags override them), every channel is seeded,\n" +
 			"and every agent is launched through the mesh's manager, each with one least-privilege\n" +
@@ -371,6 +372,40 @@ func (o *Options) userAuth() (*mesh.UserAuthOptions, error) {
 	}, nil
 }
 
+// restartParts answers `up` on a running mesh: it starts again each part of the mesh process's
+// daemons that `cotal down PART` stopped, and says what runs.
+func restartParts(ctx context.Context, o *Options, d mesh.Dir, st *mesh.State) error {
+	parts, err := mesh.RunningParts(ctx, d)
+	if errors.Is(err, mesh.ErrNoControl) { // an open mesh, or a node without keys: no parts
+		fmt.Fprintf(o.IO.ErrOut, "a mesh is already running at %s (pid %d); `cotal down` stops it\n", st.URL, st.PID)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var stopped []mesh.Part
+	for _, p := range parts {
+		if p.State == mesh.PartStopped && !slices.Contains(stopped, mesh.Part(p.Name)) {
+			stopped = append(stopped, mesh.Part(p.Name))
+		}
+	}
+	if len(stopped) == 0 {
+		fmt.Fprintf(o.IO.ErrOut, "a mesh is already running at %s (pid %d), every part serving; `cotal down` stops it\n", st.URL, st.PID)
+		return nil
+	}
+	for _, p := range stopped {
+		if parts, err = mesh.StartPart(ctx, d, p); err != nil {
+			return fmt.Errorf("start the %s again: %w", p, err)
+		}
+	}
+	for _, p := range parts {
+		if slices.Contains(stopped, mesh.Part(p.Name)) {
+			fmt.Fprintf(o.IO.ErrOut, "%s of space %s: %s\n", p.Name, p.Space, p.State)
+		}
+	}
+	return nil
+}
+
 func upRun(ctx context.Context, o *Options) error {
 	switch {
 	case o.File != "":
@@ -383,8 +418,7 @@ func upRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	if st, err := d.ReadState(); err == nil {
-		fmt.Fprintf(o.IO.ErrOut, "a mesh is already running at %s (pid %d); `cotal down` stops it\n", st.URL, st.PID)
-		return nil
+		return restartParts(ctx, o, d, st)
 	}
 	if o.Detach {
 		return detach(ctx, o, d)
