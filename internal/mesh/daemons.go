@@ -326,6 +326,7 @@ func (ds *Daemons) stopPart(p Part) error {
 		var held []*ledger.Held
 		for _, d := range ds.deliveries {
 			held = append(held, d.held...)
+			d.held = nil // let go once, however often the part is stopped
 		}
 		ds.mu.Unlock()
 		for _, h := range held {
@@ -520,9 +521,9 @@ func (ds *Daemons) WardensReady(ctx context.Context) error {
 // Stop ends the daemons and waits for them. Spawned agents are stopped and retired first, while
 // the broker still runs.
 func (ds *Daemons) Stop() {
-	ds.StopPart(PartManager)
 	ds.partOps.Lock() // no part starts again past this point
 	defer ds.partOps.Unlock()
+	ds.stopPart(PartManager)
 	ds.cancel()
 	ds.part(PartDelivery).wg.Wait()
 	ds.wg.Wait()

@@ -393,17 +393,21 @@ func restartParts(ctx context.Context, o *Options, d mesh.Dir, st *mesh.State) e
 		fmt.Fprintf(o.IO.ErrOut, "a mesh is already running at %s (pid %d), every part serving; `cotal down` stops it\n", st.URL, st.PID)
 		return nil
 	}
+	var errs []error
 	for _, p := range stopped {
-		if parts, err = mesh.StartPart(ctx, d, p); err != nil {
-			return fmt.Errorf("start the %s again: %w", p, err)
+		now, err := mesh.StartPart(ctx, d, p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("start the %s again: %w", p, err))
+			continue
 		}
+		parts = now
 	}
-	for _, p := range parts {
+	for _, p := range parts { // standing by: it serves once it holds its lease
 		if slices.Contains(stopped, mesh.Part(p.Name)) {
 			fmt.Fprintf(o.IO.ErrOut, "%s of space %s: %s\n", p.Name, p.Space, p.State)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func upRun(ctx context.Context, o *Options) error {
