@@ -46,8 +46,8 @@ type Daemons struct {
 	ledgers []*ledger.Ledger
 	// noDelivery reports that the delivery daemons run beside the mesh, not in it.
 	noDelivery bool
-	// supervising is how the managers were started (SuperviseSpaces), for StartPart; nil when
-	// this process runs none.
+	// supervising is how the mesh started its managers, for StartPart; nil when this process
+	// runs none.
 	supervising *supervising
 	// wardens reports, by space, whether the warden's current incarnation is watching; guarded
 	// by mu.
@@ -344,8 +344,8 @@ func errNoPart(p Part) error {
 // StartPart starts again a part StopPart stopped, as the mesh first started it: the delivery
 // daemon of every space, or the manager of every space this process manages (standing by for
 // its instance on a cluster). A part that runs is left as it is; one that fails to start in some
-// space is stopped again in all. A part this process never ran
-// (started with NoDelivery or NoManager) is refused: it runs beside the mesh, if anywhere.
+// space is stopped again in all. A part this process never ran (started with NoDelivery or
+// NoManager) is refused: it runs beside the mesh, if anywhere.
 func (ds *Daemons) StartPart(p Part) error {
 	ds.partOps.Lock()
 	defer ds.partOps.Unlock()
